@@ -1,0 +1,435 @@
+"""The click command line. Each command builds frozen settings and calls one function.
+
+No processing logic lives here; this is the only module that prints errors and sets the exit
+code (see errors.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import click
+
+from livecam import __version__
+from livecam.errors import EXIT_FAILURE, EXIT_INTERRUPTED, LivecamError
+from livecam.runtime.providers import CHOICES as PROVIDER_CHOICES
+from livecam.settings import (
+    DETECTORS,
+    FRAME_PROCESSORS,
+    SWAP_MODELS,
+    AnalysisSettings,
+    BenchJob,
+    DemoJob,
+    EnhanceSettings,
+    ImageJob,
+    LiveJob,
+    ProcessingSettings,
+    RuntimeSettings,
+    SwapSettings,
+    VideoJob,
+)
+
+log = logging.getLogger("livecam")
+
+# Options that take several values after one flag (`--frame-processor face_swapper face_enhancer`).
+# Only values from the option's own choices are taken, so positional arguments are never eaten.
+VARIADIC_OPTIONS: dict[str, tuple[str, ...]] = {
+    "--frame-processor": FRAME_PROCESSORS,
+    "--execution-provider": PROVIDER_CHOICES,
+}
+
+
+def expand_variadic(args: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        out.append(arg)
+        i += 1
+        choices = VARIADIC_OPTIONS.get(arg)
+        if choices is None:
+            continue
+        if i < len(args):  # the first value always belongs to the flag (click validates it)
+            out.append(args[i])
+            i += 1
+        while i < len(args) and args[i] in choices:
+            out.extend([arg, args[i]])
+            i += 1
+    return out
+
+
+class LivecamGroup(click.Group):
+    """Adds variadic options and turns every error into one line and an exit code."""
+
+    def main(self, args: Sequence[str] | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
+        argv = expand_variadic(list(sys.argv[1:] if args is None else args))
+        kwargs.pop("standalone_mode", None)
+        verbose = any(a in ("-v", "--verbose") or (a.startswith("-v") and set(a[1:]) == {"v"}) for a in argv)
+        try:
+            rv = super().main(args=argv, standalone_mode=False, **kwargs)
+        except click.exceptions.Exit as exc:
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except (click.exceptions.Abort, KeyboardInterrupt):
+            click.echo("livecam: interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        except LivecamError as exc:
+            click.echo(f"livecam: error: {exc.message}", err=True)
+            if verbose:
+                _print_cause_chain(exc)
+            sys.exit(exc.exit_code)
+        except Exception as exc:  # noqa: BLE001 - the last line of defence: no tracebacks
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            click.echo(
+                f"livecam: internal error: {type(exc).__name__}: {first} "
+                f"(rerun with -v for details and please report it)",
+                err=True,
+            )
+            if verbose:
+                traceback.print_exc()
+            sys.exit(EXIT_FAILURE)
+        if isinstance(rv, int):
+            sys.exit(rv)
+        sys.exit(0)
+
+
+def _print_cause_chain(exc: BaseException) -> None:
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None:
+        click.echo(f"  caused by {type(cause).__name__}: {cause}", err=True)
+        cause = cause.__cause__ or cause.__context__
+    traceback.print_exception(exc)
+
+
+def _setup_logging(verbose: int, quiet: bool) -> None:
+    level = logging.ERROR if quiet else (logging.DEBUG if verbose else logging.INFO)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("livecam: %(message)s"))
+    log.handlers[:] = [handler]
+    log.setLevel(level)
+    log.propagate = False
+
+
+@click.group(cls=LivecamGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="livecam")
+@click.option("--models-dir", type=click.Path(file_okay=False, path_type=Path), envvar="LIVECAM_MODELS_DIR",
+              help="Folder holding the models [env LIVECAM_MODELS_DIR].")
+@click.option("--offline", is_flag=True, envvar="LIVECAM_OFFLINE", help="Never touch the network [env LIVECAM_OFFLINE=1].")
+@click.option("--accept-license", is_flag=True, help="Accept the licences of models downloaded on first use.")
+@click.option("--unverified-models", is_flag=True,
+              help="Use model files whose SHA-256 differs from the catalog (benchmark replicas).")
+@click.option("-v", "--verbose", count=True, help="More detail; errors show their cause chain.")
+@click.option("-q", "--quiet", is_flag=True, help="Only errors; no progress bars.")
+@click.pass_context
+def cli(ctx: click.Context, models_dir: Path | None, offline: bool, accept_license: bool,
+        unverified_models: bool, verbose: int, quiet: bool) -> None:
+    """livecam: put the face from one photo on every face in a webcam stream, video or image.
+
+    Use it only with the consent of the people whose faces you use.
+    """
+    _setup_logging(verbose, quiet)
+    if unverified_models:
+        log.warning("warning: --unverified-models: model files are used without checking their SHA-256")
+    ctx.obj = RuntimeSettings(models_dir=models_dir, offline=offline, accept_license=accept_license,
+                              unverified_models=unverified_models, verbose=verbose, quiet=quiet)
+
+
+def _runtime(ctx: click.Context, providers: tuple[str, ...], threads: int) -> RuntimeSettings:
+    base: RuntimeSettings = ctx.obj
+    return RuntimeSettings(providers=providers or ("auto",), execution_threads=threads,
+                           models_dir=base.models_dir, offline=base.offline, accept_license=base.accept_license,
+                           unverified_models=base.unverified_models, verbose=base.verbose, quiet=base.quiet)
+
+
+def _parse_map(values: tuple[str, ...]) -> tuple[tuple[Path, Path], ...]:
+    pairs = []
+    for value in values:
+        source, sep, reference = value.partition("=")
+        if not sep or not source or not reference:
+            raise click.BadParameter(f"expected SOURCE=REFERENCE, got {value!r}", param_hint="--map")
+        pairs.append((Path(source), Path(reference)))
+    return tuple(pairs)
+
+
+def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Options shared by run, video, image and bench."""
+    options = [
+        click.option("--source", "-s", "sources", multiple=True, type=click.Path(path_type=Path),
+                     help="Photo of the face to put in (repeatable: photos of one person are averaged; "
+                          "for `run`, a folder cycles with the n key)."),
+        click.option("--execution-provider", "providers", multiple=True,
+                     type=click.Choice(PROVIDER_CHOICES, case_sensitive=False),
+                     help="One or more of " + ", ".join(PROVIDER_CHOICES) + " (default auto: the best available)."),
+        click.option("--execution-threads", type=click.IntRange(1, 64), default=1, show_default=True,
+                     help="Processing workers (file mode) / parallel frames (live)."),
+        click.option("--frame-processor", "frame_processors", multiple=True,
+                     type=click.Choice(FRAME_PROCESSORS), help="Processors in order (default face_swapper)."),
+        click.option("--many-faces", is_flag=True, help="Swap every face, not only the largest."),
+        click.option("--reference", type=click.Path(path_type=Path), multiple=True,
+                     help="Only swap faces of the person in this photo."),
+        click.option("--reference-distance", type=click.FloatRange(0, 2), default=1.0, show_default=True,
+                     help="Max embedding distance to count as the reference person."),
+        click.option("--map", "face_map", multiple=True, metavar="SOURCE=REFERENCE",
+                     help="Give the person in REFERENCE the face in SOURCE (repeatable)."),
+        click.option("--detector", type=click.Choice(DETECTORS), default="auto", show_default=True,
+                     help="scrfd (buffalo_l) or the embedded blazeface; auto picks scrfd when present."),
+        click.option("--det-size", type=click.Choice(["320", "480", "640"]), default="640", show_default=True,
+                     help="Detector input size (smaller is faster)."),
+        click.option("--swap-model", type=click.Choice(SWAP_MODELS), default="auto", show_default=True,
+                     help="auto: inswapper fp16 on GPUs, fp32 on CPU, the embedded mesh swapper without them."),
+        click.option("--mouth-mask", type=click.IntRange(0, 100), default=None, is_flag=False, flag_value=0,
+                     help="Keep the target's mouth; SIZE 0..100 grows it towards the chin."),
+        click.option("--color-match/--no-color-match", default=True, show_default=True,
+                     help="Match the swapped face's colour to the target's skin."),
+        click.option("--blend", type=click.FloatRange(0, 1), default=1.0, show_default=True,
+                     help="Opacity of the swapped face."),
+        click.option("--enhancer-blend", type=click.FloatRange(0, 1), default=0.8, show_default=True,
+                     help="Mix of the restored face over the swapped one."),
+        click.option("--smoothing", type=click.FloatRange(0, 1), default=0.5, show_default=True,
+                     help="Keypoint smoothing across frames (0 off); not used for images."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _processing(ctx: click.Context, kw: dict[str, Any], *, smoothing_allowed: bool = True) -> ProcessingSettings:
+    return ProcessingSettings(
+        sources=tuple(kw.pop("sources")),
+        frame_processors=tuple(dict.fromkeys(kw.pop("frame_processors"))) or ("face_swapper",),
+        runtime=_runtime(ctx, tuple(p.lower() for p in kw.pop("providers")), kw.pop("execution_threads")),
+        analysis=AnalysisSettings(
+            detector=kw.pop("detector"), det_size=int(kw.pop("det_size")), many_faces=kw.pop("many_faces"),
+            reference=tuple(kw.pop("reference")), reference_distance=kw.pop("reference_distance"),
+            face_map=_parse_map(kw.pop("face_map")),
+            smoothing=kw.pop("smoothing") if smoothing_allowed else 0.0,
+        ),
+        swap=SwapSettings(model=kw.pop("swap_model"), mouth_mask=kw.pop("mouth_mask"),
+                          color_match=kw.pop("color_match"), blend=kw.pop("blend")),
+        enhance=EnhanceSettings(blend=kw.pop("enhancer_blend")),
+    )
+
+
+def _require_source(processing: ProcessingSettings) -> None:
+    if not processing.sources and not processing.analysis.face_map:
+        raise click.UsageError("missing --source PATH: give a photo of the face to put in")
+
+
+def _parse_resolution(value: str) -> tuple[int, int]:
+    try:
+        w, h = (int(v) for v in value.lower().split("x"))
+        if w <= 0 or h <= 0:
+            raise ValueError
+        return w, h
+    except ValueError:
+        raise click.BadParameter(f"expected WIDTHxHEIGHT such as 1280x720, got {value!r}") from None
+
+
+def _parse_frame_range(value: str | None) -> tuple[int, int | None] | None:
+    if value is None:
+        return None
+    start, sep, end = value.partition(":")
+    try:
+        s = int(start) if start else 0
+        e = int(end) if end else None
+        if not sep or s < 0 or (e is not None and e <= s):
+            raise ValueError
+    except ValueError:
+        raise click.BadParameter(f"expected START:END frame numbers with END > START, got {value!r}") from None
+    return s, e
+
+
+@cli.command()
+@processing_options
+@click.option("--camera", default="0", show_default=True, help="Camera index, or a video file path or URL.")
+@click.option("--resolution", default="1280x720", show_default=True, help="Capture size WIDTHxHEIGHT.")
+@click.option("--fps", type=click.FloatRange(1, 240), default=30.0, show_default=True, help="Capture rate.")
+@click.option("--realtime/--no-realtime", default=None,
+              help="File sources: play at their own rate (default) or as fast as possible.")
+@click.option("--mirror", is_flag=True, help="Flip horizontally (selfie view).")
+@click.option("--output", "-o", default="auto", show_default=True,
+              help="window, virtual-camera, none, or a FILE.mp4 to record (auto: window when a display exists).")
+@click.option("--queue-depth", type=click.IntRange(1, 2), default=1, show_default=True)
+@click.option("--duration", type=click.FloatRange(min=0, min_open=True), help="Stop after SECONDS.")
+@click.option("--max-frames", type=click.IntRange(min=1), help="Stop after N frames.")
+@click.option("--stats", is_flag=True, help="Draw live metrics on the output.")
+@click.option("--stats-json", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write one JSON object per second and a summary line.")
+@click.option("--max-latency-ms", type=click.FloatRange(min=1), default=40.0, show_default=True,
+              help="Latency budget the governor defends.")
+@click.option("--degrade/--no-degrade", default=True, show_default=True,
+              help="Degrade gracefully (enhancer off, sparser detection) when over budget.")
+@click.option("--label/--no-label", default=False, show_default=True, help="Draw the AI-generated label.")
+@click.option("--force", is_flag=True, help="Overwrite a recording file that exists.")
+@click.pass_context
+def run(ctx: click.Context, **kw: Any) -> None:
+    """Swap faces live: camera (or a clip) in, window / virtual camera / file out."""
+    processing = _processing(ctx, kw)
+    _require_source(processing)
+    job = LiveJob(processing=processing, camera=kw["camera"], resolution=_parse_resolution(kw["resolution"]),
+                  fps=kw["fps"], realtime=kw["realtime"], mirror=kw["mirror"], output=kw["output"],
+                  queue_depth=kw["queue_depth"], duration=kw["duration"], max_frames=kw["max_frames"],
+                  stats=kw["stats"], stats_json=kw["stats_json"], max_latency_ms=kw["max_latency_ms"],
+                  degrade=kw["degrade"], label=kw["label"], force=kw["force"])
+    from livecam.commands.live import run_live
+
+    return run_live(job)
+
+
+@cli.command()
+@click.argument("input", type=click.Path(path_type=Path))
+@click.argument("output", type=click.Path(path_type=Path))
+@processing_options
+@click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
+@click.option("--label/--no-label", default=True, show_default=True, help="Visible AI-generated label.")
+@click.option("--video-encoder", default="libx264", show_default=True,
+              help="libx264, libx265, libvpx-vp9, or a hardware encoder such as h264_nvenc.")
+@click.option("--video-quality", type=click.IntRange(0, 51), default=18, show_default=True,
+              help="CRF-like quality, lower is better.")
+@click.option("--keep-fps", "keep_fps", is_flag=True, default=True, help="Keep the input's frame rate (default).")
+@click.option("--fps", type=click.FloatRange(min=0, min_open=True), help="Output frame rate instead.")
+@click.option("--audio/--no-audio", default=True, show_default=True, help="Keep the audio.")
+@click.option("--keep-partial", is_flag=True, help="On Ctrl-C or error, keep a valid shorter video.")
+@click.option("--frame-range", help="START:END frames to process; the rest is copied through.")
+@click.option("--max-memory", type=click.FloatRange(min=0.1), help="Cap memory in GB.")
+@click.pass_context
+def video(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
+    """Swap faces in a video file; audio is kept."""
+    processing = _processing(ctx, kw)
+    _require_source(processing)
+    job = VideoJob(input=input, output=output, processing=processing, force=kw["force"], label=kw["label"],
+                   encoder=kw["video_encoder"], quality=kw["video_quality"], fps=kw["fps"], audio=kw["audio"],
+                   keep_partial=kw["keep_partial"], frame_range=_parse_frame_range(kw["frame_range"]),
+                   max_memory_gb=kw["max_memory"])
+    from livecam.commands.video import run_video
+
+    return run_video(job)
+
+
+@cli.command()
+@click.argument("input", type=click.Path(path_type=Path))
+@click.argument("output", type=click.Path(path_type=Path))
+@processing_options
+@click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
+@click.option("--label/--no-label", default=True, show_default=True, help="Visible AI-generated label.")
+@click.pass_context
+def image(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
+    """Swap faces in one image (JPEG, PNG, WebP, BMP, TIFF)."""
+    processing = _processing(ctx, kw, smoothing_allowed=False)
+    _require_source(processing)
+    job = ImageJob(input=input, output=output, processing=processing, force=kw["force"], label=kw["label"])
+    from livecam.commands.image import run_image
+
+    return run_image(job)
+
+
+@cli.command()
+@processing_options
+@click.option("--mode", type=click.Choice(["live", "video"]), default="live", show_default=True)
+@click.option("--input", "bench_input", type=click.Path(path_type=Path), help="Clip to run (default: generated).")
+@click.option("--frames", type=click.IntRange(min=10), default=300, show_default=True)
+@click.option("--resolution", default="1280x720", show_default=True, help="Size of the generated clip.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.pass_context
+def bench(ctx: click.Context, **kw: Any) -> None:
+    """Measure the real pipeline on a recorded clip: per-stage ms, FPS, latency, memory."""
+    mode, bench_input, frames = kw.pop("mode"), kw.pop("bench_input"), kw.pop("frames")
+    resolution, as_json = _parse_resolution(kw.pop("resolution")), kw.pop("as_json")
+    processing = _processing(ctx, kw)
+    job = BenchJob(processing=processing, mode=mode, input=bench_input, frames=frames,
+                   resolution=resolution, json=as_json)
+    from livecam.commands.bench import run_bench
+
+    return run_bench(job)
+
+
+@cli.command()
+@click.argument("output_dir", type=click.Path(file_okay=False, path_type=Path), default="livecam-demo")
+@click.option("--force", is_flag=True, help="Overwrite files in OUTPUT_DIR.")
+@click.pass_context
+def demo(ctx: click.Context, output_dir: Path, force: bool) -> None:
+    """See a real swap in one command: bundled photos, no camera, GPU or network needed."""
+    from livecam.commands.demo import run_demo
+
+    return run_demo(DemoJob(output_dir=output_dir, runtime=ctx.obj, force=force))
+
+
+@cli.command()
+@click.pass_context
+def doctor(ctx: click.Context) -> int:
+    """Check the installation: packages, providers, models, cameras, disk."""
+    from livecam.commands.doctor import run_doctor
+
+    return run_doctor(ctx.obj)
+
+
+@cli.group()
+def models() -> None:
+    """List, download, verify and convert models."""
+
+
+@models.command("list")
+@click.pass_context
+def models_list(ctx: click.Context) -> None:
+    """Every model livecam knows, with size, licence and state."""
+    from livecam.commands.models import list_models
+
+    list_models(ctx.find_object(RuntimeSettings))
+
+
+@models.command("download")
+@click.argument("names", nargs=-1)
+@click.option("--accept-license", "accept", is_flag=True, help="Accept the models' licences.")
+@click.pass_context
+def models_download(ctx: click.Context, names: tuple[str, ...], accept: bool) -> None:
+    """Download models (all downloadable ones when no NAME is given)."""
+    from livecam.commands.models import download_models
+
+    download_models(ctx.find_object(RuntimeSettings), names, accept)
+
+
+@models.command("verify")
+@click.argument("names", nargs=-1)
+@click.pass_context
+def models_verify(ctx: click.Context, names: tuple[str, ...]) -> int:
+    """Re-hash present models and report each as verified, unpinned, corrupt or missing."""
+    from livecam.commands.models import verify_models
+
+    return verify_models(ctx.find_object(RuntimeSettings), names)
+
+
+@models.command("where")
+@click.pass_context
+def models_where(ctx: click.Context) -> None:
+    """Print the models folder."""
+    from livecam.commands.models import where_models
+
+    where_models(ctx.find_object(RuntimeSettings))
+
+
+@models.command("convert")
+@click.argument("checkpoint", type=click.Path(path_type=Path))
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
+              help="ONNX file to write (default: gfpgan_1.4.onnx in the models folder).")
+@click.option("--force", is_flag=True)
+@click.pass_context
+def models_convert(ctx: click.Context, checkpoint: Path, output: Path | None, force: bool) -> None:
+    """Convert GFPGANv1.4.pth to ONNX once (needs `pip install 'livecam[convert]'`)."""
+    from livecam.commands.models import convert_model
+
+    convert_model(ctx.find_object(RuntimeSettings), checkpoint, output, force)
+
+
+def main() -> None:
+    cli.main(prog_name="livecam")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Application functions behind the CLI commands: one module per command."""

@@ -1,0 +1,82 @@
+"""The LivecamError family: every failure a user can cause or fix.
+
+Each error carries a one-line, user-facing message (what was expected, what arrived, what to
+do) and the exit code the CLI returns. Only cli.py prints them.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_MODEL = 3
+EXIT_PROVIDER = 4
+EXIT_INTERRUPTED = 130
+
+
+class LivecamError(Exception):
+    """Base class: a message for the user and the process exit code."""
+
+    exit_code: int = EXIT_FAILURE
+
+    def __init__(self, message: str, *, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class InputError(LivecamError):
+    """Bad usage or input: a missing, unreadable or unsuitable file or option value."""
+
+    exit_code = EXIT_USAGE
+
+
+class NoFaceError(InputError):
+    """An image that must contain a face has none."""
+
+
+class OutputExistsError(InputError):
+    """The output exists and --force was not given."""
+
+
+class NotAvailableError(InputError):
+    """A command or feature that this build does not provide yet."""
+
+
+class ModelError(LivecamError):
+    """A model file is missing, invalid, of the wrong kind, or could not be downloaded."""
+
+    exit_code = EXIT_MODEL
+
+
+class DownloadError(ModelError):
+    """A download failed (network, HTTP status, size or hash mismatch)."""
+
+
+class LicenseNotAcceptedError(ModelError):
+    """A model's licence needs --accept-license before it is downloaded."""
+
+
+class ProviderError(LivecamError):
+    """An execution provider is unavailable or fell back while creating a session."""
+
+    exit_code = EXIT_PROVIDER
+
+
+class DeviceError(LivecamError):
+    """A camera, virtual camera or window could not be used."""
+
+    exit_code = EXIT_FAILURE
+
+
+class OutputError(LivecamError):
+    """Writing an output failed (disk full, permission, encoder)."""
+
+    exit_code = EXIT_FAILURE
+
+
+class Interrupted(LivecamError):
+    """Ctrl-C or SIGTERM."""
+
+    exit_code = EXIT_INTERRUPTED

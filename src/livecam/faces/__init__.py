@@ -1,0 +1,1 @@
+"""Finding, describing and following faces."""

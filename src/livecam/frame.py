@@ -1,0 +1,26 @@
+"""FramePacket: the one record that travels through every pipeline stage."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from livecam.faces.face import Face
+
+
+@dataclass(slots=True)
+class FramePacket:
+    index: int  # position in the stream; never reordered
+    image: np.ndarray  # HxWx3 uint8 BGR
+    captured_at: float = field(default_factory=time.perf_counter)
+    faces: list[Face] = field(default_factory=list)  # filled by analyse
+    timings: dict[str, float] = field(default_factory=dict)  # ms per stage
+    pts: float | None = None  # presentation time in seconds, for file sources
+
+    def __post_init__(self) -> None:
+        img = self.image
+        if not isinstance(img, np.ndarray) or img.dtype != np.uint8 or img.ndim != 3 or img.shape[2] != 3:
+            got = getattr(img, "shape", type(img).__name__), getattr(img, "dtype", "")
+            raise ValueError(f"FramePacket.image must be HxWx3 uint8 BGR, got {got}")

@@ -1,0 +1,1 @@
+"""Frame processors: face swapper and face enhancer, behind one contract."""

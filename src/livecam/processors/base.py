@@ -1,0 +1,19 @@
+"""The frame processor contract (see docs/ARCHITECTURE.md)."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from livecam.faces.source import SourceIdentity
+from livecam.frame import FramePacket
+
+
+@runtime_checkable
+class FrameProcessor(Protocol):
+    name: str  # as given to --frame-processor
+
+    def prepare(self, source: SourceIdentity) -> None:
+        """Per-source work done once (e.g. the swapper's source latent)."""
+
+    def process(self, packet: FramePacket) -> FramePacket:
+        """Process packet.faces in packet.image; may replace packet.image."""

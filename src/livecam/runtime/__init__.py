@@ -1,0 +1,1 @@
+"""ONNX Runtime: provider selection and the shared session pool."""

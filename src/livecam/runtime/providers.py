@@ -1,0 +1,143 @@
+"""Map livecam's provider names to ONNX Runtime providers and their options."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from livecam.errors import ProviderError
+
+# livecam name -> ONNX Runtime provider name, in the order `auto` prefers them.
+PROVIDER_NAMES: dict[str, str] = {
+    "tensorrt": "TensorrtExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "rocm": "ROCMExecutionProvider",
+    "coreml": "CoreMLExecutionProvider",
+    "directml": "DmlExecutionProvider",
+    "openvino": "OpenVINOExecutionProvider",
+    "cpu": "CPUExecutionProvider",
+}
+CHOICES: tuple[str, ...] = ("auto", *PROVIDER_NAMES)
+
+# `auto` skips TensorRT: its engine build takes minutes on first use, which surprises people.
+AUTO_ORDER: tuple[str, ...] = ("cuda", "rocm", "coreml", "directml", "openvino", "cpu")
+
+# Providers whose fp16 kernels are trustworthy (used by --swap-model auto).
+FP16_FRIENDLY: frozenset[str] = frozenset({"cuda", "tensorrt", "coreml"})
+
+INSTALL_HINTS: dict[str, str] = {
+    "cuda": "pip uninstall -y onnxruntime && pip install 'livecam[cuda]' (NVIDIA driver and CUDA 12/13 runtime needed)",
+    "tensorrt": "pip uninstall -y onnxruntime && pip install 'livecam[cuda]' tensorrt",
+    "rocm": "install onnxruntime-rocm from AMD's ROCm wheel index instead of onnxruntime",
+    "coreml": "use the standard onnxruntime wheel on macOS (pip install onnxruntime)",
+    "directml": "pip uninstall -y onnxruntime && pip install 'livecam[directml]' (Windows only)",
+    "openvino": "pip uninstall -y onnxruntime && pip install 'livecam[openvino]'",
+    "cpu": "pip install onnxruntime",
+}
+
+
+@dataclass(frozen=True)
+class ProviderChoice:
+    """What a session is created with: livecam names and ORT (name, options) pairs."""
+
+    names: tuple[str, ...]
+    ort_providers: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
+
+    def as_ort_args(self) -> tuple[list[str], list[dict[str, str]]]:
+        return [p for p, _ in self.ort_providers], [dict(o) for _, o in self.ort_providers]
+
+    @property
+    def primary(self) -> str:
+        return self.names[0]
+
+
+def available_ort_providers() -> list[str]:
+    import onnxruntime as ort
+
+    return list(ort.get_available_providers())
+
+
+def available_names(ort_available: list[str] | None = None) -> list[str]:
+    ort_available = available_ort_providers() if ort_available is None else ort_available
+    return [name for name, ort_name in PROVIDER_NAMES.items() if ort_name in ort_available]
+
+
+def user_cache_dir() -> Path:
+    from platformdirs import user_cache_dir as _ucd
+
+    return Path(os.environ.get("LIVECAM_CACHE_DIR") or _ucd("livecam"))
+
+
+def provider_options(name: str, device_id: int = 0) -> dict[str, str]:
+    """ORT options for one provider; values are strings as ORT accepts them everywhere."""
+    if name == "cuda":
+        return {"device_id": str(device_id), "cudnn_conv_algo_search": "HEURISTIC"}
+    if name == "rocm":
+        return {"device_id": str(device_id)}
+    if name == "tensorrt":
+        cache = user_cache_dir() / "tensorrt"
+        return {
+            "device_id": str(device_id),
+            "trt_fp16_enable": "True",
+            "trt_engine_cache_enable": "True",
+            "trt_engine_cache_path": str(cache),
+            "trt_timing_cache_enable": "True",
+            "trt_timing_cache_path": str(cache),
+        }
+    if name == "coreml":
+        return {"ModelFormat": "MLProgram", "MLComputeUnits": "ALL"}
+    if name == "openvino":
+        return {"device_type": "AUTO:GPU,CPU"}
+    if name == "directml":
+        return {"device_id": str(device_id)}
+    return {}
+
+
+def resolve_providers(
+    requested: tuple[str, ...] | list[str], ort_available: list[str] | None = None
+) -> ProviderChoice:
+    """Turn `--execution-provider` values into a ProviderChoice, CPU appended as last resort.
+
+    A requested provider that ORT does not offer is an error, never a silent CPU fallback.
+    """
+    ort_available = available_ort_providers() if ort_available is None else ort_available
+    have = available_names(ort_available)
+    wanted = [r.lower() for r in requested] or ["auto"]
+    unknown = [w for w in wanted if w not in CHOICES]
+    if unknown:
+        raise ProviderError(
+            f"unknown execution provider {unknown[0]!r}; choose from {', '.join(CHOICES)}"
+        )
+    if "auto" in wanted:
+        names = [next(n for n in AUTO_ORDER if n in have)] if have else []
+    else:
+        missing = [w for w in wanted if w not in have]
+        if missing:
+            m = missing[0]
+            raise ProviderError(
+                f"execution provider {m!r} is not available in this onnxruntime "
+                f"(available: {', '.join(have) or 'none'}); to get it: {INSTALL_HINTS[m]}"
+            )
+        names = list(dict.fromkeys(wanted))
+    if "cpu" not in names:
+        names.append("cpu")
+    return ProviderChoice(
+        names=tuple(names),
+        ort_providers=tuple(
+            (PROVIDER_NAMES[n], tuple(sorted(provider_options(n).items()))) for n in names
+        ),
+    )
+
+
+def preload_gpu_libraries() -> None:
+    """Let onnxruntime-gpu find CUDA/cuDNN from the nvidia-* wheels (no-op elsewhere)."""
+    import onnxruntime as ort
+
+    preload = getattr(ort, "preload_dlls", None)
+    if preload is not None:
+        try:
+            preload()
+        except Exception:  # noqa: BLE001 - a failed preload shows up as a fallback later
+            pass

@@ -1,0 +1,72 @@
+"""The session pool: one ONNX Runtime session per (model file, providers, threads).
+
+Sessions are created lazily, once, under a lock, and shared by all threads (ORT's run() is
+thread-safe). This pool is the only module-level mutable state in livecam.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from livecam.errors import ModelError, ProviderError
+from livecam.runtime.providers import PROVIDER_NAMES, ProviderChoice, preload_gpu_libraries
+
+_POOL: dict[tuple[str, ProviderChoice, int], Any] = {}
+_POOL_LOCK = threading.Lock()
+
+
+def cpu_threads_per_session(workers: int) -> int:
+    """Intra-op threads so that workers x threads does not exceed the cores."""
+    cores = os.cpu_count() or 1
+    return max(1, cores // max(1, workers))
+
+
+def get_session(model_path: Path | str, providers: ProviderChoice, intra_op_threads: int = 0) -> Any:
+    """Return the shared session for this model and provider set, creating it on first use."""
+    key = (str(Path(model_path).resolve()), providers, intra_op_threads)
+    with _POOL_LOCK:
+        session = _POOL.get(key)
+        if session is None:
+            session = _create(Path(model_path), providers, intra_op_threads)
+            _POOL[key] = session
+        return session
+
+
+def clear_pool() -> None:
+    """Drop every session (tests, and switching models at run time)."""
+    with _POOL_LOCK:
+        _POOL.clear()
+
+
+def _create(model_path: Path, providers: ProviderChoice, intra_op_threads: int) -> Any:
+    import onnxruntime as ort
+
+    if providers.primary != "cpu":
+        preload_gpu_libraries()
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3
+    if intra_op_threads > 0:
+        options.intra_op_num_threads = intra_op_threads
+    names, provider_opts = providers.as_ort_args()
+    try:
+        session = ort.InferenceSession(
+            str(model_path), sess_options=options, providers=names, provider_options=provider_opts
+        )
+    except Exception as exc:  # ORT raises its own exception types for bad files
+        raise ModelError(
+            f"cannot load model {model_path}: {str(exc).splitlines()[0][:200]}; "
+            f"delete it and run `livecam models download` to fetch a good copy"
+        ) from exc
+    got = session.get_providers()
+    wanted = PROVIDER_NAMES[providers.primary]
+    if wanted not in got:
+        raise ProviderError(
+            f"onnxruntime fell back from {providers.primary} to {', '.join(got)} while loading "
+            f"{model_path.name} (a CUDA/cuDNN or driver library is probably missing); "
+            f"run `livecam doctor` to see what is missing, or pass --execution-provider cpu"
+        )
+    return session

@@ -1,0 +1,120 @@
+"""Frozen settings built once from the command-line options."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FRAME_PROCESSORS: tuple[str, ...] = ("face_swapper", "face_enhancer")
+SWAP_MODELS: tuple[str, ...] = ("auto", "inswapper_128", "inswapper_128_fp16", "mesh")
+DETECTORS: tuple[str, ...] = ("auto", "scrfd", "blazeface")
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    providers: tuple[str, ...] = ("auto",)
+    execution_threads: int = 1
+    models_dir: Path | None = None  # None: checkout models/ or the user data folder
+    offline: bool = False
+    accept_license: bool = False
+    unverified_models: bool = False  # accept models whose hash differs (replicas for benchmarks)
+    verbose: int = 0
+    quiet: bool = False
+
+
+@dataclass(frozen=True)
+class AnalysisSettings:
+    detector: str = "auto"  # scrfd when buffalo_l is present, else the embedded BlazeFace
+    det_size: int = 640
+    det_threshold: float = 0.5
+    many_faces: bool = False
+    reference: tuple[Path, ...] = ()
+    reference_distance: float = 1.0  # max L2 distance between normed embeddings
+    face_map: tuple[tuple[Path, Path], ...] = ()  # (source photo, reference photo)
+    smoothing: float = 0.5  # 0 off .. 1 strongest; forced off for single images
+    detect_every: int = 1
+
+
+@dataclass(frozen=True)
+class SwapSettings:
+    model: str = "auto"
+    mouth_mask: int | None = None  # None: off; 0..100 grows the kept mouth towards the chin
+    color_match: bool = True
+    blend: float = 1.0
+
+
+@dataclass(frozen=True)
+class EnhanceSettings:
+    blend: float = 0.8
+
+
+@dataclass(frozen=True)
+class ProcessingSettings:
+    sources: tuple[Path, ...]
+    frame_processors: tuple[str, ...] = ("face_swapper",)
+    runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
+    analysis: AnalysisSettings = field(default_factory=AnalysisSettings)
+    swap: SwapSettings = field(default_factory=SwapSettings)
+    enhance: EnhanceSettings = field(default_factory=EnhanceSettings)
+
+
+@dataclass(frozen=True)
+class ImageJob:
+    input: Path
+    output: Path
+    processing: ProcessingSettings
+    force: bool = False
+    label: bool = True  # visible "AI-generated" label
+
+
+@dataclass(frozen=True)
+class VideoJob:
+    input: Path
+    output: Path
+    processing: ProcessingSettings
+    force: bool = False
+    label: bool = True
+    encoder: str = "libx264"
+    quality: int = 18
+    fps: float | None = None  # None: keep the input's rate
+    audio: bool = True
+    keep_partial: bool = False
+    frame_range: tuple[int, int | None] | None = None
+    max_memory_gb: float | None = None
+
+
+@dataclass(frozen=True)
+class LiveJob:
+    processing: ProcessingSettings
+    camera: str = "0"  # index, path or URL
+    resolution: tuple[int, int] = (1280, 720)
+    fps: float = 30.0
+    realtime: bool | None = None  # None: realtime for files, n/a for cameras
+    mirror: bool = False
+    output: str = "auto"  # auto | window | virtual-camera | none | FILE
+    queue_depth: int = 1
+    duration: float | None = None
+    max_frames: int | None = None
+    stats: bool = False
+    stats_json: Path | None = None
+    max_latency_ms: float = 40.0
+    degrade: bool = True
+    label: bool = False
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class BenchJob:
+    processing: ProcessingSettings
+    mode: str = "live"  # live | video
+    input: Path | None = None
+    frames: int = 300
+    resolution: tuple[int, int] = (1280, 720)
+    json: bool = False
+
+
+@dataclass(frozen=True)
+class DemoJob:
+    output_dir: Path
+    runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
+    force: bool = False

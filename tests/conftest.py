@@ -1,0 +1,39 @@
+"""Shared fixtures: paths to the real photos and a clean environment for CLI subprocesses."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+FACES_DIR = REPO_ROOT.parent / "shared" / "faces"
+
+
+@pytest.fixture
+def faces_dir() -> Path:
+    """../shared/faces, or a clean skip when this checkout has no shared folder beside it."""
+    if not (FACES_DIR / "obama.jpg").is_file():
+        pytest.skip(f"real test photos not found at {FACES_DIR} (the shared folder is absent)")
+    return FACES_DIR
+
+
+@pytest.fixture
+def isolated_env(tmp_path: Path) -> dict[str, str]:
+    """Environment for CLI subprocesses: offline, private models and cache folders."""
+    env = dict(os.environ)
+    env["LIVECAM_MODELS_DIR"] = str(tmp_path / "models")
+    env["LIVECAM_CACHE_DIR"] = str(tmp_path / "cache")
+    env["LIVECAM_OFFLINE"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def run_cli(args: list[str], env: dict[str, str] | None = None, timeout: float = 120,
+            cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `python -m livecam ARGS` in a subprocess, capturing text output."""
+    return subprocess.run([sys.executable, "-m", "livecam", *args], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout)

@@ -1,0 +1,53 @@
+"""The command-line interface: help, version, unknown options, exit codes."""
+
+from __future__ import annotations
+
+import pytest
+
+from livecam import __version__
+from livecam.cli import expand_variadic
+from tests.conftest import run_cli
+
+COMMANDS = [[], ["run"], ["video"], ["image"], ["bench"], ["demo"], ["doctor"], ["models"],
+            ["models", "list"], ["models", "download"], ["models", "verify"], ["models", "where"],
+            ["models", "convert"]]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "livecam")
+def test_help_of_every_command(command: list[str]) -> None:
+    result = run_cli([*command, "--help"])
+    assert result.returncode == 0, result.stderr
+    assert "Usage: livecam" in result.stdout
+
+
+def test_version() -> None:
+    result = run_cli(["--version"])
+    assert result.returncode == 0
+    assert __version__ in result.stdout
+
+
+def test_unknown_option_is_usage_error() -> None:
+    result = run_cli(["image", "a.jpg", "b.jpg", "--no-such-option"])
+    assert result.returncode == 2
+    assert "No such option" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_source_is_usage_error(tmp_path) -> None:
+    result = run_cli(["image", str(tmp_path / "a.jpg"), str(tmp_path / "b.jpg")])
+    assert result.returncode == 2
+    assert "--source" in result.stderr
+
+
+def test_unknown_provider_lists_choices() -> None:
+    result = run_cli(["image", "a.jpg", "b.jpg", "-s", "x.jpg", "--execution-provider", "vulkan"])
+    assert result.returncode == 2
+    assert "cuda" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_variadic_options_take_only_their_own_choices() -> None:
+    argv = ["video", "--frame-processor", "face_swapper", "face_enhancer", "in.mp4", "out.mp4",
+            "--execution-provider", "cuda", "cpu"]
+    assert expand_variadic(argv) == [
+        "video", "--frame-processor", "face_swapper", "--frame-processor", "face_enhancer",
+        "in.mp4", "out.mp4", "--execution-provider", "cuda", "--execution-provider", "cpu"]
