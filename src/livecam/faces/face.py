@@ -24,6 +24,7 @@ class Face:
     landmarks: np.ndarray | None = None  # (N, 2) float32, N = 468 for FaceMesh
     embedding: np.ndarray | None = None  # (512,) float32, L2-normalised
     track_id: int | None = None
+    source_key: int = 0  # which SourceIdentity to put on this face (--map); 0 otherwise
 
     def __post_init__(self) -> None:
         bbox = np.asarray(self.bbox, dtype=np.float32).reshape(-1)

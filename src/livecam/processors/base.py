@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Protocol, Sequence, runtime_checkable
 
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
@@ -12,8 +12,10 @@ from livecam.frame import FramePacket
 class FrameProcessor(Protocol):
     name: str  # as given to --frame-processor
 
-    def prepare(self, source: SourceIdentity) -> None:
-        """Per-source work done once (e.g. the swapper's source latent)."""
+    def prepare(self, sources: Sequence[SourceIdentity]) -> None:
+        """Per-source work done once (e.g. the swapper's source latent). sources[face.source_key]
+        is the identity for a face; one entry unless --map is used. Called again when the
+        live source changes."""
 
     def process(self, packet: FramePacket) -> FramePacket:
         """Process packet.faces in packet.image; may replace packet.image."""

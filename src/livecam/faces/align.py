@@ -1,0 +1,152 @@
+"""Alignment templates, similarity transforms, crop warps and region-limited paste-back.
+
+Matrices are 2x3 float64 affine maps from frame pixels to crop pixels (as cv2.warpAffine
+takes them). Paste-back never warps a full frame: it works in the region of interest (ROI)
+that the crop covers, so its cost grows with the face, not with the frame.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+# ArcFace 112x112 template (eyes, nose, mouth corners), as published with insightface.
+ARCFACE_112 = np.array(
+    [[38.2946, 51.6963], [73.5318, 51.5014], [56.0252, 71.7366], [41.5493, 92.3655], [70.7299, 92.2041]],
+    dtype=np.float32,
+)
+# FFHQ 512x512 template used by GFPGAN.
+FFHQ_512 = np.array(
+    [[192.98138, 239.94708], [318.90277, 240.1936], [256.63416, 314.01935],
+     [201.26117, 371.41043], [313.08905, 371.15118]],
+    dtype=np.float32,
+)
+
+Roi = tuple[int, int, int, int]  # x1, y1, x2, y2 (exclusive), inside the frame
+
+
+def arcface_template(size: int) -> np.ndarray:
+    """The ArcFace template for a square crop: 112 as published, multiples of 128 scaled and
+    shifted +8*size/128 in x (128 is inswapper's crop)."""
+    if size == 112:
+        return ARCFACE_112.copy()
+    if size % 128 == 0:
+        ratio = size / 128.0
+        out = ARCFACE_112 * ratio
+        out[:, 0] += 8.0 * ratio
+        return out.astype(np.float32)
+    if size % 112 == 0:
+        return (ARCFACE_112 * (size / 112.0)).astype(np.float32)
+    raise ValueError(f"ArcFace crop size must be a multiple of 112 or 128, got {size}")
+
+
+def estimate_similarity(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Least-squares similarity transform (rotation, uniform scale, translation) taking src
+    points onto dst points (Umeyama 1991, without reflection). Returns a 2x3 float64 matrix."""
+    src = np.asarray(src, dtype=np.float64)
+    dst = np.asarray(dst, dtype=np.float64)
+    n = src.shape[0]
+    src_mean, dst_mean = src.mean(axis=0), dst.mean(axis=0)
+    src_c, dst_c = src - src_mean, dst - dst_mean
+    cov = dst_c.T @ src_c / n
+    u, s, vt = np.linalg.svd(cov)
+    d = np.ones(2)
+    if np.linalg.det(cov) < 0:
+        d[1] = -1.0
+    rot = u @ np.diag(d) @ vt
+    var_src = (src_c**2).sum() / n
+    scale = (s * d).sum() / var_src if var_src > 0 else 1.0
+    matrix = np.empty((2, 3), dtype=np.float64)
+    matrix[:, :2] = scale * rot
+    matrix[:, 2] = dst_mean - scale * rot @ src_mean
+    return matrix
+
+
+def align_matrix(kps: np.ndarray, template: np.ndarray) -> np.ndarray:
+    """Frame-to-crop matrix that puts the 5 keypoints on the template."""
+    return estimate_similarity(kps, template)
+
+
+def invert(matrix: np.ndarray) -> np.ndarray:
+    return cv2.invertAffineTransform(np.asarray(matrix, dtype=np.float64))
+
+
+def transform_points(points: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    pts = np.asarray(points, dtype=np.float64)
+    return (pts @ matrix[:, :2].T + matrix[:, 2]).astype(np.float32)
+
+
+def warp_crop(image: np.ndarray, matrix: np.ndarray, size: int | tuple[int, int],
+              interpolation: int = cv2.INTER_LINEAR, border: int = cv2.BORDER_CONSTANT) -> np.ndarray:
+    w, h = (size, size) if isinstance(size, int) else size
+    return cv2.warpAffine(image, matrix, (w, h), flags=interpolation, borderMode=border, borderValue=0)
+
+
+def crop_roi(matrix: np.ndarray, crop_size: int | tuple[int, int], frame_shape: tuple[int, ...],
+             pad: int = 1) -> Roi | None:
+    """The frame region a crop maps back onto, clipped to the frame; None when empty."""
+    w, h = (crop_size, crop_size) if isinstance(crop_size, int) else crop_size
+    corners = np.array([[0, 0], [w, 0], [w, h], [0, h]], dtype=np.float64)
+    back = transform_points(corners, invert(matrix))
+    fh, fw = frame_shape[:2]
+    x1 = max(int(np.floor(back[:, 0].min())) - pad, 0)
+    y1 = max(int(np.floor(back[:, 1].min())) - pad, 0)
+    x2 = min(int(np.ceil(back[:, 0].max())) + pad, fw)
+    y2 = min(int(np.ceil(back[:, 1].max())) + pad, fh)
+    if x2 <= x1 or y2 <= y1:
+        return None
+    return x1, y1, x2, y2
+
+
+def crop_to_roi_matrix(matrix: np.ndarray, roi: Roi) -> np.ndarray:
+    """Crop-to-ROI matrix: the inverse of `matrix`, shifted so the ROI's corner is the origin."""
+    inv = invert(matrix)
+    inv[:, 2] -= (roi[0], roi[1])
+    return inv
+
+
+def warp_to_roi(crop: np.ndarray, matrix: np.ndarray, roi: Roi, interpolation: int = cv2.INTER_LINEAR,
+                border: int = cv2.BORDER_REPLICATE) -> np.ndarray:
+    """Map a crop back into the ROI of the frame (only ROI-sized work)."""
+    x1, y1, x2, y2 = roi
+    return cv2.warpAffine(crop, crop_to_roi_matrix(matrix, roi), (x2 - x1, y2 - y1),
+                          flags=interpolation, borderMode=border, borderValue=0)
+
+
+def blend_roi(frame: np.ndarray, roi: Roi, content: np.ndarray, alpha: np.ndarray) -> None:
+    """frame[roi] = frame[roi] * (1 - alpha) + content * alpha, in place, rounding to uint8.
+
+    alpha is HxW float32 in [0, 1] for the ROI."""
+    x1, y1, x2, y2 = roi
+    region = frame[y1:y2, x1:x2]
+    a = alpha[..., None] if alpha.ndim == 2 else alpha
+    base = region.astype(np.float32)
+    out = base + (content.astype(np.float32) - base) * a
+    np.clip(out + 0.5, 0, 255, out=out)
+    region[...] = out.astype(np.uint8)
+
+
+def paste_back(frame: np.ndarray, crop: np.ndarray, matrix: np.ndarray, crop_mask: np.ndarray,
+               opacity: float = 1.0) -> Roi | None:
+    """Paste a processed crop into the frame through a soft mask given in crop space.
+
+    Only the ROI the crop covers is touched; returns it (None when the crop is off-frame)."""
+    roi = crop_roi(matrix, crop.shape[1::-1], frame.shape)
+    if roi is None:
+        return None
+    content = warp_to_roi(crop, matrix, roi)
+    alpha = warp_to_roi(crop_mask.astype(np.float32), matrix, roi, border=cv2.BORDER_CONSTANT)
+    if opacity != 1.0:
+        alpha *= opacity
+    blend_roi(frame, roi, content, alpha)
+    return roi
+
+
+def feather_mask(size: int | tuple[int, int], erode_ratio: float = 0.1, blur_ratio: float = 0.1) -> np.ndarray:
+    """A crop-space soft mask: 1 inside, fading to 0 at the border (float32 HxW)."""
+    w, h = (size, size) if isinstance(size, int) else size
+    mask = np.zeros((h, w), dtype=np.float32)
+    e = max(1, int(round(min(w, h) * erode_ratio)))
+    mask[e:h - e, e:w - e] = 1.0
+    k = max(3, int(round(min(w, h) * blur_ratio)) | 1)
+    return cv2.GaussianBlur(mask, (k, k), 0)
