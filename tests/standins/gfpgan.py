@@ -1,0 +1,54 @@
+"""A stand-in for GFPGAN v1.4 as ONNX (gfpgan_1.4.onnx).
+
+Same interface as the real export: input `input` float32 [1, 3, 512, 512] (or a dynamic batch
+dimension, as some exports have), RGB normalised to [-1, 1]; one output whose name differs
+between exports (read from the session), float32 [N, 3, 512, 512] in about [-1, 1].
+
+kind="identity": output = input (checks the pre/post-processing round trip).
+kind="random": a random 3x3 convolution whose output overshoots [-1, 1] (checks the clamp).
+weight=True adds a `weight` input (float64 [1], as some exports have); the output is multiplied
+by it, so an identity stand-in is only the identity when the processor feeds 1.0.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OUTPUT_NAME = "restored_face"  # deliberately not "output": the processor must read it
+
+
+def build_gfpgan(path: Path, kind: str = "identity", dynamic_batch: bool = False, weight: bool = False,
+                 seed: int = 0) -> Path:
+    batch: int | str = "batch" if dynamic_batch else 1
+    inits = []
+    if kind == "identity":
+        nodes = [helper.make_node("Identity", ["input"], ["y"])]
+    elif kind == "random":
+        rng = np.random.default_rng(seed)
+        w = (rng.standard_normal((3, 3, 3, 3)) * 0.3).astype(np.float32)
+        w[[0, 1, 2], [0, 1, 2], 1, 1] += 1.2  # still face-like, but overshoots [-1, 1]
+        inits += [numpy_helper.from_array(w, "conv.w"),
+                  numpy_helper.from_array((rng.standard_normal(3) * 0.1).astype(np.float32), "conv.b")]
+        nodes = [helper.make_node("Conv", ["input", "conv.w", "conv.b"], ["y"], kernel_shape=[3, 3],
+                                  pads=[1, 1, 1, 1])]
+    else:
+        raise ValueError(f"unknown stand-in kind {kind!r}")
+    inputs = [helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, 512, 512])]
+    if weight:
+        inputs.append(helper.make_tensor_value_info("weight", TensorProto.DOUBLE, [1]))
+        nodes += [helper.make_node("Cast", ["weight"], ["wf"], to=TensorProto.FLOAT),
+                  helper.make_node("Mul", ["y", "wf"], [OUTPUT_NAME])]
+    else:
+        nodes.append(helper.make_node("Identity", ["y"], [OUTPUT_NAME]))
+    outputs = [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, [batch, 3, 512, 512])]
+    graph = helper.make_graph(nodes, "gfpgan_standin", inputs, outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="livecam-tests")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    path = Path(path)
+    onnx.save(model, str(path))
+    return path
