@@ -23,8 +23,8 @@ from onnx import TensorProto, helper, numpy_helper
 def build_inswapper(path: Path, seed: int = 0, fp16: bool = False, io_fp16: bool = False) -> Path:
     rng = np.random.default_rng(seed)
     wdt = np.float16 if fp16 or io_fp16 else np.float32
-    # Mostly the identity plus a little mixing: the swapped crop still looks like a face, so
-    # the paste-back parity is judged on realistic pixels.
+    # Near the identity (a sigmoid of the crop with a little mixing, tinted per channel by the
+    # source): the swapped crop still looks like a face, so parity is judged on real pixels.
     w_conv = (rng.standard_normal((3, 3, 3, 3)) * 0.05).astype(np.float32)
     w_conv[[0, 1, 2], [0, 1, 2], 1, 1] += 4.0
     b_conv = np.full(3, -2.0, dtype=np.float32)

@@ -1,10 +1,141 @@
-"""`livecam video`."""
+"""`livecam video`: check everything cheap first, then build the engine and run the file pipeline."""
 
 from __future__ import annotations
 
-from livecam.errors import NotAvailableError
+import contextlib
+import logging
+import os
+import signal
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Iterator
+
+from livecam.errors import InputError, LivecamError, OutputError, OutputExistsError
+from livecam.media.video_reader import VideoReader
+from livecam.media.video_writer import check_encoder, container_format
+from livecam.pipeline.file import VideoOptions, process_video
 from livecam.settings import VideoJob
+
+log = logging.getLogger("livecam")
+
+
+def video_options(job: VideoJob) -> VideoOptions:
+    return VideoOptions(input=job.input, output=job.output, encoder=job.encoder, quality=job.quality,
+                        fps=job.fps, audio=job.audio, keep_partial=job.keep_partial,
+                        frame_range=job.frame_range, label=job.label,
+                        workers=job.processing.runtime.execution_threads, max_memory_gb=job.max_memory_gb)
+
+
+def check_job(job: VideoJob) -> None:
+    """Every check that needs no model: input, output, folder, encoder. Raises LivecamError."""
+    container_format(job.output)
+    with VideoReader(job.input) as reader:  # opens, finds the video stream; decodes nothing yet
+        info = reader.info
+    if job.output.exists() and job.input.exists() and job.output.resolve() == job.input.resolve():
+        raise InputError(f"the output {job.output} is the input; write to another file")
+    if job.output.exists() and not job.force:
+        raise OutputExistsError(f"{job.output} exists; add --force to overwrite it")
+    if job.output.is_dir():
+        raise InputError(f"the output {job.output} is a folder; give a file name such as out.mp4")
+    check_output_folder(job.output)
+    check_encoder(job.encoder, job.output)
+    if job.frame_range is not None and info.expected_frames is not None and job.frame_range[0] >= info.expected_frames:
+        raise InputError(f"--frame-range starts at frame {job.frame_range[0]} but {job.input.name} has about "
+                         f"{info.expected_frames} frames")
+
+
+def check_output_folder(output: Path) -> None:
+    folder = output.parent if str(output.parent) else Path(".")
+    if not folder.exists():
+        raise OutputError(f"the output folder {folder} does not exist; create it first")
+    if not folder.is_dir():
+        raise OutputError(f"cannot write {output}: {folder} is not a folder")
+    try:  # a real write says more than os.access (root, read-only mounts, ACLs)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise OutputError(f"cannot write in the output folder {folder}: {exc.strerror or exc}") from exc
+
+
+def create_engine(job: VideoJob) -> Any:
+    """Build the processing engine (models load here); a separate function so tests can swap it."""
+    from livecam.pipeline.engine import Engine
+
+    return Engine.create(job.processing, live=False, progress=not job.processing.runtime.quiet)
 
 
 def run_video(job: VideoJob) -> None:
-    raise NotAvailableError("`livecam video` is not yet available in this build")
+    check_job(job)
+    engine = create_engine(job)
+    describe = getattr(engine, "describe", None)
+    if callable(describe):
+        log.info("%s", describe())
+    quiet = job.processing.runtime.quiet
+    with _signals(), _address_space_cap(job.max_memory_gb):
+        try:
+            result = process_video(video_options(job), engine, quiet=quiet)
+        except MemoryError as exc:
+            raise LivecamError(f"ran out of memory (--max-memory {job.max_memory_gb} GB); raise the limit or "
+                               "use fewer --execution-threads") from exc
+    stats = result.stats
+    audio = {"copy": "audio copied", "reencode": "audio re-encoded", None: "no audio"}[result.audio]
+    log.info("wrote %s: %d frames (%d processed, %d with a face) in %.1f s, %.1f fps, %s",
+             result.output, stats.frames, stats.processed, stats.with_faces, stats.seconds, stats.fps, audio)
+
+
+@contextlib.contextmanager
+def _signals() -> Iterator[None]:
+    """SIGTERM stops the run like Ctrl-C; SIGXFSZ is ignored so a file size limit becomes an
+    error we can report (and clean up after) instead of killing the process."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved: dict[int, Any] = {}
+    for name, handler in (("SIGTERM", signal.default_int_handler), ("SIGXFSZ", signal.SIG_IGN)):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            saved[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+def _vm_bytes() -> int | None:
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@contextlib.contextmanager
+def _address_space_cap(max_memory_gb: float | None) -> Iterator[None]:
+    """With --max-memory, let the address space grow by at most that much during the run
+    (RLIMIT_AS, Linux). The cap is relative because the models, thread stacks and allocator
+    arenas already reserved far more address space than they use."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        resource = None  # type: ignore[assignment]
+    now = _vm_bytes()
+    if max_memory_gb is None or resource is None or not hasattr(resource, "RLIMIT_AS") or now is None:
+        yield
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = now + int(max_memory_gb * (1 << 30))
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    if soft != resource.RLIM_INFINITY:
+        cap = min(cap, soft)
+    try:
+        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    except (ValueError, OSError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))

@@ -1,13 +1,32 @@
-"""SourceIdentity: the face to put on every target, analysed once."""
+"""SourceIdentity: the face to put on every target, analysed once.
+
+analyse_source() reads each photo of one person (any format read_image accepts), takes the
+largest face of each, and averages their normalised embeddings. The per-photo analysis (box,
+keypoints, landmarks, embedding) is cached by file content and the models that produced it: in
+memory for the process, and on disk in the user cache folder so that a second run skips it.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import logging
+import os
+import secrets
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Sequence
 
 import numpy as np
 
+from livecam.errors import InputError, NoFaceError
 from livecam.faces.face import Face
+
+log = logging.getLogger("livecam")
+
+# Photos whose embeddings are farther apart than this are taken to show different people.
+# Same person across photos: typically under about 1.1; strangers: 1.25-1.41 (sqrt 2).
+MAX_SAME_PERSON_DISTANCE = 1.2
+_CACHE_VERSION = "1"
 
 
 @dataclass(frozen=True)
@@ -16,3 +35,143 @@ class SourceIdentity:
     image: np.ndarray  # BGR uint8 photo the face below lives in (the first photo)
     face: Face  # largest face of that photo, with landmarks when FaceMesh ran
     embedding: np.ndarray | None  # mean of the photos' normed ArcFace embeddings, re-normed
+
+    @property
+    def name(self) -> str:
+        return ", ".join(p.name for p in self.paths)
+
+
+@dataclass
+class SourceCache:
+    """Per-photo analysis results by content key; `folder` None keeps them in memory only."""
+
+    folder: Path | None = None
+    _memory: dict[str, Face] = field(default_factory=dict)
+
+    def get(self, key: str) -> Face | None:
+        face = self._memory.get(key)
+        if face is None and self.folder is not None:
+            face = _load_face(self.folder / f"{key}.npz")
+            if face is not None:
+                self._memory[key] = face
+        return face
+
+    def put(self, key: str, face: Face) -> None:
+        self._memory[key] = face
+        if self.folder is not None:
+            _save_face(self.folder / f"{key}.npz", face)
+
+
+def analyse_source(paths: Sequence[Path | str], analyser: Any, *, cache: SourceCache | None = None,
+                   need_landmarks: bool = False,
+                   max_distance: float = MAX_SAME_PERSON_DISTANCE) -> SourceIdentity:
+    """One identity from photos of one person.
+
+    NoFaceError names a photo without a face (or, with `need_landmarks`, one whose face the
+    landmark model cannot fit); InputError names a photo of someone else than the first."""
+    from livecam.media.images import flatten, read_image
+
+    if not paths:
+        raise InputError("no source photo given; pass --source PHOTO")
+    images: list[np.ndarray] = []
+    faces: list[Face] = []
+    for raw_path in paths:
+        path = Path(raw_path)
+        image = read_image(path)
+        bgr = flatten(image)
+        face = _analyse_one(path, bgr, analyser, cache)
+        if need_landmarks and face.landmarks is None:
+            raise NoFaceError(f"the face in source photo {path} could not be fitted with landmarks "
+                              f"(turned away or cut off?); use a clear, frontal photo")
+        images.append(bgr)
+        faces.append(face)
+    embeddings = [f.embedding for f in faces]
+    mean = None
+    if all(e is not None for e in embeddings):
+        stacked = _normed(np.stack(embeddings))  # type: ignore[arg-type]
+        _check_same_person([Path(p) for p in paths], stacked, max_distance)
+        mean = _normed(stacked.mean(axis=0, keepdims=True))[0]
+    return SourceIdentity(paths=tuple(Path(p) for p in paths), image=images[0], face=faces[0], embedding=mean)
+
+
+def _analyse_one(path: Path, bgr: np.ndarray, analyser: Any, cache: SourceCache | None) -> Face:
+    key = cache_key(path, analyser) if cache is not None else None
+    face = cache.get(key) if cache is not None and key is not None else None
+    if face is None:
+        face, count = analyser.analyse_photo(bgr)
+        if face is None:
+            raise NoFaceError(f"no face found in source photo {path}; use a photo where one face is "
+                              f"clearly visible (frontal, well lit, not too small)")
+        if count > 1:
+            log.info("source photo %s has %d faces; using the largest", path, count)
+        if cache is not None and key is not None:
+            cache.put(key, face)
+    return face
+
+
+def _check_same_person(paths: list[Path], embeddings: np.ndarray, max_distance: float) -> None:
+    """Each photo against the mean of the others; the farthest beyond the limit is named."""
+    n = len(embeddings)
+    if n < 2:
+        return
+    total = embeddings.sum(axis=0)
+    worst, worst_d = -1, 0.0
+    for i in range(n):
+        others = _normed(((total - embeddings[i]) / (n - 1))[None])[0]
+        d = float(np.linalg.norm(embeddings[i] - others))
+        if d > max_distance and d >= worst_d - 1e-6:
+            worst, worst_d = i, d
+    if worst >= 0:
+        # With two photos either could be the odd one; name the later one.
+        raise InputError(f"source photo {paths[worst]} seems to show a different person than the other "
+                         f"source photos (embedding distance {worst_d:.2f} > {max_distance:.2f}); "
+                         f"give photos of one person only")
+
+
+def cache_key(path: Path, analyser: Any) -> str:
+    """sha256 of the file's bytes and of the models (names and file stamps) that analyse it."""
+    digest = hashlib.sha256()
+    digest.update(_CACHE_VERSION.encode())
+    digest.update(repr(getattr(analyser, "cache_tag", type(analyser).__name__)).encode())
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _normed(v: np.ndarray) -> np.ndarray:
+    v = np.asarray(v, dtype=np.float32)
+    n = np.linalg.norm(v, axis=-1, keepdims=True)
+    return np.divide(v, n, out=np.zeros_like(v), where=n > 0)
+
+
+def _save_face(path: Path, face: Face) -> None:
+    """Best effort: a cache that cannot be written only costs time."""
+    arrays: dict[str, np.ndarray] = {"bbox": face.bbox, "kps": face.kps,
+                                     "score": np.float32(face.score)}
+    if face.landmarks is not None:
+        arrays["landmarks"] = face.landmarks
+    if face.embedding is not None:
+        arrays["embedding"] = face.embedding
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.part")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.debug("could not write the source cache %s: %s", path, exc)
+        tmp.unlink(missing_ok=True)
+
+
+def _load_face(path: Path) -> Face | None:
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return Face(bbox=data["bbox"], score=float(data["score"]), kps=data["kps"],
+                        landmarks=data["landmarks"] if "landmarks" in data else None,
+                        embedding=data["embedding"] if "embedding" in data else None)
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # noqa: BLE001 - a damaged cache entry is ignored and rewritten
+        log.debug("ignoring the damaged source cache entry %s: %s", path, exc)
+        return None

@@ -1,7 +1,8 @@
 """The session pool: one ONNX Runtime session per (model file, providers, threads).
 
 Sessions are created lazily, once, under a lock, and shared by all threads (ORT's run() is
-thread-safe). This pool is the only module-level mutable state in livecam.
+thread-safe). This pool (sessions and their per-key creation locks) is the only module-level mutable
+state in livecam.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from livecam.errors import ModelError, ProviderError
 from livecam.runtime.providers import PROVIDER_NAMES, ProviderChoice, preload_gpu_libraries
 
 _POOL: dict[tuple[str, ProviderChoice, int], Any] = {}
+_KEY_LOCKS: dict[tuple[str, ProviderChoice, int], threading.Lock] = {}
 _POOL_LOCK = threading.Lock()
 
 
@@ -29,9 +31,17 @@ def get_session(model_path: Path | str, providers: ProviderChoice, intra_op_thre
     key = (str(Path(model_path).resolve()), providers, intra_op_threads)
     with _POOL_LOCK:
         session = _POOL.get(key)
+        if session is not None:
+            return session
+        key_lock = _KEY_LOCKS.setdefault(key, threading.Lock())
+    # One lock per key: a slow creation (a TensorRT engine build) does not hold up other models.
+    with key_lock:
+        with _POOL_LOCK:
+            session = _POOL.get(key)
         if session is None:
             session = _create(Path(model_path), providers, intra_op_threads)
-            _POOL[key] = session
+            with _POOL_LOCK:
+                _POOL[key] = session
         return session
 
 
@@ -39,6 +49,7 @@ def clear_pool() -> None:
     """Drop every session (tests, and switching models at run time)."""
     with _POOL_LOCK:
         _POOL.clear()
+        _KEY_LOCKS.clear()
 
 
 def _create(model_path: Path, providers: ProviderChoice, intra_op_threads: int) -> Any:

@@ -1,0 +1,289 @@
+"""PyTorch architectures of the models livecam runs, for random-weight benchmark replicas.
+
+Speed does not depend on weight values, so a replica with the real model's layers, widths,
+tensor names and shapes costs what the real model costs. Written from the published
+architecture descriptions (see issue 8), not from any other project's code:
+
+- ScrfdDet10g: SCRFD-10GF with keypoints (det_10g.onnx): ResNetV1e-style backbone, PAFPN neck,
+  per-stride heads; 9 outputs (scores, boxes, keypoints for strides 8/16/32).
+- IResNet50: ArcFace R50 (w600k_r50.onnx), 112x112 -> 512.
+- Inswapper128: encoder, six latent-modulated style blocks at 32x32, decoder (inswapper_128.onnx).
+- GFPGANv1Clean: livecam.models.gfpgan_arch (shared with `livecam models convert`).
+
+`count(model, inputs)` gives (parameters, MACs) with torch's FLOP counter (2 FLOPs per MAC),
+which sees functional convolutions (GFPGAN's modulated convs) as well as modules.
+Needs torch; only the benchmark scripts import this file.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from livecam.models.gfpgan_arch import GfpganConfig, GFPGANv1Clean  # noqa: F401 - re-exported
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def conv_bn_relu(cin: int, cout: int, k: int = 3, s: int = 1, relu: bool = True) -> nn.Sequential:
+    layers: list[nn.Module] = [nn.Conv2d(cin, cout, k, s, k // 2, bias=False), nn.BatchNorm2d(cout)]
+    if relu:
+        layers.append(nn.ReLU(inplace=True))
+    return nn.Sequential(*layers)
+
+
+def count(model: nn.Module, inputs: tuple[torch.Tensor, ...]) -> tuple[int, int]:
+    """(parameters, multiply-accumulates of one forward pass on `inputs`)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    params = sum(p.numel() for p in model.parameters())
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(*inputs)
+    return params, counter.get_total_flops() // 2
+
+
+def randomize_bn(model: nn.Module, seed: int = 0) -> None:
+    """Plausible running statistics, so random activations neither vanish nor explode."""
+    g = torch.Generator().manual_seed(seed)
+    for m in model.modules():
+        if isinstance(m, (nn.BatchNorm2d, nn.BatchNorm1d)):
+            m.running_mean.copy_(torch.randn(m.num_features, generator=g) * 0.1)
+            m.running_var.copy_(torch.rand(m.num_features, generator=g) * 0.5 + 0.75)
+
+
+# ----------------------------------------------------------------------------- SCRFD-10GF (det_10g)
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = conv_bn_relu(cin, cout, 3, stride)
+        self.conv2 = conv_bn_relu(cout, cout, 3, 1, relu=False)
+        self.down: nn.Module = nn.Identity()
+        if stride != 1 or cin != cout:
+            # ResNet-D shortcut: average-pool first, then a 1x1 conv without stride.
+            pool: nn.Module = nn.AvgPool2d(stride, stride, ceil_mode=True) if stride > 1 else nn.Identity()
+            self.down = nn.Sequential(pool, nn.Conv2d(cin, cout, 1, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(self.conv2(self.conv1(x)) + self.down(x))
+
+
+class ScrfdDet10g(nn.Module):
+    STEM = (28, 28, 56)
+    BLOCKS = (3, 4, 2, 3)
+    WIDTHS = (56, 88, 88, 224)
+    STRIDES = (1, 2, 2, 2)
+    NECK = 56
+    HEAD = 80
+    ANCHORS = 2
+
+    def __init__(self, div: int = 1) -> None:
+        """`div` > 1 divides every width (tiny smoke-test replicas with the same I/O)."""
+        super().__init__()
+        self.STEM = tuple(max(4, v // div) for v in self.STEM)
+        self.WIDTHS = tuple(max(4, v // div) for v in self.WIDTHS)
+        self.NECK, self.HEAD = max(4, self.NECK // div), max(4, self.HEAD // div)
+        a, b, c = self.STEM
+        self.stem = nn.Sequential(conv_bn_relu(3, a, 3, 2), conv_bn_relu(a, b), conv_bn_relu(b, c),
+                                  nn.MaxPool2d(2, 2))
+        stages = []
+        cin = c
+        for n, width, stride in zip(self.BLOCKS, self.WIDTHS, self.STRIDES):
+            blocks = [BasicBlock(cin, width, stride)] + [BasicBlock(width, width, 1) for _ in range(n - 1)]
+            stages.append(nn.Sequential(*blocks))
+            cin = width
+        self.stages = nn.ModuleList(stages)
+        ins = self.WIDTHS[1:]  # the neck takes strides 8, 16, 32
+        n = self.NECK
+        self.lateral = nn.ModuleList([nn.Conv2d(w, n, 1) for w in ins])
+        self.fpn = nn.ModuleList([nn.Conv2d(n, n, 3, 1, 1) for _ in ins])
+        self.down = nn.ModuleList([nn.Conv2d(n, n, 3, 2, 1) for _ in ins[1:]])
+        self.pafpn = nn.ModuleList([nn.Conv2d(n, n, 3, 1, 1) for _ in ins[1:]])
+        h, k = self.HEAD, self.ANCHORS
+        self.towers = nn.ModuleList([nn.Sequential(conv_bn_relu(n, h), conv_bn_relu(h, h), conv_bn_relu(h, h))
+                                     for _ in ins])
+        self.cls = nn.ModuleList([nn.Conv2d(h, k * 1, 3, 1, 1) for _ in ins])
+        self.reg = nn.ModuleList([nn.Conv2d(h, k * 4, 3, 1, 1) for _ in ins])
+        self.kps = nn.ModuleList([nn.Conv2d(h, k * 10, 3, 1, 1) for _ in ins])
+        self.scales = nn.Parameter(torch.ones(len(ins)))
+        with torch.no_grad():  # few confident cells, as a trained detector on a face-free frame
+            for conv in self.cls:
+                conv.bias.fill_(-6.0)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        x = self.stem(x)
+        feats = []
+        for stage in self.stages:
+            x = stage(x)
+            feats.append(x)
+        feats = feats[1:]
+        lat = [conv(f) for conv, f in zip(self.lateral, feats)]
+        for i in range(len(lat) - 1, 0, -1):  # top-down
+            lat[i - 1] = lat[i - 1] + F.interpolate(lat[i], size=lat[i - 1].shape[2:], mode="nearest")
+        inter = [conv(f) for conv, f in zip(self.fpn, lat)]
+        for i in range(len(inter) - 1):  # bottom-up
+            inter[i + 1] = inter[i + 1] + self.down[i](inter[i])
+        outs = [inter[0]] + [conv(f) for conv, f in zip(self.pafpn, inter[1:])]
+        scores, boxes, kps = [], [], []
+        for i, f in enumerate(outs):
+            t = self.towers[i](f)
+            scores.append(torch.sigmoid(self.cls[i](t)).permute(0, 2, 3, 1).reshape(-1, 1))
+            boxes.append(F.relu(self.reg[i](t) * self.scales[i]).permute(0, 2, 3, 1).reshape(-1, 4))
+            kps.append(self.kps[i](t).permute(0, 2, 3, 1).reshape(-1, 10))
+        return (*scores, *boxes, *kps)
+
+
+# The real file's output names, in its output order (scores 8/16/32, boxes, keypoints).
+SCRFD_OUTPUTS = ("448", "471", "494", "451", "474", "497", "454", "477", "500")
+
+
+# ----------------------------------------------------------------------------- ArcFace IResNet-50
+
+
+class IBasicBlock(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.bn1 = nn.BatchNorm2d(cin, eps=1e-5)
+        self.conv1 = nn.Conv2d(cin, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout, eps=1e-5)
+        self.prelu = nn.PReLU(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, stride, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(cout, eps=1e-5)
+        self.down: nn.Module = nn.Identity()
+        if stride != 1 or cin != cout:
+            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.bn3(self.conv2(self.prelu(self.bn2(self.conv1(self.bn1(x))))))
+        return y + self.down(x)
+
+
+class IResNet50(nn.Module):
+    LAYERS = (3, 4, 14, 3)
+    WIDTHS = (64, 128, 256, 512)
+
+    def __init__(self, embedding: int = 512, div: int = 1) -> None:
+        super().__init__()
+        widths = [w // div for w in self.WIDTHS]
+        self.conv1 = nn.Conv2d(3, widths[0], 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(widths[0])
+        self.prelu = nn.PReLU(widths[0])
+        blocks = []
+        cin = widths[0]
+        for n, width in zip(self.LAYERS, widths):
+            blocks.append(IBasicBlock(cin, width, 2))
+            blocks += [IBasicBlock(width, width, 1) for _ in range(n - 1)]
+            cin = width
+        self.body = nn.Sequential(*blocks)
+        self.bn2 = nn.BatchNorm2d(cin)
+        self.fc = nn.Linear(cin * 7 * 7, embedding)
+        self.features = nn.BatchNorm1d(embedding)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.body(self.prelu(self.bn1(self.conv1(x))))
+        return self.features(self.fc(self.bn2(x).flatten(1)))
+
+
+# ----------------------------------------------------------------------------- inswapper_128
+
+
+class StyleBlock(nn.Module):
+    """Conv, normalise (spatial mean and RMS), scale/shift from the latent, ReLU; again; add."""
+
+    def __init__(self, channels: int, latent: int = 512) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, channels, 3)
+        self.conv2 = nn.Conv2d(channels, channels, 3)
+        self.style1 = nn.Linear(latent, channels * 2)
+        self.style2 = nn.Linear(latent, channels * 2)
+
+    @staticmethod
+    def modulate(x: torch.Tensor, style: torch.Tensor) -> torch.Tensor:
+        x = x - x.mean(dim=(2, 3), keepdim=True)
+        x = x * torch.rsqrt((x * x).mean(dim=(2, 3), keepdim=True) + 1e-8)
+        scale, shift = style.unsqueeze(-1).unsqueeze(-1).chunk(2, dim=1)
+        return x * scale + shift
+
+    def forward(self, x: torch.Tensor, latent: torch.Tensor) -> torch.Tensor:
+        y = self.conv1(F.pad(x, (1, 1, 1, 1), mode="reflect"))
+        y = F.relu(self.modulate(y, self.style1(latent)))
+        y = self.conv2(F.pad(y, (1, 1, 1, 1), mode="reflect"))
+        return x + self.modulate(y, self.style2(latent))
+
+
+class Inswapper128(nn.Module):
+    def __init__(self, width: int = 128, blocks: int = 6, latent: int = 512) -> None:
+        super().__init__()
+        w = width
+        self.enc0 = nn.Conv2d(3, w, 7)
+        self.enc1 = nn.Conv2d(w, 2 * w, 3, 1, 1)
+        self.enc2 = nn.Conv2d(2 * w, 4 * w, 3, 2, 1)
+        self.enc3 = nn.Conv2d(4 * w, 8 * w, 3, 2, 1)
+        self.blocks = nn.ModuleList([StyleBlock(8 * w, latent) for _ in range(blocks)])
+        self.dec0 = nn.Conv2d(8 * w, 4 * w, 3, 1, 1)
+        self.dec1 = nn.Conv2d(4 * w, 2 * w, 3, 1, 1)
+        self.dec2 = nn.Conv2d(2 * w, w, 3, 1, 1)
+        self.dec3 = nn.Conv2d(w, 3, 7)
+        with torch.no_grad():  # keep random activations in range through the residual stack
+            for block in self.blocks:
+                for lin in (block.style1, block.style2):
+                    lin.weight.mul_(0.1)
+                    lin.bias.zero_()
+                    lin.bias[: lin.out_features // 2].fill_(0.2)  # small scale, zero shift
+
+    def forward(self, target: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
+        act = lambda t: F.leaky_relu(t, 0.2)  # noqa: E731
+        x = act(self.enc0(F.pad(target, (3, 3, 3, 3), mode="reflect")))
+        x = act(self.enc3(act(self.enc2(act(self.enc1(x))))))
+        for block in self.blocks:
+            x = block(x, source)
+        x = act(self.dec0(F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)))
+        x = act(self.dec1(F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)))
+        x = act(self.dec2(x))
+        x = torch.tanh(self.dec3(F.pad(x, (3, 3, 3, 3), mode="reflect")))
+        return (x + 1) / 2
+
+
+# ----------------------------------------------------------------------------- the table
+
+
+# name -> (builder, example inputs at full size, issue figures: parameters, MACs)
+ISSUE_FIGURES = {
+    "det_10g": (4.23e6, 13.3e9),
+    "w600k_r50": (43.6e6, 6.3e9),
+    "inswapper_128": (138.3e6, 174.6e9),
+    "gfpgan_1.4": (84e6, 197.8e9),
+}
+
+
+def build(name: str, div: int = 1) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """The replica (eval mode, random weights) and one example input; `div` > 1 builds a
+    narrow copy with the same inputs and outputs (for smoke tests)."""
+    torch.manual_seed(0)
+    if name == "det_10g":
+        model: nn.Module = ScrfdDet10g(div)
+        inputs: tuple[torch.Tensor, ...] = (torch.rand(1, 3, 640, 640) * 2 - 1,)
+    elif name == "w600k_r50":
+        model = IResNet50(div=div)
+        inputs = (torch.rand(1, 3, 112, 112) * 2 - 1,)
+    elif name in ("inswapper_128", "inswapper_128_fp16"):
+        model = Inswapper128(width=max(4, 128 // div))
+        inputs = (torch.rand(1, 3, 128, 128), F.normalize(torch.randn(1, 512), dim=1))
+    elif name == "gfpgan_1.4":
+        model = GFPGANv1Clean(GfpganConfig(narrow=1.0 / div))
+        inputs = (torch.rand(1, 3, 512, 512) * 2 - 1,)
+    else:
+        raise ValueError(f"no replica architecture for {name!r}")
+    randomize_bn(model)
+    return model.eval(), inputs
+
+
+def used_parameters(name: str, model: nn.Module) -> int:
+    """Parameters that take part in inference (GFPGAN's style MLP and side toRGB convs do not)."""
+    total = sum(p.numel() for p in model.parameters())
+    if name == "gfpgan_1.4":
+        unused = [model.toRGB, model.stylegan_decoder.style_mlp]
+        total -= sum(p.numel() for m in unused for p in m.parameters())
+    return total

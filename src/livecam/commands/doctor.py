@@ -1,0 +1,124 @@
+"""`livecam doctor`: what is installed, what works, and how to fix what does not."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+import sys
+from pathlib import Path
+
+import click
+
+from livecam import __version__
+from livecam.models.catalog import DEFAULT_RUN_MODELS
+from livecam.models.store import CORRUPT, MISSING, PRESENT, VERIFIED, ModelStore, free_bytes
+from livecam.settings import RuntimeSettings
+
+# Every wheel that installs the `onnxruntime` Python package; two at once overwrite each other.
+ORT_DISTRIBUTIONS: tuple[str, ...] = (
+    "onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino", "onnxruntime-directml",
+    "onnxruntime-silicon", "onnxruntime-rocm", "onnxruntime-qnn", "onnxruntime-training",
+)
+CAMERA_INDEXES = range(5)
+
+
+def installed_ort_distributions() -> dict[str, str]:
+    found: dict[str, str] = {}
+    for name in ORT_DISTRIBUTIONS:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def ort_conflict_fix(dists: dict[str, str]) -> str | None:
+    """The exact commands that leave one onnxruntime wheel, or None when there is no conflict."""
+    if len(dists) < 2:
+        return None
+    keep = next((d for d in ("onnxruntime-gpu", "onnxruntime-openvino", "onnxruntime-directml",
+                             "onnxruntime-rocm", "onnxruntime-silicon", "onnxruntime-qnn") if d in dists),
+                "onnxruntime")
+    return f"pip uninstall -y {' '.join(sorted(dists))} && pip install {keep}"
+
+
+def probe_cameras(indexes: range = CAMERA_INDEXES) -> list[str]:
+    """Cameras that open and deliver a frame. Quick: on Linux only /dev/videoN that exist."""
+    try:
+        import cv2
+    except ImportError:
+        return []
+    try:
+        cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_SILENT)
+    except AttributeError:
+        pass
+    found = []
+    for index in indexes:
+        if sys.platform.startswith("linux") and not Path(f"/dev/video{index}").exists():
+            continue
+        cap = cv2.VideoCapture(index)
+        try:
+            if cap.isOpened():
+                ok, frame = cap.read()
+                if ok and frame is not None:
+                    found.append(f"{index} ({frame.shape[1]}x{frame.shape[0]})")
+        finally:
+            cap.release()
+    return found
+
+
+def run_doctor(settings: RuntimeSettings) -> int:
+    ready = True
+    echo = click.echo
+    echo(f"livecam {__version__}")
+    echo(f"Python {platform.python_version()} ({sys.executable}) on {platform.platform()}")
+
+    dists = installed_ort_distributions()
+    echo("onnxruntime packages: " + (", ".join(f"{k} {v}" for k, v in dists.items()) or "none"))
+    fix = ort_conflict_fix(dists)
+    if fix:
+        echo(f"PROBLEM: {' and '.join(sorted(dists))} are installed side by side; they overwrite each "
+             f"other's files and GPU providers silently stop working. Fix:")
+        echo(f"  {fix}")
+    try:
+        import onnxruntime as ort
+
+        providers = list(ort.get_available_providers())
+        echo(f"onnxruntime {ort.__version__} (imported from {Path(ort.__file__).parent})")
+        echo("Execution providers: " + ", ".join(providers))
+        if "CPUExecutionProvider" not in providers:
+            ready = False
+            echo("PROBLEM: the CPU execution provider is missing; reinstall onnxruntime")
+    except Exception as exc:  # noqa: BLE001 - a broken install shows here, not as a traceback
+        ready = False
+        echo(f"PROBLEM: onnxruntime cannot be imported ({type(exc).__name__}: {exc}); "
+             f"fix: pip install --force-reinstall onnxruntime")
+
+    for module, package in (("numpy", "numpy"), ("cv2", "opencv-python"), ("av", "av"), ("click", "click")):
+        try:
+            __import__(module)
+        except Exception as exc:  # noqa: BLE001
+            ready = False
+            echo(f"PROBLEM: {module} cannot be imported ({exc}); fix: pip install {package}")
+
+    store = ModelStore(settings, progress=False)
+    free = free_bytes(store.root)
+    echo(f"Models folder: {store.root} (free disk: {'unknown' if free is None else f'{free / 1e9:.1f} GB'})")
+    width = max(len(n) for n in store.names())
+    for name in store.names():
+        st = store.state(name)
+        note = {PRESENT: " (run `livecam models verify`)", MISSING: f" (`livecam models download {name}`)"}
+        detail = f" ({st.detail})" if st.detail and st.state == CORRUPT else ""
+        bundled = " embedded" if store.spec(name).bundled else ""
+        echo(f"  {name.ljust(width)}  {st.state}{bundled}{detail}{note.get(st.state, '') if not bundled else ''}")
+        if name in DEFAULT_RUN_MODELS and st.state != VERIFIED:
+            ready = False
+
+    cameras = probe_cameras()
+    echo("Cameras: " + (", ".join(cameras) if cameras else f"none opened (indexes {CAMERA_INDEXES[0]}-"
+                                                             f"{CAMERA_INDEXES[-1]} tried)"))
+    if ready:
+        echo("Default run (embedded models, CPU): ready")
+        return 0
+    echo("Default run (embedded models, CPU): NOT ready; see the PROBLEM lines and model states above")
+    return 1

@@ -1,0 +1,289 @@
+"""FaceAnalyser: detection, landmarks, embeddings, selection and tracking in one call.
+
+Per frame: detect every face -> (reference or --map mode) embed them all in one batch and keep
+the faces of the reference people -> otherwise keep the largest face (or all, --many-faces) ->
+FaceMesh landmarks for the kept faces when a processor needs them -> tracking and smoothing
+(live and video). In live mode, detection may run only every Nth frame (the governor's knob):
+in between, the previous frame's faces are carried and, when FaceMesh is loaded, re-fitted on
+the new frame, which follows the face as MediaPipe's own tracking does.
+
+analyse(track=False) keeps no state, so file workers may call it from several threads;
+analyse(track=True) is for one thread (the live analysis stage or an ordered video stage).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+
+from livecam.faces import selection
+from livecam.faces.face import Face
+from livecam.settings import AnalysisSettings
+
+log = logging.getLogger("livecam")
+
+# BlazeFace variants: the full-range model also finds small faces (group photos, people a few
+# metres away); the short-range one is faster and meant for a face near a webcam.
+BLAZEFACE_LIVE = "short"
+BLAZEFACE_FILES = "full"
+
+
+class Detector(Protocol):
+    def detect(self, image_bgr: np.ndarray, max_faces: int = 0) -> list[Face]: ...
+
+
+class Landmarker(Protocol):
+    def refine(self, image_bgr: np.ndarray, faces: list[Face]) -> list[Face]: ...
+
+
+class Embedder(Protocol):
+    def embed(self, image_bgr: np.ndarray, faces: Sequence[Face]) -> list[Face]: ...
+
+
+class Tracker(Protocol):
+    def update(self, faces: list[Face], timestamp: float) -> list[Face]: ...
+
+
+@dataclass(frozen=True)
+class ModelNames:
+    """Which model files the analyser runs (for describe() and cache keys)."""
+
+    detector: str
+    landmarker: str | None = None
+    embedder: str | None = None
+    stamp: str = ""  # sizes and mtimes of the files, so cached results follow model changes
+
+
+class FaceAnalyser:
+    """Finds, describes, selects and follows faces. See the module docstring for the steps."""
+
+    def __init__(self, detector: Detector, settings: AnalysisSettings, *, names: ModelNames,
+                 landmarker: Landmarker | None = None, embedder: Embedder | None = None,
+                 need_landmarks: bool = False, tracker: Tracker | None = None,
+                 references: Sequence[np.ndarray] = (), map_mode: bool = False,
+                 photo_detector: Detector | None = None) -> None:
+        self.detector = detector
+        self.photo_detector = photo_detector or detector  # for source and reference photos
+        self.settings = settings
+        self.names = names
+        self.landmarker = landmarker
+        self.embedder = embedder
+        self.need_landmarks = need_landmarks and landmarker is not None
+        self.tracker = tracker
+        self.references = [np.asarray(r, dtype=np.float32).reshape(-1) for r in references]
+        self.map_mode = map_mode
+        if self.references and embedder is None:
+            raise ValueError("reference matching needs an embedder")
+        self._detect_every = max(1, int(settings.detect_every))
+        self._since_detect = 0
+        self._carried: list[Face] | None = None
+
+    # ---- construction ---------------------------------------------------------------------------
+    @classmethod
+    def create(cls, settings: AnalysisSettings, store: Any, providers: Any, *, need_landmarks: bool,
+               need_embedding: bool, live: bool, intra_op_threads: int = 0,
+               references: Sequence[np.ndarray] = (), map_mode: bool = False) -> "FaceAnalyser":
+        """Open the models the settings call for through the model store (ModelError when one is
+        missing and cannot be downloaded)."""
+        detector_name = pick_detector(settings.detector, store, live)
+        photo_detector: Detector | None = None
+        session = store.open_session(detector_name, providers, intra_op_threads)
+        if detector_name == "det_10g":
+            from livecam.faces.scrfd import ScrfdDetector
+
+            detector: Detector = ScrfdDetector(session, det_size=settings.det_size,
+                                               threshold=settings.det_threshold)
+        else:
+            from livecam.faces.blazeface import BlazeFaceDetector
+
+            variant = "short" if detector_name == "blazeface_short_range" else "full"
+            detector = BlazeFaceDetector(session, variant=variant, threshold=settings.det_threshold)
+            if variant == "short":
+                # Source photos are often wider shots than a webcam frame: find their faces with
+                # the full-range model.
+                photo_detector = BlazeFaceDetector(
+                    store.open_session("blazeface_full_range", providers, intra_op_threads),
+                    variant="full", threshold=settings.det_threshold)
+        # FaceMesh is small and also gives the source photo's landmarks, so it is always loaded;
+        # it only runs on targets when a processor needs landmarks.
+        from livecam.faces.facemesh import FaceMesh
+
+        landmarker = FaceMesh(store.open_session("face_landmark", providers, intra_op_threads))
+        embedder = None
+        if need_embedding or references:
+            from livecam.faces.arcface import ArcFaceEmbedder
+
+            embedder = ArcFaceEmbedder(store.open_session("w600k_r50", providers, intra_op_threads))
+        tracker = None
+        if live and settings.smoothing >= 0:
+            tracker = _make_tracker(settings.smoothing)
+        used = [detector_name, "face_landmark"] + (["w600k_r50"] if embedder is not None else [])
+        names = ModelNames(detector_name, "face_landmark", "w600k_r50" if embedder is not None else None,
+                           stamp=_stamp(store, used))
+        return cls(detector, settings, names=names, landmarker=landmarker, embedder=embedder,
+                   need_landmarks=need_landmarks, tracker=tracker, references=references,
+                   map_mode=map_mode, photo_detector=photo_detector)
+
+    def set_references(self, references: Sequence[np.ndarray], map_mode: bool) -> None:
+        """Keep only faces of these people (normed embeddings); `map_mode` also sets each kept
+        face's source_key to the index of its reference (--map)."""
+        if references and self.embedder is None:
+            raise ValueError("reference matching needs an embedder")
+        self.references = [np.asarray(r, dtype=np.float32).reshape(-1) for r in references]
+        self.map_mode = map_mode
+
+    # ---- governor knobs ---------------------------------------------------------------------------
+    @property
+    def detect_every(self) -> int:
+        return self._detect_every
+
+    def set_detect_every(self, n: int) -> None:
+        """Detect on every nth tracked frame (1: every frame)."""
+        self._detect_every = max(1, int(n))
+
+    def set_det_size(self, size: int) -> None:
+        """Change the detector's input size (SCRFD only; BlazeFace has a fixed input)."""
+        setter = getattr(self.detector, "set_det_size", None)
+        if setter is not None:
+            setter(int(size))
+
+    @property
+    def det_size(self) -> int | None:
+        return getattr(self.detector, "det_size", None)
+
+    @property
+    def cache_tag(self) -> str:
+        """What a photo's analysis depends on besides its bytes (see faces.source)."""
+        return f"{self.names}|{self.det_size}|{self.settings.det_threshold}"
+
+    def describe(self) -> str:
+        parts = [f"detector {self.names.detector}"]
+        if self.det_size is not None:
+            parts[0] += f" @{self.det_size}"
+        if self.need_landmarks:
+            parts.append(f"landmarks {self.names.landmarker}")
+        if self.names.embedder:
+            parts.append(f"embedder {self.names.embedder}")
+        return ", ".join(parts)
+
+    # ---- per frame --------------------------------------------------------------------------------
+    def analyse(self, image: np.ndarray, timestamp: float | None = None, track: bool = False,
+                timings: dict[str, float] | None = None) -> list[Face]:
+        """The faces to process in this frame, selected (and tracked when `track`).
+
+        `timings` (optional) receives ms for "detect", "landmarks", "embed" and "track"."""
+        timings = {} if timings is None else timings
+        # With nobody in view there is nothing to carry: detect (a swap-free frame can afford it).
+        carry = track and bool(self._carried) and self._since_detect < self._detect_every
+        t0 = time.perf_counter()
+        if carry:
+            faces = list(self._carried or [])
+            self._since_detect += 1
+            timings["detect"] = 0.0
+        else:
+            faces = self.detector.detect(image)
+            timings["detect"] = _ms(t0)
+            faces = self._select(image, faces, timings)
+        if faces and self.landmarker is not None and (self.need_landmarks or carry):
+            # Carried faces are re-fitted even when no processor needs landmarks: the mesh
+            # moves their keypoints to where the face is now, for a fraction of a detection.
+            t1 = time.perf_counter()
+            faces = self._refit(image, faces) if carry else self.landmarker.refine(image, faces)
+            timings["landmarks"] = _ms(t1)
+        if track:
+            if not carry:
+                self._since_detect = 1
+            self._carried = faces
+            if self.tracker is not None:
+                t2 = time.perf_counter()
+                ts = time.perf_counter() if timestamp is None else float(timestamp)
+                faces = self.tracker.update(faces, ts)
+                timings["track"] = _ms(t2)
+        return faces
+
+    def _refit(self, image: np.ndarray, faces: list[Face]) -> list[Face]:
+        """FaceMesh on carried faces, their boxes moved with the landmarks so the next crop
+        follows the face."""
+        refined = self.landmarker.refine(image, faces)  # type: ignore[union-attr]
+        out = []
+        for old, new in zip(faces, refined):
+            if new is not old and old.landmarks is not None and new.landmarks is not None \
+                    and old.landmarks.shape == new.landmarks.shape:
+                shift = (new.landmarks - old.landmarks).mean(axis=0)
+                new = new.with_(bbox=old.bbox + np.tile(shift, 2))
+            out.append(new)
+        return out
+
+    def _select(self, image: np.ndarray, faces: list[Face], timings: dict[str, float]) -> list[Face]:
+        if not faces:
+            return []
+        if self.references:
+            t = time.perf_counter()
+            faces = self.embedder.embed(image, faces)  # type: ignore[union-attr]
+            timings["embed"] = _ms(t)
+            if self.map_mode:
+                return selection.match_reference(faces, self.references, self.settings.reference_distance)
+            faces = selection.filter_by_reference(faces, self.references, self.settings.reference_distance)
+        return selection.select_faces(faces, self.settings.many_faces)
+
+    def reset_tracking(self) -> None:
+        """Forget carried faces and tracks (a new clip or a cut)."""
+        self._carried = None
+        self._since_detect = 0
+        if self.tracker is not None:
+            reset = getattr(self.tracker, "reset", None)
+            if reset is not None:
+                reset()
+
+    # ---- photos ---------------------------------------------------------------------------------
+    def analyse_photo(self, image: np.ndarray) -> tuple[Face | None, int]:
+        """(largest face with landmarks and, when an embedder is loaded, its embedding; number of
+        faces found) for a source or reference photo."""
+        faces = self.photo_detector.detect(image)
+        best = selection.largest_face(faces)
+        if best is None:
+            return None, 0
+        # Embed from the detector's keypoints, as targets are embedded in _select, so that a
+        # reference photo and the same face in a frame give the same embedding.
+        if self.embedder is not None:
+            best = self.embedder.embed(image, [best])[0]
+        if self.landmarker is not None:
+            best = self.landmarker.refine(image, [best])[0]
+        return best, len(faces)
+
+
+def pick_detector(choice: str, store: Any, live: bool) -> str:
+    """Catalog name of the detector for --detector CHOICE: SCRFD when asked for, or for `auto`
+    when det_10g is already present (auto never downloads it); else the embedded BlazeFace."""
+    if choice == "scrfd" or (choice == "auto" and store.is_present("det_10g")):
+        return "det_10g"
+    variant = BLAZEFACE_LIVE if live else BLAZEFACE_FILES
+    return f"blazeface_{variant}_range"
+
+
+def _make_tracker(smoothing: float) -> Tracker | None:
+    try:
+        from livecam.faces.tracking import FaceTracker
+    except ImportError:  # the tracking module is optional until it lands
+        log.debug("face tracking is not available in this build; faces are not smoothed")
+        return None
+    return FaceTracker(smoothing=smoothing)
+
+
+def _stamp(store: Any, names: list[str]) -> str:
+    parts = []
+    for name in names:
+        try:
+            st = store.file_path(name).stat()
+            parts.append(f"{name}:{st.st_size}:{st.st_mtime_ns}")
+        except (OSError, AttributeError):
+            parts.append(name)
+    return ";".join(parts)
+
+
+def _ms(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1000.0

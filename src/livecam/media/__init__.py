@@ -1,0 +1,1 @@
+"""Media in and out: still images (and, from the video and live work, cameras and videos)."""

@@ -1,0 +1,349 @@
+"""Byte-level helpers for still-image containers: header sizes, EXIF, PNG chunks, JPEG segments,
+RIFF (WebP) chunks.
+
+Only what livecam needs: reading the declared size of an image before decoding it (so that a
+decompression bomb is refused before anything is allocated), reading the EXIF orientation and
+a few text tags, and inserting metadata chunks into bytes that OpenCV encoded. Every reader is
+defensive: truncated or malformed input gives None / an empty result, never an exception.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+EXIF_HEADER = b"Exif\x00\x00"
+XMP_JPEG_HEADER = b"http://ns.adobe.com/xap/1.0/\x00"
+
+# EXIF / TIFF tags used by livecam.
+TAG_IMAGE_WIDTH = 0x0100
+TAG_IMAGE_LENGTH = 0x0101
+TAG_IMAGE_DESCRIPTION = 0x010E
+TAG_ORIENTATION = 0x0112
+TAG_SOFTWARE = 0x0131
+
+_TIFF_TYPE_SIZES = {1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 1, 7: 1, 8: 2, 9: 4, 10: 8, 11: 4, 12: 8}
+
+
+def sniff_format(data: bytes) -> str | None:
+    """The container format from the first bytes: png, jpeg, webp, bmp, gif, tiff, or None."""
+    if data.startswith(PNG_SIGNATURE):
+        return "png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "jpeg"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "webp"
+    if data.startswith(b"BM"):
+        return "bmp"
+    if data[:6] in (b"GIF87a", b"GIF89a"):
+        return "gif"
+    if data[:4] in (b"II*\x00", b"MM\x00*"):
+        return "tiff"
+    return None
+
+
+# ---------------------------------------------------------------------------------------- sizes
+
+
+def declared_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) as the header declares it, without decoding; None when unreadable."""
+    fmt = sniff_format(data)
+    try:
+        if fmt == "png":
+            if data[12:16] != b"IHDR":
+                return None
+            w, h = struct.unpack(">II", data[16:24])
+            return w, h
+        if fmt == "jpeg":
+            return _jpeg_size(data)
+        if fmt == "webp":
+            return _webp_size(data)
+        if fmt == "bmp":
+            (dib,) = struct.unpack("<I", data[14:18])
+            if dib == 12:
+                w, h = struct.unpack("<HH", data[18:22])
+            else:
+                w, h = struct.unpack("<ii", data[18:26])
+            return abs(w), abs(h)
+        if fmt == "gif":
+            w, h = struct.unpack("<HH", data[6:10])
+            return w, h
+        if fmt == "tiff":
+            tags = tiff_ifd0(data)
+            w, h = tags.get(TAG_IMAGE_WIDTH), tags.get(TAG_IMAGE_LENGTH)
+            if isinstance(w, int) and isinstance(h, int):
+                return w, h
+    except struct.error:
+        return None
+    return None
+
+
+_SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+
+
+def jpeg_segments(data: bytes) -> list[tuple[int, int, int]]:
+    """(marker, payload start, payload end) of each segment up to the start of scan."""
+    out: list[tuple[int, int, int]] = []
+    pos = 2
+    n = len(data)
+    while pos + 4 <= n:
+        if data[pos] != 0xFF:
+            break
+        marker = data[pos + 1]
+        if marker == 0xFF:  # fill byte
+            pos += 1
+            continue
+        if marker in (0x01, *range(0xD0, 0xD8)):  # standalone markers carry no length
+            pos += 2
+            continue
+        (length,) = struct.unpack(">H", data[pos + 2:pos + 4])
+        if length < 2:
+            break
+        out.append((marker, pos + 4, min(pos + 2 + length, n)))
+        if marker == 0xDA:  # start of scan: entropy-coded data follows
+            break
+        pos += 2 + length
+    return out
+
+
+def _jpeg_size(data: bytes) -> tuple[int, int] | None:
+    for marker, start, end in jpeg_segments(data):
+        if marker in _SOF_MARKERS and end - start >= 5:
+            h, w = struct.unpack(">HH", data[start + 1:start + 5])
+            return w, h
+    return None
+
+
+def riff_chunks(data: bytes) -> list[tuple[bytes, int, int]]:
+    """(fourcc, payload start, payload end) of each chunk of a RIFF/WEBP file."""
+    out: list[tuple[bytes, int, int]] = []
+    pos = 12
+    while pos + 8 <= len(data):
+        fourcc = data[pos:pos + 4]
+        (size,) = struct.unpack("<I", data[pos + 4:pos + 8])
+        out.append((fourcc, pos + 8, min(pos + 8 + size, len(data))))
+        pos += 8 + size + (size & 1)
+    return out
+
+
+def _webp_size(data: bytes) -> tuple[int, int] | None:
+    chunks = riff_chunks(data)
+    if not chunks:
+        return None
+    fourcc, start, _ = chunks[0]
+    if fourcc == b"VP8X":
+        w = int.from_bytes(data[start + 4:start + 7], "little") + 1
+        h = int.from_bytes(data[start + 7:start + 10], "little") + 1
+        return w, h
+    if fourcc == b"VP8L" and data[start] == 0x2F:
+        bits = int.from_bytes(data[start + 1:start + 5], "little")
+        return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+    if fourcc == b"VP8 " and data[start + 3:start + 6] == b"\x9d\x01\x2a":
+        w, h = struct.unpack("<HH", data[start + 6:start + 10])
+        return w & 0x3FFF, h & 0x3FFF
+    return None
+
+
+# ----------------------------------------------------------------------------------- EXIF / TIFF
+
+
+def tiff_ifd0(tiff: bytes) -> dict[int, int | str | bytes]:
+    """The first IFD of a TIFF structure (a TIFF file, or EXIF without its 'Exif\\0\\0' header).
+
+    SHORT/LONG values with count 1 become int, ASCII becomes str, anything else raw bytes."""
+    if len(tiff) < 8 or tiff[:2] not in (b"II", b"MM"):
+        return {}
+    end = "<" if tiff[:2] == b"II" else ">"
+    try:
+        (offset,) = struct.unpack(end + "I", tiff[4:8])
+        (count,) = struct.unpack(end + "H", tiff[offset:offset + 2])
+    except struct.error:
+        return {}
+    tags: dict[int, int | str | bytes] = {}
+    for i in range(count):
+        entry = tiff[offset + 2 + 12 * i:offset + 14 + 12 * i]
+        if len(entry) < 12:
+            break
+        tag, typ, n = struct.unpack(end + "HHI", entry[:8])
+        size = _TIFF_TYPE_SIZES.get(typ, 1) * n
+        if size <= 4:
+            raw = entry[8:8 + size]
+        else:
+            (ptr,) = struct.unpack(end + "I", entry[8:12])
+            raw = tiff[ptr:ptr + size]
+            if len(raw) < size:
+                continue
+        if typ == 3 and n == 1:
+            tags[tag] = struct.unpack(end + "H", raw[:2])[0]
+        elif typ == 4 and n == 1:
+            tags[tag] = struct.unpack(end + "I", raw[:4])[0]
+        elif typ == 2:
+            tags[tag] = raw.split(b"\x00", 1)[0].decode("utf-8", "replace")
+        else:
+            tags[tag] = raw
+    return tags
+
+
+def build_exif(ascii_tags: dict[int, str] | None = None, short_tags: dict[int, int] | None = None) -> bytes:
+    """A little-endian TIFF structure with one IFD holding the given ASCII and SHORT tags
+    (the payload of an EXIF block, without the 'Exif\\0\\0' header)."""
+    entries: list[tuple[int, int, int, bytes]] = []
+    for tag, text in (ascii_tags or {}).items():
+        raw = text.encode("utf-8") + b"\x00"
+        entries.append((tag, 2, len(raw), raw))
+    for tag, value in (short_tags or {}).items():
+        entries.append((tag, 3, 1, struct.pack("<H", value)))
+    entries.sort()  # IFD entries must be in ascending tag order
+    ifd_size = 2 + 12 * len(entries) + 4
+    data_offset = 8 + ifd_size
+    ifd = struct.pack("<H", len(entries))
+    extra = b""
+    for tag, typ, count, raw in entries:
+        if len(raw) <= 4:
+            ifd += struct.pack("<HHI", tag, typ, count) + raw.ljust(4, b"\x00")
+        else:
+            ifd += struct.pack("<HHII", tag, typ, count, data_offset + len(extra))
+            extra += raw + (b"\x00" if len(raw) & 1 else b"")
+    ifd += struct.pack("<I", 0)
+    return b"II*\x00" + struct.pack("<I", 8) + ifd + extra
+
+
+def exif_payload(data: bytes) -> bytes | None:
+    """The TIFF structure of the EXIF block of a JPEG, PNG or WebP file (None when absent)."""
+    fmt = sniff_format(data)
+    if fmt == "jpeg":
+        for marker, start, end in jpeg_segments(data):
+            if marker == 0xE1 and data[start:start + 6] == EXIF_HEADER:
+                return data[start + 6:end]
+    elif fmt == "png":
+        for ctype, start, end in png_chunks(data):
+            if ctype == b"eXIf":
+                return data[start:end]
+    elif fmt == "webp":
+        for fourcc, start, end in riff_chunks(data):
+            if fourcc == b"EXIF":
+                payload = data[start:end]
+                return payload[6:] if payload.startswith(EXIF_HEADER) else payload
+    elif fmt == "tiff":
+        return data
+    return None
+
+
+def exif_orientation(data: bytes) -> int:
+    """EXIF orientation 1..8 (1 when absent or invalid)."""
+    payload = exif_payload(data)
+    value = tiff_ifd0(payload).get(TAG_ORIENTATION) if payload else None
+    return value if isinstance(value, int) and 1 <= value <= 8 else 1
+
+
+# ------------------------------------------------------------------------------------------ PNG
+
+
+def png_chunks(data: bytes) -> list[tuple[bytes, int, int]]:
+    """(type, payload start, payload end) of each PNG chunk."""
+    out: list[tuple[bytes, int, int]] = []
+    pos = len(PNG_SIGNATURE)
+    while pos + 8 <= len(data):
+        (length,) = struct.unpack(">I", data[pos:pos + 4])
+        ctype = data[pos + 4:pos + 8]
+        out.append((ctype, pos + 8, min(pos + 8 + length, len(data))))
+        pos += 12 + length
+        if ctype == b"IEND":
+            break
+    return out
+
+
+def png_chunk(ctype: bytes, payload: bytes) -> bytes:
+    crc = zlib.crc32(ctype + payload) & 0xFFFFFFFF
+    return struct.pack(">I", len(payload)) + ctype + payload + struct.pack(">I", crc)
+
+
+def png_insert_chunks(data: bytes, chunks: list[bytes]) -> bytes:
+    """Insert ready-made chunks right after IHDR (readers that stop early still see them)."""
+    first = png_chunks(data)[0]
+    if first[0] != b"IHDR":
+        raise ValueError("not a PNG with an IHDR chunk")
+    at = first[2] + 4  # past IHDR's CRC
+    return data[:at] + b"".join(chunks) + data[at:]
+
+
+def png_text(data: bytes) -> dict[str, str]:
+    """tEXt and uncompressed iTXt chunks as {keyword: text}."""
+    out: dict[str, str] = {}
+    for ctype, start, end in png_chunks(data):
+        payload = data[start:end]
+        if ctype == b"tEXt" and b"\x00" in payload:
+            key, text = payload.split(b"\x00", 1)
+            out[key.decode("latin-1")] = text.decode("latin-1")
+        elif ctype == b"iTXt" and b"\x00" in payload:
+            key, rest = payload.split(b"\x00", 1)
+            if len(rest) >= 2 and rest[0] == 0:  # not compressed
+                parts = rest[2:].split(b"\x00", 2)
+                if len(parts) == 3:
+                    out[key.decode("latin-1")] = parts[2].decode("utf-8", "replace")
+    return out
+
+
+# ----------------------------------------------------------------------------------------- JPEG
+
+
+def jpeg_insert_segments(data: bytes, segments: list[tuple[int, bytes]]) -> bytes:
+    """Insert (marker, payload) segments after SOI and a leading JFIF APP0, if any."""
+    at = 2
+    segs = jpeg_segments(data)
+    if segs and segs[0][0] == 0xE0:
+        at = segs[0][2]
+    blob = b""
+    for marker, payload in segments:
+        if len(payload) + 2 > 0xFFFF:
+            raise ValueError("JPEG segment too large")
+        blob += bytes((0xFF, marker)) + struct.pack(">H", len(payload) + 2) + payload
+    return data[:at] + blob + data[at:]
+
+
+def jpeg_xmp(data: bytes) -> str | None:
+    for marker, start, end in jpeg_segments(data):
+        if marker == 0xE1 and data[start:start + len(XMP_JPEG_HEADER)] == XMP_JPEG_HEADER:
+            return data[start + len(XMP_JPEG_HEADER):end].decode("utf-8", "replace")
+    return None
+
+
+# ----------------------------------------------------------------------------------------- WebP
+
+
+def webp_add_chunks(data: bytes, size: tuple[int, int], has_alpha: bool,
+                    exif: bytes | None = None, xmp: bytes | None = None) -> bytes:
+    """Turn a simple WebP (VP8 or VP8L) into the extended format with EXIF/XMP chunks."""
+    chunks = riff_chunks(data)
+    if not chunks or chunks[0][0] not in (b"VP8 ", b"VP8L", b"VP8X"):
+        raise ValueError("not a WebP image")
+    body = b""
+    flags = 0
+    if chunks[0][0] == b"VP8X":
+        flags = data[chunks[0][1]]
+        rest = chunks[1:]
+    else:
+        rest = chunks
+    for fourcc, start, end in rest:
+        if fourcc in (b"EXIF", b"XMP "):
+            continue
+        payload = data[start:end]
+        body += fourcc + struct.pack("<I", len(payload)) + payload + (b"\x00" if len(payload) & 1 else b"")
+    if has_alpha:
+        flags |= 0x10
+    for fourcc, payload, bit in ((b"EXIF", exif, 0x08), (b"XMP ", xmp, 0x04)):
+        if payload:
+            flags |= bit
+            body += fourcc + struct.pack("<I", len(payload)) + payload + (b"\x00" if len(payload) & 1 else b"")
+    w, h = size
+    vp8x = bytes((flags, 0, 0, 0)) + (w - 1).to_bytes(3, "little") + (h - 1).to_bytes(3, "little")
+    body = b"VP8X" + struct.pack("<I", 10) + vp8x + body
+    return b"RIFF" + struct.pack("<I", 4 + len(body)) + b"WEBP" + body
+
+
+def webp_chunk(data: bytes, fourcc: bytes) -> bytes | None:
+    for cc, start, end in riff_chunks(data):
+        if cc == fourcc:
+            return data[start:end]
+    return None

@@ -1,0 +1,342 @@
+"""Video output with PyAV: encoder and container checks, frame encoding with the input's
+timestamps, audio copied (or re-encoded when the container cannot hold it), provenance tags.
+
+The writer owns its output container and must be used from one thread. Audio is read from a
+second opening of the input file and interleaved as the video advances, so nothing is buffered
+beyond about a second of audio.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Iterator
+
+import av
+import numpy as np
+
+from livecam.errors import InputError, OutputError
+
+log = logging.getLogger("livecam")
+
+# Output extension -> FFmpeg muxer.
+CONTAINERS: dict[str, str] = {".mp4": "mp4", ".m4v": "mp4", ".mov": "mov", ".mkv": "matroska", ".webm": "webm"}
+# Video codecs each container may hold (FFmpeg codec names); None: anything the muxer accepts.
+CONTAINER_VIDEO_CODECS: dict[str, frozenset[str] | None] = {
+    "webm": frozenset({"vp8", "vp9", "av1"}),
+    "mp4": frozenset({"h264", "hevc", "av1", "vp9", "mpeg4"}),
+    "mov": frozenset({"h264", "hevc", "mpeg4", "prores"}),
+    "matroska": None,
+}
+# Encoders offered when the requested one is unavailable (only those that open are listed).
+ENCODER_CANDIDATES: tuple[str, ...] = (
+    "libx264", "libx265", "libvpx-vp9", "libvpx", "libsvtav1", "libaom-av1",
+    "h264_nvenc", "hevc_nvenc", "av1_nvenc", "h264_qsv", "hevc_qsv", "h264_amf", "hevc_amf",
+    "h264_videotoolbox", "hevc_videotoolbox", "mpeg4",
+)
+DISK_FULL = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
+_AUDIO_LEAD_S = 0.0  # audio is muxed up to the current video time (a cut keeps them together)
+
+
+def container_format(path: Path) -> str:
+    fmt = CONTAINERS.get(Path(path).suffix.lower())
+    if fmt is None:
+        raise InputError(f"cannot tell the output format from {Path(path).name!r}: "
+                         f"use one of the extensions {', '.join(sorted(CONTAINERS))}")
+    return fmt
+
+
+def encoder_options(name: str, quality: int) -> dict[str, str]:
+    """Private options that give `name` a CRF-like `quality` (0 best .. 51 worst)."""
+    q63 = str(round(quality * 63 / 51))
+    if name in ("libx264", "libx265"):
+        opts = {"crf": str(quality), "preset": "fast"}
+        if name == "libx265":
+            opts["x265-params"] = "log-level=error"  # x265 prints a banner on stderr otherwise
+        return opts
+    if name in ("libvpx-vp9", "libvpx"):
+        # Constant quality needs a zero target bitrate; row-mt for the two-core laptops.
+        return {"crf": q63, "b": "0", "deadline": "good", "cpu-used": "5", "row-mt": "1"}
+    if name == "libaom-av1":
+        return {"crf": q63, "b": "0", "cpu-used": "6", "row-mt": "1"}
+    if name == "libsvtav1":
+        return {"crf": q63, "preset": "8"}
+    if name.endswith("_nvenc"):
+        return {"rc": "vbr", "cq": str(max(1, quality)), "b": "0", "preset": "p4"}
+    if name.endswith("_qsv"):
+        return {"global_quality": str(max(1, quality))}
+    if name.endswith("_amf"):
+        return {"rc": "cqp", "qp_i": str(quality), "qp_p": str(quality)}
+    if name.endswith("_videotoolbox"):
+        return {"q:v": str(max(1, 100 - quality * 2))}
+    return {}
+
+
+def _quiet_encoder_logs(name: str) -> None:
+    """SVT-AV1 prints a banner on stderr when opened unless its own log level says otherwise
+    (read from the environment; a user's own setting is kept)."""
+    if name == "libsvtav1":
+        os.environ.setdefault("SVT_LOG", "1")
+
+
+def _pix_fmt(codec: av.Codec) -> str:
+    formats = [f.name for f in (codec.video_formats or [])]
+    return "yuv420p" if not formats or "yuv420p" in formats else formats[0]
+
+
+def encoder_available(name: str) -> bool:
+    """True when FFmpeg has the encoder and it opens here (hardware ones need their device)."""
+    try:
+        codec = av.Codec(name, "w")
+        if codec.type != "video":
+            return False
+        _quiet_encoder_logs(name)
+        ctx = av.CodecContext.create(codec)
+        ctx.width, ctx.height = 256, 256
+        ctx.pix_fmt = _pix_fmt(codec)
+        ctx.time_base = Fraction(1, 30)
+        ctx.framerate = Fraction(30)
+        ctx.options = encoder_options(name, 23)
+        ctx.open()
+        return True
+    except (av.error.FFmpegError, ValueError, TypeError):
+        return False
+
+
+def available_encoders() -> list[str]:
+    return [name for name in ENCODER_CANDIDATES if encoder_available(name)]
+
+
+def check_encoder(name: str, output: Path) -> None:
+    """Raise InputError when `name` cannot encode here or cannot go into `output`'s container."""
+    fmt = container_format(output)
+    if not encoder_available(name):
+        raise InputError(f"video encoder {name!r} is not available here; available: "
+                         f"{', '.join(available_encoders()) or 'none'}")
+    codec = av.Codec(name, "w").canonical_name
+    allowed = CONTAINER_VIDEO_CODECS.get(fmt)
+    if allowed is not None and codec not in allowed:
+        fits = [e for e in available_encoders() if av.Codec(e, "w").canonical_name in allowed]
+        raise InputError(f"{Path(output).suffix} files cannot hold {codec} video from {name!r}; "
+                         f"use --video-encoder {' or '.join(fits) or 'libvpx-vp9'} or another extension")
+
+
+def disk_error(path: Path, exc: OSError) -> OutputError:
+    """A one-line OutputError for a failed write."""
+    if exc.errno in DISK_FULL:
+        why = "disk full" if exc.errno != errno.EFBIG else "file size limit reached"
+        return OutputError(f"could not write {path}: {why} ({exc.strerror or exc}); free some space "
+                           "or write elsewhere")
+    return OutputError(f"could not write {path}: {exc.strerror or exc}")
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    path: Path  # the file to write (the temporary one)
+    format: str  # FFmpeg muxer name
+    width: int
+    height: int
+    rate: Fraction  # nominal frame rate
+    time_base: Fraction  # of the timestamps given to write()
+    encoder: str = "libx264"
+    quality: int = 18
+    metadata: dict[str, str] = field(default_factory=dict)
+    audio_from: Path | None = None  # input whose first audio stream is kept
+
+
+class VideoWriter:
+    """Encodes BGR frames with given timestamps into one container; one thread only."""
+
+    def __init__(self, spec: OutputSpec) -> None:
+        self.spec = spec
+        self.frames_written = 0
+        self._last_pts: int | None = None
+        self._last_time: float | None = None
+        options = {"movflags": "+use_metadata_tags"} if spec.format in ("mp4", "mov") else {}
+        try:
+            self._out = av.open(str(spec.path), mode="w", format=spec.format, options=options)
+        except OSError as exc:
+            raise disk_error(spec.path, exc) from exc
+        try:
+            self._out.metadata.update(spec.metadata)
+            codec = av.Codec(spec.encoder, "w")
+            _quiet_encoder_logs(spec.encoder)
+            vs = self._out.add_stream(spec.encoder, rate=spec.rate)
+            # Even sizes: 4:2:0 chroma needs them; an odd last row/column is dropped.
+            self._w, self._h = spec.width & ~1, spec.height & ~1
+            vs.width, vs.height = self._w, self._h
+            vs.pix_fmt = _pix_fmt(codec)
+            vs.time_base = spec.time_base
+            vs.codec_context.time_base = spec.time_base
+            vs.codec_context.framerate = spec.rate
+            vs.codec_context.options = encoder_options(spec.encoder, spec.quality)
+            self._video = vs
+            self._audio = _AudioTrack(self._out, spec.audio_from) if spec.audio_from is not None else None
+        except BaseException:
+            self._out.close()
+            raise
+
+    @property
+    def audio_mode(self) -> str | None:
+        """'copy', 'reencode' or None (no audio)."""
+        return self._audio.mode if self._audio is not None else None
+
+    def write(self, image: np.ndarray, time_s: float) -> None:
+        pts = int(round(time_s / self.spec.time_base))
+        if self._last_pts is not None and pts <= self._last_pts:
+            pts = self._last_pts + 1  # encoders need strictly increasing timestamps
+        self._last_pts = pts
+        self._last_time = time_s
+        if image.shape[0] != self._h or image.shape[1] != self._w:
+            image = np.ascontiguousarray(image[: self._h, : self._w])
+        frame = av.VideoFrame.from_ndarray(image, format="bgr24")
+        frame.pts = pts
+        frame.time_base = self.spec.time_base
+        try:
+            for packet in self._video.encode(frame):
+                self._out.mux(packet)
+            if self._audio is not None:
+                self._audio.pump(time_s + _AUDIO_LEAD_S)
+        except OSError as exc:
+            raise disk_error(self.spec.path, exc) from exc
+        except av.error.FFmpegError as exc:
+            raise OutputError(f"encoding {self.spec.path.name} failed: {exc}") from exc
+        self.frames_written += 1
+
+    def close(self, *, partial: bool = False) -> None:
+        """Flush and finalise a valid file. partial: cut the audio where the video stops."""
+        try:
+            for packet in self._video.encode(None):
+                self._out.mux(packet)
+            if self._audio is not None:
+                end = None
+                if partial:
+                    end = (self._last_time or 0.0) + 1.0 / float(self.spec.rate or 30)
+                self._audio.pump(end, final=True)
+            self._out.close()
+        except OSError as exc:
+            self._close_quietly()
+            raise disk_error(self.spec.path, exc) from exc
+        except av.error.FFmpegError as exc:
+            self._close_quietly()
+            raise OutputError(f"finishing {self.spec.path.name} failed: {exc}") from exc
+        finally:
+            if self._audio is not None:
+                self._audio.close()
+
+    def abort(self) -> None:
+        """Close without caring about the file (the caller removes it)."""
+        self._close_quietly()
+        if self._audio is not None:
+            self._audio.close()
+
+    def _close_quietly(self) -> None:
+        try:
+            self._out.close()
+        except (OSError, av.error.FFmpegError):
+            pass
+
+
+class _AudioTrack:
+    """The input's first audio stream, copied packet by packet or re-encoded when the output
+    container cannot hold its codec (AAC, or Opus for WebM)."""
+
+    def __init__(self, out: av.container.OutputContainer, source: Path) -> None:
+        self._in = av.open(str(source))
+        try:
+            ins = self._in.streams.audio[0]
+            self._in_stream = ins
+            codec = ins.codec_context.codec.canonical_name
+            if codec in out.supported_codecs:
+                self.mode = "copy"
+                self._stream = out.add_stream_from_template(ins)
+            else:
+                self.mode = "reencode"
+                target = "libopus" if out.format.name == "webm" else "aac"
+                rate = 48000 if target == "libopus" else (ins.codec_context.sample_rate or 48000)
+                layout = "stereo" if (ins.codec_context.channels or 1) >= 2 else "mono"
+                self._stream = out.add_stream(target, rate=rate, layout=layout)
+                self._resampler = av.AudioResampler(format=self._stream.codec_context.format, layout=layout,
+                                                    rate=rate)
+                self._fifo = av.AudioFifo()
+                self._next_pts: int | None = None
+                log.info("audio: %s cannot go into %s; re-encoding it as %s", codec, out.format.name, target)
+        except BaseException:
+            self._in.close()
+            raise
+        self._out = out
+        self._packets: Iterator[av.Packet] = self._in.demux(ins)
+        self._pending: av.Packet | None = None
+        self._done = False
+
+    def pump(self, until: float | None, final: bool = False) -> None:
+        """Mux audio packets that start before `until` seconds (all of them when None)."""
+        while not self._done:
+            packet = self._pending or self._next_packet()
+            self._pending = None
+            if packet is None:
+                self._done = True
+                break
+            start = float(packet.pts * packet.time_base)
+            if until is not None and start >= until:
+                self._pending = packet
+                break
+            self._mux(packet)
+        if final and self.mode == "reencode":
+            self._drain(final=True)
+
+    def _next_packet(self) -> av.Packet | None:
+        while True:
+            try:
+                packet = next(self._packets)
+            except StopIteration:
+                return None
+            except av.error.FFmpegError as exc:
+                log.warning("warning: skipped a corrupt audio packet (%s)", str(exc).splitlines()[0])
+                self._packets = self._in.demux(self._in_stream)
+                continue
+            if packet.pts is not None and packet.size:
+                return packet
+
+    def _mux(self, packet: av.Packet) -> None:
+        if self.mode == "copy":
+            packet.stream = self._stream
+            self._out.mux(packet)
+            return
+        try:
+            frames = packet.decode()
+        except av.error.FFmpegError as exc:
+            log.warning("warning: skipped an undecodable audio packet (%s)", str(exc).splitlines()[0])
+            return
+        for frame in frames:
+            if self._next_pts is None and frame.pts is not None:
+                self._next_pts = int(round(float(frame.pts * frame.time_base) * self._stream.codec_context.sample_rate))
+            for resampled in self._resampler.resample(frame):
+                resampled.pts = None  # the fifo checks continuity; timestamps are counted below
+                self._fifo.write(resampled)
+        self._drain(final=False)
+
+    def _drain(self, final: bool) -> None:
+        cc = self._stream.codec_context
+        size = cc.frame_size or 1024
+        if final:
+            for resampled in self._resampler.resample(None):
+                resampled.pts = None
+                self._fifo.write(resampled)
+        while self._fifo.samples >= size or (final and self._fifo.samples > 0):
+            frame = self._fifo.read(min(size, self._fifo.samples))
+            frame.pts = self._next_pts or 0
+            frame.time_base = Fraction(1, cc.sample_rate)
+            self._next_pts = frame.pts + frame.samples
+            for packet in self._stream.encode(frame):
+                self._out.mux(packet)
+        if final:
+            for packet in self._stream.encode(None):
+                self._out.mux(packet)
+
+    def close(self) -> None:
+        self._in.close()

@@ -1,0 +1,66 @@
+"""--output virtual-camera: pyvirtualcam (v4l2loopback on Linux, OBS Virtual Camera elsewhere)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+import numpy as np
+
+from livecam.errors import DeviceError
+
+log = logging.getLogger("livecam")
+
+INSTALL_HINT = "pip install 'livecam[virtualcam]'"
+
+
+def backend_hint() -> str:
+    if sys.platform.startswith("linux"):
+        return "the v4l2loopback kernel module (sudo modprobe v4l2loopback exclusive_caps=1)"
+    return "OBS Studio (its Virtual Camera)"
+
+
+class VirtualCameraSink:
+    """Sends the frames to a virtual camera that Zoom, Meet, Teams and OBS can pick."""
+
+    name = "virtual camera"
+
+    def __init__(self, fps: float = 30.0) -> None:
+        try:
+            import pyvirtualcam
+        except ImportError as exc:
+            raise DeviceError(f"--output virtual-camera needs pyvirtualcam: run {INSTALL_HINT} and install "
+                              f"{backend_hint()}") from exc
+        self._pvc: Any = pyvirtualcam
+        self.fps = fps
+        self._cam: Any = None
+        self._size: tuple[int, int] | None = None
+
+    def _open(self, width: int, height: int) -> None:
+        try:
+            self._cam = self._pvc.Camera(width=width, height=height, fps=self.fps,
+                                         fmt=self._pvc.PixelFormat.BGR)
+        except Exception as exc:  # noqa: BLE001 - pyvirtualcam raises RuntimeError for missing backends
+            raise DeviceError(f"no virtual camera device is available ({exc}); install {backend_hint()}") from exc
+        self._size = (width, height)
+        self.name = f"virtual camera {self._cam.device}"
+        log.info("sending %dx%d at %g FPS to %s", width, height, self.fps, self._cam.device)
+
+    def write(self, image_bgr: np.ndarray) -> None:
+        import cv2
+
+        if self._cam is None:
+            self._open(image_bgr.shape[1], image_bgr.shape[0])
+        assert self._size is not None
+        if (image_bgr.shape[1], image_bgr.shape[0]) != self._size:  # the device's size is fixed
+            image_bgr = cv2.resize(image_bgr, self._size, interpolation=cv2.INTER_AREA)
+        self._cam.send(np.ascontiguousarray(image_bgr))
+
+    def poll(self) -> list[str]:
+        return []
+
+    def close(self) -> None:
+        if self._cam is not None:
+            self._cam.close()
+            self._cam = None

@@ -1,0 +1,83 @@
+"""--output window: a resizable OpenCV window that also reports the keys pressed.
+
+OpenCV's GUI must be driven from one thread (the main thread on macOS), so the live pipeline
+calls write() and poll() from its output loop in the main thread only.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from livecam.errors import DeviceError
+
+log = logging.getLogger("livecam")
+
+WINDOW_TITLE = "livecam (q quit, m mirror, e enhancer, s stats, f fullscreen, space pause, n next source)"
+_KEYS = {27: "esc", 32: "space", ord("q"): "q", ord("m"): "m", ord("e"): "e", ord("s"): "s", ord("f"): "f",
+         ord("n"): "n", ord("Q"): "q"}
+
+
+class WindowSink:
+    name = "window"
+
+    def __init__(self, title: str = WINDOW_TITLE) -> None:
+        self.title = title
+        self._cv2: Any = None
+        self._opened = False
+        self._fullscreen = False
+        self._pending: list[str] = []
+
+    def _open(self) -> None:
+        import cv2
+
+        self._cv2 = cv2
+        try:
+            cv2.namedWindow(self.title, cv2.WINDOW_NORMAL)
+        except cv2.error as exc:
+            raise DeviceError(f"could not open a window ({str(exc).strip().splitlines()[-1]}); use --output none, "
+                              f"--output FILE.mp4 or --output virtual-camera") from exc
+        self._opened = True
+
+    def write(self, image_bgr: np.ndarray) -> None:
+        if not self._opened:
+            self._open()
+        self._cv2.imshow(self.title, image_bgr)
+        self._pump()
+
+    def _pump(self) -> None:
+        code = self._cv2.waitKey(1)
+        if code is not None and code >= 0:
+            key = _KEYS.get(code & 0xFF)
+            if key == "f":
+                self._toggle_fullscreen()
+            elif key is not None:
+                self._pending.append(key)
+        try:  # the user closed the window with its close button
+            if self._cv2.getWindowProperty(self.title, self._cv2.WND_PROP_VISIBLE) < 1:
+                self._pending.append("closed")
+        except self._cv2.error:
+            self._pending.append("closed")
+
+    def _toggle_fullscreen(self) -> None:
+        cv2 = self._cv2
+        self._fullscreen = not self._fullscreen
+        cv2.setWindowProperty(self.title, cv2.WND_PROP_FULLSCREEN,
+                              cv2.WINDOW_FULLSCREEN if self._fullscreen else cv2.WINDOW_NORMAL)
+
+    def poll(self) -> list[str]:
+        if self._opened:
+            self._pump()  # keep the window responsive while no new frame comes (pause)
+        keys, self._pending = self._pending, []
+        return keys
+
+    def close(self) -> None:
+        if self._opened:
+            try:
+                self._cv2.destroyWindow(self.title)
+                self._cv2.waitKey(1)
+            except Exception:  # noqa: BLE001 - the window may already be gone
+                pass
+            self._opened = False

@@ -1,0 +1,182 @@
+"""The catalog: every model livecam uses, where to get it, how to check it, under which licence.
+
+Facts only (URLs, sizes, digests, tensor names): nothing here touches the disk except reading the
+SHA256SUMS that ships beside the embedded default models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Mapping
+
+DEFAULT_DIR = Path(__file__).resolve().parent / "default"
+
+FLOAT = "tensor(float)"
+FLOAT16 = "tensor(float16)"
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One model input or output. None in name/shape/dims means "any" (unchecked)."""
+
+    name: str | None
+    shape: tuple[int | None, ...] | None
+    dtypes: tuple[str, ...] = (FLOAT,)
+
+    def describe(self) -> str:
+        shape = "?" if self.shape is None else "[" + ",".join("?" if d is None else str(d) for d in self.shape) + "]"
+        dtype = "|".join(d.removeprefix("tensor(").removesuffix(")") for d in self.dtypes)
+        return f"{self.name or '*'} {shape} {dtype}"
+
+
+@dataclass(frozen=True)
+class ArchiveSpec:
+    """A zip that carries the model file as one of its members (buffalo_l.zip)."""
+
+    file_name: str
+    urls: tuple[str, ...]
+    size: int
+    sha256: str
+    members: tuple[str, ...]  # the members livecam extracts (nothing else is ever written)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    file_name: str
+    urls: tuple[str, ...]  # direct download of file_name: primary first, then mirrors
+    size: int | None  # bytes; None: unknown (not checked)
+    sha256: str | None  # None: unpinned (no published digest); size and signature still checked
+    licence: str
+    licence_url: str
+    needs_acceptance: bool  # non-commercial licence: download needs --accept-license or a yes
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    description: str = ""
+    archive: ArchiveSpec | None = None  # tried before `urls` when set
+    bundled: bool = False  # shipped in the package (src/livecam/models/default), never downloaded
+    pin_note: str = ""  # why the digest is missing, shown by `models verify`
+
+    @property
+    def downloadable(self) -> bool:
+        return not self.bundled and bool(self.urls or self.archive)
+
+
+INSIGHTFACE_LICENCE = "InsightFace: non-commercial research only"
+INSIGHTFACE_URL = "https://github.com/deepinsight/insightface#license"
+APACHE = "Apache-2.0"
+
+BUFFALO_L = ArchiveSpec(
+    file_name="buffalo_l.zip",
+    urls=("https://github.com/deepinsight/insightface/releases/download/v0.7/buffalo_l.zip",),
+    # The foundation issue states 281,906,913 bytes; every independent source found (three
+    # download tools pinning this same SHA-256) states 288,621,354, so that is used here.
+    size=288_621_354,
+    sha256="80ffe37d8a5940d59a7384c201a2a38d4741f2f3c51eef46ebb28218a7b0ca2f",
+    members=("det_10g.onnx", "w600k_r50.onnx"),
+)
+
+
+def _embedded_hashes() -> dict[str, str]:
+    """sha256sum-format lines written by scripts/convert_default_models.py."""
+    sums = DEFAULT_DIR / "SHA256SUMS"
+    if not sums.is_file():
+        return {}
+    out: dict[str, str] = {}
+    for line in sums.read_text(encoding="utf-8").splitlines():
+        digest, _, name = line.strip().partition("  ")
+        if digest and name:
+            out[name.lstrip("*")] = digest.lower()
+    return out
+
+
+def _build() -> Mapping[str, ModelSpec]:
+    embedded = _embedded_hashes()
+    mediapipe = dict(licence=APACHE, licence_url="https://github.com/google-ai-edge/mediapipe/blob/master/LICENSE",
+                     needs_acceptance=False, urls=(), size=None, bundled=True)
+    specs = [
+        ModelSpec(
+            name="det_10g", file_name="det_10g.onnx",
+            urls=("https://huggingface.co/deepghs/insightface/resolve/main/buffalo_l/det_10g.onnx",),  # if the zip fails
+            size=16_923_827,
+            sha256="5838f7fe053675b1c7a08b633df49e7af5495cee0493c7dcf6697200b85b5b91",
+            licence=INSIGHTFACE_LICENCE, licence_url=INSIGHTFACE_URL, needs_acceptance=True,
+            inputs=(TensorSpec("input.1", (None, 3, None, None)),),
+            outputs=tuple(TensorSpec(None, None) for _ in range(9)),  # scores, boxes, kps x 3 strides
+            description="SCRFD-10GF face detector (buffalo_l)", archive=BUFFALO_L,
+        ),
+        ModelSpec(
+            name="w600k_r50", file_name="w600k_r50.onnx",
+            urls=("https://huggingface.co/deepghs/insightface/resolve/main/buffalo_l/w600k_r50.onnx",),  # if the zip fails
+            size=174_383_860,
+            sha256="4c06341c33c2ca1f86781dab0e829f88ad5b64be9fba56e56bc9ebdefc619e43",
+            licence=INSIGHTFACE_LICENCE, licence_url=INSIGHTFACE_URL, needs_acceptance=True,
+            inputs=(TensorSpec("input.1", (None, 3, 112, 112)),),
+            outputs=(TensorSpec(None, (None, 512)),),
+            description="ArcFace R50 face embedder (buffalo_l)", archive=BUFFALO_L,
+        ),
+        ModelSpec(
+            name="inswapper_128", file_name="inswapper_128.onnx",
+            urls=("https://huggingface.co/hacksider/deep-live-cam/resolve/main/inswapper_128.onnx",
+                  "https://huggingface.co/ezioruan/inswapper_128.onnx/resolve/main/inswapper_128.onnx"),
+            size=554_253_681, sha256="e4a3f08c753cb72d04e10aa0f7dbe3deebbf39567d4ead6dce08e98aa49e16af",
+            licence=INSIGHTFACE_LICENCE, licence_url=INSIGHTFACE_URL, needs_acceptance=True,
+            inputs=(TensorSpec("target", (1, 3, 128, 128)), TensorSpec("source", (1, 512))),
+            outputs=(TensorSpec(None, (1, 3, 128, 128)),),
+            description="InsightFace inswapper 128 (fp32)",
+        ),
+        ModelSpec(
+            name="inswapper_128_fp16", file_name="inswapper_128_fp16.onnx",
+            urls=("https://huggingface.co/hacksider/deep-live-cam/resolve/main/inswapper_128_fp16.onnx",
+                  "https://github.com/Alucard24/rope-assets/releases/download/v1.0.8/inswapper_128.fp16.onnx"),
+            size=277_680_638, sha256="6d51a9278a1f650cffefc18ba53f38bf2769bf4bbff89267822cf72945f8a38b",
+            licence=INSIGHTFACE_LICENCE, licence_url=INSIGHTFACE_URL, needs_acceptance=True,
+            inputs=(TensorSpec("target", (1, 3, 128, 128), (FLOAT, FLOAT16)),
+                    TensorSpec("source", (1, 512), (FLOAT, FLOAT16))),
+            outputs=(TensorSpec(None, (1, 3, 128, 128), (FLOAT, FLOAT16)),),
+            description="InsightFace inswapper 128 (fp16, for GPUs)",
+        ),
+        ModelSpec(
+            name="gfpgan_1.4", file_name="gfpgan_1.4.onnx",
+            urls=("https://github.com/facefusion/facefusion-assets/releases/download/models-3.0.0/gfpgan_1.4.onnx",
+                  "https://huggingface.co/facefusion/models-3.0.0/resolve/main/gfpgan_1.4.onnx"),
+            size=340_299_087, sha256=None,
+            pin_note="no SHA-256 is published for this file (only a CRC32 beside it); size and tensor "
+                     "signature checked",
+            licence=APACHE, licence_url="https://github.com/TencentARC/GFPGAN/blob/master/LICENSE",
+            needs_acceptance=False,
+            inputs=(TensorSpec(None, (1, 3, 512, 512)),),
+            outputs=(TensorSpec(None, (1, 3, 512, 512)),),
+            description="GFPGAN v1.4 face restorer (ONNX)",
+        ),
+        ModelSpec(
+            name="blazeface_short_range", file_name="blazeface_short_range.onnx",
+            sha256=embedded.get("blazeface_short_range.onnx"),
+            inputs=(TensorSpec(None, (1, 3, 128, 128)),),
+            outputs=(TensorSpec(None, (1, 896, 16)), TensorSpec(None, (1, 896, 1))),
+            description="MediaPipe BlazeFace short range (embedded default)", **mediapipe,
+        ),
+        ModelSpec(
+            name="blazeface_full_range", file_name="blazeface_full_range.onnx",
+            sha256=embedded.get("blazeface_full_range.onnx"),
+            inputs=(TensorSpec(None, (1, 3, 192, 192)),),
+            outputs=(TensorSpec(None, (1, 2304, 16)), TensorSpec(None, (1, 2304, 1))),
+            description="MediaPipe BlazeFace full range (embedded default)", **mediapipe,
+        ),
+        ModelSpec(
+            name="face_landmark", file_name="face_landmark.onnx",
+            sha256=embedded.get("face_landmark.onnx"),
+            inputs=(TensorSpec(None, (1, 3, 192, 192)),),
+            outputs=(TensorSpec(None, (1, 1404, 1, 1)), TensorSpec(None, (1, 1, 1, 1))),
+            description="MediaPipe FaceMesh 468 landmarks (embedded default)", **mediapipe,
+        ),
+    ]
+    return MappingProxyType({s.name: s for s in specs})
+
+
+CATALOG: Mapping[str, ModelSpec] = _build()
+
+# What the default run (`--detector auto` without buffalo_l, mesh swapper) needs.
+DEFAULT_RUN_MODELS: tuple[str, ...] = ("blazeface_short_range", "face_landmark")

@@ -1,0 +1,504 @@
+"""The model store: find a model, download it when allowed, verify it once, check its kind.
+
+Files live in one folder (`ModelStore.root`); the embedded defaults live in the package. A
+verified file is remembered (size, mtime, digest) in `.verified.json` beside the models so that
+startup does not re-hash hundreds of MB. Downloads of one file (or one archive) are serialised
+across processes with a file lock: one process downloads, the others wait and use its result.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, Callable, Mapping
+
+from livecam.errors import DownloadError, InputError, LicenseNotAcceptedError, ModelError
+from livecam.models import catalog as catalog_module
+from livecam.models.catalog import ArchiveSpec, ModelSpec, TensorSpec
+from livecam.models.download import DownloadPolicy, download, part_path, sha256_file
+from livecam.settings import RuntimeSettings
+
+log = logging.getLogger("livecam")
+
+MEMO_NAME = ".verified.json"
+PACKAGE_DIR = Path(__file__).resolve().parent.parent  # src/livecam
+
+# States reported by `state()` / `verify()`.
+VERIFIED, PRESENT, UNPINNED, MISSING, CORRUPT = "verified", "present", "unpinned", "missing", "corrupt"
+
+
+def checkout_root() -> Path | None:
+    """The source checkout livecam runs from, if any: pyproject.toml naming livecam above src/."""
+    candidate = PACKAGE_DIR.parent.parent
+    pyproject = candidate / "pyproject.toml"
+    try:
+        text = pyproject.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    return candidate if 'name = "livecam"' in text else None
+
+
+def models_root(settings: RuntimeSettings) -> Path:
+    """--models-dir, else models/ of the checkout, else the user data folder."""
+    if settings.models_dir is not None:
+        return Path(settings.models_dir).expanduser()
+    checkout = checkout_root()
+    if checkout is not None:
+        return checkout / "models"
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("livecam")) / "models"
+
+
+def tty_confirm(spec: ModelSpec) -> bool:
+    """Ask on the terminal whether the user accepts a model's licence (never without a TTY)."""
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        return False
+    import click
+
+    return click.confirm(f"{spec.name} is licensed: {spec.licence} ({spec.licence_url}). Accept and download?",
+                         default=False, err=True)
+
+
+@dataclass(frozen=True)
+class ModelState:
+    name: str
+    state: str  # verified | present | unpinned | missing | corrupt
+    path: Path
+    detail: str = ""
+
+
+class ModelStore:
+    """Resolves catalog names to verified files, downloading on first use when allowed."""
+
+    def __init__(
+        self,
+        settings: RuntimeSettings,
+        progress: bool = True,
+        *,
+        catalog: Mapping[str, ModelSpec] | None = None,
+        bundled_dir: Path | None = None,
+        policy: DownloadPolicy | None = None,
+        confirm: Callable[[ModelSpec], bool] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.progress = progress and not settings.quiet
+        # Looked up at construction (not import) so tests can swap the module's catalog.
+        self.catalog: Mapping[str, ModelSpec] = catalog if catalog is not None else catalog_module.CATALOG
+        self.bundled_dir = bundled_dir if bundled_dir is not None else catalog_module.DEFAULT_DIR
+        self.policy = policy or DownloadPolicy()
+        self.confirm = confirm if confirm is not None else (tty_confirm if self.progress else None)
+        self.root = models_root(settings)
+
+    # ---- lookup -------------------------------------------------------------------------
+    def spec(self, name: str) -> ModelSpec:
+        spec = self.catalog.get(name)
+        if spec is None:
+            raise InputError(f"unknown model {name!r}; known models: {', '.join(self.catalog)}")
+        return spec
+
+    def names(self) -> list[str]:
+        return list(self.catalog)
+
+    def file_path(self, name: str) -> Path:
+        """Where the model's file is or would be."""
+        spec = self.spec(name)
+        return (self.bundled_dir if spec.bundled else self.root) / spec.file_name
+
+    def is_present(self, name: str) -> bool:
+        spec = self.spec(name)
+        path = self.file_path(name)
+        try:
+            size = path.stat().st_size
+        except OSError:
+            return False
+        return spec.size is None or size == spec.size or self.settings.unverified_models
+
+    def can_provide(self, name: str) -> bool:
+        """Present, or downloadable right now without asking anyone anything."""
+        if self.is_present(name):
+            return True
+        spec = self.spec(name)
+        return (spec.downloadable and not self.settings.offline
+                and (not spec.needs_acceptance or self.settings.accept_license))
+
+    # ---- the main entry point ---------------------------------------------------------------
+    def path(self, name: str) -> Path:
+        """The verified file for `name`, downloaded first when it is missing and that is allowed."""
+        spec = self.spec(name)
+        dest = self.file_path(name)
+        if spec.bundled:
+            if not dest.is_file():
+                raise ModelError(f"embedded model {spec.file_name} is missing from the livecam package "
+                                 f"({dest.parent}); reinstall livecam")
+            self._check_file(spec, dest, rehash=True)
+            return dest
+        if dest.is_file():
+            self._check_file(spec, dest)
+            return dest
+        self._ensure_downloadable(spec)
+        with self._download_lock(spec):
+            if not dest.is_file():  # another process may have fetched it while we waited
+                self._fetch(spec)
+            if not dest.is_file():
+                raise DownloadError(f"downloading {spec.name} did not produce {dest}")
+            self._check_file(spec, dest)
+        return dest
+
+    def open_session(self, name: str, providers: Any, intra_op_threads: int = 0) -> Any:
+        """path() + the shared session + the signature check, all before any frame is processed."""
+        from livecam.runtime.sessions import get_session
+
+        path = self.path(name)
+        try:
+            session = get_session(path, providers, intra_op_threads)
+        except ModelError as exc:
+            cause = exc.__cause__
+            reason = str(cause).splitlines()[0][:160] if cause is not None and str(cause) else "unreadable"
+            raise ModelError(f"model file {path} cannot be loaded as {name} ({reason}); "
+                             f"{self._fix_hint(self.spec(name))}") from exc
+        self.check_signature(name, session)
+        return session
+
+    # ---- checks -----------------------------------------------------------------------------
+    def check_signature(self, name: str, session: Any) -> None:
+        """ModelError when the session's inputs/outputs are not those the catalog describes."""
+        spec = self.spec(name)
+        problem = signature_problem(spec, session.get_inputs(), session.get_outputs())
+        if problem:
+            raise ModelError(f"{self.file_path(name)} does not look like model {name} ({problem}); "
+                             f"{self._fix_hint(spec)}")
+
+    def state(self, name: str) -> ModelState:
+        """Cheap state for listings: uses the verification memo, hashes only small embedded files."""
+        spec = self.spec(name)
+        path = self.file_path(name)
+        if not path.is_file():
+            return ModelState(name, MISSING, path)
+        size = path.stat().st_size
+        if spec.size is not None and size != spec.size:
+            return ModelState(name, CORRUPT, path, f"{size} bytes, expected {spec.size}")
+        if spec.sha256 is None:
+            return ModelState(name, UNPINNED, path, spec.pin_note or "no published SHA-256")
+        if spec.bundled:
+            got = sha256_file(path)
+            ok = got == spec.sha256
+            return ModelState(name, VERIFIED if ok else CORRUPT, path, "" if ok else "SHA-256 mismatch")
+        memo = self._memo_lookup(path)
+        if memo is None:
+            return ModelState(name, PRESENT, path, "not verified yet")
+        ok = memo == spec.sha256
+        return ModelState(name, VERIFIED if ok else CORRUPT, path, "" if ok else "SHA-256 mismatch")
+
+    def verify(self, name: str) -> ModelState:
+        """Full re-hash (ignores the memo); unpinned files get their signature checked instead."""
+        spec = self.spec(name)
+        path = self.file_path(name)
+        if not path.is_file():
+            return ModelState(name, MISSING, path)
+        size = path.stat().st_size
+        if spec.size is not None and size != spec.size:
+            return ModelState(name, CORRUPT, path, f"{size} bytes, expected {spec.size} (truncated or "
+                                                   f"not this model); {self._fix_hint(spec)}")
+        if spec.sha256 is None:
+            problem = self._load_problem(spec, path)
+            if problem:
+                return ModelState(name, CORRUPT, path, f"{problem}; {self._fix_hint(spec)}")
+            return ModelState(name, UNPINNED, path, spec.pin_note or "no published SHA-256; signature checked")
+        got = sha256_file(path)
+        if not spec.bundled:
+            self._memo_record(path, got)
+        if got != spec.sha256:
+            return ModelState(name, CORRUPT, path, f"SHA-256 {got[:12]}... differs from the catalog's "
+                                                   f"{spec.sha256[:12]}...; {self._fix_hint(spec)}")
+        return ModelState(name, VERIFIED, path)
+
+    def load_problem(self, name: str, path: Path) -> str:
+        """'' when `path` loads on the CPU and has the tensors of catalog model `name`."""
+        return self._load_problem(self.spec(name), path)
+
+    def _load_problem(self, spec: ModelSpec, path: Path) -> str:
+        """Open the file on the CPU and compare its tensors with the catalog (unpinned files)."""
+        try:
+            import onnxruntime as ort
+
+            options = ort.SessionOptions()
+            options.log_severity_level = 4
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # noqa: BLE001 - ORT raises its own types for bad files
+            first = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+            return f"not a loadable ONNX model: {first}"
+        return signature_problem(spec, session.get_inputs(), session.get_outputs())
+
+    def _check_file(self, spec: ModelSpec, path: Path, rehash: bool = False) -> None:
+        """Size and SHA-256 of a present file (memo first); ModelError, or a warning when unverified."""
+        size = path.stat().st_size
+        problem = ""
+        if spec.size is not None and size != spec.size:
+            problem = f"it has {size} bytes, expected {spec.size} (truncated or not this model)"
+        elif spec.sha256 is not None:
+            got = None if rehash else self._memo_lookup(path)
+            if got is None:
+                got = sha256_file(path)
+                if not spec.bundled:
+                    self._memo_record(path, got)
+            if got != spec.sha256:
+                problem = f"its SHA-256 {got[:12]}... differs from the catalog's {spec.sha256[:12]}..."
+        if not problem:
+            return
+        if self.settings.unverified_models:
+            log.warning("warning: %s: %s; used anyway because of --unverified-models", path, problem)
+            return
+        raise ModelError(f"model file {path} is invalid: {problem}; {self._fix_hint(spec)}")
+
+    def _fix_hint(self, spec: ModelSpec) -> str:
+        if spec.bundled:
+            return "reinstall livecam to restore the embedded models"
+        return f"delete it and run `livecam models download {spec.name}`"
+
+    # ---- downloading ------------------------------------------------------------------------
+    def _ensure_downloadable(self, spec: ModelSpec) -> None:
+        where = self.root / spec.file_name
+        if not spec.downloadable:
+            raise ModelError(f"model {spec.name} is missing ({where}) and cannot be downloaded; "
+                             f"put {spec.file_name} into {self.root}")
+        if self.settings.offline:
+            raise ModelError(f"model {spec.name} is missing ({where}) and offline mode forbids downloading it; "
+                             f"run `livecam models download {spec.name}` while online, "
+                             f"or copy {spec.file_name} into {self.root}")
+        if spec.needs_acceptance and not self.settings.accept_license:
+            if self.confirm is None or not self.confirm(spec):
+                raise LicenseNotAcceptedError(
+                    f"model {spec.name} is licensed \"{spec.licence}\" ({spec.licence_url}); to accept it "
+                    f"and download, rerun with --accept-license or run "
+                    f"`livecam models download {spec.name} --accept-license`")
+
+    def _download_lock(self, spec: ModelSpec) -> Any:
+        from filelock import FileLock, Timeout
+
+        unit = spec.archive.file_name if spec.archive else spec.file_name
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ModelError(f"cannot create the models folder {self.root}: {exc.strerror}; "
+                             f"pass --models-dir to use another one") from exc
+        lock = FileLock(str(self.root / f".{unit}.lock"))
+        try:
+            lock.acquire(timeout=0.2)
+        except Timeout:
+            log.info("waiting for another livecam process that is downloading %s", unit)
+            lock.acquire()
+        return _Held(lock)
+
+    def _fetch(self, spec: ModelSpec) -> None:
+        self._check_free_space(spec)
+        errors: list[str] = []
+        if spec.archive is not None:
+            try:
+                self._fetch_archive(spec.archive)
+                return
+            except DownloadError as exc:
+                errors.append(exc.message)
+                if not spec.urls:
+                    raise
+        dest = self.root / spec.file_name
+        try:
+            download(spec.urls, dest, size=spec.size, sha256=spec.sha256, label=spec.file_name,
+                     progress=self.progress, policy=self.policy, unverified=self.settings.unverified_models)
+        except DownloadError as exc:
+            raise DownloadError("; ".join([*errors, exc.message])) from exc
+        if spec.sha256 is not None:
+            self._memo_record(dest, sha256_file(dest))
+
+    def _check_free_space(self, spec: ModelSpec) -> None:
+        """Refuse early, rather than fill the disk and fail at 90 %."""
+        need = (spec.size or 0) + (spec.archive.size if spec.archive else 0)
+        free = free_bytes(self.root)
+        if free is not None and need and free < need:
+            raise DownloadError(f"not enough free disk space for {spec.name} in {self.root}: "
+                                f"{need / 1e6:.0f} MB needed, {free / 1e6:.0f} MB free; free some space "
+                                f"or choose another folder with --models-dir")
+
+    def _fetch_archive(self, archive: ArchiveSpec) -> None:
+        """Download the zip, take only the catalogued members still missing, delete the zip."""
+        zip_path = self.root / archive.file_name
+        if not zip_path.is_file():
+            download(archive.urls, zip_path, size=archive.size, sha256=archive.sha256, label=archive.file_name,
+                     progress=self.progress, policy=self.policy, unverified=self.settings.unverified_models)
+        members = {spec.file_name: spec for spec in self.catalog.values()
+                   if spec.archive == archive and spec.file_name in archive.members}
+        try:
+            extract_members(zip_path, self.root, members, self._memo_record)
+        finally:
+            zip_path.unlink(missing_ok=True)
+
+    # ---- the verification memo --------------------------------------------------------------
+    def _memo_lookup(self, path: Path) -> str | None:
+        entry = _read_memo(self.root).get(path.name)
+        if not isinstance(entry, dict):
+            return None
+        st = path.stat()
+        if entry.get("size") == st.st_size and entry.get("mtime_ns") == st.st_mtime_ns:
+            digest = entry.get("sha256")
+            return digest if isinstance(digest, str) else None
+        return None
+
+    def _memo_record(self, path: Path, digest: str) -> None:
+        from filelock import FileLock
+
+        try:
+            with FileLock(str(self.root / (MEMO_NAME + ".lock")), timeout=30):
+                memo = _read_memo(self.root)
+                st = path.stat()
+                memo[path.name] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest}
+                fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".verified.", suffix=".tmp")
+                with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                    json.dump(memo, fh, indent=1, sort_keys=True)
+                os.replace(tmp, self.root / MEMO_NAME)
+        except Exception as exc:  # noqa: BLE001 - the memo is an optimisation only
+            log.debug("could not record verification of %s: %s", path, exc)
+
+
+class _Held:
+    """Context manager around an already acquired FileLock."""
+
+    def __init__(self, lock: Any) -> None:
+        self._lock = lock
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+def _read_memo(root: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((root / MEMO_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def extract_members(zip_path: Path, root: Path, members: Mapping[str, ModelSpec],
+                    record: Callable[[Path, str], None] | None = None) -> list[Path]:
+    """Extract the named members (matched by base name) into root, each checked by its spec.
+
+    Output paths are always root/<catalog file name>, never taken from the archive; a matching
+    member whose path is absolute or climbs out ('..') is refused all the same.
+    """
+    written: list[Path] = []
+    try:
+        zf = zipfile.ZipFile(zip_path)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise DownloadError(f"{zip_path.name} is not a readable zip archive ({exc}); "
+                            f"it was deleted, run the download again") from exc
+    with zf:
+        found: dict[str, zipfile.ZipInfo] = {}
+        for info in zf.infolist():
+            raw = info.filename.replace("\\", "/")
+            member = PurePosixPath(raw)
+            if member.name not in members or info.is_dir():
+                continue
+            if member.is_absolute() or ".." in member.parts or ":" in raw:
+                raise DownloadError(f"{zip_path.name}: refusing member {info.filename!r} "
+                                    f"(its path leaves the models folder)")
+            found.setdefault(member.name, info)
+        for file_name, spec in members.items():
+            dest = root / file_name
+            if dest.is_file():
+                continue
+            info = found.get(file_name)
+            if info is None:
+                raise DownloadError(f"{zip_path.name} does not contain {file_name}")
+            if spec.size is not None and info.file_size != spec.size:
+                raise DownloadError(f"{zip_path.name}: {file_name} has {info.file_size} bytes, "
+                                    f"expected {spec.size}")
+            part = part_path(dest)
+            limit = spec.size if spec.size is not None else info.file_size
+            with zf.open(info) as src, open(part, "wb") as out:
+                copied = _copy_limited(src, out, limit)
+                out.flush()
+                os.fsync(out.fileno())
+            digest = sha256_file(part)
+            if copied != limit or (spec.sha256 is not None and digest != spec.sha256):
+                part.unlink(missing_ok=True)
+                raise DownloadError(f"{zip_path.name}: {file_name} failed its size/SHA-256 check; "
+                                    f"nothing was kept")
+            os.replace(part, dest)
+            if record is not None and spec.sha256 is not None:
+                record(dest, digest)
+            written.append(dest)
+    return written
+
+
+def _copy_limited(src: Any, out: Any, limit: int) -> int:
+    """Copy at most limit + 1 bytes (so an overlong member is noticed, never written in full)."""
+    copied = 0
+    while copied <= limit:
+        block = src.read(min(1 << 20, limit + 1 - copied))
+        if not block:
+            break
+        out.write(block)
+        copied += len(block)
+    return copied
+
+
+def signature_problem(spec: ModelSpec, inputs: list[Any], outputs: list[Any]) -> str:
+    """'' when the ORT inputs/outputs fit the spec, else what differs, in a few words."""
+    if len(inputs) != len(spec.inputs):
+        return (f"expected {len(spec.inputs)} input(s) ({'; '.join(t.describe() for t in spec.inputs)}), "
+                f"found {len(inputs)} ({'; '.join(_describe_arg(a) for a in inputs)})")
+    for i, want in enumerate(spec.inputs):
+        arg = _by_name(inputs, want.name) if want.name else inputs[i]
+        if arg is None or not _fits(want, arg):
+            return f"expected input {want.describe()}, found {'; '.join(_describe_arg(a) for a in inputs)}"
+    if len(outputs) != len(spec.outputs):
+        return f"expected {len(spec.outputs)} output(s), found {len(outputs)}"
+    unused = list(outputs)
+    for want in spec.outputs:
+        match = next((a for a in unused if (want.name is None or a.name == want.name) and _fits(want, a)), None)
+        if match is None:
+            return f"no output like {want.describe()} (found {'; '.join(_describe_arg(a) for a in outputs)})"
+        unused.remove(match)
+    return ""
+
+
+def _by_name(args: list[Any], name: str) -> Any:
+    return next((a for a in args if a.name == name), None)
+
+
+def _fits(want: TensorSpec, arg: Any) -> bool:
+    if arg.type not in want.dtypes:
+        return False
+    if want.shape is None:
+        return True
+    shape = list(arg.shape or [])
+    if len(shape) != len(want.shape):
+        return False
+    # A dynamic dimension in the file (a string or None) fits any expected size.
+    return all(w is None or not isinstance(a, int) or a == w for w, a in zip(want.shape, shape))
+
+
+def _describe_arg(arg: Any) -> str:
+    shape = "[" + ",".join(str(d) if isinstance(d, int) else "?" for d in (arg.shape or [])) + "]"
+    return f"{arg.name} {shape} {str(arg.type).removeprefix('tensor(').removesuffix(')')}"
+
+
+def free_bytes(path: Path) -> int | None:
+    """Free disk space where `path` is (or would be created)."""
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        return shutil.disk_usage(probe).free
+    except OSError:
+        return None

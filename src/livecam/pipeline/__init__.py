@@ -1,0 +1,2 @@
+"""Running the processors over frames: the engine, queues, live and file pipelines, metrics and
+the governor."""

@@ -1,0 +1,255 @@
+"""Engine: everything a pipeline needs to turn frames into swapped frames, built once.
+
+Engine.create() resolves the providers, opens the models through the model store, analyses the
+source photo(s) and builds the frame processors from the settings; afterwards the live and file
+pipelines only call analyse(packet) and process(packet) (plus the governor's knobs). Building
+fails early with a LivecamError: bad sources exit 2, missing models 3, providers 4.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from livecam.errors import InputError, NotAvailableError
+from livecam.faces.analyser import FaceAnalyser
+from livecam.faces.source import SourceCache, SourceIdentity, analyse_source
+from livecam.frame import FramePacket
+from livecam.processors.base import FrameProcessor
+from livecam.runtime.providers import FP16_FRIENDLY, ProviderChoice, resolve_providers, user_cache_dir
+from livecam.runtime.sessions import cpu_threads_per_session
+from livecam.settings import ProcessingSettings
+
+log = logging.getLogger("livecam")
+
+PHOTO_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff"})
+INSWAPPERS = ("inswapper_128", "inswapper_128_fp16")
+
+
+def choose_swap_model(choice: str, store: Any, providers: ProviderChoice) -> str:
+    """The swap model for --swap-model CHOICE. `auto`: inswapper fp16 on providers with
+    trustworthy fp16 kernels, fp32 elsewhere, and the embedded mesh swapper (with one warning)
+    when neither the inswapper nor the ArcFace model it needs can be had now."""
+    if choice != "auto":
+        return choice
+    preferred = ["inswapper_128_fp16", "inswapper_128"] if providers.primary in FP16_FRIENDLY else ["inswapper_128"]
+    for name in preferred:
+        if store.can_provide(name) and store.can_provide("w600k_r50"):
+            return name
+    missing = [n for n in (preferred[-1], "w600k_r50") if not store.can_provide(n)]
+    log.warning("warning: %s not available here, so the embedded mesh swapper is used; for the neural "
+                "swap run `livecam models download %s --accept-license`",
+                " and ".join(missing), " ".join(missing))
+    return "mesh"
+
+
+def source_photos(folder: Path) -> list[Path]:
+    """The photos in a --source folder, sorted by name."""
+    return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in PHOTO_SUFFIXES
+                  and not p.name.startswith("."))
+
+
+class Engine:
+    """Analysers, sources and processors for one run. Thread-safe for analyse(track=False) and
+    process(); analyse(track=True), next_source() and the knobs belong to one controlling thread."""
+
+    def __init__(self, settings: ProcessingSettings, analyser: FaceAnalyser, processors: Sequence[FrameProcessor],
+                 sources: Sequence[SourceIdentity], *, providers: ProviderChoice, swap_model: str | None,
+                 cycle: Sequence[Path] = (), cache: SourceCache | None = None,
+                 model_names: dict[str, str] | None = None) -> None:
+        self.settings = settings
+        self.analyser = analyser
+        self.processors = list(processors)
+        self.sources = list(sources)
+        self.providers = providers
+        self.swap_model = swap_model
+        self.model_names = dict(model_names or {})
+        self._enabled = {p.name: True for p in self.processors}
+        self._cycle = list(cycle)
+        self._cycle_index = 0
+        self._cache = cache
+        self._source_lock = threading.Lock()
+
+    # ---- construction -----------------------------------------------------------------------------
+    @classmethod
+    def create(cls, settings: ProcessingSettings, *, live: bool, progress: bool = True) -> "Engine":
+        from livecam.models.store import ModelStore
+
+        analysis = settings.analysis
+        if analysis.face_map and (settings.sources or analysis.reference):
+            raise InputError("--map gives each reference person their own source; use it without "
+                             "--source and --reference")
+        store = ModelStore(settings.runtime, progress=progress)
+        providers = resolve_providers(settings.runtime.providers)
+        threads = cpu_threads_per_session(settings.runtime.execution_threads)
+        swapping = "face_swapper" in settings.frame_processors
+        swap_model = choose_swap_model(settings.swap.model, store, providers) if swapping else None
+        need_landmarks = swap_model == "mesh" or (swapping and settings.swap.mouth_mask is not None)
+        need_embedding = swap_model in INSWAPPERS
+        # Check the source paths before any model is opened or downloaded.
+        cycle: list[Path] = []
+        if swapping and not analysis.face_map:
+            cycle = _expand_sources(settings.sources, live)
+        # The processors' models first: a missing model the user asked for is reported before
+        # anything else is loaded.
+        processors: list[FrameProcessor] = []
+        names: dict[str, str] = {}
+        for proc_name in settings.frame_processors:
+            if proc_name == "face_swapper":
+                processors.append(_build_swapper(swap_model or "mesh", settings, store, providers, threads))
+                names["face_swapper"] = swap_model or "mesh"
+            elif proc_name == "face_enhancer":
+                session = store.open_session("gfpgan_1.4", providers, threads)
+                from livecam.processors.face_enhancer import FaceEnhancer
+
+                processors.append(FaceEnhancer(session, settings.enhance))
+                names["face_enhancer"] = "gfpgan_1.4"
+            else:  # cli.py only offers known names
+                raise InputError(f"unknown frame processor {proc_name!r}")
+        analyser = FaceAnalyser.create(
+            analysis, store, providers, need_landmarks=need_landmarks,
+            need_embedding=need_embedding or bool(analysis.reference or analysis.face_map),
+            live=live, intra_op_threads=threads)
+        cache = SourceCache(user_cache_dir() / "sources")
+        sources: list[SourceIdentity] = []
+        if analysis.face_map:
+            references = []
+            for source_path, reference_path in analysis.face_map:
+                if swapping:
+                    sources.append(analyse_source([source_path], analyser, cache=cache,
+                                                  need_landmarks=need_landmarks))
+                references.append(_reference_embedding([reference_path], analyser, cache))
+            analyser.set_references(references, map_mode=True)
+        else:
+            if analysis.reference:
+                analyser.set_references([_reference_embedding(analysis.reference, analyser, cache)], map_mode=False)
+            if swapping:
+                first = cycle[:1] if live and len(cycle) > 1 and _is_folder(settings.sources) else cycle
+                sources.append(analyse_source(first, analyser, cache=cache, need_landmarks=need_landmarks))
+        names["analysis"] = analyser.describe()
+        for processor in processors:
+            processor.prepare(sources)
+        return cls(settings, analyser, processors, sources, providers=providers, swap_model=swap_model,
+                   cycle=cycle if live and _is_folder(settings.sources) else (), cache=cache,
+                   model_names=names)
+
+    # ---- per frame ----------------------------------------------------------------------------------
+    def analyse(self, packet: FramePacket, track: bool) -> None:
+        """Fill packet.faces (detected, selected, with landmarks where needed; tracked and
+        smoothed when `track`) and packet.timings["detect"] and friends."""
+        t0 = time.perf_counter()
+        timestamp = packet.pts if packet.pts is not None else packet.captured_at
+        packet.faces = self.analyser.analyse(packet.image, timestamp=timestamp, track=track,
+                                             timings=packet.timings)
+        packet.timings["analyse"] = (time.perf_counter() - t0) * 1000.0
+
+    def process(self, packet: FramePacket) -> None:
+        """Run the enabled processors in order on packet.faces in packet.image."""
+        for processor in self.processors:
+            if not self._enabled.get(processor.name, True):
+                continue
+            out = processor.process(packet)
+            if out is not packet and out is not None:
+                packet.image, packet.faces = out.image, out.faces
+                packet.timings.update(out.timings)
+
+    # ---- knobs ---------------------------------------------------------------------------------------
+    @property
+    def processor_names(self) -> list[str]:
+        return [p.name for p in self.processors]
+
+    def is_enabled(self, name: str) -> bool:
+        return self._enabled.get(name, False)
+
+    def set_enabled(self, name: str, enabled: bool) -> None:
+        """Switch a processor on or off (unknown names are ignored: the governor may ask to turn
+        off an enhancer that this run does not have)."""
+        if name in self._enabled:
+            self._enabled[name] = bool(enabled)
+
+    def set_detect_every(self, n: int) -> None:
+        self.analyser.set_detect_every(n)
+
+    def set_det_size(self, n: int) -> None:
+        self.analyser.set_det_size(n)
+
+    def next_source(self) -> str | None:
+        """Switch to the next photo of a --source folder (live); returns its name, or None when
+        there is nothing to cycle. Photos without a usable face are skipped with a warning."""
+        with self._source_lock:
+            if len(self._cycle) < 2:
+                return None
+            need_landmarks = self.swap_model == "mesh"
+            for step in range(1, len(self._cycle)):
+                index = (self._cycle_index + step) % len(self._cycle)
+                path = self._cycle[index]
+                try:
+                    identity = analyse_source([path], self.analyser, cache=self._cache,
+                                              need_landmarks=need_landmarks)
+                except InputError as exc:
+                    log.warning("skipping source %s: %s", path.name, exc.message)
+                    continue
+                for processor in self.processors:
+                    processor.prepare([identity])
+                self.sources = [identity]
+                self._cycle_index = index
+                return path.name
+            return None
+
+    def describe(self) -> str:
+        """One line: the models and the provider in use."""
+        parts = [self.model_names.get("analysis", "")]
+        if "face_swapper" in self.model_names:
+            parts.append(f"swapper {self.model_names['face_swapper']}")
+        if "face_enhancer" in self.model_names:
+            parts.append(f"enhancer {self.model_names['face_enhancer']}")
+        parts.append(f"provider {self.providers.primary}")
+        return "; ".join(p for p in parts if p)
+
+
+def _is_folder(sources: Sequence[Path]) -> bool:
+    return len(sources) == 1 and Path(sources[0]).is_dir()
+
+
+def _expand_sources(sources: Sequence[Path], live: bool) -> list[Path]:
+    """Check the --source paths; a single folder becomes its photos (live only)."""
+    if not sources:
+        raise InputError("missing --source PATH: give a photo of the face to put in")
+    paths = [Path(s) for s in sources]
+    for path in paths:
+        if not path.exists():
+            raise InputError(f"source {path} does not exist; check the path")
+    if any(p.is_dir() for p in paths):
+        if not live:
+            raise InputError(f"source {next(p for p in paths if p.is_dir())} is a folder; a folder of "
+                             f"photos can only be cycled in `livecam run`; give photo files here")
+        if len(paths) > 1:
+            raise InputError("give either one --source folder (to cycle its photos) or photo files, not both")
+        photos = source_photos(paths[0])
+        if not photos:
+            raise InputError(f"source folder {paths[0]} holds no photos ({', '.join(sorted(PHOTO_SUFFIXES))})")
+        return photos
+    return paths
+
+
+def _reference_embedding(paths: Sequence[Path], analyser: FaceAnalyser, cache: SourceCache) -> Any:
+    identity = analyse_source(list(paths), analyser, cache=cache)
+    return identity.embedding
+
+
+def _build_swapper(model: str, settings: ProcessingSettings, store: Any, providers: ProviderChoice,
+                   threads: int) -> FrameProcessor:
+    if model == "mesh":
+        from livecam.processors.mesh_swapper import MeshSwapper
+
+        return MeshSwapper(settings.swap)
+    try:
+        from livecam.processors.face_swapper import InswapperSwapper
+    except ImportError as exc:  # pragma: no cover - only while the inswapper is not in this build
+        raise NotAvailableError(f"--swap-model {model} is not available in this build; "
+                                f"use --swap-model mesh") from exc
+    session = store.open_session(model, providers, threads)
+    return InswapperSwapper(session, settings.swap, model_path=store.file_path(model))

@@ -1,0 +1,370 @@
+"""The file pipeline: decode thread -> N processing workers -> encode thread, in frame order.
+
+    reader.frames() --decode thread--> work queue --N workers: analyse, process, label-->
+        ReorderBuffer --encode thread--> writer.write() (video + interleaved audio)
+
+Memory is bounded by a semaphore of `max_in_flight` slots: the decode thread takes one per
+frame and the encode thread gives it back once that frame is written, so at most that many
+frames exist at once whatever the video's length. The frame the encoder waits for is always
+decoded before any later one, so the bound cannot deadlock. Nothing is dropped.
+
+The engine is any object with `analyse(packet, track)` and `process(packet)`; tests pass fakes.
+Workers call it concurrently (ONNX Runtime sessions are thread-safe for run()). No tracking is
+done in file mode: frames are analysed independently (track=False), so workers need no order.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Protocol
+
+import numpy as np
+
+from livecam.errors import Interrupted
+from livecam.frame import FramePacket
+from livecam.media.video_reader import VideoReader
+from livecam.media.video_writer import DISK_FULL, OutputSpec, VideoWriter, container_format
+from livecam.pipeline.progress import Progress
+from livecam.pipeline.queues import ReorderBuffer
+from livecam.provenance import CONTAINER_METADATA, draw_label
+
+log = logging.getLogger("livecam")
+
+_POLL_S = 0.1  # every blocking wait wakes this often to look at the stop event
+_JOIN_S = 5.0
+FRAME_MEMORY_SHARE = 0.5  # of --max-memory; the rest is for models, codecs and Python
+
+
+class Engine(Protocol):
+    def analyse(self, packet: FramePacket, track: bool) -> None: ...
+
+    def process(self, packet: FramePacket) -> None: ...
+
+
+class TimedFrame(Protocol):
+    image: np.ndarray
+    time: float
+
+
+@dataclass(frozen=True, slots=True)
+class OutFrame:
+    image: np.ndarray
+    time: float
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    workers: int = 1
+    max_in_flight: int = 6
+    frame_range: tuple[int, int | None] | None = None  # frames outside pass through untouched
+    label: bool = True
+
+
+@dataclass
+class RunStats:
+    frames: int = 0  # written
+    processed: int = 0  # went through the engine
+    with_faces: int = 0
+    interrupted: bool = False
+    seconds: float = 0.0
+    stage_ms: dict[str, float] = field(default_factory=dict)  # summed over processed frames
+
+    @property
+    def fps(self) -> float:
+        return self.frames / self.seconds if self.seconds > 0 else 0.0
+
+
+def frames_in_flight(frame_bytes: int, workers: int, max_memory_gb: float | None) -> int:
+    """How many decoded frames may exist at once: enough to keep every worker busy, and within
+    FRAME_MEMORY_SHARE of --max-memory (never fewer than workers + 2)."""
+    floor, ceiling = workers + 2, 4 * workers + 8
+    if max_memory_gb is None:
+        return 2 * workers + 4
+    # Each frame in flight costs its BGR array plus about two working copies in the processors.
+    budget = max_memory_gb * (1 << 30) * FRAME_MEMORY_SHARE
+    return max(floor, min(ceiling, int(budget // max(1, 3 * frame_bytes))))
+
+
+def in_range(index: int, frame_range: tuple[int, int | None] | None) -> bool:
+    if frame_range is None:
+        return True
+    start, end = frame_range
+    return index >= start and (end is None or index < end)
+
+
+def retime(frames: Iterable[TimedFrame], fps: Fraction, input_rate: Fraction) -> Iterator[OutFrame]:
+    """Constant `fps` output from any input timing: each output tick shows the input frame
+    nearest to it (frames are dropped or repeated); the first tick is the first frame's time."""
+    step = 1.0 / float(fps)
+    prev: TimedFrame | None = None
+    t0 = 0.0
+    k = 0
+    for frame in frames:
+        if prev is None:
+            prev, t0 = frame, frame.time
+            continue
+        middle = (prev.time + frame.time) / 2
+        while t0 + k * step < middle + 1e-9:
+            yield OutFrame(prev.image, t0 + k * step)
+            k += 1
+        prev = frame
+    if prev is not None:
+        end = prev.time + 1.0 / float(input_rate or fps)
+        while t0 + k * step < end - 1e-9:
+            yield OutFrame(prev.image, t0 + k * step)
+            k += 1
+
+
+def run_frames(
+    frames: Iterable[TimedFrame],
+    write: Callable[[FramePacket], None],
+    engine: Engine,
+    options: RunOptions,
+    *,
+    progress: Progress | None = None,
+    stop: threading.Event | None = None,
+) -> RunStats:
+    """Run every frame through the engine with `options.workers` threads and hand them to
+    `write` strictly in order (from one encode thread). Returns when all are written; raises the
+    first error of any thread; a KeyboardInterrupt stops every thread and is re-raised (frames
+    written so far stay written, so the caller may finalise a shorter file)."""
+    workers = max(1, options.workers)
+    stop = stop or threading.Event()
+    slots = threading.Semaphore(max(workers + 2, options.max_in_flight))
+    work: queue.Queue[FramePacket | None] = queue.Queue(maxsize=options.max_in_flight + workers)
+    reorder: ReorderBuffer[FramePacket] = ReorderBuffer(0, producers=workers)
+    errors: list[BaseException] = []
+    stats = RunStats()
+    started = time.perf_counter()
+
+    def fail(exc: BaseException) -> None:
+        errors.append(exc)
+        stop.set()
+
+    def put(item: FramePacket | None) -> bool:
+        while not stop.is_set():
+            try:
+                work.put(item, timeout=_POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def decode() -> None:
+        try:
+            source = iter(frames)
+            index = 0
+            while True:
+                # Take the slot before decoding, so a decoded frame always has one.
+                while not slots.acquire(timeout=_POLL_S):
+                    if stop.is_set():
+                        return
+                if stop.is_set():
+                    return
+                frame = next(source, None)
+                if frame is None:
+                    slots.release()
+                    return
+                packet = FramePacket(index=index, image=frame.image, pts=frame.time)
+                index += 1
+                if not put(packet):
+                    return
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            fail(exc)
+        finally:
+            for _ in range(workers):  # one end-of-stream sentinel per worker
+                if not put(None):
+                    break
+
+    def work_loop() -> None:
+        try:
+            while not stop.is_set():
+                try:
+                    packet = work.get(timeout=_POLL_S)
+                except queue.Empty:
+                    continue
+                if packet is None:
+                    break
+                if in_range(packet.index, options.frame_range):
+                    engine.analyse(packet, track=False)
+                    engine.process(packet)
+                    packet.timings["processed"] = 1.0
+                if options.label:
+                    if not packet.image.flags.writeable:
+                        packet.image = packet.image.copy()
+                    draw_label(packet.image)
+                reorder.push(packet.index, packet)
+        except BaseException as exc:  # noqa: BLE001
+            fail(exc)
+        finally:
+            reorder.finish()
+
+    def encode() -> None:
+        try:
+            while not stop.is_set():
+                for packet in reorder.pop_ready(timeout=_POLL_S):
+                    if stop.is_set():
+                        return
+                    write(packet)
+                    slots.release()
+                    stats.frames += 1
+                    if packet.timings.pop("processed", None):
+                        stats.processed += 1
+                        stats.with_faces += bool(packet.faces)
+                        for stage, ms in packet.timings.items():
+                            stats.stage_ms[stage] = stats.stage_ms.get(stage, 0.0) + ms
+                    if progress is not None:
+                        progress.advance()
+                if reorder.done:
+                    return
+        except BaseException as exc:  # noqa: BLE001
+            fail(exc)
+
+    threads = [threading.Thread(target=decode, name="livecam-decode", daemon=True)]
+    threads += [threading.Thread(target=work_loop, name=f"livecam-worker-{i}", daemon=True) for i in range(workers)]
+    encoder = threading.Thread(target=encode, name="livecam-encode", daemon=True)
+    threads.append(encoder)
+    for t in threads:
+        t.start()
+    try:
+        while encoder.is_alive():
+            encoder.join(_POLL_S)  # short joins keep the main thread responsive to Ctrl-C
+    except KeyboardInterrupt:
+        stats.interrupted = True
+        raise
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(_JOIN_S)
+        stats.seconds = time.perf_counter() - started
+    if errors:
+        raise errors[0]
+    return stats
+
+
+# --------------------------------------------------------------------------- a whole video job
+
+
+@dataclass(frozen=True)
+class VideoOptions:
+    """What process_video needs from a VideoJob (settings.VideoJob maps onto it 1:1)."""
+
+    input: Path
+    output: Path
+    encoder: str = "libx264"
+    quality: int = 18
+    fps: float | None = None
+    audio: bool = True
+    keep_partial: bool = False
+    frame_range: tuple[int, int | None] | None = None
+    label: bool = True
+    workers: int = 1
+    max_memory_gb: float | None = None
+
+
+@dataclass(frozen=True)
+class VideoResult:
+    output: Path
+    stats: RunStats
+    audio: str | None  # copy, reencode or None
+    partial: bool
+
+
+def temp_path(output: Path) -> Path:
+    """A hidden file beside the target (same folder, so the final rename is atomic)."""
+    return output.with_name(f".{output.stem}.livecam-{os.getpid()}.part{output.suffix}")
+
+
+def process_video(options: VideoOptions, engine: Engine, *, quiet: bool = False,
+                  stop: threading.Event | None = None) -> VideoResult:
+    """Decode, process and encode one video into options.output via a temporary file.
+
+    On success the temporary file is renamed over the output. On an error or interrupt it is
+    removed, or with keep_partial finalised as a valid shorter video and renamed; then the error
+    (Interrupted for Ctrl-C) is raised."""
+    reader = VideoReader(options.input)
+    info = reader.info
+    for kind in info.other_streams:
+        log.warning("note: the input's %s stream is not copied to the output", kind)
+    if options.fps is not None:
+        rate = Fraction(options.fps).limit_denominator(1001)
+        time_base = 1 / rate
+        frames: Iterable[TimedFrame] = retime(reader.frames(), rate, info.rate)
+        total = int(round(info.duration * float(rate))) if info.duration else None
+    else:
+        rate, time_base = info.rate, info.time_base
+        frames = reader.frames()
+        total = info.expected_frames
+    keep_audio = options.audio and info.audio_codec is not None
+    spec = OutputSpec(path=temp_path(options.output), format=container_format(options.output),
+                      width=info.width, height=info.height, rate=rate, time_base=time_base,
+                      encoder=options.encoder, quality=options.quality, metadata=dict(CONTAINER_METADATA),
+                      audio_from=options.input if keep_audio else None)
+    in_flight = frames_in_flight(info.width * info.height * 3, options.workers, options.max_memory_gb)
+    run = RunOptions(workers=options.workers, max_in_flight=in_flight, frame_range=options.frame_range,
+                     label=options.label)
+    log.debug("video: %dx%d at %s fps, %s frames, %d workers, %d frames in flight",
+              info.width, info.height, float(rate), total or "?", options.workers, in_flight)
+    writer: VideoWriter | None = None
+    progress = Progress(total, quiet=quiet, label=options.output.name)
+    try:
+        writer = VideoWriter(spec)
+        stats = run_frames(frames, lambda p: writer.write(p.image, p.pts), engine, run,
+                           progress=progress, stop=stop)
+    except BaseException as exc:
+        progress.close()
+        interrupted = isinstance(exc, KeyboardInterrupt)
+        partial = False
+        if writer is not None:
+            partial = _finish_partial(writer, spec.path, options, exc)
+        else:
+            _remove(spec.path)  # the writer may have created the file before failing
+        reader.close()
+        if interrupted:
+            done = writer.frames_written if writer is not None else 0
+            where = f"; the first {done} frames were kept in {options.output}" if partial else "; no output written"
+            raise Interrupted(f"interrupted after {done} frames{where}") from exc
+        raise
+    progress.close()
+    reader.close()
+    try:
+        writer.close()
+        os.replace(spec.path, options.output)
+    except BaseException:
+        _remove(spec.path)
+        raise
+    if stats.processed and not stats.with_faces:
+        log.warning("warning: no face was found in any of the %d processed frames; the video was "
+                    "copied without swaps", stats.processed)
+    return VideoResult(output=options.output, stats=stats, audio=writer.audio_mode, partial=False)
+
+
+def _finish_partial(writer: VideoWriter, temp: Path, options: VideoOptions, exc: BaseException) -> bool:
+    """Finalise the frames written so far when asked to and possible; else remove the temp."""
+    cause = exc.__cause__
+    disk_full = isinstance(cause, OSError) and cause.errno in DISK_FULL  # nothing more can be written
+    if options.keep_partial and writer.frames_written > 0 and not disk_full:
+        try:
+            writer.close(partial=True)
+            os.replace(temp, options.output)
+            log.warning("partial video with %d frames kept in %s", writer.frames_written, options.output)
+            return True
+        except BaseException:  # noqa: BLE001 - fall through to removal; the original error wins
+            pass
+    writer.abort()
+    _remove(temp)
+    return False
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass

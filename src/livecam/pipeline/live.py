@@ -1,0 +1,450 @@
+"""The live pipeline: capture -> analyse -> process (N workers) -> output, with bounded latency.
+
+Threads and queues:
+
+    capture thread --q_analyse--> analyse thread --q_process--> N process workers
+        --ReorderBuffer--> output loop (the caller's thread: window keys, metrics, governor)
+
+Queues hold 1 or 2 packets. For a live source (camera, real-time file) a full queue drops its
+oldest packet (counted by reason, and skipped in the reorder buffer), so nothing waits behind a
+slow stage; for a --no-realtime file nothing is dropped: a frame is read only when one has left
+the pipeline (workers + 1 frames in flight), so it is read as fast as the pipeline can take it. One stop event,
+timeouts on every blocking call, an end-of-stream sentinel passed along by every stage. The
+first exception in any stage sets the stop event and is re-raised to the caller after shutdown
+(stop, drain, join with timeout, release the source, finalise the sink, write the summary).
+SIGINT and SIGTERM stop cleanly and raise Interrupted (exit 130).
+
+The engine, the source and the sink are passed in, so tests drive it with fakes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Callable, Protocol
+
+import numpy as np
+
+from livecam.errors import DeviceError, Interrupted, OutputError
+from livecam.frame import FramePacket
+from livecam.media.camera import FrameSource
+from livecam.media.sinks import Sink
+from livecam.pipeline.governor import Governor, default_steps
+from livecam.pipeline.metrics import LiveMetrics, ResourceProbe
+from livecam.pipeline.queues import DropOldestQueue, ReorderBuffer
+
+log = logging.getLogger("livecam")
+
+POLL_S = 0.05  # the longest any stage blocks before looking at the stop event again
+END = object()  # end-of-stream sentinel
+
+
+class LiveEngine(Protocol):
+    """What the live pipeline needs from livecam.pipeline.engine.Engine."""
+
+    processor_names: Any
+
+    def analyse(self, packet: FramePacket, track: bool = True) -> None: ...
+    def process(self, packet: FramePacket) -> Any: ...
+    def set_enabled(self, name: str, enabled: bool) -> None: ...
+    def set_detect_every(self, n: int) -> None: ...
+    def set_det_size(self, n: int) -> None: ...
+    def next_source(self) -> str | None: ...
+    def describe(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class LiveOptions:
+    queue_depth: int = 1
+    workers: int = 1  # --execution-threads: frames processed in parallel
+    max_frames: int | None = None
+    duration: float | None = None
+    stats_overlay: bool = False
+    stats_json: Path | None = None
+    max_latency_ms: float = 40.0
+    degrade: bool = True
+    label: bool = False
+    mirror: bool = False
+    detect_every: int = 1  # the settings' values, restored when the governor recovers
+    det_size: int = 640
+    interval_s: float = 1.0  # metrics and governor period
+    recover_s: float = 3.0
+    stall_timeout_s: float = 2.0
+    join_timeout_s: float = 2.0
+    reorder_wait_s: float = 1.0  # give up on a frame missing this long (live only)
+    handle_signals: bool = True
+
+
+@dataclass(frozen=True)
+class LiveResult:
+    summary: dict[str, Any]
+    stop_reason: str
+
+
+def draw_overlay(image: np.ndarray, lines: list[str]) -> None:
+    """Stats text in the top-left corner, in place, readable on any background."""
+    import cv2
+
+    scale = max(0.35, min(image.shape[1] / 1280.0, 1.0) * 0.6)
+    step = int(26 * scale / 0.6)
+    for i, line in enumerate(lines):
+        org = (8, 8 + step * (i + 1))
+        cv2.putText(image, line, org, cv2.FONT_HERSHEY_SIMPLEX, scale, (0, 0, 0), 3, cv2.LINE_AA)
+        cv2.putText(image, line, org, cv2.FONT_HERSHEY_SIMPLEX, scale, (255, 255, 255), 1, cv2.LINE_AA)
+
+
+def _label_drawer() -> Callable[[np.ndarray], None]:
+    try:
+        from livecam.provenance import draw_label
+
+        return draw_label
+    except ImportError:  # provenance not built yet: a plain text label
+        import cv2
+
+        def draw(image: np.ndarray) -> None:
+            h, w = image.shape[:2]
+            cv2.putText(image, "AI-generated", (max(4, w - 130), h - 10), cv2.FONT_HERSHEY_SIMPLEX, 0.5,
+                        (255, 255, 255), 1, cv2.LINE_AA)
+
+        return draw
+
+
+class LivePipeline:
+    def __init__(self, engine: LiveEngine, source: FrameSource, sink: Sink, options: LiveOptions,
+                 *, probe: ResourceProbe | None = None) -> None:
+        self.engine = engine
+        self.source = source
+        self.sink = sink
+        self.options = options
+        self.live = bool(getattr(source, "live", True))
+        self.metrics = LiveMetrics(interval_s=options.interval_s, probe=probe)
+        self._probe = probe
+        self.governor = Governor(
+            default_steps(engine, detect_every=options.detect_every, det_size=options.det_size),
+            options.max_latency_ms, enabled=options.degrade, interval_s=options.interval_s,
+            recover_s=options.recover_s, clock=time.perf_counter)
+        self._stop = threading.Event()
+        self._error_lock = threading.Lock()
+        self._errors: list[BaseException] = []
+        self._interrupted = False
+        self._signal_name = "Ctrl-C"
+        self.mirror = options.mirror
+        self.paused = False
+        self.stats_overlay = options.stats_overlay
+        self._enhancer_on = True
+        self._last_progress = time.perf_counter()
+        depth = options.queue_depth
+        self.q_analyse: DropOldestQueue[Any] = DropOldestQueue(depth, on_drop=self._dropper("analyse busy"))
+        self.q_process: DropOldestQueue[Any] = DropOldestQueue(depth, on_drop=self._dropper("process busy"))
+        self.reorder: ReorderBuffer[FramePacket] = ReorderBuffer(
+            0, producers=options.workers, max_wait_s=options.reorder_wait_s if self.live else None)
+        self.threads: list[threading.Thread] = []
+        # A lossless source is read only when a frame left the pipeline: at most one frame per
+        # stage that can work at once is in flight, so frames do not wait in queues (latency
+        # stays the sum of the stage times) while every stage is kept busy (throughput).
+        self._credits = None if self.live else threading.Semaphore(options.workers + 1)
+        self._label = _label_drawer() if options.label else None
+        self._stats_file: IO[str] | None = None
+
+    # -- public ---------------------------------------------------------------------------------
+    def run(self) -> LiveResult:
+        """Run until the end of the stream, a limit, a quit key, a signal or an error."""
+        previous = self._install_signals()
+        stop_reason = "error"
+        try:
+            self._open_stats()
+            self._start_threads()
+            stop_reason = self._output_loop()
+        except KeyboardInterrupt:
+            self._interrupted = True
+        except BaseException as exc:  # noqa: BLE001 - re-raised below, after cleanup
+            self._fail(exc)
+        finally:
+            self._shutdown()
+            self._restore_signals(previous)
+        if self._errors:
+            stop_reason = "error"
+        elif self._interrupted:
+            stop_reason = "interrupted"
+        summary = self._finish(stop_reason)
+        if self._errors:
+            raise self._errors[0]
+        if self._interrupted:
+            raise Interrupted(f"interrupted ({self._signal_name}); stopped cleanly after {summary['frames']} frames")
+        return LiveResult(summary, stop_reason)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # -- stages -----------------------------------------------------------------------------
+    def _dropper(self, reason: str) -> Callable[[Any], None]:
+        def on_drop(item: Any) -> None:
+            if isinstance(item, FramePacket):
+                self.metrics.drop(reason)
+                self.reorder.skip(item.index)
+
+        return on_drop
+
+    def _put(self, q: DropOldestQueue[Any], item: Any, *, lossless: bool) -> bool:
+        if not lossless:
+            q.put(item)
+            return True
+        while not self._stop.is_set():
+            if q.put_wait(item, POLL_S):
+                return True
+        return False
+
+    def _capture(self) -> None:
+        index = 0
+        try:
+            while not self._stop.is_set():
+                if self._credits is not None and not self._credits.acquire(timeout=POLL_S):
+                    self._last_progress = time.perf_counter()  # waiting on the pipeline, not the source
+                    continue
+                image = self.source.read()
+                self._last_progress = time.perf_counter()
+                if image is None:
+                    break
+                if self.mirror:
+                    image = np.ascontiguousarray(image[:, ::-1])
+                packet = FramePacket(index=index, image=image, captured_at=time.perf_counter(),
+                                     pts=getattr(self.source, "last_pts", None))
+                index += 1
+                self.metrics.captured_frame()
+                self._put(self.q_analyse, packet, lossless=not self.live)
+        finally:
+            self._last_progress = float("inf")  # no stall once capture is over
+        self._put(self.q_analyse, END, lossless=True)
+
+    def _analyse(self) -> None:
+        while not self._stop.is_set():
+            try:
+                packet = self.q_analyse.get(POLL_S)
+            except queue.Empty:
+                continue
+            if packet is END:
+                self._put(self.q_process, END, lossless=True)
+                return
+            t0 = time.perf_counter()
+            self.engine.analyse(packet, track=True)
+            packet.timings["analyse"] = (time.perf_counter() - t0) * 1000.0
+            self._put(self.q_process, packet, lossless=not self.live)
+
+    def _process(self) -> None:
+        try:
+            while not self._stop.is_set():
+                try:
+                    packet = self.q_process.get(POLL_S)
+                except queue.Empty:
+                    continue
+                if packet is END:
+                    self._put(self.q_process, END, lossless=True)  # for the other workers
+                    return
+                t0 = time.perf_counter()
+                result = self.engine.process(packet)
+                if isinstance(result, FramePacket):
+                    packet = result
+                packet.timings["process"] = (time.perf_counter() - t0) * 1000.0
+                if not self.reorder.push(packet.index, packet):
+                    self.metrics.drop("late")
+        finally:
+            self.reorder.finish()
+
+    def _guard(self, stage: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                stage()
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+                self._fail(exc)
+
+        return run
+
+    def _fail(self, exc: BaseException) -> None:
+        with self._error_lock:
+            if not self._errors:
+                self._errors.append(exc)
+        self._stop.set()
+
+    def _start_threads(self) -> None:
+        self._last_progress = time.perf_counter()
+        specs = [("livecam-capture", self._capture), ("livecam-analyse", self._analyse)]
+        specs += [(f"livecam-process-{i}", self._process) for i in range(self.options.workers)]
+        for name, stage in specs:
+            thread = threading.Thread(target=self._guard(stage), name=name, daemon=True)
+            self.threads.append(thread)
+            thread.start()
+
+    # -- output loop (caller's thread) ----------------------------------------------------------
+    def _output_loop(self) -> str:
+        opts = self.options
+        started = time.perf_counter()
+        while True:
+            if self._stop.is_set():
+                return "interrupted" if self._interrupted else "stopped"
+            now = time.perf_counter()
+            if opts.duration is not None and now - started >= opts.duration:
+                return "duration"
+            for key in self.sink.poll():
+                if self._on_key(key):
+                    return "quit"
+            items = self.reorder.pop_ready(timeout=POLL_S)
+            if items:
+                if self.paused:
+                    for _ in items:
+                        self.metrics.drop("paused")
+                    items = []
+                elif self.live and len(items) > 1:  # output is behind: show only the newest
+                    for _ in items[:-1]:
+                        self.metrics.drop("output busy")
+                    items = items[-1:]
+                for packet in items:
+                    self._emit(packet)
+                    if opts.max_frames is not None and self.metrics.frames >= opts.max_frames:
+                        return "max frames"
+            elif self.reorder.done:
+                return "end of stream"
+            now = time.perf_counter()
+            if self.metrics.due(now):
+                self._tick(now)
+            if self.live and now - self._last_progress > opts.stall_timeout_s:
+                raise DeviceError(f"{self.source.name} stopped delivering frames (none for "
+                                  f"{opts.stall_timeout_s:g} s): check the device or the stream")
+
+    def _emit(self, packet: FramePacket) -> None:
+        image = packet.image
+        if self.stats_overlay:
+            draw_overlay(image, self.metrics.overlay_lines())
+        if self._label is not None:
+            self._label(image)
+        t0 = time.perf_counter()
+        self.sink.write(image)
+        done = time.perf_counter()
+        packet.timings["output"] = (done - t0) * 1000.0
+        depths = {"analyse": self.q_analyse.qsize(), "process": self.q_process.qsize(), "reorder": len(self.reorder)}
+        self.metrics.frame(packet, done, depths)
+        if self._credits is not None:
+            self._credits.release()
+
+    def _tick(self, now: float) -> None:
+        self.governor.observe(self.metrics.window_p95(), now)
+        record = self.metrics.tick(now, {"degraded": self.governor.active})
+        self._write_stats(record)
+
+    def _on_key(self, key: str) -> bool:
+        """React to a window key; True means quit."""
+        if key in ("q", "esc", "closed"):
+            return True
+        if key == "m":
+            self.mirror = not self.mirror
+        elif key == "s":
+            self.stats_overlay = not self.stats_overlay
+        elif key == "space":
+            self.paused = not self.paused
+            log.info("paused" if self.paused else "resumed")
+        elif key == "e":
+            if "face_enhancer" in tuple(self.engine.processor_names):
+                self._enhancer_on = not self._enhancer_on
+                self.engine.set_enabled("face_enhancer", self._enhancer_on)
+                log.info("face enhancer %s", "on" if self._enhancer_on else "off")
+            else:
+                log.info("the face enhancer is not running (add --frame-processor face_enhancer)")
+        elif key == "n":
+            name = self.engine.next_source()
+            log.info("source: %s", name if name else "only one source (give --source a folder to cycle)")
+        return False
+
+    # -- shutdown -------------------------------------------------------------------------------
+    def _shutdown(self) -> None:
+        self._stop.set()
+        for q in (self.q_analyse, self.q_process):
+            q.drain()
+        deadline = time.perf_counter() + self.options.join_timeout_s
+        for thread in self.threads:
+            thread.join(max(0.0, deadline - time.perf_counter()))
+        alive = [t.name for t in self.threads if t.is_alive()]
+        if alive:
+            log.warning("stages still running %g s after the stop: %s", self.options.join_timeout_s, ", ".join(alive))
+        capture_alive = bool(self.threads) and self.threads[0].is_alive()
+        try:
+            if capture_alive:  # releasing a device under a blocked read can crash the driver
+                log.warning("%s not released: its read is still blocked", self.source.name)
+            else:
+                self.source.close()
+        except BaseException as exc:  # noqa: BLE001
+            self._fail(exc)
+        try:
+            self.sink.close()
+        except BaseException as exc:  # noqa: BLE001
+            self._fail(exc)
+
+    def _finish(self, stop_reason: str) -> dict[str, Any]:
+        summary = self.metrics.summary(degradations=list(self.governor.events), stop_reason=stop_reason)
+        self._write_stats({"summary": summary})
+        if self._stats_file is not None:
+            self._stats_file.close()
+            self._stats_file = None
+        if self._probe is not None:
+            self._probe.close()
+        log.info("%d frames, %.1f FPS, latency p50 %s ms p95 %s ms, %d dropped (%s)", summary["frames"],
+                 summary["fps"], summary["latency_ms_p50"], summary["latency_ms_p95"], summary["dropped"],
+                 stop_reason)
+        return summary
+
+    def _open_stats(self) -> None:
+        path = self.options.stats_json
+        if path is None:
+            return
+        try:
+            self._stats_file = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in _finish
+        except OSError as exc:
+            raise OutputError(f"--stats-json {path}: cannot write it ({exc.strerror})") from exc
+
+    def _write_stats(self, record: dict[str, Any]) -> None:
+        if self._stats_file is None:
+            return
+        try:
+            self._stats_file.write(json.dumps(record) + "\n")
+            self._stats_file.flush()
+        except OSError as exc:
+            self._stats_file = None
+            self._fail(OutputError(f"--stats-json {self.options.stats_json}: writing failed ({exc.strerror})"))
+
+    # -- signals --------------------------------------------------------------------------------
+    def _install_signals(self) -> dict[int, Any]:
+        if not self.options.handle_signals or threading.current_thread() is not threading.main_thread():
+            return {}
+        previous: dict[int, Any] = {}
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                previous[sig] = signal.signal(sig, self._on_signal)
+            except (ValueError, OSError):
+                pass
+        return previous
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        if self._interrupted:  # a second Ctrl-C: stop waiting for the clean shutdown
+            raise KeyboardInterrupt
+        self._interrupted = True
+        self._signal_name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
+        self._stop.set()
+
+    @staticmethod
+    def _restore_signals(previous: dict[int, Any]) -> None:
+        for sig, handler in previous.items():
+            try:
+                signal.signal(sig, handler)
+            except (ValueError, OSError):
+                pass
+
+
+def run_live_pipeline(engine: LiveEngine, source: FrameSource, sink: Sink, options: LiveOptions,
+                      *, probe: ResourceProbe | None = None) -> LiveResult:
+    """Run the live pipeline on an opened source; raises LivecamError (or Interrupted)."""
+    return LivePipeline(engine, source, sink, options, probe=probe).run()
+

@@ -1,0 +1,115 @@
+"""Colour matching of a swapped face to the target's skin.
+
+Per-channel mean and standard deviation transfer in CIE LAB (Reinhard et al. 2001), with the
+statistics of both images taken inside one mask, so that only skin drives the match while the
+correction is applied to every pixel of the face image. It runs in OpenCV's 8-bit LAB, where
+the per-channel affine map is one 256-entry lookup table. `match_shading` then optionally moves
+the face's low-frequency lightness (the lighting) towards the target's.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+# The std ratios are clamped so that a nearly flat region (a tiny or overexposed face) cannot
+# blow the contrast up. Chroma is never stretched much: a target's a/b spread is easily inflated
+# by hair or background at the mask's edge, and stretching the source's chroma with it turns
+# its dark features (brows, shadows) blue or green.
+_MIN_RATIO = np.array([0.6, 0.5, 0.5], dtype=np.float32)
+_MAX_RATIO = np.array([1.5, 1.1, 1.1], dtype=np.float32)
+_EPS = 1e-2
+# Statistics are taken on a regular subsample of at most about this many pixels: means and
+# standard deviations of a smooth skin region do not need every pixel.
+_STATS_PIXELS = 16384
+
+
+def _weighted_stats(lab: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    flat = lab.reshape(-1, 3).astype(np.float32)
+    w = weights.reshape(-1)
+    total = float(w.sum())
+    mean = (w @ flat).astype(np.float64) / total
+    var = (w @ (flat * flat)).astype(np.float64) / total - mean * mean
+    return mean, np.sqrt(np.maximum(var, 0.0))
+
+
+def sample_step(shape_hw: tuple[int, ...]) -> int:
+    """Stride of the regular subsample the statistics are taken on."""
+    return max(1, int(np.sqrt(shape_hw[0] * shape_hw[1] / _STATS_PIXELS)))
+
+
+def transfer_lut(face_lab: np.ndarray, target_lab: np.ndarray, weights: np.ndarray) -> np.ndarray | None:
+    """The 256x1x3 uint8 lookup table (for cv2.LUT on 8-bit LAB) moving face_lab's weighted
+    per-channel mean and std onto target_lab's; None when the weights are all zero.
+
+    face_lab, target_lab: HxWx3 uint8 OpenCV LAB samples of one shape; weights: HxW >= 0."""
+    w = np.clip(weights.astype(np.float32, copy=False), 0.0, None)
+    if float(w.sum()) <= 0.0:
+        return None
+    mean_f, std_f = _weighted_stats(face_lab, w)
+    mean_t, std_t = _weighted_stats(target_lab, w)
+    ratio = np.clip((std_t + _EPS) / (std_f + _EPS), _MIN_RATIO, _MAX_RATIO)
+    offset = mean_t - mean_f * ratio
+    levels = np.arange(256, dtype=np.float64)[:, None]
+    return np.clip(levels * ratio + offset + 0.5, 0, 255).astype(np.uint8).reshape(256, 1, 3)
+
+
+def match_lab(face_bgr: np.ndarray, target_bgr: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """`face_bgr` recoloured so that its LAB mean and std inside `mask` equal `target_bgr`'s.
+
+    face_bgr and target_bgr: HxWx3 uint8 BGR of the same shape (the face already warped onto
+    the target). mask: HxW bool or float weights (>= 0). Returns a new HxWx3 uint8 BGR image;
+    an empty mask returns an unchanged copy.
+
+    Works in OpenCV's 8-bit LAB (L scaled to 0..255, a and b offset by 128), where the
+    per-channel affine transfer is a 256-entry lookup table: two colour conversions and one
+    LUT per call, whatever the size, and the statistics come from a subsample.
+    """
+    if face_bgr.shape != target_bgr.shape or face_bgr.ndim != 3 or face_bgr.shape[2] != 3:
+        raise ValueError(f"match_lab needs two HxWx3 images of one shape, got {face_bgr.shape} "
+                         f"and {target_bgr.shape}")
+    if mask.shape[:2] != face_bgr.shape[:2]:
+        raise ValueError(f"match_lab mask must be {face_bgr.shape[:2]}, got {mask.shape}")
+    step = sample_step(mask.shape)
+    face_lab = cv2.cvtColor(np.ascontiguousarray(face_bgr), cv2.COLOR_BGR2LAB)
+    target_lab = cv2.cvtColor(np.ascontiguousarray(target_bgr[::step, ::step]), cv2.COLOR_BGR2LAB)
+    table = transfer_lut(face_lab[::step, ::step], target_lab, mask[::step, ::step])
+    if table is None:
+        return face_bgr.copy()
+    return cv2.cvtColor(cv2.LUT(face_lab, table), cv2.COLOR_LAB2BGR)
+
+
+def match_shading(face_lab: np.ndarray, target_bgr: np.ndarray, weights: np.ndarray,
+                  radius_px: float, strength: float = 0.7) -> np.ndarray:
+    """face_lab (uint8 OpenCV LAB) with its low-frequency lightness moved towards target_bgr's.
+
+    Mean/std matching leaves the source photo's lighting (a key light from the other side, a
+    bright nose) on the target. This adds `strength` x the difference of the two images'
+    lightness blurred at `radius_px` (a Gaussian sigma about a tenth of the face) and
+    normalised by the blurred weights, so only where the weights are set counts. It runs at a
+    reduced scale (the blur is wide), then is upsampled. Returns a new uint8 LAB image.
+    """
+    h, w = weights.shape[:2]
+    scale = min(1.0, 3.0 / max(radius_px, 1e-6))  # the blur becomes a 3-px sigma
+    sw, sh = max(2, int(round(w * scale))), max(2, int(round(h * scale)))
+    # Thin the inputs before the area-averaging resize: it reads every pixel it is given.
+    k = max(1, int(1.0 / (2.0 * scale)))
+    small_w = cv2.resize(np.ascontiguousarray(weights[::k, ::k], dtype=np.float32), (sw, sh),
+                         interpolation=cv2.INTER_AREA)
+    l_face = cv2.resize(cv2.extractChannel(np.ascontiguousarray(face_lab[::k, ::k]), 0), (sw, sh),
+                        interpolation=cv2.INTER_AREA).astype(np.float32)
+    l_target = cv2.cvtColor(cv2.resize(np.ascontiguousarray(target_bgr[::k, ::k]), (sw, sh),
+                                       interpolation=cv2.INTER_AREA),
+                            cv2.COLOR_BGR2LAB)[..., 0].astype(np.float32)
+    sigma = radius_px * sw / w
+
+    def blur(a: np.ndarray) -> np.ndarray:
+        return cv2.GaussianBlur(a, (0, 0), sigma, borderType=cv2.BORDER_REPLICATE)
+
+    den = blur(small_w)
+    delta = (blur(l_target * small_w) - blur(l_face * small_w)) / np.maximum(den, 1e-3)
+    delta *= np.clip(den / 0.2, 0.0, 1.0)  # fade out far from any weighted pixel
+    full = cv2.resize(delta * strength, (w, h), interpolation=cv2.INTER_LINEAR)
+    lightness = cv2.add(cv2.extractChannel(face_lab, 0), full, dtype=cv2.CV_8U)  # saturating
+    _, a, b = cv2.split(face_lab)
+    return cv2.merge([lightness, a, b])

@@ -1,0 +1,92 @@
+"""The face enhancer: GFPGAN v1.4 (ONNX) restoring detail in the faces the swapper touched.
+
+Per frame: every usable face of packet.faces (no second detection) is aligned to the FFHQ 512
+template from the same input frame, all crops go through the model in one call when its batch
+dimension is dynamic (else back to back), and each restored crop is pasted back through a
+feathered crop-space mask inside the face's region only, mixed with `blend`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+import cv2
+import numpy as np
+
+from livecam.errors import ModelError
+from livecam.faces.align import FFHQ_512, align_matrix
+from livecam.faces.source import SourceIdentity
+from livecam.frame import FramePacket
+from livecam.processors.face_swapper import usable
+from livecam.processors.paste import align_crop, feathered_box, paste
+from livecam.settings import EnhanceSettings
+
+CROP_SIZE = 512
+# The restored face fades out well inside the crop (whose corners hold hair and background).
+_MASK_MARGIN = 0.04 * CROP_SIZE
+_MASK_FEATHER = 0.10 * CROP_SIZE
+_ORT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}
+
+
+class FaceEnhancer:
+    """Frame processor "face_enhancer" backed by a GFPGAN session."""
+
+    name = "face_enhancer"
+
+    def __init__(self, session: Any, settings: EnhanceSettings) -> None:
+        self._session = session
+        self._settings = settings
+        inputs = {i.name: i for i in session.get_inputs()}
+        image_in = inputs.get("input")
+        shape = tuple(image_in.shape) if image_in is not None else ()
+        extra = set(inputs) - {"input", "weight"}
+        if image_in is None or len(shape) != 4 or tuple(shape[1:]) != (3, CROP_SIZE, CROP_SIZE) or extra:
+            raise ModelError(
+                f"this file is not a GFPGAN model: expected input `input` [1,3,512,512], got "
+                f"{[(i.name, i.shape) for i in inputs.values()]}; delete it and run "
+                f"`livecam models download gfpgan_1.4`")
+        self._input_dtype = _ORT_TYPES.get(image_in.type, np.float32)
+        # A symbolic or missing first dimension means the export takes any batch size.
+        self.batched = not (isinstance(shape[0], int) and shape[0] > 0)
+        self._feeds_extra: dict[str, np.ndarray] = {}
+        weight = inputs.get("weight")
+        if weight is not None:
+            dims = [d if isinstance(d, int) and d > 0 else 1 for d in weight.shape]
+            self._feeds_extra["weight"] = np.ones(dims, dtype=_ORT_TYPES.get(weight.type, np.float32))
+        self._output_name = session.get_outputs()[0].name
+        self._mask = feathered_box(CROP_SIZE, _MASK_MARGIN, _MASK_FEATHER)
+
+    def prepare(self, sources: Sequence[SourceIdentity]) -> None:
+        """Nothing per source: the enhancer only looks at the frame."""
+
+    def _run(self, blob: np.ndarray) -> np.ndarray:
+        feeds = {"input": blob.astype(self._input_dtype, copy=False), **self._feeds_extra}
+        return np.asarray(self._session.run([self._output_name], feeds)[0], dtype=np.float32)
+
+    def restore(self, crops: list[np.ndarray]) -> list[np.ndarray]:
+        """Run the model on aligned 512x512 BGR crops; returns restored BGR uint8 crops."""
+        # (x / 255 - 0.5) / 0.5 == (x - 127.5) / 127.5, RGB
+        blob = cv2.dnn.blobFromImages(crops, 1.0 / 127.5, (CROP_SIZE, CROP_SIZE), (127.5, 127.5, 127.5),
+                                      swapRB=True)
+        if self.batched:
+            pred = self._run(blob)
+        else:
+            pred = np.concatenate([self._run(blob[i:i + 1]) for i in range(len(crops))])
+        np.clip(pred, -1.0, 1.0, out=pred)
+        pixels = np.rint((pred + 1.0) * 127.5).astype(np.uint8)  # (x + 1) / 2 * 255
+        return [np.ascontiguousarray(p.transpose(1, 2, 0)[:, :, ::-1]) for p in pixels]
+
+    def process(self, packet: FramePacket) -> FramePacket:
+        start = time.perf_counter()
+        blend = float(np.clip(self._settings.blend, 0.0, 1.0))
+        faces = [f for f in packet.faces if usable(f)] if blend > 0.0 else []
+        if faces:
+            image = packet.image
+            matrices = [align_matrix(f.kps, FFHQ_512) for f in faces]
+            # All crops from the same input frame, so batched and single calls agree.
+            crops = [align_crop(image, m, CROP_SIZE) for m in matrices]  # bilinear, replicated border
+            for matrix, restored in zip(matrices, self.restore(crops)):
+                paste(image, restored, matrix, self._mask, opacity=blend)
+        packet.timings[self.name] = (time.perf_counter() - start) * 1000.0
+        return packet

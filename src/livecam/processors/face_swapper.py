@@ -1,0 +1,181 @@
+"""The neural face swapper: inswapper_128 (fp32 or fp16 weights) on ONNX Runtime.
+
+Per source identity, once (prepare): latent = normed ArcFace embedding @ emap, re-normalised,
+where emap is the model file's last initializer. Per target face: align its 5 keypoints to the
+ArcFace 128 template, warp a 128x128 crop, run the model, and paste the result back through
+insightface's soft mask (rebuilt analytically in crop space, see processors/paste.py), with the
+optional colour match, kept mouth and opacity, all inside the face's region of the frame only.
+Faces run back to back through the one shared session (the model has a static batch of 1).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import cv2
+import numpy as np
+
+from livecam.errors import InputError, ModelError
+from livecam.faces.align import align_matrix, arcface_template, warp_crop
+from livecam.faces.face import EMBEDDING_SIZE, Face
+from livecam.faces.source import SourceIdentity
+from livecam.frame import FramePacket
+from livecam.processors.emap import read_last_initializer
+from livecam.processors.paste import inswapper_mask, paste
+from livecam.settings import SwapSettings
+
+log = logging.getLogger("livecam")
+
+MIN_EYE_DISTANCE = 24.0  # px between the eyes; smaller faces are left as they are
+_ORT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}
+
+
+@dataclass(frozen=True)
+class AlignedFace:
+    crop: np.ndarray  # SxSx3 uint8 BGR: the target face as the model sees it
+    blob: np.ndarray  # 1x3xSxS model input: RGB in [0, 1], in the session's input dtype
+    matrix: np.ndarray  # 2x3 frame-to-crop affine
+
+
+def usable(face: Face) -> bool:
+    """Whether a face is big enough to swap or enhance (the enhancer uses the same rule)."""
+    return face.eye_distance >= MIN_EYE_DISTANCE
+
+
+def _valid_matrix(matrix: np.ndarray) -> bool:
+    scale = float(np.hypot(matrix[0, 0], matrix[0, 1]))
+    return bool(np.all(np.isfinite(matrix))) and 1e-3 < scale < 1e3
+
+
+def _color_mask(size: int) -> np.ndarray:
+    """Where the skin statistics come from: an ellipse over the face inside the ArcFace crop
+    (forehead to chin, cheek to cheek), soft-edged."""
+    mask = np.zeros((size, size), dtype=np.float32)
+    r = size / 128.0
+    cv2.ellipse(mask, (int(round(64 * r)), int(round(72 * r))), (int(round(36 * r)), int(round(46 * r))),
+                0, 0, 360, 1.0, thickness=-1, lineType=cv2.LINE_AA)
+    return mask
+
+
+class InswapperSwapper:
+    """Frame processor "face_swapper" backed by an inswapper_128 session."""
+
+    name = "face_swapper"
+
+    def __init__(self, session: Any, settings: SwapSettings, *, model_path: Path | str | None = None,
+                 emap: np.ndarray | None = None) -> None:
+        self._session = session
+        self._settings = settings
+        inputs, outputs = session.get_inputs(), session.get_outputs()
+        shapes = [tuple(i.shape) for i in inputs]
+        if (len(inputs) != 2 or len(outputs) != 1 or len(shapes[0]) != 4 or shapes[0][1] != 3
+                or not isinstance(shapes[0][2], int) or shapes[0][2] % 128 or shapes[0][2] != shapes[0][3]
+                or shapes[1][-1] != EMBEDDING_SIZE):
+            raise ModelError(
+                f"this file is not an inswapper model: expected inputs target [1,3,128,128] and "
+                f"source [1,512] and one output, got inputs {[(i.name, i.shape) for i in inputs]}; "
+                f"pass an inswapper_128 file or --swap-model mesh")
+        self._target_name, self._source_name = inputs[0].name, inputs[1].name
+        self._target_dtype = _ORT_TYPES.get(inputs[0].type, np.float32)
+        self._source_dtype = _ORT_TYPES.get(inputs[1].type, np.float32)
+        self._output_name = outputs[0].name
+        self.crop_size = int(shapes[0][2])
+        self._template = arcface_template(self.crop_size)
+        self._color_weights = _color_mask(self.crop_size)
+        if emap is None:
+            path = model_path if model_path is not None else getattr(session, "_model_path", None)
+            if not path:
+                raise ModelError("the inswapper's emap cannot be read: the session was not created "
+                                 "from a file; pass model_path= or emap=")
+            _, emap = read_last_initializer(path)
+        emap = np.asarray(emap, dtype=np.float32)
+        if emap.shape != (EMBEDDING_SIZE, EMBEDDING_SIZE):
+            raise ModelError(
+                f"the inswapper's last initializer (emap) must be 512x512, got {emap.shape}; the "
+                f"file is not an inswapper model; delete it and run `livecam models download inswapper_128`")
+        self._emap = emap
+        self._latents: dict[int, np.ndarray] = {}
+
+    # -- per source ---------------------------------------------------------------------------
+    def latent(self, embedding: np.ndarray) -> np.ndarray:
+        """The model's source input for an ArcFace embedding: (1, 512) float32."""
+        e = np.asarray(embedding, dtype=np.float32).reshape(1, -1)
+        e = e / np.linalg.norm(e)
+        lat = e @ self._emap
+        lat /= np.linalg.norm(lat)
+        return lat
+
+    def prepare(self, sources: Sequence[SourceIdentity]) -> None:
+        latents = {}
+        for key, source in enumerate(sources):
+            if source.embedding is None:
+                photo = source.paths[0] if source.paths else "the source photo"
+                raise ModelError(
+                    f"the inswapper needs the source face's ArcFace embedding, but {photo} "
+                    f"was analysed without one; install w600k_r50 with `livecam models download "
+                    f"w600k_r50` or use --swap-model mesh")
+            latents[key] = self.latent(source.embedding)
+        if not latents:
+            raise InputError("the face swapper needs at least one source face; pass --source PHOTO")
+        self._latents = latents  # one assignment: threads see the old or the new set
+
+    # -- per face -----------------------------------------------------------------------------
+    def align(self, image: np.ndarray, face: Face) -> AlignedFace:
+        """The target crop, the model input built from it and the frame-to-crop matrix."""
+        matrix = align_matrix(face.kps, self._template)
+        crop = warp_crop(image, matrix, self.crop_size)  # INTER_LINEAR, black border
+        blob = cv2.dnn.blobFromImage(crop, 1.0 / 255.0, (self.crop_size, self.crop_size), (0, 0, 0), swapRB=True)
+        if self._target_dtype != np.float32:
+            blob = blob.astype(self._target_dtype)
+        return AlignedFace(crop, blob, matrix)
+
+    def swap_crop(self, aligned: AlignedFace, latent: np.ndarray) -> np.ndarray:
+        """The model's output for one aligned face: SxSx3 uint8 BGR."""
+        feeds = {self._target_name: aligned.blob, self._source_name: latent.astype(self._source_dtype, copy=False)}
+        pred = self._session.run([self._output_name], feeds)[0]
+        rgb = np.asarray(pred[0], dtype=np.float32).transpose(1, 2, 0)
+        return np.ascontiguousarray(np.clip(255.0 * rgb, 0, 255).astype(np.uint8)[:, :, ::-1])
+
+    def swap_face(self, image: np.ndarray, face: Face, latent: np.ndarray) -> None:
+        """Swap one face in place."""
+        aligned = self.align(image, face)
+        if not _valid_matrix(aligned.matrix):
+            return
+        fake = self.swap_crop(aligned, latent)
+        settings = self._settings
+        if settings.color_match:
+            from livecam.processors.color import match_lab  # engineer F's module
+            fake = match_lab(fake, aligned.crop, self._color_weights)
+        keep = (lambda roi: self._mouth_mask(face, roi)) if settings.mouth_mask is not None else None
+        mask = inswapper_mask(aligned.matrix, self.crop_size, image.shape)
+        paste(image, fake, aligned.matrix, mask, opacity=float(np.clip(settings.blend, 0.0, 1.0)), keep=keep)
+
+    def _mouth_mask(self, face: Face, roi: tuple[int, int, int, int]) -> np.ndarray:
+        """1 on the target's mouth (kept), fading out, in ROI pixels."""
+        from livecam.processors.masks import mouth_polygon, polygon_mask  # engineer F's module
+
+        x1, y1, x2, y2 = roi
+        polygon = mouth_polygon(face.landmarks, face.kps, int(self._settings.mouth_mask or 0))
+        feather = max(2.0, 0.08 * face.eye_distance)
+        return polygon_mask((y2 - y1, x2 - x1), polygon - np.array([x1, y1], dtype=np.float32), feather)
+
+    def process(self, packet: FramePacket) -> FramePacket:
+        start = time.perf_counter()
+        latents = self._latents
+        if not latents:
+            raise RuntimeError("InswapperSwapper.process() called before prepare()")
+        faces = packet.faces if self._settings.blend > 0.0 else []  # blend 0: the input, exactly
+        for face in faces:
+            if not usable(face):
+                continue
+            latent = latents.get(face.source_key)
+            if latent is None:
+                log.debug("face_swapper: no source %d, using the first", face.source_key)
+                latent = latents[min(latents)]
+            self.swap_face(packet.image, face, latent)
+        packet.timings[self.name] = (time.perf_counter() - start) * 1000.0
+        return packet

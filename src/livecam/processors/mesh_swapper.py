@@ -1,0 +1,388 @@
+"""The embedded mesh swapper: a classical face swap driven by 468 FaceMesh landmarks.
+
+Once per source photo: a Delaunay triangulation of its landmarks inside the face oval and a
+small pyramid of its face texture. Per target face: every source triangle is mapped onto the
+matching target triangle (a piecewise-affine warp) in ONE cv2.remap over the face's region of
+interest. The sampling maps are built without a Python loop over triangles: all triangles are
+rasterised together on a coarse grid (candidate grid points from every triangle's bounding box,
+one vectorised barycentric test), each grid point takes its triangle's affine map, and the grid
+is upsampled to full resolution (a piecewise-affine map is continuous, so linear upsampling is
+exact away from triangle edges and off by a fraction of a pixel on them).
+
+The source's soft face mask (its oval, cut below the hairline, feathered inwards) is the texture's
+fourth channel, so it is warped with the colours and its edge lands inside the target's oval.
+The warped face is colour-matched to the target's skin (LAB mean/std, then the target's
+low-frequency lighting), triangles turned away from the camera fade out, and the target's eyes
+and inner mouth (and, with --mouth-mask, its lips and more) are kept so that blinks, gaze and
+speech follow the target. All work is inside the face's region of interest.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+import cv2
+import numpy as np
+
+from livecam.errors import InputError
+from livecam.faces.face import MESH_LANDMARKS, Face
+from livecam.faces.source import SourceIdentity
+from livecam.frame import FramePacket
+from livecam.processors import color, masks
+from livecam.settings import SwapSettings
+
+MIN_EYE_DISTANCE = 24.0  # px between the eyes below which a face is left untouched
+# Grid step: about this many grid cells across the face; small faces get a full-res grid.
+_GRID_CELLS = 72
+_MAX_STEP = 8
+# Mask geometry as fractions of the face size (the larger side of the oval's bounding box).
+_FEATHER = 0.07  # width of the soft edge of the face mask
+_OVAL_MARGIN = 0.015  # the soft edge ends this far inside the oval
+_DETAIL_FEATHER = 0.015  # soft edge round the kept eyes and mouth
+# Low-frequency lighting taken from the target with colour matching on (see color.match_shading):
+# strength, and the blur radius as a fraction of the face size.
+_SHADING = 0.7
+_SHADING_RADIUS = 0.1
+_PYRAMID_MIN = 48  # stop halving the source texture below this face size
+# The source's mask stops this far above its eye line (in eye-to-mouth distances): FaceMesh's
+# oval reaches the hairline, and a fringe must not be pasted onto the target's forehead.
+_FOREHEAD = 0.6
+# Facing weight: triangles whose area shrank (relative to the face's typical scale) below LOW
+# are hidden, above HIGH fully shown.
+_FACING_LOW, _FACING_HIGH = 0.2, 0.45
+
+
+@dataclass(frozen=True)
+class PreparedSource:
+    """Everything the warp needs from one source photo, computed once."""
+
+    triangles: np.ndarray  # (T, 3) int32 indices into the 468 landmarks
+    # Face texture crop at full, half, quarter... resolution, BGRA: A is the soft mask of the
+    # usable face (inside the oval, below the hairline), warped along with the colours.
+    levels: tuple[np.ndarray, ...]
+    # The same in 8-bit LAB + A: colour matching then needs one conversion per frame, not two.
+    lab_levels: tuple[np.ndarray, ...]
+    landmarks: np.ndarray  # (468, 2) float64, corner convention, in level-0 crop pixels
+    size: float  # face size (px) at level 0
+
+
+def _area2(t: np.ndarray) -> np.ndarray:
+    """Twice the signed area of each triangle (T, 3, 2)."""
+    return ((t[:, 1, 0] - t[:, 0, 0]) * (t[:, 2, 1] - t[:, 0, 1])
+            - (t[:, 2, 0] - t[:, 0, 0]) * (t[:, 1, 1] - t[:, 0, 1]))
+
+
+def _facing(dst_tri: np.ndarray, src_tri: np.ndarray) -> np.ndarray:
+    """Per triangle (plus one 1 for "no triangle"), float32 in 0..1: how squarely it faces the
+    camera in the target compared with the source, from the ratio of its area to the typical
+    ratio. Triangles turned away (a head in profile) or folded over get 0, so the target's own
+    pixels show there instead of a squashed, smeared source texture."""
+    a_dst, a_src = _area2(dst_tri), _area2(src_tri)
+    ratio = np.where(np.abs(a_src) > 1e-9, a_dst / np.where(a_src == 0, 1.0, a_src), 0.0)
+    # The face's overall scale change: an upper quantile, as the side turned away shrinks while
+    # the side facing the camera keeps (or gains) area.
+    typical = float(np.percentile(ratio[ratio > 0], 75)) if np.any(ratio > 0) else 1.0
+    rel = ratio / max(typical, 1e-9)
+    out = np.ones(len(dst_tri) + 1, dtype=np.float32)  # off the mesh: alpha is 0 there anyway
+    out[:-1] = np.clip((rel - _FACING_LOW) / (_FACING_HIGH - _FACING_LOW), 0.0, 1.0)
+    return out
+
+
+def triangulate(points: np.ndarray, oval: np.ndarray) -> np.ndarray:
+    """Delaunay triangles (T, 3) of `points`, keeping those whose centroid is inside the
+    polygon points[oval]."""
+    pts = np.asarray(points, dtype=np.float64)
+    x1, y1 = pts.min(axis=0) - 2.0
+    x2, y2 = pts.max(axis=0) + 2.0
+    subdiv = cv2.Subdiv2D((int(np.floor(x1)), int(np.floor(y1)),
+                           int(np.ceil(x2 - x1)) + 2, int(np.ceil(y2 - y1)) + 2))
+    subdiv.insert([(float(x), float(y)) for x, y in pts])
+    corners = np.asarray(subdiv.getTriangleList(), dtype=np.float64).reshape(-1, 3, 2)
+    # Subdiv2D returns coordinates; find the landmark at each corner (exact duplicates merge,
+    # and triangles touching Subdiv2D's virtual outer vertices match nothing and are dropped).
+    d = np.linalg.norm(corners[:, :, None, :] - pts[None, None, :, :], axis=-1)
+    idx = d.argmin(axis=-1)
+    ok = np.take_along_axis(d, idx[..., None], axis=-1)[..., 0].max(axis=1) < 1e-3
+    tris = idx[ok]
+    tris = tris[(tris[:, 0] != tris[:, 1]) & (tris[:, 1] != tris[:, 2]) & (tris[:, 0] != tris[:, 2])]
+    poly = pts[oval].astype(np.float32).reshape(-1, 1, 2)
+    centroids = pts[tris].mean(axis=1)
+    inside = np.array([cv2.pointPolygonTest(poly, (float(x), float(y)), False) >= 0
+                       for x, y in centroids], dtype=bool)
+    return tris[inside].astype(np.int32)
+
+
+def prepare_source(source: SourceIdentity) -> PreparedSource:
+    """Triangulation and texture pyramid of a source face (needs its 468 landmarks)."""
+    lm = source.face.landmarks
+    if lm is None or len(lm) != MESH_LANDMARKS:
+        raise InputError(
+            "The mesh swapper needs the source face's 468 FaceMesh landmarks, but the face in "
+            f"{_source_name(source)} could not be meshed; use a clear, frontal photo or a "
+            "neural --swap-model.")
+    oval = masks.mesh_ring("FACE_OVAL")
+    lm = np.asarray(lm, dtype=np.float64)
+    tris = triangulate(lm, oval)
+    if len(tris) < 100:
+        raise InputError(f"The source face in {_source_name(source)} is too small or too "
+                         "distorted to mesh; use a larger, frontal photo.")
+    image = source.image[..., :3]
+    h, w = image.shape[:2]
+    lo, hi = lm[oval].min(axis=0), lm[oval].max(axis=0)
+    size = float((hi - lo).max())
+    margin = 0.1 * size + 2.0
+    x1, y1 = max(int(lo[0] - margin), 0), max(int(lo[1] - margin), 0)
+    x2, y2 = min(int(hi[0] + margin) + 1, w), min(int(hi[1] + margin) + 1, h)
+    local = lm - (x1, y1)
+    kps = np.asarray(source.face.kps, dtype=np.float64) - (x1, y1)
+    alpha = _inner_feather((y2 - y1, x2 - x1), _clip_forehead(local[oval], kps),
+                           _OVAL_MARGIN * size, max(2.0, _FEATHER * size))
+    bgra = np.dstack([image[y1:y2, x1:x2], np.round(alpha * 255.0).astype(np.uint8)])
+    levels = [np.ascontiguousarray(bgra)]
+    s = size
+    while s / 2.0 >= _PYRAMID_MIN and min(levels[-1].shape[:2]) >= 8:
+        levels.append(cv2.pyrDown(levels[-1]))
+        s /= 2.0
+    lab_levels = [np.dstack([cv2.cvtColor(np.ascontiguousarray(lv[..., :3]), cv2.COLOR_BGR2LAB),
+                             lv[..., 3]]) for lv in levels]
+    return PreparedSource(tris, tuple(levels), tuple(lab_levels), local, size)
+
+
+def _inner_feather(shape_hw: tuple[int, int], polygon: np.ndarray, margin: float,
+                   feather: float) -> np.ndarray:
+    """float32 mask: 0 outside `polygon` and within `margin` px of its edge, rising smoothly to
+    1 over the next `feather` px inwards (an exact inward offset, whatever the shape)."""
+    inside = np.zeros(shape_hw, dtype=np.uint8)
+    cv2.fillPoly(inside, [np.round((polygon - 0.5) * 16.0).astype(np.int32)], 1, shift=4)
+    dist = cv2.distanceTransform(inside, cv2.DIST_L2, cv2.DIST_MASK_PRECISE)
+    ramp = np.clip((dist - margin) / feather, 0.0, 1.0)
+    return ramp * ramp * (3.0 - 2.0 * ramp)
+
+
+def _source_name(source: SourceIdentity) -> str:
+    return str(source.paths[0]) if source.paths else "the source photo"
+
+
+def _affine_inverses(tri: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per triangle (T,3,2): the 3x3 inverse of [[x],[y],[1]] (point -> barycentric weights)
+    and the signed doubled area. Degenerate triangles get zero inverses."""
+    a, b, c = tri[:, 0], tri[:, 1], tri[:, 2]
+    det = (b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1]) - (c[:, 0] - a[:, 0]) * (b[:, 1] - a[:, 1])
+    safe = np.where(np.abs(det) > 1e-9, det, np.inf)
+    inv = np.empty((len(tri), 3, 3), dtype=np.float64)
+    # Rows: weight of vertex a, b, c as an affine function (x, y, 1) of the point.
+    inv[:, 1, 0] = (c[:, 1] - a[:, 1]) / safe
+    inv[:, 1, 1] = -(c[:, 0] - a[:, 0]) / safe
+    inv[:, 1, 2] = -(inv[:, 1, 0] * a[:, 0] + inv[:, 1, 1] * a[:, 1])
+    inv[:, 2, 0] = -(b[:, 1] - a[:, 1]) / safe
+    inv[:, 2, 1] = (b[:, 0] - a[:, 0]) / safe
+    inv[:, 2, 2] = -(inv[:, 2, 0] * a[:, 0] + inv[:, 2, 1] * a[:, 1])
+    inv[:, 0] = -inv[:, 1] - inv[:, 2]
+    inv[:, 0, 2] += 1.0
+    return inv, det
+
+
+def piecewise_affine_maps(dst_tri: np.ndarray, src_tri: np.ndarray, fallback: np.ndarray,
+                          grid_hw: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sampling maps (map_x, map_y float32, grid_hw) of the warp taking every dst triangle onto
+    its src triangle, and the triangle index of every grid point (T where none). Coordinates
+    are grid indices on the dst side and whatever unit src_tri is in; grid points in no
+    triangle use the 2x3 `fallback` affine map.
+
+    Vectorised over triangles: candidate points are every triangle's bounding box, kept when
+    their barycentric weights are all >= 0. Triangles folded over (back-facing, as in a turned
+    head) are written first so that front-facing ones win where they overlap.
+    """
+    gh, gw = grid_hw
+    inv, det = _affine_inverses(dst_tri)
+    valid = np.abs(det) > 1e-9
+    back = np.sign(det) != np.sign(_area2(src_tri))
+    order = np.concatenate([np.nonzero(valid & back)[0], np.nonzero(valid & ~back)[0]])
+    # Per-triangle affine maps dst -> src: src vertices (2x3) times the barycentric inverse.
+    affine = np.empty((len(dst_tri) + 1, 2, 3), dtype=np.float64)
+    affine[:-1] = np.einsum("tvk,tvj->tkj", src_tri, inv)
+    affine[-1] = fallback
+    ids = np.full((gh, gw), len(dst_tri), dtype=np.int32)
+    n = len(order)
+    if n:
+        t = dst_tri[order]
+        xmin = np.clip(np.ceil(t[:, :, 0].min(axis=1)), 0, gw).astype(np.int32)
+        xmax = np.clip(np.floor(t[:, :, 0].max(axis=1)), -1, gw - 1).astype(np.int32)
+        ymin = np.clip(np.ceil(t[:, :, 1].min(axis=1)), 0, gh).astype(np.int32)
+        ymax = np.clip(np.floor(t[:, :, 1].max(axis=1)), -1, gh - 1).astype(np.int32)
+        bw = np.maximum(xmax - xmin + 1, 0)
+        counts = bw * np.maximum(ymax - ymin + 1, 0)
+        total = int(counts.sum())
+        if total:
+            which = np.repeat(np.arange(n, dtype=np.int32), counts)
+            starts = (np.cumsum(counts) - counts).astype(np.int32)
+            k = np.arange(total, dtype=np.int32) - np.repeat(starts, counts)
+            dy, dx = np.divmod(k, bw[which])
+            xs, ys = xmin[which] + dx, ymin[which] + dy
+            # Barycentric weights of vertices b and c (a's is 1 - both), one row gather.
+            coef = np.ascontiguousarray(inv[order][:, 1:, :], dtype=np.float32).reshape(n, 6)[which]
+            fx, fy = xs.astype(np.float32), ys.astype(np.float32)
+            w1 = coef[:, 0] * fx + coef[:, 1] * fy + coef[:, 2]
+            w2 = coef[:, 3] * fx + coef[:, 4] * fy + coef[:, 5]
+            eps = np.float32(1e-5)
+            inside = (w1 >= -eps) & (w2 >= -eps) & (w1 + w2 <= 1.0 + eps)
+            ids[ys[inside], xs[inside]] = order[which[inside]]
+    m = affine.astype(np.float32).reshape(-1, 6)[ids]
+    gx = np.arange(gw, dtype=np.float32)[None, :]
+    gy = np.arange(gh, dtype=np.float32)[:, None]
+    map_x = m[..., 0] * gx + m[..., 1] * gy + m[..., 2]
+    map_y = m[..., 3] * gx + m[..., 4] * gy + m[..., 5]
+    return map_x, map_y, ids
+
+
+def _clip_forehead(oval: np.ndarray, kps: np.ndarray) -> np.ndarray:
+    """The oval with its points above `_FOREHEAD` eye-to-mouth distances over the eye line
+    pulled down to that line (in the face's own up direction, whatever the roll)."""
+    eyes = (kps[0] + kps[1]) / 2.0
+    up = eyes - (kps[3] + kps[4]) / 2.0
+    dist = float(np.linalg.norm(up))
+    if dist < 1e-6:
+        return oval
+    up = up / dist
+    height = (oval - eyes) @ up
+    excess = np.maximum(height - _FOREHEAD * dist, 0.0)
+    return oval - excess[:, None] * up[None, :]
+
+
+class MeshSwapper:
+    """Frame processor "face_swapper" for --swap-model mesh."""
+
+    name = "face_swapper"
+
+    def __init__(self, settings: SwapSettings, *, keep_eyes: bool = True,
+                 keep_mouth_interior: bool = True) -> None:
+        self.settings = settings
+        self.keep_eyes = keep_eyes
+        self.keep_mouth_interior = keep_mouth_interior
+        self._sources: tuple[PreparedSource, ...] = ()
+        self._oval = masks.mesh_ring("FACE_OVAL")
+        self._eyes = (masks.mesh_ring("LEFT_EYE"), masks.mesh_ring("RIGHT_EYE"))
+        self._lips_inner = masks.mesh_ring("LIPS_INNER")
+
+    def prepare(self, sources: Sequence[SourceIdentity]) -> None:
+        # Built completely before the swap so that worker threads see old or new, never half.
+        self._sources = tuple(prepare_source(s) for s in sources)
+
+    def process(self, packet: FramePacket) -> FramePacket:
+        start = time.perf_counter()
+        sources = self._sources
+        for face in packet.faces:
+            if not 0 <= face.source_key < len(sources):
+                continue
+            if self._swappable(face):
+                self.swap_face(packet.image, face, sources[face.source_key])
+        packet.timings[self.name] = (time.perf_counter() - start) * 1000.0
+        return packet
+
+    @staticmethod
+    def _swappable(face: Face) -> bool:
+        lm = face.landmarks
+        return (lm is not None and len(lm) == MESH_LANDMARKS and bool(np.all(np.isfinite(lm)))
+                and face.eye_distance >= MIN_EYE_DISTANCE)
+
+    def swap_face(self, frame: np.ndarray, face: Face, src: PreparedSource) -> None:
+        """Swap one face in place (only its region of interest is touched)."""
+        assert face.landmarks is not None
+        lm = face.landmarks.astype(np.float64)
+        oval = lm[self._oval]
+        lo, hi = oval.min(axis=0), oval.max(axis=0)
+        size = float((hi - lo).max())
+        fh, fw = frame.shape[:2]
+        x1, y1 = max(int(np.floor(lo[0])) - 2, 0), max(int(np.floor(lo[1])) - 2, 0)
+        x2, y2 = min(int(np.ceil(hi[0])) + 3, fw), min(int(np.ceil(hi[1])) + 3, fh)
+        if x2 - x1 < 4 or y2 - y1 < 4:
+            return
+        roi_w, roi_h = x2 - x1, y2 - y1
+        local = lm - (x1, y1)
+
+        lab = self.settings.color_match
+        warped4, facing = self._warp(src.lab_levels if lab else src.levels, src, local, size,
+                                     (roi_h, roi_w))
+        warped = cv2.cvtColor(warped4, cv2.COLOR_BGRA2BGR)  # drops channel 3, LAB or BGR alike
+        alpha = warped4[..., 3].astype(np.float32) * (1.0 / 255.0)
+        if facing is not None:
+            alpha *= facing
+        target = frame[y1:y2, x1:x2]
+        skin = self._apply_keep(alpha, local, face.kps - (x1, y1), size)
+        if lab:
+            step = color.sample_step(skin.shape)
+            target_lab = cv2.cvtColor(np.ascontiguousarray(target[::step, ::step]),
+                                      cv2.COLOR_BGR2LAB)
+            table = color.transfer_lut(warped[::step, ::step], target_lab, skin[::step, ::step])
+            if table is not None:
+                warped = cv2.LUT(warped, table)
+                if _SHADING > 0.0:
+                    warped = color.match_shading(warped, target, skin, _SHADING_RADIUS * size,
+                                                 _SHADING)
+            warped = cv2.cvtColor(warped, cv2.COLOR_LAB2BGR)
+        if self.settings.blend != 1.0:
+            alpha *= float(np.clip(self.settings.blend, 0.0, 1.0))
+        # Weights 0 keep the target's pixel exactly (the kept mouth relies on it).
+        frame[y1:y2, x1:x2] = cv2.blendLinear(warped, target, alpha, 1.0 - alpha)
+
+    def _warp(self, levels: tuple[np.ndarray, ...], src: PreparedSource, local: np.ndarray,
+              size: float, roi_hw: tuple[int, int]) -> tuple[np.ndarray, np.ndarray | None]:
+        """The source texture (one of its 4-channel pyramids) warped onto the target landmarks,
+        ROI-sized uint8 (channel 3: the source's face mask, warped), and the ROI-sized facing
+        weight (float32 0..1; None when it is 1 everywhere)."""
+        roi_h, roi_w = roi_hw
+        # Sample from the pyramid level closest to (not below) the target's size: no aliasing.
+        level = int(np.clip(np.floor(np.log2(max(src.size / max(size, 1.0), 1.0))), 0,
+                            len(levels) - 1))
+        texture = levels[level]
+        # Source remap coordinates: corner convention scaled to the level, then pixel centres.
+        src_pts = src.landmarks / (2 ** level) - 0.5
+        step = int(np.clip(round(size / _GRID_CELLS), 1, _MAX_STEP))
+        gh, gw = -(-roi_h // step), -(-roi_w // step)
+        # Grid point (i, j) sits at the centre of its step x step block: corner-convention
+        # coordinate (i + 0.5) * step, so grid index = coordinate / step - 0.5.
+        dst_pts = local / step - 0.5
+        # Outside the mesh, sample far off the texture: transparent black (alpha 0).
+        fallback = np.array([[0.0, 0.0, -1e4], [0.0, 0.0, -1e4]])
+        dst_tri, src_tri = dst_pts[src.triangles], src_pts[src.triangles]
+        map_x, map_y, ids = piecewise_affine_maps(dst_tri, src_tri, fallback, (gh, gw))
+        facing = cv2.GaussianBlur(_facing(dst_tri, src_tri)[ids], (3, 3), 0)
+        maps = np.dstack([map_x, map_y])  # one CV_32FC2 map: one resize, one remap argument
+        full = (gw * step, gh * step)
+        if step > 1:
+            # Linear resize by an integer factor keeps block centres on grid points.
+            maps = cv2.resize(maps, full, interpolation=cv2.INTER_LINEAR)
+        maps = maps[:roi_h, :roi_w]
+        if float(facing.min()) >= 1.0:
+            facing_full = None  # the usual frontal face: nothing turned away
+        else:
+            facing_full = facing if step == 1 else cv2.resize(facing, full, interpolation=cv2.INTER_LINEAR)
+            facing_full = facing_full[:roi_h, :roi_w]
+        warped = cv2.remap(texture, maps, None, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT,
+                           borderValue=(0, 0, 0, 0))
+        return warped, facing_full
+
+    def _apply_keep(self, alpha: np.ndarray, local: np.ndarray, kps: np.ndarray,
+                    size: float) -> np.ndarray:
+        """Zero `alpha` (in place) where the target's eyes and mouth are kept; returns the
+        weights for colour statistics: inside the face, away from its edge, eyes and mouth."""
+        roi_hw = alpha.shape[:2]
+        skin = alpha >= 0.99
+        detail = max(1.0, _DETAIL_FEATHER * size)
+        polygons: list[np.ndarray] = []
+        if self.keep_eyes:
+            polygons += [local[eye] for eye in self._eyes]
+        if self.settings.mouth_mask is not None:
+            polygons.append(masks.mouth_polygon(local, kps, int(self.settings.mouth_mask)))
+        elif self.keep_mouth_interior:
+            polygons.append(local[self._lips_inner])
+        for poly in polygons:
+            found = masks.polygon_mask_box(roi_hw, poly, detail)
+            if found is None:
+                continue
+            keep, (x1, y1, x2, y2) = found
+            alpha[y1:y2, x1:x2] *= 1.0 - keep
+            skin[y1:y2, x1:x2] &= keep <= 0.0
+        return skin

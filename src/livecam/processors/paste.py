@@ -1,0 +1,218 @@
+"""Paste-back helpers shared by the swapper and the enhancer.
+
+The soft masks are built in crop space and warped once, together with the crop, into the
+face's region of interest (ROI) of the frame, so no full-frame and no large-kernel image
+operation runs per face.
+
+`inswapper_mask` reproduces insightface's INSwapper paste-back mask analytically: that code warps
+an all-white crop into the whole frame, thresholds it at 20, erodes it with a k x k box
+(k = max(size // 10, 10)) and blurs it with a Gaussian of ksize 2 * max(size // 20, 5) + 1.
+For a similarity warp the thresholded region is a rotated square; eroding a convex polygon by a
+box moves each edge inwards by the box's extent along the edge normal; and an isotropic Gaussian
+blur of a rotated box is the product of two 1-D blurred steps along the crop's axes. So the
+same mask is a separable function of the crop coordinates, sampled at the crop's pixels.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import cv2
+import numpy as np
+
+from livecam.faces.align import Roi, crop_to_roi_matrix, invert, transform_points
+
+_WHITE_THRESHOLD = 20.0 / 255.0  # insightface keeps warped-white pixels above 20 of 255
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    """Vectorised erf (Abramowitz and Stegun 7.1.26, |error| < 1.5e-7; numpy has none)."""
+    z = np.abs(x)
+    t = 1.0 / (1.0 + 0.3275911 * z)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    return np.sign(x) * (1.0 - poly * np.exp(-z * z))
+
+
+def _soft_steps(coords: np.ndarray, lo: np.ndarray, hi: np.ndarray, sigma: np.ndarray,
+                reach: np.ndarray) -> np.ndarray:
+    """Rows of 1-D blurs of the boxes [lo, hi] by Gaussians of `sigma` truncated at `reach`
+    (renormalised like a truncated, normalised kernel), sampled at coords. One row per entry of
+    the parameter arrays; one vectorised pass for all of them."""
+    s = (sigma * math.sqrt(2.0))[:, None]
+    t = reach[:, None] / s
+    a = np.clip((coords[None, :] - lo[:, None]) / s, -t, t)
+    b = np.clip((hi[:, None] - coords[None, :]) / s, -t, t)
+    e = _erf(np.stack([a, b, np.broadcast_to(t, a.shape)]))
+    # P(lo < x + n < hi) for the truncated Gaussian n.
+    rows = np.clip(0.5 * (e[0] + e[1]) / e[2], 0.0, 1.0)
+    rows[hi <= lo] = 0.0
+    return rows
+
+
+Box = tuple[int, int, int, int]  # u0, v0, u1, v1: inclusive crop pixel indices
+
+
+@dataclass(frozen=True)
+class CropMask:
+    """A soft paste mask in crop pixel space (same grid as the crop it goes with)."""
+
+    alpha8: np.ndarray  # HxW uint8, 255 = the crop's pixel, 0 = the frame's
+    support: Box | None  # crop pixels where the mask is not 0 (None: nowhere)
+    interior: Box | None  # crop pixels where it is exactly 255
+
+
+def _box(axis_u: np.ndarray, axis_v: np.ndarray) -> Box | None:
+    u, v = np.flatnonzero(axis_u), np.flatnonzero(axis_v)
+    if len(u) < 2 or len(v) < 2:
+        return None
+    return int(u[0]), int(v[0]), int(u[-1]), int(v[-1])
+
+
+def separable_mask(axis_u: np.ndarray, axis_v: np.ndarray) -> CropMask:
+    """The mask outer(axis_v, axis_u) quantised to uint8, with its support and interior boxes."""
+    alpha8 = np.clip(np.rint(np.outer(axis_v, axis_u) * 255.0), 0, 255).astype(np.uint8)
+    # A product rounds to 0 when either factor is below 0.5/255, and to 255 when both are at
+    # least 1 - 0.25/255.
+    full = 1.0 - 0.25 / 255.0
+    return CropMask(alpha8, _box(axis_u >= 0.5 / 255.0, axis_v >= 0.5 / 255.0), _box(axis_u >= full, axis_v >= full))
+
+
+def inswapper_mask(matrix: np.ndarray, crop_size: int, frame_shape: tuple[int, ...]) -> CropMask:
+    """insightface's paste-back mask for a crop, sampled at the crop's pixel centres."""
+    m = np.asarray(matrix, dtype=np.float64)
+    lo, hi = -1.0 + _WHITE_THRESHOLD, crop_size - _WHITE_THRESHOLD
+    # The mask's bounding box in frame pixels (clipped to the frame) sets the kernel sizes.
+    corners = transform_points(np.array([[lo, lo], [hi, lo], [hi, hi], [lo, hi]]), invert(m))
+    fh, fw = frame_shape[:2]
+    x1, x2 = max(math.ceil(corners[:, 0].min()), 0), min(math.floor(corners[:, 0].max()), fw - 1)
+    y1, y2 = max(math.ceil(corners[:, 1].min()), 0), min(math.floor(corners[:, 1].max()), fh - 1)
+    mask_size = int(math.sqrt(max(x2 - x1, 0) * max(y2 - y1, 0)))
+    k = max(mask_size // 10, 10)
+    k_blur = max(mask_size // 20, 5)
+    sigma_px = 0.3 * (k_blur - 1) + 0.8  # OpenCV's sigma for ksize 2 * k_blur + 1
+    anchor = k // 2
+    # Rows: the crop's u axis, then its v axis. Erosion: a pixel survives when every pixel of
+    # its k x k window (offsets -anchor .. k - 1 - anchor) lies inside, which moves each edge
+    # by the window's extreme projection on that axis.
+    lin = m[:, :2]
+    ext = np.stack([-anchor * lin, (k - 1 - anchor) * lin])  # (2, axis, x/y)
+    low_shift, high_shift = ext.min(axis=0).sum(axis=1), ext.max(axis=0).sum(axis=1)
+    scale = np.hypot(lin[:, 0], lin[:, 1])  # crop units per frame pixel
+    axes = _soft_steps(np.arange(crop_size, dtype=np.float64), lo - low_shift, hi - high_shift,
+                       sigma_px * scale, (k_blur + 0.5) * scale)
+    return separable_mask(axes[0], axes[1])
+
+
+def feathered_box(size: int, margin: float, feather: float) -> CropMask:
+    """A size x size mask: 1 in the middle, a smooth fade of `feather` px ending `margin` px
+    inside the crop's edges (exactly 0 beyond)."""
+    coords = np.arange(size, dtype=np.float64) + 0.5
+    dist = np.minimum(coords, size - coords) - margin
+    ramp = np.clip(dist / max(feather, 1e-6), 0.0, 1.0)
+    ramp = ramp * ramp * (3.0 - 2.0 * ramp)  # smoothstep: no visible edge
+    return separable_mask(ramp, ramp)
+
+
+def align_crop(image: np.ndarray, matrix: np.ndarray, size: int) -> np.ndarray:
+    """faces.align.warp_crop(image, matrix, size, INTER_LINEAR, BORDER_REPLICATE), faster: only
+    the frame region the crop samples is converted to 4 channels, OpenCV's fastest warp path
+    (results agree to 1 level on rare pixels: the fixed-point coordinates round differently)."""
+    inv = invert(matrix)
+    corners = np.array([[0, 0], [size - 1, 0], [size - 1, size - 1], [0, size - 1]], dtype=np.float64)
+    back = corners @ inv[:, :2].T + inv[:, 2]
+    fh, fw = image.shape[:2]
+    # 2 px beyond the footprint: the bilinear neighbours; where the frame clips the region, its
+    # edge is the frame's, so the replicated border is the same.
+    x1, y1 = max(math.floor(back[:, 0].min()) - 2, 0), max(math.floor(back[:, 1].min()) - 2, 0)
+    x2, y2 = min(math.ceil(back[:, 0].max()) + 3, fw), min(math.ceil(back[:, 1].max()) + 3, fh)
+    if x2 - x1 < 2 or y2 - y1 < 2:  # the crop lies off the frame: plain replicate warp
+        return cv2.warpAffine(image, matrix, (size, size), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    src = cv2.cvtColor(image[y1:y2, x1:x2], cv2.COLOR_BGR2BGRA)
+    shifted = np.array(matrix, dtype=np.float64)
+    shifted[:, 2] += shifted[:, :2] @ np.array([x1, y1], dtype=np.float64)
+    out = cv2.warpAffine(src, shifted, (size, size), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    return cv2.cvtColor(out, cv2.COLOR_BGRA2BGR)
+
+
+def _support_roi(matrix: np.ndarray, box: Box, frame_shape: tuple[int, ...]) -> Roi | None:
+    """The frame region the mask's support (with its interpolation footprint) maps onto."""
+    u0, v0, u1, v1 = box
+    corners = np.array([[u0 - 1, v0 - 1], [u1 + 1, v0 - 1], [u1 + 1, v1 + 1], [u0 - 1, v1 + 1]], dtype=np.float64)
+    back = transform_points(corners, invert(matrix))
+    fh, fw = frame_shape[:2]
+    x1, y1 = max(math.floor(back[:, 0].min()), 0), max(math.floor(back[:, 1].min()), 0)
+    x2, y2 = min(math.ceil(back[:, 0].max()) + 1, fw), min(math.ceil(back[:, 1].max()) + 1, fh)
+    if x2 <= x1 or y2 <= y1:
+        return None
+    return x1, y1, x2, y2
+
+
+def _inner_rect(matrix: np.ndarray, box: Box, roi: Roi) -> Box | None:
+    """An axis-aligned rectangle (ROI coordinates) inside the frame image of a crop box: the
+    largest square centred on the box that fits at the warp's rotation, less a pixel."""
+    u0, v0, u1, v1 = box
+    inv = invert(matrix)
+    cx, cy = transform_points(np.array([[(u0 + u1) / 2.0, (v0 + v1) / 2.0]]), inv)[0]
+    scale = float(np.hypot(inv[0, 0], inv[1, 0]))  # frame px per crop px
+    cos, sin = abs(inv[0, 0]) / scale, abs(inv[1, 0]) / scale
+    half = min(u1 - u0, v1 - v0) / 2.0 * scale / (cos + sin) - 1.5
+    if half <= 4:
+        return None
+    x1, y1, x2, y2 = roi
+    rx0, ry0 = max(math.ceil(cx - half), x1) - x1, max(math.ceil(cy - half), y1) - y1
+    rx1, ry1 = min(math.floor(cx + half), x2) - x1, min(math.floor(cy + half), y2) - y1
+    if rx1 - rx0 < 8 or ry1 - ry0 < 8:
+        return None
+    return rx0, ry0, rx1, ry1
+
+
+def paste(frame: np.ndarray, crop: np.ndarray, matrix: np.ndarray, mask: CropMask, *, opacity: float = 1.0,
+          keep: Callable[[Roi], np.ndarray] | None = None) -> Roi | None:
+    """Paste a processed crop (BGR uint8) back into the frame through its crop-space mask, in
+    place, touching only the region the crop covers; returns that region (None if off-frame).
+
+    keep(roi) may return an ROI-sized float mask of pixels to keep from the frame (1 = keep).
+    The crop and its mask are warped in one 4-channel pass (OpenCV's fastest path); the mask is
+    thus quantised to 1/255, well below a visible step. Where the mask is exactly 1 and no
+    `keep` applies, the warped crop is copied (or mixed at the uniform opacity) instead of
+    blended pixel by pixel."""
+    if mask.support is None:
+        return None
+    roi = _support_roi(matrix, mask.support, frame.shape)
+    if roi is None:
+        return None
+    x1, y1, x2, y2 = roi
+    bgra = cv2.cvtColor(crop, cv2.COLOR_BGR2BGRA)
+    bgra[:, :, 3] = mask.alpha8
+    warped = cv2.warpAffine(bgra, crop_to_roi_matrix(matrix, roi), (x2 - x1, y2 - y1), flags=cv2.INTER_LINEAR,
+                            borderMode=cv2.BORDER_CONSTANT, borderValue=0)
+    content = cv2.cvtColor(warped, cv2.COLOR_BGRA2BGR)
+    alpha = cv2.extractChannel(warped, 3).astype(np.float32)
+    alpha *= np.float32(float(opacity) / 255.0)
+    if keep is not None:
+        alpha *= 1.0 - keep(roi)
+    inner = None
+    if keep is None and mask.interior is not None:
+        inner = _inner_rect(matrix, mask.interior, roi)
+    region = frame[y1:y2, x1:x2]
+    if inner is None:
+        region[...] = cv2.blendLinear(content, region, alpha, 1.0 - alpha)
+        return roi
+    # Inside the rectangle the weight is the constant opacity: a copy or a fast uniform mix.
+    ix0, iy0, ix1, iy1 = inner
+    if opacity == 1.0:
+        region[iy0:iy1, ix0:ix1] = content[iy0:iy1, ix0:ix1]
+    else:
+        middle = region[iy0:iy1, ix0:ix1]
+        middle[...] = cv2.addWeighted(content[iy0:iy1, ix0:ix1], float(opacity), middle, 1.0 - float(opacity), 0.0)
+    h, w = region.shape[:2]
+    # The four strips around the copied rectangle.
+    for ys, xs in ((slice(0, iy0), slice(0, w)), (slice(iy1, h), slice(0, w)),
+                   (slice(iy0, iy1), slice(0, ix0)), (slice(iy0, iy1), slice(ix1, w))):
+        part = region[ys, xs]
+        if part.size:
+            a = alpha[ys, xs]
+            part[...] = cv2.blendLinear(content[ys, xs], part, a, 1.0 - a)
+    return roi

@@ -1,0 +1,203 @@
+"""FaceAnalyser: selection, reference/map matching, landmarks on demand, detect-every-N, and the
+real embedded detector + FaceMesh on real photos."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from livecam.faces.analyser import FaceAnalyser, ModelNames, pick_detector
+from livecam.faces.face import Face
+from livecam.settings import AnalysisSettings
+
+IMAGE = np.zeros((100, 200, 3), np.uint8)
+
+
+def face_at(x: float, size: float = 40.0) -> Face:
+    kps = np.array([[x + 0.3 * size, 30], [x + 0.7 * size, 30], [x + 0.5 * size, 45],
+                    [x + 0.35 * size, 55], [x + 0.65 * size, 55]], np.float32)
+    return Face(bbox=np.array([x, 10, x + size, 10 + size]), score=0.9, kps=kps)
+
+
+class FakeDetector:
+    def __init__(self, faces: list[Face]) -> None:
+        self.faces = faces
+        self.calls = 0
+        self.det_size = 640
+
+    def detect(self, image: np.ndarray, max_faces: int = 0) -> list[Face]:
+        self.calls += 1
+        return list(self.faces)
+
+    def set_det_size(self, size: int) -> None:
+        self.det_size = size
+
+
+class FakeMesh:
+    """A face that sits at x = 20 + shift whatever box it is asked about (it moves)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.shift = 0.0
+
+    def refine(self, image: np.ndarray, faces: list[Face]) -> list[Face]:
+        self.calls += 1
+        out = []
+        for f in faces:
+            lm = np.tile([20.0 + self.shift, 10.0], (468, 1))
+            out.append(f.with_(landmarks=lm))
+        return out
+
+
+class FakeEmbedder:
+    """Embedding = unit vector along the axis given by the face's x position / 50."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def embed(self, image: np.ndarray, faces: list[Face]) -> list[Face]:
+        self.calls += 1
+        return [f.with_(embedding=axis(int(f.bbox[0]) // 50)) for f in faces]
+
+
+def axis(i: int) -> np.ndarray:
+    v = np.zeros(512, np.float32)
+    v[i] = 1.0
+    return v
+
+
+def make(faces: list[Face], *, need_landmarks: bool = False, embedder: bool = False, **settings: object) -> FaceAnalyser:
+    return FaceAnalyser(FakeDetector(faces), AnalysisSettings(**settings), names=ModelNames("fake"),
+                        landmarker=FakeMesh(), embedder=FakeEmbedder() if embedder else None,
+                        need_landmarks=need_landmarks)
+
+
+def test_largest_face_by_default_all_with_many() -> None:
+    faces = [face_at(0, 30), face_at(60, 50), face_at(130, 40)]
+    assert [f.bbox[0] for f in make(faces).analyse(IMAGE)] == [60]
+    assert len(make(faces, many_faces=True).analyse(IMAGE)) == 3
+    assert make([]).analyse(IMAGE) == []
+
+
+def test_landmarks_only_when_needed() -> None:
+    faces = [face_at(0, 30), face_at(60, 50)]
+    plain = make(faces)
+    assert plain.analyse(IMAGE)[0].landmarks is None
+    assert plain.landmarker.calls == 0
+    meshed = make(faces, need_landmarks=True)
+    out = meshed.analyse(IMAGE)
+    assert len(out) == 1 and out[0].landmarks is not None and meshed.landmarker.calls == 1
+
+
+def test_reference_mode_keeps_only_that_person() -> None:
+    faces = [face_at(0, 30), face_at(60, 50), face_at(110, 40)]  # axes 0, 1, 2
+    analyser = make(faces, embedder=True, many_faces=True, reference_distance=0.5)
+    analyser.set_references([axis(2)], map_mode=False)
+    out = analyser.analyse(IMAGE)
+    assert [int(f.bbox[0]) for f in out] == [110]  # not the largest: the reference person
+    assert analyser.embedder.calls == 1  # one batched call for all faces
+
+
+def test_map_mode_sets_source_keys() -> None:
+    faces = [face_at(0, 30), face_at(60, 50), face_at(110, 40)]
+    analyser = make(faces, embedder=True, reference_distance=0.5)
+    analyser.set_references([axis(2), axis(0)], map_mode=True)
+    out = analyser.analyse(IMAGE)
+    assert {int(f.bbox[0]): f.source_key for f in out} == {110: 0, 0: 1}
+
+
+def test_references_need_an_embedder() -> None:
+    with pytest.raises(ValueError):
+        make([face_at(0)]).set_references([axis(0)], map_mode=False)
+
+
+def test_detect_every_n_carries_and_refits_faces() -> None:
+    analyser = make([face_at(20)], need_landmarks=True)
+    analyser.set_detect_every(3)
+    results = []
+    for i in range(7):
+        analyser.landmarker.shift = float(i)
+        timings: dict[str, float] = {}
+        results.append(analyser.analyse(IMAGE, timestamp=i / 30, track=True, timings=timings))
+        assert {"detect", "landmarks"} <= set(timings)
+    assert analyser.detector.calls == 3  # frames 0, 3 and 6
+    assert analyser.landmarker.calls == 7  # every frame re-fitted
+    # Carried frames follow the landmarks: the box moved with them.
+    assert results[2][0].landmarks[0, 0] == pytest.approx(22.0)
+    assert results[2][0].bbox[0] == pytest.approx(22.0)
+    assert results[3][0].bbox[0] == pytest.approx(20.0)  # a fresh detection
+    # Without tracking nothing is carried, whatever detect_every says.
+    analyser.detector.calls = 0
+    for _ in range(3):
+        analyser.analyse(IMAGE, track=False)
+    assert analyser.detector.calls == 3
+    empty = make([], need_landmarks=True)
+    empty.set_detect_every(3)
+    for _ in range(3):
+        assert empty.analyse(IMAGE, track=True) == []
+    assert empty.detector.calls == 3  # nobody to carry: detect on every frame
+    analyser.set_detect_every(1)
+    analyser.detector.calls = 0
+    for _ in range(3):
+        analyser.analyse(IMAGE, track=True)
+    assert analyser.detector.calls == 3
+
+
+def test_det_size_knob_reaches_the_detector() -> None:
+    analyser = make([face_at(0)])
+    analyser.set_det_size(320)
+    assert analyser.detector.det_size == 320 and analyser.det_size == 320
+    assert "@320" in analyser.describe()
+
+
+class FakeStore:
+    def __init__(self, present: set[str]) -> None:
+        self.present = present
+
+    def is_present(self, name: str) -> bool:
+        return name in self.present
+
+
+def test_pick_detector() -> None:
+    assert pick_detector("auto", FakeStore({"det_10g"}), live=True) == "det_10g"
+    assert pick_detector("auto", FakeStore(set()), live=True) == "blazeface_short_range"
+    assert pick_detector("auto", FakeStore(set()), live=False) == "blazeface_full_range"
+    assert pick_detector("scrfd", FakeStore(set()), live=False) == "det_10g"
+    assert pick_detector("blazeface", FakeStore({"det_10g"}), live=False) == "blazeface_full_range"
+
+
+def _real_analyser(tmp_path: Path, live: bool = False, **settings: object) -> FaceAnalyser:
+    from livecam.models.store import ModelStore
+    from livecam.runtime.providers import resolve_providers
+    from livecam.settings import RuntimeSettings
+
+    store = ModelStore(RuntimeSettings(models_dir=tmp_path / "models", offline=True), progress=False)
+    return FaceAnalyser.create(AnalysisSettings(**settings), store, resolve_providers(["cpu"]),
+                               need_landmarks=True, need_embedding=False, live=live, intra_op_threads=1)
+
+
+def test_embedded_models_on_real_photos(tmp_path: Path, faces_dir: Path) -> None:
+    from livecam.media.images import read_image
+
+    analyser = _real_analyser(tmp_path, many_faces=True)
+    assert analyser.names.detector == "blazeface_full_range"
+    obama = analyser.analyse(read_image(faces_dir / "obama.jpg"))
+    assert len(obama) == 1 and obama[0].landmarks is not None and obama[0].landmarks.shape == (468, 2)
+    x1, y1, x2, y2 = obama[0].bbox
+    assert np.all((obama[0].kps >= (x1, y1)) & (obama[0].kps <= (x2, y2)))
+    group = analyser.analyse(read_image(faces_dir / "group6.jpg"))
+    assert len(group) == 6
+    face, count = analyser.analyse_photo(read_image(faces_dir / "group6.jpg"))
+    assert count == 6 and face is not None and face.area == max(f.area for f in group)
+
+
+def test_live_analyser_finds_photo_faces_with_the_full_range_model(tmp_path: Path, faces_dir: Path) -> None:
+    from livecam.media.images import read_image
+
+    analyser = _real_analyser(tmp_path, live=True)
+    assert analyser.names.detector == "blazeface_short_range"
+    group = read_image(faces_dir / "group6.jpg")
+    face, count = analyser.analyse_photo(group)  # a wide shot: small faces
+    assert count == 6 and face is not None and face.landmarks is not None

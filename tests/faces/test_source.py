@@ -1,0 +1,179 @@
+"""analyse_source: formats, no-face and mixed-identity errors, embedding averaging, caching."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from livecam.errors import EXIT_USAGE, InputError, NoFaceError
+from livecam.faces.face import Face
+from livecam.faces.source import MAX_SAME_PERSON_DISTANCE, SourceCache, analyse_source
+
+
+def unit(v: np.ndarray) -> np.ndarray:
+    return (v / np.linalg.norm(v)).astype(np.float32)
+
+
+class FakeAnalyser:
+    """Reads the 'person' from the photo's top-left pixel (blue channel): 0 means no face;
+    people are far-apart directions, photos of one person differ a little."""
+
+    cache_tag = "fake-v1"
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.seen: list[np.ndarray] = []
+
+    def analyse_photo(self, image: np.ndarray) -> tuple[Face | None, int]:
+        self.calls += 1
+        self.seen.append(image)
+        value = int(image[0, 0, 0])
+        if value == 0:
+            return None, 0
+        person, variant = divmod(value, 10)
+        emb = np.zeros(512, np.float32)
+        emb[person] = 1.0
+        emb[100 + variant] = 0.3  # same person, another photo
+        kps = np.array([[10, 10], [20, 10], [15, 15], [11, 20], [19, 20]], np.float32)
+        face = Face(bbox=np.array([5, 5, 25, 25]), score=0.9, kps=kps,
+                    landmarks=np.full((468, 2), 15, np.float32), embedding=unit(emb))
+        return face, 1
+
+
+def photo(path: Path, value: int, *, channels: int = 3) -> Path:
+    img = np.full((40, 40, channels), 128, np.uint8)
+    img[0, 0, 0] = value
+    if channels == 4:
+        img[..., 3] = 255
+    cv2.imwrite(str(path), img if channels != 1 else img[..., 0])
+    return path
+
+
+def test_single_photo(tmp_path: Path) -> None:
+    analyser = FakeAnalyser()
+    identity = analyse_source([photo(tmp_path / "a.png", 11)], analyser)
+    assert identity.paths == (tmp_path / "a.png",)
+    assert identity.image.shape == (40, 40, 3) and identity.face.landmarks is not None
+    assert identity.embedding is not None and np.linalg.norm(identity.embedding) == pytest.approx(1.0)
+
+
+def test_rgba_and_grayscale_photos(tmp_path: Path) -> None:
+    analyser = FakeAnalyser()
+    rgba = tmp_path / "rgba.png"
+    img = np.full((40, 40, 4), 128, np.uint8)
+    img[..., 0] = 11
+    img[..., 3] = 255
+    img[30:, 30:, 3] = 0  # a transparent corner
+    cv2.imwrite(str(rgba), img)
+    gray = tmp_path / "gray.png"
+    cv2.imwrite(str(gray), np.full((40, 40), 12, np.uint8))
+    identity = analyse_source([rgba, gray], analyser)
+    assert all(seen.shape == (40, 40, 3) for seen in analyser.seen)  # BGR, alpha flattened
+    assert identity.image.shape == (40, 40, 3)
+    assert identity.face.kps.shape == (5, 2)
+
+
+def test_no_face_names_the_file(tmp_path: Path) -> None:
+    good = photo(tmp_path / "good.png", 11)
+    empty = photo(tmp_path / "empty.png", 0)
+    with pytest.raises(NoFaceError, match=r"no face found in source photo .*empty\.png") as info:
+        analyse_source([good, empty], FakeAnalyser())
+    assert info.value.exit_code == EXIT_USAGE
+
+
+def test_missing_landmarks_when_needed(tmp_path: Path) -> None:
+    class NoMesh(FakeAnalyser):
+        def analyse_photo(self, image: np.ndarray) -> tuple[Face | None, int]:
+            face, n = super().analyse_photo(image)
+            return (face.with_(landmarks=None) if face else None), n
+
+    path = photo(tmp_path / "side.png", 11)
+    assert analyse_source([path], NoMesh()).face.landmarks is None
+    with pytest.raises(NoFaceError, match="side.png"):
+        analyse_source([path], NoMesh(), need_landmarks=True)
+
+
+def test_photos_of_one_person_are_averaged(tmp_path: Path) -> None:
+    paths = [photo(tmp_path / f"p{i}.png", 21 + i) for i in range(3)]
+    identity = analyse_source(paths, FakeAnalyser())
+    assert identity.embedding[2] > 0.9 and np.linalg.norm(identity.embedding) == pytest.approx(1.0)
+    assert identity.embedding[101] == pytest.approx(identity.embedding[103], abs=1e-6)  # a real mean
+    assert identity.paths == tuple(paths)
+
+
+def test_different_people_are_refused_naming_the_odd_photo(tmp_path: Path) -> None:
+    same = [photo(tmp_path / f"anna{i}.png", 31 + i) for i in range(2)]
+    other = photo(tmp_path / "bob.png", 41)
+    with pytest.raises(InputError, match=r"bob\.png seems to show a different person"):
+        analyse_source([same[0], other, same[1]], FakeAnalyser())
+    with pytest.raises(InputError, match=r"bob\.png"):
+        analyse_source([same[0], other], FakeAnalyser())
+
+
+def test_threshold_is_between_same_and_different_people() -> None:
+    # Distances between normed embeddings: cos 0.4 (same person, another photo) and 0.2 (strangers).
+    same = np.sqrt(2 - 2 * 0.4)
+    strangers = np.sqrt(2 - 2 * 0.2)
+    assert same < MAX_SAME_PERSON_DISTANCE < strangers
+
+
+def test_in_memory_and_disk_cache(tmp_path: Path) -> None:
+    path = photo(tmp_path / "a.png", 11)
+    analyser = FakeAnalyser()
+    cache = SourceCache(tmp_path / "cache")
+    first = analyse_source([path], analyser, cache=cache)
+    analyse_source([path], analyser, cache=cache)
+    assert analyser.calls == 1
+    # A new process: a fresh cache object on the same folder reads the disk entry.
+    again = analyse_source([path], analyser, cache=SourceCache(tmp_path / "cache"))
+    assert analyser.calls == 1
+    assert np.array_equal(again.embedding, first.embedding)
+    assert np.array_equal(again.face.landmarks, first.face.landmarks)
+    # Other models, or other bytes, are analysed again.
+    other_models = FakeAnalyser()
+    other_models.cache_tag = "fake-v2"
+    analyse_source([path], other_models, cache=cache)
+    assert other_models.calls == 1
+    photo(path, 12)
+    analyse_source([path], analyser, cache=cache)
+    assert analyser.calls == 2
+
+
+def test_damaged_cache_entry_is_ignored(tmp_path: Path) -> None:
+    from livecam.faces.source import cache_key
+
+    path = photo(tmp_path / "a.png", 11)
+    analyser = FakeAnalyser()
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    (folder / f"{cache_key(path, analyser)}.npz").write_bytes(b"garbage")
+    analyse_source([path], analyser, cache=SourceCache(folder))
+    assert analyser.calls == 1
+
+
+def test_real_models_on_rgba_and_grayscale(tmp_path: Path, faces_dir: Path) -> None:
+    from livecam.faces.analyser import FaceAnalyser
+    from livecam.models.store import ModelStore
+    from livecam.runtime.providers import resolve_providers
+    from livecam.settings import AnalysisSettings, RuntimeSettings
+
+    store = ModelStore(RuntimeSettings(models_dir=tmp_path / "models", offline=True), progress=False)
+    analyser = FaceAnalyser.create(AnalysisSettings(), store, resolve_providers(["cpu"]), need_landmarks=True,
+                                   need_embedding=False, live=False, intra_op_threads=1)
+    img = cv2.imread(str(faces_dir / "obama.jpg"))
+    img = cv2.resize(img, (img.shape[1] // 2, img.shape[0] // 2))
+    rgba = np.dstack([img, np.full(img.shape[:2], 255, np.uint8)])
+    rgba[: img.shape[0] // 8, :, 3] = 0
+    cv2.imwrite(str(tmp_path / "rgba.png"), rgba)
+    cv2.imwrite(str(tmp_path / "gray.jpg"), cv2.cvtColor(img, cv2.COLOR_BGR2GRAY))
+    for name in ("rgba.png", "gray.jpg"):
+        identity = analyse_source([tmp_path / name], analyser, need_landmarks=True)
+        assert identity.face.landmarks.shape == (468, 2)
+        assert identity.embedding is None  # no ArcFace loaded
+    blank = tmp_path / "blank.png"
+    cv2.imwrite(str(blank), np.full((200, 200, 3), 90, np.uint8))
+    with pytest.raises(NoFaceError, match="blank.png"):
+        analyse_source([blank], analyser)

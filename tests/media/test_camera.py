@@ -1,0 +1,74 @@
+"""Frame sources: synthetic numbered frames, video files (PyAV), cameras, --camera parsing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from livecam.errors import DeviceError, InputError
+from livecam.media.camera import (
+    CameraSource,
+    SyntheticSource,
+    VideoFileSource,
+    open_source,
+    read_index,
+    stamp_index,
+)
+from tests.videos import make_clip
+from tests.videos import read_index as read_clip_index
+
+
+def test_stamped_index_round_trips() -> None:
+    image = np.zeros((8, 8, 3), np.uint8)
+    for i in (0, 1, 255, 256, 70_000):
+        stamp_index(image, i)
+        assert read_index(image) == i
+
+
+def test_synthetic_source_numbers_frames_and_ends() -> None:
+    src = SyntheticSource(32, 24, frames=3, realtime=False)
+    src.open()
+    frames = [src.read() for _ in range(4)]
+    assert frames[-1] is None
+    assert [read_index(f) for f in frames[:3]] == [0, 1, 2]  # type: ignore[arg-type]
+    assert frames[0].shape == (24, 32, 3)  # type: ignore[union-attr]
+
+
+def test_video_file_source_reads_every_frame_as_bgr(tmp_path: Path) -> None:
+    clip = make_clip(tmp_path / "clip.mp4", frames=12, size=(96, 64), fps=30, audio=False, stamp=True)
+    for realtime in (False, True):
+        src = VideoFileSource(str(clip), realtime=realtime)
+        assert src.live is realtime
+        src.open()
+        frames = []
+        while (frame := src.read()) is not None:
+            frames.append(frame)
+        src.close()
+        assert src.fps == pytest.approx(30)
+        assert [read_clip_index(f) for f in frames] == list(range(12))
+        assert src.last_pts == pytest.approx(11 / 30)
+        assert frames[0].shape == (64, 96, 3) and frames[0].dtype == np.uint8
+
+
+def test_camera_argument_picks_the_right_source(tmp_path: Path) -> None:
+    clip = make_clip(tmp_path / "c.mp4", frames=2, audio=False)
+    assert isinstance(open_source("0", (640, 480), 30, None), CameraSource)
+    file_source = open_source(str(clip), (640, 480), 30, None)
+    assert isinstance(file_source, VideoFileSource) and file_source.realtime is True
+    assert open_source(str(clip), (640, 480), 30, False).live is False
+    with pytest.raises(InputError, match="no such camera index, file or URL"):
+        open_source(str(tmp_path / "missing.mp4"), (640, 480), 30, None)
+
+
+def test_a_file_that_is_not_a_video_is_an_input_error(tmp_path: Path) -> None:
+    bad = tmp_path / "notes.mp4"
+    bad.write_text("not a video")
+    with pytest.raises(InputError, match="could not read a video stream"):
+        VideoFileSource(str(bad)).open()
+
+
+def test_a_camera_that_does_not_open_is_a_device_error_naming_it() -> None:
+    with pytest.raises(DeviceError, match="camera 97 could not be opened"):
+        CameraSource(97, (640, 480), 30).open()

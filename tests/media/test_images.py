@@ -1,0 +1,245 @@
+"""Still-image I/O: formats, alpha, grayscale, 16-bit, EXIF orientation, bombs, atomic writes."""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from livecam import provenance
+from livecam.errors import EXIT_USAGE, InputError, OutputError, OutputExistsError
+from livecam.media import images
+from livecam.media import metadata as md
+
+
+def _pattern(h: int = 48, w: int = 64) -> np.ndarray:
+    """Blocky colours that survive JPEG well and show any rotation or flip."""
+    img = np.zeros((h, w, 3), np.uint8)
+    img[: h // 2, : w // 2] = (0, 0, 255)
+    img[: h // 2, w // 2:] = (0, 255, 0)
+    img[h // 2:, : w // 2] = (255, 0, 0)
+    img[h // 2:, w // 2:] = (255, 255, 255)
+    img[:8, :8] = (0, 255, 255)
+    return img
+
+
+@pytest.mark.parametrize("ext", [".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff"])
+def test_round_trip_every_format(tmp_path: Path, ext: str) -> None:
+    img = _pattern()
+    out = tmp_path / f"x{ext}"
+    images.write_image_atomic(out, img, force=False, label=False)
+    back = images.read_image(out)
+    assert back.shape == img.shape and back.dtype == np.uint8
+    assert np.abs(back.astype(int) - img).mean() < 4
+    assert list(tmp_path.iterdir()) == [out]  # no temporary file left behind
+
+
+@pytest.mark.parametrize("ext", [".png", ".webp", ".tif"])
+def test_rgba_keeps_alpha(tmp_path: Path, ext: str) -> None:
+    img = _pattern()
+    alpha = np.tile(np.linspace(0, 255, img.shape[1]).astype(np.uint8), (img.shape[0], 1))
+    out = tmp_path / f"a{ext}"
+    images.write_image_atomic(out, np.dstack([img, alpha]), force=False, label=False)
+    back = images.read_image(out)
+    assert back.shape == (*img.shape[:2], 4)
+    tol = 0 if ext != ".webp" else 3
+    assert np.abs(back[..., 3].astype(int) - alpha).max() <= tol
+
+
+def test_alpha_argument_and_jpeg_drops_alpha(tmp_path: Path) -> None:
+    img = _pattern()
+    alpha = np.full(img.shape[:2], 77, np.uint8)
+    images.write_image_atomic(tmp_path / "a.png", img, force=False, label=False, alpha=alpha)
+    assert (images.read_image(tmp_path / "a.png")[..., 3] == 77).all()
+    images.write_image_atomic(tmp_path / "a.jpg", np.dstack([img, alpha]), force=False, label=False)
+    assert images.read_image(tmp_path / "a.jpg").shape == img.shape
+
+
+def test_grayscale_becomes_bgr(tmp_path: Path) -> None:
+    gray = _pattern()[..., 1]
+    for ext in (".png", ".jpg"):
+        path = tmp_path / f"g{ext}"
+        cv2.imwrite(str(path), gray)
+        back = images.read_image(path)
+        assert back.shape == (*gray.shape, 3)
+        assert np.array_equal(back[..., 0], back[..., 2])
+        assert np.abs(back[..., 1].astype(int) - gray).mean() < 3
+
+
+def test_sixteen_bit_png_is_scaled_to_eight_bits(tmp_path: Path) -> None:
+    img16 = np.zeros((10, 12, 3), np.uint16)
+    img16[:5] = 65535
+    img16[5:] = 257 * 100
+    path = tmp_path / "deep.png"
+    cv2.imwrite(str(path), img16)
+    assert cv2.imread(str(path), cv2.IMREAD_UNCHANGED).dtype == np.uint16  # really 16-bit
+    back = images.read_image(path)
+    assert back.dtype == np.uint8
+    assert (back[:5] == 255).all() and (back[5:] == 100).all()
+    gray16 = np.full((6, 6), 65535, np.uint16)
+    cv2.imwrite(str(tmp_path / "g16.png"), gray16)
+    assert (images.read_image(tmp_path / "g16.png") == 255).all()
+
+
+def _with_orientation(jpeg: bytes, orientation: int) -> bytes:
+    exif = md.EXIF_HEADER + md.build_exif(short_tags={md.TAG_ORIENTATION: orientation})
+    return md.jpeg_insert_segments(jpeg, [(0xE1, exif)])
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_exif_orientation_is_honoured(tmp_path: Path, orientation: int) -> None:
+    img = _pattern()
+    jpeg = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 100])[1].tobytes()
+    path = tmp_path / "rot.jpg"
+    path.write_bytes(_with_orientation(jpeg, orientation))
+    back = images.read_image(path)
+    # OpenCV's IMREAD_COLOR applies EXIF orientation: an independent oracle for 3-channel JPEGs.
+    oracle = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    assert back.shape == oracle.shape
+    assert np.array_equal(back, oracle)
+    if orientation == 6:  # rotate 90 degrees clockwise: the yellow corner goes top-right
+        assert back.shape[:2] == img.shape[1::-1]
+        assert tuple(back[2, -3]) == pytest.approx((0, 255, 255), abs=30)
+
+
+def test_exif_orientation_matches_pillow(tmp_path: Path) -> None:
+    pil = pytest.importorskip("PIL.Image")
+    ops = pytest.importorskip("PIL.ImageOps")
+    jpeg = cv2.imencode(".jpg", _pattern(), [cv2.IMWRITE_JPEG_QUALITY, 100])[1].tobytes()
+    for orientation in (5, 7, 8):
+        path = tmp_path / f"o{orientation}.jpg"
+        path.write_bytes(_with_orientation(jpeg, orientation))
+        ref = np.asarray(ops.exif_transpose(pil.open(path)).convert("RGB"))[..., ::-1]
+        assert np.array_equal(images.read_image(path), ref)
+
+
+def _png_header_only(width: int, height: int) -> bytes:
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xFFFFFFFF)
+    idat = zlib.compress(b"\x00" * 1000)
+    return md.PNG_SIGNATURE + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+
+
+def test_decompression_bomb_refused_before_decoding(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_decode(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the image was decoded")
+
+    monkeypatch.setattr(images.cv2, "imdecode", no_decode)
+    png = tmp_path / "bomb.png"
+    png.write_bytes(_png_header_only(100_000, 100_000))
+    with pytest.raises(InputError, match=r"bomb\.png declares 100000x100000"):
+        images.read_image(png)
+    # A JPEG whose frame header claims 60000x60000.
+    jpeg = bytearray(cv2.imencode(".jpg", _pattern())[1].tobytes())
+    for marker, start, _ in md.jpeg_segments(bytes(jpeg)):
+        if marker == 0xC0:
+            jpeg[start + 1:start + 5] = struct.pack(">HH", 60000, 60000)
+    (tmp_path / "bomb.jpg").write_bytes(bytes(jpeg))
+    with pytest.raises(InputError, match="megapixels"):
+        images.read_image(tmp_path / "bomb.jpg")
+
+
+def test_declared_size_of_every_format() -> None:
+    img = _pattern(30, 50)
+    for ext in (".png", ".jpg", ".webp", ".bmp", ".tif"):
+        data = cv2.imencode(ext, img)[1].tobytes()
+        assert md.declared_size(data) == (50, 30), ext
+    rgba = cv2.imencode(".webp", np.dstack([img, img[..., 0]]))[1].tobytes()
+    assert md.declared_size(rgba) == (50, 30)
+    gif = b"GIF89a" + struct.pack("<HH", 50, 30) + b"\x00" * 10
+    assert md.declared_size(gif) == (50, 30)
+
+
+@pytest.mark.parametrize("content,what", [
+    (b"hello, this is text\n", "not an image"),
+    (b"", "empty"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00", "damaged"),
+])
+def test_unreadable_files_give_one_line_input_errors(tmp_path: Path, content: bytes, what: str) -> None:
+    path = tmp_path / "photo.jpg"
+    path.write_bytes(content)
+    with pytest.raises(InputError, match=what) as info:
+        images.read_image(path)
+    assert str(path) in info.value.message and "\n" not in info.value.message
+    assert info.value.exit_code == EXIT_USAGE
+
+
+def test_missing_folder_and_truncated_files(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="does not exist"):
+        images.read_image(tmp_path / "nope.png")
+    with pytest.raises(InputError, match="is a folder"):
+        images.read_image(tmp_path)
+    data = cv2.imencode(".png", np.random.default_rng(0).integers(0, 255, (64, 64, 3), dtype=np.uint8))[1].tobytes()
+    (tmp_path / "cut.png").write_bytes(data[: len(data) // 2])
+    with pytest.raises(InputError, match="could not be decoded"):
+        images.read_image(tmp_path / "cut.png")
+
+
+def test_existing_output_needs_force(tmp_path: Path) -> None:
+    out = tmp_path / "o.png"
+    out.write_bytes(b"keep me")
+    with pytest.raises(OutputExistsError, match="--force") as info:
+        images.write_image_atomic(out, _pattern(), force=False, label=False)
+    assert info.value.exit_code == EXIT_USAGE
+    assert out.read_bytes() == b"keep me"
+    with pytest.raises(OutputExistsError):
+        images.check_output_path(out, force=False)
+    images.write_image_atomic(out, _pattern(), force=True, label=False)
+    assert images.read_image(out).shape == (48, 64, 3)
+
+
+def test_output_path_checks(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"\.png"):
+        images.check_output_path(tmp_path / "o.gifx", force=False)
+    with pytest.raises(InputError, match="does not exist"):
+        images.check_output_path(tmp_path / "missing" / "o.png", force=False)
+    with pytest.raises(InputError, match="is a folder"):
+        images.check_output_path(tmp_path, force=True)
+    images.check_output_path(tmp_path / "fine.webp", force=False)
+    with pytest.raises(InputError, match="does not exist"):
+        images.write_image_atomic(tmp_path / "missing" / "o.png", _pattern(), force=False, label=False)
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root ignores folder permissions")
+def test_unwritable_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o500)
+    try:
+        with pytest.raises(InputError, match="not writable"):
+            images.check_output_path(folder / "o.png", force=False)
+        with pytest.raises(OutputError, match="permission denied"):
+            images.write_image_atomic(folder / "o.png", _pattern(), force=False, label=False)
+    finally:
+        folder.chmod(0o700)
+
+
+def test_failed_write_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken_replace(src: object, dst: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(images.os, "replace", broken_replace)
+    out = tmp_path / "o.jpg"
+    with pytest.raises(OutputError, match="No space left"):
+        images.write_image_atomic(out, _pattern(), force=False, label=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_written_files_are_tagged_and_labelled(tmp_path: Path) -> None:
+    img = np.full((300, 400, 3), 90, np.uint8)
+    for ext in (".png", ".jpg", ".webp"):
+        out = tmp_path / f"t{ext}"
+        images.write_image_atomic(out, img, force=False, label=True)
+        assert provenance.is_marked_synthetic(out), ext
+        back = images.read_image(out)
+        x1, y1, x2, y2 = provenance.label_box(img.shape)
+        assert np.abs(back[y1:y2, x1:x2].astype(int) - 90).max() > 60  # label drawn
+        assert np.abs(back[: y1 - 4].astype(int) - 90).max() <= 3  # nothing else
+    out = tmp_path / "plain.png"
+    images.write_image_atomic(out, img, force=False, label=False)
+    assert np.array_equal(images.read_image(out), img)

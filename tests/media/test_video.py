@@ -1,0 +1,175 @@
+"""PyAV video reader and writer: input checks, rotation, timestamps, encoders, audio, metadata."""
+
+from __future__ import annotations
+
+import errno
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from livecam.errors import InputError, OutputError
+from livecam.media.video_reader import VideoReader
+from livecam.media.video_writer import (
+    OutputSpec,
+    VideoWriter,
+    available_encoders,
+    check_encoder,
+    container_format,
+    disk_error,
+    encoder_available,
+)
+from livecam.provenance import CONTAINER_METADATA
+from tests.videos import make_clip, probe, read_index
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_clip(tmp_path_factory.mktemp("clip") / "in.mp4", frames=12, size=(96, 64), fps=24, stamp=True)
+
+
+def test_reader_info_and_frames_in_order(clip: Path) -> None:
+    with VideoReader(clip) as reader:
+        info = reader.info
+        assert (info.width, info.height) == (96, 64)
+        assert info.rate == 24
+        assert info.expected_frames == 12
+        assert info.audio_codec == "aac"
+        assert info.rotation == 0
+        frames = list(reader.frames())
+    assert [read_index(f.image) for f in frames] == list(range(12))
+    assert [round(f.time * 24) for f in frames] == list(range(12))
+    assert frames[0].image.shape == (64, 96, 3) and frames[0].image.dtype == np.uint8
+
+
+def test_rotation_metadata_is_applied(tmp_path: Path) -> None:
+    plain = make_clip(tmp_path / "plain.mp4", frames=3, size=(96, 64), audio=False, stamp=True)
+    turned = make_clip(tmp_path / "turned.mp4", frames=3, size=(96, 64), audio=False, stamp=True, rotation=90)
+    with VideoReader(plain) as a, VideoReader(turned) as b:
+        assert (b.info.width, b.info.height, b.info.rotation) == (64, 96, 90)
+        stored = next(a.frames()).image
+        upright = next(b.frames()).image
+    assert upright.shape == (96, 64, 3)
+    # Displayed = stored turned 90 degrees counterclockwise (FFmpeg's display-matrix convention).
+    assert np.abs(upright.astype(int) - np.rot90(stored).astype(int)).mean() < 2
+
+
+def test_variable_frame_rate_timestamps_are_kept(tmp_path: Path) -> None:
+    times = [0.0, 0.04, 0.1, 0.3, 0.31, 0.5]
+    path = make_clip(tmp_path / "vfr.mkv", frames=6, size=(64, 48), audio=False, timestamps=times)
+    with VideoReader(path) as reader:
+        got = [f.time for f in reader.frames()]
+    assert got == pytest.approx(times, abs=1e-3)
+
+
+@pytest.mark.parametrize("case", ["missing", "empty", "text", "folder", "truncated", "audio_only", "image"])
+def test_reader_rejects_bad_input(tmp_path: Path, clip: Path, case: str) -> None:
+    path = tmp_path / "bad.mp4"
+    if case == "empty":
+        path.write_bytes(b"")
+    elif case == "text":
+        path.write_text("this is not a video\n" * 50)
+    elif case == "folder":
+        path.mkdir()
+    elif case == "truncated":
+        data = clip.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+    elif case == "audio_only":
+        path = tmp_path / "tone.m4a"
+        with av.open(str(path), "w", format="mp4") as out:
+            stream = out.add_stream("aac", rate=44100)
+            frame = av.AudioFrame.from_ndarray(np.zeros((1, 1024), np.float32), format="fltp", layout="mono")
+            frame.sample_rate = 44100
+            frame.pts = 0
+            for packet in [*stream.encode(frame), *stream.encode(None)]:
+                out.mux(packet)
+    elif case == "image":
+        import cv2
+
+        path = tmp_path / "photo.png"
+        cv2.imwrite(str(path), np.zeros((32, 32, 3), np.uint8))
+    with pytest.raises(InputError) as err:
+        with VideoReader(path) as reader:
+            list(reader.frames())
+    message = err.value.message
+    assert "\n" not in message and str(path.name) in message
+    expected = {"missing": "not found", "empty": "empty", "text": "not a video", "folder": "folder",
+                "truncated": "truncated", "audio_only": "no video stream", "image": "livecam image"}[case]
+    assert expected in message
+
+
+def test_a_corrupt_packet_mid_file_is_skipped(tmp_path: Path) -> None:
+    path = make_clip(tmp_path / "c.mp4", frames=30, size=(96, 64), audio=False, stamp=True)
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 64] = bytes(64)  # zero a run of bytes inside one frame's data
+    path.write_bytes(bytes(data))
+    with VideoReader(path) as reader:
+        frames = list(reader.frames())
+    assert len(frames) == 30  # decoding went on past the damage
+    assert frames[-1].time == pytest.approx(29 / 30)  # (pixels after the damage may be smeared)
+
+
+def test_encoder_checks(tmp_path: Path) -> None:
+    assert encoder_available("libx264")
+    assert not encoder_available("no_such_encoder")
+    assert not encoder_available("aac")  # an audio encoder is no video encoder
+    available = available_encoders()
+    assert "libx264" in available
+    check_encoder("libx264", tmp_path / "a.mp4")
+    check_encoder("libvpx-vp9", tmp_path / "a.webm")
+    with pytest.raises(InputError, match="not available.*available: .*libx264"):
+        check_encoder("no_such_encoder", tmp_path / "a.mp4")
+    with pytest.raises(InputError, match="webm files cannot hold h264.*libvpx-vp9"):
+        check_encoder("libx264", tmp_path / "a.webm")
+    with pytest.raises(InputError, match="extension"):
+        container_format(tmp_path / "a.avi")
+
+
+def _write(path: Path, frames: int = 6, audio_from: Path | None = None, encoder: str = "libx264") -> VideoWriter:
+    spec = OutputSpec(path=path, format=container_format(path), width=96, height=64, rate=Fraction(24),
+                      time_base=Fraction(1, 24), encoder=encoder, quality=23, metadata=dict(CONTAINER_METADATA),
+                      audio_from=audio_from)
+    writer = VideoWriter(spec)
+    for i in range(frames):
+        writer.write(np.full((64, 96, 3), i * 20, np.uint8), i / 24)
+    writer.close()
+    return writer
+
+
+@pytest.mark.parametrize("suffix,encoder,audio_mode,audio_codec", [
+    (".mp4", "libx264", "copy", "aac"),
+    (".mov", "libx264", "copy", "aac"),
+    (".mkv", "libx264", "copy", "aac"),
+    (".webm", "libvpx-vp9", "reencode", "opus"),
+])
+def test_writer_audio_and_synthetic_metadata(tmp_path: Path, clip: Path, suffix: str, encoder: str,
+                                             audio_mode: str, audio_codec: str) -> None:
+    out = tmp_path / f"out{suffix}"
+    writer = _write(out, frames=12, audio_from=clip, encoder=encoder)
+    assert writer.audio_mode == audio_mode
+    info = probe(out)
+    assert info["frames"] == 12
+    assert info["audio_codec"] == audio_codec
+    assert info["audio_duration"] == pytest.approx(probe(clip)["audio_duration"], abs=1 / 24)
+    tags = {k.lower(): v for k, v in info["metadata"].items()}
+    assert tags["comment"] == CONTAINER_METADATA["comment"]
+    assert tags["synthetic"] == "true"
+
+
+def test_writer_drops_an_odd_last_row_and_column(tmp_path: Path) -> None:
+    spec = OutputSpec(path=tmp_path / "odd.mp4", format="mp4", width=97, height=65, rate=Fraction(24),
+                      time_base=Fraction(1, 24))
+    writer = VideoWriter(spec)
+    writer.write(np.zeros((65, 97, 3), np.uint8), 0.0)
+    writer.close()
+    assert probe(tmp_path / "odd.mp4")["size"] == (96, 64)
+
+
+def test_disk_errors_are_one_line_output_errors(tmp_path: Path) -> None:
+    full = disk_error(tmp_path / "x.mp4", OSError(errno.ENOSPC, "No space left on device"))
+    assert isinstance(full, OutputError) and "disk full" in full.message
+    limit = disk_error(tmp_path / "x.mp4", OSError(errno.EFBIG, "File too large"))
+    assert "size limit" in limit.message

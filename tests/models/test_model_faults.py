@@ -1,0 +1,143 @@
+"""Model faults (truncated, random bytes, wrong kind, hash mismatch) are caught before processing."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from livecam.errors import ModelError
+from livecam.models.catalog import CATALOG, TensorSpec
+from livecam.models.store import ModelStore
+from livecam.runtime.providers import resolve_providers
+from livecam.runtime.sessions import clear_pool
+from livecam.settings import RuntimeSettings
+from tests.models.helpers import payload, sha, spec_for, tiny_onnx
+
+SWAPPER_IO = dict(inputs=(TensorSpec("target", (1, 3, 128, 128)), TensorSpec("source", (1, 512))),
+                  outputs=(TensorSpec(None, (1, 3, 128, 128)),))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_pool():
+    clear_pool()
+    yield
+    clear_pool()
+
+
+def store_for(models_dir: Path, *specs, unverified: bool = False) -> ModelStore:
+    settings = RuntimeSettings(models_dir=models_dir, offline=True, quiet=True, unverified_models=unverified)
+    return ModelStore(settings, progress=False, catalog={s.name: s for s in specs})
+
+
+def swapper(path: Path) -> Path:
+    return tiny_onnx(path, [("target", [1, 3, 128, 128]), ("source", [1, 512])], [("output", [1, 3, 128, 128])])
+
+
+def detector(path: Path) -> Path:
+    return tiny_onnx(path, [("input.1", [1, 3, 640, 640])], [(f"o{i}", [100, 1]) for i in range(9)])
+
+
+def test_truncated_model_is_refused_with_file_and_fix(tmp_path) -> None:
+    models = tmp_path / "models"
+    models.mkdir()
+    full = swapper(tmp_path / "full.onnx").read_bytes()
+    (models / "sw.onnx").write_bytes(full[: len(full) // 2])
+    store = store_for(models, spec_for("sw", (), full, **SWAPPER_IO))
+    with pytest.raises(ModelError) as info:
+        store.path("sw")
+    msg = info.value.message
+    assert info.value.exit_code == 3
+    assert str(models / "sw.onnx") in msg and "truncated" in msg and "livecam models download sw" in msg
+    assert store.verify("sw").state == "corrupt"
+
+
+def test_hash_mismatch_is_refused_unless_unverified_models(tmp_path, caplog) -> None:
+    models = tmp_path / "models"
+    models.mkdir()
+    good = payload(4096, 1)
+    (models / "sw.onnx").write_bytes(payload(4096, 2))  # same size, other bytes
+    spec = spec_for("sw", (), good)
+    with pytest.raises(ModelError) as info:
+        store_for(models, spec).path("sw")
+    assert "SHA-256" in info.value.message and str(models / "sw.onnx") in info.value.message
+    with caplog.at_level("WARNING", logger="livecam"):
+        assert store_for(models, spec, unverified=True).path("sw") == models / "sw.onnx"
+    assert "--unverified-models" in caplog.text
+
+
+def test_random_bytes_named_as_an_unpinned_model_fail_before_processing(tmp_path) -> None:
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "sw.onnx").write_bytes(payload(5000, 3))
+    spec = replace(spec_for("sw", (), None, **SWAPPER_IO), size=None)
+    store = store_for(models, spec)
+    with pytest.raises(ModelError) as info:
+        store.open_session("sw", resolve_providers(["cpu"]))
+    assert info.value.exit_code == 3
+    assert str(models / "sw.onnx") in info.value.message and "livecam models download sw" in info.value.message
+    state = store.verify("sw")
+    assert state.state == "corrupt" and "not a loadable ONNX model" in state.detail
+
+
+def test_wrong_kind_of_model_in_a_slot_is_named(tmp_path) -> None:
+    models = tmp_path / "models"
+    models.mkdir()
+    detector(models / "sw.onnx")  # a detector where the swapper belongs
+    spec = replace(spec_for("sw", (), None, **SWAPPER_IO), size=None)
+    store = store_for(models, spec)
+    with pytest.raises(ModelError) as info:
+        store.open_session("sw", resolve_providers(["cpu"]))
+    msg = info.value.message
+    assert "does not look like model sw" in msg and "target" in msg and "input.1" in msg
+    assert store.verify("sw").state == "corrupt"
+
+
+def test_right_kind_of_unpinned_model_opens_and_verifies_as_unpinned(tmp_path) -> None:
+    models = tmp_path / "models"
+    models.mkdir()
+    data = swapper(models / "sw.onnx").read_bytes()
+    spec = spec_for("sw", (), data, pinned=False, **SWAPPER_IO)
+    store = store_for(models, spec)
+    session = store.open_session("sw", resolve_providers(["cpu"]))
+    assert [i.name for i in session.get_inputs()] == ["target", "source"]
+    assert store.verify("sw").state == "unpinned"
+
+
+def test_real_catalog_signatures_reject_each_other() -> None:
+    """Each real slot's tensor spec refuses a model made for another slot."""
+    from livecam.models.store import signature_problem
+
+    class Arg:
+        def __init__(self, name, shape, type_="tensor(float)"):
+            self.name, self.shape, self.type = name, shape, type_
+
+    swapper_io = ([Arg("target", [1, 3, 128, 128]), Arg("source", [1, 512])], [Arg("output", [1, 3, 128, 128])])
+    arcface_io = ([Arg("input.1", ["None", 3, 112, 112])], [Arg("683", ["None", 512])])
+    assert signature_problem(CATALOG["inswapper_128"], *swapper_io) == ""
+    assert signature_problem(CATALOG["w600k_r50"], *arcface_io) == ""
+    assert signature_problem(CATALOG["inswapper_128"], *arcface_io) != ""
+    assert signature_problem(CATALOG["w600k_r50"], *swapper_io) != ""
+    assert signature_problem(CATALOG["gfpgan_1.4"], *swapper_io) != ""
+    assert signature_problem(CATALOG["det_10g"], *arcface_io) != ""
+
+
+def test_embedded_defaults_are_verified_from_the_package() -> None:
+    store = ModelStore(RuntimeSettings(offline=True), progress=False)
+    for name in ("blazeface_short_range", "blazeface_full_range", "face_landmark"):
+        spec = store.spec(name)
+        assert spec.bundled and spec.sha256, f"{name}: SHA256SUMS entry missing"
+        path = store.path(name)
+        assert sha(path.read_bytes()) == spec.sha256
+        store.check_signature(name, __import__("onnxruntime").InferenceSession(
+            str(path), providers=["CPUExecutionProvider"]))
+
+
+def test_real_catalog_facts() -> None:
+    assert CATALOG["inswapper_128"].size == 554_253_681
+    assert CATALOG["det_10g"].archive is not None and CATALOG["det_10g"].archive.members == (
+        "det_10g.onnx", "w600k_r50.onnx")
+    assert CATALOG["gfpgan_1.4"].sha256 is None and "CRC32" in CATALOG["gfpgan_1.4"].pin_note
+    assert all(CATALOG[n].needs_acceptance for n in ("det_10g", "w600k_r50", "inswapper_128", "inswapper_128_fp16"))
+    assert all(len(s.urls) >= 2 for s in CATALOG.values() if s.downloadable and s.archive is None)

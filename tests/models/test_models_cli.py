@@ -1,0 +1,236 @@
+"""`livecam models list|where|verify|download` and `livecam doctor` through the real CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from livecam.commands import doctor as doctor_module
+from livecam.models import catalog as catalog_module
+from livecam.models.catalog import TensorSpec
+from livecam.settings import RuntimeSettings
+from tests.conftest import run_cli
+from tests.models.helpers import (LoopbackServer, catalog_to_json, env_without_offline, payload, python_path_env,
+                                  spec_for, tiny_onnx)
+
+EMBEDDED = ("blazeface_short_range", "blazeface_full_range", "face_landmark")
+
+
+def run_patched(catalog_json: Path, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tests.models.patched_cli", str(catalog_json), *args],
+                          env=python_path_env(env), capture_output=True, text=True, timeout=120)
+
+
+def test_models_where_prints_the_folder(isolated_env, tmp_path) -> None:
+    result = run_cli(["models", "where"], env=isolated_env)
+    assert result.returncode == 0
+    assert result.stdout.strip() == isolated_env["LIVECAM_MODELS_DIR"]
+    other = tmp_path / "elsewhere"
+    result = run_cli(["--models-dir", str(other), "models", "where"], env=isolated_env)
+    assert result.stdout.strip() == str(other)
+
+
+def test_models_list_shows_every_model_with_state_and_licence(isolated_env) -> None:
+    result = run_cli(["models", "list"], env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    lines = {line.split()[0]: line for line in result.stdout.splitlines()[1:]}
+    assert set(lines) == set(catalog_module.CATALOG)
+    assert "missing" in lines["inswapper_128"] and "non-commercial" in lines["inswapper_128"]
+    assert "554.3 MB" in lines["inswapper_128"]
+    for name in EMBEDDED:
+        assert "verified" in lines[name]
+
+
+def test_models_verify_on_an_empty_folder_passes(isolated_env) -> None:
+    result = run_cli(["models", "verify"], env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    assert "det_10g: missing" in result.stdout
+    assert all(f"{name}: verified" in result.stdout for name in EMBEDDED)
+
+
+def test_models_verify_reports_a_truncated_model_with_exit_3(isolated_env) -> None:
+    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
+    models.mkdir(parents=True)
+    (models / "det_10g.onnx").write_bytes(b"\x08\x07" * 500)
+    result = run_cli(["models", "verify"], env=isolated_env)
+    assert result.returncode == 3
+    assert "det_10g: corrupt" in result.stderr and str(models / "det_10g.onnx") in result.stderr
+    assert "livecam models download det_10g" in result.stderr and "Traceback" not in result.stderr
+    assert "det_10g" in run_cli(["models", "list"], env=isolated_env).stdout
+
+
+def test_models_verify_unknown_name_is_a_usage_error(isolated_env) -> None:
+    result = run_cli(["models", "verify", "no_such_model"], env=isolated_env)
+    assert result.returncode == 2 and "known models" in result.stderr
+
+
+def test_models_download_offline_names_the_fetch_command(isolated_env) -> None:
+    result = run_cli(["models", "download", "inswapper_128"], env=isolated_env)
+    assert result.returncode == 3
+    assert "livecam models download inswapper_128" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_models_download_needs_the_licence_accepted(isolated_env) -> None:
+    env = env_without_offline(isolated_env)
+    result = run_cli(["models", "download", "inswapper_128"], env=env)  # stdin is no TTY: no prompt
+    assert result.returncode == 3
+    assert "--accept-license" in result.stderr and "non-commercial" in result.stderr
+    assert not Path(env["LIVECAM_MODELS_DIR"], "inswapper_128.onnx.part").exists()
+
+
+def test_models_download_then_verify_through_the_cli(isolated_env, tmp_path) -> None:
+    data = payload(200_000, 21)
+    with LoopbackServer() as server:
+        url = server.serve("/m.onnx", data)
+        catalog = tmp_path / "catalog.json"
+        catalog.write_text(catalog_to_json([spec_for("m", (url,), data, needs_acceptance=True)]))
+        env = env_without_offline(isolated_env)
+        refused = run_patched(catalog, ["models", "download", "m"], env)
+        assert refused.returncode == 3 and server.state.log == []
+        result = run_patched(catalog, ["-q", "models", "download", "m", "--accept-license"], env)
+        assert result.returncode == 0, result.stderr
+    assert Path(env["LIVECAM_MODELS_DIR"], "m.onnx").read_bytes() == data
+    verify = run_patched(catalog, ["models", "verify"], isolated_env)
+    assert verify.returncode == 0 and "m: verified" in verify.stdout
+    again = run_patched(catalog, ["models", "download", "m"], isolated_env)
+    assert again.returncode == 0 and "already present" in again.stdout
+
+
+def test_models_verify_catches_a_wrong_kind_of_unpinned_model(isolated_env, tmp_path) -> None:
+    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
+    models.mkdir(parents=True)
+    tiny_onnx(models / "enh.onnx", [("input.1", [1, 3, 112, 112])], [("out", [1, 512])])
+    spec = spec_for("enh", (), None, inputs=(TensorSpec(None, (1, 3, 512, 512)),),
+                    outputs=(TensorSpec(None, (1, 3, 512, 512)),))
+    catalog = tmp_path / "catalog.json"
+    catalog.write_text(catalog_to_json([spec]))
+    result = run_patched(catalog, ["models", "verify"], isolated_env)
+    assert result.returncode == 3
+    assert "enh: corrupt" in result.stderr and str(models / "enh.onnx") in result.stderr
+
+
+def test_doctor_exits_0_when_the_default_run_is_possible(isolated_env) -> None:
+    result = run_cli(["doctor"], env=isolated_env, timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "onnxruntime" in out and "CPUExecutionProvider" in out and "Python" in out
+    assert "Models folder: " + isolated_env["LIVECAM_MODELS_DIR"] in out and "free disk" in out
+    assert "Cameras:" in out and "ready" in out
+    assert "Traceback" not in result.stderr
+
+
+def test_doctor_fails_when_an_embedded_model_is_broken(tmp_path, monkeypatch, capsys) -> None:
+    broken = tmp_path / "default"
+    broken.mkdir()
+    (broken / "face_landmark.onnx").write_bytes(b"not a model")
+    monkeypatch.setattr(catalog_module, "DEFAULT_DIR", broken)
+    monkeypatch.setattr(doctor_module, "probe_cameras", lambda: [])
+    code = doctor_module.run_doctor(RuntimeSettings(models_dir=tmp_path / "m", offline=True))
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "NOT ready" in out and "face_landmark" in out
+
+
+def test_doctor_prints_the_fix_for_two_onnxruntime_wheels(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(doctor_module, "installed_ort_distributions",
+                        lambda: {"onnxruntime": "1.20.0", "onnxruntime-gpu": "1.20.0"})
+    monkeypatch.setattr(doctor_module, "probe_cameras", lambda: [])
+    doctor_module.run_doctor(RuntimeSettings(models_dir=tmp_path / "m", offline=True))
+    out = capsys.readouterr().out
+    assert "pip uninstall -y onnxruntime onnxruntime-gpu && pip install onnxruntime-gpu" in out
+    assert "PROBLEM" in out
+
+
+@pytest.mark.parametrize("dists, fix", [
+    ({"onnxruntime": "1"}, None),
+    ({"onnxruntime-gpu": "1"}, None),
+    ({"onnxruntime": "1", "onnxruntime-openvino": "1"},
+     "pip uninstall -y onnxruntime onnxruntime-openvino && pip install onnxruntime-openvino"),
+])
+def test_ort_conflict_fix(dists, fix) -> None:
+    assert doctor_module.ort_conflict_fix(dists) == fix
+
+
+def test_models_convert_without_the_extra_says_what_to_install(tmp_path, monkeypatch) -> None:
+    from livecam.commands.models import convert_model
+    from livecam.errors import InputError
+
+    checkpoint = tmp_path / "GFPGANv1.4.pth"
+    checkpoint.write_bytes(b"x")
+    monkeypatch.setitem(sys.modules, "torch", None)  # as if `livecam[convert]` were not installed
+    settings = RuntimeSettings(models_dir=tmp_path / "models")
+    with pytest.raises(InputError) as info:
+        convert_model(settings, checkpoint, None, False)
+    assert info.value.exit_code == 2 and "pip install 'livecam[convert]'" in info.value.message
+    with pytest.raises(InputError) as missing:
+        convert_model(settings, tmp_path / "nope.pth", None, False)
+    assert "nope.pth" in missing.value.message
+
+
+def test_models_convert_refuses_to_overwrite_without_force(isolated_env, tmp_path) -> None:
+    checkpoint = tmp_path / "GFPGANv1.4.pth"
+    checkpoint.write_bytes(b"x")
+    existing = tmp_path / "out.onnx"
+    existing.write_bytes(b"keep me")
+    result = run_cli(["models", "convert", str(checkpoint), "-o", str(existing)], env=isolated_env)
+    assert result.returncode == 2 and "--force" in result.stderr
+    assert existing.read_bytes() == b"keep me"
+
+
+@pytest.mark.parametrize("fault", ["truncated", "random_bytes", "wrong_kind"])
+def test_a_bad_swapper_model_stops_livecam_image_before_processing(fault, faces_dir, isolated_env, tmp_path) -> None:
+    """Issue 9's model faults through a real command: exit 3, the file named, no output written.
+    --unverified-models skips the size/hash check, so the load and signature checks are what catch it."""
+    from tests.standins.arcface import build_arcface
+    from tests.standins.inswapper import build_inswapper
+
+    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
+    models.mkdir(parents=True)
+    build_arcface(models / "w600k_r50.onnx")
+    slot = models / "inswapper_128.onnx"
+    if fault == "truncated":
+        whole = build_inswapper(tmp_path / "whole.onnx").read_bytes()
+        slot.write_bytes(whole[: len(whole) // 3])
+    elif fault == "random_bytes":
+        slot.write_bytes(payload(20_000, 30))
+    else:
+        tiny_onnx(slot, [("input.1", [1, 3, 640, 640])], [(f"o{i}", [100, 1]) for i in range(9)])
+    out = tmp_path / "out.jpg"
+    result = run_cli(["--unverified-models", "image", str(faces_dir / "biden.jpg"), str(out),
+                      "-s", str(faces_dir / "obama.jpg"), "--swap-model", "inswapper_128"], env=isolated_env)
+    assert result.returncode == 3, result.stderr
+    assert str(slot) in result.stderr and "Traceback" not in result.stderr
+    assert "livecam models download inswapper_128" in result.stderr
+    assert not out.exists()
+
+
+def test_models_convert_checks_the_result_and_renames_it_into_place(tmp_path, monkeypatch) -> None:
+    """The converter (livecam.models.convert, another module) is faked: good output is kept, a
+    wrong-kind output is refused and nothing is left under the target name."""
+    import types
+
+    from livecam.commands.models import convert_model
+    from livecam.errors import ModelError
+
+    monkeypatch.setitem(sys.modules, "torch", types.ModuleType("torch"))  # the real one is not needed
+    produced = {"kind": "good"}
+
+    def fake_convert(checkpoint: Path, output: Path) -> None:
+        shape = [1, 3, 512, 512] if produced["kind"] == "good" else [1, 3, 112, 112]
+        tiny_onnx(output, [("input", shape)], [("output", shape)])
+
+    monkeypatch.setitem(sys.modules, "livecam.models.convert", types.SimpleNamespace(convert_gfpgan=fake_convert))
+    checkpoint = tmp_path / "GFPGANv1.4.pth"
+    checkpoint.write_bytes(b"x")
+    settings = RuntimeSettings(models_dir=tmp_path / "models")
+    convert_model(settings, checkpoint, None, False)
+    assert (tmp_path / "models" / "gfpgan_1.4.onnx").is_file()
+    produced["kind"] = "bad"
+    target = tmp_path / "other.onnx"
+    with pytest.raises(ModelError):
+        convert_model(settings, checkpoint, target, False)
+    assert not target.exists() and not (tmp_path / "other.onnx.part").exists()

@@ -1,0 +1,38 @@
+"""Where models live: --models-dir, else the checkout's models/, else the user data folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from livecam.models import store as store_module
+from livecam.models.store import checkout_root, models_root
+from livecam.settings import RuntimeSettings
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_models_dir_option_wins(tmp_path) -> None:
+    assert models_root(RuntimeSettings(models_dir=tmp_path / "x")) == tmp_path / "x"
+
+
+def test_checkout_uses_its_models_folder() -> None:
+    assert checkout_root() == REPO
+    assert models_root(RuntimeSettings()) == REPO / "models"
+
+
+def test_installed_package_uses_the_user_data_folder(tmp_path, monkeypatch) -> None:
+    fake_pkg = tmp_path / "lib" / "site-packages" / "livecam"
+    fake_pkg.mkdir(parents=True)
+    monkeypatch.setattr(store_module, "PACKAGE_DIR", fake_pkg)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert checkout_root() is None
+    root = models_root(RuntimeSettings())
+    assert root.name == "models" and "livecam" in root.parts and REPO not in root.parents
+
+
+def test_another_projects_pyproject_is_not_a_checkout(tmp_path, monkeypatch) -> None:
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "something-else"\n')
+    fake_pkg = tmp_path / "src" / "livecam"
+    fake_pkg.mkdir(parents=True)
+    monkeypatch.setattr(store_module, "PACKAGE_DIR", fake_pkg)
+    assert checkout_root() is None

@@ -1,0 +1,291 @@
+"""ModelStore against a real HTTP server on 127.0.0.1: download, resume, faults, licence, offline."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from livecam.errors import DownloadError, LicenseNotAcceptedError, ModelError
+from livecam.models import store as store_module
+from livecam.models.catalog import ArchiveSpec
+from livecam.models.store import ModelStore, extract_members
+from livecam.settings import RuntimeSettings
+from tests.models.conftest import FAST
+from tests.models.helpers import (Fault, LoopbackServer, catalog_to_json, make_zip, payload, python_path_env,
+                                  sha, spec_for)
+
+SIZE = 300_000
+
+
+def make_store(settings: RuntimeSettings, *specs, **kw) -> ModelStore:
+    return ModelStore(settings, progress=False, catalog={s.name: s for s in specs}, policy=FAST, **kw)
+
+
+def leftovers(root: Path) -> list[str]:
+    return sorted(p.name for p in root.iterdir() if p.name.endswith(".part")) if root.exists() else []
+
+
+def test_full_download_is_verified_and_renamed_into_place(server: LoopbackServer, online, models_dir) -> None:
+    data = payload(SIZE)
+    spec = spec_for("m", (server.serve("/m.onnx", data),), data)
+    path = make_store(online, spec).path("m")
+    assert path == models_dir / "m.onnx"
+    assert path.read_bytes() == data
+    assert leftovers(models_dir) == []
+    assert [s for _, _, s in server.state.requests("/m.onnx")] == [200]
+
+
+def test_resume_after_a_cut_asks_for_the_rest_only(server, online, models_dir) -> None:
+    data = payload(SIZE, seed=1)
+    url = server.serve("/m.onnx", data, Fault(cut_after=120_000))
+    path = make_store(online, spec_for("m", (url,), data)).path("m")
+    assert path.read_bytes() == data
+    log = server.state.requests("/m.onnx")
+    assert [(r, s) for _, r, s in log] == [(None, 200), ("bytes=120000-", 206)]
+
+
+def test_a_part_left_by_an_earlier_run_is_resumed(server, online, models_dir) -> None:
+    data = payload(SIZE, seed=2)
+    models_dir.mkdir(parents=True)
+    (models_dir / "m.onnx.part").write_bytes(data[:50_000])
+    url = server.serve("/m.onnx", data)
+    assert make_store(online, spec_for("m", (url,), data)).path("m").read_bytes() == data
+    assert [r for _, r, _ in server.state.requests("/m.onnx")] == ["bytes=50000-"]
+
+
+def test_server_ignoring_range_restarts_from_zero(server, online, models_dir) -> None:
+    data = payload(SIZE, seed=3)
+    url = server.serve("/m.onnx", data, Fault(cut_after=100_000, ignore_range=True))
+    assert make_store(online, spec_for("m", (url,), data)).path("m").read_bytes() == data
+    assert [s for _, _, s in server.state.requests("/m.onnx")] == [200, 200]
+
+
+def test_file_changed_on_server_between_cut_and_resume_is_caught_and_restarted(server, online, models_dir) -> None:
+    old, new = payload(SIZE, seed=4), payload(SIZE, seed=5)
+    url = server.serve("/m.onnx", old, Fault(cut_after=100_000, change_to=new))
+    path = make_store(online, spec_for("m", (url,), new)).path("m")  # the catalog pins the new file
+    assert path.read_bytes() == new
+    ranges = [r for _, r, _ in server.state.requests("/m.onnx")]
+    assert ranges == [None, "bytes=100000-", None]  # resumed, hash failed, fetched again whole
+
+
+def test_sha256_mismatch_deletes_the_file_and_says_so(server, online, models_dir) -> None:
+    data = payload(SIZE, seed=6)
+    spec = replace(spec_for("m", (server.serve("/m.onnx", data),), data), sha256="0" * 64)
+    with pytest.raises(DownloadError) as info:
+        make_store(online, spec).path("m")
+    assert info.value.exit_code == 3
+    assert "SHA-256 mismatch" in info.value.message and "deleted" in info.value.message
+    assert "m.onnx" in info.value.message
+    assert not (models_dir / "m.onnx").exists() and leftovers(models_dir) == []
+
+
+def test_size_mismatch_is_refused(server, online, models_dir) -> None:
+    data = payload(SIZE, seed=7)
+    spec = replace(spec_for("m", (server.serve("/m.onnx", data),), data), size=SIZE + 10)
+    with pytest.raises(DownloadError) as info:
+        make_store(online, spec).path("m")
+    assert f"{SIZE} bytes" in info.value.message and str(SIZE + 10) in info.value.message
+    assert not (models_dir / "m.onnx").exists() and leftovers(models_dir) == []
+
+
+def test_404_is_an_error_naming_the_status(server, online, models_dir) -> None:
+    data = payload(1000)
+    with pytest.raises(DownloadError) as info:
+        make_store(online, spec_for("m", (server.url("/nowhere.onnx"),), data)).path("m")
+    assert "404" in info.value.message and info.value.exit_code == 3
+    assert len(server.state.requests("/nowhere.onnx")) == 1  # a 404 is not retried
+
+
+def test_mirror_is_used_when_the_primary_fails(server, online) -> None:
+    data = payload(SIZE, seed=8)
+    mirror = server.serve("/mirror/m.onnx", data)
+    path = make_store(online, spec_for("m", (server.url("/gone.onnx"), mirror), data)).path("m")
+    assert path.read_bytes() == data
+
+
+def test_transient_server_errors_are_retried(server, online) -> None:
+    data = payload(SIZE, seed=9)
+    url = server.serve("/m.onnx", data, Fault(status=503, times=2))
+    assert make_store(online, spec_for("m", (url,), data)).path("m").read_bytes() == data
+    assert [s for _, _, s in server.state.requests("/m.onnx")] == [503, 503, 200]
+
+
+def test_offline_never_touches_the_network(server, models_dir) -> None:
+    data = payload(1000)
+    url = server.serve("/m.onnx", data)
+    offline = RuntimeSettings(models_dir=models_dir, offline=True, accept_license=True, quiet=True)
+    store = make_store(offline, spec_for("m", (url,), data))
+    assert not store.can_provide("m")
+    with pytest.raises(ModelError) as info:
+        store.path("m")
+    assert info.value.exit_code == 3
+    assert "livecam models download m" in info.value.message and "offline" in info.value.message
+    assert server.state.log == []
+
+
+def test_licence_must_be_accepted_before_downloading(server, online, models_dir) -> None:
+    data = payload(1000)
+    spec = spec_for("m", (server.serve("/m.onnx", data),), data, needs_acceptance=True)
+    store = make_store(online, spec)
+    assert not store.can_provide("m")
+    with pytest.raises(LicenseNotAcceptedError) as info:
+        store.path("m")
+    assert info.value.exit_code == 3 and "--accept-license" in info.value.message
+    assert "non-commercial" in info.value.message
+    assert server.state.log == []
+    asked = []
+    assert make_store(online, spec, confirm=lambda s: asked.append(s.name) or True).path("m").is_file()
+    assert asked == ["m"]
+    (models_dir / "m.onnx").unlink()
+    accepted = replace(online, accept_license=True)
+    assert make_store(accepted, spec).path("m").read_bytes() == data
+
+
+def test_verification_is_remembered_and_redone_when_the_file_changes(server, online, monkeypatch) -> None:
+    data = payload(SIZE, seed=10)
+    spec = spec_for("m", (server.serve("/m.onnx", data),), data)
+    path = make_store(online, spec).path("m")
+    calls = []
+    real = store_module.sha256_file
+    monkeypatch.setattr(store_module, "sha256_file", lambda p: calls.append(p) or real(p))
+    assert make_store(online, spec).path("m") == path
+    assert calls == []  # remembered: no re-hash on startup
+    assert make_store(online, spec).state("m").state == "verified"
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 5_000_000_000))
+    make_store(online, spec).path("m")
+    assert calls == [path]
+
+
+# ---- buffalo_l-style archives -------------------------------------------------------------
+
+def _archive_catalog(server: LoopbackServer, members: dict[str, bytes], det: bytes, rec: bytes):
+    blob = make_zip(members)
+    archive = ArchiveSpec("pack.zip", (server.serve("/pack.zip", blob),), len(blob), sha(blob),
+                          ("det.onnx", "rec.onnx"))
+    det_spec = replace(spec_for("det", (), det, needs_acceptance=True), archive=archive)
+    rec_spec = replace(spec_for("rec", (), rec, needs_acceptance=True), archive=archive)
+    return det_spec, rec_spec
+
+
+def test_archive_extracts_only_the_expected_members(server, models_dir) -> None:
+    det, rec = payload(5000, 11), payload(7000, 12)
+    specs = _archive_catalog(server, {"pack/det.onnx": det, "pack/rec.onnx": rec, "pack/extra.onnx": b"x" * 99,
+                                      "README.txt": b"hello"}, det, rec)
+    settings = RuntimeSettings(models_dir=models_dir, accept_license=True, quiet=True)
+    store = make_store(settings, *specs)
+    assert store.path("det").read_bytes() == det
+    assert sorted(p.name for p in models_dir.iterdir() if not p.name.startswith(".")) == ["det.onnx", "rec.onnx"]
+    assert store.path("rec").read_bytes() == rec
+    assert len(server.state.requests("/pack.zip")) == 1  # one archive gave both members
+
+
+def test_archive_member_climbing_out_of_the_folder_is_refused(server, tmp_path, models_dir) -> None:
+    det, rec = payload(5000, 13), payload(7000, 14)
+    specs = _archive_catalog(server, {"../det.onnx": det, "../../rec.onnx": rec}, det, rec)
+    settings = RuntimeSettings(models_dir=models_dir, accept_license=True, quiet=True)
+    with pytest.raises(DownloadError) as info:
+        make_store(settings, *specs).path("det")
+    assert "refusing member" in info.value.message and info.value.exit_code == 3
+    assert not (tmp_path / "det.onnx").exists() and not (tmp_path.parent / "rec.onnx").exists()
+    assert not (models_dir / "det.onnx").exists() and not (models_dir / "pack.zip").exists()
+
+
+def test_extract_members_writes_only_catalog_names(tmp_path) -> None:
+    det = payload(100, 15)
+    zip_path = tmp_path / "a.zip"
+    zip_path.write_bytes(make_zip({"sub/det.onnx": det, "/etc/evil.onnx": b"e", "other.bin": b"o"}))
+    spec = spec_for("det", (), det)
+    out = tmp_path / "out"
+    out.mkdir()
+    assert extract_members(zip_path, out, {"det.onnx": spec}) == [out / "det.onnx"]
+    assert sorted(p.name for p in out.iterdir()) == ["det.onnx"]
+
+
+def test_archive_member_with_wrong_content_is_not_kept(server, models_dir) -> None:
+    det, rec = payload(5000, 16), payload(7000, 17)
+    specs = _archive_catalog(server, {"det.onnx": payload(5000, 99), "rec.onnx": rec}, det, rec)
+    settings = RuntimeSettings(models_dir=models_dir, accept_license=True, quiet=True)
+    with pytest.raises(DownloadError):
+        make_store(settings, *specs).path("det")
+    assert not (models_dir / "det.onnx").exists() and leftovers(models_dir) == []
+
+
+# ---- two processes ------------------------------------------------------------------------
+
+def test_two_processes_downloading_the_same_model_share_one_download(server, tmp_path, models_dir) -> None:
+    data = payload(400_000, seed=18)
+    url = server.serve("/m.onnx", data, Fault(throttle_s=0.1))  # ~0.7 s: the two overlap
+    catalog = tmp_path / "catalog.json"
+    catalog.write_text(catalog_to_json([spec_for("m", (url,), data)]))
+    code = ("import sys; from types import MappingProxyType; from pathlib import Path;"
+            "from livecam.models import catalog as c; from tests.models.helpers import catalog_from_json;"
+            "from livecam.models.store import ModelStore; from livecam.settings import RuntimeSettings;"
+            "c.CATALOG = MappingProxyType(catalog_from_json(Path(sys.argv[1]).read_text()));"
+            "print(ModelStore(RuntimeSettings(models_dir=Path(sys.argv[2]), quiet=True)).path('m'))")
+    env = python_path_env({**os.environ, "NO_PROXY": "127.0.0.1"})
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(catalog), str(models_dir)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], results
+    assert all(out.strip() == str(models_dir / "m.onnx") for out, _ in results)
+    assert (models_dir / "m.onnx").read_bytes() == data
+    assert [s for _, _, s in server.state.requests("/m.onnx")] == [200]  # one download, the other waited
+    assert leftovers(models_dir) == []
+
+
+def test_not_enough_disk_space_is_refused_before_downloading(server, online, monkeypatch) -> None:
+    data = payload(SIZE, seed=19)
+    spec = spec_for("m", (server.serve("/m.onnx", data),), data)
+    monkeypatch.setattr(store_module, "free_bytes", lambda path: 1000)
+    with pytest.raises(DownloadError) as info:
+        make_store(online, spec).path("m")
+    assert "not enough free disk space" in info.value.message and "--models-dir" in info.value.message
+    assert server.state.log == []
+
+
+def test_a_disk_write_failure_is_a_clear_error(server, online, models_dir, monkeypatch) -> None:
+    import errno
+
+    from livecam.models import download as download_module
+
+    data = payload(SIZE, seed=20)
+    spec = spec_for("m", (server.serve("/m.onnx", data),), data)
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(download_module, "_copy", full)
+    with pytest.raises(DownloadError) as info:
+        make_store(online, spec).path("m")
+    assert "No space left on device" in info.value.message and not (models_dir / "m.onnx").exists()
+
+
+def test_direct_mirror_is_used_when_the_archive_cannot_be_had(server, models_dir) -> None:
+    det, rec = payload(5000, 21), payload(7000, 22)
+    det_spec, rec_spec = _archive_catalog(server, {"det.onnx": det, "rec.onnx": rec}, det, rec)
+    server.state.files.pop("/pack.zip")  # the archive's host answers 404
+    det_spec = replace(det_spec, urls=(server.serve("/direct/det.onnx", det),))
+    settings = RuntimeSettings(models_dir=models_dir, accept_license=True, quiet=True)
+    assert make_store(settings, det_spec, rec_spec).path("det").read_bytes() == det
+    with pytest.raises(DownloadError) as info:  # no direct mirror for rec: the archive's 404 is reported
+        make_store(settings, det_spec, rec_spec).path("rec")
+    assert "404" in info.value.message
+
+
+def test_progress_bar_shows_bytes_and_rate_unless_quiet(server, models_dir, capsys) -> None:
+    data = payload(SIZE, seed=23)
+    spec = spec_for("m", (server.serve("/m.onnx", data),), data)
+    loud = RuntimeSettings(models_dir=models_dir)
+    ModelStore(loud, progress=True, catalog={"m": spec}, policy=FAST).path("m")
+    err = capsys.readouterr().err
+    assert "m.onnx" in err and "293k" in err and "B/s" in err  # 300,000 bytes in KiB, and a rate
+    (models_dir / "m.onnx").unlink()
+    quiet = RuntimeSettings(models_dir=models_dir, quiet=True)
+    ModelStore(quiet, progress=True, catalog={"m": spec}, policy=FAST).path("m")
+    assert capsys.readouterr().err == ""

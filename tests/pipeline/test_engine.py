@@ -1,0 +1,193 @@
+"""Engine: swap-model choice, building from settings, the per-frame calls and the live knobs."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from livecam.errors import InputError, ModelError
+from livecam.frame import FramePacket
+from livecam.media.images import read_image
+from livecam.pipeline.engine import Engine, choose_swap_model
+from livecam.runtime.providers import ProviderChoice
+from livecam.settings import AnalysisSettings, ProcessingSettings, RuntimeSettings, SwapSettings
+
+CPU = ProviderChoice(names=("cpu",), ort_providers=(("CPUExecutionProvider", ()),))
+CUDA = ProviderChoice(names=("cuda", "cpu"), ort_providers=(("CUDAExecutionProvider", ()), ("CPUExecutionProvider", ())))
+
+
+class FakeStore:
+    def __init__(self, available: set[str]) -> None:
+        self.available = available
+
+    def can_provide(self, name: str) -> bool:
+        return name in self.available
+
+
+ALL = {"inswapper_128", "inswapper_128_fp16", "w600k_r50"}
+
+
+def test_auto_swap_model(caplog: pytest.LogCaptureFixture) -> None:
+    assert choose_swap_model("auto", FakeStore(ALL), CUDA) == "inswapper_128_fp16"
+    assert choose_swap_model("auto", FakeStore(ALL), CPU) == "inswapper_128"
+    # fp16 missing on a GPU: fp32 is fine; fp32 missing on a CPU: fp16 is not used there.
+    assert choose_swap_model("auto", FakeStore({"inswapper_128", "w600k_r50"}), CUDA) == "inswapper_128"
+    assert not caplog.records
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        assert choose_swap_model("auto", FakeStore({"inswapper_128_fp16", "w600k_r50"}), CPU) == "mesh"
+    assert len(caplog.records) == 1
+    message = caplog.records[0].getMessage()
+    assert "mesh swapper" in message and "livecam models download inswapper_128" in message
+    assert "--accept-license" in message and "\n" not in message
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        assert choose_swap_model("auto", FakeStore({"inswapper_128"}), CPU) == "mesh"  # no ArcFace
+    assert "w600k_r50" in caplog.records[0].getMessage()
+    assert choose_swap_model("mesh", FakeStore(ALL), CUDA) == "mesh"
+    assert choose_swap_model("inswapper_128", FakeStore(set()), CPU) == "inswapper_128"
+
+
+def settings(tmp_path: Path, sources: tuple[Path, ...], *, models: Path | None = None, swap: str = "mesh",
+             processors: tuple[str, ...] = ("face_swapper",), **analysis: object) -> ProcessingSettings:
+    runtime = RuntimeSettings(providers=("cpu",), models_dir=models or tmp_path / "models", offline=True,
+                              unverified_models=models is not None, quiet=True)
+    return ProcessingSettings(sources=sources, frame_processors=processors, runtime=runtime,
+                              analysis=AnalysisSettings(**analysis), swap=SwapSettings(model=swap))
+
+
+@pytest.fixture
+def cache_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LIVECAM_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def small(faces_dir: Path, name: str, tmp_path: Path) -> Path:
+    """A half-size copy of a real photo (faster, still a clear face)."""
+    img = cv2.imread(str(faces_dir / name))
+    out = tmp_path / f"small_{Path(name).stem}.png"
+    cv2.imwrite(str(out), cv2.resize(img, (img.shape[1] // 2, img.shape[0] // 2), interpolation=cv2.INTER_AREA))
+    return out
+
+
+def test_mesh_engine_end_to_end(tmp_path: Path, faces_dir: Path, cache_env: None) -> None:
+    source = small(faces_dir, "biden.jpg", tmp_path)
+    engine = Engine.create(settings(tmp_path, (source,)), live=False, progress=False)
+    assert engine.processor_names == ["face_swapper"] and engine.swap_model == "mesh"
+    line = engine.describe()
+    assert "blazeface_full_range" in line and "mesh" in line and "cpu" in line and "\n" not in line
+    assert engine.sources[0].face.landmarks is not None
+    target = read_image(small(faces_dir, "obama.jpg", tmp_path))
+    packet = FramePacket(index=0, image=target.copy())
+    engine.analyse(packet, track=False)
+    assert len(packet.faces) == 1 and {"detect", "landmarks", "analyse"} <= set(packet.timings)
+    engine.process(packet)
+    assert "face_swapper" in packet.timings
+    x1, y1, x2, y2 = packet.faces[0].bbox.astype(int)
+    changed = np.abs(packet.image.astype(int) - target).sum(axis=2) > 0
+    assert changed[y1:y2, x1:x2].mean() > 0.2  # the face changed
+    assert not changed[: max(0, y1 - 60)].any()  # the top of the frame did not
+    # The governor's knobs.
+    engine.set_enabled("face_swapper", False)
+    assert not engine.is_enabled("face_swapper")
+    again = FramePacket(index=1, image=target.copy())
+    engine.analyse(again, track=True)
+    engine.process(again)
+    assert np.array_equal(again.image, target)
+    engine.set_enabled("face_enhancer", False)  # not in this run: ignored
+    engine.set_detect_every(2)
+    engine.set_det_size(320)
+    assert engine.next_source() is None  # nothing to cycle
+
+
+def test_source_folder_cycles_in_live_mode(tmp_path: Path, faces_dir: Path, cache_env: None) -> None:
+    folder = tmp_path / "faces"
+    folder.mkdir()
+    shutil.copy(small(faces_dir, "biden.jpg", tmp_path), folder / "a_biden.png")
+    cv2.imwrite(str(folder / "b_blank.png"), np.full((120, 120, 3), 128, np.uint8))  # no face: skipped
+    shutil.copy(small(faces_dir, "obama2.jpg", tmp_path), folder / "c_obama.png")
+    (folder / "notes.txt").write_text("not a photo")
+    engine = Engine.create(settings(tmp_path, (folder,)), live=True, progress=False)
+    assert engine.sources[0].paths == (folder / "a_biden.png",)
+    assert engine.next_source() == "c_obama.png"
+    assert engine.sources[0].paths == (folder / "c_obama.png",)
+    assert engine.next_source() == "a_biden.png"
+    # Live analysis tracks: one stable track id, detection only every other frame.
+    engine.set_detect_every(2)
+    frame = read_image(folder / "c_obama.png")
+    ids = []
+    for i in range(4):
+        packet = FramePacket(index=i, image=frame.copy(), pts=i / 30)
+        engine.analyse(packet, track=True)
+        assert len(packet.faces) == 1 and packet.faces[0].landmarks is not None
+        ids.append(packet.faces[0].track_id)
+        engine.process(packet)
+    assert ids[0] is not None and len(set(ids)) == 1
+    with pytest.raises(InputError, match="folder"):
+        Engine.create(settings(tmp_path, (folder,)), live=False, progress=False)
+
+
+def test_bad_sources(tmp_path: Path, faces_dir: Path, cache_env: None) -> None:
+    with pytest.raises(InputError, match="does not exist"):
+        Engine.create(settings(tmp_path, (tmp_path / "nope.jpg",)), live=False, progress=False)
+    blank = tmp_path / "blank.png"
+    cv2.imwrite(str(blank), np.full((120, 120, 3), 128, np.uint8))
+    with pytest.raises(InputError, match="no face found in source photo .*blank.png"):
+        Engine.create(settings(tmp_path, (blank,)), live=False, progress=False)
+    with pytest.raises(InputError, match="--map"):
+        Engine.create(settings(tmp_path, (blank,), face_map=((blank, blank),)), live=False, progress=False)
+
+
+def test_missing_enhancer_model_offline_is_a_model_error(tmp_path: Path, faces_dir: Path, cache_env: None) -> None:
+    source = small(faces_dir, "biden.jpg", tmp_path)
+    with pytest.raises(ModelError, match="gfpgan_1.4") as info:
+        Engine.create(settings(tmp_path, (source,), processors=("face_swapper", "face_enhancer")),
+                      live=False, progress=False)
+    assert info.value.exit_code == 3
+
+
+@pytest.fixture
+def standin_models(tmp_path: Path) -> Path:
+    from tests.standins.arcface import build_arcface
+    from tests.standins.inswapper import build_inswapper
+
+    folder = tmp_path / "standins"
+    folder.mkdir()
+    build_arcface(folder / "w600k_r50.onnx")
+    build_inswapper(folder / "inswapper_128.onnx")
+    return folder
+
+
+def test_inswapper_engine_with_standins(tmp_path: Path, faces_dir: Path, cache_env: None, standin_models: Path) -> None:
+    pytest.importorskip("livecam.processors.face_swapper")
+    source = small(faces_dir, "biden.jpg", tmp_path)
+    engine = Engine.create(settings(tmp_path, (source,), models=standin_models, swap="auto"),
+                           live=False, progress=False)
+    assert engine.swap_model == "inswapper_128"
+    assert engine.sources[0].embedding is not None and engine.sources[0].embedding.shape == (512,)
+    target = read_image(small(faces_dir, "obama.jpg", tmp_path))
+    packet = FramePacket(index=0, image=target.copy())
+    engine.analyse(packet, track=False)
+    engine.process(packet)
+    assert len(packet.faces) == 1 and not np.array_equal(packet.image, target)
+
+
+def test_map_mode_with_standins(tmp_path: Path, faces_dir: Path, cache_env: None, standin_models: Path) -> None:
+    """--map biden=obama: the face matching the obama reference gets the biden source; a map whose
+    reference is nobody in the frame swaps nothing."""
+    biden, obama = small(faces_dir, "biden.jpg", tmp_path), small(faces_dir, "obama.jpg", tmp_path)
+    target = read_image(obama)
+    engine = Engine.create(settings(tmp_path, (), models=standin_models, face_map=((biden, obama),),
+                                    reference_distance=0.3), live=False, progress=False)
+    assert len(engine.sources) == 1
+    packet = FramePacket(index=0, image=target.copy())
+    engine.analyse(packet, track=False)
+    assert [f.source_key for f in packet.faces] == [0]
+    engine = Engine.create(settings(tmp_path, (biden,), models=standin_models, reference=(biden,),
+                                    reference_distance=0.3), live=False, progress=False)
+    packet = FramePacket(index=0, image=target.copy())
+    engine.analyse(packet, track=False)
+    assert packet.faces == []  # the target is not the reference person

@@ -1,0 +1,356 @@
+"""The file pipeline with fake engines: order, bounded memory, frame range, label, audio, errors."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from livecam.errors import Interrupted
+from livecam.faces.face import Face
+from livecam.frame import FramePacket
+from livecam.pipeline.file import (
+    OutFrame,
+    RunOptions,
+    VideoOptions,
+    frames_in_flight,
+    process_video,
+    retime,
+    run_frames,
+)
+from livecam.provenance import label_box
+from tests.videos import count_frames, make_clip, probe, read_index
+
+SQUARE = (slice(20, 44), slice(40, 72))  # rows, cols the fake engine inverts
+
+
+class InvertEngine:
+    """Inverts a square and 'finds' a face there; optional per-frame delay and failure."""
+
+    def __init__(self, delay=None, fail_at: int | None = None, face: bool = True) -> None:  # type: ignore[no-untyped-def]
+        self.delay = delay
+        self.fail_at = fail_at
+        self.face = face
+        self.seen: list[int] = []
+        self._lock = threading.Lock()
+
+    def analyse(self, packet: FramePacket, track: bool) -> None:
+        assert track is False
+        packet.faces = [Face(bbox=[40, 20, 72, 44], score=0.9, kps=np.full((5, 2), 50.0))] if self.face else []
+        packet.timings["detect"] = 1.0
+
+    def process(self, packet: FramePacket) -> None:
+        if self.fail_at is not None and packet.index == self.fail_at:
+            raise RuntimeError("processor exploded")
+        if self.delay is not None:
+            time.sleep(self.delay(packet.index))
+        with self._lock:
+            self.seen.append(packet.index)  # in the order frames finish
+        rows, cols = SQUARE
+        packet.image[rows, cols] = 255 - packet.image[rows, cols]
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_clip(tmp_path_factory.mktemp("clip") / "in.mp4", frames=30, size=(128, 96), fps=30, stamp=True)
+
+
+def _opts(clip: Path, out: Path, **kw) -> VideoOptions:  # type: ignore[no-untyped-def]
+    return VideoOptions(input=clip, output=out, **kw)
+
+
+def _square_diff(a: np.ndarray, b: np.ndarray) -> float:
+    rows, cols = SQUARE
+    return float(np.abs(a[rows, cols].astype(int) - b[rows, cols].astype(int)).mean())
+
+
+def test_frames_come_out_in_order_with_four_workers_and_uneven_delays(tmp_path: Path, clip: Path) -> None:
+    # Early frames are slowest, so later ones finish first and must wait in the reorder buffer.
+    engine = InvertEngine(delay=lambda i: 0.002 * ((7 * i) % 11) + (0.03 if i % 5 == 0 else 0.0))
+    out = tmp_path / "out.mp4"
+    result = process_video(_opts(clip, out, workers=4, label=False), engine, quiet=True)
+    assert result.stats.frames == 30 and result.stats.processed == 30 and result.stats.with_faces == 30
+    assert sorted(engine.seen) == list(range(30)) and engine.seen != list(range(30))  # really out of order
+    info = probe(out)
+    assert [read_index(img) for img in info["images"]] == list(range(30))
+    assert info["frames"] == 30 and info["rate"] == 30
+    src = probe(clip)
+    assert info["times"] == pytest.approx(src["times"], abs=1e-3)
+    assert info["audio_duration"] == pytest.approx(src["audio_duration"], abs=1 / 30)
+    assert _square_diff(info["images"][5], src["images"][5]) > 60  # processed
+    assert not list(tmp_path.glob(".*part*"))  # no temporary file left
+
+
+def test_frames_in_flight_are_bounded() -> None:
+    """However long the input, at most max_in_flight frames exist between decode and write."""
+    alive = 0
+    peak = 0
+    lock = threading.Lock()
+
+    def frames():  # type: ignore[no-untyped-def]
+        nonlocal alive, peak
+        for i in range(200):
+            with lock:
+                alive += 1
+                peak = max(peak, alive)
+            yield OutFrame(np.zeros((8, 8, 3), np.uint8), i / 30)
+
+    written: list[int] = []
+
+    def write(packet: FramePacket) -> None:
+        nonlocal alive
+        time.sleep(0.001)  # a slow encoder: the decoder must wait, not pile up frames
+        written.append(packet.index)
+        with lock:
+            alive -= 1
+
+    stats = run_frames(frames(), write, InvertEngine(face=False), RunOptions(workers=3, max_in_flight=6, label=False))
+    assert written == list(range(200)) and stats.frames == 200
+    assert peak <= 6
+
+
+def test_frames_in_flight_budget() -> None:
+    assert frames_in_flight(1920 * 1080 * 3, 4, None) == 12
+    assert frames_in_flight(1920 * 1080 * 3, 4, 0.1) == 6  # never below workers + 2
+    assert frames_in_flight(1920 * 1080 * 3, 2, 64) == 16  # no use in more than 4 per worker + 8
+    assert frames_in_flight(1920 * 1080 * 3, 4, 0.2) == 6
+    assert 6 < frames_in_flight(1920 * 1080 * 3, 4, 0.15 * 4) <= 24
+
+
+def test_a_worker_error_stops_the_run_and_leaves_no_output(tmp_path: Path, clip: Path) -> None:
+    out = tmp_path / "out.mp4"
+    with pytest.raises(RuntimeError, match="exploded"):
+        process_video(_opts(clip, out, workers=2), InvertEngine(fail_at=12), quiet=True)
+    assert not out.exists()
+    assert os.listdir(tmp_path) == []
+
+
+def test_keep_partial_finalises_a_shorter_valid_video_on_error(tmp_path: Path, clip: Path) -> None:
+    out = tmp_path / "out.mp4"
+    with pytest.raises(RuntimeError):
+        process_video(_opts(clip, out, workers=1, keep_partial=True), InvertEngine(fail_at=20), quiet=True)
+    info = probe(out)
+    assert 0 < info["frames"] < 30
+    assert [read_index(img) for img in info["images"]] == list(range(info["frames"]))
+    # The audio is cut where the video stops.
+    assert info["audio_duration"] <= info["frames"] / 30 + 0.1
+
+
+def test_interrupt_is_reported_and_cleans_up(tmp_path: Path, clip: Path) -> None:
+    out = tmp_path / "out.mp4"
+    engine = InvertEngine(delay=lambda i: 0.01)
+    main = threading.get_ident()
+
+    def interrupt() -> None:
+        time.sleep(0.15)
+        import _thread
+
+        _thread.interrupt_main()  # what Ctrl-C does
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    with pytest.raises(Interrupted, match="no output written"):
+        process_video(_opts(clip, out, workers=2), engine, quiet=True)
+    assert threading.get_ident() == main
+    assert not out.exists() and os.listdir(tmp_path) == []
+
+
+def test_frame_range_leaves_other_frames_untouched(tmp_path: Path, clip: Path) -> None:
+    out = tmp_path / "out.mkv"
+    result = process_video(_opts(clip, out, workers=2, frame_range=(10, 20), label=False), InvertEngine(), quiet=True)
+    assert result.stats.processed == 10
+    src, got = probe(clip)["images"], probe(out)["images"]
+    for i in range(30):
+        changed = _square_diff(src[i], got[i]) > 60
+        assert changed == (10 <= i < 20), i
+
+
+def test_no_face_anywhere_completes_with_a_warning(tmp_path: Path, clip: Path,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    out = tmp_path / "out.mp4"
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        result = process_video(_opts(clip, out, label=False), InvertEngine(face=False), quiet=True)
+    assert out.exists() and result.stats.with_faces == 0
+    assert any("no face was found" in r.getMessage() for r in caplog.records)
+
+
+def test_label_changes_only_its_corner_and_no_label_removes_it(tmp_path: Path, clip: Path) -> None:
+    class Identity:
+        def analyse(self, packet: FramePacket, track: bool) -> None:
+            packet.faces = []
+
+        def process(self, packet: FramePacket) -> None:
+            pass
+
+    labelled, plain = tmp_path / "l.mp4", tmp_path / "p.mp4"
+    process_video(_opts(clip, labelled, label=True, quality=0), Identity(), quiet=True)
+    process_video(_opts(clip, plain, label=False, quality=0), Identity(), quiet=True)
+    a, b = probe(labelled)["images"][15].astype(int), probe(plain)["images"][15].astype(int)
+    x1, y1, x2, y2 = label_box(a.shape)
+    inside = np.abs(a[y1:y2, x1:x2] - b[y1:y2, x1:x2]).mean()
+    outside = np.abs(a - b)
+    outside[max(0, y1 - 16):, max(0, x1 - 16):] = 0  # codec blocks next to the label may shift a little
+    assert inside > 20
+    assert outside.max() <= 3
+    src = probe(clip)["images"][15].astype(int)
+    assert np.abs(src - b).mean() < 2  # no label: the frame is the input's
+
+
+def test_no_audio_and_other_streams_dropped(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    src = make_clip(tmp_path / "subs.mkv", frames=8, size=(64, 48), subtitle=True)
+    out = tmp_path / "out.mkv"
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        process_video(_opts(src, out, audio=False), InvertEngine(face=False), quiet=True)
+    assert probe(out)["streams"] == ["video"]
+    assert any("subtitle stream is not copied" in r.getMessage() for r in caplog.records)
+
+
+def test_variable_frame_rate_keeps_timestamps(tmp_path: Path) -> None:
+    times = [0.0, 0.04, 0.1, 0.3, 0.31, 0.5, 0.52, 0.9]
+    src = make_clip(tmp_path / "vfr.mkv", frames=8, size=(64, 48), audio=False, timestamps=times)
+    out = tmp_path / "out.mp4"
+    process_video(_opts(src, out), InvertEngine(face=False), quiet=True)
+    assert probe(out)["times"] == pytest.approx(times, abs=2e-3)
+
+
+def test_fps_option_resamples_to_a_constant_rate(tmp_path: Path, clip: Path) -> None:
+    out = tmp_path / "out.mp4"
+    result = process_video(_opts(clip, out, fps=15), InvertEngine(face=False), quiet=True)
+    info = probe(out)
+    assert info["frames"] == 15 == result.stats.frames
+    assert info["rate"] == 15
+    assert [read_index(img) for img in info["images"]] == list(range(0, 30, 2))
+    assert info["times"] == pytest.approx([i / 15 for i in range(15)], abs=1e-3)
+
+
+def test_retime_repeats_and_drops_nearest_frames() -> None:
+    @dataclass
+    class F:
+        image: object
+        time: float
+
+    src = [F(i, i / 30) for i in range(6)]
+    assert [f.image for f in retime(src, Fraction(60), Fraction(30))] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+    assert [f.image for f in retime(src, Fraction(15), Fraction(30))] == [0, 2, 4]
+    assert [round(f.time * 15, 6) for f in retime(src, Fraction(15), Fraction(30))] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("keep_partial", [False, True])
+def test_disk_full_is_an_output_error_and_leaves_nothing(tmp_path: Path, keep_partial: bool) -> None:
+    """RLIMIT_FSIZE in a subprocess stands in for a full disk; even --keep-partial cannot keep a
+    file that could not be written."""
+    src = make_clip(tmp_path / "in.mp4", frames=40, size=(160, 120), stamp=True)
+    out = tmp_path / "out" / "out.mkv"
+    out.parent.mkdir()
+    script = f"""
+import resource, signal, sys
+sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
+from pathlib import Path
+from livecam.errors import OutputError
+from livecam.pipeline.file import process_video, VideoOptions
+from tests.pipeline.test_file_pipeline import InvertEngine
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (20000, resource.RLIM_INFINITY))
+try:
+    process_video(VideoOptions(input=Path({str(src)!r}), output=Path({str(out)!r}), quality=0,
+                               keep_partial={keep_partial}), InvertEngine(), quiet=True)
+except OutputError as exc:
+    print("OUTPUT_ERROR", exc.message)
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert "OUTPUT_ERROR" in proc.stdout, proc.stdout + proc.stderr
+    assert "size limit" in proc.stdout or "disk full" in proc.stdout
+    assert os.listdir(out.parent) == []
+
+
+_RSS_SCRIPT = """
+import resource, sys
+sys.path.insert(0, {root!r})
+from pathlib import Path
+from livecam.pipeline.file import process_video, VideoOptions
+from tests.pipeline.test_file_pipeline import InvertEngine
+process_video(VideoOptions(input=Path(sys.argv[1]), output=Path(sys.argv[2]), workers=2), InvertEngine(), quiet=True)
+print("PEAK_KB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def test_peak_memory_does_not_grow_with_length(tmp_path: Path) -> None:
+    root = str(Path(__file__).resolve().parents[2])
+    peaks = {}
+    for frames in (60, 600):
+        src = make_clip(tmp_path / f"in{frames}.mp4", frames=frames, size=(320, 240), audio=True)
+        proc = subprocess.run([sys.executable, "-c", _RSS_SCRIPT.format(root=root), str(src),
+                               str(tmp_path / f"out{frames}.mp4")], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        peaks[frames] = int(proc.stdout.split("PEAK_KB")[1])
+        assert count_frames(tmp_path / f"out{frames}.mp4") == frames
+    assert peaks[600] <= 1.2 * peaks[60], peaks
+
+
+def _stream_ends(path: Path) -> tuple[float, float, int]:
+    """(end of the last video frame, end of the last audio packet, video frames), in seconds,
+    from the packets alone."""
+    import av
+
+    video_end = audio_end = 0.0
+    frames = 0
+    with av.open(str(path)) as c:
+        for packet in c.demux():
+            if packet.pts is None or not packet.size:
+                continue
+            end = float((packet.pts + (packet.duration or 0)) * packet.time_base)
+            if packet.stream.type == "video":
+                video_end = max(video_end, end)
+                frames += 1
+            elif packet.stream.type == "audio":
+                audio_end = max(audio_end, end)
+    return video_end, audio_end, frames
+
+
+@pytest.fixture(scope="module")
+def minute_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_clip(tmp_path_factory.mktemp("minute") / "minute.mp4", frames=1800, size=(64, 48), fps=30)
+
+
+@pytest.mark.parametrize("suffix", [".mp4", ".webm"])
+def test_audio_stays_in_sync_at_the_end_of_a_one_minute_clip(tmp_path: Path, minute_clip: Path, suffix: str) -> None:
+    src = minute_clip
+    out = tmp_path / f"out{suffix}"
+    encoder = "libvpx-vp9" if suffix == ".webm" else "libx264"
+    process_video(_opts(src, out, workers=2, encoder=encoder, quality=40), InvertEngine(face=False), quiet=True)
+    v_in, a_in, n_in = _stream_ends(src)
+    v_out, a_out, n_out = _stream_ends(out)
+    assert n_out == n_in == 1800
+    frame = 1 / 30
+    assert v_out == pytest.approx(v_in, abs=frame)
+    assert a_out == pytest.approx(a_in, abs=frame)  # copied (mp4) or re-encoded as Opus (webm)
+    assert (a_out - v_out) == pytest.approx(a_in - v_in, abs=frame)
+
+
+def test_progress_lines_when_not_a_terminal(caplog: pytest.LogCaptureFixture) -> None:
+    import io
+
+    from livecam.pipeline.progress import Progress
+
+    now = [0.0]
+    progress = Progress(100, stream=io.StringIO(), interval_s=5.0, clock=lambda: now[0])
+    with caplog.at_level(logging.INFO, logger="livecam"):
+        for _ in range(50):
+            now[0] += 0.25  # 4 fps
+            progress.advance()
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2  # one every 5 s of the 12.5 s
+    assert lines[-1].endswith("40/100 frames (40%), 4.0 fps, ETA 0:15")
+    quiet = Progress(100, quiet=True, stream=io.StringIO(), interval_s=0.0)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="livecam"):
+        quiet.advance()
+    assert caplog.records == []

@@ -1,0 +1,98 @@
+"""The governor: degrade one step over budget, undo after 3 s under 80%; with a fake clock and
+with the real pipeline on a processor whose cost the test switches."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from livecam.media.camera import SyntheticSource
+from livecam.media.sinks import MemorySink
+from livecam.pipeline.governor import Governor, default_steps
+from livecam.pipeline.live import LiveOptions, LivePipeline
+from tests.pipeline.test_live import FakeEngine
+
+
+def make(engine: FakeEngine, **kw: object) -> Governor:
+    return Governor(default_steps(engine, detect_every=1, det_size=640), 40.0, **kw)  # type: ignore[arg-type]
+
+
+def test_degrades_one_step_at_a_time_then_recovers_in_reverse(caplog: pytest.LogCaptureFixture) -> None:
+    engine = FakeEngine(processors=("face_swapper", "face_enhancer"))
+    gov = make(engine)
+    caplog.set_level(logging.INFO, logger="livecam")
+    t = 0.0
+    assert gov.observe(30.0, t) is None and gov.level == 0  # within budget
+    t += 1
+    assert "enhancer off" in (gov.observe(55.0, t) or "")
+    assert engine.enabled["face_enhancer"] is False and gov.level == 1
+    t += 1
+    assert gov.observe(55.0, t) is None  # this interval still has frames from before the change
+    t += 1
+    gov.observe(55.0, t)
+    assert engine.detect_every == 2 and gov.level == 2
+    t += 2
+    gov.observe(55.0, t)
+    assert engine.det_size == 320 and gov.level == 3
+    t += 2
+    assert gov.observe(90.0, t) is None and gov.level == 3  # nothing left to give up
+    for _ in range(2):
+        t += 1
+        assert gov.observe(20.0, t) is None
+    t += 1
+    assert "undo detect at 320" in (gov.observe(20.0, t) or "")
+    assert engine.det_size == 640 and gov.level == 2
+    t += 1
+    gov.observe(35.0, t)  # between 80% and 100%: hold, and the good streak restarts
+    for _ in range(2):
+        t += 1
+        gov.observe(20.0, t)
+    assert gov.level == 2
+    t += 1
+    gov.observe(20.0, t)
+    assert gov.level == 1 and engine.detect_every == 1
+    assert [e["action"] for e in gov.events] == ["degrade", "degrade", "degrade", "recover", "recover"]
+    assert "p95 latency 55 ms over the 40 ms budget: enhancer off" in caplog.text
+
+
+def test_steps_that_cannot_help_are_left_out_and_no_degrade_does_nothing() -> None:
+    engine = FakeEngine(processors=("face_swapper",))
+    assert [s.name for s in default_steps(engine, detect_every=1, det_size=320)] == ["detect every 2nd frame"]
+    gov = make(engine, enabled=False)
+    assert gov.observe(500.0, 1.0) is None and engine.calls == []
+    assert make(engine).observe(None, 1.0) is None
+
+
+def test_pipeline_degrades_and_recovers_when_the_processor_cost_is_switched(tmp_path: Path) -> None:
+    # The enhancer costs 80 ms at first (over a 40 ms budget), then the test makes it free.
+    engine = FakeEngine(process_s=0.002, enhancer_s=0.08, processors=("face_swapper", "face_enhancer"))
+    stats = tmp_path / "s.jsonl"
+    options = LiveOptions(max_latency_ms=40, interval_s=0.2, recover_s=0.6, handle_signals=False,
+                          stats_json=stats, det_size=320)
+    pipeline = LivePipeline(engine, SyntheticSource(fps=50, frames=None), MemorySink(keep=2), options)
+
+    def drive() -> None:
+        deadline = time.monotonic() + 8
+        while engine.enabled["face_enhancer"] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        engine.enhancer_s = 0.0  # the switch: now the enhancer is cheap
+        while not any(e["action"] == "recover" for e in pipeline.governor.events) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.3)
+        pipeline.stop()
+
+    driver = threading.Thread(target=drive)
+    driver.start()
+    result = pipeline.run()
+    driver.join()
+    steps = [(e["action"], e["step"]) for e in result.summary["degradations"]]
+    assert steps[:2] == [("degrade", "enhancer off"), ("recover", "enhancer off")], steps
+    assert engine.enabled["face_enhancer"] is True
+    lines = [json.loads(line) for line in stats.read_text().splitlines()]
+    assert any(r.get("degraded") == ["enhancer off"] for r in lines[:-1])
+    assert lines[-1]["summary"]["degradations"] == result.summary["degradations"]

@@ -1,0 +1,266 @@
+"""The live pipeline with a fake engine, a synthetic numbered camera and a memory sink."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from livecam.errors import DeviceError, InputError, LivecamError
+from livecam.frame import FramePacket
+from livecam.media.camera import SyntheticSource, read_index
+from livecam.media.sinks import MemorySink
+from livecam.pipeline.live import LiveOptions, LivePipeline, run_live_pipeline
+
+
+class FakeEngine:
+    """Stands in for livecam.pipeline.engine.Engine: costs are sleeps the test can switch."""
+
+    def __init__(self, process_s: float = 0.0, analyse_s: float = 0.0, enhancer_s: float = 0.0,
+                 processors: tuple[str, ...] = ("face_swapper",), fail_in: str | None = None,
+                 fail_at: int = 3, jitter: bool = False) -> None:
+        self.process_s = process_s
+        self.analyse_s = analyse_s
+        self.enhancer_s = enhancer_s
+        self.processor_names = processors
+        self.enabled = {name: True for name in processors}
+        self.detect_every = 1
+        self.det_size = 640
+        self.fail_in = fail_in
+        self.fail_at = fail_at
+        self.jitter = jitter
+        self.calls: list[tuple[str, object]] = []
+        self.sources = ["a.jpg", "b.jpg"]
+        self._rng = np.random.default_rng(0)
+        self._lock = threading.Lock()
+
+    def analyse(self, packet: FramePacket, track: bool = True) -> None:
+        if self.fail_in == "analyse" and packet.index >= self.fail_at:
+            raise InputError("fake analyse failure: the frame was not what the test expected")
+        time.sleep(self.analyse_s)
+        packet.timings["detect"] = self.analyse_s * 1000
+
+    def process(self, packet: FramePacket) -> None:
+        if self.fail_in == "process" and packet.index >= self.fail_at:
+            raise RuntimeError("fake processor exploded")
+        cost = self.process_s
+        if self.jitter:
+            with self._lock:
+                cost *= float(self._rng.uniform(0.2, 1.8))
+        if self.enabled.get("face_enhancer"):
+            cost += self.enhancer_s
+        time.sleep(cost)
+        packet.image[10:, 10:] = 200  # visible work that keeps the index stamp intact
+        packet.timings["face_swapper"] = cost * 1000
+
+    def set_enabled(self, name: str, enabled: bool) -> None:
+        self.calls.append(("enabled", (name, enabled)))
+        self.enabled[name] = enabled
+
+    def set_detect_every(self, n: int) -> None:
+        self.calls.append(("detect_every", n))
+        self.detect_every = n
+
+    def set_det_size(self, n: int) -> None:
+        self.calls.append(("det_size", n))
+        self.det_size = n
+
+    def next_source(self) -> str | None:
+        self.sources.append(self.sources.pop(0))
+        return self.sources[0]
+
+    def describe(self) -> str:
+        return "fake engine"
+
+
+def livecam_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("livecam-")]
+
+
+def indices(sink: MemorySink) -> list[int]:
+    return [read_index(frame) for frame in sink.frames]
+
+
+def opts(**kw: object) -> LiveOptions:
+    kw.setdefault("handle_signals", False)
+    return LiveOptions(**kw)  # type: ignore[arg-type]
+
+
+def test_frames_come_out_in_order_and_threads_stop_at_end_of_stream(tmp_path: Path) -> None:
+    source = SyntheticSource(frames=60, fps=100)
+    sink = MemorySink()
+    stats = tmp_path / "s.jsonl"
+    result = run_live_pipeline(FakeEngine(), source, sink, opts(stats_json=stats, interval_s=0.2))
+    got = indices(sink)
+    assert got == sorted(set(got)), "frames shown out of order or twice"
+    assert len(got) >= 30 and got[-1] == 59
+    assert result.stop_reason == "end of stream"
+    assert result.summary["frames"] == sink.written == len(got)
+    assert source.closed and sink.closed
+    assert livecam_threads() == []
+    lines = [json.loads(line) for line in stats.read_text().splitlines()]
+    assert "summary" in lines[-1] and lines[-1]["summary"]["frames"] == len(got)
+    assert lines[-1]["summary"]["degradations"] == []
+    per_second = lines[:-1]
+    assert per_second and {"fps", "latency_ms_p50", "latency_ms_p95", "dropped", "queue_depth", "stage_ms",
+                           "rss_mb"} <= per_second[0].keys()
+    assert per_second[0]["rss_mb"] is None  # no probe given
+
+
+def test_slow_processor_drops_frames_instead_of_queueing_them(tmp_path: Path) -> None:
+    interval, cost = 0.02, 0.06  # processing takes 3 frame intervals
+    sink = MemorySink()
+    stats = tmp_path / "s.jsonl"
+    result = run_live_pipeline(FakeEngine(process_s=cost), SyntheticSource(frames=60, fps=1 / interval), sink,
+                               opts(stats_json=stats, interval_s=0.25, degrade=False))
+    summary = result.summary
+    assert summary["dropped"] >= 25, summary
+    assert summary["dropped_by_reason"].get("process busy", 0) > 0
+    assert summary["frames"] + summary["dropped"] == 60
+    assert summary["latency_ms_p95"] < (2 * cost + interval) * 1000, summary
+    got = indices(sink)
+    assert got == sorted(set(got))
+    records = [json.loads(line) for line in stats.read_text().splitlines()][:-1]
+    assert all(depth <= 1 for r in records for depth in r["queue_depth"].values())
+
+
+def test_no_realtime_file_source_loses_no_frame_with_several_workers() -> None:
+    source = SyntheticSource(frames=40, live=False, realtime=False)
+    sink = MemorySink()
+    result = run_live_pipeline(FakeEngine(process_s=0.01, jitter=True), source, sink, opts(workers=3, queue_depth=2))
+    assert indices(sink) == list(range(40))
+    assert result.summary["dropped"] == 0
+
+
+def test_several_workers_on_a_live_source_keep_the_order() -> None:
+    sink = MemorySink()
+    engine = FakeEngine(process_s=0.03, jitter=True)
+    result = run_live_pipeline(engine, SyntheticSource(frames=60, fps=100), sink, opts(workers=3, degrade=False))
+    got = indices(sink)
+    assert got == sorted(set(got)), got
+    assert len(got) >= 20  # three workers keep up with far more than one could (~1 in 3)
+    assert result.summary["frames"] == len(got)
+
+
+@pytest.mark.parametrize("stage, error", [("analyse", InputError), ("process", RuntimeError)])
+def test_an_exception_in_a_stage_stops_everything_and_is_reraised(stage: str, error: type) -> None:
+    source = SyntheticSource(frames=None, fps=100)  # endless: only the error can stop it
+    sink = MemorySink()
+    started = time.perf_counter()
+    with pytest.raises(error) as info:
+        run_live_pipeline(FakeEngine(fail_in=stage, fail_at=5), source, sink, opts(workers=2))
+    assert time.perf_counter() - started < 2.0 + 1.0
+    assert "fake" in str(info.value)
+    if isinstance(info.value, LivecamError):
+        assert info.value.exit_code == 2
+    assert livecam_threads() == []
+    assert source.closed and sink.closed
+
+
+def test_max_frames_and_duration_stop_the_run() -> None:
+    sink = MemorySink()
+    result = run_live_pipeline(FakeEngine(), SyntheticSource(fps=200), sink, opts(max_frames=7))
+    assert result.stop_reason == "max frames" and sink.written == 7
+    sink = MemorySink()
+    result = run_live_pipeline(FakeEngine(), SyntheticSource(fps=50), sink, opts(duration=0.3))
+    assert result.stop_reason == "duration" and 1 <= sink.written <= 20
+    assert livecam_threads() == []
+
+
+def test_mirror_flips_frames() -> None:
+    sink = MemorySink()
+    run_live_pipeline(FakeEngine(), SyntheticSource(frames=5, fps=100), sink, opts(mirror=True))
+    flipped = [read_index(f[:, ::-1]) for f in sink.frames]  # the stamp moved to the top-right corner
+    assert flipped and flipped == sorted(set(flipped)) and flipped[-1] == 4
+    assert all(f[0, 0, 0] == 96 for f in sink.frames)
+
+
+class ScriptedSink(MemorySink):
+    """Reports keys at given poll calls, like a user pressing them in the window."""
+
+    def __init__(self, script: dict[int, list[str]]) -> None:
+        super().__init__()
+        self.script = script
+        self.polls = 0
+
+    def poll(self) -> list[str]:
+        self.polls += 1
+        return self.script.pop(self.polls, [])
+
+
+def test_window_keys_toggle_pause_enhancer_stats_mirror_and_cycle_sources() -> None:
+    engine = FakeEngine(processors=("face_swapper", "face_enhancer"))
+    sink = ScriptedSink({3: ["n", "e", "s", "m"], 10: ["space"], 25: ["space"], 40: ["q"]})
+    pipeline = LivePipeline(engine, SyntheticSource(fps=100), sink, opts(degrade=False))
+    result = pipeline.run()
+    assert result.stop_reason == "quit"
+    assert engine.sources[0] == "b.jpg"
+    assert engine.calls == [("enabled", ("face_enhancer", False))]
+    assert pipeline.stats_overlay is True and pipeline.mirror is True and pipeline.paused is False
+    assert result.summary["dropped_by_reason"].get("paused", 0) > 0
+    assert livecam_threads() == []
+
+
+def test_q_key_quits() -> None:
+    sink = MemorySink()
+    sink.keys = ["q"]
+    result = run_live_pipeline(FakeEngine(), SyntheticSource(fps=100), sink, opts())
+    assert result.stop_reason == "quit"
+    assert livecam_threads() == []
+
+
+class StallingSource(SyntheticSource):
+    """Gives a few frames, then its read blocks (a camera unplugged mid-stream)."""
+
+    def __init__(self) -> None:
+        super().__init__(fps=100)
+        self.release = threading.Event()
+
+    def read(self) -> np.ndarray | None:
+        if self._index >= 5:
+            self.release.wait(10)
+            return None
+        return super().read()
+
+
+def test_a_camera_that_stops_delivering_is_a_device_error_naming_it() -> None:
+    source = StallingSource()
+    try:
+        with pytest.raises(DeviceError, match="synthetic camera stopped delivering frames"):
+            run_live_pipeline(FakeEngine(), source, MemorySink(), opts(stall_timeout_s=0.3, join_timeout_s=0.3))
+        assert not source.closed  # never released under a blocked read
+    finally:
+        source.release.set()
+    deadline = time.time() + 2
+    while livecam_threads() and time.time() < deadline:
+        time.sleep(0.02)
+    assert livecam_threads() == []
+
+
+class ResizingSource(SyntheticSource):
+    """The camera switches to a larger mode mid-stream."""
+
+    def read(self) -> np.ndarray | None:
+        if self._index == 10:
+            self.width, self.height = 128, 96
+        return super().read()
+
+
+def test_a_frame_size_change_mid_stream_is_followed() -> None:
+    sink = MemorySink()
+    run_live_pipeline(FakeEngine(), ResizingSource(frames=20, live=False, realtime=False), sink, opts())
+    assert [f.shape[:2] for f in sink.frames] == [(48, 64)] * 10 + [(96, 128)] * 10
+    assert indices(sink) == list(range(20))
+
+
+def test_overlay_and_label_are_drawn() -> None:
+    sink = MemorySink()
+    run_live_pipeline(FakeEngine(), SyntheticSource(frames=30, fps=100, width=320, height=240), sink,
+                      opts(stats_overlay=True, label=True, interval_s=0.05))
+    last = sink.frames[-1]
+    assert (last[:60, :, :] == 255).any()  # white text of the overlay at the top
+    assert (last[-30:, -140:] != 200).any()  # something drawn over the bottom-right corner

@@ -1,0 +1,101 @@
+"""`livecam run` end to end on a generated clip, and its early errors."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import av
+import pytest
+
+from tests.conftest import run_cli
+from tests.videos import make_clip
+
+
+@pytest.fixture
+def biden_clip(tmp_path: Path, faces_dir: Path) -> Path:
+    """A short clip of a moving crop of biden.jpg."""
+    return make_clip(tmp_path / "clip.mp4", frames=24, size=(320, 240), fps=12, audio=False,
+                     source_image=faces_dir / "biden.jpg")
+
+
+def test_run_on_a_clip_with_the_mesh_swapper_writes_stats_and_summary(
+        tmp_path: Path, faces_dir: Path, biden_clip: Path, isolated_env: dict[str, str]) -> None:
+    stats = tmp_path / "s.jsonl"
+    rec = tmp_path / "rec.mp4"
+    proc = run_cli(["run", "--camera", str(biden_clip), "--output", str(rec), "--stats-json", str(stats),
+                    "--swap-model", "mesh", "--source", str(faces_dir / "obama.jpg")],
+                   env=isolated_env, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = [json.loads(line) for line in stats.read_text().splitlines()]
+    summary = lines[-1]["summary"]
+    assert {"frames", "fps", "latency_ms_p50", "latency_ms_p95", "dropped", "degradations"} <= summary.keys()
+    assert summary["stop_reason"] == "end of stream"
+    assert summary["frames"] >= 1 and summary["frames"] + summary["dropped"] == summary["captured"] == 24
+    assert all("fps" in r and "latency_ms_p95" in r for r in lines[:-1])
+    with av.open(str(rec)) as container:
+        assert container.metadata.get("synthetic") == "true"
+        assert sum(1 for _ in container.decode(video=0)) == summary["frames"]
+
+
+def test_missing_camera_file_is_a_usage_error(tmp_path: Path, isolated_env: dict[str, str]) -> None:
+    proc = run_cli(["run", "--camera", str(tmp_path / "nope.mp4"), "--output", "none", "--source", "x.jpg"],
+                   env=isolated_env)
+    assert proc.returncode == 2
+    assert "no such camera index, file or URL" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_auto_output_without_a_display_is_a_usage_error(tmp_path: Path, isolated_env: dict[str, str]) -> None:
+    clip = make_clip(tmp_path / "c.mp4", frames=2, audio=False)
+    env = {k: v for k, v in isolated_env.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    proc = run_cli(["run", "--camera", str(clip), "--source", "x.jpg"], env=env)
+    assert proc.returncode == 2
+    assert "no display found" in proc.stderr and "--output none" in proc.stderr
+
+
+def test_existing_recording_is_refused_without_force(tmp_path: Path, isolated_env: dict[str, str]) -> None:
+    clip = make_clip(tmp_path / "c.mp4", frames=2, audio=False)
+    existing = tmp_path / "rec.mp4"
+    existing.write_bytes(b"keep me")
+    proc = run_cli(["run", "--camera", str(clip), "--output", str(existing), "--source", "x.jpg"], env=isolated_env)
+    assert proc.returncode == 2 and "--force" in proc.stderr
+    assert existing.read_bytes() == b"keep me"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_stops_the_cli_with_130_and_a_complete_recording(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    clip = make_clip(tmp_path / "long.mp4", frames=240, size=(160, 120), fps=12, audio=False,
+                     source_image=faces_dir / "biden.jpg")
+    stats = tmp_path / "s.jsonl"
+    rec = tmp_path / "rec.mp4"
+    proc = subprocess.Popen([sys.executable, "-m", "livecam", "run", "--camera", str(clip), "--output", str(rec),
+                             "--stats-json", str(stats), "--swap-model", "mesh", "--source",
+                             str(faces_dir / "obama.jpg")], env=isolated_env, cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if stats.is_file() and stats.read_text().count("\n") >= 1:
+                break
+            time.sleep(0.1)
+        assert proc.poll() is None, proc.communicate()[1]
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+        elapsed = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert elapsed < 2.0 + 1.0
+    assert "interrupted" in err and "Traceback" not in err
+    summary = json.loads(stats.read_text().splitlines()[-1])["summary"]
+    assert summary["stop_reason"] == "interrupted"
+    with av.open(str(rec)) as container:
+        assert sum(1 for _ in container.decode(video=0)) == summary["frames"] >= 1

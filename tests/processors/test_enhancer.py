@@ -1,0 +1,215 @@
+"""The GFPGAN face enhancer: pre/post-processing round trip, blend, batching, the weight input."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from livecam.errors import ModelError
+from livecam.faces.align import FFHQ_512, align_matrix, invert, warp_crop
+from livecam.faces.face import Face
+from livecam.frame import FramePacket
+from livecam.processors.face_enhancer import FaceEnhancer
+from livecam.settings import EnhanceSettings
+from tests.standins.gfpgan import build_gfpgan
+from tests.standins.inswapper import build_inswapper
+
+OBAMA_KPS = np.array([[436, 214], [540, 214], [490, 270], [450, 320], [530, 320]], dtype=np.float32)
+BIDEN_KPS = np.array([[530, 322], [650, 345], [590, 405], [540, 460], [635, 470]], dtype=np.float32)
+
+
+def _session(path) -> ort.InferenceSession:
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.log_severity_level = 3
+    return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+
+
+class CountingSession:
+    """Wraps a session and records the batch size of every run() call."""
+
+    def __init__(self, session) -> None:
+        self._session = session
+        self.batches: list[int] = []
+
+    def get_inputs(self):
+        return self._session.get_inputs()
+
+    def get_outputs(self):
+        return self._session.get_outputs()
+
+    def run(self, names, feeds):
+        self.batches.append(int(feeds["input"].shape[0]))
+        return self._session.run(names, feeds)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("gfpgan")
+    return {
+        "identity": build_gfpgan(d / "identity.onnx"),
+        "identity_weight": build_gfpgan(d / "identity_weight.onnx", weight=True, dynamic_batch=True),
+        "random": build_gfpgan(d / "random.onnx", kind="random"),
+        "random_dynamic": build_gfpgan(d / "random_dynamic.onnx", kind="random", dynamic_batch=True),
+        "inswapper": build_inswapper(d / "inswapper.onnx"),
+    }
+
+
+def _face(kps: np.ndarray) -> Face:
+    kps = np.asarray(kps, dtype=np.float32)
+    r = float(np.linalg.norm(kps[1] - kps[0]))
+    c = kps.mean(axis=0)
+    return Face(bbox=[c[0] - r, c[1] - 1.2 * r, c[0] + r, c[1] + r], score=0.9, kps=kps)
+
+
+def _scaled(kps: np.ndarray, scale: float, offset=(0.0, 0.0)) -> np.ndarray:
+    return (kps * scale + np.float32(offset)).astype(np.float32)
+
+
+@pytest.fixture
+def two_faces(faces_dir):
+    """Obama and Biden side by side at half size (faces smaller than the 512 crop's, as usual)."""
+    obama = cv2.resize(cv2.imread(str(faces_dir / "obama.jpg")), None, fx=0.5, fy=0.5, interpolation=cv2.INTER_AREA)
+    biden = cv2.resize(cv2.imread(str(faces_dir / "biden.jpg")), None, fx=0.5, fy=0.5, interpolation=cv2.INTER_AREA)
+    h = 480
+    frame = np.concatenate([obama[:h], biden[:h]], axis=1)
+    faces = [_face(_scaled(OBAMA_KPS, 0.5)), _face(_scaled(BIDEN_KPS, 0.5, (obama.shape[1], 0)))]
+    return frame, faces
+
+
+def _run(enhancer: FaceEnhancer, image: np.ndarray, faces: list[Face]) -> np.ndarray:
+    packet = FramePacket(index=0, image=image.copy(), faces=faces)
+    enhancer.process(packet)
+    assert packet.timings["face_enhancer"] >= 0.0
+    return packet.image
+
+
+def _crop_region(face: Face, shape, inset: float = 0.0) -> np.ndarray:
+    """Frame pixels covered by the face's 512 crop (inset by `inset` crop px)."""
+    m = align_matrix(face.kps, FFHQ_512)
+    lo, hi = inset, 512 - inset
+    quad = cv2.transform(np.array([[[lo, lo], [hi, lo], [hi, hi], [lo, hi]]], np.float64), invert(m))[0]
+    mask = np.zeros(shape[:2], np.uint8)
+    cv2.fillConvexPoly(mask, np.round(quad).astype(np.int32), 1)
+    return mask.astype(bool)
+
+
+def test_identity_model_round_trip(models, two_faces):
+    frame, faces = two_faces
+    out = _run(FaceEnhancer(_session(models["identity"]), EnhanceSettings(blend=1.0)), frame, faces)
+    touched = np.zeros(frame.shape[:2], bool)
+    for face in faces:
+        inner = np.zeros(frame.shape[:2], bool)
+        x1, y1, x2, y2 = face.bbox.astype(int)
+        inner[y1:y2, x1:x2] = True
+        diff = np.abs(out[inner].astype(np.int16) - frame[inner])
+        assert diff.mean() < 2.0, diff.mean()  # alignment, normalisation and paste-back only
+        region = _crop_region(face, frame.shape)
+        touched |= cv2.dilate(region.astype(np.uint8), np.ones((5, 5), np.uint8)).astype(bool)
+    assert np.array_equal(out[~touched], frame[~touched])
+
+
+def test_weight_input_is_fed_one(models, two_faces):
+    frame, faces = two_faces
+    plain = _run(FaceEnhancer(_session(models["identity"]), EnhanceSettings(blend=1.0)), frame, faces)
+    weighted = _run(FaceEnhancer(_session(models["identity_weight"]), EnhanceSettings(blend=1.0)), frame, faces)
+    assert np.array_equal(plain, weighted)
+
+
+def test_pre_and_post_processing_match_the_spec(models, two_faces):
+    frame, faces = two_faces
+    session = _session(models["random"])
+    enhancer = FaceEnhancer(session, EnhanceSettings())
+    m = align_matrix(faces[0].kps, FFHQ_512)
+    crop = warp_crop(frame, m, 512, interpolation=cv2.INTER_LINEAR, border=cv2.BORDER_REPLICATE)
+    x = (crop[:, :, ::-1].astype(np.float32) / 255.0 - 0.5) / 0.5
+    y = session.run(None, {"input": x.transpose(2, 0, 1)[None].copy()})[0][0]
+    assert y.max() > 1.0 or y.min() < -1.0  # the stand-in overshoots: the clamp matters
+    expected = np.rint((np.clip(y, -1, 1) + 1.0) / 2.0 * 255.0).astype(np.uint8).transpose(1, 2, 0)[:, :, ::-1]
+    got = enhancer.restore([crop])[0]
+    assert got.shape == (512, 512, 3) and got.dtype == np.uint8
+    assert np.abs(got.astype(np.int16) - expected).max() <= 1
+
+
+def test_blend(models, two_faces):
+    frame, faces = two_faces
+    session = _session(models["random"])
+    full = _run(FaceEnhancer(session, EnhanceSettings(blend=1.0)), frame, faces).astype(np.int16)
+    assert not np.array_equal(full, frame)
+    assert np.array_equal(_run(FaceEnhancer(session, EnhanceSettings(blend=0.0)), frame, faces), frame)
+    half = _run(FaceEnhancer(session, EnhanceSettings(blend=0.5)), frame, faces).astype(np.int16)
+    lo, hi = np.minimum(full, frame), np.maximum(full, frame)
+    assert np.all(half >= lo - 1) and np.all(half <= hi + 1)
+    changed = np.abs(full - frame) > 4
+    assert changed.sum() > 1000
+    expected = (full[changed] + frame[changed].astype(np.int16)) / 2.0
+    assert np.abs(half[changed] - expected).mean() < 1.0
+
+
+def test_batched_call_gives_the_same_pixels_as_single_calls(models, two_faces):
+    frame, faces = two_faces
+    batched = CountingSession(_session(models["random_dynamic"]))
+    single = CountingSession(_session(models["random"]))
+    a = FaceEnhancer(batched, EnhanceSettings(blend=1.0))
+    b = FaceEnhancer(single, EnhanceSettings(blend=1.0))
+    assert a.batched and not b.batched
+    out_a, out_b = _run(a, frame, faces), _run(b, frame, faces)
+    assert batched.batches == [2]
+    assert single.batches == [1, 1]
+    assert np.array_equal(out_a, out_b)
+    for face in faces:  # both faces were enhanced
+        region = _crop_region(face, frame.shape, inset=200)
+        assert np.any(out_a[region] != frame[region])
+
+
+def test_small_faces_are_skipped(models):
+    session = CountingSession(_session(models["random"]))
+    frame = np.random.default_rng(0).integers(0, 255, (200, 200, 3), dtype=np.uint8)
+    tiny = _face(_scaled(OBAMA_KPS, 0.2, (-0.2 * 490 + 100, -0.2 * 270 + 100)))
+    assert tiny.eye_distance < 24
+    assert np.array_equal(_run(FaceEnhancer(session, EnhanceSettings()), frame, [tiny]), frame)
+    assert np.array_equal(_run(FaceEnhancer(session, EnhanceSettings()), frame, []), frame)
+    assert session.batches == []
+
+
+def test_not_a_gfpgan_model(models):
+    with pytest.raises(ModelError, match="not a GFPGAN model"):
+        FaceEnhancer(_session(models["inswapper"]), EnhanceSettings())
+
+
+@pytest.mark.parametrize("centre", [(300.0, 200.0), (20.0, 30.0), (630.0, 470.0)])
+def test_fast_alignment_matches_the_plain_warp(faces_dir, centre):
+    from livecam.processors.paste import align_crop
+
+    frame = cv2.resize(cv2.imread(str(faces_dir / "obama.jpg")), (640, 480))
+    kps = OBAMA_KPS * 0.5 - OBAMA_KPS.mean(axis=0) * 0.5 + np.float32(centre)
+    m = align_matrix(kps, FFHQ_512)
+    plain = warp_crop(frame, m, 512, interpolation=cv2.INTER_LINEAR, border=cv2.BORDER_REPLICATE)
+    diff = np.abs(align_crop(frame, m, 512).astype(np.int16) - plain)
+    assert diff.max() <= 1 and (diff > 0).mean() < 0.001
+
+
+def test_group_photo_faces_from_the_embedded_detector_go_in_one_call(faces_dir, models):
+    from pathlib import Path
+
+    import livecam
+    from livecam.faces.blazeface import BlazeFaceDetector
+
+    detector_file = Path(livecam.__file__).parent / "models" / "default" / "blazeface_full_range.onnx"
+    if not detector_file.is_file():
+        pytest.skip(f"embedded detector not found at {detector_file}")
+    frame = cv2.imread(str(faces_dir / "group6.jpg"))
+    faces = BlazeFaceDetector(_session(detector_file), "full").detect(frame)
+    faces = sorted(faces, key=lambda f: -f.area)[:2]
+    assert len(faces) == 2 and all(f.eye_distance >= 24 for f in faces)
+    batched = CountingSession(_session(models["random_dynamic"]))
+    single = CountingSession(_session(models["random"]))
+    out_batched = _run(FaceEnhancer(batched, EnhanceSettings()), frame, faces)
+    out_single = _run(FaceEnhancer(single, EnhanceSettings()), frame, faces)
+    assert batched.batches == [2] and single.batches == [1, 1]
+    assert np.array_equal(out_batched, out_single)
+    for face in faces:
+        x1, y1, x2, y2 = face.bbox.astype(int)
+        assert np.any(out_batched[y1:y2, x1:x2] != frame[y1:y2, x1:x2])

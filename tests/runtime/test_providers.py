@@ -1,0 +1,86 @@
+"""Provider names -> ONNX Runtime providers and options; unavailable providers are errors."""
+
+from __future__ import annotations
+
+import click
+import pytest
+
+from livecam.cli import LivecamGroup
+from livecam.errors import ProviderError
+from livecam.runtime import providers as providers_module
+from livecam.runtime.providers import CHOICES, PROVIDER_NAMES, provider_options, resolve_providers
+
+CPU_ONLY = ["CPUExecutionProvider"]
+GPU_BOX = ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]
+
+
+def test_every_choice_maps_to_an_ort_provider() -> None:
+    assert set(CHOICES) == {"auto", "cuda", "tensorrt", "coreml", "directml", "openvino", "rocm", "cpu"}
+    assert PROVIDER_NAMES["cuda"] == "CUDAExecutionProvider"
+    assert PROVIDER_NAMES["directml"] == "DmlExecutionProvider"
+    assert PROVIDER_NAMES["coreml"] == "CoreMLExecutionProvider"
+
+
+def test_auto_picks_the_best_available_and_keeps_cpu_last() -> None:
+    choice = resolve_providers(["auto"], ort_available=GPU_BOX)
+    assert choice.names == ("cuda", "cpu")  # not TensorRT: its first engine build takes minutes
+    names, options = choice.as_ort_args()
+    assert names == ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    assert options[0] == {"device_id": "0", "cudnn_conv_algo_search": "HEURISTIC"}
+    assert resolve_providers([], ort_available=CPU_ONLY).names == ("cpu",)
+
+
+def test_explicit_order_is_kept() -> None:
+    choice = resolve_providers(["tensorrt", "cuda"], ort_available=GPU_BOX)
+    assert choice.names == ("tensorrt", "cuda", "cpu") and choice.primary == "tensorrt"
+
+
+def test_provider_options(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("LIVECAM_CACHE_DIR", str(tmp_path))
+    trt = provider_options("tensorrt")
+    assert trt["trt_fp16_enable"] == "True" and trt["trt_engine_cache_path"].startswith(str(tmp_path))
+    assert trt["trt_timing_cache_enable"] == "True"
+    assert provider_options("coreml") == {"ModelFormat": "MLProgram", "MLComputeUnits": "ALL"}
+    assert provider_options("openvino") == {"device_type": "AUTO:GPU,CPU"}
+    assert provider_options("directml", device_id=1) == {"device_id": "1"}
+    assert provider_options("cpu") == {}
+
+
+def test_unavailable_provider_is_an_error_listing_what_is_available() -> None:
+    with pytest.raises(ProviderError) as info:
+        resolve_providers(["cuda"], ort_available=CPU_ONLY)
+    err = info.value
+    assert err.exit_code == 4
+    assert "'cuda' is not available" in err.message and "available: cpu" in err.message
+    assert "pip install 'livecam[cuda]'" in err.message
+    assert "\n" not in err.message
+
+
+def test_unavailable_provider_through_the_cli_is_one_line_and_exit_4(monkeypatch, capsys) -> None:
+    """The CLI's error handling turns the ProviderError into one stderr line and exit code 4."""
+    monkeypatch.setattr(providers_module, "available_ort_providers", lambda: list(CPU_ONLY))
+
+    @click.group(cls=LivecamGroup)
+    def app() -> None:
+        pass
+
+    @app.command()
+    def go() -> None:
+        resolve_providers(["directml"])
+
+    with pytest.raises(SystemExit) as exit_info:
+        app.main(args=["go"], prog_name="livecam")
+    assert exit_info.value.code == 4
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("livecam: error: ")
+    assert "available: cpu" in err and "Traceback" not in err
+
+
+def test_unknown_provider_name_is_refused() -> None:
+    with pytest.raises(ProviderError) as info:
+        resolve_providers(["vulkan"], ort_available=CPU_ONLY)
+    assert "cuda" in info.value.message
+
+
+def test_real_onnxruntime_offers_cpu() -> None:
+    assert "cpu" in providers_module.available_names()

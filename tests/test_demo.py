@@ -1,0 +1,205 @@
+"""`livecam demo`: bundled photos, one command, offline; what it writes and what it refuses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import av
+import cv2
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from livecam import provenance
+from livecam.cli import cli
+from livecam.commands import demo
+from livecam.media.images import read_image
+from livecam.samples import SAMPLES, sample_path
+from tests.conftest import run_cli
+
+# The target photo's face box as fractions of its width and height (found with BlazeFace once).
+FACE_BOX = {"grace_hopper": (0.31, 0.20, 0.72, 0.55)}
+
+
+def decode(path: Path) -> list[np.ndarray]:
+    with av.open(str(path)) as c:
+        return [f.to_ndarray(format="bgr24") for f in c.decode(video=0)]
+
+
+def face_box_in_frame(index: int, grow: float) -> tuple[int, int, int, int]:
+    """The target photo's face box mapped into clip frame `index`, grown by `grow` of its size
+    on each side (negative shrinks it)."""
+    photo = read_image(sample_path(demo.TARGET))
+    ph, pw = photo.shape[:2]
+    m = demo.pan_zoom_matrix(index / (demo.CLIP_FRAMES - 1), (pw, ph), demo.CLIP_SIZE, SAMPLES[demo.TARGET].focus)
+    fx1, fy1, fx2, fy2 = FACE_BOX[demo.TARGET]
+    (x1, y1), (x2, y2) = [m @ np.array([fx * pw, fy * ph, 1.0]) for fx, fy in ((fx1, fy1), (fx2, fy2))]
+    dx, dy = (x2 - x1) * grow, (y2 - y1) * grow
+    return int(x1 - dx), int(y1 - dy), int(x2 + dx), int(y2 + dy)
+
+
+def test_demo_offline_in_a_subprocess(tmp_path: Path, isolated_env: dict[str, str]) -> None:
+    out = tmp_path / "demo-out"
+    result = run_cli(["demo", str(out)], env=isolated_env, timeout=240)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted(demo.DEMO_FILES)  # no temporary files left
+
+    # One paragraph: what was done, frames, FPS, where, next commands; it says which models ran.
+    text = result.stdout.strip()
+    assert "\n" not in text
+    assert f"{demo.CLIP_FRAMES} frames at " in text and " FPS on this machine" in text
+    assert str(out.resolve()) in text
+    for hint in ("livecam run", "livecam models download", "--execution-provider"):
+        assert hint in text
+    assert "embedded mesh swapper" in text and "no download" in text
+
+    # demo.mp4: every frame, an audio stream of the clip's length, tagged as synthetic.
+    target, swapped = decode(out / "target.mp4"), decode(out / "demo.mp4")
+    assert len(target) == len(swapped) == demo.CLIP_FRAMES
+    assert swapped[0].shape == (demo.CLIP_SIZE[1], demo.CLIP_SIZE[0], 3)
+    with av.open(str(out / "demo.mp4")) as c:
+        assert c.metadata.get("synthetic") == "true"
+        assert len(c.streams.audio) == 1
+        audio = c.streams.audio[0]
+        seconds = sum(float(p.duration * p.time_base) for p in c.demux(audio) if p.duration)
+    assert abs(seconds - demo.CLIP_FRAMES / demo.CLIP_FPS) < 0.1
+
+    # Faces changed, everything away from them did not (the label corner aside).
+    lx1, ly1, lx2, ly2 = provenance.label_box(swapped[0].shape)
+    for i in (0, demo.CLIP_FRAMES // 2, demo.CLIP_FRAMES - 1):
+        diff = np.abs(swapped[i].astype(int) - target[i]).max(axis=2)
+        x1, y1, x2, y2 = face_box_in_frame(i, -0.25)
+        assert diff[y1:y2, x1:x2].mean() > 15, f"frame {i}: the face did not change"
+        background = np.ones(diff.shape, bool)
+        x1, y1, x2, y2 = face_box_in_frame(i, 0.3)
+        background[max(0, y1):y2, max(0, x1):x2] = False
+        background[ly1:ly2, lx1:lx2] = False
+        assert background.mean() > 0.4
+        assert np.percentile(diff[background], 99) < 12, f"frame {i}: the background changed"
+
+    # before_after.png: caption strip over three panels: source photo, target frame, result frame.
+    panels = read_image(out / "before_after.png")
+    assert provenance.is_marked_synthetic(out / "before_after.png")
+    h, w = demo.CLIP_SIZE[1], demo.CLIP_SIZE[0]
+    source = read_image(sample_path(demo.SOURCE))
+    widths = demo.panel_widths((source.shape[1], source.shape[0]), h, w)
+    assert panels.shape == (demo.CAPTION_H + h, sum(widths) + 2 * demo.PANEL_GAP, 3)
+    body = panels[demo.CAPTION_H:].astype(int)
+    x = 0
+    expected = [cv2.resize(source, (widths[0], h), interpolation=cv2.INTER_AREA),
+                target[demo.BEFORE_AFTER_FRAME], swapped[demo.BEFORE_AFTER_FRAME]]
+    for k, (width, image) in enumerate(zip(widths, expected)):
+        assert np.abs(body[:, x:x + width] - image).mean() < 1.0, f"panel {k}"
+        x += width
+        if k < 2:
+            assert (body[:, x:x + demo.PANEL_GAP] == 255).all()
+            x += demo.PANEL_GAP
+    assert np.abs(expected[1].astype(int) - expected[2]).mean() > 2  # before and after differ
+
+
+def test_non_empty_folder_is_not_overwritten_without_force(tmp_path: Path, isolated_env: dict[str, str]) -> None:
+    out = tmp_path / "busy"
+    out.mkdir()
+    (out / "demo.mp4").write_bytes(b"mine")
+    result = run_cli(["demo", str(out)], env=isolated_env, timeout=60)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("livecam: error: ") and "--force" in lines[0]
+    assert [p.name for p in out.iterdir()] == ["demo.mp4"]
+    assert (out / "demo.mp4").read_bytes() == b"mine"
+
+
+def test_a_file_as_output_folder_is_a_usage_error(tmp_path: Path) -> None:
+    target = tmp_path / "file"
+    target.write_text("x")
+    result = CliRunner().invoke(cli, ["demo", str(target)])
+    assert result.exit_code == 2
+    assert target.read_text() == "x"
+
+
+@pytest.fixture
+def short_demo(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A 12-frame demo, run in-process (the full one runs once, in the subprocess test)."""
+    monkeypatch.setattr(demo, "CLIP_FRAMES", 12)
+    monkeypatch.setattr(demo, "BEFORE_AFTER_FRAME", 6)
+    monkeypatch.setenv("LIVECAM_MODELS_DIR", str(tmp_path / "models"))
+    monkeypatch.setenv("LIVECAM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("LIVECAM_OFFLINE", raising=False)  # the demo is offline by itself
+
+
+def test_force_replaces_the_demo_files_and_keeps_others(tmp_path: Path, short_demo: None) -> None:
+    out = tmp_path / "busy"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    (out / "demo.mp4").write_bytes(b"old")
+    result = CliRunner().invoke(cli, ["-q", "demo", str(out), "--force"])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == sorted([*demo.DEMO_FILES, "notes.txt"])
+    assert (out / "notes.txt").read_text() == "keep me"
+    assert len(decode(out / "demo.mp4")) == 12
+
+
+def test_neural_models_are_used_when_present_and_the_summary_says_so(tmp_path: Path, short_demo: None) -> None:
+    pytest.importorskip("livecam.processors.face_swapper")
+    from tests.standins.arcface import build_arcface
+    from tests.standins.inswapper import build_inswapper
+
+    models = tmp_path / "models"
+    models.mkdir()
+    build_arcface(models / "w600k_r50.onnx")
+    build_inswapper(models / "inswapper_128.onnx")
+    out = tmp_path / "n"
+    result = CliRunner().invoke(cli, ["-q", "--unverified-models", "demo", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "neural models" in result.output and "swapper inswapper_128" in result.output
+    assert "mesh" not in result.output
+    assert len(decode(out / "demo.mp4")) == 12
+
+
+def test_a_failure_leaves_no_files_and_no_folder(tmp_path: Path, short_demo: None,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from livecam.errors import OutputError
+    from livecam.pipeline import file
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OutputError("could not write demo.mp4: disk full")
+
+    monkeypatch.setattr(file, "process_video", broken)
+    out = tmp_path / "new" / "deeper"
+    result = CliRunner().invoke(cli, ["-q", "demo", str(out)])
+    assert result.exit_code == 1
+    assert "disk full" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "new").exists()  # the folders it made are gone, with target.mp4 in them
+
+
+def test_the_clip_window_stays_inside_the_photo_and_moves_smoothly() -> None:
+    pw, ph = 512, 600
+    w, h = demo.CLIP_SIZE
+    previous = None
+    for i in range(demo.CLIP_FRAMES):
+        m = demo.pan_zoom_matrix(i / (demo.CLIP_FRAMES - 1), (pw, ph), (w, h), SAMPLES["grace_hopper"].focus)
+        inverse = cv2.invertAffineTransform(m)
+        corners = np.array([inverse @ np.array([x, y, 1.0]) for x in (0, w) for y in (0, h)])
+        assert corners.min() >= -1e-6 and corners[:, 0].max() <= pw + 1e-6 and corners[:, 1].max() <= ph + 1e-6
+        if previous is not None:  # no jumps: corners move by less than 3 px of the photo per frame
+            assert np.abs(corners - previous).max() < 3.0
+        previous = corners
+
+
+def test_tone_is_quiet_and_clickless() -> None:
+    samples = demo.tone(1.0)
+    assert samples.dtype == np.float32 and len(samples) == demo.AUDIO_RATE
+    assert 0.03 < np.abs(samples).max() <= demo.TONE_LEVEL + 1e-6
+    assert abs(samples[0]) < 1e-3 and abs(samples[-1]) < 1e-3
+
+
+def test_samples_are_small_and_documented() -> None:
+    folder = sample_path("astronaut").parent
+    total = sum(p.stat().st_size for p in folder.iterdir() if p.suffix in (".jpg", ".png"))
+    assert total < 300_000
+    notes = (folder / "SAMPLES.md").read_text()
+    for sample in SAMPLES.values():
+        assert sample.file in notes
+        assert read_image(sample_path(next(k for k, v in SAMPLES.items() if v == sample))).shape[2] == 3
+    assert notes.count("public domain") >= 2

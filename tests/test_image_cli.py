@@ -1,0 +1,191 @@
+"""`livecam image` end to end in a subprocess: real photos, RGBA, errors, no partial outputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from livecam import provenance
+from livecam.media.images import read_image
+from tests.conftest import run_cli
+
+
+def small(faces_dir: Path, name: str, folder: Path, *, alpha: bool = False) -> Path:
+    img = cv2.imread(str(faces_dir / name))
+    img = cv2.resize(img, (img.shape[1] // 2, img.shape[0] // 2), interpolation=cv2.INTER_AREA)
+    out = folder / f"{Path(name).stem}{'_rgba' if alpha else ''}.png"
+    if alpha:
+        a = np.full(img.shape[:2], 255, np.uint8)
+        a[:, : img.shape[1] // 6] = 0  # a transparent band on the left
+        a[:, img.shape[1] // 6: img.shape[1] // 3] = 128
+        img = np.dstack([img, a])
+    cv2.imwrite(str(out), img)
+    return out
+
+
+def only_error_line(stderr: str) -> str:
+    lines = [line for line in stderr.strip().splitlines() if line]
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("livecam: error: ")
+    assert "Traceback" not in stderr
+    return lines[0]
+
+
+def no_leftovers(folder: Path, *allowed: Path) -> None:
+    """Only the expected files: no output, no temporary file (isolated_env's folders aside)."""
+    assert sorted(p for p in folder.iterdir() if p.name not in ("cache", "models")) == sorted(allowed)
+
+
+def test_mesh_swap_on_real_photos(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    out = tmp_path / "out" / "swapped.jpg"
+    out.parent.mkdir()
+    result = run_cli(["image", str(faces_dir / "obama.jpg"), str(out), "--source", str(faces_dir / "biden.jpg"),
+                      "--swap-model", "mesh"], env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    assert "wrote" in result.stderr and "1 face swapped" in result.stderr
+    no_leftovers(out.parent, out)
+    before, after = read_image(faces_dir / "obama.jpg"), read_image(out)
+    assert after.shape == before.shape
+    diff = np.abs(after.astype(int) - before).max(axis=2)
+    # The face (around the middle of the upper half here) changed; the top band did not (JPEG noise only).
+    h, w = before.shape[:2]
+    assert (diff[int(h * 0.15):int(h * 0.35), int(w * 0.4):int(w * 0.65)] > 25).mean() > 0.2
+    assert np.percentile(diff[: int(h * 0.08)], 99) < 12
+    assert provenance.is_marked_synthetic(out)
+    assert provenance.read_jpeg_description(out) == provenance.DESCRIPTION
+    x1, y1, x2, y2 = provenance.label_box(after.shape)
+    assert diff[y1:y2, x1:x2].max() > 60  # the visible label
+
+
+def test_auto_without_inswapper_falls_back_to_mesh_with_one_warning(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
+    out = tmp_path / "o.png"
+    result = run_cli(["image", str(target), str(out), "-s", str(source), "--no-label"], env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "mesh swapper" in line]
+    assert len(warnings) == 1 and "livecam models download inswapper_128" in warnings[0]
+    assert provenance.read_png_text(out)["Comment"] == provenance.DESCRIPTION
+    before, after = read_image(target), read_image(out)
+    x1, y1, x2, y2 = provenance.label_box(after.shape)
+    assert np.array_equal(after[y1:y2, x1:x2], before[y1:y2, x1:x2])  # --no-label
+
+
+def test_rgba_target_and_source(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    target = small(faces_dir, "obama.jpg", tmp_path, alpha=True)
+    source = small(faces_dir, "biden.jpg", tmp_path, alpha=True)
+    out = tmp_path / "o.png"
+    result = run_cli(["image", str(target), str(out), "-s", str(source), "--swap-model", "mesh"], env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    before, after = read_image(target), read_image(out)
+    assert after.shape == before.shape and after.shape[2] == 4
+    x1, y1, x2, y2 = provenance.label_box(after.shape)
+    alpha_before, alpha_after = before[..., 3].copy(), after[..., 3].copy()
+    alpha_before[y1:y2, x1:x2] = alpha_after[y1:y2, x1:x2] = 0
+    assert np.array_equal(alpha_after, alpha_before)  # alpha kept (except the opaque label box)
+    assert not np.array_equal(after[..., :3], before[..., :3])
+
+
+def test_no_face_in_source(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    blank = tmp_path / "blank.png"
+    cv2.imwrite(str(blank), np.full((200, 200, 3), 120, np.uint8))
+    target = small(faces_dir, "obama.jpg", tmp_path)
+    out = tmp_path / "o.jpg"
+    result = run_cli(["image", str(target), str(out), "-s", str(blank), "--swap-model", "mesh"], env=isolated_env)
+    assert result.returncode == 2
+    line = only_error_line(result.stderr)
+    assert "no face found in source photo" in line and "blank.png" in line
+    no_leftovers(tmp_path, blank, target)
+
+
+def test_no_face_in_target_writes_it_unchanged(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    blank = tmp_path / "blank.png"
+    cv2.imwrite(str(blank), np.full((200, 300, 3), 120, np.uint8))
+    source = small(faces_dir, "biden.jpg", tmp_path)
+    out = tmp_path / "o.png"
+    result = run_cli(["image", str(blank), str(out), "-s", str(source), "--swap-model", "mesh", "--no-label"],
+                     env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    assert "no face found in" in result.stderr and "blank.png" in result.stderr
+    assert np.array_equal(read_image(out), read_image(blank))
+    assert provenance.is_marked_synthetic(out)
+
+
+@pytest.mark.parametrize("content", [b"this is not a picture\n", b""])
+def test_unreadable_input(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str], content: bytes) -> None:
+    bad = tmp_path / "photo.jpg"
+    bad.write_bytes(content)
+    out = tmp_path / "o.jpg"
+    result = run_cli(["image", str(bad), str(out), "-s", str(faces_dir / "biden.jpg")], env=isolated_env)
+    assert result.returncode == 2
+    assert "photo.jpg" in only_error_line(result.stderr)
+    no_leftovers(tmp_path, bad)
+
+
+def test_unreadable_source_and_missing_input(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    bad = tmp_path / "face.png"
+    bad.write_text("text")
+    out = tmp_path / "o.jpg"
+    result = run_cli(["image", str(faces_dir / "obama.jpg"), str(out), "-s", str(bad), "--swap-model", "mesh"],
+                     env=isolated_env)
+    assert result.returncode == 2 and "face.png" in only_error_line(result.stderr)
+    result = run_cli(["image", str(tmp_path / "missing.jpg"), str(out), "-s", str(bad)], env=isolated_env)
+    assert result.returncode == 2 and "missing.jpg" in only_error_line(result.stderr)
+    result = run_cli(["image", str(faces_dir / "obama.jpg"), str(tmp_path / "o.xyz"), "-s", str(bad)],
+                     env=isolated_env)
+    assert result.returncode == 2 and ".png" in only_error_line(result.stderr)
+    no_leftovers(tmp_path, bad)
+
+
+def test_existing_output_needs_force(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
+    out = tmp_path / "o.jpg"
+    out.write_bytes(b"precious")
+    result = run_cli(["image", str(target), str(out), "-s", str(source), "--swap-model", "mesh"], env=isolated_env)
+    assert result.returncode == 2
+    line = only_error_line(result.stderr)
+    assert "o.jpg exists" in line and "--force" in line
+    assert out.read_bytes() == b"precious"
+    result = run_cli(["image", str(target), str(out), "-s", str(source), "--swap-model", "mesh", "--force"],
+                     env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    assert read_image(out).shape == read_image(target).shape
+    no_leftovers(tmp_path, target, source, out)
+
+
+def test_missing_model_offline_exits_3_without_output(tmp_path: Path, faces_dir: Path,
+                                                     isolated_env: dict[str, str]) -> None:
+    target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
+    out = tmp_path / "o.jpg"
+    result = run_cli(["image", str(target), str(out), "-s", str(source), "--swap-model", "inswapper_128"],
+                     env=isolated_env)
+    assert result.returncode == 3
+    line = only_error_line(result.stderr)
+    assert "inswapper_128" in line and "livecam models download" in line
+    no_leftovers(tmp_path, target, source)
+
+
+def test_inswapper_with_standin_models(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    pytest.importorskip("livecam.processors.face_swapper")
+    from tests.standins.arcface import build_arcface
+    from tests.standins.inswapper import build_inswapper
+
+    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
+    models.mkdir()
+    build_arcface(models / "w600k_r50.onnx")
+    build_inswapper(models / "inswapper_128.onnx")
+    target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
+    out = tmp_path / "o.png"
+    result = run_cli(["--unverified-models", "image", str(target), str(out), "-s", str(source)], env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    assert "swapper inswapper_128" in result.stderr and "mesh swapper" not in result.stderr
+    before, after = read_image(target), read_image(out)
+    diff = np.abs(after.astype(int) - before).max(axis=2)
+    h, w = before.shape[:2]
+    face = diff[int(h * 0.15):int(h * 0.35), int(w * 0.4):int(w * 0.65)].mean()
+    side = diff[:, : int(w * 0.2)].max()  # the flag on the left, far from the face
+    assert face > 3 and side == 0  # the stand-in changes the face a little, and nothing far from it
+    assert provenance.is_marked_synthetic(out)

@@ -1,0 +1,110 @@
+"""Outputs marked as synthetic: metadata readable by other tools, and the visible label."""
+
+from __future__ import annotations
+
+import io
+
+import cv2
+import numpy as np
+import pytest
+
+from livecam import provenance
+from livecam.media import images
+from livecam.media import metadata as md
+
+
+def _noise(h: int, w: int, channels: int = 3, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (h, w, channels), dtype=np.uint8)
+
+
+def test_container_metadata_says_synthetic() -> None:
+    meta = provenance.CONTAINER_METADATA
+    assert "AI-generated" in meta["comment"] and "livecam" in meta["comment"]
+    assert meta["synthetic"] == "true"
+    assert all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items())
+
+
+def test_png_text_chunks() -> None:
+    data = images.encode_image(_noise(20, 30), "png", keep_alpha=False)
+    text = provenance.read_png_text(data)
+    assert text["Software"].startswith("livecam")
+    assert text["Comment"] == provenance.DESCRIPTION
+    assert provenance.DIGITAL_SOURCE_TYPE in provenance.read_xmp(data)
+    assert provenance.is_marked_synthetic(data)
+    # Still a valid PNG with the same pixels.
+    assert np.array_equal(cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED), _noise(20, 30))
+
+
+def test_png_chunks_have_valid_crcs_for_pillow() -> None:
+    pil = pytest.importorskip("PIL.Image")
+    data = images.encode_image(_noise(20, 30, 4), "png", keep_alpha=True)
+    img = pil.open(io.BytesIO(data))
+    img.load()
+    assert img.text["Comment"] == provenance.DESCRIPTION
+    pil.open(io.BytesIO(data)).verify()  # checks every chunk's CRC
+
+
+def test_jpeg_exif_and_xmp() -> None:
+    data = images.encode_image(_noise(20, 30), "jpeg", keep_alpha=False)
+    assert provenance.read_jpeg_description(data) == provenance.DESCRIPTION
+    assert provenance.DIGITAL_SOURCE_TYPE in provenance.read_xmp(data)
+    assert cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR).shape == (20, 30, 3)
+    pil = pytest.importorskip("PIL.Image")
+    exif = pil.open(io.BytesIO(data)).getexif()
+    assert exif[md.TAG_IMAGE_DESCRIPTION] == provenance.DESCRIPTION
+    assert exif[md.TAG_SOFTWARE].startswith("livecam")
+
+
+@pytest.mark.parametrize("channels", [3, 4])
+def test_webp_exif_and_xmp(channels: int) -> None:
+    data = images.encode_image(_noise(20, 30, channels), "webp", keep_alpha=True)
+    assert data[12:16] == b"VP8X"
+    assert provenance.read_jpeg_description(data) == provenance.DESCRIPTION
+    assert provenance.is_marked_synthetic(data)
+    decoded = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
+    assert decoded.shape == (20, 30, channels)
+    pil = pytest.importorskip("PIL.Image")
+    img = pil.open(io.BytesIO(data))
+    assert img.size == (30, 20) and img.getexif()[md.TAG_IMAGE_DESCRIPTION] == provenance.DESCRIPTION
+
+
+def test_untagged_files_are_not_marked() -> None:
+    plain = cv2.imencode(".png", _noise(8, 8))[1].tobytes()
+    assert not provenance.is_marked_synthetic(plain)
+    assert provenance.read_jpeg_description(cv2.imencode(".jpg", _noise(8, 8))[1].tobytes()) is None
+
+
+@pytest.mark.parametrize("shape", [(48, 64), (480, 640), (1080, 1920), (1920, 1080), (30, 500)])
+def test_label_changes_only_its_corner(shape: tuple[int, int]) -> None:
+    img = _noise(*shape)
+    before = img.copy()
+    provenance.draw_label(img)
+    x1, y1, x2, y2 = provenance.label_box(img.shape)
+    changed = np.any(img != before, axis=2)
+    assert changed.any()
+    outside = changed.copy()
+    outside[y1:y2, x1:x2] = False
+    assert not outside.any()
+    h, w = shape
+    # Bottom-right and small: under 20% of the width and 8% of the height (above tiny sizes).
+    assert x2 > w * 0.8 and y2 > h * 0.8
+    if min(h, w) >= 480:
+        assert (x2 - x1) < 0.2 * w and (y2 - y1) < 0.08 * h
+
+
+def test_label_is_readable_white_on_dark() -> None:
+    img = np.full((720, 1280, 3), 200, np.uint8)
+    provenance.draw_label(img)
+    x1, y1, x2, y2 = provenance.label_box(img.shape)
+    box = img[y1:y2, x1:x2]
+    assert box.max() == 255 and box.min() < 120  # white text on a darkened backdrop
+    assert provenance.label_box((1080, 1920))[3] - provenance.label_box((1080, 1920))[1] > \
+        provenance.label_box((360, 640))[3] - provenance.label_box((360, 640))[1]  # scales with size
+
+
+def test_label_on_bgra_makes_its_box_opaque() -> None:
+    img = np.zeros((200, 300, 4), np.uint8)
+    provenance.draw_label(img)
+    x1, y1, x2, y2 = provenance.label_box(img.shape)
+    assert (img[y1:y2, x1:x2, 3] == 255).all()
+    assert (img[:y1, :, 3] == 0).all()

@@ -1,0 +1,247 @@
+"""`livecam video` end to end in subprocesses: bad input, interrupts, the mesh swapper on a real face."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from tests.conftest import REPO_ROOT, run_cli
+from tests.videos import make_clip, probe, read_index
+
+# Runs the real CLI with the engine replaced by a slow one that touches MARKER at frame 10, so a
+# test can interrupt it halfway through without any model.
+_PATCHED_CLI = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, {root!r})
+import livecam.commands.video as video
+
+class SlowEngine:
+    def analyse(self, packet, track):
+        packet.faces = []
+    def process(self, packet):
+        if packet.index == 10:
+            Path({marker!r}).touch()
+        time.sleep({delay})
+        packet.image[100:108, :8] = 255 - packet.image[100:108, :8]  # away from the index stamp
+
+video.create_engine = lambda job: SlowEngine()
+from livecam.cli import main
+sys.argv = ["livecam", *sys.argv[1:]]
+main()
+"""
+
+
+@pytest.fixture(scope="module")
+def small_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_clip(tmp_path_factory.mktemp("cli") / "in.mp4", frames=60, size=(160, 120), fps=30, stamp=True)
+
+
+def _no_outputs(folder: Path, keep: set[str]) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name not in keep)
+
+
+def _one_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr
+    return lines[0]
+
+
+def _unwritable_folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "readonly"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        (folder / "probe").touch()
+    except OSError:
+        return folder
+    (folder / "probe").unlink()  # root ignores permissions: try a read-only filesystem instead
+    if Path("/sys").is_dir() and _cannot_create_in(Path("/sys")):
+        return Path("/sys")
+    pytest.skip("no unwritable folder available to this user")
+
+
+def _cannot_create_in(folder: Path) -> bool:
+    try:
+        (folder / ".livecam-probe").touch()
+    except OSError:
+        return True
+    (folder / ".livecam-probe").unlink()
+    return False
+
+
+@pytest.mark.parametrize("case", ["missing", "truncated", "not_a_video", "no_video_stream", "unwritable_folder",
+                                  "output_exists", "bad_encoder", "webm_with_h264"])
+def test_bad_input_exits_nonzero_with_one_line_and_no_output(tmp_path: Path, small_clip: Path, case: str,
+                                                             isolated_env: dict[str, str]) -> None:
+    src, out = small_clip, tmp_path / "out.mp4"
+    extra: list[str] = []
+    expect_code, expect_text = 2, ""
+    if case == "missing":
+        src, expect_text = tmp_path / "nope.mp4", "not found"
+    elif case == "truncated":
+        data = small_clip.read_bytes()
+        src = tmp_path / "cut.mp4"
+        src.write_bytes(data[: len(data) // 2])
+        expect_text = "truncated"
+    elif case == "not_a_video":
+        src = tmp_path / "notes.mp4"
+        src.write_text("hello\n" * 100)
+        expect_text = "not a video"
+    elif case == "no_video_stream":
+        src = tmp_path / "tone.m4a"
+        with av.open(str(src), "w", format="mp4") as c:
+            stream = c.add_stream("aac", rate=44100)
+            frame = av.AudioFrame.from_ndarray(np.zeros((1, 1024), np.float32), format="fltp", layout="mono")
+            frame.sample_rate, frame.pts = 44100, 0
+            for packet in [*stream.encode(frame), *stream.encode(None)]:
+                c.mux(packet)
+        expect_text = "no video stream"
+    elif case == "unwritable_folder":
+        out = _unwritable_folder(tmp_path) / "out.mp4"
+        expect_code, expect_text = 1, "cannot write"
+    elif case == "output_exists":
+        out.write_bytes(b"precious")
+        expect_text = "--force"
+    elif case == "bad_encoder":
+        extra, expect_text = ["--video-encoder", "h263_fantasy"], "available: libx264"
+    elif case == "webm_with_h264":
+        out, expect_text = tmp_path / "out.webm", "cannot hold h264"
+    before = set(p.name for p in tmp_path.iterdir())
+    proc = run_cli(["video", str(src), str(out), "--source", "face.jpg", *extra], env=isolated_env)
+    assert proc.returncode == expect_code, proc.stderr
+    line = _one_line(proc.stderr)
+    assert line.startswith("livecam: error:") and expect_text in line
+    if case == "output_exists":
+        assert out.read_bytes() == b"precious"
+    else:
+        assert not out.exists()
+    assert set(p.name for p in tmp_path.iterdir()) == before
+
+
+def _start_patched(args: list[str], tmp_path: Path, env: dict[str, str], delay: float = 0.05) -> tuple[subprocess.Popen[str], Path]:
+    marker = tmp_path / "halfway"
+    script = _PATCHED_CLI.format(root=str(REPO_ROOT), marker=str(marker), delay=delay)
+    proc = subprocess.Popen([sys.executable, "-c", script, *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    return proc, marker
+
+
+def _wait_for(marker: Path, proc: subprocess.Popen[str], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not marker.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"exited early: {proc.communicate()}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError("never reached frame 10")
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_halfway_leaves_no_output(tmp_path: Path, small_clip: Path, isolated_env: dict[str, str],
+                                            sig: int) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    out = work / "out.mp4"
+    proc, marker = _start_patched(["video", str(small_clip), str(out), "--source", "face.jpg"], tmp_path, isolated_env)
+    _wait_for(marker, proc)
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    assert os.listdir(work) == []
+
+
+def test_interrupt_with_keep_partial_leaves_a_valid_shorter_video(tmp_path: Path, small_clip: Path,
+                                                                  isolated_env: dict[str, str]) -> None:
+    out = tmp_path / "out.mkv"
+    proc, marker = _start_patched(["video", str(small_clip), str(out), "--source", "face.jpg", "--keep-partial",
+                                   "--execution-threads", "2"], tmp_path, isolated_env)
+    _wait_for(marker, proc)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "kept" in stderr
+    info = probe(out)
+    assert 0 < info["frames"] < 60
+    assert [read_index(img) for img in info["images"]] == list(range(info["frames"]))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["halfway", "out.mkv"]
+
+
+def test_patched_cli_run_completes_with_progress_lines(tmp_path: Path, small_clip: Path,
+                                                       isolated_env: dict[str, str]) -> None:
+    """Not a terminal: a summary line instead of a bar; -q would hide everything but errors."""
+    out = tmp_path / "out.mp4"
+    proc, _ = _start_patched(["video", str(small_clip), str(out), "--source", "face.jpg", "--no-label",
+                              "--max-memory", "1", "--execution-threads", "3"], tmp_path, isolated_env, delay=0.0)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert "wrote" in stderr and "60 frames" in stderr and "\r" not in stderr
+    assert probe(out)["frames"] == 60
+    quiet, _ = _start_patched(["-q", "video", str(small_clip), str(out), "--source", "face.jpg", "--force"],
+                              tmp_path, isolated_env, delay=0.0)
+    _, stderr = quiet.communicate(timeout=60)
+    assert quiet.returncode == 0 and stderr == ""
+
+
+def _embedded_models_present() -> bool:
+    default = REPO_ROOT / "src" / "livecam" / "models" / "default"
+    return all((default / f"{name}.onnx").is_file() for name in ("blazeface_short_range", "face_landmark"))
+
+
+@pytest.mark.skipif(not _embedded_models_present(), reason="embedded BlazeFace/FaceMesh models not present")
+def test_mesh_swapper_end_to_end(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    src = make_clip(tmp_path / "biden.mp4", frames=60, size=(640, 480), fps=30, audio=True,
+                    source_image=faces_dir / "biden.jpg", moving_crop=True)
+    out = tmp_path / "swapped.mp4"
+    proc = run_cli(["video", str(src), str(out), "--source", str(faces_dir / "obama.jpg"), "--swap-model", "mesh",
+                    "--execution-threads", "2", "--no-label"], env=isolated_env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    a, b = probe(src), probe(out)
+    assert b["frames"] == a["frames"] == 60
+    assert b["rate"] == a["rate"] == 30
+    assert b["audio_duration"] == pytest.approx(a["audio_duration"], abs=1 / 30)
+    assert b["times"][-1] == pytest.approx(a["times"][-1], abs=1 / 30)
+    for i in (0, 30, 59):
+        x, y = a["images"][i].astype(int), b["images"][i].astype(int)
+        face = np.abs(x[200:330, 320:460] - y[200:330, 320:460]).mean()  # eyes to mouth, all clip long
+        background = np.abs(x[:, :150] - y[:, :150]).mean()  # the left strip never holds the face
+        assert background < 4, (i, background)  # re-encoding noise only
+        assert face > 8 and face > 3 * background, (i, face, background)
+
+
+def test_progress_bar_on_a_terminal(tmp_path: Path, small_clip: Path, isolated_env: dict[str, str]) -> None:
+    pty = pytest.importorskip("pty")
+    import fcntl
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 120, 0, 0))
+    script = _PATCHED_CLI.format(root=str(REPO_ROOT), marker=str(tmp_path / "m"), delay=0.005)
+    proc = subprocess.Popen([sys.executable, "-c", script, "video", str(small_clip), str(tmp_path / "o.mp4"),
+                             "--source", "face.jpg"], stdin=slave, stdout=slave, stderr=slave, env=isolated_env)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    assert proc.wait(timeout=60) == 0
+    text = out.decode("utf-8", "replace")
+    assert "60/60" in text and "frame/s" in text and "\r" in text

@@ -1,0 +1,196 @@
+"""Small generated video clips for tests (PyAV, in-process; no ffmpeg binary).
+
+`make_clip` writes an H.264 (or other) clip with an optional AAC tone. Frames are either a
+moving crop of a photo (so a face moves across the frame) or a synthetic gradient; the frame
+index can be stamped into the pixels as large black/white blocks that survive lossy coding, and
+read back with `read_index`.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+from typing import Sequence
+
+import av
+import cv2
+import numpy as np
+
+STAMP_BITS = 12
+STAMP_CELL = 8  # px per bit block; 8x8 blocks survive CRF 18-30 easily
+
+
+def stamp_index(image: np.ndarray, index: int) -> None:
+    """Write `index` into the top-left corner as STAMP_BITS black/white blocks (in place)."""
+    for bit in range(STAMP_BITS):
+        value = 255 if (index >> bit) & 1 else 0
+        x = bit * STAMP_CELL
+        image[0:STAMP_CELL, x:x + STAMP_CELL] = value
+
+
+def read_index(image: np.ndarray) -> int:
+    """Read back what `stamp_index` wrote (after decoding)."""
+    index = 0
+    for bit in range(STAMP_BITS):
+        x = bit * STAMP_CELL
+        cell = image[2:STAMP_CELL - 2, x + 2:x + STAMP_CELL - 2]
+        if float(cell.mean()) > 127:
+            index |= 1 << bit
+    return index
+
+
+def synthetic_frame(index: int, size: tuple[int, int]) -> np.ndarray:
+    """A smooth, moving gradient frame (no face), BGR uint8."""
+    w, h = size
+    ys, xs = np.mgrid[0:h, 0:w]
+    img = np.empty((h, w, 3), np.uint8)
+    img[..., 0] = ((xs + index * 3) % 256).astype(np.uint8)
+    img[..., 1] = ((ys * 255) // max(h - 1, 1)).astype(np.uint8)
+    img[..., 2] = 96
+    return img
+
+
+def photo_frame(photo: np.ndarray, index: int, frames: int, size: tuple[int, int], moving: bool) -> np.ndarray:
+    """Frame `index` of a slow pan over the top of `photo` (where portraits keep the face)."""
+    w, h = size
+    ph, pw = photo.shape[:2]
+    ww = 0.9 * pw
+    wh = ww * h / w
+    if wh > 0.9 * ph:
+        wh = 0.9 * ph
+        ww = wh * w / h
+    t = index / max(frames - 1, 1) if moving else 0.5
+    x = (pw - ww) * t
+    y = min(0.04 * ph, ph - wh) * t
+    # One affine warp per frame: sub-pixel pan, resize and crop together.
+    s = w / ww
+    m = np.array([[s, 0, -x * s], [0, s, -y * s]], np.float32)
+    return cv2.warpAffine(photo, m, (w, h), flags=cv2.INTER_AREA if s < 1 else cv2.INTER_LINEAR)
+
+
+def make_clip(
+    path: Path,
+    frames: int = 60,
+    size: tuple[int, int] = (160, 120),
+    fps: float = 30,
+    audio: bool = True,
+    source_image: Path | None = None,
+    moving_crop: bool = True,
+    *,
+    stamp: bool = False,
+    codec: str = "libx264",
+    rotation: int | None = None,
+    timestamps: Sequence[float] | None = None,
+    audio_codec: str = "aac",
+    audio_rate: int = 44100,
+    subtitle: bool = False,
+) -> Path:
+    """Write a clip and return its path.
+
+    timestamps: per-frame presentation times in seconds (variable frame rate); default i/fps.
+    rotation: display rotation in degrees (counterclockwise, as PyAV's set_display_rotation).
+    """
+    path = Path(path)
+    photo = cv2.imread(str(source_image), cv2.IMREAD_COLOR) if source_image is not None else None
+    if source_image is not None and photo is None:
+        raise FileNotFoundError(source_image)
+    rate = Fraction(fps).limit_denominator(1001)
+    with av.open(str(path), "w") as out:
+        vs = out.add_stream(codec, rate=rate)
+        vs.width, vs.height = size
+        vs.pix_fmt = "yuv420p"
+        if codec == "libx264":
+            vs.codec_context.options = {"preset": "ultrafast", "crf": "18"}
+        if timestamps is not None:
+            vs.codec_context.time_base = Fraction(1, 1000)
+        if rotation is not None:
+            vs.set_display_rotation(rotation)
+        as_ = None
+        if audio:
+            as_ = out.add_stream(audio_codec, rate=audio_rate)
+            as_.layout = "mono"
+        if subtitle:
+            out.add_stream("mov_text" if path.suffix in (".mp4", ".mov") else "ass")
+        for i in range(frames):
+            img = photo_frame(photo, i, frames, size, moving_crop) if photo is not None else synthetic_frame(i, size)
+            if stamp:
+                stamp_index(img, i)
+            frame = av.VideoFrame.from_ndarray(img, format="bgr24")
+            if timestamps is not None:
+                frame.pts = int(round(timestamps[i] * 1000))
+                frame.time_base = Fraction(1, 1000)
+            else:
+                frame.pts = i
+                frame.time_base = 1 / rate
+            for packet in vs.encode(frame):
+                out.mux(packet)
+        for packet in vs.encode():
+            out.mux(packet)
+        if as_ is not None:
+            duration = (timestamps[-1] + 1 / fps) if timestamps is not None else frames / fps
+            _write_tone(out, as_, duration, audio_rate)
+    return path
+
+
+def _write_tone(out: av.container.OutputContainer, stream: av.audio.stream.AudioStream, seconds: float, rate: int) -> None:
+    total = int(round(seconds * rate))
+    chunk = stream.codec_context.frame_size or 1024
+    fmt = stream.codec_context.format.name
+    done = 0
+    while done < total:
+        n = min(chunk, total - done)
+        t = (np.arange(done, done + n) / rate).astype(np.float32)
+        tone = (0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
+        arr = tone.reshape(1, -1)  # mono: planar and packed share this shape
+        if fmt.startswith("s16"):
+            arr = (arr * 32767).astype(np.int16)
+        frame = av.AudioFrame.from_ndarray(arr, format=fmt, layout="mono")
+        frame.sample_rate = rate
+        frame.pts = done
+        frame.time_base = Fraction(1, rate)
+        for packet in stream.encode(frame):
+            out.mux(packet)
+        done += n
+    for packet in stream.encode():
+        out.mux(packet)
+
+
+def probe(path: Path) -> dict:
+    """Frame count, rate, size, timestamps and audio duration of a clip (decoded, not guessed)."""
+    info: dict = {}
+    with av.open(str(path)) as c:
+        info["metadata"] = dict(c.metadata)
+        v = c.streams.video[0]
+        info["rate"] = v.average_rate
+        info["codec"] = v.codec_context.name
+        info["streams"] = [s.type for s in c.streams]
+        times = []
+        images = []
+        for frame in c.decode(v):
+            times.append(float(frame.pts * frame.time_base))
+            images.append(frame.to_ndarray(format="bgr24"))
+        info["frames"] = len(times)
+        info["times"] = times
+        info["images"] = images
+        info["size"] = (images[0].shape[1], images[0].shape[0]) if images else None
+    info["audio_duration"] = None
+    with av.open(str(path)) as c:
+        if c.streams.audio:
+            a = c.streams.audio[0]
+            info["audio_codec"] = a.codec_context.name
+            first, end = None, 0.0
+            for packet in c.demux(a):
+                if packet.pts is None:
+                    continue
+                start = float(packet.pts * packet.time_base)
+                first = start if first is None else min(first, start)
+                end = max(end, start + float((packet.duration or 0) * packet.time_base))
+            info["audio_duration"] = end - (first or 0.0) if first is not None else 0.0
+            info["audio_start"] = first
+    return info
+
+
+def count_frames(path: Path) -> int:
+    """Decoded video frames, without keeping them."""
+    with av.open(str(path)) as c:
+        return sum(1 for _ in c.decode(video=0))
