@@ -8,6 +8,11 @@ given as the distance between the eyes in frame pixels (--eye, default 120: a fa
 px wide); the swapper is also timed for a face whose 128-px crop covers 300x300 frame pixels.
 
     python scripts/bench_enhance.py [--runs 200] [--eye 120] [--threads N] [--clock wall|cpu] [--json]
+                                    [--compare-insightface]
+
+--compare-insightface (needs the dev extra and the repository's tests/ folder) also times
+insightface 2.1's INSwapper.get paste-back on the same frame and face with a stand-in model, as
+get(paste_back=True) minus get(paste_back=False), next to livecam's swap_face minus its model call.
 """
 
 from __future__ import annotations
@@ -16,7 +21,10 @@ import argparse
 import json
 import os
 import statistics
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -65,6 +73,47 @@ def swapper_paste(frame: np.ndarray, kps: np.ndarray, fake: np.ndarray):
     return run, paste(frame, fake, m, inswapper_mask(m, 128, frame.shape))
 
 
+def compare_insightface(frame: np.ndarray, eye: float, runs: int, clock) -> dict[str, str]:
+    import warnings
+
+    import onnxruntime as ort
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from insightface.app.common import Face as IFace
+    from insightface.model_zoo.inswapper import INSwapper
+
+    from livecam.faces.face import Face
+    from livecam.processors.face_swapper import InswapperSwapper
+    from livecam.settings import SwapSettings
+    from tests.standins.inswapper import build_inswapper
+
+    warnings.simplefilter("ignore")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = build_inswapper(Path(tmp) / "inswapper_128.onnx")
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 1
+        opts.log_severity_level = 3
+        session = ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+        kps = face_kps(eye)
+        emb = np.random.default_rng(1).standard_normal(512).astype(np.float32)
+        theirs = INSwapper(model_file=str(path), session=session)
+        target, source = IFace(kps=kps.astype(np.float64)), IFace(embedding=emb)
+        ours = InswapperSwapper(session, SwapSettings(color_match=False))
+        face = Face(bbox=[0, 0, 1, 1], score=1.0, kps=kps)
+        latent = ours.latent(emb)
+        n = max(10, runs // 5)  # insightface's full-frame path is slow
+
+        def ms(fn) -> float:
+            return float(median_ms(fn, n, clock).split()[0])
+        with_paste = ms(lambda: theirs.get(frame, target, source, paste_back=True))
+        without = ms(lambda: theirs.get(frame, target, source, paste_back=False))
+        work = frame.copy()
+        full = ms(lambda: ours.swap_face(work, face, latent))
+        model = ms(lambda: ours.swap_crop(ours.align(work, face), latent))
+    return {f"insightface INSwapper paste-back ms, eye {eye:.0f}px (median of {n})": f"{with_paste - without:.3f}",
+            f"livecam swap_face paste-back ms, eye {eye:.0f}px (median of {n})": f"{full - model:.3f}"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200)
@@ -72,6 +121,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="OpenCV threads (0: OpenCV's default)")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="cpu: this process's CPU time (use with --threads 1 on a shared machine)")
+    parser.add_argument("--compare-insightface", action="store_true")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.threads:
@@ -99,6 +149,8 @@ def main() -> None:
         run, roi = swapper_paste(frame, face_kps(eye, degrees=degrees), fake)
         key = f"swapper paste-back ms, {label} (roi {roi[2] - roi[0]}x{roi[3] - roi[1]})"
         results[key] = median_ms(run, args.runs, clock)
+    if args.compare_insightface:
+        results.update(compare_insightface(frame, args.eye, args.runs, clock))
     if args.json:
         print(json.dumps(results, indent=2))
     else:

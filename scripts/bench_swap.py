@@ -117,7 +117,8 @@ def bench_paste(runs: int) -> None:
     crop = np.random.default_rng(1).integers(0, 256, (128, 128, 3), dtype=np.uint8)
     mask = feather_mask(128)
     work = frame.copy()
-    print(line("paste-back align.paste_back, 1080p, 300-px face", median_ms(lambda: paste_back(work, crop, matrix, mask), runs), runs))
+    figures = median_ms(lambda: paste_back(work, crop, matrix, mask), runs)
+    print(line("paste-back align.paste_back, 1080p, 300-px face", figures, runs))
     try:
         from livecam.processors.paste import inswapper_mask, paste
     except ImportError:
@@ -127,7 +128,8 @@ def bench_paste(runs: int) -> None:
     def inswapper_paste() -> None:
         paste(work, crop, matrix, inswapper_mask(matrix, 128, work.shape))
 
-    print(line("paste-back inswapper mask + paste, 1080p, 300-px face", median_ms(inswapper_paste, runs), runs))
+    figures = median_ms(inswapper_paste, runs)
+    print(line("paste-back inswapper mask + paste, 1080p, 300-px face", figures, runs))
 
 
 def main() -> None:

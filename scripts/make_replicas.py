@@ -14,7 +14,8 @@ normal paths:
 (--unverified-models: the replicas' SHA-256 and size are not the catalog's.) Prints parameter
 counts and MACs next to the issue's figures and writes them to OUT/replicas.json (the benchmark
 uses the MACs for the "physical floor"). `--div N` builds narrow copies (every width / N, same
-I/O) for smoke tests. Needs torch and onnx (`pip install 'livecam[convert]'`).
+I/O) for smoke tests; `--trivial` builds models of the same signatures that compute next to
+nothing, to measure the CPU work around the models. Needs torch and onnx (`pip install 'livecam[convert]'`).
 """
 
 from __future__ import annotations
@@ -45,13 +46,13 @@ def _rename_outputs(model, names: dict[str, str]) -> None:  # type: ignore[no-un
         out.name = names.get(out.name, out.name)
 
 
-def _append_emap(model, seed: int = 0) -> None:  # type: ignore[no-untyped-def]
+def _append_emap(model, seed: int = 0, dtype: type = np.float32) -> None:  # type: ignore[no-untyped-def]
     """inswapper files end with `emap` [512,512], an initializer no node uses: the projection of
     ArcFace embeddings into the swapper's latent space, which readers take from the end."""
     from onnx import numpy_helper
 
     keep = [t for t in model.graph.initializer if t.name != "emap"]
-    emap = np.random.default_rng(seed).standard_normal((512, 512)).astype(np.float32) / np.sqrt(512)
+    emap = (np.random.default_rng(seed).standard_normal((512, 512)) / np.sqrt(512)).astype(dtype)
     del model.graph.initializer[:]
     model.graph.initializer.extend(keep)
     model.graph.initializer.append(numpy_helper.from_array(emap, "emap"))
@@ -85,23 +86,27 @@ def _topo_sort(model) -> None:  # type: ignore[no-untyped-def]
     model.graph.node.extend(ordered)
 
 
-def export(name: str, out_dir: Path, device: str = "cpu", div: int = 1, do_count: bool = True) -> dict:
+def export(name: str, out_dir: Path, device: str = "cpu", div: int = 1, do_count: bool = True,
+           trivial: bool = False) -> dict:
     import onnx
     import torch
 
     from replica_archs import ISSUE_FIGURES, SCRFD_OUTPUTS, build, count, used_parameters
 
     base = "inswapper_128" if name == "inswapper_128_fp16" else name
-    model, inputs = build(base, div)
-    info: dict = {"name": name, "div": div}
+    model, inputs = build(base, div, trivial)
+    info: dict = {"name": name, "div": div, "trivial": trivial}
     if do_count:
         params, macs = count(model, inputs)
         used = used_parameters(base, model)
         want_p, want_m = ISSUE_FIGURES[base]
         info.update(parameters=params, parameters_used=used, macs=macs)
-        print(f"{name:20s} params {used / 1e6:8.2f} M (issue {want_p / 1e6:.2f} M, {100 * (used / want_p - 1):+.2f}%)"
-              f"  MACs {macs / 1e9:8.2f} G (issue {want_m / 1e9:.1f} G, {100 * (macs / want_m - 1):+.2f}%)"
-              + ("" if div == 1 else f"  [narrow copy, widths / {div}]"), flush=True)
+        if trivial:
+            print(f"{name:20s} params {used} MACs {macs} [trivial stand-in]", flush=True)
+        else:
+            print(f"{name:20s} params {used / 1e6:8.2f} M (issue {want_p / 1e6:.2f} M, {100 * (used / want_p - 1):+.2f}%)"
+                  f"  MACs {macs / 1e9:8.2f} G (issue {want_m / 1e9:.1f} G, {100 * (macs / want_m - 1):+.2f}%)"
+                  + ("" if div == 1 else f"  [narrow copy, widths / {div}]"), flush=True)
     model = model.to(device)
     inputs = tuple(t.to(device) for t in inputs)
     if base == "det_10g":
@@ -128,8 +133,8 @@ def export(name: str, out_dir: Path, device: str = "cpu", div: int = 1, do_count
         _rename_outputs(proto, rename)
         if name == "inswapper_128_fp16":
             proto = _to_fp16(proto)
-        if base == "inswapper_128":
-            _append_emap(proto)
+        if base == "inswapper_128":  # the fp16 file's weights are all fp16, emap included
+            _append_emap(proto, dtype=np.float16 if name == "inswapper_128_fp16" else np.float32)
         proto.producer_name = "livecam-replica"
         onnx.checker.check_model(proto)
         final = Path(tmp) / f"{name}.onnx"
@@ -163,13 +168,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", nargs="+", default=list(ALL), choices=ALL)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--div", type=int, default=1, help="divide every width (tiny smoke-test copies)")
+    ap.add_argument("--trivial", action="store_true",
+                    help="models of the same signatures that compute next to nothing (overhead runs)")
     ap.add_argument("--no-count", dest="count", action="store_false", help="skip parameter/MAC counting")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     summary_path = args.out / "replicas.json"
     summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
     for name in args.models:
-        summary[name] = export(name, args.out, args.device, args.div, args.count)
+        summary[name] = export(name, args.out, args.device, args.div, args.count, args.trivial)
         summary_path.write_text(json.dumps(summary, indent=2))
     return 0
 

@@ -54,6 +54,55 @@ def randomize_bn(model: nn.Module, seed: int = 0) -> None:
 
 # ----------------------------------------------------------------------------- SCRFD-10GF (det_10g)
 
+# A random-weight detector finds no face (or dozens), and then nothing downstream runs. So the
+# heads' outputs are damped (x 0.01, still computed in full) and added to a fixed prior: one face
+# whose box and keypoints sit at the centre of a 640x360 picture letterboxed into the 640x640
+# input (the centre of a 16:9 frame), about 100x120 px there. Every other anchor scores
+# sigmoid(-10). The prior maps cover inputs up to 640x640 (det sizes 320, 480, 640).
+DAMP = 0.01
+FACE_BOX = (270.0, 110.0, 370.0, 230.0)  # x1, y1, x2, y2 in the 640 input
+FACE_KPS = ((297.0, 150.0), (343.0, 150.0), (320.0, 175.0), (301.0, 200.0), (339.0, 200.0))
+
+
+def add_face_prior(module: nn.Module, anchors: int = 2) -> None:
+    stride, cells = 32, 640 // 32
+    cy, cx = 5, 10  # the anchor cell at (320, 160)
+    ax, ay = cx * stride, cy * stride
+    cls = torch.full((1, anchors, cells, cells), -10.0)
+    cls[0, 0, cy, cx] = 10.0
+    reg = torch.ones(1, anchors * 4, cells, cells)
+    x1, y1, x2, y2 = FACE_BOX
+    reg[0, 0:4, cy, cx] = torch.tensor([ax - x1, ay - y1, x2 - ax, y2 - ay]) / stride
+    kps = torch.zeros(1, anchors * 10, cells, cells)
+    offsets = [((px - ax) / stride, (py - ay) / stride) for px, py in FACE_KPS]
+    kps[0, 0:10, cy, cx] = torch.tensor([v for xy in offsets for v in xy])
+    module.register_buffer("prior_cls", cls)
+    module.register_buffer("prior_reg", reg)
+    module.register_buffer("prior_kps", kps)
+
+
+def scrfd_outputs(module: nn.Module, heads: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+                  ) -> tuple[torch.Tensor, ...]:
+    """The nine det_10g outputs from per-stride (cls, reg, kps) maps, with the face prior."""
+    scores, boxes, kps = [], [], []
+    last = len(heads) - 1
+    for i, (c, r, k) in enumerate(heads):
+        c, r, k = c * DAMP, r * DAMP, k * DAMP
+        if i == last:  # the one face sits at stride 32
+            h, w = c.shape[2], c.shape[3]
+            c = c + module.prior_cls[:, :, :h, :w]
+            r = r + module.prior_reg[:, :, :h, :w]
+            k = k + module.prior_kps[:, :, :h, :w]
+        else:
+            c = c - 10.0
+            r = r + 1.0
+        scores.append(torch.sigmoid(c).permute(0, 2, 3, 1).reshape(-1, 1))
+        boxes.append(F.relu(r).permute(0, 2, 3, 1).reshape(-1, 4))
+        kps.append(k.permute(0, 2, 3, 1).reshape(-1, 10))
+    return (*scores, *boxes, *kps)
+
+
+
 
 class BasicBlock(nn.Module):
     def __init__(self, cin: int, cout: int, stride: int) -> None:
@@ -108,9 +157,7 @@ class ScrfdDet10g(nn.Module):
         self.reg = nn.ModuleList([nn.Conv2d(h, k * 4, 3, 1, 1) for _ in ins])
         self.kps = nn.ModuleList([nn.Conv2d(h, k * 10, 3, 1, 1) for _ in ins])
         self.scales = nn.Parameter(torch.ones(len(ins)))
-        with torch.no_grad():  # few confident cells, as a trained detector on a face-free frame
-            for conv in self.cls:
-                conv.bias.fill_(-6.0)
+        add_face_prior(self, self.ANCHORS)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         x = self.stem(x)
@@ -126,13 +173,12 @@ class ScrfdDet10g(nn.Module):
         for i in range(len(inter) - 1):  # bottom-up
             inter[i + 1] = inter[i + 1] + self.down[i](inter[i])
         outs = [inter[0]] + [conv(f) for conv, f in zip(self.pafpn, inter[1:])]
-        scores, boxes, kps = [], [], []
+        heads = []
         for i, f in enumerate(outs):
             t = self.towers[i](f)
-            scores.append(torch.sigmoid(self.cls[i](t)).permute(0, 2, 3, 1).reshape(-1, 1))
-            boxes.append(F.relu(self.reg[i](t) * self.scales[i]).permute(0, 2, 3, 1).reshape(-1, 4))
-            kps.append(self.kps[i](t).permute(0, 2, 3, 1).reshape(-1, 10))
-        return (*scores, *boxes, *kps)
+            heads.append((self.cls[i](t), self.reg[i](t) * self.scales[i], self.kps[i](t)))
+        return scrfd_outputs(self, heads)
+
 
 
 # The real file's output names, in its output order (scores 8/16/32, boxes, keypoints).
@@ -246,6 +292,55 @@ class Inswapper128(nn.Module):
         return (x + 1) / 2
 
 
+
+# ----------------------------------------------------------------------------- trivial models
+
+
+class TrivialScrfd(nn.Module):
+    """det_10g's inputs and outputs (same face prior) from average pools and 1x1 convs: what
+    remains of a frame's cost with it is livecam's (or the baseline's) own CPU work."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.heads = nn.ModuleList([nn.Conv2d(3, 2 + 8 + 20, 1) for _ in (8, 16, 32)])
+        add_face_prior(self)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        heads = []
+        for head, stride in zip(self.heads, (8, 16, 32)):
+            y = head(F.avg_pool2d(x, stride))
+            heads.append((y[:, :2], y[:, 2:10], y[:, 10:]))
+        return scrfd_outputs(self, heads)
+
+
+class TrivialArcFace(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(3, 512)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x.mean(dim=(2, 3)))
+
+
+class TrivialInswapper(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 3, 1)
+        self.fc = nn.Linear(512, 3)
+
+    def forward(self, target: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(self.conv(target) + self.fc(source).unsqueeze(-1).unsqueeze(-1))
+
+
+class TrivialGfpgan(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 3, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.conv(x))
+
+
 # ----------------------------------------------------------------------------- the table
 
 
@@ -258,10 +353,17 @@ ISSUE_FIGURES = {
 }
 
 
-def build(name: str, div: int = 1) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+def build(name: str, div: int = 1, trivial: bool = False) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     """The replica (eval mode, random weights) and one example input; `div` > 1 builds a
-    narrow copy with the same inputs and outputs (for smoke tests)."""
+    narrow copy with the same inputs and outputs (for smoke tests); `trivial` a model of the
+    same signature that computes next to nothing (for measuring the CPU work around models)."""
     torch.manual_seed(0)
+    if trivial:
+        model, inputs = build(name, div=32)
+        base = "inswapper_128" if name == "inswapper_128_fp16" else name
+        cls = {"det_10g": TrivialScrfd, "w600k_r50": TrivialArcFace, "inswapper_128": TrivialInswapper,
+               "gfpgan_1.4": TrivialGfpgan}[base]
+        return cls().eval(), inputs
     if name == "det_10g":
         model: nn.Module = ScrfdDet10g(div)
         inputs: tuple[torch.Tensor, ...] = (torch.rand(1, 3, 640, 640) * 2 - 1,)
@@ -283,7 +385,7 @@ def build(name: str, div: int = 1) -> tuple[nn.Module, tuple[torch.Tensor, ...]]
 def used_parameters(name: str, model: nn.Module) -> int:
     """Parameters that take part in inference (GFPGAN's style MLP and side toRGB convs do not)."""
     total = sum(p.numel() for p in model.parameters())
-    if name == "gfpgan_1.4":
+    if name == "gfpgan_1.4" and hasattr(model, "toRGB"):
         unused = [model.toRGB, model.stylegan_decoder.style_mlp]
         total -= sum(p.numel() for m in unused for p in m.parameters())
     return total

@@ -75,7 +75,7 @@ def test_demo_offline_in_a_subprocess(tmp_path: Path, isolated_env: dict[str, st
         x1, y1, x2, y2 = face_box_in_frame(i, 0.3)
         background[max(0, y1):y2, max(0, x1):x2] = False
         background[ly1:ly2, lx1:lx2] = False
-        assert background.mean() > 0.4
+        assert background.mean() > 0.1  # tens of thousands of pixels of flag, sky and uniform
         assert np.percentile(diff[background], 99) < 12, f"frame {i}: the background changed"
 
     # before_after.png: caption strip over three panels: source photo, target frame, result frame.

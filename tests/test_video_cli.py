@@ -17,11 +17,12 @@ from tests.conftest import REPO_ROOT, run_cli
 from tests.videos import make_clip, probe, read_index
 
 # Runs the real CLI with the engine replaced by a slow one that touches MARKER at frame 10, so a
-# test can interrupt it halfway through without any model.
+# test can interrupt it halfway through without any model (and asks for 3 GB at frame HOG_AT).
 _PATCHED_CLI = """
-import sys, time
+import os, sys, time
 from pathlib import Path
 sys.path.insert(0, {root!r})
+import numpy as np
 import livecam.commands.video as video
 
 class SlowEngine:
@@ -30,6 +31,8 @@ class SlowEngine:
     def process(self, packet):
         if packet.index == 10:
             Path({marker!r}).touch()
+        if packet.index == int(os.environ.get("HOG_AT", -1)):
+            np.empty(3 << 30, np.uint8)  # 3 GB of address space (untouched)
         time.sleep({delay})
         packet.image[100:108, :8] = 255 - packet.image[100:108, :8]  # away from the index stamp
 
@@ -245,3 +248,16 @@ def test_progress_bar_on_a_terminal(tmp_path: Path, small_clip: Path, isolated_e
     assert proc.wait(timeout=60) == 0
     text = out.decode("utf-8", "replace")
     assert "60/60" in text and "frame/s" in text and "\r" in text
+
+
+def test_max_memory_caps_growth_after_warm_up(tmp_path: Path, small_clip: Path, isolated_env: dict[str, str]) -> None:
+    if not Path("/proc/self/statm").exists():
+        pytest.skip("the address-space cap needs Linux")
+    out = tmp_path / "out.mp4"
+    env = dict(isolated_env, HOG_AT="50")
+    proc, _ = _start_patched(["video", str(small_clip), str(out), "--source", "face.jpg", "--max-memory", "0.5",
+                              "--execution-threads", "3"], tmp_path, env, delay=0.0)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 1, stderr
+    assert _one_line(stderr).startswith("livecam: error: ran out of memory (--max-memory 0.5 GB)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["halfway"]  # no output, no temporary file

@@ -62,7 +62,18 @@ def test_match_lab_with_float_weights_and_empty_mask() -> None:
 def test_match_lab_identity_when_images_are_equal() -> None:
     face = _textured((32, 32), (80, 120, 160), seed=7)
     out = color.match_lab(face, face.copy(), np.ones((32, 32), bool))
-    assert np.abs(out.astype(int) - face.astype(int)).max() <= 1
+    diff = np.abs(out.astype(int) - face.astype(int))
+    # Unchanged up to rounding, except the brightest few percent that the highlight knee
+    # (lightness beyond mean + 1.5 std) softens.
+    assert np.percentile(diff, 90) <= 1 and diff.mean() < 0.8
+
+
+def test_match_lab_softens_highlights_beyond_the_targets_skin() -> None:
+    target = _textured((40, 40), (120, 140, 170), seed=8)
+    face = target.copy()
+    face[18:22, 18:22] = 250  # a specular highlight
+    out = color.match_lab(face, target, np.ones((40, 40), bool))
+    assert _lab(out)[20, 20, 0] < _lab(face)[20, 20, 0] - 3
 
 
 def test_match_lab_rejects_mismatched_shapes() -> None:

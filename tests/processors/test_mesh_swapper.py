@@ -107,6 +107,13 @@ def below_forehead(face: Face, shape: tuple[int, int]) -> np.ndarray:
     return (pix @ (up / dist)) < 0.3 * dist
 
 
+def shrunk_oval(face: Face, factor: float) -> np.ndarray:
+    """The face oval scaled about its centre."""
+    oval = face.landmarks[masks.mesh_ring("FACE_OVAL")]
+    centre = oval.mean(axis=0)
+    return (oval - centre) * factor + centre
+
+
 def inside(shape: tuple[int, int], polygon: np.ndarray) -> np.ndarray:
     return masks.polygon_mask(shape, polygon, 0) > 0
 
@@ -275,10 +282,24 @@ def test_several_faces_each_with_its_source() -> None:
                            face=src_a.face, embedding=None)
     swapper.prepare([src_a, src_b])
     out = swapper.process(FramePacket(index=0, image=frame.copy(), faces=faces)).image
-    right = inside((300, 600), (faces[1].landmarks[masks.mesh_ring("FACE_OVAL")] - (450, 150)) * 0.4 + (450, 150))
-    left = inside((300, 600), (faces[0].landmarks[masks.mesh_ring("FACE_OVAL")] - (150, 150)) * 0.4 + (150, 150))
+    right = inside((300, 600), shrunk_oval(faces[1], 0.4))
+    left = inside((300, 600), shrunk_oval(faces[0], 0.4))
     assert np.all(out[right] == 200)  # the flat grey source on the right face
     assert out[left].std() > 10  # the textured source on the left one
+
+
+def test_bgra_and_grey_source_photos_work_like_bgr() -> None:
+    source = make_source()
+    face = make_face(2.0, (320, 240))
+    frame = pattern(480, 640, seed=17)
+    bgr = swapped(SwapSettings(), frame, [face], source).image
+    alpha = np.full(source.image.shape[:2], 7, np.uint8)
+    bgra = SourceIdentity(paths=(), image=np.dstack([source.image, alpha]), face=source.face,
+                          embedding=None)
+    np.testing.assert_array_equal(swapped(SwapSettings(), frame, [face], bgra).image, bgr)
+    grey = SourceIdentity(paths=(), image=cv2.cvtColor(source.image, cv2.COLOR_BGR2GRAY),
+                          face=source.face, embedding=None)
+    assert np.any(swapped(SwapSettings(), frame, [face], grey).image != frame)
 
 
 def test_source_without_landmarks_is_an_input_error() -> None:

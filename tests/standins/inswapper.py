@@ -20,14 +20,15 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 
-def build_inswapper(path: Path, seed: int = 0, fp16: bool = False, io_fp16: bool = False) -> Path:
+def build_inswapper(path: Path, seed: int = 0, fp16: bool = False, io_fp16: bool = False,
+                    bias: float = -2.0) -> Path:
     rng = np.random.default_rng(seed)
     wdt = np.float16 if fp16 or io_fp16 else np.float32
     # Near the identity (a sigmoid of the crop with a little mixing, tinted per channel by the
     # source): the swapped crop still looks like a face, so parity is judged on real pixels.
     w_conv = (rng.standard_normal((3, 3, 3, 3)) * 0.05).astype(np.float32)
     w_conv[[0, 1, 2], [0, 1, 2], 1, 1] += 4.0
-    b_conv = np.full(3, -2.0, dtype=np.float32)
+    b_conv = np.full(3, bias, dtype=np.float32)  # bias=40: an all-white output (mask tests)
     w_src = (rng.standard_normal((512, 3)) * 0.4).astype(np.float32)
     emap = rng.standard_normal((512, 512)).astype(np.float32)
     inits = [numpy_helper.from_array(a.astype(wdt), n) for a, n in

@@ -97,7 +97,8 @@ def _make_demo(folder: Path, runtime: RuntimeSettings, workers: int, written: li
     source, target = sample_path(SOURCE), sample_path(TARGET)
     target_clip, demo_clip = folder / "target.mp4", folder / "demo.mp4"
 
-    write_target_clip(read_image(target)[..., :3], target_clip, focus=SAMPLES[TARGET].focus, encoder=encoder)
+    write_target_clip(read_image(target)[..., :3], target_clip, focus=SAMPLES[TARGET].focus, encoder=encoder,
+                      size=CLIP_SIZE, fps=CLIP_FPS, frames=CLIP_FRAMES)
     written.append(target_clip)  # only complete files are listed: they are removed if a later step fails
 
     neural = neural_models_present(ModelStore(runtime, progress=False))

@@ -72,12 +72,15 @@ def run_video(job: VideoJob) -> None:
     if callable(describe):
         log.info("%s", describe())
     quiet = job.processing.runtime.quiet
-    with _signals(), _address_space_cap(job.max_memory_gb):
+    cap = AddressSpaceCap(job.max_memory_gb)
+    with _signals():
         try:
-            result = process_video(video_options(job), engine, quiet=quiet)
+            result = process_video(video_options(job), engine, quiet=quiet, on_warm=cap.apply)
         except MemoryError as exc:
             raise LivecamError(f"ran out of memory (--max-memory {job.max_memory_gb} GB); raise the limit or "
                                "use fewer --execution-threads") from exc
+        finally:
+            cap.restore()
     stats = result.stats
     audio = {"copy": "audio copied", "reencode": "audio re-encoded", None: "no audio"}[result.audio]
     log.info("wrote %s: %d frames (%d processed, %d with a face) in %.1f s, %.1f fps, %s",
@@ -111,31 +114,39 @@ def _vm_bytes() -> int | None:
         return None
 
 
-@contextlib.contextmanager
-def _address_space_cap(max_memory_gb: float | None) -> Iterator[None]:
-    """With --max-memory, let the address space grow by at most that much during the run
-    (RLIMIT_AS, Linux). The cap is relative because the models, thread stacks and allocator
-    arenas already reserved far more address space than they use."""
-    try:
-        import resource
-    except ImportError:  # Windows
-        resource = None  # type: ignore[assignment]
-    now = _vm_bytes()
-    if max_memory_gb is None or resource is None or not hasattr(resource, "RLIMIT_AS") or now is None:
-        yield
-        return
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    cap = now + int(max_memory_gb * (1 << 30))
-    if hard != resource.RLIM_INFINITY:
-        cap = min(cap, hard)
-    if soft != resource.RLIM_INFINITY:
-        cap = min(cap, soft)
-    try:
-        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
-    except (ValueError, OSError):
-        yield
-        return
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+class AddressSpaceCap:
+    """--max-memory as an address-space limit (RLIMIT_AS, Linux), applied once the pipeline is
+    warm: the models, thread stacks, allocator arenas and codec buffers reserve far more address
+    space than they use, so the cap is that warm size plus the budget. Growth past it (a leak, a
+    runaway buffer) then fails with MemoryError instead of swapping the machine to a halt."""
+
+    def __init__(self, max_memory_gb: float | None) -> None:
+        self._budget = int(max_memory_gb * (1 << 30)) if max_memory_gb else None
+        self._saved: tuple[int, int] | None = None
+
+    def apply(self) -> None:
+        try:
+            import resource
+        except ImportError:  # Windows
+            return
+        now = _vm_bytes()
+        if self._budget is None or now is None or not hasattr(resource, "RLIMIT_AS") or self._saved is not None:
+            return
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        cap = now + self._budget
+        for limit in (soft, hard):
+            if limit != resource.RLIM_INFINITY:
+                cap = min(cap, limit)
+        try:
+            resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+        except (ValueError, OSError):
+            return
+        self._saved = (soft, hard)
+        log.debug("address space capped at %.2f GB", cap / (1 << 30))
+
+    def restore(self) -> None:
+        if self._saved is not None:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_AS, self._saved)
+            self._saved = None

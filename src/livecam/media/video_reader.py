@@ -8,6 +8,7 @@ InputError.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from dataclasses import dataclass
@@ -138,29 +139,49 @@ class VideoReader:
                     try:
                         decoded = packet.decode()
                     except av.error.FFmpegError as exc:
+                        _raise_if_out_of_memory(exc)
                         self._bad_packet(packet_time(packet), exc)
                         continue
                     for frame in decoded:
                         t = float(frame.pts * frame.time_base) if frame.pts is not None and frame.time_base else None
                         if t is None:
                             t = (last_time + step) if last_time is not None else self.info.start_time
+                        try:
+                            image = _upright(frame)
+                        except av.error.FFmpegError as exc:  # conversion: no packet is at fault
+                            _raise_if_out_of_memory(exc)
+                            raise
                         last_time = t
                         count += 1
-                        yield DecodedFrame(image=_upright(frame), time=t)
+                        yield DecodedFrame(image=image, time=t)
                 finished = True
             except av.error.EOFError:
                 finished = True
             except av.error.FFmpegError as exc:
                 # A demux error: resume reading after it (a fresh generator continues from there).
+                _raise_if_out_of_memory(exc)
                 self._bad_packet(last_time, exc)
         if count == 0:
             raise InputError(f"{self.path}: no video frame could be decoded; the file is truncated or corrupt")
         expected = self.info.frames
+        # Did decoding get to the end the header announces? Damage in the middle loses frames
+        # there (a decoder drops those that depend on a broken one) but still reaches the end.
+        end = self.info.start_time + (self.info.duration or 0.0)
+        reached_end = not self.info.duration or (
+            last_time is not None and last_time + step >= end - max(0.5, 0.05 * self.info.duration))
         if expected and count < expected - max(2, expected // 50):
-            raise InputError(
-                f"{self.path} ended after {count} of the {expected} frames its header announces: "
-                "the file looks truncated; re-copy or re-export it"
-            )
+            if not (self.bad_packets and reached_end):
+                raise InputError(
+                    f"{self.path} ended after {count} of the {expected} frames its header announces: "
+                    "the file looks truncated; re-copy or re-export it"
+                )
+            log.warning("warning: %d of the %d frames of %s could not be decoded (damaged data); the output "
+                        "skips them", expected - count, expected, self.path.name)
+        elif not expected and not reached_end:
+            # No frame count (Matroska, WebM): a demuxer that loses sync in damaged data just
+            # ends, silently; say so, so that a shorter output is never a surprise.
+            log.warning("warning: %s ended at %.2f s of the %.2f s its header announces (damaged or cut "
+                        "short); the output stops there", self.path.name, (last_time or 0.0) + step, end)
 
     def _bad_packet(self, at: float | None, exc: BaseException) -> None:
         self.bad_packets += 1
@@ -177,6 +198,12 @@ class VideoReader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _raise_if_out_of_memory(exc: av.error.FFmpegError) -> None:
+    """An allocation or thread-creation failure is no damaged packet: say so instead of skipping."""
+    if getattr(exc, "errno", None) in (errno.ENOMEM, errno.EAGAIN):
+        raise MemoryError(f"decoding failed for lack of memory ({_describe(exc)})") from exc
 
 
 def packet_time(packet: av.Packet) -> float | None:

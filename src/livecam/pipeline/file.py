@@ -130,11 +130,15 @@ def run_frames(
     *,
     progress: Progress | None = None,
     stop: threading.Event | None = None,
+    on_warm: Callable[[], None] | None = None,
 ) -> RunStats:
     """Run every frame through the engine with `options.workers` threads and hand them to
     `write` strictly in order (from one encode thread). Returns when all are written; raises the
     first error of any thread; a KeyboardInterrupt stops every thread and is re-raised (frames
-    written so far stay written, so the caller may finalise a shorter file)."""
+    written so far stay written, so the caller may finalise a shorter file).
+
+    on_warm is called once from the encode thread when as many frames as may be in flight have
+    been written: every thread, codec and buffer exists by then (the moment to cap memory)."""
     workers = max(1, options.workers)
     stop = stop or threading.Event()
     slots = threading.Semaphore(max(workers + 2, options.max_in_flight))
@@ -215,6 +219,8 @@ def run_frames(
                     write(packet)
                     slots.release()
                     stats.frames += 1
+                    if on_warm is not None and stats.frames == options.max_in_flight:
+                        on_warm()
                     if packet.timings.pop("processed", None):
                         stats.processed += 1
                         stats.with_faces += bool(packet.faces)
@@ -227,22 +233,37 @@ def run_frames(
         except BaseException as exc:  # noqa: BLE001
             fail(exc)
 
-    threads = [threading.Thread(target=decode, name="livecam-decode", daemon=True)]
-    threads += [threading.Thread(target=work_loop, name=f"livecam-worker-{i}", daemon=True) for i in range(workers)]
-    encoder = threading.Thread(target=encode, name="livecam-encode", daemon=True)
-    threads.append(encoder)
+    # Each thread sets its event when it is done, and the waits below use the events, not
+    # Thread.join(): on Python <= 3.12 a join() interrupted by Ctrl-C marks a thread that is still
+    # running as finished, so later joins return at once and the caller would close the writer
+    # and reader while the encoder is still inside FFmpeg (a crash).
+    done = [threading.Event() for _ in range(workers + 2)]
+
+    def finishing(target: Callable[[], None], event: threading.Event) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                target()
+            finally:
+                event.set()
+
+        return run
+
+    threads = [threading.Thread(target=finishing(decode, done[0]), name="livecam-decode", daemon=True)]
+    threads += [threading.Thread(target=finishing(work_loop, done[1 + i]), name=f"livecam-worker-{i}", daemon=True)
+                for i in range(workers)]
+    threads.append(threading.Thread(target=finishing(encode, done[-1]), name="livecam-encode", daemon=True))
     for t in threads:
         t.start()
     try:
-        while encoder.is_alive():
-            encoder.join(_POLL_S)  # short joins keep the main thread responsive to Ctrl-C
+        while not done[-1].wait(_POLL_S):  # short waits keep the main thread responsive to Ctrl-C
+            pass
     except KeyboardInterrupt:
         stats.interrupted = True
         raise
     finally:
         stop.set()
-        for t in threads:
-            t.join(_JOIN_S)
+        for event in done:
+            event.wait(_JOIN_S)
         stats.seconds = time.perf_counter() - started
     if errors:
         raise errors[0]
@@ -283,7 +304,7 @@ def temp_path(output: Path) -> Path:
 
 
 def process_video(options: VideoOptions, engine: Engine, *, quiet: bool = False,
-                  stop: threading.Event | None = None) -> VideoResult:
+                  stop: threading.Event | None = None, on_warm: Callable[[], None] | None = None) -> VideoResult:
     """Decode, process and encode one video into options.output via a temporary file.
 
     On success the temporary file is renamed over the output. On an error or interrupt it is
@@ -317,7 +338,7 @@ def process_video(options: VideoOptions, engine: Engine, *, quiet: bool = False,
     try:
         writer = VideoWriter(spec)
         stats = run_frames(frames, lambda p: writer.write(p.image, p.pts), engine, run,
-                           progress=progress, stop=stop)
+                           progress=progress, stop=stop, on_warm=on_warm)
     except BaseException as exc:
         progress.close()
         interrupted = isinstance(exc, KeyboardInterrupt)

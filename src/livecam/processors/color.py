@@ -19,6 +19,7 @@ import numpy as np
 _MIN_RATIO = np.array([0.6, 0.5, 0.5], dtype=np.float32)
 _MAX_RATIO = np.array([1.5, 1.1, 1.1], dtype=np.float32)
 _EPS = 1e-2
+_KNEE_STD, _KNEE_SLOPE = 1.5, 0.4
 # Statistics are taken on a regular subsample of at most about this many pixels: means and
 # standard deviations of a smooth skin region do not need every pixel.
 _STATS_PIXELS = 16384
@@ -51,7 +52,13 @@ def transfer_lut(face_lab: np.ndarray, target_lab: np.ndarray, weights: np.ndarr
     ratio = np.clip((std_t + _EPS) / (std_f + _EPS), _MIN_RATIO, _MAX_RATIO)
     offset = mean_t - mean_f * ratio
     levels = np.arange(256, dtype=np.float64)[:, None]
-    return np.clip(levels * ratio + offset + 0.5, 0, 255).astype(np.uint8).reshape(256, 1, 3)
+    mapped = levels * ratio + offset
+    # Soft knee on lightness: the source photo's specular highlights (a shiny nose under a flash)
+    # are not the target's; squeeze what lies beyond the target's bright skin.
+    knee = mean_t[0] + _KNEE_STD * std_t[0]
+    over = mapped[:, 0] > knee
+    mapped[over, 0] = knee + (mapped[over, 0] - knee) * _KNEE_SLOPE
+    return np.clip(mapped + 0.5, 0, 255).astype(np.uint8).reshape(256, 1, 3)
 
 
 def match_lab(face_bgr: np.ndarray, target_bgr: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -2,9 +2,10 @@
 
 Polygons are Nx2 float32 pixel coordinates (x right, y down) in the image the mask is made
 for, with Face's convention: the origin is the top-left corner of the top-left pixel, so pixel
-(row r, column c) has its centre at (c + 0.5, r + 0.5). A feathered polygon mask is exactly 1 inside the polygon and fades smoothly to 0 over
-`feather_px` outside it, so callers that need an exact interior (the kept mouth) get one and
-callers that need the fade inside (the face oval) shrink the polygon first.
+(row r, column c) has its centre at (c + 0.5, r + 0.5). A feathered polygon mask is exactly 1
+inside the polygon and fades smoothly to 0 over `feather_px` outside it, so callers that need
+an exact interior (the kept mouth) get one and callers that need the fade inside (a face oval)
+shrink the polygon first.
 """
 
 from __future__ import annotations

@@ -40,7 +40,8 @@ _MAX_STEP = 8
 # Mask geometry as fractions of the face size (the larger side of the oval's bounding box).
 _FEATHER = 0.07  # width of the soft edge of the face mask
 _OVAL_MARGIN = 0.015  # the soft edge ends this far inside the oval
-_DETAIL_FEATHER = 0.015  # soft edge round the kept eyes and mouth
+_DETAIL_FEATHER = 0.015  # soft edge round the kept eyes and inner mouth
+_MOUTH_FEATHER = 0.04  # soft edge round the --mouth-mask region (lips and below)
 # Low-frequency lighting taken from the target with colour matching on (see color.match_shading):
 # strength, and the blur radius as a fraction of the face size.
 _SHADING = 0.7
@@ -128,7 +129,10 @@ def prepare_source(source: SourceIdentity) -> PreparedSource:
     if len(tris) < 100:
         raise InputError(f"The source face in {_source_name(source)} is too small or too "
                          "distorted to mesh; use a larger, frontal photo.")
-    image = source.image[..., :3]
+    image = source.image
+    if image.ndim == 2:
+        image = cv2.cvtColor(image, cv2.COLOR_GRAY2BGR)
+    image = image[..., :3]  # a BGRA photo's alpha is not part of the face
     h, w = image.shape[:2]
     lo, hi = lm[oval].min(axis=0), lm[oval].max(axis=0)
     size = float((hi - lo).max())
@@ -371,15 +375,16 @@ class MeshSwapper:
         roi_hw = alpha.shape[:2]
         skin = alpha >= 0.99
         detail = max(1.0, _DETAIL_FEATHER * size)
-        polygons: list[np.ndarray] = []
+        polygons: list[tuple[np.ndarray, float]] = []
         if self.keep_eyes:
-            polygons += [local[eye] for eye in self._eyes]
+            polygons += [(local[eye], detail) for eye in self._eyes]
         if self.settings.mouth_mask is not None:
-            polygons.append(masks.mouth_polygon(local, kps, int(self.settings.mouth_mask)))
+            mouth = masks.mouth_polygon(local, kps, int(self.settings.mouth_mask))
+            polygons.append((mouth, max(1.0, _MOUTH_FEATHER * size)))
         elif self.keep_mouth_interior:
-            polygons.append(local[self._lips_inner])
-        for poly in polygons:
-            found = masks.polygon_mask_box(roi_hw, poly, detail)
+            polygons.append((local[self._lips_inner], detail))
+        for poly, feather in polygons:
+            found = masks.polygon_mask_box(roi_hw, poly, feather)
             if found is None:
                 continue
             keep, (x1, y1, x2, y2) = found

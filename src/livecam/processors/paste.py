@@ -22,7 +22,7 @@ from typing import Callable
 import cv2
 import numpy as np
 
-from livecam.faces.align import Roi, crop_to_roi_matrix, invert, transform_points
+from livecam.faces.align import Roi, invert
 
 _WHITE_THRESHOLD = 20.0 / 255.0  # insightface keeps warped-white pixels above 20 of 255
 
@@ -84,10 +84,13 @@ def inswapper_mask(matrix: np.ndarray, crop_size: int, frame_shape: tuple[int, .
     m = np.asarray(matrix, dtype=np.float64)
     lo, hi = -1.0 + _WHITE_THRESHOLD, crop_size - _WHITE_THRESHOLD
     # The mask's bounding box in frame pixels (clipped to the frame) sets the kernel sizes.
-    corners = transform_points(np.array([[lo, lo], [hi, lo], [hi, hi], [lo, hi]]), invert(m))
+    inv = invert(m)
+    us, vs = np.array([lo, hi, hi, lo]), np.array([lo, lo, hi, hi])
+    xs = inv[0, 0] * us + inv[0, 1] * vs + inv[0, 2]
+    ys = inv[1, 0] * us + inv[1, 1] * vs + inv[1, 2]
     fh, fw = frame_shape[:2]
-    x1, x2 = max(math.ceil(corners[:, 0].min()), 0), min(math.floor(corners[:, 0].max()), fw - 1)
-    y1, y2 = max(math.ceil(corners[:, 1].min()), 0), min(math.floor(corners[:, 1].max()), fh - 1)
+    x1, x2 = max(math.ceil(xs.min()), 0), min(math.floor(xs.max()), fw - 1)
+    y1, y2 = max(math.ceil(ys.min()), 0), min(math.floor(ys.max()), fh - 1)
     mask_size = int(math.sqrt(max(x2 - x1, 0) * max(y2 - y1, 0)))
     k = max(mask_size // 10, 10)
     k_blur = max(mask_size // 20, 5)
@@ -136,26 +139,30 @@ def align_crop(image: np.ndarray, matrix: np.ndarray, size: int) -> np.ndarray:
     return cv2.cvtColor(out, cv2.COLOR_BGRA2BGR)
 
 
-def _support_roi(matrix: np.ndarray, box: Box, frame_shape: tuple[int, ...]) -> Roi | None:
-    """The frame region the mask's support (with its interpolation footprint) maps onto."""
+def _support_roi(inv: np.ndarray, box: Box, frame_shape: tuple[int, ...]) -> Roi | None:
+    """The frame region the mask's support (with its interpolation footprint) maps onto;
+    inv is the crop-to-frame matrix."""
     u0, v0, u1, v1 = box
-    corners = np.array([[u0 - 1, v0 - 1], [u1 + 1, v0 - 1], [u1 + 1, v1 + 1], [u0 - 1, v1 + 1]], dtype=np.float64)
-    back = transform_points(corners, invert(matrix))
+    us = np.array([u0 - 1, u1 + 1, u1 + 1, u0 - 1], dtype=np.float64)
+    vs = np.array([v0 - 1, v0 - 1, v1 + 1, v1 + 1], dtype=np.float64)
+    xs = inv[0, 0] * us + inv[0, 1] * vs + inv[0, 2]
+    ys = inv[1, 0] * us + inv[1, 1] * vs + inv[1, 2]
     fh, fw = frame_shape[:2]
-    x1, y1 = max(math.floor(back[:, 0].min()), 0), max(math.floor(back[:, 1].min()), 0)
-    x2, y2 = min(math.ceil(back[:, 0].max()) + 1, fw), min(math.ceil(back[:, 1].max()) + 1, fh)
+    x1, y1 = max(math.floor(xs.min()), 0), max(math.floor(ys.min()), 0)
+    x2, y2 = min(math.ceil(xs.max()) + 1, fw), min(math.ceil(ys.max()) + 1, fh)
     if x2 <= x1 or y2 <= y1:
         return None
     return x1, y1, x2, y2
 
 
-def _inner_rect(matrix: np.ndarray, box: Box, roi: Roi) -> Box | None:
+def _inner_rect(inv: np.ndarray, box: Box, roi: Roi) -> Box | None:
     """An axis-aligned rectangle (ROI coordinates) inside the frame image of a crop box: the
     largest square centred on the box that fits at the warp's rotation, less a pixel."""
     u0, v0, u1, v1 = box
-    inv = invert(matrix)
-    cx, cy = transform_points(np.array([[(u0 + u1) / 2.0, (v0 + v1) / 2.0]]), inv)[0]
-    scale = float(np.hypot(inv[0, 0], inv[1, 0]))  # frame px per crop px
+    cu, cv = (u0 + u1) / 2.0, (v0 + v1) / 2.0
+    cx = inv[0, 0] * cu + inv[0, 1] * cv + inv[0, 2]
+    cy = inv[1, 0] * cu + inv[1, 1] * cv + inv[1, 2]
+    scale = math.hypot(inv[0, 0], inv[1, 0])  # frame px per crop px
     cos, sin = abs(inv[0, 0]) / scale, abs(inv[1, 0]) / scale
     half = min(u1 - u0, v1 - v0) / 2.0 * scale / (cos + sin) - 1.5
     if half <= 4:
@@ -180,13 +187,16 @@ def paste(frame: np.ndarray, crop: np.ndarray, matrix: np.ndarray, mask: CropMas
     blended pixel by pixel."""
     if mask.support is None:
         return None
-    roi = _support_roi(matrix, mask.support, frame.shape)
+    inv = invert(matrix)
+    roi = _support_roi(inv, mask.support, frame.shape)
     if roi is None:
         return None
     x1, y1, x2, y2 = roi
     bgra = cv2.cvtColor(crop, cv2.COLOR_BGR2BGRA)
     bgra[:, :, 3] = mask.alpha8
-    warped = cv2.warpAffine(bgra, crop_to_roi_matrix(matrix, roi), (x2 - x1, y2 - y1), flags=cv2.INTER_LINEAR,
+    to_roi = inv.copy()
+    to_roi[:, 2] -= (x1, y1)
+    warped = cv2.warpAffine(bgra, to_roi, (x2 - x1, y2 - y1), flags=cv2.INTER_LINEAR,
                             borderMode=cv2.BORDER_CONSTANT, borderValue=0)
     content = cv2.cvtColor(warped, cv2.COLOR_BGRA2BGR)
     alpha = cv2.extractChannel(warped, 3).astype(np.float32)
@@ -195,7 +205,7 @@ def paste(frame: np.ndarray, crop: np.ndarray, matrix: np.ndarray, mask: CropMas
         alpha *= 1.0 - keep(roi)
     inner = None
     if keep is None and mask.interior is not None:
-        inner = _inner_rect(matrix, mask.interior, roi)
+        inner = _inner_rect(inv, mask.interior, roi)
     region = frame[y1:y2, x1:x2]
     if inner is None:
         region[...] = cv2.blendLinear(content, region, alpha, 1.0 - alpha)

@@ -1,0 +1,85 @@
+"""`livecam bench` on the embedded mesh path (no downloadable model needed): a tiny generated
+clip and a tiny real file through the live and the file pipelines; the report's shape and
+figures; errors before any model loads. No timed assertions (speed is measured, not tested)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from livecam.commands.bench import GeneratedClip, stage_table
+from tests.conftest import run_cli
+from tests.videos import make_clip
+
+
+def _bench(args: list[str], env: dict[str, str]) -> dict:
+    result = run_cli(["bench", "--frames", "10", "--json", *args], env=env, timeout=180)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_live_mode_on_a_generated_clip(faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    report = _bench(["--source", str(faces_dir / "obama.jpg"), "--resolution", "480x360"], isolated_env)
+    assert report["mode"] == "live" and report["input"] == "generated" and report["resolution"] == "480x360"
+    assert report["frames"] == 10 and report["dropped"] == 0  # --no-realtime semantics: nothing dropped
+    assert report["processors"] == ["face_swapper"] and "mesh" in report["engine"]
+    assert report["faces_per_frame"] == 1.0  # the generated clip shows the photo's face in every frame
+    stages = report["stages"]
+    assert list(stages)[0] == "capture" and list(stages)[-2:] == ["process", "output"]
+    for name in ("capture", "detect", "landmarks", "face_swapper", "process", "output"):
+        assert stages[name]["count"] == 10, name
+        assert 0 <= stages[name]["median_ms"] <= stages[name]["p95_ms"], name
+    assert report["fps"] > 0
+    assert 0 < report["latency_ms_p50"] <= report["latency_ms_p95"]
+    # Latency is capture to output: at least the time spent in analysis and processing.
+    assert report["latency_ms_p50"] >= stages["detect"]["median_ms"]
+    assert report["peak_rss_mb"] > 50
+
+
+def test_video_mode_on_an_input_file_and_the_table(faces_dir: Path, isolated_env: dict[str, str],
+                                                    tmp_path: Path) -> None:
+    clip = make_clip(tmp_path / "in.mp4", frames=20, size=(320, 240), audio=False,
+                     source_image=faces_dir / "obama.jpg")
+    report = _bench(["--mode", "video", "--input", str(clip), "--source", str(faces_dir / "biden.jpg")],
+                    isolated_env)
+    assert report["mode"] == "video" and report["input"] == str(clip)
+    assert report["frames"] == 10  # --frames caps the file (3 more were used to warm up)
+    assert list(report["stages"])[0] == "decode" and list(report["stages"])[-1] == "encode"
+    assert report["stages"]["decode"]["count"] == 10 and report["stages"]["encode"]["count"] == 10
+    assert report["latency_ms_p50"] is None  # throughput mode: no live latency
+    assert not list(tmp_path.glob("bench-*"))  # temporary files stay in their own folder
+    table = run_cli(["bench", "--frames", "10", "--mode", "video", "--input", str(clip),
+                     "--source", str(faces_dir / "biden.jpg")], env=isolated_env, timeout=180)
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].startswith("livecam bench: video mode")
+    assert any(line.startswith("decode") for line in lines) and "FPS" in table.stdout
+
+
+def test_errors_come_before_any_model_loads(tmp_path: Path, isolated_env: dict[str, str]) -> None:
+    result = run_cli(["bench", "--frames", "10"], env=isolated_env)
+    assert result.returncode == 2 and "--source" in result.stderr and "Traceback" not in result.stderr
+    result = run_cli(["bench", "--frames", "10", "--input", str(tmp_path / "missing.mp4"),
+                      "--source", str(tmp_path / "x.jpg")], env=isolated_env)
+    assert result.returncode == 2 and "missing.mp4" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_generated_clip_moves_and_is_copied() -> None:
+    photo = np.random.default_rng(0).integers(0, 255, (200, 150, 3), dtype=np.uint8)
+    clip = GeneratedClip(photo, (320, 240), frames=30)
+    a, b = clip.image(0), clip.image(6)
+    assert a.shape == (240, 320, 3) and a.dtype == np.uint8
+    assert not np.array_equal(a, b)  # the face drifts, so detection/tracking do real work
+    a[:] = 0  # processors write into frames: the clip must hand out copies
+    assert clip.image(0).any()
+
+
+def test_stage_table_order_and_statistics() -> None:
+    records = [{"detect": float(i), "face_swapper": 2.0, "process": 3.0, "output": 0.5} for i in range(1, 11)]
+    table = stage_table(records, ("capture", [1.0] * 10))
+    assert list(table) == ["capture", "detect", "face_swapper", "process", "output"]
+    assert table["detect"]["median_ms"] == 5.5 and table["detect"]["count"] == 10
+    assert 9.0 < table["detect"]["p95_ms"] <= 10.0
