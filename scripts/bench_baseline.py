@@ -107,14 +107,19 @@ class Baseline:
                 os.symlink((models / name).resolve(), pack / name)
         return pack
 
-    def process(self, frame: np.ndarray) -> np.ndarray:
+    def process(self, frame: np.ndarray, timings: dict[str, float] | None = None) -> np.ndarray:
+        t0 = time.perf_counter()
         faces = self.app.get(frame)
+        t1 = time.perf_counter()
         if not faces:
             return frame
         target = min(faces, key=lambda f: f.bbox[0])  # Deep-Live-Cam's get_one_face
         frame = self.swapper.get(frame, target, self.source_face, paste_back=True)
+        t2 = time.perf_counter()
         if self.enhancer is not None:
             frame = self.enhance(frame, target.kps)
+        if timings is not None:
+            timings.update(analyse=(t1 - t0) * 1000, swap=(t2 - t1) * 1000, enhance=(time.perf_counter() - t2) * 1000)
         return frame
 
     def enhance(self, frame: np.ndarray, kps: np.ndarray) -> np.ndarray:
@@ -198,6 +203,7 @@ def livecam_sequential(lc: Livecam, clip: GeneratedClip, frames: int) -> dict[st
     from livecam.frame import FramePacket
 
     times = []
+    stages: list[dict[str, float]] = []
     for i in range(frames + 3):
         packet = FramePacket(index=i, image=clip.image(i), captured_at=time.perf_counter())
         t0 = time.perf_counter()
@@ -205,19 +211,29 @@ def livecam_sequential(lc: Livecam, clip: GeneratedClip, frames: int) -> dict[st
         lc.engine.process(packet)
         if i >= 3:
             times.append((time.perf_counter() - t0) * 1000.0)
+            stages.append(dict(packet.timings))
     return {"ms_per_frame_p50": round(pct(times, 50), 3), "ms_per_frame_p95": round(pct(times, 95), 3),
-            "faces": len(packet.faces)}
+            "faces": len(packet.faces), "stages_p50": stage_medians(stages)}
+
+
+def stage_medians(records: list[dict[str, float]]) -> dict[str, float]:
+    keys = dict.fromkeys(k for r in records for k in r)
+    return {k: round(pct([r[k] for r in records if k in r], 50), 2) for k in keys}
 
 
 def baseline_sequential(base: Baseline, clip: GeneratedClip, frames: int) -> dict[str, Any]:
     times = []
+    stages: list[dict[str, float]] = []
     for i in range(frames + 3):
         frame = clip.image(i)
+        timings: dict[str, float] = {}
         t0 = time.perf_counter()
-        base.process(frame)
+        base.process(frame, timings)
         if i >= 3:
             times.append((time.perf_counter() - t0) * 1000.0)
-    return {"ms_per_frame_p50": round(pct(times, 50), 3), "ms_per_frame_p95": round(pct(times, 95), 3)}
+            stages.append(timings)
+    return {"ms_per_frame_p50": round(pct(times, 50), 3), "ms_per_frame_p95": round(pct(times, 95), 3),
+            "stages_p50": stage_medians(stages)}
 
 
 # ----------------------------------------------------------------------------- the run
@@ -298,7 +314,8 @@ def overhead(args: argparse.Namespace, photo: np.ndarray, log: Callable[[str], N
         b = median_of(b_runs, "ms_per_frame_p50")
         lv = median_of(l_runs, "ms_per_frame_p50")
         out[label] = {"baseline_ms": b, "livecam_ms": lv, "livecam_over_baseline": round(lv / b, 3),
-                      "livecam_faces": l_runs[-1]["faces"]}
+                      "livecam_faces": l_runs[-1]["faces"], "baseline_stages_p50": b_runs[-1]["stages_p50"],
+                      "livecam_stages_p50": l_runs[-1]["stages_p50"]}
         log(f"overhead {label} at {args.overhead_resolution}: baseline {b} ms/frame, livecam {lv} ms/frame "
             f"(ratio {lv / b:.2f}; goal <= 0.33)")
     return out

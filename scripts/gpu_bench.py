@@ -253,7 +253,7 @@ def format_table(report: dict[str, Any]) -> str:
                  f"torch {env.get('torch')}; shims: {env.get('shims')}")
     rate = report.get("rate_macs_per_s", {})
     if rate:
-        lines.append("measured matmul rate: " + ", ".join(f"{k} {v / 1e12:.1f} TMAC/s" for k, v in rate.items()))
+        lines.append("measured matmul rate: " + ", ".join(f"{k} {v / 1e9:.0f} GMAC/s" for k, v in rate.items()))
     lat = report.get("latency", {})
     if lat:
         lines += ["", "| model | provider | precision | input | median ms | p95 ms | floor ms |", "|---|---|---|---|---|---|---|"]
@@ -280,7 +280,7 @@ def format_table(report: dict[str, Any]) -> str:
                          f"vs baseline {bl.get('latency_ms_p50')}/{bl.get('latency_ms_p95')} "
                          f"(baseline/livecam x{s.get('live_latency_ratio')})")
         if part.get("floor_ms") is not None:
-            lines.append(f"- physical floor (model MACs per frame / measured fp16 rate): {part['floor_ms']} ms "
+            lines.append(f"- physical floor (model MACs per frame / measured matmul rate, fp16 where measured): {part['floor_ms']} ms "
                          f"= {round(1000 / part['floor_ms'])} FPS")
         if part.get("gpu_mb") is not None:
             lines.append(f"- GPU memory in use after the run: {part['gpu_mb']} MB")

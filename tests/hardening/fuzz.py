@@ -9,9 +9,12 @@ stderr; never a traceback, never an exception escaping, never a partial or tempo
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
 import random
 import struct
+import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -243,6 +246,35 @@ class Outcome:
     problem: str | None
 
 
+@dataclass
+class Native:
+    text: str = ""
+
+
+@contextlib.contextmanager
+def native_stderr() -> Iterator[Native]:
+    """What C libraries write straight to file descriptor 2 meanwhile (CliRunner only captures
+    Python's sys.stderr, but a user's terminal shows both)."""
+    captured = Native()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield captured
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            captured.text = sink.read().decode("utf-8", "replace")
+
+
+def invoke(runner, cli, args: list[str]):  # type: ignore[no-untyped-def]
+    """runner.invoke, with native stderr output added to the result's stderr text."""
+    with native_stderr() as native:
+        result = runner.invoke(cli, args)
+    return result, native.text + result.stderr
+
+
 def run_case(runner, cli, case: Case, role: str, good: Path, work: Path) -> Outcome:  # type: ignore[no-untyped-def]
     """Write the case to `work/in/`, run `livecam image` with it in `role` ("target" or "source"),
     and judge the result. `good` is a valid photo with one face used in the other role."""
@@ -253,8 +285,8 @@ def run_case(runner, cli, case: Case, role: str, good: Path, work: Path) -> Outc
     path.write_bytes(case.data)
     out = outbox / "result.jpg"
     target, source = (path, good) if role == "target" else (good, path)
-    result = runner.invoke(cli, ["image", str(target), str(out), "--source", str(source), "--swap-model", "mesh"])
-    stderr = result.stderr
+    result, stderr = invoke(runner, cli, ["image", str(target), str(out), "--source", str(source),
+                                          "--swap-model", "mesh"])
     problem = judge(result.exit_code, stderr, result.exception, out, outbox)
     for leftover in outbox.iterdir():
         leftover.unlink()

@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from livecam.cli import cli
+from tests.hardening.fuzz import invoke
 from tests.videos import count_frames, make_clip, probe
 
 
@@ -36,9 +37,9 @@ def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 def run_video(src: Path, face: Path, out_dir: Path, *extra: str) -> tuple[int, str, Path]:
     out_dir.mkdir(exist_ok=True)
     out = out_dir / "out.mp4"
-    result = CliRunner().invoke(cli, ["video", str(src), str(out), "-s", str(face), "--swap-model", "mesh", *extra])
+    result, stderr = invoke(CliRunner(), cli, ["video", str(src), str(out), "-s", str(face), "--swap-model", "mesh",
+                                               *extra])
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
-    stderr = result.stderr
     assert "Traceback" not in stderr and "internal error" not in stderr, stderr
     assert result.exit_code in (0, 2), (result.exit_code, stderr)
     files = sorted(p.name for p in out_dir.iterdir())

@@ -8,7 +8,8 @@ that is deleted afterwards). The clip is --input, or one generated in memory fro
 detection and tracking work as on a camera). Three warm-up frames go through the engine first
 and are not counted. Reported: per-stage median and p95 ms (whatever stages the engine's
 analyser and processors record, plus capture/decode and output/encode), end-to-end FPS, live
-latency p50/p95, peak RSS and GPU memory (NVML, when available).
+latency p50/p95, CPU time per frame (all threads), peak RSS and GPU memory (NVML, when
+available).
 """
 
 from __future__ import annotations
@@ -148,6 +149,12 @@ def stage_table(records: list[dict[str, float]], first: tuple[str, list[float]],
     return stages
 
 
+def cpu_seconds() -> float:
+    """User + system CPU time of this process so far (all threads)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
 
@@ -197,7 +204,7 @@ def run_live_bench(job: BenchJob, engine: Any) -> dict[str, Any]:
     if job.input is not None:
         frames, reader = _file_frames(job.input, job.frames + WARMUP_FRAMES)
         images: Iterator[np.ndarray] = (f.image for f in frames)
-        warm = [next(images) for _ in range(WARMUP_FRAMES)]
+        warm = list(islice(images, WARMUP_FRAMES))
         fps = float(reader.info.rate or 30)
     else:
         clip = GeneratedClip(_source_photo(job), job.resolution, job.frames)
@@ -210,22 +217,34 @@ def run_live_bench(job: BenchJob, engine: Any) -> dict[str, Any]:
     options = LiveOptions(workers=job.processing.runtime.execution_threads, max_frames=job.frames,
                           degrade=False, detect_every=analysis.detect_every, det_size=analysis.det_size,
                           handle_signals=True)
-    probe = ResourceProbe()
-    gpu_mb = None
+    cpu0 = cpu_seconds()
     try:
         result = run_live_pipeline(recording, TimedSource(images, "bench clip", fps, capture),
-                                   NullSink(), options, probe=probe)
-        gpu_mb = probe.gpu_mb()
+                                   NullSink(), options, probe=ResourceProbe())
     finally:
         if reader is not None:
             reader.close()
+    cpu = cpu_seconds() - cpu0
     summary = result.summary
     return {
         "frames": summary["frames"], "fps": summary["fps"], "dropped": summary["dropped"],
         "latency_ms_p50": summary["latency_ms_p50"], "latency_ms_p95": summary["latency_ms_p95"],
+        "cpu_ms_per_frame": round(cpu * 1000.0 / max(1, summary["frames"]), 2),
         "stages": stage_table(recording.records, ("capture", capture)),
-        "faces_per_frame": _faces(recording.faces), "gpu_mb": gpu_mb,
+        "faces_per_frame": _faces(recording.faces), "gpu_mb": gpu_memory_mb(),
     }
+
+
+def gpu_memory_mb() -> float | None:
+    """GPU memory in use after the run (NVML; None without an NVIDIA driver or nvidia-ml-py).
+    ONNX Runtime's arenas do not shrink, so this is close to the run's peak."""
+    from livecam.pipeline.metrics import ResourceProbe
+
+    probe = ResourceProbe()
+    try:
+        return probe.gpu_mb()
+    finally:
+        probe.close()
 
 
 def _generated_file(job: BenchJob, folder: Path) -> Path:
@@ -246,7 +265,6 @@ def _generated_file(job: BenchJob, folder: Path) -> Path:
 def run_video_bench(job: BenchJob, engine: Any) -> dict[str, Any]:
     from livecam.media.video_writer import OutputSpec, VideoWriter
     from livecam.pipeline.file import RunOptions, frames_in_flight, run_frames
-    from livecam.pipeline.metrics import ResourceProbe
 
     decode: list[float] = []
     encode: list[float] = []
@@ -282,18 +300,18 @@ def run_video_bench(job: BenchJob, engine: Any) -> dict[str, Any]:
             recording = RecordingEngine(engine)
             options = RunOptions(workers=workers, label=True,
                                  max_in_flight=frames_in_flight(info.width * info.height * 3, workers, None))
+            cpu0 = cpu_seconds()
             stats = run_frames(timed(frames), write, recording, options)
+            cpu = cpu_seconds() - cpu0
             writer.close()
         finally:
             reader.close()
-    probe = ResourceProbe()
-    gpu_mb = probe.gpu_mb()
-    probe.close()
     return {
         "frames": stats.frames, "fps": round(stats.fps, 2), "dropped": 0,
         "latency_ms_p50": None, "latency_ms_p95": None,
+        "cpu_ms_per_frame": round(cpu * 1000.0 / max(1, stats.frames), 2),
         "stages": stage_table(recording.records, ("decode", decode), ("encode", encode)),
-        "faces_per_frame": _faces(recording.faces), "gpu_mb": gpu_mb,
+        "faces_per_frame": _faces(recording.faces), "gpu_mb": gpu_memory_mb(),
     }
 
 
@@ -313,6 +331,8 @@ def format_table(report: dict[str, Any]) -> str:
     lines.append(f"end-to-end: {report['fps']:.1f} FPS" + (
         f", latency p50 {report['latency_ms_p50']} ms p95 {report['latency_ms_p95']} ms"
         if report.get("latency_ms_p50") is not None else ""))
+    lines.append(f"CPU time: {report['cpu_ms_per_frame']} ms per frame (all threads; ONNX Runtime's "
+                 f"spinning threads included)")
     mem = f"peak RSS {report['peak_rss_mb']:.0f} MB"
     mem += f", GPU {report['gpu_mb']:.0f} MB" if report.get("gpu_mb") is not None else ", GPU n/a"
     lines.append(mem + f", faces per frame {report['faces_per_frame']}")

@@ -9,9 +9,14 @@ folder that is renamed into place, so a failure never leaves a broken or partial
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import secrets
+import tempfile
+import threading
 from pathlib import Path
+from typing import Iterator
 
 import cv2
 import numpy as np
@@ -67,13 +72,43 @@ def read_image(path: Path | str) -> np.ndarray:
     if size[0] * size[1] > MAX_PIXELS:
         raise InputError(f"{path} declares {size[0]}x{size[1]} pixels, more than the "
                          f"{MAX_PIXELS // 1_000_000} megapixels livecam accepts; scale it down first")
-    image = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
+    with _native_stderr_to_log():
+        image = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
     if image is None or image.size == 0:
         raise InputError(f"{path} could not be decoded as {fmt.upper()} (truncated or corrupt?); "
                          f"re-export or re-download it")
     image = _to_uint8_bgr(image)
     # IMREAD_UNCHANGED keeps alpha and depth but ignores EXIF orientation: apply it here.
     return np.ascontiguousarray(apply_orientation(image, md.exif_orientation(data)))
+
+
+# Serialises the file-descriptor swap below (two overlapping swaps would lose stderr for good).
+_STDERR_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _native_stderr_to_log() -> Iterator[None]:
+    """libpng and libjpeg print warnings and errors ("libpng error: ...", "Corrupt JPEG data: ...")
+    straight to file descriptor 2, which would add lines to livecam's one-line errors. During a
+    decode, fd 2 points at a temporary file whose text is logged at debug level instead."""
+    with _STDERR_LOCK:
+        try:
+            saved = os.dup(2)
+            sink = tempfile.TemporaryFile()
+        except OSError:  # no fd to spare: let the decoder speak
+            yield
+            return
+        with sink:
+            os.dup2(sink.fileno(), 2)
+            try:
+                yield
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
+                sink.seek(0)
+                said = sink.read(4096).decode("utf-8", "replace").strip()
+                if said:
+                    logging.getLogger("livecam").debug("image decoder: %s", " | ".join(said.splitlines()))
 
 
 def _read_bytes(path: Path) -> bytes:

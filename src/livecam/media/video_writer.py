@@ -54,7 +54,8 @@ def encoder_options(name: str, quality: int) -> dict[str, str]:
     """Private options that give `name` a CRF-like `quality` (0 best .. 51 worst)."""
     q63 = str(round(quality * 63 / 51))
     if name in ("libx264", "libx265"):
-        # veryfast: twice the speed of `fast` at 720p on a laptop CPU; quality is set by the CRF.
+        # `faster`: quicker than x264's default at nearly the same fidelity for a given CRF
+        # (`veryfast` is about twice as quick again, at -0.2 dB PSNR and visibly more noise).
         opts = {"crf": str(quality), "preset": "faster"}
         if name == "libx265":
             opts["x265-params"] = "log-level=error"  # x265 prints a banner on stderr otherwise

@@ -27,6 +27,7 @@ import cv2
 import numpy as np
 
 from livecam.errors import InputError
+from livecam.faces.align import estimate_similarity
 from livecam.faces.face import MESH_LANDMARKS, Face
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
@@ -53,6 +54,19 @@ _FOREHEAD = 0.6
 # Facing weight: triangles whose area shrank (relative to the face's typical scale) below LOW
 # are hidden, above HIGH fully shown.
 _FACING_LOW, _FACING_HIGH = 0.2, 0.45
+# Identity geometry (see shape_offsets): by default the target's inner face (eyes, brows, nose,
+# mouth, cheeks) moves this far from its own proportions towards the source's (0: the target's
+# shape, 1: the source's). Tuned with scripts/eval_identity.py over all its photo pairs.
+SHAPE_STRENGTH = 1.0
+_SHAPE_MAX = 0.08  # no landmark moves more than this fraction of the face size
+_SHAPE_FADE = 0.2  # offsets fade to 0 at the face oval over this fraction of the face size
+_SHAPE_MARGIN = 0.02  # ...and are 0 within this fraction of it (and outside it)
+_SHAPE_MIN_PX = 0.3  # below this largest offset nothing is warped
+# Pose gate: 2-D landmarks cannot tell a turned head from a different face, so the transfer
+# weakens as the two faces' yaw (nose tip across the cheeks, -1..1) differs by LOW to HIGH.
+_YAW_LOW, _YAW_HIGH = 0.12, 0.35
+_CHEEKS = (234, 454)  # FaceMesh points on the image-left and image-right edges of the cheeks
+_NOSE_TIP = 1
 
 
 @dataclass(frozen=True)
@@ -67,6 +81,9 @@ class PreparedSource:
     lab_levels: tuple[np.ndarray, ...]
     landmarks: np.ndarray  # (468, 2) float64, corner convention, in level-0 crop pixels
     size: float  # face size (px) at level 0
+    # Landmarks on or inside the outer lip ring: moved as one piece (the mouth's opening is
+    # expression, and stays the target's).
+    lips: np.ndarray
 
 
 def _area2(t: np.ndarray) -> np.ndarray:
@@ -151,7 +168,89 @@ def prepare_source(source: SourceIdentity) -> PreparedSource:
         s /= 2.0
     lab_levels = [np.dstack([cv2.cvtColor(np.ascontiguousarray(lv[..., :3]), cv2.COLOR_BGR2LAB),
                              lv[..., 3]]) for lv in levels]
-    return PreparedSource(tris, tuple(levels), tuple(lab_levels), local, size)
+    ring = local[masks.mesh_ring("LIPS_OUTER")].astype(np.float32).reshape(-1, 1, 2)
+    lips = np.array([i for i, (x, y) in enumerate(local)
+                     if cv2.pointPolygonTest(ring, (float(x), float(y)), False) >= 0], dtype=np.int64)
+    return PreparedSource(tris, tuple(levels), tuple(lab_levels), local, size, lips)
+
+
+def _yaw(lm: np.ndarray) -> float:
+    """-1..1: where the nose tip lies between the two cheek edges (0 when frontal)."""
+    left, right = lm[_CHEEKS[0]], lm[_CHEEKS[1]]
+    axis = right - left
+    n = float(axis @ axis)
+    return 0.0 if n < 1e-9 else 2.0 * float((lm[_NOSE_TIP] - left) @ axis) / n - 1.0
+
+
+def _two_point_similarity(a: np.ndarray, b: np.ndarray, a2: np.ndarray, b2: np.ndarray,
+                          points: np.ndarray) -> np.ndarray:
+    """points moved by the similarity taking a to a2 and b to b2."""
+    za, zb = complex(*a), complex(*b)
+    if abs(zb - za) < 1e-9:
+        return points + (a2 - a)
+    k = (complex(*b2) - complex(*a2)) / (zb - za)
+    z = (points[:, 0] - a[0]) + 1j * (points[:, 1] - a[1])
+    w = k * z
+    return np.stack([w.real + a2[0], w.imag + a2[1]], axis=1)
+
+
+def _inside_distance(points: np.ndarray, polygon: np.ndarray) -> np.ndarray:
+    """Distance of each point to the polygon's edges, 0 for points outside it (vectorised:
+    point-to-segment distances and an even-odd crossing test)."""
+    a = polygon
+    b = np.roll(polygon, -1, axis=0)
+    ab = b - a
+    ap = points[:, None, :] - a[None, :, :]
+    t = np.clip((ap * ab).sum(-1) / np.maximum((ab * ab).sum(-1), 1e-12), 0.0, 1.0)
+    dist = np.sqrt(((ap - t[..., None] * ab) ** 2).sum(-1)).min(axis=1)
+    py = points[:, 1:2]
+    straddles = (a[None, :, 1] > py) != (b[None, :, 1] > py)
+    dy = np.where(ab[:, 1] == 0, 1e-12, ab[:, 1])
+    cross_x = a[None, :, 0] + (py - a[None, :, 1]) * (ab[None, :, 0] / dy[None, :])
+    inside = (straddles & (points[:, 0:1] < cross_x)).sum(axis=1) % 2 == 1
+    return np.where(inside, dist, 0.0)
+
+
+def shape_offsets(src_lm: np.ndarray, tgt_lm: np.ndarray, lips: np.ndarray, strength: float,
+                  size: float, frozen: np.ndarray | None = None) -> np.ndarray | None:
+    """Per-landmark offsets (468, 2) that move the target's inner face geometry `strength` of
+    the way to the source's, or None when they are all negligible.
+
+    The source mesh is aligned onto the target's by a least-squares similarity (position,
+    roll, scale: pose and framing are not identity); what differs after that is the shape of
+    the face. The eyes and the lips only move and scale as a whole, by their corners, so that
+    the target's blinks and mouth opening stay; the oval stays put and offsets fade to 0
+    towards it, so the warp of the target is continuous with everything around the face; the
+    transfer weakens when the two faces are turned differently (then 2-D offsets would be
+    pose, not shape). `frozen` indices do not move (a kept mouth).
+    """
+    src = np.asarray(src_lm, dtype=np.float64)
+    tgt = np.asarray(tgt_lm, dtype=np.float64)
+    gate = float(np.clip((_YAW_HIGH - abs(_yaw(src) - _yaw(tgt))) / (_YAW_HIGH - _YAW_LOW), 0, 1))
+    strength = float(np.clip(strength, 0.0, 1.0)) * gate
+    if strength <= 0.0 or size <= 0.0:
+        return None
+    m = estimate_similarity(src, tgt)
+    aligned = src @ m[:, :2].T + m[:, 2]
+    offsets = aligned - tgt
+    groups = [masks.mesh_ring("RIGHT_EYE"), masks.mesh_ring("LEFT_EYE")]
+    outer = masks.mesh_ring("LIPS_OUTER")
+    for ring, members in ((groups[0], groups[0]), (groups[1], groups[1]),
+                          (outer, np.union1d(lips, outer))):
+        a, b = ring[0], ring[len(ring) // 2]  # the two corners
+        moved = _two_point_similarity(tgt[a], tgt[b], aligned[a], aligned[b], tgt[members])
+        offsets[members] = moved - tgt[members]
+    edge = _inside_distance(tgt, tgt[masks.mesh_ring("FACE_OVAL")])
+    ramp = np.clip((edge - _SHAPE_MARGIN * size) / (_SHAPE_FADE * size), 0.0, 1.0)
+    offsets *= (strength * ramp * ramp * (3.0 - 2.0 * ramp))[:, None]
+    if frozen is not None:
+        offsets[frozen] = 0.0
+    norm = np.linalg.norm(offsets, axis=1)
+    cap = _SHAPE_MAX * size
+    offsets *= np.minimum(1.0, cap / np.maximum(norm, 1e-9))[:, None]
+    if float(norm.max()) < _SHAPE_MIN_PX:
+        return None
+    return offsets
 
 
 def _inner_feather(shape_hw: tuple[int, int], polygon: np.ndarray, margin: float,
@@ -189,25 +288,41 @@ def _affine_inverses(tri: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def piecewise_affine_maps(dst_tri: np.ndarray, src_tri: np.ndarray, fallback: np.ndarray,
-                          grid_hw: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                          grid_hw: tuple[int, int], ids: np.ndarray | None = None
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Sampling maps (map_x, map_y float32, grid_hw) of the warp taking every dst triangle onto
     its src triangle, and the triangle index of every grid point (T where none). Coordinates
     are grid indices on the dst side and whatever unit src_tri is in; grid points in no
-    triangle use the 2x3 `fallback` affine map.
+    triangle use the 2x3 `fallback` affine map. `ids` from an earlier call with the same
+    dst_tri skips the rasterisation (a second warp over the same target mesh).
 
     Vectorised over triangles: candidate points are every triangle's bounding box, kept when
     their barycentric weights are all >= 0. Triangles folded over (back-facing, as in a turned
     head) are written first so that front-facing ones win where they overlap.
     """
-    gh, gw = grid_hw
     inv, det = _affine_inverses(dst_tri)
-    valid = np.abs(det) > 1e-9
-    back = np.sign(det) != np.sign(_area2(src_tri))
-    order = np.concatenate([np.nonzero(valid & back)[0], np.nonzero(valid & ~back)[0]])
     # Per-triangle affine maps dst -> src: src vertices (2x3) times the barycentric inverse.
     affine = np.empty((len(dst_tri) + 1, 2, 3), dtype=np.float64)
     affine[:-1] = np.einsum("tvk,tvj->tkj", src_tri, inv)
     affine[-1] = fallback
+    if ids is None:
+        ids = _rasterise(dst_tri, src_tri, inv, det, grid_hw)
+    gh, gw = ids.shape
+    m = affine.astype(np.float32).reshape(-1, 6)[ids]
+    gx = np.arange(gw, dtype=np.float32)[None, :]
+    gy = np.arange(gh, dtype=np.float32)[:, None]
+    map_x = m[..., 0] * gx + m[..., 1] * gy + m[..., 2]
+    map_y = m[..., 3] * gx + m[..., 4] * gy + m[..., 5]
+    return map_x, map_y, ids
+
+
+def _rasterise(dst_tri: np.ndarray, src_tri: np.ndarray, inv: np.ndarray, det: np.ndarray,
+               grid_hw: tuple[int, int]) -> np.ndarray:
+    """The index of the dst triangle covering every grid point (T where none)."""
+    gh, gw = grid_hw
+    valid = np.abs(det) > 1e-9
+    back = np.sign(det) != np.sign(_area2(src_tri))
+    order = np.concatenate([np.nonzero(valid & back)[0], np.nonzero(valid & ~back)[0]])
     ids = np.full((gh, gw), len(dst_tri), dtype=np.int32)
     n = len(order)
     if n:
@@ -233,12 +348,7 @@ def piecewise_affine_maps(dst_tri: np.ndarray, src_tri: np.ndarray, fallback: np
             eps = np.float32(1e-5)
             inside = (w1 >= -eps) & (w2 >= -eps) & (w1 + w2 <= 1.0 + eps)
             ids[ys[inside], xs[inside]] = order[which[inside]]
-    m = affine.astype(np.float32).reshape(-1, 6)[ids]
-    gx = np.arange(gw, dtype=np.float32)[None, :]
-    gy = np.arange(gh, dtype=np.float32)[:, None]
-    map_x = m[..., 0] * gx + m[..., 1] * gy + m[..., 2]
-    map_y = m[..., 3] * gx + m[..., 4] * gy + m[..., 5]
-    return map_x, map_y, ids
+    return ids
 
 
 def _clip_forehead(oval: np.ndarray, kps: np.ndarray) -> np.ndarray:
@@ -261,8 +371,9 @@ class MeshSwapper:
     name = "face_swapper"
 
     def __init__(self, settings: SwapSettings, *, keep_eyes: bool = True,
-                 keep_mouth_interior: bool = True) -> None:
+                 keep_mouth_interior: bool = True, shape_strength: float = SHAPE_STRENGTH) -> None:
         self.settings = settings
+        self.shape_strength = shape_strength
         self.keep_eyes = keep_eyes
         self.keep_mouth_interior = keep_mouth_interior
         self._sources: tuple[PreparedSource, ...] = ()
@@ -305,16 +416,34 @@ class MeshSwapper:
             return
         roi_w, roi_h = x2 - x1, y2 - y1
         local = lm - (x1, y1)
+        # The source's face shape: the target's landmarks move towards it, and the target's own
+        # pixels (kept eyes and mouth, the edge of the face) are warped along.
+        offsets = None
+        if self.shape_strength > 0.0:
+            frozen = src.lips if self.settings.mouth_mask is not None else None
+            offsets = shape_offsets(src.landmarks, local, src.lips, self.shape_strength, size,
+                                    frozen)
+        moved = local if offsets is None else local + offsets
 
         lab = self.settings.color_match
-        warped4, facing = self._warp(src.lab_levels if lab else src.levels, src, local, size,
-                                     (roi_h, roi_w))
+        warped4, facing, reshape = self._warp(src.lab_levels if lab else src.levels, src, moved,
+                                              size, (roi_h, roi_w),
+                                              None if offsets is None else local)
         warped = cv2.cvtColor(warped4, cv2.COLOR_BGRA2BGR)  # drops channel 3, LAB or BGR alike
         alpha = warped4[..., 3].astype(np.float32) * (1.0 / 255.0)
         if facing is not None:
             alpha *= facing
-        target = frame[y1:y2, x1:x2]
-        skin = self._apply_keep(alpha, local, face.kps - (x1, y1), size)
+        original = frame[y1:y2, x1:x2]
+        skin, mouth = self._apply_keep(alpha, moved, face.kps - (x1, y1), size)
+        target = original
+        if reshape is not None:
+            target = cv2.remap(original, reshape, None, cv2.INTER_LINEAR,
+                               borderMode=cv2.BORDER_REPLICATE)
+            if mouth is not None:
+                # --mouth-mask keeps the target's mouth exactly where it is.
+                keep, (mx1, my1, mx2, my2) = mouth
+                target[my1:my2, mx1:mx2] = cv2.blendLinear(
+                    original[my1:my2, mx1:mx2], target[my1:my2, mx1:mx2], keep, 1.0 - keep)
         if lab:
             step = color.sample_step(skin.shape)
             target_lab = cv2.cvtColor(np.ascontiguousarray(target[::step, ::step]),
@@ -332,10 +461,13 @@ class MeshSwapper:
         frame[y1:y2, x1:x2] = cv2.blendLinear(warped, target, alpha, 1.0 - alpha)
 
     def _warp(self, levels: tuple[np.ndarray, ...], src: PreparedSource, local: np.ndarray,
-              size: float, roi_hw: tuple[int, int]) -> tuple[np.ndarray, np.ndarray | None]:
-        """The source texture (one of its 4-channel pyramids) warped onto the target landmarks,
-        ROI-sized uint8 (channel 3: the source's face mask, warped), and the ROI-sized facing
-        weight (float32 0..1; None when it is 1 everywhere)."""
+              size: float, roi_hw: tuple[int, int], original: np.ndarray | None = None
+              ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """The source texture (one of its 4-channel pyramids) warped onto the target landmarks
+        `local`, ROI-sized uint8 (channel 3: the source's face mask, warped), the ROI-sized
+        facing weight (float32 0..1; None when it is 1 everywhere), and, when the target's
+        `original` landmarks are given, the ROI-sized CV_32FC2 map that warps the target's
+        pixels from `original` to `local` (identity off the mesh), else None."""
         roi_h, roi_w = roi_hw
         # Sample from the pyramid level closest to (not below) the target's size: no aliasing.
         level = int(np.clip(np.floor(np.log2(max(src.size / max(size, 1.0), 1.0))), 0,
@@ -366,28 +498,49 @@ class MeshSwapper:
             facing_full = facing_full[:roi_h, :roi_w]
         warped = cv2.remap(texture, maps, None, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT,
                            borderValue=(0, 0, 0, 0))
-        return warped, facing_full
+        reshape = None
+        if original is not None:
+            # Same mesh and grid, so the same triangle ids; upsampled as a displacement (0 off
+            # the mesh) so that pixels outside the face map exactly onto themselves.
+            half = 0.5 * step - 0.5
+            identity = np.array([[step, 0.0, half], [0.0, step, half]])
+            tx, ty, _ = piecewise_affine_maps(dst_tri, original[src.triangles] - 0.5, identity,
+                                              (gh, gw), ids)
+            gx = np.arange(gw, dtype=np.float32)[None, :] * step + half
+            gy = np.arange(gh, dtype=np.float32)[:, None] * step + half
+            disp = np.dstack([tx - gx, ty - gy])
+            disp[ids == len(dst_tri)] = 0.0
+            if step > 1:
+                disp = cv2.resize(disp, full, interpolation=cv2.INTER_LINEAR)
+            reshape = np.ascontiguousarray(disp[:roi_h, :roi_w])
+            reshape[..., 0] += np.arange(roi_w, dtype=np.float32)[None, :]
+            reshape[..., 1] += np.arange(roi_h, dtype=np.float32)[:, None]
+        return warped, facing_full, reshape
 
     def _apply_keep(self, alpha: np.ndarray, local: np.ndarray, kps: np.ndarray,
-                    size: float) -> np.ndarray:
+                    size: float) -> tuple[np.ndarray, tuple[np.ndarray, masks.Box] | None]:
         """Zero `alpha` (in place) where the target's eyes and mouth are kept; returns the
-        weights for colour statistics: inside the face, away from its edge, eyes and mouth."""
+        weights for colour statistics (inside the face, away from its edge, eyes and mouth) and
+        the --mouth-mask keep weights with their box (None without it)."""
         roi_hw = alpha.shape[:2]
         skin = alpha >= 0.99
         detail = max(1.0, _DETAIL_FEATHER * size)
-        polygons: list[tuple[np.ndarray, float]] = []
+        polygons: list[tuple[np.ndarray, float, bool]] = []
         if self.keep_eyes:
-            polygons += [(local[eye], detail) for eye in self._eyes]
+            polygons += [(local[eye], detail, False) for eye in self._eyes]
         if self.settings.mouth_mask is not None:
             mouth = masks.mouth_polygon(local, kps, int(self.settings.mouth_mask))
-            polygons.append((mouth, max(1.0, _MOUTH_FEATHER * size)))
+            polygons.append((mouth, max(1.0, _MOUTH_FEATHER * size), True))
         elif self.keep_mouth_interior:
-            polygons.append((local[self._lips_inner], detail))
-        for poly, feather in polygons:
+            polygons.append((local[self._lips_inner], detail, False))
+        mouth_keep = None
+        for poly, feather, is_mouth_mask in polygons:
             found = masks.polygon_mask_box(roi_hw, poly, feather)
             if found is None:
                 continue
             keep, (x1, y1, x2, y2) = found
             alpha[y1:y2, x1:x2] *= 1.0 - keep
             skin[y1:y2, x1:x2] &= keep <= 0.0
-        return skin
+            if is_mouth_mask:
+                mouth_keep = found
+        return skin, mouth_keep

@@ -1,0 +1,238 @@
+#!/usr/bin/env python
+"""Identity transfer of the mesh swapper, judged by an independent face recogniser.
+
+    /work/venv/bin/python scripts/eval_identity.py [--faces-dir ../shared/faces]
+        [--recogniser-python /work/idvenv/bin/python] [--strength 0,0.5,1] [--save-dir DIR] [-v]
+
+Every face of the photos in --faces-dir (obama, obama2, biden, astronaut and the six faces of
+group6) is a target; every one except obama2 is a source. For each (source, target) pair of two
+different people the source is swapped onto that one target face with livecam's mesh swapper
+(landmarks from the shipped BlazeFace + FaceMesh models, default swap settings), and the result's
+face is compared by dlib's ResNet face recogniser (the `face_recognition` package, run in its own
+venv: it is never a livecam dependency) with:
+  d_source  the distance to the source person: to obama2.jpg (a held-out photo) when the source
+            is obama.jpg, otherwise to the source photo itself (marked '*': not held out);
+  d_target  the distance to the target face before the swap;
+  transfer  d_target - d_source (higher is better; dlib calls < 0.6 "same person").
+Prints one table (with -v: one per --strength) and the medians per strength. --strength is the
+mesh swapper's shape_strength (how far the target's inner face geometry moves to the source's);
+without it the swapper's default is used. No assertion: this is a measurement, not a test.
+
+The recogniser venv needs `dlib-bin` (or `dlib`), `face-recognition-models==0.3.0` and
+`face_recognition==1.3.0` (installed with --no-deps; it needs only numpy and Pillow besides).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from livecam.faces.face import Face
+from livecam.faces.source import SourceIdentity
+from livecam.frame import FramePacket
+from livecam.processors.mesh_swapper import MeshSwapper
+from livecam.settings import SwapSettings
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_MODELS = REPO / "src" / "livecam" / "models" / "default"
+SAME_PERSON = 0.6  # dlib's threshold
+
+# Runs in the recogniser's venv: reads [[png, [x1, y1, x2, y2]], ...] on stdin, writes one
+# 128-d encoding (or null) per image. The face is found by dlib's own HOG detector (the one
+# nearest the hinted box); the hint box is used only when dlib finds none.
+WORKER = r"""
+import json, sys
+import numpy as np
+import face_recognition as fr
+out = []
+for path, hint in json.load(sys.stdin):
+    img = fr.load_image_file(path)
+    locs = fr.face_locations(img, number_of_times_to_upsample=1)
+    x1, y1, x2, y2 = hint
+    cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
+    found = bool(locs)
+    if locs:
+        loc = min(locs, key=lambda l: ((l[1] + l[3]) / 2 - cx) ** 2 + ((l[0] + l[2]) / 2 - cy) ** 2)
+    else:
+        loc = (int(y1), int(x2), int(y2), int(x1))
+    enc = fr.face_encodings(img, known_face_locations=[loc], num_jitters=1, model="large")
+    out.append({"enc": enc[0].tolist() if enc else None, "detected": found})
+json.dump(out, sys.stdout)
+"""
+
+
+@dataclass(frozen=True)
+class Entry:
+    label: str  # photo name, with the face's index for group photos
+    person: str  # same person, same string
+    path: Path
+    image: np.ndarray
+    face: Face
+
+
+def analyser():
+    from livecam.faces.blazeface import BlazeFaceDetector
+    from livecam.faces.facemesh import FaceMesh
+    from livecam.runtime.providers import resolve_providers
+    from livecam.runtime.sessions import get_session
+
+    providers = resolve_providers(("cpu",))
+    detector = BlazeFaceDetector(get_session(DEFAULT_MODELS / "blazeface_full_range.onnx", providers),
+                                 variant="full")
+    mesh = FaceMesh(get_session(DEFAULT_MODELS / "face_landmark.onnx", providers))
+
+    def run(image: np.ndarray) -> list[Face]:
+        faces = [f for f in mesh.refine(image, detector.detect(image)) if f.landmarks is not None]
+        return sorted(faces, key=lambda f: float(f.bbox[0]))
+
+    return run
+
+
+def load_entries(faces_dir: Path) -> list[Entry]:
+    analyse = analyser()
+    entries: list[Entry] = []
+    for name in ("obama.jpg", "obama2.jpg", "biden.jpg", "astronaut.png", "group6.jpg"):
+        path = faces_dir / name
+        image = cv2.imread(str(path), cv2.IMREAD_COLOR)
+        if image is None:
+            sys.exit(f"eval_identity: cannot read {path}")
+        faces = analyse(image)
+        stem = path.stem
+        if stem.startswith("group"):
+            for i, face in enumerate(faces):
+                entries.append(Entry(f"{stem}#{i}", f"{stem}#{i}", path, image, face))
+        elif faces:
+            face = max(faces, key=lambda f: f.area)
+            person = "obama" if stem.startswith("obama") else stem
+            entries.append(Entry(stem, person, path, image, face))
+    return entries
+
+
+def face_crop(image: np.ndarray, face: Face) -> tuple[np.ndarray, list[float]]:
+    """The face with a generous margin, rescaled so that it is about 200 px wide (dlib's
+    detector and recogniser like faces of 80-300 px), and the face box in the crop."""
+    x1, y1, x2, y2 = face.bbox.astype(float)
+    w, h = x2 - x1, y2 - y1
+    m = 0.6 * max(w, h)
+    H, W = image.shape[:2]
+    cx1, cy1 = int(max(x1 - m, 0)), int(max(y1 - m, 0))
+    cx2, cy2 = int(min(x2 + m, W)), int(min(y2 + m, H))
+    crop = image[cy1:cy2, cx1:cx2]
+    scale = 200.0 / max(w, 1.0)
+    crop = cv2.resize(crop, None, fx=scale, fy=scale,
+                      interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_CUBIC)
+    box = [(x1 - cx1) * scale, (y1 - cy1) * scale, (x2 - cx1) * scale, (y2 - cy1) * scale]
+    return crop, box
+
+
+def encode(python: str, items: list[tuple[Path, list[float]]]) -> list[dict]:
+    payload = json.dumps([[str(p), b] for p, b in items])
+    done = subprocess.run([python, "-c", WORKER], input=payload, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"eval_identity: the recogniser failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout)
+
+
+def swap(entry_src: Entry, entry_tgt: Entry, strength: float | None) -> np.ndarray:
+    kwargs = {} if strength is None else {"shape_strength": strength}
+    swapper = MeshSwapper(SwapSettings(), **kwargs)
+    swapper.prepare([SourceIdentity((entry_src.path,), entry_src.image, entry_src.face, None)])
+    packet = FramePacket(index=0, image=entry_tgt.image.copy(), faces=[entry_tgt.face])
+    return swapper.process(packet).image
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--faces-dir", type=Path, default=REPO.parent / "shared" / "faces")
+    parser.add_argument("--recogniser-python", default="/work/idvenv/bin/python")
+    parser.add_argument("--strength", default=None,
+                        help="comma-separated shape_strength values (default: the swapper's)")
+    parser.add_argument("--save-dir", type=Path, default=None, help="keep the result crops here")
+    parser.add_argument("-v", "--verbose", action="store_true", help="a table per strength")
+    args = parser.parse_args()
+    strengths: list[float | None] = (
+        [None] if args.strength is None else [float(s) for s in args.strength.split(",")])
+
+    entries = load_entries(args.faces_dir)
+    print(f"faces: {', '.join(e.label for e in entries)}")
+    by_label = {e.label: e for e in entries}
+    sources = [e for e in entries if e.label != "obama2"]
+    pairs = [(s, t) for s in sources for t in entries if s.person != t.person]
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = args.save_dir or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        items: list[tuple[Path, list[float]]] = []
+        for e in entries:
+            crop, box = face_crop(e.image, e.face)
+            path = folder / f"orig_{e.label.replace('#', '_')}.png"
+            cv2.imwrite(str(path), crop)
+            items.append((path, box))
+        for k, strength in enumerate(strengths):
+            for s, t in pairs:
+                crop, box = face_crop(swap(s, t, strength), t.face)
+                tag = f"s{k}_{s.label}_on_{t.label}".replace("#", "_")
+                path = folder / f"{tag}.png"
+                cv2.imwrite(str(path), crop)
+                items.append((path, box))
+        codes = encode(args.recogniser_python, items)
+
+    refs = {e.label: codes[i] for i, e in enumerate(entries)}
+    missing = [label for label, c in refs.items() if c["enc"] is None]
+    if missing:
+        sys.exit(f"eval_identity: the recogniser found no face in {missing}")
+
+    def dist(a: dict, b: dict) -> float:
+        return float(np.linalg.norm(np.asarray(a["enc"]) - np.asarray(b["enc"])))
+
+    summary = []
+    pos = len(entries)
+    for strength in strengths:
+        rows = []
+        for s, t in pairs:
+            res = codes[pos]
+            pos += 1
+            if res["enc"] is None:
+                rows.append((s.label, t.label, None, None, False, False))
+                continue
+            held_out = s.label == "obama" and "obama2" in by_label
+            d_src = dist(res, refs["obama2" if held_out else s.label])
+            d_tgt = dist(res, refs[t.label])
+            rows.append((s.label, t.label, d_src, d_tgt, held_out, res["detected"]))
+        name = "default" if strength is None else f"{strength:g}"
+        if args.verbose or len(strengths) == 1:
+            print(f"\nshape_strength {name}")
+            print(f"{'source':<11} {'target':<11} {'d_source':>8} {'d_target':>8} {'transfer':>8}")
+            for sl, tl, ds, dt, ho, det in rows:
+                if ds is None:
+                    print(f"{sl:<11} {tl:<11} {'no face found by the recogniser':>26}")
+                    continue
+                mark = "" if ho else "*"
+                hint = "" if det else "  (dlib did not detect it; box from livecam)"
+                print(f"{sl:<11} {tl:<11} {ds:7.3f}{mark:1} {dt:8.3f} {dt - ds:8.3f}{hint}")
+        ok = [r for r in rows if r[2] is not None]
+        med = (statistics.median(r[2] for r in ok), statistics.median(r[3] for r in ok),
+               statistics.median(r[3] - r[2] for r in ok))
+        held = [r[3] - r[2] for r in ok if r[4]]
+        summary.append((name, len(ok), len(rows), med,
+                        statistics.median(held) if held else float("nan"),
+                        sum(r[2] < SAME_PERSON for r in ok),
+                        sum(r[3] < SAME_PERSON for r in ok)))
+    print(f"\n{'strength':>8} {'pairs':>7} {'med d_src':>9} {'med d_tgt':>9} {'med transfer':>12} "
+          f"{'held-out':>8} {'d_src<0.6':>9} {'d_tgt<0.6':>9}")
+    for name, n, total, (ms, mt, mx), ho, ns, nt in summary:
+        print(f"{name:>8} {n:>3}/{total:<3} {ms:9.3f} {mt:9.3f} {mx:12.3f} {ho:8.3f} {ns:>9} {nt:>9}")
+    print("(held-out: median transfer of the obama.jpg swaps judged against obama2.jpg)")
+
+
+if __name__ == "__main__":
+    main()
