@@ -14,9 +14,12 @@ venv: it is never a livecam dependency) with:
             is obama.jpg, otherwise to the source photo itself (marked '*': not held out);
   d_target  the distance to the target face before the swap;
   transfer  d_target - d_source (higher is better; dlib calls < 0.6 "same person").
-Prints one table (with -v: one per --strength) and the medians per strength. --strength is the
-mesh swapper's shape_strength (how far the target's inner face geometry moves to the source's);
-without it the swapper's default is used. No assertion: this is a measurement, not a test.
+Prints one table (with -v: one per --strength), then per strength: the medians, the mean
+transfer, the median over the held-out pairs, how many results dlib calls the source person and
+the target person (< 0.6), and how many pairs transfer better/worse than at the first strength.
+--strength is the mesh swapper's shape_strength (how far the target's inner face geometry moves
+towards the source's; 0 is texture only); without it the swapper's default is used. No
+assertion: this is a measurement, not a test. Takes a few minutes on 2 cores.
 
 The recogniser venv needs `dlib-bin` (or `dlib`), `face-recognition-models==0.3.0` and
 `face_recognition==1.3.0` (installed with --no-deps; it needs only numpy and Pillow besides).
@@ -86,8 +89,8 @@ def analyser():
     from livecam.runtime.sessions import get_session
 
     providers = resolve_providers(("cpu",))
-    detector = BlazeFaceDetector(get_session(DEFAULT_MODELS / "blazeface_full_range.onnx", providers),
-                                 variant="full")
+    detector = BlazeFaceDetector(
+        get_session(DEFAULT_MODELS / "blazeface_full_range.onnx", providers), variant="full")
     mesh = FaceMesh(get_session(DEFAULT_MODELS / "face_landmark.onnx", providers))
 
     def run(image: np.ndarray) -> list[Face]:
@@ -135,6 +138,10 @@ def face_crop(image: np.ndarray, face: Face) -> tuple[np.ndarray, list[float]]:
 
 
 def encode(python: str, items: list[tuple[Path, list[float]]]) -> list[dict]:
+    if not Path(python).is_file():
+        sys.exit(f"eval_identity: no recogniser venv at {python}: python -m venv /work/idvenv; "
+                 "/work/idvenv/bin/pip install dlib-bin face-recognition-models==0.3.0 numpy "
+                 "pillow; /work/idvenv/bin/pip install --no-deps face_recognition==1.3.0")
     payload = json.dumps([[str(p), b] for p, b in items])
     done = subprocess.run([python, "-c", WORKER], input=payload, capture_output=True, text=True)
     if done.returncode != 0:
@@ -195,6 +202,7 @@ def main() -> None:
         return float(np.linalg.norm(np.asarray(a["enc"]) - np.asarray(b["enc"])))
 
     summary = []
+    first: list[float | None] = []  # transfer per pair at the first strength, to compare with
     pos = len(entries)
     for strength in strengths:
         rows = []
@@ -221,17 +229,26 @@ def main() -> None:
                 print(f"{sl:<11} {tl:<11} {ds:7.3f}{mark:1} {dt:8.3f} {dt - ds:8.3f}{hint}")
         ok = [r for r in rows if r[2] is not None]
         med = (statistics.median(r[2] for r in ok), statistics.median(r[3] for r in ok),
-               statistics.median(r[3] - r[2] for r in ok))
+               statistics.median(r[3] - r[2] for r in ok),
+               statistics.fmean(r[3] - r[2] for r in ok))
         held = [r[3] - r[2] for r in ok if r[4]]
+        transfer = [None if r[2] is None else r[3] - r[2] for r in rows]
+        if not first:
+            first = transfer
+        pairs_both = [(a, b) for a, b in zip(transfer, first) if a is not None and b is not None]
+        better = (sum(a > b + 1e-9 for a, b in pairs_both),
+                  sum(a < b - 1e-9 for a, b in pairs_both))
         summary.append((name, len(ok), len(rows), med,
                         statistics.median(held) if held else float("nan"),
                         sum(r[2] < SAME_PERSON for r in ok),
-                        sum(r[3] < SAME_PERSON for r in ok)))
+                        sum(r[3] < SAME_PERSON for r in ok), better))
     print(f"\n{'strength':>8} {'pairs':>7} {'med d_src':>9} {'med d_tgt':>9} {'med transfer':>12} "
-          f"{'held-out':>8} {'d_src<0.6':>9} {'d_tgt<0.6':>9}")
-    for name, n, total, (ms, mt, mx), ho, ns, nt in summary:
-        print(f"{name:>8} {n:>3}/{total:<3} {ms:9.3f} {mt:9.3f} {mx:12.3f} {ho:8.3f} {ns:>9} {nt:>9}")
-    print("(held-out: median transfer of the obama.jpg swaps judged against obama2.jpg)")
+          f"{'mean':>6} {'held-out':>8} {'d_src<0.6':>9} {'d_tgt<0.6':>9} {'better/worse':>12}")
+    for name, n, total, (ms, mt, mx, mean), ho, ns, nt, better in summary:
+        print(f"{name:>8} {n:>3}/{total:<3} {ms:9.3f} {mt:9.3f} {mx:12.3f} {mean:6.3f} {ho:8.3f} "
+              f"{ns:>9} {nt:>9} {better[0]:>6}/{better[1]:<5}")
+    print("(held-out: median transfer of the obama.jpg swaps judged against obama2.jpg; "
+          "better/worse: pairs whose transfer is above/below the first strength's)")
 
 
 if __name__ == "__main__":

@@ -58,7 +58,8 @@ def randomize_bn(model: nn.Module, seed: int = 0) -> None:
 # heads' outputs are damped (x 0.01, still computed in full) and added to a fixed prior: one face
 # whose box and keypoints sit at the centre of a 640x360 picture letterboxed into the 640x640
 # input (the centre of a 16:9 frame), about 100x120 px there. Every other anchor scores
-# sigmoid(-10). The prior maps cover inputs up to 640x640 (det sizes 320, 480, 640).
+# sigmoid(-10). The prior maps cover inputs up to 640x640; the face cell exists from 352 px up
+# (det sizes 480 and 640; at 320 the replica reports no face).
 DAMP = 0.01
 FACE_BOX = (270.0, 110.0, 370.0, 230.0)  # x1, y1, x2, y2 in the 640 input
 FACE_KPS = ((297.0, 150.0), (343.0, 150.0), (320.0, 175.0), (301.0, 200.0), (339.0, 200.0))
@@ -100,8 +101,6 @@ def scrfd_outputs(module: nn.Module, heads: list[tuple[torch.Tensor, torch.Tenso
         boxes.append(F.relu(r).permute(0, 2, 3, 1).reshape(-1, 4))
         kps.append(k.permute(0, 2, 3, 1).reshape(-1, 10))
     return (*scores, *boxes, *kps)
-
-
 
 
 class BasicBlock(nn.Module):

@@ -185,3 +185,72 @@ def test_ten_bit_video(tmp_path: Path, face: Path) -> None:
     code, stderr, out = run_video(src, face, tmp_path / "out")
     assert code == 0, stderr
     assert count_frames(out) == 12
+
+
+@pytest.mark.parametrize("codec_id, works", [(b"V_MPEG4/ISO/AVC", False), (b"A_AAC", True)])
+def test_a_damaged_codec_id_is_handled(tmp_path: Path, face: Path, codec_id: bytes, works: bool) -> None:
+    """Found by scripts/fuzz_inputs.py: a flipped byte in a stream's codec id left PyAV without a
+    codec context and livecam failed with an internal error (AttributeError). Now an unknown
+    video codec is a clear exit 2 and an unknown audio codec means a video without audio."""
+    clip = make_clip(tmp_path / "c.mkv", frames=10, size=(96, 64))
+    data = clip.read_bytes()
+    assert data.count(codec_id) == 1
+    damaged = tmp_path / "damaged.mkv"
+    damaged.write_bytes(data.replace(codec_id, codec_id[:2] + b"Z" * (len(codec_id) - 2)))
+    code, stderr, out = run_video(damaged, face, tmp_path / "out")
+    if works:
+        assert code == 0 and count_frames(out) == 10 and probe(out)["audio_duration"] is None, stderr
+    else:
+        assert code == 2 and "codec is unknown" in stderr, stderr
+
+
+def test_a_damaged_codec_id_as_camera_is_a_usage_error(tmp_path: Path, face: Path) -> None:
+    clip = make_clip(tmp_path / "c.mkv", frames=10, size=(96, 64), audio=False)
+    damaged = tmp_path / "damaged.mkv"
+    damaged.write_bytes(clip.read_bytes().replace(b"V_MPEG4/ISO/AVC", b"V_ZZZZZZZZZZZZZ"))
+    result, stderr = invoke(CliRunner(), cli, ["run", "--camera", str(damaged), "--output", "none", "--no-realtime",
+                                               "-s", str(face), "--swap-model", "mesh"])
+    assert result.exit_code == 2, stderr
+    assert "Traceback" not in stderr and "codec is unknown" in stderr.strip().splitlines()[-1]
+
+
+def test_tags_in_broken_utf8_do_not_stop_a_video(tmp_path: Path, face: Path) -> None:
+    """Found by scripts/fuzz_inputs.py: a damaged byte in a title tag made PyAV's metadata
+    decoding raise UnicodeDecodeError (an internal error); tags are now decoded leniently."""
+    clip = tmp_path / "tagged.mkv"
+    with av.open(str(clip), "w") as out:
+        out.metadata["title"] = "TITLEMARK"
+        stream = out.add_stream("libx264", rate=30)
+        stream.width, stream.height, stream.pix_fmt = 96, 64, "yuv420p"
+        stream.metadata["title"] = "STREAMMARK"
+        for i in range(6):
+            frame = av.VideoFrame.from_ndarray(np.full((64, 96, 3), 40 * i, np.uint8), format="bgr24")
+            frame.pts, frame.time_base = i, Fraction(1, 30)
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+    data = clip.read_bytes()
+    assert data.count(b"TITLEMARK") == 1 and data.count(b"STREAMMARK") == 1
+    damaged = tmp_path / "damaged.mkv"
+    damaged.write_bytes(data.replace(b"TITLEMARK", b"\xff\xfeTLEMARK").replace(b"STREAMMARK", b"\xc3\x28REAMMARK"))
+    code, stderr, out = run_video(damaged, face, tmp_path / "out")
+    assert code == 0 and count_frames(out) == 6, stderr
+
+
+def test_audio_timestamps_that_go_backwards_are_dropped_not_fatal(tmp_path: Path) -> None:
+    """Found by scripts/fuzz_inputs.py: a damaged WebM whose Opus timestamps jumped backwards made
+    the muxer fail at the very end ("finishing ... failed: Invalid argument", exit 1)."""
+    from livecam.media.video_writer import OutputSpec, VideoWriter
+
+    clip = make_clip(tmp_path / "in.mkv", frames=30, size=(96, 64))
+    spec = OutputSpec(path=tmp_path / "out.mkv", format="matroska", width=96, height=64, rate=Fraction(30),
+                      time_base=Fraction(1, 30), audio_from=clip)
+    writer = VideoWriter(spec)
+    for i in range(20):
+        writer.write(np.zeros((64, 96, 3), np.uint8), i / 30)
+    with av.open(str(clip)) as c:  # an early audio packet arriving again, as damaged input can make it
+        early = next(p for p in c.demux(c.streams.audio[0]) if p.dts is not None and p.size)
+        writer._audio._mux(early)  # type: ignore[union-attr]
+    writer.close()
+    assert count_frames(spec.path) == 20 and probe(spec.path)["audio_duration"] > 0.5

@@ -90,10 +90,13 @@ def test_convert_rejects_a_non_gfpgan_checkpoint(tmp_path: Path, isolated_env: d
     assert not out.exists() and list(tmp_path.iterdir()) == [ckpt]
 
 
-def test_convert_rejects_a_file_that_is_no_checkpoint(tmp_path: Path, isolated_env: dict[str, str]) -> None:
+def test_convert_rejects_a_file_that_is_no_checkpoint(tmp_path: Path) -> None:
+    from livecam.errors import InputError
+    from livecam.models.convert import convert_gfpgan
+
     ckpt = tmp_path / "GFPGANv1.4.pth"
-    ckpt.write_bytes(b"<html>not found</html>")
-    result = run_cli(["models", "convert", str(ckpt), "-o", str(tmp_path / "o.onnx")], env=isolated_env)
-    assert result.returncode == 2
-    assert "not a readable PyTorch checkpoint" in result.stderr and "Traceback" not in result.stderr
+    ckpt.write_bytes(b"<html>not found</html>")  # what a failed download often leaves
+    with pytest.raises(InputError, match="not a readable PyTorch checkpoint") as info:
+        convert_gfpgan(ckpt, tmp_path / "o.onnx")
+    assert info.value.exit_code == 2 and "\n" not in info.value.message
     assert not (tmp_path / "o.onnx").exists()

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import av
 import click
@@ -104,7 +105,7 @@ def _make_demo(folder: Path, runtime: RuntimeSettings, workers: int, written: li
     neural = neural_models_present(ModelStore(runtime, progress=False))
     settings = ProcessingSettings(
         sources=(source,), frame_processors=("face_swapper",), runtime=runtime,
-        analysis=AnalysisSettings(smoothing=0.0),
+        analysis=AnalysisSettings(),  # smoothing on, as `livecam video` does by default
         swap=SwapSettings(model="auto" if neural else "mesh"),
     )
     engine = Engine.create(settings, live=False, progress=False)
@@ -147,10 +148,10 @@ def prepare_folder(folder: Path, *, force: bool) -> Path | None:
     return top
 
 
-def neural_models_present(store: object) -> bool:
+def neural_models_present(store: Any) -> bool:
     """True when the inswapper and the ArcFace model it needs are on disk (never downloads)."""
-    present = getattr(store, "is_present")
-    return bool(present("w600k_r50") and (present("inswapper_128") or present("inswapper_128_fp16")))
+    return bool(store.is_present("w600k_r50")
+                and (store.is_present("inswapper_128") or store.is_present("inswapper_128_fp16")))
 
 
 # ----------------------------------------------------------------------------- the target clip

@@ -7,6 +7,8 @@ that the crop covers, so its cost grows with the face, not with the frame.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import cv2
 import numpy as np
 
@@ -80,6 +82,23 @@ def warp_crop(image: np.ndarray, matrix: np.ndarray, size: int | tuple[int, int]
               interpolation: int = cv2.INTER_LINEAR, border: int = cv2.BORDER_CONSTANT) -> np.ndarray:
     w, h = (size, size) if isinstance(size, int) else size
     return cv2.warpAffine(image, matrix, (w, h), flags=interpolation, borderMode=border, borderValue=0)
+
+
+def to_blob(images: Sequence[np.ndarray], scale: float, offset: float = 0.0, *, swap_rb: bool = True) -> np.ndarray:
+    """An N x 3 x H x W float32 model input from same-sized BGR (or BGRA) uint8 images:
+    x * scale + offset, channels in RGB order when swap_rb.
+
+    Each colour plane is converted straight into its slot of the blob (one pass per plane, no
+    float HWC image, no transposed copy): several times faster than cv2.dnn.blobFromImage(s)
+    for the same result (to float rounding)."""
+    h, w = images[0].shape[:2]
+    blob = np.empty((len(images), 3, h, w), dtype=np.float32)
+    for i, image in enumerate(images):
+        planes = cv2.split(image)  # B, G, R (, A)
+        for c in range(3):
+            slot = blob[i, 2 - c if swap_rb else c]
+            cv2.addWeighted(planes[c], scale, planes[c], 0.0, offset, dst=slot, dtype=cv2.CV_32F)
+    return blob
 
 
 def crop_roi(matrix: np.ndarray, crop_size: int | tuple[int, int], frame_shape: tuple[int, ...],

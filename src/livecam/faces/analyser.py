@@ -8,7 +8,9 @@ in between, the previous frame's faces are carried and, when FaceMesh is loaded,
 the new frame, which follows the face as MediaPipe's own tracking does.
 
 analyse(track=False) keeps no state, so file workers may call it from several threads;
-analyse(track=True) is for one thread (the live analysis stage or an ordered video stage).
+analyse(track=True) is for one thread (the live analysis stage). Video files split the two:
+workers call analyse(track=False) in parallel, then track() smooths each frame's faces strictly
+in frame order (one call at a time; see pipeline.file).
 """
 
 from __future__ import annotations
@@ -119,7 +121,8 @@ class FaceAnalyser:
 
             embedder = ArcFaceEmbedder(store.open_session("w600k_r50", providers, intra_op_threads))
         tracker = None
-        if live and settings.smoothing >= 0:
+        # Live always tracks (stable ids, detection every nth frame); files only to smooth.
+        if settings.smoothing > 0 or (live and settings.smoothing >= 0):
             tracker = _make_tracker(settings.smoothing)
         used = [detector_name, "face_landmark"] + (["w600k_r50"] if embedder is not None else [])
         names = ModelNames(detector_name, "face_landmark", "w600k_r50" if embedder is not None else None,
@@ -203,6 +206,23 @@ class FaceAnalyser:
                 ts = time.perf_counter() if timestamp is None else float(timestamp)
                 faces = self.tracker.update(faces, ts)
                 timings["track"] = _ms(t2)
+        return faces
+
+    @property
+    def smooths(self) -> bool:
+        """Whether track() changes faces (then a file pipeline must call it in frame order)."""
+        return self.tracker is not None and getattr(self.tracker, "params", True) is not None
+
+    def track(self, faces: list[Face], timestamp: float, timings: dict[str, float] | None = None) -> list[Face]:
+        """Track ids and smoothed points for faces found by analyse(track=False): the ordered
+        step of a video file (frames in order, one call at a time). Carries nothing: every frame
+        of a file is detected."""
+        if self.tracker is None:
+            return faces
+        t0 = time.perf_counter()
+        faces = self.tracker.update(faces, float(timestamp))
+        if timings is not None:
+            timings["track"] = _ms(t0)
         return faces
 
     def _refit(self, image: np.ndarray, faces: list[Face]) -> list[Face]:

@@ -20,6 +20,7 @@ import cv2
 import numpy as np
 
 from livecam.errors import ModelError
+from livecam.faces.align import to_blob
 from livecam.faces.face import Face
 
 RAW_SCORE_LIMIT = 80.0  # clip logits so that exp() cannot overflow in float32
@@ -162,7 +163,7 @@ class BlazeFaceDetector:
         size = self.variant.size
         canvas, scale, pad_x, pad_y = letterbox(to_bgr(image_bgr), size)
         # NCHW RGB in [-1, 1]: (x - 127.5) / 127.5
-        blob = cv2.dnn.blobFromImage(canvas, 1.0 / 127.5, mean=(127.5, 127.5, 127.5), swapRB=True)
+        blob = to_blob([canvas], 1.0 / 127.5, -1.0)
         regressors, logits = self.session.run(self._outputs, {self._input: blob})
         logits = np.clip(logits.reshape(-1), -RAW_SCORE_LIMIT, RAW_SCORE_LIMIT)
         scores = 1.0 / (1.0 + np.exp(-logits))

@@ -17,6 +17,7 @@ import cv2
 import numpy as np
 
 from livecam.errors import InputError, ModelError
+from livecam.faces.align import to_blob
 from livecam.faces.face import Face
 from livecam.faces.nms import nms
 
@@ -118,8 +119,8 @@ class ScrfdDetector:
         new_w, new_h = max(new_w, 1), max(new_h, 1)
         canvas = np.zeros((size, size, 3), dtype=np.uint8)
         canvas[:new_h, :new_w] = cv2.resize(bgr, (new_w, new_h))
-        # One C++ pass: BGR->RGB, (x - mean) / std, HWC->NCHW float32.
-        blob = cv2.dnn.blobFromImage(canvas, 1.0 / INPUT_STD, (size, size), (INPUT_MEAN,) * 3, swapRB=True)
+        # BGR->RGB, (x - mean) / std, HWC->NCHW float32, one pass per plane.
+        blob = to_blob([canvas], 1.0 / INPUT_STD, -INPUT_MEAN / INPUT_STD)
         return blob, float(new_h) / h
 
     def _anchor_centres(self, rows: int, cols: int, stride: int) -> np.ndarray:

@@ -218,7 +218,7 @@ class VideoFileSource:
         import av
 
         try:
-            self._container = av.open(self.location, "r", timeout=5.0)
+            self._container = av.open(self.location, "r", timeout=5.0, metadata_errors="replace")
             stream = self._container.streams.video[0]
         except (IndexError, av.FFmpegError, OSError, ValueError) as exc:
             if self._container is not None:
@@ -226,6 +226,11 @@ class VideoFileSource:
                 self._container = None
             raise InputError(f"--camera {self.location}: could not read a video stream from it ({exc}); "
                              f"give a camera index, a video file such as clip.mp4 or a stream URL") from exc
+        if stream.codec_context is None:  # an unknown codec id (a damaged header): nothing can decode it
+            self._container.close()
+            self._container = None
+            raise InputError(f"--camera {self.location}: the video stream's codec is unknown; the file is corrupt "
+                             "or needs a codec this FFmpeg build lacks")
         stream.thread_type = "AUTO"
         rate = stream.average_rate or stream.guessed_rate
         self.fps = float(rate) if rate else None

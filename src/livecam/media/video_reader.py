@@ -76,7 +76,7 @@ def open_input(path: Path) -> av.container.InputContainer:
     if path.stat().st_size == 0:
         raise InputError(f"input video {path} is empty (0 bytes); expected a video file")
     try:
-        container = av.open(str(path), mode="r")
+        container = av.open(str(path), mode="r", metadata_errors="replace")  # tags in bad UTF-8 are not fatal
     except av.error.FFmpegError as exc:
         raise InputError(
             f"cannot read {path} as a video ({_describe(exc)}): the file is not a video, or is truncated "
@@ -108,6 +108,9 @@ class VideoReader:
             raise InputError(f"{self.path} has no video stream (it holds: {kinds}); give a video file")
         vs = c.streams.video[0]
         cc = vs.codec_context
+        if cc is None:  # PyAV gives no codec context when the codec id is unknown (damaged header)
+            raise InputError(f"{self.path}: the video stream's codec is unknown; the file is corrupt or needs "
+                             "a codec this FFmpeg build lacks")
         if not cc.width or not cc.height:
             raise InputError(f"{self.path}: the video stream has no frame size; the file is corrupt")
         rate = vs.average_rate or vs.guessed_rate or vs.base_rate or Fraction(30)
@@ -116,7 +119,8 @@ class VideoReader:
         start = float(vs.start_time * tb) if vs.start_time is not None else 0.0
         rotation = _stream_rotation(vs)
         w, h = (cc.height, cc.width) if rotation in (90, -90, 270) else (cc.width, cc.height)
-        audio = c.streams.audio[0].codec_context.name if c.streams.audio else None
+        audio_cc = c.streams.audio[0].codec_context if c.streams.audio else None
+        audio = audio_cc.name if audio_cc is not None else None  # an unknown audio codec: no audio
         others = [s.type for s in c.streams if s.type not in ("video", "audio")]
         others += ["video"] * (len(c.streams.video) - 1) + ["audio"] * max(0, len(c.streams.audio) - 1)
         return VideoInfo(path=self.path, width=w, height=h, rate=Fraction(rate), time_base=Fraction(tb),
@@ -229,7 +233,7 @@ def _peek_rotation(stream: av.video.stream.VideoStream) -> int:
     """Decode the first frame from a second opening of the file to read its display rotation."""
     container = stream.container
     try:
-        with av.open(container.name) as c:
+        with av.open(container.name, metadata_errors="replace") as c:
             for frame in c.decode(video=0):
                 return _snap(float(getattr(frame, "rotation", 0) or 0))
     except av.error.FFmpegError:

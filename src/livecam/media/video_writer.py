@@ -248,7 +248,9 @@ class _AudioTrack:
     container cannot hold its codec (AAC, or Opus for WebM)."""
 
     def __init__(self, out: av.container.OutputContainer, source: Path) -> None:
-        self._in = av.open(str(source))
+        self._in = av.open(str(source), metadata_errors="replace")  # damaged tags must not stop the audio
+        self._last_dts: int | None = None
+        self._out_of_order = 0
         try:
             ins = self._in.streams.audio[0]
             self._in_stream = ins
@@ -306,6 +308,15 @@ class _AudioTrack:
 
     def _mux(self, packet: av.Packet) -> None:
         if self.mode == "copy":
+            # Damaged input can send timestamps backwards; the muxer refuses those (EINVAL at
+            # the end of the run), so they are dropped here with one warning.
+            if packet.dts is not None and self._last_dts is not None and packet.dts <= self._last_dts:
+                self._out_of_order += 1
+                if self._out_of_order == 1:
+                    log.warning("warning: skipped audio packets whose timestamps go backwards (damaged input)")
+                return
+            if packet.dts is not None:
+                self._last_dts = packet.dts
             packet.stream = self._stream
             self._out.mux(packet)
             return

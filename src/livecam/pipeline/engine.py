@@ -53,8 +53,9 @@ def source_photos(folder: Path) -> list[Path]:
 
 
 class Engine:
-    """Analysers, sources and processors for one run. Thread-safe for analyse(track=False) and
-    process(); analyse(track=True), next_source() and the knobs belong to one controlling thread."""
+    """Analysers, sources and processors for one run. Thread-safe for analyse(track=False),
+    detect() and process(); analyse(track=True), track(), next_source() and the knobs belong to
+    one controlling thread (or calls serialised in frame order)."""
 
     def __init__(self, settings: ProcessingSettings, analyser: FaceAnalyser, processors: Sequence[FrameProcessor],
                  sources: Sequence[SourceIdentity], *, providers: ProviderChoice, swap_model: str | None,
@@ -145,6 +146,21 @@ class Engine:
         packet.faces = self.analyser.analyse(packet.image, timestamp=timestamp, track=track,
                                              timings=packet.timings)
         packet.timings["analyse"] = (time.perf_counter() - t0) * 1000.0
+
+    # Video files: detect() in parallel workers, then track() in frame order, then process().
+    def detect(self, packet: FramePacket) -> None:
+        """analyse(packet, track=False): no state, any thread."""
+        self.analyse(packet, track=False)
+
+    @property
+    def smooths(self) -> bool:
+        """Whether track() smooths faces over time (--smoothing above 0 in file mode)."""
+        return self.analyser.smooths
+
+    def track(self, packet: FramePacket) -> None:
+        """Smooth packet.faces (from detect) over time; one call at a time, in frame order."""
+        timestamp = packet.pts if packet.pts is not None else packet.captured_at
+        packet.faces = self.analyser.track(packet.faces, timestamp, timings=packet.timings)
 
     def process(self, packet: FramePacket) -> None:
         """Run the enabled processors in order on packet.faces in packet.image."""

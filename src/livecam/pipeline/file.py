@@ -1,6 +1,6 @@
 """The file pipeline: decode thread -> N processing workers -> encode thread, in frame order.
 
-    reader.frames() --decode thread--> work queue --N workers: analyse, process, label-->
+    reader.frames() --decode thread--> work queue --N workers: detect, [track], process, label-->
         ReorderBuffer --encode thread--> writer.write() (video + interleaved audio)
 
 Memory is bounded by a semaphore of `max_in_flight` slots: the decode thread takes one per
@@ -9,8 +9,15 @@ frames exist at once whatever the video's length. The frame the encoder waits fo
 decoded before any later one, so the bound cannot deadlock. Nothing is dropped.
 
 The engine is any object with `analyse(packet, track)` and `process(packet)`; tests pass fakes.
-Workers call it concurrently (ONNX Runtime sessions are thread-safe for run()). No tracking is
-done in file mode: frames are analysed independently (track=False), so workers need no order.
+Workers call it concurrently (ONNX Runtime sessions are thread-safe for run()). Detection needs
+no order (analyse(track=False) keeps no state). Smoothing over time (--smoothing) does: when the
+engine `smooths`, workers call its `detect(packet)`, hand the packet to an InOrder step that
+calls `track(packet)` strictly in frame order (one call at a time), and process what it returns.
+Whichever worker completes a run of consecutive detected frames tracks them all (cheap: a
+One-Euro filter), processes the first and puts the others at the head of the work queue for any
+free worker; a worker whose frame must wait for an earlier one does not wait, it takes the next
+frame. So no worker idles on the order and no extra thread is needed; the waiting frames hold
+their in-flight slots, so the memory bound is unchanged.
 """
 
 from __future__ import annotations
@@ -20,10 +27,11 @@ import os
 import queue
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Protocol
+from typing import Callable, Iterable, Iterator, Protocol, cast
 
 import numpy as np
 
@@ -46,6 +54,91 @@ class Engine(Protocol):
     def analyse(self, packet: FramePacket, track: bool) -> None: ...
 
     def process(self, packet: FramePacket) -> None: ...
+
+
+class SmoothingEngine(Engine, Protocol):
+    """An engine whose faces are smoothed over time: detect() in any thread, track() in order."""
+
+    smooths: bool
+
+    def detect(self, packet: FramePacket) -> None: ...
+
+    def track(self, packet: FramePacket) -> None: ...
+
+
+def smooths(engine: object) -> bool:
+    """Whether the engine wants the ordered tracking step (fakes without it analyse as before)."""
+    return bool(getattr(engine, "smooths", False)) and callable(getattr(engine, "detect", None)) \
+        and callable(getattr(engine, "track", None))
+
+
+class InOrder:
+    """Calls `step` on packets strictly by index from `first` on, whatever order they arrive in.
+
+    add() returns the packets that became ready (already stepped, in order): none when an
+    earlier one is still missing, several when this one completed a run. Indices from `first`
+    must all arrive (the frame range is contiguous and nothing is dropped)."""
+
+    def __init__(self, step: Callable[[FramePacket], None], first: int = 0) -> None:
+        self._step = step
+        self._next = first
+        self._waiting: dict[int, FramePacket] = {}
+        self._lock = threading.Lock()
+
+    def add(self, packet: FramePacket) -> list[FramePacket]:
+        with self._lock:  # also makes the (non-thread-safe) tracker's calls one at a time
+            self._waiting[packet.index] = packet
+            ready = []
+            while self._next in self._waiting:
+                ready.append(self._waiting.pop(self._next))
+                self._step(ready[-1])
+                self._next += 1
+            return ready
+
+    @property
+    def waiting(self) -> int:
+        with self._lock:
+            return len(self._waiting)
+
+
+class WorkQueue:
+    """The workers' queue: decoded frames (bounded, FIFO, from the decode thread) and, served
+    first, frames that passed the ordered tracking step and only wait to be processed (the
+    oldest in flight, which the encoder needs next; whichever worker is free takes them). That
+    lane needs no bound: its frames already hold in-flight slots."""
+
+    def __init__(self, maxsize: int) -> None:
+        self._new: deque[FramePacket | None] = deque()
+        self._ready: deque[FramePacket] = deque()
+        self._maxsize = maxsize
+        self._cond = threading.Condition()
+
+    def put(self, item: FramePacket | None, timeout: float) -> bool:
+        """Add a decoded frame (None: end of stream); False when still full after timeout."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: len(self._new) < self._maxsize, timeout):
+                return False
+            self._new.append(item)
+            self._cond.notify_all()
+            return True
+
+    def put_ready(self, packets: Iterable[FramePacket]) -> None:
+        with self._cond:
+            self._ready.extend(packets)
+            self._cond.notify_all()
+
+    def get(self, timeout: float) -> tuple[FramePacket | None, bool]:
+        """(item, True) for a tracked frame to process, (item, False) for a decoded one; raises
+        queue.Empty after timeout. A worker that gets None (end of stream) may stop: tracked
+        frames are only added by a worker that has not stopped, and come out before None."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: bool(self._ready or self._new), timeout):
+                raise queue.Empty
+            if self._ready:
+                return self._ready.popleft(), True
+            item = self._new.popleft()
+            self._cond.notify_all()  # room for the decode thread
+            return item, False
 
 
 class TimedFrame(Protocol):
@@ -142,11 +235,16 @@ def run_frames(
     workers = max(1, options.workers)
     stop = stop or threading.Event()
     slots = threading.Semaphore(max(workers + 2, options.max_in_flight))
-    work: queue.Queue[FramePacket | None] = queue.Queue(maxsize=options.max_in_flight + workers)
+    work = WorkQueue(maxsize=options.max_in_flight + workers)
     reorder: ReorderBuffer[FramePacket] = ReorderBuffer(0, producers=workers)
     errors: list[BaseException] = []
     stats = RunStats()
     started = time.perf_counter()
+    smoothing = cast(SmoothingEngine, engine) if smooths(engine) else None
+    ordered: InOrder | None = None
+    if smoothing is not None:
+        first = options.frame_range[0] if options.frame_range is not None else 0
+        ordered = InOrder(smoothing.track, first)
 
     def fail(exc: BaseException) -> None:
         errors.append(exc)
@@ -154,11 +252,8 @@ def run_frames(
 
     def put(item: FramePacket | None) -> bool:
         while not stop.is_set():
-            try:
-                work.put(item, timeout=_POLL_S)
+            if work.put(item, timeout=_POLL_S):
                 return True
-            except queue.Full:
-                continue
         return False
 
     def decode() -> None:
@@ -191,24 +286,40 @@ def run_frames(
         try:
             while not stop.is_set():
                 try:
-                    packet = work.get(timeout=_POLL_S)
+                    packet, tracked = work.get(timeout=_POLL_S)
                 except queue.Empty:
                     continue
                 if packet is None:
                     break
-                if in_range(packet.index, options.frame_range):
+                if tracked:
+                    process(packet)
+                elif not in_range(packet.index, options.frame_range):
+                    finish(packet)
+                elif smoothing is None or ordered is None:
                     engine.analyse(packet, track=False)
-                    engine.process(packet)
-                    packet.timings["processed"] = 1.0
-                if options.label:
-                    if not packet.image.flags.writeable:
-                        packet.image = packet.image.copy()
-                    draw_label(packet.image)
-                reorder.push(packet.index, packet)
+                    process(packet)
+                else:
+                    smoothing.detect(packet)
+                    ready = ordered.add(packet)  # often none (an earlier frame is missing), sometimes several
+                    if ready:
+                        work.put_ready(ready[1:])  # for any free worker
+                        process(ready[0])
         except BaseException as exc:  # noqa: BLE001
             fail(exc)
         finally:
             reorder.finish()
+
+    def process(packet: FramePacket) -> None:
+        engine.process(packet)
+        packet.timings["processed"] = 1.0
+        finish(packet)
+
+    def finish(packet: FramePacket) -> None:
+        if options.label:
+            if not packet.image.flags.writeable:
+                packet.image = packet.image.copy()
+            draw_label(packet.image)
+        reorder.push(packet.index, packet)
 
     def encode() -> None:
         try:
@@ -252,9 +363,13 @@ def run_frames(
     threads += [threading.Thread(target=finishing(work_loop, done[1 + i]), name=f"livecam-worker-{i}", daemon=True)
                 for i in range(workers)]
     threads.append(threading.Thread(target=finishing(encode, done[-1]), name="livecam-encode", daemon=True))
-    for t in threads:
-        t.start()
+    launched: list[threading.Event] = []
     try:
+        # Started inside the try: Ctrl-C can land in Thread.start() itself, and the threads that
+        # did start must still be stopped and waited for before the caller closes the files.
+        for t, event in zip(threads, done):
+            launched.append(event)
+            t.start()
         while not done[-1].wait(_POLL_S):  # short waits keep the main thread responsive to Ctrl-C
             pass
     except KeyboardInterrupt:
@@ -262,7 +377,7 @@ def run_frames(
         raise
     finally:
         stop.set()
-        for event in done:
+        for event in launched:
             event.wait(_JOIN_S)
         stats.seconds = time.perf_counter() - started
     if errors:

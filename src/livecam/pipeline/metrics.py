@@ -19,8 +19,12 @@ from livecam.frame import FramePacket
 
 log = logging.getLogger("livecam")
 
+# Latency histogram: 0.1 ms bins up to 1 s (what live runs see), then bins growing by 0.1% of
+# their value up to 120 s (slow CPU runs of the full-size models take seconds per frame).
 _HIST_BIN_MS = 0.1
-_HIST_MAX_MS = 10_000.0
+_HIST_LINEAR_MS = 1_000.0
+_HIST_RATIO = 1.001
+_HIST_MAX_MS = 120_000.0
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -30,14 +34,32 @@ def percentile(values: list[float], q: float) -> float | None:
 
 
 class LatencyHistogram:
-    """Fixed-memory latency distribution (0.1 ms bins up to 10 s, the rest in the last bin)."""
+    """Fixed-memory latency distribution: 0.1 ms resolution below 1 s, 0.1% of the value from
+    1 s to 120 s (about 14800 bins in all); longer latencies count in the last bin."""
 
     def __init__(self) -> None:
-        self._counts = np.zeros(int(_HIST_MAX_MS / _HIST_BIN_MS) + 1, dtype=np.int64)
+        self._linear_bins = int(round(_HIST_LINEAR_MS / _HIST_BIN_MS))
+        self._log_step = float(np.log(_HIST_RATIO))
+        log_bins = int(np.ceil(np.log(_HIST_MAX_MS / _HIST_LINEAR_MS) / self._log_step))
+        self._counts = np.zeros(self._linear_bins + log_bins, dtype=np.int64)
         self.count = 0
 
+    def _index(self, ms: float) -> int:
+        ms = max(ms, 0.0) if ms == ms else 0.0  # NaN counts as 0
+        if ms < _HIST_LINEAR_MS:
+            idx = int(ms / _HIST_BIN_MS)
+        else:
+            idx = self._linear_bins + int(np.log(min(ms, _HIST_MAX_MS) / _HIST_LINEAR_MS) / self._log_step)
+        return min(idx, len(self._counts) - 1)
+
+    def _value(self, idx: int) -> float:
+        """A bin's representative value: its middle (geometric middle for the growing bins)."""
+        if idx < self._linear_bins:
+            return (idx + 0.5) * _HIST_BIN_MS
+        return min(_HIST_LINEAR_MS * float(np.exp((idx - self._linear_bins + 0.5) * self._log_step)), _HIST_MAX_MS)
+
     def add(self, ms: float) -> None:
-        self._counts[min(int(max(ms, 0.0) / _HIST_BIN_MS), len(self._counts) - 1)] += 1
+        self._counts[self._index(float(ms))] += 1
         self.count += 1
 
     def percentile(self, q: float) -> float | None:
@@ -45,7 +67,7 @@ class LatencyHistogram:
             return None
         rank = q / 100.0 * self.count
         idx = int(np.searchsorted(np.cumsum(self._counts), max(rank, 1), side="left"))
-        return (idx + 0.5) * _HIST_BIN_MS
+        return self._value(idx)
 
 
 class ResourceProbe:

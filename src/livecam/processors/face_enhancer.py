@@ -15,7 +15,7 @@ import cv2
 import numpy as np
 
 from livecam.errors import ModelError
-from livecam.faces.align import FFHQ_512, align_matrix
+from livecam.faces.align import FFHQ_512, align_matrix, to_blob
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
 from livecam.processors.face_swapper import usable
@@ -64,18 +64,22 @@ class FaceEnhancer:
         feeds = {"input": blob.astype(self._input_dtype, copy=False), **self._feeds_extra}
         return np.asarray(self._session.run([self._output_name], feeds)[0], dtype=np.float32)
 
+    def _restore_planes(self, crops: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Run the model on aligned 512x512 crops; returns each restored crop as its B, G, R
+        uint8 planes."""
+        blob = to_blob(crops, 1.0 / 127.5, -1.0)  # (x / 255 - 0.5) / 0.5, RGB
+        batches = [blob] if self.batched else [blob[i:i + 1] for i in range(len(crops))]
+        out = []
+        for p in (p for batch in batches for p in self._run(batch)):
+            rows = p.reshape(3 * CROP_SIZE, CROP_SIZE)
+            # (clip(x, -1, 1) + 1) / 2 * 255, rounded: OpenCV's saturating cast to uint8 is the clamp.
+            u8 = cv2.addWeighted(rows, 127.5, rows, 0.0, 127.5, dtype=cv2.CV_8U)
+            out.append((u8[2 * CROP_SIZE:], u8[CROP_SIZE:2 * CROP_SIZE], u8[:CROP_SIZE]))
+        return out
+
     def restore(self, crops: list[np.ndarray]) -> list[np.ndarray]:
         """Run the model on aligned 512x512 BGR crops; returns restored BGR uint8 crops."""
-        # (x / 255 - 0.5) / 0.5 == (x - 127.5) / 127.5, RGB
-        blob = cv2.dnn.blobFromImages(crops, 1.0 / 127.5, (CROP_SIZE, CROP_SIZE), (127.5, 127.5, 127.5),
-                                      swapRB=True)
-        if self.batched:
-            pred = self._run(blob)
-        else:
-            pred = np.concatenate([self._run(blob[i:i + 1]) for i in range(len(crops))])
-        np.clip(pred, -1.0, 1.0, out=pred)
-        pixels = np.rint((pred + 1.0) * 127.5).astype(np.uint8)  # (x + 1) / 2 * 255
-        return [np.ascontiguousarray(p.transpose(1, 2, 0)[:, :, ::-1]) for p in pixels]
+        return [cv2.merge(planes) for planes in self._restore_planes(crops)]
 
     def process(self, packet: FramePacket) -> FramePacket:
         start = time.perf_counter()
@@ -86,7 +90,9 @@ class FaceEnhancer:
             matrices = [align_matrix(f.kps, FFHQ_512) for f in faces]
             # All crops from the same input frame, so batched and single calls agree.
             crops = [align_crop(image, m, CROP_SIZE) for m in matrices]  # bilinear, replicated border
-            for matrix, restored in zip(matrices, self.restore(crops)):
+            for matrix, planes in zip(matrices, self._restore_planes(crops)):
+                # BGRA with the paste mask as alpha, built in one merge (paste() takes it as is).
+                restored = cv2.merge((*planes, self._mask.alpha8))
                 paste(image, restored, matrix, self._mask, opacity=blend)
         packet.timings[self.name] = (time.perf_counter() - start) * 1000.0
         return packet

@@ -20,7 +20,7 @@ import cv2
 import numpy as np
 
 from livecam.errors import InputError, ModelError
-from livecam.faces.align import align_matrix, arcface_template, warp_crop
+from livecam.faces.align import align_matrix, arcface_template, to_blob, warp_crop
 from livecam.faces.face import EMBEDDING_SIZE, Face
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
@@ -128,7 +128,7 @@ class InswapperSwapper:
         """The target crop, the model input built from it and the frame-to-crop matrix."""
         matrix = align_matrix(face.kps, self._template)
         crop = warp_crop(image, matrix, self.crop_size)  # INTER_LINEAR, black border
-        blob = cv2.dnn.blobFromImage(crop, 1.0 / 255.0, (self.crop_size, self.crop_size), (0, 0, 0), swapRB=True)
+        blob = to_blob([crop], 1.0 / 255.0)  # blobFromImage(crop, 1 / 255, swapRB=True), faster
         if self._target_dtype != np.float32:
             blob = blob.astype(self._target_dtype)
         return AlignedFace(crop, blob, matrix)

@@ -15,6 +15,13 @@ The warped face is colour-matched to the target's skin (LAB mean/std, then the t
 low-frequency lighting), triangles turned away from the camera fade out, and the target's eyes
 and inner mouth (and, with --mouth-mask, its lips and more) are kept so that blinks, gaze and
 speech follow the target. All work is inside the face's region of interest.
+
+Identity is more than texture: before the warp, the target's inner landmarks (eyes, brows,
+nose, mouth, cheeks; not the oval) move towards the source's proportions (shape_offsets), the
+source texture is warped onto the moved landmarks, and the target's own pixels that show
+through (its kept eyes and inner mouth) are warped from the old landmarks to the new ones with
+the same triangles and grid, so the face's features sit where the source person has them while
+the outline, pose and expression stay the target's. `shape_strength` (0..1) sets how far.
 """
 
 from __future__ import annotations
@@ -27,7 +34,6 @@ import cv2
 import numpy as np
 
 from livecam.errors import InputError
-from livecam.faces.align import estimate_similarity
 from livecam.faces.face import MESH_LANDMARKS, Face
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
@@ -57,16 +63,21 @@ _FACING_LOW, _FACING_HIGH = 0.2, 0.45
 # Identity geometry (see shape_offsets): by default the target's inner face (eyes, brows, nose,
 # mouth, cheeks) moves this far from its own proportions towards the source's (0: the target's
 # shape, 1: the source's). Tuned with scripts/eval_identity.py over all its photo pairs.
-SHAPE_STRENGTH = 1.0
-_SHAPE_MAX = 0.08  # no landmark moves more than this fraction of the face size
-_SHAPE_FADE = 0.2  # offsets fade to 0 at the face oval over this fraction of the face size
-_SHAPE_MARGIN = 0.02  # ...and are 0 within this fraction of it (and outside it)
+SHAPE_STRENGTH = 0.75
+_SHAPE_MAX = 0.15  # no landmark moves more than this fraction of the face size
+# The oval and this many rings of mesh points inside it stay put; the offsets then rise to
+# their full size over the next rings.
+_SHAPE_FIXED_RINGS, _SHAPE_FADE_RINGS = 1.0, 2.0
 _SHAPE_MIN_PX = 0.3  # below this largest offset nothing is warped
 # Pose gate: 2-D landmarks cannot tell a turned head from a different face, so the transfer
 # weakens as the two faces' yaw (nose tip across the cheeks, -1..1) differs by LOW to HIGH.
-_YAW_LOW, _YAW_HIGH = 0.12, 0.35
+_YAW_LOW, _YAW_HIGH = 0.3, 0.7
 _CHEEKS = (234, 454)  # FaceMesh points on the image-left and image-right edges of the cheeks
 _NOSE_TIP = 1
+
+
+# How the target's own pixels move: per-triangle affine maps, grid triangle ids, grid step.
+Motion = tuple[np.ndarray, np.ndarray, int]
 
 
 @dataclass(frozen=True)
@@ -84,6 +95,7 @@ class PreparedSource:
     # Landmarks on or inside the outer lip ring: moved as one piece (the mouth's opening is
     # expression, and stays the target's).
     lips: np.ndarray
+    shape_weight: np.ndarray  # (468,) float64 0..1, see shape_weights
 
 
 def _area2(t: np.ndarray) -> np.ndarray:
@@ -169,9 +181,11 @@ def prepare_source(source: SourceIdentity) -> PreparedSource:
     lab_levels = [np.dstack([cv2.cvtColor(np.ascontiguousarray(lv[..., :3]), cv2.COLOR_BGR2LAB),
                              lv[..., 3]]) for lv in levels]
     ring = local[masks.mesh_ring("LIPS_OUTER")].astype(np.float32).reshape(-1, 1, 2)
-    lips = np.array([i for i, (x, y) in enumerate(local)
-                     if cv2.pointPolygonTest(ring, (float(x), float(y)), False) >= 0], dtype=np.int64)
-    return PreparedSource(tris, tuple(levels), tuple(lab_levels), local, size, lips)
+    lips = np.union1d(masks.mesh_ring("LIPS_OUTER"), np.array(
+        [i for i, (x, y) in enumerate(local)
+         if cv2.pointPolygonTest(ring, (float(x), float(y)), False) >= 0], dtype=np.int64))
+    weight = shape_weights(tris, len(lm), oval)
+    return PreparedSource(tris, tuple(levels), tuple(lab_levels), local, size, lips, weight)
 
 
 def _yaw(lm: np.ndarray) -> float:
@@ -194,62 +208,79 @@ def _two_point_similarity(a: np.ndarray, b: np.ndarray, a2: np.ndarray, b2: np.n
     return np.stack([w.real + a2[0], w.imag + a2[1]], axis=1)
 
 
-def _inside_distance(points: np.ndarray, polygon: np.ndarray) -> np.ndarray:
-    """Distance of each point to the polygon's edges, 0 for points outside it (vectorised:
-    point-to-segment distances and an even-odd crossing test)."""
-    a = polygon
-    b = np.roll(polygon, -1, axis=0)
-    ab = b - a
-    ap = points[:, None, :] - a[None, :, :]
-    t = np.clip((ap * ab).sum(-1) / np.maximum((ab * ab).sum(-1), 1e-12), 0.0, 1.0)
-    dist = np.sqrt(((ap - t[..., None] * ab) ** 2).sum(-1)).min(axis=1)
-    py = points[:, 1:2]
-    straddles = (a[None, :, 1] > py) != (b[None, :, 1] > py)
-    dy = np.where(ab[:, 1] == 0, 1e-12, ab[:, 1])
-    cross_x = a[None, :, 0] + (py - a[None, :, 1]) * (ab[None, :, 0] / dy[None, :])
-    inside = (straddles & (points[:, 0:1] < cross_x)).sum(axis=1) % 2 == 1
-    return np.where(inside, dist, 0.0)
+def oval_hops(triangles: np.ndarray, n: int, oval: np.ndarray) -> np.ndarray:
+    """Per landmark: the fewest mesh edges to the face oval (inf when in no triangle)."""
+    adj = np.zeros((n, n), dtype=bool)
+    for a, b in ((0, 1), (1, 2), (2, 0)):
+        adj[triangles[:, a], triangles[:, b]] = True
+        adj[triangles[:, b], triangles[:, a]] = True
+    hops = np.full(n, np.inf)
+    hops[oval] = 0.0
+    seen = np.zeros(n, dtype=bool)
+    seen[oval] = True
+    frontier, k = seen.copy(), 0
+    while frontier.any():
+        k += 1
+        frontier = adj[frontier].any(axis=0) & ~seen
+        hops[frontier] = k
+        seen |= frontier
+    return hops
 
 
-def shape_offsets(src_lm: np.ndarray, tgt_lm: np.ndarray, lips: np.ndarray, strength: float,
-                  size: float, frozen: np.ndarray | None = None) -> np.ndarray | None:
+def _affine_fit(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Least-squares 2x3 affine map taking src points onto dst points."""
+    design = np.hstack([src, np.ones((len(src), 1))])
+    solution, *_ = np.linalg.lstsq(design, dst, rcond=None)
+    return solution.T
+
+
+def shape_weights(triangles: np.ndarray, n: int, oval: np.ndarray) -> np.ndarray:
+    """Per landmark, 0..1: how much of its identity offset it takes. 0 on the oval and on its
+    neighbours in the mesh (so the triangles round the edge of the face do not move and the
+    warp is the identity there), rising to 1 over the next rings; 0 for points in no triangle."""
+    hops = oval_hops(triangles, n, oval)
+    ramp = np.clip((hops - _SHAPE_FIXED_RINGS) / _SHAPE_FADE_RINGS, 0.0, 1.0)
+    ramp[~np.isfinite(hops)] = 0.0
+    return ramp * ramp * (3.0 - 2.0 * ramp)
+
+
+def shape_offsets(src: PreparedSource, tgt_lm: np.ndarray, strength: float, size: float,
+                  frozen: np.ndarray | None = None) -> np.ndarray | None:
     """Per-landmark offsets (468, 2) that move the target's inner face geometry `strength` of
     the way to the source's, or None when they are all negligible.
 
-    The source mesh is aligned onto the target's by a least-squares similarity (position,
-    roll, scale: pose and framing are not identity); what differs after that is the shape of
-    the face. The eyes and the lips only move and scale as a whole, by their corners, so that
-    the target's blinks and mouth opening stay; the oval stays put and offsets fade to 0
-    towards it, so the warp of the target is continuous with everything around the face; the
-    transfer weakens when the two faces are turned differently (then 2-D offsets would be
-    pose, not shape). `frozen` indices do not move (a kept mouth).
+    The source mesh is mapped onto the target's by a least-squares affine map: position,
+    roll, scale and, to first order, the foreshortening of a head turned or tilted differently
+    are pose, not identity; what differs after that is the shape of the face. The eyes and the
+    lips only move and scale as a whole, by their corners, so that the target's blinks and
+    mouth opening stay; the oval and the ring next to it stay put (see shape_weights), so the
+    warp of the target is continuous with everything round the face; the transfer weakens when
+    the two faces are turned very differently (the 2-D offsets would then be mostly pose).
+    `frozen` indices do not move (a kept mouth).
     """
-    src = np.asarray(src_lm, dtype=np.float64)
+    lm = src.landmarks
     tgt = np.asarray(tgt_lm, dtype=np.float64)
-    gate = float(np.clip((_YAW_HIGH - abs(_yaw(src) - _yaw(tgt))) / (_YAW_HIGH - _YAW_LOW), 0, 1))
+    gate = float(np.clip((_YAW_HIGH - abs(_yaw(lm) - _yaw(tgt))) / (_YAW_HIGH - _YAW_LOW), 0, 1))
     strength = float(np.clip(strength, 0.0, 1.0)) * gate
     if strength <= 0.0 or size <= 0.0:
         return None
-    m = estimate_similarity(src, tgt)
-    aligned = src @ m[:, :2].T + m[:, 2]
+    m = _affine_fit(lm, tgt)
+    aligned = lm @ m[:, :2].T + m[:, 2]
     offsets = aligned - tgt
-    groups = [masks.mesh_ring("RIGHT_EYE"), masks.mesh_ring("LEFT_EYE")]
+    eyes = (masks.mesh_ring("RIGHT_EYE"), masks.mesh_ring("LEFT_EYE"))
     outer = masks.mesh_ring("LIPS_OUTER")
-    for ring, members in ((groups[0], groups[0]), (groups[1], groups[1]),
-                          (outer, np.union1d(lips, outer))):
+    for ring, members in ((eyes[0], eyes[0]), (eyes[1], eyes[1]), (outer, src.lips)):
         a, b = ring[0], ring[len(ring) // 2]  # the two corners
         moved = _two_point_similarity(tgt[a], tgt[b], aligned[a], aligned[b], tgt[members])
         offsets[members] = moved - tgt[members]
-    edge = _inside_distance(tgt, tgt[masks.mesh_ring("FACE_OVAL")])
-    ramp = np.clip((edge - _SHAPE_MARGIN * size) / (_SHAPE_FADE * size), 0.0, 1.0)
-    offsets *= (strength * ramp * ramp * (3.0 - 2.0 * ramp))[:, None]
+    offsets *= (strength * src.shape_weight)[:, None]
     if frozen is not None:
         offsets[frozen] = 0.0
-    norm = np.linalg.norm(offsets, axis=1)
-    cap = _SHAPE_MAX * size
-    offsets *= np.minimum(1.0, cap / np.maximum(norm, 1e-9))[:, None]
+    norm = np.sqrt((offsets * offsets).sum(axis=1))
     if float(norm.max()) < _SHAPE_MIN_PX:
         return None
+    cap = _SHAPE_MAX * size
+    offsets *= np.minimum(1.0, cap / np.maximum(norm, 1e-9))[:, None]
     return offsets
 
 
@@ -288,22 +319,24 @@ def _affine_inverses(tri: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def piecewise_affine_maps(dst_tri: np.ndarray, src_tri: np.ndarray, fallback: np.ndarray,
-                          grid_hw: tuple[int, int], ids: np.ndarray | None = None
+                          grid_hw: tuple[int, int], ids: np.ndarray | None = None,
+                          inverses: tuple[np.ndarray, np.ndarray] | None = None
                           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Sampling maps (map_x, map_y float32, grid_hw) of the warp taking every dst triangle onto
     its src triangle, and the triangle index of every grid point (T where none). Coordinates
     are grid indices on the dst side and whatever unit src_tri is in; grid points in no
     triangle use the 2x3 `fallback` affine map. `ids` from an earlier call with the same
-    dst_tri skips the rasterisation (a second warp over the same target mesh).
+    dst_tri skips the rasterisation (a second warp over the same target mesh), and
+    `inverses` from _affine_inverses(dst_tri) their computation.
 
     Vectorised over triangles: candidate points are every triangle's bounding box, kept when
     their barycentric weights are all >= 0. Triangles folded over (back-facing, as in a turned
     head) are written first so that front-facing ones win where they overlap.
     """
-    inv, det = _affine_inverses(dst_tri)
+    inv, det = _affine_inverses(dst_tri) if inverses is None else inverses
     # Per-triangle affine maps dst -> src: src vertices (2x3) times the barycentric inverse.
     affine = np.empty((len(dst_tri) + 1, 2, 3), dtype=np.float64)
-    affine[:-1] = np.einsum("tvk,tvj->tkj", src_tri, inv)
+    affine[:-1] = np.matmul(src_tri.transpose(0, 2, 1), inv)
     affine[-1] = fallback
     if ids is None:
         ids = _rasterise(dst_tri, src_tri, inv, det, grid_hw)
@@ -417,33 +450,32 @@ class MeshSwapper:
         roi_w, roi_h = x2 - x1, y2 - y1
         local = lm - (x1, y1)
         # The source's face shape: the target's landmarks move towards it, and the target's own
-        # pixels (kept eyes and mouth, the edge of the face) are warped along.
+        # pixels that stay visible inside the face (kept eyes and mouth) are warped along.
         offsets = None
         if self.shape_strength > 0.0:
             frozen = src.lips if self.settings.mouth_mask is not None else None
-            offsets = shape_offsets(src.landmarks, local, src.lips, self.shape_strength, size,
-                                    frozen)
+            offsets = shape_offsets(src, local, self.shape_strength, size, frozen)
         moved = local if offsets is None else local + offsets
 
         lab = self.settings.color_match
-        warped4, facing, reshape = self._warp(src.lab_levels if lab else src.levels, src, moved,
-                                              size, (roi_h, roi_w),
-                                              None if offsets is None else local)
+        warped4, facing, motion = self._warp(src.lab_levels if lab else src.levels, src, moved,
+                                             size, (roi_h, roi_w),
+                                             None if offsets is None else local)
         warped = cv2.cvtColor(warped4, cv2.COLOR_BGRA2BGR)  # drops channel 3, LAB or BGR alike
         alpha = warped4[..., 3].astype(np.float32) * (1.0 / 255.0)
         if facing is not None:
             alpha *= facing
         original = frame[y1:y2, x1:x2]
-        skin, mouth = self._apply_keep(alpha, moved, face.kps - (x1, y1), size)
+        skin, kept = self._apply_keep(alpha, moved, face.kps - (x1, y1), size)
         target = original
-        if reshape is not None:
-            target = cv2.remap(original, reshape, None, cv2.INTER_LINEAR,
-                               borderMode=cv2.BORDER_REPLICATE)
-            if mouth is not None:
-                # --mouth-mask keeps the target's mouth exactly where it is.
-                keep, (mx1, my1, mx2, my2) = mouth
-                target[my1:my2, mx1:mx2] = cv2.blendLinear(
-                    original[my1:my2, mx1:mx2], target[my1:my2, mx1:mx2], keep, 1.0 - keep)
+        if motion is not None:
+            # The target's kept eyes and inner mouth follow the moved landmarks. Only there:
+            # elsewhere the source covers the target, except near the oval, where nothing moves.
+            # A --mouth-mask mouth does not move at all (its landmarks are frozen).
+            target = original.copy()
+            for _, box, is_mouth_mask in kept:
+                if not is_mouth_mask:
+                    self._move_pixels(original, target, motion, box)
         if lab:
             step = color.sample_step(skin.shape)
             target_lab = cv2.cvtColor(np.ascontiguousarray(target[::step, ::step]),
@@ -462,12 +494,12 @@ class MeshSwapper:
 
     def _warp(self, levels: tuple[np.ndarray, ...], src: PreparedSource, local: np.ndarray,
               size: float, roi_hw: tuple[int, int], original: np.ndarray | None = None
-              ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+              ) -> tuple[np.ndarray, np.ndarray | None, Motion | None]:
         """The source texture (one of its 4-channel pyramids) warped onto the target landmarks
         `local`, ROI-sized uint8 (channel 3: the source's face mask, warped), the ROI-sized
         facing weight (float32 0..1; None when it is 1 everywhere), and, when the target's
-        `original` landmarks are given, the ROI-sized CV_32FC2 map that warps the target's
-        pixels from `original` to `local` (identity off the mesh), else None."""
+        `original` landmarks are given, the motion of the target's own pixels from `original`
+        to `local` on the warp's grid (see _grid_motion), else None."""
         roi_h, roi_w = roi_hw
         # Sample from the pyramid level closest to (not below) the target's size: no aliasing.
         level = int(np.clip(np.floor(np.log2(max(src.size / max(size, 1.0), 1.0))), 0,
@@ -483,7 +515,9 @@ class MeshSwapper:
         # Outside the mesh, sample far off the texture: transparent black (alpha 0).
         fallback = np.array([[0.0, 0.0, -1e4], [0.0, 0.0, -1e4]])
         dst_tri, src_tri = dst_pts[src.triangles], src_pts[src.triangles]
-        map_x, map_y, ids = piecewise_affine_maps(dst_tri, src_tri, fallback, (gh, gw))
+        inverses = _affine_inverses(dst_tri)
+        map_x, map_y, ids = piecewise_affine_maps(dst_tri, src_tri, fallback, (gh, gw),
+                                                  inverses=inverses)
         facing = cv2.GaussianBlur(_facing(dst_tri, src_tri)[ids], (3, 3), 0)
         maps = np.dstack([map_x, map_y])  # one CV_32FC2 map: one resize, one remap argument
         full = (gw * step, gh * step)
@@ -498,30 +532,61 @@ class MeshSwapper:
             facing_full = facing_full[:roi_h, :roi_w]
         warped = cv2.remap(texture, maps, None, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT,
                            borderValue=(0, 0, 0, 0))
-        reshape = None
+        motion = None
         if original is not None:
-            # Same mesh and grid, so the same triangle ids; upsampled as a displacement (0 off
-            # the mesh) so that pixels outside the face map exactly onto themselves.
-            half = 0.5 * step - 0.5
-            identity = np.array([[step, 0.0, half], [0.0, step, half]])
-            tx, ty, _ = piecewise_affine_maps(dst_tri, original[src.triangles] - 0.5, identity,
-                                              (gh, gw), ids)
-            gx = np.arange(gw, dtype=np.float32)[None, :] * step + half
-            gy = np.arange(gh, dtype=np.float32)[:, None] * step + half
-            disp = np.dstack([tx - gx, ty - gy])
-            disp[ids == len(dst_tri)] = 0.0
-            if step > 1:
-                disp = cv2.resize(disp, full, interpolation=cv2.INTER_LINEAR)
-            reshape = np.ascontiguousarray(disp[:roi_h, :roi_w])
-            reshape[..., 0] += np.arange(roi_w, dtype=np.float32)[None, :]
-            reshape[..., 1] += np.arange(roi_h, dtype=np.float32)[:, None]
-        return warped, facing_full, reshape
+            motion = self._grid_motion(inverses[0], original[src.triangles] - 0.5, ids, step)
+        return warped, facing_full, motion
+
+    @staticmethod
+    def _grid_motion(inv: np.ndarray, src_tri: np.ndarray, ids: np.ndarray, step: int
+                     ) -> Motion:
+        """Per triangle (and a last identity for grid points off the mesh) the affine map from
+        grid indices to the ROI pixel a target pixel comes from, the triangle of every grid
+        point (the texture warp's: same mesh, same grid) and the grid step. Evaluated only over
+        the regions that need it (see _move_pixels). `inv`: the dst triangles' barycentric
+        inverses (_affine_inverses)."""
+        half = 0.5 * step - 0.5
+        affine = np.empty((len(inv) + 1, 2, 3), dtype=np.float64)
+        affine[:-1] = np.matmul(src_tri.transpose(0, 2, 1), inv)
+        affine[-1] = ((step, 0.0, half), (0.0, step, half))
+        return affine.astype(np.float32).reshape(-1, 6), ids, step
+
+    @staticmethod
+    def _move_pixels(original: np.ndarray, target: np.ndarray, motion: Motion,
+                     box: masks.Box) -> None:
+        """target[box] = the original ROI's pixels moved by the grid motion, upsampled as a
+        displacement over the box and a grid cell round it (so that the box gets the same
+        values a full-size map would have)."""
+        affine, ids, step = motion
+        x1, y1, x2, y2 = box
+        gh, gw = ids.shape
+        r1, c1 = max(y1 // step - 1, 0), max(x1 // step - 1, 0)
+        r2, c2 = min(-(-y2 // step) + 1, gh), min(-(-x2 // step) + 1, gw)
+        if r2 <= r1 or c2 <= c1:
+            return
+        half = 0.5 * step - 0.5
+        m = affine[ids[r1:r2, c1:c2]]
+        gx = np.arange(c1, c2, dtype=np.float32)[None, :]
+        gy = np.arange(r1, r2, dtype=np.float32)[:, None]
+        patch = np.dstack([m[..., 0] * gx + m[..., 1] * gy + m[..., 2] - (gx * step + half),
+                           m[..., 3] * gx + m[..., 4] * gy + m[..., 5] - (gy * step + half)])
+        patch[ids[r1:r2, c1:c2] == len(affine) - 1] = 0.0  # off the mesh: exactly still
+        if step > 1:
+            patch = cv2.resize(patch, ((c2 - c1) * step, (r2 - r1) * step),
+                               interpolation=cv2.INTER_LINEAR)
+        oy, ox = y1 - r1 * step, x1 - c1 * step
+        patch = np.ascontiguousarray(patch[oy:oy + y2 - y1, ox:ox + x2 - x1])
+        ph, pw = patch.shape[:2]
+        patch[..., 0] += np.arange(x1, x1 + pw, dtype=np.float32)[None, :]
+        patch[..., 1] += np.arange(y1, y1 + ph, dtype=np.float32)[:, None]
+        target[y1:y1 + ph, x1:x1 + pw] = cv2.remap(original, patch, None, cv2.INTER_LINEAR,
+                                                   borderMode=cv2.BORDER_REPLICATE)
 
     def _apply_keep(self, alpha: np.ndarray, local: np.ndarray, kps: np.ndarray,
-                    size: float) -> tuple[np.ndarray, tuple[np.ndarray, masks.Box] | None]:
+                    size: float) -> tuple[np.ndarray, list[tuple[np.ndarray, masks.Box, bool]]]:
         """Zero `alpha` (in place) where the target's eyes and mouth are kept; returns the
         weights for colour statistics (inside the face, away from its edge, eyes and mouth) and
-        the --mouth-mask keep weights with their box (None without it)."""
+        each kept region's weights, box and whether it is the --mouth-mask region."""
         roi_hw = alpha.shape[:2]
         skin = alpha >= 0.99
         detail = max(1.0, _DETAIL_FEATHER * size)
@@ -533,7 +598,7 @@ class MeshSwapper:
             polygons.append((mouth, max(1.0, _MOUTH_FEATHER * size), True))
         elif self.keep_mouth_interior:
             polygons.append((local[self._lips_inner], detail, False))
-        mouth_keep = None
+        kept = []
         for poly, feather, is_mouth_mask in polygons:
             found = masks.polygon_mask_box(roi_hw, poly, feather)
             if found is None:
@@ -541,6 +606,5 @@ class MeshSwapper:
             keep, (x1, y1, x2, y2) = found
             alpha[y1:y2, x1:x2] *= 1.0 - keep
             skin[y1:y2, x1:x2] &= keep <= 0.0
-            if is_mouth_mask:
-                mouth_keep = found
-        return skin, mouth_keep
+            kept.append((keep, (x1, y1, x2, y2), is_mouth_mask))
+        return skin, kept

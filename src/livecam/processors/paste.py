@@ -72,7 +72,8 @@ def _box(axis_u: np.ndarray, axis_v: np.ndarray) -> Box | None:
 
 def separable_mask(axis_u: np.ndarray, axis_v: np.ndarray) -> CropMask:
     """The mask outer(axis_v, axis_u) quantised to uint8, with its support and interior boxes."""
-    alpha8 = np.clip(np.rint(np.outer(axis_v, axis_u) * 255.0), 0, 255).astype(np.uint8)
+    prod = np.clip(axis_v, 0.0, 1.0)[:, None] * (np.clip(axis_u, 0.0, 1.0) * 255.0)
+    alpha8 = np.rint(prod, out=prod).astype(np.uint8)  # in 0..255 by construction
     # A product rounds to 0 when either factor is below 0.5/255, and to 255 when both are at
     # least 1 - 0.25/255.
     full = 1.0 - 0.25 / 255.0
@@ -175,16 +176,44 @@ def _inner_rect(inv: np.ndarray, box: Box, roi: Roi) -> Box | None:
     return rx0, ry0, rx1, ry1
 
 
+def _cv_writable(view: np.ndarray) -> bool:
+    """Whether OpenCV can write into this HxWxC view of a frame (packed pixels, positive row
+    step); other layouts (transposed or flipped frames) get a copy assigned instead."""
+    h, w, c = view.shape
+    s0, s1, s2 = view.strides
+    return s2 == view.itemsize and s1 == c * s2 and s0 >= w * s1
+
+
+def _blend(dst: np.ndarray, content: np.ndarray, weight: np.ndarray) -> None:
+    """dst = content * weight + dst * (1 - weight), in place; weight is float32 HxW in [0, 1]."""
+    dst[...] = cv2.blendLinear(content, dst, weight, 1.0 - weight)
+
+
+def _blend_u8(dst: np.ndarray, content: np.ndarray, weight8: np.ndarray) -> None:
+    """dst = (content * w + dst * (255 - w)) / 255, in place, for a uint8 weight w (HxW).
+
+    Two rounded uint8 products (each within half a level) instead of float weights: about half
+    the cost of blendLinear; exact where w is 0 or 255."""
+    w3 = cv2.cvtColor(weight8, cv2.COLOR_GRAY2BGR)
+    ours = cv2.multiply(content, w3, scale=1.0 / 255.0)
+    theirs = cv2.multiply(dst, cv2.bitwise_not(w3), scale=1.0 / 255.0)
+    if _cv_writable(dst):
+        cv2.add(ours, theirs, dst=dst)
+    else:
+        dst[...] = cv2.add(ours, theirs)
+
+
 def paste(frame: np.ndarray, crop: np.ndarray, matrix: np.ndarray, mask: CropMask, *, opacity: float = 1.0,
           keep: Callable[[Roi], np.ndarray] | None = None) -> Roi | None:
-    """Paste a processed crop (BGR uint8) back into the frame through its crop-space mask, in
-    place, touching only the region the crop covers; returns that region (None if off-frame).
+    """Paste a processed crop (BGR uint8, or BGRA whose alpha is already mask.alpha8) back into
+    the frame through its crop-space mask, in place, touching only the region the crop covers;
+    returns that region (None if off-frame).
 
     keep(roi) may return an ROI-sized float mask of pixels to keep from the frame (1 = keep).
     The crop and its mask are warped in one 4-channel pass (OpenCV's fastest path); the mask is
     thus quantised to 1/255, well below a visible step. Where the mask is exactly 1 and no
-    `keep` applies, the warped crop is copied (or mixed at the uniform opacity) instead of
-    blended pixel by pixel."""
+    `keep` applies, the warped crop is copied (or mixed at the uniform opacity) straight into
+    the frame, and per-pixel weights are only made for the strips around that rectangle."""
     if mask.support is None:
         return None
     inv = invert(matrix)
@@ -192,37 +221,50 @@ def paste(frame: np.ndarray, crop: np.ndarray, matrix: np.ndarray, mask: CropMas
     if roi is None:
         return None
     x1, y1, x2, y2 = roi
-    bgra = cv2.cvtColor(crop, cv2.COLOR_BGR2BGRA)
-    bgra[:, :, 3] = mask.alpha8
+    if crop.ndim == 3 and crop.shape[2] == 4:
+        bgra = crop
+    else:
+        bgra = cv2.cvtColor(crop, cv2.COLOR_BGR2BGRA)
+        bgra[:, :, 3] = mask.alpha8
     to_roi = inv.copy()
     to_roi[:, 2] -= (x1, y1)
     warped = cv2.warpAffine(bgra, to_roi, (x2 - x1, y2 - y1), flags=cv2.INTER_LINEAR,
                             borderMode=cv2.BORDER_CONSTANT, borderValue=0)
-    content = cv2.cvtColor(warped, cv2.COLOR_BGRA2BGR)
-    alpha = cv2.extractChannel(warped, 3).astype(np.float32)
-    alpha *= np.float32(float(opacity) / 255.0)
-    if keep is not None:
-        alpha *= 1.0 - keep(roi)
+    region = frame[y1:y2, x1:x2]
     inner = None
     if keep is None and mask.interior is not None:
         inner = _inner_rect(inv, mask.interior, roi)
-    region = frame[y1:y2, x1:x2]
     if inner is None:
-        region[...] = cv2.blendLinear(content, region, alpha, 1.0 - alpha)
+        alpha = cv2.extractChannel(warped, 3).astype(np.float32)
+        alpha *= np.float32(float(opacity) / 255.0)
+        if keep is not None:
+            alpha *= 1.0 - keep(roi)
+        _blend(region, cv2.cvtColor(warped, cv2.COLOR_BGRA2BGR), alpha)
         return roi
-    # Inside the rectangle the weight is the constant opacity: a copy or a fast uniform mix.
+    # Inside the rectangle the weight is the constant opacity: a copy or a uniform mix, written
+    # straight into the frame.
     ix0, iy0, ix1, iy1 = inner
-    if opacity == 1.0:
-        region[iy0:iy1, ix0:ix1] = content[iy0:iy1, ix0:ix1]
+    middle = region[iy0:iy1, ix0:ix1]
+    direct = _cv_writable(middle)
+    if opacity == 1.0 and direct:
+        cv2.cvtColor(warped[iy0:iy1, ix0:ix1], cv2.COLOR_BGRA2BGR, dst=middle)
+    elif opacity == 1.0:
+        middle[...] = cv2.cvtColor(warped[iy0:iy1, ix0:ix1], cv2.COLOR_BGRA2BGR)
     else:
-        middle = region[iy0:iy1, ix0:ix1]
-        middle[...] = cv2.addWeighted(content[iy0:iy1, ix0:ix1], float(opacity), middle, 1.0 - float(opacity), 0.0)
+        content = cv2.cvtColor(warped[iy0:iy1, ix0:ix1], cv2.COLOR_BGRA2BGR)
+        mixed = cv2.addWeighted(content, float(opacity), middle, 1.0 - float(opacity), 0.0,
+                                dst=middle if direct else None)
+        if not direct:
+            middle[...] = mixed
     h, w = region.shape[:2]
-    # The four strips around the copied rectangle.
+    # The four strips around that rectangle: per-pixel weights, made for the strips only.
     for ys, xs in ((slice(0, iy0), slice(0, w)), (slice(iy1, h), slice(0, w)),
                    (slice(iy0, iy1), slice(0, ix0)), (slice(iy0, iy1), slice(ix1, w))):
         part = region[ys, xs]
         if part.size:
-            a = alpha[ys, xs]
-            part[...] = cv2.blendLinear(content[ys, xs], part, a, 1.0 - a)
+            strip = warped[ys, xs]
+            weight = cv2.extractChannel(strip, 3)
+            if opacity != 1.0:
+                weight = cv2.convertScaleAbs(weight, alpha=float(opacity))  # rounded, in 0..255
+            _blend_u8(part, cv2.cvtColor(strip, cv2.COLOR_BGRA2BGR), weight)
     return roi
