@@ -200,6 +200,19 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
+def file_job_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """INPUT OUTPUT, the processing options, --force and --label: shared by video and image."""
+    for option in reversed([
+        click.argument("input", type=click.Path(path_type=Path)),
+        click.argument("output", type=click.Path(path_type=Path)),
+        processing_options,
+        click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists."),
+        click.option("--label/--no-label", default=True, show_default=True, help="Visible AI-generated label."),
+    ]):
+        func = option(func)
+    return func
+
+
 def _processing(ctx: click.Context, kw: dict[str, Any], *, smoothing_allowed: bool = True) -> ProcessingSettings:
     return ProcessingSettings(
         sources=tuple(kw.pop("sources")),
@@ -284,16 +297,12 @@ def run(ctx: click.Context, **kw: Any) -> None:
 
 
 @cli.command()
-@click.argument("input", type=click.Path(path_type=Path))
-@click.argument("output", type=click.Path(path_type=Path))
-@processing_options
-@click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
-@click.option("--label/--no-label", default=True, show_default=True, help="Visible AI-generated label.")
+@file_job_options
 @click.option("--video-encoder", default="libx264", show_default=True,
               help="libx264, libx265, libvpx-vp9, or a hardware encoder such as h264_nvenc.")
 @click.option("--video-quality", type=click.IntRange(0, 51), default=18, show_default=True,
               help="CRF-like quality, lower is better.")
-@click.option("--keep-fps", "keep_fps", is_flag=True, default=True, help="Keep the input's frame rate (default).")
+@click.option("--keep-fps", "keep_fps", is_flag=True, help="Keep the input's frame rate (the default).")
 @click.option("--fps", type=click.FloatRange(min=0, min_open=True), help="Output frame rate instead.")
 @click.option("--audio/--no-audio", default=True, show_default=True, help="Keep the audio.")
 @click.option("--keep-partial", is_flag=True, help="On Ctrl-C or error, keep a valid shorter video.")
@@ -302,6 +311,8 @@ def run(ctx: click.Context, **kw: Any) -> None:
 @click.pass_context
 def video(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
     """Swap faces in a video file; audio is kept."""
+    if kw["keep_fps"] and kw["fps"] is not None:
+        raise click.UsageError("--keep-fps and --fps exclude each other: give one")
     processing = _processing(ctx, kw)
     _require_source(processing)
     job = VideoJob(input=input, output=output, processing=processing, force=kw["force"], label=kw["label"],
@@ -314,11 +325,7 @@ def video(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
 
 
 @cli.command()
-@click.argument("input", type=click.Path(path_type=Path))
-@click.argument("output", type=click.Path(path_type=Path))
-@processing_options
-@click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
-@click.option("--label/--no-label", default=True, show_default=True, help="Visible AI-generated label.")
+@file_job_options
 @click.pass_context
 def image(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
     """Swap faces in one image (JPEG, PNG, WebP, BMP, TIFF)."""

@@ -3,3 +3,18 @@
 The real weights cannot be downloaded in tests; these small random-weight graphs exercise the
 same pre- and post-processing code paths (and let insightface's classes be run as an oracle).
 """
+
+from pathlib import Path
+
+import onnx
+from onnx import helper
+
+
+def save_model(graph: onnx.GraphProto, path: str | Path) -> Path:
+    """Wrap a stand-in graph in an opset-13 model, check it and save it; returns the path."""
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="livecam-tests")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    path = Path(path)
+    onnx.save(model, str(path))
+    return path

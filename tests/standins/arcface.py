@@ -11,8 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+from tests.standins import save_model
 
 
 def build_arcface(path: Path, seed: int = 0, channels: int = 4) -> Path:
@@ -35,10 +36,4 @@ def build_arcface(path: Path, seed: int = 0, channels: int = 4) -> Path:
     ]
     inp = helper.make_tensor_value_info("input.1", TensorProto.FLOAT, ["None", 3, 112, 112])
     out = helper.make_tensor_value_info("683", TensorProto.FLOAT, ["None", 512])
-    graph = helper.make_graph(nodes, "arcface_standin", [inp], [out], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="livecam-tests")
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    path = Path(path)
-    onnx.save(model, str(path))
-    return path
+    return save_model(helper.make_graph(nodes, "arcface_standin", [inp], [out], inits), path)

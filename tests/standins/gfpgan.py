@@ -15,8 +15,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+from tests.standins import save_model
 
 OUTPUT_NAME = "restored_face"  # deliberately not "output": the processor must read it
 
@@ -45,10 +46,4 @@ def build_gfpgan(path: Path, kind: str = "identity", dynamic_batch: bool = False
     else:
         nodes.append(helper.make_node("Identity", ["y"], [OUTPUT_NAME]))
     outputs = [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, [batch, 3, 512, 512])]
-    graph = helper.make_graph(nodes, "gfpgan_standin", inputs, outputs, inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="livecam-tests")
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    path = Path(path)
-    onnx.save(model, str(path))
-    return path
+    return save_model(helper.make_graph(nodes, "gfpgan_standin", inputs, outputs, inits), path)

@@ -16,8 +16,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+from tests.standins import save_model
 
 
 def build_inswapper(path: Path, seed: int = 0, fp16: bool = False, io_fp16: bool = False,
@@ -56,10 +57,4 @@ def build_inswapper(path: Path, seed: int = 0, fp16: bool = False, io_fp16: bool
     inputs = [helper.make_tensor_value_info("target", io_type, [1, 3, 128, 128]),
               helper.make_tensor_value_info("source", io_type, [1, 512])]
     outputs = [helper.make_tensor_value_info("output", io_type, [1, 3, 128, 128])]
-    graph = helper.make_graph(nodes, "inswapper_standin", inputs, outputs, inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="livecam-tests")
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    path = Path(path)
-    onnx.save(model, str(path))
-    return path
+    return save_model(helper.make_graph(nodes, "inswapper_standin", inputs, outputs, inits), path)

@@ -15,6 +15,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from tests.standins import save_model
+
 # The real det_10g output names, in output order.
 OUTPUT_NAMES = ("448", "471", "494", "451", "474", "497", "454", "477", "500")
 STRIDES = (8, 16, 32)
@@ -71,10 +73,4 @@ def build_scrfd(path: Path, seed: int = 0, channels: int = 8,
     inp = helper.make_tensor_value_info("input.1", TensorProto.FLOAT, [1, 3, *hw])
     outs = [helper.make_tensor_value_info(OUTPUT_NAMES[k], TensorProto.FLOAT, [None, (1, 4, 10)[k // 3]])
             for k in range(9)]
-    graph = helper.make_graph(nodes, "scrfd_standin", [inp], outs, inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="livecam-tests")
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    path = Path(path)
-    onnx.save(model, str(path))
-    return path
+    return save_model(helper.make_graph(nodes, "scrfd_standin", [inp], outs, inits), path)

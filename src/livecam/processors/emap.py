@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import mmap
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -32,6 +33,18 @@ def _varint(buf: memoryview, pos: int) -> tuple[int, int]:
         if byte < 0x80:
             return result, pos
         shift += 7
+
+
+def _repeated_varints(buf: memoryview, wire: int, value: Any) -> list[int]:
+    """A repeated varint field: one value (wire type 0) or a packed run (wire type 2)."""
+    if wire == 0:
+        return [value]
+    pos, length = value
+    stop, out = pos + length, []
+    while pos < stop:
+        v, pos = _varint(buf, pos)
+        out.append(v)
+    return out
 
 
 def _fields(buf: memoryview, start: int, end: int):
@@ -78,14 +91,7 @@ def _decode_tensor(buf: memoryview, start: int, end: int, model_dir: Path) -> tu
     external: dict[str, str] = {}
     for num, wire, value in _fields(buf, start, end):
         if num == _T_DIMS:
-            if wire == 0:
-                dims.append(value)
-            else:
-                pos, length = value
-                stop = pos + length
-                while pos < stop:
-                    d, pos = _varint(buf, pos)
-                    dims.append(d)
+            dims.extend(_repeated_varints(buf, wire, value))
         elif num == _T_DATA_TYPE:
             dtype_code = value
         elif num == _T_NAME:
@@ -95,14 +101,7 @@ def _decode_tensor(buf: memoryview, start: int, end: int, model_dir: Path) -> tu
         elif num == _T_FLOAT_DATA:
             floats += buf[value[0]:value[0] + value[1]]
         elif num == _T_INT32_DATA:
-            if wire == 0:
-                int32s.append(value)
-            else:
-                pos, length = value
-                stop = pos + length
-                while pos < stop:
-                    v, pos = _varint(buf, pos)
-                    int32s.append(v)
+            int32s.extend(_repeated_varints(buf, wire, value))
         elif num == _T_EXTERNAL_DATA:
             key = val = ""
             for k_num, _, kv in _fields(buf, value[0], value[0] + value[1]):
