@@ -85,7 +85,9 @@ class Engine:
                              "--source and --reference")
         store = ModelStore(settings.runtime, progress=progress)
         providers = resolve_providers(settings.runtime.providers)
-        threads = cpu_threads_per_session(settings.runtime.execution_threads)
+        # Live mode runs the analyse thread beside the process workers, so it counts as one more
+        # consumer of cores; oversubscribing ORT's threads there costs latency.
+        threads = cpu_threads_per_session(settings.runtime.execution_threads + (1 if live else 0))
         swapping = "face_swapper" in settings.frame_processors
         swap_model = choose_swap_model(settings.swap.model, store, providers) if swapping else None
         need_landmarks = swap_model == "mesh" or (swapping and settings.swap.mouth_mask is not None)
