@@ -167,8 +167,9 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--execution-provider", "providers", multiple=True,
                      type=click.Choice(PROVIDER_CHOICES, case_sensitive=False),
                      help="One or more of " + ", ".join(PROVIDER_CHOICES) + " (default auto: the best available)."),
-        click.option("--execution-threads", type=click.IntRange(1, 64), default=1, show_default=True,
-                     help="Processing workers (file mode) / parallel frames (live)."),
+        click.option("--execution-threads", type=click.IntRange(1, 64), default=None,
+                     help="Processing workers on consecutive frames (default: 1 live; for video files "
+                          "the number of cores, at most 4)."),
         click.option("--frame-processor", "frame_processors", multiple=True,
                      type=click.Choice(FRAME_PROCESSORS), help="Processors in order (default face_swapper)."),
         click.option("--many-faces", is_flag=True, help="Swap every face, not only the largest."),
@@ -213,11 +214,17 @@ def file_job_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
-def _processing(ctx: click.Context, kw: dict[str, Any], *, smoothing_allowed: bool = True) -> ProcessingSettings:
+def file_workers() -> int:
+    """Default workers for video files: decode and encode overlap with processing on every core."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def _processing(ctx: click.Context, kw: dict[str, Any], *, smoothing_allowed: bool = True,
+                default_threads: int = 1) -> ProcessingSettings:
     return ProcessingSettings(
         sources=tuple(kw.pop("sources")),
         frame_processors=tuple(dict.fromkeys(kw.pop("frame_processors"))) or ("face_swapper",),
-        runtime=_runtime(ctx, tuple(p.lower() for p in kw.pop("providers")), kw.pop("execution_threads")),
+        runtime=_runtime(ctx, tuple(p.lower() for p in kw.pop("providers")), kw.pop("execution_threads") or default_threads),
         analysis=AnalysisSettings(
             detector=kw.pop("detector"), det_size=int(kw.pop("det_size")), many_faces=kw.pop("many_faces"),
             reference=tuple(kw.pop("reference")), reference_distance=kw.pop("reference_distance"),
@@ -313,7 +320,7 @@ def video(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
     """Swap faces in a video file; audio is kept."""
     if kw["keep_fps"] and kw["fps"] is not None:
         raise click.UsageError("--keep-fps and --fps exclude each other: give one")
-    processing = _processing(ctx, kw)
+    processing = _processing(ctx, kw, default_threads=file_workers())
     _require_source(processing)
     job = VideoJob(input=input, output=output, processing=processing, force=kw["force"], label=kw["label"],
                    encoder=kw["video_encoder"], quality=kw["video_quality"], fps=kw["fps"], audio=kw["audio"],
@@ -349,7 +356,7 @@ def bench(ctx: click.Context, **kw: Any) -> None:
     """Measure the real pipeline on a recorded clip: per-stage ms, FPS, latency, memory."""
     mode, bench_input, frames = kw.pop("mode"), kw.pop("bench_input"), kw.pop("frames")
     resolution, as_json = _parse_resolution(kw.pop("resolution")), kw.pop("as_json")
-    processing = _processing(ctx, kw)
+    processing = _processing(ctx, kw, default_threads=file_workers() if mode == "video" else 1)
     job = BenchJob(processing=processing, mode=mode, input=bench_input, frames=frames,
                    resolution=resolution, json=as_json)
     from livecam.commands.bench import run_bench
