@@ -180,11 +180,9 @@ class ModelStore:
         """Cheap state for listings: uses the verification memo, hashes only small embedded files."""
         spec = self.spec(name)
         path = self.file_path(name)
-        if not path.is_file():
-            return ModelState(name, MISSING, path)
-        size = path.stat().st_size
-        if spec.size is not None and size != spec.size:
-            return ModelState(name, CORRUPT, path, f"{size} bytes, expected {spec.size}")
+        early = self._absent_or_wrong_size(spec, path)
+        if early is not None:
+            return early
         if spec.sha256 is None:
             return ModelState(name, UNPINNED, path, spec.pin_note or "no published SHA-256")
         if spec.bundled:
@@ -197,16 +195,23 @@ class ModelStore:
         ok = memo == spec.sha256
         return ModelState(name, VERIFIED if ok else CORRUPT, path, "" if ok else "SHA-256 mismatch")
 
+    @staticmethod
+    def _absent_or_wrong_size(spec: ModelSpec, path: Path, hint: str = "") -> ModelState | None:
+        """MISSING or CORRUPT (by size) without hashing anything; None when the size is right."""
+        if not path.is_file():
+            return ModelState(spec.name, MISSING, path)
+        size = path.stat().st_size
+        if spec.size is not None and size != spec.size:
+            return ModelState(spec.name, CORRUPT, path, f"{size} bytes, expected {spec.size}{hint}")
+        return None
+
     def verify(self, name: str) -> ModelState:
         """Full re-hash (ignores the memo); unpinned files get their signature checked instead."""
         spec = self.spec(name)
         path = self.file_path(name)
-        if not path.is_file():
-            return ModelState(name, MISSING, path)
-        size = path.stat().st_size
-        if spec.size is not None and size != spec.size:
-            return ModelState(name, CORRUPT, path, f"{size} bytes, expected {spec.size} (truncated or "
-                                                   f"not this model); {self._fix_hint(spec)}")
+        early = self._absent_or_wrong_size(spec, path, f" (truncated or not this model); {self._fix_hint(spec)}")
+        if early is not None:
+            return early
         if spec.sha256 is None:
             problem = self._load_problem(spec, path)
             if problem:
