@@ -25,6 +25,7 @@ import cv2
 import numpy as np
 
 from livecam.faces.align import align_matrix, arcface_template, feather_mask, paste_back
+from livecam.faces.face import Face
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
 from livecam.processors.mesh_swapper import MeshSwapper

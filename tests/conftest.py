@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -37,3 +38,15 @@ def run_cli(args: list[str], env: dict[str, str] | None = None, timeout: float =
     """Run `python -m livecam ARGS` in a subprocess, capturing text output."""
     return subprocess.run([sys.executable, "-m", "livecam", *args], env=env, cwd=cwd,
                           capture_output=True, text=True, timeout=timeout)
+
+
+def wait_for_file(path: Path, proc: subprocess.Popen[str], timeout: float = 60) -> None:
+    """Poll until a subprocess has created PATH; fail if it exits first or time runs out."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"exited early: {proc.communicate()}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"{path} never appeared")
+        time.sleep(0.02)

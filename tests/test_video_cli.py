@@ -6,15 +6,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import av
 import numpy as np
 import pytest
 
-from tests.conftest import REPO_ROOT, run_cli
-from tests.videos import make_clip, probe, read_index
+from tests.conftest import REPO_ROOT, run_cli, wait_for_file
+from tests.videos import make_audio_only, make_clip, probe, read_index
 
 # Runs the real CLI with the engine replaced by a slow one that touches MARKER at frame 10, so a
 # test can interrupt it halfway through without any model (and asks for 3 GB at frame HOG_AT).
@@ -101,13 +99,7 @@ def test_bad_input_exits_nonzero_with_one_line_and_no_output(tmp_path: Path, sma
         src.write_text("hello\n" * 100)
         expect_text = "not a video"
     elif case == "no_video_stream":
-        src = tmp_path / "tone.m4a"
-        with av.open(str(src), "w", format="mp4") as c:
-            stream = c.add_stream("aac", rate=44100)
-            frame = av.AudioFrame.from_ndarray(np.zeros((1, 1024), np.float32), format="fltp", layout="mono")
-            frame.sample_rate, frame.pts = 44100, 0
-            for packet in [*stream.encode(frame), *stream.encode(None)]:
-                c.mux(packet)
+        src = make_audio_only(tmp_path / "tone.m4a")
         expect_text = "no video stream"
     elif case == "unwritable_folder":
         out = _unwritable_folder(tmp_path) / "out.mp4"
@@ -139,16 +131,6 @@ def _start_patched(args: list[str], tmp_path: Path, env: dict[str, str], delay: 
     return proc, marker
 
 
-def _wait_for(marker: Path, proc: subprocess.Popen[str], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not marker.exists():
-        if proc.poll() is not None:
-            raise AssertionError(f"exited early: {proc.communicate()}")
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError("never reached frame 10")
-        time.sleep(0.02)
-
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_halfway_leaves_no_output(tmp_path: Path, small_clip: Path, isolated_env: dict[str, str],
@@ -157,7 +139,7 @@ def test_interrupt_halfway_leaves_no_output(tmp_path: Path, small_clip: Path, is
     work.mkdir()
     out = work / "out.mp4"
     proc, marker = _start_patched(["video", str(small_clip), str(out), "--source", "face.jpg"], tmp_path, isolated_env)
-    _wait_for(marker, proc)
+    wait_for_file(marker, proc)
     proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
@@ -170,7 +152,7 @@ def test_interrupt_with_keep_partial_leaves_a_valid_shorter_video(tmp_path: Path
     out = tmp_path / "out.mkv"
     proc, marker = _start_patched(["video", str(small_clip), str(out), "--source", "face.jpg", "--keep-partial",
                                    "--execution-threads", "2"], tmp_path, isolated_env)
-    _wait_for(marker, proc)
+    wait_for_file(marker, proc)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr

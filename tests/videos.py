@@ -194,3 +194,14 @@ def count_frames(path: Path) -> int:
     """Decoded video frames, without keeping them."""
     with av.open(str(path)) as c:
         return sum(1 for _ in c.decode(video=0))
+
+
+def make_audio_only(path: Path) -> Path:
+    """An mp4-family file with one short AAC stream and no video stream."""
+    with av.open(str(path), "w", format="mp4") as out:
+        stream = out.add_stream("aac", rate=44100)
+        frame = av.AudioFrame.from_ndarray(np.zeros((1, 1024), np.float32), format="fltp", layout="mono")
+        frame.sample_rate, frame.pts = 44100, 0
+        for packet in [*stream.encode(frame), *stream.encode(None)]:
+            out.mux(packet)
+    return path

@@ -20,6 +20,7 @@ from livecam.media.camera import SyntheticSource
 from livecam.media.sinks import FileRecorderSink
 from livecam.pipeline.live import LiveOptions, run_live_pipeline
 from livecam.samples import sample_path
+from tests.conftest import wait_for_file
 from tests.pipeline.test_live import FakeEngine, livecam_threads
 from tests.videos import count_frames, make_clip, probe
 
@@ -60,16 +61,6 @@ def test_disk_full_is_a_clear_error_and_leaves_nothing(command: str, tmp_path: P
     assert os.listdir(out) == []  # neither the output nor a temporary file
 
 
-def _wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        if proc.poll() is not None:
-            raise AssertionError(f"exited early: {proc.communicate()}")
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError(f"{path} never appeared")
-        time.sleep(0.02)
-
 
 def test_sigterm_stops_the_demo_like_ctrl_c_and_removes_its_files(tmp_path: Path,
                                                                    isolated_env: dict[str, str]) -> None:
@@ -77,7 +68,8 @@ def test_sigterm_stops_the_demo_like_ctrl_c_and_removes_its_files(tmp_path: Path
     proc = subprocess.Popen([sys.executable, "-m", "livecam", "demo", str(out)], env=isolated_env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        _wait_for(out / "target.mp4", proc)  # the clip is made; the swap is starting or running
+        # the clip is made; the swap is starting or running
+        wait_for_file(out / "target.mp4", proc, timeout=120)
         time.sleep(0.5)
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=60)

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from livecam.cli import cli
 from tests.hardening.fuzz import invoke
-from tests.videos import count_frames, make_clip, probe
+from tests.videos import count_frames, make_audio_only, make_clip, probe
 
 
 @pytest.fixture
@@ -52,15 +52,6 @@ def run_video(src: Path, face: Path, out_dir: Path, *extra: str) -> tuple[int, s
         assert last.startswith("livecam: error: ") and src.name in last, stderr
     return result.exit_code, stderr, out
 
-
-def audio_only(path: Path) -> Path:
-    with av.open(str(path), "w", format="mp4") as out:
-        stream = out.add_stream("aac", rate=44100)
-        frame = av.AudioFrame.from_ndarray(np.zeros((1, 1024), np.float32), format="fltp", layout="mono")
-        frame.sample_rate, frame.pts = 44100, 0
-        for packet in [*stream.encode(frame), *stream.encode(None)]:
-            out.mux(packet)
-    return path
 
 
 def zero_frames(path: Path) -> Path:
@@ -139,7 +130,7 @@ def test_damaged_matroska_that_ends_early_says_so(tmp_path: Path, face: Path) ->
 @pytest.mark.parametrize("case", ["audio-only", "zero-frames", "text", "empty", "photo"])
 def test_files_without_usable_video_fail_clearly(tmp_path: Path, face: Path, case: str) -> None:
     if case == "audio-only":
-        src = audio_only(tmp_path / "tone.m4a")
+        src = make_audio_only(tmp_path / "tone.m4a")
     elif case == "zero-frames":
         src = zero_frames(tmp_path / "nothing.mkv")
     elif case == "text":

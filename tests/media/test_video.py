@@ -6,7 +6,6 @@ import errno
 from fractions import Fraction
 from pathlib import Path
 
-import av
 import numpy as np
 import pytest
 
@@ -22,7 +21,7 @@ from livecam.media.video_writer import (
     encoder_available,
 )
 from livecam.provenance import CONTAINER_METADATA
-from tests.videos import make_clip, probe, read_index
+from tests.videos import make_audio_only, make_clip, probe, read_index
 
 
 @pytest.fixture(scope="module")
@@ -77,14 +76,7 @@ def test_reader_rejects_bad_input(tmp_path: Path, clip: Path, case: str) -> None
         data = clip.read_bytes()
         path.write_bytes(data[: len(data) // 2])
     elif case == "audio_only":
-        path = tmp_path / "tone.m4a"
-        with av.open(str(path), "w", format="mp4") as out:
-            stream = out.add_stream("aac", rate=44100)
-            frame = av.AudioFrame.from_ndarray(np.zeros((1, 1024), np.float32), format="fltp", layout="mono")
-            frame.sample_rate = 44100
-            frame.pts = 0
-            for packet in [*stream.encode(frame), *stream.encode(None)]:
-                out.mux(packet)
+        path = make_audio_only(tmp_path / "tone.m4a")
     elif case == "image":
         import cv2
 
