@@ -6,9 +6,9 @@
         [--rounds 2] [--threads 2] [--enhance] [--parts live video overhead] [--json out.json]
 
 The baseline does what Deep-Live-Cam does with the insightface library (2.1, here a test oracle):
-`FaceAnalysis` with detection and recognition (and landmark_2d_106 when a 2d106det model is in
-the models folder; the replicas have none, so it is skipped and the report says so) at det_size
-640, the leftmost face, `INSwapper.get(frame, face, source, paste_back=True)`, then (--enhance) a
+`FaceAnalysis` with detection, recognition and landmark_2d_106 (the 2d106det replica of
+scripts/make_replicas.py; without a 2d106det.onnx in the models folder the module is skipped and
+the report says so) at det_size 640, the leftmost face, `INSwapper.get(frame, face, source, paste_back=True)`, then (--enhance) a
 GFPGAN pass done the usual way: FFHQ-512 crop, the model, and a full-frame inverse warp and
 blend. Live: one frame after another on one thread. Video: frames as PNG files in a temporary
 folder, processed by a thread pool (read PNG, process, write PNG), as its video mode does; the
@@ -277,6 +277,10 @@ def median_of(runs: list[dict[str, Any]], key: str) -> float | None:
     return round(statistics.median(values), 2) if values else None
 
 
+def landmark_status(base: Baseline) -> str:
+    return "used" if base.landmark_106 else "skipped: no 2d106det.onnx in the models folder"
+
+
 def compare(args: argparse.Namespace, log: Callable[[str], None] = print) -> dict[str, Any]:
     photo = cv2.imread(str(args.source))
     if photo is None:
@@ -288,8 +292,7 @@ def compare(args: argparse.Namespace, log: Callable[[str], None] = print) -> dic
     clip = GeneratedClip(photo, size, args.frames)
     if {"live", "video"} & set(args.parts):
         base = Baseline(args.models, args.provider, args.swap_model, args.enhance, photo)
-        report["baseline_landmark_2d_106"] = ("used" if base.landmark_106 else
-                                              "skipped: no 2d106det replica in the models folder")
+        report["baseline_landmark_2d_106"] = landmark_status(base)
         lc_live = Livecam(livecam_settings(args.models, args.provider, args.swap_model, args.enhance,
                                            args.source, 1), live=True) if "live" in args.parts else None
         lc_video = Livecam(livecam_settings(args.models, args.provider, args.swap_model, args.enhance,
@@ -348,10 +351,11 @@ def overhead(args: argparse.Namespace, photo: np.ndarray, log: Callable[[str], N
         b = median_of(b_runs, "ms_per_frame_p50")
         lv = median_of(l_runs, "ms_per_frame_p50")
         out[label] = {"baseline_ms": b, "livecam_ms": lv, "livecam_over_baseline": round(lv / b, 3),
+                      "baseline_landmark_2d_106": landmark_status(base),
                       "livecam_faces": l_runs[-1]["faces"], "baseline_stages_p50": b_runs[-1]["stages_p50"],
                       "livecam_stages_p50": l_runs[-1]["stages_p50"]}
         log(f"overhead {label} at {args.overhead_resolution}: baseline {b} ms/frame, livecam {lv} ms/frame "
-            f"(ratio {lv / b:.2f}; goal <= 0.33)")
+            f"(ratio {lv / b:.2f}; goal <= 0.33; baseline landmark_2d_106 {landmark_status(base)})")
     return out
 
 

@@ -9,16 +9,18 @@ Rows:
   post-processing plus a tiny network, NOT the real model's cost);
 - ArcFace embedding per batch (real w600k_r50 when present, else the stand-in).
 
-A full-size det_10g replica is used when scripts/make_replicas.py provides `build_det_10g(path)`.
+With `--replicas DIR` (scripts/make_replicas.py's output), the full-size random-weight det_10g
+and w600k_r50 replicas there are measured when the real files are absent: the real models'
+compute, labelled REPLICA.
 Not a test: figures depend on the machine and its load; run it on an otherwise idle machine.
 
     python scripts/bench_faces.py [--runs 50] [--threads 0] [--photo ../shared/faces/obama.jpg]
+                                  [--replicas /work/replicas]
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import statistics
 import sys
@@ -74,26 +76,13 @@ def frame_with_face(photo: Path | None, width: int, height: int) -> np.ndarray:
     return frame
 
 
-def replica_builder() -> Callable[[Path], Path] | None:
-    script = REPO / "scripts" / "make_replicas.py"
-    if not script.is_file():
-        return None
-    spec = importlib.util.spec_from_file_location("make_replicas", script)
-    if spec is None or spec.loader is None:
-        return None
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except Exception:  # noqa: BLE001 - a broken helper script only loses a row
-        return None
-    return getattr(module, "build_det_10g", None)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--threads", type=int, default=0, help="ORT intra-op threads (0: ORT default)")
     parser.add_argument("--photo", type=Path, default=REPO.parent / "shared" / "faces" / "obama.jpg")
+    parser.add_argument("--replicas", type=Path, default=None,
+                        help="folder of full-size replicas (scripts/make_replicas.py) used when the real files are absent")
     args = parser.parse_args()
 
     providers = resolve_providers(["cpu"])
@@ -118,8 +107,8 @@ def main() -> int:
 
     if store.is_present("det_10g"):
         scrfd_path, scrfd_label = store.path("det_10g"), "scrfd det_10g"
-    elif (build := replica_builder()) is not None:
-        scrfd_path, scrfd_label = build(tmp / "det_10g.onnx"), "scrfd det_10g REPLICA (random weights)"
+    elif args.replicas is not None and (args.replicas / "det_10g.onnx").is_file():
+        scrfd_path, scrfd_label = args.replicas / "det_10g.onnx", "scrfd det_10g REPLICA"
     else:
         from tests.standins.scrfd import build_scrfd
 
@@ -134,6 +123,8 @@ def main() -> int:
 
     if store.is_present("w600k_r50"):
         arc_path, arc_label = store.path("w600k_r50"), "arcface w600k_r50"
+    elif args.replicas is not None and (args.replicas / "w600k_r50.onnx").is_file():
+        arc_path, arc_label = args.replicas / "w600k_r50.onnx", "arcface w600k_r50 REPLICA"
     else:
         from tests.standins.arcface import build_arcface
 

@@ -35,7 +35,9 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "src"))
 
 OPSET = 17
-ALL = ("det_10g", "w600k_r50", "inswapper_128", "inswapper_128_fp16", "gfpgan_1.4")
+ALL = ("det_10g", "w600k_r50", "inswapper_128", "inswapper_128_fp16", "gfpgan_1.4", "2d106det")
+# Files livecam itself never opens (the baseline's landmark_2d_106 model): not in the catalog.
+BASELINE_ONLY = ("2d106det",)
 
 
 def _rename_outputs(model, names: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
@@ -104,8 +106,11 @@ def export(name: str, out_dir: Path, device: str = "cpu", div: int = 1, do_count
         if trivial:
             print(f"{name:20s} params {used} MACs {macs} [trivial stand-in]", flush=True)
         else:
-            print(f"{name:20s} params {used / 1e6:8.2f} M (issue {want_p / 1e6:.2f} M, {100 * (used / want_p - 1):+.2f}%)"
-                  f"  MACs {macs / 1e9:8.2f} G (issue {want_m / 1e9:.1f} G, {100 * (macs / want_m - 1):+.2f}%)"
+            macs_note = (f"issue {want_m / 1e9:.1f} G, {100 * (macs / want_m - 1):+.2f}%" if want_m
+                         else "not published: an estimate")
+            basis = "from the file's size" if base in BASELINE_ONLY else "issue"
+            print(f"{name:20s} params {used / 1e6:8.2f} M ({basis} {want_p / 1e6:.2f} M, {100 * (used / want_p - 1):+.2f}%)"
+                  f"  MACs {macs / 1e9:8.2f} G ({macs_note})"
                   + ("" if div == 1 else f"  [narrow copy, widths / {div}]"), flush=True)
     model = model.to(device)
     inputs = tuple(t.to(device) for t in inputs)
@@ -119,6 +124,9 @@ def export(name: str, out_dir: Path, device: str = "cpu", div: int = 1, do_count
         rename = {"embedding": "683"}
     elif base == "inswapper_128":
         in_names, out_names, dynamic, rename = ["target", "source"], ["output"], None, {}
+    elif base == "2d106det":
+        in_names, out_names, rename = ["data"], ["fc1"], {}
+        dynamic = {"data": {0: "None"}, "fc1": {0: "None"}}
     else:  # gfpgan_1.4
         in_names, out_names, dynamic, rename = ["input"], ["output"], None, {}
     t0 = time.perf_counter()
@@ -148,8 +156,13 @@ def export(name: str, out_dir: Path, device: str = "cpu", div: int = 1, do_count
 
 
 def _check_signature(name: str, path: Path) -> None:
-    """The catalog's tensor check, as livecam applies it when it opens the file."""
+    """The catalog's tensor check, as livecam applies it when it opens the file; for the
+    baseline's landmark model, that insightface's model router takes it for one."""
     import onnxruntime as ort
+
+    if name in BASELINE_ONLY:
+        _check_insightface_landmark(path)
+        return
 
     from livecam.models.catalog import CATALOG
     from livecam.models.store import signature_problem
@@ -160,6 +173,17 @@ def _check_signature(name: str, path: Path) -> None:
     problem = signature_problem(CATALOG[name], sess.get_inputs(), sess.get_outputs())
     if problem:
         raise SystemExit(f"{path}: the replica does not match the catalog's {name}: {problem}")
+
+
+def _check_insightface_landmark(path: Path) -> None:
+    try:
+        from insightface.model_zoo import get_model
+    except ImportError:  # the GPU machine may lack it: the baseline itself will tell
+        return
+    model = get_model(str(path), providers=["CPUExecutionProvider"])
+    if getattr(model, "taskname", None) != "landmark_2d_106":
+        raise SystemExit(f"{path}: insightface does not load the replica as landmark_2d_106 "
+                         f"(it sees {getattr(model, 'taskname', type(model).__name__)})")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,6 +9,10 @@ architecture descriptions (see issue 8), not from any other project's code:
 - IResNet50: ArcFace R50 (w600k_r50.onnx), 112x112 -> 512.
 - Inswapper128: encoder, six latent-modulated style blocks at 32x32, decoder (inswapper_128.onnx).
 - GFPGANv1Clean: livecam.models.gfpgan_arch (shared with `livecam models convert`).
+- Landmark106: a stand-in for insightface's 2d106det.onnx (192x192 face crop -> 212 values, the
+  106 points). That model is not one livecam runs; the Deep-Live-Cam-style baseline does. Its
+  architecture is not published: this is a MobileNetV1-style regressor sized to the real
+  file's parameters (5,030,888 bytes of fp32, about 1.25 M), so its compute is an estimate.
 
 `count(model, inputs)` gives (parameters, MACs) with torch's FLOP counter (2 FLOPs per MAC),
 which sees functional convolutions (GFPGAN's modulated convs) as well as modules.
@@ -292,6 +296,45 @@ class Inswapper128(nn.Module):
 
 
 
+# ----------------------------------------------------------------------------- 2d106det (baseline only)
+
+
+class DepthwiseSeparable(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.depthwise = nn.Sequential(nn.Conv2d(cin, cin, 3, stride, 1, groups=cin, bias=False),
+                                       nn.BatchNorm2d(cin), nn.ReLU(inplace=True))
+        self.pointwise = conv_bn_relu(cin, cout, k=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.pointwise(self.depthwise(x))
+
+
+# (output width at width 1.0, stride) of each depthwise-separable block, MobileNetV1's layout
+LANDMARK_BLOCKS = ((64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2),
+                   (512, 1), (512, 1), (512, 1), (512, 1), (512, 1), (1024, 2), (1024, 1))
+LANDMARK_WIDTH = 0.59  # gives the real file's ~1.25 M parameters with the 212-wide regressor
+
+
+class Landmark106(nn.Module):
+    """192x192 crop in, 106 (x, y) pairs in [-1, 1] out, flattened to 212 as 2d106det's `fc1`."""
+
+    def __init__(self, width: float = LANDMARK_WIDTH) -> None:
+        super().__init__()
+        ch = lambda c: max(4, int(round(c * width / 4)) * 4)  # noqa: E731
+        layers: list[nn.Module] = [conv_bn_relu(3, ch(32), s=2)]
+        cin = ch(32)
+        for cout, stride in LANDMARK_BLOCKS:
+            layers.append(DepthwiseSeparable(cin, ch(cout), stride))
+            cin = ch(cout)
+        self.features = nn.Sequential(*layers)
+        self.fc1 = nn.Linear(cin, 212)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.features(x).mean(dim=(2, 3))
+        return torch.tanh(self.fc1(x))
+
+
 # ----------------------------------------------------------------------------- trivial models
 
 
@@ -331,6 +374,15 @@ class TrivialInswapper(nn.Module):
         return torch.sigmoid(self.conv(target) + self.fc(source).unsqueeze(-1).unsqueeze(-1))
 
 
+class TrivialLandmark(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(3, 212)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.fc1(x.mean(dim=(2, 3))))
+
+
 class TrivialGfpgan(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -349,6 +401,8 @@ ISSUE_FIGURES = {
     "w600k_r50": (43.6e6, 6.3e9),
     "inswapper_128": (138.3e6, 174.6e9),
     "gfpgan_1.4": (84e6, 197.8e9),
+    # not in the issue: parameters from the real file's size; MACs are what this replica computes
+    "2d106det": (1.25e6, None),
 }
 
 
@@ -361,7 +415,7 @@ def build(name: str, div: int = 1, trivial: bool = False) -> tuple[nn.Module, tu
         model, inputs = build(name, div=32)
         base = "inswapper_128" if name == "inswapper_128_fp16" else name
         cls = {"det_10g": TrivialScrfd, "w600k_r50": TrivialArcFace, "inswapper_128": TrivialInswapper,
-               "gfpgan_1.4": TrivialGfpgan}[base]
+               "gfpgan_1.4": TrivialGfpgan, "2d106det": TrivialLandmark}[base]
         return cls().eval(), inputs
     if name == "det_10g":
         model: nn.Module = ScrfdDet10g(div)
@@ -375,6 +429,9 @@ def build(name: str, div: int = 1, trivial: bool = False) -> tuple[nn.Module, tu
     elif name == "gfpgan_1.4":
         model = GFPGANv1Clean(GfpganConfig(narrow=1.0 / div))
         inputs = (torch.rand(1, 3, 512, 512) * 2 - 1,)
+    elif name == "2d106det":
+        model = Landmark106(width=LANDMARK_WIDTH / div)
+        inputs = (torch.rand(1, 3, 192, 192) * 2 - 1,)
     else:
         raise ValueError(f"no replica architecture for {name!r}")
     randomize_bn(model)
