@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -133,6 +134,23 @@ def test_doctor_fails_when_an_embedded_model_is_broken(tmp_path, monkeypatch, ca
     out = capsys.readouterr().out
     assert code == 1
     assert "NOT ready" in out and "face_landmark" in out
+
+
+@pytest.mark.parametrize("file_name", ["blazeface_short_range.onnx", "blazeface_full_range.onnx",
+                                       "face_landmark.onnx"])
+def test_doctor_fails_when_any_model_of_the_default_run_is_broken(tmp_path, monkeypatch, capsys,
+                                                                  file_name: str) -> None:
+    # every default run opens all three: short range for live frames, full range for files and
+    # the source photo, FaceMesh for the mesh swapper
+    default = tmp_path / "default"
+    shutil.copytree(catalog_module.DEFAULT_DIR, default)
+    (default / file_name).write_bytes(b"not a model")
+    monkeypatch.setattr(catalog_module, "DEFAULT_DIR", default)
+    monkeypatch.setattr(doctor_module, "probe_cameras", lambda: [])
+    code = doctor_module.run_doctor(RuntimeSettings(models_dir=tmp_path / "m", offline=True))
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "NOT ready" in out and file_name.removesuffix(".onnx") in out
 
 
 def test_doctor_prints_the_fix_for_two_onnxruntime_wheels(tmp_path, monkeypatch, capsys) -> None:

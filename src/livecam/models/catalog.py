@@ -178,5 +178,6 @@ def _build() -> Mapping[str, ModelSpec]:
 
 CATALOG: Mapping[str, ModelSpec] = _build()
 
-# What the default run (`--detector auto` without buffalo_l, mesh swapper) needs.
-DEFAULT_RUN_MODELS: tuple[str, ...] = ("blazeface_short_range", "face_landmark")
+# What the default run (embedded models, mesh swapper) opens: short range for live frames, full
+# range for files and the source photo, FaceMesh for the landmarks.
+DEFAULT_RUN_MODELS: tuple[str, ...] = ("blazeface_short_range", "blazeface_full_range", "face_landmark")
