@@ -45,6 +45,7 @@ def test_video_mode_on_an_input_file_and_the_table(faces_dir: Path, isolated_env
     report = _bench(["--mode", "video", "--input", str(clip), "--source", str(faces_dir / "biden.jpg")],
                     isolated_env)
     assert report["mode"] == "video" and report["input"] == str(clip)
+    assert report["resolution"] == "320x240"  # the input's real size
     assert report["frames"] == 10  # --frames caps the file (3 more were used to warm up)
     assert list(report["stages"])[0] == "decode" and list(report["stages"])[-1] == "encode"
     assert report["stages"]["decode"]["count"] == 10 and report["stages"]["encode"]["count"] == 10
@@ -58,9 +59,30 @@ def test_video_mode_on_an_input_file_and_the_table(faces_dir: Path, isolated_env
     assert any(line.startswith("decode") for line in lines) and "FPS" in table.stdout
 
 
+def test_without_source_the_bundled_sample_photo_is_used(isolated_env: dict[str, str]) -> None:
+    # As the README shows it: `livecam bench --mode video ...` with no --source used to exit 2.
+    # The clip is made of the demo's portrait, whose face live mode's short-range detector finds
+    # at the default 1280x720 (the other sample, letterboxed there, showed no face at all).
+    report = _bench([], isolated_env)
+    assert report["frames"] == 10 and report["resolution"] == "1280x720"
+    assert report["faces_per_frame"] == 1.0
+    assert "mesh" in report["engine"]
+
+
+def test_a_clip_without_any_face_is_said_so(faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # A wide photo letterboxed into 1280x720: live mode's short-range detector finds no face, so
+    # the figures leave the swap out; the table showed them without a word.
+    result = run_cli(["bench", "--frames", "10", "--source", str(faces_dir / "astronaut.png")], env=isolated_env,
+                     timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert "faces per frame 0.0" in result.stdout
+    assert "no face was found in the clip" in result.stderr
+
+
 def test_errors_come_before_any_model_loads(tmp_path: Path, isolated_env: dict[str, str]) -> None:
-    result = run_cli(["bench", "--frames", "10"], env=isolated_env)
-    assert result.returncode == 2 and "--source" in result.stderr and "Traceback" not in result.stderr
+    result = run_cli(["bench", "--frames", "10", "--source", str(tmp_path / "x.jpg")], env=isolated_env)
+    assert result.returncode == 2 and "x.jpg" in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
     result = run_cli(["bench", "--frames", "10", "--input", str(tmp_path / "missing.mp4"),
                       "--source", str(tmp_path / "x.jpg")], env=isolated_env)
     assert result.returncode == 2 and "missing.mp4" in result.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import cv2
@@ -189,3 +190,71 @@ def test_inswapper_with_standin_models(tmp_path: Path, faces_dir: Path, isolated
     side = diff[:, : int(w * 0.2)].max()  # the flag on the left, far from the face
     assert face > 3 and side == 0  # the stand-in changes the face a little, and nothing far from it
     assert provenance.is_marked_synthetic(out)
+
+
+def test_the_input_photo_is_never_the_output_even_with_force(tmp_path: Path, faces_dir: Path,
+                                                             isolated_env: dict[str, str]) -> None:
+    target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
+    original = target.read_bytes()
+    link = tmp_path / "link.png"
+    link.symlink_to(target)
+    for out in (target, link):  # the same path, and another name for the same file
+        result = run_cli(["image", str(target), str(out), "-s", str(source), "--swap-model", "mesh", "--force"],
+                         env=isolated_env)
+        assert result.returncode == 2, result.stderr
+        assert "is the input; write to another file" in only_error_line(result.stderr)
+    assert target.read_bytes() == original
+    no_leftovers(tmp_path, target, source, link)
+
+
+def test_unwritable_output_folder_is_refused_before_any_model_loads(tmp_path: Path, faces_dir: Path,
+                                                                   isolated_env: dict[str, str]) -> None:
+    folder = tmp_path / "readonly"
+    folder.mkdir()
+    folder.chmod(0o555)
+    if os.access(folder, os.W_OK):  # root ignores permissions: a read-only filesystem instead
+        folder = Path("/sys")
+        try:
+            (folder / ".livecam-probe").touch()
+            (folder / ".livecam-probe").unlink()
+            pytest.skip("no unwritable folder available to this user")
+        except OSError:
+            pass
+    target = small(faces_dir, "obama.jpg", tmp_path)
+    # The default swap model: the mesh fallback's warning would show that models were loaded.
+    result = run_cli(["image", str(target), str(folder / "o.png"), "-s", str(target)], env=isolated_env)
+    assert result.returncode == 2, result.stderr
+    assert f"the output folder {folder} is not writable" in only_error_line(result.stderr)
+
+
+def test_no_face_of_the_reference_person_says_so(tmp_path: Path, faces_dir: Path,
+                                                isolated_env: dict[str, str]) -> None:
+    from tests.standins.arcface import build_arcface
+
+    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
+    models.mkdir()
+    build_arcface(models / "w600k_r50.onnx")
+    target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
+    out = tmp_path / "o.png"
+    result = run_cli(["--unverified-models", "image", str(target), str(out), "-s", str(source), "--swap-model",
+                      "mesh", "--reference", str(source), "--reference-distance", "0", "--no-label"],
+                     env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    # The photo has a face, just not the reference person's: say which kind of face was missing.
+    assert "no face of the --reference person (within --reference-distance 0) found in" in result.stderr
+    assert np.array_equal(read_image(out), read_image(target))
+
+
+def test_the_enhancer_alone_needs_no_source(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    from tests.standins.gfpgan import build_gfpgan
+
+    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
+    models.mkdir()
+    build_gfpgan(models / "gfpgan_1.4.onnx", kind="random")
+    target = small(faces_dir, "obama.jpg", tmp_path)
+    out = tmp_path / "o.png"
+    result = run_cli(["--unverified-models", "image", str(target), str(out), "--frame-processor", "face_enhancer"],
+                     env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    assert "1 face enhanced" in result.stderr and "enhancer gfpgan_1.4" in result.stderr
+    assert not np.array_equal(read_image(out), read_image(target))

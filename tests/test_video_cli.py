@@ -81,7 +81,8 @@ def _cannot_create_in(folder: Path) -> bool:
 
 
 @pytest.mark.parametrize("case", ["missing", "truncated", "not_a_video", "no_video_stream", "unwritable_folder",
-                                  "output_exists", "bad_encoder", "webm_with_h264"])
+                                  "output_exists", "bad_encoder", "webm_with_h264", "output_is_a_folder",
+                                  "output_is_the_input", "one_pixel_wide"])
 def test_bad_input_exits_nonzero_with_one_line_and_no_output(tmp_path: Path, small_clip: Path, case: str,
                                                              isolated_env: dict[str, str]) -> None:
     src, out = small_clip, tmp_path / "out.mp4"
@@ -103,7 +104,7 @@ def test_bad_input_exits_nonzero_with_one_line_and_no_output(tmp_path: Path, sma
         expect_text = "no video stream"
     elif case == "unwritable_folder":
         out = _unwritable_folder(tmp_path) / "out.mp4"
-        expect_code, expect_text = 1, "cannot write"
+        expect_text = "is not writable"  # a usage problem, found before any model loads
     elif case == "output_exists":
         out.write_bytes(b"precious")
         expect_text = "--force"
@@ -111,6 +112,20 @@ def test_bad_input_exits_nonzero_with_one_line_and_no_output(tmp_path: Path, sma
         extra, expect_text = ["--video-encoder", "h263_fantasy"], "available: libx264"
     elif case == "webm_with_h264":
         out, expect_text = tmp_path / "out.webm", "cannot hold h264"
+        extra = ["--video-encoder", "libx264"]
+    elif case == "output_is_a_folder":
+        out = tmp_path / "outdir"
+        out.mkdir()
+        expect_text = "is a folder; give a file name such as"
+    elif case == "one_pixel_wide":
+        src = make_clip(tmp_path / "dot.mkv", frames=3, size=(1, 1), audio=False, codec="ffv1")
+        expect_text = "is 1x1 pixels, too small to encode"
+    elif case == "output_is_the_input":
+        src = tmp_path / "in.mp4"
+        src.write_bytes(small_clip.read_bytes())
+        out = tmp_path / "link.mp4"
+        out.symlink_to(src)  # another name for the same file
+        extra, expect_text = ["--force"], "is the input"
     before = set(p.name for p in tmp_path.iterdir())
     proc = run_cli(["video", str(src), str(out), "--source", "face.jpg", *extra], env=isolated_env)
     assert proc.returncode == expect_code, proc.stderr
@@ -118,6 +133,13 @@ def test_bad_input_exits_nonzero_with_one_line_and_no_output(tmp_path: Path, sma
     assert line.startswith("livecam: error:") and expect_text in line
     if case == "output_exists":
         assert out.read_bytes() == b"precious"
+    elif case == "one_pixel_wide":
+        src = make_clip(tmp_path / "dot.mkv", frames=3, size=(1, 1), audio=False, codec="ffv1")
+        expect_text = "is 1x1 pixels, too small to encode"
+    elif case == "output_is_the_input":
+        assert src.read_bytes() == small_clip.read_bytes()
+    elif case == "output_is_a_folder":
+        assert not any(out.iterdir())
     else:
         assert not out.exists()
     assert set(p.name for p in tmp_path.iterdir()) == before
@@ -177,6 +199,30 @@ def test_patched_cli_run_completes_with_progress_lines(tmp_path: Path, small_cli
                               tmp_path, isolated_env, delay=0.0)
     _, stderr = quiet.communicate(timeout=60)
     assert quiet.returncode == 0 and stderr == ""
+
+
+def test_webm_output_works_without_an_encoder_option(tmp_path: Path, small_clip: Path,
+                                                     isolated_env: dict[str, str]) -> None:
+    """--video-encoder auto picks what the container holds: VP9 (and Opus audio) for .webm."""
+    out = tmp_path / "out.webm"
+    proc, _ = _start_patched(["video", str(small_clip), str(out), "--source", "face.jpg"], tmp_path, isolated_env,
+                             delay=0.0)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    info = probe(out)
+    assert info["codec"] == "vp9" and info["audio_codec"] == "opus" and info["frames"] == 60
+
+
+def test_frame_range_counts_the_frames_written_at_the_fps_asked(tmp_path: Path, small_clip: Path,
+                                                               isolated_env: dict[str, str]) -> None:
+    """60 frames at 30 fps become 120 at --fps 60, and --frame-range 80:100 is inside them."""
+    out = tmp_path / "out.mp4"
+    proc, _ = _start_patched(["video", str(small_clip), str(out), "--source", "face.jpg", "--fps", "60",
+                              "--frame-range", "80:100", "--no-label"], tmp_path, isolated_env, delay=0.0)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    assert "120 frames (20 processed" in stderr
+    assert probe(out)["frames"] == 120
 
 
 def _embedded_models_present() -> bool:
@@ -243,3 +289,34 @@ def test_max_memory_caps_growth_after_warm_up(tmp_path: Path, small_clip: Path, 
     assert proc.returncode == 1, stderr
     assert _one_line(stderr).startswith("livecam: error: ran out of memory (--max-memory 0.5 GB)")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["halfway"]  # no output, no temporary file
+
+
+def test_no_face_of_the_reference_person_says_so(tmp_path: Path, faces_dir: Path,
+                                                isolated_env: dict[str, str]) -> None:
+    from tests.standins.arcface import build_arcface
+
+    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
+    models.mkdir()
+    build_arcface(models / "w600k_r50.onnx")
+    clip = make_clip(tmp_path / "in.mp4", frames=4, size=(320, 240), audio=False, source_image=faces_dir / "obama.jpg")
+    out = tmp_path / "out.mp4"
+    proc = run_cli(["--unverified-models", "video", str(clip), str(out), "-s", str(faces_dir / "biden.jpg"),
+                    "--swap-model", "mesh", "--reference", str(faces_dir / "biden.jpg"), "--reference-distance", "0"],
+                   env=isolated_env)
+    assert proc.returncode == 0, proc.stderr
+    # The frames hold a face, just not the reference person's: the warning says which was missing.
+    assert "no face of the --reference person (within --reference-distance 0) was found in any of the 4" in proc.stderr
+
+
+@pytest.mark.parametrize("args,text", [
+    (["video", "in.mp4", "out.mp4"], "missing --source PATH"),
+    (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--frame-range", "9:3"], "Invalid value for --frame-range"),
+    (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--keep-fps", "--fps", "25"], "exclude each other"),
+    (["image", "in.jpg"], "Missing argument 'OUTPUT'"),
+])
+def test_usage_errors_are_one_line_too(args: list[str], text: str, isolated_env: dict[str, str]) -> None:
+    proc = run_cli(args, env=isolated_env)
+    assert proc.returncode == 2
+    line = _one_line(proc.stderr)
+    assert line.startswith("livecam: error: ") and text in line
+    assert line.endswith(f"(see `livecam {args[0]} --help`)")

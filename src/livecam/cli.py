@@ -74,6 +74,10 @@ class LivecamGroup(click.Group):
             rv = super().main(args=argv, standalone_mode=False, **kwargs)
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
+        except click.UsageError as exc:  # one line like every other error, not click's three
+            where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
+            click.echo(f"livecam: error: {exc.format_message()}{where}", err=True)
+            sys.exit(exc.exit_code)
         except click.ClickException as exc:
             exc.show()
             sys.exit(exc.exit_code)
@@ -182,7 +186,7 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--detector", type=click.Choice(DETECTORS), default="auto", show_default=True,
                      help="scrfd (buffalo_l) or the embedded blazeface; auto picks scrfd when present."),
         click.option("--det-size", type=click.Choice(["320", "480", "640"]), default="640", show_default=True,
-                     help="Detector input size (smaller is faster)."),
+                     help="SCRFD input size (smaller is faster); the embedded BlazeFace has a fixed size."),
         click.option("--swap-model", type=click.Choice(SWAP_MODELS), default="auto", show_default=True,
                      help="auto: inswapper fp16 on GPUs, fp32 on CPU, the embedded mesh swapper without them."),
         click.option("--mouth-mask", type=click.IntRange(0, 100), default=None, is_flag=False, flag_value=0,
@@ -238,7 +242,8 @@ def _processing(ctx: click.Context, kw: dict[str, Any], *, smoothing_allowed: bo
 
 
 def _require_source(processing: ProcessingSettings) -> None:
-    if not processing.sources and not processing.analysis.face_map:
+    swapping = "face_swapper" in processing.frame_processors  # the enhancer alone needs no face photo
+    if swapping and not processing.sources and not processing.analysis.face_map:
         raise click.UsageError("missing --source PATH: give a photo of the face to put in")
 
 
@@ -249,7 +254,8 @@ def _parse_resolution(value: str) -> tuple[int, int]:
             raise ValueError
         return w, h
     except ValueError:
-        raise click.BadParameter(f"expected WIDTHxHEIGHT such as 1280x720, got {value!r}") from None
+        raise click.BadParameter(f"expected WIDTHxHEIGHT such as 1280x720, got {value!r}",
+                                 param_hint="--resolution") from None
 
 
 def _parse_frame_range(value: str | None) -> tuple[int, int | None] | None:
@@ -262,7 +268,8 @@ def _parse_frame_range(value: str | None) -> tuple[int, int | None] | None:
         if not sep or s < 0 or (e is not None and e <= s):
             raise ValueError
     except ValueError:
-        raise click.BadParameter(f"expected START:END frame numbers with END > START, got {value!r}") from None
+        raise click.BadParameter(f"expected START:END frame numbers with END > START, got {value!r}",
+                                 param_hint="--frame-range") from None
     return s, e
 
 
@@ -276,7 +283,8 @@ def _parse_frame_range(value: str | None) -> tuple[int, int | None] | None:
 @click.option("--mirror", is_flag=True, help="Flip horizontally (selfie view).")
 @click.option("--output", "-o", default="auto", show_default=True,
               help="window, virtual-camera, none, or a FILE.mp4 to record (auto: window when a display exists).")
-@click.option("--queue-depth", type=click.IntRange(1, 2), default=1, show_default=True)
+@click.option("--queue-depth", type=click.IntRange(1, 2), default=1, show_default=True,
+              help="Frames each live queue holds: 1 for the lowest latency, 2 to ride out uneven stage times.")
 @click.option("--duration", type=click.FloatRange(min=0, min_open=True), help="Stop after SECONDS.")
 @click.option("--max-frames", type=click.IntRange(min=1), help="Stop after N frames.")
 @click.option("--stats", is_flag=True, help="Draw live metrics on the output.")
@@ -286,8 +294,10 @@ def _parse_frame_range(value: str | None) -> tuple[int, int | None] | None:
               help="Latency budget the governor defends.")
 @click.option("--degrade/--no-degrade", default=True, show_default=True,
               help="Degrade gracefully (enhancer off, sparser detection) when over budget.")
-@click.option("--label/--no-label", default=False, show_default=True, help="Draw the AI-generated label.")
-@click.option("--force", is_flag=True, help="Overwrite a recording file that exists.")
+@click.option("--label/--no-label", default=None,
+              help="Draw the AI-generated label (default: on when recording to a file, off in the window "
+                   "and the virtual camera).")
+@click.option("--force", is_flag=True, help="Overwrite a recording or --stats-json file that exists.")
 @click.pass_context
 def run(ctx: click.Context, **kw: Any) -> None:
     """Swap faces live: camera (or a clip) in, window / virtual camera / file out."""
@@ -305,8 +315,9 @@ def run(ctx: click.Context, **kw: Any) -> None:
 
 @cli.command()
 @file_job_options
-@click.option("--video-encoder", default="libx264", show_default=True,
-              help="libx264, libx265, libvpx-vp9, or a hardware encoder such as h264_nvenc.")
+@click.option("--video-encoder", default="auto", show_default=True,
+              help="auto (libx264; libvpx-vp9 for .webm), libx265, libvpx-vp9, or a hardware encoder "
+                   "such as h264_nvenc.")
 @click.option("--video-quality", type=click.IntRange(0, 51), default=18, show_default=True,
               help="CRF-like quality, lower is better.")
 @click.option("--keep-fps", "keep_fps", is_flag=True, help="Keep the input's frame rate (the default).")
@@ -335,7 +346,7 @@ def video(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
 @file_job_options
 @click.pass_context
 def image(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
-    """Swap faces in one image (JPEG, PNG, WebP, BMP, TIFF)."""
+    """Swap faces in one image (JPEG, PNG, WebP, TIFF; BMP is read, not written)."""
     processing = _processing(ctx, kw, smoothing_allowed=False)
     _require_source(processing)
     job = ImageJob(input=input, output=output, processing=processing, force=kw["force"], label=kw["label"])
@@ -353,7 +364,11 @@ def image(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.pass_context
 def bench(ctx: click.Context, **kw: Any) -> None:
-    """Measure the real pipeline on a recorded clip: per-stage ms, FPS, latency, memory."""
+    """Measure the real pipeline on a recorded clip: per-stage ms, FPS, latency, memory.
+
+    The clip is --input, or one generated from the --source photo; without --source, one of the
+    bundled sample photos of `livecam demo` is put on a clip of the other.
+    """
     mode, bench_input, frames = kw.pop("mode"), kw.pop("bench_input"), kw.pop("frames")
     resolution, as_json = _parse_resolution(kw.pop("resolution")), kw.pop("as_json")
     processing = _processing(ctx, kw, default_threads=file_workers() if mode == "video" else 1)

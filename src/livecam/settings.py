@@ -99,7 +99,7 @@ class LiveJob:
     stats_json: Path | None = None
     max_latency_ms: float = 40.0
     degrade: bool = True
-    label: bool = False
+    label: bool | None = None  # None: on for a recording file, off for window / virtual camera
     force: bool = False
 
 

@@ -72,3 +72,28 @@ def test_a_file_that_is_not_a_video_is_an_input_error(tmp_path: Path) -> None:
 def test_a_camera_that_does_not_open_is_a_device_error_naming_it() -> None:
     with pytest.raises(DeviceError, match="camera 97 could not be opened"):
         CameraSource(97, (640, 480), 30).open()
+
+
+def test_a_corrupt_packet_in_a_camera_file_is_skipped_not_fatal(tmp_path: Path,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    # A damaged file or a lossy stream: one broken packet used to end the whole live run.
+    import av
+
+    clip = make_clip(tmp_path / "clip.mp4", frames=30, size=(96, 64), fps=30, audio=False, stamp=True)
+    with av.open(str(clip)) as container:
+        packets = [(p.pos, p.size) for p in container.demux(video=0) if p.size]
+    data = bytearray(clip.read_bytes())
+    pos, _ = packets[10]
+    data[pos:pos + 4] = b"\xff\xff\xff\xff"  # an impossible NAL length: the decoder rejects the packet
+    damaged = tmp_path / "damaged.mp4"
+    damaged.write_bytes(data)
+    src = VideoFileSource(str(damaged), realtime=False)
+    src.open()
+    seen = []
+    with caplog.at_level("WARNING", logger="livecam"):
+        while (frame := src.read()) is not None:
+            seen.append(read_clip_index(frame))
+    src.close()
+    assert src.bad_packets == 1
+    assert len(seen) >= 28 and seen[-1] == 29  # it read on to the end
+    assert any("corrupt video packet" in r.getMessage() and "damaged.mp4" in r.getMessage() for r in caplog.records)

@@ -28,7 +28,7 @@ def _pattern(h: int = 48, w: int = 64) -> np.ndarray:
     return img
 
 
-@pytest.mark.parametrize("ext", [".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff"])
+@pytest.mark.parametrize("ext", [".jpg", ".jpeg", ".png", ".webp", ".tif", ".tiff"])
 def test_round_trip_every_format(tmp_path: Path, ext: str) -> None:
     img = _pattern()
     out = tmp_path / f"x{ext}"
@@ -37,6 +37,34 @@ def test_round_trip_every_format(tmp_path: Path, ext: str) -> None:
     assert back.shape == img.shape and back.dtype == np.uint8
     assert np.abs(back.astype(int) - img).mean() < 4
     assert list(tmp_path.iterdir()) == [out]  # no temporary file left behind
+    assert provenance.is_marked_synthetic(out)  # every format written says it is synthetic
+
+
+@pytest.mark.parametrize("alpha", [False, True])
+def test_tiff_carries_the_synthetic_tags_where_tiff_readers_look(tmp_path: Path, alpha: bool) -> None:
+    Image = pytest.importorskip("PIL.Image", reason="Pillow (an independent TIFF reader) is not installed")
+    img = _pattern()
+    if alpha:
+        img = np.dstack([img, np.full(img.shape[:2], 200, np.uint8)])
+    out = tmp_path / "x.tif"
+    images.write_image_atomic(out, img, force=False, label=False)
+    with Image.open(out) as tiff:
+        assert tiff.size == (img.shape[1], img.shape[0])
+        assert tiff.tag_v2[md.TAG_IMAGE_DESCRIPTION] == provenance.DESCRIPTION
+        assert tiff.tag_v2[md.TAG_SOFTWARE] == provenance.SOFTWARE
+        assert provenance.DIGITAL_SOURCE_TYPE.encode() in bytes(tiff.tag_v2[md.TAG_XMP])
+    assert np.array_equal(images.read_image(out), img)
+
+
+def test_bmp_is_read_but_not_written(tmp_path: Path) -> None:
+    bmp = tmp_path / "in.bmp"
+    cv2.imwrite(str(bmp), _pattern())
+    assert images.read_image(bmp).shape == _pattern().shape
+    with pytest.raises(InputError, match=r"\.bmp files hold no metadata.*write \.png"):
+        images.check_output_path(tmp_path / "out.bmp", force=False)
+    with pytest.raises(InputError, match="hold no metadata"):
+        images.write_image_atomic(tmp_path / "out.bmp", _pattern(), force=False, label=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.bmp"]
 
 
 @pytest.mark.parametrize("ext", [".png", ".webp", ".tif"])

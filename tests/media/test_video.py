@@ -6,6 +6,7 @@ import errno
 from fractions import Fraction
 from pathlib import Path
 
+import av
 import numpy as np
 import pytest
 
@@ -92,6 +93,24 @@ def test_reader_rejects_bad_input(tmp_path: Path, clip: Path, case: str) -> None
     assert expected in message
 
 
+def test_an_animated_gif_is_read_as_a_video(tmp_path: Path) -> None:
+    """A GIF with several frames is a clip (what `livecam video` is for), not a still image."""
+    path = tmp_path / "anim.gif"
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("gif", rate=10)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "rgb8"
+        for i in range(5):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), i * 50, np.uint8), format="rgb24")
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+    with VideoReader(path) as reader:
+        frames = list(reader.frames())
+    assert len(frames) == 5 and frames[0].image.shape == (48, 64, 3)
+    assert [round(f.time, 2) for f in frames] == [0.0, 0.1, 0.2, 0.3, 0.4]
+
+
 def test_a_corrupt_packet_mid_file_is_skipped(tmp_path: Path) -> None:
     path = make_clip(tmp_path / "c.mp4", frames=30, size=(96, 64), audio=False, stamp=True)
     data = bytearray(path.read_bytes())
@@ -149,6 +168,24 @@ def test_writer_audio_and_synthetic_metadata(tmp_path: Path, clip: Path, suffix:
     tags = {k.lower(): v for k, v in info["metadata"].items()}
     assert tags["comment"] == CONTAINER_METADATA["comment"]
     assert tags["synthetic"] == "true"
+
+
+@pytest.mark.parametrize("suffix,audio_mode,audio_codec", [
+    (".mov", "reencode", "aac"),  # FFmpeg's codec query says yes to Opus in MOV; its header says no
+    (".mp4", "copy", "opus"),
+    (".mkv", "copy", "opus"),
+])
+def test_writer_audio_the_container_refuses_is_reencoded(tmp_path: Path, suffix: str, audio_mode: str,
+                                                        audio_codec: str) -> None:
+    clip = make_clip(tmp_path / "opus.mkv", frames=12, size=(96, 64), fps=24, audio_codec="libopus",
+                     audio_rate=48000)
+    out = tmp_path / f"out{suffix}"
+    writer = _write(out, frames=12, audio_from=clip)
+    assert writer.audio_mode == audio_mode
+    info = probe(out)
+    assert info["frames"] == 12
+    assert info["audio_codec"] == audio_codec
+    assert info["audio_duration"] == pytest.approx(probe(clip)["audio_duration"], abs=0.05)
 
 
 def test_writer_drops_an_odd_last_row_and_column(tmp_path: Path) -> None:

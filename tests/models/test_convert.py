@@ -100,3 +100,19 @@ def test_convert_rejects_a_file_that_is_no_checkpoint(tmp_path: Path) -> None:
         convert_gfpgan(ckpt, tmp_path / "o.onnx")
     assert info.value.exit_code == 2 and "\n" not in info.value.message
     assert not (tmp_path / "o.onnx").exists()
+
+
+def test_convert_of_a_foreign_pickle_is_one_clean_line(tmp_path: Path, recwarn: pytest.WarningsRecorder) -> None:
+    import pickle
+
+    from livecam.errors import InputError
+    from livecam.models.convert import convert_gfpgan
+
+    ckpt = tmp_path / "GFPGANv1.4.pth"
+    ckpt.write_bytes(pickle.dumps({"model": object}, protocol=4))  # torch warns about protocol 4 on stderr
+    with pytest.raises(InputError) as info:
+        convert_gfpgan(ckpt, tmp_path / "o.onnx")
+    message = info.value.message
+    assert message.endswith("give the GFPGANv1.4.pth file (-v shows torch's error)")
+    assert "PyTorch 2.6" not in message and "weights_only" not in message  # torch's paragraph stays out
+    assert not [w for w in recwarn if "pickle" in str(w.message)]

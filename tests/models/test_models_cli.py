@@ -101,6 +101,29 @@ def test_models_download_then_verify_through_the_cli(isolated_env, tmp_path) -> 
     assert again.returncode == 0 and "already present" in again.stdout
 
 
+def test_models_download_replaces_a_corrupt_file_once_the_licence_is_accepted(isolated_env, tmp_path) -> None:
+    data = payload(200_000, 22)
+    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
+    models.mkdir(parents=True)
+    bad = models / "m.onnx"
+    bad.write_bytes(payload(200_000, 23))  # the right size, the wrong bytes (a damaged copy)
+    with LoopbackServer() as server:
+        url = server.serve("/m.onnx", data)
+        catalog = tmp_path / "catalog.json"
+        catalog.write_text(catalog_to_json([spec_for("m", (url,), data, needs_acceptance=True)]))
+        offline = run_patched(catalog, ["models", "download", "m"], isolated_env)
+        assert offline.returncode == 3 and "offline mode forbids downloading m" in offline.stderr
+        env = env_without_offline(isolated_env)
+        refused = run_patched(catalog, ["models", "download", "m"], env)  # no TTY, no flag: never accepted
+        assert refused.returncode == 3 and "--accept-license" in refused.stderr
+        assert ") accepted" not in refused.stderr and server.state.log == []
+        result = run_patched(catalog, ["models", "download", "m", "--accept-license"], env)
+        assert result.returncode == 0, result.stderr
+        assert "corrupt; downloading a fresh copy" in result.stderr
+    assert bad.read_bytes() == data
+    assert sorted(p.name for p in models.iterdir() if not p.name.endswith(".lock")) == [".verified.json", "m.onnx"]
+
+
 def test_models_verify_catches_a_wrong_kind_of_unpinned_model(isolated_env, tmp_path) -> None:
     models = Path(isolated_env["LIVECAM_MODELS_DIR"])
     models.mkdir(parents=True)
@@ -134,6 +157,18 @@ def test_doctor_fails_when_an_embedded_model_is_broken(tmp_path, monkeypatch, ca
     out = capsys.readouterr().out
     assert code == 1
     assert "NOT ready" in out and "face_landmark" in out
+    line = next(x for x in out.splitlines() if x.strip().startswith("face_landmark"))
+    assert "reinstall livecam" in line  # what fixes it
+
+
+def test_doctor_says_how_to_fix_a_corrupt_model(tmp_path, monkeypatch, capsys) -> None:
+    models = tmp_path / "m"
+    models.mkdir()
+    (models / "inswapper_128.onnx").write_bytes(b"cut short")
+    monkeypatch.setattr(doctor_module, "probe_cameras", lambda: [])
+    assert doctor_module.run_doctor(RuntimeSettings(models_dir=models, offline=True)) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("inswapper_128 "))
+    assert "corrupt" in line and "delete it and run `livecam models download inswapper_128`" in line
 
 
 @pytest.mark.parametrize("file_name", ["blazeface_short_range.onnx", "blazeface_full_range.onnx",

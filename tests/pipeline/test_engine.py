@@ -191,3 +191,28 @@ def test_map_mode_with_standins(tmp_path: Path, faces_dir: Path, cache_env: None
     packet = FramePacket(index=0, image=target.copy())
     engine.analyse(packet, track=False)
     assert packet.faces == []  # the target is not the reference person
+
+
+def test_a_source_a_processor_refuses_is_skipped_when_cycling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    # The n key: a photo whose face the mesh swapper cannot mesh used to end the live session.
+    class Picky:
+        name = "face_swapper"
+
+        def __init__(self) -> None:
+            self.prepared: list[str] = []
+
+        def prepare(self, sources: list) -> None:
+            if sources[0] == "b.jpg":
+                raise InputError("the face in b.jpg could not be meshed")
+            self.prepared.append(sources[0])
+
+    monkeypatch.setattr("livecam.pipeline.engine.analyse_source", lambda paths, *a, **kw: paths[0].name)
+    swapper = Picky()
+    cycle = [tmp_path / "a.jpg", tmp_path / "b.jpg", tmp_path / "c.jpg"]
+    engine = Engine(settings(tmp_path, tuple(cycle)), analyser=None, processors=[swapper],  # type: ignore[arg-type]
+                    sources=[], providers=CPU, swap_model="mesh", cycle=cycle)
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        assert engine.next_source() == "c.jpg"
+    assert swapper.prepared == ["c.jpg"] and engine.sources == ["c.jpg"]
+    assert "skipping source b.jpg" in caplog.text

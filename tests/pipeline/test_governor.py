@@ -63,6 +63,9 @@ def test_degrades_one_step_at_a_time_then_recovers_in_reverse(caplog: pytest.Log
 def test_steps_that_cannot_help_are_left_out_and_no_degrade_does_nothing() -> None:
     engine = FakeEngine(processors=("face_swapper",))
     assert [s.name for s in default_steps(engine, detect_every=1, det_size=320)] == ["detect every 2nd frame"]
+    # A detector with a fixed input (BlazeFace, det_size None): a smaller det size changes
+    # nothing, so it is no step (it used to be applied, logged and counted as a degradation).
+    assert [s.name for s in default_steps(engine, detect_every=1, det_size=None)] == ["detect every 2nd frame"]
     gov = make(engine, enabled=False)
     assert gov.observe(500.0, 1.0) is None and engine.calls == []
     assert make(engine).observe(None, 1.0) is None

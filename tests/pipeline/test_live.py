@@ -205,6 +205,66 @@ def test_window_keys_toggle_pause_enhancer_stats_mirror_and_cycle_sources() -> N
     assert livecam_threads() == []
 
 
+def test_enhancer_key_and_governor_do_not_undo_each_other() -> None:
+    engine = FakeEngine(processors=("face_swapper", "face_enhancer"))
+    pipeline = LivePipeline(engine, SyntheticSource(frames=1), MemorySink(), opts())
+    enhancer_step = pipeline.governor.steps[0]
+    assert enhancer_step.name == "enhancer off"
+    # The user turns the enhancer off; the governor degrades and later recovers: it stays off.
+    pipeline._on_key("e")
+    enhancer_step.apply()
+    enhancer_step.undo()
+    assert engine.enabled["face_enhancer"] is False
+    # The user turns it back on while the governor holds it off: off until the governor recovers.
+    pipeline._on_key("e")
+    enhancer_step.apply()
+    pipeline._on_key("e")
+    pipeline._on_key("e")
+    assert engine.enabled["face_enhancer"] is False
+    enhancer_step.undo()
+    assert engine.enabled["face_enhancer"] is True
+
+
+def test_a_fixed_size_detector_gets_no_det_size_step() -> None:
+    engine = FakeEngine()
+    pipeline = LivePipeline(engine, SyntheticSource(frames=1), MemorySink(), opts(det_size=None))
+    assert [s.name for s in pipeline.governor.steps] == ["detect every 2nd frame"]
+
+
+def test_summary_line_without_frames_says_na(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("INFO", logger="livecam"):
+        run_live_pipeline(FakeEngine(), SyntheticSource(frames=0), MemorySink(), opts())
+    line = caplog.records[-1].getMessage()
+    assert line.startswith("0 frames") and "latency n/a" in line and "None" not in line
+
+
+def test_pause_on_a_no_realtime_file_holds_frames_and_resume_goes_on() -> None:
+    # Paused frames of a lossless source were dropped without giving back their read credit:
+    # after a pause, capture never read again and the run hung.
+    sink = ScriptedSink({2: ["space"], 12: ["space"]})
+    result = run_live_pipeline(FakeEngine(), SyntheticSource(frames=30, live=False, realtime=False), sink,
+                               opts(duration=20))
+    assert result.stop_reason == "end of stream"
+    assert indices(sink) == list(range(30))  # lossless: nothing dropped while paused either
+    assert result.summary["dropped"] == 0
+
+
+def test_stats_overlay_is_white_text_on_a_dark_panel() -> None:
+    # The black outline was drawn with a thicker stroke, which OpenCV 5 spaces wider than the
+    # white text: two misaligned strings, unreadable.
+    from livecam.pipeline.live import draw_overlay
+
+    background = np.array([150, 100, 50], np.uint8)  # no blend of the white text with black equals it
+    image = np.empty((360, 640, 3), np.uint8)
+    image[:] = background
+    draw_overlay(image, ["29.6 FPS  p50 25 ms  p95 56 ms  dropped 2", "detect 4.5  landmarks 8.8 ms"])
+    ys, xs = np.nonzero((image > 200).all(axis=2))  # the white text
+    assert len(ys) > 100
+    text_box = image[ys.min():ys.max() + 1, xs.min():xs.max() + 1]
+    assert not (text_box == background).all(axis=2).any()  # no untouched background between the letters
+    assert (image[200:] == background).all()  # nothing below the overlay
+
+
 def test_q_key_quits() -> None:
     sink = MemorySink()
     sink.keys = ["q"]

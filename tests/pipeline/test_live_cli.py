@@ -99,3 +99,26 @@ def test_ctrl_c_stops_the_cli_with_130_and_a_complete_recording(
     assert summary["stop_reason"] == "interrupted"
     with av.open(str(rec)) as container:
         assert sum(1 for _ in container.decode(video=0)) == summary["frames"] >= 1
+
+
+def test_a_recording_carries_the_visible_label_unless_no_label(tmp_path: Path, faces_dir: Path,
+                                                              isolated_env: dict[str, str]) -> None:
+    # A faceless clip: the label is the only change the recording may show.
+    clip = make_clip(tmp_path / "c.mp4", frames=3, size=(320, 240), audio=False)
+
+    def change(args: list[str], name: str) -> tuple[float, float]:
+        """The largest change in the bottom-right corner, and the mean change above it."""
+        rec = tmp_path / name
+        proc = run_cli(["run", "--camera", str(clip), "--no-realtime", "--output", str(rec), "--swap-model", "mesh",
+                        "--source", str(faces_dir / "obama.jpg"), *args], env=isolated_env, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        with av.open(str(clip)) as a, av.open(str(rec)) as b:
+            before = next(a.decode(video=0)).to_ndarray(format="bgr24").astype(int)
+            after = next(b.decode(video=0)).to_ndarray(format="bgr24").astype(int)
+        diff = abs(after - before).sum(axis=2)
+        return float(diff[-30:, -110:].max()), float(diff[:-40].mean())
+
+    corner, rest = change([], "labelled.mp4")
+    assert corner > 150 and rest < 10  # a label drawn in the bottom-right corner, nothing else changed
+    corner, _ = change(["--no-label"], "plain.mp4")
+    assert corner < 60

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes.util
 import importlib.util
+import sys
 from pathlib import Path
 
 import av
@@ -41,6 +43,49 @@ def test_virtual_camera_without_pyvirtualcam_names_what_to_install() -> None:
         make_sink("virtual-camera")
 
 
+class FakeVirtualCam:
+    """Stands in for the pyvirtualcam module; `device` None means no backend (no v4l2loopback)."""
+
+    class PixelFormat:
+        BGR = "bgr"
+
+    def __init__(self, device: str | None) -> None:
+        self.device = device
+        self.opened: list[tuple[int, int]] = []
+        self.sent: list[tuple[int, ...]] = []
+        module = self
+
+        class Camera:
+            def __init__(self, width: int, height: int, fps: float, fmt: str) -> None:
+                if module.device is None:
+                    raise RuntimeError("'v4l2loopback' backend: No v4l2 loopback device found")
+                module.opened.append((width, height))
+                self.device = module.device
+
+            def send(self, frame: np.ndarray) -> None:
+                module.sent.append(frame.shape)
+
+            def close(self) -> None:
+                pass
+
+        self.Camera = Camera
+
+
+def test_missing_virtual_camera_device_is_reported_before_any_frame(monkeypatch: pytest.MonkeyPatch) -> None:
+    # It used to surface at the first frame, after the models had loaded.
+    monkeypatch.setitem(sys.modules, "pyvirtualcam", FakeVirtualCam(None))
+    with pytest.raises(DeviceError, match="no virtual camera device.*v4l2loopback"):
+        make_sink("virtual-camera")
+    fake = FakeVirtualCam("/dev/video9")
+    monkeypatch.setitem(sys.modules, "pyvirtualcam", fake)
+    sink = make_sink("virtual-camera", fps=30)
+    sink.write(np.zeros((48, 64, 3), np.uint8))
+    sink.write(np.zeros((96, 128, 3), np.uint8))  # the device keeps the first frame's size
+    sink.close()
+    assert fake.opened[-1] == (64, 48) and fake.sent == [(48, 64, 3), (48, 64, 3)]
+    assert sink.name == "virtual camera /dev/video9"
+
+
 def test_recording_is_a_complete_synthetic_tagged_video(tmp_path: Path) -> None:
     out = tmp_path / "rec.mp4"
     sink = make_sink(str(out), fps=30)
@@ -53,6 +98,37 @@ def test_recording_is_a_complete_synthetic_tagged_video(tmp_path: Path) -> None:
     assert len(frames) == result.summary["frames"]
     assert frames[0].shape == (48, 64, 3)  # odd sizes trimmed to even for yuv420p
     assert "synthetic" in " ".join(tags.values()).lower() or tags.get("synthetic") == "true"
+
+
+@pytest.mark.parametrize("suffix, codec", [(".webm", "vp9"), (".mkv", "h264")])
+def test_every_offered_container_records(tmp_path: Path, suffix: str, codec: str) -> None:
+    # .webm is offered by --output but cannot hold H.264: it failed at the first frame.
+    out = tmp_path / f"rec{suffix}"
+    sink = make_sink(str(out), fps=30)
+    for i in range(5):
+        sink.write(np.full((48, 64, 3), 40 * i, np.uint8))
+    sink.close()
+    with av.open(str(out)) as container:
+        assert container.streams.video[0].codec_context.name == codec
+        assert sum(1 for _ in container.decode(video=0)) == 5
+        assert {k.lower(): v for k, v in container.metadata.items()}.get("synthetic") == "true"
+
+
+def test_a_no_realtime_file_is_recorded_with_its_own_timing(tmp_path: Path) -> None:
+    # Frames of a --no-realtime file are shown as fast as they are made; stamped by shown time,
+    # two seconds of video became a recording a fraction as long.
+    from livecam.media.camera import VideoFileSource
+    from tests.videos import make_clip
+
+    clip = make_clip(tmp_path / "clip.mp4", frames=60, size=(96, 64), fps=30, audio=False)
+    source = VideoFileSource(str(clip), realtime=False)
+    source.open()
+    out = tmp_path / "rec.mp4"
+    run_live_pipeline(FakeEngine(), source, make_sink(str(out)), LiveOptions(handle_signals=False))
+    with av.open(str(out)) as container:
+        times = [float(f.pts * f.time_base) for f in container.decode(video=0)]
+    assert len(times) == 60
+    assert times[-1] - times[0] == pytest.approx(59 / 30, abs=0.01)
 
 
 def test_size_change_mid_stream_is_scaled_to_the_first_size(tmp_path: Path) -> None:
@@ -111,6 +187,7 @@ def test_window_maps_keys_toggles_fullscreen_and_notices_a_closed_window(monkeyp
 
     gui = FakeGui([ord("m"), ord("f"), 32, ord("f"), 27])
     monkeypatch.setitem(sys.modules, "cv2", gui)
+    monkeypatch.delenv("DISPLAY", raising=False)  # no real display is checked for the fake GUI
     sink = WindowSink()
     frame = np.zeros((8, 8, 3), np.uint8)
     keys = []
@@ -123,3 +200,16 @@ def test_window_maps_keys_toggles_fullscreen_and_notices_a_closed_window(monkeyp
     assert sink.poll() == ["closed"]
     sink.close()
     assert gui.destroyed and gui.shown == 5
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or ctypes.util.find_library("xcb") is None,
+                    reason="the X display check needs Linux and libxcb")
+def test_an_unreachable_x_display_is_a_clear_error_not_an_abort(monkeypatch: pytest.MonkeyPatch) -> None:
+    # OpenCV's Qt used to abort the process (SIGABRT, exit 134) at the first frame, after the
+    # models had loaded, when DISPLAY named no reachable server.
+    monkeypatch.setenv("DISPLAY", ":987")
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    with pytest.raises(DeviceError, match="cannot connect to the X display ':987'.*--output none"):
+        make_sink("window")
+    with pytest.raises(DeviceError, match="cannot connect to the X display"):
+        make_sink("auto")

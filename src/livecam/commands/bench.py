@@ -4,7 +4,8 @@
 read as soon as one leaves the pipeline) into a null sink; --mode video runs the file pipeline
 (livecam.pipeline.file.run_frames: decode thread, workers, in-order encode to a temporary file
 that is deleted afterwards). The clip is --input, or one generated in memory from the first
---source photo (the photo letterboxed into --resolution, drifting a few pixels per frame so that
+--source photo (without --source, the demo's sample photos: one face put on a clip of the other;
+the photo letterboxed into --resolution, drifting a few pixels per frame so that
 detection and tracking work as on a camera). Three warm-up frames go through the engine first
 and are not counted. Reported: per-stage median and p95 ms (whatever stages the engine's
 analyser and processors record, plus capture/decode and output/encode), end-to-end FPS, live
@@ -22,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from fractions import Fraction
 from itertools import islice
 from pathlib import Path
@@ -174,14 +176,29 @@ def peak_rss_mb() -> float | None:
 # ----------------------------------------------------------------------------- the runs
 
 
+def with_default_source(job: BenchJob) -> tuple[BenchJob, np.ndarray | None]:
+    """Without --source (or --map), the demo's bundled sample photos stand in, so `livecam bench`
+    runs as it is: one face is put in, and (without --input) the clip is made of the other (a
+    portrait whose face every detector finds at any --resolution). Returns the job and that
+    clip photo (None: the clip comes from --source as usual)."""
+    processing = job.processing
+    if processing.sources or processing.analysis.face_map:
+        return job, None
+    from livecam.media.images import read_image
+    from livecam.samples import sample_path
+
+    source, target = sample_path("astronaut"), sample_path("grace_hopper")
+    log.info("no --source given: putting the bundled sample photo %s on a clip of %s", source.name, target.name)
+    return replace(job, processing=replace(processing, sources=(source,))), read_image(target)
+
+
 def _source_photo(job: BenchJob) -> np.ndarray:
     from livecam.media.images import read_image
     from livecam.pipeline.engine import source_photos
 
     sources = list(job.processing.sources) or [p for p, _ in job.processing.analysis.face_map]
     if not sources:
-        raise InputError("livecam bench generates its clip from the --source photo; give --source PATH "
-                         "(or --input CLIP)")
+        raise InputError("missing --source PATH: give a photo of the face to put in")
     path = Path(sources[0])
     if path.is_dir():
         photos = source_photos(path)
@@ -205,7 +222,7 @@ def _file_frames(path: Path, limit: int) -> tuple[Iterator[Any], Any]:
     return islice(reader.frames(), limit), reader
 
 
-def run_live_bench(job: BenchJob, engine: Any) -> dict[str, Any]:
+def run_live_bench(job: BenchJob, engine: Any, clip_photo: np.ndarray | None = None) -> dict[str, Any]:
     from livecam.media.sinks import NullSink
     from livecam.pipeline.live import LiveOptions, run_live_pipeline
     from livecam.pipeline.metrics import ResourceProbe
@@ -218,7 +235,8 @@ def run_live_bench(job: BenchJob, engine: Any) -> dict[str, Any]:
         warm = list(islice(images, WARMUP_FRAMES))
         fps = float(reader.info.rate or 30)
     else:
-        clip = GeneratedClip(_source_photo(job), job.resolution, job.frames)
+        photo = clip_photo if clip_photo is not None else _source_photo(job)
+        clip = GeneratedClip(photo, job.resolution, job.frames)
         warm = [clip.image(i) for i in range(WARMUP_FRAMES)]
         images = (clip.image(i) for i in range(job.frames))
         fps = clip.fps
@@ -259,11 +277,12 @@ def gpu_memory_mb() -> float | None:
         probe.close()
 
 
-def _generated_file(job: BenchJob, folder: Path) -> Path:
+def _generated_file(job: BenchJob, folder: Path, clip_photo: np.ndarray | None = None) -> Path:
     """Encode the generated clip once (not timed), so video mode decodes a real file."""
     from livecam.media.video_writer import OutputSpec, VideoWriter
 
-    clip = GeneratedClip(_source_photo(job), job.resolution, job.frames)
+    photo = clip_photo if clip_photo is not None else _source_photo(job)
+    clip = GeneratedClip(photo, job.resolution, job.frames)
     path = folder / "bench-input.mp4"
     rate = Fraction(30)
     writer = VideoWriter(OutputSpec(path=path, format="mp4", width=job.resolution[0], height=job.resolution[1],
@@ -274,7 +293,7 @@ def _generated_file(job: BenchJob, folder: Path) -> Path:
     return path
 
 
-def run_video_bench(job: BenchJob, engine: Any) -> dict[str, Any]:
+def run_video_bench(job: BenchJob, engine: Any, clip_photo: np.ndarray | None = None) -> dict[str, Any]:
     from livecam.media.video_writer import OutputSpec, VideoWriter
     from livecam.pipeline.file import RunOptions, frames_in_flight, run_frames
 
@@ -282,7 +301,7 @@ def run_video_bench(job: BenchJob, engine: Any) -> dict[str, Any]:
     encode: list[float] = []
     with tempfile.TemporaryDirectory(prefix="livecam-bench-") as tmp:
         folder = Path(tmp)
-        path = job.input if job.input is not None else _generated_file(job, folder)
+        path = job.input if job.input is not None else _generated_file(job, folder, clip_photo)
         frames, reader = _file_frames(path, job.frames + WARMUP_FRAMES)
         try:
             info = reader.info
@@ -347,28 +366,49 @@ def format_table(report: dict[str, Any]) -> str:
     lines.append(f"end-to-end: {report['fps']:.1f} FPS" + (
         f", latency p50 {report['latency_ms_p50']} ms p95 {report['latency_ms_p95']} ms"
         if report.get("latency_ms_p50") is not None else ""))
-    lines.append(f"CPU time: {report['cpu_ms_per_frame']} ms per frame (all threads; ONNX Runtime's "
-                 f"spinning threads included)")
+    lines.append(f"CPU time: {report['cpu_ms_per_frame']} ms per frame (all threads)")
     mem = f"peak RSS {report['peak_rss_mb']:.0f} MB" if report.get("peak_rss_mb") is not None else "peak RSS n/a"
     mem += f", GPU {report['gpu_mb']:.0f} MB" if report.get("gpu_mb") is not None else ", GPU n/a"
     lines.append(mem + f", faces per frame {report['faces_per_frame']}")
     return "\n".join(lines)
 
 
+def _input_size(path: Path) -> str:
+    from livecam.media.video_reader import VideoReader
+
+    with VideoReader(path) as reader:
+        return f"{reader.info.width}x{reader.info.height}"
+
+
 def run_bench(job: BenchJob) -> None:
+    # SIGTERM stops like Ctrl-C (exit 130), and the temporary clips are removed on the way out.
+    from livecam.commands.video import _signals
+
+    with _signals():
+        _run_bench(job)
+
+
+def _run_bench(job: BenchJob) -> None:
     from livecam.pipeline.engine import Engine
 
     if job.input is not None and not job.input.is_file():
         raise InputError(f"--input {job.input} does not exist; give a video file or leave it out "
                          f"to use a generated clip")
+    job, clip_photo = with_default_source(job)
     live = job.mode == "live"
     if job.input is None:
-        _source_photo(job)  # a missing/unreadable photo is reported before any model loads
+        if clip_photo is None:
+            _source_photo(job)  # a missing/unreadable photo is reported before any model loads
+        size = f"{job.resolution[0]}x{job.resolution[1]}"
+    else:
+        size = _input_size(job.input)  # an unreadable clip is reported before any model loads
     engine = Engine.create(job.processing, live=live, progress=not job.processing.runtime.quiet)
-    result = run_live_bench(job, engine) if live else run_video_bench(job, engine)
+    result = (run_live_bench if live else run_video_bench)(job, engine, clip_photo)
+    if not result["faces_per_frame"]:
+        log.warning("warning: no face was found in the clip's frames, so these figures leave the swap out; "
+                    "use a photo where the face fills more of the frame, or --input a clip with a face")
     report = {
-        "mode": job.mode, "input": str(job.input) if job.input else "generated",
-        "resolution": f"{job.resolution[0]}x{job.resolution[1]}" if job.input is None else "as input",
+        "mode": job.mode, "input": str(job.input) if job.input else "generated", "resolution": size,
         "engine": engine.describe(), "workers": job.processing.runtime.execution_threads,
         "processors": list(engine.processor_names), **result, "peak_rss_mb": _round(peak_rss_mb()),
     }

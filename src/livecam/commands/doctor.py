@@ -107,10 +107,15 @@ def run_doctor(settings: RuntimeSettings) -> int:
     width = max(len(n) for n in store.names())
     for name in store.names():
         st = store.state(name)
-        note = {PRESENT: " (run `livecam models verify`)", MISSING: f" (`livecam models download {name}`)"}
+        note = {PRESENT: " (run `livecam models verify`)", MISSING: f" (`livecam models download {name}`)",
+                CORRUPT: f"; delete it and run `livecam models download {name}`"}
         detail = f" ({st.detail})" if st.detail and st.state == CORRUPT else ""
         bundled = " embedded" if store.spec(name).bundled else ""
-        echo(f"  {name.ljust(width)}  {st.state}{bundled}{detail}{note.get(st.state, '') if not bundled else ''}")
+        if bundled:  # part of the package: only a reinstall brings it back
+            fix = "" if st.state == VERIFIED else "; the package is damaged: reinstall livecam"
+        else:
+            fix = note.get(st.state, "")
+        echo(f"  {name.ljust(width)}  {st.state}{bundled}{detail}{fix}")
         if name in DEFAULT_RUN_MODELS and st.state != VERIFIED:
             ready = False
 

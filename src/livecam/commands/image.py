@@ -13,7 +13,7 @@ import time
 
 from livecam.frame import FramePacket
 from livecam.media.images import check_output_path, read_image, split_alpha, write_image_atomic
-from livecam.settings import ImageJob
+from livecam.settings import AnalysisSettings, ImageJob
 
 log = logging.getLogger("livecam")
 
@@ -22,7 +22,7 @@ def run_image(job: ImageJob) -> None:
     from livecam.pipeline.engine import Engine
 
     image = read_image(job.input)
-    check_output_path(job.output, force=job.force)
+    check_output_path(job.output, force=job.force, input_path=job.input)
     bgr, alpha = split_alpha(image)
     start = time.perf_counter()
     engine = Engine.create(job.processing, live=False, progress=not job.processing.runtime.quiet)
@@ -30,10 +30,22 @@ def run_image(job: ImageJob) -> None:
     packet = FramePacket(index=0, image=bgr.copy())
     engine.analyse(packet, track=False)
     if not packet.faces:
-        log.warning("warning: no face found in %s; writing it unchanged to %s", job.input, job.output)
+        log.warning("warning: no %s found in %s; writing it unchanged to %s",
+                    wanted_faces(job.processing.analysis), job.input, job.output)
     else:
         engine.process(packet)
     write_image_atomic(job.output, packet.image, force=job.force, label=job.label, alpha=alpha)
     count = len(packet.faces)
-    log.info("wrote %s (%d face%s swapped, %.1f s; %s)", job.output, count, "" if count == 1 else "s",
+    done = "swapped" if "face_swapper" in job.processing.frame_processors else "enhanced"
+    log.info("wrote %s (%d face%s %s, %.1f s; %s)", job.output, count, "" if count == 1 else "s", done,
              time.perf_counter() - start, engine.describe())
+
+
+def wanted_faces(analysis: AnalysisSettings) -> str:
+    """What the analysis looks for, for a "none found" warning: with --reference or --map the
+    frame may well hold faces, just none of those people."""
+    if analysis.face_map:
+        return "face of a --map REFERENCE person"
+    if analysis.reference:
+        return f"face of the --reference person (within --reference-distance {analysis.reference_distance:g})"
+    return "face"

@@ -9,7 +9,8 @@ from pathlib import Path
 import click
 
 from livecam.errors import EXIT_MODEL, InputError, LicenseNotAcceptedError, ModelError, OutputExistsError
-from livecam.models.store import CORRUPT, MISSING, PRESENT, UNPINNED, VERIFIED, ModelStore, tty_confirm
+from livecam.models.store import (CORRUPT, MISSING, PRESENT, UNPINNED, VERIFIED, ModelState, ModelStore,
+                                  tty_confirm)
 from livecam.settings import RuntimeSettings
 
 
@@ -48,20 +49,27 @@ def download_models(settings: RuntimeSettings, names: tuple[str, ...], accept: b
     for spec in specs:
         if spec.bundled:
             click.echo(f"{spec.name}: embedded in the package, nothing to download")
-    todo = [s for s in specs if not s.bundled and store.state(s.name).state in (MISSING, PRESENT, CORRUPT)]
-    missing = [s.name for s in todo if store.state(s.name).state == MISSING]
-    if settings.offline and missing:
-        raise ModelError(f"offline mode forbids downloading {', '.join(missing)}; "
-                         f"run `livecam models download {' '.join(missing)}` without --offline/LIVECAM_OFFLINE")
+    # What has to be fetched: missing files, and files that turn out corrupt (a present file not
+    # hashed yet is hashed now: asking for a download is asking for a good file).
+    states: dict[str, ModelState] = {}
+    for spec in specs:
+        if not spec.bundled:
+            st = store.state(spec.name)
+            states[spec.name] = store.verify(spec.name) if st.state == PRESENT else st
+    fetch = [s for s in specs if not s.bundled and states[s.name].state in (MISSING, CORRUPT)]
+    if settings.offline and fetch:
+        listed = [s.name for s in fetch]
+        raise ModelError(f"offline mode forbids downloading {', '.join(listed)}; run "
+                         f"`livecam models download {' '.join(listed)}` without --offline/LIVECAM_OFFLINE")
     if not settings.accept_license:
         refused: list[str] = []
         by_licence: dict[str, list] = {}
-        for spec in todo:
-            if spec.needs_acceptance and spec.name in missing:
+        for spec in fetch:
+            if spec.needs_acceptance:
                 by_licence.setdefault(spec.licence, []).append(spec)
         for group in by_licence.values():  # one question per licence, naming every model under it
-            names = ", ".join(s.name for s in group)
-            click.echo(f"{names}: licence {group[0].licence} ({group[0].licence_url})", err=True)
+            group_names = ", ".join(s.name for s in group)
+            click.echo(f"{group_names}: licence {group[0].licence} ({group[0].licence_url})", err=True)
             if not tty_confirm(group[0]):
                 refused.extend(s.name for s in group)
         if refused:
@@ -73,14 +81,31 @@ def download_models(settings: RuntimeSettings, names: tuple[str, ...], accept: b
     for spec in specs:
         if spec.bundled:
             continue
-        state = store.state(spec.name).state
-        if state in (VERIFIED, UNPINNED):
-            click.echo(f"{spec.name}: already present ({state})")
+        st = states[spec.name]
+        if st.state in (VERIFIED, UNPINNED):
+            click.echo(f"{spec.name}: already present ({st.state})")
             continue
-        if spec.needs_acceptance:
+        if spec.needs_acceptance:  # to be fetched, so accepted by now (flag or question)
             click.echo(f"{spec.name}: licence {spec.licence} ({spec.licence_url}) accepted", err=True)
-        path = store.path(spec.name)
+        if st.state == CORRUPT:
+            path = _replace_corrupt(store, spec.name, st.path)
+        else:
+            path = store.path(spec.name)
         click.echo(f"{spec.name}: {path}")
+
+
+def _replace_corrupt(store: ModelStore, name: str, bad: Path) -> Path:
+    """Download `name` over its corrupt file; the old file is put back if the download fails."""
+    click.echo(f"{name}: {bad} is corrupt; downloading a fresh copy", err=True)
+    aside = bad.with_name(f".{bad.name}.corrupt")
+    os.replace(bad, aside)
+    try:
+        path = store.path(name)
+    except BaseException:
+        os.replace(aside, bad)
+        raise
+    aside.unlink(missing_ok=True)
+    return path
 
 
 def verify_models(settings: RuntimeSettings, names: tuple[str, ...]) -> int:

@@ -6,14 +6,15 @@ import contextlib
 import logging
 import os
 import signal
-import tempfile
 import threading
-from pathlib import Path
+from dataclasses import replace
 from typing import Any, Iterator
 
-from livecam.errors import InputError, LivecamError, OutputError, OutputExistsError
+from livecam.commands.image import wanted_faces
+from livecam.errors import InputError, LivecamError, OutputExistsError
+from livecam.media.images import check_output_folder, same_file
 from livecam.media.video_reader import VideoReader
-from livecam.media.video_writer import check_encoder, container_format
+from livecam.media.video_writer import check_encoder, container_format, resolve_encoder
 from livecam.pipeline.file import VideoOptions, process_video
 from livecam.settings import VideoJob
 
@@ -24,38 +25,35 @@ def video_options(job: VideoJob) -> VideoOptions:
     return VideoOptions(input=job.input, output=job.output, encoder=job.encoder, quality=job.quality,
                         fps=job.fps, audio=job.audio, keep_partial=job.keep_partial,
                         frame_range=job.frame_range, label=job.label,
-                        workers=job.processing.runtime.execution_threads, max_memory_gb=job.max_memory_gb)
+                        workers=job.processing.runtime.execution_threads, max_memory_gb=job.max_memory_gb,
+                        wanted_faces=wanted_faces(job.processing.analysis))
 
 
 def check_job(job: VideoJob) -> None:
     """Every check that needs no model: input, output, folder, encoder. Raises LivecamError."""
+    if job.output.is_dir():
+        raise InputError(f"the output {job.output} is a folder; give a file name such as "
+                         f"{job.output / (job.input.stem + '.mp4')}")
     container_format(job.output)
     with VideoReader(job.input) as reader:  # opens, finds the video stream; decodes nothing yet
         info = reader.info
-    if job.output.exists() and job.input.exists() and job.output.resolve() == job.input.resolve():
+    if info.width < 2 or info.height < 2:  # 4:2:0 output needs even sizes: 1 px would become 0
+        raise InputError(f"{job.input.name} is {info.width}x{info.height} pixels, too small to encode "
+                         "(at least 2x2)")
+    if same_file(job.output, job.input):
         raise InputError(f"the output {job.output} is the input; write to another file")
     if job.output.exists() and not job.force:
         raise OutputExistsError(f"{job.output} exists; add --force to overwrite it")
-    if job.output.is_dir():
-        raise InputError(f"the output {job.output} is a folder; give a file name such as out.mp4")
     check_output_folder(job.output)
     check_encoder(job.encoder, job.output)
-    if job.frame_range is not None and info.expected_frames is not None and job.frame_range[0] >= info.expected_frames:
+    # Frame numbers count the frames written: with --fps, the retimed ones.
+    total = info.expected_frames
+    if job.fps is not None and info.duration:
+        total = max(1, int(round(info.duration * job.fps)))
+    if job.frame_range is not None and total is not None and job.frame_range[0] >= total:
+        at = f" at {job.fps:g} fps" if job.fps is not None else ""
         raise InputError(f"--frame-range starts at frame {job.frame_range[0]} but {job.input.name} has about "
-                         f"{info.expected_frames} frames")
-
-
-def check_output_folder(output: Path) -> None:
-    folder = output.parent if str(output.parent) else Path(".")
-    if not folder.exists():
-        raise OutputError(f"the output folder {folder} does not exist; create it first")
-    if not folder.is_dir():
-        raise OutputError(f"cannot write {output}: {folder} is not a folder")
-    try:  # a real write says more than os.access (root, read-only mounts, ACLs)
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as exc:
-        raise OutputError(f"cannot write in the output folder {folder}: {exc.strerror or exc}") from exc
+                         f"{total} frames{at}")
 
 
 def create_engine(job: VideoJob) -> Any:
@@ -66,6 +64,7 @@ def create_engine(job: VideoJob) -> Any:
 
 
 def run_video(job: VideoJob) -> None:
+    job = replace(job, encoder=resolve_encoder(job.encoder, job.output))
     check_job(job)
     engine = create_engine(job)
     describe = getattr(engine, "describe", None)

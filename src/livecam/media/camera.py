@@ -21,6 +21,8 @@ from livecam.errors import DeviceError, InputError
 log = logging.getLogger("livecam")
 
 STALL_TIMEOUT_S = 2.0  # a camera that gives no frame for this long is an error
+MAX_BAD_PACKETS_IN_A_ROW = 50  # a file or stream this damaged is given up on
+WARN_BAD_PACKETS = 3  # corrupt packets reported one by one; the rest are counted at the end
 URL_SCHEMES = ("rtsp://", "rtmp://", "http://", "https://", "udp://", "tcp://", "srt://")
 
 
@@ -213,6 +215,8 @@ class VideoFileSource:
         self._start_pts: float | None = None
         self._last_t = 0.0
         self.last_pts: float | None = None  # timestamp (s) of the frame read last, for tracking
+        self.bad_packets = 0
+        self._bad_in_a_row = 0
 
     def open(self) -> None:
         import av
@@ -235,9 +239,40 @@ class VideoFileSource:
         rate = stream.average_rate or stream.guessed_rate
         self.fps = float(rate) if rate else None
         self._time_base = stream.time_base
-        self._frames = self._container.decode(stream)
+        self._frames = self._decode(stream)
         log.info("%s: %dx%d at %s FPS, %s", self.name, stream.codec_context.width, stream.codec_context.height,
                  f"{self.fps:g}" if self.fps else "unknown", "real time" if self.realtime else "as fast as possible")
+
+    def _decode(self, stream: Any) -> Any:
+        """Decoded frames; a corrupt packet (a damaged file, a lossy network stream) is skipped
+        with a warning, as `livecam video` does, instead of ending the run."""
+        import av
+
+        while True:
+            try:
+                for packet in self._container.demux(stream):
+                    try:
+                        frames = packet.decode()
+                    except av.FFmpegError as exc:
+                        self._bad_packet(exc)
+                        continue
+                    for frame in frames:
+                        self._bad_in_a_row = 0
+                        yield frame
+                return
+            except av.EOFError:
+                return
+            except av.FFmpegError as exc:  # a demux error: a fresh demux resumes after it
+                self._bad_packet(exc)
+
+    def _bad_packet(self, exc: BaseException) -> None:
+        self.bad_packets += 1
+        self._bad_in_a_row += 1
+        if self._bad_in_a_row > MAX_BAD_PACKETS_IN_A_ROW:
+            raise InputError(f"{self.name}: more than {MAX_BAD_PACKETS_IN_A_ROW} corrupt packets in a row; "
+                             f"the video is too damaged to read further ({exc})")
+        if self.bad_packets <= WARN_BAD_PACKETS:
+            log.warning("warning: skipped a corrupt video packet in %s (%s)", self.name, exc)
 
     def read(self) -> np.ndarray | None:
         import av
@@ -271,6 +306,8 @@ class VideoFileSource:
             time.sleep(min(delay, 1.0))
 
     def close(self) -> None:
+        if self.bad_packets > WARN_BAD_PACKETS:
+            log.warning("warning: %d corrupt video packets were skipped in %s", self.bad_packets, self.name)
         if self._container is not None:
             self._container.close()
             self._container = None

@@ -38,10 +38,11 @@ WRITE_FORMATS: dict[str, tuple[str, bool]] = {
     ".jpeg": ("jpeg", False),
     ".png": ("png", True),
     ".webp": ("webp", True),
-    ".bmp": ("bmp", False),
     ".tif": ("tiff", True),
     ".tiff": ("tiff", True),
 }
+# Read, but not written: a BMP cannot carry the synthetic-media tags (provenance.py).
+UNMARKABLE_FORMATS = (".bmp", ".dib")
 _ENCODE_PARAMS: dict[str, list[int]] = {
     "jpeg": [cv2.IMWRITE_JPEG_QUALITY, 95],
     "png": [cv2.IMWRITE_PNG_COMPRESSION, 3],
@@ -192,24 +193,50 @@ def flatten(image: np.ndarray, background: int = 128) -> np.ndarray:
 def output_format(path: Path) -> tuple[str, bool]:
     """(container, keeps alpha) for an output path; InputError for an unknown extension."""
     fmt = WRITE_FORMATS.get(path.suffix.lower())
+    if path.suffix.lower() in UNMARKABLE_FORMATS:
+        raise InputError(f"cannot write {path}: {path.suffix} files hold no metadata, and every livecam "
+                         f"output says it is synthetic; write .png (lossless) instead")
     if fmt is None:
         raise InputError(f"cannot tell which format to write for {path} (extension "
                          f"{path.suffix or 'missing'}); use one of {', '.join(WRITE_FORMATS)}")
     return fmt
 
 
-def check_output_path(path: Path, *, force: bool) -> None:
+def check_output_path(path: Path, *, force: bool, input_path: Path | None = None) -> None:
     """Everything about an output path that can be checked before any work is done."""
     if path.is_dir():
         raise InputError(f"{path} is a folder; give an output file name such as {path / 'out.png'}")
     output_format(path)
+    if input_path is not None and same_file(path, input_path):
+        # --force is for an old output; the input photo itself is never replaced.
+        raise InputError(f"the output {path} is the input; write to another file")
     if path.exists() and not force:
         raise OutputExistsError(f"{path} exists; pass --force to overwrite it or choose another name")
+    check_output_folder(path)
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one existing file (links and different spellings included)."""
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_output_folder(path: Path) -> None:
+    """The folder that will hold `path` exists and takes a new file. A real (anonymous) file is
+    created and dropped: os.access says yes to root on read-only mounts and ignores ACLs."""
     folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
+    if not folder.exists():
         raise InputError(f"the output folder {folder} does not exist; create it first")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise InputError(f"the output folder {folder} is not writable; choose another output path")
+    if not folder.is_dir():
+        raise InputError(f"cannot write {path}: {folder} is not a folder")
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise InputError(f"the output folder {folder} is not writable ({exc.strerror or exc}); "
+                         "choose another output path") from exc
 
 
 def encode_image(image: np.ndarray, fmt: str, *, keep_alpha: bool, tag: bool = True) -> bytes:
@@ -226,6 +253,10 @@ def encode_image(image: np.ndarray, fmt: str, *, keep_alpha: bool, tag: bool = T
     data = buf.tobytes()
     if tag:
         data = provenance.tag_encoded(data, (pixels.shape[1], pixels.shape[0]), pixels.shape[2] == 4)
+        if fmt == "tiff":  # TIFF's own IFD tags: ImageDescription, Software and the XMP packet
+            data = md.tiff_add_tags(data, {md.TAG_IMAGE_DESCRIPTION: provenance.DESCRIPTION,
+                                           md.TAG_SOFTWARE: provenance.SOFTWARE},
+                                    {md.TAG_XMP: provenance.XMP_PACKET})
     return data
 
 

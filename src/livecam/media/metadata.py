@@ -22,6 +22,7 @@ TAG_IMAGE_LENGTH = 0x0101
 TAG_IMAGE_DESCRIPTION = 0x010E
 TAG_ORIENTATION = 0x0112
 TAG_SOFTWARE = 0x0131
+TAG_XMP = 0x02BC
 
 _TIFF_TYPE_SIZES = {1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 1, 7: 1, 8: 2, 9: 4, 10: 8, 11: 4, 12: 8}
 
@@ -207,6 +208,49 @@ def build_exif(ascii_tags: dict[int, str] | None = None, short_tags: dict[int, i
             extra += raw + (b"\x00" if len(raw) & 1 else b"")
     ifd += struct.pack("<I", 0)
     return b"II*\x00" + struct.pack("<I", 8) + ifd + extra
+
+
+def tiff_add_tags(data: bytes, ascii_tags: dict[int, str], byte_tags: dict[int, bytes] | None = None) -> bytes:
+    """A TIFF file with these ASCII and BYTE tags set in its first IFD (existing ones replaced).
+
+    The image data and every other value stay where they are: a new copy of IFD0 holding the
+    old entries plus the new ones goes at the end of the file, with the new values after it,
+    and the header points at it. Unreadable input comes back unchanged."""
+    if len(data) < 8 or data[:2] not in (b"II", b"MM"):
+        return data
+    end = "<" if data[:2] == b"II" else ">"
+    try:
+        (offset,) = struct.unpack(end + "I", data[4:8])
+        (count,) = struct.unpack(end + "H", data[offset:offset + 2])
+        entries = [data[offset + 2 + 12 * i:offset + 14 + 12 * i] for i in range(count)]
+        (next_ifd,) = struct.unpack(end + "I", data[offset + 2 + 12 * count:offset + 6 + 12 * count])
+    except struct.error:
+        return data
+    if any(len(e) < 12 for e in entries):
+        return data
+    new: dict[int, tuple[int, bytes]] = {tag: (2, text.encode("utf-8") + b"\x00") for tag, text in ascii_tags.items()}
+    new.update({tag: (1, raw) for tag, raw in (byte_tags or {}).items()})
+    kept = {struct.unpack(end + "H", e[:2])[0]: e for e in entries}
+    for tag in new:
+        kept.pop(tag, None)
+    out = bytearray(data)
+    if len(out) & 1:
+        out += b"\x00"  # IFDs start on a word boundary
+    ifd_at = len(out)
+    values_at = ifd_at + 2 + 12 * (len(kept) + len(new)) + 4
+    values = bytearray()
+    for tag, (typ, raw) in new.items():
+        if len(raw) <= 4:
+            kept[tag] = struct.pack(end + "HHI", tag, typ, len(raw)) + raw.ljust(4, b"\x00")
+        else:
+            kept[tag] = struct.pack(end + "HHII", tag, typ, len(raw), values_at + len(values))
+            values += raw + (b"\x00" if len(raw) & 1 else b"")
+    out += struct.pack(end + "H", len(kept))
+    for tag in sorted(kept):  # IFD entries must be in ascending tag order
+        out += kept[tag]
+    out += struct.pack(end + "I", next_ifd) + values
+    out[4:8] = struct.pack(end + "I", ifd_at)
+    return bytes(out)
 
 
 def exif_payload(data: bytes) -> bytes | None:

@@ -83,20 +83,47 @@ def container_metadata() -> dict[str, str]:
         return dict(FALLBACK_METADATA)
 
 
-class FileRecorderSink:
-    """Records the shown frames to FILE.mp4 with libx264, marked as synthetic in the metadata.
+def live_encoder_options(codec: str) -> dict[str, str]:
+    """Options that let `codec` keep up with a live stream on the output thread."""
+    if codec in ("libx264", "libx265"):
+        return {"preset": "veryfast", "tune": "zerolatency"}
+    if codec in ("libvpx-vp9", "libvpx"):
+        # Real-time speed, constant quality (zero target bitrate), no look-ahead (no added delay).
+        return {"deadline": "realtime", "cpu-used": "8", "row-mt": "1", "lag-in-frames": "0", "crf": "30", "b": "0"}
+    return {}
 
-    Frames are timestamped by when they were shown (a live stream with drops keeps real time).
+
+class FileRecorderSink:
+    """Records the shown frames to FILE.mp4 with libx264 (VP9 for .webm), marked as synthetic in
+    the metadata (the pipeline draws the visible label unless --no-label).
+
+    Frames are timestamped by when they were shown (a live stream with drops keeps real time), or
+    by the source's timestamps through `write_at` (a --no-realtime file keeps its own timing).
     The file is written beside the target under a temporary name and renamed on close; a size
     change mid-stream is scaled back to the first frame's size.
     """
 
-    def __init__(self, path: Path, *, fps: float = 30.0, force: bool = False, codec: str = "libx264") -> None:
+    def __init__(self, path: Path, *, fps: float = 30.0, force: bool = False, codec: str | None = None) -> None:
+        from livecam.media.images import check_output_folder
+        from livecam.media.video_writer import check_encoder, resolve_encoder
+
         if path.exists() and not force:
             raise OutputExistsError(f"--output {path}: the file exists; add --force to overwrite it or choose "
                                     f"another name")
+        if path.is_dir():
+            raise InputError(f"--output {path}: that is a folder; give a file name such as rec.mp4")
         if not path.parent.exists():
             raise InputError(f"--output {path}: the folder {path.parent} does not exist")
+        try:
+            check_output_folder(path)  # writable, checked before any model loads
+        except InputError as exc:
+            raise InputError(f"--output {path}: {exc.message}") from exc
+        # H.264, or VP9 for .webm (which cannot hold H.264); checked now, before any model loads.
+        codec = codec or resolve_encoder("auto", path)
+        try:
+            check_encoder(codec, path)
+        except InputError as exc:
+            raise InputError(f"--output {path}: {exc.message}") from exc
         self.path = path
         self.name = str(path)
         self.fps = fps
@@ -122,15 +149,24 @@ class FileRecorderSink:
             stream.pix_fmt = "yuv420p"
             stream.time_base = Fraction(1, 1000)
             stream.codec_context.time_base = Fraction(1, 1000)  # shown-time stamps, not a fixed rate
-            stream.options = {"preset": "veryfast", "tune": "zerolatency"}
+            stream.options = live_encoder_options(self.codec)
             self._stream = stream
         except (av.FFmpegError, OSError, ValueError) as exc:
             self._discard()
             raise OutputError(f"--output {self.path}: could not start the recording ({exc})") from exc
 
     def write(self, image_bgr: np.ndarray) -> None:
+        """Record a frame stamped with the time it is shown (a live source)."""
         import time
 
+        self._encode(image_bgr, time.perf_counter())
+
+    def write_at(self, image_bgr: np.ndarray, pts_s: float) -> None:
+        """Record a frame stamped with the source's own timestamp (a --no-realtime file, whose
+        frames are shown as fast as they are made: shown-time stamps would speed it up)."""
+        self._encode(image_bgr, pts_s)
+
+    def _encode(self, image_bgr: np.ndarray, t: float) -> None:
         import av
         import cv2
 
@@ -143,10 +179,9 @@ class FileRecorderSink:
                 image_bgr = cv2.resize(image_bgr, (w, h), interpolation=cv2.INTER_AREA)
             else:
                 image_bgr = image_bgr[:h, :w]
-        now = time.perf_counter()
         if self._t0 is None:
-            self._t0 = now
-        pts = max(int((now - self._t0) * 1000), self._last_pts + 1)
+            self._t0 = t
+        pts = max(int(round((t - self._t0) * 1000)), self._last_pts + 1)
         self._last_pts = pts
         frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image_bgr), format="bgr24")
         frame.pts = pts

@@ -23,8 +23,8 @@ from livecam.errors import InputError
 
 log = logging.getLogger("livecam")
 
-# Demuxers that read still images: those files belong to `livecam image`.
-_IMAGE_FORMATS = ("image2", "png_pipe", "jpeg_pipe", "webp_pipe", "bmp_pipe", "tiff_pipe", "gif")
+# Demuxers that read still images: those files belong to `livecam image` (an animated GIF is a clip).
+_IMAGE_FORMATS = ("image2", "png_pipe", "jpeg_pipe", "webp_pipe", "bmp_pipe", "tiff_pipe")
 _MAX_BAD_PACKETS = 200  # past this many undecodable packets the file is not worth reading on
 
 

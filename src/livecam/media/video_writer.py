@@ -9,6 +9,7 @@ beyond about a second of audio.
 from __future__ import annotations
 
 import errno
+import io
 import logging
 import os
 from dataclasses import dataclass, field
@@ -107,6 +108,22 @@ def encoder_available(name: str) -> bool:
         return True
     except (av.error.FFmpegError, ValueError, TypeError):
         return False
+
+
+# `--video-encoder auto`: the first of these that opens, per container.
+AUTO_ENCODERS: dict[str, tuple[str, ...]] = {
+    "webm": ("libvpx-vp9", "libvpx", "libsvtav1", "libaom-av1"),
+}
+AUTO_ENCODERS_DEFAULT: tuple[str, ...] = ("libx264", "libx265", "mpeg4")
+
+
+def resolve_encoder(name: str, output: Path) -> str:
+    """`name`, or for "auto" the usual encoder for `output`'s container (libx264; VP9 for WebM).
+    An unknown extension gets the default here; container_format() reports it."""
+    if name != "auto":
+        return name
+    candidates = AUTO_ENCODERS.get(CONTAINERS.get(Path(output).suffix.lower(), ""), AUTO_ENCODERS_DEFAULT)
+    return next((e for e in candidates if encoder_available(e)), candidates[0])
 
 
 def available_encoders() -> list[str]:
@@ -243,6 +260,27 @@ class VideoWriter:
             pass
 
 
+def _can_copy(source: Path, fmt: str) -> bool:
+    """Whether the `fmt` muxer really accepts the first audio stream of `source` copied as is.
+
+    FFmpeg's codec query is not enough: it says yes to Opus in MOV, whose header then fails
+    (EINVAL) only once frames are being written. So a throwaway in-memory file of that format
+    gets the stream and its first packet; any refusal means re-encoding."""
+    try:
+        with av.open(str(source), metadata_errors="replace") as src:
+            ins = src.streams.audio[0]
+            with av.open(io.BytesIO(), mode="w", format=fmt) as trial:
+                stream = trial.add_stream_from_template(ins)
+                for packet in src.demux(ins):
+                    if packet.pts is not None and packet.size:
+                        packet.stream = stream
+                        trial.mux(packet)
+                        break
+        return True
+    except (av.error.FFmpegError, ValueError, OSError):
+        return False
+
+
 class _AudioTrack:
     """The input's first audio stream, copied packet by packet or re-encoded when the output
     container cannot hold its codec (AAC, or Opus for WebM)."""
@@ -255,7 +293,7 @@ class _AudioTrack:
             ins = self._in.streams.audio[0]
             self._in_stream = ins
             codec = ins.codec_context.codec.canonical_name
-            if codec in out.supported_codecs:
+            if codec in out.supported_codecs and _can_copy(source, out.format.name):
                 self.mode = "copy"
                 self._stream = out.add_stream_from_template(ins)
             else:

@@ -36,13 +36,18 @@ class VirtualCameraSink:
         self.fps = fps
         self._cam: Any = None
         self._size: tuple[int, int] | None = None
+        # The device's size is known only at the first frame; open it once now, so a missing
+        # backend is reported before any model loads rather than after.
+        self._connect(640, 480).close()
 
-    def _open(self, width: int, height: int) -> None:
+    def _connect(self, width: int, height: int) -> Any:
         try:
-            self._cam = self._pvc.Camera(width=width, height=height, fps=self.fps,
-                                         fmt=self._pvc.PixelFormat.BGR)
+            return self._pvc.Camera(width=width, height=height, fps=self.fps, fmt=self._pvc.PixelFormat.BGR)
         except Exception as exc:  # noqa: BLE001 - pyvirtualcam raises RuntimeError for missing backends
             raise DeviceError(f"no virtual camera device is available ({exc}); install {backend_hint()}") from exc
+
+    def _open(self, width: int, height: int) -> None:
+        self._cam = self._connect(width, height)
         self._size = (width, height)
         self.name = f"virtual camera {self._cam.device}"
         log.info("sending %dx%d at %g FPS to %s", width, height, self.fps, self._cam.device)

@@ -6,7 +6,11 @@ calls write() and poll() from its output loop in the main thread only.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import logging
+import os
+import sys
 from typing import Any
 
 import numpy as np
@@ -20,10 +24,57 @@ _KEYS = {27: "esc", 32: "space", ord("q"): "q", ord("m"): "m", ord("e"): "e", or
          ord("n"): "n", ord("Q"): "q"}
 
 
+SYSTEM_FONT_DIRS = ("/usr/share/fonts", "/usr/local/share/fonts")
+
+
+def _point_qt_at_system_fonts() -> None:
+    """opencv-python's Qt build looks for fonts in cv2/qt/fonts, which it no longer ships, and
+    then prints several lines of warnings on stderr; point it at the system's fonts instead
+    (before the first window, after cv2's import has set the variable)."""
+    current = os.environ.get("QT_QPA_FONTDIR")
+    if not current or os.path.isdir(current):
+        return
+    for folder in SYSTEM_FONT_DIRS:
+        if os.path.isdir(folder):
+            os.environ["QT_QPA_FONTDIR"] = folder
+            return
+
+
+def x_display_problem() -> str | None:
+    """Why the X display named by DISPLAY cannot be used, or None (reachable, or nothing to check).
+
+    OpenCV's Qt build aborts the whole process (SIGABRT, no message of ours) when it cannot reach
+    the display, so it is tried here first, with libxcb, which that Qt build needs anyway."""
+    display = os.environ.get("DISPLAY")
+    if not sys.platform.startswith(("linux", "freebsd")) or not display or os.environ.get("WAYLAND_DISPLAY"):
+        return None
+    name = ctypes.util.find_library("xcb")
+    if name is None:
+        return None
+    try:
+        xcb = ctypes.CDLL(name)
+    except OSError:
+        return None
+    xcb.xcb_connect.restype = ctypes.c_void_p
+    xcb.xcb_connect.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
+    xcb.xcb_connection_has_error.argtypes = [ctypes.c_void_p]
+    xcb.xcb_disconnect.argtypes = [ctypes.c_void_p]
+    conn = xcb.xcb_connect(None, None)  # never NULL: an error connection when it fails
+    try:
+        failed = xcb.xcb_connection_has_error(conn) != 0
+    finally:
+        xcb.xcb_disconnect(conn)
+    return f"cannot connect to the X display {display!r} (DISPLAY)" if failed else None
+
+
 class WindowSink:
     name = "window"
 
     def __init__(self, title: str = WINDOW_TITLE) -> None:
+        problem = x_display_problem()
+        if problem is not None:
+            raise DeviceError(f"--output window: {problem}; check DISPLAY (and xauth over ssh), or use "
+                              f"--output none, --output FILE.mp4 or --output virtual-camera")
         self.title = title
         self._cv2: Any = None
         self._opened = False
@@ -33,6 +84,7 @@ class WindowSink:
     def _open(self) -> None:
         import cv2
 
+        _point_qt_at_system_fonts()
         self._cv2 = cv2
         try:
             cv2.namedWindow(self.title, cv2.WINDOW_NORMAL)

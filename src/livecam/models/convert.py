@@ -32,11 +32,14 @@ def load_state_dict(checkpoint: Path) -> Mapping[str, Any]:
     import torch
 
     try:
-        data = torch.load(str(checkpoint), map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch warns on stderr about pickle protocols
+            data = torch.load(str(checkpoint), map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - pickle, zip and torch errors alike
-        reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
-        raise InputError(f"{checkpoint} is not a readable PyTorch checkpoint ({reason}); "
-                         f"give the GFPGANv1.4.pth file") from exc
+        # torch's texts say nothing useful about the file here (a paragraph on its weights-only
+        # default, a bare KeyError '101'); -v shows them.
+        raise InputError(f"{checkpoint} is not a readable PyTorch checkpoint; give the GFPGANv1.4.pth file "
+                         f"(-v shows torch's error)") from exc
     if isinstance(data, Mapping):
         for key in ("params_ema", "params"):
             if isinstance(data.get(key), Mapping):

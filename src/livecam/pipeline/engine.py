@@ -194,6 +194,11 @@ class Engine:
     def set_det_size(self, n: int) -> None:
         self.analyser.set_det_size(n)
 
+    @property
+    def det_size(self) -> int | None:
+        """The detector's input size, or None when it has a fixed one (BlazeFace)."""
+        return self.analyser.det_size
+
     def next_source(self) -> str | None:
         """Switch to the next photo of a --source folder (live); returns its name, or None when
         there is nothing to cycle. Photos without a usable face are skipped with a warning."""
@@ -207,11 +212,13 @@ class Engine:
                 try:
                     identity = analyse_source([path], self.analyser, cache=self._cache,
                                               need_landmarks=need_landmarks)
+                    # A processor refuses a source before it changes anything (the mesh swapper:
+                    # a face it cannot mesh); the live session goes on with the next photo.
+                    for processor in self.processors:
+                        processor.prepare([identity])
                 except InputError as exc:
                     log.warning("skipping source %s: %s", path.name, exc.message)
                     continue
-                for processor in self.processors:
-                    processor.prepare([identity])
                 self.sources = [identity]
                 self._cycle_index = index
                 return path.name

@@ -403,6 +403,7 @@ class VideoOptions:
     label: bool = True
     workers: int = 1
     max_memory_gb: float | None = None
+    wanted_faces: str = "face"  # for the warning when none is found ("face of the --reference person")
 
 
 @dataclass(frozen=True)
@@ -477,8 +478,8 @@ def process_video(options: VideoOptions, engine: Engine, *, quiet: bool = False,
         _remove(spec.path)
         raise
     if stats.processed and not stats.with_faces:
-        log.warning("warning: no face was found in any of the %d processed frames; the video was "
-                    "copied without swaps", stats.processed)
+        log.warning("warning: no %s was found in any of the %d processed frames; the video was "
+                    "copied without swaps", options.wanted_faces, stats.processed)
     return VideoResult(output=options.output, stats=stats, audio=writer.audio_mode, partial=False)
 
 

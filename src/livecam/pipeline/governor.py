@@ -37,8 +37,9 @@ class Step:
     undo: Callable[[], None]
 
 
-def default_steps(engine: Tunable, *, detect_every: int = 1, det_size: int = 640) -> list[Step]:
-    """The degradation ladder for this engine; steps that cannot help are left out."""
+def default_steps(engine: Tunable, *, detect_every: int = 1, det_size: int | None = 640) -> list[Step]:
+    """The degradation ladder for this engine; steps that cannot help are left out (det_size
+    None: the detector's input is fixed, so a smaller det size would change nothing)."""
     steps: list[Step] = []
     if "face_enhancer" in tuple(engine.processor_names):
         steps.append(Step("enhancer off", lambda: engine.set_enabled("face_enhancer", False),
@@ -46,7 +47,7 @@ def default_steps(engine: Tunable, *, detect_every: int = 1, det_size: int = 640
     if detect_every < 2:
         steps.append(Step("detect every 2nd frame", lambda: engine.set_detect_every(2),
                           lambda: engine.set_detect_every(detect_every)))
-    if det_size > LOW_DET_SIZE:
+    if det_size is not None and det_size > LOW_DET_SIZE:
         steps.append(Step(f"detect at {LOW_DET_SIZE}", lambda: engine.set_det_size(LOW_DET_SIZE),
                           lambda: engine.set_det_size(det_size)))
     return steps

@@ -72,7 +72,7 @@ class LiveOptions:
     label: bool = False
     mirror: bool = False
     detect_every: int = 1  # the settings' values, restored when the governor recovers
-    det_size: int = 640
+    det_size: int | None = 640  # None: the detector's input is fixed (no det-size step)
     interval_s: float = 1.0  # metrics and governor period
     recover_s: float = 3.0
     stall_timeout_s: float = 2.0
@@ -88,15 +88,24 @@ class LiveResult:
 
 
 def draw_overlay(image: np.ndarray, lines: list[str]) -> None:
-    """Stats text in the top-left corner, in place, readable on any background."""
+    """Stats text in the top-left corner, in place, readable on any background: white text on a
+    darkened panel. (A black outline drawn with a thicker stroke does not line up with the text:
+    OpenCV 5 spaces the glyphs by stroke thickness.)"""
     import cv2
 
+    if not lines:
+        return
+    font = cv2.FONT_HERSHEY_SIMPLEX
     scale = max(0.35, min(image.shape[1] / 1280.0, 1.0) * 0.6)
     step = int(26 * scale / 0.6)
+    height, width = image.shape[:2]
+    sizes = [cv2.getTextSize(line, font, scale, 1) for line in lines]
+    top = max(0, 8 + step - sizes[0][0][1] - 4)
+    bottom = min(height, 8 + step * len(lines) + sizes[-1][1] + 3)
+    right = min(width, 8 + max(w for (w, _), _ in sizes) + 4)
+    image[top:bottom, 4:right] >>= 2  # one panel behind all lines, a quarter of the brightness
     for i, line in enumerate(lines):
-        org = (8, 8 + step * (i + 1))
-        cv2.putText(image, line, org, cv2.FONT_HERSHEY_SIMPLEX, scale, (0, 0, 0), 3, cv2.LINE_AA)
-        cv2.putText(image, line, org, cv2.FONT_HERSHEY_SIMPLEX, scale, (255, 255, 255), 1, cv2.LINE_AA)
+        cv2.putText(image, line, (8, 8 + step * (i + 1)), font, scale, (255, 255, 255), 1, cv2.LINE_AA)
 
 
 def _label_drawer() -> Callable[[np.ndarray], None]:
@@ -126,7 +135,7 @@ class LivePipeline:
         self.metrics = LiveMetrics(interval_s=options.interval_s, probe=probe)
         self._probe = probe
         self.governor = Governor(
-            default_steps(engine, detect_every=options.detect_every, det_size=options.det_size),
+            default_steps(_GovernorKnobs(self), detect_every=options.detect_every, det_size=options.det_size),
             options.max_latency_ms, enabled=options.degrade, interval_s=options.interval_s,
             recover_s=options.recover_s, clock=time.perf_counter)
         self._stop = threading.Event()
@@ -137,7 +146,8 @@ class LivePipeline:
         self.mirror = options.mirror
         self.paused = False
         self.stats_overlay = options.stats_overlay
-        self._enhancer_on = True
+        self._enhancer_on = True  # the e key's choice
+        self._enhancer_held_off = False  # the governor's "enhancer off" step
         self._last_progress = time.perf_counter()
         depth = options.queue_depth
         self.q_analyse: DropOldestQueue[Any] = DropOldestQueue(depth, on_drop=self._dropper("analyse busy"))
@@ -293,7 +303,13 @@ class LivePipeline:
             for key in self.sink.poll():
                 if self._on_key(key):
                     return "quit"
-            items = self.reorder.pop_ready(timeout=POLL_S)
+            if self.paused and not self.live:
+                # A lossless source waits for the resume: its frames stay in the pipeline (and
+                # keep their read credits), so nothing is dropped and nothing is read meanwhile.
+                time.sleep(POLL_S)
+                items = []
+            else:
+                items = self.reorder.pop_ready(timeout=POLL_S)
             if items:
                 if self.paused:
                     for _ in items:
@@ -323,7 +339,11 @@ class LivePipeline:
         if self._label is not None:
             self._label(image)
         t0 = time.perf_counter()
-        self.sink.write(image)
+        write_at = getattr(self.sink, "write_at", None)
+        if not self.live and packet.pts is not None and write_at is not None:
+            write_at(image, packet.pts)  # a recording keeps the file's timing, not the processing speed
+        else:
+            self.sink.write(image)
         done = time.perf_counter()
         packet.timings["output"] = (done - t0) * 1000.0
         depths = {"analyse": self.q_analyse.qsize(), "process": self.q_process.qsize(), "reorder": len(self.reorder)}
@@ -350,14 +370,25 @@ class LivePipeline:
         elif key == "e":
             if "face_enhancer" in tuple(self.engine.processor_names):
                 self._enhancer_on = not self._enhancer_on
-                self.engine.set_enabled("face_enhancer", self._enhancer_on)
-                log.info("face enhancer %s", "on" if self._enhancer_on else "off")
+                self._apply_enhancer()
+                held = " (held off while latency is over budget; --no-degrade keeps it on)"
+                log.info("face enhancer %s%s", "on" if self._enhancer_on else "off",
+                         held if self._enhancer_on and self._enhancer_held_off else "")
             else:
                 log.info("the face enhancer is not running (add --frame-processor face_enhancer)")
         elif key == "n":
             name = self.engine.next_source()
             log.info("source: %s", name if name else "only one source (give --source a folder to cycle)")
         return False
+
+    def _apply_enhancer(self) -> None:
+        """The enhancer runs only when both the e key and the governor allow it, so neither
+        undoes the other's choice."""
+        self.engine.set_enabled("face_enhancer", self._enhancer_on and not self._enhancer_held_off)
+
+    def _hold_enhancer(self, off: bool) -> None:
+        self._enhancer_held_off = off
+        self._apply_enhancer()
 
     # -- shutdown -------------------------------------------------------------------------------
     def _shutdown(self) -> None:
@@ -391,9 +422,12 @@ class LivePipeline:
             self._stats_file = None
         if self._probe is not None:
             self._probe.close()
-        log.info("%d frames, %.1f FPS, latency p50 %s ms p95 %s ms, %d dropped (%s)", summary["frames"],
-                 summary["fps"], summary["latency_ms_p50"], summary["latency_ms_p95"], summary["dropped"],
-                 stop_reason)
+        if summary["latency_ms_p50"] is None:  # no frame was shown
+            latency = "latency n/a"
+        else:
+            latency = f"latency p50 {summary['latency_ms_p50']} ms p95 {summary['latency_ms_p95']} ms"
+        log.info("%d frames, %.1f FPS, %s, %d dropped (%s)", summary["frames"], summary["fps"], latency,
+                 summary["dropped"], stop_reason)
         return summary
 
     def _open_stats(self) -> None:
@@ -441,6 +475,27 @@ class LivePipeline:
                 signal.signal(sig, handler)
             except (ValueError, OSError):
                 pass
+
+
+class _GovernorKnobs:
+    """The engine as the governor sees it: its enhancer switch goes through the pipeline, which
+    combines it with the e key; the other knobs go straight to the engine."""
+
+    def __init__(self, pipeline: LivePipeline) -> None:
+        self._pipeline = pipeline
+        self.processor_names = tuple(pipeline.engine.processor_names)
+
+    def set_enabled(self, name: str, enabled: bool) -> None:
+        if name == "face_enhancer":
+            self._pipeline._hold_enhancer(not enabled)
+        else:
+            self._pipeline.engine.set_enabled(name, enabled)
+
+    def set_detect_every(self, n: int) -> None:
+        self._pipeline.engine.set_detect_every(n)
+
+    def set_det_size(self, n: int) -> None:
+        self._pipeline.engine.set_det_size(n)
 
 
 def run_live_pipeline(engine: LiveEngine, source: FrameSource, sink: Sink, options: LiveOptions,

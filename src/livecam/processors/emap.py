@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import mmap
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -47,7 +47,7 @@ def _repeated_varints(buf: memoryview, wire: int, value: Any) -> list[int]:
     return out
 
 
-def _fields(buf: memoryview, start: int, end: int):
+def _fields(buf: memoryview, start: int, end: int) -> Iterator[tuple[int, int, Any]]:
     """Yield (field number, wire type, value) where value is an int for varints and
     (offset, length) for everything else."""
     pos = start

@@ -148,7 +148,7 @@ class InswapperSwapper:
         fake = self.swap_crop(aligned, latent)
         settings = self._settings
         if settings.color_match:
-            from livecam.processors.color import match_lab  # engineer F's module
+            from livecam.processors.color import match_lab
             fake = match_lab(fake, aligned.crop, self._color_weights)
         keep = (lambda roi: self._mouth_mask(face, roi)) if settings.mouth_mask is not None else None
         mask = inswapper_mask(aligned.matrix, self.crop_size, image.shape)
@@ -156,7 +156,7 @@ class InswapperSwapper:
 
     def _mouth_mask(self, face: Face, roi: tuple[int, int, int, int]) -> np.ndarray:
         """1 on the target's mouth (kept), fading out, in ROI pixels."""
-        from livecam.processors.masks import mouth_polygon, polygon_mask  # engineer F's module
+        from livecam.processors.masks import mouth_polygon, polygon_mask
 
         x1, y1, x2, y2 = roi
         polygon = mouth_polygon(face.landmarks, face.kps, int(self._settings.mouth_mask or 0))

@@ -1,0 +1,121 @@
+"""`livecam run`'s command layer (commands/live.py) in-process: what it hands the pipeline, the
+checks it makes before any model loads, and SIGTERM while the models load."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from livecam.commands import live as live_command
+from livecam.errors import InputError, OutputExistsError
+from livecam.settings import LiveJob, ProcessingSettings, RuntimeSettings, SwapSettings
+from tests.videos import make_clip
+
+
+@pytest.fixture
+def cache_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LIVECAM_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def job(tmp_path: Path, source: Path, camera: Path, **kw: Any) -> LiveJob:
+    runtime = RuntimeSettings(providers=("cpu",), models_dir=tmp_path / "models", offline=True, quiet=True)
+    processing = ProcessingSettings(sources=(source,), runtime=runtime, swap=SwapSettings(model="mesh"))
+    return LiveJob(processing=processing, camera=str(camera), realtime=False, **kw)
+
+
+@pytest.fixture
+def captured(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Stands in for the pipeline: keeps the options and sink run_live built, runs nothing."""
+    seen: dict[str, Any] = {}
+
+    def fake_pipeline(engine: Any, source: Any, sink: Any, options: Any, **kw: Any) -> None:
+        seen.update(engine=engine, sink=sink, options=options)
+        source.close()
+
+    monkeypatch.setattr(live_command, "run_live_pipeline", fake_pipeline)
+    return seen
+
+
+def test_recordings_are_labelled_by_default_and_blazeface_gets_no_det_size_step(
+        tmp_path: Path, faces_dir: Path, cache_env: None, captured: dict[str, Any]) -> None:
+    clip = make_clip(tmp_path / "c.mp4", frames=2, audio=False)
+    source = faces_dir / "obama.jpg"
+    live_command.run_live(job(tmp_path, source, clip, output=str(tmp_path / "rec.mp4")))
+    options = captured["options"]
+    assert options.label is True  # a file output says it is synthetic, visibly, unless --no-label
+    # The embedded BlazeFace detector has a fixed input: "detect at 320" would change nothing.
+    assert captured["engine"].det_size is None and options.det_size is None
+    live_command.run_live(job(tmp_path, source, clip, output=str(tmp_path / "rec2.mp4"), label=False))
+    assert captured["options"].label is False  # --no-label
+    live_command.run_live(job(tmp_path, source, clip, output="none"))
+    assert captured["options"].label is False  # window, virtual camera, none: only with --label
+    live_command.run_live(job(tmp_path, source, clip, output="none", label=True))
+    assert captured["options"].label is True
+
+
+def test_existing_stats_json_is_kept_without_force_and_checked_before_models(
+        tmp_path: Path, captured: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    clip = make_clip(tmp_path / "c.mp4", frames=2, audio=False)
+    stats = tmp_path / "stats.jsonl"
+    stats.write_text("yesterday's measurements\n")
+
+    def no_models(*a: Any, **kw: Any) -> None:
+        raise AssertionError("models were loaded before the option check")
+
+    monkeypatch.setattr("livecam.pipeline.engine.Engine.create", no_models)
+    with pytest.raises(OutputExistsError, match="--stats-json .*--force"):
+        live_command.run_live(job(tmp_path, tmp_path / "x.jpg", clip, output="none", stats_json=stats))
+    assert stats.read_text() == "yesterday's measurements\n"
+    with pytest.raises(InputError, match="folder .* does not exist"):
+        live_command.run_live(job(tmp_path, tmp_path / "x.jpg", clip, output="none",
+                                  stats_json=tmp_path / "nope" / "s.jsonl"))
+    with pytest.raises(AssertionError, match="models were loaded"):  # --force: past the check
+        live_command.run_live(job(tmp_path, tmp_path / "x.jpg", clip, output="none", stats_json=stats, force=True))
+    # Even with --force, the clip being played is never the file written over.
+    with pytest.raises(InputError, match="--camera file"):
+        live_command.run_live(job(tmp_path, tmp_path / "x.jpg", clip, output=str(clip), force=True))
+    with pytest.raises(InputError, match="--camera or --output file"):
+        live_command.run_live(job(tmp_path, tmp_path / "x.jpg", clip, output="none", stats_json=clip, force=True))
+    assert clip.stat().st_size > 1000
+
+
+def test_a_damaged_camera_file_is_reported_before_any_model_loads(tmp_path: Path, captured: dict[str, Any],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    clip = make_clip(tmp_path / "c.mp4", frames=2, audio=False)
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(clip.read_bytes()[: clip.stat().st_size // 3])  # the index (moov) is lost
+
+    def no_models(*a: Any, **kw: Any) -> None:
+        raise AssertionError("models were loaded before the camera file was checked")
+
+    monkeypatch.setattr("livecam.pipeline.engine.Engine.create", no_models)
+    with pytest.raises(InputError, match="--camera .*cut.mp4: could not read a video stream"):
+        live_command.run_live(job(tmp_path, tmp_path / "x.jpg", cut, output="none"))
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_sigterm_while_the_models_load_stops_like_ctrl_c(tmp_path: Path, captured: dict[str, Any],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before the pipeline installs its handlers, SIGTERM used to kill the process (exit 143).
+    clip = make_clip(tmp_path / "c.mp4", frames=2, audio=False)
+
+    def slow_models(*a: Any, **kw: Any) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise AssertionError("SIGTERM did not interrupt the model loading")
+
+    def not_handled(signum: int, frame: Any) -> None:  # stands in for the default (kill the process)
+        raise RuntimeError("SIGTERM reached the default handler")
+
+    monkeypatch.setattr("livecam.pipeline.engine.Engine.create", slow_models)
+    before = signal.signal(signal.SIGTERM, not_handled)
+    try:
+        with pytest.raises(KeyboardInterrupt):  # cli.py: "livecam: interrupted", exit 130
+            live_command.run_live(job(tmp_path, tmp_path / "x.jpg", clip, output="none"))
+        assert signal.getsignal(signal.SIGTERM) is not_handled  # restored afterwards
+    finally:
+        signal.signal(signal.SIGTERM, before)
