@@ -52,6 +52,22 @@ def test_video_file_source_reads_every_frame_as_bgr(tmp_path: Path) -> None:
         assert frames[0].shape == (64, 96, 3) and frames[0].dtype == np.uint8
 
 
+def test_a_phone_clip_recorded_sideways_is_shown_upright_as_livecam_video_reads_it(tmp_path: Path) -> None:
+    from livecam.media.video_reader import VideoReader
+
+    turned = make_clip(tmp_path / "turned.mp4", frames=3, size=(96, 64), audio=False, stamp=True, rotation=90)
+    src = VideoFileSource(str(turned), realtime=False)
+    src.open()
+    try:
+        live = src.read()
+    finally:
+        src.close()
+    with VideoReader(turned) as reader:
+        upright = next(reader.frames()).image
+    assert live is not None and live.shape == upright.shape == (96, 64, 3)
+    assert np.array_equal(live, upright)
+
+
 def test_camera_argument_picks_the_right_source(tmp_path: Path) -> None:
     clip = make_clip(tmp_path / "c.mp4", frames=2, audio=False)
     assert isinstance(open_source("0", (640, 480), 30, None), CameraSource)

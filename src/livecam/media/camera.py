@@ -277,6 +277,8 @@ class VideoFileSource:
     def read(self) -> np.ndarray | None:
         import av
 
+        from livecam.media.video_reader import upright_image  # PyAV loads only for file sources
+
         if self._frames is None:
             raise DeviceError(f"{self.name} is not open")
         try:
@@ -288,7 +290,7 @@ class VideoFileSource:
         self.last_pts = float(frame.pts * self._time_base) if frame.pts is not None and self._time_base else None
         if self.realtime:
             self._pace(frame)
-        return frame.to_ndarray(format="bgr24")
+        return upright_image(frame)
 
     def _pace(self, frame: Any) -> None:
         """Sleep until this frame is due, by its timestamp (or the nominal rate without one)."""

@@ -151,7 +151,7 @@ class VideoReader:
                         if t is None:
                             t = (last_time + step) if last_time is not None else self.info.start_time
                         try:
-                            image = _upright(frame)
+                            image = upright_image(frame)
                         except av.error.FFmpegError as exc:  # conversion: no packet is at fault
                             _raise_if_out_of_memory(exc)
                             raise
@@ -247,7 +247,8 @@ def _snap(degrees: float) -> int:
     return {0: 0, 1: 90, 2: 180, 3: -90}[k]
 
 
-def _upright(frame: av.VideoFrame) -> np.ndarray:
+def upright_image(frame: av.VideoFrame) -> np.ndarray:
+    """The frame as BGR, turned by its display rotation (phones record sideways and say so)."""
     image = frame.to_ndarray(format="bgr24")
     k = int(round(float(getattr(frame, "rotation", 0) or 0) / 90.0)) % 4
     if k:
