@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from livecam.commands.bench import GeneratedClip, stage_table
 from tests.conftest import run_cli
@@ -105,3 +106,30 @@ def test_stage_table_order_and_statistics() -> None:
     assert list(table) == ["capture", "detect", "face_swapper", "process", "output"]
     assert table["detect"]["median_ms"] == 5.5 and table["detect"]["count"] == 10
     assert 9.0 < table["detect"]["p95_ms"] <= 10.0
+
+
+def test_video_bench_closes_its_writer_when_processing_fails(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from livecam.commands.bench import run_video_bench
+    from livecam.media.video_writer import VideoWriter
+    from livecam.settings import BenchJob, ProcessingSettings
+    from tests.pipeline.test_file_pipeline import InvertEngine
+
+    ended: list[str] = []
+    real_abort, real_close = VideoWriter.abort, VideoWriter.close
+
+    def abort(self: VideoWriter) -> None:
+        ended.append("abort")
+        real_abort(self)
+
+    def close(self: VideoWriter, **kw: bool) -> None:
+        ended.append("close")
+        real_close(self, **kw)
+
+    monkeypatch.setattr(VideoWriter, "abort", abort)
+    monkeypatch.setattr(VideoWriter, "close", close)
+    clip = make_clip(tmp_path / "in.mp4", frames=12, size=(128, 96), fps=30)
+    job = BenchJob(processing=ProcessingSettings(sources=()), mode="video", input=clip, frames=8)
+    with pytest.raises(RuntimeError, match="exploded"):
+        run_video_bench(job, InvertEngine(fail_at=4))
+    assert ended == ["abort"]

@@ -141,6 +141,22 @@ def test_unreadable_source_and_missing_input(tmp_path: Path, faces_dir: Path, is
     no_leftovers(tmp_path, bad)
 
 
+def test_one_line_for_a_bad_source_or_a_missing_arcface_with_auto_models(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    """No neural model here, so `--swap-model auto` would fall back to the mesh swapper with a
+    warning; a bad --source, or --reference/--map without ArcFace, is the one problem to say."""
+    target, photo = str(faces_dir / "obama.jpg"), str(faces_dir / "biden.jpg")
+    out = tmp_path / "o.png"
+    result = run_cli(["image", target, str(out), "-s", str(tmp_path / "nobody.jpg")], env=isolated_env)
+    assert result.returncode == 2 and "nobody.jpg does not exist" in only_error_line(result.stderr)
+    for extra in (["-s", photo, "--reference", photo], ["--map", f"{photo}={photo}"]):
+        result = run_cli(["image", target, str(out), *extra], env=isolated_env)
+        assert result.returncode == 3
+        line = only_error_line(result.stderr)
+        assert "w600k_r50 is missing" in line and "mesh" not in line
+    no_leftovers(tmp_path)
+
+
 def test_existing_output_needs_force(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
     target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
     out = tmp_path / "o.jpg"

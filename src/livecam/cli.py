@@ -173,7 +173,7 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="One or more of " + ", ".join(PROVIDER_CHOICES) + " (default auto: the best available)."),
         click.option("--execution-threads", type=click.IntRange(1, 64), default=None,
                      help="Processing workers on consecutive frames (default: 1 live; for video files "
-                          "the number of cores, at most 4)."),
+                          "the number of cores, at most 4); an image is one frame and gets every core."),
         click.option("--frame-processor", "frame_processors", multiple=True,
                      type=click.Choice(FRAME_PROCESSORS), help="Processors in order (default face_swapper)."),
         click.option("--many-faces", is_flag=True, help="Swap every face, not only the largest."),
@@ -324,7 +324,9 @@ def run(ctx: click.Context, **kw: Any) -> None:
 @click.option("--fps", type=click.FloatRange(min=0, min_open=True), help="Output frame rate instead.")
 @click.option("--audio/--no-audio", default=True, show_default=True, help="Keep the audio.")
 @click.option("--keep-partial", is_flag=True, help="On Ctrl-C or error, keep a valid shorter video.")
-@click.option("--frame-range", help="START:END frames to process; the rest is copied through.")
+@click.option("--frame-range", metavar="START:END",
+              help="Output frames START (from 0) up to END (excluded) to process, numbered after --fps; "
+                   "the rest is copied through.")
 @click.option("--max-memory", type=click.FloatRange(min=0.1), help="Cap memory in GB.")
 @click.pass_context
 def video(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:

@@ -40,10 +40,6 @@ class OutputExistsError(InputError):
     """The output exists and --force was not given."""
 
 
-class NotAvailableError(InputError):
-    """A command or feature that this build does not provide yet."""
-
-
 class ModelError(LivecamError):
     """A model file is missing, invalid, of the wrong kind, or could not be downloaded."""
 

@@ -118,6 +118,18 @@ def test_weighted_nms_blends_overlaps_and_keeps_separate_faces() -> None:
     assert np.allclose(out[1][0], boxes[2])
 
 
+@pytest.mark.parametrize("threshold, clusters", [(0.5, 3), (0.49, 2)])
+def test_weighted_nms_edges_are_those_of_nms_iou(threshold: float, clusters: int) -> None:
+    """weighted_nms uses nms.iou_matrix: an IoU exactly at the threshold does not merge (strict
+    >), and a zero-area box (IoU 0 with everything) stays its own detection."""
+    boxes = np.array([[0, 0, 10, 10], [0, 0, 10, 5], [5, 5, 5, 5]], np.float32)  # IoU 0.5, 0 area
+    points = np.zeros((3, 6, 2), np.float32)
+    scores = np.array([0.9, 0.8, 0.7], np.float32)
+    out = weighted_nms(boxes, points, scores, threshold)
+    assert len(out) == clusters
+    assert np.array_equal(out[-1][0], boxes[2]) and out[-1][2] == pytest.approx(0.7)
+
+
 def test_crop_matrix_levels_the_eye_line() -> None:
     kps = np.array([[100, 100], [140, 130], [120, 140], [105, 160], [135, 170]], np.float32)
     face = Face(bbox=[80, 80, 160, 180], score=1.0, kps=kps)

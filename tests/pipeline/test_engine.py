@@ -216,3 +216,32 @@ def test_a_source_a_processor_refuses_is_skipped_when_cycling(tmp_path: Path, mo
         assert engine.next_source() == "c.jpg"
     assert swapper.prepared == ["c.jpg"] and engine.sources == ["c.jpg"]
     assert "skipping source b.jpg" in caplog.text
+
+
+def test_an_image_gives_its_sessions_every_core_whatever_execution_threads_says(
+        tmp_path: Path, faces_dir: Path, cache_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--execution-threads splits the cores between frames processed at once; an image is one
+    frame, so splitting would only slow it down."""
+    from dataclasses import replace
+
+    from livecam.commands.image import run_image
+    from livecam.runtime import sessions
+    from livecam.settings import ImageJob
+
+    threads: list[int] = []
+    real_get = sessions.get_session
+
+    def get_session(path: Path, providers: ProviderChoice, intra_op_threads: int = 0) -> object:
+        threads.append(intra_op_threads)
+        return real_get(path, providers, intra_op_threads)
+
+    monkeypatch.setattr(sessions, "get_session", get_session)
+    monkeypatch.setattr(sessions.os, "cpu_count", lambda: 8)
+    base = settings(tmp_path, (small(faces_dir, "biden.jpg", tmp_path),))
+    processing = replace(base, runtime=replace(base.runtime, execution_threads=4))
+    out = tmp_path / "out.png"
+    try:
+        run_image(ImageJob(input=small(faces_dir, "obama.jpg", tmp_path), output=out, processing=processing))
+    finally:
+        sessions.clear_pool()  # no 8-thread sessions for the tests that follow
+    assert out.is_file() and threads and set(threads) == {8}

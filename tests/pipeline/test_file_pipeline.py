@@ -134,6 +134,31 @@ def test_a_worker_error_stops_the_run_and_leaves_no_output(tmp_path: Path, clip:
     assert os.listdir(tmp_path) == []
 
 
+def test_the_input_is_closed_when_setup_fails_before_the_first_frame(
+        tmp_path: Path, clip: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C (or any error) between opening the input and starting the writer still closes
+    the input."""
+    from livecam.media.video_reader import VideoReader
+    from livecam.pipeline import file
+
+    closed: list[Path] = []
+    real_close = VideoReader.close
+
+    def close(self: VideoReader) -> None:
+        closed.append(self.path)
+        real_close(self)
+
+    def interrupted(*args: object, **kw: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(VideoReader, "close", close)
+    monkeypatch.setattr(file, "Progress", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        process_video(_opts(clip, tmp_path / "out.mp4"), InvertEngine(), quiet=True)
+    assert closed == [clip]
+    assert os.listdir(tmp_path) == []
+
+
 def test_keep_partial_finalises_a_shorter_valid_video_on_error(tmp_path: Path, clip: Path) -> None:
     out = tmp_path / "out.mp4"
     with pytest.raises(RuntimeError):

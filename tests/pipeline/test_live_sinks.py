@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes.util
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import av
 import numpy as np
 import pytest
 
-from livecam.errors import DeviceError, InputError, OutputExistsError
+from livecam.errors import DeviceError, InputError, OutputError, OutputExistsError
 from livecam.media.camera import SyntheticSource
 from livecam.media.sinks import FileRecorderSink, NullSink, make_sink
 from livecam.pipeline.live import LiveOptions, run_live_pipeline
@@ -91,7 +92,7 @@ def test_recording_is_a_complete_synthetic_tagged_video(tmp_path: Path) -> None:
     sink = make_sink(str(out), fps=30)
     result = run_live_pipeline(FakeEngine(), SyntheticSource(frames=20, fps=100, width=65, height=49), sink,
                                LiveOptions(handle_signals=False))
-    assert out.is_file() and not list(tmp_path.glob(".*partial*"))
+    assert out.is_file() and not list(tmp_path.glob(".rec*"))  # no temporary file left
     with av.open(str(out)) as container:
         tags = {k.lower(): v for k, v in container.metadata.items()}
         frames = [f.to_ndarray(format="bgr24") for f in container.decode(video=0)]
@@ -213,3 +214,16 @@ def test_an_unreachable_x_display_is_a_clear_error_not_an_abort(monkeypatch: pyt
         make_sink("window")
     with pytest.raises(DeviceError, match="cannot connect to the X display"):
         make_sink("auto")
+
+
+def test_a_recording_that_cannot_be_put_in_place_leaves_no_temporary_file(tmp_path: Path) -> None:
+    out = tmp_path / "rec.mp4"
+    sink = make_sink(str(out), fps=30)
+    for _ in range(3):
+        sink.write(np.zeros((48, 64, 3), np.uint8))
+    # The temporary file names this process, so two runs recording to one name do not collide.
+    assert [p.name for p in tmp_path.iterdir()] == [f".rec.livecam-{os.getpid()}.part.mp4"]
+    out.mkdir()  # the name was taken by a folder meanwhile: the final rename fails
+    with pytest.raises(OutputError, match=r"--output .*rec\.mp4: the recording could not be put in place"):
+        sink.close()
+    assert [p.name for p in tmp_path.iterdir()] == ["rec.mp4"] and out.is_dir()

@@ -6,6 +6,7 @@ import cv2
 import numpy as np
 import pytest
 
+from livecam.faces import mesh_indices
 from livecam.processors import color, masks
 
 
@@ -122,7 +123,7 @@ KPS = np.array([[35, 40], [65, 40], [50, 60], [35, 80], [65, 80]], dtype=np.floa
 def _synthetic_landmarks() -> np.ndarray:
     """468 points: the outer lips on an ellipse round (50, 80), the chin at (50, 115)."""
     lm = np.tile(np.array([[50.0, 50.0]], dtype=np.float32), (468, 1))
-    ring = masks.mesh_ring("LIPS_OUTER")
+    ring = mesh_indices.LIPS_OUTER
     theta = np.linspace(np.pi, -np.pi, len(ring), endpoint=False)  # starts at the left corner
     lm[ring, 0] = 50 + 15 * np.cos(theta)
     lm[ring, 1] = 80 - 6 * np.sin(theta)
@@ -133,7 +134,7 @@ def _synthetic_landmarks() -> np.ndarray:
 def test_mouth_polygon_from_landmarks_is_the_outer_lip_ring() -> None:
     lm = _synthetic_landmarks()
     poly = masks.mouth_polygon(lm, KPS, 0)
-    np.testing.assert_allclose(poly, lm[masks.mesh_ring("LIPS_OUTER")], atol=1e-4)
+    np.testing.assert_allclose(poly, lm[mesh_indices.LIPS_OUTER], atol=1e-4)
     m = masks.polygon_mask((130, 100), poly, 0)
     assert m[80, 50] == 1.0 and m[95, 50] == 0.0 and m[60, 50] == 0.0
 

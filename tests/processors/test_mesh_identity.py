@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from livecam.faces import mesh_indices
 from livecam.faces.align import estimate_similarity
 from livecam.faces.face import Face
 from livecam.faces.source import SourceIdentity
@@ -18,9 +19,9 @@ from livecam.settings import SwapSettings
 from tests.processors.test_mesh_swapper import (TEMPLATE, inside, make_face, make_source,
                                                 pattern)
 
-RIGHT_EYE, LEFT_EYE = masks.mesh_ring("RIGHT_EYE"), masks.mesh_ring("LEFT_EYE")
-LIPS_OUTER, LIPS_INNER = masks.mesh_ring("LIPS_OUTER"), masks.mesh_ring("LIPS_INNER")
-OVAL = masks.mesh_ring("FACE_OVAL")
+RIGHT_EYE, LEFT_EYE = mesh_indices.RIGHT_EYE, mesh_indices.LEFT_EYE
+LIPS_OUTER, LIPS_INNER = mesh_indices.LIPS_OUTER, mesh_indices.LIPS_INNER
+OVAL = mesh_indices.FACE_OVAL
 
 
 def wide_eyed(landmarks: np.ndarray, shift: float) -> np.ndarray:

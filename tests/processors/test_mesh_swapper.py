@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from livecam.errors import InputError
+from livecam.faces import mesh_indices
 from livecam.faces.face import Face
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
@@ -41,11 +42,11 @@ def synthetic_landmarks() -> np.ndarray:
         "LIPS_INNER": ((0.0, 26.0), 11.0, 3.0),
     }
     for name, (centre, rx, ry) in rings.items():
-        idx = masks.mesh_ring(name)
+        idx = getattr(mesh_indices, name)
         lm[idx] = _ring(len(idx), centre, rx, ry)
     # The oval runs from the top of the forehead down the image-right side: the chin (152)
     # halfway round.
-    oval = masks.mesh_ring("FACE_OVAL")
+    oval = mesh_indices.FACE_OVAL
     theta = -np.pi / 2 + np.linspace(0.0, 2.0 * np.pi, len(oval), endpoint=False)
     lm[oval] = np.stack([45.0 * np.cos(theta), 58.0 * np.sin(theta)], axis=1)
     lm[1] = (0.0, 8.0)  # nose tip
@@ -69,8 +70,8 @@ def make_face(scale: float, offset: tuple[float, float], angle_deg: float = 0.0)
     a = np.deg2rad(angle_deg)
     rot = np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]]) * scale
     lm = (TEMPLATE @ rot.T + np.asarray(offset)).astype(np.float32)
-    eyes = [lm[masks.mesh_ring("RIGHT_EYE")].mean(0), lm[masks.mesh_ring("LEFT_EYE")].mean(0)]
-    outer = masks.mesh_ring("LIPS_OUTER")
+    eyes = [lm[mesh_indices.RIGHT_EYE].mean(0), lm[mesh_indices.LEFT_EYE].mean(0)]
+    outer = mesh_indices.LIPS_OUTER
     kps = np.array([eyes[0], eyes[1], lm[1], lm[outer[0]], lm[outer[10]]], dtype=np.float32)
     lo, hi = lm.min(0), lm.max(0)
     return Face(bbox=np.array([*lo, *hi]), score=0.9, kps=kps, landmarks=lm)
@@ -109,7 +110,7 @@ def below_forehead(face: Face, shape: tuple[int, int]) -> np.ndarray:
 
 def shrunk_oval(face: Face, factor: float) -> np.ndarray:
     """The face oval scaled about its centre."""
-    oval = face.landmarks[masks.mesh_ring("FACE_OVAL")]
+    oval = face.landmarks[mesh_indices.FACE_OVAL]
     centre = oval.mean(axis=0)
     return (oval - centre) * factor + centre
 
@@ -147,9 +148,9 @@ def test_piecewise_affine_maps_reproduce_a_global_affine_inside_the_mesh() -> No
 
 
 def test_triangulation_stays_inside_the_face_oval() -> None:
-    tris = triangulate(TEMPLATE.astype(np.float64), masks.mesh_ring("FACE_OVAL"))
+    tris = triangulate(TEMPLATE.astype(np.float64), mesh_indices.FACE_OVAL)
     assert len(tris) > 700
-    oval = TEMPLATE[masks.mesh_ring("FACE_OVAL")].reshape(-1, 1, 2)
+    oval = TEMPLATE[mesh_indices.FACE_OVAL].reshape(-1, 1, 2)
     for c in TEMPLATE[tris].mean(axis=1):
         assert cv2.pointPolygonTest(oval, (float(c[0]), float(c[1])), False) >= 0
 
@@ -177,10 +178,10 @@ def test_warp_puts_the_source_texture_where_the_target_landmarks_are(scale: floa
     m = np.hstack([lin, (t + lin @ [0.5, 0.5] - 0.5)[:, None]])
     expected = cv2.warpAffine(source.image, m, (640, 480), flags=cv2.INTER_LINEAR)
     lm = target_face.landmarks
-    core = inside((480, 640), (lm[masks.mesh_ring("FACE_OVAL")] - (320, 240)) * 0.55 + (320, 240))
+    core = inside((480, 640), (lm[mesh_indices.FACE_OVAL] - (320, 240)) * 0.55 + (320, 240))
     core &= below_forehead(target_face, (480, 640))
     for name in ("RIGHT_EYE", "LEFT_EYE", "LIPS_INNER"):
-        ring = lm[masks.mesh_ring(name)]
+        ring = lm[getattr(mesh_indices, name)]
         core &= masks.polygon_mask((480, 640), (ring - ring.mean(0)) * 1.6 + ring.mean(0), 4) == 0
     diff = np.abs(out.astype(int) - expected.astype(int))[core]
     assert core.sum() > 2000
@@ -192,7 +193,7 @@ def test_only_the_face_region_changes() -> None:
     frame = pattern(480, 640, seed=7)
     out = swapped(SwapSettings(), frame, [face]).image
     changed = np.any(out != frame, axis=2)
-    oval = face.landmarks[masks.mesh_ring("FACE_OVAL")]
+    oval = face.landmarks[mesh_indices.FACE_OVAL]
     near = masks.polygon_mask((480, 640), oval, 3) > 0
     assert changed.sum() > 5000
     assert not np.any(changed & ~near)
@@ -203,12 +204,12 @@ def test_eyes_and_inner_mouth_are_kept_from_the_target_by_default() -> None:
     frame = pattern(480, 640, seed=9)
     out = swapped(SwapSettings(), frame, [face]).image
     for name in ("RIGHT_EYE", "LEFT_EYE", "LIPS_INNER"):
-        region = inside((480, 640), face.landmarks[masks.mesh_ring(name)])
+        region = inside((480, 640), face.landmarks[getattr(mesh_indices, name)])
         assert region.sum() > 30
         np.testing.assert_array_equal(out[region], frame[region])
     # ...and not when switched off: the eyes then come from the source.
     out2 = swapped(SwapSettings(), frame, [face], keep_eyes=False, keep_mouth_interior=False).image
-    eye = inside((480, 640), face.landmarks[masks.mesh_ring("RIGHT_EYE")])
+    eye = inside((480, 640), face.landmarks[mesh_indices.RIGHT_EYE])
     assert np.any(out2[eye] != frame[eye])
 
 
@@ -217,7 +218,7 @@ def test_mouth_mask_keeps_the_target_lips_and_grows_towards_the_chin(size: int) 
     face = make_face(2.5, (320, 240))
     frame = pattern(480, 640, seed=11)
     out = swapped(SwapSettings(mouth_mask=size), frame, [face]).image
-    lips = inside((480, 640), face.landmarks[masks.mesh_ring("LIPS_OUTER")])
+    lips = inside((480, 640), face.landmarks[mesh_indices.LIPS_OUTER])
     np.testing.assert_array_equal(out[lips], frame[lips])
     grown = inside((480, 640), masks.mouth_polygon(face.landmarks, face.kps, size))
     np.testing.assert_array_equal(out[grown], frame[grown])
@@ -225,8 +226,8 @@ def test_mouth_mask_keeps_the_target_lips_and_grows_towards_the_chin(size: int) 
         assert grown.sum() > 2 * lips.sum()
     # Without --mouth-mask the lips are swapped.
     plain = swapped(SwapSettings(), frame, [face]).image
-    assert np.any(plain[lips & ~inside((480, 640), face.landmarks[masks.mesh_ring("LIPS_INNER")])]
-                  != frame[lips & ~inside((480, 640), face.landmarks[masks.mesh_ring("LIPS_INNER")])])
+    assert np.any(plain[lips & ~inside((480, 640), face.landmarks[mesh_indices.LIPS_INNER])]
+                  != frame[lips & ~inside((480, 640), face.landmarks[mesh_indices.LIPS_INNER])])
 
 
 def test_blend_sets_the_opacity() -> None:
@@ -236,7 +237,7 @@ def test_blend_sets_the_opacity() -> None:
     half = swapped(SwapSettings(blend=0.5, color_match=False), frame, [face]).image.astype(float)
     none = swapped(SwapSettings(blend=0.0), frame, [face]).image
     np.testing.assert_array_equal(none, frame)
-    core = inside((480, 640), (face.landmarks[masks.mesh_ring("FACE_OVAL")] - (320, 240)) * 0.3 + (320, 240))
+    core = inside((480, 640), (face.landmarks[mesh_indices.FACE_OVAL] - (320, 240)) * 0.3 + (320, 240))
     assert np.abs(half[core] - (full[core] + frame[core]) / 2).max() <= 1.0
 
 
@@ -245,7 +246,7 @@ def test_colour_matching_moves_the_face_towards_the_target_skin() -> None:
     frame = np.empty((480, 640, 3), dtype=np.uint8)
     frame[...] = (40, 140, 220)  # orange skin everywhere
     source = make_source()
-    core = inside((480, 640), (face.landmarks[masks.mesh_ring("FACE_OVAL")] - (320, 240)) * 0.5 + (320, 240))
+    core = inside((480, 640), (face.landmarks[mesh_indices.FACE_OVAL] - (320, 240)) * 0.5 + (320, 240))
     raw = swapped(SwapSettings(color_match=False), frame, [face], source).image[core].mean(0)
     matched = swapped(SwapSettings(color_match=True), frame, [face], source).image[core].mean(0)
     target = np.array([40, 140, 220])
@@ -346,7 +347,7 @@ def test_real_photos_swap_changes_only_bidens_face(faces_dir: Path, analyse) -> 
     source = SourceIdentity((faces_dir / "obama.jpg",), src_img, src_face, None)
     out = swapped(SwapSettings(), tgt_img, [tgt_face], source).image
     shape = tgt_img.shape[:2]
-    oval = tgt_face.landmarks[masks.mesh_ring("FACE_OVAL")]
+    oval = tgt_face.landmarks[mesh_indices.FACE_OVAL]
     changed = np.any(out != tgt_img, axis=2)
     face_region = inside(shape, oval)
     assert changed[face_region].mean() > 0.5  # most of the face is new
@@ -355,9 +356,9 @@ def test_real_photos_swap_changes_only_bidens_face(faces_dir: Path, analyse) -> 
 
     # Colour: the swapped skin is closer to Biden's than to Obama's.
     core = inside(shape, (oval - oval.mean(0)) * 0.6 + oval.mean(0))
-    src_core = inside(src_img.shape[:2], (src_face.landmarks[masks.mesh_ring("FACE_OVAL")]
-                                         - src_face.landmarks[masks.mesh_ring("FACE_OVAL")].mean(0)) * 0.6
-                      + src_face.landmarks[masks.mesh_ring("FACE_OVAL")].mean(0))
+    src_core = inside(src_img.shape[:2], (src_face.landmarks[mesh_indices.FACE_OVAL]
+                                         - src_face.landmarks[mesh_indices.FACE_OVAL].mean(0)) * 0.6
+                      + src_face.landmarks[mesh_indices.FACE_OVAL].mean(0))
     biden, obama = _lab_mean(tgt_img, core), _lab_mean(src_img, src_core)
     result = _lab_mean(out, core)
     assert np.linalg.norm(result - biden) < 0.5 * np.linalg.norm(result - obama)
@@ -370,8 +371,8 @@ def test_real_photos_mouth_mask_zero_keeps_the_open_mouth(faces_dir: Path, analy
     tgt_img, tgt_face = analyse(faces_dir / "obama2.jpg")  # speaking: mouth open
     source = SourceIdentity((faces_dir / "biden.jpg",), src_img, src_face, None)
     shape = tgt_img.shape[:2]
-    inner = inside(shape, tgt_face.landmarks[masks.mesh_ring("LIPS_INNER")])
-    lips = inside(shape, tgt_face.landmarks[masks.mesh_ring("LIPS_OUTER")])
+    inner = inside(shape, tgt_face.landmarks[mesh_indices.LIPS_INNER])
+    lips = inside(shape, tgt_face.landmarks[mesh_indices.LIPS_OUTER])
     assert inner.sum() > 100
     out = swapped(SwapSettings(mouth_mask=0), tgt_img, [tgt_face], source).image
     np.testing.assert_array_equal(out[inner], tgt_img[inner])
@@ -392,7 +393,7 @@ def test_parts_turned_away_from_the_camera_keep_the_target() -> None:
     frame = pattern(480, 640, seed=16)
     out = swapped(SwapSettings(), frame, [turned]).image
     changed = np.abs(out.astype(int) - frame).max(axis=2) > 8
-    oval = inside((480, 640), lm[masks.mesh_ring("FACE_OVAL")])
+    oval = inside((480, 640), lm[mesh_indices.FACE_OVAL])
     cols = np.arange(640)[None, :]
     squeezed = oval & (cols < 316) & (cols > 300)
     frontal = oval & (cols > 330) & (cols < 400)

@@ -332,7 +332,11 @@ def run_video_bench(job: BenchJob, engine: Any, clip_photo: np.ndarray | None = 
             options = RunOptions(workers=workers, label=True,
                                  max_in_flight=frames_in_flight(info.width * info.height * 3, workers, None))
             cpu0 = cpu_seconds()
-            stats = run_frames(timed(frames), write, recording, options)
+            try:
+                stats = run_frames(timed(frames), write, recording, options)
+            except BaseException:
+                writer.abort()  # the temporary folder goes with the file
+                raise
             cpu = cpu_seconds() - cpu0
             writer.close()
         finally:
@@ -382,9 +386,9 @@ def _input_size(path: Path) -> str:
 
 def run_bench(job: BenchJob) -> None:
     # SIGTERM stops like Ctrl-C (exit 130), and the temporary clips are removed on the way out.
-    from livecam.commands.video import _signals
+    from livecam.commands.signals import stop_signals
 
-    with _signals():
+    with stop_signals():
         _run_bench(job)
 
 

@@ -74,9 +74,9 @@ def run_demo(job: DemoJob) -> None:
     runtime = replace(job.runtime, offline=True, execution_threads=workers)
     written: list[Path] = []
     try:
-        from livecam.commands.video import _signals  # SIGTERM handled like Ctrl-C, as in `livecam video`
+        from livecam.commands.signals import stop_signals  # SIGTERM handled like Ctrl-C, as in `livecam video`
 
-        with _signals():
+        with stop_signals():
             result = _make_demo(folder, runtime, workers, written)
     except BaseException:
         _remove_files(written)
@@ -313,9 +313,7 @@ def summary(r: DemoResult) -> str:
 def _remove_files(paths: list[Path]) -> None:
     for path in paths:
         try:
-            path.unlink()
-        except FileNotFoundError:
-            pass
+            path.unlink(missing_ok=True)
         except OSError as exc:  # the original error matters more; say what is left behind
             log.warning("could not remove %s: %s", path, exc.strerror or exc)
 

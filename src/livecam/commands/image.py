@@ -25,7 +25,8 @@ def run_image(job: ImageJob) -> None:
     check_output_path(job.output, force=job.force, input_path=job.input)
     bgr, alpha = split_alpha(image)
     start = time.perf_counter()
-    engine = Engine.create(job.processing, live=False, progress=not job.processing.runtime.quiet)
+    # One frame: its sessions get every core, whatever --execution-threads says.
+    engine = Engine.create(job.processing, live=False, progress=not job.processing.runtime.quiet, workers=1)
     log.debug("models: %s", engine.describe())
     packet = FramePacket(index=0, image=bgr.copy())
     engine.analyse(packet, track=False)

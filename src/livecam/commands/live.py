@@ -70,9 +70,9 @@ def warm_up(engine: Any) -> None:
 
 def run_live(job: LiveJob) -> None:
     # SIGTERM while the models load stops like Ctrl-C (exit 130); the pipeline then installs its own.
-    from livecam.commands.video import _signals
+    from livecam.commands.signals import stop_signals
 
-    with _signals():
+    with stop_signals():
         _run_live(job)
 
 

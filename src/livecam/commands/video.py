@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import signal
-import threading
 from dataclasses import replace
-from typing import Any, Iterator
+from typing import Any
 
 from livecam.commands.image import wanted_faces
+from livecam.commands.signals import stop_signals
 from livecam.errors import InputError, LivecamError, OutputExistsError
 from livecam.media.images import check_output_folder, same_file
 from livecam.media.video_reader import VideoReader
@@ -72,7 +70,7 @@ def run_video(job: VideoJob) -> None:
         log.info("%s", describe())
     quiet = job.processing.runtime.quiet
     cap = AddressSpaceCap(job.max_memory_gb)
-    with _signals():
+    with stop_signals():
         try:
             result = process_video(video_options(job), engine, quiet=quiet, on_warm=cap.apply)
         except MemoryError as exc:
@@ -84,25 +82,6 @@ def run_video(job: VideoJob) -> None:
     audio = {"copy": "audio copied", "reencode": "audio re-encoded", None: "no audio"}[result.audio]
     log.info("wrote %s: %d frames (%d processed, %d with a face) in %.1f s, %.1f fps, %s",
              result.output, stats.frames, stats.processed, stats.with_faces, stats.seconds, stats.fps, audio)
-
-
-@contextlib.contextmanager
-def _signals() -> Iterator[None]:
-    """SIGTERM stops the run like Ctrl-C; SIGXFSZ is ignored so a file size limit becomes an
-    error we can report (and clean up after) instead of killing the process."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    saved: dict[int, Any] = {}
-    for name, handler in (("SIGTERM", signal.default_int_handler), ("SIGXFSZ", signal.SIG_IGN)):
-        sig = getattr(signal, name, None)
-        if sig is not None:
-            saved[sig] = signal.signal(sig, handler)
-    try:
-        yield
-    finally:
-        for sig, handler in saved.items():
-            signal.signal(sig, handler)
 
 
 def _vm_bytes() -> int | None:

@@ -12,6 +12,8 @@ from typing import Sequence
 import cv2
 import numpy as np
 
+from livecam.errors import InputError
+
 # ArcFace 112x112 template (eyes, nose, mouth corners), as published with insightface.
 ARCFACE_112 = np.array(
     [[38.2946, 51.6963], [73.5318, 51.5014], [56.0252, 71.7366], [41.5493, 92.3655], [70.7299, 92.2041]],
@@ -82,6 +84,20 @@ def warp_crop(image: np.ndarray, matrix: np.ndarray, size: int | tuple[int, int]
               interpolation: int = cv2.INTER_LINEAR, border: int = cv2.BORDER_CONSTANT) -> np.ndarray:
     w, h = (size, size) if isinstance(size, int) else size
     return cv2.warpAffine(image, matrix, (w, h), flags=interpolation, borderMode=border, borderValue=0)
+
+
+def to_bgr(image: np.ndarray) -> np.ndarray:
+    """BGR uint8 view of a BGR, BGRA or grayscale frame or photo (every model accepts all three)."""
+    if not isinstance(image, np.ndarray) or image.dtype != np.uint8:
+        raise InputError(f"expected a uint8 image array, got {getattr(image, 'dtype', type(image).__name__)}; "
+                         "convert the frame to 8-bit BGR first")
+    if image.ndim == 2:
+        return cv2.cvtColor(image, cv2.COLOR_GRAY2BGR)
+    if image.ndim == 3 and image.shape[2] == 3:
+        return image
+    if image.ndim == 3 and image.shape[2] == 4:
+        return np.ascontiguousarray(image[:, :, :3])
+    raise InputError(f"expected an HxWx3 BGR image, got shape {image.shape}; pass a colour frame")
 
 
 def to_blob(images: Sequence[np.ndarray], scale: float, offset: float = 0.0, *, swap_rb: bool = True) -> np.ndarray:

@@ -15,7 +15,6 @@ in frame order (one call at a time; see pipeline.file).
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
@@ -24,9 +23,8 @@ import numpy as np
 
 from livecam.faces import selection
 from livecam.faces.face import Face
+from livecam.faces.tracking import FaceTracker
 from livecam.settings import AnalysisSettings
-
-log = logging.getLogger("livecam")
 
 # BlazeFace variants: the full-range model also finds small faces (group photos, people a few
 # metres away); the short-range one is faster and meant for a face near a webcam.
@@ -123,7 +121,7 @@ class FaceAnalyser:
         tracker = None
         # Live always tracks (stable ids, detection every nth frame); files only to smooth.
         if settings.smoothing > 0 or (live and settings.smoothing >= 0):
-            tracker = _make_tracker(settings.smoothing)
+            tracker = FaceTracker(smoothing=settings.smoothing)
         used = [detector_name, "face_landmark"] + (["w600k_r50"] if embedder is not None else [])
         names = ModelNames(detector_name, "face_landmark", "w600k_r50" if embedder is not None else None,
                            stamp=_stamp(store, used))
@@ -283,15 +281,6 @@ def pick_detector(choice: str, store: Any, live: bool) -> str:
         return "det_10g"
     variant = BLAZEFACE_LIVE if live else BLAZEFACE_FILES
     return f"blazeface_{variant}_range"
-
-
-def _make_tracker(smoothing: float) -> Tracker | None:
-    try:
-        from livecam.faces.tracking import FaceTracker
-    except ImportError:  # the tracking module is optional until it lands
-        log.debug("face tracking is not available in this build; faces are not smoothed")
-        return None
-    return FaceTracker(smoothing=smoothing)
 
 
 def _stamp(store: Any, names: list[str]) -> str:

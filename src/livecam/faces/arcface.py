@@ -13,9 +13,8 @@ from typing import Any
 import numpy as np
 
 from livecam.errors import ModelError
-from livecam.faces.align import ARCFACE_112, align_matrix, warp_crop
+from livecam.faces.align import ARCFACE_112, align_matrix, to_bgr, warp_crop
 from livecam.faces.face import EMBEDDING_SIZE, Face
-from livecam.faces.scrfd import to_bgr
 
 CROP_SIZE = 112
 INPUT_MEAN = 127.5

@@ -20,8 +20,9 @@ import cv2
 import numpy as np
 
 from livecam.errors import ModelError
-from livecam.faces.align import to_blob
+from livecam.faces.align import to_bgr, to_blob
 from livecam.faces.face import Face
+from livecam.faces.nms import iou_matrix
 
 RAW_SCORE_LIMIT = 80.0  # clip logits so that exp() cannot overflow in float32
 NMS_IOU = 0.3  # MediaPipe's suppression threshold for BlazeFace
@@ -88,34 +89,18 @@ def letterbox(image_bgr: np.ndarray, size: int) -> tuple[np.ndarray, float, floa
             scale, float(pad_x), float(pad_y))
 
 
-def to_bgr(image: np.ndarray) -> np.ndarray:
-    """3-channel BGR from a BGR, BGRA or grayscale uint8 image (source photos can be any)."""
-    if image.ndim == 2:
-        return cv2.cvtColor(image, cv2.COLOR_GRAY2BGR)
-    if image.shape[2] == 4:
-        return cv2.cvtColor(image, cv2.COLOR_BGRA2BGR)
-    return image
-
-
 def weighted_nms(boxes: np.ndarray, points: np.ndarray, scores: np.ndarray,
                  iou_threshold: float) -> list[tuple[np.ndarray, np.ndarray, float]]:
     """Blend each cluster of overlapping detections into one: the best score's cluster (IoU above
     the threshold) is averaged with score weights; the result keeps the best score."""
     order = np.argsort(-scores)
     boxes, points, scores = boxes[order], points[order], scores[order]
-    areas = np.maximum(boxes[:, 2] - boxes[:, 0], 0) * np.maximum(boxes[:, 3] - boxes[:, 1], 0)
     alive = np.ones(len(scores), dtype=bool)
     out = []
     for i in range(len(scores)):
         if not alive[i]:
             continue
-        x1 = np.maximum(boxes[i, 0], boxes[:, 0])
-        y1 = np.maximum(boxes[i, 1], boxes[:, 1])
-        x2 = np.minimum(boxes[i, 2], boxes[:, 2])
-        y2 = np.minimum(boxes[i, 3], boxes[:, 3])
-        inter = np.maximum(x2 - x1, 0) * np.maximum(y2 - y1, 0)
-        iou = inter / np.maximum(areas[i] + areas - inter, 1e-9)
-        cluster = alive & (iou > iou_threshold)
+        cluster = alive & (iou_matrix(boxes[i], boxes)[0] > iou_threshold)
         cluster[i] = True
         w = scores[cluster][:, None]
         box = (boxes[cluster] * w).sum(axis=0) / w.sum()

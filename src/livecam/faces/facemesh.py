@@ -16,7 +16,7 @@ import cv2
 import numpy as np
 
 from livecam.errors import ModelError
-from livecam.faces.blazeface import to_bgr
+from livecam.faces.align import to_bgr
 from livecam.faces.face import MESH_LANDMARKS, Face
 from livecam.faces.mesh_indices import (
     FACE_OVAL,

@@ -17,7 +17,7 @@ import cv2
 import numpy as np
 
 from livecam.errors import InputError, ModelError
-from livecam.faces.align import to_blob
+from livecam.faces.align import to_bgr, to_blob
 from livecam.faces.face import Face
 from livecam.faces.nms import nms
 
@@ -30,20 +30,6 @@ INPUT_STD = 128.0
 NMS_PIXEL_OFFSET = 1.0
 
 log = logging.getLogger("livecam")
-
-
-def to_bgr(image: np.ndarray) -> np.ndarray:
-    """BGR uint8 view of a BGR, BGRA or grayscale frame (detectors accept all three)."""
-    if not isinstance(image, np.ndarray) or image.dtype != np.uint8:
-        raise InputError(f"expected a uint8 image array, got {getattr(image, 'dtype', type(image).__name__)}; "
-                         "convert the frame to 8-bit BGR first")
-    if image.ndim == 2:
-        return cv2.cvtColor(image, cv2.COLOR_GRAY2BGR)
-    if image.ndim == 3 and image.shape[2] == 3:
-        return image
-    if image.ndim == 3 and image.shape[2] == 4:
-        return np.ascontiguousarray(image[:, :, :3])
-    raise InputError(f"expected an HxWx3 BGR image, got shape {image.shape}; pass a colour frame")
 
 
 class ScrfdDetector:

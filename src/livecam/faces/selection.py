@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from livecam.faces.arcface import normalise
 from livecam.faces.face import Face
 
 
@@ -38,8 +39,8 @@ def embedding_distances(faces: Sequence[Face], references: Sequence[np.ndarray])
         raise ValueError(f"faces {missing} have no embedding; run the embedder before reference matching")
     if not faces or not references:
         return np.zeros((len(faces), len(references)), dtype=np.float32)
-    a = _normed(np.stack([f.embedding for f in faces]))  # type: ignore[misc]
-    b = _normed(np.stack([np.asarray(r, dtype=np.float32).reshape(-1) for r in references]))
+    a = normalise(np.stack([f.embedding for f in faces]))  # type: ignore[misc]
+    b = normalise(np.stack([np.asarray(r, dtype=np.float32).reshape(-1) for r in references]))
     # |a - b|^2 = 2 - 2 a.b for unit vectors; clip tiny negatives from rounding.
     return np.sqrt(np.clip(2.0 - 2.0 * (a @ b.T), 0.0, 4.0)).astype(np.float32)
 
@@ -62,9 +63,3 @@ def filter_by_reference(faces: Sequence[Face], references: Sequence[np.ndarray],
         return []
     dist = embedding_distances(faces, references)
     return [f for f, row in zip(faces, dist) if row.min() <= max_distance]
-
-
-def _normed(v: np.ndarray) -> np.ndarray:
-    v = v.astype(np.float32)
-    n = np.linalg.norm(v, axis=1, keepdims=True)
-    return np.divide(v, n, out=np.zeros_like(v), where=n > 0)

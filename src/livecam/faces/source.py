@@ -19,6 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from livecam.errors import InputError, NoFaceError
+from livecam.faces.arcface import normalise
 from livecam.faces.face import Face
 
 log = logging.getLogger("livecam")
@@ -88,9 +89,9 @@ def analyse_source(paths: Sequence[Path | str], analyser: Any, *, cache: SourceC
     embeddings = [f.embedding for f in faces]
     mean = None
     if all(e is not None for e in embeddings):
-        stacked = _normed(np.stack(embeddings))  # type: ignore[arg-type]
+        stacked = normalise(np.stack(embeddings))  # type: ignore[arg-type]
         _check_same_person([Path(p) for p in paths], stacked, max_distance)
-        mean = _normed(stacked.mean(axis=0, keepdims=True))[0]
+        mean = normalise(stacked.mean(axis=0, keepdims=True))[0]
     return SourceIdentity(paths=tuple(Path(p) for p in paths), image=images[0], face=faces[0], embedding=mean)
 
 
@@ -117,7 +118,7 @@ def _check_same_person(paths: list[Path], embeddings: np.ndarray, max_distance: 
     total = embeddings.sum(axis=0)
     worst, worst_d = -1, 0.0
     for i in range(n):
-        others = _normed(((total - embeddings[i]) / (n - 1))[None])[0]
+        others = normalise(((total - embeddings[i]) / (n - 1))[None])[0]
         d = float(np.linalg.norm(embeddings[i] - others))
         if d > max_distance and d >= worst_d - 1e-6:
             worst, worst_d = i, d
@@ -137,12 +138,6 @@ def cache_key(path: Path, analyser: Any) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def _normed(v: np.ndarray) -> np.ndarray:
-    v = np.asarray(v, dtype=np.float32)
-    n = np.linalg.norm(v, axis=-1, keepdims=True)
-    return np.divide(v, n, out=np.zeros_like(v), where=n > 0)
 
 
 def _save_face(path: Path, face: Face) -> None:

@@ -18,11 +18,11 @@ from typing import Any, Protocol
 import numpy as np
 
 from livecam.errors import InputError, OutputError, OutputExistsError
+from livecam.provenance import CONTAINER_METADATA
 
 log = logging.getLogger("livecam")
 
 VIDEO_SUFFIXES = (".mp4", ".mkv", ".mov", ".avi", ".webm")
-FALLBACK_METADATA = {"comment": "AI-generated (synthetic) video made with livecam", "synthetic": "true"}
 
 
 class Sink(Protocol):
@@ -74,15 +74,6 @@ class MemorySink:
         self.closed = True
 
 
-def container_metadata() -> dict[str, str]:
-    try:
-        from livecam.provenance import CONTAINER_METADATA
-
-        return dict(CONTAINER_METADATA)
-    except ImportError:
-        return dict(FALLBACK_METADATA)
-
-
 def live_encoder_options(codec: str) -> dict[str, str]:
     """Options that let `codec` keep up with a live stream on the output thread."""
     if codec in ("libx264", "libx265"):
@@ -105,7 +96,7 @@ class FileRecorderSink:
 
     def __init__(self, path: Path, *, fps: float = 30.0, force: bool = False, codec: str | None = None) -> None:
         from livecam.media.images import check_output_folder
-        from livecam.media.video_writer import check_encoder, resolve_encoder
+        from livecam.media.video_writer import check_encoder, resolve_encoder, temp_path
 
         if path.exists() and not force:
             raise OutputExistsError(f"--output {path}: the file exists; add --force to overwrite it or choose "
@@ -128,7 +119,7 @@ class FileRecorderSink:
         self.name = str(path)
         self.fps = fps
         self.codec = codec
-        self._tmp = path.with_name(f".{path.stem}.partial{path.suffix}")
+        self._tmp = temp_path(path)
         self._container: Any = None
         self._stream: Any = None
         self._size: tuple[int, int] | None = None
@@ -143,7 +134,7 @@ class FileRecorderSink:
         try:
             options = {"movflags": "+use_metadata_tags"} if self.path.suffix.lower() in (".mp4", ".mov") else {}
             self._container = av.open(str(self._tmp), "w", options=options)
-            self._container.metadata.update(container_metadata())
+            self._container.metadata.update(CONTAINER_METADATA)
             stream = self._container.add_stream(self.codec, rate=Fraction(round(self.fps * 1000), 1000))
             stream.width, stream.height = self._size
             stream.pix_fmt = "yuv420p"
@@ -209,7 +200,12 @@ class FileRecorderSink:
             self._discard()
             raise OutputError(f"--output {self.path}: finishing the recording failed ({exc})") from exc
         self._container = None
-        os.replace(self._tmp, self.path)
+        try:
+            os.replace(self._tmp, self.path)
+        except OSError as exc:
+            self._tmp.unlink(missing_ok=True)
+            raise OutputError(f"--output {self.path}: the recording could not be put in place "
+                              f"({exc.strerror or exc})") from exc
         log.info("recorded %d frames to %s", self.written, self.path)
 
     def _discard(self) -> None:

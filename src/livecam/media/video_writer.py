@@ -43,6 +43,12 @@ DISK_FULL = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
 _AUDIO_LEAD_S = 0.0  # audio is muxed up to the current video time (a cut keeps them together)
 
 
+def temp_path(output: Path) -> Path:
+    """A hidden file beside the target (same folder, so the final rename is atomic), named with
+    this process's id so that two runs writing the same name do not share it."""
+    return output.with_name(f".{output.stem}.livecam-{os.getpid()}.part{output.suffix}")
+
+
 def container_format(path: Path) -> str:
     fmt = CONTAINERS.get(Path(path).suffix.lower())
     if fmt is None:

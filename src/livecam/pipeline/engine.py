@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from livecam.errors import InputError, NotAvailableError
+from livecam.errors import InputError
 from livecam.faces.analyser import FaceAnalyser
 from livecam.faces.source import SourceCache, SourceIdentity, analyse_source
 from livecam.frame import FramePacket
@@ -76,7 +76,10 @@ class Engine:
 
     # ---- construction -----------------------------------------------------------------------------
     @classmethod
-    def create(cls, settings: ProcessingSettings, *, live: bool, progress: bool = True) -> "Engine":
+    def create(cls, settings: ProcessingSettings, *, live: bool, progress: bool = True,
+               workers: int | None = None) -> "Engine":
+        """`workers`: frames processed at once (default --execution-threads; 1 for one image),
+        which share the cores between their model sessions."""
         from livecam.models.store import ModelStore
 
         analysis = settings.analysis
@@ -87,15 +90,19 @@ class Engine:
         providers = resolve_providers(settings.runtime.providers)
         # Live mode runs the analyse thread beside the process workers, so it counts as one more
         # consumer of cores; oversubscribing ORT's threads there costs latency.
-        threads = cpu_threads_per_session(settings.runtime.execution_threads + (1 if live else 0))
+        threads = cpu_threads_per_session((workers or settings.runtime.execution_threads) + (1 if live else 0))
         swapping = "face_swapper" in settings.frame_processors
-        swap_model = choose_swap_model(settings.swap.model, store, providers) if swapping else None
-        need_landmarks = swap_model == "mesh" or (swapping and settings.swap.mouth_mask is not None)
-        need_embedding = swap_model in INSWAPPERS
-        # Check the source paths before any model is opened or downloaded.
+        # Check the source paths before any model is opened, downloaded or warned about.
         cycle: list[Path] = []
         if swapping and not analysis.face_map:
             cycle = _expand_sources(settings.sources, live)
+        if (analysis.reference or analysis.face_map) and not store.can_provide("w600k_r50"):
+            # Picking people needs ArcFace whatever swaps: path() raises why it cannot be had (or
+            # asks for the licence), the one problem to report, with no mesh warning before it.
+            store.path("w600k_r50")
+        swap_model = choose_swap_model(settings.swap.model, store, providers) if swapping else None
+        need_landmarks = swap_model == "mesh" or (swapping and settings.swap.mouth_mask is not None)
+        need_embedding = swap_model in INSWAPPERS
         # The processors' models first: a missing model the user asked for is reported before
         # anything else is loaded.
         processors: list[FrameProcessor] = []
@@ -271,10 +278,7 @@ def _build_swapper(model: str, settings: ProcessingSettings, store: Any, provide
         from livecam.processors.mesh_swapper import MeshSwapper
 
         return MeshSwapper(settings.swap)
-    try:
-        from livecam.processors.face_swapper import InswapperSwapper
-    except ImportError as exc:  # pragma: no cover - only while the inswapper is not in this build
-        raise NotAvailableError(f"--swap-model {model} is not available in this build; "
-                                f"use --swap-model mesh") from exc
+    from livecam.processors.face_swapper import InswapperSwapper
+
     session = store.open_session(model, providers, threads)
     return InswapperSwapper(session, settings.swap, model_path=store.file_path(model))

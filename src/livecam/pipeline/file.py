@@ -38,7 +38,7 @@ import numpy as np
 from livecam.errors import Interrupted
 from livecam.frame import FramePacket
 from livecam.media.video_reader import VideoReader
-from livecam.media.video_writer import DISK_FULL, OutputSpec, VideoWriter, container_format
+from livecam.media.video_writer import DISK_FULL, OutputSpec, VideoWriter, container_format, temp_path
 from livecam.pipeline.progress import Progress
 from livecam.pipeline.queues import ReorderBuffer
 from livecam.provenance import CONTAINER_METADATA, draw_label
@@ -414,11 +414,6 @@ class VideoResult:
     partial: bool
 
 
-def temp_path(output: Path) -> Path:
-    """A hidden file beside the target (same folder, so the final rename is atomic)."""
-    return output.with_name(f".{output.stem}.livecam-{os.getpid()}.part{output.suffix}")
-
-
 def process_video(options: VideoOptions, engine: Engine, *, quiet: bool = False,
                   stop: threading.Event | None = None, on_warm: Callable[[], None] | None = None) -> VideoResult:
     """Decode, process and encode one video into options.output via a temporary file.
@@ -426,7 +421,12 @@ def process_video(options: VideoOptions, engine: Engine, *, quiet: bool = False,
     On success the temporary file is renamed over the output. On an error or interrupt it is
     removed, or with keep_partial finalised as a valid shorter video and renamed; then the error
     (Interrupted for Ctrl-C) is raised."""
-    reader = VideoReader(options.input)
+    with VideoReader(options.input) as reader:  # closed on every path, setup errors included
+        return _write_video(reader, options, engine, quiet=quiet, stop=stop, on_warm=on_warm)
+
+
+def _write_video(reader: VideoReader, options: VideoOptions, engine: Engine, *, quiet: bool,
+                 stop: threading.Event | None, on_warm: Callable[[], None] | None) -> VideoResult:
     info = reader.info
     for kind in info.other_streams:
         log.warning("note: the input's %s stream is not copied to the output", kind)
@@ -462,20 +462,18 @@ def process_video(options: VideoOptions, engine: Engine, *, quiet: bool = False,
         if writer is not None:
             partial = _finish_partial(writer, spec.path, options, exc)
         else:
-            _remove(spec.path)  # the writer may have created the file before failing
-        reader.close()
+            spec.path.unlink(missing_ok=True)  # the writer may have created the file before failing
         if interrupted:
             done = writer.frames_written if writer is not None else 0
             where = f"; the first {done} frames were kept in {options.output}" if partial else "; no output written"
             raise Interrupted(f"interrupted after {done} frames{where}") from exc
         raise
     progress.close()
-    reader.close()
     try:
         writer.close()
         os.replace(spec.path, options.output)
     except BaseException:
-        _remove(spec.path)
+        spec.path.unlink(missing_ok=True)
         raise
     if stats.processed and not stats.with_faces:
         log.warning("warning: no %s was found in any of the %d processed frames; the video was "
@@ -496,12 +494,6 @@ def _finish_partial(writer: VideoWriter, temp: Path, options: VideoOptions, exc:
         except BaseException:  # noqa: BLE001 - fall through to removal; the original error wins
             pass
     writer.abort()
-    _remove(temp)
+    temp.unlink(missing_ok=True)
     return False
 
-
-def _remove(path: Path) -> None:
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        pass

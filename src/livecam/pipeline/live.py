@@ -38,6 +38,7 @@ from livecam.media.sinks import Sink
 from livecam.pipeline.governor import Governor, default_steps
 from livecam.pipeline.metrics import LiveMetrics, ResourceProbe
 from livecam.pipeline.queues import DropOldestQueue, ReorderBuffer
+from livecam.provenance import draw_label
 
 log = logging.getLogger("livecam")
 
@@ -108,22 +109,6 @@ def draw_overlay(image: np.ndarray, lines: list[str]) -> None:
         cv2.putText(image, line, (8, 8 + step * (i + 1)), font, scale, (255, 255, 255), 1, cv2.LINE_AA)
 
 
-def _label_drawer() -> Callable[[np.ndarray], None]:
-    try:
-        from livecam.provenance import draw_label
-
-        return draw_label
-    except ImportError:  # provenance not built yet: a plain text label
-        import cv2
-
-        def draw(image: np.ndarray) -> None:
-            h, w = image.shape[:2]
-            cv2.putText(image, "AI-generated", (max(4, w - 130), h - 10), cv2.FONT_HERSHEY_SIMPLEX, 0.5,
-                        (255, 255, 255), 1, cv2.LINE_AA)
-
-        return draw
-
-
 class LivePipeline:
     def __init__(self, engine: LiveEngine, source: FrameSource, sink: Sink, options: LiveOptions,
                  *, probe: ResourceProbe | None = None) -> None:
@@ -159,7 +144,7 @@ class LivePipeline:
         # stage that can work at once is in flight, so frames do not wait in queues (latency
         # stays the sum of the stage times) while every stage is kept busy (throughput).
         self._credits = None if self.live else threading.Semaphore(options.workers + 1)
-        self._label = _label_drawer() if options.label else None
+        self._label = draw_label if options.label else None
         self._stats_file: IO[str] | None = None
 
     # -- public ---------------------------------------------------------------------------------

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence, runtime_checkable
 
+from livecam.faces.face import Face
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
+
+MIN_EYE_DISTANCE = 24.0  # px between the eyes; smaller faces are left as they are
+
+
+def usable(face: Face) -> bool:
+    """Whether a face is big enough for a processor to change (every swapper and the enhancer
+    use this one rule)."""
+    return face.eye_distance >= MIN_EYE_DISTANCE
 
 
 @runtime_checkable

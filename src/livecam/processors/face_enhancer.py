@@ -18,15 +18,15 @@ from livecam.errors import ModelError
 from livecam.faces.align import FFHQ_512, align_matrix, to_blob
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
-from livecam.processors.face_swapper import usable
+from livecam.processors.base import usable
 from livecam.processors.paste import align_crop, feathered_box, paste
+from livecam.runtime.sessions import input_dtype
 from livecam.settings import EnhanceSettings
 
 CROP_SIZE = 512
 # The restored face fades out well inside the crop (whose corners hold hair and background).
 _MASK_MARGIN = 0.04 * CROP_SIZE
 _MASK_FEATHER = 0.10 * CROP_SIZE
-_ORT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}
 
 
 class FaceEnhancer:
@@ -46,14 +46,14 @@ class FaceEnhancer:
                 f"this file is not a GFPGAN model: expected input `input` [1,3,512,512], got "
                 f"{[(i.name, i.shape) for i in inputs.values()]}; delete it and run "
                 f"`livecam models download gfpgan_1.4`")
-        self._input_dtype = _ORT_TYPES.get(image_in.type, np.float32)
+        self._input_dtype = input_dtype(image_in.type)
         # A symbolic or missing first dimension means the export takes any batch size.
         self.batched = not (isinstance(shape[0], int) and shape[0] > 0)
         self._feeds_extra: dict[str, np.ndarray] = {}
         weight = inputs.get("weight")
         if weight is not None:
             dims = [d if isinstance(d, int) and d > 0 else 1 for d in weight.shape]
-            self._feeds_extra["weight"] = np.ones(dims, dtype=_ORT_TYPES.get(weight.type, np.float32))
+            self._feeds_extra["weight"] = np.ones(dims, dtype=input_dtype(weight.type))
         self._output_name = session.get_outputs()[0].name
         self._mask = feathered_box(CROP_SIZE, _MASK_MARGIN, _MASK_FEATHER)
 

@@ -24,14 +24,13 @@ from livecam.faces.align import align_matrix, arcface_template, to_blob, warp_cr
 from livecam.faces.face import EMBEDDING_SIZE, Face
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
+from livecam.processors.base import usable
 from livecam.processors.emap import read_last_initializer
 from livecam.processors.paste import inswapper_mask, paste
+from livecam.runtime.sessions import input_dtype
 from livecam.settings import SwapSettings
 
 log = logging.getLogger("livecam")
-
-MIN_EYE_DISTANCE = 24.0  # px between the eyes; smaller faces are left as they are
-_ORT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}
 
 
 @dataclass(frozen=True)
@@ -39,11 +38,6 @@ class AlignedFace:
     crop: np.ndarray  # SxSx3 uint8 BGR: the target face as the model sees it
     blob: np.ndarray  # 1x3xSxS model input: RGB in [0, 1], in the session's input dtype
     matrix: np.ndarray  # 2x3 frame-to-crop affine
-
-
-def usable(face: Face) -> bool:
-    """Whether a face is big enough to swap or enhance (the enhancer uses the same rule)."""
-    return face.eye_distance >= MIN_EYE_DISTANCE
 
 
 def _valid_matrix(matrix: np.ndarray) -> bool:
@@ -80,8 +74,8 @@ class InswapperSwapper:
                 f"source [1,512] and one output, got inputs {[(i.name, i.shape) for i in inputs]}; "
                 f"pass an inswapper_128 file or --swap-model mesh")
         self._target_name, self._source_name = inputs[0].name, inputs[1].name
-        self._target_dtype = _ORT_TYPES.get(inputs[0].type, np.float32)
-        self._source_dtype = _ORT_TYPES.get(inputs[1].type, np.float32)
+        self._target_dtype = input_dtype(inputs[0].type)
+        self._source_dtype = input_dtype(inputs[1].type)
         self._output_name = outputs[0].name
         self.crop_size = int(shapes[0][2])
         self._template = arcface_template(self.crop_size)

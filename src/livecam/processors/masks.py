@@ -1,4 +1,4 @@
-"""Soft masks for pasting faces: feathered polygons, the mouth region and FaceMesh index rings.
+"""Soft masks for pasting faces: feathered polygons and the mouth region.
 
 Polygons are Nx2 float32 pixel coordinates (x right, y down) in the image the mask is made
 for, with Face's convention: the origin is the top-left corner of the top-left pixel, so pixel
@@ -13,20 +13,8 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-# Index rings into the 468 FaceMesh points (facts of the MediaPipe mesh topology). Engineer B's
-# livecam.faces.mesh_indices holds the canonical copies; these are used when it is absent.
-_FALLBACK_RINGS: dict[str, tuple[int, ...]] = {
-    "FACE_OVAL": (10, 338, 297, 332, 284, 251, 389, 356, 454, 323, 361, 288, 397, 365, 379, 378,
-                  400, 377, 152, 148, 176, 149, 150, 136, 172, 58, 132, 93, 234, 127, 162, 21,
-                  54, 103, 67, 109),
-    "LIPS_OUTER": (61, 146, 91, 181, 84, 17, 314, 405, 321, 375, 291, 409, 270, 269, 267, 0, 37,
-                   39, 40, 185),
-    "LIPS_INNER": (78, 95, 88, 178, 87, 14, 317, 402, 318, 324, 308, 415, 310, 311, 312, 13, 82,
-                   81, 80, 191),
-    # The person's right eye (image left when frontal), then the person's left eye.
-    "RIGHT_EYE": (33, 7, 163, 144, 145, 153, 154, 155, 133, 173, 157, 158, 159, 160, 161, 246),
-    "LEFT_EYE": (263, 249, 390, 373, 374, 380, 381, 382, 362, 398, 384, 385, 386, 387, 388, 466),
-}
+from livecam.faces import mesh_indices
+
 CHIN_INDEX = 152  # lowest point of the face oval in the FaceMesh topology
 
 _ELLIPSE_POINTS = 32
@@ -39,19 +27,6 @@ _ELLIPSE_ASPECT = 0.5
 _MOUTH_TO_CHIN = 0.8
 # Size 100 grows the region this fraction of the way from the lower lip to the chin.
 _GROW_MAX = 0.8
-
-
-def mesh_ring(name: str) -> np.ndarray:
-    """Index array of a FaceMesh ring ("FACE_OVAL", "LIPS_OUTER", "LIPS_INNER", "LEFT_EYE",
-    "RIGHT_EYE"), from livecam.faces.mesh_indices when available."""
-    try:
-        from livecam.faces import mesh_indices  # the canonical lists, next to FaceMesh
-        value = getattr(mesh_indices, name, None)
-    except ImportError:
-        value = None
-    if value is None:
-        value = _FALLBACK_RINGS[name]
-    return np.asarray(value, dtype=np.int64)
 
 
 Box = tuple[int, int, int, int]  # x1, y1, x2, y2 (exclusive)
@@ -140,7 +115,7 @@ def mouth_polygon(landmarks: np.ndarray | None, kps: np.ndarray, size: int) -> n
     t = float(np.clip(size, 0, 100)) / 100.0
     if landmarks is not None and len(landmarks) > CHIN_INDEX:
         lm = np.asarray(landmarks, dtype=np.float64)
-        ring = lm[mesh_ring("LIPS_OUTER")]
+        ring = lm[mesh_indices.LIPS_OUTER]
         lowest = float((ring @ down).max())
         chin_gap = max(float(lm[CHIN_INDEX] @ down) - lowest, 0.0)
         return _grow_down(ring, along, down, t * _GROW_MAX * chin_gap).astype(np.float32)

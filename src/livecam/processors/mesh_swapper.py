@@ -34,13 +34,14 @@ import cv2
 import numpy as np
 
 from livecam.errors import InputError
+from livecam.faces import mesh_indices
 from livecam.faces.face import MESH_LANDMARKS, Face
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
 from livecam.processors import color, masks
+from livecam.processors.base import usable
 from livecam.settings import SwapSettings
 
-MIN_EYE_DISTANCE = 24.0  # px between the eyes below which a face is left untouched
 # Grid step: about this many grid cells across the face; small faces get a full-res grid.
 _GRID_CELLS = 72
 _MAX_STEP = 8
@@ -152,7 +153,7 @@ def prepare_source(source: SourceIdentity) -> PreparedSource:
             "The mesh swapper needs the source face's 468 FaceMesh landmarks, but the face in "
             f"{_source_name(source)} could not be meshed; use a clear, frontal photo or a "
             "neural --swap-model.")
-    oval = masks.mesh_ring("FACE_OVAL")
+    oval = mesh_indices.FACE_OVAL
     lm = np.asarray(lm, dtype=np.float64)
     tris = triangulate(lm, oval)
     if len(tris) < 100:
@@ -180,8 +181,8 @@ def prepare_source(source: SourceIdentity) -> PreparedSource:
         s /= 2.0
     lab_levels = [np.dstack([cv2.cvtColor(np.ascontiguousarray(lv[..., :3]), cv2.COLOR_BGR2LAB),
                              lv[..., 3]]) for lv in levels]
-    ring = local[masks.mesh_ring("LIPS_OUTER")].astype(np.float32).reshape(-1, 1, 2)
-    lips = np.union1d(masks.mesh_ring("LIPS_OUTER"), np.array(
+    ring = local[mesh_indices.LIPS_OUTER].astype(np.float32).reshape(-1, 1, 2)
+    lips = np.union1d(mesh_indices.LIPS_OUTER, np.array(
         [i for i, (x, y) in enumerate(local)
          if cv2.pointPolygonTest(ring, (float(x), float(y)), False) >= 0], dtype=np.int64))
     weight = shape_weights(tris, len(lm), oval)
@@ -267,8 +268,8 @@ def shape_offsets(src: PreparedSource, tgt_lm: np.ndarray, strength: float, size
     m = _affine_fit(lm, tgt)
     aligned = lm @ m[:, :2].T + m[:, 2]
     offsets = aligned - tgt
-    eyes = (masks.mesh_ring("RIGHT_EYE"), masks.mesh_ring("LEFT_EYE"))
-    outer = masks.mesh_ring("LIPS_OUTER")
+    eyes = (mesh_indices.RIGHT_EYE, mesh_indices.LEFT_EYE)
+    outer = mesh_indices.LIPS_OUTER
     for ring, members in ((eyes[0], eyes[0]), (eyes[1], eyes[1]), (outer, src.lips)):
         a, b = ring[0], ring[len(ring) // 2]  # the two corners
         moved = _two_point_similarity(tgt[a], tgt[b], aligned[a], aligned[b], tgt[members])
@@ -410,9 +411,9 @@ class MeshSwapper:
         self.keep_eyes = keep_eyes
         self.keep_mouth_interior = keep_mouth_interior
         self._sources: tuple[PreparedSource, ...] = ()
-        self._oval = masks.mesh_ring("FACE_OVAL")
-        self._eyes = (masks.mesh_ring("LEFT_EYE"), masks.mesh_ring("RIGHT_EYE"))
-        self._lips_inner = masks.mesh_ring("LIPS_INNER")
+        self._oval = mesh_indices.FACE_OVAL
+        self._eyes = (mesh_indices.LEFT_EYE, mesh_indices.RIGHT_EYE)
+        self._lips_inner = mesh_indices.LIPS_INNER
 
     def prepare(self, sources: Sequence[SourceIdentity]) -> None:
         # Built completely before the swap so that worker threads see old or new, never half.
@@ -433,7 +434,7 @@ class MeshSwapper:
     def _swappable(face: Face) -> bool:
         lm = face.landmarks
         return (lm is not None and len(lm) == MESH_LANDMARKS and bool(np.all(np.isfinite(lm)))
-                and face.eye_distance >= MIN_EYE_DISTANCE)
+                and usable(face))
 
     def swap_face(self, frame: np.ndarray, face: Face, src: PreparedSource) -> None:
         """Swap one face in place (only its region of interest is touched)."""

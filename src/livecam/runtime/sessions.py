@@ -10,7 +10,10 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
+
+import numpy as np
 
 from livecam.errors import ModelError, ProviderError
 from livecam.runtime.providers import PROVIDER_NAMES, ProviderChoice, preload_gpu_libraries
@@ -18,6 +21,15 @@ from livecam.runtime.providers import PROVIDER_NAMES, ProviderChoice, preload_gp
 _POOL: dict[tuple[str, ProviderChoice, int], Any] = {}
 _KEY_LOCKS: dict[tuple[str, ProviderChoice, int], threading.Lock] = {}
 _POOL_LOCK = threading.Lock()
+# ONNX Runtime's names for the input types a model may declare (read-only).
+_ORT_TYPES = MappingProxyType({"tensor(float)": np.float32, "tensor(float16)": np.float16,
+                               "tensor(double)": np.float64})
+
+
+def input_dtype(ort_type: str) -> type[np.floating[Any]]:
+    """The numpy dtype to feed an input that ONNX Runtime reports as `ort_type` (float32 when it
+    is not a float type we know)."""
+    return _ORT_TYPES.get(ort_type, np.float32)
 
 
 def cpu_threads_per_session(workers: int) -> int:
