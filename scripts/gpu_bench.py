@@ -22,7 +22,7 @@ skipped once --budget seconds have passed):
 
 --smoke runs the same code on the CPU with narrow replicas (widths / 16), short clips and few
 repetitions, to check the script before spending GPU time. --pack prepares what the GPU machine
-lacks (see BENCHMARKS.md): wheels of click, platformdirs, tqdm, filelock, packaging and PyAV for CPython 3.12, and the
+lacks (see BENCHMARKS.md): wheels of click, platformdirs, tqdm, filelock, packaging, nvidia-ml-py and PyAV for CPython 3.12, and the
 insightface package from this venv; missing small dependencies of insightface (scikit-image's
 SimilarityTransform, requests, tqdm) are replaced by shims here when they cannot be imported.
 """
@@ -311,7 +311,8 @@ def pack(folder: Path) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
                     "--python-version", "3.12", "--implementation", "cp", "--platform", "manylinux_2_28_x86_64",
-                    "-d", str(folder), "click", "platformdirs", "av", "tqdm", "filelock", "packaging"], check=True)
+                    "-d", str(folder), "click", "platformdirs", "av", "tqdm", "filelock", "packaging",
+                    "nvidia-ml-py"], check=True)  # nvidia-ml-py: livecam's GPU-memory figure
     src = Path(insightface.__file__).resolve().parent
     with tarfile.open(folder / "insightface.tar.gz", "w:gz") as tar:
         tar.add(src, arcname="insightface", filter=lambda t: None if "__pycache__" in t.name else t)
