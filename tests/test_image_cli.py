@@ -274,3 +274,53 @@ def test_the_enhancer_alone_needs_no_source(tmp_path: Path, faces_dir: Path, iso
     assert result.returncode == 0, result.stderr
     assert "1 face enhanced" in result.stderr and "enhancer gfpgan_1.4" in result.stderr
     assert not np.array_equal(read_image(out), read_image(target))
+
+
+def test_faces_too_small_to_swap_are_reported_not_counted(tmp_path: Path, faces_dir: Path,
+                                                          isolated_env: dict[str, str]) -> None:
+    # Biden at 1/6 size: a face is found, but under 24 px between the eyes the swapper leaves it.
+    img = cv2.imread(str(faces_dir / "biden.jpg"))
+    target = tmp_path / "far.png"
+    cv2.imwrite(str(target), cv2.resize(img, (img.shape[1] // 6, img.shape[0] // 6), interpolation=cv2.INTER_AREA))
+    source = small(faces_dir, "obama.jpg", tmp_path)
+    out = tmp_path / "o.png"
+    result = run_cli(["image", str(target), str(out), "-s", str(source), "--swap-model", "mesh", "--no-label"],
+                     env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    assert "too small to change (under 24 px between the eyes)" in result.stderr and "far.png" in result.stderr
+    assert "0 faces swapped" in result.stderr and "1 face swapped" not in result.stderr
+    assert np.array_equal(read_image(out), read_image(target))
+
+
+def test_a_tiny_source_face_is_warned_about(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    img = cv2.imread(str(faces_dir / "obama.jpg"))
+    tiny = tmp_path / "tiny.png"
+    cv2.imwrite(str(tiny), cv2.resize(img, (img.shape[1] // 8, img.shape[0] // 8), interpolation=cv2.INTER_AREA))
+    target = small(faces_dir, "biden.jpg", tmp_path)
+    for run in range(2):  # the second run reads the cached analysis and still warns
+        out = tmp_path / f"o{run}.png"
+        result = run_cli(["image", str(target), str(out), "-s", str(tiny), "--swap-model", "mesh", "--no-label"],
+                         env=isolated_env)
+        assert result.returncode == 0, result.stderr
+        assert "the face in source photo" in result.stderr and "tiny.png is small (" in result.stderr, result.stderr
+        assert "1 face swapped" in result.stderr
+
+
+def test_a_reference_photo_without_a_face_is_called_a_reference_photo(tmp_path: Path, faces_dir: Path,
+                                                                      isolated_env: dict[str, str]) -> None:
+    from tests.standins.arcface import build_arcface
+
+    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
+    models.mkdir()
+    build_arcface(models / "w600k_r50.onnx")
+    blank = tmp_path / "blank.png"
+    cv2.imwrite(str(blank), np.full((200, 300, 3), 120, np.uint8))
+    target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
+    out = tmp_path / "o.png"
+    result = run_cli(["--unverified-models", "image", str(target), str(out), "-s", str(source), "--swap-model",
+                      "mesh", "--reference", str(blank)], env=isolated_env)
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "no face found in reference photo" in errors[0] and "blank.png" in errors[0]
+    assert not out.exists()

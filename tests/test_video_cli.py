@@ -31,7 +31,9 @@ class SlowEngine:
             Path({marker!r}).touch()
         if packet.index == int(os.environ.get("HOG_AT", -1)):
             np.empty(3 << 30, np.uint8)  # 3 GB of address space (untouched)
-        time.sleep({delay})
+        # after the marker, slow enough that a signal sent on seeing it lands mid-run even on a
+        # loaded machine (a prompt one ends the run at once)
+        time.sleep({delay} if packet.index < 10 else {tail_delay})
         packet.image[100:108, :8] = 255 - packet.image[100:108, :8]  # away from the index stamp
 
 video.create_engine = lambda job: SlowEngine()
@@ -145,9 +147,11 @@ def test_bad_input_exits_nonzero_with_one_line_and_no_output(tmp_path: Path, sma
     assert set(p.name for p in tmp_path.iterdir()) == before
 
 
-def _start_patched(args: list[str], tmp_path: Path, env: dict[str, str], delay: float = 0.05) -> tuple[subprocess.Popen[str], Path]:
+def _start_patched(args: list[str], tmp_path: Path, env: dict[str, str], delay: float = 0.05,
+                   tail_delay: float | None = None) -> tuple[subprocess.Popen[str], Path]:
     marker = tmp_path / "halfway"
-    script = _PATCHED_CLI.format(root=str(REPO_ROOT), marker=str(marker), delay=delay)
+    script = _PATCHED_CLI.format(root=str(REPO_ROOT), marker=str(marker), delay=delay,
+                                 tail_delay=delay if tail_delay is None else tail_delay)
     proc = subprocess.Popen([sys.executable, "-c", script, *args], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     return proc, marker
@@ -160,7 +164,8 @@ def test_interrupt_halfway_leaves_no_output(tmp_path: Path, small_clip: Path, is
     work = tmp_path / "work"
     work.mkdir()
     out = work / "out.mp4"
-    proc, marker = _start_patched(["video", str(small_clip), str(out), "--source", "face.jpg"], tmp_path, isolated_env)
+    proc, marker = _start_patched(["video", str(small_clip), str(out), "--source", "face.jpg"], tmp_path, isolated_env,
+                                  tail_delay=0.3)
     wait_for_file(marker, proc)
     proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=60)
@@ -173,7 +178,7 @@ def test_interrupt_with_keep_partial_leaves_a_valid_shorter_video(tmp_path: Path
                                                                   isolated_env: dict[str, str]) -> None:
     out = tmp_path / "out.mkv"
     proc, marker = _start_patched(["video", str(small_clip), str(out), "--source", "face.jpg", "--keep-partial",
-                                   "--execution-threads", "2"], tmp_path, isolated_env)
+                                   "--execution-threads", "2"], tmp_path, isolated_env, tail_delay=0.3)
     wait_for_file(marker, proc)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
@@ -259,7 +264,7 @@ def test_progress_bar_on_a_terminal(tmp_path: Path, small_clip: Path, isolated_e
 
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 120, 0, 0))
-    script = _PATCHED_CLI.format(root=str(REPO_ROOT), marker=str(tmp_path / "m"), delay=0.005)
+    script = _PATCHED_CLI.format(root=str(REPO_ROOT), marker=str(tmp_path / "m"), delay=0.005, tail_delay=0.005)
     proc = subprocess.Popen([sys.executable, "-c", script, "video", str(small_clip), str(tmp_path / "o.mp4"),
                              "--source", "face.jpg"], stdin=slave, stdout=slave, stderr=slave, env=isolated_env)
     os.close(slave)

@@ -177,3 +177,23 @@ def test_real_models_on_rgba_and_grayscale(tmp_path: Path, faces_dir: Path) -> N
     cv2.imwrite(str(blank), np.full((200, 200, 3), 90, np.uint8))
     with pytest.raises(NoFaceError, match="blank.png"):
         analyse_source([blank], analyser)
+
+
+def test_several_faces_in_a_photo_are_reported_on_every_run(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    class Crowd(FakeAnalyser):
+        def analyse_photo(self, image: np.ndarray) -> tuple[Face | None, int]:
+            return super().analyse_photo(image)[0], 3
+
+    path = photo(tmp_path / "crowd.png", 11)
+    analyser = Crowd()
+    for cache in (SourceCache(tmp_path / "cache"), SourceCache(tmp_path / "cache")):  # the second reads the disk
+        caplog.clear()
+        with caplog.at_level("INFO", logger="livecam"):
+            analyse_source([path], analyser, cache=cache)
+        assert "crowd.png has 3 faces; using the largest" in caplog.text
+    assert analyser.calls == 1
+
+
+def test_messages_name_the_photos_role(tmp_path: Path) -> None:
+    with pytest.raises(NoFaceError, match="no face found in reference photo .*blank.png"):
+        analyse_source([photo(tmp_path / "blank.png", 0)], FakeAnalyser(), role="reference")

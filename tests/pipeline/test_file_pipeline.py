@@ -172,7 +172,8 @@ def test_keep_partial_finalises_a_shorter_valid_video_on_error(tmp_path: Path, c
 
 def test_interrupt_is_reported_and_cleans_up(tmp_path: Path, clip: Path) -> None:
     out = tmp_path / "out.mp4"
-    engine = InvertEngine(delay=lambda i: 0.01)
+    # slow after the first frames, so the interrupt lands mid-run even on a loaded machine
+    engine = InvertEngine(delay=lambda i: 0.01 if i < 3 else 0.3)
     main = threading.get_ident()
 
     def interrupt() -> None:

@@ -183,3 +183,11 @@ def test_match_shading_takes_the_targets_lighting_direction() -> None:
     np.testing.assert_array_equal(out[..., 1:], face_lab[..., 1:])  # only lightness changes
     none = color.match_shading(face_lab, target, np.zeros_like(weights), radius_px=12.0)
     np.testing.assert_array_equal(none, face_lab)  # no weights: nothing to follow
+
+
+def test_match_lab_on_a_grey_target_gives_a_grey_face() -> None:
+    rng = np.random.default_rng(7)
+    face = np.clip(rng.normal((90, 120, 190), 25, (64, 64, 3)), 0, 255).astype(np.uint8)  # warm skin
+    target = np.repeat(rng.integers(60, 200, (64, 64, 1), dtype=np.uint8), 3, axis=2)  # black and white
+    out = color.match_lab(face, target, np.ones((64, 64), bool)).astype(int)
+    assert (out.max(axis=2) - out.min(axis=2)).max() <= 2

@@ -15,7 +15,7 @@ from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
 from livecam.processors import masks
 from livecam.processors.base import FrameProcessor
-from livecam.processors.mesh_swapper import MeshSwapper, piecewise_affine_maps, triangulate
+from livecam.processors.mesh_swapper import MeshSwapper, piecewise_affine_maps, prepare_source, triangulate
 from livecam.settings import SwapSettings
 
 MODELS = Path(__file__).resolve().parents[2] / "src" / "livecam" / "models" / "default"
@@ -399,3 +399,96 @@ def test_parts_turned_away_from_the_camera_keep_the_target() -> None:
     frontal = oval & (cols > 330) & (cols < 400)
     assert changed[frontal].mean() > 0.6
     assert changed[squeezed].mean() < 0.2
+
+
+def test_real_photos_blend_zero_is_the_input_and_a_small_blend_stays_close(faces_dir: Path, analyse) -> None:
+    # Obama's face shape differs from Biden's, so the kept eyes and mouth move with the shape
+    # change; at --blend 0 nothing may move, and a small blend moves them only a little.
+    src_img, src_face = analyse(faces_dir / "obama.jpg")
+    tgt_img, tgt_face = analyse(faces_dir / "biden.jpg")
+    source = SourceIdentity((faces_dir / "obama.jpg",), src_img, src_face, None)
+    none = swapped(SwapSettings(blend=0.0), tgt_img, [tgt_face], source).image
+    np.testing.assert_array_equal(none, tgt_img)
+    eyes = np.zeros(tgt_img.shape[:2], dtype=bool)
+    for eye in (mesh_indices.LEFT_EYE, mesh_indices.RIGHT_EYE):
+        eyes |= masks.polygon_mask(tgt_img.shape[:2], tgt_face.landmarks[eye], 3) > 0
+    full = swapped(SwapSettings(blend=1.0), tgt_img, [tgt_face], source).image
+    small = swapped(SwapSettings(blend=0.1), tgt_img, [tgt_face], source).image
+
+    def moved(out: np.ndarray) -> float:
+        return float(np.abs(out[eyes].astype(int) - tgt_img[eyes]).mean())
+
+    assert moved(full) > 5.0
+    assert moved(small) < 0.3 * moved(full)
+
+
+@pytest.mark.parametrize("source_name, target, crop", [
+    # Obama turned a little: the side turned away is squeezed into a few pixels, where the
+    # coarse warp grid once cut the source's soft edge off in steps, partly outside the face.
+    ("biden.jpg", "obama2.jpg", None),
+    # A man in group6 with his head turned far: the box of his kept (moved) far eye reached
+    # past the oval, and moved pixels there.
+    ("obama.jpg", "group6.jpg", (slice(280, 560), slice(640, 900))),
+])
+def test_real_photos_turned_head_changes_nothing_outside_its_oval(faces_dir: Path, analyse, tmp_path: Path,
+                                                                  source_name: str, target: str,
+                                                                  crop: tuple[slice, slice] | None) -> None:
+    src_img, src_face = analyse(faces_dir / source_name)
+    path = faces_dir / target
+    if crop is not None:
+        path = tmp_path / "crop.png"
+        cv2.imwrite(str(path), cv2.imread(str(faces_dir / target))[crop])
+    tgt_img, tgt_face = analyse(path)
+    source = SourceIdentity((faces_dir / source_name,), src_img, src_face, None)
+    out = swapped(SwapSettings(), tgt_img, [tgt_face], source).image
+    oval = np.zeros(tgt_img.shape[:2], dtype=np.uint8)
+    cv2.fillPoly(oval, [np.round((tgt_face.landmarks[mesh_indices.FACE_OVAL] - 0.5) * 16).astype(np.int32)],
+                 1, shift=4)
+    changed = np.any(out != tgt_img, axis=2)
+    assert changed[oval > 0].mean() > 0.5
+    assert not np.any(changed & (oval == 0))
+
+
+def test_real_photos_a_black_and_white_target_gets_a_grey_face(faces_dir: Path, analyse) -> None:
+    src_img, src_face = analyse(faces_dir / "biden.jpg")
+    colour, tgt_face = analyse(faces_dir / "obama.jpg")
+    grey = cv2.cvtColor(cv2.cvtColor(colour, cv2.COLOR_BGR2GRAY), cv2.COLOR_GRAY2BGR)
+    source = SourceIdentity((faces_dir / "biden.jpg",), src_img, src_face, None)
+    out = swapped(SwapSettings(), grey, [tgt_face], source).image.astype(int)
+    assert np.any(out != grey)
+    assert (out.max(axis=2) - out.min(axis=2)).max() <= 2  # no tint, no colour left from Biden
+    raw = swapped(SwapSettings(color_match=False), grey, [tgt_face], source).image.astype(int)
+    assert (raw.max(axis=2) - raw.min(axis=2)).max() > 20  # --no-color-match keeps his colours
+
+
+def test_real_photos_a_source_face_cut_by_the_photo_edge_fades_out_there(faces_dir: Path, analyse, tmp_path: Path,
+                                                                         caplog: pytest.LogCaptureFixture) -> None:
+    image = cv2.imread(str(faces_dir / "obama.jpg"))[:, 450:]  # the left third of the face is cut off
+    cut = tmp_path / "cut.png"
+    cv2.imwrite(str(cut), image)
+    src_img, src_face = analyse(cut)
+    source = SourceIdentity((cut,), src_img, src_face, None)
+    with caplog.at_level("WARNING", logger="livecam"):
+        prepared = prepare_source(source)
+    assert "cut.png is cut off by the photo's edge" in caplog.text
+    # The texture's mask is 0 at the photo's edge (no hard seam across the target's face) and
+    # still covers the rest of the face.
+    alpha = prepared.levels[0][..., 3]
+    assert alpha[:, 0].max() == 0 and alpha.max() == 255
+    caplog.clear()
+    whole, whole_face = analyse(faces_dir / "obama.jpg")
+    with caplog.at_level("WARNING", logger="livecam"):
+        prepare_source(SourceIdentity((faces_dir / "obama.jpg",), whole, whole_face, None))
+    assert "cut off" not in caplog.text
+
+
+def test_several_source_photos_say_that_only_the_first_is_used(caplog: pytest.LogCaptureFixture) -> None:
+    source = make_source()
+    two = SourceIdentity(paths=(Path("a.png"), Path("b.png")), image=source.image, face=source.face,
+                         embedding=None)
+    with caplog.at_level("WARNING", logger="livecam"):
+        MeshSwapper(SwapSettings()).prepare([source])
+    assert "not used" not in caplog.text
+    with caplog.at_level("WARNING", logger="livecam"):
+        MeshSwapper(SwapSettings()).prepare([two])
+    assert "the other --source photos (b.png) are not used" in caplog.text

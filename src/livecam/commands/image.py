@@ -13,6 +13,7 @@ import time
 
 from livecam.frame import FramePacket
 from livecam.media.images import check_output_path, read_image, split_alpha, write_image_atomic
+from livecam.processors.base import MIN_EYE_DISTANCE, usable
 from livecam.settings import AnalysisSettings, ImageJob
 
 log = logging.getLogger("livecam")
@@ -30,16 +31,24 @@ def run_image(job: ImageJob) -> None:
     log.debug("models: %s", engine.describe())
     packet = FramePacket(index=0, image=bgr.copy())
     engine.analyse(packet, track=False)
+    # The processors leave faces under MIN_EYE_DISTANCE as they are: count only the others.
+    count = sum(1 for face in packet.faces if usable(face))
+    small = len(packet.faces) - count
     if not packet.faces:
         log.warning("warning: no %s found in %s; writing it unchanged to %s",
                     wanted_faces(job.processing.analysis), job.input, job.output)
+    elif not count:
+        log.warning("warning: the face%s found in %s %s too small to change (under %g px between "
+                    "the eyes); writing it unchanged to %s; use a larger image",
+                    "" if small == 1 else "s", job.input, "is" if small == 1 else "are",
+                    MIN_EYE_DISTANCE, job.output)
     else:
         engine.process(packet)
     write_image_atomic(job.output, packet.image, force=job.force, label=job.label, alpha=alpha)
-    count = len(packet.faces)
     done = "swapped" if "face_swapper" in job.processing.frame_processors else "enhanced"
-    log.info("wrote %s (%d face%s %s, %.1f s; %s)", job.output, count, "" if count == 1 else "s", done,
-             time.perf_counter() - start, engine.describe())
+    skipped = f", {small} too small to change" if small and count else ""
+    log.info("wrote %s (%d face%s %s%s, %.1f s; %s)", job.output, count, "" if count == 1 else "s",
+             done, skipped, time.perf_counter() - start, engine.describe())
 
 
 def wanted_faces(analysis: AnalysisSettings) -> str:

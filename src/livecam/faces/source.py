@@ -27,7 +27,10 @@ log = logging.getLogger("livecam")
 # Photos whose embeddings are farther apart than this are taken to show different people.
 # Same person across photos: typically under about 1.1; strangers: 1.25-1.41 (sqrt 2).
 MAX_SAME_PERSON_DISTANCE = 1.2
-_CACHE_VERSION = "1"
+# A source face smaller than this (px between the eyes) is blown up on most targets: the user is
+# warned that the swap will look blurred (the processors skip targets under 24 px).
+SMALL_SOURCE_EYE_DISTANCE = 32.0
+_CACHE_VERSION = "2"  # 2: the number of faces in the photo is kept too
 
 
 @dataclass(frozen=True)
@@ -44,32 +47,34 @@ class SourceIdentity:
 
 @dataclass
 class SourceCache:
-    """Per-photo analysis results by content key; `folder` None keeps them in memory only."""
+    """Per-photo analysis results (the face used and how many faces the photo holds) by
+    content key; `folder` None keeps them in memory only."""
 
     folder: Path | None = None
-    _memory: dict[str, Face] = field(default_factory=dict)
+    _memory: dict[str, tuple[Face, int]] = field(default_factory=dict)
 
-    def get(self, key: str) -> Face | None:
-        face = self._memory.get(key)
-        if face is None and self.folder is not None:
-            face = _load_face(self.folder / f"{key}.npz")
-            if face is not None:
-                self._memory[key] = face
-        return face
+    def get(self, key: str) -> tuple[Face, int] | None:
+        entry = self._memory.get(key)
+        if entry is None and self.folder is not None:
+            entry = _load_face(self.folder / f"{key}.npz")
+            if entry is not None:
+                self._memory[key] = entry
+        return entry
 
-    def put(self, key: str, face: Face) -> None:
-        self._memory[key] = face
+    def put(self, key: str, face: Face, count: int = 1) -> None:
+        self._memory[key] = (face, count)
         if self.folder is not None:
-            _save_face(self.folder / f"{key}.npz", face)
+            _save_face(self.folder / f"{key}.npz", face, count)
 
 
 def analyse_source(paths: Sequence[Path | str], analyser: Any, *, cache: SourceCache | None = None,
                    need_landmarks: bool = False,
-                   max_distance: float = MAX_SAME_PERSON_DISTANCE) -> SourceIdentity:
+                   max_distance: float = MAX_SAME_PERSON_DISTANCE, role: str = "source") -> SourceIdentity:
     """One identity from photos of one person.
 
     NoFaceError names a photo without a face (or, with `need_landmarks`, one whose face the
-    landmark model cannot fit); InputError names a photo of someone else than the first."""
+    landmark model cannot fit); InputError names a photo of someone else than the first.
+    `role` ("source" or "reference") names the photos in messages."""
     from livecam.media.images import flatten, read_image
 
     if not paths:
@@ -80,37 +85,46 @@ def analyse_source(paths: Sequence[Path | str], analyser: Any, *, cache: SourceC
         path = Path(raw_path)
         image = read_image(path)
         bgr = flatten(image)
-        face = _analyse_one(path, bgr, analyser, cache)
+        face, count = _analyse_one(path, bgr, analyser, cache, role)
         if need_landmarks and face.landmarks is None:
-            raise NoFaceError(f"the face in source photo {path} could not be fitted with landmarks "
+            raise NoFaceError(f"the face in {role} photo {path} could not be fitted with landmarks "
                               f"(turned away or cut off?); use a clear, frontal photo")
+        # Said only once the photo is usable, so an error stays the one line printed; on every
+        # run, cached or not.
+        if count > 1:
+            log.info("%s photo %s has %d faces; using the largest", role, path, count)
+        if role == "source" and face.eye_distance < SMALL_SOURCE_EYE_DISTANCE:
+            log.warning("warning: the face in source photo %s is small (%.0f px between the eyes), "
+                        "so the swapped face will look blurred; use a photo with at least %.0f px "
+                        "between the eyes", path, face.eye_distance, SMALL_SOURCE_EYE_DISTANCE)
         images.append(bgr)
         faces.append(face)
     embeddings = [f.embedding for f in faces]
     mean = None
     if all(e is not None for e in embeddings):
         stacked = normalise(np.stack(embeddings))  # type: ignore[arg-type]
-        _check_same_person([Path(p) for p in paths], stacked, max_distance)
+        _check_same_person([Path(p) for p in paths], stacked, max_distance, role)
         mean = normalise(stacked.mean(axis=0, keepdims=True))[0]
     return SourceIdentity(paths=tuple(Path(p) for p in paths), image=images[0], face=faces[0], embedding=mean)
 
 
-def _analyse_one(path: Path, bgr: np.ndarray, analyser: Any, cache: SourceCache | None) -> Face:
+def _analyse_one(path: Path, bgr: np.ndarray, analyser: Any, cache: SourceCache | None,
+                 role: str) -> tuple[Face, int]:
+    """The photo's largest face and how many faces it holds, from the cache when it has them."""
     key = cache_key(path, analyser) if cache is not None else None
-    face = cache.get(key) if cache is not None and key is not None else None
-    if face is None:
-        face, count = analyser.analyse_photo(bgr)
-        if face is None:
-            raise NoFaceError(f"no face found in source photo {path}; use a photo where one face is "
+    entry = cache.get(key) if cache is not None and key is not None else None
+    if entry is None:
+        found, count = analyser.analyse_photo(bgr)
+        if found is None:
+            raise NoFaceError(f"no face found in {role} photo {path}; use a photo where one face is "
                               f"clearly visible (frontal, well lit, not too small)")
-        if count > 1:
-            log.info("source photo %s has %d faces; using the largest", path, count)
+        entry = (found, count)
         if cache is not None and key is not None:
-            cache.put(key, face)
-    return face
+            cache.put(key, found, count)
+    return entry
 
 
-def _check_same_person(paths: list[Path], embeddings: np.ndarray, max_distance: float) -> None:
+def _check_same_person(paths: list[Path], embeddings: np.ndarray, max_distance: float, role: str) -> None:
     """Each photo against the mean of the others; the farthest beyond the limit is named."""
     n = len(embeddings)
     if n < 2:
@@ -124,8 +138,8 @@ def _check_same_person(paths: list[Path], embeddings: np.ndarray, max_distance: 
             worst, worst_d = i, d
     if worst >= 0:
         # With two photos either could be the odd one; name the later one.
-        raise InputError(f"source photo {paths[worst]} seems to show a different person than the other "
-                         f"source photos (embedding distance {worst_d:.2f} > {max_distance:.2f}); "
+        raise InputError(f"{role} photo {paths[worst]} seems to show a different person than the other "
+                         f"{role} photos (embedding distance {worst_d:.2f} > {max_distance:.2f}); "
                          f"give photos of one person only")
 
 
@@ -140,10 +154,10 @@ def cache_key(path: Path, analyser: Any) -> str:
     return digest.hexdigest()
 
 
-def _save_face(path: Path, face: Face) -> None:
+def _save_face(path: Path, face: Face, count: int) -> None:
     """Best effort: a cache that cannot be written only costs time."""
     arrays: dict[str, np.ndarray] = {"bbox": face.bbox, "kps": face.kps,
-                                     "score": np.float32(face.score)}
+                                     "score": np.float32(face.score), "count": np.int64(count)}
     if face.landmarks is not None:
         arrays["landmarks"] = face.landmarks
     if face.embedding is not None:
@@ -159,12 +173,13 @@ def _save_face(path: Path, face: Face) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _load_face(path: Path) -> Face | None:
+def _load_face(path: Path) -> tuple[Face, int] | None:
     try:
         with np.load(path, allow_pickle=False) as data:
-            return Face(bbox=data["bbox"], score=float(data["score"]), kps=data["kps"],
+            face = Face(bbox=data["bbox"], score=float(data["score"]), kps=data["kps"],
                         landmarks=data["landmarks"] if "landmarks" in data else None,
                         embedding=data["embedding"] if "embedding" in data else None)
+            return face, int(data["count"]) if "count" in data else 1
     except FileNotFoundError:
         return None
     except Exception as exc:  # noqa: BLE001 - a damaged cache entry is ignored and rewritten

@@ -268,7 +268,7 @@ def _expand_sources(sources: Sequence[Path], live: bool) -> list[Path]:
 
 
 def _reference_embedding(paths: Sequence[Path], analyser: FaceAnalyser, cache: SourceCache) -> Any:
-    identity = analyse_source(list(paths), analyser, cache=cache)
+    identity = analyse_source(list(paths), analyser, cache=cache, role="reference")
     return identity.embedding
 
 

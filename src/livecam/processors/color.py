@@ -19,6 +19,9 @@ import numpy as np
 _MIN_RATIO = np.array([0.6, 0.5, 0.5], dtype=np.float32)
 _MAX_RATIO = np.array([1.5, 1.1, 1.1], dtype=np.float32)
 _EPS = 1e-2
+# A target without chroma (a black-and-white photo or video: a and b flat at 128) gets a grey
+# face; the chroma floor above would keep half of the source's colours on it.
+_GREY_STD, _GREY_OFFSET = 1.0, 1.5
 _KNEE_STD, _KNEE_SLOPE = 1.5, 0.4
 # Statistics are taken on a regular subsample of at most about this many pixels: means and
 # standard deviations of a smooth skin region do not need every pixel.
@@ -50,6 +53,8 @@ def transfer_lut(face_lab: np.ndarray, target_lab: np.ndarray, weights: np.ndarr
     mean_f, std_f = _weighted_stats(face_lab, w)
     mean_t, std_t = _weighted_stats(target_lab, w)
     ratio = np.clip((std_t + _EPS) / (std_f + _EPS), _MIN_RATIO, _MAX_RATIO)
+    if np.all(std_t[1:] < _GREY_STD) and np.all(np.abs(mean_t[1:] - 128.0) < _GREY_OFFSET):
+        ratio[1:] = 0.0
     offset = mean_t - mean_f * ratio
     levels = np.arange(256, dtype=np.float64)[:, None]
     mapped = levels * ratio + offset

@@ -10,7 +10,10 @@ is upsampled to full resolution (a piecewise-affine map is continuous, so linear
 exact away from triangle edges and off by a fraction of a pixel on them).
 
 The source's soft face mask (its oval, cut below the hairline, feathered inwards) is the texture's
-fourth channel, so it is warped with the colours and its edge lands inside the target's oval.
+fourth channel, so it is warped with the colours and its edge lands inside the target's oval;
+the weight is also bounded by the target's own oval at full resolution (the coarse grid alone
+could leave grid-cell steps past it where a turned-away side is squeezed), so nothing outside
+the oval changes. A source face cut off by its photo's edge fades out at that edge.
 The warped face is colour-matched to the target's skin (LAB mean/std, then the target's
 low-frequency lighting), triangles turned away from the camera fade out, and the target's eyes
 and inner mouth (and, with --mouth-mask, its lips and more) are kept so that blinks, gaze and
@@ -21,11 +24,13 @@ nose, mouth, cheeks; not the oval) move towards the source's proportions (shape_
 source texture is warped onto the moved landmarks, and the target's own pixels that show
 through (its kept eyes and inner mouth) are warped from the old landmarks to the new ones with
 the same triangles and grid, so the face's features sit where the source person has them while
-the outline, pose and expression stay the target's. `shape_strength` (0..1) sets how far.
+the outline, pose and expression stay the target's. `shape_strength` (0..1) sets how far;
+--blend scales it too (the opacity of the whole swap: 0 leaves the frame exactly as it was).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from typing import Sequence
@@ -42,12 +47,18 @@ from livecam.processors import color, masks
 from livecam.processors.base import usable
 from livecam.settings import SwapSettings
 
+log = logging.getLogger("livecam")
+
 # Grid step: about this many grid cells across the face; small faces get a full-res grid.
 _GRID_CELLS = 72
 _MAX_STEP = 8
 # Mask geometry as fractions of the face size (the larger side of the oval's bounding box).
 _FEATHER = 0.07  # width of the soft edge of the face mask
 _OVAL_MARGIN = 0.015  # the soft edge ends this far inside the oval
+# The target's own oval bounds the weight too, rising from 0 on it over this width: the warp
+# is evaluated on a coarse grid, which on a side turned away (squeezed into a few pixels) would
+# otherwise cut the source's soft edge off in grid-cell steps, partly outside the face.
+_TARGET_EDGE = 0.02
 _DETAIL_FEATHER = 0.015  # soft edge round the kept eyes and inner mouth
 _MOUTH_FEATHER = 0.04  # soft edge round the --mouth-mask region (lips and below)
 # Low-frequency lighting taken from the target with colour matching on (see color.match_shading):
@@ -171,8 +182,20 @@ def prepare_source(source: SourceIdentity) -> PreparedSource:
     x2, y2 = min(int(hi[0] + margin) + 1, w), min(int(hi[1] + margin) + 1, h)
     local = lm - (x1, y1)
     kps = np.asarray(source.face.kps, dtype=np.float64) - (x1, y1)
-    alpha = _inner_feather((y2 - y1, x2 - x1), _clip_forehead(local[oval], kps),
-                           _OVAL_MARGIN * size, max(2.0, _FEATHER * size))
+    outline = _clip_forehead(local[oval], kps)
+    # A face cut off by the photo's edge: the mask fades out at that edge too (not a hard seam
+    # across the target's face), and the user is told that part of the face is missing.
+    tol = 0.01 * size
+    cut = (x1 == 0 and float(outline[:, 0].min()) < -tol,
+           y1 == 0 and float(outline[:, 1].min()) < -tol,
+           x2 == w and float(outline[:, 0].max()) > x2 - x1 + tol,
+           y2 == h and float(outline[:, 1].max()) > y2 - y1 + tol)
+    if any(cut):
+        log.warning("warning: the face in source photo %s is cut off by the photo's edge; the "
+                    "target's own face shows where the photo ends; use a photo that shows the "
+                    "whole face", _source_name(source))
+    alpha = _inner_feather((y2 - y1, x2 - x1), outline, _OVAL_MARGIN * size,
+                           max(2.0, _FEATHER * size), cut)
     bgra = np.dstack([image[y1:y2, x1:x2], np.round(alpha * 255.0).astype(np.uint8)])
     levels = [np.ascontiguousarray(bgra)]
     s = size
@@ -286,14 +309,30 @@ def shape_offsets(src: PreparedSource, tgt_lm: np.ndarray, strength: float, size
 
 
 def _inner_feather(shape_hw: tuple[int, int], polygon: np.ndarray, margin: float,
-                   feather: float) -> np.ndarray:
+                   feather: float, edges: tuple[bool, bool, bool, bool] = (False,) * 4
+                   ) -> np.ndarray:
     """float32 mask: 0 outside `polygon` and within `margin` px of its edge, rising smoothly to
-    1 over the next `feather` px inwards (an exact inward offset, whatever the shape)."""
+    1 over the next `feather` px inwards (an exact inward offset, whatever the shape). `edges`
+    (left, top, right, bottom): array borders that count as the polygon's edge too."""
     inside = np.zeros(shape_hw, dtype=np.uint8)
     cv2.fillPoly(inside, [np.round((polygon - 0.5) * 16.0).astype(np.int32)], 1, shift=4)
+    for side, line in zip(edges, (np.s_[:, :1], np.s_[:1, :], np.s_[:, -1:], np.s_[-1:, :])):
+        if side:
+            inside[line] = 0
     dist = cv2.distanceTransform(inside, cv2.DIST_L2, cv2.DIST_MASK_PRECISE)
     ramp = np.clip((dist - margin) / feather, 0.0, 1.0)
     return ramp * ramp * (3.0 - 2.0 * ramp)
+
+
+def _edge_ramp(shape_hw: tuple[int, int], polygon: np.ndarray, width: float) -> np.ndarray:
+    """float32 mask: 0 outside `polygon`, rising linearly to 1 over `width` px inwards. Cheaper
+    than _inner_feather (it runs per face and frame): a 3x3 distance and two in-place passes."""
+    inside = np.zeros(shape_hw, dtype=np.uint8)
+    cv2.fillPoly(inside, [np.round((polygon - 0.5) * 16.0).astype(np.int32)], 1, shift=4)
+    ramp = cv2.distanceTransform(inside, cv2.DIST_L2, cv2.DIST_MASK_3)
+    cv2.min(ramp, width, dst=ramp)
+    cv2.multiply(ramp, 1.0 / width, dst=ramp)
+    return ramp
 
 
 def _source_name(source: SourceIdentity) -> str:
@@ -418,11 +457,20 @@ class MeshSwapper:
     def prepare(self, sources: Sequence[SourceIdentity]) -> None:
         # Built completely before the swap so that worker threads see old or new, never half.
         self._sources = tuple(prepare_source(s) for s in sources)
+        for source in sources:
+            if len(source.paths) > 1:
+                # The texture comes from one photo: the others would silently do nothing.
+                log.warning("warning: the mesh swapper uses only the first --source photo, %s; "
+                            "the other --source photos (%s) are not used (averaging photos needs "
+                            "--swap-model inswapper_128)", source.paths[0],
+                            ", ".join(str(p) for p in source.paths[1:]))
 
     def process(self, packet: FramePacket) -> FramePacket:
         start = time.perf_counter()
         sources = self._sources
-        for face in packet.faces:
+        # --blend 0: the input, exactly (not even the kept eyes and mouth move).
+        faces = packet.faces if self.settings.blend > 0.0 else []
+        for face in faces:
             if not 0 <= face.source_key < len(sources):
                 continue
             if self._swappable(face):
@@ -452,10 +500,13 @@ class MeshSwapper:
         local = lm - (x1, y1)
         # The source's face shape: the target's landmarks move towards it, and the target's own
         # pixels that stay visible inside the face (kept eyes and mouth) are warped along.
+        # --blend is the opacity of the whole swap: the shape change fades with it, so that a
+        # small blend is close to the target (the kept eyes and mouth move by the shape change).
+        blend = float(np.clip(self.settings.blend, 0.0, 1.0))
         offsets = None
-        if self.shape_strength > 0.0:
+        if self.shape_strength * blend > 0.0:
             frozen = src.lips if self.settings.mouth_mask is not None else None
-            offsets = shape_offsets(src, local, self.shape_strength, size, frozen)
+            offsets = shape_offsets(src, local, self.shape_strength * blend, size, frozen)
         moved = local if offsets is None else local + offsets
 
         lab = self.settings.color_match
@@ -466,6 +517,8 @@ class MeshSwapper:
         alpha = warped4[..., 3].astype(np.float32) * (1.0 / 255.0)
         if facing is not None:
             alpha *= facing
+        inside = _edge_ramp((roi_h, roi_w), moved[self._oval], max(1.0, _TARGET_EDGE * size))
+        cv2.multiply(alpha, inside, dst=alpha)
         original = frame[y1:y2, x1:x2]
         skin, kept = self._apply_keep(alpha, moved, face.kps - (x1, y1), size)
         target = original
@@ -477,6 +530,10 @@ class MeshSwapper:
             for _, box, is_mouth_mask in kept:
                 if not is_mouth_mask:
                     self._move_pixels(original, target, motion, box)
+                    # A box reaching past the oval (a face in profile) moves nothing there.
+                    bx1, by1, bx2, by2 = box
+                    out = inside[by1:by2, bx1:bx2] <= 0.0
+                    target[by1:by2, bx1:bx2][out] = original[by1:by2, bx1:bx2][out]
         if lab:
             step = color.sample_step(skin.shape)
             target_lab = cv2.cvtColor(np.ascontiguousarray(target[::step, ::step]),
@@ -488,8 +545,8 @@ class MeshSwapper:
                     warped = color.match_shading(warped, target, skin, _SHADING_RADIUS * size,
                                                  _SHADING)
             warped = cv2.cvtColor(warped, cv2.COLOR_LAB2BGR)
-        if self.settings.blend != 1.0:
-            alpha *= float(np.clip(self.settings.blend, 0.0, 1.0))
+        if blend != 1.0:
+            alpha *= blend
         # Weights 0 keep the target's pixel exactly (the kept mouth relies on it).
         frame[y1:y2, x1:x2] = cv2.blendLinear(warped, target, alpha, 1.0 - alpha)
 
