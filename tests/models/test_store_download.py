@@ -116,6 +116,23 @@ def test_transient_server_errors_are_retried(server, online) -> None:
     assert [s for _, _, s in server.state.requests("/m.onnx")] == [503, 503, 200]
 
 
+def test_a_host_that_does_not_resolve_is_not_retried(server, online, caplog) -> None:
+    # Without a network every address fails to resolve: retrying with back-off only made the
+    # user wait half a minute for the same error. The next mirror is tried at once.
+    data = payload(SIZE, seed=10)
+    mirror = server.serve("/mirror/m.onnx", data)
+    unresolvable = "http://livecam-test.invalid/m.onnx"  # .invalid never resolves (RFC 6761)
+    policy = replace(FAST, attempts=5)
+    with caplog.at_level("INFO", logger="livecam"):
+        path = ModelStore(online, progress=False, catalog={"m": spec_for("m", (unresolvable, mirror), data)},
+                          policy=policy).path("m")
+    assert path.read_bytes() == data
+    assert not [r for r in caplog.records if "retrying" in r.getMessage()]
+    with pytest.raises(DownloadError, match=r"livecam-test\.invalid .*is this machine offline"):
+        ModelStore(online, progress=False, catalog={"n": spec_for("n", (unresolvable,), data)},
+                   policy=policy).path("n")
+
+
 def test_offline_never_touches_the_network(server, models_dir) -> None:
     data = payload(1000)
     url = server.serve("/m.onnx", data)

@@ -6,11 +6,13 @@ checks is deleted and the error says so.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import http.client
 import logging
 import os
 import re
+import socket
 import sys
 import time
 import urllib.error
@@ -94,6 +96,13 @@ def download(
     raise DownloadError(f"could not download {label}: " + "; ".join(reasons))
 
 
+def _no_network(reason: object) -> bool:
+    """A host name that does not resolve, or no route to any network: not a transient fault."""
+    if isinstance(reason, socket.gaierror):
+        return True
+    return isinstance(reason, OSError) and reason.errno in (errno.ENETUNREACH, errno.ENETDOWN)
+
+
 def _fetch_verified(url: str, part: Path, *, size: int | None, sha256: str | None, label: str,
                     progress: bool, policy: DownloadPolicy, unverified: bool) -> None:
     restarted = False
@@ -168,7 +177,12 @@ def _fetch_once(url: str, part: Path, *, size: int | None, label: str, progress:
             raise _Retry(f"HTTP {exc.code}") from exc
         raise _NextUrl(f"HTTP {exc.code} {exc.reason}") from exc
     except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
-        raise _Retry(f"connection failed: {getattr(exc, 'reason', exc)}") from exc
+        reason = getattr(exc, "reason", exc)
+        if _no_network(reason):
+            # Retrying cannot help a machine without a network (or DNS): next mirror at once,
+            # instead of half a minute of back-off per address before the same error.
+            raise _NextUrl(f"cannot reach {_host(url)} ({reason}); is this machine offline?") from exc
+        raise _Retry(f"connection failed: {reason}") from exc
 
     with response:
         status = response.status
