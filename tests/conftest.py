@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -12,6 +13,14 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FACES_DIR = REPO_ROOT.parent / "shared" / "faces"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def sigint_as_on_a_terminal() -> None:
+    """A suite started in the background (`cmd &`) inherits an ignored SIGINT, and so would every
+    livecam it starts: Ctrl-C tests model a terminal, where SIGINT raises KeyboardInterrupt."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # children get SIG_DFL at exec
 
 
 @pytest.fixture
