@@ -76,6 +76,17 @@ def frame_with_face(photo: Path | None, width: int, height: int) -> np.ndarray:
     return frame
 
 
+def pick_model(store: ModelStore, name: str, family: str, replicas: Path | None,
+               build_standin: Callable[[Path], Path], tmp: Path, standin_label: str) -> tuple[Path, str]:
+    """The real model when the store has it, else the full-size replica in `replicas`, else the
+    tiny stand-in (labelled so that no one takes its figures for the real model's)."""
+    if store.is_present(name):
+        return store.path(name), f"{family} {name}"
+    if replicas is not None and (replicas / f"{name}.onnx").is_file():
+        return replicas / f"{name}.onnx", f"{family} {name} REPLICA"
+    return build_standin(tmp / f"{name}.onnx"), standin_label
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=50)
@@ -105,14 +116,11 @@ def main() -> int:
                 rows.append((f"  {label} + facemesh", f"{w}x{h}",
                              median_ms(lambda: mesh.refine(frame, det.detect(frame, max_faces=1)), args.runs), ""))
 
-    if store.is_present("det_10g"):
-        scrfd_path, scrfd_label = store.path("det_10g"), "scrfd det_10g"
-    elif args.replicas is not None and (args.replicas / "det_10g.onnx").is_file():
-        scrfd_path, scrfd_label = args.replicas / "det_10g.onnx", "scrfd det_10g REPLICA"
-    else:
-        from tests.standins.scrfd import build_scrfd
+    from tests.standins.arcface import build_arcface
+    from tests.standins.scrfd import build_scrfd
 
-        scrfd_path, scrfd_label = build_scrfd(tmp / "det_10g.onnx"), "scrfd STAND-IN (tiny net)"
+    scrfd_path, scrfd_label = pick_model(store, "det_10g", "scrfd", args.replicas, build_scrfd, tmp,
+                                         "scrfd STAND-IN (tiny net)")
     scrfd_session = session(scrfd_path)
     for det_size in (640, 320):
         det = ScrfdDetector(scrfd_session, det_size=det_size)
@@ -121,14 +129,8 @@ def main() -> int:
             rows.append((f"{scrfd_label} @{det_size}", f"{w}x{h}", median_ms(lambda: det.detect(frame), args.runs),
                          f"{len(det.detect(frame))} dets"))
 
-    if store.is_present("w600k_r50"):
-        arc_path, arc_label = store.path("w600k_r50"), "arcface w600k_r50"
-    elif args.replicas is not None and (args.replicas / "w600k_r50.onnx").is_file():
-        arc_path, arc_label = args.replicas / "w600k_r50.onnx", "arcface w600k_r50 REPLICA"
-    else:
-        from tests.standins.arcface import build_arcface
-
-        arc_path, arc_label = build_arcface(tmp / "w600k_r50.onnx"), "arcface STAND-IN"
+    arc_path, arc_label = pick_model(store, "w600k_r50", "arcface", args.replicas, build_arcface, tmp,
+                                     "arcface STAND-IN")
     embedder = ArcFaceEmbedder(session(arc_path))
     frame = frame_with_face(args.photo, 640, 480)
     face = BlazeFaceDetector(session(store.path("blazeface_short_range"))).detect(frame, max_faces=1)
