@@ -157,6 +157,19 @@ def test_one_line_for_a_bad_source_or_a_missing_arcface_with_auto_models(
     no_leftovers(tmp_path)
 
 
+def test_an_unreadable_source_photo_is_the_one_line_even_with_the_mesh_fallback(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # `--swap-model auto` falls back to the mesh swapper here; its warning waits until the
+    # engine is built, so the source's problem is all the user reads.
+    broken = tmp_path / "broken.jpg"
+    broken.write_bytes(b"not a photo")
+    out = tmp_path / "o.png"
+    result = run_cli(["image", str(faces_dir / "obama.jpg"), str(out), "-s", str(broken)], env=isolated_env)
+    assert result.returncode == 2
+    assert "broken.jpg is not an image" in only_error_line(result.stderr)
+    assert not out.exists()
+
+
 def test_existing_output_needs_force(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
     target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
     out = tmp_path / "o.jpg"

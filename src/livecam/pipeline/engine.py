@@ -29,21 +29,32 @@ PHOTO_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".
 INSWAPPERS = ("inswapper_128", "inswapper_128_fp16")
 
 
-def choose_swap_model(choice: str, store: Any, providers: ProviderChoice) -> str:
-    """The swap model for --swap-model CHOICE. `auto`: inswapper fp16 on providers with
-    trustworthy fp16 kernels, fp32 elsewhere, and the embedded mesh swapper (with one warning)
-    when neither the inswapper nor the ArcFace model it needs can be had now."""
+def pick_swap_model(choice: str, store: Any, providers: ProviderChoice) -> tuple[str, tuple[str, ...]]:
+    """The swap model for --swap-model CHOICE, and the models whose absence made `auto` fall back
+    to the mesh swapper (empty otherwise). `auto`: inswapper fp16 on providers with trustworthy
+    fp16 kernels, fp32 elsewhere, and the embedded mesh swapper when neither the inswapper nor
+    the ArcFace model it needs can be had now."""
     if choice != "auto":
-        return choice
+        return choice, ()
     preferred = ["inswapper_128_fp16", "inswapper_128"] if providers.primary in FP16_FRIENDLY else ["inswapper_128"]
     for name in preferred:
         if store.can_provide(name) and store.can_provide("w600k_r50"):
-            return name
-    missing = [n for n in (preferred[-1], "w600k_r50") if not store.can_provide(n)]
-    log.warning("warning: %s not available here, so the embedded mesh swapper is used; for the neural "
-                "swap run `livecam models download %s --accept-license`",
-                " and ".join(missing), " ".join(missing))
-    return "mesh"
+            return name, ()
+    return "mesh", tuple(n for n in (preferred[-1], "w600k_r50") if not store.can_provide(n))
+
+
+def warn_mesh_fallback(missing: Sequence[str]) -> None:
+    if missing:
+        log.warning("warning: %s not available here, so the embedded mesh swapper is used; for the neural "
+                    "swap run `livecam models download %s --accept-license`",
+                    " and ".join(missing), " ".join(missing))
+
+
+def choose_swap_model(choice: str, store: Any, providers: ProviderChoice) -> str:
+    """pick_swap_model, saying at once when `auto` falls back to the mesh swapper."""
+    model, missing = pick_swap_model(choice, store, providers)
+    warn_mesh_fallback(missing)
+    return model
 
 
 def source_photos(folder: Path) -> list[Path]:
@@ -96,11 +107,10 @@ class Engine:
         cycle: list[Path] = []
         if swapping and not analysis.face_map:
             cycle = _expand_sources(settings.sources, live)
-        if (analysis.reference or analysis.face_map) and not store.can_provide("w600k_r50"):
-            # Picking people needs ArcFace whatever swaps: path() raises why it cannot be had (or
-            # asks for the licence), the one problem to report, with no mesh warning before it.
-            store.path("w600k_r50")
-        swap_model = choose_swap_model(settings.swap.model, store, providers) if swapping else None
+        # The fallback warning waits until the engine is built: a bad source photo or a missing
+        # model is then the one line the user sees, not a warning followed by an error.
+        swap_model, fallback_missing = (pick_swap_model(settings.swap.model, store, providers) if swapping
+                                        else (None, ()))
         need_landmarks = swap_model == "mesh" or (swapping and settings.swap.mouth_mask is not None)
         need_embedding = swap_model in INSWAPPERS
         # The processors' models first: a missing model the user asked for is reported before
@@ -142,6 +152,7 @@ class Engine:
         names["analysis"] = analyser.describe()
         for processor in processors:
             processor.prepare(sources)
+        warn_mesh_fallback(fallback_missing)
         return cls(settings, analyser, processors, sources, providers=providers, swap_model=swap_model,
                    cycle=cycle if live and _is_folder(settings.sources) else (), cache=cache,
                    model_names=names)
