@@ -147,6 +147,23 @@ def test_doctor_exits_0_when_the_default_run_is_possible(isolated_env) -> None:
     assert "Traceback" not in result.stderr
 
 
+def test_doctor_says_whether_a_window_can_open(isolated_env) -> None:
+    # A Wayland session without XWayland: opencv-python's Qt (xcb only) could not draw there.
+    env = {k: v for k, v in isolated_env.items() if k not in ("DISPLAY", "QT_QPA_PLATFORM")}
+    result = run_cli(["doctor"], env={**env, "WAYLAND_DISPLAY": "wayland-0"}, timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    line = next(ln for ln in result.stdout.splitlines() if ln.startswith("Window (--output window): "))
+    from livecam.media.window import bundled_qt_platforms
+
+    if "wayland" in (bundled_qt_platforms() or {"wayland"}):
+        assert line.endswith("available")
+    else:
+        assert "unavailable: this OpenCV build draws windows through X11 only" in line and "XWayland" in line
+    env.pop("WAYLAND_DISPLAY", None)
+    result = run_cli(["doctor"], env=env, timeout=180)
+    assert "Window (--output window): no display" in result.stdout
+
+
 def test_doctor_fails_when_an_embedded_model_is_broken(tmp_path, monkeypatch, capsys) -> None:
     broken = tmp_path / "default"
     broken.mkdir()

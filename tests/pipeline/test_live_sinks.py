@@ -189,6 +189,7 @@ def test_window_maps_keys_toggles_fullscreen_and_notices_a_closed_window(monkeyp
     gui = FakeGui([ord("m"), ord("f"), 32, ord("f"), 27])
     monkeypatch.setitem(sys.modules, "cv2", gui)
     monkeypatch.delenv("DISPLAY", raising=False)  # no real display is checked for the fake GUI
+    monkeypatch.setattr("livecam.media.window.bundled_qt_platforms", lambda: None)
     sink = WindowSink()
     frame = np.zeros((8, 8, 3), np.uint8)
     keys = []
@@ -214,6 +215,39 @@ def test_an_unreachable_x_display_is_a_clear_error_not_an_abort(monkeypatch: pyt
         make_sink("window")
     with pytest.raises(DeviceError, match="cannot connect to the X display"):
         make_sink("auto")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the display check is for Linux")
+def test_a_wayland_session_without_xwayland_is_a_clear_error_not_an_abort(monkeypatch: pytest.MonkeyPatch) -> None:
+    # opencv-python's Qt ships only the xcb plugin: with WAYLAND_DISPLAY alone, Qt aborted the
+    # process (exit 134) at the first frame.
+    from livecam.media import window
+
+    monkeypatch.setattr(window, "bundled_qt_platforms", lambda: frozenset({"xcb"}))
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("QT_QPA_PLATFORM", raising=False)
+    monkeypatch.setenv("WAYLAND_DISPLAY", "wayland-0")
+    for output in ("window", "auto"):
+        with pytest.raises(DeviceError, match="X11 only, and DISPLAY is unset .*XWayland.*--output none"):
+            make_sink(output)
+    # Asking Qt for a platform this build lacks would abort the same way.
+    monkeypatch.setenv("QT_QPA_PLATFORM", "wayland")
+    with pytest.raises(DeviceError, match="no Qt platform plugin for QT_QPA_PLATFORM=wayland .*has xcb"):
+        make_sink("window")
+    # A GTK (or other non-Qt) build speaks Wayland itself: nothing to refuse.
+    monkeypatch.setattr(window, "bundled_qt_platforms", lambda: None)
+    assert window.display_problem() is None
+
+
+def test_the_bundled_qt_platforms_are_read_from_the_installed_opencv() -> None:
+    from livecam.media.window import bundled_qt_platforms
+
+    spec = importlib.util.find_spec("cv2")
+    assert spec is not None and spec.submodule_search_locations
+    qt = Path(next(iter(spec.submodule_search_locations))) / "qt" / "plugins" / "platforms"
+    if not qt.is_dir():
+        pytest.skip("this OpenCV build bundles no Qt (opencv-python's Qt build does)")
+    assert "xcb" in (bundled_qt_platforms() or ())
 
 
 def test_a_recording_that_cannot_be_put_in_place_leaves_no_temporary_file(tmp_path: Path) -> None:

@@ -67,6 +67,18 @@ def probe_cameras(indexes: range = CAMERA_INDEXES) -> list[str]:
     return found
 
 
+def window_state() -> str:
+    """Whether `--output window` can open here; not a readiness problem (files and the virtual
+    camera need no display)."""
+    from livecam.media.sinks import display_available
+    from livecam.media.window import display_problem
+
+    if not display_available():
+        return "no display (DISPLAY and WAYLAND_DISPLAY are unset); use --output none, FILE.mp4 or virtual-camera"
+    problem = display_problem()
+    return "available" if problem is None else f"unavailable: {problem}"
+
+
 def run_doctor(settings: RuntimeSettings) -> int:
     ready = True
     echo = click.echo
@@ -122,6 +134,7 @@ def run_doctor(settings: RuntimeSettings) -> int:
     cameras = probe_cameras()
     echo("Cameras: " + (", ".join(cameras) if cameras else f"none opened (indexes {CAMERA_INDEXES[0]}-"
                                                              f"{CAMERA_INDEXES[-1]} tried)"))
+    echo("Window (--output window): " + window_state())
     if ready:
         echo("Default run (embedded models, CPU): ready")
         return 0

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import importlib.util
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,14 +42,49 @@ def _point_qt_at_system_fonts() -> None:
             return
 
 
-def x_display_problem() -> str | None:
-    """Why the X display named by DISPLAY cannot be used, or None (reachable, or nothing to check).
+def bundled_qt_platforms() -> frozenset[str] | None:
+    """The Qt platform plugins that opencv-python's Qt build ships (xcb only, as of 4.x), or None
+    for a build without bundled Qt (GTK, Cocoa, Win32), whose windows need no check here."""
+    spec = importlib.util.find_spec("cv2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(next(iter(spec.submodule_search_locations))) / "qt" / "plugins" / "platforms"
+    if not folder.is_dir():
+        return None
+    names = {f.name.split(".")[0].removeprefix("libq") for f in folder.iterdir()}
+    # libqwayland-egl.so and libqwayland-generic.so both answer to QT_QPA_PLATFORM=wayland
+    return frozenset(names | ({"wayland"} if any(n.startswith("wayland") for n in names) else set()))
+
+
+def display_problem() -> str | None:
+    """Why OpenCV cannot open a window on this display, or None (it can, or nothing to check).
 
     OpenCV's Qt build aborts the whole process (SIGABRT, no message of ours) when it cannot reach
-    the display, so it is tried here first, with libxcb, which that Qt build needs anyway."""
-    display = os.environ.get("DISPLAY")
-    if not sys.platform.startswith(("linux", "freebsd")) or not display or os.environ.get("WAYLAND_DISPLAY"):
+    a display, so the display it will use is tried here first."""
+    if not sys.platform.startswith(("linux", "freebsd")):
         return None
+    display = os.environ.get("DISPLAY")
+    platforms = bundled_qt_platforms()
+    if platforms is not None:
+        wanted = [p.split(":")[0] for p in os.environ.get("QT_QPA_PLATFORM", "").split(";") if p] or ["xcb"]
+        usable = [p for p in wanted if p in platforms]
+        if not usable:
+            return (f"this OpenCV build has no Qt platform plugin for QT_QPA_PLATFORM={'; '.join(wanted)} "
+                    f"(it has {', '.join(sorted(platforms)) or 'none'}); unset QT_QPA_PLATFORM")
+        if usable[0] != "xcb":
+            return None  # wayland, offscreen, ...: the user chose it; Qt reports its own problems
+        if not display:
+            where = "a Wayland session without XWayland" if os.environ.get("WAYLAND_DISPLAY") else "no X display"
+            return (f"this OpenCV build draws windows through X11 only, and DISPLAY is unset ({where}); "
+                    f"enable XWayland or set DISPLAY")
+    if not display or os.environ.get("WAYLAND_DISPLAY"):
+        return None  # GTK builds speak Wayland; under Wayland, XWayland may start on demand
+    return x_display_problem(display)
+
+
+def x_display_problem(display: str) -> str | None:
+    """Why the X display named by DISPLAY cannot be reached, or None; tried with libxcb, which
+    OpenCV's Qt build needs anyway."""
     name = ctypes.util.find_library("xcb")
     if name is None:
         return None
@@ -64,16 +101,16 @@ def x_display_problem() -> str | None:
         failed = xcb.xcb_connection_has_error(conn) != 0
     finally:
         xcb.xcb_disconnect(conn)
-    return f"cannot connect to the X display {display!r} (DISPLAY)" if failed else None
+    return f"cannot connect to the X display {display!r}; check DISPLAY (and xauth over ssh)" if failed else None
 
 
 class WindowSink:
     name = "window"
 
     def __init__(self, title: str = WINDOW_TITLE) -> None:
-        problem = x_display_problem()
+        problem = display_problem()
         if problem is not None:
-            raise DeviceError(f"--output window: {problem}; check DISPLAY (and xauth over ssh), or use "
+            raise DeviceError(f"--output window: {problem}; or use "
                               f"--output none, --output FILE.mp4 or --output virtual-camera")
         self.title = title
         self._cv2: Any = None
