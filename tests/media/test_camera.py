@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ from livecam.media.camera import (
     CameraSource,
     SyntheticSource,
     VideoFileSource,
+    camera_device_problem,
     open_source,
     read_index,
     stamp_index,
@@ -88,6 +90,16 @@ def test_a_file_that_is_not_a_video_is_an_input_error(tmp_path: Path) -> None:
 def test_a_camera_that_does_not_open_is_a_device_error_naming_it() -> None:
     with pytest.raises(DeviceError, match="camera 97 could not be opened"):
         CameraSource(97, (640, 480), 30).open()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="device nodes are checked on Linux")
+def test_a_missing_camera_device_is_named_with_the_cameras_that_exist(tmp_path: Path) -> None:
+    assert "no camera is connected" in (camera_device_problem(2, dev=tmp_path) or "")
+    for name in ("video0", "video1", "video10", "vhci"):
+        (tmp_path / name).touch()
+    assert camera_device_problem(0, dev=tmp_path) is None
+    problem = camera_device_problem(2, dev=tmp_path) or ""
+    assert f"there is no {tmp_path / 'video2'} (cameras here: 0, 1, 10)" in problem
 
 
 def test_a_corrupt_packet_in_a_camera_file_is_skipped_not_fatal(tmp_path: Path,

@@ -50,6 +50,18 @@ def test_missing_camera_file_is_a_usage_error(tmp_path: Path, isolated_env: dict
     assert "no such camera index, file or URL" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="device nodes are checked on Linux")
+def test_a_camera_index_without_a_device_is_reported_before_the_models_load(
+        faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # It used to be found only after the models had loaded (their lines printed first).
+    proc = run_cli(["run", "--camera", "97", "--output", "none", "--source", str(faces_dir / "obama.jpg")],
+                   env=isolated_env)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [
+        proc.stderr.strip()] and "camera 97: there is no /dev/video97" in proc.stderr, proc.stderr
+    assert "give --camera another index or a video file" in proc.stderr
+
+
 def test_auto_output_without_a_display_is_a_usage_error(tmp_path: Path, isolated_env: dict[str, str]) -> None:
     clip = make_clip(tmp_path / "c.mp4", frames=2, audio=False)
     env = {k: v for k, v in isolated_env.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}

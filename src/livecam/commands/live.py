@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from livecam.errors import InputError, OutputExistsError
+from livecam.errors import DeviceError, InputError, OutputExistsError
 from livecam.frame import FramePacket
-from livecam.media.camera import VideoFileSource, open_source
+from livecam.media.camera import CameraSource, VideoFileSource, camera_device_problem, open_source
 from livecam.media.images import check_output_folder, same_file
 from livecam.media.sinks import FileRecorderSink, make_sink
 from livecam.pipeline.live import LiveOptions, run_live_pipeline
@@ -79,8 +79,11 @@ def run_live(job: LiveJob) -> None:
 def _run_live(job: LiveJob) -> None:
     # Cheap checks first (output, --camera), then the models and the source identity, and only
     # then the camera, so a bad option never waits for model loading or holds the device. A
-    # local video file holds nothing: it is opened first, so a damaged one is reported at once.
+    # local video file holds nothing: it is opened first, so a damaged one is reported at once;
+    # a camera index with no device node (Linux) is reported at once too.
     source = open_source(job.camera, job.resolution, job.fps, job.realtime)
+    if isinstance(source, CameraSource) and (problem := camera_device_problem(source.index)):
+        raise DeviceError(problem)
     sink = make_sink(job.output, fps=job.fps, force=job.force)
     check_files(job, sink)
     from livecam.pipeline.engine import Engine

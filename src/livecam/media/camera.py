@@ -8,6 +8,7 @@ or None at the end of the stream, `close()`; `live` says whether the pipeline ma
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from fractions import Fraction
@@ -100,6 +101,23 @@ def camera_backends() -> list[tuple[str, int]]:
     if sys.platform == "darwin":
         return [("AVFoundation", cv2.CAP_AVFOUNDATION)]
     return [("default", cv2.CAP_ANY)]
+
+
+def camera_device_problem(index: int, dev: Path = Path("/dev")) -> str | None:
+    """Why camera INDEX cannot open, known without opening it (Linux: V4L2 opens /dev/videoINDEX),
+    or None; lets `run` say so before the models load instead of after."""
+    if not sys.platform.startswith("linux"):
+        return None
+    node = dev / f"video{index}"
+    if not node.exists():
+        found = sorted(int(p.name[5:]) for p in dev.glob("video*") if p.name[5:].isdigit())
+        here = f"cameras here: {', '.join(map(str, found))}" if found else "no camera is connected"
+        return (f"camera {index}: there is no {node} ({here}); give --camera another index or a "
+                f"video file")
+    if not os.access(node, os.R_OK | os.W_OK):
+        return (f"camera {index}: {node} is not accessible to this user; add yourself to its group "
+                f"(sudo usermod -aG video $USER, then log in again)")
+    return None
 
 
 def _quiet_open(cv2: Any, index: int, backend: int) -> Any:
