@@ -36,7 +36,8 @@ def test_unknown_option_is_usage_error() -> None:
 def test_missing_source_is_usage_error(tmp_path) -> None:
     result = run_cli(["image", str(tmp_path / "a.jpg"), str(tmp_path / "b.jpg")])
     assert result.returncode == 2
-    assert "--source" in result.stderr
+    assert result.stderr.startswith("livecam: error: ") and result.stderr.count("\n") == 1, result.stderr
+    assert "--source" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_unknown_provider_lists_choices() -> None:

@@ -115,6 +115,9 @@ def test_a_file_as_output_folder_is_a_usage_error(tmp_path: Path) -> None:
     target.write_text("x")
     result = CliRunner().invoke(cli, ["demo", str(target)])
     assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("livecam: error: ") and str(target) in lines[0], result.output
+    assert "is a file" in lines[0]
     assert target.read_text() == "x"
 
 

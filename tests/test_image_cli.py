@@ -70,7 +70,13 @@ def test_auto_without_inswapper_falls_back_to_mesh_with_one_warning(
     warnings = [line for line in result.stderr.splitlines() if "mesh swapper" in line]
     assert len(warnings) == 1 and "livecam models download inswapper_128" in warnings[0]
     assert provenance.read_png_text(out)["Comment"] == provenance.DESCRIPTION
+    assert "1 face swapped" in result.stderr
     before, after = read_image(target), read_image(out)
+    # The fallback really swapped: the face changed, the top band did not (a lossless PNG).
+    changed = np.abs(after.astype(int) - before).max(axis=2) > 25
+    h, w = before.shape[:2]
+    assert changed[int(h * 0.15):int(h * 0.35), int(w * 0.4):int(w * 0.65)].mean() > 0.2
+    assert np.array_equal(after[: int(h * 0.08)], before[: int(h * 0.08)])
     x1, y1, x2, y2 = provenance.label_box(after.shape)
     assert np.array_equal(after[y1:y2, x1:x2], before[y1:y2, x1:x2])  # --no-label
 
@@ -87,7 +93,11 @@ def test_rgba_target_and_source(tmp_path: Path, faces_dir: Path, isolated_env: d
     alpha_before, alpha_after = before[..., 3].copy(), after[..., 3].copy()
     alpha_before[y1:y2, x1:x2] = alpha_after[y1:y2, x1:x2] = 0
     assert np.array_equal(alpha_after, alpha_before)  # alpha kept (except the opaque label box)
-    assert not np.array_equal(after[..., :3], before[..., :3])
+    # The face was swapped (the label alone would also make the colours differ), nothing far from it moved.
+    h, w = before.shape[:2]
+    changed = np.abs(after[..., :3].astype(int) - before[..., :3]).max(axis=2) > 25
+    assert changed[int(h * 0.15):int(h * 0.35), int(w * 0.4):int(w * 0.65)].mean() > 0.2
+    assert np.array_equal(after[: int(h * 0.08)], before[: int(h * 0.08)])
 
 
 def test_no_face_in_source(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
@@ -282,11 +292,17 @@ def test_the_enhancer_alone_needs_no_source(tmp_path: Path, faces_dir: Path, iso
     build_gfpgan(models / "gfpgan_1.4.onnx", kind="random")
     target = small(faces_dir, "obama.jpg", tmp_path)
     out = tmp_path / "o.png"
-    result = run_cli(["--unverified-models", "image", str(target), str(out), "--frame-processor", "face_enhancer"],
-                     env=isolated_env)
+    result = run_cli(["--unverified-models", "image", str(target), str(out), "--frame-processor", "face_enhancer",
+                      "--no-label"], env=isolated_env)
     assert result.returncode == 0, result.stderr
     assert "1 face enhanced" in result.stderr and "enhancer gfpgan_1.4" in result.stderr
-    assert not np.array_equal(read_image(out), read_image(target))
+    # The face was enhanced (with --no-label nothing else could change it); the bottom of the photo,
+    # far from the face, was not.
+    before, after = read_image(target), read_image(out)
+    diff = np.abs(after.astype(int) - before).max(axis=2)
+    h, w = before.shape[:2]
+    assert (diff[int(h * 0.15):int(h * 0.35), int(w * 0.4):int(w * 0.65)] > 10).mean() > 0.2
+    assert not diff[int(h * 0.7):].any()
 
 
 def test_faces_too_small_to_swap_are_reported_not_counted(tmp_path: Path, faces_dir: Path,

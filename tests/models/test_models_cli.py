@@ -143,7 +143,7 @@ def test_doctor_exits_0_when_the_default_run_is_possible(isolated_env) -> None:
     out = result.stdout
     assert "onnxruntime" in out and "CPUExecutionProvider" in out and "Python" in out
     assert "Models folder: " + isolated_env["LIVECAM_MODELS_DIR"] in out and "free disk" in out
-    assert "Cameras:" in out and "ready" in out
+    assert "Cameras:" in out and "Default run (embedded models, CPU): ready" in out  # ("NOT ready" has "ready" too)
     assert "Traceback" not in result.stderr
 
 

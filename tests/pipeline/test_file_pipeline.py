@@ -172,17 +172,21 @@ def test_keep_partial_finalises_a_shorter_valid_video_on_error(tmp_path: Path, c
 
 def test_interrupt_is_reported_and_cleans_up(tmp_path: Path, clip: Path) -> None:
     out = tmp_path / "out.mp4"
-    # slow after the first frames, so the interrupt lands mid-run even on a loaded machine
-    engine = InvertEngine(delay=lambda i: 0.01 if i < 3 else 0.3)
     main = threading.get_ident()
 
-    def interrupt() -> None:
-        time.sleep(0.15)
-        import _thread
+    class InterruptingEngine(InvertEngine):
+        """Ctrl-C while frame 5 is processed: mid-run whatever the machine's speed (a timer
+        could fire before the run started, or after it ended, on a loaded machine)."""
 
-        _thread.interrupt_main()  # what Ctrl-C does
+        def process(self, packet: FramePacket) -> None:
+            if packet.index == 5:
+                import _thread
 
-    threading.Thread(target=interrupt, daemon=True).start()
+                _thread.interrupt_main()  # what Ctrl-C does
+            super().process(packet)
+
+    # later frames slow, so the run is surely still going when the main thread sees the interrupt
+    engine = InterruptingEngine(delay=lambda i: 0.0 if i <= 5 else 0.2)
     with pytest.raises(Interrupted, match="no output written"):
         process_video(_opts(clip, out, workers=2), engine, quiet=True)
     assert threading.get_ident() == main

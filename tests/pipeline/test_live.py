@@ -121,7 +121,9 @@ def test_slow_processor_drops_frames_instead_of_queueing_them(tmp_path: Path) ->
     assert summary["dropped"] >= 25, summary
     assert summary["dropped_by_reason"].get("process busy", 0) > 0
     assert summary["frames"] + summary["dropped"] == 60
-    assert summary["latency_ms_p95"] < (2 * cost + interval) * 1000, summary
+    # Queued frames would wait behind each other: about 2 s by the end of this run. A dropped-not-
+    # queued run stays near one processing time; the margin is for a loaded machine's scheduling.
+    assert summary["latency_ms_p95"] < 5 * cost * 1000, summary
     got = indices(sink)
     assert got == sorted(set(got))
     records = [json.loads(line) for line in stats.read_text().splitlines()][:-1]
@@ -137,12 +139,23 @@ def test_no_realtime_file_source_loses_no_frame_with_several_workers() -> None:
 
 
 def test_several_workers_on_a_live_source_keep_the_order() -> None:
+    threads: set[str] = set()
+
+    class ThreadRecordingEngine(FakeEngine):
+        def process(self, packet: FramePacket) -> None:
+            threads.add(threading.current_thread().name)
+            super().process(packet)
+
     sink = MemorySink()
-    engine = FakeEngine(process_s=0.03, jitter=True)
+    engine = ThreadRecordingEngine(process_s=0.03, jitter=True)
     result = run_live_pipeline(engine, SyntheticSource(frames=60, fps=100), sink, opts(workers=3, degrade=False))
     got = indices(sink)
     assert got == sorted(set(got)), got
-    assert len(got) >= 20  # three workers keep up with far more than one could (~1 in 3)
+    # Really several workers: a frame arrives every 10 ms and each takes about 30, so while one
+    # worker sleeps the next frame goes to another (one worker alone shows about 19 frames of 60,
+    # three about 31; the count alone is too close to tell them apart on a loaded machine).
+    assert len(threads) >= 2, threads
+    assert len(got) >= 20
     assert result.summary["frames"] == len(got)
 
 

@@ -10,17 +10,18 @@ import time
 from pathlib import Path
 
 import av
+import numpy as np
 import pytest
 
 from tests.conftest import run_cli
-from tests.videos import make_clip
+from tests.videos import make_clip, read_index
 
 
 @pytest.fixture
 def biden_clip(tmp_path: Path, faces_dir: Path) -> Path:
-    """A short clip of a moving crop of biden.jpg."""
+    """A short clip of a moving crop of biden.jpg, each frame's index stamped in its top-left corner."""
     return make_clip(tmp_path / "clip.mp4", frames=24, size=(320, 240), fps=12, audio=False,
-                     source_image=faces_dir / "biden.jpg")
+                     source_image=faces_dir / "biden.jpg", stamp=True)
 
 
 def test_run_on_a_clip_with_the_mesh_swapper_writes_stats_and_summary(
@@ -40,7 +41,17 @@ def test_run_on_a_clip_with_the_mesh_swapper_writes_stats_and_summary(
     assert all("fps" in r and "latency_ms_p95" in r for r in lines[:-1])
     with av.open(str(rec)) as container:
         assert container.metadata.get("synthetic") == "true"
-        assert sum(1 for _ in container.decode(video=0)) == summary["frames"]
+        recorded = [f.to_ndarray(format="bgr24") for f in container.decode(video=0)]
+    assert len(recorded) == summary["frames"]
+    # Every recorded frame has its face swapped: against the clip frame it came from (found by the
+    # stamped index), one 20x20 block (the face) changed far more than the re-encoding noise
+    # elsewhere. The bottom rows, where the label is, are left out.
+    with av.open(str(biden_clip)) as container:
+        clip = [f.to_ndarray(format="bgr24") for f in container.decode(video=0)]
+    for frame in recorded:
+        diff = np.abs(frame.astype(int) - clip[read_index(frame)]).mean(axis=2)[:200]
+        blocks = diff.reshape(10, 20, 16, 20).mean(axis=(1, 3))
+        assert blocks.max() > 12 and blocks.max() > 3 * np.median(blocks), (read_index(frame), blocks.max())
 
 
 def test_missing_camera_file_is_a_usage_error(tmp_path: Path, isolated_env: dict[str, str]) -> None:
@@ -76,6 +87,8 @@ def test_existing_recording_is_refused_without_force(tmp_path: Path, isolated_en
     existing.write_bytes(b"keep me")
     proc = run_cli(["run", "--camera", str(clip), "--output", str(existing), "--source", "x.jpg"], env=isolated_env)
     assert proc.returncode == 2 and "--force" in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("livecam: error: ") and "rec.mp4" in lines[0], proc.stderr
     assert existing.read_bytes() == b"keep me"
 
 

@@ -98,7 +98,7 @@ def test_recording_is_a_complete_synthetic_tagged_video(tmp_path: Path) -> None:
         frames = [f.to_ndarray(format="bgr24") for f in container.decode(video=0)]
     assert len(frames) == result.summary["frames"]
     assert frames[0].shape == (48, 64, 3)  # odd sizes trimmed to even for yuv420p
-    assert "synthetic" in " ".join(tags.values()).lower() or tags.get("synthetic") == "true"
+    assert tags.get("synthetic") == "true" and "AI-generated" in tags.get("comment", "")
 
 
 @pytest.mark.parametrize("suffix, codec", [(".webm", "vp9"), (".mkv", "h264")])

@@ -135,11 +135,11 @@ def test_piecewise_affine_maps_reproduce_a_global_affine_inside_the_mesh() -> No
     map_x, map_y, ids = piecewise_affine_maps(pts[tris], src[tris], fallback, (80, 80))
     covered = ids < len(tris)
     gy, gx = np.mgrid[0:80, 0:80]
-    in_hull = np.array([[cv2.pointPolygonTest(hull.reshape(-1, 1, 2).astype(np.float32),
-                                              (float(x), float(y)), True) > 0.01
-                         for x in range(80)] for y in range(80)])
-    assert np.all(covered[in_hull])  # every grid point inside the mesh is found
-    assert not np.any(covered[~in_hull & (np.abs(map_x) < 1e3)] & ~covered[~in_hull & (np.abs(map_x) < 1e3)])
+    # Signed distance of every grid point to the mesh's outline (> 0 inside).
+    depth = np.array([[cv2.pointPolygonTest(hull.reshape(-1, 1, 2).astype(np.float32), (float(x), float(y)), True)
+                       for x in range(80)] for y in range(80)])
+    assert np.all(covered[depth > 0.01])  # every grid point inside the mesh is found
+    assert (depth < -0.01).sum() > 500 and not np.any(covered[depth < -0.01])  # and none outside it
     exp_x = affine[0, 0] * gx + affine[0, 1] * gy + affine[0, 2]
     exp_y = affine[1, 0] * gx + affine[1, 1] * gy + affine[1, 2]
     assert np.abs(map_x - exp_x)[covered].max() < 1e-3
@@ -271,7 +271,11 @@ def test_faces_partly_outside_the_frame_are_swapped_where_visible() -> None:
         face = make_face(1.5, offset)
         out = swapped(SwapSettings(), frame, [face]).image
         assert out.shape == frame.shape
-        assert np.any(out != frame)
+        changed = np.any(out != frame, axis=2)
+        oval = face.landmarks[mesh_indices.FACE_OVAL]
+        visible = inside((240, 320), oval)
+        assert changed[visible].mean() > 0.5, offset  # the visible part of the face is swapped...
+        assert not np.any(changed & ~(masks.polygon_mask((240, 320), oval, 3) > 0)), offset  # ...and nothing else
 
 
 def test_several_faces_each_with_its_source() -> None:
