@@ -145,6 +145,14 @@ def cli(ctx: click.Context, models_dir: Path | None, offline: bool, accept_licen
                               unverified_models=unverified_models, verbose=verbose, quiet=quiet)
 
 
+def _settings(ctx: click.Context) -> RuntimeSettings:
+    """The settings `cli` stored for every subcommand (it always runs first)."""
+    settings = ctx.find_object(RuntimeSettings)
+    if settings is None:
+        raise click.UsageError("run this command through `livecam` (its global options are missing)")
+    return settings
+
+
 def _runtime(ctx: click.Context, providers: tuple[str, ...], threads: int) -> RuntimeSettings:
     base: RuntimeSettings = ctx.obj
     return RuntimeSettings(providers=providers or ("auto",), execution_threads=threads,
@@ -208,13 +216,14 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def file_job_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """INPUT OUTPUT, the processing options, --force and --label: shared by video and image."""
-    for option in reversed([
+    decorators: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         click.argument("input", type=click.Path(path_type=Path)),
         click.argument("output", type=click.Path(path_type=Path)),
         processing_options,
         click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists."),
         click.option("--label/--no-label", default=True, show_default=True, help="Visible AI-generated label."),
-    ]):
+    ]
+    for option in reversed(decorators):
         func = option(func)
     return func
 
@@ -413,7 +422,7 @@ def models_list(ctx: click.Context) -> None:
     """Every model livecam knows, with size, licence and state."""
     from livecam.commands.models import list_models
 
-    list_models(ctx.find_object(RuntimeSettings))
+    list_models(_settings(ctx))
 
 
 @models.command("download")
@@ -424,7 +433,7 @@ def models_download(ctx: click.Context, names: tuple[str, ...], accept: bool) ->
     """Download models (all downloadable ones when no NAME is given)."""
     from livecam.commands.models import download_models
 
-    download_models(ctx.find_object(RuntimeSettings), names, accept)
+    download_models(_settings(ctx), names, accept)
 
 
 @models.command("verify")
@@ -434,7 +443,7 @@ def models_verify(ctx: click.Context, names: tuple[str, ...]) -> int:
     """Re-hash present models and report each as verified, unpinned, corrupt or missing."""
     from livecam.commands.models import verify_models
 
-    return verify_models(ctx.find_object(RuntimeSettings), names)
+    return verify_models(_settings(ctx), names)
 
 
 @models.command("where")
@@ -443,7 +452,7 @@ def models_where(ctx: click.Context) -> None:
     """Print the models folder."""
     from livecam.commands.models import where_models
 
-    where_models(ctx.find_object(RuntimeSettings))
+    where_models(_settings(ctx))
 
 
 @models.command("convert")
@@ -456,7 +465,7 @@ def models_convert(ctx: click.Context, checkpoint: Path, output: Path | None, fo
     """Convert GFPGANv1.4.pth to ONNX once (needs `pip install 'livecam[convert]'`)."""
     from livecam.commands.models import convert_model
 
-    convert_model(ctx.find_object(RuntimeSettings), checkpoint, output, force)
+    convert_model(_settings(ctx), checkpoint, output, force)
 
 
 def main() -> None:

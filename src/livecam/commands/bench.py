@@ -68,7 +68,7 @@ class GeneratedClip:
         self.ring = []
         for i in range(RING):
             a = 2 * math.pi * i / RING
-            m = np.float32([[1, 0, radius * math.cos(a)], [0, 1, radius * math.sin(a)]])
+            m = np.array([[1, 0, radius * math.cos(a)], [0, 1, radius * math.sin(a)]], dtype=np.float32)
             self.ring.append(cv2.warpAffine(base, m, size, borderMode=cv2.BORDER_REPLICATE))
         self.frames, self.fps = frames, fps
 
@@ -295,7 +295,7 @@ def _generated_file(job: BenchJob, folder: Path, clip_photo: np.ndarray | None =
 
 def run_video_bench(job: BenchJob, engine: Any, clip_photo: np.ndarray | None = None) -> dict[str, Any]:
     from livecam.media.video_writer import OutputSpec, VideoWriter
-    from livecam.pipeline.file import RunOptions, frames_in_flight, run_frames
+    from livecam.pipeline.file import RunOptions, frames_in_flight, packet_time, run_frames
 
     decode: list[float] = []
     encode: list[float] = []
@@ -324,7 +324,7 @@ def run_video_bench(job: BenchJob, engine: Any, clip_photo: np.ndarray | None = 
 
             def write(packet: FramePacket) -> None:
                 t0 = time.perf_counter()
-                writer.write(packet.image, packet.pts)
+                writer.write(packet.image, packet_time(packet))
                 encode.append((time.perf_counter() - t0) * 1000.0)
 
             workers = job.processing.runtime.execution_threads

@@ -28,7 +28,7 @@ import numpy as np
 
 from livecam.errors import InputError, OutputError, OutputExistsError
 from livecam.media.images import read_image, write_image_atomic
-from livecam.media.video_writer import disk_error, encoder_available
+from livecam.media.video_writer import add_video_stream, disk_error, encoder_available
 from livecam.samples import SAMPLES, sample_path
 from livecam.settings import AnalysisSettings, DemoJob, ProcessingSettings, RuntimeSettings, SwapSettings
 
@@ -200,7 +200,7 @@ def write_target_clip(photo: np.ndarray, path: Path, *, focus: tuple[float, floa
     tmp = path.with_name(f".{path.stem}.livecam-{os.getpid()}.part{path.suffix}")
     try:
         with av.open(str(tmp), "w", format="mp4") as out:
-            vs = out.add_stream(encoder, rate=fps)
+            vs = add_video_stream(out, encoder, fps)
             vs.width, vs.height = size
             vs.pix_fmt = "yuv420p"
             if encoder == "libx264":

@@ -16,7 +16,8 @@ def stop_signals() -> Iterator[None]:
         yield
         return
     saved: dict[int, Any] = {}
-    for name, handler in (("SIGTERM", signal.default_int_handler), ("SIGXFSZ", signal.SIG_IGN)):
+    wanted: tuple[tuple[str, Any], ...] = (("SIGTERM", signal.default_int_handler), ("SIGXFSZ", signal.SIG_IGN))
+    for name, handler in wanted:
         sig = getattr(signal, name, None)
         if sig is not None:
             saved[sig] = signal.signal(sig, handler)

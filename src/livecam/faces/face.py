@@ -8,6 +8,7 @@ mouth corner, right mouth corner, where "left" is the image's left (the person's
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -64,6 +65,6 @@ class Face:
     def eye_distance(self) -> float:
         return float(np.linalg.norm(self.kps[1] - self.kps[0]))
 
-    def with_(self, **changes: object) -> "Face":
+    def with_(self, **changes: Any) -> "Face":
         """A copy with some fields replaced (Face is immutable)."""
         return replace(self, **changes)

@@ -114,7 +114,7 @@ class FaceMesh:
         self._input = inputs[0].name
         # the landmark tensor holds 1404 values, the presence tensor one: tell them apart by size
         sizes = {o.name: int(np.prod([d for d in o.shape if isinstance(d, int)] or [0])) for o in outputs}
-        by_size = sorted(sizes, key=sizes.get)
+        by_size = sorted(sizes, key=sizes.__getitem__)
         if sizes[by_size[1]] != MESH_LANDMARKS * 3:
             raise ModelError(f"FaceMesh landmark output must hold {MESH_LANDMARKS * 3} values, got {sizes}")
         self._outputs = [by_size[1], by_size[0]]

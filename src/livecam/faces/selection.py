@@ -39,7 +39,7 @@ def embedding_distances(faces: Sequence[Face], references: Sequence[np.ndarray])
         raise ValueError(f"faces {missing} have no embedding; run the embedder before reference matching")
     if not faces or not references:
         return np.zeros((len(faces), len(references)), dtype=np.float32)
-    a = normalise(np.stack([f.embedding for f in faces]))  # type: ignore[misc]
+    a = normalise(np.stack([f.embedding for f in faces if f.embedding is not None]))  # all, checked above
     b = normalise(np.stack([np.asarray(r, dtype=np.float32).reshape(-1) for r in references]))
     # |a - b|^2 = 2 - 2 a.b for unit vectors; clip tiny negatives from rounding.
     return np.sqrt(np.clip(2.0 - 2.0 * (a @ b.T), 0.0, 4.0)).astype(np.float32)

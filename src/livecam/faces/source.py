@@ -99,10 +99,10 @@ def analyse_source(paths: Sequence[Path | str], analyser: Any, *, cache: SourceC
                         "between the eyes", path, face.eye_distance, SMALL_SOURCE_EYE_DISTANCE)
         images.append(bgr)
         faces.append(face)
-    embeddings = [f.embedding for f in faces]
+    embeddings = [f.embedding for f in faces if f.embedding is not None]
     mean = None
-    if all(e is not None for e in embeddings):
-        stacked = normalise(np.stack(embeddings))  # type: ignore[arg-type]
+    if len(embeddings) == len(faces):
+        stacked = normalise(np.stack(embeddings))
         _check_same_person([Path(p) for p in paths], stacked, max_distance, role)
         mean = normalise(stacked.mean(axis=0, keepdims=True))[0]
     return SourceIdentity(paths=tuple(Path(p) for p in paths), image=images[0], face=faces[0], embedding=mean)
@@ -157,7 +157,8 @@ def cache_key(path: Path, analyser: Any) -> str:
 def _save_face(path: Path, face: Face, count: int) -> None:
     """Best effort: a cache that cannot be written only costs time."""
     arrays: dict[str, np.ndarray] = {"bbox": face.bbox, "kps": face.kps,
-                                     "score": np.float32(face.score), "count": np.int64(count)}
+                                     "score": np.asarray(face.score, dtype=np.float32),
+                                     "count": np.asarray(count, dtype=np.int64)}
     if face.landmarks is not None:
         arrays["landmarks"] = face.landmarks
     if face.embedding is not None:
@@ -166,7 +167,7 @@ def _save_face(path: Path, face: Face, count: int) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)
+            np.savez(fh, allow_pickle=False, **arrays)
         os.replace(tmp, path)
     except OSError as exc:
         log.debug("could not write the source cache %s: %s", path, exc)

@@ -28,9 +28,13 @@ URL_SCHEMES = ("rtsp://", "rtmp://", "http://", "https://", "udp://", "tcp://", 
 
 
 class FrameSource(Protocol):
-    name: str  # for messages: "camera 0", "clip.mp4"
-    live: bool  # True: the pipeline drops the oldest frame rather than wait
-    fps: float | None  # nominal rate, when known
+    # Read-only for the pipeline: plain attributes of any type that fits satisfy them.
+    @property
+    def name(self) -> str: ...  # for messages: "camera 0", "clip.mp4"
+    @property
+    def live(self) -> bool: ...  # True: the pipeline drops the oldest frame rather than wait
+    @property
+    def fps(self) -> float | None: ...  # nominal rate, when known
 
     def open(self) -> None: ...
     def read(self) -> np.ndarray | None: ...
@@ -167,7 +171,7 @@ class CameraSource:
                 f"camera {self.index} could not be opened (tried {', '.join(tried)}): check that it is "
                 f"connected and not used by another application, or give --camera another index or a video file")
         cap = self._cap
-        cap.set(cv2.CAP_PROP_FOURCC, cv2.VideoWriter_fourcc(*"MJPG"))
+        cap.set(cv2.CAP_PROP_FOURCC, cv2.VideoWriter.fourcc(*"MJPG"))
         cap.set(cv2.CAP_PROP_FRAME_WIDTH, self.resolution[0])
         cap.set(cv2.CAP_PROP_FRAME_HEIGHT, self.resolution[1])
         cap.set(cv2.CAP_PROP_FPS, float(self.fps or 30.0))

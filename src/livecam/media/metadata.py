@@ -376,10 +376,10 @@ def webp_add_chunks(data: bytes, size: tuple[int, int], has_alpha: bool,
         body += fourcc + struct.pack("<I", len(payload)) + payload + (b"\x00" if len(payload) & 1 else b"")
     if has_alpha:
         flags |= 0x10
-    for fourcc, payload, bit in ((b"EXIF", exif, 0x08), (b"XMP ", xmp, 0x04)):
-        if payload:
+    for fourcc, extra, bit in ((b"EXIF", exif, 0x08), (b"XMP ", xmp, 0x04)):
+        if extra:
             flags |= bit
-            body += fourcc + struct.pack("<I", len(payload)) + payload + (b"\x00" if len(payload) & 1 else b"")
+            body += fourcc + struct.pack("<I", len(extra)) + extra + (b"\x00" if len(extra) & 1 else b"")
     w, h = size
     vp8x = bytes((flags, 0, 0, 0)) + (w - 1).to_bytes(3, "little") + (h - 1).to_bytes(3, "little")
     body = b"VP8X" + struct.pack("<I", 10) + vp8x + body

@@ -130,17 +130,19 @@ class FileRecorderSink:
     def _open(self, width: int, height: int) -> None:
         import av
 
+        from livecam.media.video_writer import add_video_stream
+
         self._size = (width - width % 2, height - height % 2)  # yuv420p needs even sizes
         try:
             options = {"movflags": "+use_metadata_tags"} if self.path.suffix.lower() in (".mp4", ".mov") else {}
-            self._container = av.open(str(self._tmp), "w", options=options)
-            self._container.metadata.update(CONTAINER_METADATA)
-            stream = self._container.add_stream(self.codec, rate=Fraction(round(self.fps * 1000), 1000))
+            container = self._container = av.open(str(self._tmp), "w", options=options)
+            container.metadata.update(CONTAINER_METADATA)
+            stream = add_video_stream(container, self.codec, Fraction(round(self.fps * 1000), 1000))
             stream.width, stream.height = self._size
             stream.pix_fmt = "yuv420p"
             stream.time_base = Fraction(1, 1000)
             stream.codec_context.time_base = Fraction(1, 1000)  # shown-time stamps, not a fixed rate
-            stream.options = live_encoder_options(self.codec)
+            stream.options = dict(live_encoder_options(self.codec))
             self._stream = stream
         except (av.FFmpegError, OSError, ValueError) as exc:
             self._discard()
@@ -163,7 +165,7 @@ class FileRecorderSink:
 
         if self._container is None:
             self._open(image_bgr.shape[1], image_bgr.shape[0])
-        assert self._size is not None
+        assert self._container is not None and self._size is not None  # _open sets both or raises
         w, h = self._size
         if image_bgr.shape[1] != w or image_bgr.shape[0] != h:
             if abs(image_bgr.shape[1] - w) > 1 or abs(image_bgr.shape[0] - h) > 1:

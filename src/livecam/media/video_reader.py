@@ -121,7 +121,7 @@ class VideoReader:
         w, h = (cc.height, cc.width) if rotation in (90, -90, 270) else (cc.width, cc.height)
         audio_cc = c.streams.audio[0].codec_context if c.streams.audio else None
         audio = audio_cc.name if audio_cc is not None else None  # an unknown audio codec: no audio
-        others = [s.type for s in c.streams if s.type not in ("video", "audio")]
+        others: list[str] = [s.type for s in c.streams if s.type not in ("video", "audio")]
         others += ["video"] * (len(c.streams.video) - 1) + ["audio"] * max(0, len(c.streams.audio) - 1)
         return VideoInfo(path=self.path, width=w, height=h, rate=Fraction(rate), time_base=Fraction(tb),
                          start_time=start, frames=vs.frames or None, duration=duration, rotation=rotation,
@@ -249,7 +249,7 @@ def _snap(degrees: float) -> int:
 
 def upright_image(frame: av.VideoFrame) -> np.ndarray:
     """The frame as BGR, turned by its display rotation (phones record sideways and say so)."""
-    image = frame.to_ndarray(format="bgr24")
+    image: np.ndarray = frame.to_ndarray(format="bgr24")
     k = int(round(float(getattr(frame, "rotation", 0) or 0) / 90.0)) % 4
     if k:
         # rotation is counterclockwise degrees, as np.rot90 turns for positive k.

@@ -15,10 +15,14 @@ import os
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Literal, cast
 
 import av
 import numpy as np
+from av.audio.frame import AudioFrame
+from av.audio.stream import AudioStream
+from av.video.codeccontext import VideoCodecContext
+from av.video.stream import VideoStream
 
 from livecam.errors import InputError, OutputError
 
@@ -105,6 +109,8 @@ def encoder_available(name: str) -> bool:
             return False
         _quiet_encoder_logs(name)
         ctx = av.CodecContext.create(codec)
+        if not isinstance(ctx, VideoCodecContext):  # codec.type said video; PyAV types it as any context
+            return False
         ctx.width, ctx.height = 256, 256
         ctx.pix_fmt = _pix_fmt(codec)
         ctx.time_base = Fraction(1, 30)
@@ -150,6 +156,14 @@ def check_encoder(name: str, output: Path) -> None:
                          f"use --video-encoder {' or '.join(fits) or 'libvpx-vp9'} or another extension")
 
 
+def add_video_stream(out: av.container.OutputContainer, encoder: str, rate: Fraction | int) -> VideoStream:
+    """out.add_stream() for a video encoder named at run time."""
+    stream = out.add_stream(encoder, rate=rate)
+    if not isinstance(stream, VideoStream):
+        raise InputError(f"{encoder!r} is not a video encoder; use --video-encoder libx264 or another video encoder")
+    return stream
+
+
 def disk_error(path: Path, exc: OSError) -> OutputError:
     """A one-line OutputError for a failed write."""
     if exc.errno in DISK_FULL:
@@ -190,7 +204,7 @@ class VideoWriter:
             self._out.metadata.update(spec.metadata)
             codec = av.Codec(spec.encoder, "w")
             _quiet_encoder_logs(spec.encoder)
-            vs = self._out.add_stream(spec.encoder, rate=spec.rate)
+            vs = add_video_stream(self._out, spec.encoder, spec.rate)
             # Even sizes: 4:2:0 chroma needs them; an odd last row/column is dropped.
             self._w, self._h = spec.width & ~1, spec.height & ~1
             vs.width, vs.height = self._w, self._h
@@ -295,6 +309,7 @@ class _AudioTrack:
         self._in = av.open(str(source), metadata_errors="replace")  # damaged tags must not stop the audio
         self._last_dts: int | None = None
         self._out_of_order = 0
+        self._stream: AudioStream
         try:
             ins = self._in.streams.audio[0]
             self._in_stream = ins
@@ -304,7 +319,7 @@ class _AudioTrack:
                 self._stream = out.add_stream_from_template(ins)
             else:
                 self.mode = "reencode"
-                target = "libopus" if out.format.name == "webm" else "aac"
+                target: Literal["libopus", "aac"] = "libopus" if out.format.name == "webm" else "aac"
                 rate = 48000 if target == "libopus" else (ins.codec_context.sample_rate or 48000)
                 layout = "stereo" if (ins.codec_context.channels or 1) >= 2 else "mono"
                 self._stream = out.add_stream(target, rate=rate, layout=layout)
@@ -329,6 +344,7 @@ class _AudioTrack:
             if packet is None:
                 self._done = True
                 break
+            assert packet.pts is not None  # _next_packet skips packets without a timestamp
             start = float(packet.pts * packet.time_base)
             if until is not None and start >= until:
                 self._pending = packet
@@ -365,12 +381,12 @@ class _AudioTrack:
             self._out.mux(packet)
             return
         try:
-            frames = packet.decode()
+            frames = cast("list[AudioFrame]", packet.decode())  # a packet of the audio stream
         except av.error.FFmpegError as exc:
             log.warning("warning: skipped an undecodable audio packet (%s)", str(exc).splitlines()[0])
             return
         for frame in frames:
-            if self._next_pts is None and frame.pts is not None:
+            if self._next_pts is None and frame.pts is not None and frame.time_base is not None:
                 self._next_pts = int(round(float(frame.pts * frame.time_base) * self._stream.codec_context.sample_rate))
             for resampled in self._resampler.resample(frame):
                 resampled.pts = None  # the fifo checks continuity; timestamps are counted below
@@ -386,6 +402,8 @@ class _AudioTrack:
                 self._fifo.write(resampled)
         while self._fifo.samples >= size or (final and self._fifo.samples > 0):
             frame = self._fifo.read(min(size, self._fifo.samples))
+            if frame is None:  # only when asked for more samples than it holds
+                break
             frame.pts = self._next_pts or 0
             frame.time_base = Fraction(1, cc.sample_rate)
             self._next_pts = frame.pts + frame.samples

@@ -57,7 +57,7 @@ class VirtualCameraSink:
 
         if self._cam is None:
             self._open(image_bgr.shape[1], image_bgr.shape[0])
-        assert self._size is not None
+        assert self._cam is not None and self._size is not None  # _open sets both or raises
         if (image_bgr.shape[1], image_bgr.shape[0]) != self._size:  # the device's size is fixed
             image_bgr = cv2.resize(image_bgr, self._size, interpolation=cv2.INTER_AREA)
         self._cam.send(np.ascontiguousarray(image_bgr))

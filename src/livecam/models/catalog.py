@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
+from typing import Any, Mapping
 
 DEFAULT_DIR = Path(__file__).resolve().parent / "default"
 
@@ -94,8 +94,9 @@ def _embedded_hashes() -> dict[str, str]:
 
 def _build() -> Mapping[str, ModelSpec]:
     embedded = _embedded_hashes()
-    mediapipe = dict(licence=APACHE, licence_url="https://github.com/google-ai-edge/mediapipe/blob/master/LICENSE",
-                     needs_acceptance=False, urls=(), size=None, bundled=True)
+    mediapipe: dict[str, Any] = dict(
+        licence=APACHE, licence_url="https://github.com/google-ai-edge/mediapipe/blob/master/LICENSE",
+        needs_acceptance=False, urls=(), size=None, bundled=True)
     specs = [
         ModelSpec(
             name="det_10g", file_name="det_10g.onnx",

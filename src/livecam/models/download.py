@@ -20,7 +20,7 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Literal
 
 from livecam.errors import DownloadError
 
@@ -192,7 +192,7 @@ def _fetch_once(url: str, part: Path, *, size: int | None, label: str, progress:
                 part.unlink(missing_ok=True)
                 raise _Retry("server resumed at the wrong offset; starting again")
             total = None if match.group(3) == "*" else int(match.group(3))
-            mode = "ab"
+            mode: Literal["ab", "wb"] = "ab"
         elif status == 200:
             if start:
                 log.info("%s: server ignored the resume request; starting again from zero", label)

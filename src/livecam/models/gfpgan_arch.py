@@ -256,7 +256,7 @@ class GFPGANv1Clean(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         feat = F.leaky_relu(self.conv_body_first(x), 0.2)
-        skips = []
+        skips: list[torch.Tensor] = []
         for block in self.conv_body_down:
             feat = block(feat)
             skips.insert(0, feat)

@@ -421,15 +421,15 @@ def extract_members(zip_path: Path, root: Path, members: Mapping[str, ModelSpec]
             dest = root / file_name
             if dest.is_file():
                 continue
-            info = found.get(file_name)
-            if info is None:
+            entry = found.get(file_name)
+            if entry is None:
                 raise DownloadError(f"{zip_path.name} does not contain {file_name}")
-            if spec.size is not None and info.file_size != spec.size:
-                raise DownloadError(f"{zip_path.name}: {file_name} has {info.file_size} bytes, "
+            if spec.size is not None and entry.file_size != spec.size:
+                raise DownloadError(f"{zip_path.name}: {file_name} has {entry.file_size} bytes, "
                                     f"expected {spec.size}")
             part = part_path(dest)
-            limit = spec.size if spec.size is not None else info.file_size
-            with zf.open(info) as src, open(part, "wb") as out:
+            limit = spec.size if spec.size is not None else entry.file_size
+            with zf.open(entry) as src, open(part, "wb") as out:
                 copied = _copy_limited(src, out, limit)
                 out.flush()
                 os.fsync(out.fileno())

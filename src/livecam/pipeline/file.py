@@ -142,8 +142,11 @@ class WorkQueue:
 
 
 class TimedFrame(Protocol):
-    image: np.ndarray
-    time: float
+    @property
+    def image(self) -> np.ndarray: ...
+
+    @property
+    def time(self) -> float: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +193,13 @@ def in_range(index: int, frame_range: tuple[int, int | None] | None) -> bool:
         return True
     start, end = frame_range
     return index >= start and (end is None or index < end)
+
+
+def packet_time(packet: FramePacket) -> float:
+    """The presentation time run_frames gave `packet` (from its input frame)."""
+    if packet.pts is None:
+        raise ValueError(f"frame {packet.index} has no presentation time")
+    return packet.pts
 
 
 def retime(frames: Iterable[TimedFrame], fps: Fraction, input_rate: Fraction) -> Iterator[OutFrame]:
@@ -453,7 +463,7 @@ def _write_video(reader: VideoReader, options: VideoOptions, engine: Engine, *, 
     progress = Progress(total, quiet=quiet, label=options.output.name)
     try:
         writer = VideoWriter(spec)
-        stats = run_frames(frames, lambda p: writer.write(p.image, p.pts), engine, run,
+        stats = run_frames(frames, lambda p: writer.write(p.image, packet_time(p)), engine, run,
                            progress=progress, stop=stop, on_warm=on_warm)
     except BaseException as exc:
         progress.close()

@@ -27,7 +27,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Callable, Protocol
+from typing import IO, Any, Callable, Iterable, Protocol
 
 import numpy as np
 
@@ -49,9 +49,10 @@ END = object()  # end-of-stream sentinel
 class LiveEngine(Protocol):
     """What the live pipeline needs from livecam.pipeline.engine.Engine."""
 
-    processor_names: Any
+    @property
+    def processor_names(self) -> Iterable[str]: ...
 
-    def analyse(self, packet: FramePacket, track: bool = True) -> None: ...
+    def analyse(self, packet: FramePacket, track: bool) -> None: ...
     def process(self, packet: FramePacket) -> Any: ...
     def set_enabled(self, name: str, enabled: bool) -> None: ...
     def set_detect_every(self, n: int) -> None: ...

@@ -330,9 +330,17 @@ def _edge_ramp(shape_hw: tuple[int, int], polygon: np.ndarray, width: float) -> 
     inside = np.zeros(shape_hw, dtype=np.uint8)
     cv2.fillPoly(inside, [np.round((polygon - 0.5) * 16.0).astype(np.int32)], 1, shift=4)
     ramp = cv2.distanceTransform(inside, cv2.DIST_L2, cv2.DIST_MASK_3)
-    cv2.min(ramp, width, dst=ramp)
-    cv2.multiply(ramp, 1.0 / width, dst=ramp)
+    np.minimum(ramp, width, out=ramp)
+    np.multiply(ramp, 1.0 / width, out=ramp, dtype=np.float64)  # in double, rounded once (as cv2.multiply)
     return ramp
+
+
+def _remap(src: np.ndarray, maps: np.ndarray, border_mode: int,
+           border_value: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0)) -> np.ndarray:
+    """Bilinear cv2.remap through one 2-channel float map of (x, y) source positions."""
+    # map2=None is how OpenCV takes a CV_32FC2 map1; its stubs list arrays only.
+    return cv2.remap(src, maps, None, cv2.INTER_LINEAR,  # type: ignore[call-overload]
+                     borderMode=border_mode, borderValue=border_value)
 
 
 def _source_name(source: SourceIdentity) -> str:
@@ -588,8 +596,7 @@ class MeshSwapper:
         else:
             facing_full = facing if step == 1 else cv2.resize(facing, full, interpolation=cv2.INTER_LINEAR)
             facing_full = facing_full[:roi_h, :roi_w]
-        warped = cv2.remap(texture, maps, None, cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT,
-                           borderValue=(0, 0, 0, 0))
+        warped = _remap(texture, maps, cv2.BORDER_CONSTANT, border_value=(0, 0, 0, 0))
         motion = None
         if original is not None:
             motion = self._grid_motion(inverses[0], original[src.triangles] - 0.5, ids, step)
@@ -637,8 +644,7 @@ class MeshSwapper:
         ph, pw = patch.shape[:2]
         patch[..., 0] += np.arange(x1, x1 + pw, dtype=np.float32)[None, :]
         patch[..., 1] += np.arange(y1, y1 + ph, dtype=np.float32)[:, None]
-        target[y1:y1 + ph, x1:x1 + pw] = cv2.remap(original, patch, None, cv2.INTER_LINEAR,
-                                                   borderMode=cv2.BORDER_REPLICATE)
+        target[y1:y1 + ph, x1:x1 + pw] = _remap(original, patch, cv2.BORDER_REPLICATE)
 
     def _apply_keep(self, alpha: np.ndarray, local: np.ndarray, kps: np.ndarray,
                     size: float) -> tuple[np.ndarray, list[tuple[np.ndarray, masks.Box, bool]]]:

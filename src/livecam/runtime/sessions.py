@@ -11,7 +11,7 @@ import os
 import threading
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -22,8 +22,8 @@ _POOL: dict[tuple[str, ProviderChoice, int], Any] = {}
 _KEY_LOCKS: dict[tuple[str, ProviderChoice, int], threading.Lock] = {}
 _POOL_LOCK = threading.Lock()
 # ONNX Runtime's names for the input types a model may declare (read-only).
-_ORT_TYPES = MappingProxyType({"tensor(float)": np.float32, "tensor(float16)": np.float16,
-                               "tensor(double)": np.float64})
+_ORT_TYPES: Mapping[str, type[np.floating[Any]]] = MappingProxyType(
+    {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64})
 
 
 def input_dtype(ort_type: str) -> type[np.floating[Any]]:
