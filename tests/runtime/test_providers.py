@@ -41,9 +41,30 @@ def test_provider_options(tmp_path, monkeypatch) -> None:
     assert trt["trt_fp16_enable"] == "True" and trt["trt_engine_cache_path"].startswith(str(tmp_path))
     assert trt["trt_timing_cache_enable"] == "True"
     assert provider_options("coreml") == {"ModelFormat": "MLProgram", "MLComputeUnits": "ALL"}
+    monkeypatch.setattr(providers_module, "openvino_devices", lambda: ["CPU", "GPU.0", "NPU"])
     assert provider_options("openvino") == {"device_type": "AUTO:GPU,CPU"}
     assert provider_options("directml", device_id=1) == {"device_id": "1"}
     assert provider_options("cpu") == {}
+
+
+def test_openvino_asks_for_a_gpu_only_where_openvino_sees_one(monkeypatch) -> None:
+    # "AUTO:GPU,CPU" on a machine without an Intel GPU made ORT drop OpenVINO altogether, so
+    # --execution-provider openvino failed on every CPU-only machine.
+    monkeypatch.setattr(providers_module, "openvino_devices", lambda: ["CPU"])
+    assert provider_options("openvino") == {"device_type": "CPU"}
+    monkeypatch.setattr(providers_module, "openvino_devices", lambda: [])  # cannot tell: safe choice
+    assert provider_options("openvino") == {"device_type": "CPU"}
+    assert providers_module.openvino_device_type(["CPU", "GPU"]) == "AUTO:GPU,CPU"
+
+
+def test_openvino_devices_are_read_from_the_openvino_build_only() -> None:
+    import onnxruntime as ort
+
+    devices = providers_module.openvino_devices()
+    if "OpenVINOExecutionProvider" in ort.get_available_providers():
+        assert "CPU" in devices
+    else:
+        assert devices == []
 
 
 def test_unavailable_provider_is_an_error_listing_what_is_available() -> None:

@@ -93,6 +93,37 @@ def test_ort_falling_back_to_cpu_is_detected_and_said_in_one_line(model) -> None
     assert "fell back from cuda" in err.message and "tiny.onnx" in err.message
 
 
+@pytest.mark.skipif("OpenVINOExecutionProvider" not in __import__("onnxruntime").get_available_providers(),
+                    reason="needs onnxruntime-openvino (pip install 'livecam[openvino]')")
+def test_openvino_runs_the_models_on_a_machine_without_a_gpu(model) -> None:
+    session = get_session(model, resolve_providers(["openvino"]))
+    assert session.get_providers()[0] == "OpenVINOExecutionProvider"
+    out = session.run(None, {"x": np.ones((1, 4), np.float32)})[0]
+    assert out.shape == (1, 4)
+
+
+@pytest.mark.skipif("OpenVINOExecutionProvider" not in __import__("onnxruntime").get_available_providers(),
+                    reason="needs onnxruntime-openvino (pip install 'livecam[openvino]')")
+def test_a_provider_that_fails_to_start_is_one_line_without_ort_console_noise(model, capfd) -> None:
+    from livecam.runtime.providers import openvino_devices
+
+    if any(d.startswith("GPU") for d in openvino_devices()):
+        pytest.skip("OpenVINO sees a GPU here; no failure to provoke")
+    asked = ProviderChoice(names=("openvino", "cpu"), ort_providers=(
+        ("OpenVINOExecutionProvider", (("device_type", "GPU"),)), ("CPUExecutionProvider", ())))
+    with pytest.raises(ProviderError) as info:
+        get_session(model, asked)
+    assert "fell back from openvino" in info.value.message and "OpenVINO found no device" in info.value.message
+    err = capfd.readouterr().err
+    assert "onnxruntime" not in err, err  # ORT's own coloured E/W lines used to come first
+
+
+def test_the_fallback_message_names_a_cause_for_every_provider() -> None:
+    from livecam.runtime.providers import FALLBACK_CAUSES, PROVIDER_NAMES
+
+    assert set(FALLBACK_CAUSES) == set(PROVIDER_NAMES) - {"cpu"}
+
+
 def test_a_file_that_is_not_a_model_is_a_model_error(tmp_path) -> None:
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"\x00garbage" * 100)

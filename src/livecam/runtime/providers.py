@@ -88,10 +88,37 @@ def provider_options(name: str, device_id: int = 0) -> dict[str, str]:
     if name == "coreml":
         return {"ModelFormat": "MLProgram", "MLComputeUnits": "ALL"}
     if name == "openvino":
-        return {"device_type": "AUTO:GPU,CPU"}
+        return {"device_type": openvino_device_type(openvino_devices())}
     if name == "directml":
         return {"device_id": str(device_id)}
     return {}
+
+
+def openvino_devices() -> list[str]:
+    """The devices OpenVINO sees (CPU, GPU, GPU.0, NPU...); empty when it cannot say."""
+    try:
+        from onnxruntime.capi import _pybind_state
+
+        return [str(d) for d in _pybind_state.get_available_openvino_device_ids()]
+    except Exception:  # noqa: BLE001 - not the OpenVINO build of onnxruntime
+        return []
+
+
+def openvino_device_type(devices: list[str]) -> str:
+    """A GPU where OpenVINO has one (AUTO starts on the CPU while the GPU compiles), else the CPU:
+    naming a GPU that is absent makes ORT drop the OpenVINO provider altogether."""
+    return "AUTO:GPU,CPU" if any(d.startswith("GPU") for d in devices) else "CPU"
+
+
+# Why a provider that ORT offers may still fail to load, for the fallback message.
+FALLBACK_CAUSES: dict[str, str] = {
+    "cuda": "a CUDA/cuDNN or driver library is probably missing",
+    "tensorrt": "a TensorRT, CUDA/cuDNN or driver library is probably missing",
+    "rocm": "a ROCm library or driver is probably missing",
+    "openvino": "OpenVINO found no device it can use",
+    "directml": "no DirectX 12 GPU or driver was found",
+    "coreml": "Core ML could not take this model",
+}
 
 
 def resolve_providers(

@@ -7,6 +7,7 @@ state in livecam.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from livecam.errors import ModelError, ProviderError
-from livecam.runtime.providers import PROVIDER_NAMES, ProviderChoice, preload_gpu_libraries
+from livecam.runtime.providers import FALLBACK_CAUSES, PROVIDER_NAMES, ProviderChoice, preload_gpu_libraries
 
 _POOL: dict[tuple[str, ProviderChoice, int], Any] = {}
 _KEY_LOCKS: dict[tuple[str, ProviderChoice, int], threading.Lock] = {}
@@ -69,6 +70,9 @@ def _create(model_path: Path, providers: ProviderChoice, intra_op_threads: int) 
 
     if providers.primary != "cpu":
         preload_gpu_libraries()
+    # A provider that fails to start makes ORT print several coloured lines of its own; livecam
+    # reports it in one line below, so ORT's console says only fatal things (unless -v).
+    ort.set_default_logger_severity(2 if logging.getLogger("livecam").isEnabledFor(logging.DEBUG) else 4)
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3
@@ -92,7 +96,7 @@ def _create(model_path: Path, providers: ProviderChoice, intra_op_threads: int) 
     if wanted not in got:
         raise ProviderError(
             f"onnxruntime fell back from {providers.primary} to {', '.join(got)} while loading "
-            f"{model_path.name} (a CUDA/cuDNN or driver library is probably missing); "
+            f"{model_path.name} ({FALLBACK_CAUSES.get(providers.primary, 'it could not start')}); "
             f"run `livecam doctor` to see what is missing, or pass --execution-provider cpu"
         )
     return session
