@@ -60,6 +60,14 @@ class ProviderError(LivecamError):
     exit_code = EXIT_PROVIDER
 
 
+class ProviderStartError(ProviderError):
+    """A provider that onnxruntime offers could not start (ORT fell back to another)."""
+
+    def __init__(self, message: str, *, provider: str, cause: str, fix: str) -> None:
+        super().__init__(message)
+        self.provider, self.cause, self.fix = provider, cause, fix
+
+
 class DeviceError(LivecamError):
     """A camera, virtual camera or window could not be used."""
 
@@ -76,3 +84,4 @@ class Interrupted(LivecamError):
     """Ctrl-C or SIGTERM."""
 
     exit_code = EXIT_INTERRUPTED
+

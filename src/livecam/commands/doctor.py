@@ -10,8 +10,12 @@ from pathlib import Path
 import click
 
 from livecam import __version__
+from livecam.errors import LivecamError, ProviderError
 from livecam.models.catalog import DEFAULT_RUN_MODELS
 from livecam.models.store import CORRUPT, MISSING, PRESENT, VERIFIED, ModelStore, free_bytes
+from livecam.pipeline.engine import PROBE_MODEL
+from livecam.runtime.providers import NO_ONNXRUNTIME, available_names, resolve_providers
+from livecam.runtime.sessions import start_problem
 from livecam.settings import RuntimeSettings
 
 # Every wheel that installs the `onnxruntime` Python package; two at once overwrite each other.
@@ -67,6 +71,31 @@ def probe_cameras(indexes: range = CAMERA_INDEXES) -> list[str]:
     return found
 
 
+def provider_start_lines(store: ModelStore) -> list[str]:
+    """Each installed accelerator started on the smallest embedded model: ORT lists a provider
+    whose libraries or driver are missing, and only starting it tells."""
+    try:
+        names = [n for n in available_names() if n != "cpu"]
+    except ProviderError:
+        return []
+    if not names:
+        return []
+    try:
+        probe = store.path(PROBE_MODEL)
+    except LivecamError as exc:
+        return [f"Providers: not started ({exc.message})"]
+    lines = ["Providers started on a small model:"]
+    for name in names:
+        if name == "tensorrt":  # its first engine build takes minutes
+            lines.append("  tensorrt  not started here (its first engine build takes minutes); "
+                         "`livecam bench --execution-provider tensorrt` tries it")
+            continue
+        problem = start_problem(probe, resolve_providers([name]))
+        lines.append(f"  {name}  starts" if problem is None
+                     else f"  {name}  cannot start ({problem.cause}); fix: {problem.fix}")
+    return lines
+
+
 def window_state() -> str:
     """Whether `--output window` can open here; not a readiness problem (files and the virtual
     camera need no display)."""
@@ -92,6 +121,9 @@ def run_doctor(settings: RuntimeSettings) -> int:
         echo(f"PROBLEM: {' and '.join(sorted(dists))} are installed side by side; they overwrite each "
              f"other's files and GPU providers silently stop working. Fix:")
         echo(f"  {fix}")
+    if not dists:
+        ready = False
+        echo(f"PROBLEM: {NO_ONNXRUNTIME}")
     try:
         import onnxruntime as ort
 
@@ -103,8 +135,9 @@ def run_doctor(settings: RuntimeSettings) -> int:
             echo("PROBLEM: the CPU execution provider is missing; reinstall onnxruntime")
     except Exception as exc:  # noqa: BLE001 - a broken install shows here, not as a traceback
         ready = False
-        echo(f"PROBLEM: onnxruntime cannot be imported ({type(exc).__name__}: {exc}); "
-             f"fix: pip install --force-reinstall onnxruntime")
+        if dists:
+            echo(f"PROBLEM: onnxruntime cannot be imported ({type(exc).__name__}: {exc}); "
+                 f"fix: pip install --force-reinstall {' '.join(dists)}")
 
     for module, package in (("numpy", "numpy"), ("cv2", "opencv-python"), ("av", "av"), ("click", "click")):
         try:
@@ -131,6 +164,8 @@ def run_doctor(settings: RuntimeSettings) -> int:
         if name in DEFAULT_RUN_MODELS and st.state != VERIFIED:
             ready = False
 
+    for line in provider_start_lines(store):
+        echo(line)
     cameras = probe_cameras()
     echo("Cameras: " + (", ".join(cameras) if cameras else f"none opened (indexes {CAMERA_INDEXES[0]}-"
                                                              f"{CAMERA_INDEXES[-1]} tried)"))

@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Mapping
 
-from livecam.errors import DownloadError, InputError, LicenseNotAcceptedError, ModelError
+from livecam.errors import DownloadError, InputError, LicenseNotAcceptedError, ModelError, ProviderError
 from livecam.models import catalog as catalog_module
 from livecam.models.catalog import ArchiveSpec, ModelSpec, TensorSpec
 from livecam.models.download import DownloadPolicy, download, part_path, sha256_file
+from livecam.runtime.providers import NO_ONNXRUNTIME
 from livecam.settings import RuntimeSettings
 
 log = logging.getLogger("livecam")
@@ -233,7 +234,9 @@ class ModelStore:
         """Open the file on the CPU and compare its tensors with the catalog (unpinned files)."""
         try:
             import onnxruntime as ort
-
+        except ImportError as exc:
+            raise ProviderError(NO_ONNXRUNTIME) from exc
+        try:
             options = ort.SessionOptions()
             options.log_severity_level = 4
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL

@@ -14,19 +14,21 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from livecam.errors import InputError
+from livecam.errors import InputError, ProviderStartError
 from livecam.faces.analyser import FaceAnalyser
 from livecam.faces.source import SourceCache, SourceIdentity, analyse_source
 from livecam.frame import FramePacket
 from livecam.processors.base import FrameProcessor
-from livecam.runtime.providers import FP16_FRIENDLY, ProviderChoice, resolve_providers, user_cache_dir
-from livecam.runtime.sessions import cpu_threads_per_session
+from livecam.runtime.providers import FP16_FRIENDLY, ProviderChoice, user_cache_dir
+from livecam.runtime.sessions import cpu_threads_per_session, usable_choice
 from livecam.settings import ProcessingSettings
 
 log = logging.getLogger("livecam")
 
 PHOTO_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff"})
 INSWAPPERS = ("inswapper_128", "inswapper_128_fp16")
+# The smallest embedded model: `auto` tries its accelerator on it before choosing it.
+PROBE_MODEL = "blazeface_short_range"
 
 
 def pick_swap_model(choice: str, store: Any, providers: ProviderChoice) -> tuple[str, tuple[str, ...]]:
@@ -41,6 +43,12 @@ def pick_swap_model(choice: str, store: Any, providers: ProviderChoice) -> tuple
         if store.can_provide(name) and store.can_provide("w600k_r50"):
             return name, ()
     return "mesh", tuple(n for n in (preferred[-1], "w600k_r50") if not store.can_provide(n))
+
+
+def warn_provider_fallback(problem: ProviderStartError | None) -> None:
+    if problem is not None:
+        log.warning("warning: %s cannot start here (%s), so livecam runs on the CPU; %s",
+                    problem.provider, problem.cause, problem.fix)
 
 
 def warn_mesh_fallback(missing: Sequence[str]) -> None:
@@ -98,7 +106,8 @@ class Engine:
             raise InputError("--map gives each reference person their own source; use it without "
                              "--source and --reference")
         store = ModelStore(settings.runtime, progress=progress)
-        providers = resolve_providers(settings.runtime.providers)
+        providers, provider_problem = usable_choice(settings.runtime.providers,
+                                                    lambda: store.path(PROBE_MODEL))
         # Live mode runs the analyse thread beside the process workers, so it counts as one more
         # consumer of cores; oversubscribing ORT's threads there costs latency.
         threads = cpu_threads_per_session((workers or settings.runtime.execution_threads) + (1 if live else 0))
@@ -152,6 +161,7 @@ class Engine:
         names["analysis"] = analyser.describe()
         for processor in processors:
             processor.prepare(sources)
+        warn_provider_fallback(provider_problem)
         warn_mesh_fallback(fallback_missing)
         return cls(settings, analyser, processors, sources, providers=providers, swap_model=swap_model,
                    cycle=cycle if live and _is_folder(settings.sources) else (), cache=cache,

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import io
+import logging
 import os
+import re
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from livecam.errors import ProviderError
+
+log = logging.getLogger("livecam")
 
 # livecam name -> ONNX Runtime provider name, in the order `auto` prefers them.
 PROVIDER_NAMES: dict[str, str] = {
@@ -27,13 +36,13 @@ AUTO_ORDER: tuple[str, ...] = ("cuda", "rocm", "coreml", "directml", "openvino",
 FP16_FRIENDLY: frozenset[str] = frozenset({"cuda", "tensorrt", "coreml"})
 
 INSTALL_HINTS: dict[str, str] = {
-    "cuda": "pip uninstall -y onnxruntime && pip install 'livecam[cuda]' (NVIDIA driver and CUDA 12/13 runtime needed)",
+    "cuda": "pip uninstall -y onnxruntime && pip install 'livecam[cuda]' (CUDA and cuDNN come with it; an NVIDIA driver is needed)",
     "tensorrt": "pip uninstall -y onnxruntime && pip install 'livecam[cuda]' tensorrt",
     "rocm": "install onnxruntime-rocm from AMD's ROCm wheel index instead of onnxruntime",
-    "coreml": "use the standard onnxruntime wheel on macOS (pip install onnxruntime)",
+    "coreml": "on macOS, pip install 'livecam[cpu]' (the standard onnxruntime has CoreML)",
     "directml": "pip uninstall -y onnxruntime && pip install 'livecam[directml]' (Windows only)",
     "openvino": "pip uninstall -y onnxruntime && pip install 'livecam[openvino]'",
-    "cpu": "pip install onnxruntime",
+    "cpu": "pip install 'livecam[cpu]'",
 }
 
 
@@ -52,9 +61,16 @@ class ProviderChoice:
         return self.names[0]
 
 
-def available_ort_providers() -> list[str]:
-    import onnxruntime as ort
+NO_ONNXRUNTIME = ("onnxruntime is not installed; install livecam with the one that fits this machine: "
+                  "pip install 'livecam[cpu]' (also CoreML on macOS), 'livecam[cuda]', 'livecam[openvino]' "
+                  "or 'livecam[directml]'")
 
+
+def available_ort_providers() -> list[str]:
+    try:
+        import onnxruntime as ort
+    except ImportError as exc:
+        raise ProviderError(NO_ONNXRUNTIME) from exc
     return list(ort.get_available_providers())
 
 
@@ -122,7 +138,7 @@ FALLBACK_CAUSES: dict[str, str] = {
 
 
 def resolve_providers(
-    requested: tuple[str, ...] | list[str], ort_available: list[str] | None = None
+    requested: Sequence[str], ort_available: list[str] | None = None
 ) -> ProviderChoice:
     """Turn `--execution-provider` values into a ProviderChoice, CPU appended as last resort.
 
@@ -157,13 +173,48 @@ def resolve_providers(
     )
 
 
-def preload_gpu_libraries() -> None:
-    """Let onnxruntime-gpu find CUDA/cuDNN from the nvidia-* wheels (no-op elsewhere)."""
+def preload_gpu_libraries() -> list[str]:
+    """Let onnxruntime-gpu find CUDA/cuDNN from the nvidia-* wheels (no-op elsewhere); returns
+    the libraries it could not load. ORT prints those on stdout; they are kept for our message."""
     import onnxruntime as ort
 
     preload = getattr(ort, "preload_dlls", None)
-    if preload is not None:
-        try:
+    if preload is None:
+        return []
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
             preload()
-        except Exception:  # noqa: BLE001 - a failed preload shows up as a fallback later
-            pass
+    except Exception as exc:  # noqa: BLE001 - a failed preload shows up as a fallback later
+        said.write(f"{exc}\n")
+    text = said.getvalue()
+    if text.strip():
+        log.debug("onnxruntime.preload_dlls: %s", text.strip())
+    return list(dict.fromkeys(re.findall(r"Failed to load (?:\S*/)?([^\s/:]+):", text)))
+
+
+def start_failure(name: str, missing_libraries: list[str]) -> tuple[str, str]:
+    """(cause, fix) for provider NAME, which ORT offers but could not start."""
+    if name in ("cuda", "tensorrt"):
+        if missing_libraries:
+            shown = ", ".join(missing_libraries[:3]) + (", ..." if len(missing_libraries) > 3 else "")
+            return (f"missing {shown}",
+                    "pip install 'onnxruntime-gpu[cuda,cudnn]' puts CUDA and cuDNN beside onnxruntime "
+                    "(an NVIDIA driver is still needed)")
+        driver = missing_nvidia_driver()
+        if driver is not None:
+            return (f"no NVIDIA driver: {driver} cannot be loaded",
+                    "install the NVIDIA driver (`nvidia-smi` then lists the GPU)")
+    return FALLBACK_CAUSES.get(name, "it could not start"), "run `livecam doctor` to see what is missing"
+
+
+def missing_nvidia_driver() -> str | None:
+    """The NVIDIA driver's library when it cannot be loaded (no driver installed), else None."""
+    if sys.platform == "darwin":
+        return None
+    library = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
+    try:
+        ctypes.CDLL(library)
+    except OSError:
+        return library
+    return None

@@ -12,12 +12,13 @@ import os
 import threading
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from livecam.errors import ModelError, ProviderError
-from livecam.runtime.providers import FALLBACK_CAUSES, PROVIDER_NAMES, ProviderChoice, preload_gpu_libraries
+from livecam.errors import ModelError, ProviderStartError
+from livecam.runtime.providers import (PROVIDER_NAMES, ProviderChoice, preload_gpu_libraries, resolve_providers,
+                                      start_failure)
 
 _POOL: dict[tuple[str, ProviderChoice, int], Any] = {}
 _KEY_LOCKS: dict[tuple[str, ProviderChoice, int], threading.Lock] = {}
@@ -68,8 +69,7 @@ def clear_pool() -> None:
 def _create(model_path: Path, providers: ProviderChoice, intra_op_threads: int) -> Any:
     import onnxruntime as ort
 
-    if providers.primary != "cpu":
-        preload_gpu_libraries()
+    missing = preload_gpu_libraries() if providers.primary != "cpu" else []
     # A provider that fails to start makes ORT print several coloured lines of its own; livecam
     # reports it in one line below, so ORT's console says only fatal things (unless -v).
     ort.set_default_logger_severity(2 if logging.getLogger("livecam").isEnabledFor(logging.DEBUG) else 4)
@@ -94,9 +94,35 @@ def _create(model_path: Path, providers: ProviderChoice, intra_op_threads: int) 
     got = session.get_providers()
     wanted = PROVIDER_NAMES[providers.primary]
     if wanted not in got:
-        raise ProviderError(
+        cause, fix = start_failure(providers.primary, missing)
+        raise ProviderStartError(
             f"onnxruntime fell back from {providers.primary} to {', '.join(got)} while loading "
-            f"{model_path.name} ({FALLBACK_CAUSES.get(providers.primary, 'it could not start')}); "
-            f"run `livecam doctor` to see what is missing, or pass --execution-provider cpu"
-        )
+            f"{model_path.name} ({cause}); {fix}, or pass --execution-provider cpu",
+            provider=providers.primary, cause=cause, fix=fix)
     return session
+
+
+def start_problem(model_path: Path, providers: ProviderChoice) -> ProviderStartError | None:
+    """Why a session of this small model does not start on providers.primary, or None when it
+    does (not pooled: a probe for `auto` and `doctor`)."""
+    if providers.primary == "cpu":
+        return None
+    try:
+        _create(model_path, providers, 1)
+    except ProviderStartError as exc:
+        return exc
+    return None
+
+
+def usable_choice(requested: Sequence[str], probe_model: Callable[[], Path]
+                  ) -> tuple[ProviderChoice, ProviderStartError | None]:
+    """resolve_providers(requested), except that `auto` whose accelerator cannot start here
+    (onnxruntime-gpu without CUDA, say) runs on the CPU; the second value says why. An explicit
+    provider is left to fail loudly when its first session is created."""
+    choice = resolve_providers(requested)
+    if choice.primary == "cpu" or (requested and "auto" not in [r.lower() for r in requested]):
+        return choice, None
+    problem = start_problem(probe_model(), choice)
+    if problem is None:
+        return choice, None
+    return resolve_providers(["cpu"]), problem

@@ -1,0 +1,133 @@
+"""Providers that onnxruntime lists but that cannot start (onnxruntime-gpu without CUDA or a
+driver): what `auto`, an explicit provider and `doctor` make of them, and how livecam is installed
+with exactly one onnxruntime package."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from livecam.commands import doctor as doctor_module
+from livecam.errors import ProviderStartError
+from livecam.pipeline.engine import Engine
+from livecam.runtime import providers as providers_module
+from livecam.runtime import sessions as sessions_module
+from livecam.runtime.providers import NO_ONNXRUNTIME, preload_gpu_libraries, start_failure
+from livecam.runtime.sessions import usable_choice
+from livecam.settings import ProcessingSettings, RuntimeSettings
+from tests.conftest import run_cli
+
+REPO = Path(__file__).resolve().parents[2]
+GPU_BOX = ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]
+NO_CUDA = ProviderStartError("x", provider="cuda", cause="missing libcublasLt.so.13",
+                             fix="pip install 'onnxruntime-gpu[cuda,cudnn]'")
+
+
+def test_the_libraries_onnxruntime_could_not_preload_are_kept_not_printed(monkeypatch, capsys) -> None:
+    def preload_dlls() -> None:  # what onnxruntime-gpu 1.31 prints without the nvidia wheels
+        print("Failed to load /venv/lib/nvidia/cublas/lib/libcublasLt.so.13: cannot open shared object file")
+        print("Failed to load libcublasLt.so.13: libcublasLt.so.13: cannot open shared object file")
+        print("Failed to load libcurand.so.10: libcurand.so.10: cannot open shared object file")
+        print("Please follow https://onnxruntime.ai/docs/install/#cuda-and-cudnn to install CUDA.")
+
+    monkeypatch.setitem(sys.modules, "onnxruntime", types.SimpleNamespace(preload_dlls=preload_dlls))
+    assert preload_gpu_libraries() == ["libcublasLt.so.13", "libcurand.so.10"]
+    out = capsys.readouterr()
+    assert out.out == "" and out.err == ""  # they used to come before livecam's own message
+
+
+def test_a_start_failure_names_its_cause_and_fix(monkeypatch) -> None:
+    cause, fix = start_failure("cuda", ["libcublasLt.so.13", "libcublas.so.13", "libcurand.so.10", "libcudnn.so.9"])
+    assert cause == "missing libcublasLt.so.13, libcublas.so.13, libcurand.so.10, ..."
+    assert "pip install 'onnxruntime-gpu[cuda,cudnn]'" in fix
+    monkeypatch.setattr(providers_module, "missing_nvidia_driver", lambda: "libcuda.so.1")
+    cause, fix = start_failure("cuda", [])
+    assert cause == "no NVIDIA driver: libcuda.so.1 cannot be loaded" and "nvidia-smi" in fix
+    monkeypatch.setattr(providers_module, "missing_nvidia_driver", lambda: None)
+    assert "CUDA/cuDNN or driver" in start_failure("cuda", [])[0]
+    assert start_failure("openvino", [])[0] == "OpenVINO found no device it can use"
+
+
+def test_auto_runs_on_the_cpu_when_its_accelerator_cannot_start(monkeypatch) -> None:
+    monkeypatch.setattr(providers_module, "available_ort_providers", lambda: GPU_BOX)
+    probed = []
+
+    def start_problem(model: Path, choice):
+        probed.append(choice.primary)
+        return NO_CUDA
+
+    monkeypatch.setattr(sessions_module, "start_problem", start_problem)
+    choice, problem = usable_choice(("auto",), lambda: Path("probe.onnx"))
+    assert choice.names == ("cpu",) and problem is NO_CUDA and probed == ["cuda"]
+    # An explicit provider is never swapped behind the user's back (its own error comes later).
+    choice, problem = usable_choice(("cuda",), lambda: Path("probe.onnx"))
+    assert choice.primary == "cuda" and problem is None and probed == ["cuda"]
+    monkeypatch.setattr(sessions_module, "start_problem", lambda model, choice: None)
+    choice, problem = usable_choice((), lambda: Path("probe.onnx"))
+    assert choice.primary == "cuda" and problem is None
+
+
+def test_the_engine_says_once_why_auto_runs_on_the_cpu(tmp_path: Path, faces_dir: Path, monkeypatch,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv("LIVECAM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(providers_module, "available_ort_providers", lambda: GPU_BOX)
+    monkeypatch.setattr(sessions_module, "start_problem", lambda model, choice: NO_CUDA)
+    runtime = RuntimeSettings(providers=("auto",), models_dir=tmp_path / "models", offline=True, quiet=True)
+    settings = ProcessingSettings(sources=(faces_dir / "biden.jpg",), frame_processors=("face_swapper",),
+                                  runtime=runtime)
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        engine = Engine.create(settings, live=False, progress=False)
+    assert engine.providers.primary == "cpu" and "provider cpu" in engine.describe()
+    warnings = [r.getMessage() for r in caplog.records if "cannot start" in r.getMessage()]
+    assert warnings == ["warning: cuda cannot start here (missing libcublasLt.so.13), so livecam runs on the "
+                        "CPU; pip install 'onnxruntime-gpu[cuda,cudnn]'"]
+
+
+def test_doctor_starts_each_accelerator_and_says_which_cannot(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(providers_module, "available_ort_providers",
+                        lambda: [*GPU_BOX[:2], "OpenVINOExecutionProvider", "CPUExecutionProvider"])
+    monkeypatch.setattr(doctor_module, "available_names", lambda: ["tensorrt", "cuda", "openvino", "cpu"])
+    monkeypatch.setattr(doctor_module, "start_problem",
+                        lambda model, choice: NO_CUDA if choice.primary == "cuda" else None)
+    store = doctor_module.ModelStore(RuntimeSettings(models_dir=tmp_path / "m", offline=True), progress=False)
+    lines = doctor_module.provider_start_lines(store)
+    assert lines[0] == "Providers started on a small model:"
+    assert lines[1].startswith("  tensorrt  not started here")
+    assert lines[2] == ("  cuda  cannot start (missing libcublasLt.so.13); fix: "
+                        "pip install 'onnxruntime-gpu[cuda,cudnn]'")
+    assert lines[3] == "  openvino  starts"
+    monkeypatch.setattr(doctor_module, "available_names", lambda: ["cpu"])
+    assert doctor_module.provider_start_lines(store) == []
+
+
+def test_without_onnxruntime_every_command_says_how_to_install_it(tmp_path: Path, faces_dir: Path,
+                                                                   isolated_env: dict[str, str]) -> None:
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text("import sys\nsys.modules['onnxruntime'] = None\n")
+    env = {**isolated_env, "PYTHONPATH": f"{blocker}:{isolated_env.get('PYTHONPATH', '')}"}
+    proc = run_cli(["image", str(faces_dir / "obama.jpg"), str(tmp_path / "out.png"),
+                    "-s", str(faces_dir / "biden.jpg")], env=env)
+    assert proc.returncode == 4, proc.stderr
+    assert proc.stderr.strip() == f"livecam: error: {NO_ONNXRUNTIME}"
+    assert not (tmp_path / "out.png").exists()
+
+
+def test_livecam_depends_on_exactly_one_onnxruntime_per_extra() -> None:
+    tomllib = pytest.importorskip("tomllib", reason="tomllib needs Python 3.11")
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+
+    def ort_packages(requirements: list[str]) -> list[str]:
+        return [r for r in requirements if r.split("[")[0].split(">")[0].split("=")[0].startswith("onnxruntime")]
+
+    # A base dependency on onnxruntime would be reinstalled beside onnxruntime-gpu by every
+    # `pip install livecam[cuda]`, and the two break each other.
+    assert ort_packages(project["dependencies"]) == []
+    extras = project["optional-dependencies"]
+    for extra in ("cpu", "cuda", "openvino", "directml", "dev"):
+        assert len(ort_packages(extras[extra])) == 1, extra
+    assert ort_packages(extras["cuda"])[0].startswith("onnxruntime-gpu[cuda,cudnn]")
