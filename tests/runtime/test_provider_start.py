@@ -16,7 +16,7 @@ from livecam.errors import ProviderStartError
 from livecam.pipeline.engine import Engine
 from livecam.runtime import providers as providers_module
 from livecam.runtime import sessions as sessions_module
-from livecam.runtime.providers import NO_ONNXRUNTIME, preload_gpu_libraries, start_failure
+from livecam.runtime.providers import NO_ONNXRUNTIME, ProviderChoice, preload_gpu_libraries, start_failure
 from livecam.runtime.sessions import usable_choice
 from livecam.settings import ProcessingSettings, RuntimeSettings
 from tests.conftest import run_cli
@@ -50,6 +50,42 @@ def test_a_start_failure_names_its_cause_and_fix(monkeypatch) -> None:
     monkeypatch.setattr(providers_module, "missing_nvidia_driver", lambda: None)
     assert "CUDA/cuDNN or driver" in start_failure("cuda", [])[0]
     assert start_failure("openvino", [])[0] == "OpenVINO found no device it can use"
+
+
+def test_tensorrt_without_its_libraries_says_so(monkeypatch) -> None:
+    monkeypatch.setattr(providers_module, "missing_nvidia_driver", lambda: None)
+    said = "EP Error ... Please install TensorRT libraries as mentioned in the GPU requirements page"
+    cause, fix = start_failure("tensorrt", [], said)
+    assert cause == "the TensorRT libraries are missing" and "pip install tensorrt" in fix
+    assert "--execution-provider cuda" in fix
+
+
+def test_what_onnxruntime_prints_while_falling_back_stays_off_stdout(tmp_path: Path, monkeypatch, capsys) -> None:
+    # onnxruntime-gpu prints an "EP Error" block on stdout before retrying without the provider;
+    # on stdout it corrupted `livecam bench --json`, and it came before livecam's one line.
+    import onnxruntime as ort
+
+    from tests.models.helpers import tiny_onnx
+
+    model = tiny_onnx(tmp_path / "tiny.onnx", [("x", [1, 4])], [("y", [1, 4])])
+    real = ort.InferenceSession
+
+    def noisy_session(path: str, sess_options: object = None, providers: object = None,
+                      provider_options: object = None) -> object:
+        print("*************** EP Error ***************")
+        print("EP Error ... Please install TensorRT libraries as mentioned in the GPU requirements page")
+        return real(path, sess_options=sess_options, providers=["CPUExecutionProvider"])
+
+    monkeypatch.setattr(ort, "InferenceSession", noisy_session)
+    monkeypatch.setattr(providers_module, "missing_nvidia_driver", lambda: None)
+    monkeypatch.setattr(providers_module, "preload_gpu_libraries", lambda: [])
+    monkeypatch.setattr(sessions_module, "preload_gpu_libraries", lambda: [])
+    asked = ProviderChoice(names=("tensorrt", "cpu"), ort_providers=(
+        ("TensorrtExecutionProvider", ()), ("CPUExecutionProvider", ())))
+    problem = sessions_module.start_problem(model, asked)
+    assert problem is not None and problem.cause == "the TensorRT libraries are missing"
+    out = capsys.readouterr()
+    assert out.out == "" and out.err == ""
 
 
 def test_auto_runs_on_the_cpu_when_its_accelerator_cannot_start(monkeypatch) -> None:

@@ -193,8 +193,9 @@ def preload_gpu_libraries() -> list[str]:
     return list(dict.fromkeys(re.findall(r"Failed to load (?:\S*/)?([^\s/:]+):", text)))
 
 
-def start_failure(name: str, missing_libraries: list[str]) -> tuple[str, str]:
-    """(cause, fix) for provider NAME, which ORT offers but could not start."""
+def start_failure(name: str, missing_libraries: list[str], ort_said: str = "") -> tuple[str, str]:
+    """(cause, fix) for provider NAME, which ORT offers but could not start; ORT_SAID is what
+    ORT printed while trying."""
     if name in ("cuda", "tensorrt"):
         if missing_libraries:
             shown = ", ".join(missing_libraries[:3]) + (", ..." if len(missing_libraries) > 3 else "")
@@ -205,6 +206,10 @@ def start_failure(name: str, missing_libraries: list[str]) -> tuple[str, str]:
         if driver is not None:
             return (f"no NVIDIA driver: {driver} cannot be loaded",
                     "install the NVIDIA driver (`nvidia-smi` then lists the GPU)")
+        if name == "tensorrt" and "TensorRT libraries" in ort_said:
+            return ("the TensorRT libraries are missing",
+                    "pip install tensorrt and put its libraries on LD_LIBRARY_PATH (PATH on Windows), "
+                    "or use --execution-provider cuda")
     return FALLBACK_CAUSES.get(name, "it could not start"), "run `livecam doctor` to see what is missing"
 
 

@@ -7,6 +7,8 @@ state in livecam.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import os
 import threading
@@ -19,6 +21,8 @@ import numpy as np
 from livecam.errors import ModelError, ProviderStartError
 from livecam.runtime.providers import (PROVIDER_NAMES, ProviderChoice, preload_gpu_libraries, resolve_providers,
                                       start_failure)
+
+log = logging.getLogger("livecam")
 
 _POOL: dict[tuple[str, ProviderChoice, int], Any] = {}
 _KEY_LOCKS: dict[tuple[str, ProviderChoice, int], threading.Lock] = {}
@@ -82,19 +86,26 @@ def _create(model_path: Path, providers: ProviderChoice, intra_op_threads: int) 
         # stage needs (measured: 1-worker video 26.6 -> 37.2 FPS at 720p without spinning).
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     names, provider_opts = providers.as_ort_args()
+    # ORT's Python layer prints an "EP Error" block on stdout when a provider fails and it
+    # retries without it; kept for the cause below (stdout may be `bench --json`'s output).
+    said = io.StringIO()
     try:
-        session = ort.InferenceSession(
-            str(model_path), sess_options=options, providers=names, provider_options=provider_opts
-        )
+        with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
+            session = ort.InferenceSession(
+                str(model_path), sess_options=options, providers=names, provider_options=provider_opts
+            )
     except Exception as exc:  # ORT raises its own exception types for bad files
         raise ModelError(
             f"cannot load model {model_path}: {str(exc).splitlines()[0][:200]}; "
             f"delete it and run `livecam models download` to fetch a good copy"
         ) from exc
+    finally:
+        if said.getvalue().strip():
+            log.debug("onnxruntime while loading %s: %s", model_path.name, said.getvalue().strip())
     got = session.get_providers()
     wanted = PROVIDER_NAMES[providers.primary]
     if wanted not in got:
-        cause, fix = start_failure(providers.primary, missing)
+        cause, fix = start_failure(providers.primary, missing, said.getvalue())
         raise ProviderStartError(
             f"onnxruntime fell back from {providers.primary} to {', '.join(got)} while loading "
             f"{model_path.name} ({cause}); {fix}, or pass --execution-provider cpu",
