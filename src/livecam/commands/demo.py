@@ -21,9 +21,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import av
+import cv2  # before av: see livecam/media/__init__.py
+import av  # noqa: I001
 import click
-import cv2
 import numpy as np
 
 from livecam.errors import InputError, OutputError, OutputExistsError

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from livecam.errors import DeviceError, InputError
+from livecam.media.containers import open_container
 
 log = logging.getLogger("livecam")
 
@@ -244,7 +245,7 @@ class VideoFileSource:
         import av
 
         try:
-            self._container = av.open(self.location, "r", timeout=5.0, metadata_errors="replace")
+            self._container = open_container(self.location, timeout=5.0)
             stream = self._container.streams.video[0]
         except (IndexError, av.FFmpegError, OSError, ValueError) as exc:
             if self._container is not None:

@@ -20,6 +20,7 @@ import av
 import numpy as np
 
 from livecam.errors import InputError
+from livecam.media.containers import as_fraction, open_container
 
 log = logging.getLogger("livecam")
 
@@ -76,7 +77,7 @@ def open_input(path: Path) -> av.container.InputContainer:
     if path.stat().st_size == 0:
         raise InputError(f"input video {path} is empty (0 bytes); expected a video file")
     try:
-        container = av.open(str(path), mode="r", metadata_errors="replace")  # tags in bad UTF-8 are not fatal
+        container = open_container(str(path))
     except av.error.FFmpegError as exc:
         raise InputError(
             f"cannot read {path} as a video ({_describe(exc)}): the file is not a video, or is truncated "
@@ -123,7 +124,7 @@ class VideoReader:
         audio = audio_cc.name if audio_cc is not None else None  # an unknown audio codec: no audio
         others: list[str] = [s.type for s in c.streams if s.type not in ("video", "audio")]
         others += ["video"] * (len(c.streams.video) - 1) + ["audio"] * max(0, len(c.streams.audio) - 1)
-        return VideoInfo(path=self.path, width=w, height=h, rate=Fraction(rate), time_base=Fraction(tb),
+        return VideoInfo(path=self.path, width=w, height=h, rate=as_fraction(rate), time_base=as_fraction(tb),
                          start_time=start, frames=vs.frames or None, duration=duration, rotation=rotation,
                          codec=cc.name, audio_codec=audio, other_streams=tuple(others))
 
@@ -233,7 +234,7 @@ def _peek_rotation(stream: av.video.stream.VideoStream) -> int:
     """Decode the first frame from a second opening of the file to read its display rotation."""
     container = stream.container
     try:
-        with av.open(container.name, metadata_errors="replace") as c:
+        with open_container(container.name) as c:
             for frame in c.decode(video=0):
                 return _snap(float(getattr(frame, "rotation", 0) or 0))
     except av.error.FFmpegError:

@@ -25,6 +25,7 @@ from av.video.codeccontext import VideoCodecContext
 from av.video.stream import VideoStream
 
 from livecam.errors import InputError, OutputError
+from livecam.media.containers import open_container
 
 log = logging.getLogger("livecam")
 
@@ -287,7 +288,7 @@ def _can_copy(source: Path, fmt: str) -> bool:
     (EINVAL) only once frames are being written. So a throwaway in-memory file of that format
     gets the stream and its first packet; any refusal means re-encoding."""
     try:
-        with av.open(str(source), metadata_errors="replace") as src:
+        with open_container(str(source)) as src:
             ins = src.streams.audio[0]
             with av.open(io.BytesIO(), mode="w", format=fmt) as trial:
                 stream = trial.add_stream_from_template(ins)
@@ -306,7 +307,7 @@ class _AudioTrack:
     container cannot hold its codec (AAC, or Opus for WebM)."""
 
     def __init__(self, out: av.container.OutputContainer, source: Path) -> None:
-        self._in = av.open(str(source), metadata_errors="replace")  # damaged tags must not stop the audio
+        self._in = open_container(str(source))  # damaged tags must not stop the audio
         self._last_dts: int | None = None
         self._out_of_order = 0
         self._stream: AudioStream
