@@ -167,3 +167,36 @@ def test_livecam_depends_on_exactly_one_onnxruntime_per_extra() -> None:
     for extra in ("cpu", "cuda", "openvino", "directml", "dev"):
         assert len(ort_packages(extras[extra])) == 1, extra
     assert ort_packages(extras["cuda"])[0].startswith("onnxruntime-gpu[cuda,cudnn]")
+
+
+def test_accelerator_sessions_created_at_once_leave_stdout_as_it_was(tmp_path: Path, monkeypatch) -> None:
+    # The capture swaps sys.stdout process-wide; two overlapping captures would restore each
+    # other's buffer and leave every later print (bench --json) going nowhere.
+    import threading
+    import time
+
+    import onnxruntime as ort
+
+    from tests.models.helpers import tiny_onnx
+
+    model = tiny_onnx(tmp_path / "tiny.onnx", [("x", [1, 4])], [("y", [1, 4])])
+    real = ort.InferenceSession
+
+    def slow_noisy_session(path: str, sess_options: object = None, providers: object = None,
+                           provider_options: object = None) -> object:
+        print("EP Error: something")
+        time.sleep(0.3)
+        return real(path, sess_options=sess_options, providers=["CPUExecutionProvider"])
+
+    monkeypatch.setattr(ort, "InferenceSession", slow_noisy_session)
+    monkeypatch.setattr(sessions_module, "preload_gpu_libraries", lambda: [])
+    asked = ProviderChoice(names=("openvino", "cpu"), ort_providers=(
+        ("OpenVINOExecutionProvider", ()), ("CPUExecutionProvider", ())))
+    stdout_before = sys.stdout
+    threads = [threading.Thread(target=sessions_module.start_problem, args=(model, asked)) for _ in range(2)]
+    threads[0].start()
+    time.sleep(0.1)  # the second starts while the first is inside its capture
+    threads[1].start()
+    for t in threads:
+        t.join(timeout=30)
+    assert sys.stdout is stdout_before

@@ -1,8 +1,9 @@
 """The session pool: one ONNX Runtime session per (model file, providers, threads).
 
 Sessions are created lazily, once, under a lock, and shared by all threads (ORT's run() is
-thread-safe). This pool (sessions and their per-key creation locks) is the only module-level mutable
-state in livecam.
+thread-safe). This pool (sessions, their per-key creation locks, and the lock that serialises
+capturing what ORT prints while an accelerator session is created) is the only module-level
+mutable state in livecam.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ log = logging.getLogger("livecam")
 _POOL: dict[tuple[str, ProviderChoice, int], Any] = {}
 _KEY_LOCKS: dict[tuple[str, ProviderChoice, int], threading.Lock] = {}
 _POOL_LOCK = threading.Lock()
+# Accelerator sessions are created with sys.stdout/sys.stderr redirected (see _create); the swap
+# is process-wide, so two at once could leave a stream redirected for good.
+_CAPTURE_LOCK = threading.Lock()
 # ONNX Runtime's names for the input types a model may declare (read-only).
 _ORT_TYPES: Mapping[str, type[np.floating[Any]]] = MappingProxyType(
     {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64})
@@ -73,7 +77,6 @@ def clear_pool() -> None:
 def _create(model_path: Path, providers: ProviderChoice, intra_op_threads: int) -> Any:
     import onnxruntime as ort
 
-    missing = preload_gpu_libraries() if providers.primary != "cpu" else []
     # A provider that fails to start makes ORT print several coloured lines of its own; livecam
     # reports it in one line below, so ORT's console says only fatal things (unless -v).
     ort.set_default_logger_severity(2 if logging.getLogger("livecam").isEnabledFor(logging.DEBUG) else 4)
@@ -86,22 +89,32 @@ def _create(model_path: Path, providers: ProviderChoice, intra_op_threads: int) 
         # stage needs (measured: 1-worker video 26.6 -> 37.2 FPS at 720p without spinning).
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     names, provider_opts = providers.as_ort_args()
-    # ORT's Python layer prints an "EP Error" block on stdout when a provider fails and it
-    # retries without it; kept for the cause below (stdout may be `bench --json`'s output).
-    said = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
-            session = ort.InferenceSession(
+
+    def new_session() -> Any:
+        try:
+            return ort.InferenceSession(
                 str(model_path), sess_options=options, providers=names, provider_options=provider_opts
             )
-    except Exception as exc:  # ORT raises its own exception types for bad files
-        raise ModelError(
-            f"cannot load model {model_path}: {str(exc).splitlines()[0][:200]}; "
-            f"delete it and run `livecam models download` to fetch a good copy"
-        ) from exc
-    finally:
-        if said.getvalue().strip():
-            log.debug("onnxruntime while loading %s: %s", model_path.name, said.getvalue().strip())
+        except Exception as exc:  # ORT raises its own exception types for bad files
+            raise ModelError(
+                f"cannot load model {model_path}: {str(exc).splitlines()[0][:200]}; "
+                f"delete it and run `livecam models download` to fetch a good copy"
+            ) from exc
+
+    if providers.primary == "cpu":
+        return new_session()
+    # With an accelerator, ORT's Python layer prints on stdout: the libraries preload_dlls could
+    # not load, and an "EP Error" block when a provider fails and it retries without it. Both are
+    # kept for the cause below (stdout may be `bench --json`'s output).
+    said = io.StringIO()
+    with _CAPTURE_LOCK:
+        missing = preload_gpu_libraries()
+        try:
+            with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
+                session = new_session()
+        finally:
+            if said.getvalue().strip():
+                log.debug("onnxruntime while loading %s: %s", model_path.name, said.getvalue().strip())
     got = session.get_providers()
     wanted = PROVIDER_NAMES[providers.primary]
     if wanted not in got:
