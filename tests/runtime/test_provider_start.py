@@ -52,6 +52,33 @@ def test_a_start_failure_names_its_cause_and_fix(monkeypatch) -> None:
     assert start_failure("openvino", [])[0] == "OpenVINO found no device it can use"
 
 
+def test_a_driver_older_than_the_cuda_build_is_named(monkeypatch) -> None:
+    # The usual reason CUDA does not start after `pip install livecam[cuda]`: a CUDA 13 build on
+    # a driver that offers CUDA 12.
+    monkeypatch.setattr(providers_module, "missing_nvidia_driver", lambda: None)
+    monkeypatch.setattr(providers_module, "ort_cuda_version", lambda: (13, 0))
+    monkeypatch.setattr(providers_module, "driver_cuda_version", lambda: (12, 4))
+    cause, fix = start_failure("cuda", [])
+    assert cause == "the NVIDIA driver supports CUDA up to 12.4, this onnxruntime-gpu needs CUDA 13.0"
+    assert fix.startswith("update the NVIDIA driver") and "built for CUDA 12" in fix
+    monkeypatch.setattr(providers_module, "driver_cuda_version", lambda: (13, 2))  # minor versions are compatible
+    assert "CUDA/cuDNN or driver" in start_failure("cuda", [])[0]
+    monkeypatch.setattr(doctor_module, "ort_cuda_version", lambda: (13, 0))
+    monkeypatch.setattr(doctor_module, "driver_cuda_version", lambda: (12, 4))
+    assert doctor_module.cuda_versions_line() == ("CUDA: this onnxruntime-gpu is built for 13.0; the NVIDIA "
+                                                  "driver supports up to 12.4")
+    monkeypatch.setattr(doctor_module, "ort_cuda_version", lambda: None)  # not a CUDA build
+    assert doctor_module.cuda_versions_line() is None
+
+
+def test_the_cuda_build_version_is_read_from_onnxruntime(monkeypatch) -> None:
+    info = types.SimpleNamespace(cuda_version="13.0")
+    monkeypatch.setitem(sys.modules, "onnxruntime.capi.build_and_package_info", info)
+    assert providers_module.ort_cuda_version() == (13, 0)
+    info.cuda_version = ""  # the CPU build
+    assert providers_module.ort_cuda_version() is None
+
+
 def test_tensorrt_without_its_libraries_says_so(monkeypatch) -> None:
     monkeypatch.setattr(providers_module, "missing_nvidia_driver", lambda: None)
     said = "EP Error ... Please install TensorRT libraries as mentioned in the GPU requirements page"

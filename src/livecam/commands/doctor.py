@@ -14,7 +14,8 @@ from livecam.errors import LivecamError, ProviderError
 from livecam.models.catalog import DEFAULT_RUN_MODELS
 from livecam.models.store import CORRUPT, MISSING, PRESENT, VERIFIED, ModelStore, free_bytes
 from livecam.pipeline.engine import PROBE_MODEL
-from livecam.runtime.providers import NO_ONNXRUNTIME, available_names, resolve_providers
+from livecam.runtime.providers import (NO_ONNXRUNTIME, available_names, driver_cuda_version, ort_cuda_version,
+                                      resolve_providers)
 from livecam.runtime.sessions import start_problem
 from livecam.settings import RuntimeSettings
 
@@ -69,6 +70,18 @@ def probe_cameras(indexes: range = CAMERA_INDEXES) -> list[str]:
         finally:
             cap.release()
     return found
+
+
+def cuda_versions_line() -> str | None:
+    """The CUDA this onnxruntime-gpu needs against what the NVIDIA driver offers (None for
+    builds without CUDA): a driver older than the build is the usual reason CUDA cannot start."""
+    built = ort_cuda_version()
+    if built is None:
+        return None
+    supported = driver_cuda_version()
+    driver = (f"the NVIDIA driver supports up to {supported[0]}.{supported[1]}" if supported
+              else "no NVIDIA driver answers (libcuda cannot be loaded)")
+    return f"CUDA: this onnxruntime-gpu is built for {built[0]}.{built[1]}; {driver}"
 
 
 def provider_start_lines(store: ModelStore) -> list[str]:
@@ -130,6 +143,9 @@ def run_doctor(settings: RuntimeSettings) -> int:
         providers = list(ort.get_available_providers())
         echo(f"onnxruntime {ort.__version__} (imported from {Path(ort.__file__).parent})")
         echo("Execution providers: " + ", ".join(providers))
+        cuda_line = cuda_versions_line()
+        if cuda_line:
+            echo(cuda_line)
         if "CPUExecutionProvider" not in providers:
             ready = False
             echo("PROBLEM: the CPU execution provider is missing; reinstall onnxruntime")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib
 import io
 import logging
 import os
@@ -206,6 +207,12 @@ def start_failure(name: str, missing_libraries: list[str], ort_said: str = "") -
         if driver is not None:
             return (f"no NVIDIA driver: {driver} cannot be loaded",
                     "install the NVIDIA driver (`nvidia-smi` then lists the GPU)")
+        built, supported = ort_cuda_version(), driver_cuda_version()
+        if built and supported and built[0] > supported[0]:
+            return (f"the NVIDIA driver supports CUDA up to {supported[0]}.{supported[1]}, this onnxruntime-gpu "
+                    f"needs CUDA {built[0]}.{built[1]}",
+                    f"update the NVIDIA driver, or install an onnxruntime-gpu release built for CUDA "
+                    f"{supported[0]} (onnxruntime.ai lists them)")
         if name == "tensorrt" and "TensorRT libraries" in ort_said:
             return ("the TensorRT libraries are missing",
                     "pip install tensorrt and put its libraries on LD_LIBRARY_PATH (PATH on Windows), "
@@ -213,11 +220,38 @@ def start_failure(name: str, missing_libraries: list[str], ort_said: str = "") -
     return FALLBACK_CAUSES.get(name, "it could not start"), "run `livecam doctor` to see what is missing"
 
 
+def _nvidia_driver_library() -> str:
+    return "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
+
+
+def driver_cuda_version() -> tuple[int, int] | None:
+    """The newest CUDA (major, minor) the installed NVIDIA driver supports; None without one."""
+    if sys.platform == "darwin":
+        return None
+    try:
+        version = ctypes.c_int(0)
+        if ctypes.CDLL(_nvidia_driver_library()).cuDriverGetVersion(ctypes.byref(version)) != 0:
+            return None
+    except (OSError, AttributeError):
+        return None
+    return version.value // 1000, version.value % 1000 // 10
+
+
+def ort_cuda_version() -> tuple[int, int] | None:
+    """The CUDA (major, minor) this onnxruntime-gpu was built with; None for other builds."""
+    try:
+        info = importlib.import_module("onnxruntime.capi.build_and_package_info")
+    except ImportError:
+        return None
+    match = re.match(r"(\d+)\.(\d+)", str(getattr(info, "cuda_version", "") or ""))
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
 def missing_nvidia_driver() -> str | None:
     """The NVIDIA driver's library when it cannot be loaded (no driver installed), else None."""
     if sys.platform == "darwin":
         return None
-    library = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
+    library = _nvidia_driver_library()
     try:
         ctypes.CDLL(library)
     except OSError:
