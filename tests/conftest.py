@@ -59,3 +59,18 @@ def wait_for_file(path: Path, proc: subprocess.Popen[str], timeout: float = 60) 
             proc.kill()
             raise AssertionError(f"{path} never appeared")
         time.sleep(0.02)
+
+
+def unwritable_folder(tmp_path: Path) -> Path:
+    """A folder this user cannot create files in: a read-only temporary folder, or /sys where
+    permissions do not stop the user (root); skips the test where there is none."""
+    folder = tmp_path / "readonly"
+    folder.mkdir()
+    folder.chmod(0o555)
+    for candidate in (folder, Path("/sys")):
+        try:
+            (candidate / ".livecam-probe").touch()
+        except OSError:
+            return candidate
+        (candidate / ".livecam-probe").unlink()
+    pytest.skip("no unwritable folder available to this user")

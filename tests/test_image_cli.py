@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import cv2
@@ -11,7 +10,7 @@ import pytest
 
 from livecam import provenance
 from livecam.media.images import read_image
-from tests.conftest import run_cli
+from tests.conftest import run_cli, unwritable_folder
 
 
 def small(faces_dir: Path, name: str, folder: Path, *, alpha: bool = False) -> Path:
@@ -248,17 +247,7 @@ def test_the_input_photo_is_never_the_output_even_with_force(tmp_path: Path, fac
 
 def test_unwritable_output_folder_is_refused_before_any_model_loads(tmp_path: Path, faces_dir: Path,
                                                                    isolated_env: dict[str, str]) -> None:
-    folder = tmp_path / "readonly"
-    folder.mkdir()
-    folder.chmod(0o555)
-    if os.access(folder, os.W_OK):  # root ignores permissions: a read-only filesystem instead
-        folder = Path("/sys")
-        try:
-            (folder / ".livecam-probe").touch()
-            (folder / ".livecam-probe").unlink()
-            pytest.skip("no unwritable folder available to this user")
-        except OSError:
-            pass
+    folder = unwritable_folder(tmp_path)
     target = small(faces_dir, "obama.jpg", tmp_path)
     # The default swap model: the mesh fallback's warning would show that models were loaded.
     result = run_cli(["image", str(target), str(folder / "o.png"), "-s", str(target)], env=isolated_env)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import REPO_ROOT, run_cli, wait_for_file
+from tests.conftest import REPO_ROOT, run_cli, unwritable_folder, wait_for_file
 from tests.videos import make_audio_only, make_clip, probe, read_index
 
 # Runs the real CLI with the engine replaced by a slow one that touches MARKER at frame 10, so a
@@ -59,29 +59,6 @@ def _one_line(stderr: str) -> str:
     return lines[0]
 
 
-def _unwritable_folder(tmp_path: Path) -> Path:
-    folder = tmp_path / "readonly"
-    folder.mkdir()
-    folder.chmod(0o555)
-    try:
-        (folder / "probe").touch()
-    except OSError:
-        return folder
-    (folder / "probe").unlink()  # root ignores permissions: try a read-only filesystem instead
-    if Path("/sys").is_dir() and _cannot_create_in(Path("/sys")):
-        return Path("/sys")
-    pytest.skip("no unwritable folder available to this user")
-
-
-def _cannot_create_in(folder: Path) -> bool:
-    try:
-        (folder / ".livecam-probe").touch()
-    except OSError:
-        return True
-    (folder / ".livecam-probe").unlink()
-    return False
-
-
 @pytest.mark.parametrize("case", ["missing", "truncated", "not_a_video", "no_video_stream", "unwritable_folder",
                                   "output_exists", "bad_encoder", "webm_with_h264", "output_is_a_folder",
                                   "output_is_the_input", "one_pixel_wide"])
@@ -105,7 +82,7 @@ def test_bad_input_exits_nonzero_with_one_line_and_no_output(tmp_path: Path, sma
         src = make_audio_only(tmp_path / "tone.m4a")
         expect_text = "no video stream"
     elif case == "unwritable_folder":
-        out = _unwritable_folder(tmp_path) / "out.mp4"
+        out = unwritable_folder(tmp_path) / "out.mp4"
         expect_text = "is not writable"  # a usage problem, found before any model loads
     elif case == "output_exists":
         out.write_bytes(b"precious")

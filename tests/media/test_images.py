@@ -15,6 +15,7 @@ from livecam import provenance
 from livecam.errors import EXIT_USAGE, InputError, OutputError, OutputExistsError
 from livecam.media import images
 from livecam.media import metadata as md
+from tests.conftest import unwritable_folder
 
 
 def _pattern(h: int = 48, w: int = 64) -> np.ndarray:
@@ -235,24 +236,11 @@ def test_output_path_checks(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(os.name != "posix", reason="POSIX folder permissions")
 def test_unwritable_folder(tmp_path: Path) -> None:
-    readonly = folder = tmp_path / "ro"
-    folder.mkdir()
-    folder.chmod(0o500)
-    if os.access(folder, os.W_OK):  # root ignores permissions (it always did here): /sys refuses even root
-        folder = Path("/sys")
-        try:
-            (folder / ".livecam-probe").touch()
-            (folder / ".livecam-probe").unlink()
-            pytest.skip("no unwritable folder available to this user")
-        except OSError:
-            pass
-    try:
-        with pytest.raises(InputError, match="not writable"):
-            images.check_output_path(folder / "o.png", force=False)
-        with pytest.raises(OutputError, match="permission denied"):
-            images.write_image_atomic(folder / "o.png", _pattern(), force=False, label=False)
-    finally:
-        readonly.chmod(0o700)  # never `folder`: that may be /sys
+    folder = unwritable_folder(tmp_path)  # as root (permissions do not apply): /sys
+    with pytest.raises(InputError, match="not writable"):
+        images.check_output_path(folder / "o.png", force=False)
+    with pytest.raises(OutputError, match="permission denied"):
+        images.write_image_atomic(folder / "o.png", _pattern(), force=False, label=False)
 
 
 def test_failed_write_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
