@@ -227,3 +227,24 @@ def test_accelerator_sessions_created_at_once_leave_stdout_as_it_was(tmp_path: P
     for t in threads:
         t.join(timeout=30)
     assert sys.stdout is stdout_before
+
+
+def test_an_accelerator_that_refuses_the_probe_model_counts_as_not_starting(tmp_path: Path, monkeypatch) -> None:
+    # An exception from the provider itself (not ORT's quiet fallback) used to surface as "cannot
+    # load model ...: delete it and download it again", about a verified embedded model.
+    import onnxruntime as ort
+
+    from tests.models.helpers import tiny_onnx
+
+    model = tiny_onnx(tmp_path / "tiny.onnx", [("x", [1, 4])], [("y", [1, 4])])
+
+    def refusing_session(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("CoreML: unsupported operator Foo")
+
+    monkeypatch.setattr(ort, "InferenceSession", refusing_session)
+    monkeypatch.setattr(sessions_module, "preload_gpu_libraries", lambda: [])
+    asked = ProviderChoice(names=("coreml", "cpu"), ort_providers=(
+        ("CoreMLExecutionProvider", ()), ("CPUExecutionProvider", ())))
+    problem = sessions_module.start_problem(model, asked)
+    assert problem is not None and problem.provider == "coreml"
+    assert problem.cause == "it failed on tiny.onnx: CoreML: unsupported operator Foo"

@@ -135,6 +135,12 @@ def start_problem(model_path: Path, providers: ProviderChoice) -> ProviderStartE
         _create(model_path, providers, 1)
     except ProviderStartError as exc:
         return exc
+    except ModelError as exc:  # the accelerator itself refused a verified model that the CPU loads
+        text = str(exc.__cause__ or exc).strip()
+        reason = text.splitlines()[0][:160] if text else type(exc.__cause__ or exc).__name__
+        return ProviderStartError(exc.message, provider=providers.primary,
+                                  cause=f"it failed on {model_path.name}: {reason}",
+                                  fix="`livecam -v` shows onnxruntime's own messages")
     return None
 
 
