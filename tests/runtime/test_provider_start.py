@@ -248,3 +248,25 @@ def test_an_accelerator_that_refuses_the_probe_model_counts_as_not_starting(tmp_
     problem = sessions_module.start_problem(model, asked)
     assert problem is not None and problem.provider == "coreml"
     assert problem.cause == "it failed on tiny.onnx: CoreML: unsupported operator Foo"
+
+
+def test_a_model_an_accelerator_refuses_is_not_called_damaged(tmp_path: Path, monkeypatch) -> None:
+    import onnxruntime as ort
+
+    from livecam.errors import ModelError
+    from tests.models.helpers import tiny_onnx
+
+    model = tiny_onnx(tmp_path / "tiny.onnx", [("x", [1, 4])], [("y", [1, 4])])
+
+    def refusing_session(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("CoreML: unsupported operator Foo")
+
+    monkeypatch.setattr(ort, "InferenceSession", refusing_session)
+    monkeypatch.setattr(sessions_module, "preload_gpu_libraries", lambda: [])
+    asked = ProviderChoice(names=("coreml", "cpu"), ort_providers=(
+        ("CoreMLExecutionProvider", ()), ("CPUExecutionProvider", ())))
+    with pytest.raises(ModelError) as info:
+        sessions_module.get_session(model, asked)
+    assert f"cannot load model {model} on coreml: CoreML: unsupported operator Foo" in info.value.message
+    assert "if it loads with --execution-provider cpu, coreml cannot run this model" in info.value.message
+    sessions_module.clear_pool()

@@ -96,10 +96,13 @@ def _create(model_path: Path, providers: ProviderChoice, intra_op_threads: int) 
                 str(model_path), sess_options=options, providers=names, provider_options=provider_opts
             )
         except Exception as exc:  # ORT raises its own exception types for bad files
-            raise ModelError(
-                f"cannot load model {model_path}: {str(exc).splitlines()[0][:200]}; "
-                f"delete it and run `livecam models download` to fetch a good copy"
-            ) from exc
+            first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+            if providers.primary == "cpu":
+                raise ModelError(f"cannot load model {model_path}: {first}; delete it and run "
+                                 f"`livecam models download` to fetch a good copy") from exc
+            raise ModelError(f"cannot load model {model_path} on {providers.primary}: {first}; if it loads with "
+                             f"--execution-provider cpu, {providers.primary} cannot run this model; otherwise "
+                             f"delete it and run `livecam models download`") from exc
 
     if providers.primary == "cpu":
         return new_session()
