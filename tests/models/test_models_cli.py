@@ -153,9 +153,11 @@ def test_doctor_says_whether_a_window_can_open(isolated_env) -> None:
     result = run_cli(["doctor"], env={**env, "WAYLAND_DISPLAY": "wayland-0"}, timeout=180)
     assert result.returncode == 0, result.stdout + result.stderr
     line = next(ln for ln in result.stdout.splitlines() if ln.startswith("Window (--output window): "))
-    from livecam.media.window import bundled_qt_platforms
+    from livecam.media.window import bundled_qt_platforms, opencv_gui
 
-    if "wayland" in (bundled_qt_platforms() or {"wayland"}):
+    if opencv_gui() == "NONE":  # opencv-python-headless
+        assert "this OpenCV has no GUI" in line
+    elif "wayland" in (bundled_qt_platforms() or {"wayland"}):
         assert line.endswith("available")
     else:
         assert "unavailable: this OpenCV build draws windows through X11 only" in line and "XWayland" in line

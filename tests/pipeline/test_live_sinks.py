@@ -209,6 +209,7 @@ def test_window_maps_keys_toggles_fullscreen_and_notices_a_closed_window(monkeyp
 def test_an_unreachable_x_display_is_a_clear_error_not_an_abort(monkeypatch: pytest.MonkeyPatch) -> None:
     # OpenCV's Qt used to abort the process (SIGABRT, exit 134) at the first frame, after the
     # models had loaded, when DISPLAY named no reachable server.
+    monkeypatch.setattr("livecam.media.window.opencv_gui", lambda: "QT5")  # whichever cv2 is installed
     monkeypatch.setenv("DISPLAY", ":987")
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
     with pytest.raises(DeviceError, match="cannot connect to the X display ':987'.*--output none"):
@@ -224,6 +225,7 @@ def test_a_wayland_session_without_xwayland_is_a_clear_error_not_an_abort(monkey
     from livecam.media import window
 
     monkeypatch.setattr(window, "bundled_qt_platforms", lambda: frozenset({"xcb"}))
+    monkeypatch.setattr(window, "opencv_gui", lambda: "QT5")
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.delenv("QT_QPA_PLATFORM", raising=False)
     monkeypatch.setenv("WAYLAND_DISPLAY", "wayland-0")
@@ -237,6 +239,26 @@ def test_a_wayland_session_without_xwayland_is_a_clear_error_not_an_abort(monkey
     # A GTK (or other non-Qt) build speaks Wayland itself: nothing to refuse.
     monkeypatch.setattr(window, "bundled_qt_platforms", lambda: None)
     assert window.display_problem() is None
+
+
+def test_a_headless_opencv_is_reported_before_the_models_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    # opencv-python-headless (pulled in by insightface and others) replaces opencv-python's cv2;
+    # its namedWindow failed only at the first frame, saying "rebuild the library with GTK+".
+    from livecam.media import window
+
+    monkeypatch.setattr(window, "opencv_gui", lambda: "NONE")
+    monkeypatch.setenv("DISPLAY", ":0")
+    with pytest.raises(DeviceError, match="this OpenCV has no GUI .*pip uninstall -y opencv-python-headless"):
+        make_sink("window")
+
+
+def test_the_opencv_gui_is_read_from_its_build_information() -> None:
+    from livecam.media.window import bundled_qt_platforms, opencv_gui
+
+    gui = opencv_gui()
+    assert gui not in ("", "UNKNOWN")
+    if bundled_qt_platforms() is not None:  # opencv-python's own wheel
+        assert gui.startswith("QT")
 
 
 def test_the_bundled_qt_platforms_are_read_from_the_installed_opencv() -> None:

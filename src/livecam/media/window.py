@@ -56,11 +56,31 @@ def bundled_qt_platforms() -> frozenset[str] | None:
     return frozenset(names | ({"wayland"} if any(n.startswith("wayland") for n in names) else set()))
 
 
+def opencv_gui() -> str:
+    """The GUI backend this OpenCV was built with (QT5, GTK3, WIN32UI, COCOA, ...; NONE for the
+    headless wheels), from its build information."""
+    import cv2
+
+    build_information = getattr(cv2, "getBuildInformation", None)
+    for line in (build_information() if build_information else "").splitlines():
+        key, _, value = line.strip().partition(":")
+        if key == "GUI":
+            return value.strip() or "NONE"
+    return "UNKNOWN"
+
+
+NO_GUI = ("this OpenCV has no GUI (usually opencv-python-headless, which other packages pull in, has "
+          "replaced opencv-python's cv2 folder); fix: pip uninstall -y opencv-python-headless && "
+          "pip install --force-reinstall opencv-python")
+
+
 def display_problem() -> str | None:
     """Why OpenCV cannot open a window on this display, or None (it can, or nothing to check).
 
     OpenCV's Qt build aborts the whole process (SIGABRT, no message of ours) when it cannot reach
-    a display, so the display it will use is tried here first."""
+    a display, so the display it will use is tried here first; a headless build cannot draw at all."""
+    if opencv_gui() == "NONE":
+        return NO_GUI
     if not sys.platform.startswith(("linux", "freebsd")):
         return None
     display = os.environ.get("DISPLAY")
