@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import sys
 import types
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -229,44 +230,39 @@ def test_accelerator_sessions_created_at_once_leave_stdout_as_it_was(tmp_path: P
     assert sys.stdout is stdout_before
 
 
-def test_an_accelerator_that_refuses_the_probe_model_counts_as_not_starting(tmp_path: Path, monkeypatch) -> None:
-    # An exception from the provider itself (not ORT's quiet fallback) used to surface as "cannot
-    # load model ...: delete it and download it again", about a verified embedded model.
+COREML = ProviderChoice(names=("coreml", "cpu"), ort_providers=(
+    ("CoreMLExecutionProvider", ()), ("CPUExecutionProvider", ())))
+
+
+@pytest.fixture
+def refused_model(tmp_path: Path, monkeypatch) -> Iterator[Path]:
+    """A model whose session the accelerator refuses with an exception of its own (not ORT's
+    quiet fallback to the CPU)."""
     import onnxruntime as ort
 
     from tests.models.helpers import tiny_onnx
-
-    model = tiny_onnx(tmp_path / "tiny.onnx", [("x", [1, 4])], [("y", [1, 4])])
 
     def refusing_session(*args: object, **kwargs: object) -> object:
         raise RuntimeError("CoreML: unsupported operator Foo")
 
     monkeypatch.setattr(ort, "InferenceSession", refusing_session)
     monkeypatch.setattr(sessions_module, "preload_gpu_libraries", lambda: [])
-    asked = ProviderChoice(names=("coreml", "cpu"), ort_providers=(
-        ("CoreMLExecutionProvider", ()), ("CPUExecutionProvider", ())))
-    problem = sessions_module.start_problem(model, asked)
+    yield tiny_onnx(tmp_path / "tiny.onnx", [("x", [1, 4])], [("y", [1, 4])])
+    sessions_module.clear_pool()
+
+
+def test_an_accelerator_that_refuses_the_probe_model_counts_as_not_starting(refused_model: Path) -> None:
+    # It used to surface as "cannot load model ...: delete it and download it again", about a
+    # verified embedded model.
+    problem = sessions_module.start_problem(refused_model, COREML)
     assert problem is not None and problem.provider == "coreml"
     assert problem.cause == "it failed on tiny.onnx: CoreML: unsupported operator Foo"
 
 
-def test_a_model_an_accelerator_refuses_is_not_called_damaged(tmp_path: Path, monkeypatch) -> None:
-    import onnxruntime as ort
-
+def test_a_model_an_accelerator_refuses_is_not_called_damaged(refused_model: Path) -> None:
     from livecam.errors import ModelError
-    from tests.models.helpers import tiny_onnx
 
-    model = tiny_onnx(tmp_path / "tiny.onnx", [("x", [1, 4])], [("y", [1, 4])])
-
-    def refusing_session(*args: object, **kwargs: object) -> object:
-        raise RuntimeError("CoreML: unsupported operator Foo")
-
-    monkeypatch.setattr(ort, "InferenceSession", refusing_session)
-    monkeypatch.setattr(sessions_module, "preload_gpu_libraries", lambda: [])
-    asked = ProviderChoice(names=("coreml", "cpu"), ort_providers=(
-        ("CoreMLExecutionProvider", ()), ("CPUExecutionProvider", ())))
     with pytest.raises(ModelError) as info:
-        sessions_module.get_session(model, asked)
-    assert f"cannot load model {model} on coreml: CoreML: unsupported operator Foo" in info.value.message
+        sessions_module.get_session(refused_model, COREML)
+    assert f"cannot load model {refused_model} on coreml: CoreML: unsupported operator Foo" in info.value.message
     assert "if it loads with --execution-provider cpu, coreml cannot run this model" in info.value.message
-    sessions_module.clear_pool()
