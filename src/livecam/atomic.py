@@ -1,0 +1,212 @@
+"""One way to write an output file: through a hidden temporary file, renamed into place at the end.
+
+    with AtomicOutput(path, force=force) as out:
+        write_everything_to(out.temp)     # any writer: PyAV, cv2, open(), ...
+    # committed here; on an exception the temporary file is removed instead
+
+`AtomicOutput` owns everything around a written file, so no writer repeats it:
+- the "exists and not --force" check, made when the output is opened;
+- a short temporary name beside the output (same folder, so the rename is atomic; short, so
+  an output name near the file system's 255-byte limit still fits);
+- removal of the temporary file on every exit path that does not commit;
+- the final rename, which never replaces a file that was not there when the output was opened
+  (or that --force did not cover): a file that appeared meanwhile is kept, the result is kept
+  under a free name the error gives (exit 2);
+- messages that name the user's path, never the temporary file.
+
+Nothing here imports OpenCV or PyAV: models/ and faces/ use it too.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from livecam.errors import InputError, OutputError, OutputExistsError
+
+# errno values that mean "no more bytes fit": no partial result is worth keeping then.
+DISK_FULL = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
+_MAX_SUFFIX = 16  # characters of the output's extension kept on the temporary name
+
+
+class OutputConflictError(OutputExistsError):
+    """A file appeared at the output path while livecam was writing it; the result was kept
+    under another name (`kept`)."""
+
+    def __init__(self, message: str, *, kept: Path | None) -> None:
+        super().__init__(message)
+        self.kept = kept
+
+
+@dataclass(frozen=True)
+class _Identity:
+    """A file as it was seen: a new file at the same path differs (inode numbers are reused, so
+    size and modification time count too)."""
+
+    device: int
+    inode: int
+    size: int
+    modified_ns: int
+
+    @classmethod
+    def of(cls, path: Path) -> _Identity | None:
+        try:
+            st = path.stat()
+        except OSError:
+            return None
+        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def folder_of(path: Path) -> Path:
+    return path.parent if str(path.parent) else Path(".")
+
+
+def check_new_output(path: Path, *, force: bool, what: str = "") -> None:
+    """The cheap checks before any work: not a folder, and not an existing file without --force.
+    `what` prefixes the message with the option that named the path (e.g. '--output ')."""
+    if path.is_dir():
+        raise InputError(f"{what}{path} is a folder; give a file name such as {path / ('out' + (path.suffix or '.mp4'))}")
+    if (path.exists() or path.is_symlink()) and not force:
+        raise OutputExistsError(f"{what}{path} exists; add --force to overwrite it or choose another name")
+
+
+def os_error_message(path: Path, exc: OSError) -> str:
+    """One line for an OSError met while writing `path`, naming `path` (not a temporary file)."""
+    folder = folder_of(path)
+    code = exc.errno
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return f"writing {path} failed: the disk is full (or over quota); free some space or choose another folder"
+    if code == errno.EFBIG:
+        return (f"writing {path} failed: the file grew past the file size limit of this file system or "
+                f"process (ulimit -f); choose another folder or a lower --video-quality")
+    if code == errno.ENOENT:
+        return f"writing {path} failed: the folder {folder} no longer exists; create it and run again"
+    if code in (errno.EACCES, errno.EPERM):
+        return f"cannot write {path} (permission denied); choose another output path"
+    if code == errno.EROFS:
+        return f"cannot write {path}: {folder} is on a read-only file system; choose another output path"
+    if code == errno.ENAMETOOLONG:
+        return f"cannot write {path}: the name is too long for this file system; choose a shorter one"
+    return f"writing {path} failed ({exc.strerror or exc}); check free space and permissions"
+
+
+def output_error(path: Path, exc: OSError) -> OutputError | InputError:
+    """The LivecamError for an OSError while writing `path` (a missing folder is the user's input)."""
+    if exc.errno == errno.ENOENT:
+        return InputError(os_error_message(path, exc))
+    return OutputError(os_error_message(path, exc))
+
+
+def _link_no_clobber(src: Path, dst: Path) -> bool:
+    """Rename src to dst unless dst exists, atomically where the file system allows hard links.
+    Returns False when dst exists."""
+    try:
+        os.link(src, dst)
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+            raise
+        # No hard links here (FAT, some network shares): check, then rename (a tiny window remains).
+        if dst.exists() or dst.is_symlink():
+            return False
+        os.replace(src, dst)
+        return True
+    src.unlink()
+    return True
+
+
+class AtomicOutput:
+    """A file written through `temp` and renamed onto `path` by `commit()` (or a clean exit)."""
+
+    def __init__(self, path: Path, *, force: bool = False, what: str = "") -> None:
+        self.path = Path(path)
+        self.force = force
+        self.what = what
+        self.committed = False
+        suffix = self.path.suffix if len(self.path.suffix) <= _MAX_SUFFIX else ""
+        self.temp = folder_of(self.path) / f".livecam-{secrets.token_hex(4)}.part{suffix}"
+        self._covered: _Identity | None = None  # the file --force allows replacing
+
+    def __enter__(self) -> AtomicOutput:
+        self.open()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if kind is None and not self.committed:
+            self.commit()
+        else:
+            self.discard()
+        if isinstance(exc, OSError) and not isinstance(exc, (FileExistsError,)):
+            raise output_error(self.path, exc) from exc
+
+    def open(self) -> None:
+        """Check the path and reserve the temporary name (O_EXCL: never someone else's file)."""
+        check_new_output(self.path, force=self.force, what=self.what)
+        self._covered = _Identity.of(self.path) if self.force else None
+        try:
+            fd = os.open(self.temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+        except OSError as exc:
+            raise output_error(self.path, exc) from None
+        os.close(fd)
+
+    def write_bytes(self, data: bytes) -> None:
+        """Write all of `data` to the temporary file and flush it to disk."""
+        try:
+            with open(self.temp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            raise output_error(self.path, exc) from exc
+
+    def commit(self) -> Path:
+        """Rename the finished temporary file onto the output path; returns the path.
+
+        Replaces only what was there when the output was opened and --force was given; a file
+        that appeared since is left alone, and the result is kept beside it (OutputConflictError)."""
+        if self.committed:
+            return self.path
+        try:
+            current = _Identity.of(self.path)
+            if current is not None and self.force and current == self._covered:
+                os.replace(self.temp, self.path)
+            elif not _link_no_clobber(self.temp, self.path):
+                kept = self._keep_aside()
+                self.committed = True
+                raise OutputConflictError(
+                    f"{self.path} appeared while livecam was writing it and was left as it is; the result "
+                    f"was kept as {kept}; rename one of them, or add --force to replace files that exist",
+                    kept=kept)
+        except OSError as exc:
+            self.discard()
+            raise output_error(self.path, exc) from exc
+        self.committed = True
+        return self.path
+
+    def discard(self) -> None:
+        """Remove the temporary file (nothing at the output path is touched)."""
+        if not self.committed:
+            try:
+                self.temp.unlink()
+            except OSError:
+                pass
+
+    def _keep_aside(self) -> Path:
+        stem, suffix = self.path.stem, self.path.suffix
+        for n in range(1, 1000):
+            candidate = self.path.with_name(f"{stem}.livecam-{n}{suffix}")
+            try:
+                if _link_no_clobber(self.temp, candidate):
+                    return candidate
+            except OSError as exc:
+                if exc.errno != errno.ENAMETOOLONG:
+                    raise
+                stem = "livecam-result"  # the output's own name is near the limit: a short one
+        raise OutputError(f"{self.path} appeared while livecam was writing it, and no free name was found "
+                          f"beside it for the result; the result was not kept")

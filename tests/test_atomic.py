@@ -1,0 +1,119 @@
+"""The one atomic-output helper: temporary name, cleanup, no-clobber rename, messages."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from livecam.atomic import AtomicOutput, OutputConflictError, os_error_message
+from livecam.errors import InputError, OutputError, OutputExistsError
+
+
+def _hidden(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith("."))
+
+
+def test_clean_exit_renames_the_temporary_file_into_place(tmp_path: Path) -> None:
+    out = tmp_path / "result.mp4"
+    with AtomicOutput(out) as target:
+        assert target.temp.parent == tmp_path and target.temp.exists()
+        target.write_bytes(b"frames")
+        assert not out.exists()
+    assert out.read_bytes() == b"frames"
+    assert _hidden(tmp_path) == []
+
+
+def test_an_exception_removes_the_temporary_file_and_keeps_the_old_output(tmp_path: Path) -> None:
+    out = tmp_path / "result.png"
+    out.write_bytes(b"old")
+    with pytest.raises(RuntimeError):
+        with AtomicOutput(out, force=True) as target:
+            target.write_bytes(b"new")
+            raise RuntimeError("encoder broke")
+    assert out.read_bytes() == b"old"
+    assert _hidden(tmp_path) == []
+
+
+def test_existing_output_without_force_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    out = tmp_path / "result.jpg"
+    out.write_bytes(b"mine")
+    with pytest.raises(OutputExistsError, match="--force"):
+        AtomicOutput(out).open()
+    assert out.read_bytes() == b"mine" and _hidden(tmp_path) == []
+
+
+def test_force_replaces_the_file_that_was_there_at_start(tmp_path: Path) -> None:
+    out = tmp_path / "result.jpg"
+    out.write_bytes(b"old")
+    with AtomicOutput(out, force=True) as target:
+        target.write_bytes(b"new")
+    assert out.read_bytes() == b"new"
+
+
+def test_a_file_that_appears_during_the_run_is_not_overwritten(tmp_path: Path) -> None:
+    out = tmp_path / "result.mp4"
+    with pytest.raises(OutputConflictError) as info:
+        with AtomicOutput(out) as target:
+            target.write_bytes(b"ours")
+            out.write_bytes(b"someone else's")  # a second run finished first
+    assert out.read_bytes() == b"someone else's"
+    kept = info.value.kept
+    assert kept is not None and kept.read_bytes() == b"ours"
+    assert str(out) in info.value.message and str(kept) in info.value.message
+    assert info.value.exit_code == 2
+    assert _hidden(tmp_path) == []
+
+
+def test_force_covers_only_the_file_seen_at_start(tmp_path: Path) -> None:
+    out = tmp_path / "result.mp4"
+    out.write_bytes(b"old")
+    with pytest.raises(OutputConflictError):
+        with AtomicOutput(out, force=True) as target:
+            target.write_bytes(b"ours")
+            out.unlink()
+            out.write_bytes(b"replaced meanwhile")  # a new file (new inode), not the one --force covered
+    assert out.read_bytes() == b"replaced meanwhile"
+
+
+def test_a_long_legal_output_name_fits(tmp_path: Path) -> None:
+    out = tmp_path / ("n" * 246 + ".mp4")  # 250 bytes: legal; a temporary name built on it was not
+    with AtomicOutput(out) as target:
+        target.write_bytes(b"x")
+    assert out.read_bytes() == b"x"
+
+
+def test_a_removed_output_folder_is_one_line_naming_the_output(tmp_path: Path) -> None:
+    folder = tmp_path / "gone"
+    folder.mkdir()
+    out = folder / "result.mp4"
+    with pytest.raises(InputError) as info:
+        with AtomicOutput(out) as target:
+            target.temp.unlink()
+            folder.rmdir()
+            target.write_bytes(b"x")
+    assert str(out) in info.value.message and ".part" not in info.value.message
+    assert "no longer exists" in info.value.message
+
+
+def test_a_folder_as_output_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="is a folder"):
+        AtomicOutput(tmp_path).open()
+
+
+@pytest.mark.parametrize("code, words", [(errno.ENOSPC, "disk is full"), (errno.EFBIG, "file size limit"),
+                                         (errno.EACCES, "permission denied")])
+def test_os_errors_name_the_output_not_the_temporary_file(tmp_path: Path, code: int, words: str) -> None:
+    out = tmp_path / "result.mp4"
+    message = os_error_message(out, OSError(code, os.strerror(code), str(tmp_path / ".livecam-1.part.mp4")))
+    assert words in message and str(out) in message and ".part" not in message
+
+
+def test_an_os_error_inside_the_block_becomes_an_output_error(tmp_path: Path) -> None:
+    out = tmp_path / "result.mp4"
+    with pytest.raises(OutputError, match="disk is full"):
+        with AtomicOutput(out):
+            raise OSError(errno.ENOSPC, "No space left on device")
+    assert not out.exists() and _hidden(tmp_path) == []
