@@ -17,7 +17,8 @@ from livecam.errors import ProviderStartError
 from livecam.pipeline.engine import Engine
 from livecam.runtime import providers as providers_module
 from livecam.runtime import sessions as sessions_module
-from livecam.runtime.providers import NO_ONNXRUNTIME, ProviderChoice, preload_gpu_libraries, start_failure
+from livecam.runtime.providers import (NO_ONNXRUNTIME, ProviderChoice, preload_gpu_libraries, resolve_providers,
+                                      start_failure)
 from livecam.runtime.sessions import usable_choice
 from livecam.settings import ProcessingSettings, RuntimeSettings
 from tests.conftest import run_cli
@@ -266,3 +267,72 @@ def test_a_model_an_accelerator_refuses_is_not_called_damaged(refused_model: Pat
         sessions_module.get_session(refused_model, COREML)
     assert f"cannot load model {refused_model} on coreml: CoreML: unsupported operator Foo" in info.value.message
     assert "if it loads with --execution-provider cpu, coreml cannot run this model" in info.value.message
+
+
+def test_accelerator_sessions_of_two_models_are_created_at_the_same_time(tmp_path: Path, monkeypatch) -> None:
+    # Each capture is per thread, so a slow accelerator session (a TensorRT engine build, one per
+    # GPU lane) does not hold up another's creation, and each keeps what ORT printed for it.
+    import threading
+
+    import onnxruntime as ort
+
+    from tests.models.helpers import tiny_onnx
+
+    model = tiny_onnx(tmp_path / "tiny.onnx", [("x", [1, 4])], [("y", [1, 4])])
+    real = ort.InferenceSession
+    inside = threading.Barrier(2, timeout=10)  # both creations must be inside at once to pass it
+    said: dict[str, str] = {}
+
+    def noisy_session(path: str, sess_options: object = None, providers: object = None,
+                      provider_options: object = None) -> object:
+        name = threading.current_thread().name
+        print(f"EP Error: {name}")
+        inside.wait()
+        return real(path, sess_options=sess_options, providers=["CPUExecutionProvider"])
+
+    monkeypatch.setattr(ort, "InferenceSession", noisy_session)
+    monkeypatch.setattr(sessions_module, "preload_gpu_libraries", lambda: [])
+    asked = ProviderChoice(names=("openvino", "cpu"), ort_providers=(
+        ("OpenVINOExecutionProvider", ()), ("CPUExecutionProvider", ())))
+
+    def create() -> None:
+        problem = sessions_module.start_problem(model, asked)
+        said[threading.current_thread().name] = problem.cause if problem else ""
+
+    stdout_before = sys.stdout
+    threads = [threading.Thread(target=create, name=f"lane-{i}") for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert sorted(said) == ["lane-0", "lane-1"], "a creation waited for the other (serialised)"
+    assert sys.stdout is stdout_before
+
+
+def test_tensorrt_falls_back_to_cuda_before_the_cpu() -> None:
+    choice = resolve_providers(["tensorrt"], ort_available=[
+        "TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"])
+    assert choice.names == ("tensorrt", "cuda", "cpu")
+
+
+def test_the_tensorrt_cache_folder_is_created_before_the_first_session(tmp_path: Path, monkeypatch) -> None:
+    # ORT creates one folder level only: on a fresh account the first TensorRT session failed.
+    import onnxruntime as ort
+
+    from tests.models.helpers import tiny_onnx
+
+    monkeypatch.setenv("LIVECAM_CACHE_DIR", str(tmp_path / "fresh" / "cache"))
+    model = tiny_onnx(tmp_path / "tiny.onnx", [("x", [1, 4])], [("y", [1, 4])])
+    real = ort.InferenceSession
+    seen: list[bool] = []
+
+    def session(path: str, sess_options: object = None, providers: object = None,
+                provider_options: object = None) -> object:
+        seen.append(Path(dict(provider_options[0])["trt_engine_cache_path"]).is_dir())  # type: ignore[index]
+        return real(path, sess_options=sess_options, providers=["CPUExecutionProvider"])
+
+    monkeypatch.setattr(ort, "InferenceSession", session)
+    monkeypatch.setattr(sessions_module, "preload_gpu_libraries", lambda: [])
+    choice = resolve_providers(["tensorrt"], ort_available=["TensorrtExecutionProvider", "CPUExecutionProvider"])
+    sessions_module.start_problem(model, choice)
+    assert seen == [True]

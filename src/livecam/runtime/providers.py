@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import importlib
-import io
 import logging
 import os
 import re
@@ -15,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from livecam.errors import ProviderError
+from livecam.runtime.capture import captured_output
 
 log = logging.getLogger("livecam")
 
@@ -164,6 +163,9 @@ def resolve_providers(
                 f"(available: {', '.join(have) or 'none'}); to get it: {INSTALL_HINTS[m]}"
             )
         names = list(dict.fromkeys(wanted))
+    if "tensorrt" in names and "cuda" in have and "cuda" not in names:
+        # Nodes TensorRT rejects go to CUDA, not to the CPU (a round trip through host memory).
+        names.insert(names.index("tensorrt") + 1, "cuda")
     if "cpu" not in names:
         names.append("cpu")
     return ProviderChoice(
@@ -182,12 +184,11 @@ def preload_gpu_libraries() -> list[str]:
     preload = getattr(ort, "preload_dlls", None)
     if preload is None:
         return []
-    said = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
+    with captured_output() as said:
+        try:
             preload()
-    except Exception as exc:  # noqa: BLE001 - a failed preload shows up as a fallback later
-        said.write(f"{exc}\n")
+        except Exception as exc:  # noqa: BLE001 - a failed preload shows up as a fallback later
+            said.write(f"{exc}\n")
     text = said.getvalue()
     if text.strip():
         log.debug("onnxruntime.preload_dlls: %s", text.strip())

@@ -1,15 +1,13 @@
 """The session pool: one ONNX Runtime session per (model file, providers, threads).
 
 Sessions are created lazily, once, under a lock, and shared by all threads (ORT's run() is
-thread-safe). This pool (sessions, their per-key creation locks, and the lock that serialises
-capturing what ORT prints while an accelerator session is created) is the only module-level
-mutable state in livecam.
+thread-safe). This pool (sessions, their per-key creation locks, and the count of per-thread
+captures of what ORT prints while an accelerator session is created, runtime/capture.py) is the
+only module-level mutable state in livecam.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import logging
 import os
 import threading
@@ -19,7 +17,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from livecam.errors import ModelError, ProviderStartError
+from livecam.errors import ModelError, ProviderError, ProviderStartError
+from livecam.runtime.capture import captured_output
 from livecam.runtime.providers import (PROVIDER_NAMES, ProviderChoice, preload_gpu_libraries, resolve_providers,
                                       start_failure)
 
@@ -28,9 +27,6 @@ log = logging.getLogger("livecam")
 _POOL: dict[tuple[str, ProviderChoice, int], Any] = {}
 _KEY_LOCKS: dict[tuple[str, ProviderChoice, int], threading.Lock] = {}
 _POOL_LOCK = threading.Lock()
-# Accelerator sessions are created with sys.stdout/sys.stderr redirected (see _create); the swap
-# is process-wide, so two at once could leave a stream redirected for good.
-_CAPTURE_LOCK = threading.Lock()
 # ONNX Runtime's names for the input types a model may declare (read-only).
 _ORT_TYPES: Mapping[str, type[np.floating[Any]]] = MappingProxyType(
     {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64})
@@ -109,12 +105,13 @@ def _create(model_path: Path, providers: ProviderChoice, intra_op_threads: int) 
     # With an accelerator, ORT's Python layer prints on stdout: the libraries preload_dlls could
     # not load, and an "EP Error" block when a provider fails and it retries without it. Both are
     # kept for the cause below (stdout may be `bench --json`'s output).
-    said = io.StringIO()
-    with _CAPTURE_LOCK:
-        missing = preload_gpu_libraries()
+    # Captured per thread (runtime/capture.py): sessions of other models or lanes are created
+    # at the same time, each keeping its own text.
+    _make_cache_folders(provider_opts)
+    missing = preload_gpu_libraries()
+    with captured_output() as said:
         try:
-            with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
-                session = new_session()
+            session = new_session()
         finally:
             if said.getvalue().strip():
                 log.debug("onnxruntime while loading %s: %s", model_path.name, said.getvalue().strip())
@@ -127,6 +124,20 @@ def _create(model_path: Path, providers: ProviderChoice, intra_op_threads: int) 
             f"{model_path.name} ({cause}); {fix}, or pass --execution-provider cpu",
             provider=providers.primary, cause=cause, fix=fix)
     return session
+
+
+def _make_cache_folders(provider_opts: Sequence[Mapping[str, str]]) -> None:
+    """Create the cache folders a provider writes to (TensorRT's engine and timing caches): ORT
+    creates one level only, so on a fresh account the first session failed and blamed missing
+    libraries."""
+    for opts in provider_opts:
+        for key, value in opts.items():
+            if key.endswith("_cache_path") and value:
+                try:
+                    Path(value).mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise ProviderError(f"cannot create the cache folder {value} for {key.split('_')[0]} "
+                                        f"({exc.strerror or exc}); set LIVECAM_CACHE_DIR to a writable folder") from exc
 
 
 def start_problem(model_path: Path, providers: ProviderChoice) -> ProviderStartError | None:
