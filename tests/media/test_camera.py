@@ -11,13 +11,11 @@ import pytest
 from livecam.errors import DeviceError, InputError
 from livecam.media.camera import (
     CameraSource,
-    SyntheticSource,
     VideoFileSource,
     camera_device_problem,
     open_source,
-    read_index,
-    stamp_index,
 )
+from tests.doubles import SyntheticSource, read_index, stamp_index
 from tests.videos import make_clip
 from tests.videos import read_index as read_clip_index
 
