@@ -95,20 +95,36 @@ def open_input(path: Path) -> av.container.InputContainer:
 
 
 def select_video_stream(container: av.container.InputContainer) -> av.video.stream.VideoStream | None:
-    """The video stream a user means, as FFmpeg's default selection picks it: not an attached
-    picture (cover art) and not a one-frame still (a thumbnail track) when a real video is
-    there; among those, the largest picture, the first on a tie. None without any video stream."""
+    """The video stream a user means, close to FFmpeg's default selection: never an attached
+    picture (cover art) or a one-frame still (a thumbnail track) when a real video is there; then
+    the one marked default, then the largest picture, the first on a tie. None without video."""
     streams = list(container.streams.video)
     if not streams:
         return None
 
-    def rank(stream: av.video.stream.VideoStream) -> tuple[int, int, int]:
+    def rank(stream: av.video.stream.VideoStream) -> tuple[int, int, int, int]:
         cc = stream.codec_context
         attached = bool(stream.disposition & av.stream.Disposition.attached_pic)
-        moving = not attached and stream.frames != 1 and cc is not None
-        return (int(moving), (cc.width * cc.height) if cc is not None else 0, -stream.index)
+        moving = not attached and cc is not None and _frame_count(stream) != 1
+        default = bool(stream.disposition & av.stream.Disposition.default)
+        return (int(moving), int(default), (cc.width * cc.height) if cc is not None else 0, -stream.index)
 
     return max(streams, key=rank)
+
+
+def _frame_count(stream: av.video.stream.VideoStream) -> int | None:
+    """Frames in `stream` from its header: the count (MP4), or its duration (Matroska's
+    DURATION tag) times its rate; None when unknown."""
+    if stream.frames:
+        return int(stream.frames)
+    tag = stream.metadata.get("DURATION", "")
+    rate = stream.average_rate or stream.base_rate
+    try:
+        h, m, sec = tag.split(":")
+        seconds = int(h) * 3600 + int(m) * 60 + float(sec)
+    except ValueError:
+        return None
+    return max(1, round(seconds * float(rate))) if rate else None
 
 
 def timeline_origin(container: av.container.InputContainer) -> float:
