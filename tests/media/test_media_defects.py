@@ -167,8 +167,8 @@ def test_a_heavily_damaged_input_gives_one_warning_line(tmp_path: Path, caplog: 
         frames = sum(1 for _ in reader.frames())
         bad = reader.bad_packets
     assert frames > 0 and bad > 1  # the fixture damages several packets
-    lines = [r.getMessage() for r in caplog.records if "corrupt" in r.getMessage()]
-    assert len(lines) == 1 and f"skipped {bad} corrupt video packets" in lines[0]
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(lines) == 1 and f"skipped {bad} corrupt video packets" in lines[0], lines
 
 
 DISK_LIMIT = textwrap.dedent("""

@@ -267,13 +267,13 @@ class VideoDecoder:
             raise InputError(f"{self.name}: more than {self.MAX_BAD_IN_A_ROW} corrupt video packets in a row; "
                              f"the video is too damaged to read further ({_describe(exc)}); re-copy or re-export it")
 
-    def report(self) -> None:
-        """One warning for the corrupt packets skipped so far (none when there were none)."""
+    def report(self, lost: str = "the output leaves out what they held") -> None:
+        """One warning for the corrupt packets skipped so far (none when there were none);
+        `lost` says what that cost the output."""
         if self.bad_packets > self._reported:
             where = f", the first near {self._first_bad:.2f} s" if self._first_bad is not None else ""
-            log.warning("warning: skipped %d corrupt video packet%s in %s%s (damaged data); the output "
-                        "leaves out what they held", self.bad_packets, "s" if self.bad_packets != 1 else "",
-                        self.name, where)
+            log.warning("warning: skipped %d corrupt video packet%s in %s%s (damaged data); %s", self.bad_packets,
+                        "s" if self.bad_packets != 1 else "", self.name, where, lost)
             self._reported = self.bad_packets
 
 
@@ -331,9 +331,11 @@ class VideoReader:
             for frame in decoder:
                 count += 1
                 yield frame
+        except BaseException:  # an error, or the consumer stopped early
+            decoder.report()
+            raise
         finally:
             self.bad_packets = decoder.bad_packets
-            decoder.report()
         last_time = decoder.last_time
         if count == 0:
             raise InputError(f"{self.path}: no video frame could be decoded; the file is truncated or corrupt")
@@ -349,13 +351,19 @@ class VideoReader:
                     f"{self.path} ended after {count} of the {expected} frames its header announces: "
                     "the file looks truncated; re-copy or re-export it"
                 )
-            log.warning("warning: %d of the %d frames of %s could not be decoded (damaged data); the output "
-                        "skips them", expected - count, expected, self.path.name)
+            # The same damage as the skipped packets: said in their one line.
+            decoder.report(f"{expected - count} of the {expected} frames could not be decoded; the output "
+                           "skips them")
         elif not expected and not reached_end:
             # No frame count (Matroska, WebM): a demuxer that loses sync in damaged data just
             # ends, silently; say so, so that a shorter output is never a surprise.
-            log.warning("warning: %s ended at %.2f s of the %.2f s its header announces (damaged or cut "
-                        "short); the output stops there", self.path.name, (last_time or 0.0) + step, end)
+            ended = (f"{self.path.name} ended at {(last_time or 0.0) + step:.2f} s of the {end:.2f} s its header "
+                     "announces (damaged or cut short); the output stops there")
+            if self.bad_packets:
+                decoder.report(ended)
+            else:
+                log.warning("warning: %s", ended)
+        decoder.report()  # nothing when said above or undamaged
 
     def close(self) -> None:
         self._container.close()

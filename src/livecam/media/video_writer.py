@@ -1,9 +1,12 @@
-"""Video output with PyAV: encoder and container checks, frame encoding with the input's
-timestamps, audio copied (or re-encoded when the container cannot hold it), provenance tags.
+"""Video output with PyAV, the one writer (`video`, `run --output FILE`, `demo`, `bench`):
+encoder and container checks, frame encoding with the input's timestamps (frames of another size
+letterboxed, non-square pixels kept), audio copied where the container is commonly played with
+its codec (AUDIO_COPY_CODECS) or re-encoded, or given samples encoded; provenance tags.
 
 The writer owns its output container and must be used from one thread. Audio is read from a
-second opening of the input file and interleaved as the video advances, so nothing is buffered
-beyond about a second of audio.
+second opening of the input file, put on the reader's timeline and interleaved as the video
+advances, so nothing is buffered beyond about a second of audio. Errors name the user's output
+(OutputSpec.target), never the temporary file being written.
 """
 
 from __future__ import annotations
@@ -375,6 +378,7 @@ class _AudioTrack:
         self._in = open_container(str(source))  # damaged tags must not stop the audio
         self._last_dts: int | None = None
         self._out_of_order = 0
+        self._corrupt = 0
         self._stream: AudioStream
         try:
             ins = self._in.streams.audio[0]
@@ -433,6 +437,7 @@ class _AudioTrack:
                 return None
             except av.error.FFmpegError as exc:
                 log.debug("skipped a corrupt audio packet (%s)", str(exc).splitlines()[0])
+                self._corrupt += 1
                 self._packets = self._in.demux(self._in_stream)
                 continue
             if packet.pts is not None and packet.size:
@@ -466,6 +471,7 @@ class _AudioTrack:
             frames = cast("list[AudioFrame]", packet.decode())  # a packet of the audio stream
         except av.error.FFmpegError as exc:
             log.debug("skipped an undecodable audio packet (%s)", str(exc).splitlines()[0])
+            self._corrupt += 1
             return
         for frame in frames:
             if self._next_pts is None:
@@ -496,6 +502,10 @@ class _AudioTrack:
                 self._out.mux(packet)
 
     def close(self) -> None:
+        if self._corrupt:  # one line for all of them, as for video packets
+            log.warning("warning: skipped %d corrupt audio packet%s (damaged data); the output's sound has "
+                        "gaps there", self._corrupt, "s" if self._corrupt != 1 else "")
+            self._corrupt = 0
         self._in.close()
 
 
