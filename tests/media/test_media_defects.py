@@ -208,3 +208,20 @@ def test_a_file_size_limit_is_one_line_naming_the_output(tmp_path: Path) -> None
     assert message.count("\n") == 0 and str(out) in message and "file size limit" in message
     assert ".part" not in message and not out.exists()
     assert [p.name for p in tmp_path.iterdir()] == ["limit.py"]  # no temporary file left
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (every write fails with ENOSPC)")
+def test_a_full_disk_is_one_line_naming_the_output_not_the_temporary_file(tmp_path: Path) -> None:
+    from livecam.errors import OutputError
+
+    out = tmp_path / "out.mkv"
+    writer = VideoWriter(OutputSpec(path=Path("/dev/full"), format="matroska", width=160, height=120,
+                                    rate=Fraction(30), time_base=Fraction(1, 30), target=out, live=True))
+    rng = np.random.default_rng(0)
+    with pytest.raises(OutputError) as caught:
+        for i in range(100):
+            writer.write(rng.integers(0, 255, (120, 160, 3), dtype=np.uint8), i / 30)
+        writer.close()
+    writer.abort()
+    message = caught.value.message
+    assert message.startswith(f"writing {out} failed: the disk is full") and "/dev/full" not in message
