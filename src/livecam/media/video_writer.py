@@ -341,6 +341,13 @@ class VideoWriter:
             pass
 
 
+def encode_into(out: av.container.OutputContainer, stream: AudioStream,
+                frame: AudioFrame | None) -> None:
+    """Encode `frame` (None: flush the encoder) and mux what comes out."""
+    for packet in stream.encode(frame):
+        out.mux(packet)
+
+
 def copies_audio(codec: str, fmt: str) -> bool:
     """Whether audio in `codec` goes into a `fmt` file as it is (AUDIO_COPY_CODECS)."""
     allowed = AUDIO_COPY_CODECS.get(fmt)
@@ -495,11 +502,9 @@ class _AudioTrack:
             frame.pts = self._next_pts or 0
             frame.time_base = Fraction(1, cc.sample_rate)
             self._next_pts = frame.pts + frame.samples
-            for packet in self._stream.encode(frame):
-                self._out.mux(packet)
+            encode_into(self._out, self._stream, frame)
         if final:
-            for packet in self._stream.encode(None):
-                self._out.mux(packet)
+            encode_into(self._out, self._stream, None)
 
     def close(self) -> None:
         if self._corrupt:  # one line for all of them, as for video packets
@@ -543,11 +548,9 @@ class _SamplesTrack:
             frame.sample_rate = self._rate
             frame.pts, frame.time_base = self._next, Fraction(1, self._rate)
             self._next += part.shape[1]
-            for packet in self._stream.encode(frame):
-                self._out.mux(packet)
+            encode_into(self._out, self._stream, frame)
         if final:
-            for packet in self._stream.encode(None):
-                self._out.mux(packet)
+            encode_into(self._out, self._stream, None)
 
     def close(self) -> None:
         pass
