@@ -217,10 +217,12 @@ def make_audio_only(path: Path) -> Path:
 def make_timed_clip(path: Path, *, start: float = 0.0, frames: int = 30, size: tuple[int, int] = (96, 64),
                     fps: int = 30, audio_codec: str | None = "aac", audio_rate: int = 48000,
                     sample_aspect: Fraction | None = None, fmt: str | None = None,
-                    shade: int = 0, still_first: tuple[int, int] | None = None) -> Path:
+                    shade: int = 0, still_first: tuple[int, int] | None = None,
+                    cover: tuple[int, int] | None = None) -> Path:
     """A clip whose timestamps start at `start` seconds (an MPEG-TS, an offset MKV), frames
-    stamped with their index; optionally non-square pixels, and a one-frame still video track
-    of size `still_first` before the real one (a thumbnail track). `shade`: the frames' grey."""
+    stamped with their index; optionally non-square pixels, a one-frame still video track of size
+    `still_first` before the real one (a thumbnail track), or cover art (an attached picture) of
+    size `cover` (MP4 puts it after the video). `shade`: the frames' grey."""
     with av.open(str(path), "w", format=fmt) as out:
         still = None
         if still_first is not None:
@@ -240,12 +242,18 @@ def make_timed_clip(path: Path, *, start: float = 0.0, frames: int = 30, size: t
             as_ = out.add_stream(audio_codec, rate=audio_rate, layout="stereo" if audio_codec == "vorbis" else "mono")
             if audio_codec == "vorbis":
                 as_.codec_context.options = {"strict": "experimental"}
-        if still is not None:
-            image = np.full((still_first[1], still_first[0], 3), 200, np.uint8)
-            frame = av.VideoFrame.from_ndarray(image, format="bgr24")
-            frame.pts, frame.time_base = int(round(start)), Fraction(1, 1)
-            for packet in [*still.encode(frame), *still.encode(None)]:
-                out.mux(packet)
+        picture = None
+        if cover is not None:
+            picture = out.add_stream("mjpeg", rate=1)
+            picture.width, picture.height = cover
+            picture.pix_fmt = "yuvj420p"
+            picture.disposition = av.stream.Disposition.attached_pic
+        for one, size_of in ((still, still_first), (picture, cover)):
+            if one is not None and size_of is not None:
+                frame = av.VideoFrame.from_ndarray(np.full((size_of[1], size_of[0], 3), 200, np.uint8), format="bgr24")
+                frame.pts, frame.time_base = int(round(start)), Fraction(1, 1)
+                for packet in [*one.encode(frame), *one.encode(None)]:
+                    out.mux(packet)
         first = int(round(start * fps))
         for i in range(frames):
             image = np.full((size[1], size[0], 3), shade, np.uint8)

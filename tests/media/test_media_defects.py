@@ -96,27 +96,12 @@ def test_a_one_frame_still_track_before_the_video_is_not_what_gets_swapped(tmp_p
 def test_cover_art_is_never_chosen_over_the_video(tmp_path: Path) -> None:
     from livecam.media.video_reader import select_video_stream
 
-    path = tmp_path / "cover.mp4"
-    with av.open(str(path), "w") as out:
-        video = out.add_stream("libx264", rate=30)
-        video.width, video.height, video.pix_fmt = 96, 64, "yuv420p"
-        cover = out.add_stream("mjpeg", rate=1)
-        cover.width, cover.height, cover.pix_fmt = 256, 256, "yuvj420p"  # larger than the video
-        cover.disposition = av.stream.Disposition.attached_pic
-        image = av.VideoFrame.from_ndarray(np.zeros((256, 256, 3), np.uint8), format="bgr24")
-        for packet in [*cover.encode(image), *cover.encode(None)]:
-            out.mux(packet)
-        for i in range(10):
-            frame = av.VideoFrame.from_ndarray(np.zeros((64, 96, 3), np.uint8), format="bgr24")
-            frame.pts, frame.time_base = i, Fraction(1, 30)
-            for packet in video.encode(frame):
-                out.mux(packet)
-        for packet in video.encode(None):
-            out.mux(packet)
+    path = make_timed_clip(tmp_path / "cover.mp4", frames=10, cover=(256, 256))  # larger than the video
     with av.open(str(path)) as c:
         assert c.streams.video[1].disposition & av.stream.Disposition.attached_pic  # the fixture holds
         chosen = select_video_stream(c)
         assert chosen is not None and chosen.codec_context.name == "h264"
+    assert probe(transcode(path, tmp_path / "out.mp4").spec.path)["frames"] == 10
 
 
 @pytest.mark.parametrize("name, codec", [("pcm24.mov", "pcm_s24le"), ("float.mov", "pcm_f32le"),
