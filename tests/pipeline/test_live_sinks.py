@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ctypes.util
 import importlib.util
-import os
 import sys
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import av
 import numpy as np
 import pytest
 
-from livecam.errors import DeviceError, InputError, OutputError, OutputExistsError
+from livecam.errors import DeviceError, InputError, OutputExistsError
 from livecam.media.sinks import FileRecorderSink, NullSink, make_sink
 from livecam.pipeline.live import LiveOptions, run_live_pipeline
 from tests.doubles import SyntheticSource

@@ -26,7 +26,7 @@ from av.audio.stream import AudioStream
 from av.video.codeccontext import VideoCodecContext
 from av.video.stream import VideoStream
 
-from livecam.atomic import DISK_FULL as DISK_FULL  # re-exported: file.py keeps no partial file then
+from livecam.atomic import DISK_FULL as DISK_FULL  # noqa: F401  (re-exported for pipeline/file.py)
 from livecam.atomic import output_error
 from livecam.errors import InputError, OutputError
 from livecam.media.containers import open_container
