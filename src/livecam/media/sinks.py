@@ -13,13 +13,16 @@ import os
 import sys
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from livecam.atomic import folder_of
 from livecam.errors import InputError
 from livecam.provenance import CONTAINER_METADATA
+
+if TYPE_CHECKING:  # PyAV loads only when a recording starts
+    from livecam.media.video_writer import VideoWriter
 
 log = logging.getLogger("livecam")
 
@@ -84,11 +87,11 @@ class FileRecorderSink:
         self.name = str(path)
         self.fps = fps
         self.codec = codec
-        self._writer: Any = None
+        self._writer: VideoWriter | None = None
         self._t0: float | None = None
         self.written = 0
 
-    def _open(self, width: int, height: int) -> None:
+    def _open(self, width: int, height: int) -> VideoWriter:
         from livecam.media.video_writer import OutputSpec, VideoWriter
 
         self._output.open()
@@ -96,7 +99,7 @@ class FileRecorderSink:
                           rate=Fraction(round(self.fps * 1000), 1000), time_base=Fraction(1, 1000),
                           encoder=self.codec, metadata=dict(CONTAINER_METADATA), target=self.path, live=True)
         try:
-            self._writer = VideoWriter(spec)
+            return VideoWriter(spec)
         except BaseException:
             self._output.discard()
             raise
@@ -114,7 +117,7 @@ class FileRecorderSink:
 
     def _encode(self, image_bgr: np.ndarray, t: float) -> None:
         if self._writer is None:
-            self._open(image_bgr.shape[1], image_bgr.shape[0])
+            self._writer = self._open(image_bgr.shape[1], image_bgr.shape[0])
         if self._t0 is None:
             self._t0 = t
         try:
