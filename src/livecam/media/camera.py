@@ -13,11 +13,14 @@ import sys
 import time
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Iterator, Protocol
 
 import numpy as np
 
 from livecam.errors import DeviceError, InputError
+
+if TYPE_CHECKING:  # for the type checker; imported when a file source opens
+    from livecam.media.video_reader import DecodedFrame, VideoDecoder
 from livecam.media.containers import open_container
 
 log = logging.getLogger("livecam")
@@ -180,8 +183,8 @@ class VideoFileSource:
         self.live = realtime  # a real-time file stands in for a camera: the pipeline may drop
         self.fps: float | None = None
         self._container: Any = None
-        self._decoder: Any = None
-        self._frames: Any = None
+        self._decoder: VideoDecoder | None = None
+        self._frames: Iterator[DecodedFrame] | None = None
         self._start_wall: float | None = None
         self._start_pts: float | None = None
         self.last_pts: float | None = None  # timestamp (s) of the frame read last, for tracking

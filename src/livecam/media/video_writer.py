@@ -395,7 +395,8 @@ class _AudioTrack:
             self._timeline = Timeline(timeline_origin(self._in), 1024 / (ins.codec_context.sample_rate or 48000))
             codec = ins.codec_context.codec.canonical_name
             fmt = out.format.name
-            if codec in out.supported_codecs and copies_audio(codec, fmt) and _can_copy(source, fmt):
+            holds = codec in out.supported_codecs and _can_copy(source, fmt)
+            if holds and copies_audio(codec, fmt):
                 self.mode = "copy"
                 self._stream = out.add_stream_from_template(ins)
             else:
@@ -408,9 +409,10 @@ class _AudioTrack:
                                                     rate=rate)
                 self._fifo = av.AudioFifo()
                 self._next_pts: int | None = None
-                kind = "MP4" if fmt == "mp4" else fmt.upper() if fmt != "matroska" else "Matroska"
-                log.warning("note: the audio (%s) is re-encoded as %s: %s files are not commonly played with %s "
-                            "audio", codec, "Opus" if target == "libopus" else "AAC", kind, codec)
+                kind = {"mp4": "MP4", "mov": "MOV", "webm": "WebM", "matroska": "Matroska"}.get(fmt, fmt)
+                why = "are not commonly played with" if holds else "cannot hold"
+                log.warning("note: the audio (%s) is re-encoded as %s: %s files %s %s audio", codec,
+                            "Opus" if target == "libopus" else "AAC", kind, why, codec)
         except BaseException:
             self._in.close()
             raise
