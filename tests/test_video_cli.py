@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -190,6 +191,28 @@ def test_webm_output_works_without_an_encoder_option(tmp_path: Path, small_clip:
     assert proc.returncode == 0, stderr
     info = probe(out)
     assert info["codec"] == "vp9" and info["audio_codec"] == "opus" and info["frames"] == 60
+
+
+def test_a_ts_recording_starting_at_10_hours_with_non_square_pixels(tmp_path: Path,
+                                                                    isolated_env: dict[str, str]) -> None:
+    """The whole `video` path: the MP4 of a 2 s TS that starts at 10 h was declared 10 h long
+    (an empty edit-list lead), and its 8:9 pixels came out square (stretched)."""
+    import av
+
+    from tests.videos import make_timed_clip
+
+    source = make_timed_clip(tmp_path / "rec.ts", start=36000.0, frames=60, fmt="mpegts",
+                             sample_aspect=Fraction(8, 9))
+    out = tmp_path / "out.mp4"
+    proc, _ = _start_patched(["video", str(source), str(out), "--source", "face.jpg"], tmp_path, isolated_env,
+                             delay=0.0)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    with av.open(str(out)) as c:
+        assert (c.duration or 0) / av.time_base == pytest.approx(2.0, abs=0.15)
+        assert c.streams.video[0].sample_aspect_ratio == Fraction(8, 9)
+    info = probe(out)
+    assert info["frames"] == 60 and info["times"][0] < 0.1 and info["audio_duration"] == pytest.approx(2.0, abs=0.1)
 
 
 def test_frame_range_counts_the_frames_written_at_the_fps_asked(tmp_path: Path, small_clip: Path,

@@ -132,8 +132,10 @@ def make_clip(
     return path
 
 
-def _write_tone(out: av.container.OutputContainer, stream: av.audio.stream.AudioStream, seconds: float, rate: int) -> None:
+def _write_tone(out: av.container.OutputContainer, stream: av.audio.stream.AudioStream, seconds: float, rate: int,
+               start: float = 0.0) -> None:
     total = int(round(seconds * rate))
+    first = int(round(start * rate))
     chunk = stream.codec_context.frame_size or 1024
     fmt = stream.codec_context.format.name
     done = 0
@@ -141,12 +143,17 @@ def _write_tone(out: av.container.OutputContainer, stream: av.audio.stream.Audio
         n = min(chunk, total - done)
         t = (np.arange(done, done + n) / rate).astype(np.float32)
         tone = (0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
-        arr = tone.reshape(1, -1)  # mono: planar and packed share this shape
+        channels = stream.codec_context.channels or 1
+        # mono: planar and packed share this shape; stereo planar is (2, n), packed (1, 2n)
+        arr = np.repeat(tone.reshape(1, -1), channels, axis=0) if fmt.endswith("p") else \
+            np.repeat(tone, channels).reshape(1, -1)
         if fmt.startswith("s16"):
             arr = (arr * 32767).astype(np.int16)
-        frame = av.AudioFrame.from_ndarray(arr, format=fmt, layout="mono")
+        elif fmt.startswith("s32"):
+            arr = (arr * 2147483647).astype(np.int32)
+        frame = av.AudioFrame.from_ndarray(arr, format=fmt, layout="stereo" if channels == 2 else "mono")
         frame.sample_rate = rate
-        frame.pts = done
+        frame.pts = first + done
         frame.time_base = Fraction(1, rate)
         for packet in stream.encode(frame):
             out.mux(packet)
@@ -204,4 +211,59 @@ def make_audio_only(path: Path) -> Path:
         frame.sample_rate, frame.pts = 44100, 0
         for packet in [*stream.encode(frame), *stream.encode(None)]:
             out.mux(packet)
+    return path
+
+
+def make_timed_clip(path: Path, *, start: float = 0.0, frames: int = 30, size: tuple[int, int] = (96, 64),
+                    fps: int = 30, audio_codec: str | None = "aac", audio_rate: int = 48000,
+                    sample_aspect: Fraction | None = None, fmt: str | None = None,
+                    shade: int = 0, still_first: tuple[int, int] | None = None,
+                    cover: tuple[int, int] | None = None) -> Path:
+    """A clip whose timestamps start at `start` seconds (an MPEG-TS, an offset MKV), frames
+    stamped with their index; optionally non-square pixels, a one-frame still video track of size
+    `still_first` before the real one (a thumbnail track), or cover art (an attached picture) of
+    size `cover` (MP4 puts it after the video). `shade`: the frames' grey."""
+    with av.open(str(path), "w", format=fmt) as out:
+        still = None
+        if still_first is not None:
+            still = out.add_stream("libx264", rate=1)
+            still.width, still.height = still_first
+            still.pix_fmt = "yuv420p"
+        vs = out.add_stream("libx264", rate=fps)
+        vs.width, vs.height = size
+        vs.pix_fmt = "yuv420p"
+        vs.codec_context.options = {"preset": "ultrafast", "crf": "18"}
+        if sample_aspect is not None:
+            vs.codec_context.sample_aspect_ratio = sample_aspect
+            vs.sample_aspect_ratio = sample_aspect
+        as_ = None
+        if audio_codec:
+            # FFmpeg's own Vorbis encoder is experimental and takes stereo only.
+            as_ = out.add_stream(audio_codec, rate=audio_rate, layout="stereo" if audio_codec == "vorbis" else "mono")
+            if audio_codec == "vorbis":
+                as_.codec_context.options = {"strict": "experimental"}
+        picture = None
+        if cover is not None:
+            picture = out.add_stream("mjpeg", rate=1)
+            picture.width, picture.height = cover
+            picture.pix_fmt = "yuvj420p"
+            picture.disposition = av.stream.Disposition.attached_pic
+        for one, size_of in ((still, still_first), (picture, cover)):
+            if one is not None and size_of is not None:
+                frame = av.VideoFrame.from_ndarray(np.full((size_of[1], size_of[0], 3), 200, np.uint8), format="bgr24")
+                frame.pts, frame.time_base = int(round(start)), Fraction(1, 1)
+                for packet in [*one.encode(frame), *one.encode(None)]:
+                    out.mux(packet)
+        first = int(round(start * fps))
+        for i in range(frames):
+            image = np.full((size[1], size[0], 3), shade, np.uint8)
+            stamp_index(image, i)
+            frame = av.VideoFrame.from_ndarray(image, format="bgr24")
+            frame.pts, frame.time_base = first + i, Fraction(1, fps)
+            for packet in vs.encode(frame):
+                out.mux(packet)
+        for packet in vs.encode():
+            out.mux(packet)
+        if as_ is not None:
+            _write_tone(out, as_, frames / fps, audio_rate, start=start)
     return path

@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 from livecam.errors import DeviceError
-from livecam.media.camera import SyntheticSource
 from livecam.media.sinks import FileRecorderSink
 from livecam.pipeline.live import LiveOptions, run_live_pipeline
 from livecam.samples import sample_path
 from tests.conftest import wait_for_file
+from tests.doubles import SyntheticSource
 from tests.pipeline.test_live import FakeEngine, livecam_threads
 from tests.videos import count_frames, make_clip, probe
 

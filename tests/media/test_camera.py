@@ -11,13 +11,11 @@ import pytest
 from livecam.errors import DeviceError, InputError
 from livecam.media.camera import (
     CameraSource,
-    SyntheticSource,
     VideoFileSource,
     camera_device_problem,
     open_source,
-    read_index,
-    stamp_index,
 )
+from tests.doubles import SyntheticSource, read_index, stamp_index
 from tests.videos import make_clip
 from tests.videos import read_index as read_clip_index
 
@@ -125,3 +123,25 @@ def test_a_corrupt_packet_in_a_camera_file_is_skipped_not_fatal(tmp_path: Path,
     assert src.bad_packets == 1
     assert len(seen) >= 28 and seen[-1] == 29  # it read on to the end
     assert any("corrupt video packet" in r.getMessage() and "damaged.mp4" in r.getMessage() for r in caplog.records)
+
+
+def test_a_camera_file_that_changes_size_and_restarts_its_timestamps_reads_as_livecam_video_does(
+        tmp_path: Path) -> None:
+    # `run --camera` had its own decode loop: later frames came in another size (the recorder
+    # rescaled them, stretched) and timestamps that ran back (tracking and pacing saw time reverse).
+    from tests.videos import make_timed_clip
+
+    first = make_timed_clip(tmp_path / "a.ts", start=36000.0, frames=20, size=(96, 64), fmt="mpegts")
+    second = make_timed_clip(tmp_path / "b.ts", start=36000.0, frames=20, size=(192, 64), fmt="mpegts", shade=128)
+    joined = tmp_path / "joined.ts"
+    joined.write_bytes(first.read_bytes() + second.read_bytes())
+    src = VideoFileSource(str(joined), realtime=False)
+    src.open()
+    shapes, times = [], []
+    while (frame := src.read()) is not None:
+        shapes.append(frame.shape)
+        times.append(src.last_pts)
+    src.close()
+    assert len(shapes) == 40 and set(shapes) == {(64, 96, 3)}
+    assert times[0] is not None and times[0] < 0.1  # from 0, not 10 h
+    assert all(b > a for a, b in zip(times, times[1:]))  # type: ignore[operator]

@@ -22,3 +22,15 @@ def test_opencv_is_loaded_before_pyav(module: str) -> None:
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     cv2_at, av_at = map(int, out.stdout.split())
     assert av_at == -1 or 0 <= cv2_at < av_at, f"importing {module} loads PyAV before OpenCV"
+
+
+def test_only_media_imports_pyav() -> None:
+    # One reader and one writer in media/: commands/demo.py had its own PyAV clip writer.
+    import re
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[2] / "src" / "livecam"
+    pattern = re.compile(r"^\s*(import av\b|from av\b)", re.MULTILINE)
+    outside = [str(p.relative_to(package)) for p in package.rglob("*.py")
+               if "media" not in p.relative_to(package).parts[:1] and pattern.search(p.read_text(encoding="utf-8"))]
+    assert outside == []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 from fractions import Fraction
 from pathlib import Path
 
@@ -10,7 +9,7 @@ import av
 import numpy as np
 import pytest
 
-from livecam.errors import InputError, OutputError
+from livecam.errors import InputError
 from livecam.media.video_reader import VideoReader
 from livecam.media.video_writer import (
     OutputSpec,
@@ -18,7 +17,6 @@ from livecam.media.video_writer import (
     available_encoders,
     check_encoder,
     container_format,
-    disk_error,
     encoder_available,
 )
 from livecam.provenance import CONTAINER_METADATA
@@ -197,8 +195,3 @@ def test_writer_drops_an_odd_last_row_and_column(tmp_path: Path) -> None:
     assert probe(tmp_path / "odd.mp4")["size"] == (96, 64)
 
 
-def test_disk_errors_are_one_line_output_errors(tmp_path: Path) -> None:
-    full = disk_error(tmp_path / "x.mp4", OSError(errno.ENOSPC, "No space left on device"))
-    assert isinstance(full, OutputError) and "disk full" in full.message
-    limit = disk_error(tmp_path / "x.mp4", OSError(errno.EFBIG, "File too large"))
-    assert "size limit" in limit.message

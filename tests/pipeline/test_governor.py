@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from livecam.media.camera import SyntheticSource
-from livecam.media.sinks import MemorySink
 from livecam.pipeline.governor import Governor, default_steps
 from livecam.pipeline.live import LiveOptions, LivePipeline
+from tests.doubles import MemorySink, SyntheticSource
 from tests.pipeline.test_live import FakeEngine
 
 

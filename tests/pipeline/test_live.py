@@ -12,9 +12,8 @@ import pytest
 
 from livecam.errors import DeviceError, InputError, LivecamError
 from livecam.frame import FramePacket
-from livecam.media.camera import SyntheticSource, read_index
-from livecam.media.sinks import MemorySink
 from livecam.pipeline.live import LiveOptions, LivePipeline, run_live_pipeline
+from tests.doubles import MemorySink, SyntheticSource, read_index
 
 
 class FakeEngine:

@@ -147,3 +147,30 @@ def test_a_recording_carries_the_visible_label_unless_no_label(tmp_path: Path, f
     assert corner > 150 and rest < 10  # a label drawn in the bottom-right corner, nothing else changed
     corner, _ = change(["--no-label"], "plain.mp4")
     assert corner < 60
+
+
+def test_a_recording_never_replaces_a_file_that_appeared_during_the_run(tmp_path: Path,
+                                                                        isolated_env: dict[str, str]) -> None:
+    # `run --output` checked at the start only and then renamed over whatever was there: a file
+    # put there meanwhile (or a second run's result) was destroyed, with exit 0.
+    from livecam.samples import sample_path
+
+    clip = make_clip(tmp_path / "c.mp4", frames=36, size=(96, 64), fps=12, audio=False)  # 3 s in real time
+    rec = tmp_path / "rec.mp4"
+    proc = subprocess.Popen([sys.executable, "-m", "livecam", "run", "--camera", str(clip), "--output", str(rec),
+                             "--swap-model", "mesh", "--source", str(sample_path("astronaut"))],
+                            env=isolated_env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob(".livecam-*.part.mp4")):  # the recording has started
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the recording never started"
+        time.sleep(0.01)
+    rec.write_bytes(b"someone else's file")
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 2, stderr
+    assert rec.read_bytes() == b"someone else's file"
+    kept = tmp_path / "rec.livecam-1.mp4"
+    assert f"the result was kept as {kept}" in stderr and "Traceback" not in stderr
+    with av.open(str(kept)) as container:
+        assert sum(1 for _ in container.decode(video=0)) > 0
+    assert not list(tmp_path.glob(".livecam-*"))

@@ -17,7 +17,7 @@ from tests.conftest import REPO_ROOT
 DRIVER = textwrap.dedent("""
     import sys, threading, time
     from livecam.errors import LivecamError
-    from livecam.media.camera import SyntheticSource
+    from tests.doubles import SyntheticSource
     from livecam.pipeline.live import LiveOptions, run_live_pipeline
     from livecam.media.sinks import FileRecorderSink
     from pathlib import Path
@@ -55,7 +55,7 @@ def test_signal_stops_every_thread_finalises_the_recording_and_exits_130(tmp_pat
     script = tmp_path / "driver.py"
     script.write_text(DRIVER)
     out = tmp_path / "rec.mp4"
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT / "src"), PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO_ROOT / "src"), str(REPO_ROOT)]), PYTHONUNBUFFERED="1")
     proc = subprocess.Popen([sys.executable, str(script), str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env)
     try:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ctypes.util
 import importlib.util
-import os
 import sys
 from pathlib import Path
 
@@ -12,10 +11,10 @@ import av
 import numpy as np
 import pytest
 
-from livecam.errors import DeviceError, InputError, OutputError, OutputExistsError
-from livecam.media.camera import SyntheticSource
+from livecam.errors import DeviceError, InputError, OutputExistsError
 from livecam.media.sinks import FileRecorderSink, NullSink, make_sink
 from livecam.pipeline.live import LiveOptions, run_live_pipeline
+from tests.doubles import SyntheticSource
 from tests.pipeline.test_live import FakeEngine
 
 
@@ -272,14 +271,37 @@ def test_the_bundled_qt_platforms_are_read_from_the_installed_opencv() -> None:
     assert "xcb" in (bundled_qt_platforms() or ())
 
 
-def test_a_recording_that_cannot_be_put_in_place_leaves_no_temporary_file(tmp_path: Path) -> None:
+def test_a_file_that_appears_during_a_recording_is_kept_and_the_result_set_aside(tmp_path: Path) -> None:
+    # The final rename used to replace whatever was at the name (a second run's result, a file
+    # someone put there) and exit 0; now that file stays, and the recording is kept beside it.
+    from livecam.atomic import OutputConflictError
+
     out = tmp_path / "rec.mp4"
     sink = make_sink(str(out), fps=30)
     for _ in range(3):
         sink.write(np.zeros((48, 64, 3), np.uint8))
-    # The temporary file names this process, so two runs recording to one name do not collide.
-    assert [p.name for p in tmp_path.iterdir()] == [f".rec.livecam-{os.getpid()}.part.mp4"]
-    out.mkdir()  # the name was taken by a folder meanwhile: the final rename fails
-    with pytest.raises(OutputError, match=r"--output .*rec\.mp4: the recording could not be put in place"):
+    out.write_bytes(b"someone else's file")
+    with pytest.raises(OutputConflictError, match=r"rec\.mp4 appeared while livecam was writing it") as caught:
         sink.close()
-    assert [p.name for p in tmp_path.iterdir()] == ["rec.mp4"] and out.is_dir()
+    assert out.read_bytes() == b"someone else's file" and caught.value.exit_code == 2
+    assert caught.value.kept is not None and caught.value.kept.name == "rec.livecam-1.mp4"
+    with av.open(str(caught.value.kept)) as container:
+        assert sum(1 for _ in container.decode(video=0)) == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rec.livecam-1.mp4", "rec.mp4"]  # no temporary file
+
+
+def test_the_output_folder_removed_during_a_recording_is_one_clear_line(tmp_path: Path) -> None:
+    # It was "internal error" (or a message naming the hidden temporary file).
+    folder = tmp_path / "recordings"
+    folder.mkdir()
+    out = folder / "rec.mp4"
+    sink = make_sink(str(out), fps=30)
+    sink.write(np.zeros((48, 64, 3), np.uint8))
+    for p in folder.iterdir():
+        p.unlink()
+    folder.rmdir()
+    with pytest.raises(InputError) as caught:
+        sink.close()
+    message = caught.value.message
+    assert str(out) in message and "no longer exists" in message and ".part" not in message
+    assert "\n" not in message

@@ -21,14 +21,14 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import cv2  # before av: see livecam/media/__init__.py
-import av  # noqa: I001
 import click
+import cv2
 import numpy as np
 
+from livecam.atomic import AtomicOutput
 from livecam.errors import InputError, OutputError, OutputExistsError
 from livecam.media.images import read_image, write_image_atomic
-from livecam.media.video_writer import add_video_stream, disk_error, encoder_available
+from livecam.media.video_writer import AudioSamples, OutputSpec, VideoWriter, container_format, encoder_available
 from livecam.samples import SAMPLES, sample_path
 from livecam.settings import AnalysisSettings, DemoJob, ProcessingSettings, RuntimeSettings, SwapSettings
 
@@ -196,49 +196,20 @@ def tone(seconds: float, rate: int = AUDIO_RATE) -> np.ndarray:
 
 def write_target_clip(photo: np.ndarray, path: Path, *, focus: tuple[float, float], encoder: str = "libx264",
                       size: tuple[int, int] = CLIP_SIZE, fps: int = CLIP_FPS, frames: int = CLIP_FRAMES) -> None:
-    """The pan-and-zoom clip with its tone, written through a temporary file beside `path`."""
-    tmp = path.with_name(f".{path.stem}.livecam-{os.getpid()}.part{path.suffix}")
-    try:
-        with av.open(str(tmp), "w", format="mp4") as out:
-            vs = add_video_stream(out, encoder, fps)
-            vs.width, vs.height = size
-            vs.pix_fmt = "yuv420p"
-            if encoder == "libx264":
-                vs.codec_context.options = {"crf": "16", "preset": "veryfast"}
-            audio = out.add_stream("aac", rate=AUDIO_RATE, layout="mono")
+    """The pan-and-zoom clip with its tone, written by the one VideoWriter through AtomicOutput
+    (force: the folder was checked to be empty, or --force allows replacing the demo's files)."""
+    rate = Fraction(fps)
+    with AtomicOutput(path, force=True) as out:
+        writer = VideoWriter(OutputSpec(path=out.temp, format=container_format(path), width=size[0], height=size[1],
+                                        rate=rate, time_base=1 / rate, encoder=encoder, quality=16,
+                                        audio=AudioSamples(tone(frames / fps), AUDIO_RATE), target=path))
+        try:
             for i in range(frames):
-                frame = av.VideoFrame.from_ndarray(clip_frame(photo, i, focus=focus, size=size, frames=frames),
-                                                   format="bgr24")
-                frame.pts, frame.time_base = i, Fraction(1, fps)
-                for packet in vs.encode(frame):
-                    out.mux(packet)
-            for packet in vs.encode(None):
-                out.mux(packet)
-            _write_audio(out, audio, tone(frames / fps))
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise disk_error(path, exc) from exc
-    except av.error.FFmpegError as exc:
-        tmp.unlink(missing_ok=True)
-        raise OutputError(f"writing the demo clip {path} failed: {exc}") from exc
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def _write_audio(out: av.container.OutputContainer, stream: av.audio.stream.AudioStream, samples: np.ndarray) -> None:
-    cc = stream.codec_context
-    chunk = cc.frame_size or 1024
-    for start in range(0, len(samples), chunk):
-        part = samples[start:start + chunk].reshape(1, -1)  # mono: planar and packed share this shape
-        frame = av.AudioFrame.from_ndarray(part, format=cc.format.name, layout="mono")
-        frame.sample_rate = AUDIO_RATE
-        frame.pts, frame.time_base = start, Fraction(1, AUDIO_RATE)
-        for packet in stream.encode(frame):
-            out.mux(packet)
-    for packet in stream.encode(None):
-        out.mux(packet)
+                writer.write(clip_frame(photo, i, focus=focus, size=size, frames=frames), i / fps)
+            writer.close()
+        except BaseException:
+            writer.abort()
+            raise
 
 
 # ----------------------------------------------------------------------------- before / after

@@ -1,4 +1,4 @@
-"""Frame sources for the live pipeline: a camera, a video file or URL, or synthetic frames.
+"""Frame sources for the live pipeline: a camera, or a video file or URL.
 
 Every source has the same small interface (FrameSource): `open()`, `read()` -> BGR uint8 image
 or None at the end of the stream, `close()`; `live` says whether the pipeline may drop frames
@@ -13,18 +13,19 @@ import sys
 import time
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Iterator, Protocol
 
 import numpy as np
 
 from livecam.errors import DeviceError, InputError
+
+if TYPE_CHECKING:  # for the type checker; imported when a file source opens
+    from livecam.media.video_reader import DecodedFrame, VideoDecoder
 from livecam.media.containers import open_container
 
 log = logging.getLogger("livecam")
 
 STALL_TIMEOUT_S = 2.0  # a camera that gives no frame for this long is an error
-MAX_BAD_PACKETS_IN_A_ROW = 50  # a file or stream this damaged is given up on
-WARN_BAD_PACKETS = 3  # corrupt packets reported one by one; the rest are counted at the end
 URL_SCHEMES = ("rtsp://", "rtmp://", "http://", "https://", "udp://", "tcp://", "srt://")
 
 
@@ -40,57 +41,6 @@ class FrameSource(Protocol):
     def open(self) -> None: ...
     def read(self) -> np.ndarray | None: ...
     def close(self) -> None: ...
-
-
-# -- numbered synthetic frames (tests, benchmarks, soak runs) -----------------------------------
-
-def stamp_index(image: np.ndarray, index: int) -> None:
-    """Write index into the top-left 4x4 block (B, G, R = three base-256 digits), in place."""
-    image[:4, :4] = (index & 0xFF, (index >> 8) & 0xFF, (index >> 16) & 0xFF)
-
-
-def read_index(image: np.ndarray) -> int:
-    """The index stamped by stamp_index (median of the block, robust to light filtering)."""
-    block = np.median(image[:4, :4].reshape(-1, 3).astype(np.int64), axis=0)
-    return int(block[0]) | (int(block[1]) << 8) | (int(block[2]) << 16)
-
-
-class SyntheticSource:
-    """Numbered frames (index stamped into the pixels) at a set rate, like a camera would give."""
-
-    def __init__(self, width: int = 64, height: int = 48, fps: float = 30.0, frames: int | None = None,
-                 *, live: bool = True, realtime: bool = True, image: np.ndarray | None = None) -> None:
-        self.name = "synthetic camera"
-        self.width, self.height, self.fps = width, height, fps
-        self.frames = frames
-        self.live = live
-        self.realtime = realtime
-        self._base = image
-        self._index = 0
-        self._next_due = 0.0
-        self.closed = False
-
-    def open(self) -> None:
-        self._next_due = time.perf_counter()
-
-    def read(self) -> np.ndarray | None:
-        if self.frames is not None and self._index >= self.frames:
-            return None
-        if self.realtime:
-            delay = self._next_due - time.perf_counter()
-            if delay > 0:
-                time.sleep(delay)
-            self._next_due = max(self._next_due + 1.0 / self.fps, time.perf_counter() - 1.0 / self.fps)
-        if self._base is not None:
-            image = self._base.copy()
-        else:
-            image = np.full((self.height, self.width, 3), 96, dtype=np.uint8)
-        stamp_index(image, self._index)
-        self._index += 1
-        return image
-
-    def close(self) -> None:
-        self.closed = True
 
 
 # -- cameras ------------------------------------------------------------------------------------
@@ -223,7 +173,8 @@ class CameraSource:
 # -- video files and URLs -----------------------------------------------------------------------
 
 class VideoFileSource:
-    """A video file or stream URL decoded with PyAV, at its own rate (realtime) or flat out."""
+    """A video file or stream URL decoded with PyAV (video_reader.VideoDecoder, the loop `livecam
+    video` uses: one damage rule, one summarising warning), at its own rate (realtime) or flat out."""
 
     def __init__(self, location: str, realtime: bool = True) -> None:
         self.location = location
@@ -232,75 +183,50 @@ class VideoFileSource:
         self.live = realtime  # a real-time file stands in for a camera: the pipeline may drop
         self.fps: float | None = None
         self._container: Any = None
-        self._frames: Any = None
-        self._time_base: Fraction | None = None
+        self._decoder: VideoDecoder | None = None
+        self._frames: Iterator[DecodedFrame] | None = None
         self._start_wall: float | None = None
         self._start_pts: float | None = None
-        self._last_t = 0.0
         self.last_pts: float | None = None  # timestamp (s) of the frame read last, for tracking
-        self.bad_packets = 0
-        self._bad_in_a_row = 0
+
+    @property
+    def bad_packets(self) -> int:
+        return self._decoder.bad_packets if self._decoder is not None else 0
 
     def open(self) -> None:
         import av
 
+        from livecam.media.video_reader import VideoDecoder, select_video_stream, timeline_origin
+
+        stream = None
         try:
             self._container = open_container(self.location, timeout=5.0)
-            stream = self._container.streams.video[0]
-        except (IndexError, av.FFmpegError, OSError, ValueError) as exc:
+            stream = select_video_stream(self._container)
+            if stream is None:
+                raise ValueError("it holds no video stream")
+        except (av.FFmpegError, OSError, ValueError) as exc:
             if self._container is not None:
                 self._container.close()
                 self._container = None
             raise InputError(f"--camera {self.location}: could not read a video stream from it ({exc}); "
                              f"give a camera index, a video file such as clip.mp4 or a stream URL") from exc
-        if stream.codec_context is None:  # an unknown codec id (a damaged header): nothing can decode it
+        cc = stream.codec_context
+        if cc is None:  # an unknown codec id (a damaged header): nothing can decode it
             self._container.close()
             self._container = None
             raise InputError(f"--camera {self.location}: the video stream's codec is unknown; the file is corrupt "
                              "or needs a codec this FFmpeg build lacks")
-        stream.thread_type = "AUTO"
         rate = stream.average_rate or stream.guessed_rate
         self.fps = float(rate) if rate else None
-        self._time_base = stream.time_base
-        self._frames = self._decode(stream)
-        log.info("%s: %dx%d at %s FPS, %s", self.name, stream.codec_context.width, stream.codec_context.height,
+        # size=None: the first frame (turned upright) sets the size later ones are fitted to.
+        self._decoder = VideoDecoder(self._container, stream, self.name, size=None,
+                                     rate=Fraction(rate) if rate else None, origin=timeline_origin(self._container))
+        self._frames = iter(self._decoder)
+        log.info("%s: %dx%d at %s FPS, %s", self.name, cc.width, cc.height,
                  f"{self.fps:g}" if self.fps else "unknown", "real time" if self.realtime else "as fast as possible")
-
-    def _decode(self, stream: Any) -> Any:
-        """Decoded frames; a corrupt packet (a damaged file, a lossy network stream) is skipped
-        with a warning, as `livecam video` does, instead of ending the run."""
-        import av
-
-        while True:
-            try:
-                for packet in self._container.demux(stream):
-                    try:
-                        frames = packet.decode()
-                    except av.FFmpegError as exc:
-                        self._bad_packet(exc)
-                        continue
-                    for frame in frames:
-                        self._bad_in_a_row = 0
-                        yield frame
-                return
-            except av.EOFError:
-                return
-            except av.FFmpegError as exc:  # a demux error: a fresh demux resumes after it
-                self._bad_packet(exc)
-
-    def _bad_packet(self, exc: BaseException) -> None:
-        self.bad_packets += 1
-        self._bad_in_a_row += 1
-        if self._bad_in_a_row > MAX_BAD_PACKETS_IN_A_ROW:
-            raise InputError(f"{self.name}: more than {MAX_BAD_PACKETS_IN_A_ROW} corrupt packets in a row; "
-                             f"the video is too damaged to read further ({exc})")
-        if self.bad_packets <= WARN_BAD_PACKETS:
-            log.warning("warning: skipped a corrupt video packet in %s (%s)", self.name, exc)
 
     def read(self) -> np.ndarray | None:
         import av
-
-        from livecam.media.video_reader import upright_image  # PyAV loads only for file sources
 
         if self._frames is None:
             raise DeviceError(f"{self.name} is not open")
@@ -310,18 +236,14 @@ class VideoFileSource:
             return None
         except av.FFmpegError as exc:
             raise InputError(f"{self.name}: the video could not be decoded further ({exc})") from exc
-        self.last_pts = float(frame.pts * self._time_base) if frame.pts is not None and self._time_base else None
+        self.last_pts = frame.time
         if self.realtime:
-            self._pace(frame)
-        return upright_image(frame)
+            self._pace(frame.time)
+        image: np.ndarray = frame.image
+        return image
 
-    def _pace(self, frame: Any) -> None:
-        """Sleep until this frame is due, by its timestamp (or the nominal rate without one)."""
-        if frame.pts is not None and self._time_base is not None:
-            t = float(frame.pts * self._time_base)
-        else:
-            t = self._last_t + 1.0 / (self.fps or 30.0)
-        self._last_t = t
+    def _pace(self, t: float) -> None:
+        """Sleep until the frame at `t` seconds is due."""
         now = time.perf_counter()
         if self._start_wall is None or self._start_pts is None:
             self._start_wall, self._start_pts = now, t
@@ -331,8 +253,8 @@ class VideoFileSource:
             time.sleep(min(delay, 1.0))
 
     def close(self) -> None:
-        if self.bad_packets > WARN_BAD_PACKETS:
-            log.warning("warning: %d corrupt video packets were skipped in %s", self.bad_packets, self.name)
+        if self._decoder is not None:
+            self._decoder.report()
         if self._container is not None:
             self._container.close()
             self._container = None

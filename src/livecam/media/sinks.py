@@ -1,4 +1,4 @@
-"""Output sinks for the live pipeline: window, virtual camera, file recorder, none, memory.
+"""Output sinks for the live pipeline: window, virtual camera, file recorder, none.
 
 Every sink has the same small interface (Sink): `write(image)` for each shown frame, `poll()`
 for the keys pressed since the last call (only the window has any), and `close()`, which always
@@ -13,12 +13,16 @@ import os
 import sys
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from livecam.errors import InputError, OutputError, OutputExistsError
+from livecam.atomic import folder_of
+from livecam.errors import InputError
 from livecam.provenance import CONTAINER_METADATA
+
+if TYPE_CHECKING:  # PyAV loads only when a recording starts
+    from livecam.media.video_writer import VideoWriter
 
 log = logging.getLogger("livecam")
 
@@ -48,105 +52,57 @@ class NullSink:
         pass
 
 
-class MemorySink:
-    """Keeps copies of the frames written (tests; `keep` bounds how many)."""
-
-    name = "memory"
-
-    def __init__(self, keep: int | None = None) -> None:
-        self.frames: list[np.ndarray] = []
-        self.keep = keep
-        self.written = 0
-        self.closed = False
-        self.keys: list[str] = []  # keys a test wants poll() to report
-
-    def write(self, image_bgr: np.ndarray) -> None:
-        self.written += 1
-        self.frames.append(image_bgr.copy())
-        if self.keep is not None and len(self.frames) > self.keep:
-            del self.frames[0]
-
-    def poll(self) -> list[str]:
-        keys, self.keys = self.keys, []
-        return keys
-
-    def close(self) -> None:
-        self.closed = True
-
-
-def live_encoder_options(codec: str) -> dict[str, str]:
-    """Options that let `codec` keep up with a live stream on the output thread."""
-    if codec in ("libx264", "libx265"):
-        return {"preset": "veryfast", "tune": "zerolatency"}
-    if codec in ("libvpx-vp9", "libvpx"):
-        # Real-time speed, constant quality (zero target bitrate), no look-ahead (no added delay).
-        return {"deadline": "realtime", "cpu-used": "8", "row-mt": "1", "lag-in-frames": "0", "crf": "30", "b": "0"}
-    return {}
-
-
 class FileRecorderSink:
     """Records the shown frames to FILE.mp4 with libx264 (VP9 for .webm), marked as synthetic in
-    the metadata (the pipeline draws the visible label unless --no-label).
+    the metadata (the pipeline draws the visible label unless --no-label), through the one
+    VideoWriter (live encoder settings) and AtomicOutput.
 
     Frames are timestamped by when they were shown (a live stream with drops keeps real time), or
     by the source's timestamps through `write_at` (a --no-realtime file keeps its own timing).
-    The file is written beside the target under a temporary name and renamed on close; a size
-    change mid-stream is scaled back to the first frame's size.
+    The file is written beside the target under a temporary name and renamed on close, never over
+    a file that appeared meanwhile; a size change mid-stream is letterboxed into the first size.
     """
 
     def __init__(self, path: Path, *, fps: float = 30.0, force: bool = False, codec: str | None = None) -> None:
+        from livecam.atomic import AtomicOutput, check_new_output
         from livecam.media.images import check_output_folder
-        from livecam.media.video_writer import check_encoder, resolve_encoder, temp_path
+        from livecam.media.video_writer import check_encoder, container_format, resolve_encoder
 
-        if path.exists() and not force:
-            raise OutputExistsError(f"--output {path}: the file exists; add --force to overwrite it or choose "
-                                    f"another name")
-        if path.is_dir():
-            raise InputError(f"--output {path}: that is a folder; give a file name such as rec.mp4")
-        if not path.parent.exists():
-            raise InputError(f"--output {path}: the folder {path.parent} does not exist")
+        what = "--output "
+        check_new_output(path, force=force, what=what)
+        if not folder_of(path).exists():
+            raise InputError(f"--output {path}: the folder {folder_of(path)} does not exist")
         try:
             check_output_folder(path)  # writable, checked before any model loads
-        except InputError as exc:
-            raise InputError(f"--output {path}: {exc.message}") from exc
-        # H.264, or VP9 for .webm (which cannot hold H.264); checked now, before any model loads.
-        codec = codec or resolve_encoder("auto", path)
-        try:
+            # H.264, or VP9 for .webm (which cannot hold H.264); checked now, before any model loads.
+            codec = codec or resolve_encoder("auto", path)
             check_encoder(codec, path)
+            self.format = container_format(path)
         except InputError as exc:
             raise InputError(f"--output {path}: {exc.message}") from exc
+        # Opened (checked again, temporary name reserved) at the first frame, so a run that stops
+        # before one (a model that fails to load) leaves nothing behind.
+        self._output = AtomicOutput(path, force=force, what=what)
         self.path = path
         self.name = str(path)
         self.fps = fps
         self.codec = codec
-        self._tmp = temp_path(path)
-        self._container: Any = None
-        self._stream: Any = None
-        self._size: tuple[int, int] | None = None
+        self._writer: VideoWriter | None = None
         self._t0: float | None = None
-        self._last_pts = -1
         self.written = 0
 
-    def _open(self, width: int, height: int) -> None:
-        import av
+    def _open(self, width: int, height: int) -> VideoWriter:
+        from livecam.media.video_writer import OutputSpec, VideoWriter
 
-        from livecam.media.video_writer import add_video_stream
-
-        self._size = (width - width % 2, height - height % 2)  # yuv420p needs even sizes
+        self._output.open()
+        spec = OutputSpec(path=self._output.temp, format=self.format, width=width, height=height,
+                          rate=Fraction(round(self.fps * 1000), 1000), time_base=Fraction(1, 1000),
+                          encoder=self.codec, metadata=dict(CONTAINER_METADATA), target=self.path, live=True)
         try:
-            options = {"movflags": "+use_metadata_tags"} if self.path.suffix.lower() in (".mp4", ".mov") else {}
-            container = self._container = av.open(str(self._tmp), "w", options=options)
-            container.metadata.update(CONTAINER_METADATA)
-            stream = add_video_stream(container, self.codec, Fraction(round(self.fps * 1000), 1000))
-            stream.width, stream.height = self._size
-            stream.pix_fmt = "yuv420p"
-            stream.time_base = Fraction(1, 1000)
-            stream.codec_context.time_base = Fraction(1, 1000)  # shown-time stamps, not a fixed rate
-            stream.options = dict(live_encoder_options(self.codec))
-            self._stream = stream
-        except (av.FFmpegError, OSError, ValueError) as exc:
-            self._discard()
-            raise OutputError(f"--output {self.path}: could not start the recording ({exc})") from exc
+            return VideoWriter(spec)
+        except BaseException:
+            self._output.discard()
+            raise
 
     def write(self, image_bgr: np.ndarray) -> None:
         """Record a frame stamped with the time it is shown (a live source)."""
@@ -160,64 +116,37 @@ class FileRecorderSink:
         self._encode(image_bgr, pts_s)
 
     def _encode(self, image_bgr: np.ndarray, t: float) -> None:
-        import av
-        import cv2
-
-        if self._container is None:
-            self._open(image_bgr.shape[1], image_bgr.shape[0])
-        assert self._container is not None and self._size is not None  # _open sets both or raises
-        w, h = self._size
-        if image_bgr.shape[1] != w or image_bgr.shape[0] != h:
-            if abs(image_bgr.shape[1] - w) > 1 or abs(image_bgr.shape[0] - h) > 1:
-                image_bgr = cv2.resize(image_bgr, (w, h), interpolation=cv2.INTER_AREA)
-            else:
-                image_bgr = image_bgr[:h, :w]
+        if self._writer is None:
+            self._writer = self._open(image_bgr.shape[1], image_bgr.shape[0])
         if self._t0 is None:
             self._t0 = t
-        pts = max(int(round((t - self._t0) * 1000)), self._last_pts + 1)
-        self._last_pts = pts
-        frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image_bgr), format="bgr24")
-        frame.pts = pts
-        frame.time_base = Fraction(1, 1000)
         try:
-            for packet in self._stream.encode(frame):
-                self._container.mux(packet)
-        except (av.FFmpegError, OSError) as exc:
-            raise OutputError(f"--output {self.path}: writing the recording failed ({exc})") from exc
+            self._writer.write(image_bgr, t - self._t0)
+        except BaseException:
+            self._writer.abort()
+            self._writer = None
+            self._output.discard()
+            raise
         self.written += 1
 
     def poll(self) -> list[str]:
         return []
 
     def close(self) -> None:
-        if self._container is None:
-            if self.written == 0:
+        """Finalise and put the recording in place (once; later calls do nothing)."""
+        writer, self._writer = self._writer, None
+        if writer is None:
+            if self.written == 0 and not self._output.committed:
                 log.warning("no frame was recorded; %s was not written", self.path)
+                self._output.discard()
             return
         try:
-            for packet in self._stream.encode(None):
-                self._container.mux(packet)
-            self._container.close()
-        except Exception as exc:  # noqa: BLE001 - never leave a half-written file behind
-            self._discard()
-            raise OutputError(f"--output {self.path}: finishing the recording failed ({exc})") from exc
-        self._container = None
-        try:
-            os.replace(self._tmp, self.path)
-        except OSError as exc:
-            self._tmp.unlink(missing_ok=True)
-            raise OutputError(f"--output {self.path}: the recording could not be put in place "
-                              f"({exc.strerror or exc})") from exc
+            writer.close()
+        except BaseException:
+            self._output.discard()
+            raise
+        self._output.commit()
         log.info("recorded %d frames to %s", self.written, self.path)
-
-    def _discard(self) -> None:
-        if self._container is not None:
-            try:
-                self._container.close()
-            except Exception:  # noqa: BLE001
-                pass
-            self._container = None
-        self._tmp.unlink(missing_ok=True)
 
 
 def display_available() -> bool:

@@ -1,9 +1,13 @@
 """Video input with PyAV: open and check a file, then decode its frames in order as BGR arrays.
 
-Frames come out upright (the display rotation phones record is applied) with their own
-presentation time, so variable frame rate survives. A corrupt packet is skipped with a warning;
-a file that cannot be opened, has no video stream, or ends well before its header says is an
-InputError.
+Frames come out upright (the display rotation phones record is applied), of one size (a
+resolution change mid-stream is letterboxed into the first), with their own presentation time on
+a timeline that starts at 0 and never runs back (an MPEG-TS starting at 10 h, concatenated
+segments whose timestamps restart), so variable frame rate survives. The stream read is the one
+a user means (not cover art, not a one-frame thumbnail track). Corrupt packets are skipped and
+summarised in one warning; a file that cannot be opened, has no video stream, or ends well
+before its header says is an InputError. `VideoDecoder` is the one decode loop: `run --camera
+FILE` (camera.VideoFileSource) uses it too.
 """
 
 from __future__ import annotations
@@ -26,7 +30,6 @@ log = logging.getLogger("livecam")
 
 # Demuxers that read still images: those files belong to `livecam image` (an animated GIF is a clip).
 _IMAGE_FORMATS = ("image2", "png_pipe", "jpeg_pipe", "webp_pipe", "bmp_pipe", "tiff_pipe")
-_MAX_BAD_PACKETS = 200  # past this many undecodable packets the file is not worth reading on
 
 
 @dataclass(frozen=True)
@@ -36,13 +39,15 @@ class VideoInfo:
     height: int
     rate: Fraction  # average frame rate
     time_base: Fraction  # of the video stream's timestamps
-    start_time: float  # seconds; first video timestamp as the container states it
+    start_time: float  # seconds; first video timestamp on frames()'s timeline (0 unless audio starts first)
     frames: int | None  # frame count from the header, None when unknown
     duration: float | None  # seconds, of the video stream (or the container)
     rotation: int  # display rotation in degrees, counterclockwise (0, 90, 180, -90)
     codec: str
     audio_codec: str | None
     other_streams: tuple[str, ...]  # e.g. ("subtitle", "data"): what the output drops
+    origin: float = 0.0  # seconds of the input's timestamps that are 0 on frames()'s timeline
+    sample_aspect: Fraction | None = None  # of non-square pixels (DV, DVD), as displayed; None: square
 
     @property
     def expected_frames(self) -> int | None:
@@ -89,6 +94,189 @@ def open_input(path: Path) -> av.container.InputContainer:
     return container
 
 
+def select_video_stream(container: av.container.InputContainer) -> av.video.stream.VideoStream | None:
+    """The video stream a user means, close to FFmpeg's default selection: never an attached
+    picture (cover art) or a one-frame still (a thumbnail track) when a real video is there; then
+    the one marked default, then the largest picture, the first on a tie. None without video."""
+    streams = list(container.streams.video)
+    if not streams:
+        return None
+
+    def rank(stream: av.video.stream.VideoStream) -> tuple[int, int, int, int]:
+        cc = stream.codec_context
+        attached = bool(stream.disposition & av.stream.Disposition.attached_pic)
+        moving = not attached and cc is not None and _frame_count(stream) != 1
+        default = bool(stream.disposition & av.stream.Disposition.default)
+        return (int(moving), int(default), (cc.width * cc.height) if cc is not None else 0, -stream.index)
+
+    return max(streams, key=rank)
+
+
+def _frame_count(stream: av.video.stream.VideoStream) -> int | None:
+    """Frames in `stream` from its header: the count (MP4), or its duration (Matroska's
+    DURATION tag) times its rate; None when unknown."""
+    if stream.frames:
+        return int(stream.frames)
+    tag = stream.metadata.get("DURATION", "")
+    rate = stream.average_rate or stream.base_rate
+    try:
+        h, m, sec = tag.split(":")
+        seconds = int(h) * 3600 + int(m) * 60 + float(sec)
+    except ValueError:
+        return None
+    return max(1, round(seconds * float(rate))) if rate else None
+
+
+def timeline_origin(container: av.container.InputContainer) -> float:
+    """Where the output timeline's 0 lies in the input, in seconds: the earliest start of any of
+    its streams (an MPEG-TS starts anywhere, an MKV may be offset), as FFmpeg's outputs do."""
+    if container.start_time is not None:
+        return float(container.start_time) / av.time_base
+    return 0.0
+
+
+class Timeline:
+    """Maps input timestamps (seconds) onto the output's: shifted so `origin` is 0, and kept
+    monotonic where the input's restart (concatenated TS segments): a jump back of more than
+    RESTART_S continues right after the last time instead. Small steps back are left to the
+    writer (damaged input), which nudges them forward by a tick."""
+
+    RESTART_S = 0.5
+
+    def __init__(self, origin: float, step: float) -> None:
+        self.origin = origin
+        self.step = step  # the nominal distance between two frames (or audio packets)
+        self._offset = 0.0
+        self._last: float | None = None
+        self.restarts = 0
+
+    def map(self, t: float, duration: float | None = None) -> float:
+        out = t - self.origin + self._offset
+        if self._last is not None and out < self._last - self.RESTART_S:
+            self._offset += self._last + (duration or self.step) - out
+            out = self._last + (duration or self.step)
+            self.restarts += 1
+        self._last = out
+        return out
+
+
+class Fitter:
+    """Gives every image one size: a frame of another size (the input changed resolution
+    mid-stream) is scaled to fit inside it, its aspect kept, with black bars (letterbox); said
+    once, in one warning."""
+
+    def __init__(self, size: tuple[int, int] | None, name: str) -> None:
+        self.size = size  # None: the first image's
+        self.name = name
+        self.fitted = 0
+
+    def fit(self, image: np.ndarray) -> np.ndarray:
+        if self.size is None:
+            self.size = (image.shape[1], image.shape[0])
+        w, h = self.size
+        if image.shape[1] == w and image.shape[0] == h:
+            return image
+        if self.fitted == 0:
+            log.warning("warning: %s changes its picture size (%dx%d, then %dx%d); later frames are scaled "
+                        "to fit the first size, their aspect kept (black bars)", self.name, w, h,
+                        image.shape[1], image.shape[0])
+        self.fitted += 1
+        return letterbox(image, w, h)
+
+
+def letterbox(image: np.ndarray, width: int, height: int) -> np.ndarray:
+    """`image` scaled to fit inside width x height, aspect kept, centred on black."""
+    import cv2
+
+    ih, iw = image.shape[:2]
+    scale = min(width / iw, height / ih)
+    nw, nh = max(1, min(width, round(iw * scale))), max(1, min(height, round(ih * scale)))
+    canvas = np.zeros((height, width, 3), np.uint8)
+    x, y = (width - nw) // 2, (height - nh) // 2
+    interpolation = cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR
+    canvas[y:y + nh, x:x + nw] = cv2.resize(image, (nw, nh), interpolation=interpolation)
+    return canvas
+
+
+class VideoDecoder:
+    """The one decode loop (files for `video`, `demo`, `bench`; files and URLs for `run
+    --camera`): frames of one stream, upright, of one size, on one timeline from 0.
+
+    Damage rule: a packet that does not decode (or a demux error) is skipped and counted; more
+    than MAX_BAD_IN_A_ROW of them with no frame between end the read (InputError). A damaged input
+    gives one summarising warning (`report()`), not one line per packet."""
+
+    MAX_BAD_IN_A_ROW = 50
+
+    def __init__(self, container: av.container.InputContainer, stream: av.video.stream.VideoStream,
+                 name: str, *, size: tuple[int, int] | None, rate: Fraction | None, origin: float) -> None:
+        self._container = container
+        self._stream = stream
+        self.name = name
+        step = 1.0 / float(rate) if rate else 1 / 30
+        self.timeline = Timeline(origin, step)
+        self.fitter = Fitter(size, name)
+        self.bad_packets = 0
+        self._bad_in_a_row = 0
+        self._first_bad: float | None = None
+        self._reported = 0
+        self.last_time: float | None = None
+
+    def __iter__(self) -> Iterator[DecodedFrame]:
+        c, vs = self._container, self._stream
+        vs.thread_type = "AUTO"  # frame + slice threads in the decoder
+        step = self.timeline.step
+        raw_last: float | None = None
+        while True:
+            try:
+                for packet in c.demux(vs):
+                    try:
+                        decoded = packet.decode()
+                    except av.error.FFmpegError as exc:
+                        self._bad_packet(packet_time(packet), exc)
+                        continue
+                    for frame in decoded:
+                        t = float(frame.pts * frame.time_base) if frame.pts is not None and frame.time_base else None
+                        if t is None:  # no timestamp: one nominal frame after the last
+                            t = raw_last + step if raw_last is not None else self.timeline.origin
+                        raw_last = t
+                        try:
+                            image = self.fitter.fit(upright_image(frame))
+                        except av.error.FFmpegError as exc:  # conversion: no packet is at fault
+                            _raise_if_out_of_memory(exc)
+                            raise
+                        self._bad_in_a_row = 0
+                        self.last_time = self.timeline.map(t)
+                        yield DecodedFrame(image=image, time=self.last_time)
+                return
+            except av.error.EOFError:
+                return
+            except av.error.FFmpegError as exc:
+                # A demux error: resume reading after it (a fresh generator continues from there).
+                self._bad_packet(self.last_time, exc)
+
+    def _bad_packet(self, at: float | None, exc: av.error.FFmpegError) -> None:
+        _raise_if_out_of_memory(exc)
+        self.bad_packets += 1
+        self._bad_in_a_row += 1
+        if self._first_bad is None and at is not None:
+            self._first_bad = at
+        log.debug("skipped a corrupt video packet in %s (%s)", self.name, _describe(exc))
+        if self._bad_in_a_row > self.MAX_BAD_IN_A_ROW:
+            self.report()
+            raise InputError(f"{self.name}: more than {self.MAX_BAD_IN_A_ROW} corrupt video packets in a row; "
+                             f"the video is too damaged to read further ({_describe(exc)}); re-copy or re-export it")
+
+    def report(self, lost: str = "the output leaves out what they held") -> None:
+        """One warning for the corrupt packets skipped so far (none when there were none);
+        `lost` says what that cost the output."""
+        if self.bad_packets > self._reported:
+            where = f", the first near {self._first_bad:.2f} s" if self._first_bad is not None else ""
+            log.warning("warning: skipped %d corrupt video packet%s in %s%s (damaged data); %s", self.bad_packets,
+                        "s" if self.bad_packets != 1 else "", self.name, where, lost)
+            self._reported = self.bad_packets
+
+
 class VideoReader:
     """Owns one input container; `frames()` may be consumed by a thread other than the opener's."""
 
@@ -104,10 +292,11 @@ class VideoReader:
 
     def _inspect(self) -> VideoInfo:
         c = self._container
-        if not c.streams.video:
+        vs = select_video_stream(c)
+        if vs is None:
             kinds = ", ".join(sorted({s.type for s in c.streams})) or "nothing"
             raise InputError(f"{self.path} has no video stream (it holds: {kinds}); give a video file")
-        vs = c.streams.video[0]
+        self._stream = vs
         cc = vs.codec_context
         if cc is None:  # PyAV gives no codec context when the codec id is unknown (damaged header)
             raise InputError(f"{self.path}: the video stream's codec is unknown; the file is corrupt or needs "
@@ -117,83 +306,64 @@ class VideoReader:
         rate = vs.average_rate or vs.guessed_rate or vs.base_rate or Fraction(30)
         tb = vs.time_base or Fraction(1, 90000)
         duration = float(vs.duration * tb) if vs.duration else (c.duration / av.time_base if c.duration else None)
-        start = float(vs.start_time * tb) if vs.start_time is not None else 0.0
+        origin = timeline_origin(c)
+        start = float(vs.start_time * tb) - origin if vs.start_time is not None else 0.0
         rotation = _stream_rotation(vs)
         w, h = (cc.height, cc.width) if rotation in (90, -90, 270) else (cc.width, cc.height)
+        sar = sample_aspect(vs, rotation)
         audio_cc = c.streams.audio[0].codec_context if c.streams.audio else None
         audio = audio_cc.name if audio_cc is not None else None  # an unknown audio codec: no audio
         others: list[str] = [s.type for s in c.streams if s.type not in ("video", "audio")]
         others += ["video"] * (len(c.streams.video) - 1) + ["audio"] * max(0, len(c.streams.audio) - 1)
         return VideoInfo(path=self.path, width=w, height=h, rate=as_fraction(rate), time_base=as_fraction(tb),
-                         start_time=start, frames=vs.frames or None, duration=duration, rotation=rotation,
-                         codec=cc.name, audio_codec=audio, other_streams=tuple(others))
+                         start_time=max(0.0, start), frames=vs.frames or None, duration=duration,
+                         rotation=rotation, codec=cc.name, audio_codec=audio, other_streams=tuple(others),
+                         origin=origin, sample_aspect=sar)
 
     def frames(self) -> Iterator[DecodedFrame]:
-        """Decoded frames in presentation order. Corrupt packets are skipped with a warning."""
-        c = self._container
-        vs = c.streams.video[0]
-        vs.thread_type = "AUTO"  # frame + slice threads in the decoder
-        step = 1.0 / float(self.info.rate) if self.info.rate else 1 / 30
-        last_time: float | None = None
+        """Decoded frames in presentation order, on a timeline from 0 (see VideoDecoder)."""
+        info = self.info
+        decoder = VideoDecoder(self._container, self._stream, self.path.name, size=(info.width, info.height),
+                               rate=info.rate, origin=info.origin)
+        step = decoder.timeline.step
         count = 0
-        finished = False
-        while not finished:
-            demuxer = c.demux(vs)
-            try:
-                for packet in demuxer:
-                    try:
-                        decoded = packet.decode()
-                    except av.error.FFmpegError as exc:
-                        _raise_if_out_of_memory(exc)
-                        self._bad_packet(packet_time(packet), exc)
-                        continue
-                    for frame in decoded:
-                        t = float(frame.pts * frame.time_base) if frame.pts is not None and frame.time_base else None
-                        if t is None:
-                            t = (last_time + step) if last_time is not None else self.info.start_time
-                        try:
-                            image = upright_image(frame)
-                        except av.error.FFmpegError as exc:  # conversion: no packet is at fault
-                            _raise_if_out_of_memory(exc)
-                            raise
-                        last_time = t
-                        count += 1
-                        yield DecodedFrame(image=image, time=t)
-                finished = True
-            except av.error.EOFError:
-                finished = True
-            except av.error.FFmpegError as exc:
-                # A demux error: resume reading after it (a fresh generator continues from there).
-                _raise_if_out_of_memory(exc)
-                self._bad_packet(last_time, exc)
+        try:
+            for frame in decoder:
+                count += 1
+                yield frame
+        except BaseException:  # an error, or the consumer stopped early
+            decoder.report()
+            raise
+        finally:
+            self.bad_packets = decoder.bad_packets
+        last_time = decoder.last_time
         if count == 0:
             raise InputError(f"{self.path}: no video frame could be decoded; the file is truncated or corrupt")
-        expected = self.info.frames
+        expected = info.frames
         # Did decoding get to the end the header announces? Damage in the middle loses frames
         # there (a decoder drops those that depend on a broken one) but still reaches the end.
-        end = self.info.start_time + (self.info.duration or 0.0)
-        reached_end = not self.info.duration or (
-            last_time is not None and last_time + step >= end - max(0.5, 0.05 * self.info.duration))
+        end = info.start_time + (info.duration or 0.0)
+        reached_end = not info.duration or decoder.timeline.restarts > 0 or (
+            last_time is not None and last_time + step >= end - max(0.5, 0.05 * info.duration))
         if expected and count < expected - max(2, expected // 50):
             if not (self.bad_packets and reached_end):
                 raise InputError(
                     f"{self.path} ended after {count} of the {expected} frames its header announces: "
                     "the file looks truncated; re-copy or re-export it"
                 )
-            log.warning("warning: %d of the %d frames of %s could not be decoded (damaged data); the output "
-                        "skips them", expected - count, expected, self.path.name)
+            # The same damage as the skipped packets: said in their one line.
+            decoder.report(f"{expected - count} of the {expected} frames could not be decoded; the output "
+                           "skips them")
         elif not expected and not reached_end:
             # No frame count (Matroska, WebM): a demuxer that loses sync in damaged data just
             # ends, silently; say so, so that a shorter output is never a surprise.
-            log.warning("warning: %s ended at %.2f s of the %.2f s its header announces (damaged or cut "
-                        "short); the output stops there", self.path.name, (last_time or 0.0) + step, end)
-
-    def _bad_packet(self, at: float | None, exc: BaseException) -> None:
-        self.bad_packets += 1
-        where = f" near {at:.2f}s" if at is not None else ""
-        log.warning("warning: skipped a corrupt video packet%s in %s (%s)", where, self.path.name, _describe(exc))
-        if self.bad_packets > _MAX_BAD_PACKETS:
-            raise InputError(f"{self.path}: more than {_MAX_BAD_PACKETS} corrupt packets; the file is too damaged to read")
+            ended = (f"{self.path.name} ended at {(last_time or 0.0) + step:.2f} s of the {end:.2f} s its header "
+                     "announces (damaged or cut short); the output stops there")
+            if self.bad_packets:
+                decoder.report(ended)
+            else:
+                log.warning("warning: %s", ended)
+        decoder.report()  # nothing when said above or undamaged
 
     def close(self) -> None:
         self._container.close()
@@ -203,6 +373,18 @@ class VideoReader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def sample_aspect(stream: av.video.stream.VideoStream, rotation: int) -> Fraction | None:
+    """The pixels' shape (width / height of one pixel) when not square, as displayed (a turn by
+    90 degrees inverts it); None for square pixels or when unknown."""
+    value = stream.sample_aspect_ratio or (stream.codec_context.sample_aspect_ratio if stream.codec_context else None)
+    if not value or not value.numerator or not value.denominator:
+        return None
+    sar = as_fraction(value)
+    if rotation in (90, -90, 270):
+        sar = 1 / sar
+    return None if sar == 1 else sar
 
 
 def _raise_if_out_of_memory(exc: av.error.FFmpegError) -> None:
@@ -235,7 +417,7 @@ def _peek_rotation(stream: av.video.stream.VideoStream) -> int:
     container = stream.container
     try:
         with open_container(container.name) as c:
-            for frame in c.decode(video=0):
+            for frame in c.decode(c.streams[stream.index]):
                 return _snap(float(getattr(frame, "rotation", 0) or 0))
     except av.error.FFmpegError:
         return 0

@@ -1,21 +1,23 @@
-"""Video output with PyAV: encoder and container checks, frame encoding with the input's
-timestamps, audio copied (or re-encoded when the container cannot hold it), provenance tags.
+"""Video output with PyAV, the one writer (`video`, `run --output FILE`, `demo`, `bench`):
+encoder and container checks, frame encoding with the input's timestamps (frames of another size
+letterboxed, non-square pixels kept), audio copied where the container is commonly played with
+its codec (AUDIO_COPY_CODECS) or re-encoded, or given samples encoded; provenance tags.
 
 The writer owns its output container and must be used from one thread. Audio is read from a
-second opening of the input file and interleaved as the video advances, so nothing is buffered
-beyond about a second of audio.
+second opening of the input file, put on the reader's timeline and interleaved as the video
+advances, so nothing is buffered beyond about a second of audio. Errors name the user's output
+(OutputSpec.target), never the temporary file being written.
 """
 
 from __future__ import annotations
 
-import errno
 import io
 import logging
 import os
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Iterator, Literal, cast
+from typing import Iterator, Literal, Protocol, cast
 
 import av
 import numpy as np
@@ -24,8 +26,11 @@ from av.audio.stream import AudioStream
 from av.video.codeccontext import VideoCodecContext
 from av.video.stream import VideoStream
 
+from livecam.atomic import DISK_FULL as DISK_FULL  # noqa: F401  (re-exported for pipeline/file.py)
+from livecam.atomic import output_error
 from livecam.errors import InputError, OutputError
 from livecam.media.containers import open_container
+from livecam.media.video_reader import Fitter, Timeline, timeline_origin
 
 log = logging.getLogger("livecam")
 
@@ -44,7 +49,6 @@ ENCODER_CANDIDATES: tuple[str, ...] = (
     "h264_nvenc", "hevc_nvenc", "av1_nvenc", "h264_qsv", "hevc_qsv", "h264_amf", "hevc_amf",
     "h264_videotoolbox", "hevc_videotoolbox", "mpeg4",
 )
-DISK_FULL = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
 _AUDIO_LEAD_S = 0.0  # audio is muxed up to the current video time (a cut keeps them together)
 
 
@@ -165,13 +169,25 @@ def add_video_stream(out: av.container.OutputContainer, encoder: str, rate: Frac
     return stream
 
 
-def disk_error(path: Path, exc: OSError) -> OutputError:
-    """A one-line OutputError for a failed write."""
-    if exc.errno in DISK_FULL:
-        why = "disk full" if exc.errno != errno.EFBIG else "file size limit reached"
-        return OutputError(f"could not write {path}: {why} ({exc.strerror or exc}); free some space "
-                           "or write elsewhere")
-    return OutputError(f"could not write {path}: {exc.strerror or exc}")
+# Audio codecs copied as they are into each container: those its common players read. PCM in
+# MP4/MOV plays as noise or not at all in many players (and Debian's ffmpeg 5.1), Vorbis in MP4 is
+# an oddity; FLAC in MP4 still needs FFmpeg's -strict; Opus in MP4 plays in browsers, VLC and
+# FFmpeg but not in QuickTime, so MOV re-encodes it. Everything else becomes AAC (Opus for WebM),
+# said in one line. None: the container holds anything FFmpeg can put there (Matroska).
+AUDIO_COPY_CODECS: dict[str, frozenset[str] | None] = {
+    "mp4": frozenset({"aac", "mp3", "alac", "ac3", "eac3", "opus"}),
+    "mov": frozenset({"aac", "mp3", "alac", "ac3", "eac3"}),
+    "webm": frozenset({"opus", "vorbis"}),
+    "matroska": None,
+}
+
+
+@dataclass(frozen=True, eq=False)
+class AudioSamples:
+    """Sound to write beside the video instead of an input's audio (the demo's tone)."""
+
+    samples: np.ndarray  # float32 mono, -1..1
+    rate: int
 
 
 @dataclass(frozen=True)
@@ -186,10 +202,39 @@ class OutputSpec:
     quality: int = 18
     metadata: dict[str, str] = field(default_factory=dict)
     audio_from: Path | None = None  # input whose first audio stream is kept
+    target: Path | None = None  # the user's output, named in messages (`path` is its temporary file)
+    sample_aspect: Fraction | None = None  # of non-square pixels, kept in the output (VideoInfo's)
+    live: bool = False  # encoder settings that keep up with a live stream (no look-ahead)
+    audio: AudioSamples | None = None  # sound to write (instead of audio_from)
+
+    @property
+    def shown_path(self) -> Path:
+        return self.target or self.path
+
+
+def live_encoder_options(codec: str) -> dict[str, str]:
+    """Options that let `codec` keep up with a live stream on the output thread."""
+    if codec in ("libx264", "libx265"):
+        return {"preset": "veryfast", "tune": "zerolatency"}
+    if codec in ("libvpx-vp9", "libvpx"):
+        # Real-time speed, constant quality (zero target bitrate), no look-ahead (no added delay).
+        return {"deadline": "realtime", "cpu-used": "8", "row-mt": "1", "lag-in-frames": "0", "crf": "30", "b": "0"}
+    return {}
+
+
+class _Track(Protocol):
+    mode: str
+
+    def pump(self, until: float | None, final: bool = False) -> None: ...
+    def close(self) -> None: ...
 
 
 class VideoWriter:
-    """Encodes BGR frames with given timestamps into one container; one thread only."""
+    """Encodes BGR frames with given timestamps into one container; one thread only.
+
+    Every frame is fitted to the spec's size (a frame of another size is letterboxed, said once);
+    timestamps must start near 0 (VideoReader's do) and are nudged forward when they do not rise.
+    Errors name `spec.target`, the user's path, never the temporary file."""
 
     def __init__(self, spec: OutputSpec) -> None:
         self.spec = spec
@@ -200,7 +245,7 @@ class VideoWriter:
         try:
             self._out = av.open(str(spec.path), mode="w", format=spec.format, options=options)
         except OSError as exc:
-            raise disk_error(spec.path, exc) from exc
+            raise output_error(spec.shown_path, exc) from exc
         try:
             self._out.metadata.update(spec.metadata)
             codec = av.Codec(spec.encoder, "w")
@@ -208,21 +253,33 @@ class VideoWriter:
             vs = add_video_stream(self._out, spec.encoder, spec.rate)
             # Even sizes: 4:2:0 chroma needs them; an odd last row/column is dropped.
             self._w, self._h = spec.width & ~1, spec.height & ~1
+            self._fitter = Fitter((self._w, self._h), spec.shown_path.name)
             vs.width, vs.height = self._w, self._h
             vs.pix_fmt = _pix_fmt(codec)
             vs.time_base = spec.time_base
             vs.codec_context.time_base = spec.time_base
             vs.codec_context.framerate = spec.rate
-            vs.codec_context.options = encoder_options(spec.encoder, spec.quality)
+            if spec.sample_aspect:
+                vs.codec_context.sample_aspect_ratio = spec.sample_aspect
+                vs.sample_aspect_ratio = spec.sample_aspect  # the muxer's (MP4 'pasp', Matroska display size)
+            vs.codec_context.options = (live_encoder_options(spec.encoder) if spec.live
+                                        else encoder_options(spec.encoder, spec.quality))
             self._video = vs
-            self._audio = _AudioTrack(self._out, spec.audio_from) if spec.audio_from is not None else None
+            self._audio: _Track | None = None
+            if spec.audio is not None:
+                self._audio = _SamplesTrack(self._out, spec.audio)
+            elif spec.audio_from is not None:
+                self._audio = _AudioTrack(self._out, spec.audio_from)
+        except OSError as exc:
+            self._close_quietly()
+            raise output_error(spec.shown_path, exc) from exc
         except BaseException:
-            self._out.close()
+            self._close_quietly()
             raise
 
     @property
     def audio_mode(self) -> str | None:
-        """'copy', 'reencode' or None (no audio)."""
+        """'copy', 'reencode', 'encode' (given samples) or None (no audio)."""
         return self._audio.mode if self._audio is not None else None
 
     def write(self, image: np.ndarray, time_s: float) -> None:
@@ -232,8 +289,11 @@ class VideoWriter:
         self._last_pts = pts
         self._last_time = time_s
         if image.shape[0] != self._h or image.shape[1] != self._w:
-            image = np.ascontiguousarray(image[: self._h, : self._w])
-        frame = av.VideoFrame.from_ndarray(image, format="bgr24")
+            if abs(image.shape[0] - self._h) <= 1 and abs(image.shape[1] - self._w) <= 1:
+                image = image[: self._h, : self._w]  # the odd row/column trimmed for 4:2:0
+            else:
+                image = self._fitter.fit(image)
+        frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="bgr24")
         frame.pts = pts
         frame.time_base = self.spec.time_base
         try:
@@ -242,9 +302,9 @@ class VideoWriter:
             if self._audio is not None:
                 self._audio.pump(time_s + _AUDIO_LEAD_S)
         except OSError as exc:
-            raise disk_error(self.spec.path, exc) from exc
+            raise output_error(self.spec.shown_path, exc) from exc
         except av.error.FFmpegError as exc:
-            raise OutputError(f"encoding {self.spec.path.name} failed: {exc}") from exc
+            raise OutputError(f"encoding {self.spec.shown_path} failed: {exc}") from exc
         self.frames_written += 1
 
     def close(self, *, partial: bool = False) -> None:
@@ -254,16 +314,16 @@ class VideoWriter:
                 self._out.mux(packet)
             if self._audio is not None:
                 end = None
-                if partial:
+                if partial or self.spec.audio is not None:
                     end = (self._last_time or 0.0) + 1.0 / float(self.spec.rate or 30)
                 self._audio.pump(end, final=True)
             self._out.close()
         except OSError as exc:
             self._close_quietly()
-            raise disk_error(self.spec.path, exc) from exc
+            raise output_error(self.spec.shown_path, exc) from exc
         except av.error.FFmpegError as exc:
             self._close_quietly()
-            raise OutputError(f"finishing {self.spec.path.name} failed: {exc}") from exc
+            raise OutputError(f"finishing {self.spec.shown_path} failed: {exc}") from exc
         finally:
             if self._audio is not None:
                 self._audio.close()
@@ -279,6 +339,19 @@ class VideoWriter:
             self._out.close()
         except (OSError, av.error.FFmpegError):
             pass
+
+
+def encode_into(out: av.container.OutputContainer, stream: AudioStream,
+                frame: AudioFrame | None) -> None:
+    """Encode `frame` (None: flush the encoder) and mux what comes out."""
+    for packet in stream.encode(frame):
+        out.mux(packet)
+
+
+def copies_audio(codec: str, fmt: str) -> bool:
+    """Whether audio in `codec` goes into a `fmt` file as it is (AUDIO_COPY_CODECS)."""
+    allowed = AUDIO_COPY_CODECS.get(fmt)
+    return allowed is None or codec in allowed
 
 
 def _can_copy(source: Path, fmt: str) -> bool:
@@ -303,24 +376,32 @@ def _can_copy(source: Path, fmt: str) -> bool:
 
 
 class _AudioTrack:
-    """The input's first audio stream, copied packet by packet or re-encoded when the output
-    container cannot hold its codec (AAC, or Opus for WebM)."""
+    """The input's first audio stream, on the video's timeline (the same origin, the same
+    handling of restarting timestamps), copied packet by packet when the output container is
+    commonly read with its codec (AUDIO_COPY_CODECS) and accepts it, else re-encoded (AAC, or
+    Opus for WebM) with one line saying so."""
 
     def __init__(self, out: av.container.OutputContainer, source: Path) -> None:
         self._in = open_container(str(source))  # damaged tags must not stop the audio
         self._last_dts: int | None = None
         self._out_of_order = 0
+        self._corrupt = 0
         self._stream: AudioStream
         try:
             ins = self._in.streams.audio[0]
             self._in_stream = ins
+            tb = ins.time_base or Fraction(1, 90000)
+            self._tb = Fraction(tb.numerator, tb.denominator)
+            self._timeline = Timeline(timeline_origin(self._in), 1024 / (ins.codec_context.sample_rate or 48000))
             codec = ins.codec_context.codec.canonical_name
-            if codec in out.supported_codecs and _can_copy(source, out.format.name):
+            fmt = out.format.name
+            holds = codec in out.supported_codecs and _can_copy(source, fmt)
+            if holds and copies_audio(codec, fmt):
                 self.mode = "copy"
                 self._stream = out.add_stream_from_template(ins)
             else:
                 self.mode = "reencode"
-                target: Literal["libopus", "aac"] = "libopus" if out.format.name == "webm" else "aac"
+                target: Literal["libopus", "aac"] = "libopus" if fmt == "webm" else "aac"
                 rate = 48000 if target == "libopus" else (ins.codec_context.sample_rate or 48000)
                 layout = "stereo" if (ins.codec_context.channels or 1) >= 2 else "mono"
                 self._stream = out.add_stream(target, rate=rate, layout=layout)
@@ -328,47 +409,61 @@ class _AudioTrack:
                                                     rate=rate)
                 self._fifo = av.AudioFifo()
                 self._next_pts: int | None = None
-                log.info("audio: %s cannot go into %s; re-encoding it as %s", codec, out.format.name, target)
+                kind = {"mp4": "MP4", "mov": "MOV", "webm": "WebM", "matroska": "Matroska"}.get(fmt, fmt)
+                why = "are not commonly played with" if holds else "cannot hold"
+                log.warning("note: the audio (%s) is re-encoded as %s: %s files %s %s audio", codec,
+                            "Opus" if target == "libopus" else "AAC", kind, why, codec)
         except BaseException:
             self._in.close()
             raise
         self._out = out
         self._packets: Iterator[av.Packet] = self._in.demux(ins)
-        self._pending: av.Packet | None = None
+        self._pending: tuple[av.Packet, float] | None = None
         self._done = False
 
     def pump(self, until: float | None, final: bool = False) -> None:
         """Mux audio packets that start before `until` seconds (all of them when None)."""
         while not self._done:
-            packet = self._pending or self._next_packet()
+            pending = self._pending or self._next_packet()
             self._pending = None
-            if packet is None:
+            if pending is None:
                 self._done = True
                 break
-            assert packet.pts is not None  # _next_packet skips packets without a timestamp
-            start = float(packet.pts * packet.time_base)
+            packet, start = pending
             if until is not None and start >= until:
-                self._pending = packet
+                self._pending = pending
                 break
-            self._mux(packet)
+            self._mux(packet, start)
         if final and self.mode == "reencode":
             self._drain(final=True)
 
-    def _next_packet(self) -> av.Packet | None:
+    def _next_packet(self) -> tuple[av.Packet, float] | None:
+        """The next packet with a timestamp, and its start on the output timeline."""
         while True:
             try:
                 packet = next(self._packets)
             except StopIteration:
                 return None
             except av.error.FFmpegError as exc:
-                log.warning("warning: skipped a corrupt audio packet (%s)", str(exc).splitlines()[0])
+                log.debug("skipped a corrupt audio packet (%s)", str(exc).splitlines()[0])
+                self._corrupt += 1
                 self._packets = self._in.demux(self._in_stream)
                 continue
             if packet.pts is not None and packet.size:
-                return packet
+                duration = float(packet.duration * self._tb) if packet.duration else None
+                return packet, self._timeline.map(float(packet.pts * self._tb), duration)
 
-    def _mux(self, packet: av.Packet) -> None:
+    def _mux(self, packet: av.Packet, start: float | None = None) -> None:
+        if start is None:  # a packet from outside (tests of damaged input): onto the timeline
+            assert packet.pts is not None
+            start = self._timeline.map(float(packet.pts * self._tb))
         if self.mode == "copy":
+            # Onto the output timeline: shift both timestamps by what moved the start.
+            assert packet.pts is not None
+            shift = int(round(start / self._tb)) - packet.pts
+            packet.pts += shift
+            if packet.dts is not None:
+                packet.dts += shift
             # Damaged input can send timestamps backwards; the muxer refuses those (EINVAL at
             # the end of the run), so they are dropped here with one warning.
             if packet.dts is not None and self._last_dts is not None and packet.dts <= self._last_dts:
@@ -384,11 +479,12 @@ class _AudioTrack:
         try:
             frames = cast("list[AudioFrame]", packet.decode())  # a packet of the audio stream
         except av.error.FFmpegError as exc:
-            log.warning("warning: skipped an undecodable audio packet (%s)", str(exc).splitlines()[0])
+            log.debug("skipped an undecodable audio packet (%s)", str(exc).splitlines()[0])
+            self._corrupt += 1
             return
         for frame in frames:
-            if self._next_pts is None and frame.pts is not None and frame.time_base is not None:
-                self._next_pts = int(round(float(frame.pts * frame.time_base) * self._stream.codec_context.sample_rate))
+            if self._next_pts is None:
+                self._next_pts = int(round(max(0.0, start) * self._stream.codec_context.sample_rate))
             for resampled in self._resampler.resample(frame):
                 resampled.pts = None  # the fifo checks continuity; timestamps are counted below
                 self._fifo.write(resampled)
@@ -408,11 +504,55 @@ class _AudioTrack:
             frame.pts = self._next_pts or 0
             frame.time_base = Fraction(1, cc.sample_rate)
             self._next_pts = frame.pts + frame.samples
-            for packet in self._stream.encode(frame):
-                self._out.mux(packet)
+            encode_into(self._out, self._stream, frame)
         if final:
-            for packet in self._stream.encode(None):
-                self._out.mux(packet)
+            encode_into(self._out, self._stream, None)
 
     def close(self) -> None:
+        if self._corrupt:  # one line for all of them, as for video packets
+            log.warning("warning: skipped %d corrupt audio packet%s (damaged data); the output's sound has "
+                        "gaps there", self._corrupt, "s" if self._corrupt != 1 else "")
+            self._corrupt = 0
         self._in.close()
+
+
+class _SamplesTrack:
+    """Given mono samples encoded as AAC (Opus for WebM), muxed as the video advances."""
+
+    mode = "encode"
+
+    def __init__(self, out: av.container.OutputContainer, audio: AudioSamples) -> None:
+        codec: Literal["libopus", "aac"] = "libopus" if out.format.name == "webm" else "aac"
+        self._rate = 48000 if codec == "libopus" else audio.rate
+        self._stream = out.add_stream(codec, rate=self._rate, layout="mono")
+        samples = np.asarray(audio.samples, np.float32).reshape(1, -1)
+        if self._rate != audio.rate:  # Opus takes 48 kHz only
+            frame = av.AudioFrame.from_ndarray(samples, format="flt", layout="mono")
+            frame.sample_rate = audio.rate
+            resampler = av.AudioResampler(format="flt", layout="mono", rate=self._rate)
+            parts = [f.to_ndarray() for f in resampler.resample(frame) + resampler.resample(None)]
+            samples = np.concatenate(parts, axis=1) if parts else samples[:, :0]
+        self._samples = samples
+        self._out = out
+        self._next = 0
+
+    def pump(self, until: float | None, final: bool = False) -> None:
+        cc = self._stream.codec_context
+        chunk = cc.frame_size or 1024
+        end = self._samples.shape[1] if until is None else min(self._samples.shape[1], int(until * self._rate))
+        while self._next < end and (self._next + chunk <= end or final):
+            part = self._samples[:, self._next:self._next + chunk]
+            fmt = cc.format.name
+            if fmt.startswith("s16"):
+                part = (np.clip(part, -1.0, 1.0) * 32767).astype(np.int16)
+            # mono: planar and packed share this (1, n) shape
+            frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(part), format=fmt, layout="mono")
+            frame.sample_rate = self._rate
+            frame.pts, frame.time_base = self._next, Fraction(1, self._rate)
+            self._next += part.shape[1]
+            encode_into(self._out, self._stream, frame)
+        if final:
+            encode_into(self._out, self._stream, None)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,212 @@
+"""Odd inputs a user brings, through the one reader and writer (issue 15's media defects).
+
+Each input is generated with PyAV (tests/videos.make_timed_clip), small and fast; each test
+failed before the reader and writer were unified."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import textwrap
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from livecam.media.video_reader import VideoReader
+from livecam.media.video_writer import OutputSpec, VideoWriter, container_format
+from tests.conftest import REPO_ROOT
+from tests.videos import make_clip, make_timed_clip, probe, read_index
+
+
+def transcode(source: Path, output: Path) -> VideoWriter:
+    """What `livecam video` does to the frames, without the engine: read, write, keep audio."""
+    with VideoReader(source) as reader:
+        info = reader.info
+        writer = VideoWriter(OutputSpec(path=output, format=container_format(output), width=info.width,
+                                        height=info.height, rate=info.rate, time_base=info.time_base,
+                                        audio_from=source if info.audio_codec else None, target=output,
+                                        sample_aspect=info.sample_aspect))
+        for frame in reader.frames():
+            writer.write(frame.image, frame.time)
+        writer.close()
+    return writer
+
+
+def timeline(path: Path) -> dict[str, float]:
+    """Where the output's video starts and how long the file says it is (edit lists included)."""
+    with av.open(str(path)) as c:
+        vs = c.streams.video[0]
+        first = next(float(f.pts * f.time_base) for f in c.decode(vs))
+        return {"video_start": first, "duration": (c.duration or 0) / av.time_base}
+
+
+@pytest.mark.parametrize("name, fmt, start", [("tenhours.ts", "mpegts", 36000.0), ("offset.mkv", None, 5.0)])
+def test_an_input_whose_timestamps_do_not_start_at_0_gives_a_timeline_from_0(
+        tmp_path: Path, name: str, fmt: str | None, start: float) -> None:
+    # An MP4 made from a TS starting at 10 h was declared 10 h long (an empty edit-list lead).
+    source = make_timed_clip(tmp_path / name, start=start, frames=60, fmt=fmt)
+    out = tmp_path / "out.mp4"
+    transcode(source, out)
+    got = timeline(out)
+    assert got["video_start"] < 0.1 and got["duration"] == pytest.approx(2.0, abs=0.15)
+    info = probe(out)
+    assert info["frames"] == 60 and info["audio_duration"] == pytest.approx(2.0, abs=0.1)
+    assert info["audio_start"] < 0.1
+
+
+def test_a_resolution_change_and_restarting_timestamps_keep_every_frame_and_the_audio(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Two TS segments glued together (an HLS or WebRTC recording): the second is twice as wide
+    # and its timestamps start again. Its frames were cropped to the top-left corner and squeezed
+    # into 2 ms, and its audio dropped.
+    first = make_timed_clip(tmp_path / "a.ts", start=1.4, frames=30, size=(96, 64), fmt="mpegts")
+    second = make_timed_clip(tmp_path / "b.ts", start=1.4, frames=30, size=(192, 64), fmt="mpegts", shade=128)
+    joined = tmp_path / "joined.ts"
+    joined.write_bytes(first.read_bytes() + second.read_bytes())
+    out = tmp_path / "out.mp4"
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        transcode(joined, out)
+    info = probe(out)
+    assert info["frames"] == 60 and info["size"] == (96, 64)
+    times = info["times"]
+    assert all(b > a for a, b in zip(times, times[1:]))
+    assert times[-1] - times[0] == pytest.approx(59 / 30, abs=0.1)  # not squeezed into milliseconds
+    assert info["audio_duration"] == pytest.approx(2.0, abs=0.15)  # both segments' audio
+    later = info["images"][45]
+    assert later[:12].max() < 20  # a black bar above the wide frame, scaled to fit (aspect kept)
+    assert abs(int(later[32, 60].mean()) - 128) < 20  # its grey picture in the middle, not cropped
+    warnings = [r.getMessage() for r in caplog.records if "picture size" in r.getMessage()]
+    assert len(warnings) == 1 and "96x64" in warnings[0] and "192x64" in warnings[0]
+
+
+def test_a_one_frame_still_track_before_the_video_is_not_what_gets_swapped(tmp_path: Path) -> None:
+    # The still (a thumbnail track) was taken and a 1-frame output written, blaming damage.
+    source = make_timed_clip(tmp_path / "thumb.mp4", frames=30, still_first=(200, 200))
+    out = tmp_path / "out.mp4"
+    transcode(source, out)
+    info = probe(out)
+    assert info["frames"] == 30 and info["size"] == (96, 64)
+    assert [read_index(img) for img in info["images"]] == list(range(30))
+
+
+def test_cover_art_is_never_chosen_over_the_video(tmp_path: Path) -> None:
+    from livecam.media.video_reader import select_video_stream
+
+    path = make_timed_clip(tmp_path / "cover.mp4", frames=10, cover=(256, 256))  # larger than the video
+    with av.open(str(path)) as c:
+        assert c.streams.video[1].disposition & av.stream.Disposition.attached_pic  # the fixture holds
+        chosen = select_video_stream(c)
+        assert chosen is not None and chosen.codec_context.name == "h264"
+    assert probe(transcode(path, tmp_path / "out.mp4").spec.path)["frames"] == 10
+
+
+@pytest.mark.parametrize("name, codec", [("pcm24.mov", "pcm_s24le"), ("float.mov", "pcm_f32le"),
+                                         ("vorbis.mkv", "vorbis")])
+def test_audio_mp4_players_do_not_read_is_reencoded_as_aac_and_said_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, name: str, codec: str) -> None:
+    # PCM from MOV was copied into MP4 (noise or silence in common players), Vorbis too.
+    source = make_timed_clip(tmp_path / name, frames=30, audio_codec=codec)
+    out = tmp_path / "out.mp4"
+    with caplog.at_level(logging.INFO, logger="livecam"):
+        writer = transcode(source, out)
+    info = probe(out)
+    assert writer.audio_mode == "reencode" and info["audio_codec"] == "aac"
+    assert info["audio_duration"] == pytest.approx(1.0, abs=0.1)
+    lines = [r for r in caplog.records if "re-encoded" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].levelno >= logging.WARNING  # shown by default, once
+    assert codec in lines[0].getMessage() and "AAC" in lines[0].getMessage()
+
+
+def test_aac_is_still_copied_into_mp4(tmp_path: Path) -> None:
+    source = make_clip(tmp_path / "in.mov", frames=15, size=(96, 64))
+    assert transcode(source, tmp_path / "out.mp4").audio_mode == "copy"
+
+
+def test_non_square_pixels_keep_their_aspect_ratio(tmp_path: Path) -> None:
+    # 720x480 DV with SAR 8:9 came out with square pixels: stretched by 12.5%.
+    source = make_timed_clip(tmp_path / "dv.mkv", frames=10, size=(96, 64), sample_aspect=Fraction(8, 9),
+                             audio_codec=None)
+    with VideoReader(source) as reader:
+        assert reader.info.sample_aspect == Fraction(8, 9)
+    for suffix in (".mp4", ".mkv"):
+        out = tmp_path / f"out{suffix}"
+        transcode(source, out)
+        with av.open(str(out)) as c:
+            assert c.streams.video[0].sample_aspect_ratio == Fraction(8, 9), suffix
+
+
+def test_a_heavily_damaged_input_gives_one_warning_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # One line per corrupt packet used to flood the terminal.
+    clip = make_clip(tmp_path / "c.mp4", frames=60, size=(96, 64), audio=False, stamp=True)
+    data = bytearray(clip.read_bytes())
+    for at in np.linspace(0.2, 0.9, 12):
+        start = int(len(data) * at)
+        data[start:start + 64] = bytes(range(64))
+    damaged = tmp_path / "damaged.mp4"
+    damaged.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="livecam"), VideoReader(damaged) as reader:
+        frames = sum(1 for _ in reader.frames())
+        bad = reader.bad_packets
+    assert frames > 0 and bad > 1  # the fixture damages several packets
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(lines) == 1 and f"skipped {bad} corrupt video packets" in lines[0], lines
+
+
+DISK_LIMIT = textwrap.dedent("""
+    import resource, signal, sys
+    import numpy as np
+    from pathlib import Path
+    from livecam.errors import LivecamError
+    from livecam.media.sinks import FileRecorderSink
+    import livecam.atomic, livecam.media.images, livecam.media.video_writer  # imported before the limit
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
+    resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))
+    sink = FileRecorderSink(Path(sys.argv[1]), fps=30)
+    rng = np.random.default_rng(0)
+    try:
+        for _ in range(200):
+            sink.write(rng.integers(0, 255, (240, 320, 3), dtype=np.uint8))  # noise: large frames
+        sink.close()
+    except LivecamError as exc:
+        print(exc.message)
+        sys.exit(exc.exit_code)
+""")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_FSIZE and SIGXFSZ as on Linux")
+def test_a_file_size_limit_is_one_line_naming_the_output(tmp_path: Path) -> None:
+    # It named the hidden temporary file (".rec.livecam-1234.part.mp4") or said "internal error".
+    script = tmp_path / "limit.py"
+    script.write_text(DISK_LIMIT)
+    out = tmp_path / "rec.mp4"
+    # No bytecode written: the size limit would leave truncated .pyc files behind.
+    env = {"PYTHONPATH": str(REPO_ROOT / "src"), "PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}
+    result = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True, timeout=120,
+                            env=env)
+    message = result.stdout.strip()
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    assert message.count("\n") == 0 and str(out) in message and "file size limit" in message
+    assert ".part" not in message and not out.exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["limit.py"]  # no temporary file left
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (every write fails with ENOSPC)")
+def test_a_full_disk_is_one_line_naming_the_output_not_the_temporary_file(tmp_path: Path) -> None:
+    from livecam.errors import OutputError
+
+    out = tmp_path / "out.mkv"
+    writer = VideoWriter(OutputSpec(path=Path("/dev/full"), format="matroska", width=160, height=120,
+                                    rate=Fraction(30), time_base=Fraction(1, 30), target=out, live=True))
+    rng = np.random.default_rng(0)
+    with pytest.raises(OutputError) as caught:
+        for i in range(100):
+            writer.write(rng.integers(0, 255, (120, 160, 3), dtype=np.uint8), i / 30)
+        writer.close()
+    writer.abort()
+    message = caught.value.message
+    assert message.startswith(f"writing {out} failed: the disk is full") and "/dev/full" not in message
