@@ -160,12 +160,12 @@ class FakeStore:
         return name in self.present
 
 
-def test_pick_detector() -> None:
-    assert pick_detector("auto", FakeStore({"det_10g"}), live=True) == "det_10g"
-    assert pick_detector("auto", FakeStore(set()), live=True) == "blazeface_short_range"
-    assert pick_detector("auto", FakeStore(set()), live=False) == "blazeface_full_range"
-    assert pick_detector("scrfd", FakeStore(set()), live=False) == "det_10g"
-    assert pick_detector("blazeface", FakeStore({"det_10g"}), live=False) == "blazeface_full_range"
+def test_pick_detector_means_the_same_in_every_command() -> None:
+    # live mode used BlazeFace short range whatever --detector said
+    assert pick_detector("auto", FakeStore({"det_10g"})) == "det_10g"
+    assert pick_detector("auto", FakeStore(set())) == "blazeface_full_range"
+    assert pick_detector("scrfd", FakeStore(set())) == "det_10g"
+    assert pick_detector("blazeface", FakeStore({"det_10g"})) == "blazeface_full_range"
 
 
 def _real_analyser(tmp_path: Path, live: bool = False, **settings: object) -> FaceAnalyser:
@@ -197,7 +197,24 @@ def test_live_analyser_finds_photo_faces_with_the_full_range_model(tmp_path: Pat
     from livecam.media.images import read_image
 
     analyser = _real_analyser(tmp_path, live=True)
-    assert analyser.names.detector == "blazeface_short_range"
     group = read_image(faces_dir / "group6.jpg")
     face, count = analyser.analyse_photo(group)  # a wide shot: small faces
     assert count == 6 and face is not None and face.landmarks is not None
+
+
+def test_live_finds_the_faces_video_finds_on_the_same_frames(tmp_path: Path, faces_dir: Path) -> None:
+    # A still clip of the group photo at 1280x720 (faces 95-135 px wide): `livecam run` found no
+    # face at all (short range), `livecam video` all six.
+    from livecam.media.images import read_image
+
+    group = read_image(faces_dir / "group6.jpg")
+    top = (group.shape[0] - 720) // 2
+    frame = np.ascontiguousarray(group[top:top + 720, :1280])
+    assert frame.shape == (720, 1280, 3)
+    files = _real_analyser(tmp_path, live=False, many_faces=True)
+    live = _real_analyser(tmp_path, live=True, many_faces=True, detect_every=2)
+    assert len(files.analyse(frame.copy())) == 6
+    for i in range(4):  # detected frames and carried ones alike
+        faces = live.analyse(frame.copy(), timestamp=i / 30, track=True)
+        assert len(faces) == 6, i
+        assert len({f.track_id for f in faces}) == 6

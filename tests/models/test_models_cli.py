@@ -194,8 +194,8 @@ def test_doctor_says_how_to_fix_a_corrupt_model(tmp_path, monkeypatch, capsys) -
                                        "face_landmark.onnx"])
 def test_doctor_fails_when_any_model_of_the_default_run_is_broken(tmp_path, monkeypatch, capsys,
                                                                   file_name: str) -> None:
-    # every default run opens all three: short range for live frames, full range for files and
-    # the source photo, FaceMesh for the mesh swapper
+    # every default run opens all three: short range to try the accelerator on, full range to find faces,
+    # FaceMesh for the mesh swapper
     default = tmp_path / "default"
     shutil.copytree(catalog_module.DEFAULT_DIR, default)
     (default / file_name).write_bytes(b"not a model")

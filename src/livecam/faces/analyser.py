@@ -26,10 +26,11 @@ from livecam.faces.face import Face
 from livecam.faces.tracking import FaceTracker
 from livecam.settings import AnalysisSettings
 
-# BlazeFace variants: the full-range model also finds small faces (group photos, people a few
-# metres away); the short-range one is faster and meant for a face near a webcam.
-BLAZEFACE_LIVE = "short"
-BLAZEFACE_FILES = "full"
+# The embedded BlazeFace runs its full-range model in every command: the short-range one is
+# faster but misses faces under about 140 px at 1280x720 (someone a step back from the webcam,
+# two people on a sofa), and live mode must find what `livecam video` finds on the same frames.
+# Its cost is in BENCHMARKS.md; the governor's detect-every-2nd-frame step absorbs it.
+BLAZEFACE = "blazeface_full_range"
 
 
 class Detector(Protocol):
@@ -64,10 +65,8 @@ class FaceAnalyser:
     def __init__(self, detector: Detector, settings: AnalysisSettings, *, names: ModelNames,
                  landmarker: Landmarker | None = None, embedder: Embedder | None = None,
                  need_landmarks: bool = False, tracker: Tracker | None = None,
-                 references: Sequence[np.ndarray] = (), map_mode: bool = False,
-                 photo_detector: Detector | None = None) -> None:
+                 references: Sequence[np.ndarray] = (), map_mode: bool = False) -> None:
         self.detector = detector
-        self.photo_detector = photo_detector or detector  # for source and reference photos
         self.settings = settings
         self.names = names
         self.landmarker = landmarker
@@ -89,8 +88,7 @@ class FaceAnalyser:
                references: Sequence[np.ndarray] = (), map_mode: bool = False) -> "FaceAnalyser":
         """Open the models the settings call for through the model store (ModelError when one is
         missing and cannot be downloaded)."""
-        detector_name = pick_detector(settings.detector, store, live)
-        photo_detector: Detector | None = None
+        detector_name = pick_detector(settings.detector, store)
         session = store.open_session(detector_name, providers, intra_op_threads)
         if detector_name == "det_10g":
             from livecam.faces.scrfd import ScrfdDetector
@@ -100,14 +98,7 @@ class FaceAnalyser:
         else:
             from livecam.faces.blazeface import BlazeFaceDetector
 
-            variant = "short" if detector_name == "blazeface_short_range" else "full"
-            detector = BlazeFaceDetector(session, variant=variant, threshold=settings.det_threshold)
-            if variant == "short":
-                # Source photos are often wider shots than a webcam frame: find their faces with
-                # the full-range model.
-                photo_detector = BlazeFaceDetector(
-                    store.open_session("blazeface_full_range", providers, intra_op_threads),
-                    variant="full", threshold=settings.det_threshold)
+            detector = BlazeFaceDetector(session, variant="full", threshold=settings.det_threshold)
         # FaceMesh is small and also gives the source photo's landmarks, so it is always loaded;
         # it only runs on targets when a processor needs landmarks.
         from livecam.faces.facemesh import FaceMesh
@@ -127,7 +118,7 @@ class FaceAnalyser:
                            stamp=_stamp(store, used))
         return cls(detector, settings, names=names, landmarker=landmarker, embedder=embedder,
                    need_landmarks=need_landmarks, tracker=tracker, references=references,
-                   map_mode=map_mode, photo_detector=photo_detector)
+                   map_mode=map_mode)
 
     def set_references(self, references: Sequence[np.ndarray], map_mode: bool) -> None:
         """Keep only faces of these people (normed embeddings); `map_mode` also sets each kept
@@ -261,7 +252,7 @@ class FaceAnalyser:
     def analyse_photo(self, image: np.ndarray) -> tuple[Face | None, int]:
         """(largest face with landmarks and, when an embedder is loaded, its embedding; number of
         faces found) for a source or reference photo."""
-        faces = self.photo_detector.detect(image)
+        faces = self.detector.detect(image)
         best = selection.largest_face(faces)
         if best is None:
             return None, 0
@@ -274,13 +265,13 @@ class FaceAnalyser:
         return best, len(faces)
 
 
-def pick_detector(choice: str, store: Any, live: bool) -> str:
-    """Catalog name of the detector for --detector CHOICE: SCRFD when asked for, or for `auto`
-    when det_10g is already present (auto never downloads it); else the embedded BlazeFace."""
+def pick_detector(choice: str, store: Any) -> str:
+    """Catalog name of the detector for --detector CHOICE, the same in every command: SCRFD when
+    asked for, or for `auto` when det_10g is already present (auto never downloads it); else the
+    embedded BlazeFace (full range)."""
     if choice == "scrfd" or (choice == "auto" and store.is_present("det_10g")):
         return "det_10g"
-    variant = BLAZEFACE_LIVE if live else BLAZEFACE_FILES
-    return f"blazeface_{variant}_range"
+    return BLAZEFACE
 
 
 def _stamp(store: Any, names: list[str]) -> str:
