@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
+import cv2
 import numpy as np
 
 from livecam.faces import selection
@@ -31,6 +32,12 @@ from livecam.settings import AnalysisSettings
 # two people on a sofa), and live mode must find what `livecam video` finds on the same frames.
 # Its cost is in BENCHMARKS.md; the governor's detect-every-2nd-frame step absorbs it.
 BLAZEFACE = "blazeface_full_range"
+# A face that fills its image (an aligned 112x112 crop, as face datasets ship them) is outside
+# what detectors are trained on; on a padded copy it is an ordinary face. Photos get that retry
+# whenever no face is found; frames only up to this size (crops, thumbnails), as a faceless
+# video frame would otherwise pay for two detections.
+PAD_RETRY_MAX_SIDE = 512
+PAD_FRACTION = 0.5  # border on each side, as a fraction of the image's longer side
 
 
 class Detector(Protocol):
@@ -178,6 +185,8 @@ class FaceAnalyser:
             timings["detect"] = 0.0
         else:
             faces = self.detector.detect(image)
+            if not faces and max(image.shape[:2]) <= PAD_RETRY_MAX_SIDE:
+                faces = detect_padded(self.detector, image)
             timings["detect"] = _ms(t0)
             faces = self._select(image, faces, timings)
         if faces and self.landmarker is not None and (self.need_landmarks or carry):
@@ -252,7 +261,7 @@ class FaceAnalyser:
     def analyse_photo(self, image: np.ndarray) -> tuple[Face | None, int]:
         """(largest face with landmarks and, when an embedder is loaded, its embedding; number of
         faces found) for a source or reference photo."""
-        faces = self.detector.detect(image)
+        faces = self.detector.detect(image) or detect_padded(self.detector, image)
         best = selection.largest_face(faces)
         if best is None:
             return None, 0
@@ -263,6 +272,19 @@ class FaceAnalyser:
         if self.landmarker is not None:
             best = self.landmarker.refine(image, [best])[0]
         return best, len(faces)
+
+
+def detect_padded(detector: Detector, image: np.ndarray) -> list[Face]:
+    """Faces found on a copy of the image with a black border, in the image's coordinates."""
+    pad = max(1, round(max(image.shape[:2]) * PAD_FRACTION))
+    padded = cv2.copyMakeBorder(image, pad, pad, pad, pad, cv2.BORDER_CONSTANT, value=(0, 0, 0))
+    h, w = image.shape[:2]
+    faces = []
+    for face in detector.detect(padded):
+        bbox = np.clip(face.bbox - pad, 0, [w, h, w, h])
+        if bbox[2] > bbox[0] and bbox[3] > bbox[1]:  # a "face" found in the border alone is none
+            faces.append(face.with_(bbox=bbox, kps=face.kps - pad))
+    return faces
 
 
 def pick_detector(choice: str, store: Any) -> str:

@@ -117,7 +117,7 @@ def _analyse_one(path: Path, bgr: np.ndarray, analyser: Any, cache: SourceCache 
         found, count = analyser.analyse_photo(bgr)
         if found is None:
             raise NoFaceError(f"no face found in {role} photo {path}; use a photo where one face is "
-                              f"clearly visible (frontal, well lit, not too small)")
+                              f"clearly visible (frontal, well lit, not cut off by the edge)")
         entry = (found, count)
         if cache is not None and key is not None:
             cache.put(key, found, count)
