@@ -245,6 +245,22 @@ def test_the_input_photo_is_never_the_output_even_with_force(tmp_path: Path, fac
     no_leftovers(tmp_path, target, source, link)
 
 
+def test_force_never_replaces_a_source_reference_or_map_photo(tmp_path: Path, faces_dir: Path,
+                                                               isolated_env: dict[str, str]) -> None:
+    # `livecam image t.jpg me.jpg -s me.jpg --force` replaced the portrait.
+    target, me = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
+    original = me.read_bytes()
+    for option in (["-s", str(me)], ["-s", str(target), "--reference", str(me)], ["--map", f"{target}={me}"],
+                   ["--map", f"{me}={target}"], ["-s", str(tmp_path)]):
+        result = run_cli(["image", str(target), str(me), *option, "--swap-model", "mesh", "--force"],
+                         env=isolated_env)
+        assert result.returncode == 2, (option, result.stderr)
+        line = only_error_line(result.stderr)
+        assert str(me) in line and "--force never replaces an input" in line, line
+    assert me.read_bytes() == original
+    no_leftovers(tmp_path, target, me)
+
+
 def test_unwritable_output_folder_is_refused_before_any_model_loads(tmp_path: Path, faces_dir: Path,
                                                                    isolated_env: dict[str, str]) -> None:
     folder = unwritable_folder(tmp_path)

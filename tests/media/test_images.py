@@ -386,3 +386,23 @@ def test_sixteen_bit_and_float_images_convert_without_wide_copies() -> None:
     assert images._to_uint8_bgr(deep).tolist() == [[[0, 100, 255]]]
     flt = np.array([[[-0.5, 0.5, 2.0]]], np.float32)
     assert images._to_uint8_bgr(flt).tolist() == [[[0, 128, 255]]]
+
+
+def test_check_not_an_input_covers_every_photo_option(tmp_path: Path) -> None:
+    from livecam.settings import AnalysisSettings, ProcessingSettings
+
+    photos = {n: tmp_path / f"{n}.png" for n in ("target", "me", "ref", "a", "b", "other")}
+    for p in photos.values():
+        p.write_bytes(b"x")
+    cases = [ProcessingSettings(sources=(photos["me"],)),
+             ProcessingSettings(sources=(), analysis=AnalysisSettings(reference=(photos["me"],))),
+             ProcessingSettings(sources=(), analysis=AnalysisSettings(face_map=((photos["me"], photos["a"]),))),
+             ProcessingSettings(sources=(), analysis=AnalysisSettings(face_map=((photos["a"], photos["me"]),))),
+             ProcessingSettings(sources=(tmp_path,))]  # a --source folder: its photos
+    for processing in cases:
+        with pytest.raises(InputError, match="--force never replaces an input") as info:
+            images.check_output_path(photos["me"], force=True, input_path=photos["target"], processing=processing)
+        assert info.value.exit_code == EXIT_USAGE
+    fine = ProcessingSettings(sources=(photos["a"],), analysis=AnalysisSettings(reference=(photos["b"],)))
+    images.check_output_path(photos["other"], force=True, input_path=photos["target"], processing=fine)
+    images.check_output_path(tmp_path / "new.png", force=False, processing=ProcessingSettings(sources=(tmp_path,)))

@@ -18,7 +18,7 @@ import tempfile
 import threading
 import zlib
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import cv2
 import numpy as np
@@ -26,6 +26,9 @@ import numpy as np
 from livecam import provenance
 from livecam.errors import InputError, OutputError, OutputExistsError
 from livecam.media import metadata as md
+
+if TYPE_CHECKING:
+    from livecam.settings import ProcessingSettings
 
 # More than this is refused before decoding (a 100-megapixel photo still loads; a crafted
 # 100000x100000 header does not).
@@ -355,17 +358,36 @@ def output_format(path: Path) -> tuple[str, bool]:
     return fmt
 
 
-def check_output_path(path: Path, *, force: bool, input_path: Path | None = None) -> None:
+def check_output_path(path: Path, *, force: bool, input_path: Path | None = None,
+                      processing: ProcessingSettings | None = None) -> None:
     """Everything about an output path that can be checked before any work is done."""
     if path.is_dir():
         raise InputError(f"{path} is a folder; give an output file name such as {path / 'out.png'}")
     output_format(path)
-    if input_path is not None and same_file(path, input_path):
-        # --force is for an old output; the input photo itself is never replaced.
-        raise InputError(f"the output {path} is the input; write to another file")
+    check_not_an_input(path, input_path, processing)
     if path.exists() and not force:
         raise OutputExistsError(f"{path} exists; pass --force to overwrite it or choose another name")
     check_output_folder(path)
+
+
+def check_not_an_input(output: Path, input_path: Path | None = None,
+                       processing: ProcessingSettings | None = None) -> None:
+    """InputError when `output` is the input or one of the --source, --reference or --map photos
+    (a file of a --source folder included): --force is for an old output, never for an input."""
+    if input_path is not None and same_file(output, input_path):
+        raise InputError(f"the output {output} is the input; write to another file")
+    if processing is None:
+        return
+    named = [("--source", p) for p in processing.sources]
+    named += [("--reference", p) for p in processing.analysis.reference]
+    named += [("--map", p) for pair in processing.analysis.face_map for p in pair]
+    for option, photo in named:
+        photo = Path(photo)
+        # an existing file in a --source folder is one of its photos
+        inside = photo.is_dir() and output.is_file() and same_file(output.parent, photo)
+        if inside or same_file(output, photo):
+            raise InputError(f"the output {output} is a {option} photo; --force never replaces an input, "
+                             f"so write to another file")
 
 
 def same_file(a: Path, b: Path) -> bool:
