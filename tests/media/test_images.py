@@ -230,7 +230,7 @@ def test_output_path_checks(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="is a folder"):
         images.check_output_path(tmp_path, force=True)
     images.check_output_path(tmp_path / "fine.webp", force=False)
-    with pytest.raises(InputError, match="does not exist"):
+    with pytest.raises(InputError, match="missing .*exist"):
         images.write_image_atomic(tmp_path / "missing" / "o.png", _pattern(), force=False, label=False)
 
 
@@ -247,9 +247,10 @@ def test_failed_write_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyP
     def broken_replace(src: object, dst: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(images.os, "replace", broken_replace)
+    monkeypatch.setattr(os, "replace", broken_replace)
+    monkeypatch.setattr(os, "link", broken_replace)  # AtomicOutput's no-clobber rename
     out = tmp_path / "o.jpg"
-    with pytest.raises(OutputError, match="No space left"):
+    with pytest.raises(OutputError, match=r"o\.jpg failed: the disk is full"):
         images.write_image_atomic(out, _pattern(), force=False, label=True)
     assert list(tmp_path.iterdir()) == []
 
@@ -406,3 +407,23 @@ def test_check_not_an_input_covers_every_photo_option(tmp_path: Path) -> None:
     fine = ProcessingSettings(sources=(photos["a"],), analysis=AnalysisSettings(reference=(photos["b"],)))
     images.check_output_path(photos["other"], force=True, input_path=photos["target"], processing=fine)
     images.check_output_path(tmp_path / "new.png", force=False, processing=ProcessingSettings(sources=(tmp_path,)))
+
+
+def test_image_writes_go_through_atomic_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # images.py had its own temporary name (".NAME.XXXX.part": too long near the 255-byte limit)
+    # and its own exists check; AtomicOutput's short name fits, and a file that appears while
+    # the image is encoded is kept, not replaced.
+    long_name = tmp_path / ("a" * 240 + ".png")
+    images.write_image_atomic(long_name, _pattern(), force=False, label=False)
+    assert images.read_image(long_name).shape == (48, 64, 3)
+    out = tmp_path / "o.png"
+    real = images.encode_image
+
+    def encode_while_someone_writes(*args: object, **kwargs: object) -> bytes:
+        out.write_bytes(b"theirs")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(images, "encode_image", encode_while_someone_writes)
+    with pytest.raises(OutputExistsError, match="appeared while livecam was writing it"):
+        images.write_image_atomic(out, _pattern(), force=False, label=False)
+    assert out.read_bytes() == b"theirs"

@@ -3,8 +3,8 @@
 read_image() returns BGR or BGRA uint8 whatever the file holds (grayscale, 16-bit, alpha, EXIF
 orientation), and refuses images whose header declares more pixels than MAX_PIXELS before any
 decoding. write_image_atomic() encodes to the format of the output's extension, marks the
-bytes as synthetic (livecam.provenance) and writes them through a temporary file in the same
-folder that is renamed into place, so a failure never leaves a broken or partial output.
+bytes as synthetic (livecam.provenance) and writes them through livecam.atomic.AtomicOutput, so
+a failure never leaves a broken or partial output.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import secrets
 import struct
 import tempfile
 import threading
@@ -24,7 +23,8 @@ import cv2
 import numpy as np
 
 from livecam import provenance
-from livecam.errors import InputError, OutputError, OutputExistsError
+from livecam.atomic import AtomicOutput, check_new_output
+from livecam.errors import InputError, OutputError
 from livecam.media import metadata as md
 
 if TYPE_CHECKING:
@@ -365,8 +365,7 @@ def check_output_path(path: Path, *, force: bool, input_path: Path | None = None
         raise InputError(f"{path} is a folder; give an output file name such as {path / 'out.png'}")
     output_format(path)
     check_not_an_input(path, input_path, processing)
-    if path.exists() and not force:
-        raise OutputExistsError(f"{path} exists; pass --force to overwrite it or choose another name")
+    check_new_output(path, force=force)
     check_output_folder(path)
 
 
@@ -450,34 +449,5 @@ def write_image_atomic(path: Path | str, image: np.ndarray, *, force: bool, labe
     if label:
         image = image.copy()
         provenance.draw_label(image)
-    data = encode_image(image, fmt, keep_alpha=keeps_alpha)
-    write_bytes_atomic(path, data, force=force)
-
-
-def write_bytes_atomic(path: Path, data: bytes, *, force: bool) -> None:
-    """Write `data` through a temporary file beside `path`, renamed into place at the end."""
-    if path.exists() and not force:
-        raise OutputExistsError(f"{path} exists; pass --force to overwrite it or choose another name")
-    folder = path.parent if str(path.parent) else Path(".")
-    tmp = folder / f".{path.name}.{secrets.token_hex(4)}.part"
-    try:
-        # O_EXCL: never clobber anything; mode 0o666 lets the umask decide as for any new file.
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-    except FileNotFoundError:
-        raise InputError(f"the output folder {folder} does not exist; create it first") from None
-    except PermissionError:
-        raise OutputError(f"cannot write in {folder} (permission denied); choose another output path") from None
-    except OSError as exc:
-        raise OutputError(f"cannot write in {folder} ({exc.strerror or exc}); choose another output path") from exc
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise OutputError(f"writing {path} failed ({exc.strerror or exc}); "
-                              f"check free space and permissions") from exc
-        raise
+    with AtomicOutput(path, force=force) as out:
+        out.write_bytes(encode_image(image, fmt, keep_alpha=keeps_alpha))
