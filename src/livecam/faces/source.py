@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
-import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from livecam.errors import InputError, NoFaceError
+from livecam.atomic import AtomicOutput
+from livecam.errors import InputError, LivecamError, NoFaceError
 from livecam.faces.arcface import normalise
 from livecam.faces.face import Face
 
@@ -163,15 +162,13 @@ def _save_face(path: Path, face: Face, count: int) -> None:
         arrays["landmarks"] = face.landmarks
     if face.embedding is not None:
         arrays["embedding"] = face.embedding
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.part")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "wb") as fh:
+        # force: another run may have cached the same photo meanwhile; either copy will do
+        with AtomicOutput(path, force=True) as out, open(out.temp, "wb") as fh:
             np.savez(fh, allow_pickle=False, **arrays)
-        os.replace(tmp, path)
-    except OSError as exc:
+    except (OSError, LivecamError) as exc:
         log.debug("could not write the source cache %s: %s", path, exc)
-        tmp.unlink(missing_ok=True)
 
 
 def _load_face(path: Path) -> tuple[Face, int] | None:

@@ -13,16 +13,16 @@ import logging
 import os
 import shutil
 import sys
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Mapping
 
+from livecam.atomic import AtomicOutput
 from livecam.errors import DownloadError, InputError, LicenseNotAcceptedError, ModelError, ProviderError
 from livecam.models import catalog as catalog_module
 from livecam.models.catalog import ArchiveSpec, ModelSpec, TensorSpec
-from livecam.models.download import DownloadPolicy, download, part_path, sha256_file
+from livecam.models.download import DownloadPolicy, download, sha256_file
 from livecam.runtime.providers import NO_ONNXRUNTIME
 from livecam.settings import RuntimeSettings
 
@@ -367,10 +367,9 @@ class ModelStore:
                 memo = _read_memo(self.root)
                 st = path.stat()
                 memo[path.name] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest}
-                fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".verified.", suffix=".tmp")
-                with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                    json.dump(memo, fh, indent=1, sort_keys=True)
-                os.replace(tmp, self.root / MEMO_NAME)
+                # the lock is held: replacing the memo read above is intended
+                with AtomicOutput(self.root / MEMO_NAME, force=True) as out:
+                    out.write_bytes(json.dumps(memo, indent=1, sort_keys=True).encode("utf-8"))
         except Exception as exc:  # noqa: BLE001 - the memo is an optimisation only
             log.debug("could not record verification of %s: %s", path, exc)
 
@@ -430,18 +429,16 @@ def extract_members(zip_path: Path, root: Path, members: Mapping[str, ModelSpec]
             if spec.size is not None and entry.file_size != spec.size:
                 raise DownloadError(f"{zip_path.name}: {file_name} has {entry.file_size} bytes, "
                                     f"expected {spec.size}")
-            part = part_path(dest)
             limit = spec.size if spec.size is not None else entry.file_size
-            with zf.open(entry) as src, open(part, "wb") as out:
-                copied = _copy_limited(src, out, limit)
-                out.flush()
-                os.fsync(out.fileno())
-            digest = sha256_file(part)
-            if copied != limit or (spec.sha256 is not None and digest != spec.sha256):
-                part.unlink(missing_ok=True)
-                raise DownloadError(f"{zip_path.name}: {file_name} failed its size/SHA-256 check; "
-                                    f"nothing was kept")
-            os.replace(part, dest)
+            with AtomicOutput(dest) as atomic:
+                with zf.open(entry) as src, open(atomic.temp, "wb") as out:
+                    copied = _copy_limited(src, out, limit)
+                    out.flush()
+                    os.fsync(out.fileno())
+                digest = sha256_file(atomic.temp)
+                if copied != limit or (spec.sha256 is not None and digest != spec.sha256):
+                    raise DownloadError(f"{zip_path.name}: {file_name} failed its size/SHA-256 check; "
+                                        f"nothing was kept")
             if record is not None and spec.sha256 is not None:
                 record(dest, digest)
             written.append(dest)
