@@ -163,6 +163,14 @@ def test_one_line_for_a_bad_source_or_a_missing_arcface_with_auto_models(
         assert result.returncode == 3
         line = only_error_line(result.stderr)
         assert "w600k_r50 is missing" in line and "mesh" not in line
+        # the option that needs it is named (the line named only the model)
+        assert line.startswith(f"livecam: error: {extra[-2]} needs the ArcFace model w600k_r50"), line
+    # a mistyped --reference or --map photo is the error, not the model it would need
+    for extra in (["-s", photo, "--reference", str(tmp_path / "who.jpg")], ["--map", f"{photo}={tmp_path / 'who.jpg'}"],
+                  ["--map", f"{tmp_path / 'who.jpg'}={photo}"]):
+        result = run_cli(["image", target, str(out), *extra], env=isolated_env)
+        assert result.returncode == 2, result.stderr
+        assert "photo " + str(tmp_path / "who.jpg") + " does not exist" in only_error_line(result.stderr)
     no_leftovers(tmp_path)
 
 

@@ -22,6 +22,7 @@ from typing import Any, Protocol, Sequence
 import cv2
 import numpy as np
 
+from livecam.errors import ModelError
 from livecam.faces import selection
 from livecam.faces.face import Face
 from livecam.faces.tracking import FaceTracker
@@ -115,7 +116,15 @@ class FaceAnalyser:
         if need_embedding or references:
             from livecam.faces.arcface import ArcFaceEmbedder
 
-            embedder = ArcFaceEmbedder(store.open_session("w600k_r50", providers, intra_op_threads))
+            try:
+                embedder = ArcFaceEmbedder(store.open_session("w600k_r50", providers, intra_op_threads))
+            except ModelError as exc:
+                option = "--map" if settings.face_map else "--reference" if settings.reference else ""
+                if not option:
+                    raise
+                # Say why a mesh-swapper run wants a neural model at all.
+                raise ModelError(f"{option} needs the ArcFace model w600k_r50 to recognise people: {exc.message}",
+                                 exit_code=exc.exit_code) from exc
         tracker = None
         # Live always tracks (stable ids, detection every nth frame); files only to smooth.
         if settings.smoothing > 0 or (live and settings.smoothing >= 0):

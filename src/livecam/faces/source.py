@@ -12,7 +12,7 @@ import hashlib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -20,6 +20,9 @@ from livecam.atomic import AtomicOutput
 from livecam.errors import InputError, LivecamError, NoFaceError
 from livecam.faces.arcface import normalise
 from livecam.faces.face import Face
+
+if TYPE_CHECKING:
+    from livecam.settings import AnalysisSettings
 
 log = logging.getLogger("livecam")
 
@@ -105,6 +108,18 @@ def analyse_source(paths: Sequence[Path | str], analyser: Any, *, cache: SourceC
         _check_same_person([Path(p) for p in paths], stacked, max_distance, role)
         mean = normalise(stacked.mean(axis=0, keepdims=True))[0]
     return SourceIdentity(paths=tuple(Path(p) for p in paths), image=images[0], face=faces[0], embedding=mean)
+
+
+def check_photo_options(analysis: AnalysisSettings) -> None:
+    """The --reference and --map photos are files, checked before any model is opened (so a
+    mistyped path is the error, not a model it would need)."""
+    named = [("--reference", p) for p in analysis.reference]
+    named += [("--map", p) for pair in analysis.face_map for p in pair]
+    for option, raw in named:
+        path = Path(raw)
+        if not path.is_file():
+            what = "is a folder, not a photo" if path.is_dir() else "does not exist"
+            raise InputError(f"{option} photo {path} {what}; check the path")
 
 
 def _analyse_one(path: Path, bgr: np.ndarray, analyser: Any, cache: SourceCache | None,

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from livecam.errors import InputError, ProviderStartError
 from livecam.faces.analyser import FaceAnalyser
-from livecam.faces.source import SourceCache, SourceIdentity, analyse_source
+from livecam.faces.source import SourceCache, SourceIdentity, analyse_source, check_photo_options
 from livecam.frame import FramePacket
 from livecam.processors.base import FrameProcessor
 from livecam.runtime.providers import FP16_FRIENDLY, ProviderChoice, user_cache_dir
@@ -116,6 +116,7 @@ class Engine:
         cycle: list[Path] = []
         if swapping and not analysis.face_map:
             cycle = _expand_sources(settings.sources, live)
+        check_photo_options(analysis)
         # The fallback warning waits until the engine is built: a bad source photo or a missing
         # model is then the one line the user sees, not a warning followed by an error.
         swap_model, fallback_missing = (pick_swap_model(settings.swap.model, store, providers) if swapping
