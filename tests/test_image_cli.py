@@ -80,6 +80,23 @@ def test_auto_without_inswapper_falls_back_to_mesh_with_one_warning(
     assert np.array_equal(after[y1:y2, x1:x2], before[y1:y2, x1:x2])  # --no-label
 
 
+def test_a_corrupt_inswapper_is_called_corrupt_when_auto_falls_back(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # A damaged inswapper_128.onnx in the models folder was "not available here".
+    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
+    models.mkdir()
+    (models / "inswapper_128.onnx").write_bytes(b"<html>502 Bad Gateway</html>")
+    target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
+    result = run_cli(["image", str(target), str(tmp_path / "o.png"), "-s", str(source)], env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if "mesh swapper" in line]
+    corrupt = [line for line in lines if "inswapper_128.onnx is corrupt" in line]
+    assert len(corrupt) == 1, lines
+    assert "delete it and run `livecam models download inswapper_128`" in corrupt[0]
+    assert "livecam models verify" in corrupt[0]
+    assert not any("inswapper_128 and" in line or "inswapper_128 not available" in line for line in lines), lines
+
+
 def test_rgba_target_and_source(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
     target = small(faces_dir, "obama.jpg", tmp_path, alpha=True)
     source = small(faces_dir, "biden.jpg", tmp_path, alpha=True)

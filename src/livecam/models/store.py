@@ -130,6 +130,17 @@ class ModelStore:
         return (spec.downloadable and not self.settings.offline
                 and (not spec.needs_acceptance or self.settings.accept_license))
 
+    def damage(self, name: str) -> str:
+        """Why the file in the models folder for `name` cannot be used, by its size alone (a
+        truncated or wrong file): one clause naming the file and the repair; '' when there is no
+        such file or its size is right."""
+        spec = self.spec(name)
+        state = self._absent_or_wrong_size(spec, self.file_path(name))
+        if state is None or state.state == MISSING:
+            return ""
+        return (f"{state.path} is corrupt ({state.detail}); {self._fix_hint(spec)}"
+                + ("" if spec.bundled else " (`livecam models verify` checks every model)"))
+
     # ---- the main entry point ---------------------------------------------------------------
     def path(self, name: str) -> Path:
         """The verified file for `name`, downloaded first when it is missing and that is allowed."""
