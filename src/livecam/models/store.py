@@ -309,7 +309,14 @@ class ModelStore:
         except OSError as exc:
             raise ModelError(f"cannot create the models folder {self.root}: {exc.strerror}; "
                              f"pass --models-dir to use another one") from exc
-        lock = FileLock(str(self.root / f".{unit}.lock"))
+        path = self.root / f".{unit}.lock"
+        if _TidyLock.usable():
+            tidy = _TidyLock(path)
+            if not tidy.acquire(blocking=False):
+                log.info("waiting for another livecam process that is downloading %s", unit)
+                tidy.acquire()
+            return tidy
+        lock = FileLock(str(path))  # Windows: filelock removes its file on release there
         try:
             lock.acquire(timeout=0.2)
         except Timeout:
@@ -373,8 +380,9 @@ class ModelStore:
     def _memo_record(self, path: Path, digest: str) -> None:
         from filelock import FileLock
 
+        lock_path = self.root / (MEMO_NAME + ".lock")
         try:
-            with FileLock(str(self.root / (MEMO_NAME + ".lock")), timeout=30):
+            with _TidyLock(lock_path) if _TidyLock.usable() else FileLock(str(lock_path), timeout=30):
                 memo = _read_memo(self.root)
                 st = path.stat()
                 memo[path.name] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest}
@@ -383,6 +391,64 @@ class ModelStore:
                     out.write_bytes(json.dumps(memo, indent=1, sort_keys=True).encode("utf-8"))
         except Exception as exc:  # noqa: BLE001 - the memo is an optimisation only
             log.debug("could not record verification of %s: %s", path, exc)
+
+
+class _TidyLock:
+    """An exclusive lock on a file that is not left behind (filelock keeps a zero-byte .lock
+    on POSIX, seen after every download, failed or not): the holder deletes the file before it
+    unlocks, and a waiter that then holds a lock on a deleted file opens the path again, so two
+    holders never overlap."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    @staticmethod
+    def usable() -> bool:
+        try:
+            import fcntl  # noqa: F401 - POSIX only
+        except ImportError:
+            return False
+        return True
+
+    def acquire(self, blocking: bool = True) -> bool:
+        import fcntl
+
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+            except BlockingIOError:
+                os.close(fd)
+                return False
+            except BaseException:
+                os.close(fd)
+                raise
+            try:
+                current = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                current = False
+            if current:
+                self._fd = fd
+                return True
+            os.close(fd)  # the previous holder removed it: lock the path anew
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+        os.close(self._fd)  # closing the descriptor releases the lock
+        self._fd = None
+
+    def __enter__(self) -> None:
+        if self._fd is None:
+            self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 class _Held:
