@@ -75,7 +75,8 @@ def download_models(settings: RuntimeSettings, names: tuple[str, ...], accept: b
                 refused.extend(s.name for s in group)
         if refused:
             raise LicenseNotAcceptedError(
-                f"{', '.join(refused)} need(s) their licence accepted before downloading; "
+                f"{', '.join(refused)} {'needs its' if len(refused) == 1 else 'need their'} licence accepted "
+                f"before downloading; "
                 f"rerun with --accept-license (`livecam models download --accept-license {' '.join(refused)}`)")
         settings = replace(settings, accept_license=True)  # what was asked above now counts as accepted
         store = ModelStore(settings, progress=not settings.quiet, confirm=lambda spec: False)
@@ -119,12 +120,12 @@ def verify_models(settings: RuntimeSettings, names: tuple[str, ...]) -> int:
         st = store.verify(name)
         if st.state == CORRUPT:
             failed += 1
-        detail = f" ({st.detail})" if st.detail else ""
         where = "" if st.state == MISSING else f" {st.path}"
-        line = f"{name}: {st.state}{detail}{where}"
+        detail = f": {st.detail}" if st.detail else ""  # the detail may hold parentheses itself
+        line = f"{name}: {st.state}{where}{detail}"
         click.echo(line, err=st.state == CORRUPT)
     if failed:
-        click.echo(f"livecam: error: {failed} model file(s) failed verification", err=True)
+        click.echo(f"livecam: error: {failed} model file{'' if failed == 1 else 's'} failed verification", err=True)
         return EXIT_MODEL
     return 0
 
