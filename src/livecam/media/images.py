@@ -39,7 +39,8 @@ MAX_PIXELS = 100_000_000
 MAX_DECODED_BYTES = MAX_PIXELS * 4
 # libjpeg's warnings that mean pixels are missing or wrong (it fills them with grey and goes on);
 # "extraneous bytes before marker" is common in sound camera files and is not one of them.
-_DAMAGE_WARNINGS = ("premature end", "bad huffman", "instead of rst", "invalid", "bogus")
+_JPEG_DAMAGE = ("corrupt jpeg data", "premature end of jpeg file")
+_JPEG_HARMLESS = "extraneous bytes before marker"
 # Files larger than this are not read into memory at all.
 MAX_FILE_BYTES = 1 << 30
 
@@ -100,7 +101,8 @@ def read_image(path: Path | str) -> np.ndarray:
     orientation = md.exif_orientation(data)
     with _native_stderr_to_log() as said:
         image = cv2.imdecode(np.frombuffer(_as_stored(data, fmt), dtype=np.uint8), cv2.IMREAD_UNCHANGED)
-    damaged = [line for line in said if any(w in line.lower() for w in _DAMAGE_WARNINGS)]
+    damaged = [line for line in said if fmt == "jpeg" and any(w in line.lower() for w in _JPEG_DAMAGE)
+               and _JPEG_HARMLESS not in line.lower()]
     if image is None or image.size == 0 or damaged:
         detail = f" ({damaged[0].strip()})" if damaged else " (truncated or corrupt?)"
         raise InputError(f"{path} could not be decoded as {fmt.upper()}{detail}; re-export or re-download it")
