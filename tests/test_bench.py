@@ -134,3 +134,26 @@ def test_video_bench_closes_its_writer_when_processing_fails(tmp_path: Path,
     with pytest.raises(RuntimeError, match="exploded"):
         run_video_bench(job, InvertEngine(fail_at=4))
     assert ended == ["abort"]
+
+
+def test_live_mode_finds_the_small_faces_video_mode_finds(tmp_path: Path, faces_dir: Path,
+                                                          isolated_env: dict[str, str]) -> None:
+    # A still clip of the group photo at 1280x720 (faces 95-135 px wide): live mode's short-range
+    # detector found none of them (0.0 faces per frame), video mode all six.
+    from fractions import Fraction
+
+    from livecam.media.images import read_image
+    from livecam.media.video_writer import OutputSpec, VideoWriter
+
+    group = read_image(faces_dir / "group6.jpg")
+    top = (group.shape[0] - 720) // 2
+    frame = np.ascontiguousarray(group[top:top + 720, :1280])
+    clip = tmp_path / "group.mp4"
+    writer = VideoWriter(OutputSpec(path=clip, format="mp4", width=1280, height=720, rate=Fraction(30),
+                                    time_base=Fraction(1, 30), quality=18))
+    for i in range(14):
+        writer.write(frame.copy(), i / 30)
+    writer.close()
+    args = ["--input", str(clip), "--many-faces", "--source", str(faces_dir / "obama.jpg")]
+    assert _bench(["--mode", "live", *args], isolated_env)["faces_per_frame"] == 6.0
+    assert _bench(["--mode", "video", *args], isolated_env)["faces_per_frame"] == 6.0
