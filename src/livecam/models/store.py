@@ -405,11 +405,10 @@ class _TidyLock:
 
     @staticmethod
     def usable() -> bool:
-        try:
-            import fcntl  # noqa: F401 - POSIX only
-        except ImportError:
-            return False
-        return True
+        """POSIX (fcntl's flock); elsewhere filelock, which removes its file itself."""
+        import importlib.util
+
+        return importlib.util.find_spec("fcntl") is not None
 
     def acquire(self, blocking: bool = True) -> bool:
         import fcntl
