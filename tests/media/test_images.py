@@ -351,7 +351,7 @@ def test_extraneous_bytes_before_a_marker_are_not_damage(tmp_path: Path) -> None
     assert images.read_image(path).shape == (48, 64, 3)
 
 
-@pytest.mark.parametrize("fmt, what", [("GIF", "animated GIF"), ("WEBP", "animated WEBP"), ("TIFF", "several pages")])
+@pytest.mark.parametrize("fmt, what", [("GIF", "animated GIF"), ("WEBP", "animated WebP"), ("TIFF", "several pages")])
 def test_animations_and_multi_page_files_are_refused_with_what_to_do(tmp_path: Path, fmt: str, what: str) -> None:
     pil = pytest.importorskip("PIL.Image")
     frames = [pil.fromarray(np.full((32, 32, 3), v, np.uint8)) for v in (0, 120, 240)]

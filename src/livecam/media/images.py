@@ -192,7 +192,8 @@ def _tiff_pages(data: bytes, limit: int) -> int:
 def _many_frames_message(path: Path, fmt: str, frames: int) -> str:
     if fmt == "tiff":
         return f"{path} holds several pages, not one picture; save the page you want as its own image"
-    return (f"{path} is an animated {fmt.upper()}, not one picture; to swap the faces in its frames use "
+    name = {"webp": "WebP"}.get(fmt, fmt.upper())
+    return (f"{path} is an animated {name}, not one picture; to swap the faces in its frames use "
             f"`livecam video {path.name} OUTPUT.mp4`, or save the frame you want as its own image")
 
 
