@@ -62,7 +62,7 @@ def test_video_mode_on_an_input_file_and_the_table(faces_dir: Path, isolated_env
 
 def test_without_source_the_bundled_sample_photo_is_used(isolated_env: dict[str, str]) -> None:
     # As the README shows it: `livecam bench --mode video ...` with no --source used to exit 2.
-    # The clip is made of the demo's portrait, whose face live mode's short-range detector finds
+    # The clip is made of the demo's portrait, whose face the detector finds
     # at the default 1280x720 (the other sample, letterboxed there, showed no face at all).
     report = _bench([], isolated_env)
     assert report["frames"] == 10 and report["resolution"] == "1280x720"
@@ -70,11 +70,12 @@ def test_without_source_the_bundled_sample_photo_is_used(isolated_env: dict[str,
     assert "mesh" in report["engine"]
 
 
-def test_a_clip_without_any_face_is_said_so(faces_dir: Path, isolated_env: dict[str, str]) -> None:
-    # A wide photo letterboxed into 1280x720: live mode's short-range detector finds no face, so
-    # the figures leave the swap out; the table showed them without a word.
-    result = run_cli(["bench", "--frames", "10", "--source", str(faces_dir / "astronaut.png")], env=isolated_env,
-                     timeout=180)
+def test_a_clip_without_any_face_is_said_so(tmp_path: Path, faces_dir: Path,
+                                            isolated_env: dict[str, str]) -> None:
+    # A clip with no face: the figures leave the swap out; the table showed them without a word.
+    clip = make_clip(tmp_path / "noface.mp4", frames=14, size=(320, 240), audio=False)
+    result = run_cli(["bench", "--frames", "10", "--input", str(clip), "--source", str(faces_dir / "obama.jpg")],
+                     env=isolated_env, timeout=180)
     assert result.returncode == 0, result.stderr
     assert "faces per frame 0.0" in result.stdout
     assert "no face was found in the clip" in result.stderr
@@ -133,3 +134,26 @@ def test_video_bench_closes_its_writer_when_processing_fails(tmp_path: Path,
     with pytest.raises(RuntimeError, match="exploded"):
         run_video_bench(job, InvertEngine(fail_at=4))
     assert ended == ["abort"]
+
+
+def test_live_mode_finds_the_small_faces_video_mode_finds(tmp_path: Path, faces_dir: Path,
+                                                          isolated_env: dict[str, str]) -> None:
+    # A still clip of the group photo at 1280x720 (faces 95-135 px wide): live mode's short-range
+    # detector found none of them (0.0 faces per frame), video mode all six.
+    from fractions import Fraction
+
+    from livecam.media.images import read_image
+    from livecam.media.video_writer import OutputSpec, VideoWriter
+
+    group = read_image(faces_dir / "group6.jpg")
+    top = (group.shape[0] - 720) // 2
+    frame = np.ascontiguousarray(group[top:top + 720, :1280])
+    clip = tmp_path / "group.mp4"
+    writer = VideoWriter(OutputSpec(path=clip, format="mp4", width=1280, height=720, rate=Fraction(30),
+                                    time_base=Fraction(1, 30), quality=18))
+    for i in range(14):
+        writer.write(frame.copy(), i / 30)
+    writer.close()
+    args = ["--input", str(clip), "--many-faces", "--source", str(faces_dir / "obama.jpg")]
+    assert _bench(["--mode", "live", *args], isolated_env)["faces_per_frame"] == 6.0
+    assert _bench(["--mode", "video", *args], isolated_env)["faces_per_frame"] == 6.0

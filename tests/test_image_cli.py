@@ -80,6 +80,23 @@ def test_auto_without_inswapper_falls_back_to_mesh_with_one_warning(
     assert np.array_equal(after[y1:y2, x1:x2], before[y1:y2, x1:x2])  # --no-label
 
 
+def test_a_corrupt_inswapper_is_called_corrupt_when_auto_falls_back(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # A damaged inswapper_128.onnx in the models folder was "not available here".
+    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
+    models.mkdir()
+    (models / "inswapper_128.onnx").write_bytes(b"<html>502 Bad Gateway</html>")
+    target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
+    result = run_cli(["image", str(target), str(tmp_path / "o.png"), "-s", str(source)], env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if "mesh swapper" in line]
+    corrupt = [line for line in lines if "inswapper_128.onnx is corrupt" in line]
+    assert len(corrupt) == 1, lines
+    assert "delete it and run `livecam models download inswapper_128`" in corrupt[0]
+    assert "livecam models verify" in corrupt[0]
+    assert not any("inswapper_128 and" in line or "inswapper_128 not available" in line for line in lines), lines
+
+
 def test_rgba_target_and_source(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
     target = small(faces_dir, "obama.jpg", tmp_path, alpha=True)
     source = small(faces_dir, "biden.jpg", tmp_path, alpha=True)
@@ -163,6 +180,14 @@ def test_one_line_for_a_bad_source_or_a_missing_arcface_with_auto_models(
         assert result.returncode == 3
         line = only_error_line(result.stderr)
         assert "w600k_r50 is missing" in line and "mesh" not in line
+        # the option that needs it is named (the line named only the model)
+        assert line.startswith(f"livecam: error: {extra[-2]} needs the ArcFace model w600k_r50"), line
+    # a mistyped --reference or --map photo is the error, not the model it would need
+    for extra in (["-s", photo, "--reference", str(tmp_path / "who.jpg")], ["--map", f"{photo}={tmp_path / 'who.jpg'}"],
+                  ["--map", f"{tmp_path / 'who.jpg'}={photo}"]):
+        result = run_cli(["image", target, str(out), *extra], env=isolated_env)
+        assert result.returncode == 2, result.stderr
+        assert "photo " + str(tmp_path / "who.jpg") + " does not exist" in only_error_line(result.stderr)
     no_leftovers(tmp_path)
 
 
@@ -243,6 +268,22 @@ def test_the_input_photo_is_never_the_output_even_with_force(tmp_path: Path, fac
         assert "is the input; write to another file" in only_error_line(result.stderr)
     assert target.read_bytes() == original
     no_leftovers(tmp_path, target, source, link)
+
+
+def test_force_never_replaces_a_source_reference_or_map_photo(tmp_path: Path, faces_dir: Path,
+                                                               isolated_env: dict[str, str]) -> None:
+    # `livecam image t.jpg me.jpg -s me.jpg --force` replaced the portrait.
+    target, me = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
+    original = me.read_bytes()
+    for option in (["-s", str(me)], ["-s", str(target), "--reference", str(me)], ["--map", f"{target}={me}"],
+                   ["--map", f"{me}={target}"], ["-s", str(tmp_path)]):
+        result = run_cli(["image", str(target), str(me), *option, "--swap-model", "mesh", "--force"],
+                         env=isolated_env)
+        assert result.returncode == 2, (option, result.stderr)
+        line = only_error_line(result.stderr)
+        assert str(me) in line and "--force never replaces an input" in line, line
+    assert me.read_bytes() == original
+    no_leftovers(tmp_path, target, me)
 
 
 def test_unwritable_output_folder_is_refused_before_any_model_loads(tmp_path: Path, faces_dir: Path,

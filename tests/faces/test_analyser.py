@@ -137,7 +137,8 @@ def test_detect_every_n_carries_and_refits_faces() -> None:
     empty.set_detect_every(3)
     for _ in range(3):
         assert empty.analyse(IMAGE, track=True) == []
-    assert empty.detector.calls == 3  # nobody to carry: detect on every frame
+    # nobody to carry: detect on every frame (twice: a small image is retried with a border)
+    assert empty.detector.calls == 6
     analyser.set_detect_every(1)
     analyser.detector.calls = 0
     for _ in range(3):
@@ -160,12 +161,12 @@ class FakeStore:
         return name in self.present
 
 
-def test_pick_detector() -> None:
-    assert pick_detector("auto", FakeStore({"det_10g"}), live=True) == "det_10g"
-    assert pick_detector("auto", FakeStore(set()), live=True) == "blazeface_short_range"
-    assert pick_detector("auto", FakeStore(set()), live=False) == "blazeface_full_range"
-    assert pick_detector("scrfd", FakeStore(set()), live=False) == "det_10g"
-    assert pick_detector("blazeface", FakeStore({"det_10g"}), live=False) == "blazeface_full_range"
+def test_pick_detector_means_the_same_in_every_command() -> None:
+    # live mode used BlazeFace short range whatever --detector said
+    assert pick_detector("auto", FakeStore({"det_10g"})) == "det_10g"
+    assert pick_detector("auto", FakeStore(set())) == "blazeface_full_range"
+    assert pick_detector("scrfd", FakeStore(set())) == "det_10g"
+    assert pick_detector("blazeface", FakeStore({"det_10g"})) == "blazeface_full_range"
 
 
 def _real_analyser(tmp_path: Path, live: bool = False, **settings: object) -> FaceAnalyser:
@@ -197,7 +198,80 @@ def test_live_analyser_finds_photo_faces_with_the_full_range_model(tmp_path: Pat
     from livecam.media.images import read_image
 
     analyser = _real_analyser(tmp_path, live=True)
-    assert analyser.names.detector == "blazeface_short_range"
     group = read_image(faces_dir / "group6.jpg")
     face, count = analyser.analyse_photo(group)  # a wide shot: small faces
     assert count == 6 and face is not None and face.landmarks is not None
+
+
+def test_live_finds_the_faces_video_finds_on_the_same_frames(tmp_path: Path, faces_dir: Path) -> None:
+    # A still clip of the group photo at 1280x720 (faces 95-135 px wide): `livecam run` found no
+    # face at all (short range), `livecam video` all six.
+    from livecam.media.images import read_image
+
+    group = read_image(faces_dir / "group6.jpg")
+    top = (group.shape[0] - 720) // 2
+    frame = np.ascontiguousarray(group[top:top + 720, :1280])
+    assert frame.shape == (720, 1280, 3)
+    files = _real_analyser(tmp_path, live=False, many_faces=True)
+    live = _real_analyser(tmp_path, live=True, many_faces=True, detect_every=2)
+    assert len(files.analyse(frame.copy())) == 6
+    for i in range(4):  # detected frames and carried ones alike
+        faces = live.analyse(frame.copy(), timestamp=i / 30, track=True)
+        assert len(faces) == 6, i
+        assert len({f.track_id for f in faces}) == 6
+
+
+def _aligned_crop(faces_dir: Path, tmp_path: Path, name: str, size: int = 112) -> np.ndarray:
+    """The face of a photo warped onto the ArcFace template, as face datasets ship them."""
+    from livecam.faces import align
+    from livecam.media.images import read_image
+
+    photo = read_image(faces_dir / name)
+    (face,) = _real_analyser(tmp_path).analyse(photo)
+    return align.warp_crop(photo, align.align_matrix(face.kps, align.arcface_template(size)), size)
+
+
+def test_a_tightly_cropped_face_is_found_as_photo_and_as_target(tmp_path: Path, faces_dir: Path) -> None:
+    # An aligned 112x112 crop was "no face found" both as --source and as the target.
+    from livecam.faces import align
+
+    crop = _aligned_crop(faces_dir, tmp_path, "obama2.jpg")
+    analyser = _real_analyser(tmp_path)
+    face, count = analyser.analyse_photo(crop)
+    assert count == 1 and face is not None and face.landmarks is not None
+    (target,) = analyser.analyse(crop)
+    # found on the padded copy, reported in the crop's own pixels: the eyes near the template's
+    template = align.arcface_template(112)
+    for found in (face, target):
+        assert np.all(np.linalg.norm(found.kps[:2] - template[:2], axis=1) < 8), found.kps
+        assert np.all(found.bbox >= 0) and np.all(found.bbox <= 112)
+
+
+def test_the_padded_retry_maps_faces_back_and_drops_border_ones() -> None:
+    from livecam.faces.analyser import detect_padded
+
+    class OnPadded:
+        def __init__(self) -> None:
+            self.shapes: list[tuple[int, ...]] = []
+
+        def detect(self, image: np.ndarray, max_faces: int = 0) -> list[Face]:
+            self.shapes.append(image.shape)
+            inside = face_at(60.0).with_(bbox=np.array([60.0, 60, 100, 100]))
+            border = Face(bbox=np.array([0, 0, 20, 20]), score=0.9, kps=np.zeros((5, 2)))
+            return [inside, border]
+
+    detector = OnPadded()
+    faces = detect_padded(detector, np.zeros((80, 100, 3), np.uint8))
+    assert detector.shapes == [(180, 200, 3)]  # 50 px (half the longer side) on every side
+    (face,) = faces  # the one found in the border alone is dropped
+    assert face.bbox.tolist() == [10.0, 10.0, 50.0, 50.0]
+    assert np.allclose(face.kps, face_at(60.0).kps - 50)
+
+
+def test_a_frame_without_a_face_is_retried_padded_only_when_small() -> None:
+    detector = FakeDetector([])
+    analyser = FaceAnalyser(detector, AnalysisSettings(), names=ModelNames("fake"))
+    analyser.analyse(np.zeros((112, 112, 3), np.uint8))
+    assert detector.calls == 2
+    analyser.analyse(np.zeros((720, 1280, 3), np.uint8))  # a video frame pays for one detection
+    assert detector.calls == 3

@@ -82,6 +82,8 @@ def test_no_face_names_the_file(tmp_path: Path) -> None:
     with pytest.raises(NoFaceError, match=r"no face found in source photo .*empty\.png") as info:
         analyse_source([good, empty], FakeAnalyser())
     assert info.value.exit_code == EXIT_USAGE
+    # a tight crop is no face too (when even the padded retry fails): "not too small" misled
+    assert "too small" not in str(info.value) and "cut off" in str(info.value)
 
 
 def test_missing_landmarks_when_needed(tmp_path: Path) -> None:

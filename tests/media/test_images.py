@@ -230,7 +230,7 @@ def test_output_path_checks(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="is a folder"):
         images.check_output_path(tmp_path, force=True)
     images.check_output_path(tmp_path / "fine.webp", force=False)
-    with pytest.raises(InputError, match="does not exist"):
+    with pytest.raises(InputError, match="missing .*exist"):
         images.write_image_atomic(tmp_path / "missing" / "o.png", _pattern(), force=False, label=False)
 
 
@@ -247,9 +247,10 @@ def test_failed_write_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyP
     def broken_replace(src: object, dst: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(images.os, "replace", broken_replace)
+    monkeypatch.setattr(os, "replace", broken_replace)
+    monkeypatch.setattr(os, "link", broken_replace)  # AtomicOutput's no-clobber rename
     out = tmp_path / "o.jpg"
-    with pytest.raises(OutputError, match="No space left"):
+    with pytest.raises(OutputError, match=r"o\.jpg failed: the disk is full"):
         images.write_image_atomic(out, _pattern(), force=False, label=True)
     assert list(tmp_path.iterdir()) == []
 
@@ -267,3 +268,162 @@ def test_written_files_are_tagged_and_labelled(tmp_path: Path) -> None:
     out = tmp_path / "plain.png"
     images.write_image_atomic(out, img, force=False, label=False)
     assert np.array_equal(images.read_image(out), img)
+
+
+# --- orientation in every format, whatever the decoder does with it (issue 16) -------------------
+
+def _oriented_file(tmp_path: Path, fmt: str, orientation: int) -> Path:
+    """A file of the pattern in `fmt` tagged with EXIF `orientation`, written by Pillow."""
+    pil = pytest.importorskip("PIL.Image")
+    image = pil.fromarray(_pattern()[..., ::-1].copy())
+    exif = pil.Exif()
+    exif[md.TAG_ORIENTATION] = orientation
+    options = {"JPEG": {"quality": 100}, "WEBP": {"lossless": True}}.get(fmt, {})
+    path = tmp_path / f"o{orientation}.{fmt.lower()}"
+    image.save(path, fmt, exif=exif, **options)
+    return path
+
+
+def _pillow_upright(path: Path) -> np.ndarray:
+    pil = pytest.importorskip("PIL.Image")
+    ops = pytest.importorskip("PIL.ImageOps")
+    return np.asarray(ops.exif_transpose(pil.open(path)).convert("RGB"))[..., ::-1]
+
+
+@pytest.mark.parametrize("fmt", ["JPEG", "PNG", "WEBP", "TIFF"])
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_every_orientation_in_every_format_is_applied_once(tmp_path: Path, fmt: str, orientation: int) -> None:
+    # OpenCV 5 turns TIFFs upright itself, so orientations 2-8 were applied twice.
+    path = _oriented_file(tmp_path, fmt, orientation)
+    back = images.read_image(path)
+    ref = _pillow_upright(path)
+    assert back.shape == ref.shape
+    assert np.abs(back.astype(int) - ref).mean() < 6
+
+
+@pytest.mark.parametrize("decoder_orients", [False, True])
+@pytest.mark.parametrize("fmt", ["JPEG", "PNG", "WEBP", "TIFF"])
+def test_orientation_does_not_depend_on_the_decoder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     fmt: str, decoder_orients: bool) -> None:
+    # OpenCV 4.x leaves every format as stored with IMREAD_UNCHANGED; 5.x orients TIFFs: model a
+    # decoder that orients everything and one that orients nothing, on the bytes it is given.
+    real = cv2.imdecode
+
+    def decode(buf: np.ndarray, flags: int) -> np.ndarray:
+        image = real(buf, flags)
+        stored_as = md.exif_orientation(buf.tobytes())
+        if fmt == "TIFF" and stored_as != 1:  # undo what OpenCV 5 did to a TIFF
+            image = _undo(image, stored_as)
+        return images.apply_orientation(image, stored_as) if decoder_orients else image
+
+    monkeypatch.setattr(images.cv2, "imdecode", decode)
+    for orientation in (2, 5, 6, 7):
+        path = _oriented_file(tmp_path, fmt, orientation)
+        back = images.read_image(path)
+        assert np.abs(back.astype(int) - _pillow_upright(path)).mean() < 6, orientation
+
+
+def _undo(image: np.ndarray, orientation: int) -> np.ndarray:
+    inverse = {6: 8, 8: 6}.get(orientation, orientation)  # the flips and transposes are their own inverse
+    return np.ascontiguousarray(images.apply_orientation(image, inverse))
+
+
+# --- damaged, animated, deep -----------------------------------------------------------------------
+
+def test_a_jpeg_whose_header_size_disagrees_with_its_data_is_refused(tmp_path: Path) -> None:
+    # Was a 900x900 grey picture, exit 0 ("Corrupt JPEG data" only with -v).
+    jpeg = bytearray(cv2.imencode(".jpg", _pattern())[1].tobytes())
+    for marker, start, _ in md.jpeg_segments(bytes(jpeg)):
+        if marker == 0xC0:
+            jpeg[start + 1:start + 5] = struct.pack(">HH", 900, 900)
+    path = tmp_path / "liar.jpg"
+    path.write_bytes(bytes(jpeg))
+    with pytest.raises(InputError, match=r"liar\.jpg could not be decoded as JPEG \(.*premature end") as info:
+        images.read_image(path)
+    assert info.value.exit_code == EXIT_USAGE and "\n" not in info.value.message
+
+
+def test_extraneous_bytes_before_a_marker_are_not_damage(tmp_path: Path) -> None:
+    # Many camera files make libjpeg say "N extraneous bytes before marker"; their pixels are fine.
+    jpeg = cv2.imencode(".jpg", _pattern())[1].tobytes()
+    path = tmp_path / "ok.jpg"
+    path.write_bytes(jpeg[:-2] + b"\x00\x00" + jpeg[-2:])
+    assert images.read_image(path).shape == (48, 64, 3)
+
+
+@pytest.mark.parametrize("fmt, what", [("GIF", "animated GIF"), ("WEBP", "animated WebP"), ("TIFF", "several pages")])
+def test_animations_and_multi_page_files_are_refused_with_what_to_do(tmp_path: Path, fmt: str, what: str) -> None:
+    pil = pytest.importorskip("PIL.Image")
+    frames = [pil.fromarray(np.full((32, 32, 3), v, np.uint8)) for v in (0, 120, 240)]
+    path = tmp_path / f"anim.{fmt.lower()}"
+    frames[0].save(path, fmt, save_all=True, append_images=frames[1:])
+    with pytest.raises(InputError, match=what) as info:
+        images.read_image(path)
+    assert ("livecam video anim" in info.value.message) == (fmt != "TIFF")
+    still = tmp_path / f"still.{fmt.lower()}"
+    frames[1].save(still, fmt)
+    assert images.read_image(still).shape == (32, 32, 3)
+
+
+def test_small_files_that_decode_to_huge_arrays_are_refused_before_decoding(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A 778 KB 16-bit RGBA PNG of 10000x10000 peaked at 3.9 GB; a float32 TIFF at 4.6 GB.
+    monkeypatch.setattr(images.cv2, "imdecode", lambda *a: pytest.fail("the image was decoded"))
+    png = bytearray(_png_header_only(10_000, 10_000))
+    png[24:26] = bytes([16, 6])  # 16-bit RGBA
+    png[29:33] = struct.pack(">I", zlib.crc32(bytes(png[12:29])) & 0xFFFFFFFF)
+    (tmp_path / "deep.png").write_bytes(bytes(png))
+    with pytest.raises(InputError, match=r"deep\.png is 10000x10000 with 4 channels of 16 bits, 763 MB") as info:
+        images.read_image(tmp_path / "deep.png")
+    assert "8-bit" in info.value.message
+    tiff = md.build_exif(short_tags={256: 10_000, 257: 10_000, 258: 32, 277: 3, 339: 3})
+    (tmp_path / "float.tif").write_bytes(tiff)
+    with pytest.raises(InputError, match="3 channels of 32 bits"):
+        images.read_image(tmp_path / "float.tif")
+
+
+def test_sixteen_bit_and_float_images_convert_without_wide_copies() -> None:
+    deep = np.array([[[0, 257 * 100, 65535]]], np.uint16)
+    assert images._to_uint8_bgr(deep).tolist() == [[[0, 100, 255]]]
+    flt = np.array([[[-0.5, 0.5, 2.0]]], np.float32)
+    assert images._to_uint8_bgr(flt).tolist() == [[[0, 128, 255]]]
+
+
+def test_check_not_an_input_covers_every_photo_option(tmp_path: Path) -> None:
+    from livecam.settings import AnalysisSettings, ProcessingSettings
+
+    photos = {n: tmp_path / f"{n}.png" for n in ("target", "me", "ref", "a", "b", "other")}
+    for p in photos.values():
+        p.write_bytes(b"x")
+    cases = [ProcessingSettings(sources=(photos["me"],)),
+             ProcessingSettings(sources=(), analysis=AnalysisSettings(reference=(photos["me"],))),
+             ProcessingSettings(sources=(), analysis=AnalysisSettings(face_map=((photos["me"], photos["a"]),))),
+             ProcessingSettings(sources=(), analysis=AnalysisSettings(face_map=((photos["a"], photos["me"]),))),
+             ProcessingSettings(sources=(tmp_path,))]  # a --source folder: its photos
+    for processing in cases:
+        with pytest.raises(InputError, match="--force never replaces an input") as info:
+            images.check_output_path(photos["me"], force=True, input_path=photos["target"], processing=processing)
+        assert info.value.exit_code == EXIT_USAGE
+    fine = ProcessingSettings(sources=(photos["a"],), analysis=AnalysisSettings(reference=(photos["b"],)))
+    images.check_output_path(photos["other"], force=True, input_path=photos["target"], processing=fine)
+    images.check_output_path(tmp_path / "new.png", force=False, processing=ProcessingSettings(sources=(tmp_path,)))
+
+
+def test_image_writes_go_through_atomic_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # images.py had its own temporary name (".NAME.XXXX.part": too long near the 255-byte limit)
+    # and its own exists check; AtomicOutput's short name fits, and a file that appears while
+    # the image is encoded is kept, not replaced.
+    long_name = tmp_path / ("a" * 240 + ".png")
+    images.write_image_atomic(long_name, _pattern(), force=False, label=False)
+    assert images.read_image(long_name).shape == (48, 64, 3)
+    out = tmp_path / "o.png"
+    real = images.encode_image
+
+    def encode_while_someone_writes(*args: object, **kwargs: object) -> bytes:
+        out.write_bytes(b"theirs")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(images, "encode_image", encode_while_someone_writes)
+    with pytest.raises(OutputExistsError, match="appeared while livecam was writing it"):
+        images.write_image_atomic(out, _pattern(), force=False, label=False)
+    assert out.read_bytes() == b"theirs"

@@ -80,7 +80,30 @@ def test_models_download_needs_the_licence_accepted(isolated_env) -> None:
     result = run_cli(["models", "download", "inswapper_128"], env=env)  # stdin is no TTY: no prompt
     assert result.returncode == 3
     assert "--accept-license" in result.stderr and "non-commercial" in result.stderr
+    assert "inswapper_128 needs its licence accepted" in result.stderr  # was "need(s) their licence"
     assert not Path(env["LIVECAM_MODELS_DIR"], "inswapper_128.onnx.part").exists()
+
+
+def _nested_parentheses(line: str) -> bool:
+    depth = 0
+    for ch in line:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth > 1:
+            return True
+    return False
+
+
+def test_models_verify_says_a_truncated_file_plainly(isolated_env) -> None:
+    # was "corrupt (4 bytes, expected N (truncated or not this model); delete it ...) PATH"
+    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
+    models.mkdir()
+    (models / "inswapper_128.onnx").write_bytes(b"junk")
+    result = run_cli(["models", "verify"], env=isolated_env)
+    assert result.returncode == 3
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("inswapper_128:")]
+    assert line.startswith(f"inswapper_128: corrupt {models / 'inswapper_128.onnx'}: 4 bytes, expected ")
+    assert "livecam models download inswapper_128" in line and not _nested_parentheses(line)
+    assert "livecam: error: 1 model file failed verification" in result.stderr
 
 
 def test_models_download_then_verify_through_the_cli(isolated_env, tmp_path) -> None:
@@ -194,8 +217,8 @@ def test_doctor_says_how_to_fix_a_corrupt_model(tmp_path, monkeypatch, capsys) -
                                        "face_landmark.onnx"])
 def test_doctor_fails_when_any_model_of_the_default_run_is_broken(tmp_path, monkeypatch, capsys,
                                                                   file_name: str) -> None:
-    # every default run opens all three: short range for live frames, full range for files and
-    # the source photo, FaceMesh for the mesh swapper
+    # every default run opens all three: short range to try the accelerator on, full range to find faces,
+    # FaceMesh for the mesh swapper
     default = tmp_path / "default"
     shutil.copytree(catalog_module.DEFAULT_DIR, default)
     (default / file_name).write_bytes(b"not a model")

@@ -306,3 +306,22 @@ def test_progress_bar_shows_bytes_and_rate_unless_quiet(server, models_dir, caps
     quiet = RuntimeSettings(models_dir=models_dir, quiet=True)
     ModelStore(quiet, progress=True, catalog={"m": spec}, policy=FAST).path("m")
     assert capsys.readouterr().err == ""
+
+
+def test_no_network_says_its_reason_once_and_leaves_no_lock_file(online, models_dir) -> None:
+    # `models download` without a network printed the same reason once per mirror on the same
+    # host, and left a zero-byte .m.onnx.lock in the models folder.
+    data = payload(1000, seed=30)
+    urls = ("http://livecam-test.invalid/a/m.onnx", "http://livecam-test.invalid/b/m.onnx")
+    with pytest.raises(DownloadError) as info:
+        ModelStore(online, progress=False, catalog={"m": spec_for("m", urls, data)}, policy=FAST).path("m")
+    assert info.value.message.count("cannot reach livecam-test.invalid") == 1, info.value.message
+    assert info.value.message.count("livecam-test.invalid") == 1, info.value.message
+    assert sorted(p.name for p in models_dir.iterdir()) == []
+
+
+def test_a_finished_download_leaves_only_the_model_and_its_memo(server, online, models_dir) -> None:
+    data = payload(SIZE, seed=31)
+    url = server.serve("/m.onnx", data)
+    make_store(online, spec_for("m", (url,), data)).path("m")
+    assert sorted(p.name for p in models_dir.iterdir()) == [".verified.json", "m.onnx"]

@@ -22,11 +22,15 @@ CUDA = ProviderChoice(names=("cuda", "cpu"), ort_providers=(("CUDAExecutionProvi
 
 
 class FakeStore:
-    def __init__(self, available: set[str]) -> None:
+    def __init__(self, available: set[str], damaged: dict[str, str] | None = None) -> None:
         self.available = available
+        self.damaged = damaged or {}
 
     def can_provide(self, name: str) -> bool:
         return name in self.available
+
+    def damage(self, name: str) -> str:
+        return self.damaged.get(name, "")
 
 
 ALL = {"inswapper_128", "inswapper_128_fp16", "w600k_r50"}
@@ -48,6 +52,12 @@ def test_auto_swap_model(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="livecam"):
         assert choose_swap_model("auto", FakeStore({"inswapper_128"}), CPU) == "mesh"  # no ArcFace
     assert "w600k_r50" in caplog.records[0].getMessage()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="livecam"):  # a damaged file is said as such
+        store = FakeStore({"w600k_r50"}, {"inswapper_128": "/m/inswapper_128.onnx is corrupt (4 bytes)"})
+        assert choose_swap_model("auto", store, CPU) == "mesh"
+    (only,) = [r.getMessage() for r in caplog.records]
+    assert "inswapper_128.onnx is corrupt (4 bytes)" in only and "not available" not in only
     assert choose_swap_model("mesh", FakeStore(ALL), CUDA) == "mesh"
     assert choose_swap_model("inswapper_128", FakeStore(set()), CPU) == "inswapper_128"
 

@@ -250,6 +250,14 @@ def test_summary_line_without_frames_says_na(caplog: pytest.LogCaptureFixture) -
     assert line.startswith("0 frames") and "latency n/a" in line and "None" not in line
 
 
+def test_summary_line_of_one_frame_gives_no_rate(caplog: pytest.LogCaptureFixture) -> None:
+    # was "1 frames, 0.0 FPS"
+    with caplog.at_level("INFO", logger="livecam"):
+        run_live_pipeline(FakeEngine(), SyntheticSource(frames=1), MemorySink(), opts())
+    line = caplog.records[-1].getMessage()
+    assert line.startswith("1 frame, FPS n/a, "), line
+
+
 def test_pause_on_a_no_realtime_file_holds_frames_and_resume_goes_on() -> None:
     # Paused frames of a lossless source were dropped without giving back their read credit:
     # after a pause, capture never read again and the run hung.

@@ -161,8 +161,12 @@ class FakeGui:
         self.fullscreen: list[int] = []
         self.visible = 1.0
         self.destroyed = False
+        self.sizes: list[tuple[int, int]] = []
 
     def namedWindow(self, title: str, flags: int) -> None: ...  # noqa: N802
+
+    def resizeWindow(self, title: str, width: int, height: int) -> None:  # noqa: N802
+        self.sizes.append((width, height))
 
     def imshow(self, title: str, image: np.ndarray) -> None:
         self.shown += 1
@@ -178,6 +182,29 @@ class FakeGui:
 
     def destroyWindow(self, title: str) -> None:  # noqa: N802
         self.destroyed = True
+
+
+def test_window_opens_at_the_stream_size_fitted_to_the_screen(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Qt opened every window at 400x300, whatever the stream.
+    import sys
+
+    from livecam.media import window
+
+    gui = FakeGui([])
+    monkeypatch.setitem(sys.modules, "cv2", gui)
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.setattr(window, "bundled_qt_platforms", lambda: None)
+    for screen, frame, expected in [((1920, 1080), (720, 1280), (1280, 720)),  # fits: its own size
+                                    ((1366, 768), (1080, 1920), (1229, 691)),  # 90% of the screen
+                                    ((1920, 1080), (1080, 1440), (1296, 972)),  # height bound
+                                    (None, (480, 640), (640, 480))]:  # screen unknown
+        monkeypatch.setattr(window, "screen_size", lambda screen=screen: screen)
+        sink = window.WindowSink()
+        sink.write(np.zeros((*frame, 3), np.uint8))
+        sink.write(np.zeros((*frame, 3), np.uint8))
+        sink.close()
+        assert gui.sizes[-1] == expected
+    assert len(gui.sizes) == 4  # once per window, not per frame
 
 
 def test_window_maps_keys_toggles_fullscreen_and_notices_a_closed_window(monkeypatch: pytest.MonkeyPatch) -> None:

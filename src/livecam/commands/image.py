@@ -23,7 +23,7 @@ def run_image(job: ImageJob) -> None:
     from livecam.pipeline.engine import Engine
 
     image = read_image(job.input)
-    check_output_path(job.output, force=job.force, input_path=job.input)
+    check_output_path(job.output, force=job.force, input_path=job.input, processing=job.processing)
     bgr, alpha = split_alpha(image)
     start = time.perf_counter()
     # One frame: its sessions get every core, whatever --execution-threads says.

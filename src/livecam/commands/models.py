@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from livecam.errors import EXIT_MODEL, InputError, LicenseNotAcceptedError, ModelError, OutputExistsError
+from livecam.atomic import AtomicOutput, check_new_output
+from livecam.errors import EXIT_MODEL, InputError, LicenseNotAcceptedError, ModelError
 from livecam.models.store import (CORRUPT, MISSING, PRESENT, UNPINNED, VERIFIED, ModelState, ModelStore,
                                   tty_confirm)
 from livecam.settings import RuntimeSettings
@@ -74,7 +75,8 @@ def download_models(settings: RuntimeSettings, names: tuple[str, ...], accept: b
                 refused.extend(s.name for s in group)
         if refused:
             raise LicenseNotAcceptedError(
-                f"{', '.join(refused)} need(s) their licence accepted before downloading; "
+                f"{', '.join(refused)} {'needs its' if len(refused) == 1 else 'need their'} licence accepted "
+                f"before downloading; "
                 f"rerun with --accept-license (`livecam models download --accept-license {' '.join(refused)}`)")
         settings = replace(settings, accept_license=True)  # what was asked above now counts as accepted
         store = ModelStore(settings, progress=not settings.quiet, confirm=lambda spec: False)
@@ -118,12 +120,12 @@ def verify_models(settings: RuntimeSettings, names: tuple[str, ...]) -> int:
         st = store.verify(name)
         if st.state == CORRUPT:
             failed += 1
-        detail = f" ({st.detail})" if st.detail else ""
         where = "" if st.state == MISSING else f" {st.path}"
-        line = f"{name}: {st.state}{detail}{where}"
+        detail = f": {st.detail}" if st.detail else ""  # the detail may hold parentheses itself
+        line = f"{name}: {st.state}{where}{detail}"
         click.echo(line, err=st.state == CORRUPT)
     if failed:
-        click.echo(f"livecam: error: {failed} model file(s) failed verification", err=True)
+        click.echo(f"livecam: error: {failed} model file{'' if failed == 1 else 's'} failed verification", err=True)
         return EXIT_MODEL
     return 0
 
@@ -133,8 +135,7 @@ def convert_model(settings: RuntimeSettings, checkpoint: Path, output: Path | No
         raise InputError(f"checkpoint {checkpoint} not found; download GFPGANv1.4.pth first")
     store = ModelStore(settings, progress=False)
     target = output or store.root / store.spec("gfpgan_1.4").file_name
-    if target.exists() and not force:
-        raise OutputExistsError(f"{target} exists; pass --force to overwrite it")
+    check_new_output(target, force=force)
     try:
         import torch  # noqa: F401 - only to give a clear message when it is missing
         from livecam.models.convert import convert_gfpgan
@@ -142,14 +143,10 @@ def convert_model(settings: RuntimeSettings, checkpoint: Path, output: Path | No
         raise InputError(f"converting needs extra packages ({exc.name or exc} is missing); "
                          f"run: pip install 'livecam[convert]'") from exc
     target.parent.mkdir(parents=True, exist_ok=True)
-    part = target.with_name(target.name + ".part")  # never a half-written model under the real name
-    try:
-        convert_gfpgan(checkpoint, part)
-        problem = store.load_problem("gfpgan_1.4", part)
+    with AtomicOutput(target, force=force) as out:  # never a half-written model under the real name
+        convert_gfpgan(checkpoint, out.temp)
+        problem = store.load_problem("gfpgan_1.4", out.temp)
         if problem:
             raise ModelError(f"the converted model does not look like GFPGAN v1.4 ({problem}); "
                              f"is {checkpoint} GFPGANv1.4.pth?")
-        os.replace(part, target)
-    finally:
-        part.unlink(missing_ok=True)
     click.echo(str(target))

@@ -10,7 +10,7 @@ from typing import Any
 from livecam.commands.image import wanted_faces
 from livecam.commands.signals import stop_signals
 from livecam.errors import InputError, LivecamError, OutputExistsError
-from livecam.media.images import check_output_folder, same_file
+from livecam.media.images import check_not_an_input, check_output_folder
 from livecam.media.video_reader import VideoReader
 from livecam.media.video_writer import check_encoder, container_format, resolve_encoder
 from livecam.pipeline.file import VideoOptions, process_video
@@ -38,8 +38,7 @@ def check_job(job: VideoJob) -> None:
     if info.width < 2 or info.height < 2:  # 4:2:0 output needs even sizes: 1 px would become 0
         raise InputError(f"{job.input.name} is {info.width}x{info.height} pixels, too small to encode "
                          "(at least 2x2)")
-    if same_file(job.output, job.input):
-        raise InputError(f"the output {job.output} is the input; write to another file")
+    check_not_an_input(job.output, job.input, job.processing)
     if job.output.exists() and not job.force:
         raise OutputExistsError(f"{job.output} exists; add --force to overwrite it")
     check_output_folder(job.output)

@@ -19,17 +19,26 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
+import cv2
 import numpy as np
 
+from livecam.errors import ModelError
 from livecam.faces import selection
 from livecam.faces.face import Face
 from livecam.faces.tracking import FaceTracker
 from livecam.settings import AnalysisSettings
 
-# BlazeFace variants: the full-range model also finds small faces (group photos, people a few
-# metres away); the short-range one is faster and meant for a face near a webcam.
-BLAZEFACE_LIVE = "short"
-BLAZEFACE_FILES = "full"
+# The embedded BlazeFace runs its full-range model in every command: the short-range one is
+# faster but misses faces under about 140 px at 1280x720 (someone a step back from the webcam,
+# two people on a sofa), and live mode must find what `livecam video` finds on the same frames.
+# Its cost is in BENCHMARKS.md; the governor's detect-every-2nd-frame step absorbs it.
+BLAZEFACE = "blazeface_full_range"
+# A face that fills its image (an aligned 112x112 crop, as face datasets ship them) is outside
+# what detectors are trained on; on a padded copy it is an ordinary face. Photos get that retry
+# whenever no face is found; frames only up to this size (crops, thumbnails), as a faceless
+# video frame would otherwise pay for two detections.
+PAD_RETRY_MAX_SIDE = 512
+PAD_FRACTION = 0.5  # border on each side, as a fraction of the image's longer side
 
 
 class Detector(Protocol):
@@ -64,10 +73,8 @@ class FaceAnalyser:
     def __init__(self, detector: Detector, settings: AnalysisSettings, *, names: ModelNames,
                  landmarker: Landmarker | None = None, embedder: Embedder | None = None,
                  need_landmarks: bool = False, tracker: Tracker | None = None,
-                 references: Sequence[np.ndarray] = (), map_mode: bool = False,
-                 photo_detector: Detector | None = None) -> None:
+                 references: Sequence[np.ndarray] = (), map_mode: bool = False) -> None:
         self.detector = detector
-        self.photo_detector = photo_detector or detector  # for source and reference photos
         self.settings = settings
         self.names = names
         self.landmarker = landmarker
@@ -89,8 +96,7 @@ class FaceAnalyser:
                references: Sequence[np.ndarray] = (), map_mode: bool = False) -> "FaceAnalyser":
         """Open the models the settings call for through the model store (ModelError when one is
         missing and cannot be downloaded)."""
-        detector_name = pick_detector(settings.detector, store, live)
-        photo_detector: Detector | None = None
+        detector_name = pick_detector(settings.detector, store)
         session = store.open_session(detector_name, providers, intra_op_threads)
         if detector_name == "det_10g":
             from livecam.faces.scrfd import ScrfdDetector
@@ -100,14 +106,7 @@ class FaceAnalyser:
         else:
             from livecam.faces.blazeface import BlazeFaceDetector
 
-            variant = "short" if detector_name == "blazeface_short_range" else "full"
-            detector = BlazeFaceDetector(session, variant=variant, threshold=settings.det_threshold)
-            if variant == "short":
-                # Source photos are often wider shots than a webcam frame: find their faces with
-                # the full-range model.
-                photo_detector = BlazeFaceDetector(
-                    store.open_session("blazeface_full_range", providers, intra_op_threads),
-                    variant="full", threshold=settings.det_threshold)
+            detector = BlazeFaceDetector(session, variant="full", threshold=settings.det_threshold)
         # FaceMesh is small and also gives the source photo's landmarks, so it is always loaded;
         # it only runs on targets when a processor needs landmarks.
         from livecam.faces.facemesh import FaceMesh
@@ -117,7 +116,15 @@ class FaceAnalyser:
         if need_embedding or references:
             from livecam.faces.arcface import ArcFaceEmbedder
 
-            embedder = ArcFaceEmbedder(store.open_session("w600k_r50", providers, intra_op_threads))
+            try:
+                embedder = ArcFaceEmbedder(store.open_session("w600k_r50", providers, intra_op_threads))
+            except ModelError as exc:
+                option = "--map" if settings.face_map else "--reference" if settings.reference else ""
+                if not option:
+                    raise
+                # Say why a mesh-swapper run wants a neural model at all.
+                raise ModelError(f"{option} needs the ArcFace model w600k_r50 to recognise people: {exc.message}",
+                                 exit_code=exc.exit_code) from exc
         tracker = None
         # Live always tracks (stable ids, detection every nth frame); files only to smooth.
         if settings.smoothing > 0 or (live and settings.smoothing >= 0):
@@ -127,7 +134,7 @@ class FaceAnalyser:
                            stamp=_stamp(store, used))
         return cls(detector, settings, names=names, landmarker=landmarker, embedder=embedder,
                    need_landmarks=need_landmarks, tracker=tracker, references=references,
-                   map_mode=map_mode, photo_detector=photo_detector)
+                   map_mode=map_mode)
 
     def set_references(self, references: Sequence[np.ndarray], map_mode: bool) -> None:
         """Keep only faces of these people (normed embeddings); `map_mode` also sets each kept
@@ -187,6 +194,8 @@ class FaceAnalyser:
             timings["detect"] = 0.0
         else:
             faces = self.detector.detect(image)
+            if not faces and max(image.shape[:2]) <= PAD_RETRY_MAX_SIDE:
+                faces = detect_padded(self.detector, image)
             timings["detect"] = _ms(t0)
             faces = self._select(image, faces, timings)
         if faces and self.landmarker is not None and (self.need_landmarks or carry):
@@ -261,7 +270,7 @@ class FaceAnalyser:
     def analyse_photo(self, image: np.ndarray) -> tuple[Face | None, int]:
         """(largest face with landmarks and, when an embedder is loaded, its embedding; number of
         faces found) for a source or reference photo."""
-        faces = self.photo_detector.detect(image)
+        faces = self.detector.detect(image) or detect_padded(self.detector, image)
         best = selection.largest_face(faces)
         if best is None:
             return None, 0
@@ -274,13 +283,26 @@ class FaceAnalyser:
         return best, len(faces)
 
 
-def pick_detector(choice: str, store: Any, live: bool) -> str:
-    """Catalog name of the detector for --detector CHOICE: SCRFD when asked for, or for `auto`
-    when det_10g is already present (auto never downloads it); else the embedded BlazeFace."""
+def detect_padded(detector: Detector, image: np.ndarray) -> list[Face]:
+    """Faces found on a copy of the image with a black border, in the image's coordinates."""
+    pad = max(1, round(max(image.shape[:2]) * PAD_FRACTION))
+    padded = cv2.copyMakeBorder(image, pad, pad, pad, pad, cv2.BORDER_CONSTANT, value=(0, 0, 0))
+    h, w = image.shape[:2]
+    faces = []
+    for face in detector.detect(padded):
+        bbox = np.clip(face.bbox - pad, 0, [w, h, w, h])
+        if bbox[2] > bbox[0] and bbox[3] > bbox[1]:  # a "face" found in the border alone is none
+            faces.append(face.with_(bbox=bbox, kps=face.kps - pad))
+    return faces
+
+
+def pick_detector(choice: str, store: Any) -> str:
+    """Catalog name of the detector for --detector CHOICE, the same in every command: SCRFD when
+    asked for, or for `auto` when det_10g is already present (auto never downloads it); else the
+    embedded BlazeFace (full range)."""
     if choice == "scrfd" or (choice == "auto" and store.is_present("det_10g")):
         return "det_10g"
-    variant = BLAZEFACE_LIVE if live else BLAZEFACE_FILES
-    return f"blazeface_{variant}_range"
+    return BLAZEFACE
 
 
 def _stamp(store: Any, names: list[str]) -> str:

@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
-import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from livecam.errors import InputError, NoFaceError
+from livecam.atomic import AtomicOutput
+from livecam.errors import InputError, LivecamError, NoFaceError
 from livecam.faces.arcface import normalise
 from livecam.faces.face import Face
+
+if TYPE_CHECKING:
+    from livecam.settings import AnalysisSettings
 
 log = logging.getLogger("livecam")
 
@@ -108,6 +110,18 @@ def analyse_source(paths: Sequence[Path | str], analyser: Any, *, cache: SourceC
     return SourceIdentity(paths=tuple(Path(p) for p in paths), image=images[0], face=faces[0], embedding=mean)
 
 
+def check_photo_options(analysis: AnalysisSettings) -> None:
+    """The --reference and --map photos are files, checked before any model is opened (so a
+    mistyped path is the error, not a model it would need)."""
+    named = [("--reference", p) for p in analysis.reference]
+    named += [("--map", p) for pair in analysis.face_map for p in pair]
+    for option, raw in named:
+        path = Path(raw)
+        if not path.is_file():
+            what = "is a folder, not a photo" if path.is_dir() else "does not exist"
+            raise InputError(f"{option} photo {path} {what}; check the path")
+
+
 def _analyse_one(path: Path, bgr: np.ndarray, analyser: Any, cache: SourceCache | None,
                  role: str) -> tuple[Face, int]:
     """The photo's largest face and how many faces it holds, from the cache when it has them."""
@@ -117,7 +131,7 @@ def _analyse_one(path: Path, bgr: np.ndarray, analyser: Any, cache: SourceCache 
         found, count = analyser.analyse_photo(bgr)
         if found is None:
             raise NoFaceError(f"no face found in {role} photo {path}; use a photo where one face is "
-                              f"clearly visible (frontal, well lit, not too small)")
+                              f"clearly visible (frontal, well lit, not cut off by the edge)")
         entry = (found, count)
         if cache is not None and key is not None:
             cache.put(key, found, count)
@@ -163,15 +177,13 @@ def _save_face(path: Path, face: Face, count: int) -> None:
         arrays["landmarks"] = face.landmarks
     if face.embedding is not None:
         arrays["embedding"] = face.embedding
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.part")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "wb") as fh:
+        # force: another run may have cached the same photo meanwhile; either copy will do
+        with AtomicOutput(path, force=True) as out, open(out.temp, "wb") as fh:
             np.savez(fh, allow_pickle=False, **arrays)
-        os.replace(tmp, path)
-    except OSError as exc:
+    except (OSError, LivecamError) as exc:
         log.debug("could not write the source cache %s: %s", path, exc)
-        tmp.unlink(missing_ok=True)
 
 
 def _load_face(path: Path) -> tuple[Face, int] | None:

@@ -3,8 +3,8 @@
 read_image() returns BGR or BGRA uint8 whatever the file holds (grayscale, 16-bit, alpha, EXIF
 orientation), and refuses images whose header declares more pixels than MAX_PIXELS before any
 decoding. write_image_atomic() encodes to the format of the output's extension, marks the
-bytes as synthetic (livecam.provenance) and writes them through a temporary file in the same
-folder that is renamed into place, so a failure never leaves a broken or partial output.
+bytes as synthetic (livecam.provenance) and writes them through livecam.atomic.AtomicOutput, so
+a failure never leaves a broken or partial output.
 """
 
 from __future__ import annotations
@@ -12,22 +12,35 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import secrets
+import struct
 import tempfile
 import threading
+import zlib
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import cv2
 import numpy as np
 
 from livecam import provenance
-from livecam.errors import InputError, OutputError, OutputExistsError
+from livecam.atomic import AtomicOutput, check_new_output
+from livecam.errors import InputError, OutputError
 from livecam.media import metadata as md
+
+if TYPE_CHECKING:
+    from livecam.settings import ProcessingSettings
 
 # More than this is refused before decoding (a 100-megapixel photo still loads; a crafted
 # 100000x100000 header does not).
 MAX_PIXELS = 100_000_000
+# What the decoder may allocate, from the header's size, samples and bit depth: a 100-megapixel
+# 8-bit RGBA photo fits, a 778 KB 16-bit RGBA PNG of 10000x10000 (800 MB decoded, gigabytes
+# while converted) does not.
+MAX_DECODED_BYTES = MAX_PIXELS * 4
+# libjpeg's warnings that mean pixels are missing or wrong (it fills them with grey and goes on);
+# "extraneous bytes before marker" is common in sound camera files and is not one of them.
+_JPEG_DAMAGE = ("corrupt jpeg data", "premature end of jpeg file")
+_JPEG_HARMLESS = "extraneous bytes before marker"
 # Files larger than this are not read into memory at all.
 MAX_FILE_BYTES = 1 << 30
 
@@ -73,14 +86,150 @@ def read_image(path: Path | str) -> np.ndarray:
     if size[0] * size[1] > MAX_PIXELS:
         raise InputError(f"{path} declares {size[0]}x{size[1]} pixels, more than the "
                          f"{MAX_PIXELS // 1_000_000} megapixels livecam accepts; scale it down first")
-    with _native_stderr_to_log():
-        image = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
-    if image is None or image.size == 0:
-        raise InputError(f"{path} could not be decoded as {fmt.upper()} (truncated or corrupt?); "
-                         f"re-export or re-download it")
+    samples, sample_bytes = _decoded_layout(data, fmt)
+    decoded = size[0] * size[1] * samples * sample_bytes
+    if decoded > MAX_DECODED_BYTES:
+        raise InputError(f"{path} is {size[0]}x{size[1]} with {samples} channels of {8 * sample_bytes} bits, "
+                         f"{decoded / 2**20:.0f} MB once decoded, more than the {MAX_DECODED_BYTES // 2**20} MB "
+                         f"livecam accepts; save it as an 8-bit image or scale it down first")
+    frames = _frame_count(data, fmt)
+    if frames > 1:
+        raise InputError(_many_frames_message(path, fmt, frames))
+    # Decoders disagree on EXIF orientation (OpenCV 5 turns TIFFs upright even with
+    # IMREAD_UNCHANGED, 4.x does not): they are given bytes that say "as stored", and the
+    # orientation is applied here, once, whatever the OpenCV version.
+    orientation = md.exif_orientation(data)
+    with _native_stderr_to_log() as said:
+        image = cv2.imdecode(np.frombuffer(_as_stored(data, fmt), dtype=np.uint8), cv2.IMREAD_UNCHANGED)
+    damaged = [line for line in said if fmt == "jpeg" and any(w in line.lower() for w in _JPEG_DAMAGE)
+               and _JPEG_HARMLESS not in line.lower()]
+    if image is None or image.size == 0 or damaged:
+        detail = f" ({damaged[0].strip()})" if damaged else " (truncated or corrupt?)"
+        raise InputError(f"{path} could not be decoded as {fmt.upper()}{detail}; re-export or re-download it")
     image = _to_uint8_bgr(image)
-    # IMREAD_UNCHANGED keeps alpha and depth but ignores EXIF orientation: apply it here.
-    return np.ascontiguousarray(apply_orientation(image, md.exif_orientation(data)))
+    return np.ascontiguousarray(apply_orientation(image, orientation))
+
+
+def _decoded_layout(data: bytes, fmt: str) -> tuple[int, int]:
+    """(channels, bytes per sample) the decoder will produce, from the header; 4 x 1 byte when
+    the format has no other (JPEG, WebP, BMP, GIF)."""
+    if fmt == "png" and len(data) >= 26:
+        depth, colour = data[24], data[25]
+        return {0: 1, 2: 3, 3: 4, 4: 2, 6: 4}.get(colour, 4), 2 if depth == 16 else 1
+    if fmt == "tiff":
+        tags = md.tiff_ifd0(data)
+        end = "<" if data[:2] == b"II" else ">"
+        bits = _first_short(tags.get(258, 8), end)
+        channels = _first_short(tags.get(277, 1), end)
+        return max(1, min(channels, 8)), max(1, (bits + 7) // 8)
+    return 4, 1
+
+
+def _first_short(value: int | str | bytes, end: str) -> int:
+    if isinstance(value, int):
+        return value
+    if isinstance(value, bytes) and len(value) >= 2:
+        return int(struct.unpack(end + "H", value[:2])[0])
+    return 1
+
+
+def _frame_count(data: bytes, fmt: str, limit: int = 2) -> int:
+    """Frames of an animated GIF or WebP, or pages of a TIFF (counted up to `limit`)."""
+    if fmt == "webp":
+        return sum(1 for fourcc, _, _ in md.riff_chunks(data) if fourcc == b"ANMF") or 1
+    if fmt == "gif":
+        return _gif_frames(data, limit)
+    if fmt == "tiff":
+        return _tiff_pages(data, limit)
+    return 1
+
+
+def _gif_frames(data: bytes, limit: int) -> int:
+    """Image descriptors in a GIF, walking its blocks (0 when the file is cut short)."""
+    pos, frames = 13, 0
+    if len(data) > 10 and data[10] & 0x80:  # global colour table
+        pos += 3 * (2 << (data[10] & 7))
+    while pos < len(data) and frames < limit:
+        block = data[pos]
+        if block == 0x3B:  # trailer
+            break
+        if block == 0x21:  # extension: label, then sub-blocks
+            pos += 2
+        elif block == 0x2C:  # image: descriptor, local colour table, LZW code size, sub-blocks
+            frames += 1
+            flags = data[pos + 9] if pos + 9 < len(data) else 0
+            pos += 10 + (3 * (2 << (flags & 7)) if flags & 0x80 else 0) + 1
+        else:
+            break
+        while pos < len(data) and data[pos] != 0:
+            pos += data[pos] + 1
+        pos += 1
+    return frames
+
+
+def _tiff_pages(data: bytes, limit: int) -> int:
+    """Full-resolution images in a TIFF's IFD chain (reduced-resolution thumbnails not counted)."""
+    end = "<" if data[:2] == b"II" else ">"
+    pages, seen = 0, set()
+    try:
+        (offset,) = struct.unpack(end + "I", data[4:8])
+        while offset and offset not in seen and pages < limit:
+            seen.add(offset)
+            (count,) = struct.unpack(end + "H", data[offset:offset + 2])
+            subfile = 0
+            for i in range(count):
+                entry = data[offset + 2 + 12 * i:offset + 14 + 12 * i]
+                tag, typ = struct.unpack(end + "HH", entry[:4])
+                if tag == 254:  # NewSubfileType: bit 0 = reduced-resolution version
+                    subfile = struct.unpack(end + ("I" if typ == 4 else "H"), entry[8:12 if typ == 4 else 10])[0]
+            pages += 0 if subfile & 1 else 1
+            (offset,) = struct.unpack(end + "I", data[offset + 2 + 12 * count:offset + 6 + 12 * count])
+    except struct.error:
+        pass
+    return pages
+
+
+def _many_frames_message(path: Path, fmt: str, frames: int) -> str:
+    if fmt == "tiff":
+        return f"{path} holds several pages, not one picture; save the page you want as its own image"
+    name = {"webp": "WebP"}.get(fmt, fmt.upper())
+    return (f"{path} is an animated {name}, not one picture; to swap the faces in its frames use "
+            f"`livecam video {path.name} OUTPUT.mp4`, or save the frame you want as its own image")
+
+
+def _as_stored(data: bytes, fmt: str) -> bytes:
+    """The file's bytes with its EXIF orientation (if any) set to 1, "as stored"."""
+    payload = md.exif_payload(data)
+    if not payload or md.exif_orientation(data) == 1:
+        return data
+    at = data.find(payload)
+    value_at = _orientation_value_offset(payload)
+    if at < 0 or value_at is None:
+        return data
+    end = "<" if payload[:2] == b"II" else ">"
+    out = bytearray(data)
+    out[at + value_at:at + value_at + 2] = struct.pack(end + "H", 1)
+    if fmt == "png":  # the eXIf chunk's CRC covers the value
+        for ctype, start, stop in md.png_chunks(data):
+            if start <= at + value_at < stop:
+                out[stop:stop + 4] = struct.pack(">I", zlib.crc32(bytes(out[start - 4:stop])) & 0xFFFFFFFF)
+    return bytes(out)
+
+
+def _orientation_value_offset(tiff: bytes) -> int | None:
+    """Where IFD0's Orientation SHORT value sits in a TIFF structure."""
+    end = "<" if tiff[:2] == b"II" else ">"
+    try:
+        (offset,) = struct.unpack(end + "I", tiff[4:8])
+        (count,) = struct.unpack(end + "H", tiff[offset:offset + 2])
+        for i in range(count):
+            entry_at = offset + 2 + 12 * i
+            tag, typ = struct.unpack(end + "HH", tiff[entry_at:entry_at + 4])
+            if tag == md.TAG_ORIENTATION and typ == 3:
+                return entry_at + 8
+    except struct.error:
+        return None
+    return None
 
 
 # Serialises the file-descriptor swap below (two overlapping swaps would lose stderr for good).
@@ -88,26 +237,29 @@ _STDERR_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
-def _native_stderr_to_log() -> Iterator[None]:
+def _native_stderr_to_log() -> Iterator[list[str]]:
     """libpng and libjpeg print warnings and errors ("libpng error: ...", "Corrupt JPEG data: ...")
     straight to file descriptor 2, which would add lines to livecam's one-line errors. During a
-    decode, fd 2 points at a temporary file whose text is logged at debug level instead."""
+    decode, fd 2 points at a temporary file whose text is logged at debug level instead, and
+    whose lines fill the list this yields once the block is done."""
+    lines: list[str] = []
     with _STDERR_LOCK:
         try:
             saved = os.dup(2)
             sink = tempfile.TemporaryFile()
         except OSError:  # no fd to spare: let the decoder speak
-            yield
+            yield lines
             return
         with sink:
             os.dup2(sink.fileno(), 2)
             try:
-                yield
+                yield lines
             finally:
                 os.dup2(saved, 2)
                 os.close(saved)
                 sink.seek(0)
                 said = sink.read(4096).decode("utf-8", "replace").strip()
+                lines.extend(said.splitlines())
                 if said:
                     logging.getLogger("livecam").debug("image decoder: %s", " | ".join(said.splitlines()))
 
@@ -131,11 +283,18 @@ def _read_bytes(path: Path) -> bytes:
 
 
 def _to_uint8_bgr(image: np.ndarray) -> np.ndarray:
-    """Any decoded array -> uint8 with 3 (BGR) or 4 (BGRA) channels."""
+    """Any decoded array -> uint8 with 3 (BGR) or 4 (BGRA) channels, without wider temporaries
+    than the decoded array (a uint32 copy of a 16-bit image doubled the peak)."""
+    if image.dtype == np.uint16 and image.ndim == 3 and image.shape[2] > 4:
+        image = image[..., :4]
     if image.dtype == np.uint16:
-        image = ((image.astype(np.uint32) * 255 + 32767) // 65535).astype(np.uint8)
+        # x * 255 / 65535, rounded and saturated, straight into uint8
+        image = cv2.convertScaleAbs(image, alpha=255.0 / 65535.0)
     elif image.dtype in (np.float32, np.float64):
-        image = np.clip(image * 255.0 + 0.5, 0, 255).astype(np.uint8)
+        np.clip(image, 0.0, 1.0, out=image)
+        image *= 255.0
+        image += 0.5
+        image = image.astype(np.uint8)
     elif image.dtype != np.uint8:
         image = np.clip(image, 0, 255).astype(np.uint8)
     if image.ndim == 2:
@@ -202,17 +361,35 @@ def output_format(path: Path) -> tuple[str, bool]:
     return fmt
 
 
-def check_output_path(path: Path, *, force: bool, input_path: Path | None = None) -> None:
+def check_output_path(path: Path, *, force: bool, input_path: Path | None = None,
+                      processing: ProcessingSettings | None = None) -> None:
     """Everything about an output path that can be checked before any work is done."""
     if path.is_dir():
         raise InputError(f"{path} is a folder; give an output file name such as {path / 'out.png'}")
     output_format(path)
-    if input_path is not None and same_file(path, input_path):
-        # --force is for an old output; the input photo itself is never replaced.
-        raise InputError(f"the output {path} is the input; write to another file")
-    if path.exists() and not force:
-        raise OutputExistsError(f"{path} exists; pass --force to overwrite it or choose another name")
+    check_not_an_input(path, input_path, processing)
+    check_new_output(path, force=force)
     check_output_folder(path)
+
+
+def check_not_an_input(output: Path, input_path: Path | None = None,
+                       processing: ProcessingSettings | None = None) -> None:
+    """InputError when `output` is the input or one of the --source, --reference or --map photos
+    (a file of a --source folder included): --force is for an old output, never for an input."""
+    if input_path is not None and same_file(output, input_path):
+        raise InputError(f"the output {output} is the input; write to another file")
+    if processing is None:
+        return
+    named = [("--source", p) for p in processing.sources]
+    named += [("--reference", p) for p in processing.analysis.reference]
+    named += [("--map", p) for pair in processing.analysis.face_map for p in pair]
+    for option, photo in named:
+        photo = Path(photo)
+        # an existing file in a --source folder is one of its photos
+        inside = photo.is_dir() and output.is_file() and same_file(output.parent, photo)
+        if inside or same_file(output, photo):
+            raise InputError(f"the output {output} is a {option} photo; --force never replaces an input, "
+                             f"so write to another file")
 
 
 def same_file(a: Path, b: Path) -> bool:
@@ -275,34 +452,5 @@ def write_image_atomic(path: Path | str, image: np.ndarray, *, force: bool, labe
     if label:
         image = image.copy()
         provenance.draw_label(image)
-    data = encode_image(image, fmt, keep_alpha=keeps_alpha)
-    write_bytes_atomic(path, data, force=force)
-
-
-def write_bytes_atomic(path: Path, data: bytes, *, force: bool) -> None:
-    """Write `data` through a temporary file beside `path`, renamed into place at the end."""
-    if path.exists() and not force:
-        raise OutputExistsError(f"{path} exists; pass --force to overwrite it or choose another name")
-    folder = path.parent if str(path.parent) else Path(".")
-    tmp = folder / f".{path.name}.{secrets.token_hex(4)}.part"
-    try:
-        # O_EXCL: never clobber anything; mode 0o666 lets the umask decide as for any new file.
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-    except FileNotFoundError:
-        raise InputError(f"the output folder {folder} does not exist; create it first") from None
-    except PermissionError:
-        raise OutputError(f"cannot write in {folder} (permission denied); choose another output path") from None
-    except OSError as exc:
-        raise OutputError(f"cannot write in {folder} ({exc.strerror or exc}); choose another output path") from exc
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise OutputError(f"writing {path} failed ({exc.strerror or exc}); "
-                              f"check free space and permissions") from exc
-        raise
+    with AtomicOutput(path, force=force) as out:
+        out.write_bytes(encode_image(image, fmt, keep_alpha=keeps_alpha))

@@ -124,6 +124,61 @@ def x_display_problem(display: str) -> str | None:
     return f"cannot connect to the X display {display!r}; check DISPLAY (and xauth over ssh)" if failed else None
 
 
+# Of the screen, the part a window may fill at first (title bar, panels and docks take the rest).
+SCREEN_SHARE = 0.9
+
+
+class _ScreenIterator(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("rem", ctypes.c_int), ("index", ctypes.c_int)]
+
+
+def screen_size() -> tuple[int, int] | None:
+    """The screen's size in pixels: X11 through libxcb (the first screen of DISPLAY), Windows
+    through user32; None where it cannot be asked (then the window keeps the stream's size)."""
+    if sys.platform == "win32":
+        try:
+            user32 = ctypes.windll.user32  # type: ignore[attr-defined]
+            return int(user32.GetSystemMetrics(0)), int(user32.GetSystemMetrics(1))
+        except (AttributeError, OSError):
+            return None
+    name = ctypes.util.find_library("xcb") if os.environ.get("DISPLAY") else None
+    if name is None:
+        return None
+    try:
+        xcb = ctypes.CDLL(name)
+    except OSError:
+        return None
+    xcb.xcb_connect.restype = ctypes.c_void_p
+    xcb.xcb_connect.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
+    xcb.xcb_connection_has_error.argtypes = [ctypes.c_void_p]
+    xcb.xcb_disconnect.argtypes = [ctypes.c_void_p]
+    xcb.xcb_get_setup.restype = ctypes.c_void_p
+    xcb.xcb_get_setup.argtypes = [ctypes.c_void_p]
+    xcb.xcb_setup_roots_iterator.restype = _ScreenIterator
+    xcb.xcb_setup_roots_iterator.argtypes = [ctypes.c_void_p]
+    conn = xcb.xcb_connect(None, None)
+    try:
+        if xcb.xcb_connection_has_error(conn) != 0:
+            return None
+        screen = xcb.xcb_setup_roots_iterator(xcb.xcb_get_setup(conn)).data
+        if not screen:
+            return None
+        # xcb_screen_t: five 32-bit ids and masks, then width_in_pixels and height_in_pixels
+        width = ctypes.c_uint16.from_address(screen + 20).value
+        height = ctypes.c_uint16.from_address(screen + 22).value
+        return (width, height) if width and height else None
+    finally:
+        xcb.xcb_disconnect(conn)
+
+
+def fit_to_screen(width: int, height: int, screen: tuple[int, int] | None) -> tuple[int, int]:
+    """The stream's own size, scaled down (never up, aspect kept) to SCREEN_SHARE of the screen."""
+    if screen is None:
+        return width, height
+    scale = min(1.0, SCREEN_SHARE * screen[0] / width, SCREEN_SHARE * screen[1] / height)
+    return max(1, round(width * scale)), max(1, round(height * scale))
+
+
 class WindowSink:
     name = "window"
 
@@ -138,13 +193,16 @@ class WindowSink:
         self._fullscreen = False
         self._pending: list[str] = []
 
-    def _open(self) -> None:
+    def _open(self, width: int, height: int) -> None:
+        """A resizable window at the stream's size fitted to the screen (Qt's own first size is
+        400x300, whatever the stream)."""
         import cv2
 
         _point_qt_at_system_fonts()
         self._cv2 = cv2
         try:
             cv2.namedWindow(self.title, cv2.WINDOW_NORMAL)
+            cv2.resizeWindow(self.title, *fit_to_screen(width, height, screen_size()))
         except cv2.error as exc:
             raise DeviceError(f"could not open a window ({str(exc).strip().splitlines()[-1]}); use --output none, "
                               f"--output FILE.mp4 or --output virtual-camera") from exc
@@ -152,7 +210,7 @@ class WindowSink:
 
     def write(self, image_bgr: np.ndarray) -> None:
         if not self._opened:
-            self._open()
+            self._open(image_bgr.shape[1], image_bgr.shape[0])
         self._cv2.imshow(self.title, image_bgr)
         self._pump()
 

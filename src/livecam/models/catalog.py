@@ -179,6 +179,7 @@ def _build() -> Mapping[str, ModelSpec]:
 
 CATALOG: Mapping[str, ModelSpec] = _build()
 
-# What the default run (embedded models, mesh swapper) opens: short range for live frames, full
-# range for files and the source photo, FaceMesh for the landmarks.
+# What the default run (embedded models, mesh swapper) opens: short range to try `auto`'s
+# accelerator on (pipeline.engine.PROBE_MODEL), full range to find faces in every command,
+# FaceMesh for the landmarks.
 DEFAULT_RUN_MODELS: tuple[str, ...] = ("blazeface_short_range", "blazeface_full_range", "face_landmark")

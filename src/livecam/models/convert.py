@@ -11,8 +11,6 @@ failed conversion never leaves a half-written model behind.
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any, Mapping
@@ -65,30 +63,24 @@ def build_model(state: Mapping[str, Any]) -> Any:
 
 
 def export_onnx(model: Any, output: Path) -> None:
-    """Export with a fixed opset to `output`, atomically."""
+    """Export with a fixed opset to `output` (the caller writes through livecam.atomic.AtomicOutput,
+    so `output` is its temporary file)."""
     import torch
 
     size = model.cfg.out_size
-    folder = output.parent if str(output.parent) else Path(".")
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{output.stem}.", suffix=".part.onnx", dir=folder)
-    os.close(fd)
-    tmp = Path(tmp_name)
     try:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # tracer and exporter chatter, not the user's concern
-            torch.onnx.export(model, (torch.zeros(1, 3, size, size),), str(tmp), dynamo=False,
+            torch.onnx.export(model, (torch.zeros(1, 3, size, size),), str(output), dynamo=False,
                               opset_version=OPSET, input_names=[INPUT_NAME], output_names=[OUTPUT_NAME],
                               do_constant_folding=True)
-        os.replace(tmp, output)
     except OSError as exc:
         raise OutputError(f"cannot write {output}: {exc.strerror or exc}") from exc
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def convert_gfpgan(checkpoint: Path, output: Path) -> Path:
-    """GFPGANv1.4.pth (or another GFPGANv1Clean checkpoint) -> ONNX at `output`."""
+    """GFPGANv1.4.pth (or another GFPGANv1Clean checkpoint) -> ONNX at `output` (a temporary file
+    of the caller's AtomicOutput: commands/models.py)."""
     state = load_state_dict(checkpoint)
     model = build_model(state)
     log.info("converting %s (GFPGANv1Clean, %d px) to %s", checkpoint.name, model.cfg.out_size, output)

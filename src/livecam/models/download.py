@@ -86,7 +86,9 @@ def download(
             _fetch_verified(url, part, size=size, sha256=sha256, label=label, progress=progress,
                             policy=policy, unverified=unverified)
         except _NextUrl as exc:
-            reasons.append(f"{_host(url)}: {exc}")
+            reason = str(exc) if _host(url) in str(exc) else f"{_host(url)}: {exc}"
+            if reason not in reasons:  # mirrors on one host (or no network) fail alike: say it once
+                reasons.append(reason)
             continue
         except OSError as exc:  # network errors are handled inside; this is the local disk
             raise DownloadError(f"cannot write {part}: {exc.strerror or exc}; free some disk space or "

@@ -13,16 +13,16 @@ import logging
 import os
 import shutil
 import sys
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Mapping
 
+from livecam.atomic import AtomicOutput
 from livecam.errors import DownloadError, InputError, LicenseNotAcceptedError, ModelError, ProviderError
 from livecam.models import catalog as catalog_module
 from livecam.models.catalog import ArchiveSpec, ModelSpec, TensorSpec
-from livecam.models.download import DownloadPolicy, download, part_path, sha256_file
+from livecam.models.download import DownloadPolicy, download, sha256_file
 from livecam.runtime.providers import NO_ONNXRUNTIME
 from livecam.settings import RuntimeSettings
 
@@ -130,6 +130,17 @@ class ModelStore:
         return (spec.downloadable and not self.settings.offline
                 and (not spec.needs_acceptance or self.settings.accept_license))
 
+    def damage(self, name: str) -> str:
+        """Why the file in the models folder for `name` cannot be used, by its size alone (a
+        truncated or wrong file): one clause naming the file and the repair; '' when there is no
+        such file or its size is right."""
+        spec = self.spec(name)
+        state = self._absent_or_wrong_size(spec, self.file_path(name))
+        if state is None or state.state == MISSING:
+            return ""
+        return (f"{state.path} is corrupt ({state.detail}); {self._fix_hint(spec)}"
+                + ("" if spec.bundled else " (`livecam models verify` checks every model)"))
+
     # ---- the main entry point ---------------------------------------------------------------
     def path(self, name: str) -> Path:
         """The verified file for `name`, downloaded first when it is missing and that is allowed."""
@@ -210,7 +221,7 @@ class ModelStore:
         """Full re-hash (ignores the memo); unpinned files get their signature checked instead."""
         spec = self.spec(name)
         path = self.file_path(name)
-        early = self._absent_or_wrong_size(spec, path, f" (truncated or not this model); {self._fix_hint(spec)}")
+        early = self._absent_or_wrong_size(spec, path, f", truncated or not this model; {self._fix_hint(spec)}")
         if early is not None:
             return early
         if spec.sha256 is None:
@@ -298,7 +309,14 @@ class ModelStore:
         except OSError as exc:
             raise ModelError(f"cannot create the models folder {self.root}: {exc.strerror}; "
                              f"pass --models-dir to use another one") from exc
-        lock = FileLock(str(self.root / f".{unit}.lock"))
+        path = self.root / f".{unit}.lock"
+        if _TidyLock.usable():
+            tidy = _TidyLock(path)
+            if not tidy.acquire(blocking=False):
+                log.info("waiting for another livecam process that is downloading %s", unit)
+                tidy.acquire()
+            return tidy
+        lock = FileLock(str(path))  # Windows: filelock removes its file on release there
         try:
             lock.acquire(timeout=0.2)
         except Timeout:
@@ -362,17 +380,74 @@ class ModelStore:
     def _memo_record(self, path: Path, digest: str) -> None:
         from filelock import FileLock
 
+        lock_path = self.root / (MEMO_NAME + ".lock")
         try:
-            with FileLock(str(self.root / (MEMO_NAME + ".lock")), timeout=30):
+            with _TidyLock(lock_path) if _TidyLock.usable() else FileLock(str(lock_path), timeout=30):
                 memo = _read_memo(self.root)
                 st = path.stat()
                 memo[path.name] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest}
-                fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".verified.", suffix=".tmp")
-                with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                    json.dump(memo, fh, indent=1, sort_keys=True)
-                os.replace(tmp, self.root / MEMO_NAME)
+                # the lock is held: replacing the memo read above is intended
+                with AtomicOutput(self.root / MEMO_NAME, force=True) as out:
+                    out.write_bytes(json.dumps(memo, indent=1, sort_keys=True).encode("utf-8"))
         except Exception as exc:  # noqa: BLE001 - the memo is an optimisation only
             log.debug("could not record verification of %s: %s", path, exc)
+
+
+class _TidyLock:
+    """An exclusive lock on a file that is not left behind (filelock keeps a zero-byte .lock
+    on POSIX, seen after every download, failed or not): the holder deletes the file before it
+    unlocks, and a waiter that then holds a lock on a deleted file opens the path again, so two
+    holders never overlap."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    @staticmethod
+    def usable() -> bool:
+        """POSIX (fcntl's flock); elsewhere filelock, which removes its file itself."""
+        import importlib.util
+
+        return importlib.util.find_spec("fcntl") is not None
+
+    def acquire(self, blocking: bool = True) -> bool:
+        import fcntl
+
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+            except BlockingIOError:
+                os.close(fd)
+                return False
+            except BaseException:
+                os.close(fd)
+                raise
+            try:
+                current = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                current = False
+            if current:
+                self._fd = fd
+                return True
+            os.close(fd)  # the previous holder removed it: lock the path anew
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+        os.close(self._fd)  # closing the descriptor releases the lock
+        self._fd = None
+
+    def __enter__(self) -> None:
+        if self._fd is None:
+            self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 class _Held:
@@ -430,18 +505,16 @@ def extract_members(zip_path: Path, root: Path, members: Mapping[str, ModelSpec]
             if spec.size is not None and entry.file_size != spec.size:
                 raise DownloadError(f"{zip_path.name}: {file_name} has {entry.file_size} bytes, "
                                     f"expected {spec.size}")
-            part = part_path(dest)
             limit = spec.size if spec.size is not None else entry.file_size
-            with zf.open(entry) as src, open(part, "wb") as out:
-                copied = _copy_limited(src, out, limit)
-                out.flush()
-                os.fsync(out.fileno())
-            digest = sha256_file(part)
-            if copied != limit or (spec.sha256 is not None and digest != spec.sha256):
-                part.unlink(missing_ok=True)
-                raise DownloadError(f"{zip_path.name}: {file_name} failed its size/SHA-256 check; "
-                                    f"nothing was kept")
-            os.replace(part, dest)
+            with AtomicOutput(dest) as atomic:
+                with zf.open(entry) as src, open(atomic.temp, "wb") as out:
+                    copied = _copy_limited(src, out, limit)
+                    out.flush()
+                    os.fsync(out.fileno())
+                digest = sha256_file(atomic.temp)
+                if copied != limit or (spec.sha256 is not None and digest != spec.sha256):
+                    raise DownloadError(f"{zip_path.name}: {file_name} failed its size/SHA-256 check; "
+                                        f"nothing was kept")
             if record is not None and spec.sha256 is not None:
                 record(dest, digest)
             written.append(dest)
@@ -460,17 +533,21 @@ def _copy_limited(src: Any, out: Any, limit: int) -> int:
     return copied
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def signature_problem(spec: ModelSpec, inputs: list[Any], outputs: list[Any]) -> str:
     """'' when the ORT inputs/outputs fit the spec, else what differs, in a few words."""
     if len(inputs) != len(spec.inputs):
-        return (f"expected {len(spec.inputs)} input(s) ({'; '.join(t.describe() for t in spec.inputs)}), "
+        return (f"expected {_count(len(spec.inputs), 'input')} ({'; '.join(t.describe() for t in spec.inputs)}), "
                 f"found {len(inputs)} ({'; '.join(_describe_arg(a) for a in inputs)})")
     for i, want in enumerate(spec.inputs):
         arg = _by_name(inputs, want.name) if want.name else inputs[i]
         if arg is None or not _fits(want, arg):
             return f"expected input {want.describe()}, found {'; '.join(_describe_arg(a) for a in inputs)}"
     if len(outputs) != len(spec.outputs):
-        return f"expected {len(spec.outputs)} output(s), found {len(outputs)}"
+        return f"expected {_count(len(spec.outputs), 'output')}, found {len(outputs)}"
     unused = list(outputs)
     for want in spec.outputs:
         match = next((a for a in unused if (want.name is None or a.name == want.name) and _fits(want, a)), None)

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from livecam.errors import InputError, ProviderStartError
 from livecam.faces.analyser import FaceAnalyser
-from livecam.faces.source import SourceCache, SourceIdentity, analyse_source
+from livecam.faces.source import SourceCache, SourceIdentity, analyse_source, check_photo_options
 from livecam.frame import FramePacket
 from livecam.processors.base import FrameProcessor
 from livecam.runtime.providers import FP16_FRIENDLY, ProviderChoice, user_cache_dir
@@ -51,7 +51,12 @@ def warn_provider_fallback(problem: ProviderStartError | None) -> None:
                     problem.provider, problem.cause, problem.fix)
 
 
-def warn_mesh_fallback(missing: Sequence[str]) -> None:
+def warn_mesh_fallback(missing: Sequence[str], store: Any = None) -> None:
+    # A damaged file is said as such (models/store.ModelStore.damage), not as "not available".
+    damaged = [store.damage(n) for n in missing] if store is not None else []
+    for line in filter(None, damaged):
+        log.warning("warning: %s; until then the embedded mesh swapper is used", line)
+    missing = [n for n, d in zip(missing, damaged or [""] * len(missing)) if not d]
     if missing:
         log.warning("warning: %s not available here, so the embedded mesh swapper is used; for the neural "
                     "swap run `livecam models download %s --accept-license`",
@@ -61,7 +66,7 @@ def warn_mesh_fallback(missing: Sequence[str]) -> None:
 def choose_swap_model(choice: str, store: Any, providers: ProviderChoice) -> str:
     """pick_swap_model, saying at once when `auto` falls back to the mesh swapper."""
     model, missing = pick_swap_model(choice, store, providers)
-    warn_mesh_fallback(missing)
+    warn_mesh_fallback(missing, store)
     return model
 
 
@@ -116,6 +121,7 @@ class Engine:
         cycle: list[Path] = []
         if swapping and not analysis.face_map:
             cycle = _expand_sources(settings.sources, live)
+        check_photo_options(analysis)
         # The fallback warning waits until the engine is built: a bad source photo or a missing
         # model is then the one line the user sees, not a warning followed by an error.
         swap_model, fallback_missing = (pick_swap_model(settings.swap.model, store, providers) if swapping
@@ -162,7 +168,7 @@ class Engine:
         for processor in processors:
             processor.prepare(sources)
         warn_provider_fallback(provider_problem)
-        warn_mesh_fallback(fallback_missing)
+        warn_mesh_fallback(fallback_missing, store)
         return cls(settings, analyser, processors, sources, providers=providers, swap_model=swap_model,
                    cycle=cycle if live and _is_folder(settings.sources) else (), cache=cache,
                    model_names=names)

@@ -412,8 +412,10 @@ class LivePipeline:
             latency = "latency n/a"
         else:
             latency = f"latency p50 {summary['latency_ms_p50']} ms p95 {summary['latency_ms_p95']} ms"
-        log.info("%d frames, %.1f FPS, %s, %d dropped (%s)", summary["frames"], summary["fps"], latency,
-                 summary["dropped"], stop_reason)
+        # one frame has no rate (it was printed as "1 frames, 0.0 FPS")
+        rate = f"{summary['fps']:.1f} FPS" if summary["frames"] > 1 else "FPS n/a"
+        log.info("%d frame%s, %s, %s, %d dropped (%s)", summary["frames"], "" if summary["frames"] == 1 else "s",
+                 rate, latency, summary["dropped"], stop_reason)
         return summary
 
     def _open_stats(self) -> None:
