@@ -1,12 +1,12 @@
-"""faces.align: templates, similarity estimation, crop warps and ROI-limited paste-back."""
+"""faces.align: templates, similarity estimation, crop warps."""
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 import pytest
 
-from livecam.faces.align import (ARCFACE_112, align_matrix, arcface_template, crop_roi, estimate_similarity,
-                                 feather_mask, invert, paste_back, transform_points, warp_crop, warp_to_roi)
+from livecam.faces.align import ARCFACE_112, align_matrix, arcface_template, estimate_similarity, invert, transform_points, warp_crop
 
 
 def similarity(angle_deg: float, scale: float, tx: float, ty: float) -> np.ndarray:
@@ -71,56 +71,7 @@ def test_warp_then_inverse_warp_returns_points_within_half_a_pixel():
     crop = warp_crop(frame, m, 112)
     assert np.abs(centroids(crop, ARCFACE_112, radius=4) - ARCFACE_112).max() < 0.5
     # ... and the crop warped back puts them where they were in the frame.
-    roi = crop_roi(m, 112, frame.shape)
-    assert roi is not None
-    back = warp_to_roi(crop, m, roi)
-    found = centroids(back, kps - [roi[0], roi[1]], radius=6) + [roi[0], roi[1]]
+    back = cv2.warpAffine(crop, invert(m), (frame.shape[1], frame.shape[0]), flags=cv2.INTER_LINEAR)
+    found = centroids(back, kps, radius=6)
     assert np.abs(found - kps).max() < 0.5
     np.testing.assert_allclose(transform_points(transform_points(kps, m), invert(m)), kps, atol=1e-3)
-
-
-def test_paste_back_changes_no_pixel_outside_the_roi():
-    rng = np.random.default_rng(3)
-    frame = rng.integers(0, 256, (240, 320, 3), dtype=np.uint8)
-    before = frame.copy()
-    kps = transform_points(arcface_template(128), similarity(30.0, 0.6, 120.0, 50.0))
-    m = align_matrix(kps, arcface_template(128))
-    crop = np.full((128, 128, 3), 255, dtype=np.uint8)
-    roi = paste_back(frame, crop, m, np.ones((128, 128), np.float32))
-    assert roi is not None
-    x1, y1, x2, y2 = roi
-    outside = np.ones(frame.shape[:2], bool)
-    outside[y1:y2, x1:x2] = False
-    assert np.array_equal(frame[outside], before[outside])
-    assert (frame[y1:y2, x1:x2] != before[y1:y2, x1:x2]).any()
-    # The ROI is the crop's footprint, not the frame: a 128 crop at scale 1/0.6 spans < 320 px.
-    assert (x2 - x1) < 0.8 * frame.shape[1] and (y2 - y1) < frame.shape[0]
-    # Every changed pixel lies within the warped crop square (plus a pixel for interpolation).
-    ys, xs = np.nonzero((frame != before).any(axis=2))
-    in_crop = transform_points(np.stack([xs, ys], axis=1).astype(np.float64), m)
-    assert in_crop.min() >= -1.0 and in_crop.max() <= 129.0
-
-
-def test_paste_back_respects_mask_and_opacity():
-    frame = np.zeros((200, 200, 3), np.uint8)
-    m = similarity(0.0, 1.0, -50.0, -50.0)  # crop origin at frame (50, 50)
-    crop = np.full((100, 100, 3), 200, np.uint8)
-    mask = np.zeros((100, 100), np.float32)
-    mask[25:75, 25:75] = 1.0
-    paste_back(frame, crop, m, mask, opacity=0.5)
-    assert frame[100, 100, 0] == 100  # half of 200 inside the mask
-    assert frame[60, 60, 0] == 0  # inside the crop, outside the mask
-
-
-def test_paste_back_off_frame_is_a_no_op():
-    frame = np.zeros((50, 50, 3), np.uint8)
-    m = similarity(0.0, 1.0, 500.0, 500.0)  # the crop maps to x, y < -400
-    assert paste_back(frame, np.full((32, 32, 3), 255, np.uint8), m, np.ones((32, 32), np.float32)) is None
-    assert not frame.any()
-
-
-def test_feather_mask_is_one_inside_and_zero_at_the_border():
-    mask = feather_mask(128)
-    assert mask.shape == (128, 128) and mask.dtype == np.float32
-    assert mask[64, 64] == pytest.approx(1.0) and mask[0, 0] == pytest.approx(0.0)
-    assert mask[64, 0] < 0.05 and mask.min() >= 0.0 and mask.max() <= 1.0 + 1e-6

@@ -1,8 +1,7 @@
-"""Alignment templates, similarity transforms, crop warps and region-limited paste-back.
+"""Alignment templates, similarity transforms and crop warps.
 
 Matrices are 2x3 float64 affine maps from frame pixels to crop pixels (as cv2.warpAffine
-takes them). Paste-back never warps a full frame: it works in the region of interest (ROI)
-that the crop covers, so its cost grows with the face, not with the frame.
+takes them). Pasting a crop back into the frame is processors/paste.py's job.
 """
 
 from __future__ import annotations
@@ -115,73 +114,3 @@ def to_blob(images: Sequence[np.ndarray], scale: float, offset: float = 0.0, *, 
             slot = blob[i, 2 - c if swap_rb else c]
             cv2.addWeighted(planes[c], scale, planes[c], 0.0, offset, dst=slot, dtype=cv2.CV_32F)
     return blob
-
-
-def crop_roi(matrix: np.ndarray, crop_size: int | tuple[int, int], frame_shape: tuple[int, ...],
-             pad: int = 1) -> Roi | None:
-    """The frame region a crop maps back onto, clipped to the frame; None when empty."""
-    w, h = (crop_size, crop_size) if isinstance(crop_size, int) else crop_size
-    corners = np.array([[0, 0], [w, 0], [w, h], [0, h]], dtype=np.float64)
-    back = transform_points(corners, invert(matrix))
-    fh, fw = frame_shape[:2]
-    x1 = max(int(np.floor(back[:, 0].min())) - pad, 0)
-    y1 = max(int(np.floor(back[:, 1].min())) - pad, 0)
-    x2 = min(int(np.ceil(back[:, 0].max())) + pad, fw)
-    y2 = min(int(np.ceil(back[:, 1].max())) + pad, fh)
-    if x2 <= x1 or y2 <= y1:
-        return None
-    return x1, y1, x2, y2
-
-
-def crop_to_roi_matrix(matrix: np.ndarray, roi: Roi) -> np.ndarray:
-    """Crop-to-ROI matrix: the inverse of `matrix`, shifted so the ROI's corner is the origin."""
-    inv = invert(matrix)
-    inv[:, 2] -= (roi[0], roi[1])
-    return inv
-
-
-def warp_to_roi(crop: np.ndarray, matrix: np.ndarray, roi: Roi, interpolation: int = cv2.INTER_LINEAR,
-                border: int = cv2.BORDER_REPLICATE) -> np.ndarray:
-    """Map a crop back into the ROI of the frame (only ROI-sized work)."""
-    x1, y1, x2, y2 = roi
-    return cv2.warpAffine(crop, crop_to_roi_matrix(matrix, roi), (x2 - x1, y2 - y1),
-                          flags=interpolation, borderMode=border, borderValue=0)
-
-
-def blend_roi(frame: np.ndarray, roi: Roi, content: np.ndarray, alpha: np.ndarray) -> None:
-    """frame[roi] = frame[roi] * (1 - alpha) + content * alpha, in place, rounding to uint8.
-
-    alpha is HxW float32 in [0, 1] for the ROI."""
-    x1, y1, x2, y2 = roi
-    region = frame[y1:y2, x1:x2]
-    a = alpha[..., None] if alpha.ndim == 2 else alpha
-    base = region.astype(np.float32)
-    out = base + (content.astype(np.float32) - base) * a
-    np.clip(out + 0.5, 0, 255, out=out)
-    region[...] = out.astype(np.uint8)
-
-
-def paste_back(frame: np.ndarray, crop: np.ndarray, matrix: np.ndarray, crop_mask: np.ndarray,
-               opacity: float = 1.0) -> Roi | None:
-    """Paste a processed crop into the frame through a soft mask given in crop space.
-
-    Only the ROI the crop covers is touched; returns it (None when the crop is off-frame)."""
-    roi = crop_roi(matrix, crop.shape[1::-1], frame.shape)
-    if roi is None:
-        return None
-    content = warp_to_roi(crop, matrix, roi)
-    alpha = warp_to_roi(crop_mask.astype(np.float32), matrix, roi, border=cv2.BORDER_CONSTANT)
-    if opacity != 1.0:
-        alpha *= opacity
-    blend_roi(frame, roi, content, alpha)
-    return roi
-
-
-def feather_mask(size: int | tuple[int, int], erode_ratio: float = 0.1, blur_ratio: float = 0.1) -> np.ndarray:
-    """A crop-space soft mask: 1 inside, fading to 0 at the border (float32 HxW)."""
-    w, h = (size, size) if isinstance(size, int) else size
-    mask = np.zeros((h, w), dtype=np.float32)
-    e = max(1, int(round(min(w, h) * erode_ratio)))
-    mask[e:h - e, e:w - e] = 1.0
-    k = max(3, int(round(min(w, h) * blur_ratio)) | 1)
-    return cv2.GaussianBlur(mask, (k, k), 0)

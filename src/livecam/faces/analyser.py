@@ -257,15 +257,6 @@ class FaceAnalyser:
             faces = selection.filter_by_reference(faces, self.references, self.settings.reference_distance)
         return selection.select_faces(faces, self.settings.many_faces)
 
-    def reset_tracking(self) -> None:
-        """Forget carried faces and tracks (a new clip or a cut)."""
-        self._carried = None
-        self._since_detect = 0
-        if self.tracker is not None:
-            reset = getattr(self.tracker, "reset", None)
-            if reset is not None:
-                reset()
-
     # ---- photos ---------------------------------------------------------------------------------
     def analyse_photo(self, image: np.ndarray) -> tuple[Face | None, int]:
         """(largest face with landmarks and, when an embedder is loaded, its embedding; number of

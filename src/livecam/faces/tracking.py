@@ -108,10 +108,6 @@ class FaceTracker:
         self._next_id = 1
         self._last_time: float | None = None
 
-    @property
-    def track_ids(self) -> list[int]:
-        return [t.track_id for t in self._tracks]
-
     def reset(self) -> None:
         self._tracks.clear()
         self._last_time = None
