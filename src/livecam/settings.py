@@ -5,9 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-FRAME_PROCESSORS: tuple[str, ...] = ("face_swapper", "face_enhancer")
 SWAP_MODELS: tuple[str, ...] = ("auto", "inswapper_128", "inswapper_128_fp16", "mesh")
 DETECTORS: tuple[str, ...] = ("auto", "scrfd", "blazeface")
+
+
+def _default_processors() -> tuple[str, ...]:
+    from livecam.processors.registry import default_names  # finds the processor modules: not at import
+
+    return default_names()
 
 
 @dataclass(frozen=True)
@@ -51,7 +56,8 @@ class EnhanceSettings:
 @dataclass(frozen=True)
 class ProcessingSettings:
     sources: tuple[Path, ...]
-    frame_processors: tuple[str, ...] = ("face_swapper",)
+    # Names from livecam.processors.registry, in order; the default is the swapper.
+    frame_processors: tuple[str, ...] = field(default_factory=lambda: _default_processors())
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
     analysis: AnalysisSettings = field(default_factory=AnalysisSettings)
     swap: SwapSettings = field(default_factory=SwapSettings)

@@ -36,6 +36,8 @@ SQUARE = (slice(20, 44), slice(40, 72))  # rows, cols the fake engine inverts
 class InvertEngine:
     """Inverts a square and 'finds' a face there; optional per-frame delay and failure."""
 
+    smooths = False  # contracts.FileEngine: no ordered tracking step
+
     def __init__(self, delay=None, fail_at: int | None = None, face: bool = True) -> None:  # type: ignore[no-untyped-def]
         self.delay = delay
         self.fail_at = fail_at
@@ -214,6 +216,8 @@ def test_no_face_anywhere_completes_with_a_warning(tmp_path: Path, clip: Path,
 
 def test_label_changes_only_its_corner_and_no_label_removes_it(tmp_path: Path, clip: Path) -> None:
     class Identity:
+        smooths = False
+
         def analyse(self, packet: FramePacket, track: bool) -> None:
             packet.faces = []
 

@@ -27,7 +27,7 @@ from dataclasses import replace
 from fractions import Fraction
 from itertools import islice
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import click
 import numpy as np
@@ -35,6 +35,10 @@ import numpy as np
 from livecam.errors import InputError
 from livecam.frame import FramePacket
 from livecam.settings import BenchJob
+
+if TYPE_CHECKING:
+    from livecam.pipeline.contracts import FrameEngine
+    from livecam.pipeline.engine import Engine
 
 log = logging.getLogger("livecam")
 
@@ -100,7 +104,7 @@ class TimedSource:
 class RecordingEngine:
     """Passes every call to the real engine and keeps each processed frame's stage timings."""
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
         # The packets' own timing dicts (not copies): stages timed after process(), such as the
         # live pipeline's "output", land in them too.
@@ -208,7 +212,7 @@ def _source_photo(job: BenchJob) -> np.ndarray:
     return read_image(path)
 
 
-def _warm_up(engine: Any, images: list[np.ndarray], live: bool) -> None:
+def _warm_up(engine: FrameEngine, images: list[np.ndarray], live: bool) -> None:
     for i, image in enumerate(images):
         packet = FramePacket(index=i, image=image.copy(), captured_at=time.perf_counter())
         engine.analyse(packet, track=live)
@@ -222,7 +226,7 @@ def _file_frames(path: Path, limit: int) -> tuple[Iterator[Any], Any]:
     return islice(reader.frames(), limit), reader
 
 
-def run_live_bench(job: BenchJob, engine: Any, clip_photo: np.ndarray | None = None) -> dict[str, Any]:
+def run_live_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None = None) -> dict[str, Any]:
     from livecam.media.sinks import NullSink
     from livecam.pipeline.live import LiveOptions, run_live_pipeline
     from livecam.pipeline.metrics import ResourceProbe
@@ -293,7 +297,7 @@ def _generated_file(job: BenchJob, folder: Path, clip_photo: np.ndarray | None =
     return path
 
 
-def run_video_bench(job: BenchJob, engine: Any, clip_photo: np.ndarray | None = None) -> dict[str, Any]:
+def run_video_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None = None) -> dict[str, Any]:
     from livecam.media.video_writer import OutputSpec, VideoWriter
     from livecam.pipeline.file import RunOptions, frames_in_flight, packet_time, run_frames
 

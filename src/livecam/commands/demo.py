@@ -104,7 +104,7 @@ def _make_demo(folder: Path, runtime: RuntimeSettings, workers: int, written: li
 
     neural = neural_models_present(ModelStore(runtime, progress=False))
     settings = ProcessingSettings(
-        sources=(source,), frame_processors=("face_swapper",), runtime=runtime,
+        sources=(source,), runtime=runtime,  # the default processors: the swapper
         analysis=AnalysisSettings(),  # smoothing on, as `livecam video` does by default
         swap=SwapSettings(model="auto" if neural else "mesh"),
     )

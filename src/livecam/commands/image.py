@@ -13,6 +13,7 @@ import time
 
 from livecam.frame import FramePacket
 from livecam.media.images import check_output_path, read_image, split_alpha, write_image_atomic
+from livecam.processors import registry
 from livecam.processors.base import MIN_EYE_DISTANCE, usable
 from livecam.settings import AnalysisSettings, ImageJob
 
@@ -45,7 +46,7 @@ def run_image(job: ImageJob) -> None:
     else:
         engine.process(packet)
     write_image_atomic(job.output, packet.image, force=job.force, label=job.label, alpha=alpha)
-    done = "swapped" if "face_swapper" in job.processing.frame_processors else "enhanced"
+    done = "swapped" if registry.swaps(job.processing.frame_processors) else "enhanced"
     skipped = f", {small} too small to change" if small and count else ""
     log.info("wrote %s (%d face%s %s%s, %.1f s; %s)", job.output, count, "" if count == 1 else "s",
              done, skipped, time.perf_counter() - start, engine.describe())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -12,10 +12,13 @@ from livecam.errors import DeviceError, InputError, OutputExistsError
 from livecam.frame import FramePacket
 from livecam.media.camera import CameraSource, VideoFileSource, camera_device_problem, open_source
 from livecam.media.images import check_output_folder, same_file
-from livecam.media.sinks import FileRecorderSink, make_sink
+from livecam.media.sinks import FileRecorderSink, Sink, make_sink
 from livecam.pipeline.live import LiveOptions, run_live_pipeline
 from livecam.pipeline.metrics import ResourceProbe
 from livecam.settings import LiveJob
+
+if TYPE_CHECKING:
+    from livecam.pipeline.engine import Engine
 
 log = logging.getLogger("livecam")
 
@@ -33,7 +36,7 @@ def live_options(job: LiveJob, *, recording: bool = False, det_size: int | None 
         detect_every=analysis.detect_every, det_size=det_size)
 
 
-def check_files(job: LiveJob, sink: Any) -> None:
+def check_files(job: LiveJob, sink: Sink) -> None:
     """--stats-json and the recording, checked before any model loads: an existing stats file is
     kept unless --force, and neither may be the --camera file (it would be overwritten)."""
     camera = Path(job.camera)
@@ -56,10 +59,10 @@ def check_files(job: LiveJob, sink: Any) -> None:
         raise InputError(f"--stats-json {path}: {exc.message}") from exc
 
 
-def warm_up(engine: Any) -> None:
+def warm_up(engine: Engine) -> None:
     """Run the models once on the source photo, so the first camera frames are not seconds late
     (ONNX Runtime allocates and plans on the first run) and the governor judges steady state."""
-    sources = getattr(engine, "sources", None)
+    sources = engine.sources
     if not sources:
         return
     image = np.ascontiguousarray(sources[0].image[..., :3])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from livecam.commands.image import wanted_faces
 from livecam.commands.signals import stop_signals
@@ -15,6 +15,9 @@ from livecam.media.video_reader import VideoReader
 from livecam.media.video_writer import check_encoder, container_format, resolve_encoder
 from livecam.pipeline.file import VideoOptions, process_video
 from livecam.settings import VideoJob
+
+if TYPE_CHECKING:
+    from livecam.pipeline.engine import Engine
 
 log = logging.getLogger("livecam")
 
@@ -54,7 +57,7 @@ def check_job(job: VideoJob) -> None:
                          f"{total} frames{at}")
 
 
-def create_engine(job: VideoJob) -> Any:
+def create_engine(job: VideoJob) -> Engine:
     """Build the processing engine (models load here); a separate function so tests can swap it."""
     from livecam.pipeline.engine import Engine
 
@@ -65,9 +68,7 @@ def run_video(job: VideoJob) -> None:
     job = replace(job, encoder=resolve_encoder(job.encoder, job.output))
     check_job(job)
     engine = create_engine(job)
-    describe = getattr(engine, "describe", None)
-    if callable(describe):
-        log.info("%s", describe())
+    log.info("%s", engine.describe())
     quiet = job.processing.runtime.quiet
     cap = AddressSpaceCap(job.max_memory_gb)
     with stop_signals():

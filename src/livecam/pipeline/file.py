@@ -8,10 +8,9 @@ frame and the encode thread gives it back once that frame is written, so at most
 frames exist at once whatever the video's length. The frame the encoder waits for is always
 decoded before any later one, so the bound cannot deadlock. Nothing is dropped.
 
-The engine is any object with `analyse(packet, track)` and `process(packet)`; tests pass fakes.
-Workers call it concurrently (ONNX Runtime sessions are thread-safe for run()). Detection needs
-no order (analyse(track=False) keeps no state). Smoothing over time (--smoothing) does: when the
-engine `smooths`, workers call its `detect(packet)`, hand the packet to an InOrder step that
+The engine is a contracts.FileEngine; tests pass fakes. Workers call it concurrently (ONNX
+Runtime sessions are thread-safe for run()). Detection needs no order (analyse(track=False)
+keeps no state). Smoothing over time (--smoothing) does: when the engine `smooths`, workers call its `detect(packet)`, hand the packet to an InOrder step that
 calls `track(packet)` strictly in frame order (one call at a time), and process what it returns.
 Whichever worker completes a run of consecutive detected frames tracks them all (cheap: a
 One-Euro filter), processes the first and puts the others at the head of the work queue for any
@@ -31,7 +30,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Protocol, cast
+from typing import Callable, Iterable, Iterator, Protocol
 
 import numpy as np
 
@@ -39,6 +38,7 @@ from livecam.errors import Interrupted
 from livecam.frame import FramePacket
 from livecam.media.video_reader import VideoReader
 from livecam.media.video_writer import DISK_FULL, OutputSpec, VideoWriter, container_format, temp_path
+from livecam.pipeline.contracts import FileEngine
 from livecam.pipeline.progress import Progress
 from livecam.pipeline.queues import ReorderBuffer
 from livecam.provenance import CONTAINER_METADATA, draw_label
@@ -48,28 +48,6 @@ log = logging.getLogger("livecam")
 _POLL_S = 0.1  # every blocking wait wakes this often to look at the stop event
 _JOIN_S = 5.0
 FRAME_MEMORY_SHARE = 0.5  # of --max-memory; the rest is for models, codecs and Python
-
-
-class Engine(Protocol):
-    def analyse(self, packet: FramePacket, track: bool) -> None: ...
-
-    def process(self, packet: FramePacket) -> None: ...
-
-
-class SmoothingEngine(Engine, Protocol):
-    """An engine whose faces are smoothed over time: detect() in any thread, track() in order."""
-
-    smooths: bool
-
-    def detect(self, packet: FramePacket) -> None: ...
-
-    def track(self, packet: FramePacket) -> None: ...
-
-
-def smooths(engine: object) -> bool:
-    """Whether the engine wants the ordered tracking step (fakes without it analyse as before)."""
-    return bool(getattr(engine, "smooths", False)) and callable(getattr(engine, "detect", None)) \
-        and callable(getattr(engine, "track", None))
 
 
 class InOrder:
@@ -228,7 +206,7 @@ def retime(frames: Iterable[TimedFrame], fps: Fraction, input_rate: Fraction) ->
 def run_frames(
     frames: Iterable[TimedFrame],
     write: Callable[[FramePacket], None],
-    engine: Engine,
+    engine: FileEngine,
     options: RunOptions,
     *,
     progress: Progress | None = None,
@@ -250,11 +228,10 @@ def run_frames(
     errors: list[BaseException] = []
     stats = RunStats()
     started = time.perf_counter()
-    smoothing = cast(SmoothingEngine, engine) if smooths(engine) else None
     ordered: InOrder | None = None
-    if smoothing is not None:
+    if engine.smooths:
         first = options.frame_range[0] if options.frame_range is not None else 0
-        ordered = InOrder(smoothing.track, first)
+        ordered = InOrder(engine.track, first)
 
     def fail(exc: BaseException) -> None:
         errors.append(exc)
@@ -305,11 +282,11 @@ def run_frames(
                     process(packet)
                 elif not in_range(packet.index, options.frame_range):
                     finish(packet)
-                elif smoothing is None or ordered is None:
+                elif ordered is None:
                     engine.analyse(packet, track=False)
                     process(packet)
                 else:
-                    smoothing.detect(packet)
+                    engine.detect(packet)
                     ready = ordered.add(packet)  # often none (an earlier frame is missing), sometimes several
                     if ready:
                         work.put_ready(ready[1:])  # for any free worker
@@ -424,7 +401,7 @@ class VideoResult:
     partial: bool
 
 
-def process_video(options: VideoOptions, engine: Engine, *, quiet: bool = False,
+def process_video(options: VideoOptions, engine: FileEngine, *, quiet: bool = False,
                   stop: threading.Event | None = None, on_warm: Callable[[], None] | None = None) -> VideoResult:
     """Decode, process and encode one video into options.output via a temporary file.
 
@@ -435,7 +412,7 @@ def process_video(options: VideoOptions, engine: Engine, *, quiet: bool = False,
         return _write_video(reader, options, engine, quiet=quiet, stop=stop, on_warm=on_warm)
 
 
-def _write_video(reader: VideoReader, options: VideoOptions, engine: Engine, *, quiet: bool,
+def _write_video(reader: VideoReader, options: VideoOptions, engine: FileEngine, *, quiet: bool,
                  stop: threading.Event | None, on_warm: Callable[[], None] | None) -> VideoResult:
     info = reader.info
     for kind in info.other_streams:

@@ -27,7 +27,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Protocol
+from typing import IO, Any, Callable
 
 import numpy as np
 
@@ -35,30 +35,17 @@ from livecam.errors import DeviceError, Interrupted, OutputError
 from livecam.frame import FramePacket
 from livecam.media.camera import FrameSource
 from livecam.media.sinks import Sink
+from livecam.pipeline.contracts import LiveEngine
 from livecam.pipeline.governor import Governor, default_steps
 from livecam.pipeline.metrics import LiveMetrics, ResourceProbe
 from livecam.pipeline.queues import DropOldestQueue, ReorderBuffer
+from livecam.processors import registry
 from livecam.provenance import draw_label
 
 log = logging.getLogger("livecam")
 
 POLL_S = 0.05  # the longest any stage blocks before looking at the stop event again
 END = object()  # end-of-stream sentinel
-
-
-class LiveEngine(Protocol):
-    """What the live pipeline needs from livecam.pipeline.engine.Engine."""
-
-    @property
-    def processor_names(self) -> Iterable[str]: ...
-
-    def analyse(self, packet: FramePacket, track: bool) -> None: ...
-    def process(self, packet: FramePacket) -> Any: ...
-    def set_enabled(self, name: str, enabled: bool) -> None: ...
-    def set_detect_every(self, n: int) -> None: ...
-    def set_det_size(self, n: int) -> None: ...
-    def next_source(self) -> str | None: ...
-    def describe(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -121,7 +108,8 @@ class LivePipeline:
         self.metrics = LiveMetrics(interval_s=options.interval_s, probe=probe)
         self._probe = probe
         self.governor = Governor(
-            default_steps(_GovernorKnobs(self), detect_every=options.detect_every, det_size=options.det_size),
+            default_steps(engine, detect_every=options.detect_every, det_size=options.det_size,
+                          switch_enhancers=lambda on: self._hold_enhancer(not on)),
             options.max_latency_ms, enabled=options.degrade, interval_s=options.interval_s,
             recover_s=options.recover_s, clock=time.perf_counter)
         self._stop = threading.Event()
@@ -132,6 +120,7 @@ class LivePipeline:
         self.mirror = options.mirror
         self.paused = False
         self.stats_overlay = options.stats_overlay
+        self._enhancers = registry.with_role(engine.processor_names, "enhancer")
         self._enhancer_on = True  # the e key's choice
         self._enhancer_held_off = False  # the governor's "enhancer off" step
         self._last_progress = time.perf_counter()
@@ -243,9 +232,7 @@ class LivePipeline:
                     self._put(self.q_process, END, lossless=True)  # for the other workers
                     return
                 t0 = time.perf_counter()
-                result = self.engine.process(packet)
-                if isinstance(result, FramePacket):
-                    packet = result
+                self.engine.process(packet)  # in place (contracts.FrameEngine)
                 packet.timings["process"] = (time.perf_counter() - t0) * 1000.0
                 if not self.reorder.push(packet.index, packet):
                     self.metrics.drop("late")
@@ -354,14 +341,15 @@ class LivePipeline:
             self.paused = not self.paused
             log.info("paused" if self.paused else "resumed")
         elif key == "e":
-            if "face_enhancer" in tuple(self.engine.processor_names):
+            if self._enhancers:
                 self._enhancer_on = not self._enhancer_on
                 self._apply_enhancer()
                 held = " (held off while latency is over budget; --no-degrade keeps it on)"
                 log.info("face enhancer %s%s", "on" if self._enhancer_on else "off",
                          held if self._enhancer_on and self._enhancer_held_off else "")
             else:
-                log.info("the face enhancer is not running (add --frame-processor face_enhancer)")
+                log.info("the face enhancer is not running (add --frame-processor %s)",
+                         " or ".join(registry.names_with_role("enhancer")))
         elif key == "n":
             name = self.engine.next_source()
             log.info("source: %s", name if name else "only one source (give --source a folder to cycle)")
@@ -370,7 +358,8 @@ class LivePipeline:
     def _apply_enhancer(self) -> None:
         """The enhancer runs only when both the e key and the governor allow it, so neither
         undoes the other's choice."""
-        self.engine.set_enabled("face_enhancer", self._enhancer_on and not self._enhancer_held_off)
+        for name in self._enhancers:
+            self.engine.set_enabled(name, self._enhancer_on and not self._enhancer_held_off)
 
     def _hold_enhancer(self, off: bool) -> None:
         self._enhancer_held_off = off
@@ -461,27 +450,6 @@ class LivePipeline:
                 signal.signal(sig, handler)
             except (ValueError, OSError):
                 pass
-
-
-class _GovernorKnobs:
-    """The engine as the governor sees it: its enhancer switch goes through the pipeline, which
-    combines it with the e key; the other knobs go straight to the engine."""
-
-    def __init__(self, pipeline: LivePipeline) -> None:
-        self._pipeline = pipeline
-        self.processor_names = tuple(pipeline.engine.processor_names)
-
-    def set_enabled(self, name: str, enabled: bool) -> None:
-        if name == "face_enhancer":
-            self._pipeline._hold_enhancer(not enabled)
-        else:
-            self._pipeline.engine.set_enabled(name, enabled)
-
-    def set_detect_every(self, n: int) -> None:
-        self._pipeline.engine.set_detect_every(n)
-
-    def set_det_size(self, n: int) -> None:
-        self._pipeline.engine.set_det_size(n)
 
 
 def run_live_pipeline(engine: LiveEngine, source: FrameSource, sink: Sink, options: LiveOptions,
