@@ -25,8 +25,6 @@ import livecam.commands.video as video
 
 class SlowEngine:
     smooths = False  # contracts.FileEngine: no ordered tracking step
-    def describe(self):
-        return "slow fake"
     def analyse(self, packet, track):
         packet.faces = []
     def process(self, packet):

@@ -34,7 +34,7 @@ import numpy as np
 
 from livecam.errors import InputError
 from livecam.frame import FramePacket
-from livecam.settings import BenchJob
+from livecam.settings import BenchJob, LiveJob
 
 if TYPE_CHECKING:
     from livecam.pipeline.contracts import FrameEngine
@@ -228,7 +228,7 @@ def _file_frames(path: Path, limit: int) -> tuple[Iterator[Any], Any]:
 
 def run_live_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None = None) -> dict[str, Any]:
     from livecam.media.sinks import NullSink
-    from livecam.pipeline.live import LiveOptions, run_live_pipeline
+    from livecam.pipeline.live import LiveRun, run_live_pipeline
     from livecam.pipeline.metrics import ResourceProbe
 
     capture: list[float] = []
@@ -246,11 +246,8 @@ def run_live_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None 
         fps = clip.fps
     recording = RecordingEngine(engine)
     _warm_up(engine, warm, live=True)
-    analysis = job.processing.analysis
     # The governor stays off: the configured pipeline is what gets measured, not a degraded one.
-    options = LiveOptions(workers=job.processing.runtime.execution_threads, max_frames=job.frames,
-                          degrade=False, detect_every=analysis.detect_every, det_size=analysis.det_size,
-                          handle_signals=True)
+    options = LiveRun(LiveJob(processing=job.processing, max_frames=job.frames, degrade=False, label=False))
     cpu0 = cpu_seconds()
     try:
         result = run_live_pipeline(recording, TimedSource(images, "bench clip", fps, capture),
@@ -299,7 +296,7 @@ def _generated_file(job: BenchJob, folder: Path, clip_photo: np.ndarray | None =
 
 def run_video_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None = None) -> dict[str, Any]:
     from livecam.media.video_writer import OutputSpec, VideoWriter
-    from livecam.pipeline.file import RunOptions, frames_in_flight, packet_time, run_frames
+    from livecam.pipeline.file import frames_in_flight, packet_time, run_frames
 
     decode: list[float] = []
     encode: list[float] = []
@@ -333,11 +330,11 @@ def run_video_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None
 
             workers = job.processing.runtime.execution_threads
             recording = RecordingEngine(engine)
-            options = RunOptions(workers=workers, label=True,
-                                 max_in_flight=frames_in_flight(info.width * info.height * 3, workers, None))
+            in_flight = frames_in_flight(info.width * info.height * 3, workers, None)
             cpu0 = cpu_seconds()
             try:
-                stats = run_frames(timed(frames), write, recording, options)
+                stats = run_frames(timed(frames), write, recording, workers=workers, label=True,
+                                   max_in_flight=in_flight)
             except BaseException:
                 writer.abort()  # the temporary folder goes with the file
                 raise

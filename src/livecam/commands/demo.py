@@ -30,7 +30,7 @@ from livecam.errors import InputError, OutputError, OutputExistsError
 from livecam.media.images import read_image, write_image_atomic
 from livecam.media.video_writer import add_video_stream, disk_error, encoder_available
 from livecam.samples import SAMPLES, sample_path
-from livecam.settings import AnalysisSettings, DemoJob, ProcessingSettings, RuntimeSettings, SwapSettings
+from livecam.settings import AnalysisSettings, DemoJob, ProcessingSettings, RuntimeSettings, SwapSettings, VideoJob
 
 log = logging.getLogger("livecam")
 
@@ -89,7 +89,7 @@ def run_demo(job: DemoJob) -> None:
 def _make_demo(folder: Path, runtime: RuntimeSettings, workers: int, written: list[Path]) -> DemoResult:
     from livecam.models.store import ModelStore
     from livecam.pipeline.engine import Engine
-    from livecam.pipeline.file import VideoOptions, process_video
+    from livecam.pipeline.file import process_video
 
     encoder = next((e for e in ENCODERS if encoder_available(e)), None)
     if encoder is None:
@@ -111,8 +111,9 @@ def _make_demo(folder: Path, runtime: RuntimeSettings, workers: int, written: li
     engine = Engine.create(settings, live=False, progress=False)
     log.info("demo: putting the face of %s on a clip of %s (%s)", SAMPLES[SOURCE].who, SAMPLES[TARGET].who,
              engine.describe())
-    video = process_video(VideoOptions(input=target_clip, output=demo_clip, encoder=encoder, quality=20,
-                                       workers=workers, label=True), engine, quiet=runtime.quiet)
+    # force: prepare_folder already required --force for a folder with files in it
+    video = process_video(VideoJob(input=target_clip, output=demo_clip, processing=settings, force=True,
+                                   encoder=encoder, quality=20, label=True), engine, quiet=runtime.quiet)
     written.append(demo_clip)
     if video.stats.with_faces == 0:
         raise OutputError("the demo found no face in its own clip; the installation looks broken "

@@ -42,6 +42,7 @@ from livecam.pipeline.contracts import FileEngine
 from livecam.pipeline.progress import Progress
 from livecam.pipeline.queues import ReorderBuffer
 from livecam.provenance import CONTAINER_METADATA, draw_label
+from livecam.settings import VideoJob
 
 log = logging.getLogger("livecam")
 
@@ -133,14 +134,6 @@ class OutFrame:
     time: float
 
 
-@dataclass(frozen=True)
-class RunOptions:
-    workers: int = 1
-    max_in_flight: int = 6
-    frame_range: tuple[int, int | None] | None = None  # frames outside pass through untouched
-    label: bool = True
-
-
 @dataclass
 class RunStats:
     frames: int = 0  # written
@@ -207,30 +200,33 @@ def run_frames(
     frames: Iterable[TimedFrame],
     write: Callable[[FramePacket], None],
     engine: FileEngine,
-    options: RunOptions,
     *,
+    workers: int = 1,
+    max_in_flight: int = 6,
+    frame_range: tuple[int, int | None] | None = None,
+    label: bool = True,
     progress: Progress | None = None,
     stop: threading.Event | None = None,
     on_warm: Callable[[], None] | None = None,
 ) -> RunStats:
-    """Run every frame through the engine with `options.workers` threads and hand them to
+    """Run every frame through the engine with `workers` threads and hand them to
     `write` strictly in order (from one encode thread). Returns when all are written; raises the
     first error of any thread; a KeyboardInterrupt stops every thread and is re-raised (frames
     written so far stay written, so the caller may finalise a shorter file).
 
     on_warm is called once from the encode thread when as many frames as may be in flight have
     been written: every thread, codec and buffer exists by then (the moment to cap memory)."""
-    workers = max(1, options.workers)
+    workers = max(1, workers)
     stop = stop or threading.Event()
-    slots = threading.Semaphore(max(workers + 2, options.max_in_flight))
-    work = WorkQueue(maxsize=options.max_in_flight + workers)
+    slots = threading.Semaphore(max(workers + 2, max_in_flight))
+    work = WorkQueue(maxsize=max_in_flight + workers)
     reorder: ReorderBuffer[FramePacket] = ReorderBuffer(0, producers=workers)
     errors: list[BaseException] = []
     stats = RunStats()
     started = time.perf_counter()
     ordered: InOrder | None = None
     if engine.smooths:
-        first = options.frame_range[0] if options.frame_range is not None else 0
+        first = frame_range[0] if frame_range is not None else 0
         ordered = InOrder(engine.track, first)
 
     def fail(exc: BaseException) -> None:
@@ -280,7 +276,7 @@ def run_frames(
                     break
                 if tracked:
                     process(packet)
-                elif not in_range(packet.index, options.frame_range):
+                elif not in_range(packet.index, frame_range):
                     finish(packet)
                 elif ordered is None:
                     engine.analyse(packet, track=False)
@@ -302,7 +298,7 @@ def run_frames(
         finish(packet)
 
     def finish(packet: FramePacket) -> None:
-        if options.label:
+        if label:
             if not packet.image.flags.writeable:
                 packet.image = packet.image.copy()
             draw_label(packet.image)
@@ -317,7 +313,7 @@ def run_frames(
                     write(packet)
                     slots.release()
                     stats.frames += 1
-                    if on_warm is not None and stats.frames == options.max_in_flight:
+                    if on_warm is not None and stats.frames == max_in_flight:
                         on_warm()
                     if packet.timings.pop("processed", None):
                         stats.processed += 1
@@ -376,24 +372,6 @@ def run_frames(
 
 
 @dataclass(frozen=True)
-class VideoOptions:
-    """What process_video needs from a VideoJob (settings.VideoJob maps onto it 1:1)."""
-
-    input: Path
-    output: Path
-    encoder: str = "libx264"
-    quality: int = 18
-    fps: float | None = None
-    audio: bool = True
-    keep_partial: bool = False
-    frame_range: tuple[int, int | None] | None = None
-    label: bool = True
-    workers: int = 1
-    max_memory_gb: float | None = None
-    wanted_faces: str = "face"  # for the warning when none is found ("face of the --reference person")
-
-
-@dataclass(frozen=True)
 class VideoResult:
     output: Path
     stats: RunStats
@@ -401,24 +379,24 @@ class VideoResult:
     partial: bool
 
 
-def process_video(options: VideoOptions, engine: FileEngine, *, quiet: bool = False,
+def process_video(job: VideoJob, engine: FileEngine, *, quiet: bool = False,
                   stop: threading.Event | None = None, on_warm: Callable[[], None] | None = None) -> VideoResult:
-    """Decode, process and encode one video into options.output via a temporary file.
+    """Decode, process and encode job.input into job.output via a temporary file.
 
     On success the temporary file is renamed over the output. On an error or interrupt it is
     removed, or with keep_partial finalised as a valid shorter video and renamed; then the error
     (Interrupted for Ctrl-C) is raised."""
-    with VideoReader(options.input) as reader:  # closed on every path, setup errors included
-        return _write_video(reader, options, engine, quiet=quiet, stop=stop, on_warm=on_warm)
+    with VideoReader(job.input) as reader:  # closed on every path, setup errors included
+        return _write_video(reader, job, engine, quiet=quiet, stop=stop, on_warm=on_warm)
 
 
-def _write_video(reader: VideoReader, options: VideoOptions, engine: FileEngine, *, quiet: bool,
+def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quiet: bool,
                  stop: threading.Event | None, on_warm: Callable[[], None] | None) -> VideoResult:
     info = reader.info
     for kind in info.other_streams:
         log.warning("note: the input's %s stream is not copied to the output", kind)
-    if options.fps is not None:
-        rate = Fraction(options.fps).limit_denominator(1001)
+    if job.fps is not None:
+        rate = Fraction(job.fps).limit_denominator(1001)
         time_base = 1 / rate
         frames: Iterable[TimedFrame] = retime(reader.frames(), rate, info.rate)
         total = int(round(info.duration * float(rate))) if info.duration else None
@@ -426,57 +404,56 @@ def _write_video(reader: VideoReader, options: VideoOptions, engine: FileEngine,
         rate, time_base = info.rate, info.time_base
         frames = reader.frames()
         total = info.expected_frames
-    keep_audio = options.audio and info.audio_codec is not None
-    spec = OutputSpec(path=temp_path(options.output), format=container_format(options.output),
+    keep_audio = job.audio and info.audio_codec is not None
+    spec = OutputSpec(path=temp_path(job.output), format=container_format(job.output),
                       width=info.width, height=info.height, rate=rate, time_base=time_base,
-                      encoder=options.encoder, quality=options.quality, metadata=dict(CONTAINER_METADATA),
-                      audio_from=options.input if keep_audio else None)
-    in_flight = frames_in_flight(info.width * info.height * 3, options.workers, options.max_memory_gb)
-    run = RunOptions(workers=options.workers, max_in_flight=in_flight, frame_range=options.frame_range,
-                     label=options.label)
+                      encoder=job.encoder, quality=job.quality, metadata=dict(CONTAINER_METADATA),
+                      audio_from=job.input if keep_audio else None)
+    workers = job.processing.runtime.execution_threads
+    in_flight = frames_in_flight(info.width * info.height * 3, workers, job.max_memory_gb)
     log.debug("video: %dx%d at %s fps, %s frames, %d workers, %d frames in flight",
-              info.width, info.height, float(rate), total or "?", options.workers, in_flight)
+              info.width, info.height, float(rate), total or "?", workers, in_flight)
     writer: VideoWriter | None = None
-    progress = Progress(total, quiet=quiet, label=options.output.name)
+    progress = Progress(total, quiet=quiet, label=job.output.name)
     try:
         writer = VideoWriter(spec)
-        stats = run_frames(frames, lambda p: writer.write(p.image, packet_time(p)), engine, run,
-                           progress=progress, stop=stop, on_warm=on_warm)
+        stats = run_frames(frames, lambda p: writer.write(p.image, packet_time(p)), engine, workers=workers,
+                           max_in_flight=in_flight, frame_range=job.frame_range, label=job.label, progress=progress, stop=stop, on_warm=on_warm)
     except BaseException as exc:
         progress.close()
         interrupted = isinstance(exc, KeyboardInterrupt)
         partial = False
         if writer is not None:
-            partial = _finish_partial(writer, spec.path, options, exc)
+            partial = _finish_partial(writer, spec.path, job, exc)
         else:
             spec.path.unlink(missing_ok=True)  # the writer may have created the file before failing
         if interrupted:
             done = writer.frames_written if writer is not None else 0
-            where = f"; the first {done} frames were kept in {options.output}" if partial else "; no output written"
+            where = f"; the first {done} frames were kept in {job.output}" if partial else "; no output written"
             raise Interrupted(f"interrupted after {done} frames{where}") from exc
         raise
     progress.close()
     try:
         writer.close()
-        os.replace(spec.path, options.output)
+        os.replace(spec.path, job.output)
     except BaseException:
         spec.path.unlink(missing_ok=True)
         raise
     if stats.processed and not stats.with_faces:
         log.warning("warning: no %s was found in any of the %d processed frames; the video was "
-                    "copied without swaps", options.wanted_faces, stats.processed)
-    return VideoResult(output=options.output, stats=stats, audio=writer.audio_mode, partial=False)
+                    "copied without swaps", job.processing.analysis.wanted_faces, stats.processed)
+    return VideoResult(output=job.output, stats=stats, audio=writer.audio_mode, partial=False)
 
 
-def _finish_partial(writer: VideoWriter, temp: Path, options: VideoOptions, exc: BaseException) -> bool:
+def _finish_partial(writer: VideoWriter, temp: Path, job: VideoJob, exc: BaseException) -> bool:
     """Finalise the frames written so far when asked to and possible; else remove the temp."""
     cause = exc.__cause__
     disk_full = isinstance(cause, OSError) and cause.errno in DISK_FULL  # nothing more can be written
-    if options.keep_partial and writer.frames_written > 0 and not disk_full:
+    if job.keep_partial and writer.frames_written > 0 and not disk_full:
         try:
             writer.close(partial=True)
-            os.replace(temp, options.output)
-            log.warning("partial video with %d frames kept in %s", writer.frames_written, options.output)
+            os.replace(temp, job.output)
+            log.warning("partial video with %d frames kept in %s", writer.frames_written, job.output)
             return True
         except BaseException:  # noqa: BLE001 - fall through to removal; the original error wins
             pass

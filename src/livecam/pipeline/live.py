@@ -26,7 +26,6 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import IO, Any, Callable
 
 import numpy as np
@@ -41,6 +40,7 @@ from livecam.pipeline.metrics import LiveMetrics, ResourceProbe
 from livecam.pipeline.queues import DropOldestQueue, ReorderBuffer
 from livecam.processors import registry
 from livecam.provenance import draw_label
+from livecam.settings import LiveJob
 
 log = logging.getLogger("livecam")
 
@@ -49,25 +49,26 @@ END = object()  # end-of-stream sentinel
 
 
 @dataclass(frozen=True)
-class LiveOptions:
-    queue_depth: int = 1
-    workers: int = 1  # --execution-threads: frames processed in parallel
-    max_frames: int | None = None
-    duration: float | None = None
-    stats_overlay: bool = False
-    stats_json: Path | None = None
-    max_latency_ms: float = 40.0
-    degrade: bool = True
-    label: bool = False
-    mirror: bool = False
-    detect_every: int = 1  # the settings' values, restored when the governor recovers
-    det_size: int | None = 640  # None: the detector's input is fixed (no det-size step)
+class LiveRun:
+    """One live run: the job as the CLI built it, what only the command knows (whether the sink
+    records a file), and the pipeline's own periods, which tests shorten."""
+
+    job: LiveJob
+    recording: bool = False  # the sink is a file: labelled unless --no-label
     interval_s: float = 1.0  # metrics and governor period
     recover_s: float = 3.0
     stall_timeout_s: float = 2.0
     join_timeout_s: float = 2.0
     reorder_wait_s: float = 1.0  # give up on a frame missing this long (live only)
     handle_signals: bool = True
+
+    @property
+    def workers(self) -> int:  # --execution-threads: frames processed in parallel
+        return max(1, self.job.processing.runtime.execution_threads)
+
+    @property
+    def label(self) -> bool:
+        return self.job.labelled(self.recording)
 
 
 @dataclass(frozen=True)
@@ -98,33 +99,34 @@ def draw_overlay(image: np.ndarray, lines: list[str]) -> None:
 
 
 class LivePipeline:
-    def __init__(self, engine: LiveEngine, source: FrameSource, sink: Sink, options: LiveOptions,
+    def __init__(self, engine: LiveEngine, source: FrameSource, sink: Sink, options: LiveRun,
                  *, probe: ResourceProbe | None = None) -> None:
         self.engine = engine
         self.source = source
         self.sink = sink
         self.options = options
+        job = options.job
         self.live = bool(getattr(source, "live", True))
         self.metrics = LiveMetrics(interval_s=options.interval_s, probe=probe)
         self._probe = probe
         self.governor = Governor(
-            default_steps(engine, detect_every=options.detect_every, det_size=options.det_size,
+            default_steps(engine, detect_every=job.processing.analysis.detect_every, det_size=engine.det_size,
                           switch_enhancers=lambda on: self._hold_enhancer(not on)),
-            options.max_latency_ms, enabled=options.degrade, interval_s=options.interval_s,
+            job.max_latency_ms, enabled=job.degrade, interval_s=options.interval_s,
             recover_s=options.recover_s, clock=time.perf_counter)
         self._stop = threading.Event()
         self._error_lock = threading.Lock()
         self._errors: list[BaseException] = []
         self._interrupted = False
         self._signal_name = "Ctrl-C"
-        self.mirror = options.mirror
+        self.mirror = job.mirror
         self.paused = False
-        self.stats_overlay = options.stats_overlay
+        self.stats_overlay = job.stats
         self._enhancers = registry.with_role(engine.processor_names, "enhancer")
         self._enhancer_on = True  # the e key's choice
         self._enhancer_held_off = False  # the governor's "enhancer off" step
         self._last_progress = time.perf_counter()
-        depth = options.queue_depth
+        depth = job.queue_depth
         self.q_analyse: DropOldestQueue[Any] = DropOldestQueue(depth, on_drop=self._dropper("analyse busy"))
         self.q_process: DropOldestQueue[Any] = DropOldestQueue(depth, on_drop=self._dropper("process busy"))
         self.reorder: ReorderBuffer[FramePacket] = ReorderBuffer(
@@ -265,13 +267,13 @@ class LivePipeline:
 
     # -- output loop (caller's thread) ----------------------------------------------------------
     def _output_loop(self) -> str:
-        opts = self.options
+        opts, job = self.options, self.options.job
         started = time.perf_counter()
         while True:
             if self._stop.is_set():
                 return "interrupted" if self._interrupted else "stopped"
             now = time.perf_counter()
-            if opts.duration is not None and now - started >= opts.duration:
+            if job.duration is not None and now - started >= job.duration:
                 return "duration"
             for key in self.sink.poll():
                 if self._on_key(key):
@@ -294,7 +296,7 @@ class LivePipeline:
                     items = items[-1:]
                 for packet in items:
                     self._emit(packet)
-                    if opts.max_frames is not None and self.metrics.frames >= opts.max_frames:
+                    if job.max_frames is not None and self.metrics.frames >= job.max_frames:
                         return "max frames"
             elif self.reorder.done:
                 return "end of stream"
@@ -406,7 +408,7 @@ class LivePipeline:
         return summary
 
     def _open_stats(self) -> None:
-        path = self.options.stats_json
+        path = self.options.job.stats_json
         if path is None:
             return
         try:
@@ -422,7 +424,7 @@ class LivePipeline:
             self._stats_file.flush()
         except OSError as exc:
             self._stats_file = None
-            self._fail(OutputError(f"--stats-json {self.options.stats_json}: writing failed ({exc.strerror})"))
+            self._fail(OutputError(f"--stats-json {self.options.job.stats_json}: writing failed ({exc.strerror})"))
 
     # -- signals --------------------------------------------------------------------------------
     def _install_signals(self) -> dict[int, Any]:
@@ -452,7 +454,7 @@ class LivePipeline:
                 pass
 
 
-def run_live_pipeline(engine: LiveEngine, source: FrameSource, sink: Sink, options: LiveOptions,
+def run_live_pipeline(engine: LiveEngine, source: FrameSource, sink: Sink, options: LiveRun,
                       *, probe: ResourceProbe | None = None) -> LiveResult:
     """Run the live pipeline on an opened source; raises LivecamError (or Interrupted)."""
     return LivePipeline(engine, source, sink, options, probe=probe).run()
