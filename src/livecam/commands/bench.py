@@ -387,7 +387,7 @@ def _input_size(path: Path) -> str:
 
 def run_bench(job: BenchJob) -> None:
     # SIGTERM stops like Ctrl-C (exit 130), and the temporary clips are removed on the way out.
-    from livecam.commands.signals import stop_signals
+    from livecam.pipeline.signals import stop_signals
 
     with stop_signals():
         _run_bench(job)

@@ -74,7 +74,7 @@ def run_demo(job: DemoJob) -> None:
     runtime = replace(job.runtime, offline=True, execution_threads=workers)
     written: list[Path] = []
     try:
-        from livecam.commands.signals import stop_signals  # SIGTERM handled like Ctrl-C, as in `livecam video`
+        from livecam.pipeline.signals import stop_signals  # SIGTERM handled like Ctrl-C, as in `livecam video`
 
         with stop_signals():
             result = _make_demo(folder, runtime, workers, written)

@@ -60,7 +60,7 @@ def warm_up(engine: Engine) -> None:
 
 def run_live(job: LiveJob) -> None:
     # SIGTERM while the models load stops like Ctrl-C (exit 130); the pipeline then installs its own.
-    from livecam.commands.signals import stop_signals
+    from livecam.pipeline.signals import stop_signals
 
     with stop_signals():
         _run_live(job)

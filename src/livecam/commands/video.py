@@ -7,7 +7,7 @@ import os
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from livecam.commands.signals import stop_signals
+from livecam.pipeline.signals import stop_signals
 from livecam.errors import InputError, LivecamError, OutputExistsError
 from livecam.media.images import check_output_folder, same_file
 from livecam.media.video_reader import VideoReader

@@ -30,7 +30,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Protocol
+from typing import Any, Callable, Iterable, Iterator, Protocol
 
 import numpy as np
 
@@ -40,13 +40,13 @@ from livecam.media.video_reader import VideoReader
 from livecam.media.video_writer import DISK_FULL, OutputSpec, VideoWriter, container_format, temp_path
 from livecam.pipeline.contracts import FileEngine
 from livecam.pipeline.progress import Progress
-from livecam.pipeline.queues import ReorderBuffer
+from livecam.pipeline.queues import BoundedQueue, ReorderBuffer, put_until
+from livecam.pipeline.stages import POLL_S, Stages
 from livecam.provenance import CONTAINER_METADATA, draw_label
 from livecam.settings import VideoJob
 
 log = logging.getLogger("livecam")
 
-_POLL_S = 0.1  # every blocking wait wakes this often to look at the stop event
 _JOIN_S = 5.0
 FRAME_MEMORY_SHARE = 0.5  # of --max-memory; the rest is for models, codecs and Python
 
@@ -80,26 +80,15 @@ class InOrder:
             return len(self._waiting)
 
 
-class WorkQueue:
-    """The workers' queue: decoded frames (bounded, FIFO, from the decode thread) and, served
-    first, frames that passed the ordered tracking step and only wait to be processed (the
-    oldest in flight, which the encoder needs next; whichever worker is free takes them). That
-    lane needs no bound: its frames already hold in-flight slots."""
+class WorkQueue(BoundedQueue["FramePacket | None"]):
+    """The workers' queue: decoded frames (bounded, FIFO, put_wait from the decode thread; None
+    ends the stream) and, served first, frames that passed the ordered tracking step and only
+    wait to be processed (the oldest in flight, which the encoder needs next; whichever worker
+    is free takes them). That lane needs no bound: its frames already hold in-flight slots."""
 
     def __init__(self, maxsize: int) -> None:
-        self._new: deque[FramePacket | None] = deque()
+        super().__init__(maxsize)
         self._ready: deque[FramePacket] = deque()
-        self._maxsize = maxsize
-        self._cond = threading.Condition()
-
-    def put(self, item: FramePacket | None, timeout: float) -> bool:
-        """Add a decoded frame (None: end of stream); False when still full after timeout."""
-        with self._cond:
-            if not self._cond.wait_for(lambda: len(self._new) < self._maxsize, timeout):
-                return False
-            self._new.append(item)
-            self._cond.notify_all()
-            return True
 
     def put_ready(self, packets: Iterable[FramePacket]) -> None:
         with self._cond:
@@ -111,11 +100,11 @@ class WorkQueue:
         queue.Empty after timeout. A worker that gets None (end of stream) may stop: tracked
         frames are only added by a worker that has not stopped, and come out before None."""
         with self._cond:
-            if not self._cond.wait_for(lambda: bool(self._ready or self._new), timeout):
+            if not self._cond.wait_for(lambda: bool(self._ready or self._items), timeout):
                 raise queue.Empty
             if self._ready:
                 return self._ready.popleft(), True
-            item = self._new.popleft()
+            item = self._items.popleft()
             self._cond.notify_all()  # room for the decode thread
             return item, False
 
@@ -196,176 +185,144 @@ def retime(frames: Iterable[TimedFrame], fps: Fraction, input_rate: Fraction) ->
             k += 1
 
 
-def run_frames(
-    frames: Iterable[TimedFrame],
-    write: Callable[[FramePacket], None],
-    engine: FileEngine,
-    *,
-    workers: int = 1,
-    max_in_flight: int = 6,
-    frame_range: tuple[int, int | None] | None = None,
-    label: bool = True,
-    progress: Progress | None = None,
-    stop: threading.Event | None = None,
-    on_warm: Callable[[], None] | None = None,
-) -> RunStats:
-    """Run every frame through the engine with `workers` threads and hand them to
-    `write` strictly in order (from one encode thread). Returns when all are written; raises the
-    first error of any thread; a KeyboardInterrupt stops every thread and is re-raised (frames
-    written so far stay written, so the caller may finalise a shorter file).
+class FilePipeline:
+    """Every frame through the engine with `workers` threads, handed to `write` strictly in
+    order from one encode thread (see the module docstring for the memory bound and the ordered
+    smoothing step).
 
     on_warm is called once from the encode thread when as many frames as may be in flight have
     been written: every thread, codec and buffer exists by then (the moment to cap memory)."""
-    workers = max(1, workers)
-    stop = stop or threading.Event()
-    slots = threading.Semaphore(max(workers + 2, max_in_flight))
-    work = WorkQueue(maxsize=max_in_flight + workers)
-    reorder: ReorderBuffer[FramePacket] = ReorderBuffer(0, producers=workers)
-    errors: list[BaseException] = []
-    stats = RunStats()
-    started = time.perf_counter()
-    ordered: InOrder | None = None
-    if engine.smooths:
-        first = frame_range[0] if frame_range is not None else 0
-        ordered = InOrder(engine.track, first)
 
-    def fail(exc: BaseException) -> None:
-        errors.append(exc)
-        stop.set()
+    def __init__(self, frames: Iterable[TimedFrame], write: Callable[[FramePacket], None], engine: FileEngine, *,
+                 workers: int = 1, max_in_flight: int = 6, frame_range: tuple[int, int | None] | None = None,
+                 label: bool = True, progress: Progress | None = None, stop: threading.Event | None = None,
+                 on_warm: Callable[[], None] | None = None) -> None:
+        self.frames = frames
+        self.write = write
+        self.engine = engine
+        self.workers = max(1, workers)
+        self.max_in_flight = max_in_flight
+        self.frame_range = frame_range  # frames outside it skip the engine (labelled all the same)
+        self.label = label
+        self.progress = progress
+        self.on_warm = on_warm
+        self.stages = Stages(stop)
+        self.slots = threading.Semaphore(max(self.workers + 2, max_in_flight))
+        self.work = WorkQueue(maxsize=max_in_flight + self.workers)
+        self.reorder: ReorderBuffer[FramePacket] = ReorderBuffer(0, producers=self.workers)
+        self.stats = RunStats()
+        self.ordered: InOrder | None = None
+        if engine.smooths:
+            self.ordered = InOrder(engine.track, frame_range[0] if frame_range is not None else 0)
 
-    def put(item: FramePacket | None) -> bool:
-        while not stop.is_set():
-            if work.put(item, timeout=_POLL_S):
-                return True
-        return False
-
-    def decode() -> None:
+    def run(self) -> RunStats:
+        """Returns when all frames are written; raises the first error of any thread; a
+        KeyboardInterrupt stops every thread and is re-raised (frames written so far stay
+        written, so the caller may finalise a shorter file)."""
+        started = time.perf_counter()
         try:
-            source = iter(frames)
+            self.stages.start("livecam-decode", self._decode)
+            for i in range(self.workers):
+                self.stages.start(f"livecam-worker-{i}", self._work)
+            self.stages.wait(self.stages.start("livecam-encode", self._encode))
+        except KeyboardInterrupt:
+            self.stats.interrupted = True
+            raise
+        finally:
+            self.stages.join(_JOIN_S)  # the caller closes reader and writer next
+            self.stats.seconds = time.perf_counter() - started
+        self.stages.raise_error()
+        return self.stats
+
+    # -- stages (each in its own thread) ----------------------------------------------------------
+    def _decode(self) -> None:
+        stop = self.stages.stop
+        try:
+            source = iter(self.frames)
             index = 0
             while True:
                 # Take the slot before decoding, so a decoded frame always has one.
-                while not slots.acquire(timeout=_POLL_S):
+                while not self.slots.acquire(timeout=POLL_S):
                     if stop.is_set():
                         return
                 if stop.is_set():
                     return
                 frame = next(source, None)
                 if frame is None:
-                    slots.release()
+                    self.slots.release()
                     return
                 packet = FramePacket(index=index, image=frame.image, pts=frame.time)
                 index += 1
-                if not put(packet):
+                if not put_until(self.work, packet, stop):
                     return
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller
-            fail(exc)
         finally:
-            for _ in range(workers):  # one end-of-stream sentinel per worker
-                if not put(None):
+            for _ in range(self.workers):  # one end-of-stream sentinel per worker
+                if not put_until(self.work, None, stop):
                     break
 
-    def work_loop() -> None:
+    def _work(self) -> None:
         try:
-            while not stop.is_set():
+            while not self.stages.stop.is_set():
                 try:
-                    packet, tracked = work.get(timeout=_POLL_S)
+                    packet, tracked = self.work.get(timeout=POLL_S)
                 except queue.Empty:
                     continue
                 if packet is None:
                     break
                 if tracked:
-                    process(packet)
-                elif not in_range(packet.index, frame_range):
-                    finish(packet)
-                elif ordered is None:
-                    engine.analyse(packet, track=False)
-                    process(packet)
+                    self._process(packet)
+                elif not in_range(packet.index, self.frame_range):
+                    self._finish(packet)
+                elif self.ordered is None:
+                    self.engine.analyse(packet, track=False)
+                    self._process(packet)
                 else:
-                    engine.detect(packet)
-                    ready = ordered.add(packet)  # often none (an earlier frame is missing), sometimes several
+                    self.engine.detect(packet)
+                    ready = self.ordered.add(packet)  # often none (an earlier frame is missing), sometimes several
                     if ready:
-                        work.put_ready(ready[1:])  # for any free worker
-                        process(ready[0])
-        except BaseException as exc:  # noqa: BLE001
-            fail(exc)
+                        self.work.put_ready(ready[1:])  # for any free worker
+                        self._process(ready[0])
         finally:
-            reorder.finish()
+            self.reorder.finish()
 
-    def process(packet: FramePacket) -> None:
-        engine.process(packet)
+    def _process(self, packet: FramePacket) -> None:
+        self.engine.process(packet)
         packet.timings["processed"] = 1.0
-        finish(packet)
+        self._finish(packet)
 
-    def finish(packet: FramePacket) -> None:
-        if label:
+    def _finish(self, packet: FramePacket) -> None:
+        if self.label:
             if not packet.image.flags.writeable:
                 packet.image = packet.image.copy()
             draw_label(packet.image)
-        reorder.push(packet.index, packet)
+        self.reorder.push(packet.index, packet)
 
-    def encode() -> None:
-        try:
-            while not stop.is_set():
-                for packet in reorder.pop_ready(timeout=_POLL_S):
-                    if stop.is_set():
-                        return
-                    write(packet)
-                    slots.release()
-                    stats.frames += 1
-                    if on_warm is not None and stats.frames == max_in_flight:
-                        on_warm()
-                    if packet.timings.pop("processed", None):
-                        stats.processed += 1
-                        stats.with_faces += bool(packet.faces)
-                        for stage, ms in packet.timings.items():
-                            stats.stage_ms[stage] = stats.stage_ms.get(stage, 0.0) + ms
-                    if progress is not None:
-                        progress.advance()
-                if reorder.done:
+    def _encode(self) -> None:
+        stop, stats = self.stages.stop, self.stats
+        while not stop.is_set():
+            for packet in self.reorder.pop_ready(timeout=POLL_S):
+                if stop.is_set():
                     return
-        except BaseException as exc:  # noqa: BLE001
-            fail(exc)
+                self.write(packet)
+                self.slots.release()
+                stats.frames += 1
+                if self.on_warm is not None and stats.frames == self.max_in_flight:
+                    self.on_warm()
+                if packet.timings.pop("processed", None):
+                    stats.processed += 1
+                    stats.with_faces += bool(packet.faces)
+                    for stage, ms in packet.timings.items():
+                        stats.stage_ms[stage] = stats.stage_ms.get(stage, 0.0) + ms
+                if self.progress is not None:
+                    self.progress.advance()
+            if self.reorder.done:
+                return
 
-    # Each thread sets its event when it is done, and the waits below use the events, not
-    # Thread.join(): on Python <= 3.12 a join() interrupted by Ctrl-C marks a thread that is still
-    # running as finished, so later joins return at once and the caller would close the writer
-    # and reader while the encoder is still inside FFmpeg (a crash).
-    done = [threading.Event() for _ in range(workers + 2)]
 
-    def finishing(target: Callable[[], None], event: threading.Event) -> Callable[[], None]:
-        def run() -> None:
-            try:
-                target()
-            finally:
-                event.set()
-
-        return run
-
-    threads = [threading.Thread(target=finishing(decode, done[0]), name="livecam-decode", daemon=True)]
-    threads += [threading.Thread(target=finishing(work_loop, done[1 + i]), name=f"livecam-worker-{i}", daemon=True)
-                for i in range(workers)]
-    threads.append(threading.Thread(target=finishing(encode, done[-1]), name="livecam-encode", daemon=True))
-    launched: list[threading.Event] = []
-    try:
-        # Started inside the try: Ctrl-C can land in Thread.start() itself, and the threads that
-        # did start must still be stopped and waited for before the caller closes the files.
-        for t, event in zip(threads, done):
-            launched.append(event)
-            t.start()
-        while not done[-1].wait(_POLL_S):  # short waits keep the main thread responsive to Ctrl-C
-            pass
-    except KeyboardInterrupt:
-        stats.interrupted = True
-        raise
-    finally:
-        stop.set()
-        for event in launched:
-            event.wait(_JOIN_S)
-        stats.seconds = time.perf_counter() - started
-    if errors:
-        raise errors[0]
-    return stats
+def run_frames(frames: Iterable[TimedFrame], write: Callable[[FramePacket], None], engine: FileEngine,
+               **options: Any) -> RunStats:
+    """FilePipeline(frames, write, engine, **options).run()."""
+    return FilePipeline(frames, write, engine, **options).run()
 
 
 # --------------------------------------------------------------------------- a whole video job

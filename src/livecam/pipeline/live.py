@@ -19,10 +19,10 @@ The engine, the source and the sink are passed in, so tests drive it with fakes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import queue
-import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -37,14 +37,15 @@ from livecam.media.sinks import Sink
 from livecam.pipeline.contracts import LiveEngine
 from livecam.pipeline.governor import Governor, default_steps
 from livecam.pipeline.metrics import LiveMetrics, ResourceProbe
-from livecam.pipeline.queues import DropOldestQueue, ReorderBuffer
+from livecam.pipeline.queues import DropOldestQueue, ReorderBuffer, put_until
+from livecam.pipeline.signals import stop_signals
+from livecam.pipeline.stages import POLL_S, Stages
 from livecam.processors import registry
 from livecam.provenance import draw_label
 from livecam.settings import LiveJob
 
 log = logging.getLogger("livecam")
 
-POLL_S = 0.05  # the longest any stage blocks before looking at the stop event again
 END = object()  # end-of-stream sentinel
 
 
@@ -114,9 +115,8 @@ class LivePipeline:
                           switch_enhancers=lambda on: self._hold_enhancer(not on)),
             job.max_latency_ms, enabled=job.degrade, interval_s=options.interval_s,
             recover_s=options.recover_s, clock=time.perf_counter)
-        self._stop = threading.Event()
-        self._error_lock = threading.Lock()
-        self._errors: list[BaseException] = []
+        self.stages = Stages()
+        self._stop = self.stages.stop
         self._interrupted = False
         self._signal_name = "Ctrl-C"
         self.mirror = job.mirror
@@ -131,7 +131,6 @@ class LivePipeline:
         self.q_process: DropOldestQueue[Any] = DropOldestQueue(depth, on_drop=self._dropper("process busy"))
         self.reorder: ReorderBuffer[FramePacket] = ReorderBuffer(
             0, producers=options.workers, max_wait_s=options.reorder_wait_s if self.live else None)
-        self.threads: list[threading.Thread] = []
         # A lossless source is read only when a frame left the pipeline: at most one frame per
         # stage that can work at once is in flight, so frames do not wait in queues (latency
         # stays the sum of the stage times) while every stage is kept busy (throughput).
@@ -142,26 +141,24 @@ class LivePipeline:
     # -- public ---------------------------------------------------------------------------------
     def run(self) -> LiveResult:
         """Run until the end of the stream, a limit, a quit key, a signal or an error."""
-        previous = self._install_signals()
         stop_reason = "error"
-        try:
-            self._open_stats()
-            self._start_threads()
-            stop_reason = self._output_loop()
-        except KeyboardInterrupt:
-            self._interrupted = True
-        except BaseException as exc:  # noqa: BLE001 - re-raised below, after cleanup
-            self._fail(exc)
-        finally:
-            self._shutdown()
-            self._restore_signals(previous)
-        if self._errors:
+        with stop_signals(self._on_signal) if self.options.handle_signals else contextlib.nullcontext():
+            try:
+                self._open_stats()
+                self._start_threads()
+                stop_reason = self._output_loop()
+            except KeyboardInterrupt:
+                self._interrupted = True
+            except BaseException as exc:  # noqa: BLE001 - re-raised below, after cleanup
+                self.stages.fail(exc)
+            finally:
+                self._shutdown()
+        if self.stages.error is not None:
             stop_reason = "error"
         elif self._interrupted:
             stop_reason = "interrupted"
         summary = self._finish(stop_reason)
-        if self._errors:
-            raise self._errors[0]
+        self.stages.raise_error()
         if self._interrupted:
             raise Interrupted(f"interrupted ({self._signal_name}); stopped cleanly after {summary['frames']} frames")
         return LiveResult(summary, stop_reason)
@@ -182,10 +179,7 @@ class LivePipeline:
         if not lossless:
             q.put(item)
             return True
-        while not self._stop.is_set():
-            if q.put_wait(item, POLL_S):
-                return True
-        return False
+        return put_until(q, item, self._stop)
 
     def _capture(self) -> None:
         index = 0
@@ -241,29 +235,12 @@ class LivePipeline:
         finally:
             self.reorder.finish()
 
-    def _guard(self, stage: Callable[[], None]) -> Callable[[], None]:
-        def run() -> None:
-            try:
-                stage()
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
-                self._fail(exc)
-
-        return run
-
-    def _fail(self, exc: BaseException) -> None:
-        with self._error_lock:
-            if not self._errors:
-                self._errors.append(exc)
-        self._stop.set()
-
     def _start_threads(self) -> None:
         self._last_progress = time.perf_counter()
-        specs = [("livecam-capture", self._capture), ("livecam-analyse", self._analyse)]
-        specs += [(f"livecam-process-{i}", self._process) for i in range(self.options.workers)]
-        for name, stage in specs:
-            thread = threading.Thread(target=self._guard(stage), name=name, daemon=True)
-            self.threads.append(thread)
-            thread.start()
+        self.stages.start("livecam-capture", self._capture)  # first: _shutdown asks whether it still runs
+        self.stages.start("livecam-analyse", self._analyse)
+        for i in range(self.options.workers):
+            self.stages.start(f"livecam-process-{i}", self._process)
 
     # -- output loop (caller's thread) ----------------------------------------------------------
     def _output_loop(self) -> str:
@@ -372,24 +349,21 @@ class LivePipeline:
         self._stop.set()
         for q in (self.q_analyse, self.q_process):
             q.drain()
-        deadline = time.perf_counter() + self.options.join_timeout_s
-        for thread in self.threads:
-            thread.join(max(0.0, deadline - time.perf_counter()))
-        alive = [t.name for t in self.threads if t.is_alive()]
+        alive = self.stages.join(self.options.join_timeout_s)
         if alive:
             log.warning("stages still running %g s after the stop: %s", self.options.join_timeout_s, ", ".join(alive))
-        capture_alive = bool(self.threads) and self.threads[0].is_alive()
+        capture_alive = self.stages.running(0)
         try:
             if capture_alive:  # releasing a device under a blocked read can crash the driver
                 log.warning("%s not released: its read is still blocked", self.source.name)
             else:
                 self.source.close()
         except BaseException as exc:  # noqa: BLE001
-            self._fail(exc)
+            self.stages.fail(exc)
         try:
             self.sink.close()
         except BaseException as exc:  # noqa: BLE001
-            self._fail(exc)
+            self.stages.fail(exc)
 
     def _finish(self, stop_reason: str) -> dict[str, Any]:
         summary = self.metrics.summary(degradations=list(self.governor.events), stop_reason=stop_reason)
@@ -424,34 +398,13 @@ class LivePipeline:
             self._stats_file.flush()
         except OSError as exc:
             self._stats_file = None
-            self._fail(OutputError(f"--stats-json {self.options.job.stats_json}: writing failed ({exc.strerror})"))
+            self.stages.fail(OutputError(f"--stats-json {self.options.job.stats_json}: writing failed ({exc.strerror})"))
 
-    # -- signals --------------------------------------------------------------------------------
-    def _install_signals(self) -> dict[int, Any]:
-        if not self.options.handle_signals or threading.current_thread() is not threading.main_thread():
-            return {}
-        previous: dict[int, Any] = {}
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                previous[sig] = signal.signal(sig, self._on_signal)
-            except (ValueError, OSError):
-                pass
-        return previous
-
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        if self._interrupted:  # a second Ctrl-C: stop waiting for the clean shutdown
-            raise KeyboardInterrupt
+    def _on_signal(self, name: str) -> None:
+        """The first SIGINT/SIGTERM: stop cleanly (pipeline.signals raises on a second one)."""
         self._interrupted = True
-        self._signal_name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
+        self._signal_name = name
         self._stop.set()
-
-    @staticmethod
-    def _restore_signals(previous: dict[int, Any]) -> None:
-        for sig, handler in previous.items():
-            try:
-                signal.signal(sig, handler)
-            except (ValueError, OSError):
-                pass
 
 
 def run_live_pipeline(engine: LiveEngine, source: FrameSource, sink: Sink, options: LiveRun,
