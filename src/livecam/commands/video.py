@@ -8,7 +8,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from livecam.pipeline.signals import stop_signals
-from livecam.errors import InputError, LivecamError, OutputExistsError
+from livecam.atomic import check_new_output
+from livecam.errors import InputError, LivecamError
 from livecam.media.images import check_output_folder, same_file
 from livecam.media.video_reader import VideoReader
 from livecam.media.video_writer import check_encoder, container_format, resolve_encoder
@@ -34,8 +35,7 @@ def check_job(job: VideoJob) -> None:
                          "(at least 2x2)")
     if same_file(job.output, job.input):
         raise InputError(f"the output {job.output} is the input; write to another file")
-    if job.output.exists() and not job.force:
-        raise OutputExistsError(f"{job.output} exists; add --force to overwrite it")
+    check_new_output(job.output, force=job.force)
     check_output_folder(job.output)
     check_encoder(job.encoder, job.output)
     # Frame numbers count the frames written: with --fps, the retimed ones.

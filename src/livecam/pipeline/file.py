@@ -10,8 +10,9 @@ decoded before any later one, so the bound cannot deadlock. Nothing is dropped.
 
 The engine is a contracts.FileEngine; tests pass fakes. Workers call it concurrently (ONNX
 Runtime sessions are thread-safe for run()). Detection needs no order (analyse(track=False)
-keeps no state). Smoothing over time (--smoothing) does: when the engine `smooths`, workers call its `detect(packet)`, hand the packet to an InOrder step that
-calls `track(packet)` strictly in frame order (one call at a time), and process what it returns.
+keeps no state). Smoothing over time (--smoothing) does: when the engine `smooths`, workers
+call its `detect(packet)`, hand the packet to an InOrder step that calls `track(packet)`
+strictly in frame order (one call at a time), and process what it returns.
 Whichever worker completes a run of consecutive detected frames tracks them all (cheap: a
 One-Euro filter), processes the first and puts the others at the head of the work queue for any
 free worker; a worker whose frame must wait for an earlier one does not wait, it takes the next
@@ -22,7 +23,6 @@ their in-flight slots, so the memory bound is unchanged.
 from __future__ import annotations
 
 import logging
-import os
 import queue
 import threading
 import time
@@ -34,10 +34,11 @@ from typing import Any, Callable, Iterable, Iterator, Protocol
 
 import numpy as np
 
+from livecam.atomic import DISK_FULL, AtomicOutput, OutputConflictError
 from livecam.errors import Interrupted
 from livecam.frame import FramePacket
 from livecam.media.video_reader import VideoReader
-from livecam.media.video_writer import DISK_FULL, OutputSpec, VideoWriter, container_format, temp_path
+from livecam.media.video_writer import OutputSpec, VideoWriter, container_format
 from livecam.pipeline.contracts import FileEngine
 from livecam.pipeline.progress import Progress
 from livecam.pipeline.queues import BoundedQueue, ReorderBuffer, put_until
@@ -338,11 +339,12 @@ class VideoResult:
 
 def process_video(job: VideoJob, engine: FileEngine, *, quiet: bool = False,
                   stop: threading.Event | None = None, on_warm: Callable[[], None] | None = None) -> VideoResult:
-    """Decode, process and encode job.input into job.output via a temporary file.
+    """Decode, process and encode job.input into job.output through an AtomicOutput.
 
-    On success the temporary file is renamed over the output. On an error or interrupt it is
-    removed, or with keep_partial finalised as a valid shorter video and renamed; then the error
-    (Interrupted for Ctrl-C) is raised."""
+    On success the temporary file is renamed onto the output, never over a file that appeared
+    there during the run (OutputConflictError, exit 2, naming where the result was kept). On an
+    error or interrupt it is removed, or with keep_partial finalised as a valid shorter video and
+    renamed the same way; then the error (Interrupted for Ctrl-C) is raised."""
     with VideoReader(job.input) as reader:  # closed on every path, setup errors included
         return _write_video(reader, job, engine, quiet=quiet, stop=stop, on_warm=on_warm)
 
@@ -362,7 +364,8 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
         frames = reader.frames()
         total = info.expected_frames
     keep_audio = job.audio and info.audio_codec is not None
-    spec = OutputSpec(path=temp_path(job.output), format=container_format(job.output),
+    output = AtomicOutput(job.output, force=job.force)
+    spec = OutputSpec(path=output.temp, format=container_format(job.output),
                       width=info.width, height=info.height, rate=rate, time_base=time_base,
                       encoder=job.encoder, quality=job.quality, metadata=dict(CONTAINER_METADATA),
                       audio_from=job.input if keep_audio else None)
@@ -371,50 +374,56 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
     log.debug("video: %dx%d at %s fps, %s frames, %d workers, %d frames in flight",
               info.width, info.height, float(rate), total or "?", workers, in_flight)
     writer: VideoWriter | None = None
-    progress = Progress(total, quiet=quiet, label=job.output.name)
+    output.open()  # the --force check again (a file may have appeared while the models loaded)
+    try:
+        progress = Progress(total, quiet=quiet, label=job.output.name)
+    except BaseException:
+        output.discard()
+        raise
     try:
         writer = VideoWriter(spec)
         stats = run_frames(frames, lambda p: writer.write(p.image, packet_time(p)), engine, workers=workers,
-                           max_in_flight=in_flight, frame_range=job.frame_range, label=job.label, progress=progress, stop=stop, on_warm=on_warm)
+                           max_in_flight=in_flight, frame_range=job.frame_range, label=job.label,
+                           progress=progress, stop=stop, on_warm=on_warm)
     except BaseException as exc:
         progress.close()
-        interrupted = isinstance(exc, KeyboardInterrupt)
-        partial = False
-        if writer is not None:
-            partial = _finish_partial(writer, spec.path, job, exc)
-        else:
-            spec.path.unlink(missing_ok=True)  # the writer may have created the file before failing
-        if interrupted:
+        kept = _finish_partial(writer, output, job, exc) if writer is not None else None
+        output.discard()  # the writer may have created the file before failing; no-op once committed
+        if isinstance(exc, KeyboardInterrupt):
             done = writer.frames_written if writer is not None else 0
-            where = f"; the first {done} frames were kept in {job.output}" if partial else "; no output written"
+            where = f"; the first {done} frames were kept in {kept}" if kept else "; no output written"
             raise Interrupted(f"interrupted after {done} frames{where}") from exc
         raise
     progress.close()
     try:
         writer.close()
-        os.replace(spec.path, job.output)
     except BaseException:
-        spec.path.unlink(missing_ok=True)
+        output.discard()
         raise
+    output.commit()  # OutputConflictError when a file appeared at job.output meanwhile
     if stats.processed and not stats.with_faces:
         log.warning("warning: no %s was found in any of the %d processed frames; the video was "
                     "copied without swaps", job.processing.analysis.wanted_faces, stats.processed)
     return VideoResult(output=job.output, stats=stats, audio=writer.audio_mode, partial=False)
 
 
-def _finish_partial(writer: VideoWriter, temp: Path, job: VideoJob, exc: BaseException) -> bool:
-    """Finalise the frames written so far when asked to and possible; else remove the temp."""
+def _finish_partial(writer: VideoWriter, output: AtomicOutput, job: VideoJob, exc: BaseException) -> Path | None:
+    """With --keep-partial, finalise the frames written so far and commit them; returns where
+    they were kept (job.output, or the free name beside it when a file appeared there), or None
+    after aborting the writer."""
     cause = exc.__cause__
     disk_full = isinstance(cause, OSError) and cause.errno in DISK_FULL  # nothing more can be written
     if job.keep_partial and writer.frames_written > 0 and not disk_full:
         try:
             writer.close(partial=True)
-            os.replace(temp, job.output)
-            log.warning("partial video with %d frames kept in %s", writer.frames_written, job.output)
-            return True
+            try:
+                kept: Path | None = output.commit()
+            except OutputConflictError as conflict:  # a file appeared at the output: kept beside it
+                log.warning("warning: %s", conflict.message)
+                kept = conflict.kept
+            log.warning("partial video with %d frames kept in %s", writer.frames_written, kept)
+            return kept
         except BaseException:  # noqa: BLE001 - fall through to removal; the original error wins
             pass
     writer.abort()
-    temp.unlink(missing_ok=True)
-    return False
-
+    return None

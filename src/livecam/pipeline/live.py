@@ -26,7 +26,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import IO, Any, Callable
+from typing import IO, Any, Callable, Iterator
 
 import numpy as np
 
@@ -203,15 +203,21 @@ class LivePipeline:
             self._last_progress = float("inf")  # no stall once capture is over
         self._put(self.q_analyse, END, lossless=True)
 
-    def _analyse(self) -> None:
+    def _take(self, q: DropOldestQueue[Any]) -> Iterator[FramePacket]:
+        """The packets from q until the stop event or END, which goes on to q_process (the next
+        stage after analyse; the other workers after a process worker)."""
         while not self._stop.is_set():
             try:
-                packet = self.q_analyse.get(POLL_S)
+                packet = q.get(POLL_S)
             except queue.Empty:
                 continue
             if packet is END:
                 self._put(self.q_process, END, lossless=True)
                 return
+            yield packet
+
+    def _analyse(self) -> None:
+        for packet in self._take(self.q_analyse):
             t0 = time.perf_counter()
             self.engine.analyse(packet, track=True)
             packet.timings["analyse"] = (time.perf_counter() - t0) * 1000.0
@@ -219,14 +225,7 @@ class LivePipeline:
 
     def _process(self) -> None:
         try:
-            while not self._stop.is_set():
-                try:
-                    packet = self.q_process.get(POLL_S)
-                except queue.Empty:
-                    continue
-                if packet is END:
-                    self._put(self.q_process, END, lossless=True)  # for the other workers
-                    return
+            for packet in self._take(self.q_process):
                 t0 = time.perf_counter()
                 self.engine.process(packet)  # in place (contracts.FrameEngine)
                 packet.timings["process"] = (time.perf_counter() - t0) * 1000.0
