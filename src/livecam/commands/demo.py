@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import cv2  # before av: see livecam/media/__init__.py
 import av  # noqa: I001
@@ -31,6 +31,9 @@ from livecam.media.images import read_image, write_image_atomic
 from livecam.media.video_writer import add_video_stream, disk_error, encoder_available
 from livecam.samples import SAMPLES, sample_path
 from livecam.settings import AnalysisSettings, DemoJob, ProcessingSettings, RuntimeSettings, SwapSettings, VideoJob
+
+if TYPE_CHECKING:
+    from livecam.models.store import ModelStore
 
 log = logging.getLogger("livecam")
 
@@ -149,7 +152,7 @@ def prepare_folder(folder: Path, *, force: bool) -> Path | None:
     return top
 
 
-def neural_models_present(store: Any) -> bool:
+def neural_models_present(store: ModelStore) -> bool:
     """True when the inswapper and the ArcFace model it needs are on disk (never downloads)."""
     return bool(store.is_present("w600k_r50")
                 and (store.is_present("inswapper_128") or store.is_present("inswapper_128_fp16")))
