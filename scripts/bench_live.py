@@ -31,9 +31,9 @@ import numpy as np
 from livecam.frame import FramePacket
 from livecam.media.camera import VideoFileSource
 from livecam.media.sinks import NullSink
-from livecam.pipeline.live import LiveOptions, run_live_pipeline
+from livecam.pipeline.live import LiveRun, run_live_pipeline
 from livecam.pipeline.metrics import ResourceProbe
-from livecam.settings import AnalysisSettings, ProcessingSettings, RuntimeSettings, SwapSettings
+from livecam.settings import AnalysisSettings, LiveJob, ProcessingSettings, RuntimeSettings, SwapSettings
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -123,7 +123,8 @@ class SleepEngine:
 def run(engine: Any, clip: Path, realtime: bool, workers: int) -> dict[str, Any]:
     source = VideoFileSource(str(clip), realtime=realtime)
     source.open()
-    options = LiveOptions(workers=workers, degrade=False, handle_signals=True)
+    runtime = RuntimeSettings(execution_threads=workers)
+    options = LiveRun(LiveJob(processing=ProcessingSettings(sources=(), runtime=runtime), degrade=False))
     return run_live_pipeline(engine, source, NullSink(), options, probe=ResourceProbe()).summary
 
 

@@ -28,8 +28,8 @@ sys.path.insert(0, str(REPO))  # for tests.videos (the clip generator)
 
 from livecam.frame import FramePacket  # noqa: E402
 from livecam.media.video_reader import VideoReader  # noqa: E402
-from livecam.pipeline.file import RunOptions, VideoOptions, process_video, run_frames  # noqa: E402
-from livecam.settings import ProcessingSettings, RuntimeSettings, SwapSettings  # noqa: E402
+from livecam.pipeline.file import process_video, run_frames  # noqa: E402
+from livecam.settings import ProcessingSettings, RuntimeSettings, SwapSettings, VideoJob  # noqa: E402
 from tests.videos import make_clip  # noqa: E402
 
 
@@ -64,14 +64,16 @@ def processing_ceiling(engine: Any, clip: Path, frames: int, workers: int) -> fl
             self.image, self.time = frame.image.copy(), frame.time
 
     source = (Copy(f) for f in itertools.islice(itertools.cycle(pool), frames))
-    stats = run_frames(source, lambda packet: None, engine,
-                       RunOptions(workers=workers, max_in_flight=2 * workers + 4, label=False))
+    stats = run_frames(source, lambda packet: None, engine, workers=workers, max_in_flight=2 * workers + 4,
+                       label=False)
     return stats.fps
 
 
 def end_to_end(engine: Any, clip: Path, out: Path, workers: int, encoder: str, quality: int,
                label: bool = True) -> tuple[float, Any]:
-    options = VideoOptions(input=clip, output=out, encoder=encoder, quality=quality, workers=workers, label=label)
+    processing = ProcessingSettings(sources=(), runtime=RuntimeSettings(execution_threads=workers))
+    options = VideoJob(input=clip, output=out, processing=processing, encoder=encoder, quality=quality,
+                       label=label, force=True)
     out.unlink(missing_ok=True)
     t0 = time.perf_counter()
     result = process_video(options, engine, quiet=True)

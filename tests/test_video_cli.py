@@ -25,6 +25,7 @@ import numpy as np
 import livecam.commands.video as video
 
 class SlowEngine:
+    smooths = False  # contracts.FileEngine: no ordered tracking step
     def analyse(self, packet, track):
         packet.faces = []
     def process(self, packet):
@@ -322,3 +323,32 @@ def test_usage_errors_are_one_line_too(args: list[str], text: str, isolated_env:
     line = _one_line(proc.stderr)
     assert line.startswith("livecam: error: ") and text in line
     assert line.endswith(f"(see `livecam {args[0]} --help`)")
+
+
+@pytest.mark.parametrize("keep_partial", [False, True])
+def test_an_output_that_appears_during_the_run_is_not_overwritten(tmp_path: Path, small_clip: Path,
+                                                                   isolated_env: dict[str, str],
+                                                                   keep_partial: bool) -> None:
+    """Someone (or a second run) writes OUTPUT while livecam works on it: their file stays, the
+    result is kept beside it under the name the error gives (exit 2), also for a kept partial."""
+    out = tmp_path / "out.mp4"
+    extra = ["--keep-partial"] if keep_partial else []
+    proc, marker = _start_patched(["video", str(small_clip), str(out), "--source", "face.jpg", *extra], tmp_path,
+                                  isolated_env, tail_delay=0.3 if keep_partial else 0.02)
+    wait_for_file(marker, proc)
+    out.write_bytes(b"someone else's file")
+    if keep_partial:
+        proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    kept = tmp_path / "out.livecam-1.mp4"
+    assert out.read_bytes() == b"someone else's file"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["halfway", "out.livecam-1.mp4", "out.mp4"]
+    assert "Traceback" not in stderr and f"kept as {kept}" in stderr
+    frames = probe(kept)["frames"]
+    if keep_partial:
+        assert proc.returncode == 130, stderr
+        assert 0 < frames < 60 and f"kept in {kept}" in stderr
+    else:
+        assert proc.returncode == 2, stderr
+        assert frames == 60
+        assert stderr.splitlines()[-1].startswith(f"livecam: error: {out} appeared while livecam was writing it")

@@ -17,10 +17,10 @@ import click
 
 from livecam import __version__
 from livecam.errors import EXIT_FAILURE, EXIT_INTERRUPTED, LivecamError
+from livecam.processors import registry
 from livecam.runtime.providers import CHOICES as PROVIDER_CHOICES
 from livecam.settings import (
     DETECTORS,
-    FRAME_PROCESSORS,
     SWAP_MODELS,
     AnalysisSettings,
     BenchJob,
@@ -38,10 +38,27 @@ log = logging.getLogger("livecam")
 
 # Options that take several values after one flag (`--frame-processor face_swapper face_enhancer`).
 # Only values from the option's own choices are taken, so positional arguments are never eaten.
-VARIADIC_OPTIONS: dict[str, tuple[str, ...]] = {
-    "--frame-processor": FRAME_PROCESSORS,
-    "--execution-provider": PROVIDER_CHOICES,
+# Callables, so the processor registry is only asked when the option is used.
+VARIADIC_OPTIONS: dict[str, Callable[[], Sequence[str]]] = {
+    "--frame-processor": registry.names,
+    "--execution-provider": lambda: PROVIDER_CHOICES,
 }
+
+
+class ProcessorChoice(click.Choice):
+    """--frame-processor's choices: the registered processors, looked up on first use (finding
+    them imports the processor modules, which --help and `livecam models` need not pay for)."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property  # type: ignore[override]
+    def choices(self) -> Sequence[str]:
+        return registry.names()
+
+    @choices.setter
+    def choices(self, value: Sequence[str]) -> None:
+        pass  # click.Choice.__init__ assigns; the registry is the one source
 
 
 def expand_variadic(args: Sequence[str]) -> list[str]:
@@ -51,9 +68,10 @@ def expand_variadic(args: Sequence[str]) -> list[str]:
         arg = args[i]
         out.append(arg)
         i += 1
-        choices = VARIADIC_OPTIONS.get(arg)
-        if choices is None:
+        lookup = VARIADIC_OPTIONS.get(arg)
+        if lookup is None:
             continue
+        choices = lookup()
         if i < len(args):  # the first value always belongs to the flag (click validates it)
             out.append(args[i])
             i += 1
@@ -184,7 +202,7 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="Processing workers on consecutive frames (default: 1 live; for video files "
                           "the number of cores, at most 4); an image is one frame and gets every core."),
         click.option("--frame-processor", "frame_processors", multiple=True,
-                     type=click.Choice(FRAME_PROCESSORS), help="Processors in order (default face_swapper)."),
+                     type=ProcessorChoice(), help="Processors in order (default: the swapper)."),
         click.option("--many-faces", is_flag=True, help="Swap every face, not only the largest."),
         click.option("--reference", type=click.Path(path_type=Path), multiple=True,
                      help="Only swap faces of the person in this photo."),
@@ -237,7 +255,7 @@ def _processing(ctx: click.Context, kw: dict[str, Any], *, smoothing_allowed: bo
                 default_threads: int = 1) -> ProcessingSettings:
     return ProcessingSettings(
         sources=tuple(kw.pop("sources")),
-        frame_processors=tuple(dict.fromkeys(kw.pop("frame_processors"))) or ("face_swapper",),
+        frame_processors=tuple(dict.fromkeys(kw.pop("frame_processors"))) or registry.default_names(),
         runtime=_runtime(ctx, tuple(p.lower() for p in kw.pop("providers")), kw.pop("execution_threads") or default_threads),
         analysis=AnalysisSettings(
             detector=kw.pop("detector"), det_size=int(kw.pop("det_size")), many_faces=kw.pop("many_faces"),
@@ -252,8 +270,8 @@ def _processing(ctx: click.Context, kw: dict[str, Any], *, smoothing_allowed: bo
 
 
 def _require_source(processing: ProcessingSettings) -> None:
-    swapping = "face_swapper" in processing.frame_processors  # the enhancer alone needs no face photo
-    if swapping and not processing.sources and not processing.analysis.face_map:
+    # an enhancer alone needs no face photo
+    if registry.swaps(processing.frame_processors) and not processing.sources and not processing.analysis.face_map:
         raise click.UsageError("missing --source PATH: give a photo of the face to put in")
 
 

@@ -5,9 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-FRAME_PROCESSORS: tuple[str, ...] = ("face_swapper", "face_enhancer")
 SWAP_MODELS: tuple[str, ...] = ("auto", "inswapper_128", "inswapper_128_fp16", "mesh")
 DETECTORS: tuple[str, ...] = ("auto", "scrfd", "blazeface")
+
+
+def _default_processors() -> tuple[str, ...]:
+    from livecam.processors.registry import default_names  # finds the processor modules: not at import
+
+    return default_names()
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,16 @@ class AnalysisSettings:
     smoothing: float = 0.5  # 0 off .. 1 strongest; forced off for single images
     detect_every: int = 1
 
+    @property
+    def wanted_faces(self) -> str:
+        """What the analysis looks for, for a "none found" warning: with --reference or --map
+        the frame may well hold faces, just none of those people."""
+        if self.face_map:
+            return "face of a --map REFERENCE person"
+        if self.reference:
+            return f"face of the --reference person (within --reference-distance {self.reference_distance:g})"
+        return "face"
+
 
 @dataclass(frozen=True)
 class SwapSettings:
@@ -51,7 +66,8 @@ class EnhanceSettings:
 @dataclass(frozen=True)
 class ProcessingSettings:
     sources: tuple[Path, ...]
-    frame_processors: tuple[str, ...] = ("face_swapper",)
+    # Names from livecam.processors.registry, in order; the default is the swapper.
+    frame_processors: tuple[str, ...] = field(default_factory=lambda: _default_processors())
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
     analysis: AnalysisSettings = field(default_factory=AnalysisSettings)
     swap: SwapSettings = field(default_factory=SwapSettings)
@@ -59,21 +75,23 @@ class ProcessingSettings:
 
 
 @dataclass(frozen=True)
-class ImageJob:
+class FileJob:
+    """What `image` and `video` share: one input file processed into one output file."""
+
     input: Path
     output: Path
     processing: ProcessingSettings
-    force: bool = False
+    force: bool = False  # replace an OUTPUT that exists when the run starts
     label: bool = True  # visible "AI-generated" label
 
 
 @dataclass(frozen=True)
-class VideoJob:
-    input: Path
-    output: Path
-    processing: ProcessingSettings
-    force: bool = False
-    label: bool = True
+class ImageJob(FileJob):
+    pass
+
+
+@dataclass(frozen=True)
+class VideoJob(FileJob):
     encoder: str = "libx264"
     quality: int = 18
     fps: float | None = None  # None: keep the input's rate
@@ -101,6 +119,10 @@ class LiveJob:
     degrade: bool = True
     label: bool | None = None  # None: on for a recording file, off for window / virtual camera
     force: bool = False
+
+    def labelled(self, recording: bool) -> bool:
+        """Whether output frames carry the visible label (`recording`: the sink is a file)."""
+        return recording if self.label is None else self.label
 
 
 @dataclass(frozen=True)

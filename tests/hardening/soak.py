@@ -82,6 +82,7 @@ class ReplayEngine:
         self.engine = engine
         self.distinct = distinct
         self.processor_names = engine.processor_names
+        self.det_size = engine.det_size
         self._faces: dict[int, list[Any]] = {}
         self._lock = threading.Lock()
 
@@ -182,9 +183,9 @@ def run_soak(frames: int, *, checkpoint: int = 500, replay: bool = True, size: t
     """Run the live pipeline for `frames` frames and measure (see the module docstring)."""
     from livecam.frame import FramePacket
     from livecam.pipeline.engine import Engine
-    from livecam.pipeline.live import LiveOptions, run_live_pipeline
+    from livecam.pipeline.live import LiveRun, run_live_pipeline
     from livecam.samples import sample_path
-    from livecam.settings import AnalysisSettings, ProcessingSettings, RuntimeSettings, SwapSettings
+    from livecam.settings import AnalysisSettings, LiveJob, ProcessingSettings, RuntimeSettings, SwapSettings
 
     runtime = RuntimeSettings(offline=True, models_dir=models_dir, execution_threads=workers, quiet=True)
     settings = ProcessingSettings(sources=(sample_path("astronaut"),), runtime=runtime,
@@ -200,8 +201,7 @@ def run_soak(frames: int, *, checkpoint: int = 500, replay: bool = True, size: t
     gc.collect()
     threads_before, fds_before = os_threads(), open_fds()
     sink = CountingSink(checkpoint)
-    options = LiveOptions(workers=workers, degrade=False, handle_signals=False, max_latency_ms=10_000.0,
-                          detect_every=1, det_size=320)
+    options = LiveRun(LiveJob(processing=settings, degrade=False, max_latency_ms=10_000.0), handle_signals=False)
     started = time.perf_counter()
     result = run_live_pipeline(runner, LoopingCamera(images, frames), sink, options)
     seconds = time.perf_counter() - started

@@ -17,11 +17,11 @@ import pytest
 
 from livecam.errors import DeviceError
 from livecam.media.sinks import FileRecorderSink
-from livecam.pipeline.live import LiveOptions, run_live_pipeline
+from livecam.pipeline.live import LiveRun, run_live_pipeline
 from livecam.samples import sample_path
 from tests.conftest import wait_for_file
 from tests.doubles import SyntheticSource
-from tests.pipeline.test_live import FakeEngine, livecam_threads
+from tests.pipeline.test_live import FakeEngine, livecam_threads, opts
 from tests.videos import count_frames, make_clip, probe
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX resource limits and signals")
@@ -105,8 +105,8 @@ class GrowingSource(SyntheticSource):
         return super().read()
 
 
-def _options(**kw: object) -> LiveOptions:
-    return LiveOptions(handle_signals=False, **kw)  # type: ignore[arg-type]
+def _options(**kw: object) -> LiveRun:
+    return opts(**kw)
 
 
 def test_a_camera_that_stops_mid_recording_is_named_and_the_recording_is_kept(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from livecam.frame import FramePacket
-from livecam.pipeline.file import RunOptions, run_frames
+from livecam.pipeline.file import run_frames
 
 
 @dataclass
@@ -45,6 +45,8 @@ class Clock:
 
 
 class Engine:
+    smooths = False  # contracts.FileEngine: no ordered tracking step
+
     def analyse(self, packet: FramePacket, track: bool) -> None:
         time.sleep(0.002)
 
@@ -59,7 +61,7 @@ def test_no_thread_outlives_an_interrupted_run(delay_ms: int) -> None:
     returned = None
     try:
         timer.start()
-        run_frames(clock.frames(200, 0.02), clock.write, Engine(), RunOptions(workers=2, label=False))
+        run_frames(clock.frames(200, 0.02), clock.write, Engine(), workers=2, label=False)
     except KeyboardInterrupt:
         returned = time.perf_counter()
     finally:

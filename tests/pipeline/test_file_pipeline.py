@@ -20,14 +20,13 @@ from livecam.faces.face import Face
 from livecam.frame import FramePacket
 from livecam.pipeline.file import (
     OutFrame,
-    RunOptions,
-    VideoOptions,
     frames_in_flight,
     process_video,
     retime,
     run_frames,
 )
 from livecam.provenance import label_box
+from livecam.settings import ProcessingSettings, RuntimeSettings, VideoJob
 from tests.videos import count_frames, make_clip, probe, read_index
 
 SQUARE = (slice(20, 44), slice(40, 72))  # rows, cols the fake engine inverts
@@ -35,6 +34,8 @@ SQUARE = (slice(20, 44), slice(40, 72))  # rows, cols the fake engine inverts
 
 class InvertEngine:
     """Inverts a square and 'finds' a face there; optional per-frame delay and failure."""
+
+    smooths = False  # contracts.FileEngine: no ordered tracking step
 
     def __init__(self, delay=None, fail_at: int | None = None, face: bool = True) -> None:  # type: ignore[no-untyped-def]
         self.delay = delay
@@ -64,8 +65,10 @@ def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_clip(tmp_path_factory.mktemp("clip") / "in.mp4", frames=30, size=(128, 96), fps=30, stamp=True)
 
 
-def _opts(clip: Path, out: Path, **kw) -> VideoOptions:  # type: ignore[no-untyped-def]
-    return VideoOptions(input=clip, output=out, **kw)
+def _opts(clip: Path, out: Path, workers: int = 1, **kw) -> VideoJob:  # type: ignore[no-untyped-def]
+    """A VideoJob; `workers` is --execution-threads."""
+    processing = ProcessingSettings(sources=(), runtime=RuntimeSettings(execution_threads=workers))
+    return VideoJob(input=clip, output=out, processing=processing, **kw)
 
 
 def _square_diff(a: np.ndarray, b: np.ndarray) -> float:
@@ -113,7 +116,7 @@ def test_frames_in_flight_are_bounded() -> None:
         with lock:
             alive -= 1
 
-    stats = run_frames(frames(), write, InvertEngine(face=False), RunOptions(workers=3, max_in_flight=6, label=False))
+    stats = run_frames(frames(), write, InvertEngine(face=False), workers=3, max_in_flight=6, label=False)
     assert written == list(range(200)) and stats.frames == 200
     assert peak <= 6
 
@@ -214,6 +217,8 @@ def test_no_face_anywhere_completes_with_a_warning(tmp_path: Path, clip: Path,
 
 def test_label_changes_only_its_corner_and_no_label_removes_it(tmp_path: Path, clip: Path) -> None:
     class Identity:
+        smooths = False
+
         def analyse(self, packet: FramePacket, track: bool) -> None:
             packet.faces = []
 
@@ -285,13 +290,13 @@ import resource, signal, sys
 sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
 from pathlib import Path
 from livecam.errors import OutputError
-from livecam.pipeline.file import process_video, VideoOptions
-from tests.pipeline.test_file_pipeline import InvertEngine
+from livecam.pipeline.file import process_video
+from tests.pipeline.test_file_pipeline import InvertEngine, _opts
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (20000, resource.RLIM_INFINITY))
 try:
-    process_video(VideoOptions(input=Path({str(src)!r}), output=Path({str(out)!r}), quality=0,
-                               keep_partial={keep_partial}), InvertEngine(), quiet=True)
+    process_video(_opts(Path({str(src)!r}), Path({str(out)!r}), quality=0,
+                        keep_partial={keep_partial}), InvertEngine(), quiet=True)
 except OutputError as exc:
     print("OUTPUT_ERROR", exc.message)
 """
@@ -305,9 +310,9 @@ _RSS_SCRIPT = """
 import resource, sys
 sys.path.insert(0, {root!r})
 from pathlib import Path
-from livecam.pipeline.file import process_video, VideoOptions
-from tests.pipeline.test_file_pipeline import InvertEngine
-process_video(VideoOptions(input=Path(sys.argv[1]), output=Path(sys.argv[2]), workers=2), InvertEngine(), quiet=True)
+from livecam.pipeline.file import process_video
+from tests.pipeline.test_file_pipeline import InvertEngine, _opts
+process_video(_opts(Path(sys.argv[1]), Path(sys.argv[2]), workers=2), InvertEngine(), quiet=True)
 print("PEAK_KB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
 

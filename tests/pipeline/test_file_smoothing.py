@@ -19,7 +19,7 @@ from livecam.faces.face import Face
 from livecam.faces.tracking import FaceTracker
 from livecam.frame import FramePacket
 from livecam.pipeline.engine import Engine
-from livecam.pipeline.file import InOrder, OutFrame, RunOptions, run_frames
+from livecam.pipeline.file import InOrder, OutFrame, run_frames
 from livecam.runtime.providers import ProviderChoice
 from livecam.settings import AnalysisSettings, ProcessingSettings, RuntimeSettings, SwapSettings
 
@@ -115,8 +115,8 @@ def frames(n: int, times: list[float] | None = None) -> list[OutFrame]:
 
 def run(engine: Engine, source: list[OutFrame], workers: int = 4, **options: object) -> list[FramePacket]:
     written: list[FramePacket] = []
-    run_frames(source, written.append, engine, RunOptions(workers=workers, max_in_flight=2 * workers + 4,
-                                                          label=False, **options))  # type: ignore[arg-type]
+    run_frames(source, written.append, engine, workers=workers, max_in_flight=2 * workers + 4,
+               label=False, **options)  # type: ignore[arg-type]
     return written
 
 
@@ -211,7 +211,7 @@ def test_frames_in_flight_stay_bounded_while_waiting_for_order() -> None:
 
     # Every 10th frame is slow to detect: the frames after it wait for it in the ordered step.
     engine = fake_engine(0.5, NoisyDetector(delay=lambda i: 0.02 if i % 10 == 0 else 0.0))
-    stats = run_frames(source(), write, engine, RunOptions(workers=4, max_in_flight=7, label=False))
+    stats = run_frames(source(), write, engine, workers=4, max_in_flight=7, label=False)
     assert written == list(range(120)) and stats.frames == stats.processed == 120
     assert peak <= 7
 
@@ -237,7 +237,7 @@ def test_a_failure_in_detect_or_track_stops_the_run(where: str) -> None:
     written: list[int] = []
     with pytest.raises(Boom):
         run_frames(frames(60), lambda p: written.append(p.index), engine,
-                   RunOptions(workers=4, max_in_flight=8, label=False))
+                   workers=4, max_in_flight=8, label=False)
     assert written == list(range(len(written))) and len(written) <= 7
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from livecam.pipeline.governor import Governor, default_steps
-from livecam.pipeline.live import LiveOptions, LivePipeline
+from livecam.pipeline.live import LivePipeline
 from tests.doubles import MemorySink, SyntheticSource
-from tests.pipeline.test_live import FakeEngine
+from tests.pipeline.test_live import FakeEngine, opts
 
 
 def make(engine: FakeEngine, **kw: object) -> Governor:
@@ -74,8 +74,8 @@ def test_pipeline_degrades_and_recovers_when_the_processor_cost_is_switched(tmp_
     # The enhancer costs 80 ms at first (over a 40 ms budget), then the test makes it free.
     engine = FakeEngine(process_s=0.002, enhancer_s=0.08, processors=("face_swapper", "face_enhancer"))
     stats = tmp_path / "s.jsonl"
-    options = LiveOptions(max_latency_ms=40, interval_s=0.2, recover_s=0.6, handle_signals=False,
-                          stats_json=stats, det_size=320)
+    engine.det_size = 320
+    options = opts(max_latency_ms=40, interval_s=0.2, recover_s=0.6, stats_json=stats)
     pipeline = LivePipeline(engine, SyntheticSource(fps=50, frames=None), MemorySink(keep=2), options)
 
     def drive() -> None:

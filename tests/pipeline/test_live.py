@@ -5,14 +5,17 @@ from __future__ import annotations
 import json
 import threading
 import time
+from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from livecam.errors import DeviceError, InputError, LivecamError
 from livecam.frame import FramePacket
-from livecam.pipeline.live import LiveOptions, LivePipeline, run_live_pipeline
+from livecam.pipeline.live import LivePipeline, LiveRun, run_live_pipeline
+from livecam.settings import LiveJob, ProcessingSettings, RuntimeSettings
 from tests.doubles import MemorySink, SyntheticSource, read_index
 
 
@@ -84,9 +87,13 @@ def indices(sink: MemorySink) -> list[int]:
     return [read_index(frame) for frame in sink.frames]
 
 
-def opts(**kw: object) -> LiveOptions:
+def opts(**kw: Any) -> LiveRun:
+    """A LiveRun from LiveJob fields, LiveRun fields and `workers` (--execution-threads)."""
     kw.setdefault("handle_signals", False)
-    return LiveOptions(**kw)  # type: ignore[arg-type]
+    run_fields = {f.name for f in fields(LiveRun)} - {"job"}
+    run = {k: kw.pop(k) for k in list(kw) if k in run_fields}
+    runtime = RuntimeSettings(execution_threads=kw.pop("workers", 1))
+    return LiveRun(LiveJob(processing=ProcessingSettings(sources=(), runtime=runtime), **kw), **run)
 
 
 def test_frames_come_out_in_order_and_threads_stop_at_end_of_stream(tmp_path: Path) -> None:
@@ -239,7 +246,8 @@ def test_enhancer_key_and_governor_do_not_undo_each_other() -> None:
 
 def test_a_fixed_size_detector_gets_no_det_size_step() -> None:
     engine = FakeEngine()
-    pipeline = LivePipeline(engine, SyntheticSource(frames=1), MemorySink(), opts(det_size=None))
+    engine.det_size = None  # type: ignore[assignment]
+    pipeline = LivePipeline(engine, SyntheticSource(frames=1), MemorySink(), opts())
     assert [s.name for s in pipeline.governor.steps] == ["detect every 2nd frame"]
 
 
@@ -340,7 +348,7 @@ def test_a_frame_size_change_mid_stream_is_followed() -> None:
 def test_overlay_and_label_are_drawn() -> None:
     sink = MemorySink()
     run_live_pipeline(FakeEngine(), SyntheticSource(frames=30, fps=100, width=320, height=240), sink,
-                      opts(stats_overlay=True, label=True, interval_s=0.05))
+                      opts(stats=True, label=True, interval_s=0.05))
     last = sink.frames[-1]
     assert (last[:60, :, :] == 255).any()  # white text of the overlay at the top
     assert (last[-30:, -140:] != 200).any()  # something drawn over the bottom-right corner

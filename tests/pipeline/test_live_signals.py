@@ -18,12 +18,14 @@ DRIVER = textwrap.dedent("""
     import sys, threading, time
     from livecam.errors import LivecamError
     from tests.doubles import SyntheticSource
-    from livecam.pipeline.live import LiveOptions, run_live_pipeline
+    from livecam.pipeline.live import LiveRun, run_live_pipeline
+    from livecam.settings import LiveJob, ProcessingSettings
     from livecam.media.sinks import FileRecorderSink
     from pathlib import Path
 
     class Engine:
         processor_names = ("face_swapper",)
+        det_size = 640
         def analyse(self, packet, track=True): pass
         def process(self, packet): time.sleep(0.01)
         def set_enabled(self, name, on): pass
@@ -40,7 +42,8 @@ DRIVER = textwrap.dedent("""
 
     sink = Sink(Path(sys.argv[1]), fps=30)
     try:
-        run_live_pipeline(Engine(), SyntheticSource(width=64, height=48, fps=30), sink, LiveOptions())
+        run_live_pipeline(Engine(), SyntheticSource(width=64, height=48, fps=30), sink,
+                          LiveRun(LiveJob(processing=ProcessingSettings(sources=()))))
     except LivecamError as exc:
         left = [t.name for t in threading.enumerate() if t.name.startswith("livecam-")]
         print(f"stopped: {exc.message}; threads left: {left}", flush=True)

@@ -13,9 +13,9 @@ import pytest
 
 from livecam.errors import DeviceError, InputError, OutputExistsError
 from livecam.media.sinks import FileRecorderSink, NullSink, make_sink
-from livecam.pipeline.live import LiveOptions, run_live_pipeline
+from livecam.pipeline.live import run_live_pipeline
 from tests.doubles import SyntheticSource
-from tests.pipeline.test_live import FakeEngine
+from tests.pipeline.test_live import FakeEngine, opts
 
 
 def test_output_none_and_bad_outputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -90,7 +90,7 @@ def test_recording_is_a_complete_synthetic_tagged_video(tmp_path: Path) -> None:
     out = tmp_path / "rec.mp4"
     sink = make_sink(str(out), fps=30)
     result = run_live_pipeline(FakeEngine(), SyntheticSource(frames=20, fps=100, width=65, height=49), sink,
-                               LiveOptions(handle_signals=False))
+                               opts())
     assert out.is_file() and not list(tmp_path.glob(".rec*"))  # no temporary file left
     with av.open(str(out)) as container:
         tags = {k.lower(): v for k, v in container.metadata.items()}
@@ -124,7 +124,7 @@ def test_a_no_realtime_file_is_recorded_with_its_own_timing(tmp_path: Path) -> N
     source = VideoFileSource(str(clip), realtime=False)
     source.open()
     out = tmp_path / "rec.mp4"
-    run_live_pipeline(FakeEngine(), source, make_sink(str(out)), LiveOptions(handle_signals=False))
+    run_live_pipeline(FakeEngine(), source, make_sink(str(out)), opts())
     with av.open(str(out)) as container:
         times = [float(f.pts * f.time_base) for f in container.decode(video=0)]
     assert len(times) == 60

@@ -27,14 +27,18 @@ from dataclasses import replace
 from fractions import Fraction
 from itertools import islice
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import click
 import numpy as np
 
 from livecam.errors import InputError
 from livecam.frame import FramePacket
-from livecam.settings import BenchJob
+from livecam.settings import BenchJob, LiveJob
+
+if TYPE_CHECKING:
+    from livecam.pipeline.contracts import FrameEngine
+    from livecam.pipeline.engine import Engine
 
 log = logging.getLogger("livecam")
 
@@ -100,7 +104,7 @@ class TimedSource:
 class RecordingEngine:
     """Passes every call to the real engine and keeps each processed frame's stage timings."""
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
         # The packets' own timing dicts (not copies): stages timed after process(), such as the
         # live pipeline's "output", land in them too.
@@ -208,7 +212,7 @@ def _source_photo(job: BenchJob) -> np.ndarray:
     return read_image(path)
 
 
-def _warm_up(engine: Any, images: list[np.ndarray], live: bool) -> None:
+def _warm_up(engine: FrameEngine, images: list[np.ndarray], live: bool) -> None:
     for i, image in enumerate(images):
         packet = FramePacket(index=i, image=image.copy(), captured_at=time.perf_counter())
         engine.analyse(packet, track=live)
@@ -222,9 +226,9 @@ def _file_frames(path: Path, limit: int) -> tuple[Iterator[Any], Any]:
     return islice(reader.frames(), limit), reader
 
 
-def run_live_bench(job: BenchJob, engine: Any, clip_photo: np.ndarray | None = None) -> dict[str, Any]:
+def run_live_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None = None) -> dict[str, Any]:
     from livecam.media.sinks import NullSink
-    from livecam.pipeline.live import LiveOptions, run_live_pipeline
+    from livecam.pipeline.live import LiveRun, run_live_pipeline
     from livecam.pipeline.metrics import ResourceProbe
 
     capture: list[float] = []
@@ -242,11 +246,8 @@ def run_live_bench(job: BenchJob, engine: Any, clip_photo: np.ndarray | None = N
         fps = clip.fps
     recording = RecordingEngine(engine)
     _warm_up(engine, warm, live=True)
-    analysis = job.processing.analysis
     # The governor stays off: the configured pipeline is what gets measured, not a degraded one.
-    options = LiveOptions(workers=job.processing.runtime.execution_threads, max_frames=job.frames,
-                          degrade=False, detect_every=analysis.detect_every, det_size=analysis.det_size,
-                          handle_signals=True)
+    options = LiveRun(LiveJob(processing=job.processing, max_frames=job.frames, degrade=False, label=False))
     cpu0 = cpu_seconds()
     try:
         result = run_live_pipeline(recording, TimedSource(images, "bench clip", fps, capture),
@@ -293,9 +294,9 @@ def _generated_file(job: BenchJob, folder: Path, clip_photo: np.ndarray | None =
     return path
 
 
-def run_video_bench(job: BenchJob, engine: Any, clip_photo: np.ndarray | None = None) -> dict[str, Any]:
+def run_video_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None = None) -> dict[str, Any]:
     from livecam.media.video_writer import OutputSpec, VideoWriter
-    from livecam.pipeline.file import RunOptions, frames_in_flight, packet_time, run_frames
+    from livecam.pipeline.file import frames_in_flight, packet_time, run_frames
 
     decode: list[float] = []
     encode: list[float] = []
@@ -329,11 +330,11 @@ def run_video_bench(job: BenchJob, engine: Any, clip_photo: np.ndarray | None = 
 
             workers = job.processing.runtime.execution_threads
             recording = RecordingEngine(engine)
-            options = RunOptions(workers=workers, label=True,
-                                 max_in_flight=frames_in_flight(info.width * info.height * 3, workers, None))
+            in_flight = frames_in_flight(info.width * info.height * 3, workers, None)
             cpu0 = cpu_seconds()
             try:
-                stats = run_frames(timed(frames), write, recording, options)
+                stats = run_frames(timed(frames), write, recording, workers=workers, label=True,
+                                   max_in_flight=in_flight)
             except BaseException:
                 writer.abort()  # the temporary folder goes with the file
                 raise
@@ -386,7 +387,7 @@ def _input_size(path: Path) -> str:
 
 def run_bench(job: BenchJob) -> None:
     # SIGTERM stops like Ctrl-C (exit 130), and the temporary clips are removed on the way out.
-    from livecam.commands.signals import stop_signals
+    from livecam.pipeline.signals import stop_signals
 
     with stop_signals():
         _run_bench(job)

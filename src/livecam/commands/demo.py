@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 import cv2
@@ -30,7 +30,10 @@ from livecam.errors import InputError, OutputError, OutputExistsError
 from livecam.media.images import read_image, write_image_atomic
 from livecam.media.video_writer import AudioSamples, OutputSpec, VideoWriter, container_format, encoder_available
 from livecam.samples import SAMPLES, sample_path
-from livecam.settings import AnalysisSettings, DemoJob, ProcessingSettings, RuntimeSettings, SwapSettings
+from livecam.settings import AnalysisSettings, DemoJob, ProcessingSettings, RuntimeSettings, SwapSettings, VideoJob
+
+if TYPE_CHECKING:
+    from livecam.models.store import ModelStore
 
 log = logging.getLogger("livecam")
 
@@ -74,7 +77,7 @@ def run_demo(job: DemoJob) -> None:
     runtime = replace(job.runtime, offline=True, execution_threads=workers)
     written: list[Path] = []
     try:
-        from livecam.commands.signals import stop_signals  # SIGTERM handled like Ctrl-C, as in `livecam video`
+        from livecam.pipeline.signals import stop_signals  # SIGTERM handled like Ctrl-C, as in `livecam video`
 
         with stop_signals():
             result = _make_demo(folder, runtime, workers, written)
@@ -89,7 +92,7 @@ def run_demo(job: DemoJob) -> None:
 def _make_demo(folder: Path, runtime: RuntimeSettings, workers: int, written: list[Path]) -> DemoResult:
     from livecam.models.store import ModelStore
     from livecam.pipeline.engine import Engine
-    from livecam.pipeline.file import VideoOptions, process_video
+    from livecam.pipeline.file import process_video
 
     encoder = next((e for e in ENCODERS if encoder_available(e)), None)
     if encoder is None:
@@ -104,15 +107,16 @@ def _make_demo(folder: Path, runtime: RuntimeSettings, workers: int, written: li
 
     neural = neural_models_present(ModelStore(runtime, progress=False))
     settings = ProcessingSettings(
-        sources=(source,), frame_processors=("face_swapper",), runtime=runtime,
+        sources=(source,), runtime=runtime,  # the default processors: the swapper
         analysis=AnalysisSettings(),  # smoothing on, as `livecam video` does by default
         swap=SwapSettings(model="auto" if neural else "mesh"),
     )
     engine = Engine.create(settings, live=False, progress=False)
     log.info("demo: putting the face of %s on a clip of %s (%s)", SAMPLES[SOURCE].who, SAMPLES[TARGET].who,
              engine.describe())
-    video = process_video(VideoOptions(input=target_clip, output=demo_clip, encoder=encoder, quality=20,
-                                       workers=workers, label=True), engine, quiet=runtime.quiet)
+    # force: prepare_folder already required --force for a folder with files in it
+    video = process_video(VideoJob(input=target_clip, output=demo_clip, processing=settings, force=True,
+                                   encoder=encoder, quality=20, label=True), engine, quiet=runtime.quiet)
     written.append(demo_clip)
     if video.stats.with_faces == 0:
         raise OutputError("the demo found no face in its own clip; the installation looks broken "
@@ -148,7 +152,7 @@ def prepare_folder(folder: Path, *, force: bool) -> Path | None:
     return top
 
 
-def neural_models_present(store: Any) -> bool:
+def neural_models_present(store: ModelStore) -> bool:
     """True when the inswapper and the ArcFace model it needs are on disk (never downloads)."""
     return bool(store.is_present("w600k_r50")
                 and (store.is_present("inswapper_128") or store.is_present("inswapper_128_fp16")))

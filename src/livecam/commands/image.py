@@ -13,8 +13,9 @@ import time
 
 from livecam.frame import FramePacket
 from livecam.media.images import check_output_path, read_image, split_alpha, write_image_atomic
+from livecam.processors import registry
 from livecam.processors.base import MIN_EYE_DISTANCE, usable
-from livecam.settings import AnalysisSettings, ImageJob
+from livecam.settings import ImageJob
 
 log = logging.getLogger("livecam")
 
@@ -36,7 +37,7 @@ def run_image(job: ImageJob) -> None:
     small = len(packet.faces) - count
     if not packet.faces:
         log.warning("warning: no %s found in %s; writing it unchanged to %s",
-                    wanted_faces(job.processing.analysis), job.input, job.output)
+                    job.processing.analysis.wanted_faces, job.input, job.output)
     elif not count:
         log.warning("warning: the face%s found in %s %s too small to change (under %g px between "
                     "the eyes); writing it unchanged to %s; use a larger image",
@@ -45,17 +46,7 @@ def run_image(job: ImageJob) -> None:
     else:
         engine.process(packet)
     write_image_atomic(job.output, packet.image, force=job.force, label=job.label, alpha=alpha)
-    done = "swapped" if "face_swapper" in job.processing.frame_processors else "enhanced"
+    done = "swapped" if registry.swaps(job.processing.frame_processors) else "enhanced"
     skipped = f", {small} too small to change" if small and count else ""
     log.info("wrote %s (%d face%s %s%s, %.1f s; %s)", job.output, count, "" if count == 1 else "s",
              done, skipped, time.perf_counter() - start, engine.describe())
-
-
-def wanted_faces(analysis: AnalysisSettings) -> str:
-    """What the analysis looks for, for a "none found" warning: with --reference or --map the
-    frame may well hold faces, just none of those people."""
-    if analysis.face_map:
-        return "face of a --map REFERENCE person"
-    if analysis.reference:
-        return f"face of the --reference person (within --reference-distance {analysis.reference_distance:g})"
-    return "face"

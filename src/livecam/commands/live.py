@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -12,28 +12,18 @@ from livecam.errors import DeviceError, InputError, OutputExistsError
 from livecam.frame import FramePacket
 from livecam.media.camera import CameraSource, VideoFileSource, camera_device_problem, open_source
 from livecam.media.images import check_output_folder, same_file
-from livecam.media.sinks import FileRecorderSink, make_sink
-from livecam.pipeline.live import LiveOptions, run_live_pipeline
+from livecam.media.sinks import FileRecorderSink, Sink, make_sink
+from livecam.pipeline.live import LiveRun, run_live_pipeline
 from livecam.pipeline.metrics import ResourceProbe
 from livecam.settings import LiveJob
+
+if TYPE_CHECKING:
+    from livecam.pipeline.engine import Engine
 
 log = logging.getLogger("livecam")
 
 
-def live_options(job: LiveJob, *, recording: bool = False, det_size: int | None = None) -> LiveOptions:
-    """`recording`: the sink is a file, which carries the visible label unless --no-label.
-    `det_size`: the detector's input size, None for a detector with a fixed input (BlazeFace),
-    so the governor does not spend a step on a change that does nothing."""
-    analysis = job.processing.analysis
-    return LiveOptions(
-        queue_depth=job.queue_depth, workers=job.processing.runtime.execution_threads,
-        max_frames=job.max_frames, duration=job.duration, stats_overlay=job.stats, stats_json=job.stats_json,
-        max_latency_ms=job.max_latency_ms, degrade=job.degrade, mirror=job.mirror,
-        label=recording if job.label is None else job.label,
-        detect_every=analysis.detect_every, det_size=det_size)
-
-
-def check_files(job: LiveJob, sink: Any) -> None:
+def check_files(job: LiveJob, sink: Sink) -> None:
     """--stats-json and the recording, checked before any model loads: an existing stats file is
     kept unless --force, and neither may be the --camera file (it would be overwritten)."""
     camera = Path(job.camera)
@@ -56,10 +46,10 @@ def check_files(job: LiveJob, sink: Any) -> None:
         raise InputError(f"--stats-json {path}: {exc.message}") from exc
 
 
-def warm_up(engine: Any) -> None:
+def warm_up(engine: Engine) -> None:
     """Run the models once on the source photo, so the first camera frames are not seconds late
     (ONNX Runtime allocates and plans on the first run) and the governor judges steady state."""
-    sources = getattr(engine, "sources", None)
+    sources = engine.sources
     if not sources:
         return
     image = np.ascontiguousarray(sources[0].image[..., :3])
@@ -70,7 +60,7 @@ def warm_up(engine: Any) -> None:
 
 def run_live(job: LiveJob) -> None:
     # SIGTERM while the models load stops like Ctrl-C (exit 130); the pipeline then installs its own.
-    from livecam.commands.signals import stop_signals
+    from livecam.pipeline.signals import stop_signals
 
     with stop_signals():
         _run_live(job)
@@ -102,6 +92,6 @@ def _run_live(job: LiveJob) -> None:
         raise
     if hasattr(sink, "fps"):
         sink.fps = float(source.fps or job.fps)  # the source's real rate is known once it is open
-    options = live_options(job, recording=isinstance(sink, FileRecorderSink), det_size=engine.det_size)
     # The pipeline releases the source and finalises the sink whatever happens.
-    run_live_pipeline(engine, source, sink, options, probe=ResourceProbe())
+    run_live_pipeline(engine, source, sink, LiveRun(job, recording=isinstance(sink, FileRecorderSink)),
+                      probe=ResourceProbe())

@@ -5,26 +5,21 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING
 
-from livecam.commands.image import wanted_faces
-from livecam.commands.signals import stop_signals
-from livecam.errors import InputError, LivecamError, OutputExistsError
+from livecam.pipeline.signals import stop_signals
+from livecam.atomic import check_new_output
+from livecam.errors import InputError, LivecamError
 from livecam.media.images import check_not_an_input, check_output_folder
 from livecam.media.video_reader import VideoReader
 from livecam.media.video_writer import check_encoder, container_format, resolve_encoder
-from livecam.pipeline.file import VideoOptions, process_video
+from livecam.pipeline.file import process_video
 from livecam.settings import VideoJob
 
+if TYPE_CHECKING:
+    from livecam.pipeline.contracts import FileEngine
+
 log = logging.getLogger("livecam")
-
-
-def video_options(job: VideoJob) -> VideoOptions:
-    return VideoOptions(input=job.input, output=job.output, encoder=job.encoder, quality=job.quality,
-                        fps=job.fps, audio=job.audio, keep_partial=job.keep_partial,
-                        frame_range=job.frame_range, label=job.label,
-                        workers=job.processing.runtime.execution_threads, max_memory_gb=job.max_memory_gb,
-                        wanted_faces=wanted_faces(job.processing.analysis))
 
 
 def check_job(job: VideoJob) -> None:
@@ -39,8 +34,7 @@ def check_job(job: VideoJob) -> None:
         raise InputError(f"{job.input.name} is {info.width}x{info.height} pixels, too small to encode "
                          "(at least 2x2)")
     check_not_an_input(job.output, job.input, job.processing)
-    if job.output.exists() and not job.force:
-        raise OutputExistsError(f"{job.output} exists; add --force to overwrite it")
+    check_new_output(job.output, force=job.force)
     check_output_folder(job.output)
     check_encoder(job.encoder, job.output)
     # Frame numbers count the frames written: with --fps, the retimed ones.
@@ -53,25 +47,25 @@ def check_job(job: VideoJob) -> None:
                          f"{total} frames{at}")
 
 
-def create_engine(job: VideoJob) -> Any:
-    """Build the processing engine (models load here); a separate function so tests can swap it."""
+def create_engine(job: VideoJob) -> FileEngine:
+    """Build the processing engine (models load here) and say which models and provider it
+    uses; a separate function so tests can swap it."""
     from livecam.pipeline.engine import Engine
 
-    return Engine.create(job.processing, live=False, progress=not job.processing.runtime.quiet)
+    engine = Engine.create(job.processing, live=False, progress=not job.processing.runtime.quiet)
+    log.info("%s", engine.describe())
+    return engine
 
 
 def run_video(job: VideoJob) -> None:
     job = replace(job, encoder=resolve_encoder(job.encoder, job.output))
     check_job(job)
     engine = create_engine(job)
-    describe = getattr(engine, "describe", None)
-    if callable(describe):
-        log.info("%s", describe())
     quiet = job.processing.runtime.quiet
     cap = AddressSpaceCap(job.max_memory_gb)
     with stop_signals():
         try:
-            result = process_video(video_options(job), engine, quiet=quiet, on_warm=cap.apply)
+            result = process_video(job, engine, quiet=quiet, on_warm=cap.apply)
         except MemoryError as exc:
             raise LivecamError(f"ran out of memory (--max-memory {job.max_memory_gb} GB); raise the limit or "
                                "use fewer --execution-threads") from exc

@@ -12,26 +12,29 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from livecam.errors import InputError, ProviderStartError
 from livecam.faces.analyser import FaceAnalyser
 from livecam.faces.source import SourceCache, SourceIdentity, analyse_source, check_photo_options
 from livecam.frame import FramePacket
+from livecam.processors import registry
 from livecam.processors.base import FrameProcessor
 from livecam.runtime.providers import FP16_FRIENDLY, ProviderChoice, user_cache_dir
 from livecam.runtime.sessions import cpu_threads_per_session, usable_choice
 from livecam.settings import ProcessingSettings
 
+if TYPE_CHECKING:
+    from livecam.models.store import ModelStore
+
 log = logging.getLogger("livecam")
 
 PHOTO_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff"})
-INSWAPPERS = ("inswapper_128", "inswapper_128_fp16")
 # The smallest embedded model: `auto` tries its accelerator on it before choosing it.
 PROBE_MODEL = "blazeface_short_range"
 
 
-def pick_swap_model(choice: str, store: Any, providers: ProviderChoice) -> tuple[str, tuple[str, ...]]:
+def pick_swap_model(choice: str, store: ModelStore, providers: ProviderChoice) -> tuple[str, tuple[str, ...]]:
     """The swap model for --swap-model CHOICE, and the models whose absence made `auto` fall back
     to the mesh swapper (empty otherwise). `auto`: inswapper fp16 on providers with trustworthy
     fp16 kernels, fp32 elsewhere, and the embedded mesh swapper when neither the inswapper nor
@@ -63,7 +66,7 @@ def warn_mesh_fallback(missing: Sequence[str], store: Any = None) -> None:
                     " and ".join(missing), " ".join(missing))
 
 
-def choose_swap_model(choice: str, store: Any, providers: ProviderChoice) -> str:
+def choose_swap_model(choice: str, store: ModelStore, providers: ProviderChoice) -> str:
     """pick_swap_model, saying at once when `auto` falls back to the mesh swapper."""
     model, missing = pick_swap_model(choice, store, providers)
     warn_mesh_fallback(missing, store)
@@ -116,7 +119,8 @@ class Engine:
         # Live mode runs the analyse thread beside the process workers, so it counts as one more
         # consumer of cores; oversubscribing ORT's threads there costs latency.
         threads = cpu_threads_per_session((workers or settings.runtime.execution_threads) + (1 if live else 0))
-        swapping = "face_swapper" in settings.frame_processors
+        chosen = registry.specs(settings.frame_processors)  # cli.py only offers registered names
+        swapping = any(spec.role == "swapper" for spec in chosen)
         # Check the source paths before any model is opened, downloaded or warned about.
         cycle: list[Path] = []
         if swapping and not analysis.face_map:
@@ -126,24 +130,13 @@ class Engine:
         # model is then the one line the user sees, not a warning followed by an error.
         swap_model, fallback_missing = (pick_swap_model(settings.swap.model, store, providers) if swapping
                                         else (None, ()))
-        need_landmarks = swap_model == "mesh" or (swapping and settings.swap.mouth_mask is not None)
-        need_embedding = swap_model in INSWAPPERS
+        need_landmarks = any(spec.needs_landmarks(settings, swap_model) for spec in chosen)
+        need_embedding = any(spec.needs_embedding(settings, swap_model) for spec in chosen)
         # The processors' models first: a missing model the user asked for is reported before
         # anything else is loaded.
-        processors: list[FrameProcessor] = []
-        names: dict[str, str] = {}
-        for proc_name in settings.frame_processors:
-            if proc_name == "face_swapper":
-                processors.append(_build_swapper(swap_model or "mesh", settings, store, providers, threads))
-                names["face_swapper"] = swap_model or "mesh"
-            elif proc_name == "face_enhancer":
-                session = store.open_session("gfpgan_1.4", providers, threads)
-                from livecam.processors.face_enhancer import FaceEnhancer
-
-                processors.append(FaceEnhancer(session, settings.enhance))
-                names["face_enhancer"] = "gfpgan_1.4"
-            else:  # cli.py only offers known names
-                raise InputError(f"unknown frame processor {proc_name!r}")
+        context = registry.BuildContext(settings, store, providers, threads, swap_model)
+        processors: list[FrameProcessor] = [spec.build(context) for spec in chosen]
+        names = {spec.name: spec.model(context) for spec in chosen}
         analyser = FaceAnalyser.create(
             analysis, store, providers, need_landmarks=need_landmarks,
             need_embedding=need_embedding or bool(analysis.reference or analysis.face_map),
@@ -239,7 +232,7 @@ class Engine:
         with self._source_lock:
             if len(self._cycle) < 2:
                 return None
-            need_landmarks = self.swap_model == "mesh"
+            need_landmarks = self.swap_model == "mesh"  # the source mesh the mesh swapper warps from
             for step in range(1, len(self._cycle)):
                 index = (self._cycle_index + step) % len(self._cycle)
                 path = self._cycle[index]
@@ -261,10 +254,8 @@ class Engine:
     def describe(self) -> str:
         """One line: the models and the provider in use."""
         parts = [self.model_names.get("analysis", "")]
-        if "face_swapper" in self.model_names:
-            parts.append(f"swapper {self.model_names['face_swapper']}")
-        if "face_enhancer" in self.model_names:
-            parts.append(f"enhancer {self.model_names['face_enhancer']}")
+        parts += [f"{registry.spec(name).role} {model}" for name, model in self.model_names.items()
+                  if name != "analysis"]
         parts.append(f"provider {self.providers.primary}")
         return "; ".join(p for p in parts if p)
 
@@ -297,15 +288,3 @@ def _expand_sources(sources: Sequence[Path], live: bool) -> list[Path]:
 def _reference_embedding(paths: Sequence[Path], analyser: FaceAnalyser, cache: SourceCache) -> Any:
     identity = analyse_source(list(paths), analyser, cache=cache, role="reference")
     return identity.embedding
-
-
-def _build_swapper(model: str, settings: ProcessingSettings, store: Any, providers: ProviderChoice,
-                   threads: int) -> FrameProcessor:
-    if model == "mesh":
-        from livecam.processors.mesh_swapper import MeshSwapper
-
-        return MeshSwapper(settings.swap)
-    from livecam.processors.face_swapper import InswapperSwapper
-
-    session = store.open_session(model, providers, threads)
-    return InswapperSwapper(session, settings.swap, model_path=store.file_path(model))

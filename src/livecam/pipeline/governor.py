@@ -12,22 +12,15 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
+
+from livecam.pipeline.contracts import Knobs
+from livecam.processors import registry
 
 log = logging.getLogger("livecam")
 
 RECOVER_FRACTION = 0.8
 LOW_DET_SIZE = 320
-
-
-class Tunable(Protocol):
-    """The part of the engine the governor turns."""
-
-    processor_names: Any
-
-    def set_enabled(self, name: str, enabled: bool) -> None: ...
-    def set_detect_every(self, n: int) -> None: ...
-    def set_det_size(self, n: int) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -37,13 +30,21 @@ class Step:
     undo: Callable[[], None]
 
 
-def default_steps(engine: Tunable, *, detect_every: int = 1, det_size: int | None = 640) -> list[Step]:
+def default_steps(engine: Knobs, *, detect_every: int = 1, det_size: int | None = 640,
+                  switch_enhancers: Callable[[bool], None] | None = None) -> list[Step]:
     """The degradation ladder for this engine; steps that cannot help are left out (det_size
-    None: the detector's input is fixed, so a smaller det size would change nothing)."""
+    None: the detector's input is fixed, so a smaller det size would change nothing).
+    `switch_enhancers(on)` turns the run's enhancers (processors.registry) on or off; by default
+    straight through the engine (the live pipeline combines it with the e key)."""
     steps: list[Step] = []
-    if "face_enhancer" in tuple(engine.processor_names):
-        steps.append(Step("enhancer off", lambda: engine.set_enabled("face_enhancer", False),
-                          lambda: engine.set_enabled("face_enhancer", True)))
+    enhancers = registry.with_role(engine.processor_names, "enhancer")
+    if enhancers:
+        def switch(on: bool) -> None:
+            for name in enhancers:
+                engine.set_enabled(name, on)
+
+        turn = switch_enhancers or switch
+        steps.append(Step("enhancer off", lambda: turn(False), lambda: turn(True)))
     if detect_every < 2:
         steps.append(Step("detect every 2nd frame", lambda: engine.set_detect_every(2),
                           lambda: engine.set_detect_every(detect_every)))

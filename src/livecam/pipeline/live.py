@@ -19,15 +19,14 @@ The engine, the source and the sink are passed in, so tests drive it with fakes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import queue
-import signal
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Protocol
+from typing import IO, Any, Callable, Iterator
 
 import numpy as np
 
@@ -35,52 +34,42 @@ from livecam.errors import DeviceError, Interrupted, OutputError
 from livecam.frame import FramePacket
 from livecam.media.camera import FrameSource
 from livecam.media.sinks import Sink
+from livecam.pipeline.contracts import LiveEngine
 from livecam.pipeline.governor import Governor, default_steps
 from livecam.pipeline.metrics import LiveMetrics, ResourceProbe
-from livecam.pipeline.queues import DropOldestQueue, ReorderBuffer
+from livecam.pipeline.queues import DropOldestQueue, ReorderBuffer, put_until
+from livecam.pipeline.signals import stop_signals
+from livecam.pipeline.stages import POLL_S, Stages
+from livecam.processors import registry
 from livecam.provenance import draw_label
+from livecam.settings import LiveJob
 
 log = logging.getLogger("livecam")
 
-POLL_S = 0.05  # the longest any stage blocks before looking at the stop event again
 END = object()  # end-of-stream sentinel
 
 
-class LiveEngine(Protocol):
-    """What the live pipeline needs from livecam.pipeline.engine.Engine."""
-
-    @property
-    def processor_names(self) -> Iterable[str]: ...
-
-    def analyse(self, packet: FramePacket, track: bool) -> None: ...
-    def process(self, packet: FramePacket) -> Any: ...
-    def set_enabled(self, name: str, enabled: bool) -> None: ...
-    def set_detect_every(self, n: int) -> None: ...
-    def set_det_size(self, n: int) -> None: ...
-    def next_source(self) -> str | None: ...
-    def describe(self) -> str: ...
-
-
 @dataclass(frozen=True)
-class LiveOptions:
-    queue_depth: int = 1
-    workers: int = 1  # --execution-threads: frames processed in parallel
-    max_frames: int | None = None
-    duration: float | None = None
-    stats_overlay: bool = False
-    stats_json: Path | None = None
-    max_latency_ms: float = 40.0
-    degrade: bool = True
-    label: bool = False
-    mirror: bool = False
-    detect_every: int = 1  # the settings' values, restored when the governor recovers
-    det_size: int | None = 640  # None: the detector's input is fixed (no det-size step)
+class LiveRun:
+    """One live run: the job as the CLI built it, what only the command knows (whether the sink
+    records a file), and the pipeline's own periods, which tests shorten."""
+
+    job: LiveJob
+    recording: bool = False  # the sink is a file: labelled unless --no-label
     interval_s: float = 1.0  # metrics and governor period
     recover_s: float = 3.0
     stall_timeout_s: float = 2.0
     join_timeout_s: float = 2.0
     reorder_wait_s: float = 1.0  # give up on a frame missing this long (live only)
     handle_signals: bool = True
+
+    @property
+    def workers(self) -> int:  # --execution-threads: frames processed in parallel
+        return max(1, self.job.processing.runtime.execution_threads)
+
+    @property
+    def label(self) -> bool:
+        return self.job.labelled(self.recording)
 
 
 @dataclass(frozen=True)
@@ -111,36 +100,37 @@ def draw_overlay(image: np.ndarray, lines: list[str]) -> None:
 
 
 class LivePipeline:
-    def __init__(self, engine: LiveEngine, source: FrameSource, sink: Sink, options: LiveOptions,
+    def __init__(self, engine: LiveEngine, source: FrameSource, sink: Sink, options: LiveRun,
                  *, probe: ResourceProbe | None = None) -> None:
         self.engine = engine
         self.source = source
         self.sink = sink
         self.options = options
+        job = options.job
         self.live = bool(getattr(source, "live", True))
         self.metrics = LiveMetrics(interval_s=options.interval_s, probe=probe)
         self._probe = probe
         self.governor = Governor(
-            default_steps(_GovernorKnobs(self), detect_every=options.detect_every, det_size=options.det_size),
-            options.max_latency_ms, enabled=options.degrade, interval_s=options.interval_s,
+            default_steps(engine, detect_every=job.processing.analysis.detect_every, det_size=engine.det_size,
+                          switch_enhancers=lambda on: self._hold_enhancer(not on)),
+            job.max_latency_ms, enabled=job.degrade, interval_s=options.interval_s,
             recover_s=options.recover_s, clock=time.perf_counter)
-        self._stop = threading.Event()
-        self._error_lock = threading.Lock()
-        self._errors: list[BaseException] = []
+        self.stages = Stages()
+        self._stop = self.stages.stop
         self._interrupted = False
         self._signal_name = "Ctrl-C"
-        self.mirror = options.mirror
+        self.mirror = job.mirror
         self.paused = False
-        self.stats_overlay = options.stats_overlay
+        self.stats_overlay = job.stats
+        self._enhancers = registry.with_role(engine.processor_names, "enhancer")
         self._enhancer_on = True  # the e key's choice
         self._enhancer_held_off = False  # the governor's "enhancer off" step
         self._last_progress = time.perf_counter()
-        depth = options.queue_depth
+        depth = job.queue_depth
         self.q_analyse: DropOldestQueue[Any] = DropOldestQueue(depth, on_drop=self._dropper("analyse busy"))
         self.q_process: DropOldestQueue[Any] = DropOldestQueue(depth, on_drop=self._dropper("process busy"))
         self.reorder: ReorderBuffer[FramePacket] = ReorderBuffer(
             0, producers=options.workers, max_wait_s=options.reorder_wait_s if self.live else None)
-        self.threads: list[threading.Thread] = []
         # A lossless source is read only when a frame left the pipeline: at most one frame per
         # stage that can work at once is in flight, so frames do not wait in queues (latency
         # stays the sum of the stage times) while every stage is kept busy (throughput).
@@ -151,26 +141,24 @@ class LivePipeline:
     # -- public ---------------------------------------------------------------------------------
     def run(self) -> LiveResult:
         """Run until the end of the stream, a limit, a quit key, a signal or an error."""
-        previous = self._install_signals()
         stop_reason = "error"
-        try:
-            self._open_stats()
-            self._start_threads()
-            stop_reason = self._output_loop()
-        except KeyboardInterrupt:
-            self._interrupted = True
-        except BaseException as exc:  # noqa: BLE001 - re-raised below, after cleanup
-            self._fail(exc)
-        finally:
-            self._shutdown()
-            self._restore_signals(previous)
-        if self._errors:
+        with stop_signals(self._on_signal) if self.options.handle_signals else contextlib.nullcontext():
+            try:
+                self._open_stats()
+                self._start_threads()
+                stop_reason = self._output_loop()
+            except KeyboardInterrupt:
+                self._interrupted = True
+            except BaseException as exc:  # noqa: BLE001 - re-raised below, after cleanup
+                self.stages.fail(exc)
+            finally:
+                self._shutdown()
+        if self.stages.error is not None:
             stop_reason = "error"
         elif self._interrupted:
             stop_reason = "interrupted"
         summary = self._finish(stop_reason)
-        if self._errors:
-            raise self._errors[0]
+        self.stages.raise_error()
         if self._interrupted:
             raise Interrupted(f"interrupted ({self._signal_name}); stopped cleanly after {summary['frames']} frames")
         return LiveResult(summary, stop_reason)
@@ -191,10 +179,7 @@ class LivePipeline:
         if not lossless:
             q.put(item)
             return True
-        while not self._stop.is_set():
-            if q.put_wait(item, POLL_S):
-                return True
-        return False
+        return put_until(q, item, self._stop)
 
     def _capture(self) -> None:
         index = 0
@@ -218,15 +203,21 @@ class LivePipeline:
             self._last_progress = float("inf")  # no stall once capture is over
         self._put(self.q_analyse, END, lossless=True)
 
-    def _analyse(self) -> None:
+    def _take(self, q: DropOldestQueue[Any]) -> Iterator[FramePacket]:
+        """The packets from q until the stop event or END, which goes on to q_process (the next
+        stage after analyse; the other workers after a process worker)."""
         while not self._stop.is_set():
             try:
-                packet = self.q_analyse.get(POLL_S)
+                packet = q.get(POLL_S)
             except queue.Empty:
                 continue
             if packet is END:
                 self._put(self.q_process, END, lossless=True)
                 return
+            yield packet
+
+    def _analyse(self) -> None:
+        for packet in self._take(self.q_analyse):
             t0 = time.perf_counter()
             self.engine.analyse(packet, track=True)
             packet.timings["analyse"] = (time.perf_counter() - t0) * 1000.0
@@ -234,57 +225,31 @@ class LivePipeline:
 
     def _process(self) -> None:
         try:
-            while not self._stop.is_set():
-                try:
-                    packet = self.q_process.get(POLL_S)
-                except queue.Empty:
-                    continue
-                if packet is END:
-                    self._put(self.q_process, END, lossless=True)  # for the other workers
-                    return
+            for packet in self._take(self.q_process):
                 t0 = time.perf_counter()
-                result = self.engine.process(packet)
-                if isinstance(result, FramePacket):
-                    packet = result
+                self.engine.process(packet)  # in place (contracts.FrameEngine)
                 packet.timings["process"] = (time.perf_counter() - t0) * 1000.0
                 if not self.reorder.push(packet.index, packet):
                     self.metrics.drop("late")
         finally:
             self.reorder.finish()
 
-    def _guard(self, stage: Callable[[], None]) -> Callable[[], None]:
-        def run() -> None:
-            try:
-                stage()
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
-                self._fail(exc)
-
-        return run
-
-    def _fail(self, exc: BaseException) -> None:
-        with self._error_lock:
-            if not self._errors:
-                self._errors.append(exc)
-        self._stop.set()
-
     def _start_threads(self) -> None:
         self._last_progress = time.perf_counter()
-        specs = [("livecam-capture", self._capture), ("livecam-analyse", self._analyse)]
-        specs += [(f"livecam-process-{i}", self._process) for i in range(self.options.workers)]
-        for name, stage in specs:
-            thread = threading.Thread(target=self._guard(stage), name=name, daemon=True)
-            self.threads.append(thread)
-            thread.start()
+        self.stages.start("livecam-capture", self._capture)  # first: _shutdown asks whether it still runs
+        self.stages.start("livecam-analyse", self._analyse)
+        for i in range(self.options.workers):
+            self.stages.start(f"livecam-process-{i}", self._process)
 
     # -- output loop (caller's thread) ----------------------------------------------------------
     def _output_loop(self) -> str:
-        opts = self.options
+        opts, job = self.options, self.options.job
         started = time.perf_counter()
         while True:
             if self._stop.is_set():
                 return "interrupted" if self._interrupted else "stopped"
             now = time.perf_counter()
-            if opts.duration is not None and now - started >= opts.duration:
+            if job.duration is not None and now - started >= job.duration:
                 return "duration"
             for key in self.sink.poll():
                 if self._on_key(key):
@@ -307,7 +272,7 @@ class LivePipeline:
                     items = items[-1:]
                 for packet in items:
                     self._emit(packet)
-                    if opts.max_frames is not None and self.metrics.frames >= opts.max_frames:
+                    if job.max_frames is not None and self.metrics.frames >= job.max_frames:
                         return "max frames"
             elif self.reorder.done:
                 return "end of stream"
@@ -354,14 +319,15 @@ class LivePipeline:
             self.paused = not self.paused
             log.info("paused" if self.paused else "resumed")
         elif key == "e":
-            if "face_enhancer" in tuple(self.engine.processor_names):
+            if self._enhancers:
                 self._enhancer_on = not self._enhancer_on
                 self._apply_enhancer()
                 held = " (held off while latency is over budget; --no-degrade keeps it on)"
                 log.info("face enhancer %s%s", "on" if self._enhancer_on else "off",
                          held if self._enhancer_on and self._enhancer_held_off else "")
             else:
-                log.info("the face enhancer is not running (add --frame-processor face_enhancer)")
+                log.info("the face enhancer is not running (add --frame-processor %s)",
+                         " or ".join(registry.names_with_role("enhancer")))
         elif key == "n":
             name = self.engine.next_source()
             log.info("source: %s", name if name else "only one source (give --source a folder to cycle)")
@@ -370,7 +336,8 @@ class LivePipeline:
     def _apply_enhancer(self) -> None:
         """The enhancer runs only when both the e key and the governor allow it, so neither
         undoes the other's choice."""
-        self.engine.set_enabled("face_enhancer", self._enhancer_on and not self._enhancer_held_off)
+        for name in self._enhancers:
+            self.engine.set_enabled(name, self._enhancer_on and not self._enhancer_held_off)
 
     def _hold_enhancer(self, off: bool) -> None:
         self._enhancer_held_off = off
@@ -381,24 +348,21 @@ class LivePipeline:
         self._stop.set()
         for q in (self.q_analyse, self.q_process):
             q.drain()
-        deadline = time.perf_counter() + self.options.join_timeout_s
-        for thread in self.threads:
-            thread.join(max(0.0, deadline - time.perf_counter()))
-        alive = [t.name for t in self.threads if t.is_alive()]
+        alive = self.stages.join(self.options.join_timeout_s)
         if alive:
             log.warning("stages still running %g s after the stop: %s", self.options.join_timeout_s, ", ".join(alive))
-        capture_alive = bool(self.threads) and self.threads[0].is_alive()
+        capture_alive = self.stages.running(0)
         try:
             if capture_alive:  # releasing a device under a blocked read can crash the driver
                 log.warning("%s not released: its read is still blocked", self.source.name)
             else:
                 self.source.close()
         except BaseException as exc:  # noqa: BLE001
-            self._fail(exc)
+            self.stages.fail(exc)
         try:
             self.sink.close()
         except BaseException as exc:  # noqa: BLE001
-            self._fail(exc)
+            self.stages.fail(exc)
 
     def _finish(self, stop_reason: str) -> dict[str, Any]:
         summary = self.metrics.summary(degradations=list(self.governor.events), stop_reason=stop_reason)
@@ -419,7 +383,7 @@ class LivePipeline:
         return summary
 
     def _open_stats(self) -> None:
-        path = self.options.stats_json
+        path = self.options.job.stats_json
         if path is None:
             return
         try:
@@ -435,58 +399,16 @@ class LivePipeline:
             self._stats_file.flush()
         except OSError as exc:
             self._stats_file = None
-            self._fail(OutputError(f"--stats-json {self.options.stats_json}: writing failed ({exc.strerror})"))
+            self.stages.fail(OutputError(f"--stats-json {self.options.job.stats_json}: writing failed ({exc.strerror})"))
 
-    # -- signals --------------------------------------------------------------------------------
-    def _install_signals(self) -> dict[int, Any]:
-        if not self.options.handle_signals or threading.current_thread() is not threading.main_thread():
-            return {}
-        previous: dict[int, Any] = {}
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                previous[sig] = signal.signal(sig, self._on_signal)
-            except (ValueError, OSError):
-                pass
-        return previous
-
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        if self._interrupted:  # a second Ctrl-C: stop waiting for the clean shutdown
-            raise KeyboardInterrupt
+    def _on_signal(self, name: str) -> None:
+        """The first SIGINT/SIGTERM: stop cleanly (pipeline.signals raises on a second one)."""
         self._interrupted = True
-        self._signal_name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
+        self._signal_name = name
         self._stop.set()
 
-    @staticmethod
-    def _restore_signals(previous: dict[int, Any]) -> None:
-        for sig, handler in previous.items():
-            try:
-                signal.signal(sig, handler)
-            except (ValueError, OSError):
-                pass
 
-
-class _GovernorKnobs:
-    """The engine as the governor sees it: its enhancer switch goes through the pipeline, which
-    combines it with the e key; the other knobs go straight to the engine."""
-
-    def __init__(self, pipeline: LivePipeline) -> None:
-        self._pipeline = pipeline
-        self.processor_names = tuple(pipeline.engine.processor_names)
-
-    def set_enabled(self, name: str, enabled: bool) -> None:
-        if name == "face_enhancer":
-            self._pipeline._hold_enhancer(not enabled)
-        else:
-            self._pipeline.engine.set_enabled(name, enabled)
-
-    def set_detect_every(self, n: int) -> None:
-        self._pipeline.engine.set_detect_every(n)
-
-    def set_det_size(self, n: int) -> None:
-        self._pipeline.engine.set_det_size(n)
-
-
-def run_live_pipeline(engine: LiveEngine, source: FrameSource, sink: Sink, options: LiveOptions,
+def run_live_pipeline(engine: LiveEngine, source: FrameSource, sink: Sink, options: LiveRun,
                       *, probe: ResourceProbe | None = None) -> LiveResult:
     """Run the live pipeline on an opened source; raises LivecamError (or Interrupted)."""
     return LivePipeline(engine, source, sink, options, probe=probe).run()

@@ -1,8 +1,10 @@
 """Small thread-safe queues for the pipelines.
 
-DropOldestQueue keeps a live stream's latency bounded: a put never blocks, and when the queue is
-full the oldest item is dropped, counted and handed to a callback (so the caller can account for
-it). `put_wait` is the lossless variant (file sources, the end-of-stream sentinel).
+BoundedQueue is a FIFO of at most `maxsize` items whose `put_wait` waits for room (lossless);
+`put_until` retries it until the item is in or the run stops. DropOldestQueue keeps a live
+stream's latency bounded: its `put` never blocks, and when the queue is full the oldest item is
+dropped, counted and handed to a callback (so the caller can account for it). The file
+pipeline's WorkQueue (pipeline/file.py) is a BoundedQueue with a second, unbounded lane.
 
 ReorderBuffer gives frames back strictly in index order when several workers finish them out of
 order. Indices that will never arrive are `skip`ped; an item older than the last one given back
@@ -17,18 +19,48 @@ import time
 from collections import deque
 from typing import Callable, Generic, TypeVar
 
+from livecam.pipeline.stages import POLL_S
+
 T = TypeVar("T")
 
 
-class DropOldestQueue(Generic[T]):
-    """A bounded FIFO whose `put` drops the oldest item instead of blocking."""
+class BoundedQueue(Generic[T]):
+    """A FIFO of at most `maxsize` items; `put_wait` waits for room."""
 
-    def __init__(self, maxsize: int, on_drop: Callable[[T], None] | None = None) -> None:
+    def __init__(self, maxsize: int) -> None:
         if maxsize < 1:
             raise ValueError(f"maxsize must be >= 1, got {maxsize}")
         self.maxsize = maxsize
         self._items: deque[T] = deque()
         self._cond = threading.Condition()
+
+    def put_wait(self, item: T, timeout: float) -> bool:
+        """Lossless put: wait up to timeout for room; False when there was none."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: len(self._items) < self.maxsize, timeout):
+                return False
+            self._items.append(item)
+            self._cond.notify_all()
+            return True
+
+    def qsize(self) -> int:
+        with self._cond:
+            return len(self._items)
+
+
+def put_until(q: BoundedQueue[T], item: T, stop: threading.Event, poll: float = POLL_S) -> bool:
+    """put_wait until the item is in (True) or `stop` is set (False)."""
+    while not stop.is_set():
+        if q.put_wait(item, poll):
+            return True
+    return False
+
+
+class DropOldestQueue(BoundedQueue[T]):
+    """A bounded FIFO whose `put` drops the oldest item instead of blocking."""
+
+    def __init__(self, maxsize: int, on_drop: Callable[[T], None] | None = None) -> None:
+        super().__init__(maxsize)
         self._on_drop = on_drop
         self.dropped = 0
 
@@ -44,15 +76,6 @@ class DropOldestQueue(Generic[T]):
         if dropped is not None and self._on_drop is not None:
             self._on_drop(dropped)  # outside the lock: the callback may take other locks
         return dropped
-
-    def put_wait(self, item: T, timeout: float) -> bool:
-        """Lossless put: wait up to timeout for room; False when there was none."""
-        with self._cond:
-            if not self._cond.wait_for(lambda: len(self._items) < self.maxsize, timeout):
-                return False
-            self._items.append(item)
-            self._cond.notify_all()
-            return True
 
     def wait_for_space(self, timeout: float) -> bool:
         with self._cond:
@@ -74,10 +97,6 @@ class DropOldestQueue(Generic[T]):
             self._items.clear()
             self._cond.notify_all()
             return items
-
-    def qsize(self) -> int:
-        with self._cond:
-            return len(self._items)
 
 
 class ReorderBuffer(Generic[T]):

@@ -20,6 +20,7 @@ from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
 from livecam.processors.base import usable
 from livecam.processors.paste import align_crop, feathered_box, paste
+from livecam.processors.registry import BuildContext, ProcessorSpec
 from livecam.runtime.sessions import input_dtype
 from livecam.settings import EnhanceSettings
 
@@ -96,3 +97,14 @@ class FaceEnhancer:
                 paste(image, restored, matrix, self._mask, opacity=blend)
         packet.timings[self.name] = (time.perf_counter() - start) * 1000.0
         return packet
+
+
+# ---- registration (livecam.processors.registry) ---------------------------------------------------
+MODEL = "gfpgan_1.4"
+
+
+def _build(ctx: BuildContext) -> FaceEnhancer:
+    return FaceEnhancer(ctx.store.open_session(MODEL, ctx.providers, ctx.threads), ctx.settings.enhance)
+
+
+PROCESSOR = ProcessorSpec(name=FaceEnhancer.name, role="enhancer", build=_build, model=lambda ctx: MODEL)

@@ -24,11 +24,12 @@ from livecam.faces.align import align_matrix, arcface_template, to_blob, warp_cr
 from livecam.faces.face import EMBEDDING_SIZE, Face
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
-from livecam.processors.base import usable
+from livecam.processors.base import FrameProcessor, usable
 from livecam.processors.emap import read_last_initializer
 from livecam.processors.paste import inswapper_mask, paste
+from livecam.processors.registry import BuildContext, ProcessorSpec
 from livecam.runtime.sessions import input_dtype
-from livecam.settings import SwapSettings
+from livecam.settings import ProcessingSettings, SwapSettings
 
 log = logging.getLogger("livecam")
 
@@ -173,3 +174,31 @@ class InswapperSwapper:
             self.swap_face(packet.image, face, latent)
         packet.timings[self.name] = (time.perf_counter() - start) * 1000.0
         return packet
+
+
+# ---- registration (livecam.processors.registry) ---------------------------------------------------
+
+
+def _build(ctx: BuildContext) -> FrameProcessor:
+    model = ctx.swap_model or "mesh"
+    if model == "mesh":
+        from livecam.processors.mesh_swapper import MeshSwapper
+
+        return MeshSwapper(ctx.settings.swap)
+    session = ctx.store.open_session(model, ctx.providers, ctx.threads)
+    return InswapperSwapper(session, ctx.settings.swap, model_path=ctx.store.file_path(model))
+
+
+def _needs_landmarks(settings: ProcessingSettings, swap_model: str | None) -> bool:
+    # The mesh swapper warps by the 468 landmarks; --mouth-mask outlines the lips with them.
+    return swap_model == "mesh" or settings.swap.mouth_mask is not None
+
+
+def _needs_embedding(settings: ProcessingSettings, swap_model: str | None) -> bool:
+    return swap_model not in (None, "mesh")  # the inswapper models condition on ArcFace
+
+
+# The one swapper name: the inswapper and the mesh swapper (--swap-model mesh) both register as it.
+PROCESSOR = ProcessorSpec(name=InswapperSwapper.name, role="swapper", build=_build,
+                          model=lambda ctx: ctx.swap_model or "mesh", needs_landmarks=_needs_landmarks,
+                          needs_embedding=_needs_embedding)

@@ -1,0 +1,69 @@
+"""What the pipelines need from the engine, written once.
+
+livecam.pipeline.engine.Engine satisfies every protocol here (tests/test_typing.py checks it with
+mypy); tests drive the pipelines with small fakes that satisfy only the one they need.
+
+    FrameEngine    analyse + process: every pipeline (and `livecam image`)
+    FileEngine     + smoothing in frame order (detect in any thread, track in order): files
+    Knobs          what the live governor turns
+    LiveEngine     FrameEngine + Knobs + the live controls (n key, banner, det-size step)
+
+Thread rules (Engine's docstring): analyse(track=False), detect and process are thread-safe;
+analyse(track=True), track, next_source and the knobs belong to one thread each.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, Sequence
+
+from livecam.frame import FramePacket
+
+
+class FrameEngine(Protocol):
+    def analyse(self, packet: FramePacket, track: bool) -> None:
+        """Fill packet.faces (tracked and smoothed over time when `track`)."""
+
+    def process(self, packet: FramePacket) -> None:
+        """Run the enabled processors on packet.faces in packet.image."""
+
+
+class FileEngine(FrameEngine, Protocol):
+    @property
+    def smooths(self) -> bool:
+        """Whether faces are smoothed over time: then detect() in any thread, track() in order."""
+
+    def detect(self, packet: FramePacket) -> None:
+        """analyse(packet, track=False): no state, any thread."""
+
+    def track(self, packet: FramePacket) -> None:
+        """Smooth packet.faces over time; one call at a time, in frame order."""
+
+
+class Knobs(Protocol):
+    @property
+    def processor_names(self) -> Sequence[str]: ...
+
+    def set_enabled(self, name: str, enabled: bool) -> None: ...
+
+    def set_detect_every(self, n: int) -> None: ...
+
+    def set_det_size(self, n: int) -> None: ...
+
+
+class LiveEngine(FrameEngine, Knobs, Protocol):
+    @property
+    def det_size(self) -> int | None:
+        """The detector's input size; None when it is fixed (no det-size step for the governor)."""
+
+    def next_source(self) -> str | None:
+        """Switch to the next photo of a --source folder; its name, or None when there is none."""
+
+    def describe(self) -> str:
+        """One line: the models and the provider in use."""
+
+
+if TYPE_CHECKING:  # mypy (tests/test_typing.py) checks that the real Engine fulfils every contract
+    from livecam.pipeline.engine import Engine
+
+    def _engine_fulfils_the_contracts(engine: Engine) -> tuple[FrameEngine, FileEngine, Knobs, LiveEngine]:
+        return engine, engine, engine, engine

@@ -1,0 +1,79 @@
+"""The thread scaffolding both pipelines share: start named stage threads, stop them all on the
+first failure, wait for one to finish while staying responsive to Ctrl-C, and join them.
+
+Each thread sets its own event when it is done, and waiting uses those events, not
+Thread.join(): on Python <= 3.12 a join() interrupted by Ctrl-C marks a thread that is still
+running as finished, so later joins would return at once and the caller would close files and
+devices while a stage is still inside FFmpeg or a camera driver (a crash).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+POLL_S = 0.05  # the longest a waiting caller or stage blocks before looking at the stop event
+
+
+class Stages:
+    def __init__(self, stop: threading.Event | None = None) -> None:
+        self.stop = stop or threading.Event()  # one stop event for every stage
+        self._lock = threading.Lock()
+        self._error: BaseException | None = None
+        self._threads: list[tuple[threading.Thread, threading.Event]] = []
+
+    def start(self, name: str, stage: Callable[[], None]) -> threading.Event:
+        """Run `stage` in a daemon thread; an exception from it fails the whole run. Returns the
+        event set when the thread is done."""
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                stage()
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+                self.fail(exc)
+            finally:
+                done.set()
+
+        thread = threading.Thread(target=run, name=name, daemon=True)
+        # Listed before start(): Ctrl-C can land in Thread.start() itself, and a thread that did
+        # start must still be waited for.
+        self._threads.append((thread, done))
+        thread.start()
+        return done
+
+    def fail(self, exc: BaseException) -> None:
+        """Keep the first error and stop every stage."""
+        with self._lock:
+            if self._error is None:
+                self._error = exc
+        self.stop.set()
+
+    @property
+    def error(self) -> BaseException | None:
+        with self._lock:
+            return self._error
+
+    def raise_error(self) -> None:
+        """Re-raise the first stage error in the caller's thread (after shutdown)."""
+        if (error := self.error) is not None:
+            raise error
+
+    @staticmethod
+    def wait(done: threading.Event) -> None:
+        """Wait for a stage to finish in short waits, so Ctrl-C reaches the main thread."""
+        while not done.wait(POLL_S):
+            pass
+
+    def join(self, timeout: float) -> list[str]:
+        """Stop every stage and wait up to `timeout` seconds in all; the names still running."""
+        self.stop.set()
+        deadline = time.monotonic() + timeout
+        for _, done in self._threads:
+            done.wait(max(0.0, deadline - time.monotonic()))
+        return [t.name for t, done in self._threads if not done.is_set()]
+
+    def running(self, index: int) -> bool:
+        """Whether the index-th started stage is still running."""
+        return index < len(self._threads) and not self._threads[index][1].is_set()

@@ -1,0 +1,112 @@
+"""The frame processors livecam knows, found by module: name -> how to build it and what it needs.
+
+Every module of livecam.processors that defines a module-level `PROCESSOR = ProcessorSpec(...)`
+is a frame processor; its name is what `--frame-processor` takes. Adding a processor is adding
+one such module: the CLI's choices, the engine (models, landmarks, description), the governor's
+"enhancer off" step and the live e key all come from here. Helper modules (paste, color, masks,
+...) define no PROCESSOR and are ignored.
+
+The modules are imported on the first question, not when this module is imported: the CLI's
+--help and `livecam models` stay free of OpenCV and numpy.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Iterable, Literal
+
+if TYPE_CHECKING:
+    from livecam.models.store import ModelStore
+    from livecam.processors.base import FrameProcessor
+    from livecam.runtime.providers import ProviderChoice
+    from livecam.settings import ProcessingSettings
+
+# swapper: puts the --source face in (needs a --source, one swap model per run, --swap-model);
+# enhancer: optional polish, switched off first when live latency is over budget and by the e key.
+Role = Literal["swapper", "enhancer"]
+ROLE_ORDER: dict[str, int] = {"swapper": 0, "enhancer": 1}
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """What a processor may use to build itself (Engine.create makes one per run)."""
+
+    settings: ProcessingSettings
+    store: ModelStore
+    providers: ProviderChoice
+    threads: int  # intra-op threads per ORT session
+    swap_model: str | None  # the chosen swap model (pick_swap_model) when a swapper runs
+
+
+def _no(settings: ProcessingSettings, swap_model: str | None) -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class ProcessorSpec:
+    name: str  # as given to --frame-processor and FrameProcessor.name
+    role: Role
+    build: Callable[[BuildContext], FrameProcessor]  # opens its models through ctx.store
+    model: Callable[[BuildContext], str]  # the model it runs, for Engine.describe()
+    needs_landmarks: Callable[[ProcessingSettings, str | None], bool] = _no  # FaceMesh on target faces
+    needs_embedding: Callable[[ProcessingSettings, str | None], bool] = _no  # ArcFace on target faces
+
+
+@functools.lru_cache(maxsize=1)
+def _discovered() -> dict[str, ProcessorSpec]:
+    import livecam.processors as package
+
+    found: list[ProcessorSpec] = []
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name in ("registry", "base") or info.name.startswith("_"):
+            continue
+        spec = getattr(importlib.import_module(f"{package.__name__}.{info.name}"), "PROCESSOR", None)
+        if isinstance(spec, ProcessorSpec):
+            found.append(spec)
+    found.sort(key=lambda s: (ROLE_ORDER[s.role], s.name))
+    return {s.name: s for s in found}
+
+
+def refresh() -> None:
+    """Forget what was found (a module was added to the package's path at run time: tests)."""
+    _discovered.cache_clear()
+
+
+def names() -> tuple[str, ...]:
+    """Every processor name: swappers first, then enhancers, by name within each."""
+    return tuple(_discovered())
+
+
+def spec(name: str) -> ProcessorSpec:
+    try:
+        return _discovered()[name]
+    except KeyError:
+        raise KeyError(f"unknown frame processor {name!r}; known: {', '.join(names())}") from None
+
+
+def specs(selected: Iterable[str]) -> list[ProcessorSpec]:
+    return [spec(n) for n in selected]
+
+
+def default_names() -> tuple[str, ...]:
+    """What runs without --frame-processor: the swapper."""
+    return tuple(s.name for s in _discovered().values() if s.role == "swapper")[:1]
+
+
+def with_role(selected: Iterable[str], role: Role) -> tuple[str, ...]:
+    """The names in `selected` (known ones only: fakes in tests may name others) with `role`."""
+    known = _discovered()
+    return tuple(n for n in selected if n in known and known[n].role == role)
+
+
+def swaps(selected: Iterable[str]) -> bool:
+    """Whether `selected` puts a source face in (and so needs --source)."""
+    return bool(with_role(selected, "swapper"))
+
+
+def names_with_role(role: Role) -> tuple[str, ...]:
+    """Every registered processor with `role` (for messages such as "add --frame-processor X")."""
+    return with_role(names(), role)
