@@ -26,7 +26,6 @@ from av.audio.stream import AudioStream
 from av.video.codeccontext import VideoCodecContext
 from av.video.stream import VideoStream
 
-from livecam.atomic import DISK_FULL as DISK_FULL  # noqa: F401  (re-exported for pipeline/file.py)
 from livecam.atomic import output_error
 from livecam.errors import InputError, OutputError
 from livecam.media.containers import open_container
@@ -50,12 +49,6 @@ ENCODER_CANDIDATES: tuple[str, ...] = (
     "h264_videotoolbox", "hevc_videotoolbox", "mpeg4",
 )
 _AUDIO_LEAD_S = 0.0  # audio is muxed up to the current video time (a cut keeps them together)
-
-
-def temp_path(output: Path) -> Path:
-    """A hidden file beside the target (same folder, so the final rename is atomic), named with
-    this process's id so that two runs writing the same name do not share it."""
-    return output.with_name(f".{output.stem}.livecam-{os.getpid()}.part{output.suffix}")
 
 
 def container_format(path: Path) -> str:
