@@ -102,46 +102,13 @@ def display_problem() -> str | None:
     return x_display_problem(display)
 
 
-def x_display_problem(display: str) -> str | None:
-    """Why the X display named by DISPLAY cannot be reached, or None; tried with libxcb, which
-    OpenCV's Qt build needs anyway."""
-    name = ctypes.util.find_library("xcb")
-    if name is None:
-        return None
-    try:
-        xcb = ctypes.CDLL(name)
-    except OSError:
-        return None
-    xcb.xcb_connect.restype = ctypes.c_void_p
-    xcb.xcb_connect.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
-    xcb.xcb_connection_has_error.argtypes = [ctypes.c_void_p]
-    xcb.xcb_disconnect.argtypes = [ctypes.c_void_p]
-    conn = xcb.xcb_connect(None, None)  # never NULL: an error connection when it fails
-    try:
-        failed = xcb.xcb_connection_has_error(conn) != 0
-    finally:
-        xcb.xcb_disconnect(conn)
-    return f"cannot connect to the X display {display!r}; check DISPLAY (and xauth over ssh)" if failed else None
-
-
-# Of the screen, the part a window may fill at first (title bar, panels and docks take the rest).
-SCREEN_SHARE = 0.9
-
-
 class _ScreenIterator(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("rem", ctypes.c_int), ("index", ctypes.c_int)]
 
 
-def screen_size() -> tuple[int, int] | None:
-    """The screen's size in pixels: X11 through libxcb (the first screen of DISPLAY), Windows
-    through user32; None where it cannot be asked (then the window keeps the stream's size)."""
-    if sys.platform == "win32":
-        try:
-            user32 = ctypes.windll.user32  # type: ignore[attr-defined]
-            return int(user32.GetSystemMetrics(0)), int(user32.GetSystemMetrics(1))
-        except (AttributeError, OSError):
-            return None
-    name = ctypes.util.find_library("xcb") if os.environ.get("DISPLAY") else None
+def _libxcb() -> ctypes.CDLL | None:
+    """libxcb with the signatures livecam calls, or None where it is not installed."""
+    name = ctypes.util.find_library("xcb")
     if name is None:
         return None
     try:
@@ -156,6 +123,39 @@ def screen_size() -> tuple[int, int] | None:
     xcb.xcb_get_setup.argtypes = [ctypes.c_void_p]
     xcb.xcb_setup_roots_iterator.restype = _ScreenIterator
     xcb.xcb_setup_roots_iterator.argtypes = [ctypes.c_void_p]
+    return xcb
+
+
+def x_display_problem(display: str) -> str | None:
+    """Why the X display named by DISPLAY cannot be reached, or None; tried with libxcb, which
+    OpenCV's Qt build needs anyway."""
+    xcb = _libxcb()
+    if xcb is None:
+        return None
+    conn = xcb.xcb_connect(None, None)  # never NULL: an error connection when it fails
+    try:
+        failed = xcb.xcb_connection_has_error(conn) != 0
+    finally:
+        xcb.xcb_disconnect(conn)
+    return f"cannot connect to the X display {display!r}; check DISPLAY (and xauth over ssh)" if failed else None
+
+
+# Of the screen, the part a window may fill at first (title bar, panels and docks take the rest).
+SCREEN_SHARE = 0.9
+
+
+def screen_size() -> tuple[int, int] | None:
+    """The screen's size in pixels: X11 through libxcb (the first screen of DISPLAY), Windows
+    through user32; None where it cannot be asked (then the window keeps the stream's size)."""
+    if sys.platform == "win32":
+        try:
+            user32 = ctypes.windll.user32  # type: ignore[attr-defined]
+            return int(user32.GetSystemMetrics(0)), int(user32.GetSystemMetrics(1))
+        except (AttributeError, OSError):
+            return None
+    xcb = _libxcb() if os.environ.get("DISPLAY") else None
+    if xcb is None:
+        return None
     conn = xcb.xcb_connect(None, None)
     try:
         if xcb.xcb_connection_has_error(conn) != 0:
