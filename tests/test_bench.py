@@ -157,3 +157,47 @@ def test_live_mode_finds_the_small_faces_video_mode_finds(tmp_path: Path, faces_
     args = ["--input", str(clip), "--many-faces", "--source", str(faces_dir / "obama.jpg")]
     assert _bench(["--mode", "live", *args], isolated_env)["faces_per_frame"] == 6.0
     assert _bench(["--mode", "video", *args], isolated_env)["faces_per_frame"] == 6.0
+
+
+def test_providers_side_by_side_over_alternating_rounds(faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # `auto` resolves to the CPU here: two columns of the same work, each with its ratio to the first.
+    side = _bench(["--source", str(faces_dir / "obama.jpg"), "--resolution", "320x240",
+                   "--compare-providers", "cpu,auto", "--rounds", "2"], isolated_env)
+    assert list(side["providers"]) == ["cpu", "auto"] and side["rounds"] == 2
+    for name, report in side["providers"].items():
+        assert report["frames"] == 10 and len(report["fps_rounds"]) == 2, name
+        assert "provider cpu" in report["engine"] and report["faces_per_frame"] == 1.0, name
+        assert min(report["fps_rounds"]) <= report["fps"] <= max(report["fps_rounds"]), name
+    assert side["ratios_to_first"]["cpu"]["fps"] == 1.0
+    auto = side["ratios_to_first"]["auto"]
+    assert auto["fps"] == round(side["providers"]["auto"]["fps"] / side["providers"]["cpu"]["fps"], 3)
+    assert set(auto["stages"]) >= {"detect", "face_swapper"}
+    table = run_cli(["bench", "--frames", "10", "--resolution", "320x240", "--source", str(faces_dir / "obama.jpg"),
+                     "--compare-providers", "cpu,auto"], env=isolated_env, timeout=180)
+    assert table.returncode == 0, table.stderr
+    header = table.stdout.splitlines()[1].split()
+    assert header[-2:] == ["cpu", "auto"] and "(x1.00)" in table.stdout
+
+
+def test_ratios_against_a_saved_baseline(faces_dir: Path, isolated_env: dict[str, str], tmp_path: Path) -> None:
+    args = ["--source", str(faces_dir / "obama.jpg"), "--resolution", "320x240"]
+    baseline = _bench(args, isolated_env)
+    saved = tmp_path / "before.json"
+    saved.write_text(json.dumps(baseline))
+    report = _bench([*args, "--baseline", str(saved)], isolated_env)
+    against = report["against_baseline"]
+    assert against["fps"] == round(report["fps"] / baseline["fps"], 3)
+    assert against["stages"]["detect"] == round(report["stages"]["detect"]["median_ms"]
+                                                / baseline["stages"]["detect"]["median_ms"], 3)
+
+
+@pytest.mark.parametrize("content", [None, "not json", '{"providers": {}}'])
+def test_a_missing_or_wrong_baseline_is_one_line_before_any_model_loads(
+        isolated_env: dict[str, str], tmp_path: Path, content: str | None) -> None:
+    path = tmp_path / "before.json"
+    if content is not None:
+        path.write_text(content)
+    result = run_cli(["bench", "--frames", "10", "--baseline", str(path)], env=isolated_env, timeout=60)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--baseline" in lines[0] and "livecam bench --json" in lines[0]

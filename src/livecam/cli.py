@@ -392,6 +392,13 @@ def image(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
 @click.option("--frames", type=click.IntRange(min=10), default=300, show_default=True)
 @click.option("--resolution", default="1280x720", show_default=True, help="Size of the generated clip.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option("--compare-providers", default="", metavar="P1,P2,...",
+              help="Run the same clip on each execution provider in turn (alternating over --rounds) "
+                   "and print them side by side with ratios to the first.")
+@click.option("--rounds", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Repeat the run (alternating providers) and report medians.")
+@click.option("--baseline", type=click.Path(dir_okay=False, path_type=Path),
+              help="An earlier `livecam bench --json` report: print this run's ratios against it.")
 @click.pass_context
 def bench(ctx: click.Context, **kw: Any) -> None:
     """Measure the real pipeline on a recorded clip: per-stage ms, FPS, latency, memory.
@@ -402,8 +409,10 @@ def bench(ctx: click.Context, **kw: Any) -> None:
     mode, bench_input, frames = kw.pop("mode"), kw.pop("bench_input"), kw.pop("frames")
     resolution, as_json = _parse_resolution(kw.pop("resolution")), kw.pop("as_json")
     processing = _processing(ctx, kw, default_threads=file_workers() if mode == "video" else 1)
+    compare = tuple(dict.fromkeys(p.strip().lower() for p in kw.pop("compare_providers").split(",") if p.strip()))
     job = BenchJob(processing=processing, mode=mode, input=bench_input, frames=frames,
-                   resolution=resolution, json=as_json)
+                   resolution=resolution, json=as_json, compare_providers=compare, rounds=kw.pop("rounds"),
+                   baseline=kw.pop("baseline"))
     from livecam.commands.bench import run_bench
 
     return run_bench(job)

@@ -133,6 +133,9 @@ class BenchJob:
     frames: int = 300
     resolution: tuple[int, int] = (1280, 720)
     json: bool = False
+    compare_providers: tuple[str, ...] = ()  # run once per provider, alternating, side by side
+    rounds: int = 1  # medians over this many alternating rounds
+    baseline: Path | None = None  # an earlier `bench --json` report to give ratios against
 
 
 @dataclass(frozen=True)

@@ -362,22 +362,6 @@ def _faces(counts: list[int]) -> float | None:
 # ----------------------------------------------------------------------------- report
 
 
-def format_table(report: dict[str, Any]) -> str:
-    lines = [f"livecam bench: {report['mode']} mode, {report['resolution']}, {report['frames']} frames, "
-             f"{report['engine']}",
-             f"{'stage':<16}{'median ms':>12}{'p95 ms':>12}"]
-    for name, s in report["stages"].items():
-        lines.append(f"{name:<16}{s['median_ms']:>12.2f}{s['p95_ms']:>12.2f}")
-    lines.append(f"end-to-end: {report['fps']:.1f} FPS" + (
-        f", latency p50 {report['latency_ms_p50']} ms p95 {report['latency_ms_p95']} ms"
-        if report.get("latency_ms_p50") is not None else ""))
-    lines.append(f"CPU time: {report['cpu_ms_per_frame']} ms per frame (all threads)")
-    mem = f"peak RSS {report['peak_rss_mb']:.0f} MB" if report.get("peak_rss_mb") is not None else "peak RSS n/a"
-    mem += f", GPU {report['gpu_mb']:.0f} MB" if report.get("gpu_mb") is not None else ", GPU n/a"
-    lines.append(mem + f", faces per frame {report['faces_per_frame']}")
-    return "\n".join(lines)
-
-
 def _input_size(path: Path) -> str:
     from livecam.media.video_reader import VideoReader
 
@@ -399,6 +383,7 @@ def _run_bench(job: BenchJob) -> None:
     if job.input is not None and not job.input.is_file():
         raise InputError(f"--input {job.input} does not exist; give a video file or leave it out "
                          f"to use a generated clip")
+    baseline = read_baseline(job.baseline) if job.baseline is not None else None
     job, clip_photo = with_default_source(job)
     live = job.mode == "live"
     if job.input is None:
@@ -407,14 +392,148 @@ def _run_bench(job: BenchJob) -> None:
         size = f"{job.resolution[0]}x{job.resolution[1]}"
     else:
         size = _input_size(job.input)  # an unreadable clip is reported before any model loads
-    engine = Engine.create(job.processing, live=live, progress=not job.processing.runtime.quiet)
-    result = (run_live_bench if live else run_video_bench)(job, engine, clip_photo)
-    if not result["faces_per_frame"]:
-        log.warning("warning: no face was found in the clip's frames, so these figures leave the swap out; "
-                    "use a photo where the face fills more of the frame, or --input a clip with a face")
-    report = {
-        "mode": job.mode, "input": str(job.input) if job.input else "generated", "resolution": size,
-        "engine": engine.describe(), "workers": job.processing.runtime.execution_threads,
-        "processors": list(engine.processor_names), **result, "peak_rss_mb": _round(peak_rss_mb()),
-    }
-    click.echo(json.dumps(report, indent=2) if job.json else format_table(report))
+    # One job per provider compared (or the job itself); engines are built once each, then the
+    # runs alternate round by round so every provider sees the same machine state.
+    variants = {p: _on_provider(job, p) for p in job.compare_providers} or {"": job}
+    engines = {name: Engine.create(v.processing, live=live, progress=not v.processing.runtime.quiet)
+               for name, v in variants.items()}
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
+    for _ in range(job.rounds):
+        for name, variant in variants.items():
+            runs[name].append((run_live_bench if live else run_video_bench)(variant, engines[name], clip_photo))
+    reports = {}
+    for name, results in runs.items():
+        result = median_result(results)
+        if not result["faces_per_frame"]:
+            log.warning("warning: no face was found in the clip's frames, so these figures leave the swap out; "
+                        "use a photo where the face fills more of the frame, or --input a clip with a face")
+        reports[name] = {
+            "mode": job.mode, "input": str(job.input) if job.input else "generated", "resolution": size,
+            "engine": engines[name].describe(), "workers": job.processing.runtime.execution_threads,
+            "processors": list(engines[name].processor_names), "rounds": job.rounds, **result,
+            "peak_rss_mb": _round(peak_rss_mb()),
+        }
+    if not job.compare_providers:
+        report = reports[""]
+        if baseline is not None:
+            report["against_baseline"] = ratios(report, baseline)
+        click.echo(json.dumps(report, indent=2) if job.json else format_table(report))
+        return
+    first = next(iter(reports.values()))
+    side = {"mode": job.mode, "resolution": size, "rounds": job.rounds, "providers": reports,
+            "ratios_to_first": {name: ratios(r, first) for name, r in reports.items()}}
+    click.echo(json.dumps(side, indent=2) if job.json else side_by_side_table(side))
+
+
+def _on_provider(job: BenchJob, provider: str) -> BenchJob:
+    runtime = replace(job.processing.runtime, providers=(provider,))
+    return replace(job, processing=replace(job.processing, runtime=runtime))
+
+
+# ----------------------------------------------------------------------------- comparing runs
+
+
+_SCALARS = ("fps", "latency_ms_p50", "latency_ms_p95", "cpu_ms_per_frame", "faces_per_frame", "gpu_mb")
+
+
+def median_result(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """One result from several rounds: the median of every figure (a noisy machine's outliers
+    do not move it)."""
+    if len(results) == 1:
+        return results[0]
+    merged = dict(results[-1])
+    for key in _SCALARS:
+        values = [r[key] for r in results if r.get(key) is not None]
+        merged[key] = round(float(np.median(values)), 2) if values else None
+    stages: dict[str, dict[str, float | int]] = {}
+    for name in results[-1]["stages"]:
+        rows = [r["stages"][name] for r in results if name in r["stages"]]
+        stages[name] = {"median_ms": round(float(np.median([row["median_ms"] for row in rows])), 3),
+                        "p95_ms": round(float(np.median([row["p95_ms"] for row in rows])), 3),
+                        "count": int(sum(int(row["count"]) for row in rows))}
+    merged["stages"] = stages
+    merged["fps_rounds"] = [r["fps"] for r in results]
+    return merged
+
+
+def read_baseline(path: Path) -> dict[str, Any]:
+    """An earlier `livecam bench --json` report (one run, not a side-by-side one)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"--baseline {path} does not exist; save one first with "
+                         f"`livecam bench --json > {path.name}`") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"--baseline {path} is not a livecam bench JSON report ({exc}); save one with "
+                         f"`livecam bench --json > {path.name}`") from None
+    if not isinstance(data, dict) or "fps" not in data or not isinstance(data.get("stages"), dict):
+        raise InputError(f"--baseline {path} is not a single livecam bench JSON report (no fps and stages); "
+                         f"save one with `livecam bench --json > {path.name}`")
+    return data
+
+
+def ratios(report: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+    """This run's figures divided by the baseline's: FPS (higher is better), latency, CPU and
+    per-stage medians (lower is better). A figure either side lacks is left out."""
+    def ratio(a: Any, b: Any) -> float | None:
+        return round(a / b, 3) if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b else None
+
+    out: dict[str, Any] = {key: ratio(report.get(key), base.get(key))
+                           for key in ("fps", "latency_ms_p50", "latency_ms_p95", "cpu_ms_per_frame")}
+    out["stages"] = {name: ratio(s["median_ms"], base["stages"][name]["median_ms"])
+                     for name, s in report["stages"].items() if name in base["stages"]}
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def format_table(report: dict[str, Any]) -> str:
+    rounds = f", median of {report['rounds']} rounds" if report.get("rounds", 1) > 1 else ""
+    lines = [f"livecam bench: {report['mode']} mode, {report['resolution']}, {report['frames']} frames, "
+             f"{report['engine']}{rounds}",
+             f"{'stage':<16}{'median ms':>12}{'p95 ms':>12}"]
+    against = report.get("against_baseline", {})
+    if against:
+        lines[-1] += f"{'x baseline':>12}"
+    for name, s in report["stages"].items():
+        line = f"{name:<16}{s['median_ms']:>12.2f}{s['p95_ms']:>12.2f}"
+        if name in against.get("stages", {}):
+            line += f"{against['stages'][name]:>12.2f}"
+        lines.append(line)
+    lines.append(f"end-to-end: {report['fps']:.1f} FPS" + (
+        f", latency p50 {report['latency_ms_p50']} ms p95 {report['latency_ms_p95']} ms"
+        if report.get("latency_ms_p50") is not None else ""))
+    lines.append(f"CPU time: {report['cpu_ms_per_frame']} ms per frame (all threads)")
+    mem = f"peak RSS {report['peak_rss_mb']:.0f} MB" if report.get("peak_rss_mb") is not None else "peak RSS n/a"
+    mem += f", GPU {report['gpu_mb']:.0f} MB" if report.get("gpu_mb") is not None else ", GPU n/a"
+    lines.append(mem + f", faces per frame {report['faces_per_frame']}")
+    if against:
+        lines.append("against the baseline (this run / baseline): " + ", ".join(
+            f"{key} x{value:.2f}" for key, value in against.items() if key != "stages"))
+    return "\n".join(lines)
+
+
+def side_by_side_table(side: dict[str, Any]) -> str:
+    """Stage medians and end-to-end figures, one column per provider, each with its ratio to the
+    first provider."""
+    reports: dict[str, dict[str, Any]] = side["providers"]
+    names = list(reports)
+    width = max(16, *(len(n) + 11 for n in names))
+    lines = [f"livecam bench: {side['mode']} mode, {side['resolution']}, median of {side['rounds']} "
+             f"alternating round(s)", f"{'ms (median)':<16}" + "".join(f"{n:>{width}}" for n in names)]
+    stages = list(dict.fromkeys(s for r in reports.values() for s in r["stages"]))
+
+    def cell(value: float | None, base: float | None) -> str:
+        if value is None:
+            return f"{'n/a':>{width}}"
+        text = f"{value:.2f}" + (f" (x{value / base:.2f})" if base else "")
+        return f"{text:>{width}}"
+
+    for stage in stages:
+        row = [reports[n]["stages"].get(stage, {}).get("median_ms") for n in names]
+        lines.append(f"{stage:<16}" + "".join(cell(v, row[0]) for v in row))
+    for key, label in (("fps", "FPS"), ("latency_ms_p50", "latency p50"), ("latency_ms_p95", "latency p95"),
+                       ("cpu_ms_per_frame", "CPU ms/frame")):
+        row = [reports[n].get(key) for n in names]
+        if any(v is not None for v in row):
+            lines.append(f"{label:<16}" + "".join(cell(v, row[0]) for v in row))
+    lines.append("engines: " + "; ".join(f"{n}: {reports[n]['engine']}" for n in names))
+    return "\n".join(lines)
