@@ -15,8 +15,9 @@ from livecam.media.camera import (
     camera_device_problem,
     open_source,
 )
+from livecam.media.video_reader import VideoReader
 from tests.doubles import SyntheticSource, read_index, stamp_index
-from tests.videos import make_clip
+from tests.videos import make_audio_only, make_clip
 from tests.videos import read_index as read_clip_index
 
 
@@ -81,8 +82,20 @@ def test_camera_argument_picks_the_right_source(tmp_path: Path) -> None:
 def test_a_file_that_is_not_a_video_is_an_input_error(tmp_path: Path) -> None:
     bad = tmp_path / "notes.mp4"
     bad.write_text("not a video")
-    with pytest.raises(InputError, match="could not read a video stream"):
+    with pytest.raises(InputError, match="cannot read .*notes.mp4 as a video"):
         VideoFileSource(str(bad)).open()
+
+
+def test_a_file_without_video_gets_the_message_livecam_video_gives(tmp_path: Path) -> None:
+    # `run --camera audio_only.mp4` said "could not read a video stream from it (tuple index out of
+    # range)" while `video` said "has no video stream (it holds: audio)": one function says it now.
+    tone = make_audio_only(tmp_path / "tone.mp4")
+    with pytest.raises(InputError) as from_camera:
+        VideoFileSource(str(tone)).open()
+    with pytest.raises(InputError) as from_video:
+        VideoReader(tone)
+    assert from_camera.value.message == from_video.value.message
+    assert "has no video stream (it holds: audio)" in from_camera.value.message
 
 
 def test_a_camera_that_does_not_open_is_a_device_error_naming_it() -> None:

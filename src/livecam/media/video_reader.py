@@ -112,6 +112,19 @@ def select_video_stream(container: av.container.InputContainer) -> av.video.stre
     return max(streams, key=rank)
 
 
+def video_stream_of(container: av.container.InputContainer, name: str) -> av.video.stream.VideoStream:
+    """The stream select_video_stream picks, or the one InputError every command gives (`video`,
+    `run --camera FILE`) when there is none or its codec is unknown."""
+    stream = select_video_stream(container)
+    if stream is None:
+        kinds = ", ".join(sorted({s.type for s in container.streams})) or "nothing"
+        raise InputError(f"{name} has no video stream (it holds: {kinds}); give a video file")
+    if stream.codec_context is None:  # PyAV gives no codec context when the codec id is unknown (damaged header)
+        raise InputError(f"{name}: the video stream's codec is unknown; the file is corrupt or needs "
+                         "a codec this FFmpeg build lacks")
+    return stream
+
+
 def _frame_count(stream: av.video.stream.VideoStream) -> int | None:
     """Frames in `stream` from its header: the count (MP4), or its duration (Matroska's
     DURATION tag) times its rate; None when unknown."""
@@ -292,15 +305,9 @@ class VideoReader:
 
     def _inspect(self) -> VideoInfo:
         c = self._container
-        vs = select_video_stream(c)
-        if vs is None:
-            kinds = ", ".join(sorted({s.type for s in c.streams})) or "nothing"
-            raise InputError(f"{self.path} has no video stream (it holds: {kinds}); give a video file")
+        vs = video_stream_of(c, str(self.path))
         self._stream = vs
         cc = vs.codec_context
-        if cc is None:  # PyAV gives no codec context when the codec id is unknown (damaged header)
-            raise InputError(f"{self.path}: the video stream's codec is unknown; the file is corrupt or needs "
-                             "a codec this FFmpeg build lacks")
         if not cc.width or not cc.height:
             raise InputError(f"{self.path}: the video stream has no frame size; the file is corrupt")
         rate = vs.average_rate or vs.guessed_rate or vs.base_rate or Fraction(30)
