@@ -34,7 +34,8 @@ from livecam.media.video_reader import Fitter, Timeline, timeline_origin
 
 log = logging.getLogger("livecam")
 
-# Output extension -> FFmpeg muxer.
+# Output extension -> FFmpeg muxer. AVI is read but not written: it holds one fixed frame rate and
+# no B-frame timestamps, so a variable-rate input's timing (and x264's reordering) would be lost.
 CONTAINERS: dict[str, str] = {".mp4": "mp4", ".m4v": "mp4", ".mov": "mov", ".mkv": "matroska", ".webm": "webm"}
 # Video codecs each container may hold (FFmpeg codec names); None: anything the muxer accepts.
 CONTAINER_VIDEO_CODECS: dict[str, frozenset[str] | None] = {
