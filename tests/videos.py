@@ -267,3 +267,40 @@ def make_timed_clip(path: Path, *, start: float = 0.0, frames: int = 30, size: t
         if as_ is not None:
             _write_tone(out, as_, frames / fps, audio_rate, start=start)
     return path
+
+
+def make_flat_clip(path: Path, *, luma: int, pix_fmt: str = "yuv420p", codec: str = "libx264",
+                   colour: tuple[int, int, int, int] | None = None, frames: int = 5,
+                   size: tuple[int, int] = (64, 48), fmt: str | None = None) -> Path:
+    """A grey clip whose Y plane is `luma` everywhere and whose chroma is neutral, written
+    losslessly, tagged with `colour` = (range, primaries, transfer, matrix) as FFmpeg's enums
+    (range 2: full), or untagged."""
+    w, h = size
+    with av.open(str(path), "w", format=fmt) as out:
+        vs = out.add_stream(codec, rate=25)
+        vs.width, vs.height = size
+        vs.pix_fmt = pix_fmt
+        cc = vs.codec_context
+        if colour is not None:
+            cc.color_range, cc.color_primaries, cc.color_trc, cc.colorspace = colour
+        if codec == "libx264":
+            cc.options = {"preset": "ultrafast", "qp": "0"}
+        for i in range(frames):
+            frame = av.VideoFrame(w, h, pix_fmt)
+            for plane, value in zip(frame.planes, (luma, 128, 128)):
+                plane.update(bytes([value]) * plane.buffer_size)
+            if colour is not None:
+                frame.color_range, frame.color_primaries, frame.color_trc, frame.colorspace = colour
+            frame.pts, frame.time_base = i, Fraction(1, 25)
+            for packet in vs.encode(frame):
+                out.mux(packet)
+        for packet in vs.encode():
+            out.mux(packet)
+    return path
+
+
+def colour_tags(path: Path) -> tuple[int, int, int, int]:
+    """(range, primaries, transfer, matrix) of the first video stream, as ffprobe reports them."""
+    with av.open(str(path)) as c:
+        cc = c.streams.video[0].codec_context
+        return (int(cc.color_range), int(cc.color_primaries), int(cc.color_trc), int(cc.colorspace))

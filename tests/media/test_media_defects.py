@@ -29,7 +29,7 @@ def transcode(source: Path, output: Path) -> VideoWriter:
         writer = VideoWriter(OutputSpec(path=output, format=container_format(output), width=info.width,
                                         height=info.height, rate=info.rate, time_base=info.time_base,
                                         audio_from=source if info.audio_codec else None, target=output,
-                                        sample_aspect=info.sample_aspect))
+                                        sample_aspect=info.sample_aspect, colour=info.colour))
         for frame in reader.frames():
             writer.write(frame.image, frame.time)
         writer.close()
@@ -210,3 +210,47 @@ def test_a_full_disk_is_one_line_naming_the_output_not_the_temporary_file(tmp_pa
     writer.abort()
     message = caught.value.message
     assert message.startswith(f"writing {out} failed: the disk is full") and "/dev/full" not in message
+
+
+FULL_709 = (2, 1, 1, 1)  # full range, BT.709 primaries, transfer and matrix
+LIMITED_601 = (1, 6, 6, 6)
+
+
+@pytest.mark.parametrize("name, pix_fmt, codec, colour", [
+    ("mjpeg.avi", "yuvj420p", "mjpeg", None),  # a webcam's MJPEG: full range by its pixel format
+    ("full.mp4", "yuv420p", "libx264", FULL_709),  # flagged full range
+    ("limited.mkv", "yuv420p", "libx264", LIMITED_601),
+])
+def test_a_flat_grey_keeps_its_level_and_the_output_keeps_the_colour_tags(
+        tmp_path: Path, name: str, pix_fmt: str, codec: str, colour: tuple[int, int, int, int] | None) -> None:
+    # Full-range inputs came out 3-4 levels darker (and tinted) in flat areas, and outputs had no
+    # colour range, primaries, transfer or matrix.
+    from tests.videos import colour_tags, make_flat_clip
+
+    luma = 100 if colour != LIMITED_601 else 102  # grey 100 either way
+    source = make_flat_clip(tmp_path / name, luma=luma, pix_fmt=pix_fmt, codec=codec, colour=colour)
+    with VideoReader(source) as reader:
+        first = next(iter(reader.frames())).image
+    assert np.abs(first.astype(int) - 100).max() <= 1  # decoded by the input's range
+    out = tmp_path / "out.mp4"
+    transcode(source, out)
+    for image in probe(out)["images"]:  # by the output's tags
+        assert np.abs(image.astype(int) - 100).max() <= 1
+    tags = colour_tags(out)
+    if colour is not None:
+        assert tags == colour
+    else:
+        assert tags[0] == 2  # full range, as the input was; the rest what players assume for SD
+        assert tags[1:] == (6, 6, 5)  # MJPEG's decoder says BT.470BG for its matrix
+
+
+def test_an_untagged_input_gives_an_output_tagged_as_players_read_it(tmp_path: Path) -> None:
+    from tests.videos import colour_tags, make_flat_clip
+
+    sd = make_flat_clip(tmp_path / "sd.mp4", luma=102)
+    hd = make_flat_clip(tmp_path / "hd.mp4", luma=102, size=(1280, 720), frames=2)
+    for source, expected in ((sd, LIMITED_601), (hd, (1, 1, 1, 1))):
+        out = tmp_path / f"out-{source.name}"
+        transcode(source, out)
+        assert colour_tags(out) == expected
+        assert np.abs(probe(out)["images"][0].astype(int) - 100).max() <= 1

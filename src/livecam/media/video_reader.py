@@ -24,6 +24,7 @@ import av
 import numpy as np
 
 from livecam.errors import InputError
+from livecam.media.colour import Colour, ColourConverter
 from livecam.media.containers import as_fraction, open_container
 
 log = logging.getLogger("livecam")
@@ -48,6 +49,7 @@ class VideoInfo:
     other_streams: tuple[str, ...]  # e.g. ("subtitle", "data"): what the output drops
     origin: float = 0.0  # seconds of the input's timestamps that are 0 on frames()'s timeline
     sample_aspect: Fraction | None = None  # of non-square pixels (DV, DVD), as displayed; None: square
+    colour: Colour | None = None  # range, primaries, transfer, matrix (what players assume when untagged)
 
     @property
     def expected_frames(self) -> int | None:
@@ -229,6 +231,9 @@ class VideoDecoder:
         step = 1.0 / float(rate) if rate else 1 / 30
         self.timeline = Timeline(origin, step)
         self.fitter = Fitter(size, name)
+        cc = stream.codec_context
+        self.colour = Colour.described(cc, cc.format.name if cc.format else None, cc.height or 0)
+        self._converter = ColourConverter()
         self.bad_packets = 0
         self._bad_in_a_row = 0
         self._first_bad: float | None = None
@@ -254,7 +259,7 @@ class VideoDecoder:
                             t = raw_last + step if raw_last is not None else self.timeline.origin
                         raw_last = t
                         try:
-                            image = self.fitter.fit(upright_image(frame))
+                            image = self.fitter.fit(upright_image(frame, self._to_bgr(frame)))
                         except av.error.FFmpegError as exc:  # conversion: no packet is at fault
                             _raise_if_out_of_memory(exc)
                             raise
@@ -267,6 +272,11 @@ class VideoDecoder:
             except av.error.FFmpegError as exc:
                 # A demux error: resume reading after it (a fresh generator continues from there).
                 self._bad_packet(self.last_time, exc)
+
+    def _to_bgr(self, frame: av.VideoFrame) -> np.ndarray:
+        """BGR by the frame's own colour description (the stream's where it says nothing)."""
+        colour = Colour.described(frame, frame.format.name, frame.height, fallback=self.colour)
+        return self._converter.to_bgr(frame, colour)
 
     def _bad_packet(self, at: float | None, exc: av.error.FFmpegError) -> None:
         _raise_if_out_of_memory(exc)
@@ -325,7 +335,8 @@ class VideoReader:
         return VideoInfo(path=self.path, width=w, height=h, rate=as_fraction(rate), time_base=as_fraction(tb),
                          start_time=max(0.0, start), frames=vs.frames or None, duration=duration,
                          rotation=rotation, codec=cc.name, audio_codec=audio, other_streams=tuple(others),
-                         origin=origin, sample_aspect=sar)
+                         origin=origin, sample_aspect=sar,
+                         colour=Colour.described(cc, cc.format.name if cc.format else None, cc.height))
 
     def frames(self) -> Iterator[DecodedFrame]:
         """Decoded frames in presentation order, on a timeline from 0 (see VideoDecoder)."""
@@ -437,9 +448,8 @@ def _snap(degrees: float) -> int:
     return {0: 0, 1: 90, 2: 180, 3: -90}[k]
 
 
-def upright_image(frame: av.VideoFrame) -> np.ndarray:
-    """The frame as BGR, turned by its display rotation (phones record sideways and say so)."""
-    image: np.ndarray = frame.to_ndarray(format="bgr24")
+def upright_image(frame: av.VideoFrame, image: np.ndarray) -> np.ndarray:
+    """The frame's BGR `image`, turned by its display rotation (phones record sideways and say so)."""
     k = int(round(float(getattr(frame, "rotation", 0) or 0) / 90.0)) % 4
     if k:
         # rotation is counterclockwise degrees, as np.rot90 turns for positive k.

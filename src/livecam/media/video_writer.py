@@ -29,6 +29,7 @@ from av.video.stream import VideoStream
 from livecam.atomic import DISK_FULL as DISK_FULL  # noqa: F401  (re-exported for pipeline/file.py)
 from livecam.atomic import output_error
 from livecam.errors import InputError, OutputError
+from livecam.media.colour import Colour, ColourConverter, tag
 from livecam.media.containers import open_container
 from livecam.media.video_reader import Fitter, Timeline, timeline_origin
 
@@ -207,6 +208,7 @@ class OutputSpec:
     sample_aspect: Fraction | None = None  # of non-square pixels, kept in the output (VideoInfo's)
     live: bool = False  # encoder settings that keep up with a live stream (no look-ahead)
     audio: AudioSamples | None = None  # sound to write (instead of audio_from)
+    colour: Colour | None = None  # the input's (VideoInfo.colour); None: what players assume for the size
 
     @property
     def shown_path(self) -> Path:
@@ -257,6 +259,10 @@ class VideoWriter:
             self._fitter = Fitter((self._w, self._h), spec.shown_path.name)
             vs.width, vs.height = self._w, self._h
             vs.pix_fmt = _pix_fmt(codec)
+            # Encoded and tagged with the input's colour description (range, primaries, transfer, matrix).
+            self._colour = spec.colour or Colour.assumed(self._h)
+            self._converter = ColourConverter()
+            tag(vs.codec_context, self._colour)
             vs.time_base = spec.time_base
             vs.codec_context.time_base = spec.time_base
             vs.codec_context.framerate = spec.rate
@@ -294,7 +300,8 @@ class VideoWriter:
                 image = image[: self._h, : self._w]  # the odd row/column trimmed for 4:2:0
             else:
                 image = self._fitter.fit(image)
-        frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="bgr24")
+        frame = self._converter.from_bgr(np.ascontiguousarray(image), self._video.codec_context.pix_fmt or "yuv420p",
+                                         self._colour)
         frame.pts = pts
         frame.time_base = self.spec.time_base
         try:

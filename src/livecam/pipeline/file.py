@@ -454,7 +454,7 @@ def _write_video(reader: VideoReader, options: VideoOptions, engine: Engine, *, 
                       width=info.width, height=info.height, rate=rate, time_base=time_base,
                       encoder=options.encoder, quality=options.quality, metadata=dict(CONTAINER_METADATA),
                       audio_from=options.input if keep_audio else None, target=options.output,
-                      sample_aspect=info.sample_aspect)
+                      sample_aspect=info.sample_aspect, colour=info.colour)
     in_flight = frames_in_flight(info.width * info.height * 3, options.workers, options.max_memory_gb)
     run = RunOptions(workers=options.workers, max_in_flight=in_flight, frame_range=options.frame_range,
                      label=options.label)
