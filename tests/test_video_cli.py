@@ -230,6 +230,19 @@ def test_a_full_range_clip_keeps_its_grey_and_its_colour_tags(tmp_path: Path, is
     assert len(images) == 10 and all(np.abs(image.astype(int) - 100).max() <= 1 for image in images)
 
 
+def test_piped_input_is_refused_saying_what_to_do(tmp_path: Path, small_clip: Path,
+                                                 isolated_env: dict[str, str]) -> None:
+    """`cat clip.mp4 | livecam video /dev/stdin out.mp4` said "is empty (0 bytes)"."""
+    out = tmp_path / "out.mp4"
+    proc = subprocess.run([sys.executable, "-m", "livecam", "video", "/dev/stdin", str(out), "--source", "face.jpg"],
+                          input=small_clip.read_bytes(), env=isolated_env, capture_output=True, timeout=120)
+    stderr = proc.stderr.decode()
+    assert proc.returncode == 2, stderr
+    line = _one_line(stderr)
+    assert "is a pipe" in line and "save it to a file first" in line and "empty" not in line
+    assert not out.exists()
+
+
 def test_frame_range_counts_the_frames_written_at_the_fps_asked(tmp_path: Path, small_clip: Path,
                                                                isolated_env: dict[str, str]) -> None:
     """60 frames at 30 fps become 120 at --fps 60, and --frame-range 80:100 is inside them."""

@@ -158,3 +158,30 @@ def test_a_camera_file_that_changes_size_and_restarts_its_timestamps_reads_as_li
     assert len(shapes) == 40 and set(shapes) == {(64, 96, 3)}
     assert times[0] is not None and times[0] < 0.1  # from 0, not 10 h
     assert all(b > a for a, b in zip(times, times[1:]))  # type: ignore[operator]
+
+
+def test_a_pipe_plays_as_a_camera_file(tmp_path: Path) -> None:
+    # `run --camera` reads its file once, so a FIFO (or /dev/stdin) works there.
+    import os
+    import threading
+
+    clip = make_clip(tmp_path / "c.ts", frames=12, audio=False, stamp=True)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+
+    def feed() -> None:
+        with open(fifo, "wb") as writer:
+            writer.write(clip.read_bytes())
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    source = open_source(str(fifo), (640, 480), 30, False)
+    source.open()
+    try:
+        images = []
+        while (image := source.read()) is not None:
+            images.append(image)
+    finally:
+        source.close()
+    feeder.join(timeout=10)
+    assert [read_clip_index(image) for image in images] == list(range(12))

@@ -206,7 +206,7 @@ class VideoFileSource:
                     raise InputError(f"--camera {self.location}: could not open the stream ({exc}); check the "
                                      "URL and that the stream is live") from exc
             else:  # a file: the checks and messages of `livecam video`
-                self._container = open_input(Path(self.location))
+                self._container = open_input(Path(self.location), once=True)  # read once: a pipe will do
             stream = video_stream_of(self._container, self.location)
         except BaseException:
             if self._container is not None:
@@ -264,7 +264,7 @@ def open_source(camera: str, resolution: tuple[int, int], fps: float, realtime: 
     spec = camera.strip()
     if spec.isdigit():
         return CameraSource(int(spec), resolution, fps)
-    if not spec.lower().startswith(URL_SCHEMES) and not Path(spec).is_file():
+    if not spec.lower().startswith(URL_SCHEMES) and (not Path(spec).exists() or Path(spec).is_dir()):
         raise InputError(f"--camera {camera!r}: no such camera index, file or URL; give a camera index "
                          f"such as 0, a video file such as clip.mp4, or an rtsp:// or http:// URL")
     return VideoFileSource(spec, realtime=True if realtime is None else realtime)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import stat
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -72,8 +73,12 @@ def _describe(exc: BaseException) -> str:
     return text.splitlines()[0]
 
 
-def open_input(path: Path) -> av.container.InputContainer:
-    """Open `path` for reading, or raise an InputError that says why it is not a usable video."""
+def open_input(path: Path, *, once: bool = False) -> av.container.InputContainer:
+    """Open `path` for reading, or raise an InputError that says why it is not a usable video.
+
+    A pipe (`cat clip.mp4 | livecam video /dev/stdin ...`, a FIFO) can be read only once: fine for
+    `run --camera` (once=True), refused for `video`, whose input is opened again for its checks,
+    its display rotation and its audio."""
     path = Path(path)
     if not path.exists():
         raise InputError(f"input video not found: {path}; check the path")
@@ -81,7 +86,12 @@ def open_input(path: Path) -> av.container.InputContainer:
         raise InputError(f"input {path} is a folder; expected a video file such as .mp4, .mkv, .mov or .webm")
     if not os.access(path, os.R_OK):
         raise InputError(f"cannot read input video {path}: permission denied")
-    if path.stat().st_size == 0:
+    regular = stat.S_ISREG(path.stat().st_mode)
+    if not regular and not once:
+        raise InputError(f"input {path} is a pipe or device, not a file: `livecam video` reads its input more than "
+                         "once (checks, frames, audio), which a pipe cannot give; save it to a file first "
+                         "(e.g. `cat > clip.mp4`) and give that file")
+    if regular and path.stat().st_size == 0:
         raise InputError(f"input video {path} is empty (0 bytes); expected a video file")
     try:
         container = open_container(str(path))
