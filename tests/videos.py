@@ -304,3 +304,22 @@ def colour_tags(path: Path) -> tuple[int, int, int, int]:
     with av.open(str(path)) as c:
         cc = c.streams.video[0].codec_context
         return (int(cc.color_range), int(cc.color_primaries), int(cc.color_trc), int(cc.colorspace))
+
+
+def make_animation(path: Path, frames: int = 3, size: tuple[int, int] = (96, 48)) -> Path:
+    """An animated GIF or WebP (by the suffix) of `frames` frames, each stamped with its index."""
+    fmt, codec, pix_fmt = {".gif": ("gif", "gif", "rgb8"), ".webp": ("webp", "libwebp_anim", "yuv420p")}[path.suffix]
+    with av.open(str(path), "w", format=fmt) as out:
+        vs = out.add_stream(codec, rate=10)
+        vs.width, vs.height = size
+        vs.pix_fmt = pix_fmt
+        for i in range(frames):
+            image = np.full((size[1], size[0], 3), 40 * i, np.uint8)
+            stamp_index(image, i)
+            frame = av.VideoFrame.from_ndarray(image, format="bgr24")
+            frame.pts, frame.time_base = i, Fraction(1, 10)
+            for packet in vs.encode(frame):
+                out.mux(packet)
+        for packet in vs.encode():
+            out.mux(packet)
+    return path

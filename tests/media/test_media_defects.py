@@ -254,3 +254,20 @@ def test_an_untagged_input_gives_an_output_tagged_as_players_read_it(tmp_path: P
         transcode(source, out)
         assert colour_tags(out) == expected
         assert np.abs(probe(out)["images"][0].astype(int) - 100).max() <= 1
+
+
+def test_an_animated_gif_is_a_clip_and_an_animated_webp_says_what_to_do(tmp_path: Path) -> None:
+    # `livecam video anim.webp` (3 frames) said "is a still image"; FFmpeg cannot decode animated
+    # WebP, so the message says so and how to convert it. A GIF is read as a clip.
+    from livecam.errors import InputError
+    from tests.videos import make_animation
+
+    gif = make_animation(tmp_path / "anim.gif")
+    out = tmp_path / "gif.mp4"
+    transcode(gif, out)
+    assert [read_index(image) for image in probe(out)["images"]] == [0, 1, 2]
+    webp = make_animation(tmp_path / "anim.webp")
+    with pytest.raises(InputError) as refused:
+        VideoReader(webp)
+    assert "animated WebP" in refused.value.message and "anim.gif" in refused.value.message
+    assert "still image" not in refused.value.message

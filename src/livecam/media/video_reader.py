@@ -102,8 +102,21 @@ def open_input(path: Path, *, once: bool = False) -> av.container.InputContainer
         ) from exc
     if container.format.name in _IMAGE_FORMATS or container.format.name.endswith("_pipe"):
         container.close()
+        if _animated_webp(path):  # FFmpeg's WebP decoder reads stills only (and OpenCV none)
+            raise InputError(f"{path} is an animated WebP, which this FFmpeg cannot decode; convert it to an "
+                             f"animated GIF or a video first (e.g. `magick {path.name} {path.stem}.gif`) and give that")
         raise InputError(f"{path} is a still image, not a video; use `livecam image` for images")
     return container
+
+
+def _animated_webp(path: Path) -> bool:
+    """Whether `path` is a WebP with its animation flag set (the VP8X chunk's flags, byte 20)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(21)
+    except OSError:
+        return False
+    return len(head) == 21 and head[:4] == b"RIFF" and head[8:16] == b"WEBPVP8X" and bool(head[20] & 0x02)
 
 
 def select_video_stream(container: av.container.InputContainer) -> av.video.stream.VideoStream | None:
