@@ -323,3 +323,34 @@ def make_animation(path: Path, frames: int = 3, size: tuple[int, int] = (96, 48)
         for packet in vs.encode():
             out.mux(packet)
     return path
+
+
+def make_interlaced_clip(path: Path, frames: int = 8, size: tuple[int, int] = (96, 64)) -> Path:
+    """An interlaced (top field first) H.264 clip, lossless: a white bar moves between the two
+    fields of each frame, so a frame shown as it is combs (its even and odd rows disagree)."""
+    w, h = size
+    with av.open(str(path), "w") as out:
+        vs = out.add_stream("libx264", rate=25)
+        vs.width, vs.height = size
+        vs.pix_fmt = "yuv420p"
+        vs.codec_context.options = {"preset": "ultrafast", "qp": "0", "x264-params": "interlaced=1:tff=1"}
+        for i in range(frames):
+            image = np.zeros((h, w, 3), np.uint8)
+            for row, moment in ((0, 2 * i), (1, 2 * i + 1)):  # the bottom field is the later one
+                x = (6 * moment) % (w - 8)
+                image[row::2, x:x + 8] = 255
+            frame = av.VideoFrame.from_ndarray(image, format="bgr24")
+            frame.pts, frame.time_base = i, Fraction(1, 25)
+            for packet in vs.encode(frame):
+                out.mux(packet)
+        for packet in vs.encode():
+            out.mux(packet)
+    return path
+
+
+def combing(image: np.ndarray) -> float:
+    """How much neighbouring rows disagree beyond what rows two apart do (0 for a smooth picture;
+    large for woven fields of a moving picture)."""
+    grey = image.astype(np.float32).mean(axis=2)
+    adjacent = np.abs(grey[1:-1] - 0.5 * (grey[:-2] + grey[2:])).mean()
+    return float(adjacent)

@@ -271,3 +271,29 @@ def test_an_animated_gif_is_a_clip_and_an_animated_webp_says_what_to_do(tmp_path
         VideoReader(webp)
     assert "animated WebP" in refused.value.message and "anim.gif" in refused.value.message
     assert "still image" not in refused.value.message
+
+
+def test_an_interlaced_input_is_deinterlaced_once_said(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Interlaced input was encoded as woven fields (combing on every moving edge) and flagged
+    # progressive. It is deinterlaced (bwdif, one frame per frame), said in one line.
+    from tests.videos import combing, make_interlaced_clip
+
+    source = make_interlaced_clip(tmp_path / "tv.mkv", frames=8)
+    woven = probe(source)["images"]
+    out = tmp_path / "out.mp4"
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        transcode(source, out)
+    said = [r.getMessage() for r in caplog.records if "interlaced" in r.getMessage()]
+    assert len(said) == 1 and "deinterlaced" in said[0]
+    info = probe(out)
+    assert info["frames"] == 8 and info["times"] == pytest.approx([i / 25 for i in range(8)], abs=0.002)
+    assert all(combing(image) < combing(before) / 3 for image, before in zip(info["images"], woven))
+    with av.open(str(out)) as c:  # progressive now, and flagged so
+        assert not next(c.decode(video=0)).interlaced_frame
+
+
+def test_a_progressive_input_is_left_as_it_is(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    source = make_timed_clip(tmp_path / "p.mp4", frames=10, audio_codec=None)
+    with caplog.at_level(logging.WARNING, logger="livecam"), VideoReader(source) as reader:
+        assert [read_index(f.image) for f in reader.frames()] == list(range(10))
+    assert not [r for r in caplog.records if "interlaced" in r.getMessage()]

@@ -19,7 +19,7 @@ import stat
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, cast
 
 import av
 import numpy as np
@@ -236,6 +236,67 @@ def letterbox(image: np.ndarray, width: int, height: int) -> np.ndarray:
     return canvas
 
 
+class Deinterlacer:
+    """Interlaced frames (fields of two moments woven together: broadcast, DV, camcorders) made
+    progressive with FFmpeg's bwdif, one frame per frame (timestamps and count kept); progressive
+    frames pass untouched. Started at the first interlaced frame, said once; bwdif holds one frame
+    back, so `flush()` at the end gives it out."""
+
+    def __init__(self, name: str, time_base: Fraction) -> None:
+        self.name = name
+        self.time_base = time_base
+        self._graph: av.filter.Graph | None = None
+        self._key: tuple[int, int, str] | None = None
+
+    def push(self, frame: av.VideoFrame) -> list[av.VideoFrame]:
+        """The frames ready after `frame` (none, it, or an earlier one)."""
+        if self._graph is None and not frame.interlaced_frame:
+            return [frame]
+        key = (frame.width, frame.height, frame.format.name)
+        ready: list[av.VideoFrame] = []
+        if self._graph is not None and key != self._key:  # a new size or format: a new graph
+            ready = self.flush()
+        if self._graph is None:
+            if self._key is None:
+                log.warning("note: %s is interlaced; its frames are deinterlaced (bwdif), one output frame per "
+                            "input frame", self.name)
+            self._graph, self._key = self._build(frame), key
+        self._graph.push(frame)
+        return ready + self._pull()
+
+    def flush(self) -> list[av.VideoFrame]:
+        if self._graph is None:
+            return []
+        self._graph.push(None)
+        ready = self._pull()
+        self._graph = None
+        return ready
+
+    def _build(self, frame: av.VideoFrame) -> av.filter.Graph:
+        graph = av.filter.Graph()
+        source = graph.add_buffer(width=frame.width, height=frame.height, format=frame.format,
+                                  time_base=self.time_base)
+        # deint=interlaced: frames flagged progressive (mixed content) pass as they are
+        bwdif = graph.add("bwdif", "mode=send_frame:parity=auto:deint=interlaced")
+        source.link_to(bwdif)
+        bwdif.link_to(graph.add("buffersink"))
+        graph.configure()
+        return graph
+
+    def _pull(self) -> list[av.VideoFrame]:
+        assert self._graph is not None
+        ready: list[av.VideoFrame] = []
+        while True:
+            try:
+                out = self._graph.pull()
+            except (av.error.BlockingIOError, av.error.EOFError):
+                return ready
+            if isinstance(out, av.VideoFrame):
+                if out.time_base is None:  # bwdif halves the time base; the sink's frames say so
+                    out.time_base = self.time_base
+                ready.append(out)
+
+
 class VideoDecoder:
     """The one decode loop (files for `video`, `demo`, `bench`; files and URLs for `run
     --camera`): frames of one stream, upright, of one size, on one timeline from 0.
@@ -262,12 +323,12 @@ class VideoDecoder:
         self._first_bad: float | None = None
         self._reported = 0
         self.last_time: float | None = None
+        self._raw_last: float | None = None  # the last frame's input time, for one without a timestamp
 
     def __iter__(self) -> Iterator[DecodedFrame]:
         c, vs = self._container, self._stream
         vs.thread_type = "AUTO"  # frame + slice threads in the decoder
-        step = self.timeline.step
-        raw_last: float | None = None
+        deinterlacer = Deinterlacer(self.name, as_fraction(vs.time_base or Fraction(1, 90000)))
         while True:
             try:
                 for packet in c.demux(vs):
@@ -277,24 +338,31 @@ class VideoDecoder:
                         self._bad_packet(packet_time(packet), exc)
                         continue
                     for frame in decoded:
-                        t = float(frame.pts * frame.time_base) if frame.pts is not None and frame.time_base else None
-                        if t is None:  # no timestamp: one nominal frame after the last
-                            t = raw_last + step if raw_last is not None else self.timeline.origin
-                        raw_last = t
-                        try:
-                            image = self.fitter.fit(upright_image(frame, self._to_bgr(frame)))
-                        except av.error.FFmpegError as exc:  # conversion: no packet is at fault
-                            _raise_if_out_of_memory(exc)
-                            raise
                         self._bad_in_a_row = 0
-                        self.last_time = self.timeline.map(t)
-                        yield DecodedFrame(image=image, time=self.last_time)
-                return
+                        for ready in deinterlacer.push(cast(av.VideoFrame, frame)):
+                            yield self._decoded(ready)
+                break
             except av.error.EOFError:
-                return
+                break
             except av.error.FFmpegError as exc:
                 # A demux error: resume reading after it (a fresh generator continues from there).
                 self._bad_packet(self.last_time, exc)
+        for ready in deinterlacer.flush():
+            yield self._decoded(ready)
+
+    def _decoded(self, frame: av.VideoFrame) -> DecodedFrame:
+        """`frame` as an upright BGR image of the one size, at its time on the timeline."""
+        t = float(frame.pts * frame.time_base) if frame.pts is not None and frame.time_base else None
+        if t is None:  # no timestamp: one nominal frame after the last
+            t = self._raw_last + self.timeline.step if self._raw_last is not None else self.timeline.origin
+        self._raw_last = t
+        try:
+            image = self.fitter.fit(upright_image(frame, self._to_bgr(frame)))
+        except av.error.FFmpegError as exc:  # conversion: no packet is at fault
+            _raise_if_out_of_memory(exc)
+            raise
+        self.last_time = self.timeline.map(t)
+        return DecodedFrame(image=image, time=self.last_time)
 
     def _to_bgr(self, frame: av.VideoFrame) -> np.ndarray:
         """BGR by the frame's own colour description (the stream's where it says nothing)."""
