@@ -297,3 +297,21 @@ def test_a_progressive_input_is_left_as_it_is(tmp_path: Path, caplog: pytest.Log
     with caplog.at_level(logging.WARNING, logger="livecam"), VideoReader(source) as reader:
         assert [read_index(f.image) for f in reader.frames()] == list(range(10))
     assert not [r for r in caplog.records if "interlaced" in r.getMessage()]
+
+
+@pytest.mark.parametrize("encoder, name", [("libx264", "a.mp4"), ("mpeg4", "a.mp4"), ("libvpx-vp9", "a.webm"),
+                                           ("libvpx", "a.webm"), ("libx265", "a.mkv")])
+def test_every_encoder_keeps_a_full_range_grey(tmp_path: Path, encoder: str, name: str) -> None:
+    # VP8 cannot say "full range" in its bitstream: it is encoded limited (and tagged so).
+    from livecam.media.colour import Colour
+    from livecam.media.video_writer import encoder_available
+
+    if not encoder_available(encoder):
+        pytest.skip(f"{encoder} is not in this FFmpeg build")
+    out = tmp_path / name
+    writer = VideoWriter(OutputSpec(path=out, format=container_format(out), width=64, height=48, rate=Fraction(25),
+                                    time_base=Fraction(1, 25), encoder=encoder, colour=Colour(2, 1, 1, 1)))
+    for i in range(3):
+        writer.write(np.full((48, 64, 3), 100, np.uint8), i / 25)
+    writer.close()
+    assert all(np.abs(image.astype(int) - 100).max() <= 1 for image in probe(out)["images"])

@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Iterator, Literal, Protocol, cast
@@ -29,7 +29,7 @@ from av.video.stream import VideoStream
 from livecam.atomic import DISK_FULL as DISK_FULL  # noqa: F401  (re-exported for pipeline/file.py)
 from livecam.atomic import output_error
 from livecam.errors import InputError, OutputError
-from livecam.media.colour import Colour, ColourConverter, tag
+from livecam.media.colour import LIMITED, Colour, ColourConverter, tag
 from livecam.media.containers import open_container
 from livecam.media.video_reader import Fitter, Timeline, timeline_origin
 
@@ -128,6 +128,9 @@ def encoder_available(name: str) -> bool:
     except (av.error.FFmpegError, ValueError, TypeError):
         return False
 
+
+# Encoders whose bitstream cannot say "full range" (VP8): a full-range input is encoded limited.
+LIMITED_RANGE_ENCODERS: frozenset[str] = frozenset({"libvpx"})
 
 # `--video-encoder auto`: the first of these that opens, per container.
 AUTO_ENCODERS: dict[str, tuple[str, ...]] = {
@@ -261,6 +264,8 @@ class VideoWriter:
             vs.pix_fmt = _pix_fmt(codec)
             # Encoded and tagged with the input's colour description (range, primaries, transfer, matrix).
             self._colour = spec.colour or Colour.assumed(self._h)
+            if spec.encoder in LIMITED_RANGE_ENCODERS and self._colour.range != LIMITED:
+                self._colour = replace(self._colour, range=LIMITED)
             self._converter = ColourConverter()
             tag(vs.codec_context, self._colour)
             vs.time_base = spec.time_base
