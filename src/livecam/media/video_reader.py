@@ -247,20 +247,28 @@ class Deinterlacer:
         self.time_base = time_base
         self._graph: av.filter.Graph | None = None
         self._key: tuple[int, int, str] | None = None
+        self._failed = False
 
     def push(self, frame: av.VideoFrame) -> list[av.VideoFrame]:
         """The frames ready after `frame` (none, it, or an earlier one)."""
-        if self._graph is None and not frame.interlaced_frame:
+        if self._failed or (self._graph is None and not frame.interlaced_frame):
             return [frame]
         key = (frame.width, frame.height, frame.format.name)
         ready: list[av.VideoFrame] = []
         if self._graph is not None and key != self._key:  # a new size or format: a new graph
             ready = self.flush()
         if self._graph is None:
+            try:
+                graph = self._build(frame)
+            except (av.error.FFmpegError, ValueError) as exc:  # a pixel format bwdif does not take
+                self._failed = True
+                log.warning("warning: %s is interlaced but cannot be deinterlaced (%s); its frames are kept "
+                            "as they are", self.name, _describe(exc))
+                return [*ready, frame]
             if self._key is None:
                 log.warning("note: %s is interlaced; its frames are deinterlaced (bwdif), one output frame per "
                             "input frame", self.name)
-            self._graph, self._key = self._build(frame), key
+            self._graph, self._key = graph, key
         self._graph.push(frame)
         return ready + self._pull()
 
