@@ -218,7 +218,8 @@ LIMITED_601 = (1, 6, 6, 6)
 
 @pytest.mark.parametrize("name, pix_fmt, codec, colour", [
     ("mjpeg.avi", "yuvj420p", "mjpeg", None),  # a webcam's MJPEG: full range by its pixel format
-    ("full.mp4", "yuv420p", "libx264", FULL_709),  # flagged full range
+    ("full.mp4", "yuv420p", "libx264", FULL_709),  # flagged full range (H.264 decodes it as yuvj420p)
+    ("full.webm", "yuv420p", "libvpx-vp9", FULL_709),  # flagged full range, decoded as yuv420p
     ("limited.mkv", "yuv420p", "libx264", LIMITED_601),
 ])
 def test_a_flat_grey_keeps_its_level_and_the_output_keeps_the_colour_tags(
