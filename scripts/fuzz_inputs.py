@@ -53,7 +53,7 @@ def fuzz_images(faces: Path, work: Path, cases: int, seed: int) -> int:
 
 
 def fuzz_videos(faces: Path, work: Path, cases: int, seed: int) -> int:
-    from tests.videos import make_clip
+    from tests.videos import make_animation, make_clip, make_flat_clip, make_interlaced_clip
 
     rng = random.Random(seed)
     face = work / "face.png"
@@ -63,7 +63,12 @@ def fuzz_videos(faces: Path, work: Path, cases: int, seed: int) -> int:
     seeds = [make_clip(work / "a.mp4", frames=30, size=(96, 64)),
              make_clip(work / "b.mkv", frames=30, size=(96, 64)),
              make_clip(work / "c.webm", frames=20, size=(96, 64), codec="libvpx-vp9", audio_codec="libopus",
-                       audio_rate=48000)]
+                       audio_rate=48000),
+             # full range (MJPEG in AVI, yuv420p flagged full), interlaced, animated images
+             make_flat_clip(work / "d.avi", luma=100, pix_fmt="yuvj420p", codec="mjpeg", frames=10, size=(96, 64)),
+             make_flat_clip(work / "e.mp4", luma=100, colour=(2, 1, 1, 1), frames=10, size=(96, 64)),
+             make_interlaced_clip(work / "f.mkv", frames=10),
+             make_animation(work / "g.gif"), make_animation(work / "h.webp")]
     runner = CliRunner()
     bad = 0
     codes: Counter[int] = Counter()

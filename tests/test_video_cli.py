@@ -216,6 +216,34 @@ def test_a_ts_recording_starting_at_10_hours_with_non_square_pixels(tmp_path: Pa
     assert info["frames"] == 60 and info["times"][0] < 0.1 and info["audio_duration"] == pytest.approx(2.0, abs=0.1)
 
 
+def test_a_full_range_clip_keeps_its_grey_and_its_colour_tags(tmp_path: Path, isolated_env: dict[str, str]) -> None:
+    """The whole `video` path: a full-range BT.709 grey came out darker, with no colour tags."""
+    from tests.videos import colour_tags, make_flat_clip
+
+    source = make_flat_clip(tmp_path / "full.mkv", luma=100, colour=(2, 1, 1, 1), frames=10)
+    out = tmp_path / "out.mp4"
+    proc, _ = _start_patched(["video", str(source), str(out), "--source", "face.jpg", "--no-label"], tmp_path,
+                             isolated_env, delay=0.0)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    assert colour_tags(out) == (2, 1, 1, 1)
+    images = probe(out)["images"]
+    assert len(images) == 10 and all(np.abs(image.astype(int) - 100).max() <= 1 for image in images)
+
+
+def test_piped_input_is_refused_saying_what_to_do(tmp_path: Path, small_clip: Path,
+                                                 isolated_env: dict[str, str]) -> None:
+    """`cat clip.mp4 | livecam video /dev/stdin out.mp4` said "is empty (0 bytes)"."""
+    out = tmp_path / "out.mp4"
+    proc = subprocess.run([sys.executable, "-m", "livecam", "video", "/dev/stdin", str(out), "--source", "face.jpg"],
+                          input=small_clip.read_bytes(), env=isolated_env, capture_output=True, timeout=120)
+    stderr = proc.stderr.decode()
+    assert proc.returncode == 2, stderr
+    line = _one_line(stderr)
+    assert "is a pipe" in line and "save it to a file first" in line and "empty" not in line
+    assert not out.exists()
+
+
 def test_frame_range_counts_the_frames_written_at_the_fps_asked(tmp_path: Path, small_clip: Path,
                                                                isolated_env: dict[str, str]) -> None:
     """60 frames at 30 fps become 120 at --fps 60, and --frame-range 80:100 is inside them."""

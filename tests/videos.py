@@ -267,3 +267,90 @@ def make_timed_clip(path: Path, *, start: float = 0.0, frames: int = 30, size: t
         if as_ is not None:
             _write_tone(out, as_, frames / fps, audio_rate, start=start)
     return path
+
+
+def make_flat_clip(path: Path, *, luma: int, pix_fmt: str = "yuv420p", codec: str = "libx264",
+                   colour: tuple[int, int, int, int] | None = None, frames: int = 5,
+                   size: tuple[int, int] = (64, 48), fmt: str | None = None) -> Path:
+    """A grey clip whose Y plane is `luma` everywhere and whose chroma is neutral, written
+    losslessly, tagged with `colour` = (range, primaries, transfer, matrix) as FFmpeg's enums
+    (range 2: full), or untagged."""
+    w, h = size
+    with av.open(str(path), "w", format=fmt) as out:
+        vs = out.add_stream(codec, rate=25)
+        vs.width, vs.height = size
+        vs.pix_fmt = pix_fmt
+        cc = vs.codec_context
+        if colour is not None:
+            cc.color_range, cc.color_primaries, cc.color_trc, cc.colorspace = colour
+        if codec == "libx264":
+            cc.options = {"preset": "ultrafast", "qp": "0"}
+        for i in range(frames):
+            frame = av.VideoFrame(w, h, pix_fmt)
+            for plane, value in zip(frame.planes, (luma, 128, 128)):
+                plane.update(bytes([value]) * plane.buffer_size)
+            if colour is not None:
+                frame.color_range, frame.color_primaries, frame.color_trc, frame.colorspace = colour
+            frame.pts, frame.time_base = i, Fraction(1, 25)
+            for packet in vs.encode(frame):
+                out.mux(packet)
+        for packet in vs.encode():
+            out.mux(packet)
+    return path
+
+
+def colour_tags(path: Path) -> tuple[int, int, int, int]:
+    """(range, primaries, transfer, matrix) of the first video stream, as ffprobe reports them."""
+    with av.open(str(path)) as c:
+        cc = c.streams.video[0].codec_context
+        return (int(cc.color_range), int(cc.color_primaries), int(cc.color_trc), int(cc.colorspace))
+
+
+def make_animation(path: Path, frames: int = 3, size: tuple[int, int] = (96, 48)) -> Path:
+    """An animated GIF or WebP (by the suffix) of `frames` frames, each stamped with its index."""
+    fmt, codec, pix_fmt = {".gif": ("gif", "gif", "rgb8"), ".webp": ("webp", "libwebp_anim", "yuv420p")}[path.suffix]
+    with av.open(str(path), "w", format=fmt) as out:
+        vs = out.add_stream(codec, rate=10)
+        vs.width, vs.height = size
+        vs.pix_fmt = pix_fmt
+        for i in range(frames):
+            image = np.full((size[1], size[0], 3), 40 * i, np.uint8)
+            stamp_index(image, i)
+            frame = av.VideoFrame.from_ndarray(image, format="bgr24")
+            frame.pts, frame.time_base = i, Fraction(1, 10)
+            for packet in vs.encode(frame):
+                out.mux(packet)
+        for packet in vs.encode():
+            out.mux(packet)
+    return path
+
+
+def make_interlaced_clip(path: Path, frames: int = 8, size: tuple[int, int] = (96, 64)) -> Path:
+    """An interlaced (top field first) H.264 clip, lossless: a white bar moves between the two
+    fields of each frame, so a frame shown as it is combs (its even and odd rows disagree)."""
+    w, h = size
+    with av.open(str(path), "w") as out:
+        vs = out.add_stream("libx264", rate=25)
+        vs.width, vs.height = size
+        vs.pix_fmt = "yuv420p"
+        vs.codec_context.options = {"preset": "ultrafast", "qp": "0", "x264-params": "interlaced=1:tff=1"}
+        for i in range(frames):
+            image = np.zeros((h, w, 3), np.uint8)
+            for row, moment in ((0, 2 * i), (1, 2 * i + 1)):  # the bottom field is the later one
+                x = (6 * moment) % (w - 8)
+                image[row::2, x:x + 8] = 255
+            frame = av.VideoFrame.from_ndarray(image, format="bgr24")
+            frame.pts, frame.time_base = i, Fraction(1, 25)
+            for packet in vs.encode(frame):
+                out.mux(packet)
+        for packet in vs.encode():
+            out.mux(packet)
+    return path
+
+
+def combing(image: np.ndarray) -> float:
+    """How much neighbouring rows disagree beyond what rows two apart do (0 for a smooth picture;
+    large for woven fields of a moving picture)."""
+    grey = image.astype(np.float32).mean(axis=2)
+    adjacent = np.abs(grey[1:-1] - 0.5 * (grey[:-2] + grey[2:])).mean()
+    return float(adjacent)

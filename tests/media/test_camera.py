@@ -15,8 +15,9 @@ from livecam.media.camera import (
     camera_device_problem,
     open_source,
 )
+from livecam.media.video_reader import VideoReader
 from tests.doubles import SyntheticSource, read_index, stamp_index
-from tests.videos import make_clip
+from tests.videos import make_audio_only, make_clip
 from tests.videos import read_index as read_clip_index
 
 
@@ -81,8 +82,20 @@ def test_camera_argument_picks_the_right_source(tmp_path: Path) -> None:
 def test_a_file_that_is_not_a_video_is_an_input_error(tmp_path: Path) -> None:
     bad = tmp_path / "notes.mp4"
     bad.write_text("not a video")
-    with pytest.raises(InputError, match="could not read a video stream"):
+    with pytest.raises(InputError, match="cannot read .*notes.mp4 as a video"):
         VideoFileSource(str(bad)).open()
+
+
+def test_a_file_without_video_gets_the_message_livecam_video_gives(tmp_path: Path) -> None:
+    # `run --camera audio_only.mp4` said "could not read a video stream from it (tuple index out of
+    # range)" while `video` said "has no video stream (it holds: audio)": one function says it now.
+    tone = make_audio_only(tmp_path / "tone.mp4")
+    with pytest.raises(InputError) as from_camera:
+        VideoFileSource(str(tone)).open()
+    with pytest.raises(InputError) as from_video:
+        VideoReader(tone)
+    assert from_camera.value.message == from_video.value.message
+    assert "has no video stream (it holds: audio)" in from_camera.value.message
 
 
 def test_a_camera_that_does_not_open_is_a_device_error_naming_it() -> None:
@@ -145,3 +158,30 @@ def test_a_camera_file_that_changes_size_and_restarts_its_timestamps_reads_as_li
     assert len(shapes) == 40 and set(shapes) == {(64, 96, 3)}
     assert times[0] is not None and times[0] < 0.1  # from 0, not 10 h
     assert all(b > a for a, b in zip(times, times[1:]))  # type: ignore[operator]
+
+
+def test_a_pipe_plays_as_a_camera_file(tmp_path: Path) -> None:
+    # `run --camera` reads its file once, so a FIFO (or /dev/stdin) works there.
+    import os
+    import threading
+
+    clip = make_clip(tmp_path / "c.ts", frames=12, audio=False, stamp=True)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+
+    def feed() -> None:
+        with open(fifo, "wb") as writer:
+            writer.write(clip.read_bytes())
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    source = open_source(str(fifo), (640, 480), 30, False)
+    source.open()
+    try:
+        images = []
+        while (image := source.read()) is not None:
+            images.append(image)
+    finally:
+        source.close()
+    feeder.join(timeout=10)
+    assert [read_clip_index(image) for image in images] == list(range(12))

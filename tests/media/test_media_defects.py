@@ -29,7 +29,7 @@ def transcode(source: Path, output: Path) -> VideoWriter:
         writer = VideoWriter(OutputSpec(path=output, format=container_format(output), width=info.width,
                                         height=info.height, rate=info.rate, time_base=info.time_base,
                                         audio_from=source if info.audio_codec else None, target=output,
-                                        sample_aspect=info.sample_aspect))
+                                        sample_aspect=info.sample_aspect, colour=info.colour))
         for frame in reader.frames():
             writer.write(frame.image, frame.time)
         writer.close()
@@ -210,3 +210,109 @@ def test_a_full_disk_is_one_line_naming_the_output_not_the_temporary_file(tmp_pa
     writer.abort()
     message = caught.value.message
     assert message.startswith(f"writing {out} failed: the disk is full") and "/dev/full" not in message
+
+
+FULL_709 = (2, 1, 1, 1)  # full range, BT.709 primaries, transfer and matrix
+LIMITED_601 = (1, 6, 6, 6)
+
+
+@pytest.mark.parametrize("name, pix_fmt, codec, colour", [
+    ("mjpeg.avi", "yuvj420p", "mjpeg", None),  # a webcam's MJPEG: full range by its pixel format
+    ("full.mp4", "yuv420p", "libx264", FULL_709),  # flagged full range (H.264 decodes it as yuvj420p)
+    ("full.webm", "yuv420p", "libvpx-vp9", FULL_709),  # flagged full range, decoded as yuv420p
+    ("limited.mkv", "yuv420p", "libx264", LIMITED_601),
+])
+def test_a_flat_grey_keeps_its_level_and_the_output_keeps_the_colour_tags(
+        tmp_path: Path, name: str, pix_fmt: str, codec: str, colour: tuple[int, int, int, int] | None) -> None:
+    # Full-range inputs came out 3-4 levels darker (and tinted) in flat areas, and outputs had no
+    # colour range, primaries, transfer or matrix.
+    from tests.videos import colour_tags, make_flat_clip
+
+    luma = 100 if colour != LIMITED_601 else 102  # grey 100 either way
+    source = make_flat_clip(tmp_path / name, luma=luma, pix_fmt=pix_fmt, codec=codec, colour=colour)
+    with VideoReader(source) as reader:
+        first = next(iter(reader.frames())).image
+    assert np.abs(first.astype(int) - 100).max() <= 1  # decoded by the input's range
+    out = tmp_path / "out.mp4"
+    transcode(source, out)
+    for image in probe(out)["images"]:  # by the output's tags
+        assert np.abs(image.astype(int) - 100).max() <= 1
+    tags = colour_tags(out)
+    if colour is not None:
+        assert tags == colour
+    else:
+        assert tags[0] == 2  # full range, as the input was; the rest what players assume for SD
+        assert tags[1:] == (6, 6, 5)  # MJPEG's decoder says BT.470BG for its matrix
+
+
+def test_an_untagged_input_gives_an_output_tagged_as_players_read_it(tmp_path: Path) -> None:
+    from tests.videos import colour_tags, make_flat_clip
+
+    sd = make_flat_clip(tmp_path / "sd.mp4", luma=102)
+    hd = make_flat_clip(tmp_path / "hd.mp4", luma=102, size=(1280, 720), frames=2)
+    for source, expected in ((sd, LIMITED_601), (hd, (1, 1, 1, 1))):
+        out = tmp_path / f"out-{source.name}"
+        transcode(source, out)
+        assert colour_tags(out) == expected
+        assert np.abs(probe(out)["images"][0].astype(int) - 100).max() <= 1
+
+
+def test_an_animated_gif_is_a_clip_and_an_animated_webp_says_what_to_do(tmp_path: Path) -> None:
+    # `livecam video anim.webp` (3 frames) said "is a still image"; FFmpeg cannot decode animated
+    # WebP, so the message says so and how to convert it. A GIF is read as a clip.
+    from livecam.errors import InputError
+    from tests.videos import make_animation
+
+    gif = make_animation(tmp_path / "anim.gif")
+    out = tmp_path / "gif.mp4"
+    transcode(gif, out)
+    assert [read_index(image) for image in probe(out)["images"]] == [0, 1, 2]
+    webp = make_animation(tmp_path / "anim.webp")
+    with pytest.raises(InputError) as refused:
+        VideoReader(webp)
+    assert "animated WebP" in refused.value.message and "anim.gif" in refused.value.message
+    assert "still image" not in refused.value.message
+
+
+def test_an_interlaced_input_is_deinterlaced_once_said(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Interlaced input was encoded as woven fields (combing on every moving edge) and flagged
+    # progressive. It is deinterlaced (bwdif, one frame per frame), said in one line.
+    from tests.videos import combing, make_interlaced_clip
+
+    source = make_interlaced_clip(tmp_path / "tv.mkv", frames=8)
+    woven = probe(source)["images"]
+    out = tmp_path / "out.mp4"
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        transcode(source, out)
+    said = [r.getMessage() for r in caplog.records if "interlaced" in r.getMessage()]
+    assert len(said) == 1 and "deinterlaced" in said[0]
+    info = probe(out)
+    assert info["frames"] == 8 and info["times"] == pytest.approx([i / 25 for i in range(8)], abs=0.002)
+    assert all(combing(image) < combing(before) / 3 for image, before in zip(info["images"], woven))
+    with av.open(str(out)) as c:  # progressive now, and flagged so
+        assert not next(c.decode(video=0)).interlaced_frame
+
+
+def test_a_progressive_input_is_left_as_it_is(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    source = make_timed_clip(tmp_path / "p.mp4", frames=10, audio_codec=None)
+    with caplog.at_level(logging.WARNING, logger="livecam"), VideoReader(source) as reader:
+        assert [read_index(f.image) for f in reader.frames()] == list(range(10))
+    assert not [r for r in caplog.records if "interlaced" in r.getMessage()]
+
+
+@pytest.mark.parametrize("encoder, name", [("libx264", "a.mp4"), ("mpeg4", "a.mp4"), ("libvpx-vp9", "a.webm"),
+                                           ("libvpx", "a.webm"), ("libx265", "a.mkv")])
+def test_every_encoder_keeps_a_full_range_grey(tmp_path: Path, encoder: str, name: str) -> None:
+    # VP8 cannot say "full range" in its bitstream: it is encoded limited (and tagged so).
+    from livecam.media.colour import Colour
+    from livecam.media.video_writer import encoder_available
+
+    if not encoder_available(encoder):
+        pytest.skip(f"{encoder} is not in this FFmpeg build")
+    out = tmp_path / name
+    writer = VideoWriter(OutputSpec(path=out, format=container_format(out), width=64, height=48, rate=Fraction(25),
+                                    time_base=Fraction(1, 25), encoder=encoder, colour=Colour(2, 1, 1, 1)))
+    for i in range(3):
+        writer.write(np.full((48, 64, 3), 100, np.uint8), i / 25)
+    writer.close()
+    assert all(np.abs(image.astype(int) - 100).max() <= 1 for image in probe(out)["images"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from livecam.media.video_writer import (
     encoder_available,
 )
 from livecam.provenance import CONTAINER_METADATA
+from tests.conftest import REPO_ROOT
 from tests.videos import make_audio_only, make_clip, probe, read_index
 
 
@@ -195,3 +197,19 @@ def test_writer_drops_an_odd_last_row_and_column(tmp_path: Path) -> None:
     assert probe(tmp_path / "odd.mp4")["size"] == (96, 64)
 
 
+
+
+def test_the_output_extensions_offered_are_the_ones_written_everywhere(tmp_path: Path) -> None:
+    # `.avi` was offered by `run --output`'s message and the README, then refused by the writer.
+    from livecam.media.sinks import make_sink
+    from livecam.media.video_writer import CONTAINERS
+
+    with pytest.raises(InputError) as refused:
+        make_sink(str(tmp_path / "out.gif"))
+    offered = set(re.findall(r"\.[a-z0-9]+", refused.value.message.split("ending in")[1]))
+    assert offered == set(CONTAINERS)
+    readme = (REPO_ROOT / "README.md").read_text()
+    listed = re.search(r"`--output FILE\.mp4` records \(also ([^)]*)\)", readme)
+    assert listed is not None and set(re.findall(r"\.[a-z0-9]+", listed.group(1))) <= set(CONTAINERS)
+    for suffix in offered:  # each one opens in the writer
+        container_format(tmp_path / f"a{suffix}")

@@ -196,26 +196,24 @@ class VideoFileSource:
     def open(self) -> None:
         import av
 
-        from livecam.media.video_reader import VideoDecoder, select_video_stream, timeline_origin
+        from livecam.media.video_reader import VideoDecoder, open_input, timeline_origin, video_stream_of
 
-        stream = None
         try:
-            self._container = open_container(self.location, timeout=5.0)
-            stream = select_video_stream(self._container)
-            if stream is None:
-                raise ValueError("it holds no video stream")
-        except (av.FFmpegError, OSError, ValueError) as exc:
+            if "://" in self.location:  # a stream URL: opened once, no file checks
+                try:
+                    self._container = open_container(self.location, timeout=5.0)
+                except (av.FFmpegError, OSError) as exc:
+                    raise InputError(f"--camera {self.location}: could not open the stream ({exc}); check the "
+                                     "URL and that the stream is live") from exc
+            else:  # a file: the checks and messages of `livecam video`
+                self._container = open_input(Path(self.location), once=True)  # read once: a pipe will do
+            stream = video_stream_of(self._container, self.location)
+        except BaseException:
             if self._container is not None:
                 self._container.close()
                 self._container = None
-            raise InputError(f"--camera {self.location}: could not read a video stream from it ({exc}); "
-                             f"give a camera index, a video file such as clip.mp4 or a stream URL") from exc
+            raise
         cc = stream.codec_context
-        if cc is None:  # an unknown codec id (a damaged header): nothing can decode it
-            self._container.close()
-            self._container = None
-            raise InputError(f"--camera {self.location}: the video stream's codec is unknown; the file is corrupt "
-                             "or needs a codec this FFmpeg build lacks")
         rate = stream.average_rate or stream.guessed_rate
         self.fps = float(rate) if rate else None
         # size=None: the first frame (turned upright) sets the size later ones are fitted to.
@@ -266,7 +264,7 @@ def open_source(camera: str, resolution: tuple[int, int], fps: float, realtime: 
     spec = camera.strip()
     if spec.isdigit():
         return CameraSource(int(spec), resolution, fps)
-    if not spec.lower().startswith(URL_SCHEMES) and not Path(spec).is_file():
+    if not spec.lower().startswith(URL_SCHEMES) and (not Path(spec).exists() or Path(spec).is_dir()):
         raise InputError(f"--camera {camera!r}: no such camera index, file or URL; give a camera index "
                          f"such as 0, a video file such as clip.mp4, or an rtsp:// or http:// URL")
     return VideoFileSource(spec, realtime=True if realtime is None else realtime)

@@ -26,7 +26,6 @@ if TYPE_CHECKING:  # PyAV loads only when a recording starts
 
 log = logging.getLogger("livecam")
 
-VIDEO_SUFFIXES = (".mp4", ".mkv", ".mov", ".avi", ".webm")
 
 
 class Sink(Protocol):
@@ -174,8 +173,10 @@ def make_sink(output: str, *, fps: float = 30.0, force: bool = False) -> Sink:
         from livecam.media.virtualcam import VirtualCameraSink
 
         return VirtualCameraSink(fps=fps)
+    from livecam.media.video_writer import CONTAINERS
+
     path = Path(spec)
-    if path.suffix.lower() not in VIDEO_SUFFIXES:
+    if path.suffix.lower() not in CONTAINERS:  # the writer's list, so both say the same
         raise InputError(f"--output {output!r}: expected window, virtual-camera, none or a video file name "
-                         f"ending in {', '.join(VIDEO_SUFFIXES)}")
+                         f"ending in {', '.join(sorted(CONTAINERS))}")
     return FileRecorderSink(path, fps=fps, force=force)

@@ -15,15 +15,17 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import stat
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, cast
 
 import av
 import numpy as np
 
 from livecam.errors import InputError
+from livecam.media.colour import Colour, ColourConverter
 from livecam.media.containers import as_fraction, open_container
 
 log = logging.getLogger("livecam")
@@ -48,6 +50,7 @@ class VideoInfo:
     other_streams: tuple[str, ...]  # e.g. ("subtitle", "data"): what the output drops
     origin: float = 0.0  # seconds of the input's timestamps that are 0 on frames()'s timeline
     sample_aspect: Fraction | None = None  # of non-square pixels (DV, DVD), as displayed; None: square
+    colour: Colour | None = None  # range, primaries, transfer, matrix (what players assume when untagged)
 
     @property
     def expected_frames(self) -> int | None:
@@ -70,8 +73,12 @@ def _describe(exc: BaseException) -> str:
     return text.splitlines()[0]
 
 
-def open_input(path: Path) -> av.container.InputContainer:
-    """Open `path` for reading, or raise an InputError that says why it is not a usable video."""
+def open_input(path: Path, *, once: bool = False) -> av.container.InputContainer:
+    """Open `path` for reading, or raise an InputError that says why it is not a usable video.
+
+    A pipe (`cat clip.mp4 | livecam video /dev/stdin ...`, a FIFO) can be read only once: fine for
+    `run --camera` (once=True), refused for `video`, whose input is opened again for its checks,
+    its display rotation and its audio."""
     path = Path(path)
     if not path.exists():
         raise InputError(f"input video not found: {path}; check the path")
@@ -79,7 +86,12 @@ def open_input(path: Path) -> av.container.InputContainer:
         raise InputError(f"input {path} is a folder; expected a video file such as .mp4, .mkv, .mov or .webm")
     if not os.access(path, os.R_OK):
         raise InputError(f"cannot read input video {path}: permission denied")
-    if path.stat().st_size == 0:
+    regular = stat.S_ISREG(path.stat().st_mode)
+    if not regular and not once:
+        raise InputError(f"input {path} is a pipe or device, not a file: `livecam video` reads its input more than "
+                         "once (checks, frames, audio), which a pipe cannot give; save it to a file first "
+                         "(e.g. `cat > clip.mp4`) and give that file")
+    if regular and path.stat().st_size == 0:
         raise InputError(f"input video {path} is empty (0 bytes); expected a video file")
     try:
         container = open_container(str(path))
@@ -90,8 +102,21 @@ def open_input(path: Path) -> av.container.InputContainer:
         ) from exc
     if container.format.name in _IMAGE_FORMATS or container.format.name.endswith("_pipe"):
         container.close()
+        if _animated_webp(path):  # FFmpeg's WebP decoder reads stills only (and OpenCV none)
+            raise InputError(f"{path} is an animated WebP, which this FFmpeg cannot decode; convert it to an "
+                             f"animated GIF or a video first (e.g. `magick {path.name} {path.stem}.gif`) and give that")
         raise InputError(f"{path} is a still image, not a video; use `livecam image` for images")
     return container
+
+
+def _animated_webp(path: Path) -> bool:
+    """Whether `path` is a WebP with its animation flag set (the VP8X chunk's flags, byte 20)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(21)
+    except OSError:
+        return False
+    return len(head) == 21 and head[:4] == b"RIFF" and head[8:16] == b"WEBPVP8X" and bool(head[20] & 0x02)
 
 
 def select_video_stream(container: av.container.InputContainer) -> av.video.stream.VideoStream | None:
@@ -110,6 +135,19 @@ def select_video_stream(container: av.container.InputContainer) -> av.video.stre
         return (int(moving), int(default), (cc.width * cc.height) if cc is not None else 0, -stream.index)
 
     return max(streams, key=rank)
+
+
+def video_stream_of(container: av.container.InputContainer, name: str) -> av.video.stream.VideoStream:
+    """The stream select_video_stream picks, or the one InputError every command gives (`video`,
+    `run --camera FILE`) when there is none or its codec is unknown."""
+    stream = select_video_stream(container)
+    if stream is None:
+        kinds = ", ".join(sorted({s.type for s in container.streams})) or "nothing"
+        raise InputError(f"{name} has no video stream (it holds: {kinds}); give a video file")
+    if stream.codec_context is None:  # PyAV gives no codec context when the codec id is unknown (damaged header)
+        raise InputError(f"{name}: the video stream's codec is unknown; the file is corrupt or needs "
+                         "a codec this FFmpeg build lacks")
+    return stream
 
 
 def _frame_count(stream: av.video.stream.VideoStream) -> int | None:
@@ -198,6 +236,75 @@ def letterbox(image: np.ndarray, width: int, height: int) -> np.ndarray:
     return canvas
 
 
+class Deinterlacer:
+    """Interlaced frames (fields of two moments woven together: broadcast, DV, camcorders) made
+    progressive with FFmpeg's bwdif, one frame per frame (timestamps and count kept); progressive
+    frames pass untouched. Started at the first interlaced frame, said once; bwdif holds one frame
+    back, so `flush()` at the end gives it out."""
+
+    def __init__(self, name: str, time_base: Fraction) -> None:
+        self.name = name
+        self.time_base = time_base
+        self._graph: av.filter.Graph | None = None
+        self._key: tuple[int, int, str] | None = None
+        self._failed = False
+
+    def push(self, frame: av.VideoFrame) -> list[av.VideoFrame]:
+        """The frames ready after `frame` (none, it, or an earlier one)."""
+        if self._failed or (self._graph is None and not frame.interlaced_frame):
+            return [frame]
+        key = (frame.width, frame.height, frame.format.name)
+        ready: list[av.VideoFrame] = []
+        if self._graph is not None and key != self._key:  # a new size or format: a new graph
+            ready = self.flush()
+        if self._graph is None:
+            try:
+                graph = self._build(frame)
+            except (av.error.FFmpegError, ValueError) as exc:  # a pixel format bwdif does not take
+                self._failed = True
+                log.warning("warning: %s is interlaced but cannot be deinterlaced (%s); its frames are kept "
+                            "as they are", self.name, _describe(exc))
+                return [*ready, frame]
+            if self._key is None:
+                log.warning("note: %s is interlaced; its frames are deinterlaced (bwdif), one output frame per "
+                            "input frame", self.name)
+            self._graph, self._key = graph, key
+        self._graph.push(frame)
+        return ready + self._pull()
+
+    def flush(self) -> list[av.VideoFrame]:
+        if self._graph is None:
+            return []
+        self._graph.push(None)
+        ready = self._pull()
+        self._graph = None
+        return ready
+
+    def _build(self, frame: av.VideoFrame) -> av.filter.Graph:
+        graph = av.filter.Graph()
+        source = graph.add_buffer(width=frame.width, height=frame.height, format=frame.format,
+                                  time_base=self.time_base)
+        # deint=interlaced: frames flagged progressive (mixed content) pass as they are
+        bwdif = graph.add("bwdif", "mode=send_frame:parity=auto:deint=interlaced")
+        source.link_to(bwdif)
+        bwdif.link_to(graph.add("buffersink"))
+        graph.configure()
+        return graph
+
+    def _pull(self) -> list[av.VideoFrame]:
+        assert self._graph is not None
+        ready: list[av.VideoFrame] = []
+        while True:
+            try:
+                out = self._graph.pull()
+            except (av.error.BlockingIOError, av.error.EOFError):
+                return ready
+            if isinstance(out, av.VideoFrame):
+                if out.time_base is None:  # bwdif halves the time base; the sink's frames say so
+                    out.time_base = self.time_base
+                ready.append(out)
+
+
 class VideoDecoder:
     """The one decode loop (files for `video`, `demo`, `bench`; files and URLs for `run
     --camera`): frames of one stream, upright, of one size, on one timeline from 0.
@@ -216,17 +323,20 @@ class VideoDecoder:
         step = 1.0 / float(rate) if rate else 1 / 30
         self.timeline = Timeline(origin, step)
         self.fitter = Fitter(size, name)
+        cc = stream.codec_context
+        self.colour = Colour.described(cc, cc.format.name if cc.format else None, cc.height or 0)
+        self._converter = ColourConverter()
         self.bad_packets = 0
         self._bad_in_a_row = 0
         self._first_bad: float | None = None
         self._reported = 0
         self.last_time: float | None = None
+        self._raw_last: float | None = None  # the last frame's input time, for one without a timestamp
 
     def __iter__(self) -> Iterator[DecodedFrame]:
         c, vs = self._container, self._stream
         vs.thread_type = "AUTO"  # frame + slice threads in the decoder
-        step = self.timeline.step
-        raw_last: float | None = None
+        deinterlacer = Deinterlacer(self.name, as_fraction(vs.time_base or Fraction(1, 90000)))
         while True:
             try:
                 for packet in c.demux(vs):
@@ -236,24 +346,36 @@ class VideoDecoder:
                         self._bad_packet(packet_time(packet), exc)
                         continue
                     for frame in decoded:
-                        t = float(frame.pts * frame.time_base) if frame.pts is not None and frame.time_base else None
-                        if t is None:  # no timestamp: one nominal frame after the last
-                            t = raw_last + step if raw_last is not None else self.timeline.origin
-                        raw_last = t
-                        try:
-                            image = self.fitter.fit(upright_image(frame))
-                        except av.error.FFmpegError as exc:  # conversion: no packet is at fault
-                            _raise_if_out_of_memory(exc)
-                            raise
                         self._bad_in_a_row = 0
-                        self.last_time = self.timeline.map(t)
-                        yield DecodedFrame(image=image, time=self.last_time)
-                return
+                        for ready in deinterlacer.push(cast(av.VideoFrame, frame)):
+                            yield self._decoded(ready)
+                break
             except av.error.EOFError:
-                return
+                break
             except av.error.FFmpegError as exc:
                 # A demux error: resume reading after it (a fresh generator continues from there).
                 self._bad_packet(self.last_time, exc)
+        for ready in deinterlacer.flush():
+            yield self._decoded(ready)
+
+    def _decoded(self, frame: av.VideoFrame) -> DecodedFrame:
+        """`frame` as an upright BGR image of the one size, at its time on the timeline."""
+        t = float(frame.pts * frame.time_base) if frame.pts is not None and frame.time_base else None
+        if t is None:  # no timestamp: one nominal frame after the last
+            t = self._raw_last + self.timeline.step if self._raw_last is not None else self.timeline.origin
+        self._raw_last = t
+        try:
+            image = self.fitter.fit(upright_image(frame, self._to_bgr(frame)))
+        except av.error.FFmpegError as exc:  # conversion: no packet is at fault
+            _raise_if_out_of_memory(exc)
+            raise
+        self.last_time = self.timeline.map(t)
+        return DecodedFrame(image=image, time=self.last_time)
+
+    def _to_bgr(self, frame: av.VideoFrame) -> np.ndarray:
+        """BGR by the frame's own colour description (the stream's where it says nothing)."""
+        colour = Colour.described(frame, frame.format.name, frame.height, fallback=self.colour)
+        return self._converter.to_bgr(frame, colour)
 
     def _bad_packet(self, at: float | None, exc: av.error.FFmpegError) -> None:
         _raise_if_out_of_memory(exc)
@@ -292,15 +414,9 @@ class VideoReader:
 
     def _inspect(self) -> VideoInfo:
         c = self._container
-        vs = select_video_stream(c)
-        if vs is None:
-            kinds = ", ".join(sorted({s.type for s in c.streams})) or "nothing"
-            raise InputError(f"{self.path} has no video stream (it holds: {kinds}); give a video file")
+        vs = video_stream_of(c, str(self.path))
         self._stream = vs
         cc = vs.codec_context
-        if cc is None:  # PyAV gives no codec context when the codec id is unknown (damaged header)
-            raise InputError(f"{self.path}: the video stream's codec is unknown; the file is corrupt or needs "
-                             "a codec this FFmpeg build lacks")
         if not cc.width or not cc.height:
             raise InputError(f"{self.path}: the video stream has no frame size; the file is corrupt")
         rate = vs.average_rate or vs.guessed_rate or vs.base_rate or Fraction(30)
@@ -318,7 +434,8 @@ class VideoReader:
         return VideoInfo(path=self.path, width=w, height=h, rate=as_fraction(rate), time_base=as_fraction(tb),
                          start_time=max(0.0, start), frames=vs.frames or None, duration=duration,
                          rotation=rotation, codec=cc.name, audio_codec=audio, other_streams=tuple(others),
-                         origin=origin, sample_aspect=sar)
+                         origin=origin, sample_aspect=sar,
+                         colour=Colour.described(cc, cc.format.name if cc.format else None, cc.height))
 
     def frames(self) -> Iterator[DecodedFrame]:
         """Decoded frames in presentation order, on a timeline from 0 (see VideoDecoder)."""
@@ -430,9 +547,8 @@ def _snap(degrees: float) -> int:
     return {0: 0, 1: 90, 2: 180, 3: -90}[k]
 
 
-def upright_image(frame: av.VideoFrame) -> np.ndarray:
-    """The frame as BGR, turned by its display rotation (phones record sideways and say so)."""
-    image: np.ndarray = frame.to_ndarray(format="bgr24")
+def upright_image(frame: av.VideoFrame, image: np.ndarray) -> np.ndarray:
+    """The frame's BGR `image`, turned by its display rotation (phones record sideways and say so)."""
     k = int(round(float(getattr(frame, "rotation", 0) or 0) / 90.0)) % 4
     if k:
         # rotation is counterclockwise degrees, as np.rot90 turns for positive k.

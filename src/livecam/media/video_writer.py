@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Iterator, Literal, Protocol, cast
@@ -28,12 +28,14 @@ from av.video.stream import VideoStream
 
 from livecam.atomic import output_error
 from livecam.errors import InputError, OutputError
+from livecam.media.colour import LIMITED, Colour, ColourConverter, tag
 from livecam.media.containers import open_container
 from livecam.media.video_reader import Fitter, Timeline, timeline_origin
 
 log = logging.getLogger("livecam")
 
-# Output extension -> FFmpeg muxer.
+# Output extension -> FFmpeg muxer. AVI is read but not written: it holds one fixed frame rate and
+# no B-frame timestamps, so a variable-rate input's timing (and x264's reordering) would be lost.
 CONTAINERS: dict[str, str] = {".mp4": "mp4", ".m4v": "mp4", ".mov": "mov", ".mkv": "matroska", ".webm": "webm"}
 # Video codecs each container may hold (FFmpeg codec names); None: anything the muxer accepts.
 CONTAINER_VIDEO_CODECS: dict[str, frozenset[str] | None] = {
@@ -120,6 +122,9 @@ def encoder_available(name: str) -> bool:
         return False
 
 
+# Encoders whose bitstream cannot say "full range" (VP8): a full-range input is encoded limited.
+LIMITED_RANGE_ENCODERS: frozenset[str] = frozenset({"libvpx"})
+
 # `--video-encoder auto`: the first of these that opens, per container.
 AUTO_ENCODERS: dict[str, tuple[str, ...]] = {
     "webm": ("libvpx-vp9", "libvpx", "libsvtav1", "libaom-av1"),
@@ -199,6 +204,7 @@ class OutputSpec:
     sample_aspect: Fraction | None = None  # of non-square pixels, kept in the output (VideoInfo's)
     live: bool = False  # encoder settings that keep up with a live stream (no look-ahead)
     audio: AudioSamples | None = None  # sound to write (instead of audio_from)
+    colour: Colour | None = None  # the input's (VideoInfo.colour); None: what players assume for the size
 
     @property
     def shown_path(self) -> Path:
@@ -249,6 +255,12 @@ class VideoWriter:
             self._fitter = Fitter((self._w, self._h), spec.shown_path.name)
             vs.width, vs.height = self._w, self._h
             vs.pix_fmt = _pix_fmt(codec)
+            # Encoded and tagged with the input's colour description (range, primaries, transfer, matrix).
+            self._colour = spec.colour or Colour.assumed(self._h)
+            if spec.encoder in LIMITED_RANGE_ENCODERS and self._colour.range != LIMITED:
+                self._colour = replace(self._colour, range=LIMITED)
+            self._converter = ColourConverter()
+            tag(vs.codec_context, self._colour)
             vs.time_base = spec.time_base
             vs.codec_context.time_base = spec.time_base
             vs.codec_context.framerate = spec.rate
@@ -286,7 +298,8 @@ class VideoWriter:
                 image = image[: self._h, : self._w]  # the odd row/column trimmed for 4:2:0
             else:
                 image = self._fitter.fit(image)
-        frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="bgr24")
+        frame = self._converter.from_bgr(np.ascontiguousarray(image), self._video.codec_context.pix_fmt or "yuv420p",
+                                         self._colour)
         frame.pts = pts
         frame.time_base = self.spec.time_base
         try:

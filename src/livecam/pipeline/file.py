@@ -369,7 +369,7 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
                       width=info.width, height=info.height, rate=rate, time_base=time_base,
                       encoder=job.encoder, quality=job.quality, metadata=dict(CONTAINER_METADATA),
                       audio_from=job.input if keep_audio else None, target=job.output,
-                      sample_aspect=info.sample_aspect)
+                      sample_aspect=info.sample_aspect, colour=info.colour)
     workers = job.processing.runtime.execution_threads
     in_flight = frames_in_flight(info.width * info.height * 3, workers, job.max_memory_gb)
     log.debug("video: %dx%d at %s fps, %s frames, %d workers, %d frames in flight",
