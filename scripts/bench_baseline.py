@@ -43,7 +43,6 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(REPO / "src"))
 
 from livecam.commands.bench import GeneratedClip, run_live_bench, run_video_bench  # noqa: E402
 from livecam.faces.align import FFHQ_512  # noqa: E402  (a published template: a fact)

@@ -45,8 +45,6 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(REPO / "src"))
 
 MODELS = ("det_10g", "w600k_r50", "inswapper_128", "inswapper_128_fp16", "gfpgan_1.4", "2d106det")
 FACES = REPO.parent / "shared" / "faces" / "obama.jpg"

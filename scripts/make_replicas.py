@@ -30,9 +30,6 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "src"))
 
 OPSET = 17
 ALL = ("det_10g", "w600k_r50", "inswapper_128", "inswapper_128_fp16", "gfpgan_1.4", "2d106det")

@@ -1,6 +1,6 @@
 """A seeded byte mutator for image files, and a checker that runs `livecam image` on each case.
 
-Used by tests/hardening/test_fuzz_images.py (a few hundred cases) and scripts/fuzz_inputs.py
+Used by tests/hardening/test_fuzz_images.py (a few hundred cases) and tests/hardening/fuzz_inputs.py
 (as many as asked for). Every case is fed to the real command line in-process (click's
 CliRunner against livecam.cli.cli), either as the target of `livecam image` or as its --source,
 and must either succeed (exit 0, a readable output) or fail with exit 2 and exactly one line on

@@ -1,6 +1,6 @@
 """A soak run of the live pipeline: a fake camera, --no-realtime, the real mesh-swapper engine.
 
-Used by tests/hardening/test_soak.py (2,000 frames) and scripts/soak_live.py (10,000). Memory,
+Used by tests/hardening/test_soak.py (2,000 frames) and tests/hardening/soak_live.py (10,000). Memory,
 threads and open file descriptors are measured around the pipeline: RSS after `checkpoint`
 frames (warm: allocator pools, ONNX Runtime arenas and caches are filled by then) and at the
 end; threads and fds before the pipeline starts and after it stops.

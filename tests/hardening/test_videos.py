@@ -180,7 +180,7 @@ def test_ten_bit_video(tmp_path: Path, face: Path) -> None:
 
 @pytest.mark.parametrize("codec_id, works", [(b"V_MPEG4/ISO/AVC", False), (b"A_AAC", True)])
 def test_a_damaged_codec_id_is_handled(tmp_path: Path, face: Path, codec_id: bytes, works: bool) -> None:
-    """Found by scripts/fuzz_inputs.py: a flipped byte in a stream's codec id left PyAV without a
+    """Found by tests/hardening/fuzz_inputs.py: a flipped byte in a stream's codec id left PyAV without a
     codec context and livecam failed with an internal error (AttributeError). Now an unknown
     video codec is a clear exit 2 and an unknown audio codec means a video without audio."""
     clip = make_clip(tmp_path / "c.mkv", frames=10, size=(96, 64))
@@ -206,7 +206,7 @@ def test_a_damaged_codec_id_as_camera_is_a_usage_error(tmp_path: Path, face: Pat
 
 
 def test_tags_in_broken_utf8_do_not_stop_a_video(tmp_path: Path, face: Path) -> None:
-    """Found by scripts/fuzz_inputs.py: a damaged byte in a title tag made PyAV's metadata
+    """Found by tests/hardening/fuzz_inputs.py: a damaged byte in a title tag made PyAV's metadata
     decoding raise UnicodeDecodeError (an internal error); tags are now decoded leniently."""
     clip = tmp_path / "tagged.mkv"
     with av.open(str(clip), "w") as out:
@@ -230,7 +230,7 @@ def test_tags_in_broken_utf8_do_not_stop_a_video(tmp_path: Path, face: Path) -> 
 
 
 def test_audio_timestamps_that_go_backwards_are_dropped_not_fatal(tmp_path: Path) -> None:
-    """Found by scripts/fuzz_inputs.py: a damaged WebM whose Opus timestamps jumped backwards made
+    """Found by tests/hardening/fuzz_inputs.py: a damaged WebM whose Opus timestamps jumped backwards made
     the muxer fail at the very end ("finishing ... failed: Invalid argument", exit 1)."""
     from livecam.media.video_writer import OutputSpec, VideoWriter
 

@@ -4,8 +4,10 @@ analysed by the embedded detector and FaceMesh (unlike the suite's 2,000-frame v
 replays the analysis). Checks that RSS at the end is within 5% of RSS after the first 500 frames
 and that the process's threads and open file descriptors are back where they started.
 
-    python scripts/soak_live.py                 # 10,000 frames, 240x180
-    python scripts/soak_live.py --frames 3000 --size 640x480 --workers 2 --replay
+    python -m tests.hardening.soak_live         # 10,000 frames, 240x180
+    python -m tests.hardening.soak_live --frames 3000 --size 640x480 --workers 2 --replay
+
+(from the repository root, with the dev extra installed; pytest does not collect it)
 
 Prints one line of figures; exits 1 when a check fails. Needs psutil (in the dev extras).
 """
@@ -18,9 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.hardening.soak
-
-from tests.hardening.soak import run_soak  # noqa: E402
+from tests.hardening.soak import run_soak
 
 
 def main() -> int:

@@ -3,8 +3,10 @@
 the suite runs: each case must succeed or fail with exit 2 and one line on stderr, never a
 traceback, never a partial or temporary file. Runs in-process (click's CliRunner).
 
-    python scripts/fuzz_inputs.py                       # 1,000 image cases per role, seed 7
-    python scripts/fuzz_inputs.py --cases 5000 --seed 3 --videos 200
+    python -m tests.hardening.fuzz_inputs               # 1,000 image cases per role, seed 7
+    python -m tests.hardening.fuzz_inputs --cases 5000 --seed 3 --videos 200
+
+(from the repository root, with the dev extra installed; pytest does not collect it)
 
 Prints a summary line per role and every bad case; exits 1 if any case misbehaved.
 """
@@ -20,13 +22,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from click.testing import CliRunner
 
-from click.testing import CliRunner  # noqa: E402
-
-from livecam.cli import cli  # noqa: E402
-from tests.hardening import fuzz  # noqa: E402
+from livecam.cli import cli
+from tests.hardening import fuzz
 
 
 def fuzz_images(faces: Path, work: Path, cases: int, seed: int) -> int:
@@ -107,7 +106,7 @@ def main() -> int:
     parser.add_argument("--cases", type=int, default=1000, help="mutated images per role")
     parser.add_argument("--videos", type=int, default=0, help="mutated videos")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--faces", type=Path, default=ROOT.parent / "shared" / "faces")
+    parser.add_argument("--faces", type=Path, default=Path(__file__).resolve().parents[3] / "shared" / "faces")
     args = parser.parse_args()
     if not (args.faces / "obama.jpg").is_file():
         print(f"no photos in {args.faces}; pass --faces FOLDER")
