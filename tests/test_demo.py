@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from livecam import provenance
+from livecam.media import provenance
 from livecam.cli import cli
 from livecam.commands import demo
 from livecam.media.images import read_image

@@ -8,7 +8,7 @@ import cv2
 import numpy as np
 import pytest
 
-from livecam import provenance
+from livecam.media import provenance
 from livecam.media.images import read_image
 from tests.conftest import run_cli, unwritable_folder
 

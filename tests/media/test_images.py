@@ -11,7 +11,7 @@ import cv2
 import numpy as np
 import pytest
 
-from livecam import provenance
+from livecam.media import provenance
 from livecam.errors import EXIT_USAGE, InputError, OutputError, OutputExistsError
 from livecam.media import images
 from livecam.media import metadata as md

@@ -20,7 +20,7 @@ from livecam.media.video_writer import (
     container_format,
     encoder_available,
 )
-from livecam.provenance import CONTAINER_METADATA
+from livecam.media.provenance import CONTAINER_METADATA
 from tests.conftest import REPO_ROOT
 from tests.videos import make_audio_only, make_clip, probe, read_index
 

@@ -25,7 +25,7 @@ from livecam.pipeline.file import (
     retime,
     run_frames,
 )
-from livecam.provenance import label_box
+from livecam.media.provenance import label_box
 from livecam.settings import ProcessingSettings, RuntimeSettings, VideoJob
 from tests.videos import count_frames, make_clip, probe, read_index
 

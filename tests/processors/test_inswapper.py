@@ -17,7 +17,7 @@ from livecam.faces.align import invert
 from livecam.faces.face import Face
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
-from livecam.processors.emap import read_last_initializer
+from livecam.models.emap import read_last_initializer
 from livecam.processors.face_swapper import InswapperSwapper
 from livecam.settings import SwapSettings
 from tests.standins.gfpgan import build_gfpgan

@@ -3,7 +3,7 @@
 read_image() returns BGR or BGRA uint8 whatever the file holds (grayscale, 16-bit, alpha, EXIF
 orientation), and refuses images whose header declares more pixels than MAX_PIXELS before any
 decoding. write_image_atomic() encodes to the format of the output's extension, marks the
-bytes as synthetic (livecam.provenance) and writes them through livecam.atomic.AtomicOutput, so
+bytes as synthetic (livecam.media.provenance) and writes them through livecam.atomic.AtomicOutput, so
 a failure never leaves a broken or partial output.
 """
 
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Iterator
 import cv2
 import numpy as np
 
-from livecam import provenance
+from livecam.media import provenance
 from livecam.atomic import AtomicOutput, check_new_output
 from livecam.errors import InputError, OutputError
 from livecam.media import metadata as md
@@ -54,7 +54,7 @@ WRITE_FORMATS: dict[str, tuple[str, bool]] = {
     ".tif": ("tiff", True),
     ".tiff": ("tiff", True),
 }
-# Read, but not written: a BMP cannot carry the synthetic-media tags (provenance.py).
+# Read, but not written: a BMP cannot carry the synthetic-media tags (media/provenance.py).
 UNMARKABLE_FORMATS = (".bmp", ".dib")
 _ENCODE_PARAMS: dict[str, list[int]] = {
     "jpeg": [cv2.IMWRITE_JPEG_QUALITY, 95],

@@ -19,7 +19,7 @@ import numpy as np
 
 from livecam.atomic import folder_of
 from livecam.errors import InputError
-from livecam.provenance import CONTAINER_METADATA
+from livecam.media.provenance import CONTAINER_METADATA
 
 if TYPE_CHECKING:  # PyAV loads only when a recording starts
     from livecam.media.video_writer import VideoWriter

@@ -43,7 +43,7 @@ from livecam.pipeline.contracts import FileEngine
 from livecam.pipeline.progress import Progress
 from livecam.pipeline.queues import BoundedQueue, ReorderBuffer, put_until
 from livecam.pipeline.stages import POLL_S, Stages
-from livecam.provenance import CONTAINER_METADATA, draw_label
+from livecam.media.provenance import CONTAINER_METADATA, draw_label
 from livecam.settings import VideoJob
 
 log = logging.getLogger("livecam")

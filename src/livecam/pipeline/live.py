@@ -41,7 +41,7 @@ from livecam.pipeline.queues import DropOldestQueue, ReorderBuffer, put_until
 from livecam.pipeline.signals import stop_signals
 from livecam.pipeline.stages import POLL_S, Stages
 from livecam.processors import registry
-from livecam.provenance import draw_label
+from livecam.media.provenance import draw_label
 from livecam.settings import LiveJob
 
 log = logging.getLogger("livecam")

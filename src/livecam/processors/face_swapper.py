@@ -25,7 +25,7 @@ from livecam.faces.face import EMBEDDING_SIZE, Face
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
 from livecam.processors.base import FrameProcessor, usable
-from livecam.processors.emap import read_last_initializer
+from livecam.models.emap import read_last_initializer
 from livecam.processors.paste import inswapper_mask, paste
 from livecam.processors.registry import BuildContext, ProcessorSpec
 from livecam.runtime.sessions import input_dtype

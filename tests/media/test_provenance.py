@@ -8,7 +8,7 @@ import cv2
 import numpy as np
 import pytest
 
-from livecam import provenance
+from livecam.media import provenance
 from livecam.media import images
 from livecam.media import metadata as md
 
