@@ -291,7 +291,7 @@ sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
 from pathlib import Path
 from livecam.errors import OutputError
 from livecam.pipeline.file import process_video
-from tests.pipeline.test_file_pipeline import InvertEngine, _opts
+from tests.pipeline.test_file import InvertEngine, _opts
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (20000, resource.RLIM_INFINITY))
 try:
@@ -311,7 +311,7 @@ import resource, sys
 sys.path.insert(0, {root!r})
 from pathlib import Path
 from livecam.pipeline.file import process_video
-from tests.pipeline.test_file_pipeline import InvertEngine, _opts
+from tests.pipeline.test_file import InvertEngine, _opts
 process_video(_opts(Path(sys.argv[1]), Path(sys.argv[2]), workers=2), InvertEngine(), quiet=True)
 print("PEAK_KB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """

@@ -114,7 +114,7 @@ def test_video_bench_closes_its_writer_when_processing_fails(tmp_path: Path,
     from livecam.commands.bench import run_video_bench
     from livecam.media.video_writer import VideoWriter
     from livecam.settings import BenchJob, ProcessingSettings
-    from tests.pipeline.test_file_pipeline import InvertEngine
+    from tests.pipeline.test_file import InvertEngine
 
     ended: list[str] = []
     real_abort, real_close = VideoWriter.abort, VideoWriter.close
