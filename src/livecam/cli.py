@@ -222,6 +222,8 @@ def file_job_options(func: Callable[..., Any]) -> Callable[..., Any]:
         processing_options,
         click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists."),
         click.option("--label/--no-label", default=True, show_default=True, help="Visible AI-generated label."),
+        click.option("--watermark/--no-watermark", default=True, show_default=True,
+                     help="Invisible watermark (read back by `livecam verify`)."),
     ]
     for option in reversed(decorators):
         func = option(func)
@@ -308,6 +310,8 @@ def _parse_frame_range(value: str | None) -> tuple[int, int | None] | None:
               help="Draw the AI-generated label (default: on when recording to a file, off in the window "
                    "and the virtual camera).")
 @click.option("--force", is_flag=True, help="Overwrite a recording or --stats-json file that exists.")
+@click.option("--watermark/--no-watermark", default=True, show_default=True,
+              help="Invisible watermark in a recording to a FILE.")
 @click.pass_context
 def run(ctx: click.Context, **kw: Any) -> None:
     """Swap faces live: camera (or a clip) in, window / virtual camera / file out."""
@@ -317,7 +321,8 @@ def run(ctx: click.Context, **kw: Any) -> None:
                   fps=kw["fps"], realtime=kw["realtime"], mirror=kw["mirror"], output=kw["output"],
                   queue_depth=kw["queue_depth"], duration=kw["duration"], max_frames=kw["max_frames"],
                   stats=kw["stats"], stats_json=kw["stats_json"], max_latency_ms=kw["max_latency_ms"],
-                  degrade=kw["degrade"], label=kw["label"], force=kw["force"])
+                  degrade=kw["degrade"], label=kw["label"], force=kw["force"],
+                  watermark=kw["watermark"])
     from livecam.commands.live import run_live
 
     return run_live(job)
@@ -348,7 +353,7 @@ def video(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
     job = VideoJob(input=input, output=output, processing=processing, force=kw["force"], label=kw["label"],
                    encoder=kw["video_encoder"], quality=kw["video_quality"], fps=kw["fps"], audio=kw["audio"],
                    keep_partial=kw["keep_partial"], frame_range=_parse_frame_range(kw["frame_range"]),
-                   max_memory_gb=kw["max_memory"])
+                   max_memory_gb=kw["max_memory"], watermark=kw["watermark"])
     from livecam.commands.video import run_video
 
     return run_video(job)
@@ -361,7 +366,8 @@ def image(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
     """Swap faces in one image (JPEG, PNG, WebP, TIFF; BMP is read, not written)."""
     processing = _processing(ctx, kw, smoothing_allowed=False)
     _require_source(processing)
-    job = ImageJob(input=input, output=output, processing=processing, force=kw["force"], label=kw["label"])
+    job = ImageJob(input=input, output=output, processing=processing, force=kw["force"], label=kw["label"],
+                   watermark=kw["watermark"])
     from livecam.commands.image import run_image
 
     return run_image(job)

@@ -65,6 +65,7 @@ class ImageJob:
     processing: ProcessingSettings
     force: bool = False
     label: bool = True  # visible "AI-generated" label
+    watermark: bool = True  # invisible watermark (livecam.marks.watermark)
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,7 @@ class VideoJob:
     processing: ProcessingSettings
     force: bool = False
     label: bool = True
+    watermark: bool = True
     encoder: str = "libx264"
     quality: int = 18
     fps: float | None = None  # None: keep the input's rate
@@ -98,6 +100,7 @@ class LiveJob:
     stats: bool = False
     stats_json: Path | None = None
     max_latency_ms: float = 40.0
+    watermark: bool = True  # on recordings to a FILE (never the window or virtual camera)
     degrade: bool = True
     label: bool | None = None  # None: on for a recording file, off for window / virtual camera
     force: bool = False

@@ -10,6 +10,7 @@ import numpy as np
 
 from livecam.errors import DeviceError, InputError, OutputExistsError
 from livecam.frame import FramePacket
+from livecam.marks.watermark import open_watermarker
 from livecam.media.camera import CameraSource, VideoFileSource, camera_device_problem, open_source
 from livecam.media.images import check_output_folder, same_file
 from livecam.media.sinks import FileRecorderSink, make_sink
@@ -20,7 +21,8 @@ from livecam.settings import LiveJob
 log = logging.getLogger("livecam")
 
 
-def live_options(job: LiveJob, *, recording: bool = False, det_size: int | None = None) -> LiveOptions:
+def live_options(job: LiveJob, *, recording: bool = False, det_size: int | None = None,
+                 watermark: Any = None) -> LiveOptions:
     """`recording`: the sink is a file, which carries the visible label unless --no-label.
     `det_size`: the detector's input size, None for a detector with a fixed input (BlazeFace),
     so the governor does not spend a step on a change that does nothing."""
@@ -30,7 +32,8 @@ def live_options(job: LiveJob, *, recording: bool = False, det_size: int | None 
         max_frames=job.max_frames, duration=job.duration, stats_overlay=job.stats, stats_json=job.stats_json,
         max_latency_ms=job.max_latency_ms, degrade=job.degrade, mirror=job.mirror,
         label=recording if job.label is None else job.label,
-        detect_every=analysis.detect_every, det_size=det_size)
+        detect_every=analysis.detect_every, det_size=det_size,
+        watermark=watermark if recording else None)
 
 
 def check_files(job: LiveJob, sink: Any) -> None:
@@ -102,6 +105,9 @@ def _run_live(job: LiveJob) -> None:
         raise
     if hasattr(sink, "fps"):
         sink.fps = float(source.fps or job.fps)  # the source's real rate is known once it is open
-    options = live_options(job, recording=isinstance(sink, FileRecorderSink), det_size=engine.det_size)
+    recording = isinstance(sink, FileRecorderSink)
+    marker = (open_watermarker(job.processing.runtime, engine.providers).video_marker(float(source.fps or job.fps))
+              if recording and job.watermark else None)
+    options = live_options(job, recording=recording, det_size=engine.det_size, watermark=marker)
     # The pipeline releases the source and finalises the sink whatever happens.
     run_live_pipeline(engine, source, sink, options, probe=ResourceProbe())

@@ -9,6 +9,7 @@ from typing import Any
 
 from livecam.commands.image import wanted_faces
 from livecam.commands.signals import stop_signals
+from livecam.marks.watermark import open_watermarker
 from livecam.errors import InputError, LivecamError, OutputExistsError
 from livecam.media.images import check_output_folder, same_file
 from livecam.media.video_reader import VideoReader
@@ -19,12 +20,12 @@ from livecam.settings import VideoJob
 log = logging.getLogger("livecam")
 
 
-def video_options(job: VideoJob) -> VideoOptions:
+def video_options(job: VideoJob, watermark: Any = None) -> VideoOptions:
     return VideoOptions(input=job.input, output=job.output, encoder=job.encoder, quality=job.quality,
                         fps=job.fps, audio=job.audio, keep_partial=job.keep_partial,
                         frame_range=job.frame_range, label=job.label,
                         workers=job.processing.runtime.execution_threads, max_memory_gb=job.max_memory_gb,
-                        wanted_faces=wanted_faces(job.processing.analysis))
+                        wanted_faces=wanted_faces(job.processing.analysis), watermark=watermark)
 
 
 def check_job(job: VideoJob) -> None:
@@ -69,10 +70,12 @@ def run_video(job: VideoJob) -> None:
     if callable(describe):
         log.info("%s", describe())
     quiet = job.processing.runtime.quiet
+    marker = (open_watermarker(job.processing.runtime, getattr(engine, "providers", None))
+              if job.watermark else None)
     cap = AddressSpaceCap(job.max_memory_gb)
     with stop_signals():
         try:
-            result = process_video(video_options(job), engine, quiet=quiet, on_warm=cap.apply)
+            result = process_video(video_options(job, marker), engine, quiet=quiet, on_warm=cap.apply)
         except MemoryError as exc:
             raise LivecamError(f"ran out of memory (--max-memory {job.max_memory_gb} GB); raise the limit or "
                                "use fewer --execution-threads") from exc

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import cv2
 import numpy as np
@@ -111,6 +111,12 @@ class Watermarker:
         result[:, :, :3] = np.clip(colour.astype(np.float32) + residual, 0, 255).round().astype(np.uint8)
         return result
 
+    def video_marker(self, fps: float) -> Callable[[int, np.ndarray], np.ndarray]:
+        """(frame index, image) -> the image, marked on the frames mark_frame() picks."""
+        def mark(index: int, image: np.ndarray) -> np.ndarray:
+            return self.embed(image) if mark_frame(index, fps) else image
+        return mark
+
     def read(self, image: np.ndarray) -> Reading:
         """Decode an HxWx3 uint8 BGR frame (any size; an alpha channel is ignored)."""
         logits = self._decoder.run(None, {"frame": _tensor(_small(image[:, :, :3]))})[0][0]
@@ -118,3 +124,12 @@ class Watermarker:
         version, word = min(KNOWN_PAYLOADS.items(), key=lambda kv: int(np.sum(bits != kv[1])))
         return Reading(bits=bits, errors=int(np.sum(bits != word)), version=version,
                        confidence=float(np.mean(np.abs(logits))))
+
+
+def open_watermarker(runtime: Any, providers: Any = None) -> Watermarker:
+    """The watermarker for a run: the embedded models from the model store of these
+    RuntimeSettings, on the run's providers (the CPU when None)."""
+    from livecam.models.store import ModelStore
+    from livecam.runtime.providers import resolve_providers
+
+    return Watermarker.open(ModelStore(runtime, progress=False), providers or resolve_providers(["cpu"]))

@@ -16,7 +16,7 @@ import secrets
 import tempfile
 import threading
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import cv2
 import numpy as np
@@ -261,7 +261,8 @@ def encode_image(image: np.ndarray, fmt: str, *, keep_alpha: bool, tag: bool = T
 
 
 def write_image_atomic(path: Path | str, image: np.ndarray, *, force: bool, label: bool,
-                       alpha: np.ndarray | None = None) -> None:
+                       alpha: np.ndarray | None = None,
+                       watermark: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
     """Write a BGR or BGRA uint8 image to `path` in the format of its extension.
 
     `alpha` (HxW uint8) is attached when given; alpha is kept for PNG, WebP and TIFF. `label`
@@ -275,6 +276,8 @@ def write_image_atomic(path: Path | str, image: np.ndarray, *, force: bool, labe
     if label:
         image = image.copy()
         provenance.draw_label(image)
+    if watermark is not None:  # last: the mark covers the pixels as written
+        image = watermark(image)
     data = encode_image(image, fmt, keep_alpha=keeps_alpha)
     write_bytes_atomic(path, data, force=force)
 

@@ -31,7 +31,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Protocol, cast
+from typing import Any, Callable, Iterable, Iterator, Protocol, cast
 
 import numpy as np
 
@@ -161,6 +161,7 @@ class RunOptions:
     max_in_flight: int = 6
     frame_range: tuple[int, int | None] | None = None  # frames outside pass through untouched
     label: bool = True
+    watermark: Callable[[int, np.ndarray], np.ndarray] | None = None  # (index, image) -> image
 
 
 @dataclass
@@ -329,6 +330,8 @@ def run_frames(
             if not packet.image.flags.writeable:
                 packet.image = packet.image.copy()
             draw_label(packet.image)
+        if options.watermark is not None:
+            packet.image = options.watermark(packet.index, packet.image)
         reorder.push(packet.index, packet)
 
     def encode() -> None:
@@ -411,6 +414,7 @@ class VideoOptions:
     keep_partial: bool = False
     frame_range: tuple[int, int | None] | None = None
     label: bool = True
+    watermark: Any = None  # a marks.watermark.Watermarker, or None for --no-watermark
     workers: int = 1
     max_memory_gb: float | None = None
     wanted_faces: str = "face"  # for the warning when none is found ("face of the --reference person")
@@ -456,7 +460,8 @@ def _write_video(reader: VideoReader, options: VideoOptions, engine: Engine, *, 
                       audio_from=options.input if keep_audio else None)
     in_flight = frames_in_flight(info.width * info.height * 3, options.workers, options.max_memory_gb)
     run = RunOptions(workers=options.workers, max_in_flight=in_flight, frame_range=options.frame_range,
-                     label=options.label)
+                     label=options.label,
+                     watermark=options.watermark.video_marker(float(rate)) if options.watermark else None)
     log.debug("video: %dx%d at %s fps, %s frames, %d workers, %d frames in flight",
               info.width, info.height, float(rate), total or "?", options.workers, in_flight)
     writer: VideoWriter | None = None

@@ -72,6 +72,7 @@ class LiveOptions:
     max_latency_ms: float = 40.0
     degrade: bool = True
     label: bool = False
+    watermark: Callable[[int, np.ndarray], np.ndarray] | None = None  # (index, image) -> image
     mirror: bool = False
     detect_every: int = 1  # the settings' values, restored when the governor recovers
     det_size: int | None = 640  # None: the detector's input is fixed (no det-size step)
@@ -324,6 +325,8 @@ class LivePipeline:
             draw_overlay(image, self.metrics.overlay_lines())
         if self._label is not None:
             self._label(image)
+        if self.options.watermark is not None:
+            image = self.options.watermark(packet.index, image)
         t0 = time.perf_counter()
         write_at = getattr(self.sink, "write_at", None)
         if not self.live and packet.pts is not None and write_at is not None:
