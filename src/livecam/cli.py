@@ -24,6 +24,7 @@ from livecam.settings import (
     SWAP_MODELS,
     AnalysisSettings,
     BenchJob,
+    C2paSettings,
     DemoJob,
     EnhanceSettings,
     ImageJob,
@@ -224,10 +225,20 @@ def file_job_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--label/--no-label", default=True, show_default=True, help="Visible AI-generated label."),
         click.option("--watermark/--no-watermark", default=True, show_default=True,
                      help="Invisible watermark (read back by `livecam verify`)."),
+        click.option("--c2pa/--no-c2pa", default=True, show_default=True,
+                     help="Signed C2PA content credentials (JPEG, PNG, WebP, TIFF, MP4, MOV)."),
+        click.option("--c2pa-cert", type=click.Path(dir_okay=False, path_type=Path),
+                     help="PEM certificate chain to sign with [env LIVECAM_C2PA_CERT; default: a local self-signed one]."),
+        click.option("--c2pa-key", type=click.Path(dir_okay=False, path_type=Path),
+                     help="PEM private key of --c2pa-cert [env LIVECAM_C2PA_KEY]."),
     ]
     for option in reversed(decorators):
         func = option(func)
     return func
+
+
+def _c2pa(kw: dict[str, Any]) -> C2paSettings:
+    return C2paSettings(enabled=kw["c2pa"], cert=kw["c2pa_cert"], key=kw["c2pa_key"])
 
 
 def file_workers() -> int:
@@ -353,7 +364,7 @@ def video(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
     job = VideoJob(input=input, output=output, processing=processing, force=kw["force"], label=kw["label"],
                    encoder=kw["video_encoder"], quality=kw["video_quality"], fps=kw["fps"], audio=kw["audio"],
                    keep_partial=kw["keep_partial"], frame_range=_parse_frame_range(kw["frame_range"]),
-                   max_memory_gb=kw["max_memory"], watermark=kw["watermark"])
+                   max_memory_gb=kw["max_memory"], watermark=kw["watermark"], c2pa=_c2pa(kw))
     from livecam.commands.video import run_video
 
     return run_video(job)
@@ -367,7 +378,7 @@ def image(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
     processing = _processing(ctx, kw, smoothing_allowed=False)
     _require_source(processing)
     job = ImageJob(input=input, output=output, processing=processing, force=kw["force"], label=kw["label"],
-                   watermark=kw["watermark"])
+                   watermark=kw["watermark"], c2pa=_c2pa(kw))
     from livecam.commands.image import run_image
 
     return run_image(job)

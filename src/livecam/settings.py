@@ -59,6 +59,15 @@ class ProcessingSettings:
 
 
 @dataclass(frozen=True)
+class C2paSettings:
+    """C2PA content credentials (livecam.marks.credentials)."""
+
+    enabled: bool = True
+    cert: Path | None = None  # PEM chain; None: LIVECAM_C2PA_CERT or the local self-signed identity
+    key: Path | None = None
+
+
+@dataclass(frozen=True)
 class ImageJob:
     input: Path
     output: Path
@@ -66,6 +75,7 @@ class ImageJob:
     force: bool = False
     label: bool = True  # visible "AI-generated" label
     watermark: bool = True  # invisible watermark (livecam.marks.watermark)
+    c2pa: C2paSettings = field(default_factory=C2paSettings)
 
 
 @dataclass(frozen=True)
@@ -76,6 +86,7 @@ class VideoJob:
     force: bool = False
     label: bool = True
     watermark: bool = True
+    c2pa: C2paSettings = field(default_factory=C2paSettings)
     encoder: str = "libx264"
     quality: int = 18
     fps: float | None = None  # None: keep the input's rate

@@ -9,6 +9,7 @@ from typing import Any
 
 from livecam.commands.image import wanted_faces
 from livecam.commands.signals import stop_signals
+from livecam.marks.credentials import signing_for
 from livecam.marks.watermark import open_watermarker
 from livecam.errors import InputError, LivecamError, OutputExistsError
 from livecam.media.images import check_output_folder, same_file
@@ -20,12 +21,13 @@ from livecam.settings import VideoJob
 log = logging.getLogger("livecam")
 
 
-def video_options(job: VideoJob, watermark: Any = None) -> VideoOptions:
+def video_options(job: VideoJob, watermark: Any = None, signing: Any = None) -> VideoOptions:
     return VideoOptions(input=job.input, output=job.output, encoder=job.encoder, quality=job.quality,
                         fps=job.fps, audio=job.audio, keep_partial=job.keep_partial,
                         frame_range=job.frame_range, label=job.label,
                         workers=job.processing.runtime.execution_threads, max_memory_gb=job.max_memory_gb,
-                        wanted_faces=wanted_faces(job.processing.analysis), watermark=watermark)
+                        wanted_faces=wanted_faces(job.processing.analysis), watermark=watermark,
+                        sign=(lambda temp: signing.sign_file(temp, job.output)) if signing else None)
 
 
 def check_job(job: VideoJob) -> None:
@@ -72,10 +74,11 @@ def run_video(job: VideoJob) -> None:
     quiet = job.processing.runtime.quiet
     marker = (open_watermarker(job.processing.runtime, getattr(engine, "providers", None))
               if job.watermark else None)
+    signing = signing_for(job.c2pa, job.input, tuple(getattr(engine, "model_names", {}).values()))
     cap = AddressSpaceCap(job.max_memory_gb)
     with stop_signals():
         try:
-            result = process_video(video_options(job, marker), engine, quiet=quiet, on_warm=cap.apply)
+            result = process_video(video_options(job, marker, signing), engine, quiet=quiet, on_warm=cap.apply)
         except MemoryError as exc:
             raise LivecamError(f"ran out of memory (--max-memory {job.max_memory_gb} GB); raise the limit or "
                                "use fewer --execution-threads") from exc

@@ -262,7 +262,8 @@ def encode_image(image: np.ndarray, fmt: str, *, keep_alpha: bool, tag: bool = T
 
 def write_image_atomic(path: Path | str, image: np.ndarray, *, force: bool, label: bool,
                        alpha: np.ndarray | None = None,
-                       watermark: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
+                       watermark: Callable[[np.ndarray], np.ndarray] | None = None,
+                       sign: Callable[[bytes], bytes] | None = None) -> None:
     """Write a BGR or BGRA uint8 image to `path` in the format of its extension.
 
     `alpha` (HxW uint8) is attached when given; alpha is kept for PNG, WebP and TIFF. `label`
@@ -279,6 +280,8 @@ def write_image_atomic(path: Path | str, image: np.ndarray, *, force: bool, labe
     if watermark is not None:  # last: the mark covers the pixels as written
         image = watermark(image)
     data = encode_image(image, fmt, keep_alpha=keeps_alpha)
+    if sign is not None:  # C2PA content credentials, over the final bytes
+        data = sign(data)
     write_bytes_atomic(path, data, force=force)
 
 

@@ -415,6 +415,7 @@ class VideoOptions:
     frame_range: tuple[int, int | None] | None = None
     label: bool = True
     watermark: Any = None  # a marks.watermark.Watermarker, or None for --no-watermark
+    sign: Callable[[Path], None] | None = None  # C2PA: signs the finished temporary file in place
     workers: int = 1
     max_memory_gb: float | None = None
     wanted_faces: str = "face"  # for the warning when none is found ("face of the --reference person")
@@ -486,6 +487,8 @@ def _write_video(reader: VideoReader, options: VideoOptions, engine: Engine, *, 
     progress.close()
     try:
         writer.close()
+        if options.sign is not None:
+            options.sign(spec.path)
         os.replace(spec.path, options.output)
     except BaseException:
         spec.path.unlink(missing_ok=True)
