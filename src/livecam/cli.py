@@ -428,6 +428,17 @@ def doctor(ctx: click.Context) -> int:
     return run_doctor(ctx.obj)
 
 
+@cli.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="One JSON list with every file's evidence.")
+@click.pass_context
+def verify(ctx: click.Context, files: tuple[Path, ...], as_json: bool) -> int:
+    """Which livecam marks FILES carry (watermark, C2PA, metadata): exit 0 marked, 1 not, 2 unreadable."""
+    from livecam.commands.verify import run_verify
+
+    return run_verify(_settings(ctx), files, as_json)
+
+
 @cli.group()
 def models() -> None:
     """List, download, verify and convert models."""

@@ -295,7 +295,8 @@ def read_credentials(path: Path) -> Credentials:
             results = reader.get_validation_results() or {}
             active = reader.get_active_manifest() or {}
     except Exception as exc:  # c2pa's own error types; ManifestNotFound is the common one
-        return Credentials(False, note=_first_line(exc))
+        missing = "ManifestNotFound" in type(exc).__name__ or "ManifestNotFound" in str(exc)
+        return Credentials(False, note="no manifest" if missing else _first_line(exc))
     failures = tuple(item.get("code", "") for item in (results.get("activeManifest") or {}).get("failure", []))
     generator = " ".join(str(g.get(k, "")) for g in active.get("claim_generator_info", [])[:1]
                          for k in ("name", "version")).strip()
