@@ -244,9 +244,11 @@ class Signing:
                         builder.add_ingredient(json.dumps({"title": parent.name, "relationship": "parentOf",
                                                            "label": "input"}), mime_type(parent), ingredient)
                 builder.sign(signer, fmt, source, dest)
-        except InputError:
-            raise
         except Exception as exc:  # c2pa's own error types
+            if "Signature" in type(exc).__name__ or "certificate" in str(exc):
+                raise InputError(f"C2PA refused the signing certificate {self.identity.origin} "
+                                 f"({_first_line(exc)}); give the chain of an end-entity certificate "
+                                 f"(not a CA, not self-signed) and its key, or pass --no-c2pa") from exc
             raise OutputError(f"could not sign the content credentials of {title} ({_first_line(exc)}); "
                               f"pass --no-c2pa to write it without them") from exc
         finally:
