@@ -68,9 +68,10 @@ def test_alpha_is_kept(marker: wm.Watermarker, photo: np.ndarray) -> None:
     assert marker.read(out).marked
 
 
-def test_video_cadence_marks_first_frame_and_two_a_second() -> None:
+def test_video_files_mark_every_frame_and_live_recordings_two_a_second() -> None:
+    assert all(wm.mark_frame(i, 30.0) for i in range(90))
     for fps in (24.0, 25.0, 30.0, 60.0, 1.0):
-        marked = [i for i in range(int(fps * 3)) if wm.mark_frame(i, fps)]
+        marked = [i for i in range(int(fps * 3)) if wm.mark_frame(i, fps, wm.LIVE_MARKS_PER_SECOND)]
         assert marked[0] == 0
         for second in range(3):
             in_second = [i for i in marked if second * fps <= i < (second + 1) * fps]
