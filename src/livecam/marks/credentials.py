@@ -188,11 +188,18 @@ def _generate_identity() -> bytes:
 
 @dataclass(frozen=True)
 class Signing:
-    """Everything needed to sign one output: who signs, what went in, which models were used."""
+    """Everything needed to sign one output: who signs (None: the local identity, made on first
+    use when the first output is signed, not before), what went in, which models were used."""
 
-    identity: Identity
+    identity: Identity | None
     input: Path | None
     models: tuple[str, ...]
+    local_folder: Path | None = None  # where the local identity lives (None: the default folder)
+
+    def signer_identity(self) -> Identity:
+        if self.identity is not None:
+            return self.identity
+        return local_identity(self.local_folder or local_folder(os.environ))
 
     def manifest(self, title: str, with_parent: bool) -> dict[str, Any]:
         agent = {"name": "livecam", "version": __version__}
@@ -228,12 +235,12 @@ class Signing:
         parent = self.input if self.input is not None and mime_type(self.input) else None
         if parent is not None and parent.stat().st_size > INGREDIENT_LIMIT:
             parent = None
+        identity = self.signer_identity()
         try:
             signer = c2pa.Signer.from_info(c2pa.C2paSignerInfo(
-                getattr(c2pa.C2paSigningAlg, self.identity.algorithm), self.identity.chain_pem,
-                self.identity.key_pem, None))
+                getattr(c2pa.C2paSigningAlg, identity.algorithm), identity.chain_pem, identity.key_pem, None))
         except Exception as exc:  # c2pa's own error types
-            raise InputError(f"C2PA refused the signing identity {self.identity.origin} ({_first_line(exc)}); "
+            raise InputError(f"C2PA refused the signing identity {identity.origin} ({_first_line(exc)}); "
                              f"it needs an end-entity certificate chain (PEM) and its key") from exc
         try:
             # No thumbnails: the input's would put the unswapped original inside the output.
@@ -246,7 +253,7 @@ class Signing:
                 builder.sign(signer, fmt, source, dest)
         except Exception as exc:  # c2pa's own error types
             if "Signature" in type(exc).__name__ or "certificate" in str(exc):
-                raise InputError(f"C2PA refused the signing certificate {self.identity.origin} "
+                raise InputError(f"C2PA refused the signing certificate {identity.origin} "
                                  f"({_first_line(exc)}); give the chain of an end-entity certificate "
                                  f"(not a CA, not self-signed) and its key, or pass --no-c2pa") from exc
             raise OutputError(f"could not sign the content credentials of {title} ({_first_line(exc)}); "
@@ -323,4 +330,6 @@ def signing_for(settings: Any, input: Path | None, models: tuple[str, ...]) -> S
         log.warning("warning: no C2PA content credentials: c2pa-python is not installed "
                     "(pip install 'livecam[c2pa]'); the watermark and metadata are still written")
         return None
-    return Signing(load_identity(settings.cert, settings.key), input, models)
+    given = settings.cert or settings.key or os.environ.get("LIVECAM_C2PA_CERT") or os.environ.get("LIVECAM_C2PA_KEY")
+    # a given identity is checked now, before any work; the local one is made when first needed
+    return Signing(load_identity(settings.cert, settings.key) if given else None, input, models)
