@@ -72,8 +72,8 @@ def run_video(job: VideoJob) -> None:
     if callable(describe):
         log.info("%s", describe())
     quiet = job.processing.runtime.quiet
-    marker = (open_watermarker(job.processing.runtime, getattr(engine, "providers", None))
-              if job.watermark else None)
+    marker = (open_watermarker(job.processing.runtime, getattr(engine, "providers", None),
+                               job.processing.runtime.execution_threads) if job.watermark else None)
     signing = signing_for(job.c2pa, job.input, tuple(getattr(engine, "model_names", {}).values()))
     cap = AddressSpaceCap(job.max_memory_gb)
     with stop_signals():

@@ -135,10 +135,13 @@ class Watermarker:
                        confidence=float(np.mean(np.abs(logits))))
 
 
-def open_watermarker(runtime: Any, providers: Any = None) -> Watermarker:
+def open_watermarker(runtime: Any, providers: Any = None, workers: int = 1) -> Watermarker:
     """The watermarker for a run: the embedded models from the model store of these
-    RuntimeSettings, on the run's providers (the CPU when None)."""
+    RuntimeSettings, on the run's providers (the CPU when None), sharing the cores between
+    `workers` frames marked at once."""
     from livecam.models.store import ModelStore
     from livecam.runtime.providers import resolve_providers
+    from livecam.runtime.sessions import cpu_threads_per_session
 
-    return Watermarker.open(ModelStore(runtime, progress=False), providers or resolve_providers(["cpu"]))
+    return Watermarker.open(ModelStore(runtime, progress=False), providers or resolve_providers(["cpu"]),
+                            cpu_threads_per_session(workers) if workers > 1 else 0)
