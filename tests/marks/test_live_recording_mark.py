@@ -31,7 +31,7 @@ def test_recording_frames_are_marked_two_a_second(tmp_path: Path, faces_dir: Pat
     frame[:, :80] = 40
     marked = mark(0, frame)  # frame 0 is marked, frame 1 of a 30 fps stream is not
     assert not np.array_equal(marked, frame) and np.array_equal(mark(1, frame), frame)
-    assert [i for i in range(30) if wm.mark_frame(i, 30.0, wm.LIVE_MARKS_PER_SECOND)] == [0, 15]
+    assert [i for i in range(30) if wm.mark_frame(i, 30.0, run=1)] == [0, 15]
     live_command.run_live(job(tmp_path, source, clip, output=str(tmp_path / "rec2.mp4"), watermark=False))
     assert captured["options"].watermark is None  # --no-watermark
     live_command.run_live(job(tmp_path, source, clip, output="none"))

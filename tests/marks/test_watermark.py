@@ -68,14 +68,15 @@ def test_alpha_is_kept(marker: wm.Watermarker, photo: np.ndarray) -> None:
     assert marker.read(out).marked
 
 
-def test_video_files_mark_every_frame_and_live_recordings_two_a_second() -> None:
-    assert all(wm.mark_frame(i, 30.0) for i in range(90))
-    for fps in (24.0, 25.0, 30.0, 60.0, 1.0):
-        marked = [i for i in range(int(fps * 3)) if wm.mark_frame(i, fps, wm.LIVE_MARKS_PER_SECOND)]
-        assert marked[0] == 0
+def test_video_cadence_marks_runs_twice_a_second_from_frame_0() -> None:
+    assert [i for i in range(30) if wm.mark_frame(i, 30.0)] == [0, 1, 2, 3, 15, 16, 17, 18]
+    assert [i for i in range(24) if wm.mark_frame(i, 24.0, run=1)] == [0, 12]  # live recordings
+    assert all(wm.mark_frame(i, 6.0) for i in range(12))  # runs of 4 every 3 frames: all of them
+    for fps in (23.976, 25.0, 29.97, 60.0, 1.0):
         for second in range(3):
-            in_second = [i for i in marked if second * fps <= i < (second + 1) * fps]
-            assert len(in_second) >= min(2, int(fps))
+            first = int(np.ceil(second * fps))
+            marked = [i for i in range(first, int(np.ceil((second + 1) * fps))) if wm.mark_frame(i, fps)]
+            assert len(marked) >= min(2, int(fps))
 
 
 def test_chance_false_positive_rate_is_small() -> None:

@@ -10,7 +10,7 @@ import numpy as np
 
 from livecam.errors import DeviceError, InputError, OutputExistsError
 from livecam.frame import FramePacket
-from livecam.marks.watermark import LIVE_MARKS_PER_SECOND, open_watermarker
+from livecam.marks.watermark import open_watermarker
 from livecam.media.camera import CameraSource, VideoFileSource, camera_device_problem, open_source
 from livecam.media.images import check_output_folder, same_file
 from livecam.media.sinks import FileRecorderSink, make_sink
@@ -107,7 +107,7 @@ def _run_live(job: LiveJob) -> None:
         sink.fps = float(source.fps or job.fps)  # the source's real rate is known once it is open
     recording = isinstance(sink, FileRecorderSink)
     marker = (open_watermarker(job.processing.runtime, engine.providers).video_marker(
-        float(source.fps or job.fps), LIVE_MARKS_PER_SECOND)
+        float(source.fps or job.fps), run=1)
               if recording and job.watermark else None)
     options = live_options(job, recording=recording, det_size=engine.det_size, watermark=marker)
     # The pipeline releases the source and finalises the sink whatever happens.

@@ -6,8 +6,8 @@ or in at least watermark.VIDEO_MIN_FRAMES frames of a video. Each is reported on
 each survives different things (tags and credentials: copies; the watermark: re-encodes,
 resizes, screenshots).
 
-Video frames: every frame of the first DENSE_SECONDS is read (the watermark is on 2 frames a
-second, and a re-encode may move them), then frames spread over the rest, MAX_VIDEO_FRAMES in
+Video frames: every frame of the first DENSE_SECONDS is read (the watermark is on runs of
+frames twice a second, and a re-encode may move them), then frames spread over the rest, MAX_VIDEO_FRAMES in
 all; reading stops as soon as enough marked frames are found.
 """
 
