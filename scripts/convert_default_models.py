@@ -258,7 +258,12 @@ def main() -> int:
             target = args.out / f"{name}.onnx"
             target.write_bytes(onnx_tmp.read_bytes())
             sums.append(f"{sha256(target)}  {target.name}\n")
-    (args.out / "SHA256SUMS").write_text("".join(sums))
+    # keep the lines of models other scripts ship here (scripts/extract_rivagan.py)
+    sums_path = args.out / "SHA256SUMS"
+    mine = {f"{name}.onnx" for name in MODELS.values()}
+    others = [line + "\n" for line in (sums_path.read_text().splitlines() if sums_path.is_file() else [])
+              if line.partition("  ")[2] not in mine]
+    sums_path.write_text("".join(sums + others))
     print(f"wrote {len(sums)} models and SHA256SUMS to {args.out}")
     if args.reference_out:
         write_reference(args.faces, args.reference_out)

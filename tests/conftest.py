@@ -37,6 +37,7 @@ def isolated_env(tmp_path: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["LIVECAM_MODELS_DIR"] = str(tmp_path / "models")
     env["LIVECAM_CACHE_DIR"] = str(tmp_path / "cache")
+    env["LIVECAM_C2PA_DIR"] = str(tmp_path / "cache" / "c2pa")  # the local signing identity, never the user's
     env["LIVECAM_OFFLINE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
     return env

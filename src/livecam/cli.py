@@ -24,6 +24,7 @@ from livecam.settings import (
     SWAP_MODELS,
     AnalysisSettings,
     BenchJob,
+    C2paSettings,
     DemoJob,
     EnhanceSettings,
     ImageJob,
@@ -240,10 +241,22 @@ def file_job_options(func: Callable[..., Any]) -> Callable[..., Any]:
         processing_options,
         click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists."),
         click.option("--label/--no-label", default=True, show_default=True, help="Visible AI-generated label."),
+        click.option("--watermark/--no-watermark", default=True, show_default=True,
+                     help="Invisible watermark (read back by `livecam verify`)."),
+        click.option("--c2pa/--no-c2pa", default=True, show_default=True,
+                     help="Signed C2PA content credentials (JPEG, PNG, WebP, TIFF, MP4, MOV)."),
+        click.option("--c2pa-cert", type=click.Path(dir_okay=False, path_type=Path),
+                     help="PEM certificate chain to sign with [env LIVECAM_C2PA_CERT; default: a local self-signed one]."),
+        click.option("--c2pa-key", type=click.Path(dir_okay=False, path_type=Path),
+                     help="PEM private key of --c2pa-cert [env LIVECAM_C2PA_KEY]."),
     ]
     for option in reversed(decorators):
         func = option(func)
     return func
+
+
+def _c2pa(kw: dict[str, Any]) -> C2paSettings:
+    return C2paSettings(enabled=kw["c2pa"], cert=kw["c2pa_cert"], key=kw["c2pa_key"])
 
 
 def file_workers() -> int:
@@ -326,6 +339,8 @@ def _parse_frame_range(value: str | None) -> tuple[int, int | None] | None:
               help="Draw the AI-generated label (default: on when recording to a file, off in the window "
                    "and the virtual camera).")
 @click.option("--force", is_flag=True, help="Overwrite a recording or --stats-json file that exists.")
+@click.option("--watermark/--no-watermark", default=True, show_default=True,
+              help="Invisible watermark in a recording to a FILE.")
 @click.pass_context
 def run(ctx: click.Context, **kw: Any) -> None:
     """Swap faces live: camera (or a clip) in, window / virtual camera / file out."""
@@ -335,7 +350,8 @@ def run(ctx: click.Context, **kw: Any) -> None:
                   fps=kw["fps"], realtime=kw["realtime"], mirror=kw["mirror"], output=kw["output"],
                   queue_depth=kw["queue_depth"], duration=kw["duration"], max_frames=kw["max_frames"],
                   stats=kw["stats"], stats_json=kw["stats_json"], max_latency_ms=kw["max_latency_ms"],
-                  degrade=kw["degrade"], label=kw["label"], force=kw["force"])
+                  degrade=kw["degrade"], label=kw["label"], force=kw["force"],
+                  watermark=kw["watermark"])
     from livecam.commands.live import run_live
 
     return run_live(job)
@@ -366,7 +382,7 @@ def video(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
     job = VideoJob(input=input, output=output, processing=processing, force=kw["force"], label=kw["label"],
                    encoder=kw["video_encoder"], quality=kw["video_quality"], fps=kw["fps"], audio=kw["audio"],
                    keep_partial=kw["keep_partial"], frame_range=_parse_frame_range(kw["frame_range"]),
-                   max_memory_gb=kw["max_memory"])
+                   max_memory_gb=kw["max_memory"], watermark=kw["watermark"], c2pa=_c2pa(kw))
     from livecam.commands.video import run_video
 
     return run_video(job)
@@ -379,7 +395,8 @@ def image(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
     """Swap faces in one image (JPEG, PNG, WebP, TIFF; BMP is read, not written)."""
     processing = _processing(ctx, kw, smoothing_allowed=False)
     _require_source(processing)
-    job = ImageJob(input=input, output=output, processing=processing, force=kw["force"], label=kw["label"])
+    job = ImageJob(input=input, output=output, processing=processing, force=kw["force"], label=kw["label"],
+                   watermark=kw["watermark"], c2pa=_c2pa(kw))
     from livecam.commands.image import run_image
 
     return run_image(job)
@@ -436,6 +453,17 @@ def doctor(ctx: click.Context) -> int:
     from livecam.commands.doctor import run_doctor
 
     return run_doctor(ctx.obj)
+
+
+@cli.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="One JSON list with every file's evidence.")
+@click.pass_context
+def verify(ctx: click.Context, files: tuple[Path, ...], as_json: bool) -> int:
+    """Which livecam marks FILES carry (watermark, C2PA, metadata): exit 0 marked, 1 not, 2 unreadable."""
+    from livecam.commands.verify import run_verify
+
+    return run_verify(_settings(ctx), files, as_json)
 
 
 @cli.group()

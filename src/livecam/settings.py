@@ -75,6 +75,15 @@ class ProcessingSettings:
 
 
 @dataclass(frozen=True)
+class C2paSettings:
+    """C2PA content credentials (livecam.marks.credentials)."""
+
+    enabled: bool = True
+    cert: Path | None = None  # PEM chain; None: LIVECAM_C2PA_CERT or the local self-signed identity
+    key: Path | None = None
+
+
+@dataclass(frozen=True)
 class FileJob:
     """What `image` and `video` share: one input file processed into one output file."""
 
@@ -83,6 +92,8 @@ class FileJob:
     processing: ProcessingSettings
     force: bool = False  # replace an OUTPUT that exists when the run starts
     label: bool = True  # visible "AI-generated" label
+    watermark: bool = True  # invisible watermark (livecam.marks.watermark)
+    c2pa: C2paSettings = field(default_factory=C2paSettings)
 
 
 @dataclass(frozen=True)
@@ -116,6 +127,7 @@ class LiveJob:
     stats: bool = False
     stats_json: Path | None = None
     max_latency_ms: float = 40.0
+    watermark: bool = True  # on recordings to a FILE (never the window or virtual camera)
     degrade: bool = True
     label: bool | None = None  # None: on for a recording file, off for window / virtual camera
     force: bool = False

@@ -64,7 +64,7 @@ def test_auto_without_inswapper_falls_back_to_mesh_with_one_warning(
         tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
     target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
     out = tmp_path / "o.png"
-    result = run_cli(["image", str(target), str(out), "-s", str(source), "--no-label"], env=isolated_env)
+    result = run_cli(["image", str(target), str(out), "-s", str(source), "--no-label", "--no-watermark"], env=isolated_env)
     assert result.returncode == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if "mesh swapper" in line]
     assert len(warnings) == 1 and "livecam models download inswapper_128" in warnings[0]
@@ -101,7 +101,8 @@ def test_rgba_target_and_source(tmp_path: Path, faces_dir: Path, isolated_env: d
     target = small(faces_dir, "obama.jpg", tmp_path, alpha=True)
     source = small(faces_dir, "biden.jpg", tmp_path, alpha=True)
     out = tmp_path / "o.png"
-    result = run_cli(["image", str(target), str(out), "-s", str(source), "--swap-model", "mesh"], env=isolated_env)
+    result = run_cli(["image", str(target), str(out), "-s", str(source), "--swap-model", "mesh",
+                      "--no-watermark"], env=isolated_env)
     assert result.returncode == 0, result.stderr
     before, after = read_image(target), read_image(out)
     assert after.shape == before.shape and after.shape[2] == 4
@@ -133,7 +134,7 @@ def test_no_face_in_target_writes_it_unchanged(tmp_path: Path, faces_dir: Path, 
     cv2.imwrite(str(blank), np.full((200, 300, 3), 120, np.uint8))
     source = small(faces_dir, "biden.jpg", tmp_path)
     out = tmp_path / "o.png"
-    result = run_cli(["image", str(blank), str(out), "-s", str(source), "--swap-model", "mesh", "--no-label"],
+    result = run_cli(["image", str(blank), str(out), "-s", str(source), "--swap-model", "mesh", "--no-label", "--no-watermark"],
                      env=isolated_env)
     assert result.returncode == 0, result.stderr
     assert "no face found in" in result.stderr and "blank.png" in result.stderr
@@ -243,7 +244,8 @@ def test_inswapper_with_standin_models(tmp_path: Path, faces_dir: Path, isolated
     build_inswapper(models / "inswapper_128.onnx")
     target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
     out = tmp_path / "o.png"
-    result = run_cli(["--unverified-models", "image", str(target), str(out), "-s", str(source)], env=isolated_env)
+    result = run_cli(["--unverified-models", "image", str(target), str(out), "-s", str(source),
+                      "--no-watermark"], env=isolated_env)
     assert result.returncode == 0, result.stderr
     assert "swapper inswapper_128" in result.stderr and "mesh swapper" not in result.stderr
     before, after = read_image(target), read_image(out)
@@ -306,7 +308,7 @@ def test_no_face_of_the_reference_person_says_so(tmp_path: Path, faces_dir: Path
     target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
     out = tmp_path / "o.png"
     result = run_cli(["--unverified-models", "image", str(target), str(out), "-s", str(source), "--swap-model",
-                      "mesh", "--reference", str(source), "--reference-distance", "0", "--no-label"],
+                      "mesh", "--reference", str(source), "--reference-distance", "0", "--no-label", "--no-watermark"],
                      env=isolated_env)
     assert result.returncode == 0, result.stderr
     # The photo has a face, just not the reference person's: say which kind of face was missing.
@@ -323,7 +325,7 @@ def test_the_enhancer_alone_needs_no_source(tmp_path: Path, faces_dir: Path, iso
     target = small(faces_dir, "obama.jpg", tmp_path)
     out = tmp_path / "o.png"
     result = run_cli(["--unverified-models", "image", str(target), str(out), "--frame-processor", "face_enhancer",
-                      "--no-label"], env=isolated_env)
+                      "--no-label", "--no-watermark"], env=isolated_env)
     assert result.returncode == 0, result.stderr
     assert "1 face enhanced" in result.stderr and "enhancer gfpgan_1.4" in result.stderr
     # The face was enhanced (with --no-label nothing else could change it); the bottom of the photo,
@@ -343,7 +345,7 @@ def test_faces_too_small_to_swap_are_reported_not_counted(tmp_path: Path, faces_
     cv2.imwrite(str(target), cv2.resize(img, (img.shape[1] // 6, img.shape[0] // 6), interpolation=cv2.INTER_AREA))
     source = small(faces_dir, "obama.jpg", tmp_path)
     out = tmp_path / "o.png"
-    result = run_cli(["image", str(target), str(out), "-s", str(source), "--swap-model", "mesh", "--no-label"],
+    result = run_cli(["image", str(target), str(out), "-s", str(source), "--swap-model", "mesh", "--no-label", "--no-watermark"],
                      env=isolated_env)
     assert result.returncode == 0, result.stderr
     assert "too small to change (under 24 px between the eyes)" in result.stderr and "far.png" in result.stderr
@@ -358,7 +360,7 @@ def test_a_tiny_source_face_is_warned_about(tmp_path: Path, faces_dir: Path, iso
     target = small(faces_dir, "biden.jpg", tmp_path)
     for run in range(2):  # the second run reads the cached analysis and still warns
         out = tmp_path / f"o{run}.png"
-        result = run_cli(["image", str(target), str(out), "-s", str(tiny), "--swap-model", "mesh", "--no-label"],
+        result = run_cli(["image", str(target), str(out), "-s", str(tiny), "--swap-model", "mesh", "--no-label", "--no-watermark"],
                          env=isolated_env)
         assert result.returncode == 0, result.stderr
         assert "the face in source photo" in result.stderr and "tiny.png is small (" in result.stderr, result.stderr

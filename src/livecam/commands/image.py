@@ -12,6 +12,8 @@ import logging
 import time
 
 from livecam.frame import FramePacket
+from livecam.marks.credentials import signing_for
+from livecam.marks.watermark import open_watermarker
 from livecam.media.images import check_output_path, read_image, split_alpha, write_image_atomic
 from livecam.processors import registry
 from livecam.processors.base import MIN_EYE_DISTANCE, usable
@@ -45,7 +47,11 @@ def run_image(job: ImageJob) -> None:
                     MIN_EYE_DISTANCE, job.output)
     else:
         engine.process(packet)
-    write_image_atomic(job.output, packet.image, force=job.force, label=job.label, alpha=alpha)
+    marker = open_watermarker(job.processing.runtime, engine.providers) if job.watermark else None
+    signing = signing_for(job.c2pa, job.input, tuple(getattr(engine, "model_names", {}).values()))
+    write_image_atomic(job.output, packet.image, force=job.force, label=job.label, alpha=alpha,
+                       watermark=marker.embed if marker else None,
+                       sign=(lambda data: signing.sign_bytes(data, job.output)) if signing else None)
     done = "swapped" if registry.swaps(job.processing.frame_processors) else "enhanced"
     skipped = f", {small} too small to change" if small and count else ""
     log.info("wrote %s (%d face%s %s%s, %.1f s; %s)", job.output, count, "" if count == 1 else "s",

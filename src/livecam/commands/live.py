@@ -10,6 +10,7 @@ import numpy as np
 
 from livecam.errors import DeviceError, InputError, OutputExistsError
 from livecam.frame import FramePacket
+from livecam.marks.watermark import open_watermarker
 from livecam.media.camera import CameraSource, VideoFileSource, camera_device_problem, open_source
 from livecam.media.images import check_output_folder, same_file
 from livecam.media.sinks import FileRecorderSink, Sink, make_sink
@@ -92,6 +93,9 @@ def _run_live(job: LiveJob) -> None:
         raise
     if hasattr(sink, "fps"):
         sink.fps = float(source.fps or job.fps)  # the source's real rate is known once it is open
+    recording = isinstance(sink, FileRecorderSink)
+    marker = (open_watermarker(job.processing.runtime, engine.providers).video_marker(
+        float(source.fps or job.fps), run=1) if recording and job.watermark else None)
     # The pipeline releases the source and finalises the sink whatever happens.
-    run_live_pipeline(engine, source, sink, LiveRun(job, recording=isinstance(sink, FileRecorderSink)),
+    run_live_pipeline(engine, source, sink, LiveRun(job, recording=recording, watermark=marker),
                       probe=ResourceProbe())

@@ -7,10 +7,12 @@ import os
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from livecam.pipeline.signals import stop_signals
 from livecam.atomic import check_new_output
 from livecam.errors import InputError, LivecamError
+from livecam.marks.credentials import signing_for
+from livecam.marks.watermark import open_watermarker
 from livecam.media.images import check_not_an_input, check_output_folder
+from livecam.pipeline.signals import stop_signals
 from livecam.media.video_reader import VideoReader
 from livecam.media.video_writer import check_encoder, container_format, resolve_encoder
 from livecam.pipeline.file import process_video
@@ -62,10 +64,14 @@ def run_video(job: VideoJob) -> None:
     check_job(job)
     engine = create_engine(job)
     quiet = job.processing.runtime.quiet
+    marker = (open_watermarker(job.processing.runtime, getattr(engine, "providers", None),
+                               job.processing.runtime.execution_threads) if job.watermark else None)
+    signing = signing_for(job.c2pa, job.input, tuple(getattr(engine, "model_names", {}).values()))
     cap = AddressSpaceCap(job.max_memory_gb)
     with stop_signals():
         try:
-            result = process_video(job, engine, quiet=quiet, on_warm=cap.apply)
+            result = process_video(job, engine, quiet=quiet, on_warm=cap.apply, watermark=marker,
+                                   sign=(lambda temp: signing.sign_file(temp, job.output)) if signing else None)
         except MemoryError as exc:
             raise LivecamError(f"ran out of memory (--max-memory {job.max_memory_gb} GB); raise the limit or "
                                "use fewer --execution-threads") from exc

@@ -17,7 +17,7 @@ import tempfile
 import threading
 import zlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import cv2
 import numpy as np
@@ -438,7 +438,9 @@ def encode_image(image: np.ndarray, fmt: str, *, keep_alpha: bool, tag: bool = T
 
 
 def write_image_atomic(path: Path | str, image: np.ndarray, *, force: bool, label: bool,
-                       alpha: np.ndarray | None = None) -> None:
+                       alpha: np.ndarray | None = None,
+                       watermark: Callable[[np.ndarray], np.ndarray] | None = None,
+                       sign: Callable[[bytes], bytes] | None = None) -> None:
     """Write a BGR or BGRA uint8 image to `path` in the format of its extension.
 
     `alpha` (HxW uint8) is attached when given; alpha is kept for PNG, WebP and TIFF. `label`
@@ -453,4 +455,9 @@ def write_image_atomic(path: Path | str, image: np.ndarray, *, force: bool, labe
         image = image.copy()
         provenance.draw_label(image)
     with AtomicOutput(path, force=force) as out:
-        out.write_bytes(encode_image(image, fmt, keep_alpha=keeps_alpha))
+        if watermark is not None:  # last: the mark covers the pixels as written
+            image = watermark(image)
+        data = encode_image(image, fmt, keep_alpha=keeps_alpha)
+        if sign is not None:  # C2PA content credentials, over the final bytes
+            data = sign(data)
+        out.write_bytes(data)

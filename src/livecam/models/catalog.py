@@ -97,6 +97,9 @@ def _build() -> Mapping[str, ModelSpec]:
     mediapipe: dict[str, Any] = dict(
         licence=APACHE, licence_url="https://github.com/google-ai-edge/mediapipe/blob/master/LICENSE",
         needs_acceptance=False, urls=(), size=None, bundled=True)
+    rivagan: dict[str, Any] = dict(
+        licence="MIT", licence_url="https://github.com/ShieldMnt/invisible-watermark/blob/main/LICENSE",
+        needs_acceptance=False, urls=(), size=None, bundled=True)
     specs = [
         ModelSpec(
             name="det_10g", file_name="det_10g.onnx",
@@ -172,6 +175,20 @@ def _build() -> Mapping[str, ModelSpec]:
             inputs=(TensorSpec(None, (1, 3, 192, 192)),),
             outputs=(TensorSpec(None, (1, 1404, 1, 1)), TensorSpec(None, (1, 1, 1, 1))),
             description="MediaPipe FaceMesh 468 landmarks (embedded default)", **mediapipe,
+        ),
+        ModelSpec(
+            name="rivagan_encoder", file_name="rivagan_encoder.onnx",
+            sha256=embedded.get("rivagan_encoder.onnx"),
+            inputs=(TensorSpec("frame", (None, 3, 1, None, None)), TensorSpec("data", (None, 32))),
+            outputs=(TensorSpec("output", (None, 3, 1, None, None)),),
+            description="RivaGAN invisible watermark encoder, 32 bits (embedded)", **rivagan,
+        ),
+        ModelSpec(
+            name="rivagan_decoder", file_name="rivagan_decoder.onnx",
+            sha256=embedded.get("rivagan_decoder.onnx"),
+            inputs=(TensorSpec("frame", (None, 3, 1, None, None)),),
+            outputs=(TensorSpec("output", (None, 32)),),
+            description="RivaGAN invisible watermark decoder, 32 bits (embedded)", **rivagan,
         ),
     ]
     return MappingProxyType({s.name: s for s in specs})

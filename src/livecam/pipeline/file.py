@@ -30,7 +30,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol
 
 import numpy as np
 
@@ -45,6 +45,9 @@ from livecam.pipeline.queues import BoundedQueue, ReorderBuffer, put_until
 from livecam.pipeline.stages import POLL_S, Stages
 from livecam.media.provenance import CONTAINER_METADATA, draw_label
 from livecam.settings import VideoJob
+
+if TYPE_CHECKING:
+    from livecam.marks.watermark import Watermarker
 
 log = logging.getLogger("livecam")
 
@@ -196,7 +199,8 @@ class FilePipeline:
 
     def __init__(self, frames: Iterable[TimedFrame], write: Callable[[FramePacket], None], engine: FileEngine, *,
                  workers: int = 1, max_in_flight: int = 6, frame_range: tuple[int, int | None] | None = None,
-                 label: bool = True, progress: Progress | None = None, stop: threading.Event | None = None,
+                 label: bool = True, watermark: Callable[[int, np.ndarray], np.ndarray] | None = None,
+                 progress: Progress | None = None, stop: threading.Event | None = None,
                  on_warm: Callable[[], None] | None = None) -> None:
         self.frames = frames
         self.write = write
@@ -205,6 +209,7 @@ class FilePipeline:
         self.max_in_flight = max_in_flight
         self.frame_range = frame_range  # frames outside it skip the engine (labelled all the same)
         self.label = label
+        self.watermark = watermark  # (index, image) -> image; marks.watermark's video cadence
         self.progress = progress
         self.on_warm = on_warm
         self.stages = Stages(stop)
@@ -296,6 +301,8 @@ class FilePipeline:
             if not packet.image.flags.writeable:
                 packet.image = packet.image.copy()
             draw_label(packet.image)
+        if self.watermark is not None:  # last: the mark covers the pixels as written
+            packet.image = self.watermark(packet.index, packet.image)
         self.reorder.push(packet.index, packet)
 
     def _encode(self) -> None:
@@ -338,19 +345,24 @@ class VideoResult:
 
 
 def process_video(job: VideoJob, engine: FileEngine, *, quiet: bool = False,
-                  stop: threading.Event | None = None, on_warm: Callable[[], None] | None = None) -> VideoResult:
+                  stop: threading.Event | None = None, on_warm: Callable[[], None] | None = None,
+                  watermark: Watermarker | None = None, sign: Callable[[Path], None] | None = None) -> VideoResult:
     """Decode, process and encode job.input into job.output through an AtomicOutput.
 
     On success the temporary file is renamed onto the output, never over a file that appeared
     there during the run (OutputConflictError, exit 2, naming where the result was kept). On an
     error or interrupt it is removed, or with keep_partial finalised as a valid shorter video and
-    renamed the same way; then the error (Interrupted for Ctrl-C) is raised."""
+    renamed the same way; then the error (Interrupted for Ctrl-C) is raised. `watermark` marks
+    frames at its video cadence (None: --no-watermark); `sign` adds C2PA content credentials to
+    the finished temporary file (None: --no-c2pa or a container C2PA does not sign)."""
     with VideoReader(job.input) as reader:  # closed on every path, setup errors included
-        return _write_video(reader, job, engine, quiet=quiet, stop=stop, on_warm=on_warm)
+        return _write_video(reader, job, engine, quiet=quiet, stop=stop, on_warm=on_warm,
+                            watermark=watermark, sign=sign)
 
 
 def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quiet: bool,
-                 stop: threading.Event | None, on_warm: Callable[[], None] | None) -> VideoResult:
+                 stop: threading.Event | None, on_warm: Callable[[], None] | None,
+                 watermark: Watermarker | None, sign: Callable[[Path], None] | None) -> VideoResult:
     info = reader.info
     for kind in info.other_streams:
         log.warning("note: the input's %s stream is not copied to the output", kind)
@@ -372,6 +384,7 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
                       sample_aspect=info.sample_aspect, colour=info.colour)
     workers = job.processing.runtime.execution_threads
     in_flight = frames_in_flight(info.width * info.height * 3, workers, job.max_memory_gb)
+    marker = watermark.video_marker(float(rate)) if watermark is not None else None
     log.debug("video: %dx%d at %s fps, %s frames, %d workers, %d frames in flight",
               info.width, info.height, float(rate), total or "?", workers, in_flight)
     writer: VideoWriter | None = None
@@ -385,7 +398,7 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
         writer = VideoWriter(spec)
         stats = run_frames(frames, lambda p: writer.write(p.image, packet_time(p)), engine, workers=workers,
                            max_in_flight=in_flight, frame_range=job.frame_range, label=job.label,
-                           progress=progress, stop=stop, on_warm=on_warm)
+                           watermark=marker, progress=progress, stop=stop, on_warm=on_warm)
     except BaseException as exc:
         progress.close()
         kept = _finish_partial(writer, output, job, exc) if writer is not None else None
@@ -398,6 +411,8 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
     progress.close()
     try:
         writer.close()
+        if sign is not None:  # C2PA content credentials over the finished file, before the rename
+            sign(output.temp)
     except BaseException:
         output.discard()
         raise

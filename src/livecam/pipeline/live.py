@@ -52,10 +52,12 @@ END = object()  # end-of-stream sentinel
 @dataclass(frozen=True)
 class LiveRun:
     """One live run: the job as the CLI built it, what only the command knows (whether the sink
-    records a file), and the pipeline's own periods, which tests shorten."""
+    records a file, the watermark step for a recording), and the pipeline's own periods, which
+    tests shorten."""
 
     job: LiveJob
     recording: bool = False  # the sink is a file: labelled unless --no-label
+    watermark: Callable[[int, np.ndarray], np.ndarray] | None = None  # (index, image) -> image
     interval_s: float = 1.0  # metrics and governor period
     recover_s: float = 3.0
     stall_timeout_s: float = 2.0
@@ -289,6 +291,8 @@ class LivePipeline:
             draw_overlay(image, self.metrics.overlay_lines())
         if self._label is not None:
             self._label(image)
+        if self.options.watermark is not None:
+            image = self.options.watermark(packet.index, image)
         t0 = time.perf_counter()
         write_at = getattr(self.sink, "write_at", None)
         if not self.live and packet.pts is not None and write_at is not None:

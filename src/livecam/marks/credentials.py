@@ -1,0 +1,335 @@
+"""C2PA content credentials: a signed manifest saying what livecam did, embedded in the output.
+
+Signing uses c2pa-python (the `c2pa` extra). What it accepts, found by trying it (c2pa-python
+0.38, c2pa-rs 0.91): a PEM certificate chain (signer first, then its issuers) and a PEM private
+key, with the algorithm matching the key: ES256/ES384/ES512 (EC P-256/384/521), PS256/384/512
+(RSA-PSS) or Ed25519. The signer certificate must be an end-entity one (CA:false) with key usage
+digitalSignature, an extended key usage such as emailProtection, and an authority key
+identifier: a lone self-signed certificate is refused ("the certificate is invalid"), so the
+local identity is a small local CA plus a signer certificate it issued. The manifest's first
+action must be c2pa.opened (with the input as parent ingredient) or c2pa.created.
+
+Which identity signs: --c2pa-cert/--c2pa-key, else LIVECAM_C2PA_CERT/LIVECAM_C2PA_KEY, else a
+local one generated on first use in the user data folder (LIVECAM_C2PA_DIR overrides the
+folder), reported as self-signed: readers show the manifest as valid but its signer as not
+on the C2PA trust list.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from livecam import __version__
+from livecam.atomic import AtomicOutput, OutputConflictError
+from livecam.errors import InputError, OutputError
+from livecam.media.provenance import DIGITAL_SOURCE_TYPE
+
+log = logging.getLogger("livecam")
+
+# Output extensions c2pa-python signs, and their MIME types.
+MIME_TYPES: dict[str, str] = {
+    ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".png": "image/png", ".webp": "image/webp",
+    ".tif": "image/tiff", ".tiff": "image/tiff", ".mp4": "video/mp4", ".m4v": "video/mp4",
+    ".mov": "video/quicktime",
+}
+LOCAL_IDENTITY = "local-signer.pem"  # the local CA's signer key + certificate chain, one file
+LOCAL_ISSUER = "livecam local signer (self-signed, not on the C2PA trust list)"
+INGREDIENT_LIMIT = 200 << 20  # a larger input is named in the manifest, not read as an ingredient
+
+
+def available() -> bool:
+    try:
+        import c2pa  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def mime_type(path: Path) -> str | None:
+    return MIME_TYPES.get(path.suffix.lower())
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who signs: a PEM chain and key, the algorithm for the key, and whether it is livecam's
+    locally generated one."""
+
+    chain_pem: bytes
+    key_pem: bytes
+    algorithm: str
+    self_signed: bool
+    origin: Path
+
+    def describe(self) -> str:
+        return (f"self-signed local identity {self.origin} (not on the C2PA trust list; pass --c2pa-cert "
+                f"and --c2pa-key for a trusted one)" if self.self_signed else f"certificate {self.origin}")
+
+
+def algorithm_for(key: Any) -> str:
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+
+    if isinstance(key, ec.EllipticCurvePrivateKey):
+        return {256: "ES256", 384: "ES384", 521: "ES512"}.get(key.curve.key_size, "")
+    if isinstance(key, rsa.RSAPrivateKey):
+        return "PS256"
+    if isinstance(key, ed25519.Ed25519PrivateKey):
+        return "ED25519"
+    return ""
+
+
+def load_identity(cert: Path | None, key: Path | None, *, environ: dict[str, str] | None = None) -> Identity:
+    """The identity to sign with (see the module docstring for the order)."""
+    env = os.environ if environ is None else environ
+    cert = cert or (Path(env["LIVECAM_C2PA_CERT"]) if env.get("LIVECAM_C2PA_CERT") else None)
+    key = key or (Path(env["LIVECAM_C2PA_KEY"]) if env.get("LIVECAM_C2PA_KEY") else None)
+    if (cert is None) != (key is None):
+        raise InputError("C2PA signing needs both a certificate chain and its private key: give --c2pa-cert "
+                         "and --c2pa-key (or LIVECAM_C2PA_CERT and LIVECAM_C2PA_KEY) together")
+    if cert is not None and key is not None:
+        try:
+            chain, key_pem = cert.read_bytes(), key.read_bytes()
+        except OSError as exc:
+            raise InputError(f"cannot read the C2PA certificate or key ({exc.strerror or exc}): check "
+                             f"--c2pa-cert {cert} and --c2pa-key {key}") from exc
+        return Identity(chain, key_pem, _key_algorithm(key_pem, key), self_signed=False, origin=cert)
+    return local_identity(local_folder(env))
+
+
+def _key_algorithm(key_pem: bytes, where: Path) -> str:
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    try:
+        algorithm = algorithm_for(load_pem_private_key(key_pem, password=None))
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"{where} is not an unencrypted PEM private key; give the signer's key "
+                         f"(PKCS#8 or traditional PEM, no passphrase)") from exc
+    if not algorithm:
+        raise InputError(f"{where}: C2PA signs with EC P-256/384/521, RSA or Ed25519 keys only")
+    return algorithm
+
+
+def local_folder(env: Any) -> Path:
+    if env.get("LIVECAM_C2PA_DIR"):
+        return Path(env["LIVECAM_C2PA_DIR"])
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("livecam")) / "c2pa"
+
+
+def local_identity(folder: Path) -> Identity:
+    """The locally generated identity, created on first use (key first, then the chain)."""
+    path = folder / LOCAL_IDENTITY
+    if not path.is_file():
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with AtomicOutput(path, what="C2PA identity") as out:
+                out.write_bytes(_generate_identity())
+                os.chmod(out.temp, 0o600)  # the private key is in it
+            log.warning("note: created a self-signed C2PA signing identity in %s; outputs' content "
+                        "credentials are valid but not trusted (give --c2pa-cert/--c2pa-key for that)", path)
+        except OutputConflictError:
+            pass  # another livecam made one at the same moment: use that one
+        except OSError as exc:
+            raise OutputError(f"cannot create the C2PA identity in {folder} ({exc.strerror or exc}); "
+                              f"set LIVECAM_C2PA_DIR to a writable folder or pass --no-c2pa") from exc
+    data = path.read_bytes()
+    marker = b"-----BEGIN CERTIFICATE-----"
+    start = data.index(marker)
+    return Identity(data[start:], data[:start], "ES256", self_signed=True, origin=path)
+
+
+def _generate_identity() -> bytes:
+    """PEM: the signer's P-256 key, its certificate, and the local CA certificate that issued it."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+
+    def name(common: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common),
+                          x509.NameAttribute(NameOID.ORGANIZATION_NAME, "livecam (self-signed)")])
+
+    def usage(*, sign: bool) -> x509.KeyUsage:
+        return x509.KeyUsage(digital_signature=sign, content_commitment=False, key_encipherment=False,
+                             data_encipherment=False, key_agreement=False, key_cert_sign=not sign,
+                             crl_sign=not sign, encipher_only=False, decipher_only=False)
+
+    def certificate(subject: str, issuer: str, public: Any, issuer_key: Any, ca: bool) -> x509.Certificate:
+        builder = (x509.CertificateBuilder().subject_name(name(subject)).issuer_name(name(issuer))
+                   .public_key(public).serial_number(x509.random_serial_number())
+                   .not_valid_before(now - datetime.timedelta(days=1))
+                   .not_valid_after(now + datetime.timedelta(days=3650))
+                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+                   .add_extension(usage(sign=not ca), critical=True)
+                   .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
+                   .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key.public_key()),
+                                  critical=False))
+        if not ca:
+            builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.EMAIL_PROTECTION]),
+                                            critical=False)
+        return builder.sign(issuer_key, hashes.SHA256())
+
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca = certificate("livecam local CA", "livecam local CA", ca_key.public_key(), ca_key, True)
+    signer = certificate("livecam local signer", "livecam local CA", key.public_key(), ca_key, False)
+    pem = serialization.Encoding.PEM
+    return (key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+            + signer.public_bytes(pem) + ca.public_bytes(pem))
+
+
+@dataclass(frozen=True)
+class Signing:
+    """Everything needed to sign one output: who signs (None: the local identity, made on first
+    use when the first output is signed, not before), what went in, which models were used."""
+
+    identity: Identity | None
+    input: Path | None
+    models: tuple[str, ...]
+    local_folder: Path | None = None  # where the local identity lives (None: the default folder)
+
+    def signer_identity(self) -> Identity:
+        if self.identity is not None:
+            return self.identity
+        return local_identity(self.local_folder or local_folder(os.environ))
+
+    def manifest(self, title: str, with_parent: bool) -> dict[str, Any]:
+        agent = {"name": "livecam", "version": __version__}
+        edited = {"action": "c2pa.edited", "digitalSourceType": DIGITAL_SOURCE_TYPE, "softwareAgent": agent,
+                  "description": "faces swapped by livecam", "parameters": {"models": list(self.models)}}
+        first: dict[str, Any] = ({"action": "c2pa.opened", "parameters": {"ingredientIds": ["input"]}}
+                                 if with_parent else {"action": "c2pa.created", "digitalSourceType": DIGITAL_SOURCE_TYPE,
+                                                      "softwareAgent": agent})
+        return {"claim_generator_info": [agent], "title": title,
+                "assertions": [{"label": "c2pa.actions", "data": {"actions": [first, edited]}}]}
+
+    def sign_bytes(self, data: bytes, output: Path) -> bytes:
+        """The output's encoded bytes with the manifest embedded."""
+        fmt = mime_type(output)
+        if fmt is None:
+            return data
+        dest = io.BytesIO()
+        self._sign(io.BytesIO(data), dest, fmt, output.name)
+        return dest.getvalue()
+
+    def sign_file(self, temp: Path, output: Path) -> None:
+        """Embed the manifest into the written (still temporary) file `temp` of `output`."""
+        fmt = mime_type(output)
+        if fmt is None:
+            return
+        with AtomicOutput(temp, force=True, what="signed output") as out, open(temp, "rb") as src, \
+                open(out.temp, "wb") as dest:
+            self._sign(src, dest, fmt, output.name)
+
+    def _sign(self, source: Any, dest: Any, fmt: str, title: str) -> None:
+        import c2pa
+
+        parent = self.input if self.input is not None and mime_type(self.input) else None
+        if parent is not None and parent.stat().st_size > INGREDIENT_LIMIT:
+            parent = None
+        identity = self.signer_identity()
+        try:
+            signer = c2pa.Signer.from_info(c2pa.C2paSignerInfo(
+                getattr(c2pa.C2paSigningAlg, identity.algorithm), identity.chain_pem, identity.key_pem, None))
+        except Exception as exc:  # c2pa's own error types
+            raise InputError(f"C2PA refused the signing identity {identity.origin} ({_first_line(exc)}); "
+                             f"it needs an end-entity certificate chain (PEM) and its key") from exc
+        try:
+            # No thumbnails: the input's would put the unswapped original inside the output.
+            context = c2pa.Context.from_dict({"builder": {"thumbnail": {"enabled": False}}})
+            with c2pa.Builder(json.dumps(self.manifest(title, parent is not None)), context) as builder:
+                if parent is not None:
+                    with open(parent, "rb") as ingredient:
+                        builder.add_ingredient(json.dumps({"title": parent.name, "relationship": "parentOf",
+                                                           "label": "input"}), mime_type(parent), ingredient)
+                builder.sign(signer, fmt, source, dest)
+        except Exception as exc:  # c2pa's own error types
+            if "Signature" in type(exc).__name__ or "certificate" in str(exc):
+                raise InputError(f"C2PA refused the signing certificate {identity.origin} "
+                                 f"({_first_line(exc)}); give the chain of an end-entity certificate "
+                                 f"(not a CA, not self-signed) and its key, or pass --no-c2pa") from exc
+            raise OutputError(f"could not sign the content credentials of {title} ({_first_line(exc)}); "
+                              f"pass --no-c2pa to write it without them") from exc
+        finally:
+            signer.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:160] if text else type(exc).__name__
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """What verify found: a manifest or not, its validation state and its claims."""
+
+    present: bool
+    state: str = ""  # c2pa's validation state: Invalid, Valid (signer untrusted) or Trusted
+    failures: tuple[str, ...] = ()
+    generator: str = ""
+    actions: tuple[str, ...] = ()
+    digital_source_type: str = ""
+    signer: str = ""
+    note: str = ""  # why nothing could be read, when not present
+
+    @property
+    def valid(self) -> bool:
+        return self.present and self.state in ("Valid", "Trusted")
+
+    @property
+    def by_livecam(self) -> bool:
+        return self.valid and self.generator.startswith("livecam")
+
+
+def read_credentials(path: Path) -> Credentials:
+    """The C2PA manifest in `path`, validated by c2pa's own Reader."""
+    fmt = mime_type(path)
+    if fmt is None:
+        return Credentials(False, note=f"C2PA is not read in {path.suffix or 'extension-less'} files")
+    if not available():
+        return Credentials(False, note="c2pa-python is not installed (pip install 'livecam[c2pa]')")
+    import c2pa
+
+    try:
+        with open(path, "rb") as fh, c2pa.Reader(fmt, fh) as reader:
+            state = reader.get_validation_state() or ""
+            results = reader.get_validation_results() or {}
+            active = reader.get_active_manifest() or {}
+    except Exception as exc:  # c2pa's own error types; ManifestNotFound is the common one
+        missing = "ManifestNotFound" in type(exc).__name__ or "ManifestNotFound" in str(exc)
+        return Credentials(False, note="no manifest" if missing else _first_line(exc))
+    failures = tuple(item.get("code", "") for item in (results.get("activeManifest") or {}).get("failure", []))
+    generator = " ".join(str(g.get(k, "")) for g in active.get("claim_generator_info", [])[:1]
+                         for k in ("name", "version")).strip()
+    actions, source = [], ""
+    for assertion in active.get("assertions", []):
+        if str(assertion.get("label", "")).startswith("c2pa.actions"):
+            for action in assertion.get("data", {}).get("actions", []):
+                actions.append(str(action.get("action", "")))
+                source = source or str(action.get("digitalSourceType", ""))
+    signature = active.get("signature_info") or {}
+    signer = str(signature.get("issuer") or signature.get("common_name") or "")
+    return Credentials(True, state=state, failures=failures, generator=generator, actions=tuple(actions),
+                       digital_source_type=source, signer=signer)
+
+
+def signing_for(settings: Any, input: Path | None, models: tuple[str, ...]) -> Signing | None:
+    """The Signing for an output under these settings.C2paSettings, or None when --no-c2pa or
+    when c2pa-python is missing (said once, as a warning: the other marks are still written)."""
+    if not settings.enabled:
+        return None
+    if not available():
+        log.warning("warning: no C2PA content credentials: c2pa-python is not installed "
+                    "(pip install 'livecam[c2pa]'); the watermark and metadata are still written")
+        return None
+    given = settings.cert or settings.key or os.environ.get("LIVECAM_C2PA_CERT") or os.environ.get("LIVECAM_C2PA_KEY")
+    # a given identity is checked now, before any work; the local one is made when first needed
+    return Signing(load_identity(settings.cert, settings.key) if given else None, input, models)

@@ -1,0 +1,142 @@
+"""What `livecam verify` reads from one file: metadata tags, C2PA credentials, the watermark.
+
+A file counts as marked when any of the three says "made by livecam": the provenance tags
+(provenance.py), a C2PA manifest by livecam that c2pa validates, or the watermark in an image
+or in at least watermark.VIDEO_MIN_FRAMES frames of a video. Each is reported on its own, since
+each survives different things (tags and credentials: copies; the watermark: re-encodes,
+resizes, screenshots).
+
+Video frames: every frame of the first DENSE_SECONDS is read (the watermark is on runs of
+frames twice a second, and a re-encode may move them), then frames spread over the rest, MAX_VIDEO_FRAMES in
+all; reading stops as soon as enough marked frames are found.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from livecam.media import provenance
+from livecam.errors import InputError
+from livecam.marks import credentials as cr
+from livecam.marks import watermark as wm
+
+DENSE_SECONDS = 2.0
+MAX_VIDEO_FRAMES = 90
+IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".tif", ".tiff", ".bmp"})
+
+
+@dataclass(frozen=True)
+class WatermarkFinding:
+    frames_read: int = 0
+    frames_marked: int = 0
+    best_errors: int = 32  # fewest bit errors in a frame read
+    version: int = 0
+
+    @property
+    def found(self) -> bool:
+        needed = 1 if self.frames_read <= 1 else min(wm.VIDEO_MIN_FRAMES, self.frames_read)
+        return self.frames_marked >= needed
+
+    def describe(self) -> str:
+        if not self.frames_read:
+            return "not read"
+        what = "the image" if self.frames_read == 1 else f"{self.frames_marked} of {self.frames_read} frames read"
+        if self.found:
+            return (f"found in {what} (livecam payload v{self.version}, {self.best_errors} of 32 bits off; "
+                    f"at most {wm.MAX_BIT_ERRORS} allowed)")
+        return f"not found ({what}; closest frame {self.best_errors} of 32 bits off)"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    path: Path
+    kind: str  # image or video
+    metadata: tuple[str, ...] = ()  # the livecam tags found
+    credentials: cr.Credentials = field(default_factory=lambda: cr.Credentials(False))
+    watermark: WatermarkFinding = field(default_factory=WatermarkFinding)
+
+    @property
+    def marked(self) -> bool:
+        return bool(self.metadata) or self.credentials.by_livecam or self.watermark.found
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"file": str(self.path), "kind": self.kind, "marked": self.marked,
+                "metadata": list(self.metadata),
+                "c2pa": {**asdict(self.credentials), "valid": self.credentials.valid,
+                         "by_livecam": self.credentials.by_livecam},
+                "watermark": {**asdict(self.watermark), "found": self.watermark.found}}
+
+
+def examine(path: Path, marker: wm.Watermarker) -> Evidence:
+    """All the evidence in one file; InputError when it cannot be read as an image or a video."""
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    if path.suffix.lower() in IMAGE_SUFFIXES:
+        from livecam.media.images import read_image
+
+        image = read_image(path)
+        reading = marker.read(image[:, :, :3] if image.ndim == 3 else image)
+        finding = WatermarkFinding(1, int(reading.marked), reading.errors, reading.version)
+        return Evidence(path, "image", _image_tags(path), cr.read_credentials(path), finding)
+    return Evidence(path, "video", _video_tags(path), cr.read_credentials(path), _video_watermark(path, marker))
+
+
+def _image_tags(path: Path) -> tuple[str, ...]:
+    data = path.read_bytes()
+    found = []
+    if provenance.DIGITAL_SOURCE_TYPE in (provenance.read_xmp(data) or ""):
+        found.append("XMP DigitalSourceType compositeWithTrainedAlgorithmicMedia")
+    if provenance.read_jpeg_description(data) == provenance.DESCRIPTION:
+        found.append("EXIF ImageDescription")
+    if data.startswith(b"\x89PNG") and provenance.read_png_text(data).get("AI-Generated") == "true":
+        found.append("PNG text AI-Generated")
+    return tuple(found)
+
+
+def _video_tags(path: Path) -> tuple[str, ...]:
+    import av
+
+    try:
+        with av.open(str(path)) as container:
+            tags = {k.lower(): str(v) for k, v in container.metadata.items()}
+    except (av.error.FFmpegError, OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise InputError(f"{path}: not a readable image or video ({reason})") from exc
+    return tuple(f"container {key}={tags[key]!r}" for key in ("synthetic", "ai_generated", "comment")
+                 if key in tags and (tags[key] == "true" or tags[key] == provenance.DESCRIPTION))
+
+
+def _video_watermark(path: Path, marker: wm.Watermarker) -> WatermarkFinding:
+    from livecam.media.video_reader import VideoReader
+
+    read = marked = 0
+    best, version = 32, 0
+    with VideoReader(path) as reader:
+        info = reader.info
+        for image in _sampled(reader.frames(), float(info.rate or 30), info.expected_frames):
+            reading = marker.read(image)
+            read += 1
+            best = min(best, reading.errors)
+            if reading.marked:
+                marked += 1
+                version = reading.version
+                if marked >= wm.VIDEO_MIN_FRAMES:
+                    break
+    return WatermarkFinding(read, marked, best, version)
+
+
+def _sampled(frames: Iterator[Any], fps: float, total: int | None) -> Iterator[np.ndarray]:
+    dense = max(1, int(round(DENSE_SECONDS * fps)))
+    rest = max(1, (total or dense * 10) - dense)
+    stride = max(1, -(-rest // max(1, MAX_VIDEO_FRAMES - dense)))
+    taken = 0
+    for index, frame in enumerate(frames):
+        if index < dense or (index - dense) % stride == 0:
+            yield frame.image
+            taken += 1
+            if taken >= MAX_VIDEO_FRAMES:
+                return

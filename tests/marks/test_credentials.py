@@ -1,0 +1,112 @@
+"""C2PA content credentials: signed with the local or a given identity, read back and validated
+by c2pa's own Reader; bad identities are refused with one clear line."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from livecam.errors import InputError
+from livecam.marks import credentials as cr
+from livecam.media.provenance import DIGITAL_SOURCE_TYPE
+
+c2pa = pytest.importorskip("c2pa", reason="c2pa-python (the `c2pa` extra) is not installed")
+
+
+def encoded(ext: str) -> bytes:
+    rng = np.random.default_rng(1)
+    image = cv2.GaussianBlur(rng.integers(0, 255, (96, 128, 3), dtype=np.uint8), (5, 5), 0)
+    ok, data = cv2.imencode(ext, image)
+    assert ok
+    return data.tobytes()
+
+
+@pytest.fixture
+def local(tmp_path: Path) -> cr.Identity:
+    return cr.load_identity(None, None, environ={"LIVECAM_C2PA_DIR": str(tmp_path / "c2pa")})
+
+
+@pytest.mark.parametrize("ext", [".jpg", ".png", ".webp"])
+def test_signed_image_has_a_valid_livecam_manifest(tmp_path: Path, local: cr.Identity, ext: str) -> None:
+    source = tmp_path / f"input{ext}"
+    source.write_bytes(encoded(ext))
+    out = tmp_path / f"out{ext}"
+    out.write_bytes(cr.Signing(local, source, ("mesh",)).sign_bytes(encoded(ext), out))
+    with open(out, "rb") as fh, c2pa.Reader(cr.MIME_TYPES[ext], fh) as reader:  # c2pa's own reader
+        assert reader.get_validation_state() == "Valid"
+        active = reader.get_active_manifest()
+    actions = [a for x in active["assertions"] if x["label"].startswith("c2pa.actions")
+               for a in x["data"]["actions"]]
+    edited = next(a for a in actions if a["action"] == "c2pa.edited")
+    assert edited["digitalSourceType"] == DIGITAL_SOURCE_TYPE
+    assert edited["parameters"]["models"] == ["mesh"]
+    assert active["claim_generator_info"][0]["name"] == "livecam"
+    found = cr.read_credentials(out)
+    assert found.by_livecam and found.state == "Valid"
+    assert "signingCredential.untrusted" in found.failures  # self-signed: valid, not trusted
+    assert "self-signed" in found.signer
+
+
+def test_local_identity_is_made_once_private_and_reported_self_signed(tmp_path: Path) -> None:
+    env = {"LIVECAM_C2PA_DIR": str(tmp_path / "c2pa")}
+    first, second = cr.load_identity(None, None, environ=env), cr.load_identity(None, None, environ=env)
+    assert first == second and first.self_signed
+    assert "self-signed" in first.describe()
+    assert (first.origin.stat().st_mode & 0o077) == 0  # the private key is not readable by others
+
+
+def test_given_certificate_and_key_are_used(tmp_path: Path, local: cr.Identity) -> None:
+    cert, key = tmp_path / "chain.pem", tmp_path / "key.pem"
+    cert.write_bytes(local.chain_pem)
+    key.write_bytes(local.key_pem)
+    given = cr.load_identity(None, None, environ={"LIVECAM_C2PA_CERT": str(cert), "LIVECAM_C2PA_KEY": str(key)})
+    assert not given.self_signed and given.origin == cert and given.algorithm == "ES256"
+    out = tmp_path / "out.png"
+    out.write_bytes(cr.Signing(given, None, ()).sign_bytes(encoded(".png"), out))
+    assert cr.read_credentials(out).valid
+
+
+def test_half_an_identity_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="both"):
+        cr.load_identity(tmp_path / "chain.pem", None, environ={})
+
+
+def test_a_key_that_is_not_pem_is_refused(tmp_path: Path, local: cr.Identity) -> None:
+    cert, key = tmp_path / "chain.pem", tmp_path / "key.pem"
+    cert.write_bytes(local.chain_pem)
+    key.write_text("not a key")
+    with pytest.raises(InputError, match="PEM private key"):
+        cr.load_identity(cert, key, environ={})
+
+
+def test_a_lone_self_signed_certificate_is_refused_in_one_line(tmp_path: Path, local: cr.Identity) -> None:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    # c2pa wants the signer's chain: the local CA certificate alone (signing with the CA's role) fails
+    ca_only = local.chain_pem[local.chain_pem.index(b"-----BEGIN CERTIFICATE-----", 10):]
+    key = load_pem_private_key(local.key_pem, None)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption())
+    bad = cr.Identity(ca_only, pem, "ES256", self_signed=False, origin=tmp_path / "ca.pem")
+    out = tmp_path / "out.jpg"
+    with pytest.raises(InputError, match="self-signed") as info:
+        cr.Signing(bad, None, ()).sign_bytes(encoded(".jpg"), out)
+    assert "\n" not in str(info.value) and str(bad.origin) in str(info.value)
+
+
+def test_unsigned_file_reads_as_no_manifest(tmp_path: Path) -> None:
+    plain = tmp_path / "plain.jpg"
+    plain.write_bytes(encoded(".jpg"))
+    found = cr.read_credentials(plain)
+    assert not found.present and not found.by_livecam
+
+
+def test_unsupported_format_is_left_as_is(local: cr.Identity) -> None:
+    data = encoded(".bmp")
+    assert cr.Signing(local, None, ()).sign_bytes(data, Path("x.bmp")) == data
+    assert io.BytesIO(data).read(2) == b"BM"

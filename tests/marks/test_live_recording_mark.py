@@ -1,0 +1,38 @@
+"""`livecam run --output FILE` hands the live pipeline a watermark step; the window, the
+virtual camera and `none` get none, and --no-watermark turns it off."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from livecam.commands import live as live_command
+from livecam.marks import watermark as wm
+from tests.pipeline.test_live_command import captured, job  # noqa: F401 - the fixture is used by name
+from tests.videos import make_clip
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LIVECAM_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def test_recording_frames_are_marked_two_a_second(tmp_path: Path, faces_dir: Path, env: None,
+                                                  captured: dict[str, Any]) -> None:  # noqa: F811
+    clip = make_clip(tmp_path / "c.mp4", frames=2, audio=False, fps=30)
+    source = faces_dir / "obama.jpg"
+    live_command.run_live(job(tmp_path, source, clip, output=str(tmp_path / "rec.mp4")))
+    mark = captured["options"].watermark
+    assert mark is not None
+    frame = np.full((120, 160, 3), 128, np.uint8)
+    frame[:, :80] = 40
+    marked = mark(0, frame)  # frame 0 is marked, frame 1 of a 30 fps stream is not
+    assert not np.array_equal(marked, frame) and np.array_equal(mark(1, frame), frame)
+    assert [i for i in range(30) if wm.mark_frame(i, 30.0, run=1)] == [0, 15]
+    live_command.run_live(job(tmp_path, source, clip, output=str(tmp_path / "rec2.mp4"), watermark=False))
+    assert captured["options"].watermark is None  # --no-watermark
+    live_command.run_live(job(tmp_path, source, clip, output="none"))
+    assert captured["options"].watermark is None  # not a file

@@ -1,0 +1,98 @@
+"""`livecam verify` in a subprocess on what `livecam image` and `livecam video` wrote (embedded
+models, mesh swapper), on unmarked files and on unreadable ones: verdicts and exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cv2
+import pytest
+
+from tests.conftest import run_cli
+from tests.videos import make_clip
+
+
+def swap_args(faces_dir: Path) -> list[str]:
+    return ["--source", str(faces_dir / "biden.jpg"), "--swap-model", "mesh"]
+
+
+@pytest.fixture
+def photo(tmp_path: Path, faces_dir: Path) -> Path:
+    image = cv2.imread(str(faces_dir / "obama.jpg"))
+    path = tmp_path / "obama.jpg"
+    cv2.imwrite(str(path), cv2.resize(image, (image.shape[1] // 2, image.shape[0] // 2)))
+    return path
+
+
+def verify(files: list[Path], env: dict[str, str]) -> tuple[int, list[dict]]:
+    result = run_cli(["verify", "--json", *map(str, files)], env=env)
+    assert "Traceback" not in result.stderr
+    return result.returncode, json.loads(result.stdout)
+
+
+def test_image_output_carries_all_three_marks(tmp_path: Path, photo: Path, faces_dir: Path,
+                                              isolated_env: dict[str, str]) -> None:
+    out = tmp_path / "out.jpg"
+    made = run_cli(["image", str(photo), str(out), *swap_args(faces_dir)], env=isolated_env)
+    assert made.returncode == 0, made.stderr
+    text = run_cli(["verify", str(out)], env=isolated_env)
+    assert text.returncode == 0, text.stdout + text.stderr
+    assert "MARKED" in text.stdout and "self-signed" in text.stdout
+    code, (found,) = verify([out], isolated_env)
+    assert code == 0 and found["marked"]
+    assert found["watermark"]["found"]
+    assert found["c2pa"]["valid"] and found["c2pa"]["by_livecam"]
+    assert found["metadata"]
+
+
+def test_watermark_alone_survives_a_reencode_that_drops_the_metadata(tmp_path: Path, photo: Path,
+                                                                     faces_dir: Path,
+                                                                     isolated_env: dict[str, str]) -> None:
+    out = tmp_path / "out.png"
+    assert run_cli(["image", str(photo), str(out), *swap_args(faces_dir)], env=isolated_env).returncode == 0
+    copy = tmp_path / "reshared.jpg"  # what an upload does: decoded, halved, JPEG q70, no metadata
+    image = cv2.imread(str(out))
+    cv2.imwrite(str(copy), cv2.resize(image, (image.shape[1] // 2, image.shape[0] // 2),
+                                      interpolation=cv2.INTER_AREA), [cv2.IMWRITE_JPEG_QUALITY, 70])
+    code, (found,) = verify([copy], isolated_env)
+    assert code == 0 and found["watermark"]["found"]
+    assert not found["c2pa"]["present"] and not found["metadata"]
+
+
+def test_no_watermark_and_no_c2pa_leave_only_the_metadata(tmp_path: Path, photo: Path, faces_dir: Path,
+                                                          isolated_env: dict[str, str]) -> None:
+    out = tmp_path / "out.jpg"
+    made = run_cli(["image", str(photo), str(out), *swap_args(faces_dir), "--no-watermark", "--no-c2pa"],
+                   env=isolated_env)
+    assert made.returncode == 0, made.stderr
+    code, (found,) = verify([out], isolated_env)
+    assert not found["watermark"]["found"] and not found["c2pa"]["present"]
+    assert found["metadata"] and code == 0
+
+
+def test_video_output_is_marked_and_its_input_is_not(tmp_path: Path, faces_dir: Path,
+                                                     isolated_env: dict[str, str]) -> None:
+    clip = make_clip(tmp_path / "in.mp4", frames=30, size=(320, 240), fps=15,
+                     source_image=faces_dir / "obama.jpg")
+    out = tmp_path / "out.mp4"
+    made = run_cli(["video", str(clip), str(out), *swap_args(faces_dir)], env=isolated_env)
+    assert made.returncode == 0, made.stderr
+    code, (marked, plain) = verify([out, clip], isolated_env)
+    assert code == 1  # one of the two is not marked
+    assert marked["marked"] and marked["watermark"]["found"] and marked["watermark"]["frames_marked"] >= 2
+    assert marked["c2pa"]["valid"] and marked["c2pa"]["by_livecam"]
+    assert not plain["marked"] and not plain["watermark"]["found"] and plain["watermark"]["frames_read"] == 30
+
+
+def test_unmarked_photo_exits_1(faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    result = run_cli(["verify", str(faces_dir / "obama.jpg")], env=isolated_env)
+    assert result.returncode == 1 and "NOT MARKED" in result.stdout
+
+
+def test_unreadable_and_missing_files_exit_2(tmp_path: Path, isolated_env: dict[str, str]) -> None:
+    junk = tmp_path / "junk.mp4"
+    junk.write_bytes(b"not a video at all")
+    code, found = verify([junk, tmp_path / "missing.png"], isolated_env)
+    assert code == 2
+    assert all("error" in item for item in found)

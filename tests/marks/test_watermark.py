@@ -1,0 +1,83 @@
+"""The invisible watermark: a marked frame reads back as livecam's, an unmarked one does not,
+and the mark survives what a file meets on its way (JPEG at quality 60, half the size)."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from livecam.marks import watermark as wm
+from livecam.models.store import ModelStore
+from livecam.runtime.providers import resolve_providers
+from livecam.samples import sample_path
+from livecam.settings import RuntimeSettings
+
+
+@pytest.fixture(scope="module")
+def marker() -> wm.Watermarker:
+    return wm.Watermarker.open(ModelStore(RuntimeSettings(), progress=False), resolve_providers(["cpu"]))
+
+
+@pytest.fixture(scope="module")
+def photo() -> np.ndarray:
+    image = cv2.imread(str(sample_path("grace_hopper")))
+    return cv2.resize(image, (640, 800), interpolation=cv2.INTER_AREA)
+
+
+@pytest.fixture(scope="module")
+def marked(marker: wm.Watermarker, photo: np.ndarray) -> np.ndarray:
+    return marker.embed(photo)
+
+
+def psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
+    return 10 * np.log10(255.0 ** 2 / max(mse, 1e-12))
+
+
+def test_marked_photo_reads_back_the_livecam_word(marker: wm.Watermarker, marked: np.ndarray) -> None:
+    reading = marker.read(marked)
+    assert reading.marked and reading.version == wm.PAYLOAD_VERSION
+    assert reading.errors <= 1
+
+
+def test_unmarked_photo_is_not_read_as_marked(marker: wm.Watermarker, photo: np.ndarray) -> None:
+    assert not marker.read(photo).marked
+
+
+def test_mark_is_invisible(photo: np.ndarray, marked: np.ndarray) -> None:
+    assert marked.shape == photo.shape and marked.dtype == np.uint8
+    assert psnr(photo, marked) > 38.0
+
+
+def test_mark_survives_jpeg_quality_60(marker: wm.Watermarker, marked: np.ndarray) -> None:
+    ok, data = cv2.imencode(".jpg", marked, [cv2.IMWRITE_JPEG_QUALITY, 60])
+    assert ok
+    assert marker.read(cv2.imdecode(data, cv2.IMREAD_COLOR)).marked
+
+
+def test_mark_survives_half_size(marker: wm.Watermarker, marked: np.ndarray) -> None:
+    half = cv2.resize(marked, (marked.shape[1] // 2, marked.shape[0] // 2), interpolation=cv2.INTER_AREA)
+    assert marker.read(half).marked
+
+
+def test_alpha_is_kept(marker: wm.Watermarker, photo: np.ndarray) -> None:
+    alpha = np.full(photo.shape[:2], 128, np.uint8)
+    out = marker.embed(np.dstack([photo, alpha]))
+    assert out.shape[2] == 4 and np.array_equal(out[:, :, 3], alpha)
+    assert marker.read(out).marked
+
+
+def test_video_cadence_marks_runs_twice_a_second_from_frame_0() -> None:
+    assert [i for i in range(30) if wm.mark_frame(i, 30.0)] == [0, 1, 2, 3, 15, 16, 17, 18]
+    assert [i for i in range(24) if wm.mark_frame(i, 24.0, run=1)] == [0, 12]  # live recordings
+    assert all(wm.mark_frame(i, 6.0) for i in range(12))  # runs of 4 every 3 frames: all of them
+    for fps in (23.976, 25.0, 29.97, 60.0, 1.0):
+        for second in range(3):
+            first = int(np.ceil(second * fps))
+            marked = [i for i in range(first, int(np.ceil((second + 1) * fps))) if wm.mark_frame(i, fps)]
+            assert len(marked) >= min(2, int(fps))
+
+
+def test_chance_false_positive_rate_is_small() -> None:
+    assert wm.false_positive_rate() < 2e-5
