@@ -222,7 +222,7 @@ def test_a_full_range_clip_keeps_its_grey_and_its_colour_tags(tmp_path: Path, is
 
     source = make_flat_clip(tmp_path / "full.mkv", luma=100, colour=(2, 1, 1, 1), frames=10)
     out = tmp_path / "out.mp4"
-    proc, _ = _start_patched(["video", str(source), str(out), "--source", "face.jpg", "--no-label"], tmp_path,
+    proc, _ = _start_patched(["video", str(source), str(out), "--source", "face.jpg", "--no-label", "--no-watermark"], tmp_path,
                              isolated_env, delay=0.0)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 0, stderr
@@ -360,7 +360,9 @@ def test_an_output_that_appears_during_the_run_is_not_overwritten(tmp_path: Path
                                                                    keep_partial: bool) -> None:
     """Someone (or a second run) writes OUTPUT while livecam works on it: their file stays, the
     result is kept beside it under the name the error gives (exit 2), also for a kept partial."""
-    out = tmp_path / "out.mp4"
+    work = tmp_path / "work"  # the output folder alone (caches live in tmp_path)
+    work.mkdir()
+    out = work / "out.mp4"
     extra = ["--keep-partial"] if keep_partial else []
     proc, marker = _start_patched(["video", str(small_clip), str(out), "--source", "face.jpg", *extra], tmp_path,
                                   isolated_env, tail_delay=0.3 if keep_partial else 0.02)
@@ -369,9 +371,9 @@ def test_an_output_that_appears_during_the_run_is_not_overwritten(tmp_path: Path
     if keep_partial:
         proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
-    kept = tmp_path / "out.livecam-1.mp4"
+    kept = work / "out.livecam-1.mp4"
     assert out.read_bytes() == b"someone else's file"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["halfway", "out.livecam-1.mp4", "out.mp4"]
+    assert sorted(p.name for p in work.iterdir()) == ["out.livecam-1.mp4", "out.mp4"]
     assert "Traceback" not in stderr and f"kept as {kept}" in stderr
     frames = probe(kept)["frames"]
     if keep_partial:

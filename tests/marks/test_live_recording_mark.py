@@ -11,7 +11,7 @@ import pytest
 
 from livecam.commands import live as live_command
 from livecam.marks import watermark as wm
-from tests.pipeline.test_live_command import captured, job  # noqa: F401 - the fixture is used by name
+from tests.commands.test_live_setup import captured, job  # noqa: F401 - the fixture is used by name
 from tests.videos import make_clip
 
 

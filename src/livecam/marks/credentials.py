@@ -56,6 +56,27 @@ def mime_type(path: Path) -> str | None:
     return MIME_TYPES.get(path.suffix.lower())
 
 
+def content_mime_type(path: Path) -> str | None:
+    """The MIME type the file's first bytes say (a PNG named .jpg is a PNG), among those C2PA
+    reads; None for anything else. Used for the input, whose name may not match its content."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+    except OSError:
+        return None
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if head.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    if head[:4] in (b"II*\x00", b"MM\x00*"):
+        return "image/tiff"
+    if head[4:8] == b"ftyp":
+        return "video/quicktime" if head[8:12] == b"qt  " else "video/mp4"
+    return None
+
+
 @dataclass(frozen=True)
 class Identity:
     """Who signs: a PEM chain and key, the algorithm for the key, and whether it is livecam's
@@ -232,7 +253,7 @@ class Signing:
     def _sign(self, source: Any, dest: Any, fmt: str, title: str) -> None:
         import c2pa
 
-        parent = self.input if self.input is not None and mime_type(self.input) else None
+        parent = self.input if self.input is not None and content_mime_type(self.input) else None
         if parent is not None and parent.stat().st_size > INGREDIENT_LIMIT:
             parent = None
         identity = self.signer_identity()
@@ -243,14 +264,16 @@ class Signing:
             raise InputError(f"C2PA refused the signing identity {identity.origin} ({_first_line(exc)}); "
                              f"it needs an end-entity certificate chain (PEM) and its key") from exc
         try:
-            # No thumbnails: the input's would put the unswapped original inside the output.
-            context = c2pa.Context.from_dict({"builder": {"thumbnail": {"enabled": False}}})
-            with c2pa.Builder(json.dumps(self.manifest(title, parent is not None)), context) as builder:
-                if parent is not None:
-                    with open(parent, "rb") as ingredient:
-                        builder.add_ingredient(json.dumps({"title": parent.name, "relationship": "parentOf",
-                                                           "label": "input"}), mime_type(parent), ingredient)
-                builder.sign(signer, fmt, source, dest)
+            try:
+                self._build(c2pa, signer, parent, source, dest, fmt, title)
+            except Exception:  # noqa: BLE001 - a damaged input c2pa cannot parse as an ingredient
+                if parent is None:
+                    raise
+                log.debug("C2PA: %s could not be read as the parent ingredient; signing without it", parent)
+                source.seek(0)
+                dest.seek(0)
+                dest.truncate()
+                self._build(c2pa, signer, None, source, dest, fmt, title)
         except Exception as exc:  # c2pa's own error types
             if "Signature" in type(exc).__name__ or "certificate" in str(exc):
                 raise InputError(f"C2PA refused the signing certificate {identity.origin} "
@@ -260,6 +283,17 @@ class Signing:
                               f"pass --no-c2pa to write it without them") from exc
         finally:
             signer.close()
+
+    def _build(self, c2pa: Any, signer: Any, parent: Path | None, source: Any, dest: Any, fmt: str,
+               title: str) -> None:
+        # No thumbnails: the input's would put the unswapped original inside the output.
+        context = c2pa.Context.from_dict({"builder": {"thumbnail": {"enabled": False}}})
+        with c2pa.Builder(json.dumps(self.manifest(title, parent is not None)), context) as builder:
+            if parent is not None:
+                with open(parent, "rb") as ingredient:
+                    builder.add_ingredient(json.dumps({"title": parent.name, "relationship": "parentOf",
+                                                       "label": "input"}), content_mime_type(parent), ingredient)
+            builder.sign(signer, fmt, source, dest)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -98,14 +98,9 @@ def _image_tags(path: Path) -> tuple[str, ...]:
 
 
 def _video_tags(path: Path) -> tuple[str, ...]:
-    import av
+    from livecam.media.video_reader import container_tags
 
-    try:
-        with av.open(str(path)) as container:
-            tags = {k.lower(): str(v) for k, v in container.metadata.items()}
-    except (av.error.FFmpegError, OSError, ValueError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc)
-        raise InputError(f"{path}: not a readable image or video ({reason})") from exc
+    tags = container_tags(path)  # InputError: not a readable video
     return tuple(f"container {key}={tags[key]!r}" for key in ("synthetic", "ai_generated", "comment")
                  if key in tags and (tags[key] == "true" or tags[key] == provenance.DESCRIPTION))
 

@@ -109,6 +109,13 @@ def open_input(path: Path, *, once: bool = False) -> av.container.InputContainer
     return container
 
 
+def container_tags(path: Path) -> dict[str, str]:
+    """The container's metadata tags (keys lower-cased), for `livecam verify`; InputError when
+    the file is not a readable video."""
+    with open_input(path) as container:
+        return {str(k).lower(): str(v) for k, v in container.metadata.items()}
+
+
 def _animated_webp(path: Path) -> bool:
     """Whether `path` is a WebP with its animation flag set (the VP8X chunk's flags, byte 20)."""
     try:
