@@ -69,6 +69,16 @@ _PYRAMID_MIN = 48  # stop halving the source texture below this face size
 # The source's mask stops this far above its eye line (in eye-to-mouth distances): FaceMesh's
 # oval reaches the hairline, and a fringe must not be pasted onto the target's forehead.
 _FOREHEAD = 0.6
+# Below that line the source's forehead is taken only where it is skin: pixels further than
+# _SKIN_DIST (in the cheeks' own per-channel LAB standard deviations, floored at _SKIN_STD_MIN)
+# from the source's cheek skin are not skin, and those of them joined to the hair round the
+# face (outside the oval) and lying above _HAIR_FROM eye-to-mouth distances over the eye line
+# are the fringe: the target's forehead shows there, feathered over _HAIR_FEATHER x face size.
+# Brows, cut off from the hair by skin, stay the source's.
+_SKIN_DIST = 3.5
+_SKIN_STD_MIN = np.array([6.0, 3.0, 3.0])
+_HAIR_FROM = 0.1
+_HAIR_FEATHER = 0.03
 # Facing weight: triangles whose area shrank (relative to the face's typical scale) below LOW
 # are hidden, above HIGH fully shown.
 _FACING_LOW, _FACING_HIGH = 0.2, 0.45
@@ -196,6 +206,7 @@ def prepare_source(source: SourceIdentity) -> PreparedSource:
                     "whole face", _source_name(source))
     alpha = _inner_feather((y2 - y1, x2 - x1), outline, _OVAL_MARGIN * size,
                            max(2.0, _FEATHER * size), cut)
+    alpha *= 1.0 - _fringe(image[y1:y2, x1:x2], local[oval], kps, size)
     bgra = np.dstack([image[y1:y2, x1:x2], np.round(alpha * 255.0).astype(np.uint8)])
     levels = [np.ascontiguousarray(bgra)]
     s = size
@@ -430,6 +441,52 @@ def _rasterise(dst_tri: np.ndarray, src_tri: np.ndarray, inv: np.ndarray, det: n
             inside = (w1 >= -eps) & (w2 >= -eps) & (w1 + w2 <= 1.0 + eps)
             ids[ys[inside], xs[inside]] = order[which[inside]]
     return ids
+
+
+def _cheek_discs(shape_hw: tuple[int, int], kps: np.ndarray, size: float) -> np.ndarray:
+    """bool mask of two discs on the cheeks (between each eye and mouth corner, a little
+    outwards), where the source's skin colour is sampled."""
+    disc = np.zeros(shape_hw, dtype=np.uint8)
+    across = kps[1] - kps[0]
+    for eye, corner, sign in ((kps[0], kps[3], -1.0), (kps[1], kps[4], 1.0)):
+        c = (eye + corner) / 2.0 + sign * 0.12 * across
+        cv2.circle(disc, (int(round(c[0] - 0.5)), int(round(c[1] - 0.5))),
+                   max(1, int(0.07 * size)), 1, -1)
+    return disc > 0
+
+
+def _fringe(crop: np.ndarray, oval: np.ndarray, kps: np.ndarray, size: float) -> np.ndarray:
+    """float32 0..1 over the source crop: the hair that reaches into the face from above (not
+    skin by the source's own cheek colour, joined to what lies outside the oval, above the eye
+    line), feathered."""
+    h, w = crop.shape[:2]
+    lab = cv2.cvtColor(np.ascontiguousarray(crop), cv2.COLOR_BGR2LAB).astype(np.float32)
+    cheeks = lab[_cheek_discs((h, w), kps, size)]
+    if len(cheeks) < 10:
+        return np.zeros((h, w), dtype=np.float32)
+    mean = cheeks.mean(axis=0)
+    std = np.maximum(cheeks.std(axis=0), _SKIN_STD_MIN).astype(np.float32)
+    dist = np.sqrt((((lab - mean) / std) ** 2).sum(axis=2))
+    eyes = (kps[0] + kps[1]) / 2.0
+    up = eyes - (kps[3] + kps[4]) / 2.0
+    d = float(np.linalg.norm(up))
+    if d < 1e-6:
+        return np.zeros((h, w), dtype=np.float32)
+    ys, xs = np.mgrid[0:h, 0:w].astype(np.float32)
+    height = ((xs + 0.5 - eyes[0]) * up[0] + (ys + 0.5 - eyes[1]) * up[1]) / d
+    candidate = ((dist > _SKIN_DIST) & (height > _HAIR_FROM * d)).astype(np.uint8)
+    inside = np.zeros((h, w), dtype=np.uint8)
+    cv2.fillPoly(inside, [np.round((oval - 0.5) * 16.0).astype(np.int32)], 1, shift=4)
+    count, labels = cv2.connectedComponents(candidate, connectivity=8)
+    outside = np.unique(labels[(candidate > 0) & (inside == 0)])
+    hair = np.isin(labels, outside[outside > 0]) & (inside > 0)
+    if not hair.any():
+        return np.zeros((h, w), dtype=np.float32)
+    feather = max(1.0, _HAIR_FEATHER * size)
+    grown = cv2.dilate(hair.astype(np.uint8), cv2.getStructuringElement(
+        cv2.MORPH_ELLIPSE, (2 * int(feather) + 1,) * 2))
+    return np.clip(cv2.GaussianBlur(grown.astype(np.float32), (0, 0), feather / 2.0) * 1.5,
+                   0.0, 1.0)
 
 
 def _clip_forehead(oval: np.ndarray, kps: np.ndarray) -> np.ndarray:

@@ -1,0 +1,82 @@
+"""The mesh swapper's visible tells, each measured on a synthetic case and on the real photos:
+the source's fringe on the target's forehead, open eyes on closed ones, lost lip colour and
+pale faces, lost glasses, and a face softer than the frame round it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from livecam.faces import mesh_indices
+from livecam.faces.face import Face
+from livecam.faces.source import SourceIdentity
+from livecam.processors import masks
+from livecam.settings import SwapSettings
+from tests.processors.test_mesh_swapper import analyse, inside, make_face, swapped  # noqa: F401
+
+SKIN = (110, 150, 205)  # BGR
+
+
+def skin_image(h: int, w: int, colour: tuple[int, int, int] = SKIN, seed: int = 0) -> np.ndarray:
+    """A flat skin colour with a little sensor noise."""
+    rng = np.random.default_rng(seed)
+    noise = rng.normal(0.0, 3.0, (h, w, 3))
+    return np.clip(np.asarray(colour, float) + noise, 0, 255).astype(np.uint8)
+
+
+def heights(face: Face, shape: tuple[int, int]) -> tuple[np.ndarray, float]:
+    """Every pixel's height over the eye line in the face's up direction, and the
+    eye-to-mouth distance."""
+    eyes = (face.kps[0] + face.kps[1]) / 2
+    up = eyes - (face.kps[3] + face.kps[4]) / 2
+    d = float(np.linalg.norm(up))
+    ys, xs = np.mgrid[0:shape[0], 0:shape[1]]
+    pix = np.stack([xs + 0.5, ys + 0.5], axis=-1) - eyes
+    return pix @ (up / d), d
+
+
+def lightness(image: np.ndarray, region: np.ndarray) -> float:
+    return float(cv2.cvtColor(image, cv2.COLOR_BGR2LAB)[..., 0][region].astype(float).mean())
+
+
+# ---------------------------------------------------------------- 1. the fringe
+
+
+def fringed_source(size: int = 300) -> SourceIdentity:
+    """A source whose hair comes down across the forehead to a little above the brows."""
+    face = make_face(2.0, (size / 2, size / 2))
+    image = skin_image(size, size, seed=1)
+    h, d = heights(face, (size, size))
+    image[h > 0.25 * d] = (25, 30, 40)  # dark hair, joined to the hair round the face
+    return SourceIdentity(paths=(Path("fringe.png"),), image=image, face=face, embedding=None)
+
+
+def forehead(face: Face, shape: tuple[int, int]) -> np.ndarray:
+    h, d = heights(face, shape)
+    return inside(shape, face.landmarks[mesh_indices.FACE_OVAL]) & (h > 0.3 * d) & (h < 0.6 * d)
+
+
+def test_a_source_fringe_does_not_darken_the_target_forehead() -> None:
+    face = make_face(2.5, (320, 260))
+    frame = skin_image(520, 640, (120, 160, 215), seed=2)
+    region = forehead(face, frame.shape[:2])
+    assert region.sum() > 1000
+    out = swapped(SwapSettings(), frame, [face], fringed_source()).image
+    assert abs(lightness(out, region) - lightness(frame, region)) < 3.0
+    # The rest of the face is still the source's (its skin is swapped in).
+    h, d = heights(face, frame.shape[:2])
+    assert np.any(out[h < 0] != frame[h < 0])
+
+
+def test_real_photos_the_astronauts_fringe_stays_off_bidens_forehead(faces_dir: Path, analyse) -> None:
+    # Eileen Collins' fringe reaches below the old forehead cut: it darkened Biden's forehead
+    # by 8 L units; skin-only forehead keeps it within a few.
+    src_img, src_face = analyse(faces_dir / "astronaut.png")
+    tgt_img, tgt_face = analyse(faces_dir / "biden.jpg")
+    source = SourceIdentity((faces_dir / "astronaut.png",), src_img, src_face, None)
+    out = swapped(SwapSettings(), tgt_img, [tgt_face], source).image
+    region = forehead(tgt_face, tgt_img.shape[:2])
+    assert abs(lightness(out, region) - lightness(tgt_img, region)) < 4.0
