@@ -80,3 +80,62 @@ def test_real_photos_the_astronauts_fringe_stays_off_bidens_forehead(faces_dir: 
     out = swapped(SwapSettings(), tgt_img, [tgt_face], source).image
     region = forehead(tgt_face, tgt_img.shape[:2])
     assert abs(lightness(out, region) - lightness(tgt_img, region)) < 4.0
+
+
+# ---------------------------------------------------------------- 2. closed eyes
+
+
+EYES = (mesh_indices.RIGHT_EYE, mesh_indices.LEFT_EYE)
+
+
+def with_closed_eyes(face: Face) -> Face:
+    """The same face with both eyes' lids brought together (a blink, or a look down)."""
+    lm = face.landmarks.copy()
+    for ring in EYES:
+        centre = lm[ring].mean(0)
+        lm[ring, 1] = centre[1] + (lm[ring, 1] - centre[1]) * 0.1
+    return face.with_(landmarks=lm)
+
+
+def wide_open_source(size: int = 300) -> SourceIdentity:
+    """A source whose open eyes (white, dark iris) are drawn larger than their rings."""
+    face = make_face(2.0, (size / 2, size / 2))
+    image = skin_image(size, size, seed=3)
+    for ring in EYES:
+        c = face.landmarks[ring].mean(0)
+        cv2.ellipse(image, (int(c[0]), int(c[1])), (22, 11), 0, 0, 360, (240, 240, 240), -1)
+        cv2.circle(image, (int(c[0]), int(c[1])), 7, (40, 30, 20), -1)
+    return SourceIdentity(paths=(Path("eyes.png"),), image=image, face=face, embedding=None)
+
+
+def eye_surroundings(face: Face, shape: tuple[int, int]) -> np.ndarray:
+    """Round each eye: a box as wide as the eye and 0.6 of its width tall."""
+    region = np.zeros(shape, dtype=bool)
+    for ring in EYES:
+        pts = face.landmarks[ring]
+        c, w = pts.mean(0), float(np.ptp(pts[:, 0]))
+        region[int(c[1] - 0.3 * w):int(c[1] + 0.3 * w), int(c[0] - 0.5 * w):int(c[0] + 0.5 * w)] = True
+    return region
+
+
+def test_eye_openness_of_the_synthetic_faces() -> None:
+    from livecam.processors.mesh_swapper import eye_openness
+    face = make_face(2.0, (320, 240))
+    assert eye_openness(face.landmarks[EYES[0]]) > 0.2
+    assert eye_openness(with_closed_eyes(face).landmarks[EYES[0]]) < 0.04
+
+
+def test_a_target_with_closed_eyes_keeps_its_own_eye_region() -> None:
+    face = with_closed_eyes(make_face(2.5, (320, 260)))
+    frame = skin_image(520, 640, (120, 160, 215), seed=4)
+    for ring in EYES:  # the closed lids: a dark line of lashes
+        pts = np.round(face.landmarks[ring]).astype(np.int32)
+        cv2.polylines(frame, [pts], True, (30, 30, 40), 2)
+    region = eye_surroundings(face, frame.shape[:2])
+    out = swapped(SwapSettings(), frame, [face], wide_open_source()).image
+    diff = np.abs(out.astype(int) - frame.astype(int)).max(axis=2)[region]
+    assert np.percentile(diff, 95) < 12  # no white of the source's open eyes round the lids
+    # With open target eyes the region round them is the source's as before.
+    open_face = make_face(2.5, (320, 260))
+    out = swapped(SwapSettings(), frame, [open_face], wide_open_source()).image
+    assert np.any(out[eye_surroundings(open_face, frame.shape[:2])] != frame[eye_surroundings(open_face, frame.shape[:2])])

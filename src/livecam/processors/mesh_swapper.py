@@ -60,6 +60,12 @@ _OVAL_MARGIN = 0.015  # the soft edge ends this far inside the oval
 # otherwise cut the source's soft edge off in grid-cell steps, partly outside the face.
 _TARGET_EDGE = 0.02
 _DETAIL_FEATHER = 0.015  # soft edge round the kept eyes and inner mouth
+# Eye openness (mean lid gap over the corner-to-corner width): below LOW the target's eye is
+# closed and a whole region round it is kept (the source's open eye, lashes and lids would
+# otherwise show round the closed lids); above HIGH only the eye itself is kept.
+_EYE_CLOSED_LOW, _EYE_CLOSED_HIGH = 0.06, 0.1
+# That region: an ellipse round the eye, half-axes as fractions of the eye's width.
+_EYE_REGION = (0.75, 0.4)
 _MOUTH_FEATHER = 0.04  # soft edge round the --mouth-mask region (lips and below)
 # Low-frequency lighting taken from the target with colour matching on (see color.match_shading):
 # strength, and the blur radius as a fraction of the face size.
@@ -503,6 +509,36 @@ def _clip_forehead(oval: np.ndarray, kps: np.ndarray) -> np.ndarray:
     return oval - excess[:, None] * up[None, :]
 
 
+def eye_openness(ring: np.ndarray) -> float:
+    """An eye ring's (mesh_indices.RIGHT_EYE / LEFT_EYE order: lower lid from the outer corner,
+    upper lid back) mean gap between facing lid points over its corner-to-corner width."""
+    n = len(ring)
+    half = n // 2
+    width = float(np.linalg.norm(ring[half] - ring[0]))
+    if width < 1e-6:
+        return 0.0
+    gaps = np.linalg.norm(ring[1:half] - ring[n - 1:half:-1], axis=1)
+    return float(gaps.mean()) / width
+
+
+def eye_closed(ring: np.ndarray) -> float:
+    """0..1: how closed the eye is (1 below _EYE_CLOSED_LOW openness, 0 above HIGH)."""
+    return float(np.clip((_EYE_CLOSED_HIGH - eye_openness(ring))
+                         / (_EYE_CLOSED_HIGH - _EYE_CLOSED_LOW), 0.0, 1.0))
+
+
+def eye_region(ring: np.ndarray, points: int = 24) -> np.ndarray:
+    """The ellipse round an eye (its lids, lashes and the skin next to them), Nx2."""
+    a, b = ring[0], ring[len(ring) // 2]
+    centre, along = (a + b) / 2.0, b - a
+    width = float(np.linalg.norm(along))
+    along = along / max(width, 1e-9)
+    across = np.array([-along[1], along[0]])
+    t = np.linspace(0.0, 2.0 * np.pi, points, endpoint=False)
+    rx, ry = _EYE_REGION[0] * width, _EYE_REGION[1] * width
+    return (centre + np.cos(t)[:, None] * rx * along + np.sin(t)[:, None] * ry * across)
+
+
 class MeshSwapper:
     """Frame processor "face_swapper" for --swap-model mesh."""
 
@@ -714,17 +750,25 @@ class MeshSwapper:
         polygons: list[tuple[np.ndarray, float, bool]] = []
         if self.keep_eyes:
             polygons += [(local[eye], detail, False) for eye in self._eyes]
+        closed = [(eye_region(local[eye]), closed_weight) for eye in self._eyes
+                  if self.keep_eyes and (closed_weight := eye_closed(local[eye])) > 0.0]
         if self.settings.mouth_mask is not None:
             mouth = masks.mouth_polygon(local, kps, int(self.settings.mouth_mask))
             polygons.append((mouth, max(1.0, _MOUTH_FEATHER * size), True))
         elif self.keep_mouth_interior:
             polygons.append((local[self._lips_inner], detail, False))
         kept = []
-        for poly, feather, is_mouth_mask in polygons:
+        weights = [1.0] * len(polygons)
+        for region, weight in closed:
+            polygons.append((region, 0.25 * float(np.ptp(region[:, 0])), False))
+            weights.append(weight)
+        for (poly, feather, is_mouth_mask), weight in zip(polygons, weights):
             found = masks.polygon_mask_box(roi_hw, poly, feather)
             if found is None:
                 continue
             keep, (x1, y1, x2, y2) = found
+            if weight < 1.0:
+                keep *= weight
             alpha[y1:y2, x1:x2] *= 1.0 - keep
             skin[y1:y2, x1:x2] &= keep <= 0.0
             kept.append((keep, (x1, y1, x2, y2), is_mouth_mask))
