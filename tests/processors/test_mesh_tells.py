@@ -139,3 +139,55 @@ def test_a_target_with_closed_eyes_keeps_its_own_eye_region() -> None:
     open_face = make_face(2.5, (320, 260))
     out = swapped(SwapSettings(), frame, [open_face], wide_open_source()).image
     assert np.any(out[eye_surroundings(open_face, frame.shape[:2])] != frame[eye_surroundings(open_face, frame.shape[:2])])
+
+
+# ---------------------------------------------------------------- 4. glasses
+
+
+def draw_glasses(frame: np.ndarray, face: Face) -> np.ndarray:
+    """A dark glasses frame round both eyes with a bridge; returns the frame's pixels."""
+    drawn = np.zeros(frame.shape[:2], dtype=np.uint8)
+    centres = [face.landmarks[ring].mean(0) for ring in EYES]
+    for c in centres:
+        cv2.ellipse(drawn, (int(c[0]), int(c[1])), (30, 20), 0, 0, 360, 1, 3)
+    a, b = centres
+    cv2.line(drawn, (int(a[0] + 30), int(a[1] - 4)), (int(b[0] - 30), int(b[1] - 4)), 1, 3)
+    frame[drawn > 0] = (35, 30, 30)
+    return drawn > 0
+
+
+def test_a_target_wearing_glasses_keeps_their_frame() -> None:
+    face = make_face(2.5, (320, 260))
+    frame = skin_image(520, 640, (120, 160, 215), seed=5)
+    rim = draw_glasses(frame, face)
+    out = swapped(SwapSettings(), frame, [face], make_source_skin()).image
+    on_rim = rim & inside(frame.shape[:2], face.landmarks[mesh_indices.FACE_OVAL])
+    assert on_rim.sum() > 300
+    assert lightness(out, on_rim) < lightness(frame, on_rim) + 10  # the frame stays dark
+    # Without glasses the same place is the source's skin.
+    plain = skin_image(520, 640, (120, 160, 215), seed=5)
+    out = swapped(SwapSettings(), plain, [face], make_source_skin()).image
+    assert np.any(out[on_rim] != plain[on_rim])
+
+
+def make_source_skin(size: int = 300) -> SourceIdentity:
+    face = make_face(2.0, (size / 2, size / 2))
+    return SourceIdentity(paths=(Path("skin.png"),), image=skin_image(size, size, seed=6),
+                          face=face, embedding=None)
+
+
+def test_real_photos_grace_hoppers_glasses_stay(analyse, faces_dir: Path) -> None:
+    sample = Path(__file__).resolve().parents[2] / "src" / "livecam" / "samples" / "grace_hopper.jpg"
+    src_img, src_face = analyse(faces_dir / "obama.jpg")
+    tgt_img, tgt_face = analyse(sample)
+    source = SourceIdentity((faces_dir / "obama.jpg",), src_img, src_face, None)
+    out = swapped(SwapSettings(), tgt_img, [tgt_face], source).image
+    # Her frame: the strongest thin dark lines in the band round her eyes.
+    grey = cv2.cvtColor(tgt_img, cv2.COLOR_BGR2GRAY)
+    hat = cv2.morphologyEx(grey, cv2.MORPH_BLACKHAT, np.ones((9, 9), np.uint8))
+    band = np.zeros(grey.shape, dtype=bool)
+    ys = tgt_face.landmarks[list(EYES[0]) + list(EYES[1]), 1]
+    band[int(ys.min() - 25):int(ys.max() + 25), :] = True
+    rim = band & (hat > 40) & inside(grey.shape, tgt_face.landmarks[mesh_indices.FACE_OVAL])
+    assert rim.sum() > 200
+    assert lightness(out, rim) < lightness(tgt_img, rim) + 10

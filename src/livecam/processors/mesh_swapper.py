@@ -66,7 +66,14 @@ _DETAIL_FEATHER = 0.015  # soft edge round the kept eyes and inner mouth
 _EYE_CLOSED_LOW, _EYE_CLOSED_HIGH = 0.06, 0.1
 # That region: an ellipse round the eye, half-axes as fractions of the eye's width.
 _EYE_REGION = (0.75, 0.4)
-_MOUTH_FEATHER = 0.04  # soft edge round the --mouth-mask region (lips and below)
+_MOUTH_FEATHER = 0.04
+# Glasses: thin dark lines (a morphological black-hat with a square this fraction of the face
+# size) that the target has and the warped source lacks, by LOW..HIGH grey levels, are kept
+# from the target over the eye band; only when the band between the eyes (a glasses bridge)
+# has such a line across at least _BRIDGE_COLUMNS of its width.
+_FRAME_WIDTH = 0.04
+_FRAME_LOW, _FRAME_HIGH = 12.0, 30.0
+_BRIDGE_COLUMNS = 0.6  # soft edge round the --mouth-mask region (lips and below)
 # Low-frequency lighting taken from the target with colour matching on (see color.match_shading):
 # strength, and the blur radius as a fraction of the face size.
 _SHADING = 0.7
@@ -635,6 +642,7 @@ class MeshSwapper:
                     bx1, by1, bx2, by2 = box
                     out = inside[by1:by2, bx1:bx2] <= 0.0
                     target[by1:by2, bx1:bx2][out] = original[by1:by2, bx1:bx2][out]
+        self._keep_frames(alpha, skin, warped, target, local, size, lab)
         if lab:
             step = color.sample_step(skin.shape)
             target_lab = cv2.cvtColor(np.ascontiguousarray(target[::step, ::step]),
@@ -738,6 +746,56 @@ class MeshSwapper:
         patch[..., 0] += np.arange(x1, x1 + pw, dtype=np.float32)[None, :]
         patch[..., 1] += np.arange(y1, y1 + ph, dtype=np.float32)[:, None]
         target[y1:y1 + ph, x1:x1 + pw] = _remap(original, patch, cv2.BORDER_REPLICATE)
+
+    def _keep_frames(self, alpha: np.ndarray, skin: np.ndarray, warped: np.ndarray,
+                     target: np.ndarray, local: np.ndarray, size: float, lab: bool) -> None:
+        """Zero `alpha` (and `skin`) in place where the target wears glasses: the thin dark
+        lines of the target's frames over the eye band stay the target's."""
+        right, left = (local[eye] for eye in self._eyes)
+        # The inner corners: each eye's point nearest the other eye's centre.
+        inner_r = right[np.argmin(np.linalg.norm(right - left.mean(axis=0), axis=1))]
+        inner_l = left[np.argmin(np.linalg.norm(left - right.mean(axis=0), axis=1))]
+        gap = float(np.linalg.norm(inner_l - inner_r))
+        if gap < 4.0:
+            return
+        k = max(3, int(_FRAME_WIDTH * size) | 1)
+        kernel = cv2.getStructuringElement(cv2.MORPH_RECT, (k, k))
+        h, w = alpha.shape
+
+        def blackhat(image: np.ndarray, box: masks.Box) -> np.ndarray:
+            x1, y1, x2, y2 = box
+            patch = np.ascontiguousarray(image[y1:y2, x1:x2])
+            grey = (cv2.extractChannel(patch, 0) if image is warped and lab
+                    else cv2.cvtColor(patch, cv2.COLOR_BGR2GRAY))
+            return cv2.morphologyEx(grey, cv2.MORPH_BLACKHAT, kernel).astype(np.float32)
+
+        def clip_box(cx: float, cy: float, rx: float, ry: float) -> masks.Box:
+            return (max(int(cx - rx), 0), max(int(cy - ry), 0),
+                    min(int(cx + rx) + 1, w), min(int(cy + ry) + 1, h))
+
+        # The bridge: between the inner eye corners, from a little below them to well above.
+        mid = (inner_r + inner_l) / 2.0
+        pad = k
+        bx1, by1, bx2, by2 = clip_box(mid[0], mid[1] - 0.1 * gap, 0.3 * gap + pad, 0.3 * gap + pad)
+        if bx2 - bx1 <= 2 * pad or by2 - by1 <= 2 * pad:
+            return
+        bridge = blackhat(target, (bx1, by1, bx2, by2))[pad:-pad, pad:-pad]
+        if float((bridge.max(axis=0) > _FRAME_HIGH).mean()) < _BRIDGE_COLUMNS:
+            return
+        # The eye band: both eyes and round them, where frames sit.
+        both = np.vstack([right, left])
+        lo, hi = both.min(axis=0), both.max(axis=0)
+        centre, half = (lo + hi) / 2.0, (hi - lo) / 2.0
+        box = clip_box(centre[0], centre[1] - 0.1 * gap, half[0] + 0.6 * gap,
+                       half[1] + 0.9 * gap)
+        x1, y1, x2, y2 = box
+        if x2 <= x1 or y2 <= y1:
+            return
+        detail = cv2.subtract(blackhat(target, box), blackhat(warped, box))
+        keep = np.clip((detail - _FRAME_LOW) * (1.0 / (_FRAME_HIGH - _FRAME_LOW)), 0.0, 1.0)
+        keep = cv2.GaussianBlur(cv2.dilate(keep, np.ones((3, 3), np.uint8)), (0, 0), 1.0)
+        alpha[y1:y2, x1:x2] *= 1.0 - keep
+        skin[y1:y2, x1:x2] &= keep <= 0.0
 
     def _apply_keep(self, alpha: np.ndarray, local: np.ndarray, kps: np.ndarray,
                     size: float) -> tuple[np.ndarray, list[tuple[np.ndarray, masks.Box, bool]]]:
