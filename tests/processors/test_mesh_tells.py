@@ -191,3 +191,54 @@ def test_real_photos_grace_hoppers_glasses_stay(analyse, faces_dir: Path) -> Non
     rim = band & (hat > 40) & inside(grey.shape, tgt_face.landmarks[mesh_indices.FACE_OVAL])
     assert rim.sum() > 200
     assert lightness(out, rim) < lightness(tgt_img, rim) + 10
+
+
+# ---------------------------------------------------------------- 5. sharpness
+
+
+def laplacian_variance(image: np.ndarray, region: np.ndarray) -> float:
+    grey = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY).astype(np.float32)
+    return float(cv2.Laplacian(grey, cv2.CV_32F)[region].var())
+
+
+def face_core(face: Face, shape: tuple[int, int]) -> np.ndarray:
+    """The middle of the face without its eyes and mouth (where the source's skin shows)."""
+    oval = face.landmarks[mesh_indices.FACE_OVAL]
+    c = oval.mean(0)
+    region = inside(shape, (oval - c) * 0.6 + c)
+    for ring in (*EYES, mesh_indices.LIPS_OUTER):
+        region &= masks.polygon_mask(shape, face.landmarks[ring], 6) == 0
+    return region
+
+
+def pores(image: np.ndarray, seed: int) -> np.ndarray:
+    """image with a fine skin-like texture (lightness noise a pixel or two across)."""
+    rng = np.random.default_rng(seed)
+    grain = cv2.GaussianBlur(rng.normal(0.0, 14.0, image.shape[:2]).astype(np.float32), (0, 0), 0.8)
+    return np.clip(image + grain[..., None], 0, 255).astype(np.uint8)
+
+
+def test_a_soft_source_gets_the_target_detail() -> None:
+    face = make_face(2.5, (320, 260))
+    frame = pores(skin_image(520, 640, (120, 160, 215)), 8)  # a detailed target
+    soft = make_source_skin()
+    # The same kind of skin texture, photographed out of focus.
+    soft = SourceIdentity(paths=soft.paths, face=soft.face, embedding=None,
+                          image=cv2.GaussianBlur(pores(soft.image, 9), (0, 0), 1.0))
+    out = swapped(SwapSettings(), frame, [face], soft).image
+    core = face_core(face, frame.shape[:2])
+    ratio = laplacian_variance(out, core) / laplacian_variance(frame, core)
+    assert 0.5 < ratio < 2.0, ratio
+
+
+@pytest.mark.parametrize("target", ["biden.jpg", "astronaut.png"])
+def test_real_photos_the_face_is_as_sharp_as_the_frame(faces_dir: Path, analyse, target: str) -> None:
+    # Obama's photo is softer than these two: the swapped face had 0.3 and 0.4 of their
+    # Laplacian variance.
+    src_img, src_face = analyse(faces_dir / "obama.jpg")
+    tgt_img, tgt_face = analyse(faces_dir / target)
+    source = SourceIdentity((faces_dir / "obama.jpg",), src_img, src_face, None)
+    out = swapped(SwapSettings(), tgt_img, [tgt_face], source).image
+    core = face_core(tgt_face, tgt_img.shape[:2])
+    ratio = laplacian_variance(out, core) / laplacian_variance(tgt_img, core)
+    assert 0.5 < ratio < 2.0, ratio

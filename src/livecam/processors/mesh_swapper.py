@@ -78,7 +78,14 @@ _BRIDGE_COLUMNS = 0.6  # soft edge round the --mouth-mask region (lips and below
 # strength, and the blur radius as a fraction of the face size.
 _SHADING = 0.7
 _SHADING_RADIUS = 0.1
-_PYRAMID_MIN = 48  # stop halving the source texture below this face size
+_PYRAMID_MIN = 48
+# Sharpness: the warped source (a softer photo, or a level of its pyramid) is unsharpened
+# (Gaussian of this sigma, px) until its Laplacian variance on the skin matches the target's,
+# by at most this gain (noise is sharpened too); one sharper than the target is softened
+# (a negative gain: towards the blurred copy) by at most MIN.
+_DETAIL_SIGMA = 1.0
+_DETAIL_GAIN_MIN, _DETAIL_GAIN_MAX = -0.8, 2.0
+_DETAIL_FLAT = 4.0  # a target this flat (overexposed, synthetic) has no detail to match  # stop halving the source texture below this face size
 # The source's mask stops this far above its eye line (in eye-to-mouth distances): FaceMesh's
 # oval reaches the hairline, and a fringe must not be pasted onto the target's forehead.
 _FOREHEAD = 0.6
@@ -357,6 +364,32 @@ def _edge_ramp(shape_hw: tuple[int, int], polygon: np.ndarray, width: float) -> 
     np.minimum(ramp, width, out=ramp)
     np.multiply(ramp, 1.0 / width, out=ramp, dtype=np.float64)  # in double, rounded once (as cv2.multiply)
     return ramp
+
+
+def _laplacian_variance(grey: np.ndarray, weights: np.ndarray) -> float:
+    lap = cv2.Laplacian(grey, cv2.CV_16S)[weights]
+    return float(lap.astype(np.float32).var()) if lap.size > 16 else 0.0
+
+
+def _match_detail(warped: np.ndarray, target: np.ndarray, skin: np.ndarray, lab: bool) -> np.ndarray:
+    """`warped` (8-bit LAB when `lab`, else BGR) unsharpened (or softened) so that its
+    high-frequency energy (Laplacian variance over `skin`) comes to `target`'s (BGR);
+    unchanged when they are within 10%, the target is flat, or there is no skin to measure on."""
+    if int(np.count_nonzero(skin)) < 64:
+        return warped
+    grey = cv2.extractChannel(warped, 0) if lab else cv2.cvtColor(warped, cv2.COLOR_BGR2GRAY)
+    # OpenCV's 8-bit L is lightness scaled to 0..255, close enough to grey for a ratio.
+    own = _laplacian_variance(grey, skin)
+    wanted = _laplacian_variance(cv2.cvtColor(target, cv2.COLOR_BGR2GRAY), skin)
+    if own <= 0.0 or wanted < _DETAIL_FLAT or abs(wanted / own - 1.0) < 0.1:
+        return warped
+    gain = float(np.clip(np.sqrt(wanted / own) - 1.0, _DETAIL_GAIN_MIN, _DETAIL_GAIN_MAX))
+    if lab:
+        soft = cv2.GaussianBlur(grey, (0, 0), _DETAIL_SIGMA)
+        return cv2.merge([cv2.addWeighted(grey, 1.0 + gain, soft, -gain, 0.0),
+                          cv2.extractChannel(warped, 1), cv2.extractChannel(warped, 2)])
+    soft = cv2.GaussianBlur(warped, (0, 0), _DETAIL_SIGMA)
+    return cv2.addWeighted(warped, 1.0 + gain, soft, -gain, 0.0)
 
 
 def _remap(src: np.ndarray, maps: np.ndarray, border_mode: int,
@@ -653,7 +686,10 @@ class MeshSwapper:
                 if _SHADING > 0.0:
                     warped = color.match_shading(warped, target, skin, _SHADING_RADIUS * size,
                                                  _SHADING)
+            warped = _match_detail(warped, target, skin, True)
             warped = cv2.cvtColor(warped, cv2.COLOR_LAB2BGR)
+        else:
+            warped = _match_detail(warped, target, skin, False)
         if blend != 1.0:
             alpha *= blend
         # Weights 0 keep the target's pixel exactly (the kept mouth relies on it).
