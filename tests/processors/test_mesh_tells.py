@@ -242,3 +242,51 @@ def test_real_photos_the_face_is_as_sharp_as_the_frame(faces_dir: Path, analyse,
     core = face_core(tgt_face, tgt_img.shape[:2])
     ratio = laplacian_variance(out, core) / laplacian_variance(tgt_img, core)
     assert 0.5 < ratio < 2.0, ratio
+
+
+# ---------------------------------------------------------------- 3. lip colour
+
+
+def lip_colour(image: np.ndarray, face: Face) -> np.ndarray:
+    """Mean a, b (OpenCV 8-bit LAB, 128 neutral) of the lips: between the outer and inner
+    contours."""
+    shape = image.shape[:2]
+    ring = inside(shape, face.landmarks[mesh_indices.LIPS_OUTER])
+    ring &= masks.polygon_mask(shape, face.landmarks[mesh_indices.LIPS_INNER], 2) == 0
+    return cv2.cvtColor(image, cv2.COLOR_BGR2LAB)[ring][:, 1:].astype(float).mean(0) - 128.0
+
+
+def test_the_target_keeps_its_lip_colour() -> None:
+    face = make_face(2.5, (320, 260))
+    frame = skin_image(520, 640, (120, 160, 215), seed=8)
+    lips = np.round(face.landmarks[mesh_indices.LIPS_OUTER] - 0.5).astype(np.int32)
+    cv2.fillPoly(frame, [lips], (70, 60, 190))  # red lips
+    wanted = lip_colour(frame, face)
+    # The source's lips have its skin's colour (pale lips).
+    out = swapped(SwapSettings(), frame, [face], make_source_skin()).image
+    assert np.linalg.norm(lip_colour(out, face) - wanted) < 6.0
+
+
+def chroma(image: np.ndarray, region: np.ndarray) -> float:
+    lab = cv2.cvtColor(image, cv2.COLOR_BGR2LAB)[region][:, 1:].astype(float) - 128.0
+    return float(np.hypot(lab[:, 0], lab[:, 1]).mean())
+
+
+@pytest.mark.parametrize("crop", [
+    # Her lips came out at a, b = 18, 23 against her own 34, 34 (the skin transfer's chroma
+    # shrink carried Obama's browner lips over). Her skin is the group's least saturated.
+    (slice(100, 420), slice(190, 450)),
+    # His face is pale and yellowish (a = 7): it must not come out greyer than it is.
+    (slice(0, 300), slice(790, 1060)),
+])
+def test_real_photos_group_faces_keep_their_colour(faces_dir: Path, analyse, tmp_path: Path,
+                                                   crop: tuple[slice, slice]) -> None:
+    path = tmp_path / "crop.png"
+    cv2.imwrite(str(path), cv2.imread(str(faces_dir / "group6.jpg"))[crop])
+    src_img, src_face = analyse(faces_dir / "obama.jpg")
+    tgt_img, tgt_face = analyse(path)
+    source = SourceIdentity((faces_dir / "obama.jpg",), src_img, src_face, None)
+    out = swapped(SwapSettings(), tgt_img, [tgt_face], source).image
+    assert np.linalg.norm(lip_colour(out, tgt_face) - lip_colour(tgt_img, tgt_face)) < 5.0
+    core = face_core(tgt_face, tgt_img.shape[:2])
+    assert chroma(out, core) > 0.9 * chroma(tgt_img, core)

@@ -67,6 +67,8 @@ _EYE_CLOSED_LOW, _EYE_CLOSED_HIGH = 0.06, 0.1
 # That region: an ellipse round the eye, half-axes as fractions of the eye's width.
 _EYE_REGION = (0.75, 0.4)
 _MOUTH_FEATHER = 0.04
+# The lips keep the target's colour (a, b) and take this much of its lip lightness.
+_LIP_LIGHTNESS = 0.5
 # Glasses: thin dark lines (a morphological black-hat with a square this fraction of the face
 # size) that the target has and the warped source lacks, by LOW..HIGH grey levels, are kept
 # from the target over the eye band; only when the band between the eyes (a glasses bridge)
@@ -364,6 +366,38 @@ def _edge_ramp(shape_hw: tuple[int, int], polygon: np.ndarray, width: float) -> 
     np.minimum(ramp, width, out=ramp)
     np.multiply(ramp, 1.0 / width, out=ramp, dtype=np.float64)  # in double, rounded once (as cv2.multiply)
     return ramp
+
+
+def _match_lips(warped: np.ndarray, target: np.ndarray, lips: tuple[np.ndarray, masks.Box],
+                local: np.ndarray, moved: np.ndarray) -> None:
+    """Move the warped lips' (8-bit LAB, in place) mean colour to the target's own lips' (the
+    skin's colour transfer would carry the source's lip colour relative to its skin, and its
+    chroma shrink makes lips pale): a and b fully, lightness by _LIP_LIGHTNESS. The lips are
+    the ring between the outer and inner lip contours: the moved one in `warped`, the target's
+    own (`local`) in `target` (BGR)."""
+    weight, (x1, y1, x2, y2) = lips
+
+    def ring_mean(image: np.ndarray, landmarks: np.ndarray) -> np.ndarray | None:
+        shape = image.shape[:2]
+        ring = masks.polygon_mask(shape, landmarks[mesh_indices.LIPS_OUTER], 0.0) > 0
+        ring &= masks.polygon_mask(shape, landmarks[mesh_indices.LIPS_INNER], 1.0) <= 0
+        return image[ring].astype(np.float64).mean(axis=0) if ring.sum() >= 8 else None
+
+    pad = 2
+    bx1, by1 = max(x1 - pad, 0), max(y1 - pad, 0)
+    bx2, by2 = min(x2 + pad, target.shape[1]), min(y2 + pad, target.shape[0])
+    # The target's lips (unmoved) lie within the moved ones' box give or take the shape change.
+    tl = np.vstack([local[mesh_indices.LIPS_OUTER], moved[mesh_indices.LIPS_OUTER]])
+    tx1, ty1 = (max(int(v) - pad, 0) for v in tl.min(axis=0))
+    tx2, ty2 = int(tl[:, 0].max()) + pad + 1, int(tl[:, 1].max()) + pad + 1
+    target_lab = cv2.cvtColor(np.ascontiguousarray(target[ty1:ty2, tx1:tx2]), cv2.COLOR_BGR2LAB)
+    wanted = ring_mean(target_lab, local - (tx1, ty1))
+    own = ring_mean(warped[by1:by2, bx1:bx2], moved - (bx1, by1))
+    if wanted is None or own is None:
+        return
+    delta = (wanted - own) * np.array([_LIP_LIGHTNESS, 1.0, 1.0])
+    part = warped[y1:y2, x1:x2].astype(np.float32) + weight[..., None] * delta.astype(np.float32)
+    warped[y1:y2, x1:x2] = np.clip(part + 0.5, 0, 255).astype(np.uint8)
 
 
 def _laplacian_variance(grey: np.ndarray, weights: np.ndarray) -> float:
@@ -676,6 +710,14 @@ class MeshSwapper:
                     out = inside[by1:by2, bx1:bx2] <= 0.0
                     target[by1:by2, bx1:bx2][out] = original[by1:by2, bx1:bx2][out]
         self._keep_frames(alpha, skin, warped, target, local, size, lab)
+        lips = None
+        if lab and self.settings.mouth_mask is None:
+            # The lips are matched on their own (below), and stay out of the skin statistics.
+            lips = masks.polygon_mask_box((roi_h, roi_w), moved[mesh_indices.LIPS_OUTER],
+                                          max(1.0, _DETAIL_FEATHER * size))
+            if lips is not None:
+                lx1, ly1, lx2, ly2 = lips[1]
+                skin[ly1:ly2, lx1:lx2] &= lips[0] <= 0.0
         if lab:
             step = color.sample_step(skin.shape)
             target_lab = cv2.cvtColor(np.ascontiguousarray(target[::step, ::step]),
@@ -686,6 +728,8 @@ class MeshSwapper:
                 if _SHADING > 0.0:
                     warped = color.match_shading(warped, target, skin, _SHADING_RADIUS * size,
                                                  _SHADING)
+            if lips is not None and table is not None:
+                _match_lips(warped, target, lips, local, moved)
             warped = _match_detail(warped, target, skin, True)
             warped = cv2.cvtColor(warped, cv2.COLOR_LAB2BGR)
         else:
