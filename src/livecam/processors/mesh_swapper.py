@@ -378,10 +378,13 @@ def _match_lips(warped: np.ndarray, target: np.ndarray, lips: tuple[np.ndarray, 
     weight, (x1, y1, x2, y2) = lips
 
     def ring_mean(image: np.ndarray, landmarks: np.ndarray) -> np.ndarray | None:
-        shape = image.shape[:2]
-        ring = masks.polygon_mask(shape, landmarks[mesh_indices.LIPS_OUTER], 0.0) > 0
-        ring &= masks.polygon_mask(shape, landmarks[mesh_indices.LIPS_INNER], 1.0) <= 0
-        return image[ring].astype(np.float64).mean(axis=0) if ring.sum() >= 8 else None
+        ring = np.zeros(image.shape[:2], dtype=np.uint8)
+        for contour, value in ((mesh_indices.LIPS_OUTER, 1), (mesh_indices.LIPS_INNER, 0)):
+            pts = np.round((landmarks[contour] - 0.5) * 16.0).astype(np.int32)
+            cv2.fillPoly(ring, [pts], value, shift=4)
+        if cv2.countNonZero(ring) < 8:
+            return None
+        return np.array(cv2.mean(image, mask=ring)[:3])
 
     pad = 2
     bx1, by1 = max(x1 - pad, 0), max(y1 - pad, 0)
@@ -400,16 +403,19 @@ def _match_lips(warped: np.ndarray, target: np.ndarray, lips: tuple[np.ndarray, 
     warped[y1:y2, x1:x2] = np.clip(part + 0.5, 0, 255).astype(np.uint8)
 
 
-def _laplacian_variance(grey: np.ndarray, weights: np.ndarray) -> float:
-    lap = cv2.Laplacian(grey, cv2.CV_16S)[weights]
+def _laplacian_variance(grey: np.ndarray, mask: np.ndarray) -> float:
+    """Variance of the Laplacian of `grey` where the bool `mask` is set (on a regular
+    subsample: a variance does not need every pixel)."""
+    step = color.sample_step(mask.shape)
+    lap = cv2.Laplacian(grey, cv2.CV_16S)[::step, ::step][mask[::step, ::step]]
     return float(lap.astype(np.float32).var()) if lap.size > 16 else 0.0
 
 
 def _match_detail(warped: np.ndarray, target: np.ndarray, skin: np.ndarray, lab: bool) -> np.ndarray:
-    """`warped` (8-bit LAB when `lab`, else BGR) unsharpened (or softened) so that its
+    """`warped` (8-bit LAB when `lab`, else BGR; in place for LAB) unsharpened (or softened) so that its
     high-frequency energy (Laplacian variance over `skin`) comes to `target`'s (BGR);
     unchanged when they are within 10%, the target is flat, or there is no skin to measure on."""
-    if int(np.count_nonzero(skin)) < 64:
+    if not skin.any():
         return warped
     grey = cv2.extractChannel(warped, 0) if lab else cv2.cvtColor(warped, cv2.COLOR_BGR2GRAY)
     # OpenCV's 8-bit L is lightness scaled to 0..255, close enough to grey for a ratio.
@@ -419,10 +425,10 @@ def _match_detail(warped: np.ndarray, target: np.ndarray, skin: np.ndarray, lab:
         return warped
     gain = float(np.clip(np.sqrt(wanted / own) - 1.0, _DETAIL_GAIN_MIN, _DETAIL_GAIN_MAX))
     if lab:
-        soft = cv2.GaussianBlur(grey, (0, 0), _DETAIL_SIGMA)
-        return cv2.merge([cv2.addWeighted(grey, 1.0 + gain, soft, -gain, 0.0),
-                          cv2.extractChannel(warped, 1), cv2.extractChannel(warped, 2)])
-    soft = cv2.GaussianBlur(warped, (0, 0), _DETAIL_SIGMA)
+        soft = cv2.GaussianBlur(grey, (5, 5), _DETAIL_SIGMA)
+        cv2.insertChannel(cv2.addWeighted(grey, 1.0 + gain, soft, -gain, 0.0), warped, 0)
+        return warped
+    soft = cv2.GaussianBlur(warped, (5, 5), _DETAIL_SIGMA)
     return cv2.addWeighted(warped, 1.0 + gain, soft, -gain, 0.0)
 
 
