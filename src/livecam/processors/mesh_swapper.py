@@ -19,6 +19,11 @@ low-frequency lighting), triangles turned away from the camera fade out, and the
 and inner mouth (and, with --mouth-mask, its lips and more) are kept so that blinks, gaze and
 speech follow the target. All work is inside the face's region of interest.
 
+The tells of a classical swap are taken from the target too: the source's forehead is used only
+where it is skin (a fringe falls back to the target's forehead), a closed eye keeps the whole
+region round it, a target's glasses frame (thin dark lines over the eye band) stays, the lips
+keep their colour, and the source's sharpness is matched to the target's.
+
 Identity is more than texture: before the warp, the target's inner landmarks (eyes, brows,
 nose, mouth, cheeks; not the oval) move towards the source's proportions (shape_offsets), the
 source texture is warped onto the moved landmarks, and the target's own pixels that show
