@@ -290,3 +290,35 @@ def test_real_photos_group_faces_keep_their_colour(faces_dir: Path, analyse, tmp
     assert np.linalg.norm(lip_colour(out, tgt_face) - lip_colour(tgt_img, tgt_face)) < 5.0
     core = face_core(tgt_face, tgt_img.shape[:2])
     assert chroma(out, core) > 0.9 * chroma(tgt_img, core)
+    # Over the brows and eyelids Obama's cooler skin came out blue-grey: b* < 5 on 23% and 38%
+    # of the band (none in the target), at 0.4-0.6 of the target's chroma.
+    band = brow_band(tgt_face, tgt_img.shape[:2])
+    lab = cv2.cvtColor(out, cv2.COLOR_BGR2LAB)[band].astype(float)
+    assert float((lab[:, 2] < 133).mean()) < 0.08
+    assert chroma(out, band) > 0.6 * chroma(tgt_img, band)
+
+
+def brow_band(face: Face, shape: tuple[int, int]) -> np.ndarray:
+    """Above each eye up to the brows, inside the face."""
+    region = np.zeros(shape, dtype=bool)
+    for ring in EYES:
+        pts = face.landmarks[ring]
+        c, w = pts.mean(0), float(np.ptp(pts[:, 0]))
+        region[int(c[1] - 0.9 * w):int(c[1] - 0.2 * w), int(c[0] - 0.6 * w):int(c[0] + 0.6 * w)] = True
+    return region & inside(shape, face.landmarks[mesh_indices.FACE_OVAL])
+
+
+def test_cooler_skin_round_the_source_eyes_does_not_turn_blue_grey() -> None:
+    # The source's skin over its eyes is neutral grey-brown, its cheeks warm: the skin LUT
+    # alone maps that band below the warm target's b*, blue-grey.
+    face = make_face(2.5, (320, 260))
+    frame = skin_image(520, 640, (90, 150, 220), seed=10)
+    source = make_source_skin()
+    image = source.image.copy()
+    h, d = heights(source.face, image.shape[:2])
+    band = (h > 0.05 * d) & (h < 0.4 * d)
+    image[band] = skin_image(300, 300, (120, 125, 135), seed=11)[band]
+    source = SourceIdentity(paths=source.paths, face=source.face, embedding=None, image=image)
+    out = swapped(SwapSettings(), frame, [face], source).image
+    region = brow_band(face, frame.shape[:2])
+    assert chroma(out, region) > 0.9 * chroma(frame, region)  # it was at 0.76

@@ -85,6 +85,9 @@ _BRIDGE_COLUMNS = 0.6  # soft edge round the --mouth-mask region (lips and below
 # strength, and the blur radius as a fraction of the face size.
 _SHADING = 0.7
 _SHADING_RADIUS = 0.1
+# ...and the low-frequency a and b, by this much: regional colour (warm brows and lids in the
+# target, cooler ones in the source) would otherwise leave pale grey patches round the eyes.
+_SHADING_CHROMA = 1.0
 _PYRAMID_MIN = 48
 # Sharpness: the warped source (a softer photo, or a level of its pyramid) is unsharpened
 # (Gaussian of this sigma, px) until its Laplacian variance on the skin matches the target's,
@@ -738,7 +741,7 @@ class MeshSwapper:
                 warped = cv2.LUT(warped, table)
                 if _SHADING > 0.0:
                     warped = color.match_shading(warped, target, skin, _SHADING_RADIUS * size,
-                                                 _SHADING)
+                                                 _SHADING, _SHADING_CHROMA)
             if lips is not None and table is not None:
                 _match_lips(warped, target, lips, local, moved)
             warped = _match_detail(warped, target, skin, True)
