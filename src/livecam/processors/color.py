@@ -4,7 +4,8 @@ Per-channel mean and standard deviation transfer in CIE LAB (Reinhard et al. 200
 statistics of both images taken inside one mask, so that only skin drives the match while the
 correction is applied to every pixel of the face image. It runs in OpenCV's 8-bit LAB, where
 the per-channel affine map is one 256-entry lookup table. `match_shading` then optionally moves
-the face's low-frequency lightness (the lighting) towards the target's.
+the face's low-frequency lightness (the lighting), and a and b (regional colour), towards the
+target's.
 """
 
 from __future__ import annotations
