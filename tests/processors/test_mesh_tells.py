@@ -45,9 +45,28 @@ def lightness(image: np.ndarray, region: np.ndarray) -> float:
 # ---------------------------------------------------------------- 1. the fringe
 
 
+def with_brows(face: Face) -> Face:
+    """The face with its FaceMesh brow outlines just above the eyes (the synthetic template's
+    brow points are scattered over the face)."""
+    lm = face.landmarks.copy()
+    d = float(np.linalg.norm((face.kps[0] + face.kps[1]) / 2 - (face.kps[3] + face.kps[4]) / 2))
+    eyes = (face.kps[0] + face.kps[1]) / 2
+    up = eyes - (face.kps[3] + face.kps[4]) / 2
+    up /= np.linalg.norm(up)
+    across = np.array([-up[1], up[0]])
+    if across @ (face.kps[1] - face.kps[0]) < 0:
+        across = -across
+    for brow, side in ((mesh_indices.RIGHT_EYEBROW, -1.0), (mesh_indices.LEFT_EYEBROW, 1.0)):
+        t = np.linspace(0.15, 0.75, 5)  # from the inner end outwards, as a fraction of d
+        upper = [eyes + side * x * d * across + 0.2 * d * up for x in t]
+        lower = [eyes + side * x * d * across + 0.12 * d * up for x in t[::-1]]
+        lm[brow] = np.array(upper + lower)
+    return face.with_(landmarks=lm.astype(np.float32))
+
+
 def fringed_source(size: int = 300) -> SourceIdentity:
     """A source whose hair comes down across the forehead to a little above the brows."""
-    face = make_face(2.0, (size / 2, size / 2))
+    face = with_brows(make_face(2.0, (size / 2, size / 2)))
     image = skin_image(size, size, seed=1)
     h, d = heights(face, (size, size))
     image[h > 0.25 * d] = (25, 30, 40)  # dark hair, joined to the hair round the face
@@ -60,7 +79,7 @@ def forehead(face: Face, shape: tuple[int, int]) -> np.ndarray:
 
 
 def test_a_source_fringe_does_not_darken_the_target_forehead() -> None:
-    face = make_face(2.5, (320, 260))
+    face = with_brows(make_face(2.5, (320, 260)))
     frame = skin_image(520, 640, (120, 160, 215), seed=2)
     region = forehead(face, frame.shape[:2])
     assert region.sum() > 1000

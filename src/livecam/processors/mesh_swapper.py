@@ -104,11 +104,12 @@ _FOREHEAD = 0.6
 # from the source's cheek skin are not skin, and those of them joined to the hair round the
 # face (outside the oval) and lying above _HAIR_FROM eye-to-mouth distances over the eye line
 # are the fringe: the target's forehead shows there, feathered over _HAIR_FEATHER x face size.
-# Brows, cut off from the hair by skin, stay the source's.
+# The brows stay the source's.
 _SKIN_DIST = 3.5
 _SKIN_STD_MIN = np.array([6.0, 3.0, 3.0])
 _HAIR_FROM = 0.1
 _HAIR_FEATHER = 0.03
+_BROW_MARGIN = 0.02  # the brows (FaceMesh outlines) grown by this fraction of the face size
 # Facing weight: triangles whose area shrank (relative to the face's typical scale) below LOW
 # are hidden, above HIGH fully shown.
 _FACING_LOW, _FACING_HIGH = 0.2, 0.45
@@ -236,7 +237,7 @@ def prepare_source(source: SourceIdentity) -> PreparedSource:
                     "whole face", _source_name(source))
     alpha = _inner_feather((y2 - y1, x2 - x1), outline, _OVAL_MARGIN * size,
                            max(2.0, _FEATHER * size), cut)
-    alpha *= 1.0 - _fringe(image[y1:y2, x1:x2], local[oval], kps, size)
+    alpha *= 1.0 - _fringe(image[y1:y2, x1:x2], local, kps, size)
     bgra = np.dstack([image[y1:y2, x1:x2], np.round(alpha * 255.0).astype(np.uint8)])
     levels = [np.ascontiguousarray(bgra)]
     s = size
@@ -549,7 +550,7 @@ def _cheek_discs(shape_hw: tuple[int, int], kps: np.ndarray, size: float) -> np.
     return disc > 0
 
 
-def _fringe(crop: np.ndarray, oval: np.ndarray, kps: np.ndarray, size: float) -> np.ndarray:
+def _fringe(crop: np.ndarray, landmarks: np.ndarray, kps: np.ndarray, size: float) -> np.ndarray:
     """float32 0..1 over the source crop: the hair that reaches into the face from above (not
     skin by the source's own cheek colour, joined to what lies outside the oval, above the eye
     line), feathered."""
@@ -560,7 +561,11 @@ def _fringe(crop: np.ndarray, oval: np.ndarray, kps: np.ndarray, size: float) ->
         return np.zeros((h, w), dtype=np.float32)
     mean = cheeks.mean(axis=0)
     std = np.maximum(cheeks.std(axis=0), _SKIN_STD_MIN).astype(np.float32)
-    dist = np.sqrt((((lab - mean) / std) ** 2).sum(axis=2))
+    # Lighter than the cheeks is lit skin (a shiny forehead), not hair: lightness counts only
+    # where it is darker.
+    dev = (lab - mean) / std
+    np.minimum(dev[..., 0], 0.0, out=dev[..., 0])
+    dist = np.sqrt((dev * dev).sum(axis=2))
     eyes = (kps[0] + kps[1]) / 2.0
     up = eyes - (kps[3] + kps[4]) / 2.0
     d = float(np.linalg.norm(up))
@@ -570,10 +575,19 @@ def _fringe(crop: np.ndarray, oval: np.ndarray, kps: np.ndarray, size: float) ->
     height = ((xs + 0.5 - eyes[0]) * up[0] + (ys + 0.5 - eyes[1]) * up[1]) / d
     candidate = ((dist > _SKIN_DIST) & (height > _HAIR_FROM * d)).astype(np.uint8)
     inside = np.zeros((h, w), dtype=np.uint8)
+    oval = landmarks[mesh_indices.FACE_OVAL]
     cv2.fillPoly(inside, [np.round((oval - 0.5) * 16.0).astype(np.int32)], 1, shift=4)
     count, labels = cv2.connectedComponents(candidate, connectivity=8)
     outside = np.unique(labels[(candidate > 0) & (inside == 0)])
     hair = np.isin(labels, outside[outside > 0]) & (inside > 0)
+    # The brows stay the source's (they are identity) even where hair or a shadow joins them
+    # to the hair round the face.
+    brows = np.zeros((h, w), dtype=np.uint8)
+    for brow in (mesh_indices.RIGHT_EYEBROW, mesh_indices.LEFT_EYEBROW):
+        hull = cv2.convexHull(np.round((landmarks[brow] - 0.5) * 16.0).astype(np.int32))
+        cv2.fillConvexPoly(brows, hull, 1, shift=4)
+    margin = 2 * int(_BROW_MARGIN * size) + 1
+    hair &= cv2.dilate(brows, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (margin, margin))) == 0
     if not hair.any():
         return np.zeros((h, w), dtype=np.float32)
     feather = max(1.0, _HAIR_FEATHER * size)
