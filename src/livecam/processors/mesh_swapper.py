@@ -91,10 +91,11 @@ _SHADING_CHROMA = 1.0
 _PYRAMID_MIN = 48
 # Sharpness: the warped source (a softer photo, or a level of its pyramid) is unsharpened
 # (Gaussian of this sigma, px) until its Laplacian variance on the skin matches the target's,
-# by at most this gain (noise is sharpened too); one sharper than the target is softened
+# by at most this gain (noise is sharpened too; the gain solves the Laplacian variance
+# exactly, see _unsharp_gain); one sharper than the target is softened
 # (a negative gain: towards the blurred copy) by at most MIN.
 _DETAIL_SIGMA = 1.0
-_DETAIL_GAIN_MIN, _DETAIL_GAIN_MAX = -0.8, 2.0
+_DETAIL_GAIN_MIN, _DETAIL_GAIN_MAX = -0.8, 3.0
 _DETAIL_FLAT = 4.0  # a target this flat (overexposed, synthetic) has no detail to match  # stop halving the source texture below this face size
 # The source's mask stops this far above its eye line (in eye-to-mouth distances): FaceMesh's
 # oval reaches the hairline, and a fringe must not be pasted onto the target's forehead.
@@ -413,29 +414,44 @@ def _match_lips(warped: np.ndarray, target: np.ndarray, lips: tuple[np.ndarray, 
     warped[y1:y2, x1:x2] = np.clip(part + 0.5, 0, 255).astype(np.uint8)
 
 
-def _laplacian_variance(grey: np.ndarray, mask: np.ndarray) -> float:
-    """Variance of the Laplacian of `grey` where the bool `mask` is set (on a regular
-    subsample: a variance does not need every pixel)."""
+def _laplacians(grey: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The Laplacian of `grey` (float32) where the bool `mask` is set, on a regular subsample
+    (a variance does not need every pixel)."""
     step = color.sample_step(mask.shape)
-    lap = cv2.Laplacian(grey, cv2.CV_16S)[::step, ::step][mask[::step, ::step]]
-    return float(lap.astype(np.float32).var()) if lap.size > 16 else 0.0
+    lap = cv2.Laplacian(grey, cv2.CV_32F)[::step, ::step]
+    return lap[mask[::step, ::step]]
+
+
+def _unsharp_gain(lap: np.ndarray, lap_detail: np.ndarray, wanted: float) -> float:
+    """The gain g for which grey + g * detail has the Laplacian variance `wanted`, given the
+    Laplacians of grey and of detail (the Laplacian is linear, so the variance is the quadratic
+    a + 2cg + bg^2); the root nearest 0, or the variance's minimum when `wanted` is below it."""
+    a, b = float(lap.var()), float(lap_detail.var())
+    c = float(np.mean((lap - lap.mean()) * (lap_detail - lap_detail.mean())))
+    if b <= 1e-9:
+        return 0.0
+    disc = c * c - b * (a - wanted)
+    return (-c + float(np.sqrt(disc))) / b if disc >= 0.0 else -c / b
 
 
 def _match_detail(warped: np.ndarray, target: np.ndarray, skin: np.ndarray, lab: bool) -> np.ndarray:
-    """`warped` (8-bit LAB when `lab`, else BGR; in place for LAB) unsharpened (or softened) so that its
-    high-frequency energy (Laplacian variance over `skin`) comes to `target`'s (BGR);
+    """`warped` (8-bit LAB when `lab`, else BGR; in place for LAB) unsharpened (or softened) so
+    that its high-frequency energy (Laplacian variance over `skin`) comes to `target`'s (BGR);
     unchanged when they are within 10%, the target is flat, or there is no skin to measure on."""
     if not skin.any():
         return warped
     grey = cv2.extractChannel(warped, 0) if lab else cv2.cvtColor(warped, cv2.COLOR_BGR2GRAY)
     # OpenCV's 8-bit L is lightness scaled to 0..255, close enough to grey for a ratio.
-    own = _laplacian_variance(grey, skin)
-    wanted = _laplacian_variance(cv2.cvtColor(target, cv2.COLOR_BGR2GRAY), skin)
+    lap = _laplacians(grey, skin)
+    wanted = float(_laplacians(cv2.cvtColor(target, cv2.COLOR_BGR2GRAY), skin).var())
+    own = float(lap.var()) if lap.size > 16 else 0.0
     if own <= 0.0 or wanted < _DETAIL_FLAT or abs(wanted / own - 1.0) < 0.1:
         return warped
-    gain = float(np.clip(np.sqrt(wanted / own) - 1.0, _DETAIL_GAIN_MIN, _DETAIL_GAIN_MAX))
+    soft = cv2.GaussianBlur(grey, (5, 5), _DETAIL_SIGMA)
+    detail = cv2.subtract(grey, soft, dtype=cv2.CV_16S)
+    gain = _unsharp_gain(lap, _laplacians(detail, skin), wanted)
+    gain = float(np.clip(gain, _DETAIL_GAIN_MIN, _DETAIL_GAIN_MAX))
     if lab:
-        soft = cv2.GaussianBlur(grey, (5, 5), _DETAIL_SIGMA)
         cv2.insertChannel(cv2.addWeighted(grey, 1.0 + gain, soft, -gain, 0.0), warped, 0)
         return warped
     soft = cv2.GaussianBlur(warped, (5, 5), _DETAIL_SIGMA)
