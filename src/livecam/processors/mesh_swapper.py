@@ -88,7 +88,7 @@ _SHADING_RADIUS = 0.1
 # ...and the low-frequency a and b, by this much: regional colour (warm brows and lids in the
 # target, cooler ones in the source) would otherwise leave pale grey patches round the eyes.
 _SHADING_CHROMA = 1.0
-_PYRAMID_MIN = 48
+_PYRAMID_MIN = 48  # stop halving the source texture below this face size
 # Sharpness: the warped source (a softer photo, or a level of its pyramid) is unsharpened
 # (Gaussian of this sigma, px) until its Laplacian variance on the skin matches the target's,
 # by at most this gain (noise is sharpened too; the gain solves the Laplacian variance
@@ -96,7 +96,7 @@ _PYRAMID_MIN = 48
 # (a negative gain: towards the blurred copy) by at most MIN.
 _DETAIL_SIGMA = 1.0
 _DETAIL_GAIN_MIN, _DETAIL_GAIN_MAX = -0.8, 3.0
-_DETAIL_FLAT = 4.0  # a target this flat (overexposed, synthetic) has no detail to match  # stop halving the source texture below this face size
+_DETAIL_FLAT = 4.0  # a target this flat (overexposed, synthetic) has no detail to match
 # The source's mask stops this far above its eye line (in eye-to-mouth distances): FaceMesh's
 # oval reaches the hairline, and a fringe must not be pasted onto the target's forehead.
 _FOREHEAD = 0.6
