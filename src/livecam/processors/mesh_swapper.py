@@ -71,7 +71,7 @@ _DETAIL_FEATHER = 0.015  # soft edge round the kept eyes and inner mouth
 _EYE_CLOSED_LOW, _EYE_CLOSED_HIGH = 0.06, 0.1
 # That region: an ellipse round the eye, half-axes as fractions of the eye's width.
 _EYE_REGION = (0.75, 0.4)
-_MOUTH_FEATHER = 0.04
+_MOUTH_FEATHER = 0.04  # soft edge round the --mouth-mask region (lips and below)
 # The lips keep the target's colour (a, b) and take this much of its lip lightness.
 _LIP_LIGHTNESS = 0.5
 # Glasses: thin dark lines (a morphological black-hat with a square this fraction of the face
@@ -80,7 +80,7 @@ _LIP_LIGHTNESS = 0.5
 # has such a line across at least _BRIDGE_COLUMNS of its width.
 _FRAME_WIDTH = 0.04
 _FRAME_LOW, _FRAME_HIGH = 12.0, 30.0
-_BRIDGE_COLUMNS = 0.6  # soft edge round the --mouth-mask region (lips and below)
+_BRIDGE_COLUMNS = 0.6
 # Low-frequency lighting taken from the target with colour matching on (see color.match_shading):
 # strength, and the blur radius as a fraction of the face size.
 _SHADING = 0.7
