@@ -185,6 +185,19 @@ def test_match_shading_takes_the_targets_lighting_direction() -> None:
     np.testing.assert_array_equal(none, face_lab)  # no weights: nothing to follow
 
 
+def test_match_shading_with_chroma_takes_the_targets_regional_colour() -> None:
+    # Flat grey face, target warm on the left half and cool on the right: the face follows.
+    face_lab = cv2.cvtColor(np.full((120, 120, 3), 128, dtype=np.uint8), cv2.COLOR_BGR2LAB)
+    target = np.empty((120, 120, 3), dtype=np.uint8)
+    target[:, :60] = (80, 130, 200)
+    target[:, 60:] = (200, 130, 80)
+    weights = np.ones((120, 120), dtype=np.float32)
+    out = color.match_shading(face_lab, target, weights, radius_px=8.0, strength=0.0, chroma=1.0)
+    assert out[:, 5:25, 2].mean() > out[:, 95:115, 2].mean() + 40  # b*: yellow left, blue right
+    plain = color.match_shading(face_lab, target, weights, radius_px=8.0, strength=0.0)
+    np.testing.assert_array_equal(plain[..., 1:], face_lab[..., 1:])  # chroma 0: only lightness
+
+
 def test_match_lab_on_a_grey_target_gives_a_grey_face() -> None:
     rng = np.random.default_rng(7)
     face = np.clip(rng.normal((90, 120, 190), 25, (64, 64, 3)), 0, 255).astype(np.uint8)  # warm skin

@@ -35,6 +35,10 @@ LIPS_INNER = _loop(
 RIGHT_EYE = _loop(33, 7, 163, 144, 145, 153, 154, 155, 133, 173, 157, 158, 159, 160, 161, 246)
 LEFT_EYE = _loop(263, 249, 390, 373, 374, 380, 381, 382, 362, 398, 384, 385, 386, 387, 388, 466)
 
+# Eyebrows (each an outline: upper edge from the inner end outwards, then the lower edge back).
+RIGHT_EYEBROW = _loop(107, 66, 105, 63, 70, 46, 53, 52, 65, 55)
+LEFT_EYEBROW = _loop(336, 296, 334, 293, 300, 276, 283, 282, 295, 285)
+
 # The nose tip (1) and the point just above it (4); livecam's nose keypoint is their mean, which
 # sits where BlazeFace and SCRFD put the nose keypoint.
 NOSE_TIP = _loop(1, 4)

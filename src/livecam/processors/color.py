@@ -4,7 +4,8 @@ Per-channel mean and standard deviation transfer in CIE LAB (Reinhard et al. 200
 statistics of both images taken inside one mask, so that only skin drives the match while the
 correction is applied to every pixel of the face image. It runs in OpenCV's 8-bit LAB, where
 the per-channel affine map is one 256-entry lookup table. `match_shading` then optionally moves
-the face's low-frequency lightness (the lighting) towards the target's.
+the face's low-frequency lightness (the lighting), and a and b (regional colour), towards the
+target's.
 """
 
 from __future__ import annotations
@@ -92,14 +93,17 @@ def match_lab(face_bgr: np.ndarray, target_bgr: np.ndarray, mask: np.ndarray) ->
 
 
 def match_shading(face_lab: np.ndarray, target_bgr: np.ndarray, weights: np.ndarray,
-                  radius_px: float, strength: float = 0.7) -> np.ndarray:
-    """face_lab (uint8 OpenCV LAB) with its low-frequency lightness moved towards target_bgr's.
+                  radius_px: float, strength: float = 0.7, chroma: float = 0.0) -> np.ndarray:
+    """face_lab (uint8 OpenCV LAB) with its low-frequency lightness (and, by `chroma`, its
+    low-frequency a and b) moved towards target_bgr's.
 
     Mean/std matching leaves the source photo's lighting (a key light from the other side, a
-    bright nose) on the target. This adds `strength` x the difference of the two images'
-    lightness blurred at `radius_px` (a Gaussian sigma about a tenth of the face) and
-    normalised by the blurred weights, so only where the weights are set counts. It runs at a
-    reduced scale (the blur is wide), then is upsampled. Returns a new uint8 LAB image.
+    bright nose) on the target, and its regional colour (eye sockets less warm than the cheeks
+    in the source than in the target turn pale grey). This adds `strength` x the difference of
+    the two images' lightness (`chroma` x that of a and b) blurred at `radius_px` (a Gaussian
+    sigma about a tenth of the face) and normalised by the blurred weights, so only where the
+    weights are set counts. It runs at a reduced scale (the blur is wide), then is upsampled.
+    Returns a new uint8 LAB image.
     """
     h, w = weights.shape[:2]
     scale = min(1.0, 3.0 / max(radius_px, 1e-6))  # the blur becomes a 3-px sigma
@@ -108,20 +112,30 @@ def match_shading(face_lab: np.ndarray, target_bgr: np.ndarray, weights: np.ndar
     k = max(1, int(1.0 / (2.0 * scale)))
     small_w = cv2.resize(np.ascontiguousarray(weights[::k, ::k], dtype=np.float32), (sw, sh),
                          interpolation=cv2.INTER_AREA)
-    l_face = cv2.resize(cv2.extractChannel(np.ascontiguousarray(face_lab[::k, ::k]), 0), (sw, sh),
-                        interpolation=cv2.INTER_AREA).astype(np.float32)
-    l_target = cv2.cvtColor(cv2.resize(np.ascontiguousarray(target_bgr[::k, ::k]), (sw, sh),
-                                       interpolation=cv2.INTER_AREA),
-                            cv2.COLOR_BGR2LAB)[..., 0].astype(np.float32)
+    channels = 3 if chroma > 0.0 else 1
+    face_small = cv2.resize(np.ascontiguousarray(face_lab[::k, ::k]), (sw, sh),
+                            interpolation=cv2.INTER_AREA).astype(np.float32)
+    target_small = cv2.cvtColor(cv2.resize(np.ascontiguousarray(target_bgr[::k, ::k]), (sw, sh),
+                                           interpolation=cv2.INTER_AREA),
+                                cv2.COLOR_BGR2LAB).astype(np.float32)
+    if channels == 1:
+        face_small, target_small = face_small[..., 0], target_small[..., 0]
     sigma = radius_px * sw / w
 
     def blur(a: np.ndarray) -> np.ndarray:
         return cv2.GaussianBlur(a, (0, 0), sigma, borderType=cv2.BORDER_REPLICATE)
 
     den = blur(small_w)
-    delta = (blur(l_target * small_w) - blur(l_face * small_w)) / np.maximum(den, 1e-3)
-    delta *= np.clip(den / 0.2, 0.0, 1.0)  # fade out far from any weighted pixel
-    full = cv2.resize(delta * strength, (w, h), interpolation=cv2.INTER_LINEAR)
-    lightness = cv2.add(cv2.extractChannel(face_lab, 0), full, dtype=cv2.CV_8U)  # saturating
-    _, a, b = cv2.split(face_lab)
-    return cv2.merge([lightness, a, b])
+    wts = small_w if channels == 1 else small_w[..., None]
+    delta = blur(target_small * wts) - blur(face_small * wts)
+    fade = np.clip(den / 0.2, 0.0, 1.0) / np.maximum(den, 1e-3)  # fade out far from any weight
+    gains = np.array([strength, chroma, chroma], dtype=np.float32)[:channels]
+    delta *= fade if channels == 1 else fade[..., None] * gains
+    if channels == 1:
+        delta *= strength
+        full = cv2.resize(delta, (w, h), interpolation=cv2.INTER_LINEAR)
+        lightness = cv2.add(cv2.extractChannel(face_lab, 0), full, dtype=cv2.CV_8U)  # saturating
+        _, a, b = cv2.split(face_lab)
+        return cv2.merge([lightness, a, b])
+    full = cv2.resize(delta, (w, h), interpolation=cv2.INTER_LINEAR)
+    return cv2.add(face_lab, full, dtype=cv2.CV_8U)  # saturating

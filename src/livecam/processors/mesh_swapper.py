@@ -19,6 +19,11 @@ low-frequency lighting), triangles turned away from the camera fade out, and the
 and inner mouth (and, with --mouth-mask, its lips and more) are kept so that blinks, gaze and
 speech follow the target. All work is inside the face's region of interest.
 
+The tells of a classical swap are taken from the target too: the source's forehead is used only
+where it is skin (a fringe falls back to the target's forehead), a closed eye keeps the whole
+region round it, a target's glasses frame (thin dark lines over the eye band) stays, the lips
+keep their colour, and the source's sharpness is matched to the target's.
+
 Identity is more than texture: before the warp, the target's inner landmarks (eyes, brows,
 nose, mouth, cheeks; not the oval) move towards the source's proportions (shape_offsets), the
 source texture is warped onto the moved landmarks, and the target's own pixels that show
@@ -60,15 +65,53 @@ _OVAL_MARGIN = 0.015  # the soft edge ends this far inside the oval
 # otherwise cut the source's soft edge off in grid-cell steps, partly outside the face.
 _TARGET_EDGE = 0.02
 _DETAIL_FEATHER = 0.015  # soft edge round the kept eyes and inner mouth
+# Eye openness (mean lid gap over the corner-to-corner width): below LOW the target's eye is
+# closed and a whole region round it is kept (the source's open eye, lashes and lids would
+# otherwise show round the closed lids); above HIGH only the eye itself is kept.
+_EYE_CLOSED_LOW, _EYE_CLOSED_HIGH = 0.06, 0.1
+# That region: an ellipse round the eye, half-axes as fractions of the eye's width.
+_EYE_REGION = (0.75, 0.4)
 _MOUTH_FEATHER = 0.04  # soft edge round the --mouth-mask region (lips and below)
+# The lips keep the target's colour (a, b) and take this much of its lip lightness.
+_LIP_LIGHTNESS = 0.5
+# Glasses: thin dark lines (a morphological black-hat with a square this fraction of the face
+# size) that the target has and the warped source lacks, by LOW..HIGH grey levels, are kept
+# from the target over the eye band; only when the band between the eyes (a glasses bridge)
+# has such a line across at least _BRIDGE_COLUMNS of its width.
+_FRAME_WIDTH = 0.04
+_FRAME_LOW, _FRAME_HIGH = 12.0, 30.0
+_BRIDGE_COLUMNS = 0.6
 # Low-frequency lighting taken from the target with colour matching on (see color.match_shading):
 # strength, and the blur radius as a fraction of the face size.
 _SHADING = 0.7
 _SHADING_RADIUS = 0.1
+# ...and the low-frequency a and b, by this much: regional colour (warm brows and lids in the
+# target, cooler ones in the source) would otherwise leave pale grey patches round the eyes.
+_SHADING_CHROMA = 1.0
 _PYRAMID_MIN = 48  # stop halving the source texture below this face size
+# Sharpness: the warped source (a softer photo, or a level of its pyramid) is unsharpened
+# (Gaussian of this sigma, px) until its Laplacian variance on the skin matches the target's,
+# by at most this gain (noise is sharpened too; the gain solves the Laplacian variance
+# exactly, see _unsharp_gain); one sharper than the target is softened
+# (a negative gain: towards the blurred copy) by at most MIN.
+_DETAIL_SIGMA = 1.0
+_DETAIL_GAIN_MIN, _DETAIL_GAIN_MAX = -0.8, 3.0
+_DETAIL_FLAT = 4.0  # a target this flat (overexposed, synthetic) has no detail to match
 # The source's mask stops this far above its eye line (in eye-to-mouth distances): FaceMesh's
 # oval reaches the hairline, and a fringe must not be pasted onto the target's forehead.
 _FOREHEAD = 0.6
+# Below that line the source's forehead is taken only where it is skin: pixels further than
+# _SKIN_DIST (in the cheeks' own per-channel LAB standard deviations, floored at _SKIN_STD_MIN)
+# from the source's cheek skin are not skin, and those of them joined to the hair round the
+# face (outside the oval) and lying above _HAIR_FROM eye-to-mouth distances over the eye line
+# are the fringe: the target's forehead shows there, feathered over _HAIR_FEATHER x face size.
+# The brows stay the source's. (From 0.1 instead of 0.3, hair at the temples went too, and the
+# independent recogniser (scripts/eval_identity.py) saw less of the source: 0.07 vs 0.13.)
+_SKIN_DIST = 3.5
+_SKIN_STD_MIN = np.array([6.0, 3.0, 3.0])
+_HAIR_FROM = 0.3
+_HAIR_FEATHER = 0.03
+_BROW_MARGIN = 0.02  # the brows (FaceMesh outlines) grown by this fraction of the face size
 # Facing weight: triangles whose area shrank (relative to the face's typical scale) below LOW
 # are hidden, above HIGH fully shown.
 _FACING_LOW, _FACING_HIGH = 0.2, 0.45
@@ -196,6 +239,7 @@ def prepare_source(source: SourceIdentity) -> PreparedSource:
                     "whole face", _source_name(source))
     alpha = _inner_feather((y2 - y1, x2 - x1), outline, _OVAL_MARGIN * size,
                            max(2.0, _FEATHER * size), cut)
+    alpha *= 1.0 - _fringe(image[y1:y2, x1:x2], local, kps, size)
     bgra = np.dstack([image[y1:y2, x1:x2], np.round(alpha * 255.0).astype(np.uint8)])
     levels = [np.ascontiguousarray(bgra)]
     s = size
@@ -335,6 +379,85 @@ def _edge_ramp(shape_hw: tuple[int, int], polygon: np.ndarray, width: float) -> 
     return ramp
 
 
+def _match_lips(warped: np.ndarray, target: np.ndarray, lips: tuple[np.ndarray, masks.Box],
+                local: np.ndarray, moved: np.ndarray) -> None:
+    """Move the warped lips' (8-bit LAB, in place) mean colour to the target's own lips' (the
+    skin's colour transfer would carry the source's lip colour relative to its skin, and its
+    chroma shrink makes lips pale): a and b fully, lightness by _LIP_LIGHTNESS. The lips are
+    the ring between the outer and inner lip contours: the moved one in `warped`, the target's
+    own (`local`) in `target` (BGR)."""
+    weight, (x1, y1, x2, y2) = lips
+
+    def ring_mean(image: np.ndarray, landmarks: np.ndarray) -> np.ndarray | None:
+        ring = np.zeros(image.shape[:2], dtype=np.uint8)
+        for contour, value in ((mesh_indices.LIPS_OUTER, 1), (mesh_indices.LIPS_INNER, 0)):
+            pts = np.round((landmarks[contour] - 0.5) * 16.0).astype(np.int32)
+            cv2.fillPoly(ring, [pts], value, shift=4)
+        if cv2.countNonZero(ring) < 8:
+            return None
+        return np.array(cv2.mean(image, mask=ring)[:3])
+
+    pad = 2
+    bx1, by1 = max(x1 - pad, 0), max(y1 - pad, 0)
+    bx2, by2 = min(x2 + pad, target.shape[1]), min(y2 + pad, target.shape[0])
+    # The target's lips (unmoved) lie within the moved ones' box give or take the shape change.
+    tl = np.vstack([local[mesh_indices.LIPS_OUTER], moved[mesh_indices.LIPS_OUTER]])
+    tx1, ty1 = (max(int(v) - pad, 0) for v in tl.min(axis=0))
+    tx2, ty2 = int(tl[:, 0].max()) + pad + 1, int(tl[:, 1].max()) + pad + 1
+    target_lab = cv2.cvtColor(np.ascontiguousarray(target[ty1:ty2, tx1:tx2]), cv2.COLOR_BGR2LAB)
+    wanted = ring_mean(target_lab, local - (tx1, ty1))
+    own = ring_mean(warped[by1:by2, bx1:bx2], moved - (bx1, by1))
+    if wanted is None or own is None:
+        return
+    delta = (wanted - own) * np.array([_LIP_LIGHTNESS, 1.0, 1.0])
+    part = warped[y1:y2, x1:x2].astype(np.float32) + weight[..., None] * delta.astype(np.float32)
+    warped[y1:y2, x1:x2] = np.clip(part + 0.5, 0, 255).astype(np.uint8)
+
+
+def _laplacians(grey: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The Laplacian of `grey` (float32) where the bool `mask` is set, on a regular subsample
+    (a variance does not need every pixel)."""
+    step = color.sample_step(mask.shape)
+    lap = cv2.Laplacian(grey, cv2.CV_32F)[::step, ::step]
+    return lap[mask[::step, ::step]]
+
+
+def _unsharp_gain(lap: np.ndarray, lap_detail: np.ndarray, wanted: float) -> float:
+    """The gain g for which grey + g * detail has the Laplacian variance `wanted`, given the
+    Laplacians of grey and of detail (the Laplacian is linear, so the variance is the quadratic
+    a + 2cg + bg^2); the root nearest 0, or the variance's minimum when `wanted` is below it."""
+    a, b = float(lap.var()), float(lap_detail.var())
+    c = float(np.mean((lap - lap.mean()) * (lap_detail - lap_detail.mean())))
+    if b <= 1e-9:
+        return 0.0
+    disc = c * c - b * (a - wanted)
+    return (-c + float(np.sqrt(disc))) / b if disc >= 0.0 else -c / b
+
+
+def _match_detail(warped: np.ndarray, target: np.ndarray, skin: np.ndarray, lab: bool) -> np.ndarray:
+    """`warped` (8-bit LAB when `lab`, else BGR; in place for LAB) unsharpened (or softened) so
+    that its high-frequency energy (Laplacian variance over `skin`) comes to `target`'s (BGR);
+    unchanged when they are within 10%, the target is flat, or there is no skin to measure on."""
+    if not skin.any():
+        return warped
+    grey = cv2.extractChannel(warped, 0) if lab else cv2.cvtColor(warped, cv2.COLOR_BGR2GRAY)
+    # OpenCV's 8-bit L is lightness scaled to 0..255, close enough to grey for a ratio.
+    lap = _laplacians(grey, skin)
+    wanted = float(_laplacians(cv2.cvtColor(target, cv2.COLOR_BGR2GRAY), skin).var())
+    own = float(lap.var()) if lap.size > 16 else 0.0
+    if own <= 0.0 or wanted < _DETAIL_FLAT or abs(wanted / own - 1.0) < 0.1:
+        return warped
+    soft = cv2.GaussianBlur(grey, (5, 5), _DETAIL_SIGMA)
+    detail = cv2.subtract(grey, soft, dtype=cv2.CV_16S)
+    gain = _unsharp_gain(lap, _laplacians(detail, skin), wanted)
+    gain = float(np.clip(gain, _DETAIL_GAIN_MIN, _DETAIL_GAIN_MAX))
+    if lab:
+        cv2.insertChannel(cv2.addWeighted(grey, 1.0 + gain, soft, -gain, 0.0), warped, 0)
+        return warped
+    soft = cv2.GaussianBlur(warped, (5, 5), _DETAIL_SIGMA)
+    return cv2.addWeighted(warped, 1.0 + gain, soft, -gain, 0.0)
+
+
 def _remap(src: np.ndarray, maps: np.ndarray, border_mode: int,
            border_value: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0)) -> np.ndarray:
     """Bilinear cv2.remap through one 2-channel float map of (x, y) source positions."""
@@ -432,6 +555,65 @@ def _rasterise(dst_tri: np.ndarray, src_tri: np.ndarray, inv: np.ndarray, det: n
     return ids
 
 
+def _cheek_discs(shape_hw: tuple[int, int], kps: np.ndarray, size: float) -> np.ndarray:
+    """bool mask of two discs on the cheeks (between each eye and mouth corner, a little
+    outwards), where the source's skin colour is sampled."""
+    disc = np.zeros(shape_hw, dtype=np.uint8)
+    across = kps[1] - kps[0]
+    for eye, corner, sign in ((kps[0], kps[3], -1.0), (kps[1], kps[4], 1.0)):
+        c = (eye + corner) / 2.0 + sign * 0.12 * across
+        cv2.circle(disc, (int(round(c[0] - 0.5)), int(round(c[1] - 0.5))),
+                   max(1, int(0.07 * size)), 1, -1)
+    return disc > 0
+
+
+def _fringe(crop: np.ndarray, landmarks: np.ndarray, kps: np.ndarray, size: float) -> np.ndarray:
+    """float32 0..1 over the source crop: the hair that reaches into the face from above (not
+    skin by the source's own cheek colour, joined to what lies outside the oval, above the eye
+    line), feathered."""
+    h, w = crop.shape[:2]
+    lab = cv2.cvtColor(np.ascontiguousarray(crop), cv2.COLOR_BGR2LAB).astype(np.float32)
+    cheeks = lab[_cheek_discs((h, w), kps, size)]
+    if len(cheeks) < 10:
+        return np.zeros((h, w), dtype=np.float32)
+    mean = cheeks.mean(axis=0)
+    std = np.maximum(cheeks.std(axis=0), _SKIN_STD_MIN).astype(np.float32)
+    # Lighter than the cheeks is lit skin (a shiny forehead), not hair: lightness counts only
+    # where it is darker.
+    dev = (lab - mean) / std
+    np.minimum(dev[..., 0], 0.0, out=dev[..., 0])
+    dist = np.sqrt((dev * dev).sum(axis=2))
+    eyes = (kps[0] + kps[1]) / 2.0
+    up = eyes - (kps[3] + kps[4]) / 2.0
+    d = float(np.linalg.norm(up))
+    if d < 1e-6:
+        return np.zeros((h, w), dtype=np.float32)
+    ys, xs = np.mgrid[0:h, 0:w].astype(np.float32)
+    height = ((xs + 0.5 - eyes[0]) * up[0] + (ys + 0.5 - eyes[1]) * up[1]) / d
+    candidate = ((dist > _SKIN_DIST) & (height > _HAIR_FROM * d)).astype(np.uint8)
+    inside = np.zeros((h, w), dtype=np.uint8)
+    oval = landmarks[mesh_indices.FACE_OVAL]
+    cv2.fillPoly(inside, [np.round((oval - 0.5) * 16.0).astype(np.int32)], 1, shift=4)
+    count, labels = cv2.connectedComponents(candidate, connectivity=8)
+    outside = np.unique(labels[(candidate > 0) & (inside == 0)])
+    hair = np.isin(labels, outside[outside > 0]) & (inside > 0)
+    # The brows stay the source's (they are identity) even where hair or a shadow joins them
+    # to the hair round the face.
+    brows = np.zeros((h, w), dtype=np.uint8)
+    for brow in (mesh_indices.RIGHT_EYEBROW, mesh_indices.LEFT_EYEBROW):
+        hull = cv2.convexHull(np.round((landmarks[brow] - 0.5) * 16.0).astype(np.int32))
+        cv2.fillConvexPoly(brows, hull, 1, shift=4)
+    margin = 2 * int(_BROW_MARGIN * size) + 1
+    hair &= cv2.dilate(brows, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (margin, margin))) == 0
+    if not hair.any():
+        return np.zeros((h, w), dtype=np.float32)
+    feather = max(1.0, _HAIR_FEATHER * size)
+    grown = cv2.dilate(hair.astype(np.uint8), cv2.getStructuringElement(
+        cv2.MORPH_ELLIPSE, (2 * int(feather) + 1,) * 2))
+    return np.clip(cv2.GaussianBlur(grown.astype(np.float32), (0, 0), feather / 2.0) * 1.5,
+                   0.0, 1.0)
+
+
 def _clip_forehead(oval: np.ndarray, kps: np.ndarray) -> np.ndarray:
     """The oval with its points above `_FOREHEAD` eye-to-mouth distances over the eye line
     pulled down to that line (in the face's own up direction, whatever the roll)."""
@@ -444,6 +626,36 @@ def _clip_forehead(oval: np.ndarray, kps: np.ndarray) -> np.ndarray:
     height = (oval - eyes) @ up
     excess = np.maximum(height - _FOREHEAD * dist, 0.0)
     return oval - excess[:, None] * up[None, :]
+
+
+def eye_openness(ring: np.ndarray) -> float:
+    """An eye ring's (mesh_indices.RIGHT_EYE / LEFT_EYE order: lower lid from the outer corner,
+    upper lid back) mean gap between facing lid points over its corner-to-corner width."""
+    n = len(ring)
+    half = n // 2
+    width = float(np.linalg.norm(ring[half] - ring[0]))
+    if width < 1e-6:
+        return 0.0
+    gaps = np.linalg.norm(ring[1:half] - ring[n - 1:half:-1], axis=1)
+    return float(gaps.mean()) / width
+
+
+def eye_closed(ring: np.ndarray) -> float:
+    """0..1: how closed the eye is (1 below _EYE_CLOSED_LOW openness, 0 above HIGH)."""
+    return float(np.clip((_EYE_CLOSED_HIGH - eye_openness(ring))
+                         / (_EYE_CLOSED_HIGH - _EYE_CLOSED_LOW), 0.0, 1.0))
+
+
+def eye_region(ring: np.ndarray, points: int = 24) -> np.ndarray:
+    """The ellipse round an eye (its lids, lashes and the skin next to them), Nx2."""
+    a, b = ring[0], ring[len(ring) // 2]
+    centre, along = (a + b) / 2.0, b - a
+    width = float(np.linalg.norm(along))
+    along = along / max(width, 1e-9)
+    across = np.array([-along[1], along[0]])
+    t = np.linspace(0.0, 2.0 * np.pi, points, endpoint=False)
+    rx, ry = _EYE_REGION[0] * width, _EYE_REGION[1] * width
+    return (centre + np.cos(t)[:, None] * rx * along + np.sin(t)[:, None] * ry * across)
 
 
 class MeshSwapper:
@@ -542,6 +754,15 @@ class MeshSwapper:
                     bx1, by1, bx2, by2 = box
                     out = inside[by1:by2, bx1:bx2] <= 0.0
                     target[by1:by2, bx1:bx2][out] = original[by1:by2, bx1:bx2][out]
+        self._keep_frames(alpha, skin, warped, target, local, size, lab)
+        lips = None
+        if lab and self.settings.mouth_mask is None:
+            # The lips are matched on their own (below), and stay out of the skin statistics.
+            lips = masks.polygon_mask_box((roi_h, roi_w), moved[mesh_indices.LIPS_OUTER],
+                                          max(1.0, _DETAIL_FEATHER * size))
+            if lips is not None:
+                lx1, ly1, lx2, ly2 = lips[1]
+                skin[ly1:ly2, lx1:lx2] &= lips[0] <= 0.0
         if lab:
             step = color.sample_step(skin.shape)
             target_lab = cv2.cvtColor(np.ascontiguousarray(target[::step, ::step]),
@@ -551,8 +772,13 @@ class MeshSwapper:
                 warped = cv2.LUT(warped, table)
                 if _SHADING > 0.0:
                     warped = color.match_shading(warped, target, skin, _SHADING_RADIUS * size,
-                                                 _SHADING)
+                                                 _SHADING, _SHADING_CHROMA)
+            if lips is not None and table is not None:
+                _match_lips(warped, target, lips, local, moved)
+            warped = _match_detail(warped, target, skin, True)
             warped = cv2.cvtColor(warped, cv2.COLOR_LAB2BGR)
+        else:
+            warped = _match_detail(warped, target, skin, False)
         if blend != 1.0:
             alpha *= blend
         # Weights 0 keep the target's pixel exactly (the kept mouth relies on it).
@@ -646,6 +872,56 @@ class MeshSwapper:
         patch[..., 1] += np.arange(y1, y1 + ph, dtype=np.float32)[:, None]
         target[y1:y1 + ph, x1:x1 + pw] = _remap(original, patch, cv2.BORDER_REPLICATE)
 
+    def _keep_frames(self, alpha: np.ndarray, skin: np.ndarray, warped: np.ndarray,
+                     target: np.ndarray, local: np.ndarray, size: float, lab: bool) -> None:
+        """Zero `alpha` (and `skin`) in place where the target wears glasses: the thin dark
+        lines of the target's frames over the eye band stay the target's."""
+        right, left = (local[eye] for eye in self._eyes)
+        # The inner corners: each eye's point nearest the other eye's centre.
+        inner_r = right[np.argmin(np.linalg.norm(right - left.mean(axis=0), axis=1))]
+        inner_l = left[np.argmin(np.linalg.norm(left - right.mean(axis=0), axis=1))]
+        gap = float(np.linalg.norm(inner_l - inner_r))
+        if gap < 4.0:
+            return
+        k = max(3, int(_FRAME_WIDTH * size) | 1)
+        kernel = cv2.getStructuringElement(cv2.MORPH_RECT, (k, k))
+        h, w = alpha.shape
+
+        def blackhat(image: np.ndarray, box: masks.Box) -> np.ndarray:
+            x1, y1, x2, y2 = box
+            patch = np.ascontiguousarray(image[y1:y2, x1:x2])
+            grey = (cv2.extractChannel(patch, 0) if image is warped and lab
+                    else cv2.cvtColor(patch, cv2.COLOR_BGR2GRAY))
+            return cv2.morphologyEx(grey, cv2.MORPH_BLACKHAT, kernel).astype(np.float32)
+
+        def clip_box(cx: float, cy: float, rx: float, ry: float) -> masks.Box:
+            return (max(int(cx - rx), 0), max(int(cy - ry), 0),
+                    min(int(cx + rx) + 1, w), min(int(cy + ry) + 1, h))
+
+        # The bridge: between the inner eye corners, from a little below them to well above.
+        mid = (inner_r + inner_l) / 2.0
+        pad = k
+        bx1, by1, bx2, by2 = clip_box(mid[0], mid[1] - 0.1 * gap, 0.3 * gap + pad, 0.3 * gap + pad)
+        if bx2 - bx1 <= 2 * pad or by2 - by1 <= 2 * pad:
+            return
+        bridge = blackhat(target, (bx1, by1, bx2, by2))[pad:-pad, pad:-pad]
+        if float((bridge.max(axis=0) > _FRAME_HIGH).mean()) < _BRIDGE_COLUMNS:
+            return
+        # The eye band: both eyes and round them, where frames sit.
+        both = np.vstack([right, left])
+        lo, hi = both.min(axis=0), both.max(axis=0)
+        centre, half = (lo + hi) / 2.0, (hi - lo) / 2.0
+        box = clip_box(centre[0], centre[1] - 0.1 * gap, half[0] + 0.6 * gap,
+                       half[1] + 0.9 * gap)
+        x1, y1, x2, y2 = box
+        if x2 <= x1 or y2 <= y1:
+            return
+        detail = cv2.subtract(blackhat(target, box), blackhat(warped, box))
+        keep = np.clip((detail - _FRAME_LOW) * (1.0 / (_FRAME_HIGH - _FRAME_LOW)), 0.0, 1.0)
+        keep = cv2.GaussianBlur(cv2.dilate(keep, np.ones((3, 3), np.uint8)), (0, 0), 1.0)
+        alpha[y1:y2, x1:x2] *= 1.0 - keep
+        skin[y1:y2, x1:x2] &= keep <= 0.0
+
     def _apply_keep(self, alpha: np.ndarray, local: np.ndarray, kps: np.ndarray,
                     size: float) -> tuple[np.ndarray, list[tuple[np.ndarray, masks.Box, bool]]]:
         """Zero `alpha` (in place) where the target's eyes and mouth are kept; returns the
@@ -657,17 +933,25 @@ class MeshSwapper:
         polygons: list[tuple[np.ndarray, float, bool]] = []
         if self.keep_eyes:
             polygons += [(local[eye], detail, False) for eye in self._eyes]
+        closed = [(eye_region(local[eye]), closed_weight) for eye in self._eyes
+                  if self.keep_eyes and (closed_weight := eye_closed(local[eye])) > 0.0]
         if self.settings.mouth_mask is not None:
             mouth = masks.mouth_polygon(local, kps, int(self.settings.mouth_mask))
             polygons.append((mouth, max(1.0, _MOUTH_FEATHER * size), True))
         elif self.keep_mouth_interior:
             polygons.append((local[self._lips_inner], detail, False))
         kept = []
-        for poly, feather, is_mouth_mask in polygons:
+        weights = [1.0] * len(polygons)
+        for region, weight in closed:
+            polygons.append((region, 0.25 * float(np.ptp(region[:, 0])), False))
+            weights.append(weight)
+        for (poly, feather, is_mouth_mask), weight in zip(polygons, weights):
             found = masks.polygon_mask_box(roi_hw, poly, feather)
             if found is None:
                 continue
             keep, (x1, y1, x2, y2) = found
+            if weight < 1.0:
+                keep *= weight
             alpha[y1:y2, x1:x2] *= 1.0 - keep
             skin[y1:y2, x1:x2] &= keep <= 0.0
             kept.append((keep, (x1, y1, x2, y2), is_mouth_mask))
