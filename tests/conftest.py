@@ -2,17 +2,31 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FACES_DIR = REPO_ROOT.parent / "shared" / "faces"
+
+
+@pytest.fixture(autouse=True)
+def livecam_logger_as_it_was() -> Iterator[None]:
+    """The CLI, run in-process (click's CliRunner), gives the "livecam" logger its own handler
+    and stops propagation; a later test's caplog would then see nothing of livecam's warnings."""
+    log = logging.getLogger("livecam")
+    saved = (log.level, log.propagate, list(log.handlers))
+    yield
+    log.setLevel(saved[0])
+    log.propagate = saved[1]
+    log.handlers[:] = saved[2]
 
 
 @pytest.fixture(scope="session", autouse=True)

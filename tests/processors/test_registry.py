@@ -75,7 +75,7 @@ def test_an_added_processor_module_reaches_the_cli_and_the_engine(tmp_path: Path
     target, out = tmp_path / "in.png", tmp_path / "out.png"
     cv2.imwrite(str(target), photo)
     # No --source: the new processor is not a swapper, so none is needed; no other edit made it known.
-    run = _livecam(plugins, "image", str(target), str(out), "--frame-processor", "face_inverter", "--no-label",
+    run = _livecam(plugins, "image", str(target), str(out), "--frame-processor", "face_inverter", "--no-label", "--no-watermark", "--no-c2pa",
                    "--execution-provider", "cpu")
     assert run.returncode == 0, run.stderr
     assert "enhancer no model" in run.stderr  # Engine.describe() names it by its registered role

@@ -149,4 +149,4 @@ def open_watermarker(runtime: Any, providers: Any = None, workers: int = 1) -> W
     from livecam.runtime.sessions import cpu_threads_per_session
 
     return Watermarker.open(ModelStore(runtime, progress=False), providers or resolve_providers(["cpu"]),
-                            cpu_threads_per_session(workers) if workers > 1 else 0)
+                            cpu_threads_per_session(workers))
