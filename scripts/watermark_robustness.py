@@ -29,12 +29,11 @@ import av
 import cv2
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "src"))
+from livecam.marks import watermark as wm
+from livecam.samples import SAMPLES, sample_path
+from livecam.settings import RuntimeSettings
 
-from livecam.marks import watermark as wm  # noqa: E402
-from livecam.samples import SAMPLES, sample_path  # noqa: E402
-from livecam.settings import RuntimeSettings  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 CODECS = (("h264 crf23", "libx264", 23), ("h264 crf28", "libx264", 28), ("h264 crf35", "libx264", 35),
           ("hevc crf28", "libx265", 28), ("vp9 crf35", "libvpx-vp9", 35))
