@@ -27,7 +27,7 @@ from dataclasses import replace
 from fractions import Fraction
 from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import click
 import numpy as np
@@ -112,11 +112,42 @@ class RecordingEngine:
         self.faces: list[int] = []
         self._lock = threading.Lock()
 
-    def __getattr__(self, name: str) -> Any:  # knobs: set_enabled, describe, ...
-        return getattr(self.engine, name)
-
+    # Everything but process() is passed on as it is (the LiveEngine and FileEngine contracts).
     def analyse(self, packet: FramePacket, track: bool = True) -> None:
         self.engine.analyse(packet, track=track)
+
+    @property
+    def smooths(self) -> bool:
+        return self.engine.smooths
+
+    def detect(self, packet: FramePacket) -> None:
+        self.engine.detect(packet)
+
+    def track(self, packet: FramePacket) -> None:
+        self.engine.track(packet)
+
+    @property
+    def processor_names(self) -> Sequence[str]:
+        return self.engine.processor_names
+
+    def set_enabled(self, name: str, enabled: bool) -> None:
+        self.engine.set_enabled(name, enabled)
+
+    def set_detect_every(self, n: int) -> None:
+        self.engine.set_detect_every(n)
+
+    def set_det_size(self, n: int) -> None:
+        self.engine.set_det_size(n)
+
+    @property
+    def det_size(self) -> int | None:
+        return self.engine.det_size
+
+    def next_source(self) -> str | None:
+        return self.engine.next_source()
+
+    def describe(self) -> str:
+        return self.engine.describe()
 
     def process(self, packet: FramePacket) -> None:
         t0 = time.perf_counter()
