@@ -21,6 +21,7 @@ from livecam.processors import registry
 from livecam.runtime.providers import CHOICES as PROVIDER_CHOICES
 from livecam.settings import (
     DETECTORS,
+    PIXEL_BOOSTS,
     SWAP_MODELS,
     AnalysisSettings,
     BenchJob,
@@ -223,6 +224,9 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="Match the swapped face's colour to the target's skin."),
         click.option("--blend", type=click.FloatRange(0, 1), default=1.0, show_default=True,
                      help="Opacity of the swapped face."),
+        click.option("--pixel-boost", type=click.Choice(PIXEL_BOOSTS), default="128", show_default=True,
+                     help="Inswapper crop size N: the face is swapped as (N/128)^2 sub-pixel-shifted 128 px tiles, "
+                          "so it costs (N/128)^2 swapper calls per face for N x N detail (the mesh swapper ignores it)."),
         click.option("--enhancer-blend", type=click.FloatRange(0, 1), default=0.8, show_default=True,
                      help="Mix of the restored face over the swapped one."),
         click.option("--smoothing", type=click.FloatRange(0, 1), default=0.5, show_default=True,
@@ -277,7 +281,8 @@ def _processing(ctx: click.Context, kw: dict[str, Any], *, smoothing_allowed: bo
             smoothing=kw.pop("smoothing") if smoothing_allowed else 0.0,
         ),
         swap=SwapSettings(model=kw.pop("swap_model"), mouth_mask=kw.pop("mouth_mask"),
-                          color_match=kw.pop("color_match"), blend=kw.pop("blend")),
+                          color_match=kw.pop("color_match"), blend=kw.pop("blend"),
+                          pixel_boost=int(kw.pop("pixel_boost"))),
         enhance=EnhanceSettings(blend=kw.pop("enhancer_blend")),
     )
 

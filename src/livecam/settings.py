@@ -7,6 +7,7 @@ from pathlib import Path
 
 SWAP_MODELS: tuple[str, ...] = ("auto", "inswapper_128", "inswapper_128_fp16", "mesh")
 DETECTORS: tuple[str, ...] = ("auto", "scrfd", "blazeface")
+PIXEL_BOOSTS: tuple[str, ...] = ("128", "256", "384", "512")  # --pixel-boost: inswapper crop sizes
 
 
 def _default_processors() -> tuple[str, ...]:
@@ -56,6 +57,7 @@ class SwapSettings:
     mouth_mask: int | None = None  # None: off; 0..100 grows the kept mouth towards the chin
     color_match: bool = True
     blend: float = 1.0
+    pixel_boost: int = 128  # inswapper crop size: (N/128)^2 sub-pixel tiles swapped per face
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ a sigmoid, stands in for the generator, so the output depends on both inputs.
 The fp16 variant stores every weight (emap included) as float16 and casts at the graph's edges,
 so its inputs and outputs stay float32 like the real fp16 file. `io_fp16=True` builds a file whose
 inputs and output are float16 themselves (the swapper must read the types and cast).
+`batch="N"` makes the batch dimension dynamic (a named dim), as some exports have; `identity=True`
+returns the target unchanged (the source is an input, unused), so tiling can be checked exactly.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from tests.standins import save_model
 
 
 def build_inswapper(path: Path, seed: int = 0, fp16: bool = False, io_fp16: bool = False,
-                    bias: float = -2.0) -> Path:
+                    bias: float = -2.0, batch: int | str = 1, identity: bool = False) -> Path:
     rng = np.random.default_rng(seed)
     wdt = np.float16 if fp16 or io_fp16 else np.float32
     # Near the identity (a sigmoid of the crop with a little mixing, tinted per channel by the
@@ -34,7 +36,7 @@ def build_inswapper(path: Path, seed: int = 0, fp16: bool = False, io_fp16: bool
     emap = rng.standard_normal((512, 512)).astype(np.float32)
     inits = [numpy_helper.from_array(a.astype(wdt), n) for a, n in
              ((w_conv, "conv.w"), (b_conv, "conv.b"), (w_src, "src.w"))]
-    inits.append(numpy_helper.from_array(np.array([1, 3, 1, 1], dtype=np.int64), "shape"))
+    inits.append(numpy_helper.from_array(np.array([-1, 3, 1, 1], dtype=np.int64), "shape"))
     inits.append(numpy_helper.from_array(emap.astype(wdt), "emap"))  # must stay last
 
     io_type = TensorProto.FLOAT16 if io_fp16 else TensorProto.FLOAT
@@ -54,7 +56,9 @@ def build_inswapper(path: Path, seed: int = 0, fp16: bool = False, io_fp16: bool
     ]
     if half:
         nodes.append(helper.make_node("Cast", ["o16"], ["output"], to=TensorProto.FLOAT))
-    inputs = [helper.make_tensor_value_info("target", io_type, [1, 3, 128, 128]),
-              helper.make_tensor_value_info("source", io_type, [1, 512])]
-    outputs = [helper.make_tensor_value_info("output", io_type, [1, 3, 128, 128])]
+    if identity:
+        nodes = [helper.make_node("Identity", ["target"], ["output"])]
+    inputs = [helper.make_tensor_value_info("target", io_type, [batch, 3, 128, 128]),
+              helper.make_tensor_value_info("source", io_type, [batch, 512])]
+    outputs = [helper.make_tensor_value_info("output", io_type, [batch, 3, 128, 128])]
     return save_model(helper.make_graph(nodes, "inswapper_standin", inputs, outputs, inits), path)

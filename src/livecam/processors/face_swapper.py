@@ -6,6 +6,13 @@ ArcFace 128 template, warp a 128x128 crop, run the model, and paste the result b
 insightface's soft mask (rebuilt analytically in crop space, see processors/paste.py), with the
 optional colour match, kept mouth and opacity, all inside the face's region of the frame only.
 Faces run back to back through the one shared session (the model has a static batch of 1).
+
+Pixel boost (SwapSettings.pixel_boost = N, a multiple of the model's 128): the crop is warped at
+N x N by the template scaled to N and split into k x k tiles (k = N / 128), tile (i, j) =
+crop[i::k, j::k]: each a whole 128 face shifted by (j/k, i/k) of a model pixel. Every tile is
+swapped with the same latent (one batched call when the session's batch is dynamic, else one
+call per tile) and the outputs are interleaved back, so the swap carries N x N detail; the
+paste-back takes the N x N result with the N-scaled matrix. N = 128 is one tile: the plain path.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ log = logging.getLogger("livecam")
 @dataclass(frozen=True)
 class AlignedFace:
     crop: np.ndarray  # SxSx3 uint8 BGR: the target face as the model sees it
-    blob: np.ndarray  # 1x3xSxS model input: RGB in [0, 1], in the session's input dtype
+    blob: np.ndarray  # (k*k)x3xSxS model input, tile (i, j) at i*k+j: RGB in [0, 1], session dtype
     matrix: np.ndarray  # 2x3 frame-to-crop affine
 
 
@@ -54,6 +61,24 @@ def _color_mask(size: int) -> np.ndarray:
     cv2.ellipse(mask, (int(round(64 * r)), int(round(72 * r))), (int(round(36 * r)), int(round(46 * r))),
                 0, 0, 360, 1.0, thickness=-1, lineType=cv2.LINE_AA)
     return mask
+
+
+def split_tiles(blob: np.ndarray, k: int) -> np.ndarray:
+    """1x3x(kS)x(kS) -> (k*k)x3xSxS: tile i*k+j is blob[..., i::k, j::k] (a sub-pixel shift)."""
+    if k == 1:
+        return blob
+    return np.ascontiguousarray(np.stack([blob[0, :, i::k, j::k] for i in range(k) for j in range(k)]))
+
+
+def merge_tiles(tiles: np.ndarray, k: int) -> np.ndarray:
+    """The inverse of split_tiles: (k*k)x3xSxS -> 1x3x(kS)x(kS), interleaving the tiles back."""
+    if k == 1:
+        return tiles
+    n, c, s, _ = tiles.shape
+    out = np.empty((1, c, k * s, k * s), dtype=tiles.dtype)
+    for t in range(n):
+        out[0, :, t // k::k, t % k::k] = tiles[t]
+    return out
 
 
 class InswapperSwapper:
@@ -78,7 +103,14 @@ class InswapperSwapper:
         self._target_dtype = input_dtype(inputs[0].type)
         self._source_dtype = input_dtype(inputs[1].type)
         self._output_name = outputs[0].name
-        self.crop_size = int(shapes[0][2])
+        self.model_size = int(shapes[0][2])
+        self._batched = not isinstance(shapes[0][0], int)  # a dynamic batch: all tiles in one call
+        boost = int(settings.pixel_boost)
+        if boost < self.model_size or boost % self.model_size:
+            raise InputError(f"--pixel-boost {boost} does not fit this {self.model_size} px swap model; "
+                             f"use a multiple of {self.model_size} (128, 256, 384 or 512 for inswapper_128)")
+        self.crop_size = boost  # the aligned crop and the paste-back work at N x N
+        self._tiles = boost // self.model_size  # k: k x k tiles of model_size
         self._template = arcface_template(self.crop_size)
         self._color_weights = _color_mask(self.crop_size)
         if emap is None:
@@ -123,16 +155,29 @@ class InswapperSwapper:
         """The target crop, the model input built from it and the frame-to-crop matrix."""
         matrix = align_matrix(face.kps, self._template)
         crop = warp_crop(image, matrix, self.crop_size)  # INTER_LINEAR, black border
-        blob = to_blob([crop], 1.0 / 255.0)  # blobFromImage(crop, 1 / 255, swapRB=True), faster
+        # blobFromImage(crop, 1 / 255, swapRB=True), faster; then the k x k tiles
+        blob = split_tiles(to_blob([crop], 1.0 / 255.0), self._tiles)
         if self._target_dtype != np.float32:
             blob = blob.astype(self._target_dtype)
         return AlignedFace(crop, blob, matrix)
 
+    def predict(self, aligned: AlignedFace, latent: np.ndarray) -> np.ndarray:
+        """The model's output for one aligned face, its tiles interleaved back: 1x3xNxN, RGB."""
+        source = latent.astype(self._source_dtype, copy=False)
+        tiles = aligned.blob
+        if len(tiles) == 1 or not self._batched:
+            outs = [self._session.run([self._output_name], {self._target_name: tiles[t:t + 1],
+                                                             self._source_name: source})[0]
+                    for t in range(len(tiles))]
+            pred = outs[0] if len(outs) == 1 else np.concatenate(outs)
+        else:
+            sources = np.repeat(source, len(tiles), axis=0)
+            pred = self._session.run([self._output_name], {self._target_name: tiles, self._source_name: sources})[0]
+        return merge_tiles(np.asarray(pred), self._tiles)
+
     def swap_crop(self, aligned: AlignedFace, latent: np.ndarray) -> np.ndarray:
-        """The model's output for one aligned face: SxSx3 uint8 BGR."""
-        feeds = {self._target_name: aligned.blob, self._source_name: latent.astype(self._source_dtype, copy=False)}
-        pred = self._session.run([self._output_name], feeds)[0]
-        rgb = np.asarray(pred[0], dtype=np.float32).transpose(1, 2, 0)
+        """The model's output for one aligned face: NxNx3 uint8 BGR."""
+        rgb = np.asarray(self.predict(aligned, latent)[0], dtype=np.float32).transpose(1, 2, 0)
         return np.ascontiguousarray(np.clip(255.0 * rgb, 0, 255).astype(np.uint8)[:, :, ::-1])
 
     def swap_face(self, image: np.ndarray, face: Face, latent: np.ndarray) -> None:
@@ -184,6 +229,8 @@ def _build(ctx: BuildContext) -> FrameProcessor:
     if model == "mesh":
         from livecam.processors.mesh_swapper import MeshSwapper
 
+        if ctx.settings.swap.pixel_boost != 128:
+            log.warning("warning: --pixel-boost is for the inswapper; the mesh swapper ignores it")
         return MeshSwapper(ctx.settings.swap)
     session = ctx.store.open_session(model, ctx.providers, ctx.threads)
     return InswapperSwapper(session, ctx.settings.swap, model_path=ctx.store.file_path(model))
