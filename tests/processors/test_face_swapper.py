@@ -306,3 +306,135 @@ def test_errors(models, session):
     no_embedding = SourceIdentity(paths=(Path("source.jpg"),), image=src.image, face=src.face, embedding=None)
     with pytest.raises(ModelError, match="source.jpg.*w600k_r50"):
         sw.prepare([no_embedding])
+
+
+# -- pixel boost ------------------------------------------------------------------------------
+BOOSTS = (128, 256, 384, 512)
+
+
+class _CountingSession:
+    """An ORT session that records the batch size of every run() call."""
+
+    def __init__(self, session: ort.InferenceSession) -> None:
+        self._session = session
+        self.batches: list[int] = []
+
+    def get_inputs(self):
+        return self._session.get_inputs()
+
+    def get_outputs(self):
+        return self._session.get_outputs()
+
+    def run(self, names, feeds):
+        sizes = {len(v) for v in feeds.values()}
+        assert len(sizes) == 1  # target and source batches agree
+        self.batches.append(sizes.pop())
+        return self._session.run(names, feeds)
+
+
+@pytest.fixture(scope="module")
+def boost_models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("boost")
+    return {"identity": build_inswapper(d / "identity.onnx", identity=True),
+            "identity_dyn": build_inswapper(d / "identity_dyn.onnx", identity=True, batch="N"),
+            "dyn": build_inswapper(d / "dyn.onnx", batch="N")}
+
+
+def _boosted(path, boost: int, seeds=(1,)) -> InswapperSwapper:
+    sw = InswapperSwapper(_CountingSession(_session(path)), SwapSettings(color_match=False, pixel_boost=boost),
+                          model_path=path)
+    sw.prepare([_source(s) for s in seeds])
+    return sw
+
+
+def _noise_frame() -> tuple[np.ndarray, Face]:
+    rng = np.random.default_rng(5)
+    # Smooth noise (a real image's spectrum, roughly): sub-pixel shifts change every tile.
+    image = cv2.GaussianBlur(rng.integers(0, 256, (640, 720, 3), dtype=np.uint8), (0, 0), 1.5)
+    return image, _face(OBAMA_KPS - np.float32([130, 0]))
+
+
+@pytest.mark.parametrize("model", ["identity", "identity_dyn"])
+@pytest.mark.parametrize("boost", BOOSTS)
+def test_pixel_boost_tiles_reassemble_the_crop_exactly(boost_models, model, boost):
+    image, face = _noise_frame()
+    sw = _boosted(boost_models[model], boost)
+    aligned = sw.align(image, face)
+    k = boost // 128
+    assert aligned.crop.shape == (boost, boost, 3) and aligned.blob.shape == (k * k, 3, 128, 128)
+    # The N-scaled template: the 128 matrix times k.
+    base = _boosted(boost_models[model], 128).align(image, face)
+    np.testing.assert_allclose(aligned.matrix, base.matrix * k, rtol=1e-5, atol=1e-4)
+    # A model that returns its input: the reassembled output is the N x N crop, bit for bit.
+    full = aligned.crop[:, :, ::-1].transpose(2, 0, 1).astype(np.float32) * np.float32(1.0 / 255.0)
+    out = sw.predict(aligned, sw.latent(_embedding(1)))
+    assert out.shape == (1, 3, boost, boost)
+    assert np.array_equal(out[0], full)
+    # Each tile is a whole 128 face shifted by (j/k, i/k) of a 128-crop pixel (OpenCV's 1/32 px
+    # fixed-point warp may round a few pixels differently by a level).
+    for t, tile in enumerate(aligned.blob):
+        i, j = divmod(t, k)
+        shifted = base.matrix.copy()
+        shifted[:, 2] -= (j / k, i / k)
+        ref = cv2.warpAffine(image, shifted, (128, 128), flags=cv2.INTER_LINEAR)
+        mine = np.rint(tile[::-1].transpose(1, 2, 0) * 255.0).astype(np.int16)
+        diff = np.abs(mine - ref)
+        assert diff.max() <= 1 and (diff > 0).mean() < 0.05
+    if k > 1:  # and the tiles differ: a sub-pixel shift, not copies
+        assert not np.array_equal(aligned.blob[0], aligned.blob[-1])
+
+
+@pytest.mark.parametrize("model,batched", [("identity", False), ("identity_dyn", True)])
+@pytest.mark.parametrize("boost", BOOSTS)
+def test_pixel_boost_costs_k_squared_tiles_batched_when_the_model_allows(boost_models, model, batched, boost):
+    image, face = _noise_frame()
+    sw = _boosted(boost_models[model], boost)
+    session = sw._session
+    _run(sw, image, [face])
+    tiles = (boost // 128) ** 2
+    if batched:
+        assert session.batches == [tiles]  # one call, every tile in it
+    else:
+        assert session.batches == [1] * tiles  # one call per tile
+
+
+def test_batched_and_per_tile_calls_give_the_same_swap(models, boost_models):
+    image, face = _noise_frame()
+    outs = []
+    for path in (models["fp32"], boost_models["dyn"]):  # the same weights, static and dynamic batch
+        sw = _boosted(path, 384)
+        outs.append(sw.predict(sw.align(image, face), sw.latent(_embedding(1))))
+    assert len(sw._session.batches) == 1
+    np.testing.assert_allclose(outs[0], outs[1], atol=1e-6)
+
+
+@pytest.mark.parametrize("boost", BOOSTS)
+def test_pixel_boost_pastes_back_inside_the_face_only(models, boost):
+    image, face = _noise_frame()
+    sw = _boosted(models["fp32"], boost)
+    out = _run(sw, image, [face])
+    matrix = sw.align(image, face).matrix
+    changed = np.any(out != image, axis=2)
+    # Inside the crop's footprint the face changed; beyond it (2 px for interpolation) nothing did.
+    assert not changed[~_quad_mask(matrix, image.shape, size=boost, grow=2)].any()
+    inside = _quad_mask(matrix, image.shape, size=boost)
+    assert changed[inside].mean() > 0.5
+    # The paste covers the same part of the frame at every size (the mask is the same region).
+    plain = _run(_boosted(models["fp32"], 128), image, [face])
+    base = np.any(plain != image, axis=2)
+    assert abs(int(changed.sum()) - int(base.sum())) < 0.03 * base.sum()
+
+
+def test_pixel_boost_128_is_the_plain_path(models):
+    image, face = _noise_frame()
+    boosted = _run(_boosted(models["fp32"], 128), image, [face])
+    default = _run(_swapper(_session(models["fp32"])), image, [face])  # SwapSettings() default
+    assert SwapSettings().pixel_boost == 128 and np.array_equal(boosted, default)
+
+
+def test_pixel_boost_must_be_a_multiple_of_the_model_size(models):
+    from livecam.errors import InputError
+
+    for bad in (64, 200):
+        with pytest.raises(InputError, match="--pixel-boost"):
+            InswapperSwapper(_session(models["fp32"]), SwapSettings(pixel_boost=bad), model_path=models["fp32"])
