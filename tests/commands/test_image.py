@@ -257,6 +257,44 @@ def test_inswapper_with_standin_models(tmp_path: Path, faces_dir: Path, isolated
     assert provenance.is_marked_synthetic(out)
 
 
+def test_pixel_boost_reaches_the_inswapper(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    pytest.importorskip("livecam.processors.face_swapper")
+    from tests.standins.arcface import build_arcface
+    from tests.standins.inswapper import build_inswapper
+
+    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
+    models.mkdir()
+    build_arcface(models / "w600k_r50.onnx")
+    build_inswapper(models / "inswapper_128.onnx")
+    target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
+    before = read_image(target)
+    h, w = before.shape[:2]
+    outs = {}
+    for boost in ("128", "256"):
+        out = tmp_path / f"o{boost}.png"
+        result = run_cli(["--unverified-models", "image", str(target), str(out), "-s", str(source),
+                          "--swap-model", "inswapper_128", "--pixel-boost", boost, "--no-watermark", "--no-c2pa"],
+                         env=isolated_env)
+        assert result.returncode == 0, result.stderr
+        outs[boost] = read_image(out).astype(int)
+        assert np.abs(outs[boost] - before)[:, : int(w * 0.2)].max() == 0  # nothing far from the face
+    face = (slice(int(h * 0.15), int(h * 0.35)), slice(int(w * 0.4), int(w * 0.65)))
+    # The stand-in's 3x3 convolution sees the 256 crop's sub-pixel tiles, not the 128 crop: the
+    # swap differs inside the face, so the option got to the swapper.
+    assert np.abs(outs["256"] - outs["128"])[face].max(axis=2).mean() > 0.5
+    assert np.abs(outs["256"] - before)[face].max(axis=2).mean() > 3
+
+
+def test_pixel_boost_with_the_mesh_swapper_warns_once(tmp_path: Path, faces_dir: Path,
+                                                     isolated_env: dict[str, str]) -> None:
+    target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
+    out = tmp_path / "o.png"
+    result = run_cli(["image", str(target), str(out), "-s", str(source), "--swap-model", "mesh",
+                      "--pixel-boost", "512", "--no-watermark", "--no-c2pa"], env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("--pixel-boost is for the inswapper; the mesh swapper ignores it") == 1
+
+
 def test_the_input_photo_is_never_the_output_even_with_force(tmp_path: Path, faces_dir: Path,
                                                              isolated_env: dict[str, str]) -> None:
     target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
