@@ -283,3 +283,15 @@ def test_cli_rejects_unknown_mask_names():
 
     result = CliRunner().invoke(probe, ["--face-mask-regions", "skin,hair"])
     assert result.exit_code == 2 and "unknown hair" in result.output
+
+
+def test_models_list_shows_the_mask_models(isolated_env):
+    from tests.conftest import run_cli
+
+    result = run_cli(["models", "list"], env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    lines = {line.split()[0]: line for line in result.stdout.splitlines()[1:]}
+    assert "missing" in lines["xseg_1"] and "GPL-3.0" in lines["xseg_1"] and "--accept-license" in lines["xseg_1"]
+    assert "70.3 MB" in lines["xseg_1"]
+    assert "missing" in lines["bisenet_resnet_34"] and "MIT" in lines["bisenet_resnet_34"]
+    assert "--accept-license" not in lines["bisenet_resnet_34"] and "93.6 MB" in lines["bisenet_resnet_34"]
