@@ -295,3 +295,40 @@ def test_models_list_shows_the_mask_models(isolated_env):
     assert "70.3 MB" in lines["xseg_1"]
     assert "missing" in lines["bisenet_resnet_34"] and "MIT" in lines["bisenet_resnet_34"]
     assert "--accept-license" not in lines["bisenet_resnet_34"] and "93.6 MB" in lines["bisenet_resnet_34"]
+
+
+def test_end_to_end_through_the_cli_with_standin_mask_models(tmp_path, faces_dir, isolated_env):
+    from pathlib import Path
+
+    from livecam.media.images import read_image
+    from tests.commands.test_image import small
+    from tests.conftest import run_cli
+    from tests.standins.arcface import build_arcface
+
+    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
+    models.mkdir()
+    build_arcface(models / "w600k_r50.onnx")
+    build_inswapper(models / "inswapper_128.onnx")
+    target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
+    base = ["--unverified-models", "image", str(target), "-s", str(source), "--no-watermark", "--no-c2pa",
+            "--no-label", "--swap-model", "inswapper_128"]
+    missing = run_cli([*base[:3], str(tmp_path / "m.png"), *base[3:], "--face-mask", "box", "occlusion"],
+                      env=isolated_env)
+    errors = [line for line in missing.stderr.splitlines() if line.startswith("livecam: error:")]
+    assert missing.returncode == 3 and len(errors) == 1 and "livecam models download xseg_1" in errors[0]
+    assert "Traceback" not in missing.stderr
+    assert not (tmp_path / "m.png").exists()
+
+    build_xseg(models / "xseg_1.onnx")
+    build_bisenet(models / "bisenet_resnet_34.onnx")
+    before = read_image(target)
+    changed = {}
+    for name, masks in (("box", []), ("occlusion", ["--face-mask", "box", "occlusion"]),
+                        ("all", ["--face-mask", "box", "occlusion", "region", "area"])):
+        out = tmp_path / f"{name}.png"
+        result = run_cli([*base[:3], str(out), *base[3:], *masks], env=isolated_env)
+        assert result.returncode == 0, result.stderr
+        changed[name] = np.any(read_image(out) != before, axis=2).sum()
+    # The occluder stand-in covers half the crop, the parser half again: fewer pixels swapped each time.
+    assert changed["box"] > 0.0 and 0.3 < changed["occlusion"] / changed["box"] < 0.7
+    assert 0.0 < changed["all"] < 0.7 * changed["occlusion"]
