@@ -332,3 +332,22 @@ def test_end_to_end_through_the_cli_with_standin_mask_models(tmp_path, faces_dir
     # The occluder stand-in covers half the crop, the parser half again: fewer pixels swapped each time.
     assert changed["box"] > 0.0 and 0.3 < changed["occlusion"] / changed["box"] < 0.7
     assert 0.0 < changed["all"] < 0.7 * changed["occlusion"]
+
+
+@pytest.mark.parametrize("size", [0, 100])
+def test_mouth_mask_is_cut_from_the_same_mask_and_combines(sessions, frame, size):
+    from livecam.processors.masks import mouth_polygon
+
+    import cv2
+
+    settings = SwapSettings(face_mask=("box", "occlusion"), mouth_mask=size, **NO_COLOR)
+    out = _swap(sessions, frame, settings, FaceMasker(settings, occluder=Occluder(sessions["xseg"])))
+    mouth = np.zeros(frame.shape[:2], np.uint8)
+    cv2.fillPoly(mouth, [np.round(mouth_polygon(None, FACE.kps, size)).astype(np.int32)], 1)
+    mouth = cv2.erode(mouth, np.ones((3, 3), np.uint8)).astype(bool)
+    assert mouth.sum() > 500
+    assert np.array_equal(out[mouth], frame[mouth])  # the mouth (grown with SIZE) stays the target's
+    plain = _swap(sessions, frame, SwapSettings(**NO_COLOR))
+    u, v, m = _crop_coords(sessions, frame)
+    seen = _box_interior(sessions, frame, u, v, m) & (u < 64 - FEATHER) & (v < 60)  # above the mouth
+    assert seen.sum() > 1_000 and np.array_equal(out[seen], plain[seen])

@@ -7,6 +7,7 @@ occlusion: XSeg's "face seen" (processors/occluder.py); region: the chosen BiSeN
 (processors/face_parser.py); area: face areas from the landmarks (processors/masks.py).
 occlusion, region and area judge the TARGET's crop (what covers the target stays in front).
 Their intersection is feathered inwards only: a pixel they exclude stays exactly the target's.
+--mouth-mask cuts the target's mouth out of the same mask (kept exactly, fading outwards).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 from livecam.errors import ModelError
 from livecam.faces.face import Face
 from livecam.processors.face_parser import PARSER_MODEL, FaceParser
-from livecam.processors.masks import area_mask
+from livecam.processors.masks import area_mask, mouth_polygon, polygon_mask
 from livecam.processors.occluder import OCCLUDER_MODEL, Occluder
 from livecam.processors.paste import CropMask, inswapper_mask
 from livecam.settings import DEFAULT_FACE_MASK_BLUR, SwapSettings
@@ -73,7 +74,7 @@ class FaceMasker:
 
     @property
     def box_only(self) -> bool:
-        return self._types == ("box",)
+        return self._types == ("box",) and self._settings.mouth_mask is None
 
     def mask(self, crop: np.ndarray, matrix: np.ndarray, face: Face, frame_shape: tuple[int, ...]) -> CropMask:
         s = self._settings
@@ -82,7 +83,7 @@ class FaceMasker:
                if "box" in self._types else None)
         if box is not None and self.box_only:
             return box
-        parts: list[np.ndarray] = []
+        parts: list[np.ndarray] = [np.ones((size, size), dtype=np.float32)]  # no mask type but box: all
         if self._occluder is not None and "occlusion" in self._types:
             parts.append(self._occluder.visible(crop))
         if self._parser is not None and "region" in self._types:
@@ -90,14 +91,28 @@ class FaceMasker:
         if "area" in self._types:
             landmarks = None if face.landmarks is None else _to_crop(face.landmarks, matrix)
             parts.append(area_mask((size, size), landmarks, _to_crop(face.kps, matrix), s.face_mask_areas))
-        inside = np.minimum.reduce(parts) if len(parts) > 1 else parts[0]
+        inside = np.minimum.reduce(parts)
         weight = _feather_inwards(inside.astype(np.float32), s.face_mask_blur * size / _FEATHER_DIVISOR)
+        if s.mouth_mask is not None:
+            weight = weight * (1.0 - self._kept_mouth(face, matrix, size))
         base = box.alpha8.astype(np.float32) if box is not None else np.float32(255.0)
         alpha8 = np.rint(weight * base).astype(np.uint8)
         # The box's support where there is one: the same paste region, so the same warp (OpenCV's
         # fixed-point warp can round a level differently at another offset). No exact interior:
         # paste weighs every pixel.
         return CropMask(alpha8, box.support if box is not None else _support(alpha8), None)
+
+
+    def _kept_mouth(self, face: Face, matrix: np.ndarray, size: int) -> np.ndarray:
+        """--mouth-mask: 1 on the target's mouth (grown towards the chin by its SIZE), fading out
+        over 8% of the eye distance (at least 2 frame px) outside it, in crop pixels."""
+        landmarks = None if face.landmarks is None else _to_crop(face.landmarks, matrix)
+        polygon = mouth_polygon(landmarks, _to_crop(face.kps, matrix), int(self._settings.mouth_mask or 0))
+        crop_per_frame_px = float(np.hypot(matrix[0, 0], matrix[0, 1]))
+        kept = polygon_mask((size, size), polygon, max(2.0, 0.08 * face.eye_distance) * crop_per_frame_px)
+        # Grown a crop pixel: the paste's bilinear warp then keeps every frame pixel inside the
+        # polygon exactly (as the frame-space mask it replaces did).
+        return cv2.dilate(kept, np.ones((3, 3), np.uint8))
 
 
 def build_masker(ctx: BuildContext) -> FaceMasker:

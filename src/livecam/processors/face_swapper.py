@@ -147,18 +147,8 @@ class InswapperSwapper:
         if settings.color_match:
             from livecam.processors.color import match_lab
             fake = match_lab(fake, aligned.crop, self._color_weights)
-        keep = (lambda roi: self._mouth_mask(face, roi)) if settings.mouth_mask is not None else None
-        mask = self._masker.mask(aligned.crop, aligned.matrix, face, image.shape)
-        paste(image, fake, aligned.matrix, mask, opacity=float(np.clip(settings.blend, 0.0, 1.0)), keep=keep)
-
-    def _mouth_mask(self, face: Face, roi: tuple[int, int, int, int]) -> np.ndarray:
-        """1 on the target's mouth (kept), fading out, in ROI pixels."""
-        from livecam.processors.masks import mouth_polygon, polygon_mask
-
-        x1, y1, x2, y2 = roi
-        polygon = mouth_polygon(face.landmarks, face.kps, int(self._settings.mouth_mask or 0))
-        feather = max(2.0, 0.08 * face.eye_distance)
-        return polygon_mask((y2 - y1, x2 - x1), polygon - np.array([x1, y1], dtype=np.float32), feather)
+        mask = self._masker.mask(aligned.crop, aligned.matrix, face, image.shape)  # --face-mask, --mouth-mask
+        paste(image, fake, aligned.matrix, mask, opacity=float(np.clip(settings.blend, 0.0, 1.0)))
 
     def process(self, packet: FramePacket) -> FramePacket:
         start = time.perf_counter()
