@@ -351,3 +351,18 @@ def test_mouth_mask_is_cut_from_the_same_mask_and_combines(sessions, frame, size
     u, v, m = _crop_coords(sessions, frame)
     seen = _box_interior(sessions, frame, u, v, m) & (u < 64 - FEATHER) & (v < 60)  # above the mouth
     assert seen.sum() > 1_000 and np.array_equal(out[seen], plain[seen])
+
+
+@pytest.mark.parametrize("aux_heads", [False, True])
+def test_the_catalog_accepts_the_mask_standins_and_the_parser_reads_the_main_output(tmp_path, aux_heads):
+    from livecam.models.catalog import CATALOG
+    from livecam.models.store import signature_problem
+
+    xseg = _session(build_xseg(tmp_path / "xseg_1.onnx"))
+    parser = _session(build_bisenet(tmp_path / "bisenet.onnx", aux_heads=aux_heads))
+    assert signature_problem(CATALOG["xseg_1"], xseg.get_inputs(), xseg.get_outputs()) == ""
+    assert signature_problem(CATALOG["bisenet_resnet_34"], parser.get_inputs(), parser.get_outputs()) == ""
+    assert signature_problem(CATALOG["xseg_1"], parser.get_inputs(), parser.get_outputs()) != ""
+    crop = np.zeros((128, 128, 3), np.uint8)
+    regions = FaceParser(parser).regions(crop, ("skin",))
+    assert regions[:60].max() == 0.0 and regions[68:].min() == 1.0  # rows 64.. are skin in `output`

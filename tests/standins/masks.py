@@ -40,14 +40,21 @@ def build_xseg(path: Path) -> Path:
     return save_model(graph, path)
 
 
-def build_bisenet(path: Path, top: int = 17, bottom: int = 1) -> Path:
-    """Rows 0..255 of the 512 input: class `top` (default hair); rows 256..511: `bottom` (skin)."""
+def build_bisenet(path: Path, top: int = 17, bottom: int = 1, aux_heads: bool = False) -> Path:
+    """Rows 0..255 of the 512 input: class `top` (default hair); rows 256..511: `bottom` (skin).
+    aux_heads: two more outputs of the same shape after `output` (a BiSeNet export that kept its
+    training heads), saying the opposite, so reading the wrong one shows."""
     known = np.zeros((1, 19, 512, 512), dtype=np.float32)
     known[0, top, :256, :] = 10.0
     known[0, bottom, 256:, :] = 10.0
     inits = [numpy_helper.from_array(known, "known"), numpy_helper.from_array(np.zeros(1, np.float32), "zero")]
     nodes = _known_plus_zero_times_input([1, 2, 3])
+    outputs = [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 19, 512, 512])]
+    if aux_heads:
+        nodes.append(helper.make_node("Neg", ["output"], ["aux16"]))
+        nodes.append(helper.make_node("Neg", ["output"], ["aux32"]))
+        outputs += [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 19, 512, 512]) for n in ("aux16", "aux32")]
     graph = helper.make_graph(nodes, "bisenet_standin",
                               [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 512, 512])],
-                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 19, 512, 512])], inits)
+                              outputs, inits)
     return save_model(graph, path)

@@ -58,6 +58,7 @@ class ModelSpec:
     archive: ArchiveSpec | None = None  # tried before `urls` when set
     bundled: bool = False  # shipped in the package (src/livecam/models/default), never downloaded
     pin_note: str = ""  # why the digest is missing, shown by `models verify`
+    extra_outputs: bool = False  # the file may have more outputs than listed (training heads left in)
 
     @property
     def downloadable(self) -> bool:
@@ -171,10 +172,12 @@ def _build() -> Mapping[str, ModelSpec]:
             urls=("https://github.com/facefusion/facefusion-assets/releases/download/models-3.0.0/bisenet_resnet_34.onnx",
                   "https://huggingface.co/facefusion/models-3.0.0/resolve/main/bisenet_resnet_34.onnx"),
             size=93_632_546, sha256="4a0b8c958a3c938913bd06a8365dbb3c8761afba6ecbf0d14b3b1f77eb230c96",
-            licence="MIT", licence_url="https://github.com/zllrunning/face-parsing.PyTorch/blob/master/LICENSE",
+            licence="MIT", licence_url="https://github.com/yakhyo/face-parsing/blob/main/LICENSE",
             needs_acceptance=False,
             inputs=(TensorSpec(None, (None, 3, 512, 512)),),  # RGB, ImageNet mean/std
-            outputs=(TensorSpec(None, (None, 19, 512, 512)),),  # CelebAMask-HQ class logits
+            # CelebAMask-HQ class logits first; a BiSeNet export may keep its two auxiliary heads
+            # (same shape) as further outputs, which are not used.
+            outputs=(TensorSpec(None, (None, 19, 512, 512)),), extra_outputs=True,
             description="BiSeNet face parser, 19 classes (--face-mask region)",
         ),
         ModelSpec(
