@@ -176,6 +176,9 @@ def _build(ctx: BuildContext) -> FrameProcessor:
     if model == "mesh":
         from livecam.processors.mesh_swapper import MeshSwapper
 
+        if ctx.settings.swap.face_mask != ("box",):
+            log.warning("--face-mask is for the neural swapper; the mesh swapper blends by its own mask")
+
         return MeshSwapper(ctx.settings.swap)
     session = ctx.store.open_session(model, ctx.providers, ctx.threads)
     return InswapperSwapper(session, ctx.settings.swap, model_path=ctx.store.file_path(model),
