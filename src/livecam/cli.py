@@ -244,7 +244,8 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
                           "box (default), occlusion (XSeg: whatever covers the face stays), region (BiSeNet "
                           "face parts), area (from landmarks)."),
         click.option("--face-mask-blur", type=click.FloatRange(0, 1), default=DEFAULT_FACE_MASK_BLUR,
-                     show_default=True, help="Feather of the masks' edges (0 hard, 1 wide; the default is insightface's own paste mask)."),
+                     show_default=True,
+                     help="Feather of the masks' edges (0 hard, 1 wide; the default is insightface's own paste mask)."),
         click.option("--face-mask-padding", type=click.FloatRange(0, 100), nargs=4, default=(0, 0, 0, 0),
                      metavar="TOP RIGHT BOTTOM LEFT", help="Shrink the box mask by these percentages of the crop."),
         click.option("--face-mask-areas", multiple=True, callback=_names(FACE_MASK_AREAS), metavar="AREAS",

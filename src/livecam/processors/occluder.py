@@ -37,4 +37,5 @@ class Occluder:
         blob = scaled[None].astype(np.float32) * np.float32(1.0 / 255.0)
         out = np.asarray(self._session.run([self._output], {self._input: blob})[0], dtype=np.float32)
         mask = np.clip(out.reshape(OCCLUDER_SIZE, OCCLUDER_SIZE), 0.0, 1.0)
-        return cv2.resize(mask, (size, size), interpolation=cv2.INTER_AREA if size < OCCLUDER_SIZE else cv2.INTER_LINEAR)
+        shrink = cv2.INTER_AREA if size < OCCLUDER_SIZE else cv2.INTER_LINEAR
+        return cv2.resize(mask, (size, size), interpolation=shrink)
