@@ -20,7 +20,12 @@ from livecam.errors import EXIT_FAILURE, EXIT_INTERRUPTED, LivecamError
 from livecam.processors import registry
 from livecam.runtime.providers import CHOICES as PROVIDER_CHOICES
 from livecam.settings import (
+    DEFAULT_FACE_MASK_BLUR,
+    DEFAULT_FACE_MASK_REGIONS,
     DETECTORS,
+    FACE_MASK_AREAS,
+    FACE_MASK_REGIONS,
+    FACE_MASK_TYPES,
     PIXEL_BOOSTS,
     SWAP_MODELS,
     AnalysisSettings,
@@ -44,6 +49,7 @@ log = logging.getLogger("livecam")
 VARIADIC_OPTIONS: dict[str, Callable[[], Sequence[str]]] = {
     "--frame-processor": registry.names,
     "--execution-provider": lambda: PROVIDER_CHOICES,
+    "--face-mask": lambda: FACE_MASK_TYPES,
 }
 
 
@@ -190,6 +196,17 @@ def _parse_map(values: tuple[str, ...]) -> tuple[tuple[Path, Path], ...]:
     return tuple(pairs)
 
 
+def _names(choices: tuple[str, ...]) -> Callable[[click.Context, click.Parameter, Any], tuple[str, ...]]:
+    """Click callback: repeated and/or comma-separated names from `choices`, in order, once each."""
+    def parse(ctx: click.Context, param: click.Parameter, values: Any) -> tuple[str, ...]:
+        names = [n.strip().lower() for v in values or () for n in str(v).split(",") if n.strip()]
+        bad = [n for n in names if n not in choices]
+        if bad:
+            raise click.BadParameter(f"unknown {', '.join(bad)}; choose from {', '.join(choices)}")
+        return tuple(dict.fromkeys(names))
+    return parse
+
+
 def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """Options shared by run, video, image and bench."""
     options = [
@@ -222,6 +239,20 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="Keep the target's mouth; SIZE 0..100 grows it towards the chin."),
         click.option("--color-match/--no-color-match", default=True, show_default=True,
                      help="Match the swapped face's colour to the target's skin."),
+        # -- face masks (inswapper paste-back; processors/crop_masks.py) --
+        click.option("--face-mask", "face_mask", multiple=True, callback=_names(FACE_MASK_TYPES), metavar="TYPES",
+                     help="Paste mask(s), comma-separated or repeated; several paste their intersection: "
+                          "box (default), occlusion (XSeg: whatever covers the face stays), region (BiSeNet "
+                          "face parts), area (from landmarks)."),
+        click.option("--face-mask-blur", type=click.FloatRange(0, 1), default=DEFAULT_FACE_MASK_BLUR,
+                     show_default=True,
+                     help="Feather of the masks' edges (0 hard, 1 wide; the default is insightface's own paste mask)."),
+        click.option("--face-mask-padding", type=click.FloatRange(0, 100), nargs=4, default=(0, 0, 0, 0),
+                     metavar="TOP RIGHT BOTTOM LEFT", help="Shrink the box mask by these percentages of the crop."),
+        click.option("--face-mask-areas", multiple=True, callback=_names(FACE_MASK_AREAS), metavar="AREAS",
+                     help="For --face-mask area: " + ",".join(FACE_MASK_AREAS) + " (default all)."),
+        click.option("--face-mask-regions", multiple=True, callback=_names(FACE_MASK_REGIONS), metavar="REGIONS",
+                     help="For --face-mask region: " + ",".join(FACE_MASK_REGIONS) + " (default all but glasses)."),
         click.option("--blend", type=click.FloatRange(0, 1), default=1.0, show_default=True,
                      help="Opacity of the swapped face."),
         click.option("--pixel-boost", type=click.Choice(PIXEL_BOOSTS), default="128", show_default=True,
@@ -282,7 +313,11 @@ def _processing(ctx: click.Context, kw: dict[str, Any], *, smoothing_allowed: bo
         ),
         swap=SwapSettings(model=kw.pop("swap_model"), mouth_mask=kw.pop("mouth_mask"),
                           color_match=kw.pop("color_match"), blend=kw.pop("blend"),
-                          pixel_boost=int(kw.pop("pixel_boost"))),
+                          pixel_boost=int(kw.pop("pixel_boost")),
+                          face_mask=kw.pop("face_mask") or ("box",), face_mask_blur=kw.pop("face_mask_blur"),
+                          face_mask_padding=tuple(float(v) for v in kw.pop("face_mask_padding")),  # type: ignore[arg-type]
+                          face_mask_areas=kw.pop("face_mask_areas") or FACE_MASK_AREAS,
+                          face_mask_regions=kw.pop("face_mask_regions") or DEFAULT_FACE_MASK_REGIONS),
         enhance=EnhanceSettings(blend=kw.pop("enhancer_blend")),
     )
 

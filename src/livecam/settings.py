@@ -8,6 +8,13 @@ from pathlib import Path
 SWAP_MODELS: tuple[str, ...] = ("auto", "inswapper_128", "inswapper_128_fp16", "mesh")
 DETECTORS: tuple[str, ...] = ("auto", "scrfd", "blazeface")
 PIXEL_BOOSTS: tuple[str, ...] = ("128", "256", "384", "512")  # --pixel-boost: inswapper crop sizes
+# The inswapper's paste masks (processors/crop_masks.py): several at once paste their intersection.
+FACE_MASK_TYPES: tuple[str, ...] = ("box", "occlusion", "region", "area")
+FACE_MASK_AREAS: tuple[str, ...] = ("upper-face", "lower-face", "mouth")
+FACE_MASK_REGIONS: tuple[str, ...] = ("skin", "left-eyebrow", "right-eyebrow", "left-eye", "right-eye", "glasses",
+                                      "nose", "mouth", "upper-lip", "lower-lip")
+DEFAULT_FACE_MASK_REGIONS: tuple[str, ...] = tuple(r for r in FACE_MASK_REGIONS if r != "glasses")  # glasses stay
+DEFAULT_FACE_MASK_BLUR = 0.3  # the box's feather at this value is insightface's paste mask, exactly
 
 
 def _default_processors() -> tuple[str, ...]:
@@ -58,6 +65,11 @@ class SwapSettings:
     color_match: bool = True
     blend: float = 1.0
     pixel_boost: int = 128  # inswapper crop size: (N/128)^2 sub-pixel tiles swapped per face
+    face_mask: tuple[str, ...] = ("box",)  # FACE_MASK_TYPES; the paste mask is their intersection
+    face_mask_blur: float = DEFAULT_FACE_MASK_BLUR  # 0 hard edges .. 1 wide feather
+    face_mask_padding: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)  # top right bottom left, % of crop
+    face_mask_areas: tuple[str, ...] = FACE_MASK_AREAS
+    face_mask_regions: tuple[str, ...] = DEFAULT_FACE_MASK_REGIONS
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ class ModelSpec:
     archive: ArchiveSpec | None = None  # tried before `urls` when set
     bundled: bool = False  # shipped in the package (src/livecam/models/default), never downloaded
     pin_note: str = ""  # why the digest is missing, shown by `models verify`
+    extra_outputs: bool = False  # the file may have more outputs than listed (training heads left in)
 
     @property
     def downloadable(self) -> bool:
@@ -154,6 +155,30 @@ def _build() -> Mapping[str, ModelSpec]:
             inputs=(TensorSpec(None, (1, 3, 512, 512)),),
             outputs=(TensorSpec(None, (1, 3, 512, 512)),),
             description="GFPGAN v1.4 face restorer (ONNX)",
+        ),
+        ModelSpec(
+            name="xseg_1", file_name="xseg_1.onnx",
+            urls=("https://github.com/facefusion/facefusion-assets/releases/download/models-3.1.0/xseg_1.onnx",
+                  "https://huggingface.co/facefusion/models-3.1.0/resolve/main/xseg_1.onnx"),
+            size=70_324_286, sha256="c4d1498b8a03b5fe2a3a5d2ef2a0402ab03bd51edaf5b2d8d5fb764702a97dd3",
+            licence="GPL-3.0 (DeepFaceLab XSeg weights)",
+            licence_url="https://github.com/iperov/DeepFaceLab/blob/master/LICENSE", needs_acceptance=True,
+            inputs=(TensorSpec(None, (None, 256, 256, 3)),),  # NHWC, BGR in [0, 1]
+            outputs=(TensorSpec(None, (None, 256, 256, 1)),),
+            description="XSeg face occluder (--face-mask occlusion)",
+        ),
+        ModelSpec(
+            name="bisenet_resnet_34", file_name="bisenet_resnet_34.onnx",
+            urls=("https://github.com/facefusion/facefusion-assets/releases/download/models-3.0.0/bisenet_resnet_34.onnx",
+                  "https://huggingface.co/facefusion/models-3.0.0/resolve/main/bisenet_resnet_34.onnx"),
+            size=93_632_546, sha256="4a0b8c958a3c938913bd06a8365dbb3c8761afba6ecbf0d14b3b1f77eb230c96",
+            licence="MIT", licence_url="https://github.com/yakhyo/face-parsing/blob/main/LICENSE",
+            needs_acceptance=False,
+            inputs=(TensorSpec(None, (None, 3, 512, 512)),),  # RGB, ImageNet mean/std
+            # CelebAMask-HQ class logits first; a BiSeNet export may keep its two auxiliary heads
+            # (same shape) as further outputs, which are not used.
+            outputs=(TensorSpec(None, (None, 19, 512, 512)),), extra_outputs=True,
+            description="BiSeNet face parser, 19 classes (--face-mask region)",
         ),
         ModelSpec(
             name="blazeface_short_range", file_name="blazeface_short_range.onnx",

@@ -546,7 +546,7 @@ def signature_problem(spec: ModelSpec, inputs: list[Any], outputs: list[Any]) ->
         arg = _by_name(inputs, want.name) if want.name else inputs[i]
         if arg is None or not _fits(want, arg):
             return f"expected input {want.describe()}, found {'; '.join(_describe_arg(a) for a in inputs)}"
-    if len(outputs) != len(spec.outputs):
+    if len(outputs) != len(spec.outputs) and not (spec.extra_outputs and len(outputs) > len(spec.outputs)):
         return f"expected {_count(len(spec.outputs), 'output')}, found {len(outputs)}"
     unused = list(outputs)
     for want in spec.outputs:

@@ -33,7 +33,8 @@ from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
 from livecam.processors.base import FrameProcessor, usable
 from livecam.models.emap import read_last_initializer
-from livecam.processors.paste import inswapper_mask, paste
+from livecam.processors.crop_masks import FaceMasker, build_masker
+from livecam.processors.paste import paste
 from livecam.processors.registry import BuildContext, ProcessorSpec
 from livecam.runtime.sessions import input_dtype
 from livecam.settings import ProcessingSettings, SwapSettings
@@ -87,9 +88,10 @@ class InswapperSwapper:
     name = "face_swapper"
 
     def __init__(self, session: Any, settings: SwapSettings, *, model_path: Path | str | None = None,
-                 emap: np.ndarray | None = None) -> None:
+                 emap: np.ndarray | None = None, masker: FaceMasker | None = None) -> None:
         self._session = session
         self._settings = settings
+        self._masker = masker if masker is not None else FaceMasker(settings)
         inputs, outputs = session.get_inputs(), session.get_outputs()
         shapes = [tuple(i.shape) for i in inputs]
         if (len(inputs) != 2 or len(outputs) != 1 or len(shapes[0]) != 4 or shapes[0][1] != 3
@@ -190,18 +192,8 @@ class InswapperSwapper:
         if settings.color_match:
             from livecam.processors.color import match_lab
             fake = match_lab(fake, aligned.crop, self._color_weights)
-        keep = (lambda roi: self._mouth_mask(face, roi)) if settings.mouth_mask is not None else None
-        mask = inswapper_mask(aligned.matrix, self.crop_size, image.shape)
-        paste(image, fake, aligned.matrix, mask, opacity=float(np.clip(settings.blend, 0.0, 1.0)), keep=keep)
-
-    def _mouth_mask(self, face: Face, roi: tuple[int, int, int, int]) -> np.ndarray:
-        """1 on the target's mouth (kept), fading out, in ROI pixels."""
-        from livecam.processors.masks import mouth_polygon, polygon_mask
-
-        x1, y1, x2, y2 = roi
-        polygon = mouth_polygon(face.landmarks, face.kps, int(self._settings.mouth_mask or 0))
-        feather = max(2.0, 0.08 * face.eye_distance)
-        return polygon_mask((y2 - y1, x2 - x1), polygon - np.array([x1, y1], dtype=np.float32), feather)
+        mask = self._masker.mask(aligned.crop, aligned.matrix, face, image.shape)  # --face-mask, --mouth-mask
+        paste(image, fake, aligned.matrix, mask, opacity=float(np.clip(settings.blend, 0.0, 1.0)))
 
     def process(self, packet: FramePacket) -> FramePacket:
         start = time.perf_counter()
@@ -231,14 +223,19 @@ def _build(ctx: BuildContext) -> FrameProcessor:
 
         if ctx.settings.swap.pixel_boost != 128:
             log.warning("warning: --pixel-boost is for the inswapper; the mesh swapper ignores it")
+        if ctx.settings.swap.face_mask != ("box",):
+            log.warning("warning: --face-mask is for the neural swapper; the mesh swapper blends by its own mask")
+
         return MeshSwapper(ctx.settings.swap)
     session = ctx.store.open_session(model, ctx.providers, ctx.threads)
-    return InswapperSwapper(session, ctx.settings.swap, model_path=ctx.store.file_path(model))
+    return InswapperSwapper(session, ctx.settings.swap, model_path=ctx.store.file_path(model),
+                            masker=build_masker(ctx))
 
 
 def _needs_landmarks(settings: ProcessingSettings, swap_model: str | None) -> bool:
-    # The mesh swapper warps by the 468 landmarks; --mouth-mask outlines the lips with them.
-    return swap_model == "mesh" or settings.swap.mouth_mask is not None
+    # The mesh swapper warps by the 468 landmarks; --mouth-mask and --face-mask area outline with them.
+    return (swap_model == "mesh" or settings.swap.mouth_mask is not None
+            or (swap_model is not None and "area" in settings.swap.face_mask))
 
 
 def _needs_embedding(settings: ProcessingSettings, swap_model: str | None) -> bool:

@@ -127,3 +127,26 @@ def mouth_polygon(landmarks: np.ndarray | None, kps: np.ndarray, size: int) -> n
     ring = (centre + np.cos(theta)[:, None] * half_w * along + np.sin(theta)[:, None] * half_h * down)
     chin_gap = max(_MOUTH_TO_CHIN * eyes_to_mouth - half_h, 0.0)
     return _grow_down(ring, along, down, t * _GROW_MAX * chin_gap).astype(np.float32)
+
+
+def area_mask(shape_hw: tuple[int, int], landmarks: np.ndarray | None, kps: np.ndarray,
+              areas: tuple[str, ...] | list[str]) -> np.ndarray:
+    """float32 HxW, 1 on the union of the named face areas (settings.FACE_MASK_AREAS), 0 elsewhere,
+    from points given in this image's pixels: upper-face and lower-face are the face oval
+    (FaceMesh landmarks; the whole image without them) above and below the nose tip, mouth is
+    `mouth_polygon` at size 0 (the lips, or the ellipse between the mouth corners)."""
+    h, w = int(shape_hw[0]), int(shape_hw[1])
+    out = np.zeros((h, w), dtype=np.float32)
+    if "upper-face" in areas or "lower-face" in areas:
+        has_mesh = landmarks is not None and len(landmarks) > CHIN_INDEX
+        oval = (polygon_mask((h, w), np.asarray(landmarks)[mesh_indices.FACE_OVAL], 0.0) if has_mesh
+                else np.ones((h, w), dtype=np.float32))
+        # The nose tip splits the face; rows through its centre, as the crop is upright.
+        cut = int(np.clip(np.floor(float(np.asarray(kps)[2, 1])), 0, h))
+        if "upper-face" in areas:
+            out[:cut] = np.maximum(out[:cut], oval[:cut])
+        if "lower-face" in areas:
+            out[cut:] = np.maximum(out[cut:], oval[cut:])
+    if "mouth" in areas:
+        out = np.maximum(out, polygon_mask((h, w), mouth_polygon(landmarks, kps, 0), 0.0))
+    return out

@@ -80,8 +80,13 @@ def separable_mask(axis_u: np.ndarray, axis_v: np.ndarray) -> CropMask:
     return CropMask(alpha8, _box(axis_u >= 0.5 / 255.0, axis_v >= 0.5 / 255.0), _box(axis_u >= full, axis_v >= full))
 
 
-def inswapper_mask(matrix: np.ndarray, crop_size: int, frame_shape: tuple[int, ...]) -> CropMask:
-    """insightface's paste-back mask for a crop, sampled at the crop's pixel centres."""
+def inswapper_mask(matrix: np.ndarray, crop_size: int, frame_shape: tuple[int, ...], *, feather: float = 1.0,
+                   padding: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)) -> CropMask:
+    """insightface's paste-back mask for a crop, sampled at the crop's pixel centres.
+
+    feather scales its Gaussian (1: insightface's; 0: a hard edge; a wider one also moves the
+    edges inwards by the extra reach, so the fade ends inside the crop); padding (top, right,
+    bottom, left, in % of the crop) moves the box's edges inwards. The defaults are exact."""
     m = np.asarray(matrix, dtype=np.float64)
     lo, hi = -1.0 + _WHITE_THRESHOLD, crop_size - _WHITE_THRESHOLD
     # The mask's bounding box in frame pixels (clipped to the frame) sets the kernel sizes.
@@ -104,8 +109,16 @@ def inswapper_mask(matrix: np.ndarray, crop_size: int, frame_shape: tuple[int, .
     ext = np.stack([-anchor * lin, (k - 1 - anchor) * lin])  # (2, axis, x/y)
     low_shift, high_shift = ext.min(axis=0).sum(axis=1), ext.max(axis=0).sum(axis=1)
     scale = np.hypot(lin[:, 0], lin[:, 1])  # crop units per frame pixel
-    axes = _soft_steps(np.arange(crop_size, dtype=np.float64), lo - low_shift, hi - high_shift,
-                       sigma_px * scale, (k_blur + 0.5) * scale)
+    lows, highs = lo - low_shift, hi - high_shift
+    sigma, reach = sigma_px * scale, (k_blur + 0.5) * scale
+    if feather != 1.0 or any(padding):
+        f = max(float(feather), 1e-3)  # 0: a step (a Gaussian far below a pixel)
+        extra = reach * max(f - 1.0, 0.0)
+        top, right, bottom, left = (crop_size * float(p) / 100.0 for p in padding)
+        lows = lows + extra + np.array([left, top])
+        highs = highs - extra - np.array([right, bottom])
+        sigma, reach = sigma * f, reach * f
+    axes = _soft_steps(np.arange(crop_size, dtype=np.float64), lows, highs, sigma, reach)
     return separable_mask(axes[0], axes[1])
 
 

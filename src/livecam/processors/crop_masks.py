@@ -1,0 +1,125 @@
+"""The inswapper's paste mask for one face, in crop space: the intersection of the chosen
+--face-mask types.
+
+box: insightface's soft square (processors/paste.py), with --face-mask-padding and its feather
+scaled by --face-mask-blur; alone and at the defaults it is today's mask, bit for bit.
+occlusion: XSeg's "face seen" (processors/occluder.py); region: the chosen BiSeNet face parts
+(processors/face_parser.py); area: face areas from the landmarks (processors/masks.py).
+occlusion, region and area judge the TARGET's crop (what covers the target stays in front).
+Their intersection is feathered inwards only: a pixel they exclude stays exactly the target's.
+--mouth-mask cuts the target's mouth out of the same mask (kept exactly, fading outwards).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import cv2
+import numpy as np
+
+from livecam.errors import ModelError
+from livecam.faces.face import Face
+from livecam.processors.face_parser import PARSER_MODEL, FaceParser
+from livecam.processors.masks import area_mask, mouth_polygon, polygon_mask
+from livecam.processors.occluder import OCCLUDER_MODEL, Occluder
+from livecam.processors.paste import CropMask, inswapper_mask
+from livecam.settings import DEFAULT_FACE_MASK_BLUR, SwapSettings
+
+if TYPE_CHECKING:
+    from livecam.processors.registry import BuildContext
+
+# The feather of the model and area masks: a Gaussian of sigma blur * crop / this, e.g. 2.4 crop
+# pixels at the default blur on a 128 crop (about 8 frame pixels on a 400-pixel face).
+_FEATHER_DIVISOR = 16.0
+
+
+def _feather_inwards(mask: np.ndarray, sigma: float) -> np.ndarray:
+    """Blur, then map [0.5, 1] to [0, 1]: the fade lies inside the kept part, so every pixel the
+    mask excluded (at most 0.5 after the blur) is exactly 0."""
+    if sigma > 0.0:
+        mask = cv2.GaussianBlur(mask, (0, 0), sigmaX=sigma, sigmaY=sigma, borderType=cv2.BORDER_REPLICATE)
+    return np.clip(2.0 * mask - 1.0, 0.0, 1.0)
+
+
+def _to_crop(points: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    pts = np.asarray(points, dtype=np.float64)[:, :2]
+    m = np.asarray(matrix, dtype=np.float64)
+    return pts @ m[:, :2].T + m[:, 2]
+
+
+def _support(alpha8: np.ndarray) -> tuple[int, int, int, int] | None:
+    cols, rows = np.flatnonzero(alpha8.any(axis=0)), np.flatnonzero(alpha8.any(axis=1))
+    if len(cols) < 2 or len(rows) < 2:
+        return None
+    return int(cols[0]), int(rows[0]), int(cols[-1]), int(rows[-1])
+
+
+class FaceMasker:
+    """Builds each face's paste mask from the swap settings and the mask models it was given."""
+
+    def __init__(self, settings: SwapSettings, occluder: Occluder | None = None,
+                 parser: FaceParser | None = None) -> None:
+        types = settings.face_mask or ("box",)
+        if "occlusion" in types and occluder is None:
+            raise ModelError(f"--face-mask occlusion needs the {OCCLUDER_MODEL} model; "
+                             f"run `livecam models download {OCCLUDER_MODEL}`")
+        if "region" in types and parser is None:
+            raise ModelError(f"--face-mask region needs the {PARSER_MODEL} model; "
+                             f"run `livecam models download {PARSER_MODEL}`")
+        self._settings = settings
+        self._types = types
+        self._occluder = occluder
+        self._parser = parser
+        self._feather = settings.face_mask_blur / DEFAULT_FACE_MASK_BLUR
+
+    @property
+    def box_only(self) -> bool:
+        return self._types == ("box",) and self._settings.mouth_mask is None
+
+    def mask(self, crop: np.ndarray, matrix: np.ndarray, face: Face, frame_shape: tuple[int, ...]) -> CropMask:
+        s = self._settings
+        size = crop.shape[0]
+        box = (inswapper_mask(matrix, size, frame_shape, feather=self._feather, padding=s.face_mask_padding)
+               if "box" in self._types else None)
+        if box is not None and self.box_only:
+            return box
+        parts: list[np.ndarray] = [np.ones((size, size), dtype=np.float32)]  # no mask type but box: all
+        if self._occluder is not None and "occlusion" in self._types:
+            parts.append(self._occluder.visible(crop))
+        if self._parser is not None and "region" in self._types:
+            parts.append(self._parser.regions(crop, s.face_mask_regions))
+        if "area" in self._types:
+            landmarks = None if face.landmarks is None else _to_crop(face.landmarks, matrix)
+            parts.append(area_mask((size, size), landmarks, _to_crop(face.kps, matrix), s.face_mask_areas))
+        inside = np.minimum.reduce(parts)
+        weight = _feather_inwards(inside.astype(np.float32), s.face_mask_blur * size / _FEATHER_DIVISOR)
+        if s.mouth_mask is not None:
+            weight = weight * (1.0 - self._kept_mouth(face, matrix, size))
+        base = box.alpha8.astype(np.float32) if box is not None else np.float32(255.0)
+        alpha8 = np.rint(weight * base).astype(np.uint8)
+        # The box's support where there is one: the same paste region, so the same warp (OpenCV's
+        # fixed-point warp can round a level differently at another offset). No exact interior:
+        # paste weighs every pixel.
+        return CropMask(alpha8, box.support if box is not None else _support(alpha8), None)
+
+
+    def _kept_mouth(self, face: Face, matrix: np.ndarray, size: int) -> np.ndarray:
+        """--mouth-mask: 1 on the target's mouth (grown towards the chin by its SIZE), fading out
+        over 8% of the eye distance (at least 2 frame px) outside it, in crop pixels."""
+        landmarks = None if face.landmarks is None else _to_crop(face.landmarks, matrix)
+        polygon = mouth_polygon(landmarks, _to_crop(face.kps, matrix), int(self._settings.mouth_mask or 0))
+        crop_per_frame_px = float(np.hypot(matrix[0, 0], matrix[0, 1]))
+        kept = polygon_mask((size, size), polygon, max(2.0, 0.08 * face.eye_distance) * crop_per_frame_px)
+        # Grown a crop pixel: the paste's bilinear warp then keeps every frame pixel inside the
+        # polygon exactly (as the frame-space mask it replaces did).
+        return cv2.dilate(kept, np.ones((3, 3), np.uint8))
+
+
+def build_masker(ctx: BuildContext) -> FaceMasker:
+    """The masker for a run, opening the mask models its --face-mask types need."""
+    types = ctx.settings.swap.face_mask
+    occluder = (Occluder(ctx.store.open_session(OCCLUDER_MODEL, ctx.providers, ctx.threads))
+                if "occlusion" in types else None)
+    parser = (FaceParser(ctx.store.open_session(PARSER_MODEL, ctx.providers, ctx.threads))
+              if "region" in types else None)
+    return FaceMasker(ctx.settings.swap, occluder, parser)
