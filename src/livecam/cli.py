@@ -339,8 +339,9 @@ def _parse_frame_range(value: str | None) -> tuple[int, int | None] | None:
               help="Draw the AI-generated label (default: on when recording to a file, off in the window "
                    "and the virtual camera).")
 @click.option("--force", is_flag=True, help="Overwrite a recording or --stats-json file that exists.")
-@click.option("--watermark/--no-watermark", default=True, show_default=True,
-              help="Invisible watermark in a recording to a FILE.")
+@click.option("--watermark/--no-watermark", default=None,
+              help="Invisible watermark, marked off the output thread (default: on when recording to a file, "
+                   "off in the window and the virtual camera).")
 @click.pass_context
 def run(ctx: click.Context, **kw: Any) -> None:
     """Swap faces live: camera (or a clip) in, window / virtual camera / file out."""

@@ -127,7 +127,7 @@ class LiveJob:
     stats: bool = False
     stats_json: Path | None = None
     max_latency_ms: float = 40.0
-    watermark: bool = True  # on recordings to a FILE (never the window or virtual camera)
+    watermark: bool | None = None  # None: on for a recording file, off for the window / virtual camera
     degrade: bool = True
     label: bool | None = None  # None: on for a recording file, off for window / virtual camera
     force: bool = False
@@ -135,6 +135,10 @@ class LiveJob:
     def labelled(self, recording: bool) -> bool:
         """Whether output frames carry the visible label (`recording`: the sink is a file)."""
         return recording if self.label is None else self.label
+
+    def watermarked(self, recording: bool) -> bool:
+        """Whether output frames carry the invisible watermark (`recording`: the sink is a file)."""
+        return recording if self.watermark is None else self.watermark
 
 
 @dataclass(frozen=True)

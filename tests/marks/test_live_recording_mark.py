@@ -1,5 +1,5 @@
 """`livecam run --output FILE` hands the live pipeline a watermark step; the window, the
-virtual camera and `none` get none, and --no-watermark turns it off."""
+virtual camera and `none` get none unless --watermark, and --no-watermark turns it off."""
 
 from __future__ import annotations
 
@@ -36,3 +36,5 @@ def test_recording_frames_are_marked_two_a_second(tmp_path: Path, faces_dir: Pat
     assert captured["options"].watermark is None  # --no-watermark
     live_command.run_live(job(tmp_path, source, clip, output="none"))
     assert captured["options"].watermark is None  # not a file
+    live_command.run_live(job(tmp_path, source, clip, output="none", watermark=True))
+    assert captured["options"].watermark is not None  # --watermark: any output (the virtual camera)

@@ -94,8 +94,9 @@ def _run_live(job: LiveJob) -> None:
     if hasattr(sink, "fps"):
         sink.fps = float(source.fps or job.fps)  # the source's real rate is known once it is open
     recording = isinstance(sink, FileRecorderSink)
+    # single frames twice a second, marked on the marking thread (pipeline.live, marks.marking_sink)
     marker = (open_watermarker(job.processing.runtime, engine.providers).video_marker(
-        float(source.fps or job.fps), run=1) if recording and job.watermark else None)
+        float(source.fps or job.fps), run=1) if job.watermarked(recording) else None)
     # The pipeline releases the source and finalises the sink whatever happens.
     run_live_pipeline(engine, source, sink, LiveRun(job, recording=recording, watermark=marker),
                       probe=ResourceProbe())
