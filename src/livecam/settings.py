@@ -131,6 +131,7 @@ class LiveJob:
     degrade: bool = True
     label: bool | None = None  # None: on for a recording file, off for window / virtual camera
     force: bool = False
+    c2pa: C2paSettings = field(default_factory=C2paSettings)  # on recordings to MP4/MOV
 
     def labelled(self, recording: bool) -> bool:
         """Whether output frames carry the visible label (`recording`: the sink is a file)."""

@@ -1,7 +1,7 @@
 """Marking off the output thread (marks.marking_sink): the live pipeline's output loop goes on
 while a frame is being marked, the sink gets every frame in order, a live sink drops the oldest
 waiting frame rather than wait, errors reach the caller; and a real `run --output FILE`
-recording still verifies as marked."""
+recording verifies as marked, with valid C2PA content credentials."""
 
 from __future__ import annotations
 
@@ -120,3 +120,5 @@ def test_a_run_recording_verifies_as_marked(tmp_path: Path, faces_dir: Path, iso
     result = run_cli(["verify", "--json", str(out)], env=isolated_env)
     (found,) = json.loads(result.stdout)
     assert found["watermark"]["found"] and found["watermark"]["frames_marked"] >= 2, found
+    assert found["c2pa"]["valid"] and found["c2pa"]["by_livecam"], found  # signed before the rename
+    assert result.returncode == 0 and found["marked"]
