@@ -428,6 +428,9 @@ def image(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
               help="Repeat the run (alternating providers) and report medians.")
 @click.option("--baseline", type=click.Path(dir_okay=False, path_type=Path),
               help="An earlier `livecam bench --json` report: print this run's ratios against it.")
+@click.option("--watermark", is_flag=True,
+              help="Mark frames as the outputs do (live: single frames twice a second, off the output thread; "
+                   "video: runs twice a second); the cost shows as the watermark stage.")
 @click.pass_context
 def bench(ctx: click.Context, **kw: Any) -> None:
     """Measure the real pipeline on a recorded clip: per-stage ms, FPS, latency, memory.
@@ -441,7 +444,7 @@ def bench(ctx: click.Context, **kw: Any) -> None:
     compare = tuple(dict.fromkeys(p.strip().lower() for p in kw.pop("compare_providers").split(",") if p.strip()))
     job = BenchJob(processing=processing, mode=mode, input=bench_input, frames=frames,
                    resolution=resolution, json=as_json, compare_providers=compare, rounds=kw.pop("rounds"),
-                   baseline=kw.pop("baseline"))
+                   baseline=kw.pop("baseline"), watermark=kw.pop("watermark"))
     from livecam.commands.bench import run_bench
 
     return run_bench(job)

@@ -153,6 +153,7 @@ class BenchJob:
     compare_providers: tuple[str, ...] = ()  # run once per provider, alternating, side by side
     rounds: int = 1  # medians over this many alternating rounds
     baseline: Path | None = None  # an earlier `bench --json` report to give ratios against
+    watermark: bool = False  # mark frames at the live / video cadence inside the measured run
 
 
 @dataclass(frozen=True)
