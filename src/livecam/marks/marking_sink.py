@@ -43,7 +43,6 @@ class MarkingSink:
         self._count = 0
         self._closing = False
         self._error: BaseException | None = None
-        self.marked = 0
         self._thread = threading.Thread(target=self._run, name="livecam-watermark", daemon=True)
         self._thread.start()
 
@@ -101,8 +100,6 @@ class MarkingSink:
                 self._cond.notify_all()
             try:
                 out = self._mark(index, image)
-                if out is not image:
-                    self.marked += 1
                 if write_at is None:
                     self.inner.write(out)
                 else:  # the recorder stamps it with when it was shown, not when it was marked

@@ -4,6 +4,7 @@ Threads and queues:
 
     capture thread --q_analyse--> analyse thread --q_process--> N process workers
         --ReorderBuffer--> output loop (the caller's thread: window keys, metrics, governor)
+        [--> marking thread (marks.marking_sink, with a watermark: marks and writes in order)] --> sink
 
 Queues hold 1 or 2 packets. For a live source (camera, real-time file) a full queue drops its
 oldest packet (counted by reason, and skipped in the reorder buffer), so nothing waits behind a
