@@ -278,6 +278,16 @@ def file_job_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--label/--no-label", default=True, show_default=True, help="Visible AI-generated label."),
         click.option("--watermark/--no-watermark", default=True, show_default=True,
                      help="Invisible watermark (read back by `livecam verify`)."),
+        c2pa_options,
+    ]
+    for option in reversed(decorators):
+        func = option(func)
+    return func
+
+
+def c2pa_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """--c2pa/--no-c2pa, --c2pa-cert, --c2pa-key: shared by video, image and run (recordings)."""
+    options = [
         click.option("--c2pa/--no-c2pa", default=True, show_default=True,
                      help="Signed C2PA content credentials (JPEG, PNG, WebP, TIFF, MP4, MOV)."),
         click.option("--c2pa-cert", type=click.Path(dir_okay=False, path_type=Path),
@@ -285,7 +295,7 @@ def file_job_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--c2pa-key", type=click.Path(dir_okay=False, path_type=Path),
                      help="PEM private key of --c2pa-cert [env LIVECAM_C2PA_KEY]."),
     ]
-    for option in reversed(decorators):
+    for option in reversed(options):
         func = option(func)
     return func
 
@@ -379,8 +389,10 @@ def _parse_frame_range(value: str | None) -> tuple[int, int | None] | None:
               help="Draw the AI-generated label (default: on when recording to a file, off in the window "
                    "and the virtual camera).")
 @click.option("--force", is_flag=True, help="Overwrite a recording or --stats-json file that exists.")
-@click.option("--watermark/--no-watermark", default=True, show_default=True,
-              help="Invisible watermark in a recording to a FILE.")
+@click.option("--watermark/--no-watermark", default=None,
+              help="Invisible watermark, marked off the output thread (default: on when recording to a file, "
+                   "off in the window and the virtual camera).")
+@c2pa_options
 @click.pass_context
 def run(ctx: click.Context, **kw: Any) -> None:
     """Swap faces live: camera (or a clip) in, window / virtual camera / file out."""
@@ -391,7 +403,7 @@ def run(ctx: click.Context, **kw: Any) -> None:
                   queue_depth=kw["queue_depth"], duration=kw["duration"], max_frames=kw["max_frames"],
                   stats=kw["stats"], stats_json=kw["stats_json"], max_latency_ms=kw["max_latency_ms"],
                   degrade=kw["degrade"], label=kw["label"], force=kw["force"],
-                  watermark=kw["watermark"])
+                  watermark=kw["watermark"], c2pa=_c2pa(kw))
     from livecam.commands.live import run_live
 
     return run_live(job)
@@ -456,6 +468,9 @@ def image(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
               help="Repeat the run (alternating providers) and report medians.")
 @click.option("--baseline", type=click.Path(dir_okay=False, path_type=Path),
               help="An earlier `livecam bench --json` report: print this run's ratios against it.")
+@click.option("--watermark", is_flag=True,
+              help="Mark frames as the outputs do (live: single frames twice a second, off the output thread; "
+                   "video: runs twice a second); the cost shows as the watermark stage.")
 @click.pass_context
 def bench(ctx: click.Context, **kw: Any) -> None:
     """Measure the real pipeline on a recorded clip: per-stage ms, FPS, latency, memory.
@@ -469,7 +484,7 @@ def bench(ctx: click.Context, **kw: Any) -> None:
     compare = tuple(dict.fromkeys(p.strip().lower() for p in kw.pop("compare_providers").split(",") if p.strip()))
     job = BenchJob(processing=processing, mode=mode, input=bench_input, frames=frames,
                    resolution=resolution, json=as_json, compare_providers=compare, rounds=kw.pop("rounds"),
-                   baseline=kw.pop("baseline"))
+                   baseline=kw.pop("baseline"), watermark=kw.pop("watermark"))
     from livecam.commands.bench import run_bench
 
     return run_bench(job)

@@ -141,14 +141,19 @@ class LiveJob:
     stats: bool = False
     stats_json: Path | None = None
     max_latency_ms: float = 40.0
-    watermark: bool = True  # on recordings to a FILE (never the window or virtual camera)
+    watermark: bool | None = None  # None: on for a recording file, off for the window / virtual camera
     degrade: bool = True
     label: bool | None = None  # None: on for a recording file, off for window / virtual camera
     force: bool = False
+    c2pa: C2paSettings = field(default_factory=C2paSettings)  # on recordings to MP4/MOV
 
     def labelled(self, recording: bool) -> bool:
         """Whether output frames carry the visible label (`recording`: the sink is a file)."""
         return recording if self.label is None else self.label
+
+    def watermarked(self, recording: bool) -> bool:
+        """Whether output frames carry the invisible watermark (`recording`: the sink is a file)."""
+        return recording if self.watermark is None else self.watermark
 
 
 @dataclass(frozen=True)
@@ -162,6 +167,7 @@ class BenchJob:
     compare_providers: tuple[str, ...] = ()  # run once per provider, alternating, side by side
     rounds: int = 1  # medians over this many alternating rounds
     baseline: Path | None = None  # an earlier `bench --json` report to give ratios against
+    watermark: bool = False  # mark frames at the live / video cadence inside the measured run
 
 
 @dataclass(frozen=True)

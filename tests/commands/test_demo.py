@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 
 import av
@@ -90,12 +92,19 @@ def test_demo_offline_in_a_subprocess(tmp_path: Path, isolated_env: dict[str, st
     expected = [cv2.resize(source, (widths[0], h), interpolation=cv2.INTER_AREA),
                 target[demo.BEFORE_AFTER_FRAME], swapped[demo.BEFORE_AFTER_FRAME]]
     for k, (width, image) in enumerate(zip(widths, expected)):
-        assert np.abs(body[:, x:x + width] - image).mean() < 1.0, f"panel {k}"
+        # within the watermark's few levels (a wrong panel is off by tens)
+        assert np.abs(body[:, x:x + width] - image).mean() < 3.0, f"panel {k}"
         x += width
         if k < 2:
-            assert (body[:, x:x + demo.PANEL_GAP] == 255).all()
+            assert (body[:, x:x + demo.PANEL_GAP] >= 250).all()  # white, give or take the watermark
             x += demo.PANEL_GAP
     assert np.abs(expected[1].astype(int) - expected[2]).mean() > 2  # before and after differ
+
+    # Both outputs carry the watermark and C2PA content credentials, as `livecam video` writes them.
+    checked = run_cli(["verify", "--json", str(out / "demo.mp4"), str(out / "before_after.png")], env=isolated_env)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    for found in json.loads(checked.stdout):
+        assert found["watermark"]["found"] and found["c2pa"]["valid"] and found["c2pa"]["by_livecam"], found
 
 
 def test_non_empty_folder_is_not_overwritten_without_force(tmp_path: Path, isolated_env: dict[str, str]) -> None:
@@ -128,6 +137,7 @@ def short_demo(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(demo, "BEFORE_AFTER_FRAME", 6)
     monkeypatch.setenv("LIVECAM_MODELS_DIR", str(tmp_path / "models"))
     monkeypatch.setenv("LIVECAM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("LIVECAM_C2PA_DIR", str(tmp_path / "c2pa"))  # the demo signs: never the user's identity
     monkeypatch.delenv("LIVECAM_OFFLINE", raising=False)  # the demo is offline by itself
 
 

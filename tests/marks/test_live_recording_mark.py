@@ -1,5 +1,6 @@
-"""`livecam run --output FILE` hands the live pipeline a watermark step; the window, the
-virtual camera and `none` get none, and --no-watermark turns it off."""
+"""`livecam run --output FILE` hands the live pipeline a watermark step and the recorder a C2PA
+signing step (--no-c2pa: none); the window, the
+virtual camera and `none` get none unless --watermark, and --no-watermark turns it off."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from livecam.commands import live as live_command
 from livecam.marks import watermark as wm
+from livecam.settings import C2paSettings
 from tests.commands.test_live_setup import captured, job  # noqa: F401 - the fixture is used by name
 from tests.videos import make_clip
 
@@ -32,7 +34,12 @@ def test_recording_frames_are_marked_two_a_second(tmp_path: Path, faces_dir: Pat
     marked = mark(0, frame)  # frame 0 is marked, frame 1 of a 30 fps stream is not
     assert not np.array_equal(marked, frame) and np.array_equal(mark(1, frame), frame)
     assert [i for i in range(30) if wm.mark_frame(i, 30.0, run=1)] == [0, 15]
-    live_command.run_live(job(tmp_path, source, clip, output=str(tmp_path / "rec2.mp4"), watermark=False))
+    assert captured["sink"].sign is not None  # C2PA over the finished recording
+    live_command.run_live(job(tmp_path, source, clip, output=str(tmp_path / "rec2.mp4"), watermark=False,
+                              c2pa=C2paSettings(enabled=False)))
     assert captured["options"].watermark is None  # --no-watermark
+    assert captured["sink"].sign is None  # --no-c2pa
     live_command.run_live(job(tmp_path, source, clip, output="none"))
     assert captured["options"].watermark is None  # not a file
+    live_command.run_live(job(tmp_path, source, clip, output="none", watermark=True))
+    assert captured["options"].watermark is not None  # --watermark: any output (the virtual camera)

@@ -27,13 +27,14 @@ from dataclasses import replace
 from fractions import Fraction
 from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 import click
 import numpy as np
 
 from livecam.errors import InputError
 from livecam.frame import FramePacket
+from livecam.marks.watermark import open_watermarker
 from livecam.settings import BenchJob, LiveJob
 
 if TYPE_CHECKING:
@@ -187,6 +188,26 @@ def stage_table(records: list[dict[str, float]], first: tuple[str, list[float]],
     return stages
 
 
+def timed_marker(mark: Callable[[int, np.ndarray], np.ndarray],
+                 times: list[float]) -> Callable[[int, np.ndarray], np.ndarray]:
+    """The watermark step, keeping the ms of each frame it marked (frames it passes are free)."""
+    def timed(index: int, image: np.ndarray) -> np.ndarray:
+        t0 = time.perf_counter()
+        out = mark(index, image)
+        if out is not image:
+            times.append((time.perf_counter() - t0) * 1000.0)  # list.append: safe from the workers
+        return out
+    return timed
+
+
+def with_watermark(stages: dict[str, dict[str, float | int]],
+                   marks: list[float]) -> dict[str, dict[str, float | int]]:
+    """The stage table with a "watermark" row (ms per marked frame; count: frames marked)."""
+    if marks:
+        stages["watermark"] = _stat(marks)
+    return stages
+
+
 def cpu_seconds() -> float:
     """User + system CPU time of this process so far (all threads)."""
     t = os.times()
@@ -277,8 +298,14 @@ def run_live_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None 
         fps = clip.fps
     recording = RecordingEngine(engine)
     _warm_up(engine, warm, live=True)
+    marks: list[float] = []
+    # --watermark: as `run --output virtual-camera --watermark` marks (single frames twice a
+    # second, on the marking thread)
+    marker = timed_marker(open_watermarker(job.processing.runtime, engine.providers).video_marker(fps, run=1),
+                          marks) if job.watermark else None
     # The governor stays off: the configured pipeline is what gets measured, not a degraded one.
-    options = LiveRun(LiveJob(processing=job.processing, max_frames=job.frames, degrade=False, label=False))
+    options = LiveRun(LiveJob(processing=job.processing, max_frames=job.frames, degrade=False, label=False),
+                      watermark=marker)
     cpu0 = cpu_seconds()
     try:
         result = run_live_pipeline(recording, TimedSource(images, "bench clip", fps, capture),
@@ -292,7 +319,7 @@ def run_live_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None 
         "frames": summary["frames"], "fps": summary["fps"], "dropped": summary["dropped"],
         "latency_ms_p50": summary["latency_ms_p50"], "latency_ms_p95": summary["latency_ms_p95"],
         "cpu_ms_per_frame": round(cpu * 1000.0 / max(1, summary["frames"]), 2),
-        "stages": stage_table(recording.records, ("capture", capture)),
+        "stages": with_watermark(stage_table(recording.records, ("capture", capture)), marks),
         "faces_per_frame": _faces(recording.faces), "gpu_mb": gpu_memory_mb(),
     }
 
@@ -331,6 +358,7 @@ def run_video_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None
 
     decode: list[float] = []
     encode: list[float] = []
+    marks: list[float] = []
     with tempfile.TemporaryDirectory(prefix="livecam-bench-") as tmp:
         folder = Path(tmp)
         path = job.input if job.input is not None else _generated_file(job, folder, clip_photo)
@@ -362,10 +390,13 @@ def run_video_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None
             workers = job.processing.runtime.execution_threads
             recording = RecordingEngine(engine)
             in_flight = frames_in_flight(info.width * info.height * 3, workers, None)
+            # --watermark: the cadence of `livecam video` (runs of frames twice a second)
+            marker = timed_marker(open_watermarker(job.processing.runtime, engine.providers, workers).video_marker(
+                float(info.rate or 30)), marks) if job.watermark else None
             cpu0 = cpu_seconds()
             try:
                 stats = run_frames(timed(frames), write, recording, workers=workers, label=True,
-                                   max_in_flight=in_flight)
+                                   max_in_flight=in_flight, watermark=marker)
             except BaseException:
                 writer.abort()  # the temporary folder goes with the file
                 raise
@@ -377,7 +408,7 @@ def run_video_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None
         "frames": stats.frames, "fps": round(stats.fps, 2), "dropped": 0,
         "latency_ms_p50": None, "latency_ms_p95": None,
         "cpu_ms_per_frame": round(cpu * 1000.0 / max(1, stats.frames), 2),
-        "stages": stage_table(recording.records, ("decode", decode), ("encode", encode)),
+        "stages": with_watermark(stage_table(recording.records, ("decode", decode), ("encode", encode)), marks),
         "faces_per_frame": _faces(recording.faces), "gpu_mb": gpu_memory_mb(),
     }
 

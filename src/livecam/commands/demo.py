@@ -27,10 +27,13 @@ import numpy as np
 
 from livecam.atomic import AtomicOutput
 from livecam.errors import InputError, OutputError, OutputExistsError
+from livecam.marks.credentials import signing_for
+from livecam.marks.watermark import open_watermarker
 from livecam.media.images import read_image, write_image_atomic
 from livecam.media.video_writer import AudioSamples, OutputSpec, VideoWriter, container_format, encoder_available
 from livecam.samples import SAMPLES, sample_path
-from livecam.settings import AnalysisSettings, DemoJob, ProcessingSettings, RuntimeSettings, SwapSettings, VideoJob
+from livecam.settings import (AnalysisSettings, C2paSettings, DemoJob, ProcessingSettings, RuntimeSettings,
+                              SwapSettings, VideoJob)
 
 if TYPE_CHECKING:
     from livecam.models.store import ModelStore
@@ -114,9 +117,15 @@ def _make_demo(folder: Path, runtime: RuntimeSettings, workers: int, written: li
     engine = Engine.create(settings, live=False, progress=False)
     log.info("demo: putting the face of %s on a clip of %s (%s)", SAMPLES[SOURCE].who, SAMPLES[TARGET].who,
              engine.describe())
+    # The demo's outputs carry every mark, as `livecam video` and `livecam image` write them.
+    marker = open_watermarker(runtime, engine.providers, workers)
+    models = tuple(getattr(engine, "model_names", {}).values())
+    video_signing = signing_for(C2paSettings(), target_clip, models)
     # force: prepare_folder already required --force for a folder with files in it
     video = process_video(VideoJob(input=target_clip, output=demo_clip, processing=settings, force=True,
-                                   encoder=encoder, quality=20, label=True), engine, quiet=runtime.quiet)
+                                   encoder=encoder, quality=20, label=True), engine, quiet=runtime.quiet,
+                          watermark=marker,
+                          sign=(lambda temp: video_signing.sign_file(temp, demo_clip)) if video_signing else None)
     written.append(demo_clip)
     if video.stats.with_faces == 0:
         raise OutputError("the demo found no face in its own clip; the installation looks broken "
@@ -125,7 +134,10 @@ def _make_demo(folder: Path, runtime: RuntimeSettings, workers: int, written: li
     panels = before_after(read_image(source)[..., :3], frame_at(target_clip, BEFORE_AFTER_FRAME),
                           frame_at(demo_clip, BEFORE_AFTER_FRAME), BEFORE_AFTER_FRAME)
     # The result panel already carries the visible label from the video; the file gets the tags.
-    write_image_atomic(folder / "before_after.png", panels, force=True, label=False)
+    panels_path = folder / "before_after.png"
+    panels_signing = signing_for(C2paSettings(), source, models)
+    write_image_atomic(panels_path, panels, force=True, label=False, watermark=marker.embed,
+                       sign=(lambda data: panels_signing.sign_bytes(data, panels_path)) if panels_signing else None)
     written.append(folder / "before_after.png")
     return DemoResult(folder=folder, frames=video.stats.frames, fps=video.stats.fps, seconds=0.0,
                       models=engine.describe(), neural=neural, audio=video.audio, workers=workers)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -10,6 +11,7 @@ import numpy as np
 
 from livecam.errors import DeviceError, InputError, OutputExistsError
 from livecam.frame import FramePacket
+from livecam.marks.credentials import signing_for
 from livecam.marks.watermark import open_watermarker
 from livecam.media.camera import CameraSource, VideoFileSource, camera_device_problem, open_source
 from livecam.media.images import check_output_folder, same_file
@@ -77,9 +79,12 @@ def _run_live(job: LiveJob) -> None:
         raise DeviceError(problem)
     sink = make_sink(job.output, fps=job.fps, force=job.force)
     check_files(job, sink)
+    local_file = isinstance(source, VideoFileSource) and "://" not in source.location
+    # a given signing identity is checked now, before the models load; a local file is the parent ingredient
+    signing = (signing_for(job.c2pa, Path(job.camera) if local_file else None, ())
+               if isinstance(sink, FileRecorderSink) else None)
     from livecam.pipeline.engine import Engine
 
-    local_file = isinstance(source, VideoFileSource) and "://" not in source.location
     if local_file:
         source.open()
     try:
@@ -94,8 +99,12 @@ def _run_live(job: LiveJob) -> None:
     if hasattr(sink, "fps"):
         sink.fps = float(source.fps or job.fps)  # the source's real rate is known once it is open
     recording = isinstance(sink, FileRecorderSink)
+    if isinstance(sink, FileRecorderSink) and signing is not None:
+        signed = replace(signing, models=tuple(getattr(engine, "model_names", {}).values()))
+        sink.sign = lambda temp: signed.sign_file(temp, sink.path)
+    # single frames twice a second, marked on the marking thread (pipeline.live, marks.marking_sink)
     marker = (open_watermarker(job.processing.runtime, engine.providers).video_marker(
-        float(source.fps or job.fps), run=1) if recording and job.watermark else None)
+        float(source.fps or job.fps), run=1) if job.watermarked(recording) else None)
     # The pipeline releases the source and finalises the sink whatever happens.
     run_live_pipeline(engine, source, sink, LiveRun(job, recording=recording, watermark=marker),
                       probe=ResourceProbe())

@@ -13,7 +13,7 @@ import os
 import sys
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 import numpy as np
 
@@ -89,6 +89,9 @@ class FileRecorderSink:
         self._writer: VideoWriter | None = None
         self._t0: float | None = None
         self.written = 0
+        # C2PA content credentials over the finished temporary file, before the rename (the
+        # command sets it once the models are known; None: --no-c2pa or not MP4/MOV)
+        self.sign: Callable[[Path], None] | None = None
 
     def _open(self, width: int, height: int) -> VideoWriter:
         from livecam.media.video_writer import OutputSpec, VideoWriter
@@ -141,6 +144,8 @@ class FileRecorderSink:
             return
         try:
             writer.close()
+            if self.sign is not None:
+                self.sign(self._output.temp)
         except BaseException:
             self._output.discard()
             raise

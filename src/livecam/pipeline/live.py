@@ -4,6 +4,7 @@ Threads and queues:
 
     capture thread --q_analyse--> analyse thread --q_process--> N process workers
         --ReorderBuffer--> output loop (the caller's thread: window keys, metrics, governor)
+        [--> marking thread (marks.marking_sink, with a watermark: marks and writes in order)] --> sink
 
 Queues hold 1 or 2 packets. For a live source (camera, real-time file) a full queue drops its
 oldest packet (counted by reason, and skipped in the reorder buffer), so nothing waits behind a
@@ -32,6 +33,7 @@ import numpy as np
 
 from livecam.errors import DeviceError, Interrupted, OutputError
 from livecam.frame import FramePacket
+from livecam.marks.marking_sink import MarkingSink
 from livecam.media.camera import FrameSource
 from livecam.media.sinks import Sink
 from livecam.pipeline.contracts import LiveEngine
@@ -57,7 +59,8 @@ class LiveRun:
 
     job: LiveJob
     recording: bool = False  # the sink is a file: labelled unless --no-label
-    watermark: Callable[[int, np.ndarray], np.ndarray] | None = None  # (index, image) -> image
+    # (output frame index, image) -> image, run on the marking thread (marks.marking_sink)
+    watermark: Callable[[int, np.ndarray], np.ndarray] | None = None
     interval_s: float = 1.0  # metrics and governor period
     recover_s: float = 3.0
     stall_timeout_s: float = 2.0
@@ -106,11 +109,18 @@ class LivePipeline:
                  *, probe: ResourceProbe | None = None) -> None:
         self.engine = engine
         self.source = source
-        self.sink = sink
         self.options = options
         job = options.job
         self.live = bool(getattr(source, "live", True))
         self.metrics = LiveMetrics(interval_s=options.interval_s, probe=probe)
+        self.sink: Sink = sink
+        if options.watermark is not None:
+            # Marked off the output thread, so a marked frame does not hold up the loop; half a
+            # second of frames absorbs one marking. A recording loses nothing, the virtual camera
+            # drops the oldest waiting frame if the marker falls behind.
+            fps = float(getattr(source, "fps", None) or job.fps)
+            self.sink = MarkingSink(sink, options.watermark, backlog=max(2, round(fps / 2)),
+                                    lossless=options.recording, on_drop=lambda: self.metrics.drop("marking busy"))
         self._probe = probe
         self.governor = Governor(
             default_steps(engine, detect_every=job.processing.analysis.detect_every, det_size=engine.det_size,
@@ -291,8 +301,6 @@ class LivePipeline:
             draw_overlay(image, self.metrics.overlay_lines())
         if self._label is not None:
             self._label(image)
-        if self.options.watermark is not None:
-            image = self.options.watermark(packet.index, image)
         t0 = time.perf_counter()
         write_at = getattr(self.sink, "write_at", None)
         if not self.live and packet.pts is not None and write_at is not None:
