@@ -145,3 +145,24 @@ def test_ctrl_c_while_onnxruntime_is_imported_is_an_interrupt(
     proc = run_driver(tmp_path, "int-while-importing-onnxruntime", image_args(faces_dir, out), isolated_env)
     interrupted_in_one_line(proc)
     assert "not installed" not in proc.stderr and not out.exists()
+
+
+def test_an_import_error_caused_by_an_interrupt_is_the_interrupt(monkeypatch: pytest.MonkeyPatch) -> None:
+    # In-process (no handler of main's): the chain alone says it was Ctrl-C, not a missing package.
+    import importlib.abc
+
+    from livecam.runtime.providers import available_ort_providers
+
+    class CutShort(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):  # type: ignore[no-untyped-def]
+            if name == "onnxruntime":
+                try:
+                    raise KeyboardInterrupt
+                except KeyboardInterrupt as exc:
+                    raise ImportError("numpy.core.multiarray failed to import") from exc
+            return None
+
+    monkeypatch.delitem(sys.modules, "onnxruntime", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [CutShort(), *sys.meta_path])
+    with pytest.raises(KeyboardInterrupt):
+        available_ort_providers()
