@@ -1,4 +1,4 @@
-"""Signals to the real CLI (`main`, in a subprocess): SIGTERM is Ctrl-C in every command and at
+"""Signals to the real CLI (its entry point, in a subprocess): SIGTERM is Ctrl-C in every command and at
 every moment (one line, exit 130, no partial output); a finished output is done (exit 0); a
 second or third signal while cleaning up or exiting is never a traceback; an interrupted import
 is an interrupt. Each driver sends the signal from inside livecam at a fixed point, so no test
@@ -81,7 +81,14 @@ DRIVER = textwrap.dedent("""
                     raise ImportError("numpy.core.multiarray failed to import") from exc
                 return None
         sys.meta_path.insert(0, Interrupted())
-    from livecam.cli import main
+    elif patch == "term-while-the-cli-loads":
+        class Loading(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name == "click":
+                    send(signal.SIGTERM)
+                return None
+        sys.meta_path.insert(0, Loading())
+    from livecam.__main__ import main  # the `livecam` command's entry point
     sys.argv = ["livecam", *args]
     main()
 """)
@@ -126,7 +133,7 @@ def test_sigterm_after_the_image_is_written_is_done_exit_0(
     assert list(out.parent.iterdir()) == [out]
 
 
-@pytest.mark.parametrize("patch", ["term-while-models-load", "int-int-int-at-shutdown"])
+@pytest.mark.parametrize("patch", ["term-while-the-cli-loads", "term-while-models-load", "int-int-int-at-shutdown"])
 def test_signals_while_a_video_starts_exit_130_in_one_line(
         tmp_path: Path, isolated_env: dict[str, str], patch: str) -> None:
     from tests.videos import make_clip

@@ -10,7 +10,7 @@
 Either way SIGXFSZ is ignored, so a file size limit becomes an error livecam reports and cleans
 up after instead of killing the process. Outside the main thread nothing is installed (Python
 only allows handlers there). Handlers are restored on exit, so the two forms nest; a plain
-stop_signals() inside another (a command run under cli.main) changes nothing.
+stop_signals() inside another (a command run under cli.main) keeps the one handler and its state.
 """
 
 from __future__ import annotations
@@ -61,8 +61,8 @@ def interrupted() -> bool:
 
 @contextlib.contextmanager
 def stop_signals(on_stop: Callable[[str], None] | None = None) -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread() or (on_stop is None and _process_handler()):
-        yield  # not allowed here, or already installed for the process (one handler, one state)
+    if threading.current_thread() is not threading.main_thread():
+        yield  # Python allows handlers in the main thread only
         return
     received: list[int] = []
 
@@ -75,7 +75,7 @@ def stop_signals(on_stop: Callable[[str], None] | None = None) -> Iterator[None]
 
     wanted: list[tuple[str, Any]] = [("SIGXFSZ", signal.SIG_IGN)]
     if on_stop is None:
-        once = InterruptOnce()
+        once = _process_handler() or InterruptOnce()  # nested: the process's one handler and state
         wanted += [("SIGINT", once), ("SIGTERM", once)]
     else:
         wanted += [("SIGINT", clean_stop), ("SIGTERM", clean_stop)]
@@ -91,6 +91,9 @@ def stop_signals(on_stop: Callable[[str], None] | None = None) -> Iterator[None]
     try:
         yield
     finally:
+        outer = saved.get(signal.SIGINT)
+        if received and isinstance(outer, InterruptOnce):
+            outer.received = received[0]  # the process was interrupted: later signals are ignored
         for sig, handler in saved.items():
             try:
                 signal.signal(sig, handler)
