@@ -16,7 +16,8 @@ from typing import Any, Callable, Sequence
 import click
 
 from livecam import __version__
-from livecam.errors import EXIT_FAILURE, EXIT_INTERRUPTED, LivecamError
+from livecam.errors import EXIT_FAILURE, EXIT_INTERRUPTED, Interrupted, LivecamError
+from livecam.pipeline.signals import ignore_stop_signals, interrupted, output_done, stop_signals
 from livecam.processors import registry
 from livecam.runtime.providers import CHOICES as PROVIDER_CHOICES
 from livecam.settings import (
@@ -111,11 +112,17 @@ class LivecamGroup(click.Group):
             click.echo("livecam: interrupted", err=True)
             sys.exit(EXIT_INTERRUPTED)
         except LivecamError as exc:
+            if interrupted() and not isinstance(exc, Interrupted):  # e.g. an import cut short by Ctrl-C
+                click.echo("livecam: interrupted", err=True)
+                sys.exit(EXIT_INTERRUPTED)
             click.echo(f"livecam: error: {exc.message}", err=True)
             if verbose:
                 _print_cause_chain(exc)
             sys.exit(exc.exit_code)
         except Exception as exc:  # noqa: BLE001 - the last line of defence: no tracebacks
+            if interrupted():  # an error raised by the interrupt (or the cleanup after it)
+                click.echo("livecam: interrupted", err=True)
+                sys.exit(EXIT_INTERRUPTED)
             first = str(exc).splitlines()[0] if str(exc) else ""
             click.echo(
                 f"livecam: internal error: {type(exc).__name__}: {first} "
@@ -579,7 +586,16 @@ def models_convert(ctx: click.Context, checkpoint: Path, output: Path | None, fo
 
 
 def main() -> None:
-    cli.main(prog_name="livecam")
+    # From the first line to exit SIGTERM is Ctrl-C (one line, exit 130, outputs cleaned up); once
+    # exiting, a further signal would only break interpreter shutdown with a traceback.
+    try:
+        with stop_signals():
+            try:
+                cli.main(prog_name="livecam")
+            finally:
+                output_done()  # whatever the outcome, it is decided: a signal now changes nothing
+    finally:
+        ignore_stop_signals()
 
 
 if __name__ == "__main__":

@@ -73,12 +73,17 @@ def test_a_camera_index_without_a_device_is_reported_before_the_models_load(
     assert "give --camera another index or a video file" in proc.stderr
 
 
-def test_auto_output_without_a_display_is_a_usage_error(tmp_path: Path, isolated_env: dict[str, str]) -> None:
+@pytest.mark.parametrize("output", ["auto", "window"])
+def test_no_display_is_a_device_error_for_auto_and_window_alike(tmp_path: Path, isolated_env: dict[str, str],
+                                                                output: str) -> None:
+    # One cause, one code: a display this machine lacks is a device error (exit 1), like a missing
+    # camera; `auto` exited 2 (usage) and `window` 1 for the same cause.
     clip = make_clip(tmp_path / "c.mp4", frames=2, audio=False)
     env = {k: v for k, v in isolated_env.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
-    proc = run_cli(["run", "--camera", str(clip), "--source", "x.jpg"], env=env)
-    assert proc.returncode == 2
-    assert "no display found" in proc.stderr and "--output none" in proc.stderr
+    proc = run_cli(["run", "--camera", str(clip), "--source", "x.jpg", "--output", output], env=env)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.startswith(f"livecam: error: --output {output}: ") and len(proc.stderr.splitlines()) == 1
+    assert "DISPLAY" in proc.stderr and "--output none" in proc.stderr
 
 
 def test_existing_recording_is_refused_without_force(tmp_path: Path, isolated_env: dict[str, str]) -> None:

@@ -33,7 +33,7 @@ def test_auto_output_without_a_display_asks_for_another_output(monkeypatch: pyte
     monkeypatch.setattr("sys.platform", "linux")
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
-    with pytest.raises(InputError, match="no display found.*--output none"):
+    with pytest.raises(DeviceError, match="no display found.*--output none"):
         make_sink("auto")
 
 

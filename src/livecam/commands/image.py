@@ -15,6 +15,7 @@ from livecam.frame import FramePacket
 from livecam.marks.credentials import signing_for
 from livecam.marks.watermark import open_watermarker
 from livecam.media.images import check_output_path, read_image, split_alpha, write_image_atomic
+from livecam.pipeline.signals import output_done
 from livecam.processors import registry
 from livecam.processors.base import MIN_EYE_DISTANCE, usable
 from livecam.settings import ImageJob
@@ -52,6 +53,7 @@ def run_image(job: ImageJob) -> None:
     write_image_atomic(job.output, packet.image, force=job.force, label=job.label, alpha=alpha,
                        watermark=marker.embed if marker else None,
                        sign=(lambda data: signing.sign_bytes(data, job.output)) if signing else None)
+    output_done()  # written and valid: a signal from now on is not an interruption
     done = "swapped" if registry.swaps(job.processing.frame_processors) else "enhanced"
     skipped = f", {small} too small to change" if small and count else ""
     log.info("wrote %s (%d face%s %s%s, %.1f s; %s)", job.output, count, "" if count == 1 else "s",

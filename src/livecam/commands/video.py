@@ -12,7 +12,7 @@ from livecam.errors import InputError, LivecamError
 from livecam.marks.credentials import signing_for
 from livecam.marks.watermark import open_watermarker
 from livecam.media.images import check_not_an_input, check_output_folder
-from livecam.pipeline.signals import stop_signals
+from livecam.pipeline.signals import output_done, stop_signals
 from livecam.media.video_reader import VideoReader
 from livecam.media.video_writer import check_encoder, container_format, resolve_encoder
 from livecam.pipeline.file import process_video
@@ -77,6 +77,7 @@ def run_video(job: VideoJob) -> None:
                                "use fewer --execution-threads") from exc
         finally:
             cap.restore()
+    output_done()  # written and valid: a signal from now on is not an interruption
     stats = result.stats
     audio = {"copy": "audio copied", "reencode": "audio re-encoded", None: "no audio"}[result.audio]
     log.info("wrote %s: %d frames (%d processed, %d with a face) in %.1f s, %.1f fps, %s",

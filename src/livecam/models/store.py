@@ -19,11 +19,11 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Mapping
 
 from livecam.atomic import AtomicOutput
-from livecam.errors import DownloadError, InputError, LicenseNotAcceptedError, ModelError, ProviderError
+from livecam.errors import DownloadError, InputError, LicenseNotAcceptedError, ModelError
 from livecam.models import catalog as catalog_module
 from livecam.models.catalog import ArchiveSpec, ModelSpec, TensorSpec
 from livecam.models.download import DownloadPolicy, download, sha256_file
-from livecam.runtime.providers import NO_ONNXRUNTIME
+from livecam.runtime.providers import import_onnxruntime
 from livecam.settings import RuntimeSettings
 
 log = logging.getLogger("livecam")
@@ -243,10 +243,7 @@ class ModelStore:
 
     def _load_problem(self, spec: ModelSpec, path: Path) -> str:
         """Open the file on the CPU and compare its tensors with the catalog (unpinned files)."""
-        try:
-            import onnxruntime as ort
-        except ImportError as exc:
-            raise ProviderError(NO_ONNXRUNTIME) from exc
+        ort = import_onnxruntime()
         try:
             options = ort.SessionOptions()
             options.log_severity_level = 4

@@ -414,7 +414,7 @@ class LivePipeline:
             self.stages.fail(OutputError(f"--stats-json {self.options.job.stats_json}: writing failed ({exc.strerror})"))
 
     def _on_signal(self, name: str) -> None:
-        """The first SIGINT/SIGTERM: stop cleanly (pipeline.signals raises on a second one)."""
+        """The first SIGINT/SIGTERM: stop cleanly (pipeline.signals ignores later ones)."""
         self._interrupted = True
         self._signal_name = name
         self._stop.set()

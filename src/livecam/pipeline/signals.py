@@ -1,12 +1,16 @@
-"""One way to stop on a signal, for every command that runs a pipeline and for the live pipeline.
+"""One way to stop on a signal, for the whole CLI process and for the live pipeline.
 
-    with stop_signals():            # SIGTERM acts like Ctrl-C: KeyboardInterrupt in the main thread
-    with stop_signals(on_stop):     # SIGINT/SIGTERM call on_stop(name) for a clean stop;
-                                    # a second one raises KeyboardInterrupt (stop waiting)
+    with stop_signals():            # cli.main, once for the process: SIGINT and SIGTERM raise
+                                    # KeyboardInterrupt once; later ones are ignored (cleanup runs)
+    with stop_signals(on_stop):     # the first SIGINT/SIGTERM calls on_stop(name) for a clean
+                                    # stop; later ones are ignored (the stop has deadlines)
+    output_done()                   # the output is finished: later signals are ignored, exit 0
+    interrupted()                   # whether an interrupt arrived (an error after it is the interrupt)
 
 Either way SIGXFSZ is ignored, so a file size limit becomes an error livecam reports and cleans
 up after instead of killing the process. Outside the main thread nothing is installed (Python
-only allows handlers there). Handlers are restored on exit, so the two forms nest.
+only allows handlers there). Handlers are restored on exit, so the two forms nest; a plain
+stop_signals() inside another (a command run under cli.main) keeps the one handler and its state.
 """
 
 from __future__ import annotations
@@ -20,22 +24,61 @@ from typing import Any, Callable, Iterator
 SIGNAL_NAMES = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
 
 
+class InterruptOnce:
+    """SIGINT/SIGTERM handler: the first raises KeyboardInterrupt, later ones are ignored, so a
+    second Ctrl-C cannot break the cleanup of the first (or interpreter shutdown) with a traceback."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self.done = False  # the output is complete: a signal now changes nothing
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        if self.received is not None or self.done:
+            return
+        self.received = signum
+        raise KeyboardInterrupt
+
+
+def _process_handler() -> InterruptOnce | None:
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    handler = signal.getsignal(signal.SIGINT)
+    return handler if isinstance(handler, InterruptOnce) else None
+
+
+def output_done() -> None:
+    """The command's output is complete: a signal from now on is ignored and the run reported done."""
+    handler = _process_handler()
+    if handler is not None:
+        handler.done = True
+
+
+def interrupted() -> bool:
+    """Whether SIGINT/SIGTERM interrupted this process (under stop_signals())."""
+    handler = _process_handler()
+    return handler is not None and handler.received is not None
+
+
 @contextlib.contextmanager
 def stop_signals(on_stop: Callable[[str], None] | None = None) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield  # Python allows handlers in the main thread only
         return
     received: list[int] = []
 
     def clean_stop(signum: int, frame: FrameType | None) -> None:
-        if received or on_stop is None:  # a second signal: stop waiting for the clean shutdown
-            raise KeyboardInterrupt
+        # Later signals are ignored: raising one inside the shutdown left pipeline threads inside
+        # onnxruntime at exit (C++ terminate, exit -6); the shutdown's own deadlines bound the wait.
+        if received:
+            return
         received.append(signum)
+        assert on_stop is not None
         on_stop(SIGNAL_NAMES.get(signal.Signals(signum), "a signal"))
 
     wanted: list[tuple[str, Any]] = [("SIGXFSZ", signal.SIG_IGN)]
     if on_stop is None:
-        wanted.append(("SIGTERM", signal.default_int_handler))  # SIGINT already raises KeyboardInterrupt
+        once = _process_handler() or InterruptOnce()  # nested: the process's one handler and state
+        wanted += [("SIGINT", once), ("SIGTERM", once)]
     else:
         wanted += [("SIGINT", clean_stop), ("SIGTERM", clean_stop)]
     saved: dict[int, Any] = {}
@@ -50,8 +93,19 @@ def stop_signals(on_stop: Callable[[str], None] | None = None) -> Iterator[None]
     try:
         yield
     finally:
+        outer = saved.get(signal.SIGINT)
+        if received and isinstance(outer, InterruptOnce):
+            outer.received = received[0]  # the process was interrupted: later signals are ignored
         for sig, handler in saved.items():
             try:
                 signal.signal(sig, handler)
             except (ValueError, OSError):
                 pass
+
+
+def ignore_stop_signals() -> None:
+    """The process is exiting: SIGINT/SIGTERM now would only break interpreter shutdown."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)

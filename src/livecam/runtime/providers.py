@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 from livecam.errors import ProviderError
 from livecam.runtime.capture import captured_output
@@ -66,12 +67,25 @@ NO_ONNXRUNTIME = ("onnxruntime is not installed; install livecam with the one th
                   "or 'livecam[directml]'")
 
 
-def available_ort_providers() -> list[str]:
+def import_onnxruntime() -> ModuleType:
+    """onnxruntime, or ProviderError when it is not installed. An import cut short by Ctrl-C is
+    the interrupt it was: C extensions (numpy's import_array, ...) turn it into an ImportError."""
+    from livecam.pipeline.signals import interrupted
+
     try:
         import onnxruntime as ort
     except ImportError as exc:
+        cause: BaseException | None = exc
+        while cause is not None and not isinstance(cause, KeyboardInterrupt):
+            cause = cause.__cause__ or cause.__context__
+        if cause is not None or interrupted():
+            raise KeyboardInterrupt from exc
         raise ProviderError(NO_ONNXRUNTIME) from exc
-    return list(ort.get_available_providers())
+    return ort
+
+
+def available_ort_providers() -> list[str]:
+    return list(import_onnxruntime().get_available_providers())
 
 
 def available_names(ort_available: list[str] | None = None) -> list[str]:

@@ -1,0 +1,175 @@
+"""Signals to the real CLI (its entry point, in a subprocess): SIGTERM is Ctrl-C in every command and at
+every moment (one line, exit 130, no partial output); a finished output is done (exit 0); a
+second or third signal while cleaning up or exiting is never a traceback; an interrupted import
+is an interrupt. Each driver sends the signal from inside livecam at a fixed point, so no test
+depends on timing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+
+# The patch named by argv[1] sends signals to this process at one point of a run, then the
+# real CLI runs with the rest of argv.
+DRIVER = textwrap.dedent("""
+    import atexit, importlib.abc, os, signal, sys, threading, time
+
+    def send(*sigs):
+        for sig in sigs:
+            os.kill(os.getpid(), sig)
+            time.sleep(0.002)
+        time.sleep(2)  # a handled signal interrupts this at once
+
+    patch, args = sys.argv[1], sys.argv[2:]
+    if patch in ("term-in-write", "int-in-write-and-cleanup"):
+        from livecam.atomic import AtomicOutput
+        write, discard = AtomicOutput.write_bytes, AtomicOutput.discard
+        def half_write(self, data):
+            write(self, data[: len(data) // 2])  # the hidden temporary file holds half an image
+            send(signal.SIGTERM if patch == "term-in-write" else signal.SIGINT)
+        def second_ctrl_c(self):
+            if patch == "int-in-write-and-cleanup":
+                os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C again, while the first is cleaned up
+                time.sleep(0.05)
+            discard(self)
+        AtomicOutput.write_bytes, AtomicOutput.discard = half_write, second_ctrl_c
+    elif patch == "term-while-models-load":
+        from livecam.commands import video
+        video.create_engine = lambda job: send(signal.SIGTERM)
+    elif patch == "term-after-the-output":
+        from livecam.commands import image
+        class Log:  # the summary line, once the image is written
+            def __getattr__(self, name):
+                return getattr(image.logging.getLogger("livecam"), name)
+            def info(self, *args):
+                send(signal.SIGTERM)
+                image.logging.getLogger("livecam").info(*args)
+        image.log = Log()
+    elif patch == "term-at-exit":
+        atexit.register(send, signal.SIGTERM)
+    elif patch == "int-int-int-at-shutdown":
+        from livecam.commands import video
+        def keep_busy():  # interpreter shutdown waits for this thread while Ctrl-C comes twice more
+            time.sleep(0.3)
+            for _ in range(2):
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.002)
+            time.sleep(0.3)
+        def load(job):
+            threading.Thread(target=keep_busy).start()
+            send(signal.SIGINT)
+        video.create_engine = load
+    elif patch == "int-while-importing-onnxruntime":
+        class Interrupted(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name != "onnxruntime":
+                    return None
+                try:
+                    send(signal.SIGINT)
+                except KeyboardInterrupt as exc:
+                    # what a C extension's import does with it (numpy's import_array, ...)
+                    raise ImportError("numpy.core.multiarray failed to import") from exc
+                return None
+        sys.meta_path.insert(0, Interrupted())
+    elif patch == "term-while-the-cli-loads":
+        class Loading(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name == "click":
+                    send(signal.SIGTERM)
+                return None
+        sys.meta_path.insert(0, Loading())
+    from livecam.__main__ import main  # the `livecam` command's entry point
+    sys.argv = ["livecam", *args]
+    main()
+""")
+
+
+def run_driver(tmp_path: Path, patch: str, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER)
+    env = dict(env, PYTHONPATH=os.pathsep.join([str(REPO_ROOT / "src"), str(REPO_ROOT)]))
+    return subprocess.run([sys.executable, str(script), patch, *args], env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def interrupted_in_one_line(proc: subprocess.CompletedProcess[str]) -> None:
+    assert proc.returncode == 130, (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1:] == ["livecam: interrupted"], proc.stderr
+
+
+def image_args(faces_dir: Path, out: Path) -> list[str]:
+    return ["image", str(faces_dir / "obama.jpg"), str(out), "--source", str(faces_dir / "biden.jpg"),
+            "--swap-model", "mesh", "--no-watermark", "--no-c2pa"]
+
+
+@pytest.mark.parametrize("patch", ["term-in-write", "int-in-write-and-cleanup"])
+def test_a_signal_inside_the_image_write_leaves_nothing_and_exits_130(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str], patch: str) -> None:
+    out = tmp_path / "out" / "swapped.png"
+    out.parent.mkdir()
+    proc = run_driver(tmp_path, patch, image_args(faces_dir, out), isolated_env)
+    interrupted_in_one_line(proc)
+    assert list(out.parent.iterdir()) == []  # no output, no hidden partial file
+
+
+@pytest.mark.parametrize("patch", ["term-after-the-output", "term-at-exit"])
+def test_sigterm_after_the_image_is_written_is_done_exit_0(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str], patch: str) -> None:
+    out = tmp_path / "out" / "swapped.png"
+    out.parent.mkdir()
+    proc = run_driver(tmp_path, patch, image_args(faces_dir, out), isolated_env)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr)
+    assert list(out.parent.iterdir()) == [out]
+
+
+@pytest.mark.parametrize("patch", ["term-while-the-cli-loads", "term-while-models-load", "int-int-int-at-shutdown"])
+def test_signals_while_a_video_starts_exit_130_in_one_line(
+        tmp_path: Path, isolated_env: dict[str, str], patch: str) -> None:
+    from tests.videos import make_clip
+
+    clip = make_clip(tmp_path / "in.mp4", frames=2, size=(64, 48), fps=30)
+    out = tmp_path / "out" / "out.mp4"
+    out.parent.mkdir()
+    proc = run_driver(tmp_path, patch, ["video", str(clip), str(out), "--source", str(clip)], isolated_env)
+    interrupted_in_one_line(proc)
+    assert list(out.parent.iterdir()) == []
+
+
+def test_ctrl_c_while_onnxruntime_is_imported_is_an_interrupt(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    out = tmp_path / "swapped.png"
+    proc = run_driver(tmp_path, "int-while-importing-onnxruntime", image_args(faces_dir, out), isolated_env)
+    interrupted_in_one_line(proc)
+    assert "not installed" not in proc.stderr and not out.exists()
+
+
+def test_an_import_error_caused_by_an_interrupt_is_the_interrupt(monkeypatch: pytest.MonkeyPatch) -> None:
+    # In-process (no handler of main's): the chain alone says it was Ctrl-C, not a missing package.
+    import importlib.abc
+
+    from livecam.runtime.providers import available_ort_providers
+
+    class CutShort(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):  # type: ignore[no-untyped-def]
+            if name == "onnxruntime":
+                try:
+                    raise KeyboardInterrupt
+                except KeyboardInterrupt as exc:
+                    raise ImportError("numpy.core.multiarray failed to import") from exc
+            return None
+
+    monkeypatch.delitem(sys.modules, "onnxruntime", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [CutShort(), *sys.meta_path])
+    with pytest.raises(KeyboardInterrupt):
+        available_ort_providers()
