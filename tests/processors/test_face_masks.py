@@ -366,3 +366,18 @@ def test_the_catalog_accepts_the_mask_standins_and_the_parser_reads_the_main_out
     crop = np.zeros((128, 128, 3), np.uint8)
     regions = FaceParser(parser).regions(crop, ("skin",))
     assert regions[:60].max() == 0.0 and regions[68:].min() == 1.0  # rows 64.. are skin in `output`
+
+
+def test_the_mask_models_time_is_its_own_stage_for_bench(sessions, frame):
+    # livecam bench shows each stage's cost: the occluder's share is recorded apart from the swap.
+    def timings(settings: SwapSettings, masker: FaceMasker | None = None) -> dict[str, float]:
+        sw = InswapperSwapper(sessions["swap"], settings, emap=np.eye(512, dtype=np.float32), masker=masker)
+        sw.prepare([_source(1)])
+        packet = FramePacket(index=0, image=frame.copy(), faces=[FACE])
+        sw.process(packet)
+        return packet.timings
+
+    masked = SwapSettings(face_mask=("box", "occlusion"), **NO_COLOR)
+    with_mask = timings(masked, FaceMasker(masked, occluder=Occluder(sessions["xseg"])))
+    assert 0.0 < with_mask["face_mask"] <= with_mask["face_swapper"]
+    assert "face_mask" not in timings(SwapSettings(**NO_COLOR))  # the plain box: nothing to show
