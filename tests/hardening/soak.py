@@ -109,6 +109,13 @@ class ReplayEngine:
     def set_det_size(self, n: int) -> None:
         self.engine.set_det_size(n)
 
+    @property
+    def uses_mask_models(self) -> bool:
+        return self.engine.uses_mask_models
+
+    def set_mask_models(self, on: bool) -> None:
+        self.engine.set_mask_models(on)
+
     def next_source(self) -> str | None:
         return None
 

@@ -98,3 +98,15 @@ def test_pipeline_degrades_and_recovers_when_the_processor_cost_is_switched(tmp_
     lines = [json.loads(line) for line in stats.read_text().splitlines()]
     assert any(r.get("degraded") == ["enhancer off"] for r in lines[:-1])
     assert lines[-1]["summary"]["degradations"] == result.summary["degradations"]
+
+
+def test_mask_models_go_first_and_come_back_last() -> None:
+    # --face-mask occlusion/region: the occluder and the parser are the first thing given up
+    # (the face stays swapped, under the plain box and landmark areas), before the enhancer.
+    engine = FakeEngine(processors=("face_swapper", "face_enhancer"))
+    engine.uses_mask_models = True  # type: ignore[misc]
+    steps = default_steps(engine, detect_every=1, det_size=None)
+    assert [s.name for s in steps] == ["mask models off", "enhancer off", "detect every 2nd frame"]
+    steps[0].apply()
+    steps[0].undo()
+    assert engine.calls == [("mask_models", False), ("mask_models", True)]

@@ -71,6 +71,11 @@ class FakeEngine:
         self.calls.append(("det_size", n))
         self.det_size = n
 
+    uses_mask_models = False
+
+    def set_mask_models(self, on: bool) -> None:
+        self.calls.append(("mask_models", on))
+
     def next_source(self) -> str | None:
         self.sources.append(self.sources.pop(0))
         return self.sources[0]

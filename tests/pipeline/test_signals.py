@@ -31,6 +31,8 @@ DRIVER = textwrap.dedent("""
         def set_enabled(self, name, on): pass
         def set_detect_every(self, n): pass
         def set_det_size(self, n): pass
+        uses_mask_models = False
+        def set_mask_models(self, on): pass
         def next_source(self): return None
         def describe(self): return "fake"
 

@@ -381,3 +381,23 @@ def test_the_mask_models_time_is_its_own_stage_for_bench(sessions, frame):
     with_mask = timings(masked, FaceMasker(masked, occluder=Occluder(sessions["xseg"])))
     assert 0.0 < with_mask["face_mask"] <= with_mask["face_swapper"]
     assert "face_mask" not in timings(SwapSettings(**NO_COLOR))  # the plain box: nothing to show
+
+
+def test_the_governors_mask_step_keeps_the_box_and_drops_the_occluder(sessions, frame):
+    settings = SwapSettings(face_mask=("box", "occlusion"), **NO_COLOR)
+    sw = InswapperSwapper(sessions["swap"], settings, emap=np.eye(512, dtype=np.float32),
+                          masker=FaceMasker(settings, occluder=Occluder(sessions["xseg"])))
+    sw.prepare([_source(1)])
+    assert sw.uses_mask_models
+    sw.set_mask_models(False)
+    packet = FramePacket(index=0, image=frame.copy(), faces=[FACE])
+    sw.process(packet)
+    u, v, m = _crop_coords(sessions, frame)
+    covered = _box_interior(sessions, frame, u, v, m) & (u > 64 + MARGIN)
+    plain = _swap(sessions, frame, SwapSettings(**NO_COLOR))
+    # The occluded half is swapped now (the occluder is off), as under the plain box.
+    assert np.array_equal(packet.image[covered], plain[covered])
+    sw.set_mask_models(True)
+    again = FramePacket(index=1, image=frame.copy(), faces=[FACE])
+    sw.process(again)
+    assert np.array_equal(again.image[covered], frame[covered])  # back on: the occluded half is kept

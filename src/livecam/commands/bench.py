@@ -141,6 +141,13 @@ class RecordingEngine:
         self.engine.set_det_size(n)
 
     @property
+    def uses_mask_models(self) -> bool:
+        return self.engine.uses_mask_models
+
+    def set_mask_models(self, on: bool) -> None:
+        self.engine.set_mask_models(on)
+
+    @property
     def det_size(self) -> int | None:
         return self.engine.det_size
 

@@ -49,6 +49,12 @@ class Knobs(Protocol):
 
     def set_det_size(self, n: int) -> None: ...
 
+    @property
+    def uses_mask_models(self) -> bool:
+        """Whether the paste masks run models (the governor's first step turns them off)."""
+
+    def set_mask_models(self, on: bool) -> None: ...
+
 
 class LiveEngine(FrameEngine, Knobs, Protocol):
     @property

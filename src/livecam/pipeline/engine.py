@@ -19,7 +19,7 @@ from livecam.faces.analyser import FaceAnalyser
 from livecam.faces.source import SourceCache, SourceIdentity, analyse_source, check_photo_options
 from livecam.frame import FramePacket
 from livecam.processors import registry
-from livecam.processors.base import FrameProcessor
+from livecam.processors.base import FrameProcessor, MaskModelSwitch
 from livecam.runtime.providers import FP16_FRIENDLY, ProviderChoice, user_cache_dir
 from livecam.runtime.sessions import cpu_threads_per_session, usable_choice
 from livecam.settings import ProcessingSettings
@@ -217,6 +217,16 @@ class Engine:
 
     def set_detect_every(self, n: int) -> None:
         self.analyser.set_detect_every(n)
+
+    @property
+    def uses_mask_models(self) -> bool:
+        """Whether a processor's paste mask runs models (--face-mask occlusion or region)."""
+        return any(isinstance(p, MaskModelSwitch) and p.uses_mask_models for p in self.processors)
+
+    def set_mask_models(self, on: bool) -> None:
+        for p in self.processors:
+            if isinstance(p, MaskModelSwitch):
+                p.set_mask_models(on)
 
     def set_det_size(self, n: int) -> None:
         self.analyser.set_det_size(n)

@@ -37,6 +37,9 @@ def default_steps(engine: Knobs, *, detect_every: int = 1, det_size: int | None 
     `switch_enhancers(on)` turns the run's enhancers (processors.registry) on or off; by default
     straight through the engine (the live pipeline combines it with the e key)."""
     steps: list[Step] = []
+    if engine.uses_mask_models:  # the occluder and the parser first: the face stays swapped
+        steps.append(Step("mask models off", lambda: engine.set_mask_models(False),
+                          lambda: engine.set_mask_models(True)))
     enhancers = registry.with_role(engine.processor_names, "enhancer")
     if enhancers:
         def switch(on: bool) -> None:

@@ -18,6 +18,17 @@ def usable(face: Face) -> bool:
 
 
 @runtime_checkable
+class MaskModelSwitch(Protocol):
+    """A processor whose paste mask runs models the live governor may turn off (the inswapper
+    with --face-mask occlusion or region)."""
+
+    @property
+    def uses_mask_models(self) -> bool: ...
+
+    def set_mask_models(self, on: bool) -> None: ...
+
+
+@runtime_checkable
 class FrameProcessor(Protocol):
     name: str  # as given to --frame-processor
 

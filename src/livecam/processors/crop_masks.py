@@ -71,6 +71,12 @@ class FaceMasker:
         self._occluder = occluder
         self._parser = parser
         self._feather = settings.face_mask_blur / DEFAULT_FACE_MASK_BLUR
+        self.models_on = True  # the live governor's "mask models off" step clears it (box and areas stay)
+
+    @property
+    def uses_models(self) -> bool:
+        """Whether an occluder or a face parser is in use (what the governor's step can save)."""
+        return self._occluder is not None or self._parser is not None
 
     @property
     def box_only(self) -> bool:
@@ -84,9 +90,10 @@ class FaceMasker:
         if box is not None and self.box_only:
             return box
         parts: list[np.ndarray] = [np.ones((size, size), dtype=np.float32)]  # no mask type but box: all
-        if self._occluder is not None and "occlusion" in self._types:
+        models_on = self.models_on  # read once: the governor may switch it between two faces
+        if models_on and self._occluder is not None and "occlusion" in self._types:
             parts.append(self._occluder.visible(crop))
-        if self._parser is not None and "region" in self._types:
+        if models_on and self._parser is not None and "region" in self._types:
             parts.append(self._parser.regions(crop, s.face_mask_regions))
         if "area" in self._types:
             landmarks = None if face.landmarks is None else _to_crop(face.landmarks, matrix)

@@ -182,6 +182,15 @@ class InswapperSwapper:
         rgb = np.asarray(self.predict(aligned, latent)[0], dtype=np.float32).transpose(1, 2, 0)
         return np.ascontiguousarray(np.clip(255.0 * rgb, 0, 255).astype(np.uint8)[:, :, ::-1])
 
+    @property
+    def uses_mask_models(self) -> bool:
+        return self._masker.uses_models
+
+    def set_mask_models(self, on: bool) -> None:
+        """The live governor's step: the occluder and the face parser off (the box and the
+        landmark areas stay), or on again."""
+        self._masker.models_on = bool(on)
+
     def swap_face(self, image: np.ndarray, face: Face, latent: np.ndarray) -> float:
         """Swap one face in place; returns the ms its paste mask took (bench's face_mask stage)."""
         aligned = self.align(image, face)
