@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from livecam.pipeline.contracts import ForwardingEngine
+
 
 def rss_bytes() -> int:
     import psutil
@@ -75,14 +77,12 @@ class LoopingCamera:
         self.closed = True
 
 
-class ReplayEngine:
+class ReplayEngine(ForwardingEngine):
     """The real engine with each distinct frame analysed once (see the module docstring)."""
 
     def __init__(self, engine: Any, distinct: int) -> None:
-        self.engine = engine
+        super().__init__(engine)
         self.distinct = distinct
-        self.processor_names = engine.processor_names
-        self.det_size = engine.det_size
         self._faces: dict[int, list[Any]] = {}
         self._lock = threading.Lock()
 
@@ -96,25 +96,6 @@ class ReplayEngine:
                 self._faces[key] = copy.deepcopy(packet.faces)
         else:
             packet.faces = copy.deepcopy(faces)
-
-    def process(self, packet: Any) -> Any:
-        return self.engine.process(packet)
-
-    def set_enabled(self, name: str, enabled: bool) -> None:
-        self.engine.set_enabled(name, enabled)
-
-    def set_detect_every(self, n: int) -> None:
-        self.engine.set_detect_every(n)
-
-    def set_det_size(self, n: int) -> None:
-        self.engine.set_det_size(n)
-
-    @property
-    def uses_mask_models(self) -> bool:
-        return self.engine.uses_mask_models
-
-    def set_mask_models(self, on: bool) -> None:
-        self.engine.set_mask_models(on)
 
     def next_source(self) -> str | None:
         return None

@@ -27,13 +27,14 @@ from dataclasses import replace
 from fractions import Fraction
 from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import click
 import numpy as np
 
 from livecam.errors import InputError
 from livecam.frame import FramePacket
+from livecam.pipeline.contracts import ForwardingEngine
 from livecam.marks.watermark import open_watermarker
 from livecam.settings import BenchJob, LiveJob
 
@@ -102,60 +103,16 @@ class TimedSource:
         pass
 
 
-class RecordingEngine:
+class RecordingEngine(ForwardingEngine):
     """Passes every call to the real engine and keeps each processed frame's stage timings."""
 
     def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+        super().__init__(engine)
         # The packets' own timing dicts (not copies): stages timed after process(), such as the
         # live pipeline's "output", land in them too.
         self.records: list[dict[str, float]] = []
         self.faces: list[int] = []
         self._lock = threading.Lock()
-
-    # Everything but process() is passed on as it is (the LiveEngine and FileEngine contracts).
-    def analyse(self, packet: FramePacket, track: bool = True) -> None:
-        self.engine.analyse(packet, track=track)
-
-    @property
-    def smooths(self) -> bool:
-        return self.engine.smooths
-
-    def detect(self, packet: FramePacket) -> None:
-        self.engine.detect(packet)
-
-    def track(self, packet: FramePacket) -> None:
-        self.engine.track(packet)
-
-    @property
-    def processor_names(self) -> Sequence[str]:
-        return self.engine.processor_names
-
-    def set_enabled(self, name: str, enabled: bool) -> None:
-        self.engine.set_enabled(name, enabled)
-
-    def set_detect_every(self, n: int) -> None:
-        self.engine.set_detect_every(n)
-
-    def set_det_size(self, n: int) -> None:
-        self.engine.set_det_size(n)
-
-    @property
-    def uses_mask_models(self) -> bool:
-        return self.engine.uses_mask_models
-
-    def set_mask_models(self, on: bool) -> None:
-        self.engine.set_mask_models(on)
-
-    @property
-    def det_size(self) -> int | None:
-        return self.engine.det_size
-
-    def next_source(self) -> str | None:
-        return self.engine.next_source()
-
-    def describe(self) -> str:
-        return self.engine.describe()
 
     def process(self, packet: FramePacket) -> None:
         t0 = time.perf_counter()

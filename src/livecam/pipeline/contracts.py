@@ -68,8 +68,66 @@ class LiveEngine(FrameEngine, Knobs, Protocol):
         """One line: the models and the provider in use."""
 
 
+class ForwardingEngine:
+    """Passes every contract method on to `engine`; wrappers (bench's timing recorder, the soak
+    test's analysis replay) subclass it and override only what they change."""
+
+    def __init__(self, engine: ForwardedEngine) -> None:
+        self.engine = engine
+
+    def analyse(self, packet: FramePacket, track: bool = True) -> None:
+        self.engine.analyse(packet, track=track)
+
+    def process(self, packet: FramePacket) -> None:
+        self.engine.process(packet)
+
+    @property
+    def smooths(self) -> bool:
+        return self.engine.smooths
+
+    def detect(self, packet: FramePacket) -> None:
+        self.engine.detect(packet)
+
+    def track(self, packet: FramePacket) -> None:
+        self.engine.track(packet)
+
+    @property
+    def processor_names(self) -> Sequence[str]:
+        return self.engine.processor_names
+
+    def set_enabled(self, name: str, enabled: bool) -> None:
+        self.engine.set_enabled(name, enabled)
+
+    def set_detect_every(self, n: int) -> None:
+        self.engine.set_detect_every(n)
+
+    def set_det_size(self, n: int) -> None:
+        self.engine.set_det_size(n)
+
+    @property
+    def uses_mask_models(self) -> bool:
+        return self.engine.uses_mask_models
+
+    def set_mask_models(self, on: bool) -> None:
+        self.engine.set_mask_models(on)
+
+    @property
+    def det_size(self) -> int | None:
+        return self.engine.det_size
+
+    def next_source(self) -> str | None:
+        return self.engine.next_source()
+
+    def describe(self) -> str:
+        return self.engine.describe()
+
+
+class ForwardedEngine(LiveEngine, FileEngine, Protocol):
+    """What ForwardingEngine passes on: every contract at once (the real Engine)."""
+
+
 if TYPE_CHECKING:  # mypy (tests/test_typing.py) checks that the real Engine fulfils every contract
     from livecam.pipeline.engine import Engine
 
-    def _engine_fulfils_the_contracts(engine: Engine) -> tuple[FrameEngine, FileEngine, Knobs, LiveEngine]:
-        return engine, engine, engine, engine
+    def _engine_fulfils_the_contracts(engine: Engine) -> tuple[FrameEngine, FileEngine, Knobs, LiveEngine, ForwardedEngine]:
+        return engine, engine, engine, engine, engine
