@@ -117,3 +117,13 @@ def test_an_os_error_inside_the_block_becomes_an_output_error(tmp_path: Path) ->
         with AtomicOutput(out):
             raise OSError(errno.ENOSPC, "No space left on device")
     assert not out.exists() and _hidden(tmp_path) == []
+
+
+def test_a_cache_entry_replaces_whatever_another_run_wrote_meanwhile(tmp_path: Path) -> None:
+    # Caches are livecam's own files: two runs caching the same photo need no set-aside copy.
+    entry = tmp_path / "face.npz"
+    with AtomicOutput(entry, cache=True) as target:
+        target.write_bytes(b"ours")
+        entry.write_bytes(b"the other run's")
+    assert entry.read_bytes() == b"ours"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["face.npz"]

@@ -123,9 +123,12 @@ def _link_no_clobber(src: Path, dst: Path) -> bool:
 class AtomicOutput:
     """A file written through `temp` and renamed onto `path` by `commit()` (or a clean exit)."""
 
-    def __init__(self, path: Path, *, force: bool = False, what: str = "") -> None:
+    def __init__(self, path: Path, *, force: bool = False, what: str = "", cache: bool = False) -> None:
         self.path = Path(path)
-        self.force = force
+        self.force = force or cache
+        # cache: a file only livecam writes (a cache entry): whatever is at the path at the end is
+        # replaced, since any copy will do and a set-aside copy would only litter the folder.
+        self.cache = cache
         self.what = what
         self.committed = False
         suffix = self.path.suffix if len(self.path.suffix) <= _MAX_SUFFIX else ""
@@ -174,7 +177,7 @@ class AtomicOutput:
             return self.path
         try:
             current = _Identity.of(self.path)
-            if current is not None and self.force and current == self._covered:
+            if current is not None and (self.cache or (self.force and current == self._covered)):
                 os.replace(self.temp, self.path)
             elif not _link_no_clobber(self.temp, self.path):
                 kept = self._keep_aside()

@@ -179,8 +179,8 @@ def _save_face(path: Path, face: Face, count: int) -> None:
         arrays["embedding"] = face.embedding
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        # force: another run may have cached the same photo meanwhile; either copy will do
-        with AtomicOutput(path, force=True) as out, open(out.temp, "wb") as fh:
+        # a cache entry: another run may have cached the same photo meanwhile; either copy will do
+        with AtomicOutput(path, cache=True) as out, open(out.temp, "wb") as fh:
             np.savez(fh, allow_pickle=False, **arrays)
     except (OSError, LivecamError) as exc:
         log.debug("could not write the source cache %s: %s", path, exc)

@@ -384,7 +384,7 @@ class ModelStore:
                 st = path.stat()
                 memo[path.name] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest}
                 # the lock is held: replacing the memo read above is intended
-                with AtomicOutput(self.root / MEMO_NAME, force=True) as out:
+                with AtomicOutput(self.root / MEMO_NAME, cache=True) as out:
                     out.write_bytes(json.dumps(memo, indent=1, sort_keys=True).encode("utf-8"))
         except Exception as exc:  # noqa: BLE001 - the memo is an optimisation only
             log.debug("could not record verification of %s: %s", path, exc)
