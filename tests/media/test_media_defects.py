@@ -316,3 +316,19 @@ def test_every_encoder_keeps_a_full_range_grey(tmp_path: Path, encoder: str, nam
         writer.write(np.full((48, 64, 3), 100, np.uint8), i / 25)
     writer.close()
     assert all(np.abs(image.astype(int) - 100).max() <= 1 for image in probe(out)["images"])
+
+
+def test_the_own_420_conversion_round_trips_within_the_chroma_rounding() -> None:
+    # The encode path for a PyAV without ACCURATE_RND (Python 3.10 gets PyAV 17): an image of
+    # 2x2 blocks comes back through swscale's decoder within a few levels, for each range and matrix.
+    import av
+
+    from livecam.media.colour import FULL, LIMITED, Colour, ColourConverter, bgr_to_yuv420p
+
+    rng = np.random.default_rng(0)
+    blocks = rng.integers(40, 216, (32, 48, 3), dtype=np.uint8)  # inside every range's gamut
+    image = np.repeat(np.repeat(blocks, 2, axis=0), 2, axis=1)
+    for colour in (Colour(FULL, 1, 1, 1), Colour(LIMITED, 1, 1, 1), Colour(LIMITED, 6, 6, 6)):
+        frame = av.VideoFrame.from_ndarray(bgr_to_yuv420p(image, colour), format="yuv420p")
+        back = ColourConverter().to_bgr(frame, colour).astype(int)
+        assert np.abs(back - image.astype(int)).max() <= 3, colour

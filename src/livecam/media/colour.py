@@ -26,6 +26,10 @@ HD_HEIGHT = 720  # from this height on, players assume BT.709 for an untagged vi
 
 # AVColorSpace -> swscale's matrix (SWS_CS_*), for the matrices swscale knows.
 _SWS_MATRIX = {1: 1, 4: 4, 5: 5, 6: 5, 7: 7, 9: 9, 10: 9}
+# AVColorSpace -> (Kr, Kb) of its Y'CbCr matrix (BT.709, FCC, BT.601, SMPTE 240M, BT.2020).
+_KR_KB = {1: (0.2126, 0.0722), 4: (0.30, 0.11), 5: (0.299, 0.114), 6: (0.299, 0.114), 7: (0.212, 0.087),
+          9: (0.2627, 0.0593), 10: (0.2627, 0.0593)}
+_EXACT_FORMATS = frozenset({"yuv420p", "yuvj420p"})  # what bgr_to_yuv420p writes
 
 
 def _interpolation(encode: bool) -> Any:
@@ -85,6 +89,9 @@ class ColourConverter:
     def __init__(self) -> None:
         self._sws = VideoReformatter()
         self._decoding, self._encoding = _interpolation(encode=False), _interpolation(encode=True)
+        # No ACCURATE_RND in this PyAV (before 18; what Python 3.10 gets): swscale's fast path is
+        # 2-5 levels off on a flat grey, so the common 4:2:0 case is converted by bgr_to_yuv420p.
+        self._own_420 = self._encoding == self._decoding
 
     def to_bgr(self, frame: av.VideoFrame, colour: Colour) -> np.ndarray:
         """Full-range BGR, converted with `colour`'s matrix and range (RGB and grey as they are)."""
@@ -99,6 +106,10 @@ class ColourConverter:
 
     def from_bgr(self, image: np.ndarray, pix_fmt: str, colour: Colour) -> av.VideoFrame:
         """A `pix_fmt` frame of `image` in `colour`'s matrix and range, tagged with `colour`."""
+        if self._own_420 and pix_fmt in _EXACT_FORMATS and image.shape[0] % 2 == 0 and image.shape[1] % 2 == 0:
+            frame = av.VideoFrame.from_ndarray(bgr_to_yuv420p(image, colour), format=pix_fmt)
+            tag(frame, colour)
+            return frame
         frame = av.VideoFrame.from_ndarray(image, format="bgr24")
         if not _is_rgb(pix_fmt):
             frame = self._sws.reformat(frame, format=pix_fmt, dst_colorspace=_SWS_MATRIX.get(colour.matrix, 5),
@@ -106,6 +117,24 @@ class ColourConverter:
                                        interpolation=self._encoding)
         tag(frame, colour)
         return frame
+
+
+def bgr_to_yuv420p(image: np.ndarray, colour: Colour) -> np.ndarray:
+    """I420 planes (Y, then U, then V, as PyAV's from_ndarray takes them) of an even-sized BGR
+    image in `colour`'s matrix and range, rounded to nearest; chroma is the mean of each 2x2."""
+    kr, kb = _KR_KB.get(colour.matrix, _KR_KB[5])
+    bgr = image.astype(np.float32) * np.float32(1 / 255)
+    b, g, r = bgr[..., 0], bgr[..., 1], bgr[..., 2]
+    y = kr * r + (1.0 - kr - kb) * g + kb * b
+    h, w = y.shape
+    def half(plane: np.ndarray) -> np.ndarray:
+        return plane.reshape(h // 2, 2, w // 2, 2).mean(axis=(1, 3))
+    u = half((b - y) / (2.0 * (1.0 - kb)))
+    v = half((r - y) / (2.0 * (1.0 - kr)))
+    luma_scale, luma_offset, chroma_scale = (255.0, 0.0, 255.0) if colour.range == FULL else (219.0, 16.0, 224.0)
+    planes = [y * luma_scale + luma_offset, u * chroma_scale + 128.0, v * chroma_scale + 128.0]
+    out = np.concatenate([p.reshape(-1) for p in planes])
+    return np.clip(np.rint(out), 0, 255).astype(np.uint8).reshape(h * 3 // 2, w)
 
 
 def tag(target: Any, colour: Colour) -> None:

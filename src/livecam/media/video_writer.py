@@ -531,7 +531,7 @@ class _SamplesTrack:
         codec: Literal["libopus", "aac"] = "libopus" if out.format.name == "webm" else "aac"
         self._rate = 48000 if codec == "libopus" else audio.rate
         self._stream = out.add_stream(codec, rate=self._rate, layout="mono")
-        samples = np.asarray(audio.samples, np.float32).reshape(1, -1)
+        samples: np.ndarray = np.asarray(audio.samples, np.float32).reshape(1, -1)
         if self._rate != audio.rate:  # Opus takes 48 kHz only
             frame = av.AudioFrame.from_ndarray(samples, format="flt", layout="mono")
             frame.sample_rate = audio.rate
