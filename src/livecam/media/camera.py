@@ -11,7 +11,6 @@ import logging
 import os
 import sys
 import time
-from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Protocol
 
@@ -21,7 +20,7 @@ from livecam.errors import DeviceError, InputError
 
 if TYPE_CHECKING:  # for the type checker; imported when a file source opens
     from livecam.media.video_reader import DecodedFrame, VideoDecoder
-from livecam.media.containers import open_container
+from livecam.media.containers import as_fraction, open_container
 
 log = logging.getLogger("livecam")
 
@@ -218,7 +217,7 @@ class VideoFileSource:
         self.fps = float(rate) if rate else None
         # size=None: the first frame (turned upright) sets the size later ones are fitted to.
         self._decoder = VideoDecoder(self._container, stream, self.name, size=None,
-                                     rate=Fraction(rate) if rate else None, origin=timeline_origin(self._container))
+                                     rate=as_fraction(rate) if rate else None, origin=timeline_origin(self._container))
         self._frames = iter(self._decoder)
         log.info("%s: %dx%d at %s FPS, %s", self.name, cc.width, cc.height,
                  f"{self.fps:g}" if self.fps else "unknown", "real time" if self.realtime else "as fast as possible")

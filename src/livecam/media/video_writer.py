@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import Iterator, Literal, Protocol, cast
+from typing import Any, Iterator, Literal, Protocol, cast
 
 import av
 import numpy as np
@@ -266,7 +266,8 @@ class VideoWriter:
             vs.codec_context.framerate = spec.rate
             if spec.sample_aspect:
                 vs.codec_context.sample_aspect_ratio = spec.sample_aspect
-                vs.sample_aspect_ratio = spec.sample_aspect  # the muxer's (MP4 'pasp', Matroska display size)
+                # the muxer's (MP4 'pasp', Matroska display size); PyAV 19's stubs say AVRational
+                cast(Any, vs).sample_aspect_ratio = spec.sample_aspect
             vs.codec_context.options = (live_encoder_options(spec.encoder) if spec.live
                                         else encoder_options(spec.encoder, spec.quality))
             self._video = vs

@@ -98,7 +98,7 @@ class FaceMasker:
         if "area" in self._types:
             landmarks = None if face.landmarks is None else _to_crop(face.landmarks, matrix)
             parts.append(area_mask((size, size), landmarks, _to_crop(face.kps, matrix), s.face_mask_areas))
-        inside = np.minimum.reduce(parts)
+        inside = np.stack(parts).min(axis=0)
         weight = _feather_inwards(inside.astype(np.float32), s.face_mask_blur * size / _FEATHER_DIVISOR)
         if s.mouth_mask is not None:
             weight = weight * (1.0 - self._kept_mouth(face, matrix, size))
