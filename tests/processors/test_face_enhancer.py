@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
-import onnxruntime as ort
 import pytest
 
 from livecam.errors import ModelError
@@ -15,16 +14,10 @@ from livecam.processors.face_enhancer import FaceEnhancer
 from livecam.settings import EnhanceSettings
 from tests.standins.gfpgan import build_gfpgan
 from tests.standins.inswapper import build_inswapper
+from tests.standins import cpu_session
 
 OBAMA_KPS = np.array([[436, 214], [540, 214], [490, 270], [450, 320], [530, 320]], dtype=np.float32)
 BIDEN_KPS = np.array([[530, 322], [650, 345], [590, 405], [540, 460], [635, 470]], dtype=np.float32)
-
-
-def _session(path) -> ort.InferenceSession:
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    opts.log_severity_level = 3
-    return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
 
 
 class CountingSession:
@@ -98,7 +91,7 @@ def _crop_region(face: Face, shape, inset: float = 0.0) -> np.ndarray:
 
 def test_identity_model_round_trip(models, two_faces):
     frame, faces = two_faces
-    out = _run(FaceEnhancer(_session(models["identity"]), EnhanceSettings(blend=1.0)), frame, faces)
+    out = _run(FaceEnhancer(cpu_session(models["identity"]), EnhanceSettings(blend=1.0)), frame, faces)
     touched = np.zeros(frame.shape[:2], bool)
     for face in faces:
         inner = np.zeros(frame.shape[:2], bool)
@@ -113,14 +106,14 @@ def test_identity_model_round_trip(models, two_faces):
 
 def test_weight_input_is_fed_one(models, two_faces):
     frame, faces = two_faces
-    plain = _run(FaceEnhancer(_session(models["identity"]), EnhanceSettings(blend=1.0)), frame, faces)
-    weighted = _run(FaceEnhancer(_session(models["identity_weight"]), EnhanceSettings(blend=1.0)), frame, faces)
+    plain = _run(FaceEnhancer(cpu_session(models["identity"]), EnhanceSettings(blend=1.0)), frame, faces)
+    weighted = _run(FaceEnhancer(cpu_session(models["identity_weight"]), EnhanceSettings(blend=1.0)), frame, faces)
     assert np.array_equal(plain, weighted)
 
 
 def test_pre_and_post_processing_match_the_spec(models, two_faces):
     frame, faces = two_faces
-    session = _session(models["random"])
+    session = cpu_session(models["random"])
     enhancer = FaceEnhancer(session, EnhanceSettings())
     m = align_matrix(faces[0].kps, FFHQ_512)
     crop = warp_crop(frame, m, 512, interpolation=cv2.INTER_LINEAR, border=cv2.BORDER_REPLICATE)
@@ -135,7 +128,7 @@ def test_pre_and_post_processing_match_the_spec(models, two_faces):
 
 def test_blend(models, two_faces):
     frame, faces = two_faces
-    session = _session(models["random"])
+    session = cpu_session(models["random"])
     full = _run(FaceEnhancer(session, EnhanceSettings(blend=1.0)), frame, faces).astype(np.int16)
     assert not np.array_equal(full, frame)
     assert np.array_equal(_run(FaceEnhancer(session, EnhanceSettings(blend=0.0)), frame, faces), frame)
@@ -150,8 +143,8 @@ def test_blend(models, two_faces):
 
 def test_batched_call_gives_the_same_pixels_as_single_calls(models, two_faces):
     frame, faces = two_faces
-    batched = CountingSession(_session(models["random_dynamic"]))
-    single = CountingSession(_session(models["random"]))
+    batched = CountingSession(cpu_session(models["random_dynamic"]))
+    single = CountingSession(cpu_session(models["random"]))
     a = FaceEnhancer(batched, EnhanceSettings(blend=1.0))
     b = FaceEnhancer(single, EnhanceSettings(blend=1.0))
     assert a.batched and not b.batched
@@ -165,7 +158,7 @@ def test_batched_call_gives_the_same_pixels_as_single_calls(models, two_faces):
 
 
 def test_small_faces_are_skipped(models):
-    session = CountingSession(_session(models["random"]))
+    session = CountingSession(cpu_session(models["random"]))
     frame = np.random.default_rng(0).integers(0, 255, (200, 200, 3), dtype=np.uint8)
     tiny = _face(_scaled(OBAMA_KPS, 0.2, (-0.2 * 490 + 100, -0.2 * 270 + 100)))
     assert tiny.eye_distance < 24
@@ -176,7 +169,7 @@ def test_small_faces_are_skipped(models):
 
 def test_not_a_gfpgan_model(models):
     with pytest.raises(ModelError, match="not a GFPGAN model"):
-        FaceEnhancer(_session(models["inswapper"]), EnhanceSettings())
+        FaceEnhancer(cpu_session(models["inswapper"]), EnhanceSettings())
 
 
 @pytest.mark.parametrize("centre", [(300.0, 200.0), (20.0, 30.0), (630.0, 470.0)])
@@ -201,11 +194,11 @@ def test_group_photo_faces_from_the_embedded_detector_go_in_one_call(faces_dir, 
     if not detector_file.is_file():
         pytest.skip(f"embedded detector not found at {detector_file}")
     frame = cv2.imread(str(faces_dir / "group6.jpg"))
-    faces = BlazeFaceDetector(_session(detector_file), "full").detect(frame)
+    faces = BlazeFaceDetector(cpu_session(detector_file), "full").detect(frame)
     faces = sorted(faces, key=lambda f: -f.area)[:2]
     assert len(faces) == 2 and all(f.eye_distance >= 24 for f in faces)
-    batched = CountingSession(_session(models["random_dynamic"]))
-    single = CountingSession(_session(models["random"]))
+    batched = CountingSession(cpu_session(models["random_dynamic"]))
+    single = CountingSession(cpu_session(models["random"]))
     out_batched = _run(FaceEnhancer(batched, EnhanceSettings()), frame, faces)
     out_single = _run(FaceEnhancer(single, EnhanceSettings()), frame, faces)
     assert batched.batches == [2] and single.batches == [1, 1]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import click
 import numpy as np
-import onnxruntime as ort
 import pytest
 from click.testing import CliRunner
 
@@ -26,25 +25,19 @@ from livecam.settings import DEFAULT_FACE_MASK_REGIONS, FACE_MASK_AREAS, Runtime
 from tests.processors.test_face_swapper import OBAMA_KPS, _face, _rotated, _source
 from tests.standins.inswapper import build_inswapper
 from tests.standins.masks import build_bisenet, build_xseg
+from tests.standins import cpu_session
 
 MARGIN = 2.0  # crop px from a mask edge: beyond it the bilinear paste no longer mixes across
 FEATHER = 10.0  # crop px inside a model mask's edge where the inward feather (and the bilinear footprint) reach 1
 
 
-def _session(path) -> ort.InferenceSession:
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    opts.log_severity_level = 3
-    return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
-
-
 @pytest.fixture(scope="module")
 def sessions(tmp_path_factory):
     d = tmp_path_factory.mktemp("masks")
-    return {"swap": _session(build_inswapper(d / "inswapper_128.onnx")),
-            "xseg": _session(build_xseg(d / "xseg_1.onnx")),
-            "hair_skin": _session(build_bisenet(d / "bisenet_hair_skin.onnx", top=17, bottom=1)),
-            "glasses_skin": _session(build_bisenet(d / "bisenet_glasses_skin.onnx", top=6, bottom=1))}
+    return {"swap": cpu_session(build_inswapper(d / "inswapper_128.onnx")),
+            "xseg": cpu_session(build_xseg(d / "xseg_1.onnx")),
+            "hair_skin": cpu_session(build_bisenet(d / "bisenet_hair_skin.onnx", top=17, bottom=1)),
+            "glasses_skin": cpu_session(build_bisenet(d / "bisenet_glasses_skin.onnx", top=6, bottom=1))}
 
 
 @pytest.fixture(scope="module")
@@ -358,8 +351,8 @@ def test_the_catalog_accepts_the_mask_standins_and_the_parser_reads_the_main_out
     from livecam.models.catalog import CATALOG
     from livecam.models.store import signature_problem
 
-    xseg = _session(build_xseg(tmp_path / "xseg_1.onnx"))
-    parser = _session(build_bisenet(tmp_path / "bisenet.onnx", aux_heads=aux_heads))
+    xseg = cpu_session(build_xseg(tmp_path / "xseg_1.onnx"))
+    parser = cpu_session(build_bisenet(tmp_path / "bisenet.onnx", aux_heads=aux_heads))
     assert signature_problem(CATALOG["xseg_1"], xseg.get_inputs(), xseg.get_outputs()) == ""
     assert signature_problem(CATALOG["bisenet_resnet_34"], parser.get_inputs(), parser.get_outputs()) == ""
     assert signature_problem(CATALOG["xseg_1"], parser.get_inputs(), parser.get_outputs()) != ""

@@ -22,18 +22,12 @@ from livecam.processors.face_swapper import InswapperSwapper
 from livecam.settings import SwapSettings
 from tests.standins.gfpgan import build_gfpgan
 from tests.standins.inswapper import build_inswapper
+from tests.standins import cpu_session
 
 # Hand-placed keypoints (eyes, nose tip, mouth corners) on the shared photos.
 OBAMA_KPS = np.array([[436, 214], [540, 214], [490, 270], [450, 320], [530, 320]], dtype=np.float32)
 BIDEN_KPS = np.array([[530, 322], [650, 345], [590, 405], [540, 460], [635, 470]], dtype=np.float32)
 NO_COLOR = SwapSettings(color_match=False)
-
-
-def _session(path) -> ort.InferenceSession:
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    opts.log_severity_level = 3
-    return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +42,7 @@ def models(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def session(models):
-    return _session(models["fp32"])
+    return cpu_session(models["fp32"])
 
 
 def _face(kps: np.ndarray, source_key: int = 0) -> Face:
@@ -181,7 +175,7 @@ def test_paste_mask_matches_insightface(models, degrees, scale):
     from insightface.app.common import Face as IFace
     from insightface.model_zoo.inswapper import INSwapper
 
-    session = _session(models["white"])
+    session = cpu_session(models["white"])
     black = np.zeros((1200, 1200, 3), np.uint8)
     kps = _rotated(OBAMA_KPS, degrees, scale) + np.float32([110, 330])  # well inside the frame
     theirs = INSwapper(model_file=str(models["white"]), session=session)
@@ -203,7 +197,7 @@ def test_fp16_files_load_and_run(faces_dir, models, session):
     face = _face(OBAMA_KPS)
     ref = _run(_swapper(session), image, [face])
     for kind in ("fp16", "io16"):
-        sw = _swapper(_session(models[kind]))
+        sw = _swapper(cpu_session(models[kind]))
         if kind == "io16":
             assert sw.align(image, face).blob.dtype == np.float16
         out = _run(sw, image, [face])
@@ -298,7 +292,7 @@ def test_face_partly_outside_the_frame(faces_dir, session):
 
 def test_errors(models, session):
     with pytest.raises(ModelError, match="not an inswapper model"):
-        InswapperSwapper(_session(models["gfpgan"]), NO_COLOR)
+        InswapperSwapper(cpu_session(models["gfpgan"]), NO_COLOR)
     sw = InswapperSwapper(session, NO_COLOR)
     with pytest.raises(RuntimeError):
         sw.process(FramePacket(index=0, image=np.zeros((10, 10, 3), np.uint8)))
@@ -341,7 +335,7 @@ def boost_models(tmp_path_factory):
 
 
 def _boosted(path, boost: int, seeds=(1,)) -> InswapperSwapper:
-    sw = InswapperSwapper(_CountingSession(_session(path)), SwapSettings(color_match=False, pixel_boost=boost),
+    sw = InswapperSwapper(_CountingSession(cpu_session(path)), SwapSettings(color_match=False, pixel_boost=boost),
                           model_path=path)
     sw.prepare([_source(s) for s in seeds])
     return sw
@@ -428,7 +422,7 @@ def test_pixel_boost_pastes_back_inside_the_face_only(models, boost):
 def test_pixel_boost_128_is_the_plain_path(models):
     image, face = _noise_frame()
     boosted = _run(_boosted(models["fp32"], 128), image, [face])
-    default = _run(_swapper(_session(models["fp32"])), image, [face])  # SwapSettings() default
+    default = _run(_swapper(cpu_session(models["fp32"])), image, [face])  # SwapSettings() default
     assert SwapSettings().pixel_boost == 128 and np.array_equal(boosted, default)
 
 
@@ -437,4 +431,4 @@ def test_pixel_boost_must_be_a_multiple_of_the_model_size(models):
 
     for bad in (64, 200):
         with pytest.raises(InputError, match="--pixel-boost"):
-            InswapperSwapper(_session(models["fp32"]), SwapSettings(pixel_boost=bad), model_path=models["fp32"])
+            InswapperSwapper(cpu_session(models["fp32"]), SwapSettings(pixel_boost=bad), model_path=models["fp32"])

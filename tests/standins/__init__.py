@@ -7,6 +7,7 @@ same pre- and post-processing code paths (and let insightface's classes be run a
 from pathlib import Path
 
 import onnx
+import onnxruntime
 from onnx import helper
 
 
@@ -18,3 +19,11 @@ def save_model(graph: onnx.GraphProto, path: str | Path) -> Path:
     path = Path(path)
     onnx.save(model, str(path))
     return path
+
+
+def cpu_session(path: str | Path) -> onnxruntime.InferenceSession:
+    """A quiet one-thread CPU session of a stand-in, as the processor tests run them."""
+    opts = onnxruntime.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.log_severity_level = 3
+    return onnxruntime.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
