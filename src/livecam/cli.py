@@ -431,17 +431,24 @@ def run(ctx: click.Context, **kw: Any) -> None:
               help="Output frames START (from 0) up to END (excluded) to process, numbered after --fps; "
                    "the rest is copied through.")
 @click.option("--max-memory", type=click.FloatRange(min=0.1), help="Cap memory in GB.")
+@click.option("--pattern", metavar="GLOB",
+              help="With a folder INPUT: the file names to take, e.g. '*.mp4' (default: every video extension).")
+@click.option("--skip-existing", is_flag=True,
+              help="Keep an output that is already there and go on (resumes a folder run).")
 @click.pass_context
 def video(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
-    """Swap faces in a video file; audio is kept."""
+    """Swap faces in a video file, or in every video of a folder INPUT into a folder OUTPUT; audio is kept."""
     if kw["keep_fps"] and kw["fps"] is not None:
         raise click.UsageError("--keep-fps and --fps exclude each other: give one")
+    if kw["force"] and kw["skip_existing"]:
+        raise click.UsageError("--force and --skip-existing exclude each other: give one")
     processing = _processing(ctx, kw, default_threads=file_workers())
     _require_source(processing)
     job = VideoJob(input=input, output=output, processing=processing, force=kw["force"], label=kw["label"],
                    encoder=kw["video_encoder"], quality=kw["video_quality"], fps=kw["fps"], audio=kw["audio"],
                    keep_partial=kw["keep_partial"], frame_range=_parse_frame_range(kw["frame_range"]),
-                   max_memory_gb=kw["max_memory"], watermark=kw["watermark"], c2pa=_c2pa(kw))
+                   max_memory_gb=kw["max_memory"], watermark=kw["watermark"], c2pa=_c2pa(kw),
+                   pattern=kw["pattern"], skip_existing=kw["skip_existing"])
     from livecam.commands.video import run_video
 
     return run_video(job)

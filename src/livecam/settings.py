@@ -124,6 +124,9 @@ class VideoJob(FileJob):
     keep_partial: bool = False
     frame_range: tuple[int, int | None] | None = None
     max_memory_gb: float | None = None
+    # a folder input (pipeline/batch.py): which files, and whether an output already there is kept
+    pattern: str | None = None  # None: every video extension
+    skip_existing: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,21 +1,28 @@
-"""`livecam video`: check everything cheap first, then build the engine and run the file pipeline."""
+"""`livecam video`: check everything cheap first, then build the engine and run the file pipeline.
+
+A folder input is a batch (pipeline/batch.py): every file planned and checked first (a refusal is
+that file's outcome), then run by the runner `pick_runner` chooses, then one summary.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from livecam.atomic import check_new_output
-from livecam.errors import InputError, LivecamError
+from livecam.errors import InputError, LivecamError, OutputExistsError
 from livecam.marks.credentials import signing_for
 from livecam.marks.watermark import open_watermarker
 from livecam.media.images import check_not_an_input, check_output_folder
 from livecam.pipeline.signals import output_done, stop_signals
 from livecam.media.video_reader import VideoReader
 from livecam.media.video_writer import check_encoder, container_format, resolve_encoder
+from livecam.pipeline.batch import FileOutcome, is_folder_run, make_output_folder, plan_folder, run_batch, summarize
 from livecam.pipeline.file import process_video
+from livecam.pipeline.progress import Parts, Progress
 from livecam.settings import VideoJob
 
 if TYPE_CHECKING:
@@ -24,8 +31,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("livecam")
 
 
-def check_job(job: VideoJob) -> None:
-    """Every check that needs no model: input, output, folder, encoder. Raises LivecamError."""
+def check_job(job: VideoJob) -> int | None:
+    """Every check that needs no model: input, output, folder, encoder. Raises LivecamError.
+    Returns the frames the output will have (None: unknown), counted as --frame-range counts them."""
     if job.output.is_dir():
         raise InputError(f"the output {job.output} is a folder; give a file name such as "
                          f"{job.output / (job.input.stem + '.mp4')}")
@@ -47,6 +55,7 @@ def check_job(job: VideoJob) -> None:
         at = f" at {job.fps:g} fps" if job.fps is not None else ""
         raise InputError(f"--frame-range starts at frame {job.frame_range[0]} but {job.input.name} has about "
                          f"{total} frames{at}")
+    return total
 
 
 def create_engine(job: VideoJob) -> FileEngine:
@@ -60,6 +69,13 @@ def create_engine(job: VideoJob) -> FileEngine:
 
 
 def run_video(job: VideoJob) -> None:
+    if is_folder_run(job):
+        return run_folder(job)
+    if job.pattern is not None:
+        raise InputError(f"--pattern chooses the files of a folder input, but {job.input} is not a folder")
+    if job.skip_existing and (job.output.exists() or job.output.is_symlink()):
+        log.info("skipped %s: the output %s exists (--skip-existing)", job.input, job.output)
+        return None
     job = replace(job, encoder=resolve_encoder(job.encoder, job.output))
     check_job(job)
     engine = create_engine(job)
@@ -82,6 +98,76 @@ def run_video(job: VideoJob) -> None:
     audio = {"copy": "audio copied", "reencode": "audio re-encoded", None: "no audio"}[result.audio]
     log.info("wrote %s: %d frames (%d processed, %d with a face) in %.1f s, %.1f fps, %s",
              result.output, stats.frames, stats.processed, stats.with_faces, stats.seconds, stats.fps, audio)
+
+
+def run_folder(template: VideoJob) -> None:
+    """A folder in, a folder out: every matching file planned (batch.plan_folder) and checked
+    before any model loads, a check's refusal recorded as that file's outcome; the rest run
+    through the chosen runner; one summary, and a non-zero exit when any file failed."""
+    plan = plan_folder(template, template.pattern, skip_existing=template.skip_existing)
+    make_output_folder(template.output)
+    outcomes = list(plan.decided)
+    jobs: list[VideoJob] = []
+    totals: list[int | None] = []
+    for job in plan.jobs:
+        try:
+            job = replace(job, encoder=resolve_encoder(job.encoder, job.output))
+            totals.append(check_job(job))
+        except OutputExistsError as exc:
+            hint = f"{exc.message} (--skip-existing keeps it and goes on)"
+            outcomes.append(FileOutcome(job, error=OutputExistsError(hint)))
+            continue
+        except LivecamError as exc:
+            outcomes.append(FileOutcome(job, error=exc))
+            continue
+        jobs.append(job)
+    started = time.perf_counter()
+    if jobs:
+        total = None if None in totals else sum(t for t in totals if t is not None)
+        outcomes += pick_runner(template)(template, jobs, total)
+    output_done()  # every file is decided: a signal from now on changes nothing
+    error = summarize(outcomes, time.perf_counter() - started)
+    if error is not None:
+        raise error
+
+
+# (the folder run's template job, its checked jobs, the frames they will write) -> one outcome per job
+Runner = Callable[[VideoJob, Sequence[VideoJob], "int | None"], "list[FileOutcome]"]
+
+
+def pick_runner(template: VideoJob) -> Runner:
+    """The one place a folder run's runner is chosen. The cluster plugs in here, e.g.
+
+        if template.cluster is not None:
+            from livecam.cluster import run_on_cluster    # the only module importing Ray
+            return run_on_cluster
+
+    where run_on_cluster(template, jobs, total) returns one batch.FileOutcome per job (a failed
+    file is an outcome, not an exception; Ctrl-C raises Interrupted), reports frames on
+    batch_progress(template, jobs, total) (Parts.report(part, count): counts set, not added),
+    and builds its engines in the workers, not here."""
+    return run_local
+
+
+def batch_progress(template: VideoJob, jobs: Sequence[VideoJob], total: int | None) -> Parts:
+    """The one bar over every frame of every file of a folder run (nothing with -q)."""
+    return Parts(Progress(total, quiet=template.processing.runtime.quiet, label=f"{len(jobs)} files"))
+
+
+def run_local(template: VideoJob, jobs: Sequence[VideoJob], total: int | None) -> list[FileOutcome]:
+    """This machine: one engine (the models load once) and the files one after another."""
+    engine = create_engine(template)
+    marker = (open_watermarker(template.processing.runtime, getattr(engine, "providers", None),
+                               template.processing.runtime.execution_threads) if template.watermark else None)
+    signing = signing_for(template.c2pa, None, tuple(getattr(engine, "model_names", {}).values()))
+    sign = ((lambda job, temp: replace(signing, input=job.input).sign_file(temp, job.output))
+            if signing is not None else None)
+    cap = AddressSpaceCap(template.max_memory_gb)
+    with stop_signals(), batch_progress(template, jobs, total) as parts:
+        try:
+            return run_batch(jobs, engine, parts=parts, watermark=marker, sign=sign, on_warm=cap.apply)
+        finally:
+            cap.restore()
 
 
 def _vm_bytes() -> int | None:

@@ -1,4 +1,12 @@
-"""Many video files in one run (a folder in, a folder out): what became of each file.
+"""Many video files in one run (a folder in, a folder out): the plan, the local runner, the summary.
+
+    plan_folder(template, pattern, skip_existing)  every matching file -> a VideoJob into the output
+                                                   folder, largest first; skips and name clashes
+                                                   decided here as FileOutcomes
+    (commands/video.py runs the cheap checks per job; a refusal is an outcome, not an abort)
+    run_batch(jobs, engine, ...)                   one engine, the files one after another through
+                                                   process_video; a failed file does not stop the rest
+    summarize(outcomes)                            one line per failed file; the error to exit with
 
 Local batch runs and cluster runs (livecam.cluster) both report one FileOutcome per planned file,
 so the summary and the exit code are decided in one place.
@@ -6,10 +14,36 @@ so the summary and the exit code are decided in one place.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import contextlib
+import fnmatch
+import functools
+import logging
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
-from livecam.errors import LivecamError
+from livecam.errors import EXIT_FAILURE, InputError, Interrupted, LivecamError, OutputError
+from livecam.media.video_writer import CONTAINERS
+from livecam.pipeline.file import process_video
 from livecam.settings import VideoJob
+
+if TYPE_CHECKING:
+    from livecam.marks.watermark import Watermarker
+    from livecam.pipeline.contracts import FileEngine
+    from livecam.pipeline.progress import Parts
+
+log = logging.getLogger("livecam")
+
+# What a folder run picks up without --pattern: the containers livecam writes (CONTAINERS) and
+# the common ones FFmpeg reads that it does not write. Animated GIF/APNG are clips too, but a
+# folder's .gif and .png files are mostly stills, so they are taken only with --pattern.
+READ_ONLY_SUFFIXES = (".avi", ".wmv", ".flv", ".ts", ".mts", ".m2ts", ".mpg", ".mpeg", ".vob", ".3gp",
+                      ".ogv", ".mxf", ".dv")
+DEFAULT_OUTPUT_SUFFIX = ".mp4"  # for inputs whose container livecam does not write
+
+
+def video_suffixes() -> tuple[str, ...]:
+    return (*CONTAINERS, *READ_ONLY_SUFFIXES)
 
 
 @dataclass(frozen=True)
@@ -22,3 +56,174 @@ class FileOutcome:
     @property
     def failed(self) -> bool:
         return self.error is not None
+
+
+@dataclass(frozen=True)
+class Plan:
+    jobs: tuple[VideoJob, ...]  # to check and run, largest input first
+    decided: tuple[FileOutcome, ...]  # without running: skipped, or refused (two inputs, one output)
+
+
+def is_folder_run(job: VideoJob) -> bool:
+    """A folder input means a folder run; its output must then be a folder too (one clear line
+    otherwise). A file input with a folder output is check_job's refusal, as before."""
+    if not job.input.is_dir():
+        return False
+    out = job.output
+    if (out.exists() and not out.is_dir()) or (not out.exists() and out.suffix.lower() in video_suffixes()):
+        raise InputError(f"the input {job.input} is a folder, so the output must be a folder too, not a file "
+                         f"like {out}; give a folder such as {out.parent / out.stem}")
+    return True
+
+
+def output_name(input_path: Path) -> str:
+    """The input's name in the output folder: its own extension where livecam writes that
+    container, else .mp4 (an AVI or TS comes out as MP4)."""
+    suffix = input_path.suffix if input_path.suffix.lower() in CONTAINERS else DEFAULT_OUTPUT_SUFFIX
+    return input_path.stem + suffix
+
+
+def plan_folder(template: VideoJob, pattern: str | None, *, skip_existing: bool) -> Plan:
+    """Every regular, non-hidden file of template.input (not its subfolders) whose name matches
+    `pattern` (shell-style, case-sensitive; None: a video extension, any case) as a copy of
+    `template` writing the same stem into template.output, largest first. Raises InputError when
+    nothing matches or the output folder is the input folder."""
+    folder, out_folder = template.input, template.output
+    if "/" in (pattern or "") or "\\" in (pattern or ""):
+        raise InputError(f"--pattern {pattern!r} matches file names inside {folder}, not paths; subfolders are "
+                         "not searched (run once per folder)")
+    if out_folder.exists() and out_folder.resolve() == folder.resolve():
+        raise InputError(f"the output folder {out_folder} is the input folder; give another one (outputs there "
+                         "would be read as inputs by the next run)")
+    suffixes = video_suffixes()
+    try:
+        entries = [p for p in folder.iterdir() if not p.name.startswith(".") and p.is_file()]
+    except OSError as exc:
+        raise InputError(f"cannot list the input folder {folder}: {exc.strerror or exc}") from exc
+    matched = [p for p in entries
+               if (fnmatch.fnmatchcase(p.name, pattern) if pattern else p.suffix.lower() in suffixes)]
+    if not matched:
+        wanted = f"matching {pattern!r}" if pattern else f"with a video extension ({', '.join(suffixes)})"
+        raise InputError(f"no files {wanted} in {folder}; give --pattern to choose others")
+    matched.sort(key=lambda p: (-_size(p), p.name))  # the longest work first: fewer idle minutes at the end
+    jobs: list[VideoJob] = []
+    decided: list[FileOutcome] = []
+    taken: dict[Path, Path] = {}  # output -> the input writing it
+    for path in matched:
+        job = replace(template, input=path, output=out_folder / output_name(path))
+        other = taken.setdefault(job.output, path)
+        if other != path:
+            decided.append(FileOutcome(job, error=InputError(
+                f"{path.name} and {other.name} would both be written to {job.output}; rename one, or choose "
+                f"the files with --pattern")))
+        elif skip_existing and (job.output.exists() or job.output.is_symlink()):
+            decided.append(FileOutcome(job, skipped=True))
+        else:
+            jobs.append(job)
+    return Plan(tuple(jobs), tuple(decided))
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def make_output_folder(folder: Path) -> None:
+    """The output folder, created (with its parents) when missing."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as exc:
+        raise InputError(f"the output {folder} is a file, not a folder; give a folder") from exc
+    except OSError as exc:
+        raise OutputError(f"cannot create the output folder {folder}: {exc.strerror or exc}") from exc
+
+
+def run_batch(jobs: Sequence[VideoJob], engine: FileEngine, *, parts: Parts | None = None,
+              watermark: Watermarker | None = None, sign: Callable[[VideoJob, Path], None] | None = None,
+              on_warm: Callable[[], None] | None = None) -> list[FileOutcome]:
+    """The local runner: each job through process_video with the one engine (its own
+    AtomicOutput, watermark and signing, as for one file), in order. A file that fails is an
+    outcome and the next one starts. Ctrl-C/SIGTERM ends the batch: the current file's output is
+    removed (or kept partial with keep_partial), the finished ones stay, and Interrupted (exit
+    130) names where it stopped. `parts` counts frames per input on one bar; `sign(job, temp)`
+    signs a finished temporary file."""
+    outcomes: list[FileOutcome] = []
+    current: VideoJob | None = None
+    try:
+        for job in jobs:
+            current = job
+            counter = parts.counter(job.input) if parts is not None else None
+            file_sign = functools.partial(sign, job) if sign is not None else None
+            try:
+                with _naming(job.input.name):
+                    result = process_video(job, engine, quiet=True, on_warm=on_warm, watermark=watermark,
+                                           sign=file_sign, progress=counter)
+            except Interrupted:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one file's failure is its outcome, not the batch's end
+                error = _as_error(exc)
+                log.debug("%s failed", job.input, exc_info=True)
+                outcomes.append(FileOutcome(job, frames=counter.done if counter is not None else 0, error=error))
+                continue
+            outcomes.append(FileOutcome(job, frames=result.stats.frames))
+    except (Interrupted, KeyboardInterrupt) as exc:
+        written = sum(not o.failed for o in outcomes)
+        what = exc.message if isinstance(exc, Interrupted) else "interrupted; no output written"
+        name = current.input.name if current is not None else "the first file"
+        folder = current.output.parent if current is not None else Path(".")
+        raise Interrupted(f"{name}: {what}; {written} of {len(jobs)} files were written to {folder} before it") from exc
+    return outcomes
+
+
+def _as_error(exc: Exception) -> LivecamError:
+    if isinstance(exc, LivecamError):
+        return exc
+    if isinstance(exc, MemoryError):
+        return LivecamError("ran out of memory; raise --max-memory or use fewer --execution-threads")
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    return LivecamError(f"internal error: {type(exc).__name__}: {first} (rerun with -v for details and please "
+                        "report it)")
+
+
+@contextlib.contextmanager
+def _naming(name: str) -> Iterator[None]:
+    """Warnings logged while one file of a batch runs start with its name, so they say which."""
+    prefix = name.replace("%", "%%") + ": "
+
+    def add_name(record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING and isinstance(record.msg, str):
+            record.msg = prefix + record.msg
+        return True
+
+    log.addFilter(add_name)
+    try:
+        yield
+    finally:
+        log.removeFilter(add_name)
+
+
+def summarize(outcomes: Sequence[FileOutcome], seconds: float) -> LivecamError | None:
+    """Log one line per failed file and a total line; the error to exit with when any failed:
+    the failures' own exit code when they share one (2 for bad inputs, as for one file), else 1."""
+    failed = sorted((o for o in outcomes if o.failed), key=lambda o: o.job.input.name)
+    skipped = sum(o.skipped for o in outcomes)
+    written = len(outcomes) - len(failed) - skipped
+    for outcome in failed:
+        assert outcome.error is not None
+        log.error("error: %s: %s", outcome.job.input.name, outcome.error.message)
+    frames = sum(o.frames for o in outcomes if not o.failed)
+    folder = outcomes[0].job.output.parent if outcomes else Path(".")
+    total = f"{written} of {len(outcomes)} files written to {folder}"
+    if frames:
+        total += f" ({frames} frames in {seconds:.1f} s, {frames / max(seconds, 1e-9):.1f} fps)"
+    if skipped:
+        total += f", {skipped} skipped (output already there)"
+    if failed:
+        total += f", {len(failed)} failed"
+    if not failed:
+        log.info("%s", total)
+        return None
+    codes = {o.error.exit_code for o in failed if o.error is not None}
+    return LivecamError(total, exit_code=codes.pop() if len(codes) == 1 else EXIT_FAILURE)

@@ -40,7 +40,7 @@ from livecam.frame import FramePacket
 from livecam.media.video_reader import VideoReader
 from livecam.media.video_writer import OutputSpec, VideoWriter, container_format
 from livecam.pipeline.contracts import FileEngine
-from livecam.pipeline.progress import Progress
+from livecam.pipeline.progress import Counter, Progress
 from livecam.pipeline.queues import BoundedQueue, ReorderBuffer, put_until
 from livecam.pipeline.stages import POLL_S, Stages
 from livecam.media.provenance import CONTAINER_METADATA, draw_label
@@ -200,7 +200,7 @@ class FilePipeline:
     def __init__(self, frames: Iterable[TimedFrame], write: Callable[[FramePacket], None], engine: FileEngine, *,
                  workers: int = 1, max_in_flight: int = 6, frame_range: tuple[int, int | None] | None = None,
                  label: bool = True, watermark: Callable[[int, np.ndarray], np.ndarray] | None = None,
-                 progress: Progress | None = None, stop: threading.Event | None = None,
+                 progress: Counter | None = None, stop: threading.Event | None = None,
                  on_warm: Callable[[], None] | None = None) -> None:
         self.frames = frames
         self.write = write
@@ -346,7 +346,8 @@ class VideoResult:
 
 def process_video(job: VideoJob, engine: FileEngine, *, quiet: bool = False,
                   stop: threading.Event | None = None, on_warm: Callable[[], None] | None = None,
-                  watermark: Watermarker | None = None, sign: Callable[[Path], None] | None = None) -> VideoResult:
+                  watermark: Watermarker | None = None, sign: Callable[[Path], None] | None = None,
+                  progress: Counter | None = None) -> VideoResult:
     """Decode, process and encode job.input into job.output through an AtomicOutput.
 
     On success the temporary file is renamed onto the output, never over a file that appeared
@@ -354,15 +355,17 @@ def process_video(job: VideoJob, engine: FileEngine, *, quiet: bool = False,
     error or interrupt it is removed, or with keep_partial finalised as a valid shorter video and
     renamed the same way; then the error (Interrupted for Ctrl-C) is raised. `watermark` marks
     frames at its video cadence (None: --no-watermark); `sign` adds C2PA content credentials to
-    the finished temporary file (None: --no-c2pa or a container C2PA does not sign)."""
+    the finished temporary file (None: --no-c2pa or a container C2PA does not sign). `progress`:
+    the count a caller owns (one bar over a batch); None: this file's own bar (none when quiet)."""
     with VideoReader(job.input) as reader:  # closed on every path, setup errors included
         return _write_video(reader, job, engine, quiet=quiet, stop=stop, on_warm=on_warm,
-                            watermark=watermark, sign=sign)
+                            watermark=watermark, sign=sign, counter=progress)
 
 
 def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quiet: bool,
                  stop: threading.Event | None, on_warm: Callable[[], None] | None,
-                 watermark: Watermarker | None, sign: Callable[[Path], None] | None) -> VideoResult:
+                 watermark: Watermarker | None, sign: Callable[[Path], None] | None,
+                 counter: Counter | None = None) -> VideoResult:
     info = reader.info
     for kind in info.other_streams:
         log.warning("note: the input's %s stream is not copied to the output", kind)
@@ -390,7 +393,7 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
     writer: VideoWriter | None = None
     output.open()  # the --force check again (a file may have appeared while the models loaded)
     try:
-        progress = Progress(total, quiet=quiet, label=job.output.name)
+        own = Progress(total, quiet=quiet, label=job.output.name) if counter is None else None  # closed here
     except BaseException:
         output.discard()
         raise
@@ -398,9 +401,10 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
         writer = VideoWriter(spec)
         stats = run_frames(frames, lambda p: writer.write(p.image, packet_time(p)), engine, workers=workers,
                            max_in_flight=in_flight, frame_range=job.frame_range, label=job.label,
-                           watermark=marker, progress=progress, stop=stop, on_warm=on_warm)
+                           watermark=marker, progress=own if own is not None else counter, stop=stop, on_warm=on_warm)
     except BaseException as exc:
-        progress.close()
+        if own is not None:
+            own.close()
         kept = _finish_partial(writer, output, job, exc) if writer is not None else None
         output.discard()  # the writer may have created the file before failing; no-op once committed
         if isinstance(exc, KeyboardInterrupt):
@@ -408,7 +412,8 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
             where = f"; the first {done} frames were kept in {kept}" if kept else "; no output written"
             raise Interrupted(f"interrupted after {done} frames{where}") from exc
         raise
-    progress.close()
+    if own is not None:
+        own.close()
     try:
         writer.close()
         if sign is not None:  # C2PA content credentials over the finished file, before the rename
