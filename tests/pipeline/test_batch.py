@@ -1,0 +1,150 @@
+"""Batch mode in-process: the plan of a folder, the local runner with a fake engine, one bar over
+every file, the summary and its exit code."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from livecam.errors import EXIT_FAILURE, EXIT_USAGE, InputError, LivecamError, OutputError
+from livecam.frame import FramePacket
+from livecam.pipeline.batch import FileOutcome, is_folder_run, plan_folder, run_batch, summarize
+from livecam.pipeline.progress import Parts, Progress
+from livecam.settings import ProcessingSettings, RuntimeSettings, VideoJob
+from tests.videos import make_clip, probe, read_index
+
+
+class FlipEngine:
+    """contracts.FileEngine without models: inverts a patch away from the index stamp."""
+
+    smooths = False
+
+    def analyse(self, packet: FramePacket, track: bool) -> None:
+        packet.faces = []
+
+    def process(self, packet: FramePacket) -> None:
+        packet.image[100:108, :8] = 255 - packet.image[100:108, :8]
+
+
+def _template(folder: Path, out: Path, **kw: object) -> VideoJob:
+    processing = ProcessingSettings(sources=(folder / "face.jpg",), runtime=RuntimeSettings(quiet=True))
+    return VideoJob(input=folder, output=out, processing=processing, watermark=False, **kw)  # type: ignore[arg-type]
+
+
+def _files(folder: Path, sizes: dict[str, int]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, size in sizes.items():
+        (folder / name).write_bytes(b"x" * size)
+
+
+def test_plan_takes_the_video_files_largest_first_with_their_own_container_or_mp4(tmp_path: Path) -> None:
+    clips, out = tmp_path / "clips", tmp_path / "out"
+    _files(clips, {"small.mp4": 10, "BIG.MOV": 300, "old.avi": 200, "cam.mts": 100, "web.webm": 50,
+                   ".hidden.mp4": 999, "notes.txt": 999, "cover.gif": 999})
+    (clips / "sub").mkdir()
+    (clips / "sub" / "deep.mp4").write_bytes(b"x" * 999)
+    plan = plan_folder(_template(clips, out), None, skip_existing=False)
+    assert [(j.input.name, j.output) for j in plan.jobs] == [
+        ("BIG.MOV", out / "BIG.MOV"), ("old.avi", out / "old.mp4"), ("cam.mts", out / "cam.mp4"),
+        ("web.webm", out / "web.webm"), ("small.mp4", out / "small.mp4")]
+    assert plan.decided == ()
+    assert all(j.processing == plan.jobs[0].processing and not j.watermark for j in plan.jobs)  # the template's settings
+
+
+def test_pattern_chooses_file_names_and_a_folder_with_nothing_to_do_is_one_clear_error(tmp_path: Path) -> None:
+    clips, out = tmp_path / "clips", tmp_path / "out"
+    _files(clips, {"a.mp4": 1, "b.mkv": 1, "c.gif": 1})
+    assert [j.input.name for j in plan_folder(_template(clips, out), "*.gif", skip_existing=False).jobs] == ["c.gif"]
+    assert [j.output.name for j in plan_folder(_template(clips, out), "*.gif", skip_existing=False).jobs] == ["c.mp4"]
+    with pytest.raises(InputError, match=r"no files matching '\*.mov' in .*clips"):
+        plan_folder(_template(clips, out), "*.mov", skip_existing=False)
+    with pytest.raises(InputError, match="not paths; subfolders are not searched"):
+        plan_folder(_template(clips, out), "sub/*.mp4", skip_existing=False)
+    with pytest.raises(InputError, match="is the input folder"):
+        plan_folder(_template(clips, clips), None, skip_existing=False)
+
+
+def test_two_inputs_for_one_output_and_skip_existing_are_decided_in_the_plan(tmp_path: Path) -> None:
+    clips, out = tmp_path / "clips", tmp_path / "out"
+    _files(clips, {"x.mp4": 20, "x.avi": 10, "y.mkv": 5})
+    _files(out, {"y.mkv": 1})
+    plan = plan_folder(_template(clips, out), None, skip_existing=True)
+    assert [j.input.name for j in plan.jobs] == ["x.mp4"]
+    clash, skipped = plan.decided
+    assert clash.job.input.name == "x.avi" and clash.failed
+    assert clash.error is not None and "x.avi and x.mp4 would both be written to" in clash.error.message
+    assert skipped.job.input.name == "y.mkv" and skipped.skipped and not skipped.failed
+
+
+def test_a_folder_input_needs_a_folder_output(tmp_path: Path) -> None:
+    clips = tmp_path / "clips"
+    _files(clips, {"a.mp4": 1})
+    assert is_folder_run(_template(clips, tmp_path / "new"))  # created later
+    assert is_folder_run(_template(clips, tmp_path / "take.v2"))  # a folder name with a dot
+    with pytest.raises(InputError, match="is a folder, so the output must be a folder too, not a file like"):
+        is_folder_run(_template(clips, tmp_path / "out.mp4"))
+    (tmp_path / "file").write_bytes(b"")
+    with pytest.raises(InputError, match="must be a folder too"):
+        is_folder_run(_template(clips, tmp_path / "file"))
+    assert not is_folder_run(replace(_template(clips, tmp_path / "o"), input=clips / "a.mp4"))
+
+
+def test_parts_set_their_counts_so_a_restarted_part_counts_once() -> None:
+    bar = Progress(100, quiet=True)
+    parts = Parts(bar)
+    parts.report("a", 30)
+    parts.report("b", 10)
+    parts.report("b", 4)  # b started again (a retried segment)
+    counter = parts.counter("c")
+    counter.advance()
+    counter.advance(2)
+    assert bar.done == 30 + 4 + 3 and bar.total == 100
+
+
+def test_run_batch_goes_on_after_a_broken_file_on_one_bar(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    clips, out = tmp_path / "clips", tmp_path / "out"
+    clips.mkdir()
+    out.mkdir()
+    make_clip(clips / "a.mp4", frames=12, stamp=True)
+    make_clip(clips / "b.mkv", frames=8, stamp=True, audio=False)
+    make_clip(clips / "c.mp4", frames=10, stamp=True)
+    plan = plan_folder(_template(clips, out), None, skip_existing=False)
+    data = (clips / "c.mp4").read_bytes()
+    (clips / "c.mp4").write_bytes(data[: len(data) // 3])  # broken after its checks
+    bar = Progress(30, quiet=True)
+    outcomes = run_batch(plan.jobs, FlipEngine(), parts=Parts(bar))
+    by_name = {o.job.input.name: o for o in outcomes}
+    assert [o.frames for o in outcomes if not o.failed] == [12, 8]
+    assert by_name["c.mp4"].failed and isinstance(by_name["c.mp4"].error, InputError)
+    assert "c.mp4" in by_name["c.mp4"].error.message
+    assert sorted(p.name for p in out.iterdir()) == ["a.mp4", "b.mkv"]  # nothing of c, no temporary file
+    for name, frames in (("a.mp4", 12), ("b.mkv", 8)):
+        info = probe(out / name)
+        assert [read_index(img) for img in info["images"]] == list(range(frames))
+        assert all(img[100:108, :8, 1].mean() < 80 for img in info["images"])  # green ~214 inverted: the engine ran
+    assert bar.done == 20  # every frame written, once, on the one bar
+    caplog.set_level(logging.INFO, logger="livecam")
+    error = summarize(outcomes, seconds=1.0)
+    assert error is not None and error.exit_code == EXIT_USAGE  # a bad input, as for one file
+    assert error.message.startswith(f"2 of 3 files written to {out} (20 frames in 1.0 s")
+    assert error.message.endswith(", 1 failed")
+    lines = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(lines) == 1 and lines[0].startswith("error: c.mp4: ")
+
+
+def test_summary_exit_codes() -> None:
+    job = _template(Path("clips"), Path("out"))
+    ok = FileOutcome(job, frames=5)
+    skipped = FileOutcome(job, skipped=True)
+    assert summarize([ok, skipped], 1.0) is None
+    bad = FileOutcome(job, error=InputError("broken"))
+    disk = FileOutcome(job, error=OutputError("disk full"))
+    mixed = summarize([ok, bad, disk], 1.0)
+    assert mixed is not None and mixed.exit_code == EXIT_FAILURE  # kinds differ: "other"
+    only_output = summarize([ok, disk], 1.0)
+    assert only_output is not None and only_output.exit_code == OutputError("x").exit_code
+    assert isinstance(mixed, LivecamError) and "1 skipped" not in mixed.message
+    assert "1 skipped (output already there)" in (summarize([skipped, bad], 1.0) or LivecamError("")).message
