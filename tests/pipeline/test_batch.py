@@ -7,9 +7,12 @@ import logging
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from livecam.errors import EXIT_FAILURE, EXIT_USAGE, InputError, LivecamError, OutputError
+from livecam.faces.face import Face
+from livecam.faces.tracking import FaceTracker
 from livecam.frame import FramePacket
 from livecam.pipeline.batch import FileOutcome, is_folder_run, plan_folder, run_batch, summarize
 from livecam.pipeline.progress import Parts, Progress
@@ -148,3 +151,42 @@ def test_summary_exit_codes() -> None:
     assert only_output is not None and only_output.exit_code == OutputError("x").exit_code
     assert isinstance(mixed, LivecamError) and "1 skipped" not in mixed.message
     assert "1 skipped (output already there)" in (summarize([skipped, bad], 1.0) or LivecamError("")).message
+
+
+class TrackingEngine(FlipEngine):
+    """A face at one place in every frame, smoothed by the real FaceTracker; keeps the track ids."""
+
+    smooths = True
+
+    def __init__(self) -> None:
+        self.tracker = FaceTracker(smoothing=0.5)
+        self.ids: list[int | None] = []
+
+    def detect(self, packet: FramePacket) -> None:
+        packet.faces = [Face(bbox=[40, 20, 72, 44], score=0.9, kps=np.full((5, 2), 50.0))]
+
+    def track(self, packet: FramePacket) -> None:
+        assert packet.pts is not None
+        packet.faces = self.tracker.update(packet.faces, packet.pts)
+
+    def process(self, packet: FramePacket) -> None:
+        self.ids.append(packet.faces[0].track_id)
+
+
+def test_each_file_starts_with_no_tracks_even_when_its_range_starts_later(tmp_path: Path) -> None:
+    """The second file's first processed frame (1 s in) is later than the first file's last
+    (0.13 s): without a fresh start its face would continue, and be smoothed towards, the first
+    file's track."""
+    clips, out = tmp_path / "clips", tmp_path / "out"
+    clips.mkdir()
+    out.mkdir()
+    first = make_clip(clips / "first.mp4", frames=5, audio=False)
+    second = make_clip(clips / "second.mp4", frames=36, audio=False)
+    template = _template(clips, out)
+    jobs = [replace(template, input=first, output=out / "first.mp4"),
+            replace(template, input=second, output=out / "second.mp4", frame_range=(30, None))]
+    engine = TrackingEngine()
+    outcomes = run_batch(jobs, engine)
+    assert not any(o.failed for o in outcomes)
+    assert engine.ids[:5] == [engine.ids[0]] * 5 and len(engine.ids) == 11
+    assert engine.ids[5] != engine.ids[0] and engine.ids[5:] == [engine.ids[5]] * 6
