@@ -138,14 +138,17 @@ Runner = Callable[[VideoJob, Sequence[VideoJob], "int | None"], "list[FileOutcom
 def pick_runner(template: VideoJob) -> Runner:
     """The one place a folder run's runner is chosen. The cluster plugs in here, e.g.
 
-        if template.cluster is not None:
+        if cluster is not None:                       # --cluster, as the command holds it
             from livecam.cluster import run_on_cluster    # the only module importing Ray
-            return run_on_cluster
 
-    where run_on_cluster(template, jobs, total) returns one batch.FileOutcome per job (a failed
-    file is an outcome, not an exception; Ctrl-C raises Interrupted), reports frames on
-    batch_progress(template, jobs, total) (Parts.report(part, count): counts set, not added),
-    and builds its engines in the workers, not here."""
+            def on_cluster(template, jobs, total):
+                with batch_progress(template, jobs, total) as parts:
+                    return run_on_cluster(jobs, cluster, parts.progress)
+            return on_cluster
+
+    A runner returns one batch.FileOutcome per job (a failed file is an outcome, not an
+    exception; Ctrl-C raises Interrupted), counts frames on the one bar (Progress.set or
+    Parts.report: counts set, not added) and builds its engines itself (run_local: one, here)."""
     return run_local
 
 
