@@ -108,6 +108,7 @@ class Parts:
     def __init__(self, progress: Progress) -> None:
         self.progress = progress
         self._counts: dict[Hashable, int] = {}
+        self._sum = 0
         self._lock = threading.Lock()
         self._exit = contextlib.ExitStack()
 
@@ -125,8 +126,9 @@ class Parts:
 
     def report(self, part: Hashable, done: int) -> None:
         with self._lock:
+            self._sum += done - self._counts.get(part, 0)
             self._counts[part] = done
-            self.progress.set(sum(self._counts.values()))
+            self.progress.set(self._sum)
 
     def counter(self, part: Hashable) -> PartCounter:
         """A Counter for the file pipeline that reports as `part`, counting from 0."""
