@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 import numpy as np
 
-from livecam.errors import EXIT_FAILURE, InputError, Interrupted, LivecamError, OutputError
+from livecam.errors import EXIT_FAILURE, InputError, Interrupted, LivecamError
 from livecam.frame import FramePacket
 from livecam.media.video_writer import CONTAINERS
 from livecam.pipeline.file import process_video
@@ -140,7 +140,8 @@ def make_output_folder(folder: Path) -> None:
     except FileExistsError as exc:
         raise InputError(f"the output {folder} is a file, not a folder; give a folder") from exc
     except OSError as exc:
-        raise OutputError(f"cannot create the output folder {folder}: {exc.strerror or exc}") from exc
+        raise InputError(f"cannot create the output folder {folder} ({exc.strerror or exc}); choose another "
+                         "output folder") from exc
 
 
 def run_batch(jobs: Sequence[VideoJob], engine: FileEngine, *, parts: Parts | None = None,
