@@ -124,7 +124,7 @@ class NeuralSwapper:
         targets = [i for i in inputs if len(i.shape) == 4]
         sources = [i for i in inputs if len(i.shape) == 2]
         images = [o for o in outputs if len(o.shape) == 4 and o.shape[1] == 3]
-        target = targets[0].shape if targets else ()
+        target: tuple[Any, ...] = tuple(targets[0].shape) if targets else (None,) * 4
         if (len(inputs) != 2 or len(targets) != 1 or len(sources) != 1 or not images
                 or len(outputs) != (1 if kind.emap else 2) or target[1] != 3 or target[2] != kind.size
                 or target[3] != kind.size or sources[0].shape[-1] != EMBEDDING_SIZE):
