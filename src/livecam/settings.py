@@ -57,11 +57,12 @@ class AnalysisSettings:
     def wanted_faces(self) -> str:
         """What the analysis looks for, for a "none found" warning: with --reference or --map
         the frame may well hold faces, just none of those people."""
+        size = f" of at least {self.face_min_size} px (--face-min-size)" if self.face_min_size else ""
         if self.face_map:
-            return "face of a --map REFERENCE person"
+            return f"face{size} of a --map REFERENCE person"
         if self.reference:
-            return f"face of the --reference person (within --reference-distance {self.reference_distance:g})"
-        return "face"
+            return f"face{size} of the --reference person (within --reference-distance {self.reference_distance:g})"
+        return f"face{size}"
 
 
 @dataclass(frozen=True)

@@ -136,3 +136,13 @@ def test_the_filters_work_in_video_and_run(tmp_path, faces_dir, isolated_env, co
     many = _changed(untouched, encoded(tmp_path / "min.mp4", "--many-faces", "--face-min-size", str(limit)), boxes)
     for side, c in zip(sides, many):
         assert (c > 6) if side >= limit else (c < 3), (sides, many)
+
+
+def test_no_face_large_enough_says_so_and_writes_the_image_unchanged(tmp_path, faces_dir, group, isolated_env):
+    path, before, _ = group
+    out = tmp_path / "o.png"
+    result = run_cli(["image", str(path), str(out), "-s", str(faces_dir / "biden.jpg"), *MESH, "--many-faces",
+                      "--face-min-size", "1000", "--no-watermark", "--no-c2pa"], env=isolated_env, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "no face of at least 1000 px (--face-min-size) found" in result.stderr
+    assert np.array_equal(read_image(out), before)

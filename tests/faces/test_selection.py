@@ -132,3 +132,10 @@ def test_min_size_leaves_small_faces_alone_in_every_mode():
     # keeps the detector's order.
     assert select_faces([big, small, edge], many=False, min_size=40) == [big]
     assert select_faces([big, small, edge], many=True, min_size=40) == [big, edge]
+
+
+def test_the_no_face_warning_names_the_minimum_size():
+    from livecam.settings import AnalysisSettings
+
+    assert AnalysisSettings().wanted_faces == "face"
+    assert AnalysisSettings(face_min_size=120).wanted_faces == "face of at least 120 px (--face-min-size)"
