@@ -139,3 +139,24 @@ def test_the_no_face_warning_names_the_minimum_size():
 
     assert AnalysisSettings().wanted_faces == "face"
     assert AnalysisSettings(face_min_size=120).wanted_faces == "face of at least 120 px (--face-min-size)"
+
+
+def test_the_analyser_drops_small_faces_before_embedding_and_orders_map_faces():
+    from tests.faces.test_analyser import IMAGE, axis, face_at as row_face, make
+
+    faces = [row_face(0, 30), row_face(60, 50), row_face(110, 40)]  # embedding axes 0, 1, 2
+    analyser = make(faces, embedder=True, reference_distance=0.5, face_min_size=35)
+    analyser.set_references([axis(2), axis(0)], map_mode=True)
+    embedded: list[int] = []
+    real = analyser.embedder.embed
+    analyser.embedder.embed = lambda image, fs: embedded.append(len(fs)) or real(image, fs)  # type: ignore[method-assign]
+    # The 30 px face (reference 1) is left alone and never embedded; the others keep their keys.
+    out = analyser.analyse(IMAGE)
+    assert embedded == [2] and [(int(f.bbox[0]), f.source_key) for f in out] == [(110, 0)]
+    # --map faces come in the chosen order.
+    both = make(faces, embedder=True, reference_distance=0.5, face_selector_order="right-left")
+    both.set_references([axis(2), axis(0)], map_mode=True)
+    assert [int(f.bbox[0]) for f in both.analyse(IMAGE)] == [110, 0]
+    both = make(faces, embedder=True, reference_distance=0.5, face_selector_order="left-right")
+    both.set_references([axis(2), axis(0)], map_mode=True)
+    assert [int(f.bbox[0]) for f in both.analyse(IMAGE)] == [0, 110]
