@@ -107,6 +107,36 @@ def merge_tiles(tiles: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True)
+class _ModelIO:
+    target: Any  # the session's input descriptions (name, shape, type)
+    source: Any
+    output: str  # the swapped crop's output name
+
+
+def _model_io(session: Any, kind: SwapKind) -> _ModelIO:
+    """The session's target and source inputs and image output, checked against the kind.
+
+    By rank, not position: inswapper lists target first, HyperSwap source first; HyperSwap's
+    second output (its mask) is left out."""
+    inputs, outputs = session.get_inputs(), session.get_outputs()
+    targets = [i for i in inputs if len(i.shape) == 4]
+    sources = [i for i in inputs if len(i.shape) == 2]
+    images = [o for o in outputs if len(o.shape) == 4 and o.shape[1] == 3]
+    target: tuple[Any, ...] = tuple(targets[0].shape) if targets else (None,) * 4
+    if (len(inputs) != 2 or len(targets) != 1 or len(sources) != 1 or not images
+            or len(outputs) != (1 if kind.emap else 2) or target[1:] != (3, kind.size, kind.size)
+            or sources[0].shape[-1] != EMBEDDING_SIZE):
+        expected = ("inputs target [1,3,128,128] and source [1,512] and one output" if kind.emap else
+                    f"inputs source [1,512] and target [1,3,{kind.size},{kind.size}], outputs output and mask")
+        raise ModelError(
+            f"this file is not {'an' if kind.label[0] in 'aeiou' else 'a'} {kind.label} model: expected "
+            f"{expected}, got inputs {[(i.name, i.shape) for i in inputs]} and outputs "
+            f"{[(o.name, o.shape) for o in outputs]}; pass the {kind.label} file or --swap-model mesh")
+    output = next((o.name for o in images if o.name == "output"), images[0].name)
+    return _ModelIO(targets[0], sources[0], output)
+
+
 class NeuralSwapper:
     """Frame processor "face_swapper" backed by an inswapper_128 or a HyperSwap session."""
 
@@ -119,27 +149,12 @@ class NeuralSwapper:
         self._settings = settings
         self.kind = kind
         self._masker = masker if masker is not None else FaceMasker(settings)
-        inputs, outputs = session.get_inputs(), session.get_outputs()
-        # By rank, not position: inswapper lists target first, HyperSwap source first.
-        targets = [i for i in inputs if len(i.shape) == 4]
-        sources = [i for i in inputs if len(i.shape) == 2]
-        images = [o for o in outputs if len(o.shape) == 4 and o.shape[1] == 3]
-        target: tuple[Any, ...] = tuple(targets[0].shape) if targets else (None,) * 4
-        if (len(inputs) != 2 or len(targets) != 1 or len(sources) != 1 or not images
-                or len(outputs) != (1 if kind.emap else 2) or target[1] != 3 or target[2] != kind.size
-                or target[3] != kind.size or sources[0].shape[-1] != EMBEDDING_SIZE):
-            expected = ("inputs target [1,3,128,128] and source [1,512] and one output" if kind.emap else
-                        f"inputs source [1,512] and target [1,3,{kind.size},{kind.size}], outputs output and mask")
-            raise ModelError(
-                f"this file is not {'an' if kind.label[0] in 'aeiou' else 'a'} {kind.label} model: expected "
-                f"{expected}, got inputs {[(i.name, i.shape) for i in inputs]} and outputs "
-                f"{[(o.name, o.shape) for o in outputs]}; pass the {kind.label} file or --swap-model mesh")
-        self._target_name, self._source_name = targets[0].name, sources[0].name
-        self._target_dtype = input_dtype(targets[0].type)
-        self._source_dtype = input_dtype(sources[0].type)
-        self._output_name = next((o.name for o in images if o.name == "output"), images[0].name)
+        io = _model_io(session, kind)
+        self._target_name, self._source_name, self._output_name = io.target.name, io.source.name, io.output
+        self._target_dtype = input_dtype(io.target.type)
+        self._source_dtype = input_dtype(io.source.type)
+        self._batched = not isinstance(io.target.shape[0], int)  # a dynamic batch: all tiles in one call
         self.model_size = kind.size
-        self._batched = not isinstance(target[0], int)  # a dynamic batch: all tiles in one call
         boost = self.model_size if settings.pixel_boost is None else int(settings.pixel_boost)
         if boost < self.model_size or boost % self.model_size:
             fits = [b for b in PIXEL_BOOSTS if int(b) % self.model_size == 0]
