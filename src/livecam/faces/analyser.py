@@ -257,7 +257,7 @@ class FaceAnalyser:
             timings["embed"] = _ms(t)
             if self.map_mode:
                 faces = selection.match_reference(faces, self.references, settings.reference_distance)
-                return selection.order_faces(faces, settings.face_selector_order) if settings.face_selector_order else faces
+                return selection.order_faces(faces, settings.face_selector_order)
             faces = selection.filter_by_reference(faces, self.references, settings.reference_distance)
         return selection.select_faces(faces, settings.many_faces, settings.face_selector_order)
 

@@ -46,8 +46,10 @@ _ORDERS = {
 }
 
 
-def order_faces(faces: Sequence[Face], order: str) -> list[Face]:
-    """The faces sorted by a --face-selector-order name."""
+def order_faces(faces: Sequence[Face], order: str | None) -> list[Face]:
+    """The faces sorted by a --face-selector-order name (None: as they are)."""
+    if order is None:
+        return list(faces)
     try:
         key, descending = _ORDERS[order]
     except KeyError:
@@ -70,7 +72,7 @@ def select_faces(faces: Sequence[Face], many: bool, order: str | None = None, mi
     The largest, not the left-most, so a passer-by in the background does not steal the swap."""
     faces = large_enough(faces, min_size)
     if many:
-        return order_faces(faces, order) if order else faces
+        return order_faces(faces, order)
     if order:
         return order_faces(faces, order)[:1]
     best = largest_face(faces)
