@@ -27,6 +27,7 @@ from livecam.settings import (
     FACE_MASK_AREAS,
     FACE_MASK_REGIONS,
     FACE_MASK_TYPES,
+    FACE_SELECTOR_ORDERS,
     PIXEL_BOOSTS,
     SWAP_MODELS,
     AnalysisSettings,
@@ -230,6 +231,12 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--frame-processor", "frame_processors", multiple=True,
                      type=ProcessorChoice(), help="Processors in order (default: the swapper)."),
         click.option("--many-faces", is_flag=True, help="Swap every face, not only the largest."),
+        click.option("--face-selector-order", type=click.Choice(FACE_SELECTOR_ORDERS), default=None,
+                     help="Which face is the one swapped (the first in this order; default: the largest), "
+                          "and with --many-faces or --map the order faces are swapped in (a later one is "
+                          "pasted over an earlier one where they overlap); best-worst: detector confidence."),
+        click.option("--face-min-size", type=click.IntRange(0, 10000), default=0, show_default=True, metavar="PX",
+                     help="Leave faces alone whose box is under PX pixels on its shorter side (0: none)."),
         click.option("--reference", type=click.Path(path_type=Path), multiple=True,
                      help="Only swap faces of the person in this photo."),
         click.option("--reference-distance", type=click.FloatRange(0, 2), default=1.0, show_default=True,
@@ -241,7 +248,8 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--det-size", type=click.Choice(["320", "480", "640"]), default="640", show_default=True,
                      help="SCRFD input size (smaller is faster); the embedded BlazeFace has a fixed size."),
         click.option("--swap-model", type=click.Choice(SWAP_MODELS), default="auto", show_default=True,
-                     help="auto: inswapper fp16 on GPUs, fp32 on CPU, the embedded mesh swapper without them."),
+                     help="auto: inswapper fp16 on GPUs, fp32 on CPU, the embedded mesh swapper without them; "
+                          "hyperswap_1a/1b/1c_256: FaceFusion's 256 px HyperSwap (ResearchRAIL licence)."),
         click.option("--mouth-mask", type=click.IntRange(0, 100), default=None, is_flag=False, flag_value=0,
                      help="Keep the target's mouth; SIZE 0..100 grows it towards the chin."),
         click.option("--color-match/--no-color-match", default=True, show_default=True,
@@ -262,9 +270,11 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="For --face-mask region: " + ",".join(FACE_MASK_REGIONS) + " (default all but glasses)."),
         click.option("--blend", type=click.FloatRange(0, 1), default=1.0, show_default=True,
                      help="Opacity of the swapped face."),
-        click.option("--pixel-boost", type=click.Choice(PIXEL_BOOSTS), default="128", show_default=True,
-                     help="Inswapper crop size N: the face is swapped as (N/128)^2 sub-pixel-shifted 128 px tiles, "
-                          "so it costs (N/128)^2 swapper calls per face for N x N detail (the mesh swapper ignores it)."),
+        click.option("--pixel-boost", type=click.Choice(PIXEL_BOOSTS), default=None,
+                     help="Neural swapper crop size N, a multiple of the model's size (inswapper 128: 128-512; "
+                          "HyperSwap 256: 256 or 512): the face is swapped as (N/size)^2 sub-pixel-shifted tiles, "
+                          "so it costs (N/size)^2 swapper calls per face for N x N detail (default: the model's "
+                          "size; the mesh swapper ignores it)."),
         click.option("--enhancer-blend", type=click.FloatRange(0, 1), default=0.8, show_default=True,
                      help="Mix of the restored face over the swapped one."),
         click.option("--smoothing", type=click.FloatRange(0, 1), default=0.5, show_default=True,
@@ -324,13 +334,14 @@ def _processing(ctx: click.Context, kw: dict[str, Any], *, smoothing_allowed: bo
         runtime=_runtime(ctx, tuple(p.lower() for p in kw.pop("providers")), kw.pop("execution_threads") or default_threads),
         analysis=AnalysisSettings(
             detector=kw.pop("detector"), det_size=int(kw.pop("det_size")), many_faces=kw.pop("many_faces"),
+            face_selector_order=kw.pop("face_selector_order"), face_min_size=kw.pop("face_min_size"),
             reference=tuple(kw.pop("reference")), reference_distance=kw.pop("reference_distance"),
             face_map=_parse_map(kw.pop("face_map")),
             smoothing=kw.pop("smoothing") if smoothing_allowed else 0.0,
         ),
         swap=SwapSettings(model=kw.pop("swap_model"), mouth_mask=kw.pop("mouth_mask"),
                           color_match=kw.pop("color_match"), blend=kw.pop("blend"),
-                          pixel_boost=int(kw.pop("pixel_boost")),
+                          pixel_boost=int(boost) if (boost := kw.pop("pixel_boost")) is not None else None,
                           face_mask=kw.pop("face_mask") or ("box",), face_mask_blur=kw.pop("face_mask_blur"),
                           face_mask_padding=tuple(float(v) for v in kw.pop("face_mask_padding")),  # type: ignore[arg-type]
                           face_mask_areas=kw.pop("face_mask_areas") or FACE_MASK_AREAS,

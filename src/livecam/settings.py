@@ -5,9 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SWAP_MODELS: tuple[str, ...] = ("auto", "inswapper_128", "inswapper_128_fp16", "mesh")
+HYPERSWAP_MODELS: tuple[str, ...] = ("hyperswap_1a_256", "hyperswap_1b_256", "hyperswap_1c_256")
+SWAP_MODELS: tuple[str, ...] = ("auto", "inswapper_128", "inswapper_128_fp16", "mesh") + HYPERSWAP_MODELS
 DETECTORS: tuple[str, ...] = ("auto", "scrfd", "blazeface")
-PIXEL_BOOSTS: tuple[str, ...] = ("128", "256", "384", "512")  # --pixel-boost: inswapper crop sizes
+PIXEL_BOOSTS: tuple[str, ...] = ("128", "256", "384", "512")  # --pixel-boost: crop sizes, multiples of the model's
+# --face-selector-order (faces/selection.py): which face is "the one", and the order of --many-faces.
+FACE_SELECTOR_ORDERS: tuple[str, ...] = ("left-right", "right-left", "top-bottom", "bottom-top", "small-large",
+                                         "large-small", "best-worst")
 # The inswapper's paste masks (processors/crop_masks.py): several at once paste their intersection.
 FACE_MASK_TYPES: tuple[str, ...] = ("box", "occlusion", "region", "area")
 FACE_MASK_AREAS: tuple[str, ...] = ("upper-face", "lower-face", "mouth")
@@ -41,6 +45,8 @@ class AnalysisSettings:
     det_size: int = 640
     det_threshold: float = 0.5
     many_faces: bool = False
+    face_selector_order: str | None = None  # FACE_SELECTOR_ORDERS; None: the largest, or all as detected
+    face_min_size: int = 0  # px: faces whose box's shorter side is smaller are left alone
     reference: tuple[Path, ...] = ()
     reference_distance: float = 1.0  # max L2 distance between normed embeddings
     face_map: tuple[tuple[Path, Path], ...] = ()  # (source photo, reference photo)
@@ -51,11 +57,12 @@ class AnalysisSettings:
     def wanted_faces(self) -> str:
         """What the analysis looks for, for a "none found" warning: with --reference or --map
         the frame may well hold faces, just none of those people."""
+        size = f" of at least {self.face_min_size} px (--face-min-size)" if self.face_min_size else ""
         if self.face_map:
-            return "face of a --map REFERENCE person"
+            return f"face{size} of a --map REFERENCE person"
         if self.reference:
-            return f"face of the --reference person (within --reference-distance {self.reference_distance:g})"
-        return "face"
+            return f"face{size} of the --reference person (within --reference-distance {self.reference_distance:g})"
+        return f"face{size}"
 
 
 @dataclass(frozen=True)
@@ -64,7 +71,7 @@ class SwapSettings:
     mouth_mask: int | None = None  # None: off; 0..100 grows the kept mouth towards the chin
     color_match: bool = True
     blend: float = 1.0
-    pixel_boost: int = 128  # inswapper crop size: (N/128)^2 sub-pixel tiles swapped per face
+    pixel_boost: int | None = None  # crop size N: (N/model size)^2 sub-pixel tiles per face; None: the model's size
     face_mask: tuple[str, ...] = ("box",)  # FACE_MASK_TYPES; the paste mask is their intersection
     face_mask_blur: float = DEFAULT_FACE_MASK_BLUR  # 0 hard edges .. 1 wide feather
     face_mask_padding: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)  # top right bottom left, % of crop

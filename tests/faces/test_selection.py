@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from livecam.faces.face import Face
-from livecam.faces.selection import (embedding_distances, filter_by_reference, largest_face, match_reference,
-                                     select_faces)
+from livecam.faces.selection import (embedding_distances, filter_by_reference, large_enough, largest_face,
+                                     match_reference, order_faces, select_faces)
 
 
 def face_at(x: float, y: float, size: float, embedding: np.ndarray | None = None) -> Face:
@@ -86,3 +86,77 @@ def test_reference_matching_needs_embeddings():
         match_reference([face_at(0, 0, 50)], [person(1)], 1.0)
     assert match_reference([], [person(1)], 1.0) == []
     assert match_reference([face_at(0, 0, 50, embedding=person(1))], [], 1.0) == []
+
+
+# -- --face-selector-order and --face-min-size ------------------------------------------------
+
+def scored(x: float, y: float, size: float, score: float) -> Face:
+    f = face_at(x, y, size)
+    return f.with_(score=score)
+
+
+ROW = [scored(300, 10, 60, 0.6), scored(0, 200, 100, 0.7), scored(600, 100, 40, 0.95), scored(150, 50, 80, 0.5)]
+
+
+@pytest.mark.parametrize("order,expected", [
+    ("left-right", [1, 3, 0, 2]), ("right-left", [2, 0, 3, 1]), ("top-bottom", [0, 3, 2, 1]),
+    ("bottom-top", [1, 2, 3, 0]), ("small-large", [2, 0, 3, 1]), ("large-small", [1, 3, 0, 2]),
+    ("best-worst", [2, 1, 0, 3])])
+def test_orders_sort_by_position_size_or_detector_score(order, expected):
+    assert order_faces(ROW, order) == [ROW[i] for i in expected]
+    # All of them with --many-faces, in that order; the first alone without.
+    assert select_faces(ROW, many=True, order=order) == [ROW[i] for i in expected]
+    assert select_faces(ROW, many=False, order=order) == [ROW[expected[0]]]
+
+
+def test_positions_are_box_centres_and_ties_keep_the_detector_order():
+    wide = face_at(0, 0, 200)  # left edge further left, centre at 100
+    narrow = face_at(60, 0, 20)  # centre at 70
+    assert order_faces([wide, narrow], "left-right") == [narrow, wide]
+    a, b = face_at(0, 0, 50), face_at(200, 0, 50)
+    assert order_faces([b, a], "large-small") == [b, a] and order_faces([a, b], "small-large") == [a, b]
+    with pytest.raises(ValueError, match="unknown face order"):
+        order_faces([a], "random")
+
+
+def test_min_size_leaves_small_faces_alone_in_every_mode():
+    small, edge, big = face_at(0, 0, 39.9), face_at(100, 0, 40), face_at(300, 0, 90)
+    assert large_enough([small, edge, big], 40) == [edge, big]
+    assert large_enough([small, big], 0) == [small, big]
+    assert select_faces([small, edge, big], many=True, min_size=40) == [edge, big]
+    assert select_faces([small], many=False, min_size=40) == []
+    # The shorter side counts: a wide but short box is small.
+    flat = Face(bbox=[0, 0, 200, 30], score=0.9, kps=face_at(0, 0, 30).kps)
+    assert large_enough([flat], 40) == []
+    # Without an order, "the one" among the large enough is still the largest, and --many-faces
+    # keeps the detector's order.
+    assert select_faces([big, small, edge], many=False, min_size=40) == [big]
+    assert select_faces([big, small, edge], many=True, min_size=40) == [big, edge]
+
+
+def test_the_no_face_warning_names_the_minimum_size():
+    from livecam.settings import AnalysisSettings
+
+    assert AnalysisSettings().wanted_faces == "face"
+    assert AnalysisSettings(face_min_size=120).wanted_faces == "face of at least 120 px (--face-min-size)"
+
+
+def test_the_analyser_drops_small_faces_before_embedding_and_orders_map_faces():
+    from tests.faces.test_analyser import IMAGE, axis, face_at as row_face, make
+
+    faces = [row_face(0, 30), row_face(60, 50), row_face(110, 40)]  # embedding axes 0, 1, 2
+    analyser = make(faces, embedder=True, reference_distance=0.5, face_min_size=35)
+    analyser.set_references([axis(2), axis(0)], map_mode=True)
+    embedded: list[int] = []
+    real = analyser.embedder.embed
+    analyser.embedder.embed = lambda image, fs: embedded.append(len(fs)) or real(image, fs)  # type: ignore[method-assign]
+    # The 30 px face (reference 1) is left alone and never embedded; the others keep their keys.
+    out = analyser.analyse(IMAGE)
+    assert embedded == [2] and [(int(f.bbox[0]), f.source_key) for f in out] == [(110, 0)]
+    # --map faces come in the chosen order.
+    both = make(faces, embedder=True, reference_distance=0.5, face_selector_order="right-left")
+    both.set_references([axis(2), axis(0)], map_mode=True)
+    assert [int(f.bbox[0]) for f in both.analyse(IMAGE)] == [110, 0]
+    both = make(faces, embedder=True, reference_distance=0.5, face_selector_order="left-right")
+    both.set_references([axis(2), axis(0)], map_mode=True)
+    assert [int(f.bbox[0]) for f in both.analyse(IMAGE)] == [0, 110]

@@ -422,8 +422,8 @@ def test_pixel_boost_pastes_back_inside_the_face_only(models, boost):
 def test_pixel_boost_128_is_the_plain_path(models):
     image, face = _noise_frame()
     boosted = _run(_boosted(models["fp32"], 128), image, [face])
-    default = _run(_swapper(cpu_session(models["fp32"])), image, [face])  # SwapSettings() default
-    assert SwapSettings().pixel_boost == 128 and np.array_equal(boosted, default)
+    default = _run(_swapper(cpu_session(models["fp32"])), image, [face])  # SwapSettings() default: the model's size
+    assert SwapSettings().pixel_boost is None and np.array_equal(boosted, default)
 
 
 def test_pixel_boost_must_be_a_multiple_of_the_model_size(models):

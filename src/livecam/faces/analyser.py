@@ -1,7 +1,8 @@
 """FaceAnalyser: detection, landmarks, embeddings, selection and tracking in one call.
 
-Per frame: detect every face -> (reference or --map mode) embed them all in one batch and keep
-the faces of the reference people -> otherwise keep the largest face (or all, --many-faces) ->
+Per frame: detect every face -> drop those under --face-min-size -> (reference or --map mode)
+embed them all in one batch and keep the faces of the reference people -> keep the first by
+--face-selector-order (default: the largest) or all (--many-faces, --map) in that order ->
 FaceMesh landmarks for the kept faces when a processor needs them -> tracking and smoothing
 (live and video). In live mode, detection may run only every Nth frame (the governor's knob):
 in between, the previous frame's faces are carried and, when FaceMesh is loaded, re-fitted on
@@ -246,6 +247,8 @@ class FaceAnalyser:
         return out
 
     def _select(self, image: np.ndarray, faces: list[Face], timings: dict[str, float]) -> list[Face]:
+        settings = self.settings
+        faces = selection.large_enough(faces, settings.face_min_size)  # before embedding: small ones cost nothing
         if not faces:
             return []
         if self.references:
@@ -253,9 +256,10 @@ class FaceAnalyser:
             faces = self.embedder.embed(image, faces)  # type: ignore[union-attr]
             timings["embed"] = _ms(t)
             if self.map_mode:
-                return selection.match_reference(faces, self.references, self.settings.reference_distance)
-            faces = selection.filter_by_reference(faces, self.references, self.settings.reference_distance)
-        return selection.select_faces(faces, self.settings.many_faces)
+                faces = selection.match_reference(faces, self.references, settings.reference_distance)
+                return selection.order_faces(faces, settings.face_selector_order)
+            faces = selection.filter_by_reference(faces, self.references, settings.reference_distance)
+        return selection.select_faces(faces, settings.many_faces, settings.face_selector_order)
 
     # ---- photos ---------------------------------------------------------------------------------
     def analyse_photo(self, image: np.ndarray) -> tuple[Face | None, int]:

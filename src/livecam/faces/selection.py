@@ -1,5 +1,10 @@
 """Which detected faces get swapped: the largest, all of them, or those of reference people.
 
+Filters (--face-min-size, --face-selector-order) apply in every mode: faces whose box's shorter
+side is under the minimum are left alone (and never embedded); the order decides which face is
+"the one" without --many-faces (default: the largest) and the order in which --many-faces and
+--map faces are swapped (a later face is pasted over an earlier one where their crops overlap).
+
 Distances are Euclidean between L2-normalised ArcFace embeddings: 0 for the same vector,
 typically below about 1.1 for the same person across photos and 1.25-1.41 for strangers
 (sqrt(2) means orthogonal), so the default --reference-distance of 1.0 is on the strict side.
@@ -22,12 +27,54 @@ def largest_face(faces: Sequence[Face]) -> Face | None:
     return max(faces, key=lambda f: f.area)
 
 
-def select_faces(faces: Sequence[Face], many: bool) -> list[Face]:
-    """All faces (in their order) when `many`, else only the largest one.
+def _centre(face: Face) -> tuple[float, float]:
+    x1, y1, x2, y2 = (float(v) for v in face.bbox)
+    return (x1 + x2) / 2.0, (y1 + y2) / 2.0
+
+
+# --face-selector-order: a sort key and whether it runs high to low. Positions by the box's
+# centre (a big face's left edge says little about where it is); sorts are stable, so ties keep
+# the detector's order.
+_ORDERS = {
+    "left-right": (lambda f: _centre(f)[0], False),
+    "right-left": (lambda f: _centre(f)[0], True),
+    "top-bottom": (lambda f: _centre(f)[1], False),
+    "bottom-top": (lambda f: _centre(f)[1], True),
+    "small-large": (lambda f: f.area, False),
+    "large-small": (lambda f: f.area, True),
+    "best-worst": (lambda f: f.score, True),  # the detector's confidence
+}
+
+
+def order_faces(faces: Sequence[Face], order: str | None) -> list[Face]:
+    """The faces sorted by a --face-selector-order name (None: as they are)."""
+    if order is None:
+        return list(faces)
+    try:
+        key, descending = _ORDERS[order]
+    except KeyError:
+        raise ValueError(f"unknown face order {order!r}; choose from {', '.join(_ORDERS)}") from None
+    return sorted(faces, key=key, reverse=descending)
+
+
+def large_enough(faces: Sequence[Face], min_size: float) -> list[Face]:
+    """Faces whose box's shorter side is at least `min_size` px (all when it is 0), order kept."""
+    if min_size <= 0:
+        return list(faces)
+    return [f for f in faces if min(f.width, f.height) >= min_size]
+
+
+def select_faces(faces: Sequence[Face], many: bool, order: str | None = None, min_size: float = 0) -> list[Face]:
+    """The faces to swap among `faces` (already limited to reference people, if any), after
+    dropping those under `min_size`: all when `many` (sorted by `order` when given, else as
+    detected), else only the first by `order`, by default the largest.
 
     The largest, not the left-most, so a passer-by in the background does not steal the swap."""
+    faces = large_enough(faces, min_size)
     if many:
-        return list(faces)
+        return order_faces(faces, order)
+    if order:
+        return order_faces(faces, order)[:1]
     best = largest_face(faces)
     return [] if best is None else [best]
 

@@ -93,6 +93,53 @@ def _embedded_hashes() -> dict[str, str]:
     return out
 
 
+# FaceFusion's HyperSwap (2025), published as ONNX only, at the facefusion-assets release
+# models-3.3.0 and its Hugging Face mirror facefusion/models-3.3.0 (FaceFusion's own download
+# providers). Licence: FaceFusion labels the files "ResearchRAIL"; the training code's licence
+# file (facefusion-labs hyperswap/LICENSE.md) holds only the words "ResearchRAIL-MS license" and a
+# copyright line, with no terms. A Responsible AI Licence for research restricts use to research
+# and forbids listed harmful uses, but which text applies is not stated, so the download asks for
+# acceptance and says so. Facts, and how they were established:
+# - Signature, from FaceFusion Labs' exporter (hyperswap/src/exporting.py): inputs `source`
+#   [1, 512] and `target` [1, 3, 256, 256], outputs `output` [1, 3, 256, 256] and `mask`
+#   [1, 1, 256, 256]; static shapes; float32 at the edges even for the half-precision export (the
+#   wrapper casts inside). The generator already blends its face into the target by that mask
+#   (output = face * mask + target * (1 - mask), hyperswap/src/models/generator.py).
+# - Source: the raw ArcFace (w600k_r50) embedding, L2-normalised, with no emap: FaceFusion's
+#   face_swapper passes `embedding_norm` for type "hyperswap" (its inswapper branch multiplies by
+#   the initializer instead), and the labs code normalises the embedder's output the same way.
+# - Target: the ArcFace 112 template shifted +8 px in x, scaled to 256 (FaceFusion's
+#   "arcface_128"), RGB, (x / 255 - 0.5) / 0.5; the output is in [-1, 1] the same way.
+# - Digests and sizes are not published by FaceFusion (its .hash files are CRC32). SHA-256 of 1a
+#   is stated in issue 19 and by two download tools; 1b and 1c by two independent download tools
+#   each (one of them beside the file's size). Size 402,742,682 bytes: for 1a and 1c by several
+#   independent model lists, for 1b by two (the three files share one architecture and precision).
+_HYPERSWAP_SHA256 = {
+    "1a": "c0e98a8a03a238f461ed3d2570e426b49f46745ee400854a60dceeb70c246add",
+    "1b": "5124031789c42f71b9558fb71954ef7aedb6da7ed9fac79293e23c61a792a73e",
+    "1c": "5528c2d76fe9986c99d829278987ef9f3a630cb606db7628d02b57b330f406a5",
+}
+HYPERSWAP_LICENCE = "ResearchRAIL (FaceFusion HyperSwap; terms not published with the files)"
+HYPERSWAP_LICENCE_URL = "https://github.com/facefusion/facefusion-labs/blob/master/hyperswap/LICENSE.md"
+
+
+def _hyperswap_specs() -> list[ModelSpec]:
+    edge = (FLOAT, FLOAT16)  # float32 per the exporter; a float16-edged export is cast to by the swapper
+    return [
+        ModelSpec(
+            name=f"hyperswap_{variant}_256", file_name=f"hyperswap_{variant}_256.onnx",
+            urls=(f"https://github.com/facefusion/facefusion-assets/releases/download/models-3.3.0/hyperswap_{variant}_256.onnx",
+                  f"https://huggingface.co/facefusion/models-3.3.0/resolve/main/hyperswap_{variant}_256.onnx"),
+            size=402_742_682, sha256=digest,
+            licence=HYPERSWAP_LICENCE, licence_url=HYPERSWAP_LICENCE_URL, needs_acceptance=True,
+            inputs=(TensorSpec("source", (1, 512), edge), TensorSpec("target", (1, 3, 256, 256), edge)),
+            outputs=(TensorSpec("output", (1, 3, 256, 256), edge), TensorSpec("mask", (1, 1, 256, 256), edge)),
+            description=f"FaceFusion HyperSwap {variant} 256 swapper",
+        )
+        for variant, digest in _HYPERSWAP_SHA256.items()
+    ]
+
+
 def _build() -> Mapping[str, ModelSpec]:
     embedded = _embedded_hashes()
     mediapipe: dict[str, Any] = dict(
@@ -180,6 +227,7 @@ def _build() -> Mapping[str, ModelSpec]:
             outputs=(TensorSpec(None, (None, 19, 512, 512)),), extra_outputs=True,
             description="BiSeNet face parser, 19 classes (--face-mask region)",
         ),
+        *_hyperswap_specs(),
         ModelSpec(
             name="blazeface_short_range", file_name="blazeface_short_range.onnx",
             sha256=embedded.get("blazeface_short_range.onnx"),

@@ -1,18 +1,23 @@
-"""The neural face swapper: inswapper_128 (fp32 or fp16 weights) on ONNX Runtime.
+"""The neural face swappers on ONNX Runtime: inswapper_128 (fp32 or fp16 weights) and
+FaceFusion's HyperSwap 1a/1b/1c 256. One processor; `SwapKind` holds what differs between them.
 
-Per source identity, once (prepare): latent = normed ArcFace embedding @ emap, re-normalised,
-where emap is the model file's last initializer. Per target face: align its 5 keypoints to the
-ArcFace 128 template, warp a 128x128 crop, run the model, and paste the result back through
-insightface's soft mask (rebuilt analytically in crop space, see processors/paste.py), with the
-optional colour match, kept mouth and opacity, all inside the face's region of the frame only.
-Faces run back to back through the one shared session (the model has a static batch of 1).
+Per source identity, once (prepare): the model's source input from the normed ArcFace embedding:
+inswapper's latent = embedding @ emap, re-normalised, where emap is the model file's last
+initializer; HyperSwap takes the normed embedding itself. Per target face: align its 5 keypoints
+to the ArcFace template at the model's size (112 shifted +8 px in x, scaled: 128 or 256), warp
+the crop, scale it to the model's range (inswapper RGB in [0, 1], HyperSwap RGB in [-1, 1]), run
+the model, and paste the result back through insightface's soft mask (rebuilt analytically in
+crop space, see processors/paste.py), with the optional colour match, kept mouth and opacity, all
+inside the face's region of the frame only. Faces run back to back through the one shared session
+(both models have a static batch of 1). HyperSwap's second output, its own face mask, is not
+read: the model has already blended its face into the target crop by it.
 
-Pixel boost (SwapSettings.pixel_boost = N, a multiple of the model's 128): the crop is warped at
-N x N by the template scaled to N and split into k x k tiles (k = N / 128), tile (i, j) =
-crop[i::k, j::k]: each a whole 128 face shifted by (j/k, i/k) of a model pixel. Every tile is
-swapped with the same latent (one batched call when the session's batch is dynamic, else one
-call per tile) and the outputs are interleaved back, so the swap carries N x N detail; the
-paste-back takes the N x N result with the N-scaled matrix. N = 128 is one tile: the plain path.
+Pixel boost (SwapSettings.pixel_boost = N, a multiple of the model's size S; None: S): the crop
+is warped at N x N by the template scaled to N and split into k x k tiles (k = N / S), tile
+(i, j) = crop[i::k, j::k]: each a whole S face shifted by (j/k, i/k) of a model pixel. Every tile
+is swapped with the same source input (one batched call when the session's batch is dynamic, else
+one call per tile) and the outputs are interleaved back, so the swap carries N x N detail; the
+paste-back takes the N x N result with the N-scaled matrix. N = S is one tile: the plain path.
 """
 
 from __future__ import annotations
@@ -37,15 +42,35 @@ from livecam.processors.crop_masks import FaceMasker, build_masker
 from livecam.processors.paste import paste
 from livecam.processors.registry import BuildContext, ProcessorSpec
 from livecam.runtime.sessions import input_dtype
-from livecam.settings import ProcessingSettings, SwapSettings
+from livecam.settings import HYPERSWAP_MODELS, PIXEL_BOOSTS, ProcessingSettings, SwapSettings
 
 log = logging.getLogger("livecam")
 
 
 @dataclass(frozen=True)
+class SwapKind:
+    """What differs between the neural swappers."""
+
+    label: str  # for messages
+    size: int  # the model's crop, px
+    scale: float  # model input = pixel (0..255, RGB) * scale + offset; the output is mapped back alike
+    offset: float
+    emap: bool  # the source input is the normed embedding @ the file's emap (else the normed embedding)
+
+
+INSWAPPER = SwapKind("inswapper", 128, 1.0 / 255.0, 0.0, emap=True)
+HYPERSWAP = SwapKind("HyperSwap", 256, 2.0 / 255.0, -1.0, emap=False)  # (x / 255 - 0.5) / 0.5
+
+
+def swap_kind(model: str) -> SwapKind:
+    """The kind of a catalog swap model (inswapper_128, inswapper_128_fp16, hyperswap_*)."""
+    return HYPERSWAP if model in HYPERSWAP_MODELS else INSWAPPER
+
+
+@dataclass(frozen=True)
 class AlignedFace:
     crop: np.ndarray  # SxSx3 uint8 BGR: the target face as the model sees it
-    blob: np.ndarray  # (k*k)x3xSxS model input, tile (i, j) at i*k+j: RGB in [0, 1], session dtype
+    blob: np.ndarray  # (k*k)x3xSxS model input, tile (i, j) at i*k+j: RGB in the model's range, session dtype
     matrix: np.ndarray  # 2x3 frame-to-crop affine
 
 
@@ -82,58 +107,88 @@ def merge_tiles(tiles: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
-class InswapperSwapper:
-    """Frame processor "face_swapper" backed by an inswapper_128 session."""
+@dataclass(frozen=True)
+class _ModelIO:
+    target: Any  # the session's input descriptions (name, shape, type)
+    source: Any
+    output: str  # the swapped crop's output name
+
+
+def _model_io(session: Any, kind: SwapKind) -> _ModelIO:
+    """The session's target and source inputs and image output, checked against the kind.
+
+    By rank, not position: inswapper lists target first, HyperSwap source first; HyperSwap's
+    second output (its mask) is left out."""
+    inputs, outputs = session.get_inputs(), session.get_outputs()
+    targets = [i for i in inputs if len(i.shape) == 4]
+    sources = [i for i in inputs if len(i.shape) == 2]
+    images = [o for o in outputs if len(o.shape) == 4 and o.shape[1] == 3]
+    target: tuple[Any, ...] = tuple(targets[0].shape) if targets else (None,) * 4
+    if (len(inputs) != 2 or len(targets) != 1 or len(sources) != 1 or not images
+            or len(outputs) != (1 if kind.emap else 2) or target[1:] != (3, kind.size, kind.size)
+            or sources[0].shape[-1] != EMBEDDING_SIZE):
+        expected = ("inputs target [1,3,128,128] and source [1,512] and one output" if kind.emap else
+                    f"inputs source [1,512] and target [1,3,{kind.size},{kind.size}], outputs output and mask")
+        raise ModelError(
+            f"this file is not {'an' if kind.label[0] in 'aeiou' else 'a'} {kind.label} model: expected "
+            f"{expected}, got inputs {[(i.name, i.shape) for i in inputs]} and outputs "
+            f"{[(o.name, o.shape) for o in outputs]}; pass the {kind.label} file or --swap-model mesh")
+    output = next((o.name for o in images if o.name == "output"), images[0].name)
+    return _ModelIO(targets[0], sources[0], output)
+
+
+class NeuralSwapper:
+    """Frame processor "face_swapper" backed by an inswapper_128 or a HyperSwap session."""
 
     name = "face_swapper"
 
-    def __init__(self, session: Any, settings: SwapSettings, *, model_path: Path | str | None = None,
-                 emap: np.ndarray | None = None, masker: FaceMasker | None = None) -> None:
+    def __init__(self, session: Any, settings: SwapSettings, *, kind: SwapKind = INSWAPPER,
+                 model_path: Path | str | None = None, emap: np.ndarray | None = None,
+                 masker: FaceMasker | None = None) -> None:
         self._session = session
         self._settings = settings
+        self.kind = kind
         self._masker = masker if masker is not None else FaceMasker(settings)
-        inputs, outputs = session.get_inputs(), session.get_outputs()
-        shapes = [tuple(i.shape) for i in inputs]
-        if (len(inputs) != 2 or len(outputs) != 1 or len(shapes[0]) != 4 or shapes[0][1] != 3
-                or not isinstance(shapes[0][2], int) or shapes[0][2] % 128 or shapes[0][2] != shapes[0][3]
-                or shapes[1][-1] != EMBEDDING_SIZE):
-            raise ModelError(
-                f"this file is not an inswapper model: expected inputs target [1,3,128,128] and "
-                f"source [1,512] and one output, got inputs {[(i.name, i.shape) for i in inputs]}; "
-                f"pass an inswapper_128 file or --swap-model mesh")
-        self._target_name, self._source_name = inputs[0].name, inputs[1].name
-        self._target_dtype = input_dtype(inputs[0].type)
-        self._source_dtype = input_dtype(inputs[1].type)
-        self._output_name = outputs[0].name
-        self.model_size = int(shapes[0][2])
-        self._batched = not isinstance(shapes[0][0], int)  # a dynamic batch: all tiles in one call
-        boost = int(settings.pixel_boost)
+        io = _model_io(session, kind)
+        self._target_name, self._source_name, self._output_name = io.target.name, io.source.name, io.output
+        self._target_dtype = input_dtype(io.target.type)
+        self._source_dtype = input_dtype(io.source.type)
+        self._batched = not isinstance(io.target.shape[0], int)  # a dynamic batch: all tiles in one call
+        self.model_size = kind.size
+        boost = self.model_size if settings.pixel_boost is None else int(settings.pixel_boost)
         if boost < self.model_size or boost % self.model_size:
-            raise InputError(f"--pixel-boost {boost} does not fit this {self.model_size} px swap model; "
-                             f"use a multiple of {self.model_size} (128, 256, 384 or 512 for inswapper_128)")
+            fits = [b for b in PIXEL_BOOSTS if int(b) % self.model_size == 0]
+            raise InputError(f"--pixel-boost {boost} does not fit the {self.model_size} px {kind.label} swap model; "
+                             f"use {', '.join(fits[:-1]) + ' or ' if len(fits) > 1 else ''}{fits[-1]} "
+                             f"(a multiple of {self.model_size}), or leave it out for {self.model_size}")
         self.crop_size = boost  # the aligned crop and the paste-back work at N x N
         self._tiles = boost // self.model_size  # k: k x k tiles of model_size
         self._template = arcface_template(self.crop_size)
         self._color_weights = _color_mask(self.crop_size)
-        if emap is None:
-            path = model_path if model_path is not None else getattr(session, "_model_path", None)
-            if not path:
-                raise ModelError("the inswapper's emap cannot be read: the session was not created "
-                                 "from a file; pass model_path= or emap=")
-            _, emap = read_last_initializer(path)
-        emap = np.asarray(emap, dtype=np.float32)
-        if emap.shape != (EMBEDDING_SIZE, EMBEDDING_SIZE):
-            raise ModelError(
-                f"the inswapper's last initializer (emap) must be 512x512, got {emap.shape}; the "
-                f"file is not an inswapper model; delete it and run `livecam models download inswapper_128`")
-        self._emap = emap
+        self._emap: np.ndarray | None = None
+        if kind.emap:
+            if emap is None:
+                path = model_path if model_path is not None else getattr(session, "_model_path", None)
+                if not path:
+                    raise ModelError("the inswapper's emap cannot be read: the session was not created "
+                                     "from a file; pass model_path= or emap=")
+                _, emap = read_last_initializer(path)
+            emap = np.asarray(emap, dtype=np.float32)
+            if emap.shape != (EMBEDDING_SIZE, EMBEDDING_SIZE):
+                raise ModelError(
+                    f"the inswapper's last initializer (emap) must be 512x512, got {emap.shape}; the "
+                    f"file is not an inswapper model; delete it and run `livecam models download inswapper_128`")
+            self._emap = emap
         self._latents: dict[int, np.ndarray] = {}
 
     # -- per source ---------------------------------------------------------------------------
     def latent(self, embedding: np.ndarray) -> np.ndarray:
-        """The model's source input for an ArcFace embedding: (1, 512) float32."""
+        """The model's source input for an ArcFace embedding (a mean of several is fine): (1, 512)
+        float32, the normed embedding through the emap (inswapper) or the normed embedding."""
         e = np.asarray(embedding, dtype=np.float32).reshape(1, -1)
         e = e / np.linalg.norm(e)
+        if self._emap is None:
+            return e
         lat = e @ self._emap
         lat /= np.linalg.norm(lat)
         return lat
@@ -144,7 +199,7 @@ class InswapperSwapper:
             if source.embedding is None:
                 photo = source.paths[0] if source.paths else "the source photo"
                 raise ModelError(
-                    f"the inswapper needs the source face's ArcFace embedding, but {photo} "
+                    f"the {self.kind.label} swapper needs the source face's ArcFace embedding, but {photo} "
                     f"was analysed without one; install w600k_r50 with `livecam models download "
                     f"w600k_r50` or use --swap-model mesh")
             latents[key] = self.latent(source.embedding)
@@ -157,14 +212,15 @@ class InswapperSwapper:
         """The target crop, the model input built from it and the frame-to-crop matrix."""
         matrix = align_matrix(face.kps, self._template)
         crop = warp_crop(image, matrix, self.crop_size)  # INTER_LINEAR, black border
-        # blobFromImage(crop, 1 / 255, swapRB=True), faster; then the k x k tiles
-        blob = split_tiles(to_blob([crop], 1.0 / 255.0), self._tiles)
+        # blobFromImage(crop, scale, mean, swapRB=True), faster; then the k x k tiles
+        blob = split_tiles(to_blob([crop], self.kind.scale, self.kind.offset), self._tiles)
         if self._target_dtype != np.float32:
             blob = blob.astype(self._target_dtype)
         return AlignedFace(crop, blob, matrix)
 
     def predict(self, aligned: AlignedFace, latent: np.ndarray) -> np.ndarray:
-        """The model's output for one aligned face, its tiles interleaved back: 1x3xNxN, RGB."""
+        """The model's output for one aligned face, its tiles interleaved back: 1x3xNxN, RGB in
+        the model's range."""
         source = latent.astype(self._source_dtype, copy=False)
         tiles = aligned.blob
         if len(tiles) == 1 or not self._batched:
@@ -180,6 +236,8 @@ class InswapperSwapper:
     def swap_crop(self, aligned: AlignedFace, latent: np.ndarray) -> np.ndarray:
         """The model's output for one aligned face: NxNx3 uint8 BGR."""
         rgb = np.asarray(self.predict(aligned, latent)[0], dtype=np.float32).transpose(1, 2, 0)
+        if self.kind.offset or self.kind.scale * 255.0 != 1.0:  # back to [0, 1] (HyperSwap: from [-1, 1])
+            rgb = (rgb - np.float32(self.kind.offset)) * np.float32(1.0 / (self.kind.scale * 255.0))
         return np.ascontiguousarray(np.clip(255.0 * rgb, 0, 255).astype(np.uint8)[:, :, ::-1])
 
     @property
@@ -211,7 +269,7 @@ class InswapperSwapper:
         start = time.perf_counter()
         latents = self._latents
         if not latents:
-            raise RuntimeError("InswapperSwapper.process() called before prepare()")
+            raise RuntimeError("NeuralSwapper.process() called before prepare()")
         faces = packet.faces if self._settings.blend > 0.0 else []  # blend 0: the input, exactly
         mask_ms = 0.0
         for face in faces:
@@ -228,6 +286,9 @@ class InswapperSwapper:
         return packet
 
 
+InswapperSwapper = NeuralSwapper  # the name from before HyperSwap, used by other tests and branches
+
+
 # ---- registration (livecam.processors.registry) ---------------------------------------------------
 
 
@@ -236,15 +297,15 @@ def _build(ctx: BuildContext) -> FrameProcessor:
     if model == "mesh":
         from livecam.processors.mesh_swapper import MeshSwapper
 
-        if ctx.settings.swap.pixel_boost != 128:
+        if ctx.settings.swap.pixel_boost is not None:
             log.warning("warning: --pixel-boost is for the inswapper; the mesh swapper ignores it")
         if ctx.settings.swap.face_mask != ("box",):
             log.warning("warning: --face-mask is for the neural swapper; the mesh swapper blends by its own mask")
 
         return MeshSwapper(ctx.settings.swap)
     session = ctx.store.open_session(model, ctx.providers, ctx.threads)
-    return InswapperSwapper(session, ctx.settings.swap, model_path=ctx.store.file_path(model),
-                            masker=build_masker(ctx))
+    return NeuralSwapper(session, ctx.settings.swap, kind=swap_kind(model), model_path=ctx.store.file_path(model),
+                         masker=build_masker(ctx))
 
 
 def _needs_landmarks(settings: ProcessingSettings, swap_model: str | None) -> bool:
@@ -254,10 +315,10 @@ def _needs_landmarks(settings: ProcessingSettings, swap_model: str | None) -> bo
 
 
 def _needs_embedding(settings: ProcessingSettings, swap_model: str | None) -> bool:
-    return swap_model not in (None, "mesh")  # the inswapper models condition on ArcFace
+    return swap_model not in (None, "mesh")  # inswapper and HyperSwap condition on ArcFace
 
 
-# The one swapper name: the inswapper and the mesh swapper (--swap-model mesh) both register as it.
-PROCESSOR = ProcessorSpec(name=InswapperSwapper.name, role="swapper", build=_build,
+# The one swapper name: inswapper, HyperSwap and the mesh swapper (--swap-model mesh) all register as it.
+PROCESSOR = ProcessorSpec(name=NeuralSwapper.name, role="swapper", build=_build,
                           model=lambda ctx: ctx.swap_model or "mesh", needs_landmarks=_needs_landmarks,
                           needs_embedding=_needs_embedding)
