@@ -201,12 +201,17 @@ def main() -> None:
     print(f"faces: {', '.join(e.label for e in entries)}")
     by_label = {e.label: e for e in entries}
     pairs = choose_pairs(entries, args.pairs)
+    # Only the faces the pairs are judged against are encoded (obama2 judges obama's swaps).
+    used = {e.label for pair in pairs for e in pair}
+    if "obama" in used and "obama2" in by_label:
+        used.add("obama2")
+    refs_needed = [e for e in entries if e.label in used]
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.save_dir or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         items: list[tuple[Path, list[float]]] = []
-        for e in entries:
+        for e in refs_needed:
             crop, box = face_crop(e.image, e.face)
             path = folder / f"orig_{e.label.replace('#', '_')}.png"
             cv2.imwrite(str(path), crop)
@@ -220,7 +225,7 @@ def main() -> None:
                 items.append((path, box))
         codes = encode(args.recogniser_python, items)
 
-    refs = {e.label: codes[i] for i, e in enumerate(entries)}
+    refs = {e.label: codes[i] for i, e in enumerate(refs_needed)}
     missing = [label for label, c in refs.items() if c["enc"] is None]
     if missing:
         sys.exit(f"eval_identity: the recogniser found no face in {missing}")
@@ -231,7 +236,7 @@ def main() -> None:
     summary = []
     report = []
     first: list[float | None] = []  # transfer per pair at the first strength, to compare with
-    pos = len(entries)
+    pos = len(refs_needed)
     for strength in strengths:
         rows = []
         for s, t in pairs:
