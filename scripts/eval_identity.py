@@ -172,14 +172,13 @@ def choose_pairs(entries: list[Entry], wanted: str | None) -> list[tuple[Entry, 
     every = [(s, t) for s in sources for t in entries if s.person != t.person]
     if wanted is None:
         return every
-    by_label = {(s.label, t.label): (s, t) for s, t in every}
-    chosen = []
-    for item in wanted.split(","):
-        key = tuple(item.strip().split(":"))
-        if key not in by_label:
-            sys.exit(f"eval_identity: no pair {item!r}; labels: {', '.join(e.label for e in entries)}")
-        chosen.append(by_label[key])  # type: ignore[index]
-    return chosen
+    by_name = {f"{s.label}:{t.label}": (s, t) for s, t in every}
+    names = [item.strip() for item in wanted.split(",")]
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        sys.exit(f"eval_identity: no pair {unknown[0]!r} of two people; faces: "
+                 f"{', '.join(e.label for e in entries)}")
+    return [by_name[n] for n in names]
 
 
 def main() -> None:
