@@ -378,6 +378,34 @@ def test_the_occluder_reads_its_tensor_names_from_the_file(tmp_path, sessions):
     assert real[:, :44].min() == 1.0 and real[:, 52:].max() == 0.0  # the left half is "face"
 
 
+def test_mask_models_that_answer_in_another_shape_are_a_model_error_not_a_traceback():
+    from types import SimpleNamespace
+
+    class Answers:  # a session whose signature fits but whose answer does not
+        def __init__(self, inputs, output, answer):
+            self._inputs, self._outputs, self._answer = inputs, [output], answer
+
+        def get_inputs(self):
+            return self._inputs
+
+        def get_outputs(self):
+            return self._outputs
+
+        def run(self, names, feeds):
+            return [self._answer]
+
+    crop = np.zeros((64, 64, 3), np.uint8)
+    xseg = Answers([SimpleNamespace(name="input", shape=[1, 256, 256, 3])],
+                   SimpleNamespace(name="output", shape=[1, 256, 256, 1]), np.zeros((1, 128, 128, 1), np.float32))
+    with pytest.raises(ModelError, match="occluder gave a \\[1, 128, 128, 1\\] mask"):
+        Occluder(xseg).visible(crop)
+    parser = Answers([SimpleNamespace(name="input", shape=["batch", 3, 512, 512])],
+                     SimpleNamespace(name="output", shape=["batch", "classes", 512, 512]),
+                     np.zeros((1, 18, 512, 512), np.float32))
+    with pytest.raises(ModelError, match="not 19 class logits"):
+        FaceParser(parser).labels(crop)
+
+
 def test_the_mask_models_time_is_its_own_stage_for_bench(sessions, frame):
     # livecam bench shows each stage's cost: the occluder's share is recorded apart from the swap.
     def timings(settings: SwapSettings, masker: FaceMasker | None = None) -> dict[str, float]:
