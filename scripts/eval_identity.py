@@ -1,28 +1,34 @@
 #!/usr/bin/env python
 """Identity transfer of the mesh swapper, judged by an independent face recogniser.
 
-    /work/venv/bin/python scripts/eval_identity.py [--faces-dir ../shared/faces]
-        [--recogniser-python /work/idvenv/bin/python] [--strength 0,0.5,1] [--save-dir DIR] [-v]
+    python scripts/eval_identity.py [--faces-dir ../shared/faces]
+        [--recogniser-python .venv-identity/bin/python] [--strength 0,0.5,1]
+        [--pairs obama:biden,biden:obama] [--json FILE] [--save-dir DIR] [-v]
 
 Every face of the photos in --faces-dir (obama, obama2, biden, astronaut and the six faces of
 group6) is a target; every one except obama2 is a source. For each (source, target) pair of two
-different people the source is swapped onto that one target face with livecam's mesh swapper
-(landmarks from the shipped BlazeFace + FaceMesh models, default swap settings), and the result's
-face is compared by dlib's ResNet face recogniser (the `face_recognition` package, run in its own
+different people (or only the --pairs given, as SOURCE:TARGET labels) the source is swapped onto
+that one target face with livecam's mesh swapper (landmarks from the shipped BlazeFace + FaceMesh
+models, default swap settings), and the result's face is compared by dlib's ResNet face
+recogniser (dlib with the model files of the face_recognition_models package, run in its own
 venv: it is never a livecam dependency) with:
   d_source  the distance to the source person: to obama2.jpg (a held-out photo) when the source
             is obama.jpg, otherwise to the source photo itself (marked '*': not held out);
   d_target  the distance to the target face before the swap;
-  transfer  d_target - d_source (higher is better; dlib calls < 0.6 "same person").
+  d_before  the distance from the untouched target face to that same source reference: what
+            d_source would be if the swap did nothing (the baseline, measured in the same run);
+  transfer  d_target - d_source (higher is better; dlib calls < 0.6 "same person");
+  gain      d_before - d_source: how much nearer the source person the swap brought the face.
 Prints one table (with -v: one per --strength), then per strength: the medians, the mean
 transfer, the median over the held-out pairs, how many results dlib calls the source person and
 the target person (< 0.6), and how many pairs transfer better/worse than at the first strength.
+--json writes every pair's figures (tests/processors/test_mesh_identity_dlib.py reads them).
 --strength is the mesh swapper's shape_strength (how far the target's inner face geometry moves
 towards the source's; 0 is texture only); without it the swapper's default is used. No
-assertion: this is a measurement, not a test. Takes a few minutes on 2 cores.
+assertion: this is a measurement. All 80 pairs take about a minute on 2 cores.
 
-The recogniser venv needs `dlib-bin` (or `dlib`), `face-recognition-models==0.3.0` and
-`face_recognition==1.3.0` (installed with --no-deps; it needs only numpy and Pillow besides).
+The recogniser venv needs only `dlib-bin` (or `dlib`) and `face_recognition_models==0.3.0`
+(.ci/identity-requirements.txt; `bash .ci/run` makes it as .venv-identity).
 """
 
 from __future__ import annotations
@@ -49,26 +55,30 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_MODELS = REPO / "src" / "livecam" / "models" / "default"
 SAME_PERSON = 0.6  # dlib's threshold
 
-# Runs in the recogniser's venv: reads [[png, [x1, y1, x2, y2]], ...] on stdin, writes one
-# 128-d encoding (or null) per image. The face is found by dlib's own HOG detector (the one
-# nearest the hinted box); the hint box is used only when dlib finds none.
+# Runs in the recogniser's venv. Reads [[png, [x1, y1, x2, y2]], ...] on stdin, writes one 128-d
+# descriptor per image. The face is found by dlib's HOG detector (input upsampled once; the face
+# nearest the hinted box); the hint box is used only when dlib finds none. Landmarks: dlib's
+# 68-point predictor; one jitter. face_recognition_models is only a folder of model files here:
+# its __init__ imports pkg_resources (setuptools), which a Python 3.12+ venv does not have.
 WORKER = r"""
-import json, sys
-import numpy as np
-import face_recognition as fr
+import importlib.util, json, sys
+from pathlib import Path
+import dlib
+spec = importlib.util.find_spec("face_recognition_models")
+models = Path(list(spec.submodule_search_locations)[0]) / "models"
+detect = dlib.get_frontal_face_detector()
+shape_of = dlib.shape_predictor(str(models / "shape_predictor_68_face_landmarks.dat"))
+describe = dlib.face_recognition_model_v1(str(models / "dlib_face_recognition_resnet_model_v1.dat"))
 out = []
-for path, hint in json.load(sys.stdin):
-    img = fr.load_image_file(path)
-    locs = fr.face_locations(img, number_of_times_to_upsample=1)
-    x1, y1, x2, y2 = hint
+for path, (x1, y1, x2, y2) in json.load(sys.stdin):
+    img = dlib.load_rgb_image(path)
+    found = list(detect(img, 1))
     cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
-    found = bool(locs)
-    if locs:
-        loc = min(locs, key=lambda l: ((l[1] + l[3]) / 2 - cx) ** 2 + ((l[0] + l[2]) / 2 - cy) ** 2)
-    else:
-        loc = (int(y1), int(x2), int(y2), int(x1))
-    enc = fr.face_encodings(img, known_face_locations=[loc], num_jitters=1, model="large")
-    out.append({"enc": enc[0].tolist() if enc else None, "detected": found})
+    def off(r):
+        return ((r.left() + r.right()) / 2 - cx) ** 2 + ((r.top() + r.bottom()) / 2 - cy) ** 2
+    box = min(found, key=off) if found else dlib.rectangle(int(x1), int(y1), int(x2), int(y2))
+    vec = describe.compute_face_descriptor(img, shape_of(img, box), 1)
+    out.append({"enc": list(vec), "detected": bool(found)})
 json.dump(out, sys.stdout)
 """
 
@@ -139,9 +149,8 @@ def face_crop(image: np.ndarray, face: Face) -> tuple[np.ndarray, list[float]]:
 
 def encode(python: str, items: list[tuple[Path, list[float]]]) -> list[dict]:
     if not Path(python).is_file():
-        sys.exit(f"eval_identity: no recogniser venv at {python}: python -m venv /work/idvenv; "
-                 "/work/idvenv/bin/pip install dlib-bin face-recognition-models==0.3.0 numpy "
-                 "pillow; /work/idvenv/bin/pip install --no-deps face_recognition==1.3.0")
+        sys.exit(f"eval_identity: no recogniser venv at {python}: python -m venv .venv-identity; "
+                 ".venv-identity/bin/pip install -r .ci/identity-requirements.txt")
     payload = json.dumps([[str(p), b] for p, b in items])
     done = subprocess.run([python, "-c", WORKER], input=payload, capture_output=True, text=True)
     if done.returncode != 0:
@@ -157,12 +166,30 @@ def swap(entry_src: Entry, entry_tgt: Entry, strength: float | None) -> np.ndarr
     return swapper.process(packet).image
 
 
+def choose_pairs(entries: list[Entry], wanted: str | None) -> list[tuple[Entry, Entry]]:
+    """Every (source, target) of two different people, or the SOURCE:TARGET labels asked for."""
+    sources = [e for e in entries if e.label != "obama2"]
+    every = [(s, t) for s in sources for t in entries if s.person != t.person]
+    if wanted is None:
+        return every
+    by_name = {f"{s.label}:{t.label}": (s, t) for s, t in every}
+    names = [item.strip() for item in wanted.split(",")]
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        sys.exit(f"eval_identity: no pair {unknown[0]!r} of two people; faces: "
+                 f"{', '.join(e.label for e in entries)}")
+    return [by_name[n] for n in names]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--faces-dir", type=Path, default=REPO.parent / "shared" / "faces")
-    parser.add_argument("--recogniser-python", default="/work/idvenv/bin/python")
+    parser.add_argument("--recogniser-python", default=str(REPO / ".venv-identity" / "bin" / "python"))
     parser.add_argument("--strength", default=None,
                         help="comma-separated shape_strength values (default: the swapper's)")
+    parser.add_argument("--pairs", default=None,
+                        help="comma-separated SOURCE:TARGET face labels (default: every pair)")
+    parser.add_argument("--json", type=Path, default=None, help="write every pair's figures here")
     parser.add_argument("--save-dir", type=Path, default=None, help="keep the result crops here")
     parser.add_argument("-v", "--verbose", action="store_true", help="a table per strength")
     args = parser.parse_args()
@@ -172,14 +199,18 @@ def main() -> None:
     entries = load_entries(args.faces_dir)
     print(f"faces: {', '.join(e.label for e in entries)}")
     by_label = {e.label: e for e in entries}
-    sources = [e for e in entries if e.label != "obama2"]
-    pairs = [(s, t) for s in sources for t in entries if s.person != t.person]
+    pairs = choose_pairs(entries, args.pairs)
+    # Only the faces the pairs are judged against are encoded (obama2 judges obama's swaps).
+    used = {e.label for pair in pairs for e in pair}
+    if "obama" in used and "obama2" in by_label:
+        used.add("obama2")
+    refs_needed = [e for e in entries if e.label in used]
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.save_dir or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         items: list[tuple[Path, list[float]]] = []
-        for e in entries:
+        for e in refs_needed:
             crop, box = face_crop(e.image, e.face)
             path = folder / f"orig_{e.label.replace('#', '_')}.png"
             cv2.imwrite(str(path), crop)
@@ -193,7 +224,7 @@ def main() -> None:
                 items.append((path, box))
         codes = encode(args.recogniser_python, items)
 
-    refs = {e.label: codes[i] for i, e in enumerate(entries)}
+    refs = {e.label: codes[i] for i, e in enumerate(refs_needed)}
     missing = [label for label, c in refs.items() if c["enc"] is None]
     if missing:
         sys.exit(f"eval_identity: the recogniser found no face in {missing}")
@@ -202,36 +233,44 @@ def main() -> None:
         return float(np.linalg.norm(np.asarray(a["enc"]) - np.asarray(b["enc"])))
 
     summary = []
+    report = []
     first: list[float | None] = []  # transfer per pair at the first strength, to compare with
-    pos = len(entries)
+    pos = len(refs_needed)
     for strength in strengths:
         rows = []
         for s, t in pairs:
             res = codes[pos]
             pos += 1
-            if res["enc"] is None:
-                rows.append((s.label, t.label, None, None, False, False))
-                continue
             held_out = s.label == "obama" and "obama2" in by_label
-            d_src = dist(res, refs["obama2" if held_out else s.label])
-            d_tgt = dist(res, refs[t.label])
-            rows.append((s.label, t.label, d_src, d_tgt, held_out, res["detected"]))
+            ref = refs["obama2" if held_out else s.label]
+            d_before = dist(refs[t.label], ref)
+            if res["enc"] is None:
+                rows.append((s.label, t.label, None, None, d_before, held_out, False))
+                continue
+            rows.append((s.label, t.label, dist(res, ref), dist(res, refs[t.label]), d_before,
+                         held_out, res["detected"]))
         name = "default" if strength is None else f"{strength:g}"
+        report += [{"strength": strength, "source": sl, "target": tl, "d_source": ds,
+                    "d_target": dt, "d_before": db, "held_out": ho, "detected": det}
+                   for sl, tl, ds, dt, db, ho, det in rows]
         if args.verbose or len(strengths) == 1:
             print(f"\nshape_strength {name}")
-            print(f"{'source':<11} {'target':<11} {'d_source':>8} {'d_target':>8} {'transfer':>8}")
-            for sl, tl, ds, dt, ho, det in rows:
+            print(f"{'source':<11} {'target':<11} {'d_source':>8} {'d_target':>8} {'transfer':>8} "
+                  f"{'d_before':>8} {'gain':>6}")
+            for sl, tl, ds, dt, db, ho, det in rows:
                 if ds is None:
                     print(f"{sl:<11} {tl:<11} {'no face found by the recogniser':>26}")
                     continue
                 mark = "" if ho else "*"
                 hint = "" if det else "  (dlib did not detect it; box from livecam)"
-                print(f"{sl:<11} {tl:<11} {ds:7.3f}{mark:1} {dt:8.3f} {dt - ds:8.3f}{hint}")
+                print(f"{sl:<11} {tl:<11} {ds:7.3f}{mark:1} {dt:8.3f} {dt - ds:8.3f} {db:8.3f} "
+                      f"{db - ds:6.3f}{hint}")
         ok = [r for r in rows if r[2] is not None]
         med = (statistics.median(r[2] for r in ok), statistics.median(r[3] for r in ok),
                statistics.median(r[3] - r[2] for r in ok),
-               statistics.fmean(r[3] - r[2] for r in ok))
-        held = [r[3] - r[2] for r in ok if r[4]]
+               statistics.fmean(r[3] - r[2] for r in ok),
+               statistics.median(r[4] - r[2] for r in ok))
+        held = [r[3] - r[2] for r in ok if r[5]]
         transfer = [None if r[2] is None else r[3] - r[2] for r in rows]
         if not first:
             first = transfer
@@ -241,14 +280,19 @@ def main() -> None:
         summary.append((name, len(ok), len(rows), med,
                         statistics.median(held) if held else float("nan"),
                         sum(r[2] < SAME_PERSON for r in ok),
-                        sum(r[3] < SAME_PERSON for r in ok), better))
+                        sum(r[3] < SAME_PERSON for r in ok),
+                        sum(r[2] < r[4] for r in ok), better))
     print(f"\n{'strength':>8} {'pairs':>7} {'med d_src':>9} {'med d_tgt':>9} {'med transfer':>12} "
-          f"{'mean':>6} {'held-out':>8} {'d_src<0.6':>9} {'d_tgt<0.6':>9} {'better/worse':>12}")
-    for name, n, total, (ms, mt, mx, mean), ho, ns, nt, better in summary:
+          f"{'mean':>6} {'held-out':>8} {'d_src<0.6':>9} {'d_tgt<0.6':>9} {'med gain':>8} "
+          f"{'nearer':>6} {'better/worse':>12}")
+    for name, n, total, (ms, mt, mx, mean, mg), ho, ns, nt, nearer, better in summary:
         print(f"{name:>8} {n:>3}/{total:<3} {ms:9.3f} {mt:9.3f} {mx:12.3f} {mean:6.3f} {ho:8.3f} "
-              f"{ns:>9} {nt:>9} {better[0]:>6}/{better[1]:<5}")
+              f"{ns:>9} {nt:>9} {mg:8.3f} {nearer:>6} {better[0]:>6}/{better[1]:<5}")
     print("(held-out: median transfer of the obama.jpg swaps judged against obama2.jpg; "
+          "nearer: pairs whose result is nearer the source person than the untouched target; "
           "better/worse: pairs whose transfer is above/below the first strength's)")
+    if args.json is not None:
+        args.json.write_text(json.dumps({"pairs": report}, indent=1))
 
 
 if __name__ == "__main__":

@@ -346,19 +346,64 @@ def test_mouth_mask_is_cut_from_the_same_mask_and_combines(sessions, frame, size
     assert seen.sum() > 1_000 and np.array_equal(out[seen], plain[seen])
 
 
-@pytest.mark.parametrize("aux_heads", [False, True])
-def test_the_catalog_accepts_the_mask_standins_and_the_parser_reads_the_main_output(tmp_path, aux_heads):
+def test_the_catalog_takes_the_mask_standins_which_have_the_real_signatures(tmp_path):
     from livecam.models.catalog import CATALOG
     from livecam.models.store import signature_problem
 
     xseg = cpu_session(build_xseg(tmp_path / "xseg_1.onnx"))
-    parser = cpu_session(build_bisenet(tmp_path / "bisenet.onnx", aux_heads=aux_heads))
+    parser = cpu_session(build_bisenet(tmp_path / "bisenet.onnx"))
     assert signature_problem(CATALOG["xseg_1"], xseg.get_inputs(), xseg.get_outputs()) == ""
     assert signature_problem(CATALOG["bisenet_resnet_34"], parser.get_inputs(), parser.get_outputs()) == ""
     assert signature_problem(CATALOG["xseg_1"], parser.get_inputs(), parser.get_outputs()) != ""
-    crop = np.zeros((128, 128, 3), np.uint8)
-    regions = FaceParser(parser).regions(crop, ("skin",))
-    assert regions[:60].max() == 0.0 and regions[68:].min() == 1.0  # rows 64.. are skin in `output`
+    # The real parser has three outputs, the occluder one of each, with these names.
+    one_head = cpu_session(build_bisenet(tmp_path / "one_head.onnx", heads=("output",)))
+    assert "3 outputs" in signature_problem(CATALOG["bisenet_resnet_34"], one_head.get_inputs(), one_head.get_outputs())
+    renamed = cpu_session(build_xseg(tmp_path / "renamed.onnx", names=("in_face", "out_mask")))
+    assert signature_problem(CATALOG["xseg_1"], renamed.get_inputs(), renamed.get_outputs()) != ""
+
+
+@pytest.mark.parametrize("heads", [("output", "0", "1"), ("0", "1", "output"), ("logits",), ("logits", "aux")])
+def test_the_parser_reads_the_class_logits_whatever_the_order_of_its_outputs(tmp_path, heads):
+    # `output` by name wherever it is; in a re-export without that name, the first 19-class output.
+    parser = FaceParser(cpu_session(build_bisenet(tmp_path / "bisenet.onnx", heads=heads)))
+    regions = parser.regions(np.zeros((128, 128, 3), np.uint8), ("skin",))
+    assert regions[:60].max() == 0.0 and regions[68:].min() == 1.0  # rows 64.. are skin in the logits
+
+
+def test_the_occluder_reads_its_tensor_names_from_the_file(tmp_path, sessions):
+    crop = np.random.default_rng(5).integers(0, 256, (96, 96, 3), dtype=np.uint8)
+    real = Occluder(sessions["xseg"]).visible(crop)
+    renamed = Occluder(cpu_session(build_xseg(tmp_path / "renamed.onnx", names=("in_face", "out_mask"))))
+    assert np.array_equal(renamed.visible(crop), real)
+    assert real[:, :44].min() == 1.0 and real[:, 52:].max() == 0.0  # the left half is "face"
+
+
+def test_mask_models_that_answer_in_another_shape_are_a_model_error_not_a_traceback():
+    from types import SimpleNamespace
+
+    class Answers:  # a session whose signature fits but whose answer does not
+        def __init__(self, inputs, output, answer):
+            self._inputs, self._outputs, self._answer = inputs, [output], answer
+
+        def get_inputs(self):
+            return self._inputs
+
+        def get_outputs(self):
+            return self._outputs
+
+        def run(self, names, feeds):
+            return [self._answer]
+
+    crop = np.zeros((64, 64, 3), np.uint8)
+    xseg = Answers([SimpleNamespace(name="input", shape=[1, 256, 256, 3])],
+                   SimpleNamespace(name="output", shape=[1, 256, 256, 1]), np.zeros((1, 128, 128, 1), np.float32))
+    with pytest.raises(ModelError, match="occluder gave a \\[1, 128, 128, 1\\] mask"):
+        Occluder(xseg).visible(crop)
+    parser = Answers([SimpleNamespace(name="input", shape=["batch", 3, 512, 512])],
+                     SimpleNamespace(name="output", shape=["batch", "classes", 512, 512]),
+                     np.zeros((1, 18, 512, 512), np.float32))
+    with pytest.raises(ModelError, match="not 19 class logits"):
+        FaceParser(parser).labels(crop)
 
 
 def test_the_mask_models_time_is_its_own_stage_for_bench(sessions, frame):

@@ -210,8 +210,13 @@ def _build() -> Mapping[str, ModelSpec]:
             size=70_324_286, sha256="c4d1498b8a03b5fe2a3a5d2ef2a0402ab03bd51edaf5b2d8d5fb764702a97dd3",
             licence="GPL-3.0 (DeepFaceLab XSeg weights)",
             licence_url="https://github.com/iperov/DeepFaceLab/blob/master/LICENSE", needs_acceptance=True,
-            inputs=(TensorSpec(None, (None, 256, 256, 3)),),  # NHWC, BGR in [0, 1]
-            outputs=(TensorSpec(None, (None, 256, 256, 1)),),
+            # The file's graph has exactly one input `input` and one output `output`, float32:
+            # NHWC [1,256,256,3] BGR in [0, 1] -> [1,256,256,1], ending in a Sigmoid (checked
+            # against this SHA-256 by 006shido/Hackathena
+            # ml/experiments/reference_backend/torch_occlusion.py; FaceFusion feeds `input`).
+            # Whether the batch dimension is fixed or symbolic is not published: any is accepted.
+            inputs=(TensorSpec("input", (None, 256, 256, 3)),),
+            outputs=(TensorSpec("output", (None, 256, 256, 1)),),
             description="XSeg face occluder (--face-mask occlusion)",
         ),
         ModelSpec(
@@ -221,10 +226,15 @@ def _build() -> Mapping[str, ModelSpec]:
             size=93_632_546, sha256="4a0b8c958a3c938913bd06a8365dbb3c8761afba6ecbf0d14b3b1f77eb230c96",
             licence="MIT", licence_url="https://github.com/yakhyo/face-parsing/blob/main/LICENSE",
             needs_acceptance=False,
-            inputs=(TensorSpec(None, (None, 3, 512, 512)),),  # RGB, ImageNet mean/std
-            # CelebAMask-HQ class logits first; a BiSeNet export may keep its two auxiliary heads
-            # (same shape) as further outputs, which are not used.
-            outputs=(TensorSpec(None, (None, 19, 512, 512)),), extra_outputs=True,
+            # yakhyo/face-parsing's export (onnx_export.py: input_names ['input'], output_names
+            # ['output'], dynamic batch) of a BiSeNet whose forward returns three heads: input
+            # `input` float32 [batch,3,512,512] (RGB, ImageNet mean/std); outputs `output` (the
+            # CelebAMask-HQ class logits) and two auxiliary heads of the same shape, named `0` and
+            # `1` by Nodensss/faceswaps docs/MODEL_CARD.md §8.2, which pins this SHA-256 and runs
+            # only `output`. The auxiliary names are not checked (one source); the count is.
+            inputs=(TensorSpec("input", (None, 3, 512, 512)),),
+            outputs=(TensorSpec("output", (None, 19, 512, 512)), TensorSpec(None, (None, 19, 512, 512)),
+                     TensorSpec(None, (None, 19, 512, 512))),
             description="BiSeNet face parser, 19 classes (--face-mask region)",
         ),
         *_hyperswap_specs(),
