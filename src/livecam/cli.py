@@ -186,9 +186,9 @@ def _settings(ctx: click.Context) -> RuntimeSettings:
     return settings
 
 
-def _runtime(ctx: click.Context, providers: tuple[str, ...], threads: int) -> RuntimeSettings:
+def _runtime(ctx: click.Context, providers: tuple[str, ...], threads: int, explicit_threads: bool = False) -> RuntimeSettings:
     base: RuntimeSettings = ctx.obj
-    return RuntimeSettings(providers=providers or ("auto",), execution_threads=threads,
+    return RuntimeSettings(providers=providers or ("auto",), execution_threads=threads, explicit_threads=explicit_threads,
                            models_dir=base.models_dir, offline=base.offline, accept_license=base.accept_license,
                            unverified_models=base.unverified_models, verbose=base.verbose, quiet=base.quiet)
 
@@ -321,7 +321,8 @@ def _processing(ctx: click.Context, kw: dict[str, Any], *, smoothing_allowed: bo
     return ProcessingSettings(
         sources=tuple(kw.pop("sources")),
         frame_processors=tuple(dict.fromkeys(kw.pop("frame_processors"))) or registry.default_names(),
-        runtime=_runtime(ctx, tuple(p.lower() for p in kw.pop("providers")), kw.pop("execution_threads") or default_threads),
+        runtime=_runtime(ctx, tuple(p.lower() for p in kw.pop("providers")), kw.get("execution_threads") or default_threads,
+                         explicit_threads=kw.pop("execution_threads") is not None),
         analysis=AnalysisSettings(
             detector=kw.pop("detector"), det_size=int(kw.pop("det_size")), many_faces=kw.pop("many_faces"),
             reference=tuple(kw.pop("reference")), reference_distance=kw.pop("reference_distance"),

@@ -33,6 +33,12 @@ class RuntimeSettings:
     unverified_models: bool = False  # accept models whose hash differs (replicas for benchmarks)
     verbose: int = 0
     quiet: bool = False
+    # Lanes (runtime/lanes.py): None = on the providers in providers.LANE_PROVIDERS (CUDA,
+    # TensorRT), the shared session pool elsewhere; True forces them (tests and the GPU script's
+    # CPU smoke run), False keeps the shared pool.
+    lanes: bool | None = None
+    cuda_graphs: bool = True  # in lanes, on sessions whose input shapes are fixed
+    explicit_threads: bool = False  # --execution-threads was given (lanes: it sets their number)
 
 
 @dataclass(frozen=True)

@@ -122,6 +122,12 @@ class RecordingEngine(ForwardingEngine):
             self.records.append(packet.timings)
             self.faces.append(len(packet.faces))
 
+    def for_lane(self, lane: Engine) -> "RecordingEngine":
+        """A recorder of `lane` (Engine.lanes()) that keeps its records with this one's."""
+        other = RecordingEngine(lane)
+        other.records, other.faces, other._lock = self.records, self.faces, self._lock
+        return other
+
 
 # ----------------------------------------------------------------------------- statistics
 
@@ -331,6 +337,8 @@ def run_video_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None
             info = reader.info
             warm = [f.image for f in islice(frames, WARMUP_FRAMES)]
             _warm_up(engine, warm, live=False)
+            for lane in engine.lanes():  # their sessions, buffers and CUDA graphs come first
+                _warm_up(lane, warm, live=False)
 
             def timed(it: Iterable[Any]) -> Iterator[Any]:
                 it = iter(it)
@@ -351,8 +359,9 @@ def run_video_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None
                 writer.write(packet.image, packet_time(packet))
                 encode.append((time.perf_counter() - t0) * 1000.0)
 
-            workers = job.processing.runtime.execution_threads
             recording = RecordingEngine(engine)
+            lanes = [recording.for_lane(lane) for lane in engine.lanes()]
+            workers = len(lanes) or job.processing.runtime.execution_threads
             in_flight = frames_in_flight(info.width * info.height * 3, workers, None)
             # --watermark: the cadence of `livecam video` (runs of frames twice a second)
             marker = timed_marker(open_watermarker(job.processing.runtime, engine.providers, workers).video_marker(
@@ -360,7 +369,7 @@ def run_video_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None
             cpu0 = cpu_seconds()
             try:
                 stats = run_frames(timed(frames), write, recording, workers=workers, label=True,
-                                   max_in_flight=in_flight, watermark=marker)
+                                   max_in_flight=in_flight, watermark=marker, lanes=lanes)
             except BaseException:
                 writer.abort()  # the temporary folder goes with the file
                 raise

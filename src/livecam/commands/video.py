@@ -60,6 +60,8 @@ def create_engine(job: VideoJob) -> FileEngine:
 
 
 def run_video(job: VideoJob) -> None:
+    from livecam.pipeline.engine import lanes_of
+
     job = replace(job, encoder=resolve_encoder(job.encoder, job.output))
     check_job(job)
     engine = create_engine(job)
@@ -71,7 +73,8 @@ def run_video(job: VideoJob) -> None:
     with stop_signals():
         try:
             result = process_video(job, engine, quiet=quiet, on_warm=cap.apply, watermark=marker,
-                                   sign=(lambda temp: signing.sign_file(temp, job.output)) if signing else None)
+                                   sign=(lambda temp: signing.sign_file(temp, job.output)) if signing else None,
+                                   lanes=lanes_of(engine))
         except MemoryError as exc:
             raise LivecamError(f"ran out of memory (--max-memory {job.max_memory_gb} GB); raise the limit or "
                                "use fewer --execution-threads") from exc

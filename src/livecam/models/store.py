@@ -168,9 +168,14 @@ class ModelStore:
         """path() + the shared session + the signature check, all before any frame is processed."""
         from livecam.runtime.sessions import get_session
 
+        from livecam.runtime.providers import model_tuning
+
         path = self.path(name)
+        spec = self.spec(name)
+        tuned = providers.tuned(model_tuning([(t.name, t.shape) for t in spec.inputs], providers,
+                                             cuda_graphs=self.settings.cuda_graphs))
         try:
-            session = get_session(path, providers, intra_op_threads)
+            session = get_session(path, tuned, intra_op_threads)
         except ModelError as exc:
             cause = exc.__cause__
             reason = str(cause).splitlines()[0][:160] if cause is not None and str(cause) else "unreadable"

@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from livecam.errors import ModelError, ProviderError, ProviderStartError
+from livecam.runtime.binding import BoundSession
 from livecam.runtime.capture import captured_output
 from livecam.runtime.providers import (PROVIDER_NAMES, ProviderChoice, preload_gpu_libraries, resolve_providers,
                                       start_failure)
@@ -45,7 +46,8 @@ def cpu_threads_per_session(workers: int) -> int:
 
 
 def get_session(model_path: Path | str, providers: ProviderChoice, intra_op_threads: int = 0) -> Any:
-    """Return the shared session for this model and provider set, creating it on first use."""
+    """Return the session for this model and provider set, creating it on first use: shared by
+    every thread, or with `providers.lane` set, that lane's own BoundSession."""
     key = (str(Path(model_path).resolve()), providers, intra_op_threads)
     with _POOL_LOCK:
         session = _POOL.get(key)
@@ -58,9 +60,17 @@ def get_session(model_path: Path | str, providers: ProviderChoice, intra_op_thre
             session = _POOL.get(key)
         if session is None:
             session = _create(Path(model_path), providers, intra_op_threads)
+            if providers.lane is not None:  # a lane's own session: buffers bound once (runtime/binding.py)
+                graphs = any(o.get("enable_cuda_graph") == "1" or o.get("trt_cuda_graph_enable") == "True"
+                             for o in providers.as_ort_args()[1])
+                session = BoundSession(session, providers.device, _device_id(providers), graphs=graphs)
             with _POOL_LOCK:
                 _POOL[key] = session
         return session
+
+
+def _device_id(providers: ProviderChoice) -> int:
+    return int(dict(providers.ort_providers[0][1]).get("device_id", "0"))
 
 
 def clear_pool() -> None:
@@ -88,9 +98,20 @@ def _create(model_path: Path, providers: ProviderChoice, intra_op_threads: int) 
 
     def new_session() -> Any:
         try:
-            return ort.InferenceSession(
-                str(model_path), sess_options=options, providers=names, provider_options=provider_opts
-            )
+            try:
+                return ort.InferenceSession(
+                    str(model_path), sess_options=options, providers=names, provider_options=provider_opts
+                )
+            except Exception as exc:
+                plain = _without_cuda_graph(provider_opts)
+                if plain == provider_opts:
+                    raise
+                # A CUDA graph needs every node on the GPU; a model with a CPU node is run
+                # without one rather than refused.
+                log.debug("%s: no CUDA graph (%s)", model_path.name, str(exc).splitlines()[0][:200] if str(exc) else exc)
+                return ort.InferenceSession(
+                    str(model_path), sess_options=options, providers=names, provider_options=plain
+                )
         except Exception as exc:  # ORT raises its own exception types for bad files
             first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
             if providers.primary == "cpu":
@@ -124,6 +145,11 @@ def _create(model_path: Path, providers: ProviderChoice, intra_op_threads: int) 
             f"{model_path.name} ({cause}); {fix}, or pass --execution-provider cpu",
             provider=providers.primary, cause=cause, fix=fix)
     return session
+
+
+def _without_cuda_graph(provider_opts: list[dict[str, str]]) -> list[dict[str, str]]:
+    return [{k: v for k, v in opts.items() if k not in ("enable_cuda_graph", "trt_cuda_graph_enable")}
+            for opts in provider_opts]
 
 
 def _make_cache_folders(provider_opts: Sequence[Mapping[str, str]]) -> None:
