@@ -26,6 +26,7 @@ their in-flight slots, so the memory bound is unchanged.
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
@@ -235,7 +236,7 @@ class FilePipeline:
             self.stages.start("livecam-decode", self._decode)
             for i in range(self.workers):
                 lane = self.lanes[i] if self.lanes else self.engine
-                self.stages.start(f"livecam-{'lane' if self.lanes else 'worker'}-{i}", lambda e=lane: self._work(e))
+                self.stages.start(f"livecam-{'lane' if self.lanes else 'worker'}-{i}", functools.partial(self._work, lane))
             self.stages.wait(self.stages.start("livecam-encode", self._encode))
         except KeyboardInterrupt:
             self.stats.interrupted = True

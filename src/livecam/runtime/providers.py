@@ -202,7 +202,7 @@ def profile_for(inputs: Sequence[tuple[str | None, Sequence[int | None] | None]]
     None = dynamic): the first dimension ranges over PROFILE_BATCH, later ones over PROFILE_SIDE.
     Inputs that are fixed need no profile; an unnamed or unknown-rank dynamic input makes the
     whole profile empty (TensorRT then picks shapes as they come)."""
-    profile = []
+    profile: list[tuple[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]] = []
     for input_name, shape in inputs:
         if shape is not None and all(d is not None for d in shape):
             continue
@@ -210,8 +210,9 @@ def profile_for(inputs: Sequence[tuple[str | None, Sequence[int | None] | None]]
             return ()
         ranges = [(d, d, d) if d is not None else (PROFILE_BATCH if i == 0 else PROFILE_SIDE)
                   for i, d in enumerate(shape)]
-        profile.append((input_name, tuple(tuple(r[k] for r in ranges) for k in range(3))))
-    return tuple(profile)  # type: ignore[return-value]
+        low, opt, high = (tuple(r[k] for r in ranges) for k in range(3))
+        profile.append((input_name, (low, opt, high)))
+    return tuple(profile)
 
 
 def model_tuning(inputs: Sequence[tuple[str | None, Sequence[int | None] | None]], providers: ProviderChoice,
