@@ -150,7 +150,7 @@ def preflight(provider: str) -> dict[str, Any]:
     opts.log_severity_level = 3
     with redirect_stdout(io.StringIO()) as said:  # ORT prints its fallback on stdout
         try:
-            session = ort.InferenceSession(tiny_model(), opts, providers=[wanted, "CPUExecutionProvider"])
+            session = ort.InferenceSession(tiny_model(), opts, providers=list(dict.fromkeys([wanted, "CPUExecutionProvider"])))
         except Exception as exc:  # noqa: BLE001
             fail(f"a one-node session on {wanted} failed: {str(exc).splitlines()[0][:200]}")
     got = session.get_providers()
