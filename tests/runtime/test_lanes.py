@@ -133,3 +133,40 @@ def test_lanes_give_the_shared_paths_pixels_in_order(tmp_path: Path, faces_dir: 
     for want, have, original in zip(expected, got, frames):
         assert not np.array_equal(have.image, original)  # swapped
         assert np.array_equal(want.image, have.image)
+
+
+def test_live_pipeline_process_workers_are_the_lanes(tmp_path: Path, faces_dir: Path, standin_models: Path) -> None:
+    """`livecam run`: analysis on the run's engine, process worker i on lane i; every frame out
+    in order with the shared path's pixels."""
+    from livecam.pipeline.live import LiveRun, run_live_pipeline
+    from livecam.settings import LiveJob
+    from tests.doubles import MemorySink, SyntheticSource
+
+    source = small(faces_dir, "biden.jpg", tmp_path)
+    photo = clip(faces_dir, tmp_path, n=1)[0]
+
+    def live(lanes: bool) -> list[np.ndarray]:
+        processing = settings(standin_models, source, lanes=lanes)
+        engine = Engine.create(processing, live=True, progress=False)
+        used: list[int] = []
+        lane_engines = engine.lanes()
+        for k, lane in enumerate(lane_engines):
+            original = lane.process
+
+            def counted(packet: FramePacket, k: int = k, original: Any = original) -> None:
+                used.append(k)
+                original(packet)
+
+            lane.process = counted  # type: ignore[method-assign]
+        run = LiveRun(LiveJob(processing=processing, realtime=False, output="none", label=False, degrade=False),
+                      lanes=lane_engines, handle_signals=False)
+        assert run.workers == 3
+        sink = MemorySink()
+        frames = SyntheticSource(photo.shape[1], photo.shape[0], frames=6, live=False, realtime=False, image=photo)
+        run_live_pipeline(engine, frames, sink, run)
+        assert bool(used) == lanes and set(used) <= {0, 1, 2}
+        return [f for f in sink.frames]
+
+    shared, laned = live(False), live(True)
+    assert len(shared) == len(laned) == 6
+    assert all(np.array_equal(a, b) for a, b in zip(shared, laned))

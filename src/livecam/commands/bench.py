@@ -268,6 +268,9 @@ def run_live_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None 
         fps = clip.fps
     recording = RecordingEngine(engine)
     _warm_up(engine, warm, live=True)
+    lanes = [recording.for_lane(lane) for lane in engine.lanes()]
+    for lane in lanes:  # their sessions, buffers and CUDA graphs come first
+        _warm_up(lane, warm, live=False)
     marks: list[float] = []
     # --watermark: as `run --output virtual-camera --watermark` marks (single frames twice a
     # second, on the marking thread)
@@ -275,7 +278,7 @@ def run_live_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None 
                           marks) if job.watermark else None
     # The governor stays off: the configured pipeline is what gets measured, not a degraded one.
     options = LiveRun(LiveJob(processing=job.processing, max_frames=job.frames, degrade=False, label=False),
-                      watermark=marker)
+                      watermark=marker, lanes=lanes)
     cpu0 = cpu_seconds()
     try:
         result = run_live_pipeline(recording, TimedSource(images, "bench clip", fps, capture),
