@@ -624,7 +624,7 @@ def reference_runs(models: Path, provider: str, swap_model: str, photo: Path, si
 
 
 def live_runs(models: Path, provider: str, swap_model: str, photo: Path, size: tuple[int, int], frames: int,
-              deadline: float, log: Callable[[str], None]) -> dict[str, Any]:
+              deadline: float, log: Callable[[str], None], lanes: bool | None = None) -> dict[str, Any]:
     import cv2
 
     from livecam.commands.bench import GeneratedClip, TimedSource, _warm_up, run_live_bench
@@ -633,9 +633,12 @@ def live_runs(models: Path, provider: str, swap_model: str, photo: Path, size: t
     from livecam.pipeline.live import LiveRun, run_live_pipeline
     from livecam.settings import BenchJob, LiveJob
 
-    settings = livecam_settings(models, provider, swap_model, False, photo, 1, None, None)
+    settings = livecam_settings(models, provider, swap_model, False, photo, 1, lanes, None)
+    settings = replace(settings, runtime=replace(settings.runtime, explicit_threads=False))  # lanes: the default K
     engine = Engine.create(settings, live=True, progress=False)
-    out: dict[str, Any] = {"frames": frames, "resolution": f"{size[0]}x{size[1]}", "workers": 1}
+    lane_engines = engine.lanes()
+    out: dict[str, Any] = {"frames": frames, "resolution": f"{size[0]}x{size[1]}",
+                           "process_workers": len(lane_engines) or 1, "lanes": bool(lane_engines)}
     res = run_live_bench(BenchJob(processing=settings, mode="live", frames=frames, resolution=size, json=True), engine)
     out["unpaced"] = res
     log(f"live unpaced: p50 {res['latency_ms_p50']} p95 {res['latency_ms_p95']} ms, {res['fps']} FPS")
@@ -644,6 +647,8 @@ def live_runs(models: Path, provider: str, swap_model: str, photo: Path, size: t
         return out
     clip = GeneratedClip(cv2.imread(str(photo)), size, frames)
     _warm_up(engine, [clip.image(i) for i in range(3)], live=True)
+    for lane in lane_engines:
+        _warm_up(lane, [clip.image(i) for i in range(3)], live=False)
 
     def paced(fps: float = 30.0) -> Any:
         t0 = time.perf_counter()
@@ -654,7 +659,7 @@ def live_runs(models: Path, provider: str, swap_model: str, photo: Path, size: t
             yield clip.image(i)
 
     options = LiveRun(LiveJob(processing=settings, max_frames=frames, degrade=False, label=False),
-                      handle_signals=False)
+                      handle_signals=False, lanes=lane_engines)
     result = run_live_pipeline(engine, TimedSource(paced(), "paced clip", 30.0, []), NullSink(), options)
     s = result.summary
     out["paced_30fps"] = {k: s.get(k) for k in ("frames", "fps", "dropped", "latency_ms_p50", "latency_ms_p95")}
@@ -991,7 +996,8 @@ def main(argv: list[str] | None = None) -> int:
                                                 args.frames, size, args.threads, args.lanes, d, log))
     part("reference", 60, lambda d: reference_runs(work, args.provider, swap_model, photo, size,
                                                    args.reference_frames, d, log))
-    part("live", 40, lambda d: live_runs(work, args.provider, swap_model, photo, size, args.live_frames, d, log))
+    part("live", 40, lambda d: live_runs(work, args.provider, swap_model, photo, size, args.live_frames, d, log,
+                                         lanes=True if smoke else None))
     if swap_model in files:
         part("overlap", 30, lambda d: overlap(files[swap_model], args.provider, 5 if smoke else 50, d))
     if gpu:
