@@ -211,6 +211,8 @@ def headline(data: dict[str, Any]) -> dict[str, Any]:
         "video_swap_fps": _fps(video, "swap", default), "video_enhance_fps": _fps(video, "enhance", default),
         "video_swap_fps_shared_pool": _fps(video, "swap", "shared"),
         "video_enhance_fps_shared_pool": _fps(video, "enhance", "shared"),
+        "video_swap_fps_cuda_graphs": _fps(video, "swap", "lanes_cuda_graphs"),
+        "video_enhance_fps_cuda_graphs": _fps(video, "enhance", "lanes_cuda_graphs"),
         "live_p50_ms": (live.get("paced_30fps") or {}).get("latency_ms_p50"),
         "live_p95_ms": (live.get("paced_30fps") or {}).get("latency_ms_p95"),
         "live_unpaced_p50_ms": (live.get("unpaced") or {}).get("latency_ms_p50"),
@@ -242,7 +244,8 @@ def format_table(data: dict[str, Any]) -> str:
         value = head.get(key)
         met = None if value is None else (value >= goal if op == ">=" else value <= goal)
         lines.append(f"| {key} | {value} | {op} {goal:g} | {'-' if met is None else 'yes' if met else 'no'} |")
-    for key in ("video_swap_fps_shared_pool", "video_enhance_fps_shared_pool", "reference_swap_fps",
+    for key in ("video_swap_fps_shared_pool", "video_enhance_fps_shared_pool", "video_swap_fps_cuda_graphs",
+                "video_enhance_fps_cuda_graphs", "reference_swap_fps",
                 "reference_enhance_fps", "live_unpaced_p50_ms", "live_unpaced_p95_ms"):
         lines.append(f"| {key} | {head.get(key)} | | |")
     lat = data.get("latency") or {}
@@ -540,13 +543,14 @@ def pre_post(provider: str, reps: int, deadline: float) -> dict[str, Any]:
 
 
 def livecam_settings(models: Path, provider: str, swap_model: str, enhance: bool, source: Path, threads: int,
-                     lanes: bool | None, enhancer: str | None) -> Any:
+                     lanes: bool | None, enhancer: str | None, cuda_graphs: bool = False) -> Any:
     import bench_baseline as bb
 
     settings = bb.livecam_settings(models, provider, swap_model, enhance, source, threads)
     if enhance and enhancer is not None:
         settings = replace(settings, frame_processors=(settings.frame_processors[0], enhancer))
-    return replace(settings, runtime=replace(settings.runtime, lanes=lanes, explicit_threads=True))
+    return replace(settings, runtime=replace(settings.runtime, lanes=lanes, explicit_threads=True,
+                                             cuda_graphs=cuda_graphs))
 
 
 def encoded_clip(work: Path, photo: Path, size: tuple[int, int], frames: int, settings: Any) -> Path:
@@ -582,17 +586,25 @@ def video_runs(models: Path, provider: str, swap_model: str, enhancer: str | Non
             out[kind] = {"skipped": "no enhancer processor in the registry"}
             continue
         out[kind] = {}
-        for variant, lanes, workers in (("shared", False, threads), ("lanes", True, lanes_k)):
+        # run_video_bench warms every lane in turn before the run: CUDA graphs are captured there,
+        # one lane at a time (a capture while another lane copies fails).
+        for variant, lanes, workers, graphs in (("shared", False, threads, False), ("lanes", True, lanes_k, False),
+                                                ("lanes_cuda_graphs", True, lanes_k, True)):
             if time.perf_counter() > deadline:
                 out[kind][variant] = {"skipped": "deadline"}
                 continue
-            settings = livecam_settings(models, provider, swap_model, enhance, photo, workers, lanes, enhancer)
+            settings = livecam_settings(models, provider, swap_model, enhance, photo, workers, lanes, enhancer, graphs)
             t0 = time.perf_counter()
-            engine = Engine.create(settings, live=False, progress=False)
-            engine.lanes()
-            build_s = time.perf_counter() - t0
-            res = run_video_bench(BenchJob(processing=settings, mode="video", input=clip, frames=frames,
-                                           resolution=size, json=True), engine)
+            try:
+                engine = Engine.create(settings, live=False, progress=False)
+                engine.lanes()
+                build_s = time.perf_counter() - t0
+                res = run_video_bench(BenchJob(processing=settings, mode="video", input=clip, frames=frames,
+                                               resolution=size, json=True), engine)
+            except Exception as exc:  # noqa: BLE001 - one variant failing leaves the others
+                out[kind][variant] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"}
+                log(f"video {kind} {variant}: {out[kind][variant]['error']}")
+                continue
             res["engine_build_s"] = round(build_s, 1)
             res["engine"] = engine.describe()
             out[kind][variant] = res
