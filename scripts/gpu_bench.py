@@ -505,7 +505,7 @@ def latency_matrix(files: dict[str, Path], provider: str, reps: int, deadline: f
 # ----------------------------------------------------------------------------- part 3: pre/post graphs
 
 
-def pre_post(provider: str, reps: int, deadline: float) -> dict[str, Any]:
+def pre_post(provider: str, reps: int, deadline: float, det_path: Path | None = None) -> dict[str, Any]:
     """The frame's preprocessing on the device (uint8 up) against numpy + the float blob up."""
     import cv2
 
@@ -533,6 +533,20 @@ def pre_post(provider: str, reps: int, deadline: float) -> dict[str, Any]:
     inverse = invert(matrix).astype(np.float32)
     out["swap_crop_graph"] = median_ms(lambda: crop.run(None, {"image": frame, "inverse": inverse}), reps, deadline)
     out["swap_crop_numpy"] = median_ms(lambda: to_blob([warp_crop(frame, matrix, 128)], 1 / 255.0), reps, deadline)
+    if det_path is not None:  # the detector with its letterbox joined: uint8 up, its heads back
+        import onnx
+
+        from livecam.runtime.graphs import with_preprocessing
+
+        model = onnx.load(str(det_path))
+        joined = with_preprocessing(letterbox_graph(640, 1 / 128.0, -127.5 / 128.0, opset=model.opset_import[0].version),
+                                    model, "input.1")
+        det_joined = BoundSession(session_of(joined, choice), device)
+        det_plain = BoundSession(ort_session(det_path, choice), device)
+        out["detector_uint8_joined"] = median_ms(
+            lambda: det_joined.run(None, {"pre_image": frame, "pre_resized": sizes}), reps, deadline)
+        out["detector_numpy_letterbox_then_float_blob"] = median_ms(
+            lambda: det_plain.run(None, {"input.1": numpy_letterbox()}), reps, deadline)
     post = BoundSession(session_of(output_graph(512, 127.5, 127.5, rounded=True), choice), device)
     restored = np.random.default_rng(1).uniform(-1, 1, (1, 3, 512, 512)).astype(np.float32)
     out["enhancer_output_graph"] = median_ms(lambda: post.run(None, {"output": restored}), reps, deadline)
@@ -1000,7 +1014,7 @@ def main(argv: list[str] | None = None) -> int:
     photo = source_photo(work)
 
     part("latency", 60, lambda d: latency_matrix(files, args.provider, args.reps, d, log))
-    part("pre_post", 15, lambda d: pre_post(args.provider, args.reps, d))
+    part("pre_post", 20, lambda d: pre_post(args.provider, args.reps, d, files.get("det_10g")))
     clip_settings = livecam_settings(work, args.provider, swap_model, False, photo, 1, None, None)
     clip = part("clip", 60, lambda d: str(encoded_clip(work, photo, size, args.frames + 8, clip_settings)))
     if clip:

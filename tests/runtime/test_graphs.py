@@ -114,3 +114,24 @@ def test_output_graphs_are_the_swappers_and_the_enhancers_conversions() -> None:
     want = cv2.merge([u8[1024:], u8[512:1024], u8[:512]])
     (got,) = session_of(output_graph(512, 127.5, 127.5, rounded=True)).run(None, {"output": restored})
     assert np.abs(got.astype(int) - want).max() <= 1 and (got == want).mean() > 0.99
+
+
+def test_the_letterbox_joined_to_the_detector_takes_uint8_and_gives_its_outputs(tmp_path: Path, faces_dir: Path) -> None:
+    """with_preprocessing: one session, uint8 frame in (what crosses the bus on a GPU), the
+    detector's own outputs out, as from the numpy letterbox (to the one-level rounding)."""
+    import onnx
+
+    from livecam.runtime.graphs import with_preprocessing
+
+    path = build_scrfd(tmp_path / "det.onnx")
+    model = onnx.load(str(path))
+    pre = letterbox_graph(640, 1.0 / INPUT_STD, -INPUT_MEAN / INPUT_STD, opset=model.opset_import[0].version)
+    joined = session_of(with_preprocessing(pre, model, "input.1"))
+    plain = cpu_session(path)
+    assert [i.name for i in joined.get_inputs()] == ["pre_image", "pre_resized"]
+    assert [o.name for o in joined.get_outputs()] == [o.name for o in plain.get_outputs()]
+    image = photo(faces_dir, (1280, 720))
+    blob, _ = ScrfdDetector(plain, det_size=640)._letterbox(image)
+    want = plain.run(None, {"input.1": blob})
+    got = joined.run(None, {"pre_image": image, "pre_resized": np.array([360, 640], np.int64)})
+    assert all(np.allclose(g, w, atol=0.05) for g, w in zip(got, want))

@@ -25,11 +25,12 @@ import numpy as np
 OPSET = 17  # GridSample needs 16
 
 
-def _model(nodes: list[Any], inputs: list[Any], outputs: list[Any], inits: list[Any], name: str) -> Any:
+def _model(nodes: list[Any], inputs: list[Any], outputs: list[Any], inits: list[Any], name: str,
+           opset: int = OPSET) -> Any:
     from onnx import checker, helper
 
     graph = helper.make_graph(nodes, name, inputs, outputs, initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="livecam")
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="livecam")
     model.ir_version = 8
     checker.check_model(model)
     return model
@@ -77,11 +78,12 @@ def blob_graph(scale: float, offset: float = 0.0) -> Any:
                   inits + consts, "livecam_blob")
 
 
-def letterbox_graph(size: int, scale: float, offset: float) -> Any:
+def letterbox_graph(size: int, scale: float, offset: float, opset: int = OPSET) -> Any:
     """image uint8 [H, W, 3] BGR and resized int64 [2] (new_h, new_w) -> blob float32
     [1, 3, size, size] RGB: the frame resized to new_h x new_w (bilinear, rounded to whole
     levels as cv2.resize's uint8 result is) in the top-left corner, zeros elsewhere, then
-    x * scale + offset."""
+    x * scale + offset. `opset` (11 and later): the detector's own, so that the two can be joined
+    into one model (`with_preprocessing`)."""
     from onnx import TensorProto, helper
 
     nodes, inits, rgb = _bgr_to_rgb_nchw("image")
@@ -101,7 +103,7 @@ def letterbox_graph(size: int, scale: float, offset: float) -> Any:
                   [helper.make_tensor_value_info("image", TensorProto.UINT8, ["H", "W", 3]),
                    helper.make_tensor_value_info("resized", TensorProto.INT64, [2])],
                   [helper.make_tensor_value_info("blob", TensorProto.FLOAT, [1, 3, size, size])],
-                  inits + consts, "livecam_letterbox")
+                  inits + consts, "livecam_letterbox", opset)
 
 
 def warp_crop_graph(size: int, scale: float, offset: float, *, replicate: bool = False) -> Any:
@@ -164,6 +166,15 @@ def output_graph(size: int, scale: float, offset: float, *, rounded: bool) -> An
     return _model(nodes, [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, size, size])],
                   [helper.make_tensor_value_info("crop", TensorProto.UINT8, [size, size, 3])],
                   inits, "livecam_output")
+
+
+def with_preprocessing(pre: Any, model: Any, connect: str) -> Any:
+    """One model: `pre`'s output `blob` feeds `model`'s input `connect`, so the pair takes what
+    `pre` takes (uint8 pixels) and gives what `model` gives; `pre`'s names are prefixed."""
+    from onnx import compose
+
+    pre.ir_version = model.ir_version
+    return compose.merge_models(pre, model, io_map=[("blob", connect)], prefix1="pre_")
 
 
 def session_of(model: Any, providers: Any = None) -> Any:
