@@ -166,9 +166,8 @@ class ModelStore:
 
     def open_session(self, name: str, providers: Any, intra_op_threads: int = 0) -> Any:
         """path() + the shared session + the signature check, all before any frame is processed."""
-        from livecam.runtime.sessions import get_session
-
         from livecam.runtime.providers import model_tuning
+        from livecam.runtime.sessions import get_session
 
         path = self.path(name)
         spec = self.spec(name)

@@ -61,12 +61,18 @@ def get_session(model_path: Path | str, providers: ProviderChoice, intra_op_thre
         if session is None:
             session = _create(Path(model_path), providers, intra_op_threads)
             if providers.lane is not None:  # a lane's own session: buffers bound once (runtime/binding.py)
-                graphs = any(o.get("enable_cuda_graph") == "1" or o.get("trt_cuda_graph_enable") == "True"
-                             for o in providers.as_ort_args()[1])
-                session = BoundSession(session, providers.device, _device_id(providers), graphs=graphs)
+                session = BoundSession(session, providers.device, _device_id(providers), graphs=_captures_graphs(session))
             with _POOL_LOCK:
                 _POOL[key] = session
         return session
+
+
+def _captures_graphs(session: Any) -> bool:
+    """Whether the session was created with CUDA graphs (the options as ORT applied them: a
+    model that could not have one was created without, see _create)."""
+    applied = session.get_provider_options()
+    return (applied.get("CUDAExecutionProvider", {}).get("enable_cuda_graph") == "1"
+            or applied.get("TensorrtExecutionProvider", {}).get("trt_cuda_graph_enable") in ("1", "True"))
 
 
 def _device_id(providers: ProviderChoice) -> int:
