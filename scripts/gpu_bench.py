@@ -290,7 +290,10 @@ def choice_for(provider: str) -> Any:
 
 
 def ort_session(path: Path, choice: Any, override: dict[str, str] | None = None,
-                session_config: dict[str, str] | None = None) -> Any:
+                session_config: dict[str, str] | None = None, without_cpu: bool = False) -> Any:
+    """A plain session on `choice` (livecam's provider options), `override` merged into the first
+    provider's; `without_cpu` leaves the CPU provider out (ORT refuses disable_cpu_ep_fallback
+    beside an explicit CPU provider)."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -300,6 +303,9 @@ def ort_session(path: Path, choice: Any, override: dict[str, str] | None = None,
     names, options = choice.as_ort_args()
     if override:
         options = [{**options[0], **override}, *options[1:]]
+    if without_cpu:
+        kept = [i for i, n in enumerate(names) if n != "CPUExecutionProvider"]
+        names, options = [names[i] for i in kept], [options[i] for i in kept]
     return ort.InferenceSession(str(path), opts, providers=names, provider_options=options)
 
 
@@ -436,14 +442,16 @@ def fp16_copy(work: Path, name: str) -> Path:
 
 
 def latency_matrix(files: dict[str, Path], provider: str, reps: int, deadline: float,
-                   log: Callable[[str], None]) -> dict[str, Any]:
+                   log: Callable[[str], None], gpu_paths: bool = False) -> dict[str, Any]:
+    """Per model and variant, median ms; `gpu_paths` runs the GPU-only variants on any provider
+    (the CPU smoke run: ORT's CPU provider ignores CUDA options, so the code paths are checked)."""
     from livecam.models.catalog import CATALOG
     from livecam.runtime.binding import BoundSession
     from livecam.runtime.providers import SessionTuning
 
     choice = choice_for(provider)
-    gpu = provider in ("cuda", "tensorrt")
-    device = "cuda" if gpu else "cpu"
+    device = "cuda" if provider in ("cuda", "tensorrt") else "cpu"
+    gpu = gpu_paths or device == "cuda"
     table: dict[str, Any] = {}
     for name, path in files.items():
         if time.perf_counter() > deadline:
@@ -454,9 +462,9 @@ def latency_matrix(files: dict[str, Path], provider: str, reps: int, deadline: f
         table[name] = row
         base = CATALOG.get(name.removesuffix("_fp16w"))
         fixed = base is not None and all(s.shape is not None and all(d is not None for d in s.shape) for s in base.inputs)
-        if gpu:  # does every node sit on the GPU? (ORT refuses the session otherwise)
+        if device == "cuda":  # does every node sit on the GPU? (ORT refuses the session otherwise)
             try:
-                ort_session(path, choice, session_config={"session.disable_cpu_ep_fallback": "1"})
+                ort_session(path, choice, session_config={"session.disable_cpu_ep_fallback": "1"}, without_cpu=True)
                 row["all_nodes_on_gpu"] = True
             except Exception as exc:  # noqa: BLE001
                 row["all_nodes_on_gpu"] = f"no: {str(exc).splitlines()[0][:200]}"
@@ -815,11 +823,15 @@ def trt_child(files: dict[str, str]) -> int:
     from livecam.models.catalog import CATALOG
     from livecam.runtime.providers import model_tuning
 
-    if hasattr(ort, "preload_dlls"):
-        with redirect_stdout(io.StringIO()):
-            ort.preload_dlls()
-    choice = choice_for("tensorrt")
     result: dict[str, Any] = {}
+    try:
+        if hasattr(ort, "preload_dlls"):
+            with redirect_stdout(io.StringIO()):
+                ort.preload_dlls()
+        choice = choice_for("tensorrt")
+    except Exception as exc:  # noqa: BLE001 - one JSON line whatever happens
+        print(json.dumps({"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}), flush=True)
+        return 0
     for name, path in files.items():
         try:
             spec = CATALOG.get(name)
@@ -1013,7 +1025,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"missing replicas {sorted(needed - set(files))}: the livecam parts cannot run")
     photo = source_photo(work)
 
-    part("latency", 60, lambda d: latency_matrix(files, args.provider, args.reps, d, log))
+    part("latency", 60, lambda d: latency_matrix(files, args.provider, args.reps, d, log, gpu_paths=smoke))
     part("pre_post", 20, lambda d: pre_post(args.provider, args.reps, d, files.get("det_10g")))
     clip_settings = livecam_settings(work, args.provider, swap_model, False, photo, 1, None, None)
     clip = part("clip", 60, lambda d: str(encoded_clip(work, photo, size, args.frames + 8, clip_settings)))

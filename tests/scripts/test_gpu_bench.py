@@ -80,9 +80,17 @@ def test_smoke_run_on_the_cpu_writes_every_part(tmp_path: Path) -> None:
     assert report["errors"] == {}, report["errors"]
     for part in ("preflight", "replicas", "latency", "pre_post", "video", "reference", "live", "overlap", "fp16"):
         assert report.get(part), part
-    assert report["latency"]["inswapper_128"]["binding"]["max_abs_diff"] == 0.0
+    swapper = report["latency"]["inswapper_128"]
+    # The GPU-only variants run too (the CPU provider ignores their CUDA options): no typo waits there.
+    assert {"numpy", "numpy_heuristic", "binding", "binding_graph"} <= set(swapper)
+    assert swapper["binding"]["max_abs_diff"] == swapper["binding_graph"]["max_abs_diff"] == 0.0
+    assert report["latency"]["det_10g"]["binding_graph_320_then_640"]["max_abs_diff_320"] == 0.0
+    assert "binding_nhwc" in report["latency"]["gfpgan_1.4_fp16w"]
+    assert "detector_uint8_joined" in report["pre_post"]
+    assert report["live"]["lanes"] is True
     video = report["video"]
-    assert video["swap"]["lanes"]["frames"] == video["swap"]["shared"]["frames"] == 8
+    for kind in ("swap", "enhance"):
+        assert [video[kind][v]["frames"] for v in ("shared", "lanes", "lanes_cuda_graphs")] == [8, 8, 8]
     head = json.loads((tmp_path / "gpu-h200.json").read_text())
     for key in ("video_swap_fps", "video_enhance_fps", "live_p50_ms", "live_p95_ms", "reference_swap_fps",
                 "reference_enhance_fps", "provider", "precision", "frames", "measured_at"):
