@@ -226,7 +226,8 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="One or more of " + ", ".join(PROVIDER_CHOICES) + " (default auto: the best available)."),
         click.option("--execution-threads", type=click.IntRange(1, 64), default=None,
                      help="Processing workers on consecutive frames (default: 1 live; for video files "
-                          "the number of cores, at most 4); an image is one frame and gets every core."),
+                          "the number of cores, at most 4); an image is one frame and gets every core. "
+                          "On cuda/tensorrt the workers are lanes with their own model sessions (default 3)."),
         click.option("--frame-processor", "frame_processors", multiple=True,
                      type=ProcessorChoice(), help="Processors in order (default: the swapper)."),
         click.option("--many-faces", is_flag=True, help="Swap every face, not only the largest."),
