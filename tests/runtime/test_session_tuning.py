@@ -72,3 +72,34 @@ def test_the_cpu_provider_is_untouched_by_tuning() -> None:
     assert cpu.device == "cpu"
     tuned = cpu.for_lane(0).tuned(SessionTuning(cuda_graph=True, prefer_nhwc=True, trt_profile=(("x", ((1,), (1,), (2,))),)))
     assert tuned.as_ort_args() == (["CPUExecutionProvider"], [{}])
+
+
+def test_a_model_that_cannot_have_a_cuda_graph_is_created_without_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ORT refuses enable_cuda_graph when a node is not on the GPU: the session is created
+    without it (and its BoundSession then uses no graph ids) instead of failing the run."""
+    import onnxruntime as ort
+
+    from livecam.runtime import sessions
+    from livecam.runtime.binding import BoundSession
+    from livecam.runtime.providers import ProviderChoice
+    from tests.standins.inswapper import build_inswapper
+
+    real = ort.InferenceSession
+    asked: list[list[dict[str, str]]] = []
+
+    def picky(path, sess_options=None, providers=None, provider_options=None):  # type: ignore[no-untyped-def]
+        asked.append([dict(o) for o in provider_options or []])
+        if any("enable_cuda_graph" in o for o in provider_options or []):
+            raise RuntimeError("This session cannot use the CUDA Graph feature as requested by the user")
+        return real(path, sess_options=sess_options, providers=providers)
+
+    monkeypatch.setattr(ort, "InferenceSession", picky)
+    choice = ProviderChoice(names=("cpu",), ort_providers=(("CPUExecutionProvider", (("enable_cuda_graph", "1"),)),),
+                            lane=0)
+    sessions.clear_pool()
+    try:
+        session = sessions.get_session(build_inswapper(tmp_path / "m.onnx"), choice, 1)
+    finally:
+        sessions.clear_pool()
+    assert asked == [[{"enable_cuda_graph": "1"}], [{}]]
+    assert isinstance(session, BoundSession) and not session.graphs
