@@ -974,6 +974,11 @@ def main(argv: list[str] | None = None) -> int:
     report["preflight"] = info
     if smoke:
         args.frames, args.live_frames, args.reference_frames, args.reps = 8, 8, 4, 3
+        # The GPU's lane path on the CPU: lanes are forced per run below, the detector's joined
+        # letterbox here (a lane's SCRFD then takes the uint8 frame, as on the GPU).
+        import livecam.runtime.lanes as lanes_module
+
+        lanes_module.uses_device_fronts = lambda providers: providers.lane is not None
         args.resolution = "640x360"
     size = parse_size(args.resolution)
     budget_end = time.perf_counter() + args.budget

@@ -135,3 +135,36 @@ def test_the_letterbox_joined_to_the_detector_takes_uint8_and_gives_its_outputs(
     want = plain.run(None, {"input.1": blob})
     got = joined.run(None, {"pre_image": image, "pre_resized": np.array([360, 640], np.int64)})
     assert all(np.allclose(g, w, atol=0.05) for g, w in zip(got, want))
+
+
+@pytest.mark.parametrize("det_size", [640, 320])
+@pytest.mark.parametrize("frame", [(1280, 720), (480, 641)])
+def test_the_detector_with_its_front_finds_the_same_faces(tmp_path: Path, faces_dir: Path, det_size: int,
+                                                          frame: tuple[int, int]) -> None:
+    """ScrfdDetector(joined=...): one session takes the uint8 frame (a lane on a GPU); the faces
+    are those of the numpy letterbox path, at either det size (the canvas is an input)."""
+    from livecam.faces.scrfd import FRONT
+    from livecam.runtime.graphs import joined_model
+
+    path = build_scrfd(tmp_path / "det.onnx")
+    joined = session_of_bytes(joined_model(str(path), FRONT.build, FRONT.connect))
+    plain = ScrfdDetector(cpu_session(path), det_size=det_size)
+    fronted = ScrfdDetector(cpu_session(path), det_size=det_size, joined=joined)
+    image = photo(faces_dir, frame)
+    want, got = plain.detect(image), fronted.detect(image)
+    assert want, "the stand-in should report faces"
+    # The stand-in reports dozens of overlapping random boxes: a one-level difference in the input
+    # may tip a threshold or an NMS tie between two of them, so nearly all (not all) must match.
+    strong = [f for f in want if f.score > 0.6]
+    matched = [f for f in strong
+               if any(np.abs(g.bbox - f.bbox).max() < 1.0 and abs(g.score - f.score) < 0.02 for g in got)]
+    assert len(strong) >= 10 and len(matched) >= 0.95 * len(strong)
+    assert abs(len(got) - len(want)) <= max(2, len(want) // 10)
+
+
+def session_of_bytes(model: bytes):  # type: ignore[no-untyped-def]
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    return ort.InferenceSession(model, sess_options=opts, providers=["CPUExecutionProvider"])

@@ -170,3 +170,36 @@ def test_live_pipeline_process_workers_are_the_lanes(tmp_path: Path, faces_dir: 
     shared, laned = live(False), live(True)
     assert len(shared) == len(laned) == 6
     assert all(np.array_equal(a, b) for a, b in zip(shared, laned))
+
+
+def test_lane_detectors_take_the_uint8_frame_where_fronts_are_on(tmp_path: Path, faces_dir: Path, standin_models: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a GPU a lane's SCRFD runs with its letterbox joined in front (uint8 up); here the
+    switch is forced on the CPU: the lanes use it, the run's engine does not, frames come out."""
+    from tests.standins.scrfd import build_scrfd
+
+    monkeypatch.setattr("livecam.runtime.lanes.uses_device_fronts", lambda providers: providers.lane is not None)
+    build_scrfd(standin_models / "det_10g.onnx")
+    source = small(faces_dir, "biden.jpg", tmp_path)
+    engine = Engine.create(settings(standin_models, source, lanes=True), live=False, progress=False)
+    assert engine.analyser.detector._joined is None  # type: ignore[attr-defined]
+    lanes = engine.lanes()
+    for lane in lanes:
+        joined = lane.analyser.detector._joined  # type: ignore[attr-defined]
+        assert isinstance(joined, BoundSession) and joined.get_inputs()[0].name == "pre_image"
+    frames = clip(faces_dir, tmp_path, n=4)
+    out = run(engine, frames, lanes)
+    assert [p.index for p in out] == [0, 1, 2, 3] and all(p.faces for p in out)
+
+
+def test_a_front_that_cannot_be_joined_leaves_the_plain_path(tmp_path: Path, standin_models: Path) -> None:
+    from livecam.models.store import ModelStore
+    from livecam.runtime.graphs import Front
+
+    def broken(opset: int) -> Any:
+        raise ValueError("no such graph")
+
+    store = ModelStore(RuntimeSettings(models_dir=standin_models, offline=True, unverified_models=True, quiet=True))
+    choice = resolve_providers(["cpu"]).for_lane(0)
+    assert store.open_session("w600k_r50", choice, 1, front=Front("broken", broken, "input.1")) is None
+    assert store.open_session("w600k_r50", choice, 1) is not None

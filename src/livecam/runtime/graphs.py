@@ -18,11 +18,23 @@ Nothing is shipped: each graph is a few nodes, built in milliseconds when a lane
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
 OPSET = 17  # GridSample needs 16
+
+
+@dataclass(frozen=True)
+class Front:
+    """A pre-graph to join in front of a model (runtime/sessions.get_session's `front`): its
+    name (part of the session pool's key), its builder (opset -> graph) and the model input
+    its output feeds."""
+
+    name: str
+    build: Callable[[int], Any]
+    connect: str
 
 
 def _model(nodes: list[Any], inputs: list[Any], outputs: list[Any], inits: list[Any], name: str,
@@ -78,11 +90,12 @@ def blob_graph(scale: float, offset: float = 0.0) -> Any:
                   inits + consts, "livecam_blob")
 
 
-def letterbox_graph(size: int, scale: float, offset: float, opset: int = OPSET) -> Any:
+def letterbox_graph(size: int | None, scale: float, offset: float, opset: int = OPSET) -> Any:
     """image uint8 [H, W, 3] BGR and resized int64 [2] (new_h, new_w) -> blob float32
     [1, 3, size, size] RGB: the frame resized to new_h x new_w (bilinear, rounded to whole
     levels as cv2.resize's uint8 result is) in the top-left corner, zeros elsewhere, then
-    x * scale + offset. `opset` (11 and later): the detector's own, so that the two can be joined
+    x * scale + offset. size None: the canvas is an input too, `canvas` int64 [2] (the
+    detector's det_size, which the governor changes), so one graph serves every size. `opset` (11 and later): the detector's own, so that the two can be joined
     into one model (`with_preprocessing`)."""
     from onnx import TensorProto, helper
 
@@ -96,13 +109,17 @@ def letterbox_graph(size: int, scale: float, offset: float, opset: int = OPSET) 
         helper.make_node("Concat", ["zeros6", "pad_hw"], ["pads"], axis=0),
         helper.make_node("Pad", ["resized_r", "pads"], ["canvas_f"], mode="constant"),
     ]
-    inits += [_const("nc", [1, 3], np.int64), _const("canvas", [size, size], np.int64),
-              _const("zeros6", [0] * 6, np.int64)]
+    inits += [_const("nc", [1, 3], np.int64), _const("zeros6", [0] * 6, np.int64)]
+    inputs = [helper.make_tensor_value_info("image", TensorProto.UINT8, ["H", "W", 3]),
+              helper.make_tensor_value_info("resized", TensorProto.INT64, [2])]
+    if size is None:
+        inputs.append(helper.make_tensor_value_info("canvas", TensorProto.INT64, [2]))
+    else:
+        inits.append(_const("canvas", [size, size], np.int64))
+    side: int | str = size if size is not None else "S"
     more, consts = _normalise("canvas_f", scale, offset, "blob")
-    return _model(nodes + more,
-                  [helper.make_tensor_value_info("image", TensorProto.UINT8, ["H", "W", 3]),
-                   helper.make_tensor_value_info("resized", TensorProto.INT64, [2])],
-                  [helper.make_tensor_value_info("blob", TensorProto.FLOAT, [1, 3, size, size])],
+    return _model(nodes + more, inputs,
+                  [helper.make_tensor_value_info("blob", TensorProto.FLOAT, [1, 3, side, side])],
                   inits + consts, "livecam_letterbox", opset)
 
 
@@ -166,6 +183,16 @@ def output_graph(size: int, scale: float, offset: float, *, rounded: bool) -> An
     return _model(nodes, [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, size, size])],
                   [helper.make_tensor_value_info("crop", TensorProto.UINT8, [size, size, 3])],
                   inits, "livecam_output")
+
+
+def joined_model(model_path: str, pre: Callable[[int], Any], connect: str) -> bytes:
+    """The model file at `model_path` with the graph `pre(opset)` in front (its output feeding
+    `connect`), serialised for an InferenceSession."""
+    import onnx
+
+    model = onnx.load(model_path)
+    opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    return bytes(with_preprocessing(pre(opset), model, connect).SerializeToString())
 
 
 def with_preprocessing(pre: Any, model: Any, connect: str) -> Any:

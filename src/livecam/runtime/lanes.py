@@ -27,6 +27,12 @@ def uses_lanes(providers: ProviderChoice, runtime: RuntimeSettings) -> bool:
     return providers.primary in LANE_PROVIDERS
 
 
+def uses_device_fronts(providers: ProviderChoice) -> bool:
+    """Whether a session gets its pre-graph joined in front (runtime/graphs.Front): a lane's on
+    the GPU, where it saves the float blob's upload and the CPU's letterbox."""
+    return providers.lane is not None and providers.device == "cuda"
+
+
 def lane_count(runtime: RuntimeSettings) -> int:
     """K: --execution-threads when given, else DEFAULT_LANES."""
     return max(1, runtime.execution_threads) if runtime.explicit_threads else DEFAULT_LANES
