@@ -972,6 +972,7 @@ def main(argv: list[str] | None = None) -> int:
     smoke = args.smoke
     report = Report(args.out, smoke, args.provider)
     report["preflight"] = info
+    report["shims"] = install_shims()  # before anything imports insightface (make_replicas' 2d106det check)
     if smoke:
         args.frames, args.live_frames, args.reference_frames, args.reps = 8, 8, 4, 3
         # The GPU's lane path on the CPU: lanes are forced per run below, the detector's joined
