@@ -37,10 +37,9 @@ class RuntimeSettings:
     # TensorRT), the shared session pool elsewhere; True forces them (tests and the GPU script's
     # CPU smoke run), False keeps the shared pool.
     lanes: bool | None = None
-    # CUDA graphs on a lane's fixed-shape sessions. Off until measured on a GPU: ORT captures
-    # on a session's second or third run, and while one lane captures (global capture mode)
-    # another lane's synchronous copies fail, so captures must all happen in a sequential
-    # warm-up first (scripts/gpu_bench.py measures it that way).
+    # CUDA graphs on a lane's fixed-shape sessions (Engine.lanes() then warms every lane in turn
+    # on the source photo, as a capture fails while another lane copies). Off until
+    # scripts/gpu_bench.py has measured them on a GPU.
     cuda_graphs: bool = False
     explicit_threads: bool = False  # --execution-threads was given (lanes: it sets their number)
 

@@ -203,3 +203,16 @@ def test_a_front_that_cannot_be_joined_leaves_the_plain_path(tmp_path: Path, sta
     choice = resolve_providers(["cpu"]).for_lane(0)
     assert store.open_session("w600k_r50", choice, 1, front=Front("broken", broken, "input.1")) is None
     assert store.open_session("w600k_r50", choice, 1) is not None
+
+
+def test_with_cuda_graphs_every_lane_is_warmed_in_turn_before_any_frame(tmp_path: Path, faces_dir: Path,
+                                                                        standin_models: Path) -> None:
+    source = small(faces_dir, "biden.jpg", tmp_path)
+    processing = settings(standin_models, source, lanes=True)
+    graphs = replace(processing, runtime=replace(processing.runtime, cuda_graphs=True))
+    for chosen, warmed in ((processing, False), (graphs, True)):
+        sessions.clear_pool()
+        engine = Engine.create(chosen, live=False, progress=False)
+        swappers = [s for lane in engine.lanes() for s in sessions_of(lane) if s.get_inputs()[0].name == "target"]
+        assert len(swappers) == 3
+        assert all(bool(s._bound) == warmed for s in swappers)  # buffers bound: it has run

@@ -197,8 +197,25 @@ class Engine:
         if not self.uses_lanes:
             return []
         if not self._lanes:
-            self._lanes = [self._build_lane(k) for k in range(lane_count(self.settings.runtime))]
+            lanes = [self._build_lane(k) for k in range(lane_count(self.settings.runtime))]
+            if self.settings.runtime.cuda_graphs:
+                for lane in lanes:  # one after another: see _warm_lane
+                    self._warm_lane(lane)
+            self._lanes = lanes
         return self._lanes
+
+    def _warm_lane(self, lane: "Engine", runs: int = 3) -> None:
+        """Run a lane `runs` times on the first source photo. ORT captures a CUDA graph on a
+        session's third run, and a capture fails while another lane copies to the device, so
+        every capture happens here, lane after lane, before any frame. (A run without a source,
+        an enhancer alone, captures during the run: keep RuntimeSettings.cuda_graphs off there.)"""
+        if not self.sources:
+            return
+        image = self.sources[0].image[..., :3]
+        for _ in range(runs):
+            packet = FramePacket(index=-1, image=image.copy())
+            lane.analyse(packet, track=False)
+            lane.process(packet)
 
     def _build_lane(self, lane: int) -> "Engine":
         recipe = self._recipe
