@@ -216,3 +216,27 @@ def test_with_cuda_graphs_every_lane_is_warmed_in_turn_before_any_frame(tmp_path
         swappers = [s for lane in engine.lanes() for s in sessions_of(lane) if s.get_inputs()[0].name == "target"]
         assert len(swappers) == 3
         assert all(bool(s._bound) == warmed for s in swappers)  # buffers bound: it has run
+
+
+def test_live_lanes_keep_the_order_and_the_drop_rule() -> None:
+    """A live source faster than the lanes: frames are dropped (never queued), the ones shown
+    come out in order, drops and frames add up, and only the lanes process."""
+    from livecam.pipeline.live import run_live_pipeline
+    from tests.doubles import MemorySink, SyntheticSource
+    from tests.pipeline.test_live import FakeEngine, indices, opts
+
+    class CountingLane(FakeEngine):
+        def process(self, packet: FramePacket) -> None:
+            self.calls.append(("process", packet.index))
+            super().process(packet)
+
+    main = CountingLane()
+    lanes = [CountingLane(process_s=0.03, jitter=True) for _ in range(3)]
+    sink = MemorySink()
+    result = run_live_pipeline(main, SyntheticSource(frames=60, fps=100), sink, opts(lanes=lanes, degrade=False))
+    got = indices(sink)
+    assert got == sorted(set(got)), got
+    summary = result.summary
+    assert summary["frames"] == len(got) and summary["frames"] + summary["dropped"] == 60
+    assert not main.calls and sum(bool(lane.calls) for lane in lanes) >= 2
+    assert sum(len(lane.calls) for lane in lanes) >= len(got)
