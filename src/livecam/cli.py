@@ -187,9 +187,9 @@ def _settings(ctx: click.Context) -> RuntimeSettings:
     return settings
 
 
-def _runtime(ctx: click.Context, providers: tuple[str, ...], threads: int) -> RuntimeSettings:
+def _runtime(ctx: click.Context, providers: tuple[str, ...], threads: int, explicit_threads: bool = False) -> RuntimeSettings:
     base: RuntimeSettings = ctx.obj
-    return RuntimeSettings(providers=providers or ("auto",), execution_threads=threads,
+    return RuntimeSettings(providers=providers or ("auto",), execution_threads=threads, explicit_threads=explicit_threads,
                            models_dir=base.models_dir, offline=base.offline, accept_license=base.accept_license,
                            unverified_models=base.unverified_models, verbose=base.verbose, quiet=base.quiet)
 
@@ -227,7 +227,8 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="One or more of " + ", ".join(PROVIDER_CHOICES) + " (default auto: the best available)."),
         click.option("--execution-threads", type=click.IntRange(1, 64), default=None,
                      help="Processing workers on consecutive frames (default: 1 live; for video files "
-                          "the number of cores, at most 4); an image is one frame and gets every core."),
+                          "the number of cores, at most 4); an image is one frame and gets every core. "
+                          "On cuda/tensorrt the workers are lanes with their own model sessions (default 3)."),
         click.option("--frame-processor", "frame_processors", multiple=True,
                      type=ProcessorChoice(), help="Processors in order (default: the swapper)."),
         click.option("--many-faces", is_flag=True, help="Swap every face, not only the largest."),
@@ -331,7 +332,8 @@ def _processing(ctx: click.Context, kw: dict[str, Any], *, smoothing_allowed: bo
     return ProcessingSettings(
         sources=tuple(kw.pop("sources")),
         frame_processors=tuple(dict.fromkeys(kw.pop("frame_processors"))) or registry.default_names(),
-        runtime=_runtime(ctx, tuple(p.lower() for p in kw.pop("providers")), kw.pop("execution_threads") or default_threads),
+        runtime=_runtime(ctx, tuple(p.lower() for p in kw.pop("providers")), kw.get("execution_threads") or default_threads,
+                         explicit_threads=kw.pop("execution_threads") is not None),
         analysis=AnalysisSettings(
             detector=kw.pop("detector"), det_size=int(kw.pop("det_size")), many_faces=kw.pop("many_faces"),
             face_selector_order=kw.pop("face_selector_order"), face_min_size=kw.pop("face_min_size"),

@@ -37,6 +37,15 @@ class RuntimeSettings:
     unverified_models: bool = False  # accept models whose hash differs (replicas for benchmarks)
     verbose: int = 0
     quiet: bool = False
+    # Lanes (runtime/lanes.py): None = on the providers in providers.LANE_PROVIDERS (CUDA,
+    # TensorRT), the shared session pool elsewhere; True forces them (tests and the GPU script's
+    # CPU smoke run), False keeps the shared pool.
+    lanes: bool | None = None
+    # CUDA graphs on a lane's fixed-shape sessions (Engine.lanes() then warms every lane in turn
+    # on the source photo, as a capture fails while another lane copies). Off until
+    # scripts/gpu_bench.py has measured them on a GPU.
+    cuda_graphs: bool = False
+    explicit_threads: bool = False  # --execution-threads was given (lanes: it sets their number)
 
 
 @dataclass(frozen=True)

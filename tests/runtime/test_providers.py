@@ -26,7 +26,8 @@ def test_auto_picks_the_best_available_and_keeps_cpu_last() -> None:
     assert choice.names == ("cuda", "cpu")  # not TensorRT: its first engine build takes minutes
     names, options = choice.as_ort_args()
     assert names == ["CUDAExecutionProvider", "CPUExecutionProvider"]
-    assert options[0] == {"device_id": "0", "cudnn_conv_algo_search": "HEURISTIC"}
+    assert options[0] == {"device_id": "0", "cudnn_conv_algo_search": "EXHAUSTIVE",
+                          "cudnn_conv_use_max_workspace": "1", "arena_extend_strategy": "kSameAsRequested"}
     assert resolve_providers([], ort_available=CPU_ONLY).names == ("cpu",)
 
 

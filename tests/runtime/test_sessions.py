@@ -59,7 +59,7 @@ def test_two_threads_get_the_same_session_created_once(model, monkeypatch) -> No
 
 
 def test_another_provider_set_or_thread_count_gets_another_session(model, monkeypatch) -> None:
-    monkeypatch.setattr(sessions_module, "_create", lambda path, providers, threads: object())
+    monkeypatch.setattr(sessions_module, "_create", lambda path, providers, threads, front=None: object())
     cpu = resolve_providers(["cpu"])
     gpu = resolve_providers(["cuda"], ort_available=["CUDAExecutionProvider", "CPUExecutionProvider"])
     first = get_session(model, cpu)
@@ -143,7 +143,7 @@ def test_a_slow_session_creation_does_not_hold_up_other_models(tmp_path, monkeyp
     slow, fast = tmp_path / "slow.onnx", tmp_path / "fast.onnx"
     entered, release = threading.Event(), threading.Event()
 
-    def create(path, providers, threads):
+    def create(path, providers, threads, front=None):
         if path.name == "slow.onnx":
             entered.set()
             release.wait(timeout=30)

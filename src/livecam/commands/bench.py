@@ -122,6 +122,12 @@ class RecordingEngine(ForwardingEngine):
             self.records.append(packet.timings)
             self.faces.append(len(packet.faces))
 
+    def for_lane(self, lane: Engine) -> "RecordingEngine":
+        """A recorder of `lane` (Engine.lanes()) that keeps its records with this one's."""
+        other = RecordingEngine(lane)
+        other.records, other.faces, other._lock = self.records, self.faces, self._lock
+        return other
+
 
 # ----------------------------------------------------------------------------- statistics
 
@@ -245,6 +251,7 @@ def _file_frames(path: Path, limit: int) -> tuple[Iterator[Any], Any]:
 def run_live_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None = None) -> dict[str, Any]:
     from livecam.media.sinks import NullSink
     from livecam.pipeline.live import LiveRun, run_live_pipeline
+    from livecam.pipeline.engine import lanes_of
     from livecam.pipeline.metrics import ResourceProbe
 
     capture: list[float] = []
@@ -262,6 +269,9 @@ def run_live_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None 
         fps = clip.fps
     recording = RecordingEngine(engine)
     _warm_up(engine, warm, live=True)
+    lanes = [recording.for_lane(lane) for lane in lanes_of(engine)]
+    for lane in lanes:  # their sessions, buffers and CUDA graphs come first
+        _warm_up(lane, warm, live=False)
     marks: list[float] = []
     # --watermark: as `run --output virtual-camera --watermark` marks (single frames twice a
     # second, on the marking thread)
@@ -269,7 +279,7 @@ def run_live_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None 
                           marks) if job.watermark else None
     # The governor stays off: the configured pipeline is what gets measured, not a degraded one.
     options = LiveRun(LiveJob(processing=job.processing, max_frames=job.frames, degrade=False, label=False),
-                      watermark=marker)
+                      watermark=marker, lanes=lanes)
     cpu0 = cpu_seconds()
     try:
         result = run_live_pipeline(recording, TimedSource(images, "bench clip", fps, capture),
@@ -319,6 +329,7 @@ def _generated_file(job: BenchJob, folder: Path, clip_photo: np.ndarray | None =
 def run_video_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None = None) -> dict[str, Any]:
     from livecam.media.video_writer import OutputSpec, VideoWriter
     from livecam.pipeline.file import frames_in_flight, packet_time, run_frames
+    from livecam.pipeline.engine import lanes_of
 
     decode: list[float] = []
     encode: list[float] = []
@@ -331,6 +342,8 @@ def run_video_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None
             info = reader.info
             warm = [f.image for f in islice(frames, WARMUP_FRAMES)]
             _warm_up(engine, warm, live=False)
+            for lane in lanes_of(engine):  # their sessions, buffers and CUDA graphs come first
+                _warm_up(lane, warm, live=False)
 
             def timed(it: Iterable[Any]) -> Iterator[Any]:
                 it = iter(it)
@@ -351,8 +364,9 @@ def run_video_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None
                 writer.write(packet.image, packet_time(packet))
                 encode.append((time.perf_counter() - t0) * 1000.0)
 
-            workers = job.processing.runtime.execution_threads
             recording = RecordingEngine(engine)
+            lanes = [recording.for_lane(lane) for lane in lanes_of(engine)]
+            workers = len(lanes) or job.processing.runtime.execution_threads
             in_flight = frames_in_flight(info.width * info.height * 3, workers, None)
             # --watermark: the cadence of `livecam video` (runs of frames twice a second)
             marker = timed_marker(open_watermarker(job.processing.runtime, engine.providers, workers).video_marker(
@@ -360,7 +374,7 @@ def run_video_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None
             cpu0 = cpu_seconds()
             try:
                 stats = run_frames(timed(frames), write, recording, workers=workers, label=True,
-                                   max_in_flight=in_flight, watermark=marker)
+                                   max_in_flight=in_flight, watermark=marker, lanes=lanes)
             except BaseException:
                 writer.abort()  # the temporary folder goes with the file
                 raise

@@ -58,7 +58,12 @@ def warm_up(engine: Engine) -> None:
     image = np.ascontiguousarray(sources[0].image[..., :3])
     packet = FramePacket(index=-1, image=image.copy())
     engine.analyse(packet, track=False)
+    faces = list(packet.faces)
     engine.process(packet)
+    from livecam.pipeline.engine import lanes_of
+
+    for lane in lanes_of(engine):  # each lane's own sessions (runtime/lanes.py), built here
+        lane.process(FramePacket(index=-1, image=image.copy(), faces=list(faces)))
 
 
 def run_live(job: LiveJob) -> None:
@@ -105,6 +110,8 @@ def _run_live(job: LiveJob) -> None:
     # single frames twice a second, marked on the marking thread (pipeline.live, marks.marking_sink)
     marker = (open_watermarker(job.processing.runtime, engine.providers).video_marker(
         float(source.fps or job.fps), run=1) if job.watermarked(recording) else None)
+    from livecam.pipeline.engine import lanes_of
+
     # The pipeline releases the source and finalises the sink whatever happens.
-    run_live_pipeline(engine, source, sink, LiveRun(job, recording=recording, watermark=marker),
-                      probe=ResourceProbe())
+    run_live_pipeline(engine, source, sink, LiveRun(job, recording=recording, watermark=marker,
+                                                    lanes=lanes_of(engine)), probe=ResourceProbe())

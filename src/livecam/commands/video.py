@@ -69,6 +69,8 @@ def create_engine(job: VideoJob) -> FileEngine:
 
 
 def run_video(job: VideoJob) -> None:
+    from livecam.pipeline.engine import lanes_of
+
     if is_folder_run(job):
         return run_folder(job)
     if job.pattern is not None:
@@ -87,7 +89,8 @@ def run_video(job: VideoJob) -> None:
     with stop_signals():
         try:
             result = process_video(job, engine, quiet=quiet, on_warm=cap.apply, watermark=marker,
-                                   sign=(lambda temp: signing.sign_file(temp, job.output)) if signing else None)
+                                   sign=(lambda temp: signing.sign_file(temp, job.output)) if signing else None,
+                                   lanes=lanes_of(engine))
         except MemoryError as exc:
             raise LivecamError(f"ran out of memory (--max-memory {job.max_memory_gb} GB); raise the limit or "
                                "use fewer --execution-threads") from exc
@@ -159,6 +162,8 @@ def batch_progress(template: VideoJob, jobs: Sequence[VideoJob], total: int | No
 
 def run_local(template: VideoJob, jobs: Sequence[VideoJob], total: int | None) -> list[FileOutcome]:
     """This machine: one engine (the models load once) and the files one after another."""
+    from livecam.pipeline.engine import lanes_of
+
     engine = create_engine(template)
     marker = (open_watermarker(template.processing.runtime, getattr(engine, "providers", None),
                                template.processing.runtime.execution_threads) if template.watermark else None)
@@ -168,7 +173,8 @@ def run_local(template: VideoJob, jobs: Sequence[VideoJob], total: int | None) -
     cap = AddressSpaceCap(template.max_memory_gb)
     with stop_signals(), batch_progress(template, jobs, total) as parts:
         try:
-            return run_batch(jobs, engine, parts=parts, watermark=marker, sign=sign, on_warm=cap.apply)
+            return run_batch(jobs, engine, parts=parts, watermark=marker, sign=sign, on_warm=cap.apply,
+                             lanes=lanes_of(engine))
         finally:
             cap.restore()
 

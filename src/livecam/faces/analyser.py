@@ -100,10 +100,13 @@ class FaceAnalyser:
         detector_name = pick_detector(settings.detector, store)
         session = store.open_session(detector_name, providers, intra_op_threads)
         if detector_name == "det_10g":
-            from livecam.faces.scrfd import ScrfdDetector
+            from livecam.faces.scrfd import FRONT, ScrfdDetector
+            from livecam.runtime.lanes import uses_device_fronts
 
+            joined = (store.open_session(detector_name, providers, intra_op_threads, front=FRONT)
+                      if uses_device_fronts(providers) else None)
             detector: Detector = ScrfdDetector(session, det_size=settings.det_size,
-                                               threshold=settings.det_threshold)
+                                               threshold=settings.det_threshold, joined=joined)
         else:
             from livecam.faces.blazeface import BlazeFaceDetector
 

@@ -20,6 +20,7 @@ from livecam.errors import InputError, ModelError
 from livecam.faces.align import to_bgr, to_blob
 from livecam.faces.face import Face
 from livecam.faces.nms import nms
+from livecam.runtime.graphs import Front
 
 STRIDES: tuple[int, ...] = (8, 16, 32)
 NUM_ANCHORS = 2
@@ -32,11 +33,25 @@ NMS_PIXEL_OFFSET = 1.0
 log = logging.getLogger("livecam")
 
 
+def _front_graph(opset: int) -> Any:
+    from livecam.runtime.graphs import letterbox_graph
+
+    return letterbox_graph(None, 1.0 / INPUT_STD, -INPUT_MEAN / INPUT_STD, opset)
+
+
+# The letterbox as a graph joined in front of det_10g (runtime/graphs.py): uint8 frame in.
+FRONT = Front("scrfd_letterbox", _front_graph, "input.1")
+
+
 class ScrfdDetector:
     """Finds faces with SCRFD: boxes, scores and 5 keypoints in frame pixels."""
 
-    def __init__(self, session: Any, det_size: int = 640, threshold: float = 0.5, nms_iou: float = 0.4) -> None:
+    def __init__(self, session: Any, det_size: int = 640, threshold: float = 0.5, nms_iou: float = 0.4,
+                 joined: Any = None) -> None:
+        """`joined`: the same model with FRONT (the letterbox as a graph) in front, run instead
+        of the numpy letterbox + `session` (a lane on a GPU: only the uint8 frame is uploaded)."""
         self._session = session
+        self._joined = joined
         inputs = session.get_inputs()
         outputs = session.get_outputs()
         if len(inputs) != 1 or len(outputs) != 3 * len(STRIDES):
@@ -73,9 +88,17 @@ class ScrfdDetector:
         bgr = to_bgr(image)
         if bgr.shape[0] == 0 or bgr.shape[1] == 0:
             return []
-        blob, det_scale = self._letterbox(bgr)
-        outs = self._session.run(self._output_names, {self._input_name: blob})
-        scores, boxes, kps = self._decode(outs, blob.shape[2], blob.shape[3])
+        if self._joined is not None:  # the letterbox runs in the session: the uint8 frame goes in
+            new_h, new_w = self._fit(*bgr.shape[:2])
+            side = np.array([self.det_size, self.det_size], np.int64)
+            outs = self._joined.run(self._output_names, {"pre_image": bgr, "pre_canvas": side,
+                                                         "pre_resized": np.array([new_h, new_w], np.int64)})
+            det_scale, height, width = float(new_h) / bgr.shape[0], self.det_size, self.det_size
+        else:
+            blob, det_scale = self._letterbox(bgr)
+            outs = self._session.run(self._output_names, {self._input_name: blob})
+            height, width = blob.shape[2], blob.shape[3]
+        scores, boxes, kps = self._decode(outs, height, width)
         if scores.size == 0:
             return []
         boxes /= np.float32(det_scale)
@@ -91,10 +114,9 @@ class ScrfdDetector:
             faces = sorted(faces, key=lambda f: f.area, reverse=True)[:max_faces]
         return faces
 
-    def _letterbox(self, bgr: np.ndarray) -> tuple[np.ndarray, float]:
-        """(1, 3, S, S) float32 RGB blob of the frame scaled into the top-left corner."""
+    def _fit(self, h: int, w: int) -> tuple[int, int]:
+        """(new_h, new_w): the frame's size scaled into the det_size square, aspect kept."""
         size = self.det_size
-        h, w = bgr.shape[:2]
         ratio = float(h) / w
         if ratio > 1.0:
             new_h = size
@@ -102,7 +124,13 @@ class ScrfdDetector:
         else:
             new_w = size
             new_h = int(new_w * ratio)
-        new_w, new_h = max(new_w, 1), max(new_h, 1)
+        return max(new_h, 1), max(new_w, 1)
+
+    def _letterbox(self, bgr: np.ndarray) -> tuple[np.ndarray, float]:
+        """(1, 3, S, S) float32 RGB blob of the frame scaled into the top-left corner."""
+        size = self.det_size
+        h = bgr.shape[0]
+        new_h, new_w = self._fit(*bgr.shape[:2])
         canvas = np.zeros((size, size, 3), dtype=np.uint8)
         canvas[:new_h, :new_w] = cv2.resize(bgr, (new_w, new_h))
         # BGR->RGB, (x - mean) / std, HWC->NCHW float32, one pass per plane.

@@ -164,20 +164,34 @@ class ModelStore:
             self._check_file(spec, dest)
         return dest
 
-    def open_session(self, name: str, providers: Any, intra_op_threads: int = 0) -> Any:
-        """path() + the shared session + the signature check, all before any frame is processed."""
+    def open_session(self, name: str, providers: Any, intra_op_threads: int = 0, front: Any = None) -> Any:
+        """path() + the shared session + the signature check, all before any frame is processed.
+
+        `front` (runtime/graphs.Front): a second session of the checked file with that pre-graph
+        joined in front, or None when the join fails (the caller keeps the plain path; said at
+        debug level)."""
+        from livecam.runtime.providers import model_tuning
         from livecam.runtime.sessions import get_session
 
         path = self.path(name)
+        spec = self.spec(name)
+        tuned = providers.tuned(model_tuning([(t.name, t.shape) for t in spec.inputs], providers,
+                                             cuda_graphs=self.settings.cuda_graphs))
         try:
-            session = get_session(path, providers, intra_op_threads)
+            session = get_session(path, tuned, intra_op_threads)
         except ModelError as exc:
             cause = exc.__cause__
             reason = str(cause).splitlines()[0][:160] if cause is not None and str(cause) else "unreadable"
             raise ModelError(f"model file {path} cannot be loaded as {name} ({reason}); "
                              f"{self._fix_hint(self.spec(name))}") from exc
         self.check_signature(name, session)
-        return session
+        if front is None:
+            return session
+        try:  # the tuning's TensorRT profile names the model's own input, which the join hides
+            return get_session(path, providers, intra_op_threads, front)
+        except Exception as exc:  # noqa: BLE001 - the plain session does the same work
+            log.debug("%s with %s in front: %s; the numpy path is used", name, front.name, exc)
+            return None
 
     # ---- checks -----------------------------------------------------------------------------
     def check_signature(self, name: str, session: Any) -> None:

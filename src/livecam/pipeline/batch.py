@@ -146,13 +146,13 @@ def make_output_folder(folder: Path) -> None:
 
 def run_batch(jobs: Sequence[VideoJob], engine: FileEngine, *, parts: Parts | None = None,
               watermark: Watermarker | None = None, sign: Callable[[VideoJob, Path], None] | None = None,
-              on_warm: Callable[[], None] | None = None) -> list[FileOutcome]:
+              on_warm: Callable[[], None] | None = None, lanes: Sequence[FileEngine] = ()) -> list[FileOutcome]:
     """The local runner: each job through process_video with the one engine (its own
     AtomicOutput, watermark and signing, as for one file), in order. A file that fails is an
     outcome and the next one starts. Ctrl-C/SIGTERM ends the batch: the current file's output is
     removed (or kept partial with keep_partial), the finished ones stay, and Interrupted (exit
     130) names where it stopped. `parts` counts frames per input on one bar; `sign(job, temp)`
-    signs a finished temporary file."""
+    signs a finished temporary file; `lanes`: one engine per worker, built once for every file."""
     outcomes: list[FileOutcome] = []
     current: VideoJob | None = None
     try:
@@ -164,7 +164,7 @@ def run_batch(jobs: Sequence[VideoJob], engine: FileEngine, *, parts: Parts | No
             try:
                 with _naming(job.input.name):
                     result = process_video(job, engine, quiet=True, on_warm=on_warm, watermark=watermark,
-                                           sign=file_sign, progress=counter)
+                                           sign=file_sign, progress=counter, lanes=lanes)
             except Interrupted:
                 raise
             except Exception as exc:  # noqa: BLE001 - one file's failure is its outcome, not the batch's end

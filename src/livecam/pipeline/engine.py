@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -20,6 +21,7 @@ from livecam.faces.source import SourceCache, SourceIdentity, analyse_source, ch
 from livecam.frame import FramePacket
 from livecam.processors import registry
 from livecam.processors.base import FrameProcessor, MaskModelSwitch
+from livecam.runtime.lanes import lane_count, uses_lanes
 from livecam.runtime.providers import FP16_FRIENDLY, ProviderChoice, user_cache_dir
 from livecam.runtime.sessions import cpu_threads_per_session, usable_choice
 from livecam.settings import ProcessingSettings
@@ -79,6 +81,18 @@ def source_photos(folder: Path) -> list[Path]:
                   and not p.name.startswith("."))
 
 
+@dataclass(frozen=True)
+class LaneRecipe:
+    """What Engine.create decided that a lane's engine is built from again (runtime/lanes.py)."""
+
+    store: ModelStore
+    specs: tuple[registry.ProcessorSpec, ...]
+    threads: int
+    need_landmarks: bool
+    need_embedding: bool
+    live: bool
+
+
 class Engine:
     """Analysers, sources and processors for one run. Thread-safe for analyse(track=False),
     detect() and process(); analyse(track=True), track(), next_source() and the knobs belong to
@@ -87,7 +101,7 @@ class Engine:
     def __init__(self, settings: ProcessingSettings, analyser: FaceAnalyser, processors: Sequence[FrameProcessor],
                  sources: Sequence[SourceIdentity], *, providers: ProviderChoice, swap_model: str | None,
                  cycle: Sequence[Path] = (), cache: SourceCache | None = None,
-                 model_names: dict[str, str] | None = None) -> None:
+                 model_names: dict[str, str] | None = None, recipe: LaneRecipe | None = None) -> None:
         self.settings = settings
         self.analyser = analyser
         self.processors = list(processors)
@@ -100,6 +114,8 @@ class Engine:
         self._cycle_index = 0
         self._cache = cache
         self._source_lock = threading.Lock()
+        self._recipe = recipe
+        self._lanes: list[Engine] = []
 
     # ---- construction -----------------------------------------------------------------------------
     @classmethod
@@ -162,9 +178,64 @@ class Engine:
             processor.prepare(sources)
         warn_provider_fallback(provider_problem)
         warn_mesh_fallback(fallback_missing, store)
+        recipe = LaneRecipe(store, tuple(chosen), threads, need_landmarks,
+                            need_embedding or bool(analysis.reference or analysis.face_map), live)
         return cls(settings, analyser, processors, sources, providers=providers, swap_model=swap_model,
                    cycle=cycle if live and _is_folder(settings.sources) else (), cache=cache,
-                   model_names=names)
+                   model_names=names, recipe=recipe)
+
+    # ---- lanes ---------------------------------------------------------------------------------------
+    @property
+    def uses_lanes(self) -> bool:
+        return self._recipe is not None and uses_lanes(self.providers, self.settings.runtime)
+
+    def lanes(self) -> list["Engine"]:
+        """One engine per lane, each with its own sessions (runtime/lanes.py), built on the first
+        call; empty when this run uses the shared session pool (the CPU provider). Lane i
+        belongs to one thread (its sessions are bound to buffers); the sources, the references
+        and the knobs are this engine's."""
+        if not self.uses_lanes:
+            return []
+        if not self._lanes:
+            lanes = [self._build_lane(k) for k in range(lane_count(self.settings.runtime))]
+            if self.settings.runtime.cuda_graphs:
+                for lane in lanes:  # one after another: see _warm_lane
+                    self._warm_lane(lane)
+            self._lanes = lanes
+        return self._lanes
+
+    def _warm_lane(self, lane: "Engine", runs: int = 3) -> None:
+        """Run a lane `runs` times on the first source photo. ORT captures a CUDA graph on a
+        session's third run, and a capture fails while another lane copies to the device, so
+        every capture happens here, lane after lane, before any frame. (A run without a source,
+        an enhancer alone, captures during the run: keep RuntimeSettings.cuda_graphs off there.)"""
+        if not self.sources:
+            return
+        image = self.sources[0].image[..., :3]
+        for _ in range(runs):
+            packet = FramePacket(index=-1, image=image.copy())
+            lane.analyse(packet, track=False)
+            lane.process(packet)
+
+    def _build_lane(self, lane: int) -> "Engine":
+        recipe = self._recipe
+        assert recipe is not None
+        providers = self.providers.for_lane(lane)
+        context = registry.BuildContext(self.settings, recipe.store, providers, recipe.threads, self.swap_model)
+        processors = [spec.build(context) for spec in recipe.specs]
+        analyser = FaceAnalyser.create(self.settings.analysis, recipe.store, providers,
+                                       need_landmarks=recipe.need_landmarks, need_embedding=recipe.need_embedding,
+                                       live=recipe.live, intra_op_threads=recipe.threads)
+        analyser.set_references(self.analyser.references, self.analyser.map_mode)
+        analyser.set_detect_every(self.analyser.detect_every)
+        if self.analyser.det_size is not None:
+            analyser.set_det_size(self.analyser.det_size)
+        for processor in processors:
+            processor.prepare(self.sources)
+        engine = Engine(self.settings, analyser, processors, self.sources, providers=providers,
+                        swap_model=self.swap_model, model_names=self.model_names)
+        engine._enabled = dict(self._enabled)
+        return engine
 
     # ---- per frame ----------------------------------------------------------------------------------
     def analyse(self, packet: FramePacket, track: bool) -> None:
@@ -214,9 +285,13 @@ class Engine:
         off an enhancer that this run does not have)."""
         if name in self._enabled:
             self._enabled[name] = bool(enabled)
+        for lane in self._lanes:
+            lane.set_enabled(name, enabled)
 
     def set_detect_every(self, n: int) -> None:
         self.analyser.set_detect_every(n)
+        for lane in self._lanes:
+            lane.set_detect_every(n)
 
     @property
     def uses_mask_models(self) -> bool:
@@ -227,9 +302,13 @@ class Engine:
         for p in self.processors:
             if isinstance(p, MaskModelSwitch):
                 p.set_mask_models(on)
+        for lane in self._lanes:
+            lane.set_mask_models(on)
 
     def set_det_size(self, n: int) -> None:
         self.analyser.set_det_size(n)
+        for lane in self._lanes:
+            lane.set_det_size(n)
 
     @property
     def det_size(self) -> int | None:
@@ -251,12 +330,14 @@ class Engine:
                                               need_landmarks=need_landmarks)
                     # A processor refuses a source before it changes anything (the mesh swapper:
                     # a face it cannot mesh); the live session goes on with the next photo.
-                    for processor in self.processors:
+                    for processor in self.processors + [p for lane in self._lanes for p in lane.processors]:
                         processor.prepare([identity])
                 except InputError as exc:
                     log.warning("skipping source %s: %s", path.name, exc.message)
                     continue
                 self.sources = [identity]
+                for lane in self._lanes:
+                    lane.sources = [identity]
                 self._cycle_index = index
                 return path.name
             return None
@@ -268,6 +349,12 @@ class Engine:
                   if name != "analysis"]
         parts.append(f"provider {self.providers.primary}")
         return "; ".join(p for p in parts if p)
+
+
+def lanes_of(engine: object) -> list[Engine]:
+    """engine.lanes() for the real Engine (building them: models load), [] for anything else
+    (tests' fakes run the shared path)."""
+    return engine.lanes() if isinstance(engine, Engine) else []
 
 
 def _is_folder(sources: Sequence[Path]) -> bool:

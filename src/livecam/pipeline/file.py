@@ -13,6 +13,10 @@ Runtime sessions are thread-safe for run()). Detection needs no order (analyse(t
 keeps no state). Smoothing over time (--smoothing) does: when the engine `smooths`, workers
 call its `detect(packet)`, hand the packet to an InOrder step that calls `track(packet)`
 strictly in frame order (one call at a time), and process what it returns.
+
+With lanes (runtime/lanes.py: a GPU provider), worker i is lane i: it detects and processes
+with `lanes[i]`, an engine whose sessions only that thread runs; tracking stays with the run's
+engine, so the ordered step is the same whatever lane detected a frame.
 Whichever worker completes a run of consecutive detected frames tracks them all (cheap: a
 One-Euro filter), processes the first and puts the others at the head of the work queue for any
 free worker; a worker whose frame must wait for an earlier one does not wait, it takes the next
@@ -22,6 +26,7 @@ their in-flight slots, so the memory bound is unchanged.
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
@@ -30,7 +35,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 import numpy as np
 
@@ -201,11 +206,12 @@ class FilePipeline:
                  workers: int = 1, max_in_flight: int = 6, frame_range: tuple[int, int | None] | None = None,
                  label: bool = True, watermark: Callable[[int, np.ndarray], np.ndarray] | None = None,
                  progress: Counter | None = None, stop: threading.Event | None = None,
-                 on_warm: Callable[[], None] | None = None) -> None:
+                 on_warm: Callable[[], None] | None = None, lanes: Sequence[FileEngine] = ()) -> None:
         self.frames = frames
         self.write = write
         self.engine = engine
-        self.workers = max(1, workers)
+        self.lanes = list(lanes)  # worker i runs lanes[i] (one per worker); empty: all share `engine`
+        self.workers = len(self.lanes) or max(1, workers)
         self.max_in_flight = max_in_flight
         self.frame_range = frame_range  # frames outside it skip the engine (labelled all the same)
         self.label = label
@@ -229,7 +235,8 @@ class FilePipeline:
         try:
             self.stages.start("livecam-decode", self._decode)
             for i in range(self.workers):
-                self.stages.start(f"livecam-worker-{i}", self._work)
+                lane = self.lanes[i] if self.lanes else self.engine
+                self.stages.start(f"livecam-{'lane' if self.lanes else 'worker'}-{i}", functools.partial(self._work, lane))
             self.stages.wait(self.stages.start("livecam-encode", self._encode))
         except KeyboardInterrupt:
             self.stats.interrupted = True
@@ -266,7 +273,7 @@ class FilePipeline:
                 if not put_until(self.work, None, stop):
                     break
 
-    def _work(self) -> None:
+    def _work(self, engine: FileEngine) -> None:
         try:
             while not self.stages.stop.is_set():
                 try:
@@ -276,23 +283,23 @@ class FilePipeline:
                 if packet is None:
                     break
                 if tracked:
-                    self._process(packet)
+                    self._process(engine, packet)
                 elif not in_range(packet.index, self.frame_range):
                     self._finish(packet)
                 elif self.ordered is None:
-                    self.engine.analyse(packet, track=False)
-                    self._process(packet)
+                    engine.analyse(packet, track=False)
+                    self._process(engine, packet)
                 else:
-                    self.engine.detect(packet)
+                    engine.detect(packet)
                     ready = self.ordered.add(packet)  # often none (an earlier frame is missing), sometimes several
                     if ready:
                         self.work.put_ready(ready[1:])  # for any free worker
-                        self._process(ready[0])
+                        self._process(engine, ready[0])
         finally:
             self.reorder.finish()
 
-    def _process(self, packet: FramePacket) -> None:
-        self.engine.process(packet)
+    def _process(self, engine: FileEngine, packet: FramePacket) -> None:
+        engine.process(packet)
         packet.timings["processed"] = 1.0
         self._finish(packet)
 
@@ -347,7 +354,7 @@ class VideoResult:
 def process_video(job: VideoJob, engine: FileEngine, *, quiet: bool = False,
                   stop: threading.Event | None = None, on_warm: Callable[[], None] | None = None,
                   watermark: Watermarker | None = None, sign: Callable[[Path], None] | None = None,
-                  progress: Counter | None = None) -> VideoResult:
+                  progress: Counter | None = None, lanes: Sequence[FileEngine] = ()) -> VideoResult:
     """Decode, process and encode job.input into job.output through an AtomicOutput.
 
     On success the temporary file is renamed onto the output, never over a file that appeared
@@ -356,16 +363,17 @@ def process_video(job: VideoJob, engine: FileEngine, *, quiet: bool = False,
     renamed the same way; then the error (Interrupted for Ctrl-C) is raised. `watermark` marks
     frames at its video cadence (None: --no-watermark); `sign` adds C2PA content credentials to
     the finished temporary file (None: --no-c2pa or a container C2PA does not sign). `progress`:
-    the count a caller owns (one bar over a batch); None: this file's own bar (none when quiet)."""
+    the count a caller owns (one bar over a batch); None: this file's own bar (none when quiet);
+    `lanes`: one engine per worker (Engine.lanes(); empty: the workers share `engine`)."""
     with VideoReader(job.input) as reader:  # closed on every path, setup errors included
         return _write_video(reader, job, engine, quiet=quiet, stop=stop, on_warm=on_warm,
-                            watermark=watermark, sign=sign, counter=progress)
+                            watermark=watermark, sign=sign, counter=progress, lanes=lanes)
 
 
 def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quiet: bool,
                  stop: threading.Event | None, on_warm: Callable[[], None] | None,
                  watermark: Watermarker | None, sign: Callable[[Path], None] | None,
-                 counter: Counter | None = None) -> VideoResult:
+                 counter: Counter | None = None, lanes: Sequence[FileEngine] = ()) -> VideoResult:
     info = reader.info
     for kind in info.other_streams:
         log.warning("note: the input's %s stream is not copied to the output", kind)
@@ -385,7 +393,7 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
                       encoder=job.encoder, quality=job.quality, metadata=dict(CONTAINER_METADATA),
                       audio_from=job.input if keep_audio else None, target=job.output,
                       sample_aspect=info.sample_aspect, colour=info.colour)
-    workers = job.processing.runtime.execution_threads
+    workers = len(lanes) or job.processing.runtime.execution_threads
     in_flight = frames_in_flight(info.width * info.height * 3, workers, job.max_memory_gb)
     marker = watermark.video_marker(float(rate)) if watermark is not None else None
     log.debug("video: %dx%d at %s fps, %s frames, %d workers, %d frames in flight",
@@ -401,7 +409,8 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
         writer = VideoWriter(spec)
         stats = run_frames(frames, lambda p: writer.write(p.image, packet_time(p)), engine, workers=workers,
                            max_in_flight=in_flight, frame_range=job.frame_range, label=job.label,
-                           watermark=marker, progress=own if own is not None else counter, stop=stop, on_warm=on_warm)
+                           watermark=marker, progress=own if own is not None else counter, stop=stop, on_warm=on_warm,
+                           lanes=lanes)
     except BaseException as exc:
         if own is not None:
             own.close()

@@ -21,13 +21,14 @@ The engine, the source and the sink are passed in, so tests drive it with fakes.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import IO, Any, Callable, Iterator
+from typing import IO, Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -36,7 +37,7 @@ from livecam.frame import FramePacket
 from livecam.marks.marking_sink import MarkingSink
 from livecam.media.camera import FrameSource
 from livecam.media.sinks import Sink
-from livecam.pipeline.contracts import LiveEngine
+from livecam.pipeline.contracts import FrameEngine, LiveEngine
 from livecam.pipeline.governor import Governor, default_steps
 from livecam.pipeline.metrics import LiveMetrics, ResourceProbe
 from livecam.pipeline.queues import DropOldestQueue, ReorderBuffer, put_until
@@ -67,10 +68,12 @@ class LiveRun:
     join_timeout_s: float = 2.0
     reorder_wait_s: float = 1.0  # give up on a frame missing this long (live only)
     handle_signals: bool = True
+    # Engine.lanes(): process worker i runs lanes[i] (runtime/lanes.py); empty: all share the engine
+    lanes: Sequence[FrameEngine] = ()
 
     @property
-    def workers(self) -> int:  # --execution-threads: frames processed in parallel
-        return max(1, self.job.processing.runtime.execution_threads)
+    def workers(self) -> int:  # --execution-threads (or the lanes): frames processed in parallel
+        return len(self.lanes) or max(1, self.job.processing.runtime.execution_threads)
 
     @property
     def label(self) -> bool:
@@ -235,11 +238,11 @@ class LivePipeline:
             packet.timings["analyse"] = (time.perf_counter() - t0) * 1000.0
             self._put(self.q_process, packet, lossless=not self.live)
 
-    def _process(self) -> None:
+    def _process(self, engine: FrameEngine) -> None:
         try:
             for packet in self._take(self.q_process):
                 t0 = time.perf_counter()
-                self.engine.process(packet)  # in place (contracts.FrameEngine)
+                engine.process(packet)  # in place (contracts.FrameEngine)
                 packet.timings["process"] = (time.perf_counter() - t0) * 1000.0
                 if not self.reorder.push(packet.index, packet):
                     self.metrics.drop("late")
@@ -251,7 +254,8 @@ class LivePipeline:
         self.stages.start("livecam-capture", self._capture)  # first: _shutdown asks whether it still runs
         self.stages.start("livecam-analyse", self._analyse)
         for i in range(self.options.workers):
-            self.stages.start(f"livecam-process-{i}", self._process)
+            engine = self.options.lanes[i] if self.options.lanes else self.engine
+            self.stages.start(f"livecam-process-{i}", functools.partial(self._process, engine))
 
     # -- output loop (caller's thread) ----------------------------------------------------------
     def _output_loop(self) -> str:

@@ -9,7 +9,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 
@@ -47,12 +47,44 @@ INSTALL_HINTS: dict[str, str] = {
 }
 
 
+# Providers where livecam runs lanes (runtime/lanes.py): K threads, each with its own sessions.
+# One session shared by threads does not overlap there (TensorRT serialises runs of a session,
+# a CUDA graph belongs to one stream); on the CPU one shared pool is what fills the cores.
+LANE_PROVIDERS: frozenset[str] = frozenset({"cuda", "tensorrt"})
+
+# TensorRT optimisation profiles for dynamic dimensions, (min, opt, max): a batch dimension
+# (ArcFace takes every face of a frame at once) and an image side (the detector, whose input the
+# governor steps from 640 to 320), so that no governor step rebuilds an engine mid-stream.
+PROFILE_BATCH: tuple[int, int, int] = (1, 1, 8)
+PROFILE_SIDE: tuple[int, int, int] = (320, 640, 640)
+
+
+@dataclass(frozen=True)
+class SessionTuning:
+    """Options one session gets beyond its provider's defaults (ModelStore.open_session makes
+    one per model from the catalog's tensor shapes).
+
+    cuda_graph: capture the model once and replay it (CUDA, TensorRT); only for sessions that
+    are run through IO binding with buffers that never move (runtime/binding.py, lanes) and whose
+    input shapes are fixed. prefer_nhwc: CUDA's NHWC kernels (fp16 convolutions on tensor cores).
+    trt_profile: (input name, (min, opt, max) shapes) for every dynamic input."""
+
+    cuda_graph: bool = False
+    prefer_nhwc: bool = False
+    trt_profile: tuple[tuple[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]], ...] = ()
+
+
 @dataclass(frozen=True)
 class ProviderChoice:
-    """What a session is created with: livecam names and ORT (name, options) pairs."""
+    """What a session is created with: livecam names and ORT (name, options) pairs.
+
+    `lane`: None for the shared session pool; a number for a lane's own sessions (the pool keys
+    on the whole choice, so each lane gets its own session of every model, run through IO
+    binding: runtime/lanes.py)."""
 
     names: tuple[str, ...]
     ort_providers: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
+    lane: int | None = None
 
     def as_ort_args(self) -> tuple[list[str], list[dict[str, str]]]:
         return [p for p, _ in self.ort_providers], [dict(o) for _, o in self.ort_providers]
@@ -60,6 +92,20 @@ class ProviderChoice:
     @property
     def primary(self) -> str:
         return self.names[0]
+
+    @property
+    def device(self) -> str:
+        """Where a lane's tensors live: 'cuda' for the NVIDIA providers, else 'cpu'."""
+        return "cuda" if self.primary in LANE_PROVIDERS else "cpu"
+
+    def for_lane(self, lane: int | None) -> ProviderChoice:
+        return replace(self, lane=lane)
+
+    def tuned(self, tuning: SessionTuning) -> ProviderChoice:
+        """The same providers with `tuning`'s options added to those it applies to."""
+        return replace(self, ort_providers=tuple(
+            (ort_name, tuple(sorted({**dict(opts), **tuning_options(_livecam_name(ort_name), tuning)}.items())))
+            for ort_name, opts in self.ort_providers))
 
 
 NO_ONNXRUNTIME = ("onnxruntime is not installed; install livecam with the one that fits this machine: "
@@ -102,7 +148,17 @@ def user_cache_dir() -> Path:
 def provider_options(name: str, device_id: int = 0) -> dict[str, str]:
     """ORT options for one provider; values are strings as ORT accepts them everywhere."""
     if name == "cuda":
-        return {"device_id": str(device_id), "cudnn_conv_algo_search": "HEURISTIC"}
+        return {
+            "device_id": str(device_id),
+            # livecam's inputs have few shapes (the detector letterboxed to det_size, fixed
+            # crops), so cuDNN's one exhaustive search per shape at warm-up pays back on every
+            # frame (scripts/gpu_bench.py measures HEURISTIC against it).
+            "cudnn_conv_algo_search": "EXHAUSTIVE",
+            "cudnn_conv_use_max_workspace": "1",
+            # Each lane holds its own session of every model: the arena grows by what is asked,
+            # not by doubling, so K lanes do not reserve K times the headroom.
+            "arena_extend_strategy": "kSameAsRequested",
+        }
     if name == "rocm":
         return {"device_id": str(device_id)}
     if name == "tensorrt":
@@ -122,6 +178,55 @@ def provider_options(name: str, device_id: int = 0) -> dict[str, str]:
     if name == "directml":
         return {"device_id": str(device_id)}
     return {}
+
+
+def tuning_options(name: str, tuning: SessionTuning) -> dict[str, str]:
+    """The provider options `tuning` adds for provider NAME (none for providers it has no say in)."""
+    if name == "cuda":
+        return {**({"enable_cuda_graph": "1"} if tuning.cuda_graph else {}),
+                **({"prefer_nhwc": "1"} if tuning.prefer_nhwc else {})}
+    if name == "tensorrt":
+        out = {"trt_cuda_graph_enable": "True"} if tuning.cuda_graph else {}
+        if tuning.trt_profile:
+            for key, which in (("trt_profile_min_shapes", 0), ("trt_profile_opt_shapes", 1),
+                               ("trt_profile_max_shapes", 2)):
+                out[key] = ",".join(f"{input_name}:{'x'.join(map(str, shapes[which]))}"
+                                    for input_name, shapes in tuning.trt_profile)
+        return out
+    return {}
+
+
+def profile_for(inputs: Sequence[tuple[str | None, Sequence[int | None] | None]]
+                ) -> tuple[tuple[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]], ...]:
+    """TensorRT profile shapes for a model's inputs as the catalog gives them ((name, shape),
+    None = dynamic): the first dimension ranges over PROFILE_BATCH, later ones over PROFILE_SIDE.
+    Inputs that are fixed need no profile; an unnamed or unknown-rank dynamic input makes the
+    whole profile empty (TensorRT then picks shapes as they come)."""
+    profile: list[tuple[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]] = []
+    for input_name, shape in inputs:
+        if shape is not None and all(d is not None for d in shape):
+            continue
+        if input_name is None or shape is None:
+            return ()
+        ranges = [(d, d, d) if d is not None else (PROFILE_BATCH if i == 0 else PROFILE_SIDE)
+                  for i, d in enumerate(shape)]
+        low, opt, high = (tuple(r[k] for r in ranges) for k in range(3))
+        profile.append((input_name, (low, opt, high)))
+    return tuple(profile)
+
+
+def model_tuning(inputs: Sequence[tuple[str | None, Sequence[int | None] | None]], providers: ProviderChoice,
+                 *, cuda_graphs: bool = True) -> SessionTuning:
+    """The tuning for one model's session: TensorRT profiles for its dynamic inputs, and a CUDA
+    graph for a lane's session whose inputs are all fixed (one shape, one graph; the buffers are
+    bound once by runtime/binding.py)."""
+    fixed = all(shape is not None and all(d is not None for d in shape) for _, shape in inputs)
+    return SessionTuning(cuda_graph=cuda_graphs and fixed and providers.lane is not None,
+                         trt_profile=profile_for(inputs))
+
+
+def _livecam_name(ort_name: str) -> str:
+    return next((n for n, o in PROVIDER_NAMES.items() if o == ort_name), ort_name)
 
 
 def openvino_devices() -> list[str]:

@@ -18,14 +18,16 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from livecam.errors import ModelError, ProviderError, ProviderStartError
+from livecam.runtime.binding import BoundSession
 from livecam.runtime.capture import captured_output
+from livecam.runtime.graphs import Front, joined_model
 from livecam.runtime.providers import (PROVIDER_NAMES, ProviderChoice, preload_gpu_libraries, resolve_providers,
                                       start_failure)
 
 log = logging.getLogger("livecam")
 
-_POOL: dict[tuple[str, ProviderChoice, int], Any] = {}
-_KEY_LOCKS: dict[tuple[str, ProviderChoice, int], threading.Lock] = {}
+_POOL: dict[tuple[str, ProviderChoice, int, str], Any] = {}
+_KEY_LOCKS: dict[tuple[str, ProviderChoice, int, str], threading.Lock] = {}
 _POOL_LOCK = threading.Lock()
 # ONNX Runtime's names for the input types a model may declare (read-only).
 _ORT_TYPES: Mapping[str, type[np.floating[Any]]] = MappingProxyType(
@@ -44,9 +46,12 @@ def cpu_threads_per_session(workers: int) -> int:
     return max(1, cores // max(1, workers))
 
 
-def get_session(model_path: Path | str, providers: ProviderChoice, intra_op_threads: int = 0) -> Any:
-    """Return the shared session for this model and provider set, creating it on first use."""
-    key = (str(Path(model_path).resolve()), providers, intra_op_threads)
+def get_session(model_path: Path | str, providers: ProviderChoice, intra_op_threads: int = 0,
+                front: Front | None = None) -> Any:
+    """Return the session for this model and provider set, creating it on first use: shared by
+    every thread, or with `providers.lane` set, that lane's own BoundSession. `front`: the model
+    with that pre-graph joined in front (runtime/graphs.py), a session of its own."""
+    key = (str(Path(model_path).resolve()), providers, intra_op_threads, front.name if front else "")
     with _POOL_LOCK:
         session = _POOL.get(key)
         if session is not None:
@@ -57,10 +62,24 @@ def get_session(model_path: Path | str, providers: ProviderChoice, intra_op_thre
         with _POOL_LOCK:
             session = _POOL.get(key)
         if session is None:
-            session = _create(Path(model_path), providers, intra_op_threads)
+            session = _create(Path(model_path), providers, intra_op_threads, front)
+            if providers.lane is not None:  # a lane's own session: buffers bound once (runtime/binding.py)
+                session = BoundSession(session, providers.device, _device_id(providers), graphs=_captures_graphs(session))
             with _POOL_LOCK:
                 _POOL[key] = session
         return session
+
+
+def _captures_graphs(session: Any) -> bool:
+    """Whether the session was created with CUDA graphs (the options as ORT applied them: a
+    model that could not have one was created without, see _create)."""
+    applied = session.get_provider_options()
+    return (applied.get("CUDAExecutionProvider", {}).get("enable_cuda_graph") == "1"
+            or applied.get("TensorrtExecutionProvider", {}).get("trt_cuda_graph_enable") in ("1", "True"))
+
+
+def _device_id(providers: ProviderChoice) -> int:
+    return int(dict(providers.ort_providers[0][1]).get("device_id", "0"))
 
 
 def clear_pool() -> None:
@@ -70,7 +89,7 @@ def clear_pool() -> None:
         _KEY_LOCKS.clear()
 
 
-def _create(model_path: Path, providers: ProviderChoice, intra_op_threads: int) -> Any:
+def _create(model_path: Path, providers: ProviderChoice, intra_op_threads: int, front: Front | None = None) -> Any:
     import onnxruntime as ort
 
     # A provider that fails to start makes ORT print several coloured lines of its own; livecam
@@ -85,12 +104,24 @@ def _create(model_path: Path, providers: ProviderChoice, intra_op_threads: int) 
         # stage needs (measured: 1-worker video 26.6 -> 37.2 FPS at 720p without spinning).
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     names, provider_opts = providers.as_ort_args()
+    source: str | bytes = str(model_path) if front is None else joined_model(str(model_path), front.build, front.connect)
 
     def new_session() -> Any:
         try:
-            return ort.InferenceSession(
-                str(model_path), sess_options=options, providers=names, provider_options=provider_opts
-            )
+            try:
+                return ort.InferenceSession(
+                    source, sess_options=options, providers=names, provider_options=provider_opts
+                )
+            except Exception as exc:
+                plain = _without_cuda_graph(provider_opts)
+                if plain == provider_opts:
+                    raise
+                # A CUDA graph needs every node on the GPU; a model with a CPU node is run
+                # without one rather than refused.
+                log.debug("%s: no CUDA graph (%s)", model_path.name, str(exc).splitlines()[0][:200] if str(exc) else exc)
+                return ort.InferenceSession(
+                    source, sess_options=options, providers=names, provider_options=plain
+                )
         except Exception as exc:  # ORT raises its own exception types for bad files
             first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
             if providers.primary == "cpu":
@@ -124,6 +155,11 @@ def _create(model_path: Path, providers: ProviderChoice, intra_op_threads: int) 
             f"{model_path.name} ({cause}); {fix}, or pass --execution-provider cpu",
             provider=providers.primary, cause=cause, fix=fix)
     return session
+
+
+def _without_cuda_graph(provider_opts: list[dict[str, str]]) -> list[dict[str, str]]:
+    return [{k: v for k, v in opts.items() if k not in ("enable_cuda_graph", "trt_cuda_graph_enable")}
+            for opts in provider_opts]
 
 
 def _make_cache_folders(provider_opts: Sequence[Mapping[str, str]]) -> None:
