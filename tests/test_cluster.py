@@ -167,3 +167,13 @@ def test_livecam_errors_fail_their_file_only_and_are_not_retried(tmp_path: Path,
     assert outcomes[1].error is not None and "corrupt.mp4" in outcomes[1].error.message
     assert not broken.output.exists()
     assert outcomes[2].error is None and probe(fine.output)["frames"] == 90
+
+
+def test_doctor_lists_every_node_with_its_versions(ray_cluster: str) -> None:
+    from livecam.cluster import describe_cluster
+
+    lines = describe_cluster(ray_cluster)
+    assert "reachable" in lines[0]
+    nodes = [line for line in lines[1:] if line.strip().startswith("node ")]
+    assert len(nodes) == 2, lines
+    assert all("0 GPU(s)" in line and line.endswith(": OK") for line in nodes), lines

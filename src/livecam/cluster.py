@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import os
 import platform
+import sys
 import time
 import uuid
 from contextlib import contextmanager
@@ -159,15 +160,17 @@ class Worker:
 @contextmanager
 def connected(address: str, *, cpus: int | None = None) -> Iterator[Any]:
     """ray, initialised for `address` (see the module docstring) and shut down afterwards."""
+    if address == "local" and "ray" not in sys.modules:
+        # Ray 2.60 turns token authentication on for clusters it starts, with a warning unless
+        # the mode is said; it reads the mode once, on import (so only before it). A node that
+        # joins a `ray start` cluster needs the same mode (README).
+        os.environ.setdefault("RAY_AUTH_MODE", "token")
     ray = _ray()
     saved = os.environ.pop("RAY_ADDRESS", None) if address != "auto" else None
     kwargs: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING, "configure_logging": True,
                               "include_dashboard": False}
     try:
         if address == "local":
-            # Ray 2.60 turns token authentication on for clusters it starts; said explicitly, so
-            # it starts without a warning (a node joining a `ray start` cluster needs the same mode)
-            os.environ.setdefault("RAY_AUTH_MODE", "token")
             ray.init(num_cpus=cpus, **kwargs)
         else:
             if address.startswith("ray://"):  # Ray Client takes fewer options
@@ -304,14 +307,11 @@ class _Driver:
                     queue.clear()
             self._advance(board)
         except KeyboardInterrupt:
-            for w in workers:
-                ray.kill(w, no_restart=True)
+            # The workers stop with this driver's connection (ray.shutdown in connected()): they
+            # are its actors. ray.kill here would make Ray say on the terminal that it retries.
             kept = self._keep_partial(outcomes)
             where = f"; partial videos kept: {', '.join(str(p) for p in kept)}" if kept else "; no output written"
             raise Interrupted(f"interrupted{where}") from None
-        finally:
-            for w in workers:
-                ray.kill(w, no_restart=True)
 
     def _advance(self, board: Any) -> None:
         if self.progress is not None:

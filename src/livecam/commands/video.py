@@ -16,7 +16,7 @@ from livecam.pipeline.signals import output_done, stop_signals
 from livecam.media.video_reader import VideoReader
 from livecam.media.video_writer import check_encoder, container_format, resolve_encoder
 from livecam.pipeline.file import process_video
-from livecam.settings import VideoJob
+from livecam.settings import ClusterSettings, VideoJob
 
 if TYPE_CHECKING:
     from livecam.pipeline.contracts import FileEngine
@@ -59,9 +59,13 @@ def create_engine(job: VideoJob) -> FileEngine:
     return engine
 
 
-def run_video(job: VideoJob) -> None:
+def run_video(job: VideoJob, cluster: ClusterSettings | None = None) -> None:
     job = replace(job, encoder=resolve_encoder(job.encoder, job.output))
     check_job(job)
+    if cluster is not None:  # --cluster: segments on Ray workers (commands/video_cluster.py)
+        from livecam.commands.video_cluster import run_video_on_cluster
+
+        return run_video_on_cluster(job, cluster)
     engine = create_engine(job)
     quiet = job.processing.runtime.quiet
     marker = (open_watermarker(job.processing.runtime, getattr(engine, "providers", None),
