@@ -33,7 +33,7 @@ from livecam.media.segments import Segment, index_packets, plan_segments
 from livecam.media.video_reader import DecodedFrame, VideoReader
 from livecam.media.video_writer import OutputSpec, VideoWriter, container_format
 from livecam.pipeline.contracts import FileEngine
-from livecam.pipeline.file import in_range, packet_time, run_frames
+from livecam.pipeline.file import frames_in_flight, in_range, packet_time, run_frames
 from livecam.pipeline.progress import Progress
 from livecam.settings import VideoJob
 
@@ -132,7 +132,9 @@ def run_segment(job: VideoJob, segment: Segment, engine: FileEngine, *, name: st
             stats = run_frames(_segment_frames(reader, segment, engine, job, name),
                                lambda p: writer.write(p.image, packet_time(p)), engine,
                                workers=job.processing.runtime.execution_threads,
-                               max_in_flight=2 * job.processing.runtime.execution_threads + 4,
+                               max_in_flight=frames_in_flight(info.width * info.height * 3,
+                                                              job.processing.runtime.execution_threads,
+                                                              job.max_memory_gb),
                                frame_range=job.frame_range, label=job.label,
                                watermark=watermark.video_marker(float(info.rate)) if watermark else None,
                                progress=_Reporting(report) if report is not None else None, stop=stop,
