@@ -42,8 +42,8 @@ def main() -> None:
                "PYTHONPATH": str(ROOT / "src")}
         env.pop("LIVECAM_CLUSTER", None)
         for run in range(args.runs):
-            for name, extra in variants.items():
-                out = work / f"out{run}-{len(extra)}.mp4"
+            for number, (name, extra) in enumerate(variants.items()):
+                out = work / f"out{run}-{number}.mp4"
                 started = time.monotonic()
                 proc = subprocess.run([sys.executable, "-m", "livecam", "video", str(clip), str(out), "--source",
                                        str(args.photos / "obama.jpg"), "--swap-model", "mesh", "--execution-threads",

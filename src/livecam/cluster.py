@@ -47,6 +47,7 @@ log = logging.getLogger("livecam")
 
 MAX_RESTARTS = 3  # a worker process that dies (OOM killer, lost node) comes back this often
 MAX_TASK_RETRIES = 3  # ... and its segment is run again
+START_TIMEOUT_S = 600  # for all workers to start (a node pulling models or a GPU being freed)
 REPORT_EVERY_S = 0.5  # how often a worker sets its progress count, and the driver reads them
 INSTALL_HINT = "pip install 'livecam[ray]' (on every node: 'livecam[cuda,ray]')"
 
@@ -260,7 +261,13 @@ class _Driver:
                            max_restarts=MAX_RESTARTS, max_task_retries=MAX_TASK_RETRIES)(Worker)
         workers = [actor.remote(self.factory, board) for _ in range(count)]
         want = versions()
-        for described in ray.get([w.describe.remote() for w in workers]):
+        try:
+            described_all = ray.get([w.describe.remote() for w in workers], timeout=START_TIMEOUT_S)
+        except ray.exceptions.GetTimeoutError:
+            raise InputError(f"{count} cluster workers did not all start within {START_TIMEOUT_S} s: the cluster "
+                             "has fewer free GPUs or CPUs than --workers asks, or its nodes cannot import "
+                             f"livecam ({INSTALL_HINT})") from None
+        for described in described_all:
             theirs = {k: described[k] for k in want}
             if theirs != want:
                 for w in workers:
