@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import os
 import platform
+import socket
 import sys
 import time
 import uuid
@@ -158,6 +159,20 @@ class Worker:
 # --------------------------------------------------------------------------- connecting
 
 
+def check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """A TCP connection to HOST:PORT (or ray://HOST:PORT) first: Ray itself retries an address
+    that does not answer for minutes, printing lines of its own meanwhile."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            pass
+    except ValueError:
+        raise InputError(f"--cluster {address!r}: expected local, auto, ray://HOST:PORT or HOST:PORT") from None
+    except OSError as exc:
+        raise InputError(f"cannot reach the Ray cluster at {address} ({exc.strerror or exc}); check the address "
+                         "and that the cluster is up (`ray status` on its head node)") from exc
+
+
 @contextmanager
 def connected(address: str, *, cpus: int | None = None) -> Iterator[Any]:
     """ray, initialised for `address` (see the module docstring) and shut down afterwards."""
@@ -167,6 +182,8 @@ def connected(address: str, *, cpus: int | None = None) -> Iterator[Any]:
         # joins a `ray start` cluster needs the same mode (README).
         os.environ.setdefault("RAY_AUTH_MODE", "token")
     ray = _ray()
+    if address not in ("local", "auto"):
+        check_reachable(address)
     saved = os.environ.pop("RAY_ADDRESS", None) if address != "auto" else None
     kwargs: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING, "configure_logging": True,
                               "include_dashboard": False}
@@ -179,6 +196,8 @@ def connected(address: str, *, cpus: int | None = None) -> Iterator[Any]:
             ray.init(address=address, **kwargs)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if address == "auto" and not os.environ.get("RAY_ADDRESS"):
+            text = "no Ray cluster runs on this machine and RAY_ADDRESS is not set"
         hint = ("start one with `ray start --head` or use --cluster local" if address == "auto"
                 else "check the address and that the cluster is up (`ray status` on its head node)")
         raise InputError(f"cannot connect to the Ray cluster at {address!r} ({text}); {hint}") from exc

@@ -89,3 +89,14 @@ def test_ctrl_c_on_a_cluster_run_leaves_no_output(tmp_path: Path, faces_dir: Pat
     assert proc.returncode == 130, "".join(seen) + rest
     assert "no output written" in _one_line(rest)
     assert list(work.iterdir()) == []
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed (pip install '.[ray]')")
+@pytest.mark.parametrize("address, says", [("127.0.0.1:1", "cannot reach the Ray cluster at 127.0.0.1:1"),
+                                           ("auto", "no Ray cluster runs on this machine and RAY_ADDRESS is not set")])
+def test_doctor_on_a_cluster_that_is_not_there_says_so_in_one_line(address: str, says: str,
+                                                                   isolated_env: dict[str, str]) -> None:
+    env = {k: v for k, v in isolated_env.items() if k != "RAY_ADDRESS"}
+    proc = run_cli(["doctor", "--cluster", address], env=env, timeout=120)
+    assert proc.returncode == 2
+    assert says in _one_line(proc.stderr)
