@@ -4,6 +4,7 @@ and one real run on a local Ray cluster (`--cluster local`) with the embedded mo
 from __future__ import annotations
 
 import importlib.util
+import re
 import signal
 import subprocess
 import sys
@@ -100,3 +101,30 @@ def test_doctor_on_a_cluster_that_is_not_there_says_so_in_one_line(address: str,
     proc = run_cli(["doctor", "--cluster", address], env=env, timeout=120)
     assert proc.returncode == 2
     assert says in _one_line(proc.stderr)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed (pip install '.[ray]')")
+def test_ctrl_c_with_keep_partial_keeps_the_leading_segments(tmp_path: Path, faces_dir: Path,
+                                                             isolated_env: dict[str, str]) -> None:
+    src = make_clip(tmp_path / "biden.mp4", frames=120, size=(320, 240), fps=30, audio=True,
+                    source_image=faces_dir / "biden.jpg", moving_crop=True)
+    out = tmp_path / "swapped.mp4"
+    proc = subprocess.Popen([sys.executable, "-m", "livecam", "video", str(src), str(out), "--source",
+                             str(faces_dir / "obama.jpg"), "--swap-model", "mesh", "--execution-threads", "1",
+                             "--segment-seconds", "1", "--cluster", "local", "--no-c2pa", "--keep-partial"],
+                            env=isolated_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:  # wait until most of it is done: the first segment then surely is
+        seen.append(line)
+        done = re.search(r"(\d+)/\d+ frames \(", line)
+        if done and int(done.group(1)) >= 75:
+            break
+    proc.send_signal(signal.SIGINT)
+    _, rest = proc.communicate(timeout=120)
+    assert proc.returncode == 130, "".join(seen) + rest
+    assert f"partial videos kept: {out}" in _one_line(rest)
+    kept = probe(out)
+    assert kept["frames"] in (30, 60, 90)  # whole leading segments
+    assert kept["times"] == probe(src)["times"][:kept["frames"]]
+    assert kept["audio_duration"] == pytest.approx(kept["frames"] / 30, abs=0.05)
