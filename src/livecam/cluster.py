@@ -194,12 +194,15 @@ def connected(address: str, *, cpus: int | None = None) -> Iterator[Any]:
             if address.startswith("ray://"):  # Ray Client takes fewer options
                 kwargs = {"logging_level": logging.WARNING, "log_to_driver": False}
             ray.init(address=address, **kwargs)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
+    except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as exc:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if address == "auto" and not os.environ.get("RAY_ADDRESS"):
             text = "no Ray cluster runs on this machine and RAY_ADDRESS is not set"
         hint = ("start one with `ray start --head` or use --cluster local" if address == "auto"
                 else "check the address and that the cluster is up (`ray status` on its head node)")
+        if "auth" in text.lower():  # Ray 2.60's token authentication: the same mode and token everywhere
+            hint = ("give this machine the cluster's token (`ray get-auth-token` on its head node, then "
+                    "RAY_AUTH_MODE=token RAY_AUTH_TOKEN=...) or start the cluster with RAY_AUTH_MODE=disabled")
         raise InputError(f"cannot connect to the Ray cluster at {address!r} ({text}); {hint}") from exc
     finally:
         if saved is not None:
