@@ -125,6 +125,9 @@ class Worker:
     def run(self, task: _Task) -> tuple[SegmentResult | SegmentFailure, tuple[str, ...]]:
         plan, segment = task.plan, task.plan.segments[task.number]
         name = plan.name(segment)
+        if not os.access(plan.job.input, os.R_OK):  # the driver's path is not on this node
+            return SegmentFailure(f"{name}: node {platform.node()} cannot read {plan.job.input}; put the input on "
+                                  "storage every node mounts at the same path", 2), ()
         try:
             engine = self._engine_for(plan.job)
             last = [0.0]
