@@ -33,6 +33,7 @@ from livecam.settings import (
     AnalysisSettings,
     BenchJob,
     C2paSettings,
+    ClusterSettings,
     DemoJob,
     EnhanceSettings,
     ImageJob,
@@ -448,6 +449,17 @@ def run(ctx: click.Context, **kw: Any) -> None:
               help="With a folder INPUT: the file names to take, e.g. '*.mp4' (default: every video extension).")
 @click.option("--skip-existing", is_flag=True,
               help="Keep an output that is already there and go on (resumes a folder run).")
+@click.option("--cluster", "cluster", envvar="LIVECAM_CLUSTER", metavar="ADDR",
+              help="Run in segments on a Ray cluster: local (start Ray here), auto (RAY_ADDRESS or the "
+                   "cluster running here) or ray://HOST:10001; none: on this machine. Default: "
+                   "$LIVECAM_CLUSTER. Needs livecam[ray].")
+@click.option("--segment-seconds", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
+              help="With --cluster: length of the segments the workers share.")
+@click.option("--overlap-seconds", type=click.FloatRange(min=0),
+              help="With --cluster: frames before each segment that warm up the face tracker "
+                   "(default: from --smoothing, about 2.7 s at 0.5).")
+@click.option("--workers", type=click.IntRange(min=1),
+              help="With --cluster: worker processes (default: one per GPU, or per --execution-threads cores).")
 @click.pass_context
 def video(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
     """Swap faces in a video file, or in every video of a folder INPUT into a folder OUTPUT; audio is kept."""
@@ -464,7 +476,22 @@ def video(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
                    pattern=kw["pattern"], skip_existing=kw["skip_existing"])
     from livecam.commands.video import run_video
 
-    return run_video(job)
+    return run_video(job, cluster=_cluster(kw))
+
+
+def _cluster(kw: dict[str, Any]) -> ClusterSettings | None:
+    """--cluster and its options (None: this machine; the options then are a usage error)."""
+    address = (kw["cluster"] or "").strip()
+    if address.lower() in ("", "none"):
+        given = [f"--{k.replace('_', '-')}" for k in ("overlap_seconds", "workers") if kw[k] is not None]
+        if given:
+            raise click.UsageError(f"{' and '.join(given)} apply to --cluster runs only: add --cluster ADDR")
+        return None
+    if address.lower() not in ("local", "auto") and ":" not in address:
+        raise click.BadParameter(f"{address!r} is not local, auto, ray://HOST:PORT or HOST:PORT",
+                                 param_hint="--cluster")
+    return ClusterSettings(address=address, workers=kw["workers"], segment_seconds=kw["segment_seconds"],
+                           overlap_seconds=kw["overlap_seconds"])
 
 
 @cli.command()
@@ -529,9 +556,15 @@ def demo(ctx: click.Context, output_dir: Path, force: bool) -> None:
 
 
 @cli.command()
+@click.option("--cluster", metavar="ADDR", help="Check a Ray cluster instead (local, auto, ray://HOST:PORT): "
+              "reachable, Ray and Python versions, GPUs and livecam version per node.")
 @click.pass_context
-def doctor(ctx: click.Context) -> int:
+def doctor(ctx: click.Context, cluster: str | None) -> int:
     """Check the installation: packages, providers, models, cameras, disk."""
+    if cluster:
+        from livecam.commands.doctor import run_cluster_doctor
+
+        return run_cluster_doctor(cluster)
     from livecam.commands.doctor import run_doctor
 
     return run_doctor(ctx.obj)

@@ -194,3 +194,13 @@ class DemoJob:
     output_dir: Path
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
     force: bool = False
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """Where and how `livecam video --cluster` runs (livecam.cluster)."""
+
+    address: str  # "local" (Ray started here), "auto" (RAY_ADDRESS or a running local cluster), ray://HOST:PORT
+    workers: int | None = None  # None: one per GPU, or per execution_threads cores without GPUs
+    segment_seconds: float = 60.0
+    overlap_seconds: float | None = None  # None: from the tracker's smoothing (pipeline.segments)

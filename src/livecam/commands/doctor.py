@@ -191,3 +191,16 @@ def run_doctor(settings: RuntimeSettings) -> int:
         return 0
     echo("Default run (embedded models, CPU): NOT ready; see the PROBLEM lines and model states above")
     return 1
+
+
+def run_cluster_doctor(address: str) -> int:
+    """`livecam doctor --cluster ADDR`: reachable, versions, GPUs and livecam per node; exit 1 on a
+    mismatch or a node that cannot run livecam (an unreachable cluster is an InputError)."""
+    from livecam.cluster import describe_cluster
+
+    lines = describe_cluster(address)
+    for line in lines:
+        click.echo(line)
+    problems = [line for line in lines if "MISMATCH" in line or "cannot run livecam" in line]
+    click.echo("Cluster: ready" if not problems else f"Cluster: NOT ready ({len(problems)} node(s) above)")
+    return 1 if problems else 0

@@ -22,8 +22,9 @@ from livecam.media.video_reader import VideoReader
 from livecam.media.video_writer import check_encoder, container_format, resolve_encoder
 from livecam.pipeline.batch import FileOutcome, is_folder_run, make_output_folder, plan_folder, run_batch, summarize
 from livecam.pipeline.file import process_video
+from livecam.pipeline.segments import check_segmentable
 from livecam.pipeline.progress import Parts, Progress
-from livecam.settings import VideoJob
+from livecam.settings import ClusterSettings, VideoJob
 
 if TYPE_CHECKING:
     from livecam.pipeline.contracts import FileEngine
@@ -68,11 +69,11 @@ def create_engine(job: VideoJob) -> FileEngine:
     return engine
 
 
-def run_video(job: VideoJob) -> None:
+def run_video(job: VideoJob, cluster: ClusterSettings | None = None) -> None:
     from livecam.pipeline.engine import lanes_of
 
     if is_folder_run(job):
-        return run_folder(job)
+        return run_folder(job, cluster)
     if job.pattern is not None:
         raise InputError(f"--pattern chooses the files of a folder input, but {job.input} is not a folder")
     if job.skip_existing and (job.output.exists() or job.output.is_symlink()):
@@ -80,6 +81,10 @@ def run_video(job: VideoJob) -> None:
         return None
     job = replace(job, encoder=resolve_encoder(job.encoder, job.output))
     check_job(job)
+    if cluster is not None:  # --cluster: segments on Ray workers (commands/video_cluster.py)
+        from livecam.commands.video_cluster import run_video_on_cluster
+
+        return run_video_on_cluster(job, cluster)
     engine = create_engine(job)
     quiet = job.processing.runtime.quiet
     marker = (open_watermarker(job.processing.runtime, getattr(engine, "providers", None),
@@ -103,7 +108,7 @@ def run_video(job: VideoJob) -> None:
              result.output, stats.frames, stats.processed, stats.with_faces, stats.seconds, stats.fps, audio)
 
 
-def run_folder(template: VideoJob) -> None:
+def run_folder(template: VideoJob, cluster: ClusterSettings | None = None) -> None:
     """A folder in, a folder out: every matching file planned (batch.plan_folder) and checked
     before any model loads, a check's refusal recorded as that file's outcome; the rest run
     through the chosen runner; one summary, and a non-zero exit when any file failed."""
@@ -116,6 +121,8 @@ def run_folder(template: VideoJob) -> None:
         try:
             job = replace(job, encoder=resolve_encoder(job.encoder, job.output))
             totals.append(check_job(job))
+            if cluster is not None:
+                check_segmentable(job)
         except OutputExistsError as exc:
             hint = f"{exc.message} (--skip-existing keeps it and goes on)"
             outcomes.append(FileOutcome(job, error=OutputExistsError(hint)))
@@ -127,7 +134,7 @@ def run_folder(template: VideoJob) -> None:
     started = time.perf_counter()
     if jobs:
         total = None if None in totals else sum(t for t in totals if t is not None)
-        outcomes += pick_runner(template)(template, jobs, total)
+        outcomes += pick_runner(cluster)(template, jobs, total)
     output_done()  # every file is decided: a signal from now on changes nothing
     error = summarize(outcomes, time.perf_counter() - started)
     if error is not None:
@@ -138,21 +145,22 @@ def run_folder(template: VideoJob) -> None:
 Runner = Callable[[VideoJob, Sequence[VideoJob], "int | None"], "list[FileOutcome]"]
 
 
-def pick_runner(template: VideoJob) -> Runner:
-    """The one place a folder run's runner is chosen. The cluster plugs in here, e.g.
+def pick_runner(cluster: ClusterSettings | None) -> Runner:
+    """The one place a folder run's runner is chosen: this machine (run_local) or, with
+    --cluster, every segment of every file in one queue on the cluster's workers. A runner
+    returns one batch.FileOutcome per job (a failed file is an outcome, not an exception;
+    Ctrl-C raises Interrupted), counts frames on the one bar and builds its engines itself."""
+    if cluster is None:
+        return run_local
 
-        if cluster is not None:                       # --cluster, as the command holds it
-            from livecam.cluster import run_on_cluster    # the only module importing Ray
+    def on_cluster(template: VideoJob, jobs: Sequence[VideoJob], total: int | None) -> list[FileOutcome]:
+        from livecam.cluster import run_on_cluster
+        from livecam.commands.video_cluster import cluster_signer
 
-            def on_cluster(template, jobs, total):
-                with batch_progress(template, jobs, total) as parts:
-                    return run_on_cluster(jobs, cluster, parts.progress)
-            return on_cluster
+        with stop_signals(), batch_progress(template, jobs, total) as parts:
+            return run_on_cluster(jobs, cluster, parts.progress, sign_for=cluster_signer)
 
-    A runner returns one batch.FileOutcome per job (a failed file is an outcome, not an
-    exception; Ctrl-C raises Interrupted), counts frames on the one bar (Progress.set or
-    Parts.report: counts set, not added) and builds its engines itself (run_local: one, here)."""
-    return run_local
+    return on_cluster
 
 
 def batch_progress(template: VideoJob, jobs: Sequence[VideoJob], total: int | None) -> Parts:

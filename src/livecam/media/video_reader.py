@@ -489,6 +489,21 @@ class VideoReader:
                 log.warning("warning: %s", ended)
         decoder.report()  # nothing when said above or undamaged
 
+    def frames_from(self, seek_pts: int | None) -> Iterator[DecodedFrame]:
+        """Decoded frames from the keyframe at `seek_pts` (video stream ticks; None: the start) on,
+        on frames()'s timeline: a segment of the file for a cluster worker, which stops when it
+        has its frames (so frames()'s checks of the whole file's length do not apply)."""
+        if seek_pts is not None:
+            self._container.seek(seek_pts, stream=self._stream, backward=True, any_frame=False)
+        info = self.info
+        decoder = VideoDecoder(self._container, self._stream, self.path.name, size=(info.width, info.height),
+                               rate=info.rate, origin=info.origin)
+        try:
+            yield from decoder
+        finally:
+            self.bad_packets = decoder.bad_packets
+            decoder.report()
+
     def close(self) -> None:
         self._container.close()
 

@@ -228,6 +228,24 @@ class _Track(Protocol):
     def close(self) -> None: ...
 
 
+def open_output(path: Path, fmt: str, metadata: dict[str, str], shown: Path) -> av.container.OutputContainer:
+    """A `fmt` output container at `path` with `metadata` tags (kept in MP4/MOV too); errors name
+    `shown`, the user's path."""
+    options = {"movflags": "+use_metadata_tags"} if fmt in ("mp4", "mov") else {}
+    try:
+        out = av.open(str(path), mode="w", format=fmt, options=options)
+    except OSError as exc:
+        raise output_error(shown, exc) from exc
+    out.metadata.update(metadata)
+    return out
+
+
+def input_audio_track(out: av.container.OutputContainer, source: Path) -> _Track:
+    """The first audio stream of `source` added to `out`, to be muxed with pump() as the video
+    advances (copied or re-encoded, as VideoWriter does it)."""
+    return _AudioTrack(out, source)
+
+
 class VideoWriter:
     """Encodes BGR frames with given timestamps into one container; one thread only.
 
@@ -238,15 +256,13 @@ class VideoWriter:
     def __init__(self, spec: OutputSpec) -> None:
         self.spec = spec
         self.frames_written = 0
+        # (pts, dts) of every video packet as the encoder gave it, in spec.time_base: a part
+        # encoded for a cluster run is joined with these (a container may round its own)
+        self.packet_times: list[tuple[int, int | None]] = []
         self._last_pts: int | None = None
         self._last_time: float | None = None
-        options = {"movflags": "+use_metadata_tags"} if spec.format in ("mp4", "mov") else {}
+        self._out = open_output(spec.path, spec.format, spec.metadata, spec.shown_path)
         try:
-            self._out = av.open(str(spec.path), mode="w", format=spec.format, options=options)
-        except OSError as exc:
-            raise output_error(spec.shown_path, exc) from exc
-        try:
-            self._out.metadata.update(spec.metadata)
             codec = av.Codec(spec.encoder, "w")
             _quiet_encoder_logs(spec.encoder)
             vs = add_video_stream(self._out, spec.encoder, spec.rate)
@@ -305,7 +321,7 @@ class VideoWriter:
         frame.time_base = self.spec.time_base
         try:
             for packet in self._video.encode(frame):
-                self._out.mux(packet)
+                self._mux_video(packet)
             if self._audio is not None:
                 self._audio.pump(time_s + _AUDIO_LEAD_S)
         except OSError as exc:
@@ -318,7 +334,7 @@ class VideoWriter:
         """Flush and finalise a valid file. partial: cut the audio where the video stops."""
         try:
             for packet in self._video.encode(None):
-                self._out.mux(packet)
+                self._mux_video(packet)
             if self._audio is not None:
                 end = None
                 if partial or self.spec.audio is not None:
@@ -334,6 +350,11 @@ class VideoWriter:
         finally:
             if self._audio is not None:
                 self._audio.close()
+
+    def _mux_video(self, packet: av.Packet) -> None:
+        if packet.pts is not None:
+            self.packet_times.append((int(packet.pts), int(packet.dts) if packet.dts is not None else None))
+        self._out.mux(packet)
 
     def abort(self) -> None:
         """Close without caring about the file (the caller removes it)."""

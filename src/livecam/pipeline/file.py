@@ -200,14 +200,18 @@ class FilePipeline:
     smoothing step).
 
     on_warm is called once from the encode thread when as many frames as may be in flight have
-    been written: every thread, codec and buffer exists by then (the moment to cap memory)."""
+    been written: every thread, codec and buffer exists by then (the moment to cap memory).
+    first_index numbers the first frame (frame_range and the watermark's cadence count in the
+    whole file when a cluster worker runs one segment of it)."""
 
     def __init__(self, frames: Iterable[TimedFrame], write: Callable[[FramePacket], None], engine: FileEngine, *,
                  workers: int = 1, max_in_flight: int = 6, frame_range: tuple[int, int | None] | None = None,
                  label: bool = True, watermark: Callable[[int, np.ndarray], np.ndarray] | None = None,
                  progress: Counter | None = None, stop: threading.Event | None = None,
-                 on_warm: Callable[[], None] | None = None, lanes: Sequence[FileEngine] = ()) -> None:
+                 on_warm: Callable[[], None] | None = None, lanes: Sequence[FileEngine] = (),
+                 first_index: int = 0) -> None:
         self.frames = frames
+        self.first_index = first_index  # of the first frame (a cluster segment's place in its file)
         self.write = write
         self.engine = engine
         self.lanes = list(lanes)  # worker i runs lanes[i] (one per worker); empty: all share `engine`
@@ -221,11 +225,11 @@ class FilePipeline:
         self.stages = Stages(stop)
         self.slots = threading.Semaphore(max(self.workers + 2, max_in_flight))
         self.work = WorkQueue(maxsize=max_in_flight + self.workers)
-        self.reorder: ReorderBuffer[FramePacket] = ReorderBuffer(0, producers=self.workers)
+        self.reorder: ReorderBuffer[FramePacket] = ReorderBuffer(first_index, producers=self.workers)
         self.stats = RunStats()
         self.ordered: InOrder | None = None
         if engine.smooths:
-            self.ordered = InOrder(engine.track, frame_range[0] if frame_range is not None else 0)
+            self.ordered = InOrder(engine.track, max(first_index, frame_range[0] if frame_range is not None else 0))
 
     def run(self) -> RunStats:
         """Returns when all frames are written; raises the first error of any thread; a
@@ -252,7 +256,7 @@ class FilePipeline:
         stop = self.stages.stop
         try:
             source = iter(self.frames)
-            index = 0
+            index = self.first_index
             while True:
                 # Take the slot before decoding, so a decoded frame always has one.
                 while not self.slots.acquire(timeout=POLL_S):

@@ -1,0 +1,446 @@
+"""`livecam video --cluster`: the segments of many videos on a Ray cluster. The only module that
+imports Ray (lazily: livecam runs without it).
+
+    driver: plan every job (pipeline.segments.plan_job: one demux pass each, no decoding)
+        -> one queue of all segments, largest files first
+        -> a pool of `Worker` actors, one segment each at a time, results kept in segment order
+        -> each file joined (pipeline.segments.write_joined) as soon as all its parts are back
+        -> one pipeline.batch.FileOutcome per job, in the jobs' order
+    worker (a Ray actor; num_gpus=1 on GPU clusters): says its livecam, Ray and Python versions
+        (the driver refuses a mismatch), builds the engine once per processing settings, runs
+        pipeline.segments.run_segment on the input path (shared storage or a URL every node reads).
+
+Failures: a worker process that dies is restarted by Ray and its segment retried
+(max_restarts, max_task_retries); an error of livecam's own (a corrupt segment, a refused model)
+comes back as a value, is not retried, and fails only its file, naming file and segment.
+Ctrl-C kills the workers and writes nothing (with --keep-partial, each file's leading finished
+segments). Progress: workers set their segment's count of frames written on a small board
+actor; the driver sums the board, so a retried segment is not counted twice.
+Addresses: `local` starts Ray in this process (RAY_ADDRESS ignored), `auto` joins RAY_ADDRESS
+or the cluster running on this machine, `ray://HOST:PORT` a remote one (Ray Client), HOST:PORT
+a cluster's GCS directly. RAY_ADDRESS is read only for `auto`, so a stray variable never sends
+a private video elsewhere.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import socket
+import sys
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+from livecam import __version__
+from livecam.errors import InputError, Interrupted, LivecamError
+from livecam.pipeline.batch import FileOutcome
+from livecam.pipeline.contracts import FileEngine
+from livecam.pipeline.progress import Progress
+from livecam.pipeline.segments import SegmentPlan, SegmentResult, plan_job, run_segment, write_joined
+from livecam.settings import ClusterSettings, VideoJob
+
+log = logging.getLogger("livecam")
+
+MAX_RESTARTS = 3  # a worker process that dies (OOM killer, lost node) comes back this often
+MAX_TASK_RETRIES = 3  # ... and its segment is run again
+START_TIMEOUT_S = 600  # for all workers to start (a node pulling models or a GPU being freed)
+REPORT_EVERY_S = 0.5  # how often a worker sets its progress count, and the driver reads them
+INSTALL_HINT = "pip install 'livecam[ray]' (on every node: 'livecam[cuda,ray]')"
+
+EngineFactory = Callable[[VideoJob], FileEngine]
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:
+        raise InputError(f"--cluster needs Ray, which is not installed: {INSTALL_HINT}") from exc
+    return ray
+
+
+def versions() -> dict[str, str]:
+    """What must be equal on the driver and every worker."""
+    import ray
+
+    return {"livecam": __version__, "ray": ray.__version__, "python": platform.python_version().rsplit(".", 1)[0]}
+
+
+def build_engine(job: VideoJob) -> FileEngine:
+    """The real engine, as `livecam video` builds it (models load here, once per worker)."""
+    from livecam.pipeline.engine import Engine
+
+    return Engine.create(job.processing, live=False, progress=False)
+
+
+@dataclass(frozen=True)
+class SegmentFailure:
+    """A segment that failed with livecam's own error: not retried; fails its file."""
+
+    message: str
+    exit_code: int
+
+
+@dataclass(frozen=True)
+class _Task:
+    file: int  # index into the driver's jobs
+    plan: SegmentPlan
+    number: int  # segment number
+
+
+class Board:
+    """Frames written per (file, segment), set by workers (a Ray actor on the driver's node)."""
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[int, int], int] = {}
+
+    def set(self, key: tuple[int, int], count: int) -> None:
+        self._counts[key] = count
+
+    def total(self) -> int:
+        return sum(self._counts.values())
+
+
+class Worker:
+    """One segment at a time with an engine built once (per processing settings)."""
+
+    def __init__(self, factory: EngineFactory, board: str) -> None:
+        import ray
+
+        self._factory = factory
+        # found by name: an actor handle among the arguments would keep them in the object
+        # store, which Ray warns about (on the terminal) for actors it restarts
+        self._board = ray.get_actor(board)
+        self._engine: FileEngine | None = None
+        self._key: Any = None
+        self._marker: Any = None
+
+    def describe(self) -> dict[str, str]:
+        return {**versions(), "node": platform.node(), "pid": str(os.getpid())}
+
+    def run(self, task: _Task) -> tuple[SegmentResult | SegmentFailure, tuple[str, ...]]:
+        plan, segment = task.plan, task.plan.segments[task.number]
+        name = plan.name(segment)
+        if not os.access(plan.job.input, os.R_OK):  # the driver's path is not on this node
+            return SegmentFailure(f"{name}: node {platform.node()} cannot read {plan.job.input}; put the input on "
+                                  "storage every node mounts at the same path", 2), ()
+        try:
+            engine = self._engine_for(plan.job)
+            last = [0.0]
+
+            def report(done: int) -> None:
+                now = time.monotonic()
+                if now - last[0] >= REPORT_EVERY_S or done == segment.frames:
+                    last[0] = now
+                    self._board.set.remote((task.file, task.number), done)
+
+            result: SegmentResult | SegmentFailure = run_segment(plan.job, segment, engine, name=name,
+                                                                 watermark=self._marker, report=report)
+        except LivecamError as exc:
+            result = SegmentFailure(message=f"{name}: {exc.message}", exit_code=exc.exit_code)
+        names = tuple(getattr(self._engine, "model_names", {}).values())
+        return result, names
+
+    def _engine_for(self, job: VideoJob) -> FileEngine:
+        key = (job.processing, job.watermark)
+        if self._engine is None or key != self._key:
+            self._engine = self._factory(job)
+            self._marker = None
+            if job.watermark:
+                from livecam.marks.watermark import open_watermarker
+
+                self._marker = open_watermarker(job.processing.runtime, getattr(self._engine, "providers", None),
+                                                job.processing.runtime.execution_threads)
+            self._key = key
+        return self._engine
+
+
+# --------------------------------------------------------------------------- connecting
+
+
+def check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """A TCP connection to HOST:PORT (or ray://HOST:PORT) first: Ray itself retries an address
+    that does not answer for minutes, printing lines of its own meanwhile."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            pass
+    except ValueError:
+        raise InputError(f"--cluster {address!r}: expected local, auto, ray://HOST:PORT or HOST:PORT") from None
+    except OSError as exc:
+        raise InputError(f"cannot reach the Ray cluster at {address} ({exc.strerror or exc}); check the address "
+                         "and that the cluster is up (`ray status` on its head node)") from exc
+
+
+@contextmanager
+def connected(address: str, *, cpus: int | None = None) -> Iterator[Any]:
+    """ray, initialised for `address` (see the module docstring) and shut down afterwards."""
+    if address == "local" and "ray" not in sys.modules:
+        # Ray 2.60 turns token authentication on for clusters it starts, with a warning unless
+        # the mode is said; it reads the mode once, on import (so only before it). A node that
+        # joins a `ray start` cluster needs the same mode (README).
+        os.environ.setdefault("RAY_AUTH_MODE", "token")
+    ray = _ray()
+    if address not in ("local", "auto"):
+        check_reachable(address)
+    saved = os.environ.pop("RAY_ADDRESS", None) if address != "auto" else None
+    kwargs: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING, "configure_logging": True,
+                              "include_dashboard": False}
+    try:
+        if address == "local":
+            ray.init(num_cpus=cpus, **kwargs)
+        else:
+            if address.startswith("ray://"):  # Ray Client takes fewer options
+                kwargs = {"logging_level": logging.WARNING, "log_to_driver": False}
+            ray.init(address=address, **kwargs)
+    except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as exc:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if address == "auto" and not os.environ.get("RAY_ADDRESS"):
+            text = "no Ray cluster runs on this machine and RAY_ADDRESS is not set"
+        hint = ("start one with `ray start --head` or use --cluster local" if address == "auto"
+                else "check the address and that the cluster is up (`ray status` on its head node)")
+        if "auth" in text.lower():  # Ray 2.60's token authentication: the same mode and token everywhere
+            hint = ("give this machine the cluster's token (`ray get-auth-token` on its head node, then "
+                    "RAY_AUTH_MODE=token RAY_AUTH_TOKEN=...) or start the cluster with RAY_AUTH_MODE=disabled")
+        raise InputError(f"cannot connect to the Ray cluster at {address!r} ({text}); {hint}") from exc
+    finally:
+        if saved is not None:
+            os.environ["RAY_ADDRESS"] = saved
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def default_workers(ray: Any, threads: int) -> int:
+    """One worker per GPU; without GPUs, one per `threads` cores of the cluster."""
+    resources = ray.cluster_resources()
+    gpus = int(resources.get("GPU", 0))
+    if gpus:
+        return gpus
+    return max(1, int(resources.get("CPU", 1)) // max(1, threads))
+
+
+# --------------------------------------------------------------------------- the driver
+
+
+def run_on_cluster(jobs: Sequence[VideoJob], cluster: ClusterSettings, progress: Progress | None = None, *,
+                   engine_factory: EngineFactory = build_engine,
+                   sign_for: Callable[[VideoJob, tuple[str, ...]], Callable[[Path], None] | None] | None = None,
+                   ) -> list[FileOutcome]:
+    """Every job (encoders resolved, outputs checked) on the cluster; one FileOutcome per job, in
+    order. A file that cannot be planned or whose segment fails gets its error; the others go
+    on. Raises InputError when the cluster cannot be reached or its versions differ, Interrupted
+    on Ctrl-C (after killing the workers; --keep-partial files keep their leading segments).
+    `progress` (None: one made here unless the jobs are quiet) is advanced to the frames written
+    so far over all jobs; `sign_for(job, model_names)` gives the C2PA signer of an output."""
+    outcomes: dict[int, FileOutcome] = {}
+    plans: dict[int, SegmentPlan] = {}
+    for i, job in enumerate(jobs):
+        try:
+            plans[i] = plan_job(job, cluster.segment_seconds, cluster.overlap_seconds)
+        except LivecamError as exc:
+            outcomes[i] = FileOutcome(job=job, error=exc)
+    if plans:
+        threads = max(job.processing.runtime.execution_threads for job in jobs)
+        own_bar = progress is None and not all(job.processing.runtime.quiet for job in jobs)
+        if own_bar:
+            total = sum(p.frames for p in plans.values())
+            progress = Progress(total, label=jobs[0].output.name if len(jobs) == 1 else "videos")
+        try:
+            with connected(cluster.address, cpus=os.cpu_count() if cluster.address == "local" else None) as ray:
+                _Driver(ray, plans, cluster, threads, engine_factory, sign_for, progress).run(outcomes)
+        finally:
+            if own_bar and progress is not None:
+                progress.close()
+    return [outcomes[i] for i in range(len(jobs))]
+
+
+class _Driver:
+    def __init__(self, ray: Any, plans: dict[int, SegmentPlan], cluster: ClusterSettings, threads: int,
+                 factory: EngineFactory,
+                 sign_for: Callable[[VideoJob, tuple[str, ...]], Callable[[Path], None] | None] | None,
+                 progress: Progress | None) -> None:
+        self.ray = ray
+        self.plans = plans
+        self.cluster = cluster
+        self.threads = threads
+        self.factory = factory
+        self.sign_for = sign_for
+        self.progress = progress
+        self.parts: dict[int, dict[int, SegmentResult]] = {i: {} for i in plans}
+        self.models: dict[int, tuple[str, ...]] = {}
+
+    def _workers(self, board: str) -> list[Any]:
+        ray = self.ray
+        resources = ray.cluster_resources()
+        gpus = 1 if resources.get("GPU", 0) else 0
+        count = self.cluster.workers or default_workers(ray, self.threads)
+        # CPU workers: a share of a CPU each so that any --workers fits, spread over the nodes
+        cpus = 0.0 if gpus else min(1.0, float(resources.get("CPU", 1)) / count)
+        actor = ray.remote(num_gpus=gpus, num_cpus=cpus, scheduling_strategy="SPREAD",
+                           max_restarts=MAX_RESTARTS, max_task_retries=MAX_TASK_RETRIES)(Worker)
+        workers = [actor.remote(self.factory, board) for _ in range(count)]
+        want = versions()
+        try:
+            described_all = ray.get([w.describe.remote() for w in workers], timeout=START_TIMEOUT_S)
+        except ray.exceptions.GetTimeoutError:
+            raise InputError(f"{count} cluster workers did not all start within {START_TIMEOUT_S} s: the cluster "
+                             "has fewer free GPUs or CPUs than --workers asks, or its nodes cannot import "
+                             f"livecam ({INSTALL_HINT})") from None
+        for described in described_all:
+            theirs = {k: described[k] for k in want}
+            if theirs != want:
+                for w in workers:
+                    ray.kill(w, no_restart=True)
+                diff = ", ".join(f"{k} {theirs[k]} (here {want[k]})" for k in want if theirs[k] != want[k])
+                raise InputError(f"the cluster's node {described['node']} runs {diff}; install the same "
+                                 f"versions on every node ({INSTALL_HINT})")
+        nodes = sum(1 for node in ray.nodes() if node.get("Alive"))
+        log.info("cluster: %d worker%s on %d node%s", count, "s" if count != 1 else "", nodes,
+                 "s" if nodes != 1 else "")
+        return workers
+
+    def run(self, outcomes: dict[int, FileOutcome]) -> None:
+        ray = self.ray
+        name = f"livecam-progress-{uuid.uuid4().hex}"
+        board = ray.remote(num_cpus=0)(Board).options(name=name).remote()
+        workers = self._workers(name)
+        # largest files first (the long pole starts early), each file's segments in order
+        order = sorted(self.plans, key=lambda i: -self.plans[i].job.input.stat().st_size)
+        queue = [_Task(i, self.plans[i], s.number) for i in order for s in self.plans[i].segments]
+        running: dict[Any, tuple[Any, _Task]] = {}
+        idle = list(workers)
+        try:
+            while queue or running:
+                while idle and queue:
+                    task = queue.pop(0)
+                    if task.file in outcomes:  # its file already failed
+                        continue
+                    worker = idle.pop()
+                    running[worker.run.remote(task)] = (worker, task)
+                if not running:
+                    break
+                done, _ = ray.wait(list(running), num_returns=1, timeout=REPORT_EVERY_S)
+                self._advance(board)
+                for ref in done:
+                    worker, task = running.pop(ref)
+                    if self._collect(ref, task, outcomes):
+                        idle.append(worker)
+                if not idle and not running and queue:  # every worker is gone for good
+                    for task in queue:
+                        outcomes.setdefault(task.file, FileOutcome(job=task.plan.job, error=LivecamError(
+                            f"{task.plan.job.input.name}: no cluster worker is left (they died more than "
+                            f"{MAX_RESTARTS} times each); see the Ray logs on the nodes")))
+                    queue.clear()
+            self._advance(board)
+        except KeyboardInterrupt:
+            # The workers stop with this driver's connection (ray.shutdown in connected()): they
+            # are its actors. ray.kill here would make Ray say on the terminal that it retries.
+            kept = self._keep_partial(outcomes)
+            where = f"; partial videos kept: {', '.join(str(p) for p in kept)}" if kept else "; no output written"
+            raise Interrupted(f"interrupted{where}") from None
+
+    def _advance(self, board: Any) -> None:
+        if self.progress is not None:
+            done = self.ray.get(board.total.remote())
+            if done > self.progress.done:
+                self.progress.advance(done - self.progress.done)
+
+    def _collect(self, ref: Any, task: _Task, outcomes: dict[int, FileOutcome]) -> bool:
+        """Take in one finished task; False when its worker is gone for good."""
+        plan = task.plan
+        name = plan.name(plan.segments[task.number])
+        try:
+            result, models = self.ray.get(ref)
+        except self.ray.exceptions.RayError as exc:  # the worker died past its retries, or a bug
+            text = str(exc).strip().splitlines()
+            outcomes.setdefault(task.file, FileOutcome(job=plan.job, error=LivecamError(
+                f"{name}: the cluster worker failed ({text[-1] if text else type(exc).__name__})")))
+            return not isinstance(exc, self.ray.exceptions.RayActorError)
+        if isinstance(result, SegmentFailure):
+            outcomes.setdefault(task.file, FileOutcome(job=plan.job, error=LivecamError(
+                result.message, exit_code=result.exit_code)))
+            return True
+        if task.file in outcomes:
+            return True
+        self.models[task.file] = models
+        parts = self.parts[task.file]
+        parts[task.number] = result
+        if len(parts) == len(plan.segments):
+            outcomes[task.file] = self._join(task.file, plan)
+        return True
+
+    def _join(self, file: int, plan: SegmentPlan) -> FileOutcome:
+        results = [self.parts[file][n] for n in range(len(plan.segments))]
+        self.parts[file] = {}  # the parts' bytes are not needed any more
+        sign = self.sign_for(plan.job, self.models.get(file, ())) if self.sign_for is not None else None
+        try:
+            write_joined(plan, results, sign=sign)
+        except LivecamError as exc:
+            return FileOutcome(job=plan.job, error=exc)
+        return FileOutcome(job=plan.job, frames=sum(r.frames for r in results))
+
+    def _keep_partial(self, outcomes: dict[int, FileOutcome]) -> list[Path]:
+        kept = []
+        for file, plan in self.plans.items():
+            if file in outcomes or not plan.job.keep_partial:
+                continue
+            leading = []
+            for n in range(len(plan.segments)):
+                if n not in self.parts[file]:
+                    break
+                leading.append(self.parts[file][n])
+            if not leading:
+                continue
+            try:
+                write_joined(replace(plan, segments=plan.segments[:len(leading)]), leading, partial=True)
+            except LivecamError as exc:
+                log.warning("warning: the partial video of %s could not be kept: %s", plan.job.input.name,
+                            exc.message)
+                continue
+            kept.append(plan.job.output)
+        return kept
+
+
+# --------------------------------------------------------------------------- doctor
+
+
+def _node_report() -> dict[str, str]:
+    return {**versions(), "node": platform.node()}
+
+
+def describe_cluster(address: str) -> list[str]:
+    """`livecam doctor --cluster ADDR`: one line per node (GPUs, livecam/Ray/Python versions),
+    marked where they differ from this machine's. InputError when it cannot be reached."""
+    with connected(address) as ray:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        want = versions()
+        lines = [f"cluster {address}: reachable; here livecam {want['livecam']}, Ray {want['ray']}, "
+                 f"Python {want['python']}"]
+        probe = ray.remote(num_cpus=0)(_node_report)
+        for node in ray.nodes():
+            if not node.get("Alive"):
+                continue
+            gpus = int(node.get("Resources", {}).get("GPU", 0))
+            strategy = NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
+            try:
+                theirs = ray.get(probe.options(scheduling_strategy=strategy).remote(), timeout=120)
+            except Exception as exc:  # noqa: BLE001 - a node that cannot run livecam is the finding
+                text = str(exc).strip().splitlines()
+                lines.append(f"  node {node.get('NodeManagerAddress')}: {gpus} GPU(s); cannot run livecam "
+                             f"({text[-1] if text else type(exc).__name__}): {INSTALL_HINT}")
+                continue
+            diff = [f"{k} {theirs[k]} (here {want[k]})" for k in want if theirs[k] != want[k]]
+            state = "OK" if not diff else "MISMATCH: " + ", ".join(diff)
+            lines.append(f"  node {theirs['node']} ({node.get('NodeManagerAddress')}): {gpus} GPU(s), livecam "
+                         f"{theirs['livecam']}, Ray {theirs['ray']}, Python {theirs['python']}: {state}")
+        return lines
+
+
+__all__ = ["ClusterSettings", "EngineFactory", "build_engine", "describe_cluster", "run_on_cluster"]

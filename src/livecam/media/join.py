@@ -1,0 +1,118 @@
+"""Joining video parts encoded on several machines into one file, without re-encoding.
+
+Each part is a small container holding one video stream plus the exact (pts, dts) its encoder
+gave every packet (`EncodedPart.times`): the container may round them (Matroska keeps
+milliseconds), so the join puts the encoder's own back. Parts must share their codec parameters
+(codec, size, pixel format, extradata), and decode timestamps must rise strictly across the
+joints; either failing is an OutputError naming the part. The input's audio is copied once,
+interleaved as the video advances, exactly as VideoWriter copies it.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Sequence, cast
+
+import av
+
+from livecam.errors import OutputError
+from livecam.media.video_writer import input_audio_track, open_output
+
+
+@dataclass(frozen=True)
+class EncodedPart:
+    """One segment's video as encoded: a `format` container and its packets' exact timestamps."""
+
+    data: bytes
+    format: str  # FFmpeg muxer/demuxer name of `data`
+    time_base: Fraction  # of `times`
+    times: tuple[tuple[int, int | None], ...]  # (pts, dts) per packet, in decode order
+    name: str = "part"  # how messages name it (file and segment)
+
+
+def _params(stream: av.video.stream.VideoStream) -> tuple[Any, ...]:
+    cc = stream.codec_context
+    return (cc.name, cc.width, cc.height, cc.format.name if cc.format else None, bytes(cc.extradata or b""))
+
+
+def join_parts(parts: Sequence[EncodedPart], path: Path, *, fmt: str, metadata: dict[str, str],
+               audio_from: Path | None, shown: Path, audio_end: float | None = None) -> str | None:
+    """Write `parts` in order into a `fmt` file at `path` (a temporary name: the caller commits
+    it), with the first audio stream of `audio_from` (cut at `audio_end` seconds when given).
+    Returns the audio mode ('copy', 'reencode' or None). Errors name `shown`."""
+    if not parts:
+        raise OutputError(f"nothing to write to {shown}: no video part was encoded")
+    out = open_output(path, fmt, metadata, shown)
+    audio = None
+    try:
+        first = av.open(io.BytesIO(parts[0].data), "r", format=parts[0].format)
+        try:
+            template = first.streams.video[0]
+            expected = _params(template)
+            video = out.add_stream_from_template(template)
+            video.time_base = parts[0].time_base
+            if template.sample_aspect_ratio:  # the muxer's own (MP4 'pasp'), as VideoWriter sets it
+                cast(Any, video).sample_aspect_ratio = template.sample_aspect_ratio
+        finally:
+            first.close()
+        if audio_from is not None:
+            audio = input_audio_track(out, audio_from)
+        last_dts: int | None = None
+        for part in parts:
+            with av.open(io.BytesIO(part.data), "r", format=part.format) as container:
+                stream = container.streams.video[0]
+                if _params(stream) != expected:
+                    raise OutputError(f"cannot join {part.name} into {shown}: its codec parameters differ from the "
+                                      "first part's (workers with different FFmpeg builds or encoders?); run the "
+                                      "cluster's nodes with the same livecam install")
+                count = 0
+                for packet in container.demux(stream):
+                    if packet.size == 0:
+                        continue
+                    if count >= len(part.times):
+                        raise OutputError(f"cannot join {part.name} into {shown}: it holds more packets than "
+                                          f"its encoder reported ({len(part.times)})")
+                    pts, dts = part.times[count]
+                    count += 1
+                    dts = pts if dts is None else dts
+                    if last_dts is not None and dts <= last_dts:
+                        raise OutputError(f"cannot join {part.name} into {shown}: its decode timestamps do not "
+                                          "follow the previous part's; try a longer --segment-seconds")
+                    last_dts = dts
+                    packet.pts, packet.dts = pts, dts
+                    packet.time_base = part.time_base
+                    packet.stream = video
+                    out.mux(packet)
+                    if audio is not None:
+                        audio.pump(float(pts * part.time_base))
+                if count != len(part.times):
+                    raise OutputError(f"cannot join {part.name} into {shown}: it holds {count} packets where its "
+                                      f"encoder reported {len(part.times)} (damaged in transfer?)")
+        if audio is not None:
+            audio.pump(audio_end, final=True)
+        out.close()
+    except OSError as exc:
+        _close_quietly(out)
+        from livecam.atomic import output_error
+
+        raise output_error(shown, exc) from exc
+    except av.error.FFmpegError as exc:
+        _close_quietly(out)
+        raise OutputError(f"joining the parts of {shown} failed: {str(exc).splitlines()[0]}") from exc
+    except BaseException:
+        _close_quietly(out)
+        raise
+    finally:
+        if audio is not None:
+            audio.close()
+    return audio.mode if audio is not None else None
+
+
+def _close_quietly(out: av.container.OutputContainer) -> None:
+    try:
+        out.close()
+    except (OSError, av.error.FFmpegError):
+        pass

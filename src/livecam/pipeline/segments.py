@@ -1,0 +1,214 @@
+"""One video in segments: what a cluster worker runs on one segment, and the driver's join.
+
+    index_packets (no decoding) -> plan_segments -> run_segment per segment (any machine) ->
+        write_joined (parts in order, exact timestamps, the input's audio once, one AtomicOutput)
+
+`run_segment` decodes the segment from the input path (seeking to a keyframe before it),
+warms the tracker on the overlap frames before it (detection and tracking only, nothing
+written), then runs the segment's frames through the same FilePipeline and VideoWriter as a
+whole-file run, numbered as in the whole file (so --frame-range and the watermark's cadence
+count as they would there). The encoded part comes back as bytes with its packets' exact
+timestamps. `process_segmented` runs all of it in this process (tests, and the measure of
+what a cluster adds); livecam.cluster runs the same functions on Ray workers.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+
+import numpy as np
+
+from livecam.atomic import AtomicOutput
+from livecam.errors import InputError
+from livecam.faces.tracking import params_for_strength
+from livecam.frame import FramePacket
+from livecam.media.join import EncodedPart, join_parts
+from livecam.media.provenance import CONTAINER_METADATA
+from livecam.media.segments import Segment, index_packets, plan_segments
+from livecam.media.video_reader import DecodedFrame, VideoReader
+from livecam.media.video_writer import OutputSpec, VideoWriter, container_format
+from livecam.pipeline.contracts import FileEngine
+from livecam.pipeline.file import frames_in_flight, in_range, packet_time, run_frames
+from livecam.pipeline.progress import Progress
+from livecam.settings import VideoJob
+
+if TYPE_CHECKING:
+    from livecam.marks.watermark import Watermarker
+
+SETTLE_TIME_CONSTANTS = 5  # e^-5: under 1% of where the smoothing started is left after this
+
+
+def default_overlap_seconds(smoothing: float) -> float:
+    """Warm-up before each segment: long enough for the tracker's One-Euro filter (its still
+    cut-off is the slowest part) to forget where it started; 0 when nothing is smoothed."""
+    params = params_for_strength(smoothing)
+    if params is None:
+        return 0.0
+    time_constant = 1.0 / (2.0 * math.pi * params.min_cutoff)
+    return round(SETTLE_TIME_CONSTANTS * time_constant, 2)
+
+
+def check_segmentable(job: VideoJob) -> None:
+    """What a segmented run does not do (yet): InputError naming the option."""
+    if job.fps is not None:
+        raise InputError("--fps cannot be combined with --cluster in this version; convert the rate first, "
+                         "or run without --cluster")
+
+
+@dataclass(frozen=True)
+class SegmentResult:
+    """A segment as encoded by a worker."""
+
+    part: EncodedPart
+    frames: int
+    processed: int
+    with_faces: int
+
+
+@dataclass(frozen=True)
+class SegmentPlan:
+    """A file's segments, as the driver planned them."""
+
+    job: VideoJob
+    segments: tuple[Segment, ...]
+
+    @property
+    def frames(self) -> int:
+        return self.segments[-1].end if self.segments else 0
+
+    def name(self, segment: Segment) -> str:
+        return f"{self.job.input.name} segment {segment.number + 1} of {len(self.segments)} " \
+               f"(frames {segment.first}-{segment.end - 1})"
+
+
+def plan_job(job: VideoJob, segment_seconds: float, overlap_seconds: float | None) -> SegmentPlan:
+    """One demux pass over job.input and its segments (overlap None: the smoothing's default)."""
+    check_segmentable(job)
+    overlap = default_overlap_seconds(job.processing.analysis.smoothing) if overlap_seconds is None \
+        else overlap_seconds
+    segments = plan_segments(index_packets(job.input), segment_seconds, overlap)
+    return SegmentPlan(job=job, segments=tuple(segments))
+
+
+class _Reporting(Progress):
+    """FilePipeline's progress, passed on as a count of frames written (`report(done)`)."""
+
+    def __init__(self, report: Callable[[int], None]) -> None:
+        super().__init__(None, quiet=True)
+        self._report = report
+
+    def advance(self, n: int = 1) -> None:
+        super().advance(n)
+        self._report(self.done)
+
+
+def _restart_tracking(engine: FileEngine) -> None:
+    """A frame far back in time makes the tracker drop its tracks (time went backwards), so what
+    this worker's previous segment left says nothing about this one."""
+    if engine.smooths:
+        engine.track(FramePacket(index=-1, image=np.zeros((2, 2, 3), np.uint8), pts=-1e9))
+
+
+def run_segment(job: VideoJob, segment: Segment, engine: FileEngine, *, name: str,
+                watermark: Watermarker | None = None, report: Callable[[int], None] | None = None,
+                stop: threading.Event | None = None) -> SegmentResult:
+    """Decode, warm up, process and encode one segment of job.input (job.encoder resolved);
+    LivecamError naming `name` (file and segment) when its frames are not what the plan says."""
+    with VideoReader(job.input) as reader, tempfile.TemporaryDirectory(prefix="livecam-part-") as folder:
+        info = reader.info
+        fmt = container_format(job.output)
+        spec = OutputSpec(path=Path(folder) / f"part{job.output.suffix}", format=fmt, width=info.width,
+                          height=info.height, rate=info.rate, time_base=info.time_base, encoder=job.encoder,
+                          quality=job.quality, target=job.output, sample_aspect=info.sample_aspect,
+                          colour=info.colour)
+        _restart_tracking(engine)
+        writer = VideoWriter(spec)
+        try:
+            stats = run_frames(_segment_frames(reader, segment, engine, job, name),
+                               lambda p: writer.write(p.image, packet_time(p)), engine,
+                               workers=job.processing.runtime.execution_threads,
+                               max_in_flight=frames_in_flight(info.width * info.height * 3,
+                                                              job.processing.runtime.execution_threads,
+                                                              job.max_memory_gb),
+                               frame_range=job.frame_range, label=job.label,
+                               watermark=watermark.video_marker(float(info.rate)) if watermark else None,
+                               progress=_Reporting(report) if report is not None else None, stop=stop,
+                               first_index=segment.first)
+            writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+        if stats.frames != segment.frames:
+            raise InputError(f"{name}: decoded {stats.frames} frames where the plan has {segment.frames}; "
+                             "the file is damaged there: run it without --cluster")
+        part = EncodedPart(data=spec.path.read_bytes(), format=fmt, time_base=info.time_base,
+                           times=tuple(writer.packet_times), name=name)
+    return SegmentResult(part=part, frames=stats.frames, processed=stats.processed, with_faces=stats.with_faces)
+
+
+def _segment_frames(reader: VideoReader, segment: Segment, engine: FileEngine, job: VideoJob,
+                    name: str) -> Iterator[DecodedFrame]:
+    """The segment's frames from the input, after the warm-up frames have been detected and
+    tracked (in this thread, before the first frame is handed on)."""
+    warm_index = segment.warm
+    started = False
+    for frame in reader.frames_from(segment.seek_pts):
+        role = segment.role(frame.time)
+        if role == "before":
+            continue
+        if role == "after":
+            return
+        if not started:
+            first_time = segment.warm_time if role == "warm" else segment.first_time
+            if abs(frame.time - first_time) > 1e-6 or (role == "write" and segment.warm < segment.first):
+                raise InputError(f"{name}: decoding from the keyframe before it gave a frame at {frame.time:.3f} s "
+                                 f"where {first_time:.3f} s was expected; run this file without --cluster")
+            started = True
+        if role == "warm":
+            if engine.smooths and in_range(warm_index, job.frame_range):
+                packet = FramePacket(index=warm_index, image=frame.image, pts=frame.time)
+                engine.detect(packet)
+                engine.track(packet)
+            warm_index += 1
+            continue
+        yield frame
+
+
+def write_joined(plan: SegmentPlan, results: Sequence[SegmentResult], *,
+                 sign: Callable[[Path], None] | None = None, partial: bool = False) -> str | None:
+    """Join the parts of plan.job (in segment order) into its output through one AtomicOutput,
+    with the input's audio, the synthetic-media tags and (sign) C2PA credentials. partial: a
+    leading run of the segments only (--keep-partial), the audio cut where the video stops.
+    Returns the audio mode."""
+    job = plan.job
+    with VideoReader(job.input) as reader:
+        info = reader.info
+    keep_audio = job.audio and info.audio_codec is not None
+    end = None
+    if partial and results:
+        last = plan.segments[len(results) - 1]
+        end = last.end_time
+    with AtomicOutput(job.output, force=job.force) as output:
+        mode = join_parts([r.part for r in results], output.temp, fmt=container_format(job.output),
+                          metadata=dict(CONTAINER_METADATA), audio_from=job.input if keep_audio else None,
+                          shown=job.output, audio_end=end)
+        if sign is not None:
+            sign(output.temp)
+    return mode
+
+
+def process_segmented(job: VideoJob, engine: FileEngine, *, segment_seconds: float,
+                      overlap_seconds: float | None = None, watermark: Watermarker | None = None,
+                      sign: Callable[[Path], None] | None = None) -> tuple[SegmentPlan, list[SegmentResult]]:
+    """Every segment of job in this process, one after the other, then the join: what a
+    cluster does, without one."""
+    plan = plan_job(job, segment_seconds, overlap_seconds)
+    results = [run_segment(job, s, engine, name=plan.name(s), watermark=watermark) for s in plan.segments]
+    write_joined(plan, results, sign=sign)
+    return plan, results
+

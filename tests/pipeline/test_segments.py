@@ -1,0 +1,172 @@
+"""A video in segments, in this process (no Ray): the joined output equals the whole-file run.
+
+The engine is a fake whose output depends on the past (a running mean of the frames, reset when
+time goes back, like the tracker's smoothing), so a segment without its warm-up would differ.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from livecam.errors import InputError
+from livecam.frame import FramePacket
+from livecam.media.video_writer import encoder_available
+from livecam.pipeline.file import process_video
+from livecam.pipeline.segments import default_overlap_seconds, plan_job, process_segmented
+from livecam.settings import ProcessingSettings, RuntimeSettings, VideoJob
+from tests.videos import _write_tone, probe, stamp_index, synthetic_frame
+
+
+class SmoothingEngine:
+    """contracts.FileEngine with a memory: track() keeps a running mean of the frame's grey (a
+    new one when time goes back), process() paints it as a block, so every output frame
+    depends on the frames before it."""
+
+    smooths = True
+
+    def __init__(self) -> None:
+        self.state: float | None = None
+        self.last: float | None = None
+
+    def analyse(self, packet: FramePacket, track: bool) -> None:
+        packet.faces = []
+
+    def detect(self, packet: FramePacket) -> None:
+        packet.faces = []
+
+    def track(self, packet: FramePacket) -> None:
+        assert packet.pts is not None
+        if self.last is not None and packet.pts < self.last:
+            self.state = None
+        self.last = packet.pts
+        if packet.image.shape[0] < 16:  # no picture (no face, for the tracker): only the clock moves
+            return
+        grey = float(packet.image[..., 0].mean())
+        self.state = grey if self.state is None else 0.5 * self.state + 0.5 * grey
+        packet.faces = []
+        packet.timings["state"] = self.state
+
+    def process(self, packet: FramePacket) -> None:
+        value = int(round(packet.timings.get("state", 0.0)))
+        packet.image[16:40, 40:80] = value
+
+
+def make_coded_clip(path: Path, *, codec: str, options: dict[str, str], frames: int = 90, fps: int = 30,
+                    audio_codec: str | None = "aac", size: tuple[int, int] = (160, 120)) -> Path:
+    rate = Fraction(fps)
+    with av.open(str(path), "w") as out:
+        vs = out.add_stream(codec, rate=rate)
+        vs.width, vs.height = size
+        vs.pix_fmt = "yuv420p"
+        vs.codec_context.options = options
+        audio = None
+        if audio_codec is not None:
+            audio = out.add_stream(audio_codec, rate=48000)
+            audio.layout = "mono"
+        for i in range(frames):
+            img = synthetic_frame(i, size)
+            stamp_index(img, i)
+            frame = av.VideoFrame.from_ndarray(img, format="bgr24")
+            frame.pts, frame.time_base = i, 1 / rate
+            for packet in vs.encode(frame):
+                out.mux(packet)
+        for packet in vs.encode():
+            out.mux(packet)
+        if audio is not None:
+            _write_tone(out, audio, frames / fps, 48000)
+    return path
+
+
+def job_for(clip: Path, output: Path, encoder: str, **changes: object) -> VideoJob:
+    runtime = RuntimeSettings(execution_threads=2, quiet=True)
+    # quality 4: near-lossless, so the encoder's own differences at the cuts (each part starts
+    # with a keyframe) stay under a grey level and what is compared is the processing
+    job = VideoJob(input=clip, output=output, processing=ProcessingSettings(sources=(), runtime=runtime),
+                   encoder=encoder, quality=4, watermark=False, label=False)
+    return replace(job, **changes)  # type: ignore[arg-type]
+
+
+CASES = {
+    # B-frames, one keyframe in 3 s: cuts fall between keyframes, warm-ups seek back to one
+    "h264-bframes-long-gop": ("libx264", {"preset": "ultrafast", "bf": "3", "g": "90", "crf": "18",
+                                          "x264-params": "scenecut=0"}, "aac", ".mp4", "libx264"),
+    "hevc-open-gop": ("libx265", {"preset": "ultrafast", "crf": "18",
+                                  "x265-params": "open-gop=1:keyint=40:min-keyint=40:bframes=3:log-level=error"},
+                      "aac", ".mp4", "libx265"),
+    "vp9-opus-webm": ("libvpx-vp9", {"deadline": "realtime", "cpu-used": "8", "g": "45", "crf": "20", "b": "0"},
+                      "libopus", ".webm", "libvpx-vp9"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_segments_joined_equal_the_whole_file_run(tmp_path: Path, case: str) -> None:
+    codec, options, audio_codec, suffix, encoder = CASES[case]
+    if not encoder_available(codec):
+        pytest.skip(f"this FFmpeg cannot encode {codec}")
+    clip = make_coded_clip(tmp_path / f"in{suffix}", codec=codec, options=options, audio_codec=audio_codec)
+    whole = job_for(clip, tmp_path / f"whole{suffix}", encoder)
+    process_video(whole, SmoothingEngine(), quiet=True)
+    split = job_for(clip, tmp_path / f"split{suffix}", encoder)
+    plan, results = process_segmented(split, SmoothingEngine(), segment_seconds=1.0, overlap_seconds=0.5)
+    assert len(plan.segments) == 3
+
+    a, b = probe(whole.output), probe(split.output)
+    assert b["frames"] == a["frames"] == 90
+    assert b["times"] == a["times"]
+    assert b["audio_duration"] == pytest.approx(a["audio_duration"], abs=1e-6)
+    assert b["audio_codec"] == a["audio_codec"]
+    assert b["metadata"].get("comment") == a["metadata"].get("comment")
+    for i, (x, y) in enumerate(zip(a["images"], b["images"])):
+        # the painted block carries the running mean: equal only when the warm-up worked
+        assert abs(float(x[16:40, 40:80].mean()) - float(y[16:40, 40:80].mean())) <= 1.0, i
+        assert abs(float(x.mean()) - float(y.mean())) <= 1.0, i  # the frame's grey level
+        # pixel by pixel: only the encoder's own noise (the parts start with their own keyframes)
+        assert float(np.abs(x.astype(int) - y.astype(int)).mean()) <= 2.0, i
+
+
+def test_without_warm_up_the_segments_start_elsewhere(tmp_path: Path) -> None:
+    """The fake's memory is what the warm-up is for: with no overlap the second segment's
+    first frame differs from the whole run's (so the test above can fail)."""
+    codec, options, _, _, encoder = CASES["h264-bframes-long-gop"]
+    clip = make_coded_clip(tmp_path / "in.mp4", codec=codec, options=options, audio_codec=None)
+    whole = job_for(clip, tmp_path / "whole.mp4", encoder)
+    process_video(whole, SmoothingEngine(), quiet=True)
+    split = job_for(clip, tmp_path / "split.mp4", encoder)
+    plan, _ = process_segmented(split, SmoothingEngine(), segment_seconds=1.0, overlap_seconds=0.0)
+    first = plan.segments[1].first
+    a, b = probe(whole.output)["images"][first], probe(split.output)["images"][first]
+    assert abs(float(a[16:40, 40:80].mean()) - float(b[16:40, 40:80].mean())) > 2
+
+
+def test_frame_range_counts_in_the_whole_file(tmp_path: Path) -> None:
+    codec, options, _, _, encoder = CASES["h264-bframes-long-gop"]
+    clip = make_coded_clip(tmp_path / "in.mp4", codec=codec, options=options, audio_codec=None)
+    whole = job_for(clip, tmp_path / "whole.mp4", encoder, frame_range=(20, 70))
+    process_video(whole, SmoothingEngine(), quiet=True)
+    split = job_for(clip, tmp_path / "split.mp4", encoder, frame_range=(20, 70))
+    process_segmented(split, SmoothingEngine(), segment_seconds=1.0, overlap_seconds=0.5)
+    a, b = probe(whole.output)["images"], probe(split.output)["images"]
+    assert len(a) == len(b) == 90
+    for i, (x, y) in enumerate(zip(a, b)):
+        assert abs(float(x[16:40, 40:80].mean()) - float(y[16:40, 40:80].mean())) <= 1.0, i
+    # outside the range nothing was painted: the synthetic frame's own pixels stay
+    assert abs(float(b[5][16:40, 40:80].mean()) - float(b[50][16:40, 40:80].mean())) > 2
+
+
+def test_fps_with_a_cluster_is_refused(tmp_path: Path) -> None:
+    job = job_for(tmp_path / "in.mp4", tmp_path / "out.mp4", "libx264", fps=24.0)
+    with pytest.raises(InputError, match="--fps cannot be combined with --cluster"):
+        plan_job(job, 60.0, None)
+
+
+def test_default_overlap_follows_the_smoothing() -> None:
+    assert default_overlap_seconds(0.0) == 0.0
+    # the default strength's still cut-off is 0.3 Hz: a time constant of 0.53 s
+    assert 2.0 < default_overlap_seconds(0.5) < 3.5
+    assert default_overlap_seconds(0.8) > default_overlap_seconds(0.5)

@@ -1,0 +1,209 @@
+"""livecam.cluster on a two-node local Ray cluster (ray.cluster_utils.Cluster, started once for
+the module: 1 CPU per node, about 1 GB): the output equals the single-machine run, a worker killed
+mid-segment is retried to a byte-identical file, an error of livecam's own fails only its file.
+
+Workers build the engine with a factory from this module (pickled by reference; the nodes get
+this checkout on PYTHONPATH): tests.pipeline.test_segments.SmoothingEngine, whose output depends
+on the frames before it, so a missing warm-up would show.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from livecam.errors import LivecamError
+from livecam.frame import FramePacket
+from livecam.pipeline.file import process_video
+from livecam.pipeline.progress import Progress
+from livecam.settings import C2paSettings, ClusterSettings
+from tests.conftest import REPO_ROOT
+from tests.pipeline.test_segments import CASES, SmoothingEngine, job_for, make_coded_clip
+from tests.videos import probe
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                                reason="Ray is not installed (pip install -e '.[dev]' or '.[ray]')")
+
+
+def smoothing_engine(job: object) -> SmoothingEngine:
+    return SmoothingEngine()
+
+
+class KillingEngine(SmoothingEngine):
+    """Kills its own worker process at frame `at`, once (a marker file remembers)."""
+
+    def __init__(self, marker: Path, at: int) -> None:
+        super().__init__()
+        self.marker, self.at = marker, at
+
+    def process(self, packet: FramePacket) -> None:
+        if packet.index == self.at and not self.marker.exists():
+            self.marker.touch()
+            os._exit(1)  # as the OOM killer would: no exception, no clean-up
+        super().process(packet)
+
+
+def killing_engine(marker: Path, at: int, job: object) -> KillingEngine:
+    return KillingEngine(marker, at)
+
+
+class RefusingEngine(SmoothingEngine):
+    """livecam's own error on one frame; every attempt is logged to `attempts`."""
+
+    def __init__(self, attempts: Path, at: int) -> None:
+        super().__init__()
+        self.attempts, self.at = attempts, at
+
+    def process(self, packet: FramePacket) -> None:
+        if packet.index == self.at:
+            with self.attempts.open("a") as fh:
+                fh.write("attempt\n")
+            raise LivecamError("the model refused this frame")
+        super().process(packet)
+
+
+def refusing_engine(attempts: Path, at: int, job: object) -> RefusingEngine:
+    return RefusingEngine(attempts, at)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[str]:
+    from ray.cluster_utils import Cluster
+
+    saved = os.environ.get("PYTHONPATH")
+    paths = [str(REPO_ROOT / "src"), str(REPO_ROOT)] + ([saved] if saved else [])
+    os.environ["PYTHONPATH"] = os.pathsep.join(paths)  # the nodes' workers import livecam and tests
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "object_store_memory": 150 << 20})
+    cluster.add_node(num_cpus=1, object_store_memory=150 << 20)
+    try:
+        yield str(cluster.address)
+    finally:
+        cluster.shutdown()
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
+def settings(address: str) -> ClusterSettings:
+    return ClusterSettings(address=address, workers=2, segment_seconds=1.0, overlap_seconds=0.5)
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    codec, options, audio_codec, suffix, _ = CASES["h264-bframes-long-gop"]
+    return make_coded_clip(tmp_path_factory.mktemp("cluster") / f"in{suffix}", codec=codec, options=options,
+                           audio_codec=audio_codec)
+
+
+def test_two_nodes_give_the_single_machine_output(tmp_path: Path, clip: Path, ray_cluster: str) -> None:
+    from livecam.cluster import run_on_cluster
+
+    whole = job_for(clip, tmp_path / "whole.mp4", "libx264")
+    process_video(whole, SmoothingEngine(), quiet=True)
+    job = job_for(clip, tmp_path / "cluster.mp4", "libx264")
+    progress = Progress(90, quiet=True)
+    [outcome] = run_on_cluster([job], settings(ray_cluster), progress, engine_factory=smoothing_engine)
+    assert outcome.error is None and outcome.frames == 90
+    assert progress.done == 90
+
+    a, b = probe(whole.output), probe(job.output)
+    assert b["frames"] == a["frames"] == 90
+    assert b["times"] == a["times"]
+    assert b["audio_duration"] == pytest.approx(a["audio_duration"], abs=1e-6)
+    for i, (x, y) in enumerate(zip(a["images"], b["images"])):
+        assert abs(float(x[16:40, 40:80].mean()) - float(y[16:40, 40:80].mean())) <= 1.0, i
+        assert abs(float(x.mean()) - float(y.mean())) <= 1.0, i
+    if shutil.which("ffmpeg") is None:
+        pytest.skip("Debian's ffmpeg is not on PATH (apt-get install ffmpeg); its decode check was skipped")
+    result = subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-i", str(job.output), "-f", "null", "-"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stderr == ""
+
+
+def test_a_worker_killed_mid_segment_is_retried_to_the_same_bytes(tmp_path: Path, clip: Path,
+                                                                  ray_cluster: str) -> None:
+    from livecam.cluster import run_on_cluster
+
+    plain = job_for(clip, tmp_path / "plain.mp4", "libx264")
+    [ok] = run_on_cluster([plain], settings(ray_cluster), Progress(90, quiet=True), engine_factory=smoothing_engine)
+    assert ok.error is None
+    marker = tmp_path / "killed"
+    killed = job_for(clip, tmp_path / "killed.mp4", "libx264")
+    progress = Progress(90, quiet=True)
+    [outcome] = run_on_cluster([killed], settings(ray_cluster), progress,
+                               engine_factory=functools.partial(killing_engine, marker, 45))
+    assert marker.exists()  # the worker did die in segment 2
+    assert outcome.error is None and outcome.frames == 90
+    assert progress.done == 90  # the retried segment is not counted twice
+    assert killed.output.read_bytes() == plain.output.read_bytes()
+
+
+def test_livecam_errors_fail_their_file_only_and_are_not_retried(tmp_path: Path, clip: Path,
+                                                                 ray_cluster: str) -> None:
+    from livecam.cluster import run_on_cluster
+
+    attempts = tmp_path / "attempts"
+    corrupt = tmp_path / "corrupt.mp4"
+    corrupt.write_bytes(b"\x00\x00\x00\x18ftypmp42" + os.urandom(2000))
+    failing = job_for(clip, tmp_path / "failing.mp4", "libx264")
+    fine = job_for(clip, tmp_path / "fine.mp4", "libx264", frame_range=(0, 10))
+    broken = job_for(corrupt, tmp_path / "broken.mp4", "libx264")
+    outcomes = run_on_cluster([failing, broken, fine], settings(ray_cluster), Progress(None, quiet=True),
+                              engine_factory=functools.partial(refusing_engine, attempts, 50))
+    assert [o.job for o in outcomes] == [failing, broken, fine]
+    assert outcomes[0].error is not None
+    assert "in.mp4 segment 2 of 3" in outcomes[0].error.message
+    assert "the model refused this frame" in outcomes[0].error.message
+    assert attempts.read_text().count("attempt") == 1  # not retried
+    assert not failing.output.exists()
+    assert outcomes[1].error is not None and "corrupt.mp4" in outcomes[1].error.message
+    assert not broken.output.exists()
+    assert outcomes[2].error is None and probe(fine.output)["frames"] == 90
+
+
+def test_doctor_lists_every_node_with_its_versions(ray_cluster: str) -> None:
+    from livecam.cluster import describe_cluster
+
+    lines = describe_cluster(ray_cluster)
+    assert "reachable" in lines[0]
+    nodes = [line for line in lines[1:] if line.strip().startswith("node ")]
+    assert len(nodes) == 2, lines
+    assert all("0 GPU(s)" in line and line.endswith(": OK") for line in nodes), lines
+
+
+def test_a_folder_runs_every_segment_on_the_cluster_and_sums_up(tmp_path: Path, clip: Path, ray_cluster: str,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """`livecam video FOLDER OUT --cluster ADDR`: the folder's runner is the cluster's (one queue
+    for both files' segments); a corrupt file is its own failure, the good ones are written."""
+    import livecam.cluster
+    from livecam.commands.video import run_folder
+
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    shutil.copy(clip, folder / "a.mp4")
+    shutil.copy(clip, folder / "b.mp4")
+    (folder / "c.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42" + os.urandom(2000))
+    ran: list[list[str]] = []
+    real = livecam.cluster.run_on_cluster
+
+    def on_test_cluster(jobs, cluster, progress=None, **kw):  # type: ignore[no-untyped-def]
+        ran.append([j.input.name for j in jobs])
+        return real(jobs, cluster, progress, **{**kw, "engine_factory": smoothing_engine})
+
+    monkeypatch.setattr(livecam.cluster, "run_on_cluster", on_test_cluster)
+    template = job_for(folder, tmp_path / "out", "libx264", c2pa=C2paSettings(enabled=False))
+    with pytest.raises(LivecamError) as failed:
+        run_folder(template, settings(ray_cluster))
+    assert sorted(ran[0]) == ["a.mp4", "b.mp4"]  # c.mp4 failed its checks before any worker
+    assert "1 failed" in failed.value.message and failed.value.exit_code == 2
+    for name in ("a.mp4", "b.mp4"):
+        assert probe(tmp_path / "out" / name)["frames"] == 90
+    assert not (tmp_path / "out" / "c.mp4").exists()
