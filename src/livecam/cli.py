@@ -18,6 +18,7 @@ import click
 from livecam import __version__
 from livecam.errors import EXIT_FAILURE, EXIT_INTERRUPTED, Interrupted, LivecamError
 from livecam.pipeline.signals import ignore_stop_signals, interrupted, output_done, stop_signals
+from livecam.pipeline.budget import check_execution_threads
 from livecam.processors import registry
 from livecam.runtime.providers import CHOICES as PROVIDER_CHOICES
 from livecam.settings import (
@@ -188,6 +189,7 @@ def _settings(ctx: click.Context) -> RuntimeSettings:
 
 def _runtime(ctx: click.Context, providers: tuple[str, ...], threads: int) -> RuntimeSettings:
     base: RuntimeSettings = ctx.obj
+    check_execution_threads(threads)  # 64 on 2 cores only adds memory and contention
     return RuntimeSettings(providers=providers or ("auto",), execution_threads=threads,
                            models_dir=base.models_dir, offline=base.offline, accept_license=base.accept_license,
                            unverified_models=base.unverified_models, verbose=base.verbose, quiet=base.quiet)

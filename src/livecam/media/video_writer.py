@@ -11,6 +11,7 @@ advances, so nothing is buffered beyond about a second of audio. Errors name the
 
 from __future__ import annotations
 
+import errno
 import io
 import logging
 import os
@@ -205,6 +206,7 @@ class OutputSpec:
     live: bool = False  # encoder settings that keep up with a live stream (no look-ahead)
     audio: AudioSamples | None = None  # sound to write (instead of audio_from)
     colour: Colour | None = None  # the input's (VideoInfo.colour); None: what players assume for the size
+    lookahead: int | None = None  # frames the encoder may look ahead (its memory); None: the preset's
 
     @property
     def shown_path(self) -> Path:
@@ -219,6 +221,23 @@ def live_encoder_options(codec: str) -> dict[str, str]:
         # Real-time speed, constant quality (zero target bitrate), no look-ahead (no added delay).
         return {"deadline": "realtime", "cpu-used": "8", "row-mt": "1", "lag-in-frames": "0", "crf": "30", "b": "0"}
     return {}
+
+
+def lookahead_options(codec: str, frames: int | None) -> dict[str, str]:
+    """Options that hold `codec`'s look-ahead to `frames` (pipeline/budget.py's memory plan)."""
+    if frames is None:
+        return {}
+    if codec == "libx264":
+        return {"rc-lookahead": str(frames)}
+    if codec in ("libvpx-vp9", "libvpx"):
+        return {"lag-in-frames": str(frames)}
+    return {}
+
+
+def out_of_memory(path: Path) -> OutputError:
+    """The one line for a run that ran out of memory while producing `path`."""
+    return OutputError(f"writing {path} failed: out of memory; close other programs, use fewer "
+                       "--execution-threads or a smaller video, or give --max-memory GB to size the run")
 
 
 class _Track(Protocol):
@@ -268,8 +287,9 @@ class VideoWriter:
                 vs.codec_context.sample_aspect_ratio = spec.sample_aspect
                 # the muxer's (MP4 'pasp', Matroska display size); PyAV 19's stubs say AVRational
                 cast(Any, vs).sample_aspect_ratio = spec.sample_aspect
-            vs.codec_context.options = (live_encoder_options(spec.encoder) if spec.live
-                                        else encoder_options(spec.encoder, spec.quality))
+            vs.codec_context.options = {**(live_encoder_options(spec.encoder) if spec.live
+                                           else encoder_options(spec.encoder, spec.quality)),
+                                        **lookahead_options(spec.encoder, spec.lookahead)}
             self._video = vs
             self._audio: _Track | None = None
             if spec.audio is not None:
@@ -311,7 +331,9 @@ class VideoWriter:
         except OSError as exc:
             raise output_error(self.spec.shown_path, exc) from exc
         except av.error.FFmpegError as exc:
-            raise OutputError(f"encoding {self.spec.shown_path} failed: {exc}") from exc
+            raise self._encoder_error("encoding", exc) from exc
+        except MemoryError as exc:
+            raise out_of_memory(self.spec.shown_path) from exc
         self.frames_written += 1
 
     def close(self, *, partial: bool = False) -> None:
@@ -330,10 +352,22 @@ class VideoWriter:
             raise output_error(self.spec.shown_path, exc) from exc
         except av.error.FFmpegError as exc:
             self._close_quietly()
-            raise OutputError(f"finishing {self.spec.shown_path} failed: {exc}") from exc
+            raise self._encoder_error("finishing", exc) from exc
+        except MemoryError as exc:
+            self._close_quietly()
+            raise out_of_memory(self.spec.shown_path) from exc
         finally:
             if self._audio is not None:
                 self._audio.close()
+
+    def _encoder_error(self, doing: str, exc: av.error.FFmpegError) -> OutputError:
+        """One line naming the user's output (PyAV's text names the temporary file or a C
+        function). libx264 fails on an open encoder only when an allocation fails ("malloc of
+        size ... failed", an external-library error): that is memory, as ENOMEM is."""
+        external = isinstance(exc, av.error.ExternalError) and self.spec.encoder == "libx264"
+        if isinstance(exc, MemoryError) or exc.errno in (errno.ENOMEM, -errno.ENOMEM) or external:
+            return out_of_memory(self.spec.shown_path)
+        return OutputError(f"{doing} {self.spec.shown_path} failed: {exc.strerror or type(exc).__name__}")
 
     def abort(self) -> None:
         """Close without caring about the file (the caller removes it)."""
