@@ -276,6 +276,8 @@ def campaign(faces: Path, work: Path, runs: int, seed: int, *, startup: float | 
         where = f"{i:03d} {scenario.name} via {entry}: SIG{names} at {plan.delay:.3f} s (gap {plan.gap * 1000:.1f} ms)"
         if outcome.problem:
             counts["bad"] += 1
+            if "livecam" not in outcome.stderr:  # no livecam frame, no livecam line: Python was still starting
+                counts["bad before livecam's code ran"] += 1
             bad.append(f"{where}: {outcome.problem}")
             if report:
                 print(f"BAD {where}: {outcome.problem}", flush=True)
