@@ -9,7 +9,7 @@ PyRun_* (as a C extension's import may do) into death by SIGINT at exit (status 
 livecam caught it and exited 130; and nothing is left to finalise by then (the outputs are
 cleaned up, the pipeline's threads joined or abandoned on purpose)."""
 
-import _signal  # the interpreter's own C module, already loaded: installing costs no import
+import _signal  # type: ignore[import-not-found]  # (no stub) the C module the interpreter already loaded
 
 from livecam.interrupt import InterruptOnce  # imports nothing
 

@@ -148,10 +148,12 @@ ENCODE_OUT_OF_MEMORY = textwrap.dedent("""
 
 def test_the_encoder_out_of_memory_is_one_line_naming_the_output(tmp_path: Path) -> None:
     """x264 fails with "Generic error in an external library" when its malloc fails, which the
-    message named as an error of 'avcodec_receive_packet()' (or of the hidden temporary file)."""
+    message named as an error of 'avcodec_receive_packet()' (or of the hidden temporary file),
+    after x264's own "x264 [error]: malloc of size ... failed" on stderr."""
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT / "src"))
     proc = subprocess.run([sys.executable, "-c", ENCODE_OUT_OF_MEMORY, str(tmp_path)], env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.stdout.strip() == (f"writing {tmp_path / 'out.mp4'} failed: out of memory; close other programs, "
                                    "use fewer --execution-threads or a smaller video, or give --max-memory GB to "
                                    "size the run"), (proc.stdout, proc.stderr)
+    assert proc.stderr == "", proc.stderr  # x264's own line is not passed on

@@ -19,7 +19,11 @@ animated GIF, a pipe) and memory budgets. Each run must end with:
 
 (from the repository root, with the dev extra installed; pytest does not collect it;
 tests/hardening/test_interrupt_script.py runs a handful of cases.) Prints every bad run and a
-summary (outcomes, exit codes); exits 1 if any run misbehaved.
+summary (outcomes, exit codes); exits 1 if any run misbehaved once livecam's handler was
+installed. A signal that lands while Python itself is still starting (before the first statement
+of livecam.__main__.main installs the handler: Linux tells, from /proc/PID/status) acts as
+Python's default (death by SIGTERM, a KeyboardInterrupt traceback from site or runpy); such runs
+are counted apart ("bad in Python's start-up", printed as PYTHON) as no livecam code can mend them.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
+from typing import IO
 
 REPO = Path(__file__).resolve().parents[2]
 # The `livecam` console script is `from livecam.__main__ import main; sys.exit(main())`.
@@ -71,6 +76,7 @@ class Outcome:
     stderr: str
     files: list[str]
     sent: int  # signals actually delivered (0: the process had already ended)
+    handled: bool | None = None  # livecam's handler was installed when the first one was sent (None: unknown)
     problem: str | None = None
     seconds: float = 0.0
     extra: dict[str, str] = field(default_factory=dict)
@@ -136,11 +142,10 @@ def scenarios(inputs: dict[str, Path]) -> list[Scenario]:
     return found
 
 
-def _feed(proc: subprocess.Popen[bytes], data: bytes) -> None:
+def _feed(pipe: IO[bytes], data: bytes) -> None:
     try:
-        assert proc.stdin is not None
-        proc.stdin.write(data)
-        proc.stdin.close()
+        pipe.write(data)
+        pipe.close()
     except (BrokenPipeError, OSError, ValueError):
         pass
 
@@ -156,11 +161,12 @@ def run_one(scenario: Scenario, plan: Plan | None, folder: Path, env: dict[str, 
     proc = subprocess.Popen([sys.executable, *ENTRIES[entry], "-q", *args], env=env, cwd=folder.parent,
                             stdin=subprocess.PIPE if scenario.pipe else subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    feeder = None
     if scenario.pipe is not None:
-        feeder = threading.Thread(target=_feed, args=(proc, scenario.pipe.read_bytes()), daemon=True)
-        feeder.start()
+        pipe, proc.stdin = proc.stdin, None  # fed by this thread; communicate() leaves it alone
+        assert pipe is not None
+        threading.Thread(target=_feed, args=(pipe, scenario.pipe.read_bytes()), daemon=True).start()
     sent = 0
+    handled = None
     if plan is not None:
         time.sleep(max(0.0, plan.delay - (time.perf_counter() - started)))
         for i, sig in enumerate(plan.signals):
@@ -168,6 +174,8 @@ def run_one(scenario: Scenario, plan: Plan | None, folder: Path, env: dict[str, 
                 break
             if i:
                 time.sleep(plan.gap)
+            if i == 0:
+                handled = catches(proc.pid, sig)
             try:
                 os.kill(proc.pid, sig)
                 sent += 1
@@ -182,9 +190,23 @@ def run_one(scenario: Scenario, plan: Plan | None, folder: Path, env: dict[str, 
     seconds = time.perf_counter() - started
     stderr = err.decode(errors="replace")
     files = sorted(p.name for p in folder.iterdir())
-    outcome = Outcome(proc.returncode, stderr, files, sent, seconds=seconds)
+    outcome = Outcome(proc.returncode, stderr, files, sent, handled, seconds=seconds)
     outcome.problem = judge(scenario, outcome, out)
     return outcome
+
+
+def catches(pid: int, sig: int) -> bool | None:
+    """Whether process `pid` has a handler for `sig` now (Linux: SigCgt of /proc/PID/status).
+    Python catches SIGINT from its start, SIGTERM only once livecam's handler is installed: a
+    SIGTERM not caught yet, or a SIGINT before SIGTERM is caught, lands in Python's own start-up."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def judge(scenario: Scenario, outcome: Outcome, out: Path) -> str | None:
@@ -274,10 +296,14 @@ def campaign(faces: Path, work: Path, runs: int, seed: int, *, startup: float | 
         counts[f"exit {outcome.code}"] += 1
         counts["signal after the end" if outcome.sent == 0 else "signalled"] += 1
         where = f"{i:03d} {scenario.name} via {entry}: SIG{names} at {plan.delay:.3f} s (gap {plan.gap * 1000:.1f} ms)"
-        if outcome.problem:
+        if outcome.sent and outcome.handled is False:
+            counts["sent before livecam's handler"] += 1
+        if outcome.problem and outcome.handled is False:  # Python's own start-up: not livecam's to mend
+            counts["bad in Python's start-up"] += 1
+            if report:
+                print(f"PYTHON {where}: {outcome.problem}", flush=True)
+        elif outcome.problem:
             counts["bad"] += 1
-            if "livecam" not in outcome.stderr:  # no livecam frame, no livecam line: Python was still starting
-                counts["bad before livecam's code ran"] += 1
             bad.append(f"{where}: {outcome.problem}")
             if report:
                 print(f"BAD {where}: {outcome.problem}", flush=True)

@@ -11,10 +11,13 @@ advances, so nothing is buffered beyond about a second of audio. Errors name the
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import logging
 import os
+import re
+import tempfile
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
@@ -30,6 +33,7 @@ from av.video.stream import VideoStream
 from livecam.atomic import output_error
 from livecam.errors import InputError, OutputError
 from livecam.media.colour import LIMITED, Colour, ColourConverter, tag
+from livecam.media.images import STDERR_LOCK
 from livecam.media.containers import open_container
 from livecam.media.video_reader import Fitter, Timeline, timeline_origin
 
@@ -51,6 +55,10 @@ ENCODER_CANDIDATES: tuple[str, ...] = (
     "h264_nvenc", "hevc_nvenc", "av1_nvenc", "h264_qsv", "hevc_qsv", "h264_amf", "hevc_amf",
     "h264_videotoolbox", "hevc_videotoolbox", "mpeg4",
 )
+# libx264 grows its frame pool over its first frames (look-ahead, B-frames, frame threads,
+# references: under 64 at any preset) and allocates nothing more until the flush.
+X264_POOL_FRAMES = 64
+_X264_MALLOC = re.compile(rb"x264 \[error\]: malloc of size \d+ failed\r?\n?")
 _AUDIO_LEAD_S = 0.0  # audio is muxed up to the current video time (a cut keeps them together)
 
 
@@ -234,6 +242,38 @@ def lookahead_options(codec: str, frames: int | None) -> dict[str, str]:
     return {}
 
 
+@contextlib.contextmanager
+def _without_x264_malloc_lines(active: bool) -> Iterator[None]:
+    """libx264 reports a failed allocation ("x264 [error]: malloc of size N failed") straight to
+    file descriptor 2, past FFmpeg's log, before livecam's one line says it (out_of_memory). While
+    the encoder may allocate, fd 2 points at a temporary file (under media/images' lock, the one
+    other swap of it); that line is dropped and everything else written meanwhile passed on."""
+    if not active:
+        yield
+        return
+    with STDERR_LOCK:
+        try:
+            saved = os.dup(2)
+            sink = tempfile.TemporaryFile()
+        except OSError:  # no descriptor to spare: the encoder speaks for itself
+            yield
+            return
+        with sink:
+            os.dup2(sink.fileno(), 2)
+            try:
+                yield
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
+                sink.seek(0)
+                said = memoryview(_X264_MALLOC.sub(b"", sink.read()))
+                try:
+                    while said:
+                        said = said[os.write(2, said):]
+                except OSError:  # stderr closed or broken: nothing to pass it on to
+                    pass
+
+
 def out_of_memory(path: Path) -> OutputError:
     """The one line for a run that ran out of memory while producing `path`."""
     return OutputError(f"writing {path} failed: out of memory; close other programs, use fewer "
@@ -324,7 +364,9 @@ class VideoWriter:
         frame.pts = pts
         frame.time_base = self.spec.time_base
         try:
-            for packet in self._video.encode(frame):
+            with _without_x264_malloc_lines(self._allocating()):
+                packets = self._video.encode(frame)
+            for packet in packets:
                 self._out.mux(packet)
             if self._audio is not None:
                 self._audio.pump(time_s + _AUDIO_LEAD_S)
@@ -339,7 +381,9 @@ class VideoWriter:
     def close(self, *, partial: bool = False) -> None:
         """Flush and finalise a valid file. partial: cut the audio where the video stops."""
         try:
-            for packet in self._video.encode(None):
+            with _without_x264_malloc_lines(self.spec.encoder == "libx264"):
+                packets = self._video.encode(None)
+            for packet in packets:
                 self._out.mux(packet)
             if self._audio is not None:
                 end = None
@@ -359,6 +403,9 @@ class VideoWriter:
         finally:
             if self._audio is not None:
                 self._audio.close()
+
+    def _allocating(self) -> bool:
+        return self.spec.encoder == "libx264" and self.frames_written < X264_POOL_FRAMES
 
     def _encoder_error(self, doing: str, exc: av.error.FFmpegError) -> OutputError:
         """One line naming the user's output (PyAV's text names the temporary file or a C
