@@ -41,3 +41,12 @@ def available_bytes() -> int | None:
     except ImportError:
         return None
     return int(psutil.virtual_memory().available)
+
+
+def address_space_bytes() -> int | None:
+    """This process's virtual size now (Linux; None elsewhere)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as fh:
+            return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None

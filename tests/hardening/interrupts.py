@@ -175,7 +175,7 @@ def run_one(scenario: Scenario, plan: Plan | None, folder: Path, env: dict[str, 
             if i:
                 time.sleep(plan.gap)
             if i == 0:
-                handled = catches(proc.pid, sig)
+                handled = handler_installed(proc.pid)
             try:
                 os.kill(proc.pid, sig)
                 sent += 1
@@ -195,10 +195,10 @@ def run_one(scenario: Scenario, plan: Plan | None, folder: Path, env: dict[str, 
     return outcome
 
 
-def catches(pid: int, sig: int) -> bool | None:
-    """Whether process `pid` has a handler for `sig` now (Linux: SigCgt of /proc/PID/status).
-    Python catches SIGINT from its start, SIGTERM only once livecam's handler is installed: a
-    SIGTERM not caught yet, or a SIGINT before SIGTERM is caught, lands in Python's own start-up."""
+def handler_installed(pid: int) -> bool | None:
+    """Whether livecam's handler is installed in process `pid` now: whether it catches SIGTERM
+    (Linux: SigCgt of /proc/PID/status; None elsewhere). Python catches SIGINT from its start,
+    SIGTERM only from livecam.__main__.main's first statement on."""
     try:
         with open(f"/proc/{pid}/status", encoding="ascii") as fh:
             for line in fh:

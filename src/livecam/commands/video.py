@@ -14,6 +14,7 @@ from livecam.media.images import check_not_an_input, check_output_folder
 from livecam.pipeline.signals import output_done, stop_signals
 from livecam.media.video_reader import VideoReader
 from livecam.media.video_writer import check_encoder, container_format, out_of_memory, resolve_encoder
+from livecam.pipeline.address_space import AddressSpaceCap
 from livecam.pipeline.budget import plan_video
 from livecam.pipeline.file import process_video
 from livecam.settings import VideoJob
@@ -76,12 +77,15 @@ def run_video(job: VideoJob) -> None:
     marker = (open_watermarker(job.processing.runtime, getattr(engine, "providers", None),
                                job.processing.runtime.execution_threads) if job.watermark else None)
     signing = signing_for(job.c2pa, job.input, tuple(getattr(engine, "model_names", {}).values()))
+    cap = AddressSpaceCap(job.max_memory_gb)
     with stop_signals():
         try:
-            result = process_video(job, engine, quiet=quiet, watermark=marker,
+            result = process_video(job, engine, quiet=quiet, on_warm=cap.apply, watermark=marker,
                                    sign=(lambda temp: signing.sign_file(temp, job.output)) if signing else None)
-        except MemoryError as exc:  # numpy, or the decoder (media/video_reader) out of memory
-            raise out_of_memory(job.output) from exc
+        except MemoryError as exc:  # numpy, the decoder (media/video_reader), the address-space cap
+            raise out_of_memory(job.output, job.max_memory_gb) from exc
+        finally:
+            cap.restore()
     output_done()  # written and valid: a signal from now on is not an interruption
     stats = result.stats
     audio = {"copy": "audio copied", "reencode": "audio re-encoded", None: "no audio"}[result.audio]

@@ -274,8 +274,11 @@ def _without_x264_malloc_lines(active: bool) -> Iterator[None]:
                     pass
 
 
-def out_of_memory(path: Path) -> OutputError:
+def out_of_memory(path: Path, max_memory_gb: float | None = None) -> OutputError:
     """The one line for a run that ran out of memory while producing `path`."""
+    if max_memory_gb is not None:
+        return OutputError(f"writing {path} failed: out of memory within --max-memory {max_memory_gb:g}; raise it "
+                           "or use fewer --execution-threads")
     return OutputError(f"writing {path} failed: out of memory; close other programs, use fewer "
                        "--execution-threads or a smaller video, or give --max-memory GB to size the run")
 
