@@ -432,7 +432,8 @@ def run(ctx: click.Context, **kw: Any) -> None:
 @click.option("--frame-range", metavar="START:END",
               help="Output frames START (from 0) up to END (excluded) to process, numbered after --fps; "
                    "the rest is copied through.")
-@click.option("--max-memory", type=click.FloatRange(min=0.1), help="Most memory the run may hold, in GB, models included [default: the RAM available].")
+@click.option("--max-memory", type=click.FloatRange(min=0.1),
+              help="Most memory the run may hold, in GB, models included [default: the RAM available].")
 @click.pass_context
 def video(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
     """Swap faces in a video file; audio is kept."""

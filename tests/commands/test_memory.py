@@ -55,8 +55,8 @@ def test_a_budget_too_small_is_refused_at_once_saying_what_would_fit(
                                       isolated_env)
     assert code == 2, stderr
     lines = stderr.strip().splitlines()
-    assert len(lines) == 1 and re.fullmatch(
-        r"livecam: error: --max-memory 0\.1 is too small for 1280x720 video: at least \d\.\d GB \(.*\)", lines[0]), lines
+    assert len(lines) == 1 and re.fullmatch(r"livecam: error: --max-memory 0\.1 is too small for 1280x720 video: "
+                                            r"at least \d\.\d GB \(.*\)", lines[0]), lines
     assert list(out.parent.iterdir()) == []
     assert peak < 0.2 * GB  # refused before the models and the codecs were loaded
 

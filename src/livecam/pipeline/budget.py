@@ -3,9 +3,9 @@
 --max-memory GB bounds the process's resident memory (RSS), models and libraries included.
 Without it the bound is the RAM the machine has available when the run starts (livecam.machine:
 MemAvailable of /proc/meminfo on Linux, psutil.virtual_memory().available elsewhere when psutil
-is installed, no bound where neither answers). The plan is made twice before anything large is allocated:
-before the models load (what is resident then, plus the pipeline) and again once they are
-resident. It sizes everything whose bytes grow with the frame size:
+is installed, no bound where neither answers). The plan is made twice before anything large is
+allocated: before the models load (what is resident then, plus an allowance for them) and again
+once they are resident. It sizes everything whose bytes grow with the frame size:
 
     decoder     FFmpeg's frame threads and reference frames          ~1.5 B/px x (threads + 11)
     encoder     x264's frame pool, look-ahead included               ~52 B/px + 2.8 B/px a look-ahead frame

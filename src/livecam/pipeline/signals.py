@@ -23,8 +23,6 @@ from typing import Any, Callable, Iterator
 
 from livecam.interrupt import InterruptOnce
 
-__all__ = ["InterruptOnce", "ignore_stop_signals", "interrupted", "output_done", "stop_signals"]
-
 SIGNAL_NAMES = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
 
 
