@@ -1,29 +1,56 @@
-"""The `livecam` command and `python -m livecam`: cli.main, with Ctrl-C and SIGTERM already
-handled while the CLI's modules load (about half a second): an interrupt then is one line and
-exit 130 like any other, never an import traceback."""
+"""The `livecam` command and `python -m livecam`: cli.main, with Ctrl-C and SIGTERM handled from
+the first statement of main() (nothing but the C signal module and the import-free
+livecam.interrupt is loaded before it), so an interrupt while the CLI's modules load (about half
+a second) is one line and exit 130 like any other, never an import traceback.
 
-from __future__ import annotations
+An interrupted run leaves through os._exit(130) once its line is written and the streams are
+flushed: Python itself would turn a KeyboardInterrupt that ever escaped code it ran through
+PyRun_* (as a C extension's import may do) into death by SIGINT at exit (status -2), even when
+livecam caught it and exited 130; and nothing is left to finalise by then (the outputs are
+cleaned up, the pipeline's threads joined or abandoned on purpose)."""
 
-import signal
-import sys
+import _signal  # type: ignore[import-not-found]  # (no stub) the C module the interpreter already loaded
 
-from livecam.errors import EXIT_INTERRUPTED
-from livecam.pipeline.signals import InterruptOnce, ignore_stop_signals
+from livecam.interrupt import InterruptOnce  # imports nothing
 
 
 def main() -> None:
     once = InterruptOnce()  # cli.main's stop_signals() takes this one over (one state)
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, once)
+    _signal.signal(_signal.SIGINT, once)
+    _signal.signal(_signal.SIGTERM, once)
     try:
         from livecam.cli import main as cli_main
+
+        cli_main()
+    except SystemExit as exc:
+        from livecam.errors import EXIT_INTERRUPTED
+
+        if exc.code == EXIT_INTERRUPTED:  # cli.py wrote its one line
+            _exit_now(EXIT_INTERRUPTED)
+        raise
     except BaseException:  # KeyboardInterrupt, or the ImportError a C extension makes of it
         if once.received is None:
             raise
-        ignore_stop_signals()
-        sys.stderr.write("livecam: interrupted\n")
-        sys.exit(EXIT_INTERRUPTED)
-    cli_main()
+        from livecam.errors import EXIT_INTERRUPTED  # (again, if the signal cut it short: signals are ignored now)
+
+        _exit_now(EXIT_INTERRUPTED, "livecam: interrupted\n")
+
+
+def _exit_now(code: int, line: str = "") -> None:
+    """Ignore further signals, write `line`, flush, and end the process now."""
+    import os
+    import sys
+
+    for sig in (_signal.SIGINT, _signal.SIGTERM):
+        _signal.signal(sig, _signal.SIG_IGN)
+    try:
+        if line:
+            sys.stderr.write(line)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed or broken stream: the exit status still says it
+        pass
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import click
 from livecam import __version__
 from livecam.errors import EXIT_FAILURE, EXIT_INTERRUPTED, Interrupted, LivecamError
 from livecam.pipeline.signals import ignore_stop_signals, interrupted, output_done, stop_signals
+from livecam.pipeline.budget import check_execution_threads
 from livecam.processors import registry
 from livecam.runtime.providers import CHOICES as PROVIDER_CHOICES
 from livecam.settings import (
@@ -190,6 +191,7 @@ def _settings(ctx: click.Context) -> RuntimeSettings:
 
 def _runtime(ctx: click.Context, providers: tuple[str, ...], threads: int, explicit_threads: bool = False) -> RuntimeSettings:
     base: RuntimeSettings = ctx.obj
+    check_execution_threads(threads)  # 64 on 2 cores only adds memory and contention
     return RuntimeSettings(providers=providers or ("auto",), execution_threads=threads, explicit_threads=explicit_threads,
                            models_dir=base.models_dir, offline=base.offline, accept_license=base.accept_license,
                            unverified_models=base.unverified_models, verbose=base.verbose, quiet=base.quiet)
@@ -444,7 +446,8 @@ def run(ctx: click.Context, **kw: Any) -> None:
 @click.option("--frame-range", metavar="START:END",
               help="Output frames START (from 0) up to END (excluded) to process, numbered after --fps; "
                    "the rest is copied through.")
-@click.option("--max-memory", type=click.FloatRange(min=0.1), help="Cap memory in GB.")
+@click.option("--max-memory", type=click.FloatRange(min=0.1),
+              help="Most memory the run may hold, in GB, models included [default: the RAM available].")
 @click.option("--pattern", metavar="GLOB",
               help="With a folder INPUT: the file names to take, e.g. '*.mp4' (default: every video extension).")
 @click.option("--skip-existing", is_flag=True,

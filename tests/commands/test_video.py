@@ -319,7 +319,8 @@ def test_max_memory_caps_growth_after_warm_up(tmp_path: Path, small_clip: Path, 
                               "--no-watermark"], tmp_path, env, delay=0.0)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 1, stderr
-    assert _one_line(stderr).startswith("livecam: error: ran out of memory (--max-memory 0.5 GB)")
+    assert _one_line(stderr) == (f"livecam: error: writing {out} failed: out of memory within --max-memory 0.5; "
+                                 "raise it or use fewer --execution-threads")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["halfway"]  # no output, no temporary file
 
 

@@ -7,7 +7,6 @@ that file's outcome), then run by the runner `pick_runner` chooses, then one sum
 from __future__ import annotations
 
 import logging
-import os
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Sequence
@@ -19,7 +18,9 @@ from livecam.marks.watermark import open_watermarker
 from livecam.media.images import check_not_an_input, check_output_folder
 from livecam.pipeline.signals import output_done, stop_signals
 from livecam.media.video_reader import VideoReader
-from livecam.media.video_writer import check_encoder, container_format, resolve_encoder
+from livecam.media.video_writer import check_encoder, container_format, out_of_memory, resolve_encoder
+from livecam.pipeline.address_space import AddressSpaceCap
+from livecam.pipeline.budget import plan_video
 from livecam.pipeline.batch import FileOutcome, is_folder_run, make_output_folder, plan_folder, run_batch, summarize
 from livecam.pipeline.file import process_video
 from livecam.pipeline.segments import check_segmentable
@@ -32,9 +33,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("livecam")
 
 
-def check_job(job: VideoJob) -> int | None:
-    """Every check that needs no model: input, output, folder, encoder. Raises LivecamError.
-    Returns the frames the output will have (None: unknown), counted as --frame-range counts them."""
+def check_job(job: VideoJob) -> tuple[VideoJob, int | None]:
+    """Every check that needs no model: input, output, folder, encoder, memory. Raises
+    LivecamError. Returns the job with as many --execution-threads as its memory holds, and
+    the frames the output will have (None: unknown), counted as --frame-range counts them."""
     if job.output.is_dir():
         raise InputError(f"the output {job.output} is a folder; give a file name such as "
                          f"{job.output / (job.input.stem + '.mp4')}")
@@ -48,6 +50,13 @@ def check_job(job: VideoJob) -> int | None:
     check_new_output(job.output, force=job.force)
     check_output_folder(job.output)
     check_encoder(job.encoder, job.output)
+    # Before any model loads: a budget too small for this frame size fails now, in one line, and
+    # the engine's sessions are sized for the workers that fit.
+    threads = job.processing.runtime.execution_threads
+    workers = plan_video(info.width, info.height, threads, job.max_memory_gb, engine_loaded=False).workers
+    if workers < threads:
+        job = replace(job, processing=replace(job.processing, runtime=replace(job.processing.runtime,
+                                                                                execution_threads=workers)))
     # Frame numbers count the frames written: with --fps, the retimed ones.
     total = info.expected_frames
     if job.fps is not None and info.duration:
@@ -56,7 +65,7 @@ def check_job(job: VideoJob) -> int | None:
         at = f" at {job.fps:g} fps" if job.fps is not None else ""
         raise InputError(f"--frame-range starts at frame {job.frame_range[0]} but {job.input.name} has about "
                          f"{total} frames{at}")
-    return total
+    return job, total
 
 
 def create_engine(job: VideoJob) -> FileEngine:
@@ -80,7 +89,7 @@ def run_video(job: VideoJob, cluster: ClusterSettings | None = None) -> None:
         log.info("skipped %s: the output %s exists (--skip-existing)", job.input, job.output)
         return None
     job = replace(job, encoder=resolve_encoder(job.encoder, job.output))
-    check_job(job)
+    job, _ = check_job(job)
     if cluster is not None:  # --cluster: segments on Ray workers (commands/video_cluster.py)
         from livecam.commands.video_cluster import run_video_on_cluster
 
@@ -96,9 +105,8 @@ def run_video(job: VideoJob, cluster: ClusterSettings | None = None) -> None:
             result = process_video(job, engine, quiet=quiet, on_warm=cap.apply, watermark=marker,
                                    sign=(lambda temp: signing.sign_file(temp, job.output)) if signing else None,
                                    lanes=lanes_of(engine))
-        except MemoryError as exc:
-            raise LivecamError(f"ran out of memory (--max-memory {job.max_memory_gb} GB); raise the limit or "
-                               "use fewer --execution-threads") from exc
+        except MemoryError as exc:  # numpy, the decoder (media/video_reader), the address-space cap
+            raise out_of_memory(job.output, job.max_memory_gb) from exc
         finally:
             cap.restore()
     output_done()  # written and valid: a signal from now on is not an interruption
@@ -120,7 +128,8 @@ def run_folder(template: VideoJob, cluster: ClusterSettings | None = None) -> No
     for job in plan.jobs:
         try:
             job = replace(job, encoder=resolve_encoder(job.encoder, job.output))
-            totals.append(check_job(job))
+            job, total = check_job(job)
+            totals.append(total)
             if cluster is not None:
                 check_segmentable(job)
         except OutputExistsError as exc:
@@ -186,48 +195,3 @@ def run_local(template: VideoJob, jobs: Sequence[VideoJob], total: int | None) -
         finally:
             cap.restore()
 
-
-def _vm_bytes() -> int | None:
-    try:
-        with open("/proc/self/statm") as fh:
-            return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-class AddressSpaceCap:
-    """--max-memory as an address-space limit (RLIMIT_AS, Linux), applied once the pipeline is
-    warm: the models, thread stacks, allocator arenas and codec buffers reserve far more address
-    space than they use, so the cap is that warm size plus the budget. Growth past it (a leak, a
-    runaway buffer) then fails with MemoryError instead of swapping the machine to a halt."""
-
-    def __init__(self, max_memory_gb: float | None) -> None:
-        self._budget = int(max_memory_gb * (1 << 30)) if max_memory_gb else None
-        self._saved: tuple[int, int] | None = None
-
-    def apply(self) -> None:
-        try:
-            import resource
-        except ImportError:  # Windows
-            return
-        now = _vm_bytes()
-        if self._budget is None or now is None or not hasattr(resource, "RLIMIT_AS") or self._saved is not None:
-            return
-        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        cap = now + self._budget
-        for limit in (soft, hard):
-            if limit != resource.RLIM_INFINITY:
-                cap = min(cap, limit)
-        try:
-            resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
-        except (ValueError, OSError):
-            return
-        self._saved = (soft, hard)
-        log.debug("address space capped at %.2f GB", cap / (1 << 30))
-
-    def restore(self) -> None:
-        if self._saved is not None:
-            import resource
-
-            resource.setrlimit(resource.RLIMIT_AS, self._saved)
-            self._saved = None

@@ -233,7 +233,7 @@ def _orientation_value_offset(tiff: bytes) -> int | None:
 
 
 # Serialises the file-descriptor swap below (two overlapping swaps would lose stderr for good).
-_STDERR_LOCK = threading.Lock()
+STDERR_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
@@ -243,7 +243,7 @@ def _native_stderr_to_log() -> Iterator[list[str]]:
     decode, fd 2 points at a temporary file whose text is logged at debug level instead, and
     whose lines fill the list this yields once the block is done."""
     lines: list[str] = []
-    with _STDERR_LOCK:
+    with STDERR_LOCK:
         try:
             saved = os.dup(2)
             sink = tempfile.TemporaryFile()

@@ -11,9 +11,13 @@ advances, so nothing is buffered beyond about a second of audio. Errors name the
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import io
 import logging
 import os
+import re
+import tempfile
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
@@ -29,6 +33,7 @@ from av.video.stream import VideoStream
 from livecam.atomic import output_error
 from livecam.errors import InputError, OutputError
 from livecam.media.colour import LIMITED, Colour, ColourConverter, tag
+from livecam.media.images import STDERR_LOCK
 from livecam.media.containers import open_container
 from livecam.media.video_reader import Fitter, Timeline, timeline_origin
 
@@ -50,6 +55,10 @@ ENCODER_CANDIDATES: tuple[str, ...] = (
     "h264_nvenc", "hevc_nvenc", "av1_nvenc", "h264_qsv", "hevc_qsv", "h264_amf", "hevc_amf",
     "h264_videotoolbox", "hevc_videotoolbox", "mpeg4",
 )
+# libx264 grows its frame pool over its first frames (look-ahead, B-frames, frame threads,
+# references: under 64 at any preset) and allocates nothing more until the flush.
+X264_POOL_FRAMES = 64
+_X264_MALLOC = re.compile(rb"x264 \[error\]: malloc of size \d+ failed\r?\n?")
 _AUDIO_LEAD_S = 0.0  # audio is muxed up to the current video time (a cut keeps them together)
 
 
@@ -205,6 +214,7 @@ class OutputSpec:
     live: bool = False  # encoder settings that keep up with a live stream (no look-ahead)
     audio: AudioSamples | None = None  # sound to write (instead of audio_from)
     colour: Colour | None = None  # the input's (VideoInfo.colour); None: what players assume for the size
+    lookahead: int | None = None  # frames the encoder may look ahead (its memory); None: the preset's
 
     @property
     def shown_path(self) -> Path:
@@ -219,6 +229,58 @@ def live_encoder_options(codec: str) -> dict[str, str]:
         # Real-time speed, constant quality (zero target bitrate), no look-ahead (no added delay).
         return {"deadline": "realtime", "cpu-used": "8", "row-mt": "1", "lag-in-frames": "0", "crf": "30", "b": "0"}
     return {}
+
+
+def lookahead_options(codec: str, frames: int | None) -> dict[str, str]:
+    """Options that hold `codec`'s look-ahead to `frames` (pipeline/budget.py's memory plan)."""
+    if frames is None:
+        return {}
+    if codec == "libx264":
+        return {"rc-lookahead": str(frames)}
+    if codec in ("libvpx-vp9", "libvpx"):
+        return {"lag-in-frames": str(frames)}
+    return {}
+
+
+@contextlib.contextmanager
+def _without_x264_malloc_lines(active: bool) -> Iterator[None]:
+    """libx264 reports a failed allocation ("x264 [error]: malloc of size N failed") straight to
+    file descriptor 2, past FFmpeg's log, before livecam's one line says it (out_of_memory). While
+    the encoder may allocate, fd 2 points at a temporary file (under media/images' lock, the one
+    other swap of it); that line is dropped and everything else written meanwhile passed on."""
+    if not active:
+        yield
+        return
+    with STDERR_LOCK:
+        try:
+            saved = os.dup(2)
+            sink = tempfile.TemporaryFile()
+        except OSError:  # no descriptor to spare: the encoder speaks for itself
+            yield
+            return
+        with sink:
+            os.dup2(sink.fileno(), 2)
+            try:
+                yield
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
+                sink.seek(0)
+                said = memoryview(_X264_MALLOC.sub(b"", sink.read()))
+                try:
+                    while said:
+                        said = said[os.write(2, said):]
+                except OSError:  # stderr closed or broken: nothing to pass it on to
+                    pass
+
+
+def out_of_memory(path: Path, max_memory_gb: float | None = None) -> OutputError:
+    """The one line for a run that ran out of memory while producing `path`."""
+    if max_memory_gb is not None:
+        return OutputError(f"writing {path} failed: out of memory within --max-memory {max_memory_gb:g}; raise it "
+                           "or use fewer --execution-threads")
+    return OutputError(f"writing {path} failed: out of memory; close other programs, use fewer "
+                       "--execution-threads or a smaller video, or give --max-memory GB to size the run")
 
 
 class _Track(Protocol):
@@ -284,8 +346,9 @@ class VideoWriter:
                 vs.codec_context.sample_aspect_ratio = spec.sample_aspect
                 # the muxer's (MP4 'pasp', Matroska display size); PyAV 19's stubs say AVRational
                 cast(Any, vs).sample_aspect_ratio = spec.sample_aspect
-            vs.codec_context.options = (live_encoder_options(spec.encoder) if spec.live
-                                        else encoder_options(spec.encoder, spec.quality))
+            vs.codec_context.options = {**(live_encoder_options(spec.encoder) if spec.live
+                                           else encoder_options(spec.encoder, spec.quality)),
+                                        **lookahead_options(spec.encoder, spec.lookahead)}
             self._video = vs
             self._audio: _Track | None = None
             if spec.audio is not None:
@@ -320,20 +383,26 @@ class VideoWriter:
         frame.pts = pts
         frame.time_base = self.spec.time_base
         try:
-            for packet in self._video.encode(frame):
+            with _without_x264_malloc_lines(self._allocating()):
+                packets = self._video.encode(frame)
+            for packet in packets:
                 self._mux_video(packet)
             if self._audio is not None:
                 self._audio.pump(time_s + _AUDIO_LEAD_S)
         except OSError as exc:
             raise output_error(self.spec.shown_path, exc) from exc
         except av.error.FFmpegError as exc:
-            raise OutputError(f"encoding {self.spec.shown_path} failed: {exc}") from exc
+            raise self._encoder_error("encoding", exc) from exc
+        except MemoryError as exc:
+            raise out_of_memory(self.spec.shown_path) from exc
         self.frames_written += 1
 
     def close(self, *, partial: bool = False) -> None:
         """Flush and finalise a valid file. partial: cut the audio where the video stops."""
         try:
-            for packet in self._video.encode(None):
+            with _without_x264_malloc_lines(self.spec.encoder == "libx264"):
+                packets = self._video.encode(None)
+            for packet in packets:
                 self._mux_video(packet)
             if self._audio is not None:
                 end = None
@@ -346,7 +415,10 @@ class VideoWriter:
             raise output_error(self.spec.shown_path, exc) from exc
         except av.error.FFmpegError as exc:
             self._close_quietly()
-            raise OutputError(f"finishing {self.spec.shown_path} failed: {exc}") from exc
+            raise self._encoder_error("finishing", exc) from exc
+        except MemoryError as exc:
+            self._close_quietly()
+            raise out_of_memory(self.spec.shown_path) from exc
         finally:
             if self._audio is not None:
                 self._audio.close()
@@ -355,6 +427,18 @@ class VideoWriter:
         if packet.pts is not None:
             self.packet_times.append((int(packet.pts), int(packet.dts) if packet.dts is not None else None))
         self._out.mux(packet)
+
+    def _allocating(self) -> bool:
+        return self.spec.encoder == "libx264" and self.frames_written < X264_POOL_FRAMES
+
+    def _encoder_error(self, doing: str, exc: av.error.FFmpegError) -> OutputError:
+        """One line naming the user's output (PyAV's text names the temporary file or a C
+        function). libx264 fails on an open encoder only when an allocation fails ("malloc of
+        size ... failed", an external-library error): that is memory, as ENOMEM is."""
+        external = isinstance(exc, av.error.ExternalError) and self.spec.encoder == "libx264"
+        if isinstance(exc, MemoryError) or exc.errno in (errno.ENOMEM, -errno.ENOMEM) or external:
+            return out_of_memory(self.spec.shown_path)
+        return OutputError(f"{doing} {self.spec.shown_path} failed: {exc.strerror or type(exc).__name__}")
 
     def abort(self) -> None:
         """Close without caring about the file (the caller removes it)."""

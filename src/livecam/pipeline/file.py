@@ -44,6 +44,7 @@ from livecam.errors import Interrupted
 from livecam.frame import FramePacket
 from livecam.media.video_reader import VideoReader
 from livecam.media.video_writer import OutputSpec, VideoWriter, container_format
+from livecam.pipeline.budget import default_in_flight, plan_video
 from livecam.pipeline.contracts import FileEngine
 from livecam.pipeline.progress import Counter, Progress
 from livecam.pipeline.queues import BoundedQueue, ReorderBuffer, put_until
@@ -57,7 +58,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("livecam")
 
 _JOIN_S = 5.0
-FRAME_MEMORY_SHARE = 0.5  # of --max-memory; the rest is for models, codecs and Python
 
 
 class InOrder:
@@ -147,14 +147,11 @@ class RunStats:
 
 
 def frames_in_flight(frame_bytes: int, workers: int, max_memory_gb: float | None) -> int:
-    """How many decoded frames may exist at once: enough to keep every worker busy, and within
-    FRAME_MEMORY_SHARE of --max-memory (never fewer than workers + 2)."""
-    floor, ceiling = workers + 2, 4 * workers + 8
+    """How many decoded frames may exist at once (budget.plan_video sizes them by bytes)."""
     if max_memory_gb is None:
-        return 2 * workers + 4
-    # Each frame in flight costs its BGR array plus about two working copies in the processors.
-    budget = max_memory_gb * (1 << 30) * FRAME_MEMORY_SHARE
-    return max(floor, min(ceiling, int(budget // max(1, 3 * frame_bytes))))
+        return default_in_flight(workers)
+    pixels = max(1, frame_bytes // 3)
+    return plan_video(pixels, 1, workers, max_memory_gb, warn=False).frames_in_flight
 
 
 def in_range(index: int, frame_range: tuple[int, int | None] | None) -> bool:
@@ -391,17 +388,23 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
         frames = reader.frames()
         total = info.expected_frames
     keep_audio = job.audio and info.audio_codec is not None
+    # Sized now, with the models resident and before any frame is decoded; the encoder's
+    # look-ahead is part of the plan (its frame pool is the largest buffer at 4K and beyond).
+    plan = plan_video(info.width, info.height, len(lanes) or job.processing.runtime.execution_threads,
+                      job.max_memory_gb)
     output = AtomicOutput(job.output, force=job.force)
     spec = OutputSpec(path=output.temp, format=container_format(job.output),
                       width=info.width, height=info.height, rate=rate, time_base=time_base,
                       encoder=job.encoder, quality=job.quality, metadata=dict(CONTAINER_METADATA),
                       audio_from=job.input if keep_audio else None, target=job.output,
-                      sample_aspect=info.sample_aspect, colour=info.colour)
-    workers = len(lanes) or job.processing.runtime.execution_threads
-    in_flight = frames_in_flight(info.width * info.height * 3, workers, job.max_memory_gb)
+                      sample_aspect=info.sample_aspect, colour=info.colour, lookahead=plan.lookahead)
+    workers, in_flight = plan.workers, plan.frames_in_flight
+    lanes = lanes[:workers]  # a lane is a worker: only as many as the memory holds
     marker = watermark.video_marker(float(rate)) if watermark is not None else None
-    log.debug("video: %dx%d at %s fps, %s frames, %d workers, %d frames in flight",
-              info.width, info.height, float(rate), total or "?", workers, in_flight)
+    log.debug("video: %dx%d at %s fps, %s frames, %d workers, %d frames in flight, encoder look-ahead %s, "
+              "memory %.2f of %s GB", info.width, info.height, float(rate), total or "?", workers, in_flight,
+              "preset" if plan.lookahead is None else plan.lookahead, plan.needed / (1 << 30),
+              "?" if plan.budget is None else f"{plan.budget / (1 << 30):.2f}")
     writer: VideoWriter | None = None
     output.open()  # the --force check again (a file may have appeared while the models loaded)
     try:

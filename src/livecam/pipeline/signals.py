@@ -21,22 +21,9 @@ import threading
 from types import FrameType
 from typing import Any, Callable, Iterator
 
+from livecam.interrupt import InterruptOnce
+
 SIGNAL_NAMES = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
-
-
-class InterruptOnce:
-    """SIGINT/SIGTERM handler: the first raises KeyboardInterrupt, later ones are ignored, so a
-    second Ctrl-C cannot break the cleanup of the first (or interpreter shutdown) with a traceback."""
-
-    def __init__(self) -> None:
-        self.received: int | None = None
-        self.done = False  # the output is complete: a signal now changes nothing
-
-    def __call__(self, signum: int, frame: FrameType | None) -> None:
-        if self.received is not None or self.done:
-            return
-        self.received = signum
-        raise KeyboardInterrupt
 
 
 def _process_handler() -> InterruptOnce | None:
