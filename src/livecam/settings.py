@@ -8,6 +8,8 @@ from pathlib import Path
 SWAP_MODELS: tuple[str, ...] = ("auto", "inswapper_128", "inswapper_128_fp16", "mesh")
 DETECTORS: tuple[str, ...] = ("auto", "scrfd", "blazeface")
 PIXEL_BOOSTS: tuple[str, ...] = ("128", "256", "384", "512")  # --pixel-boost: inswapper crop sizes
+# --enhancer-model: catalog names; how each one runs is processors/face_enhancer.ENHANCERS.
+ENHANCER_MODELS: tuple[str, ...] = ("gfpgan_1.4", "gpen_bfr_256", "gpen_bfr_512", "codeformer")
 # The inswapper's paste masks (processors/crop_masks.py): several at once paste their intersection.
 FACE_MASK_TYPES: tuple[str, ...] = ("box", "occlusion", "region", "area")
 FACE_MASK_AREAS: tuple[str, ...] = ("upper-face", "lower-face", "mouth")
@@ -74,7 +76,9 @@ class SwapSettings:
 
 @dataclass(frozen=True)
 class EnhanceSettings:
+    model: str = "gfpgan_1.4"  # ENHANCER_MODELS
     blend: float = 0.8
+    weight: float | None = None  # CodeFormer's fidelity input, 0 (restore more) .. 1 (keep the input); None: 1
 
 
 @dataclass(frozen=True)
