@@ -9,6 +9,8 @@ architecture descriptions (see issue 8), not from any other project's code:
 - IResNet50: ArcFace R50 (w600k_r50.onnx), 112x112 -> 512.
 - Inswapper128: encoder, six latent-modulated style blocks at 32x32, decoder (inswapper_128.onnx).
 - GFPGANv1Clean: livecam.models.gfpgan_arch (shared with `livecam models convert`).
+- GpenBfr: GPEN-BFR 256 and 512 (gpen_bfr_256.onnx, gpen_bfr_512.onnx): conv encoder, mapping
+  MLP, StyleGAN2 generator fed the encoder's maps as concatenated noise.
 - Landmark106: a stand-in for insightface's 2d106det.onnx (192x192 face crop -> 212 values, the
   106 points). That model is not one livecam runs; the Deep-Live-Cam-style baseline does. Its
   architecture is not published: this is a MobileNetV1-style regressor sized to the real
@@ -21,11 +23,13 @@ Needs torch; only the benchmark scripts import this file.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from livecam.models.gfpgan_arch import GfpganConfig, GFPGANv1Clean  # noqa: F401 - re-exported
+from livecam.models.gfpgan_arch import GfpganConfig, GFPGANv1Clean, NormStyleCode  # noqa: F401 - re-exported
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -335,6 +339,158 @@ class Landmark106(nn.Module):
         return torch.tanh(self.fc1(x))
 
 
+
+# ----------------------------------------------------------------------------- GPEN-BFR (256, 512)
+# From the GPEN paper and its published model description (yangxy/GPEN): a plain conv encoder
+# (1x1 conv, then blurred stride-2 3x3 convs down to 4x4) whose last map becomes the latent
+# (through a linear layer and the 8-layer mapping MLP), and a StyleGAN2 generator whose noise
+# inputs are the encoder's maps of the same size, concatenated (so every styled conv after the
+# first sees twice its width). GPEN-BFR-512: channel multiplier 2, narrow 1; GPEN-BFR-256:
+# channel multiplier 1, narrow 0.5.
+
+GPEN_CONFIGS = {"gpen_bfr_512": (512, 2, 1.0), "gpen_bfr_256": (256, 1, 0.5)}  # size, multiplier, narrow
+
+
+def gpen_channels(multiplier: int, narrow: float) -> dict[int, int]:
+    wide = {4: 512, 8: 512, 16: 512, 32: 512, 64: 256 * multiplier, 128: 128 * multiplier,
+            256: 64 * multiplier, 512: 32 * multiplier}
+    return {res: int(c * narrow) for res, c in wide.items()}
+
+
+def _blur_kernel(gain: float = 1.0) -> torch.Tensor:
+    k = torch.tensor([1.0, 3.0, 3.0, 1.0])
+    k = torch.outer(k, k)
+    return k / k.sum() * gain
+
+
+class Blur(nn.Module):
+    """StyleGAN2's [1,3,3,1] low-pass, one channel at a time."""
+
+    def __init__(self, channels: int, pad: tuple[int, int], gain: float = 1.0) -> None:
+        super().__init__()
+        self.channels, self.pad = channels, pad
+        self.register_buffer("kernel", _blur_kernel(gain).expand(channels, 1, 4, 4).clone())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a, b = self.pad
+        return F.conv2d(F.pad(x, (a, b, a, b)), self.kernel, groups=self.channels)
+
+
+class FusedLRelu(nn.Module):
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(1, channels, 1, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.leaky_relu(x + self.bias, 0.2) * math.sqrt(2.0)
+
+
+class GpenDown(nn.Module):
+    """Encoder step: blur, then a stride-2 3x3 conv, bias and leaky ReLU."""
+
+    def __init__(self, cin: int, cout: int) -> None:
+        super().__init__()
+        self.blur = Blur(cin, (2, 2))
+        self.conv = nn.Conv2d(cin, cout, 3, 2, 0, bias=False)
+        self.act = FusedLRelu(cout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.conv(self.blur(x)))
+
+
+class GpenModConv(nn.Module):
+    """StyleGAN2's modulated (and demodulated) conv for a batch of one, as the file's fixed
+    [1,3,S,S] input has; `upsample`: a stride-2 transposed 3x3 conv, then the blur."""
+
+    def __init__(self, cin: int, cout: int, kernel: int, style: int, demodulate: bool = True,
+                 upsample: bool = False) -> None:
+        super().__init__()
+        self.cin, self.kernel, self.demodulate = cin, kernel, demodulate
+        self.modulation = nn.Linear(style, cin)
+        nn.init.constant_(self.modulation.bias, 1.0)
+        self.weight = nn.Parameter(torch.randn(cout, cin, kernel, kernel) / math.sqrt(cin * kernel * kernel))
+        self.blur = Blur(cout, (1, 1), gain=4.0) if upsample else None
+
+    def forward(self, x: torch.Tensor, style: torch.Tensor) -> torch.Tensor:
+        weight = self.weight * self.modulation(style).view(1, self.cin, 1, 1)  # static: the exporter needs it
+        if self.demodulate:
+            weight = weight * torch.rsqrt(weight.pow(2).sum([1, 2, 3], keepdim=True) + 1e-8)
+        if self.blur is not None:
+            return self.blur(F.conv_transpose2d(x, weight.transpose(0, 1), stride=2))
+        return F.conv2d(x, weight, padding=self.kernel // 2)
+
+
+class GpenStyledConv(nn.Module):
+    """Modulated conv, then the encoder map of this size concatenated (GPEN's noise), bias, lrelu."""
+
+    def __init__(self, cin: int, cout: int, style: int, upsample: bool = False) -> None:
+        super().__init__()
+        self.conv = GpenModConv(cin, cout, 3, style, upsample=upsample)
+        self.noise_strength = nn.Parameter(torch.zeros(1))
+        self.act = FusedLRelu(2 * cout)
+
+    def forward(self, x: torch.Tensor, style: torch.Tensor, feature: torch.Tensor) -> torch.Tensor:
+        out = self.conv(x, style)
+        return self.act(torch.cat([out, feature * self.noise_strength], 1))
+
+
+class GpenToRgb(nn.Module):
+    def __init__(self, cin: int, style: int) -> None:
+        super().__init__()
+        self.conv = GpenModConv(cin, 3, 1, style, demodulate=False)
+        self.bias = nn.Parameter(torch.zeros(1, 3, 1, 1))
+        self.register_buffer("up", _blur_kernel(4.0).expand(3, 1, 4, 4).clone())
+
+    def forward(self, x: torch.Tensor, style: torch.Tensor, skip: torch.Tensor | None) -> torch.Tensor:
+        out = self.conv(x, style) + self.bias
+        if skip is not None:  # zero-insertion upsampling and the blur, as one transposed conv
+            out = out + F.conv_transpose2d(skip, self.up, stride=2, padding=1, groups=3)
+        return out
+
+
+class GpenBfr(nn.Module):
+    """`input` [1,3,S,S] in [-1,1] -> `output` [1,3,S,S]."""
+
+    def __init__(self, size: int, multiplier: int, narrow: float, style: int = 512, n_mlp: int = 8) -> None:
+        super().__init__()
+        ch = gpen_channels(multiplier, narrow)
+        self.size = size
+        self.log = int(math.log2(size))
+        self.ecd0 = nn.Sequential(nn.Conv2d(3, ch[size], 1, bias=False), FusedLRelu(ch[size]))
+        self.down = nn.ModuleList(GpenDown(ch[2 ** i], ch[2 ** (i - 1)]) for i in range(self.log, 2, -1))
+        self.final_linear = nn.Linear(ch[4] * 16, style)
+        mlp: list[nn.Module] = [NormStyleCode()]
+        for _ in range(n_mlp):
+            mlp += [nn.Linear(style, style), nn.LeakyReLU(0.2)]
+        self.style = nn.Sequential(*mlp)
+        self.const = nn.Parameter(torch.randn(1, ch[4], 4, 4))
+        self.conv1 = GpenStyledConv(ch[4], ch[4], style)
+        self.to_rgb1 = GpenToRgb(2 * ch[4], style)
+        self.convs = nn.ModuleList()
+        self.to_rgbs = nn.ModuleList()
+        cin = ch[4]
+        for i in range(3, self.log + 1):
+            cout = ch[2 ** i]
+            self.convs.append(GpenStyledConv(2 * cin, cout, style, upsample=True))
+            self.convs.append(GpenStyledConv(2 * cout, cout, style))
+            self.to_rgbs.append(GpenToRgb(2 * cout, style))
+            cin = cout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        feats = [self.ecd0(x)]
+        for down in self.down:
+            feats.append(down(feats[-1]))
+        small_first = feats[::-1]  # 4x4, 8x8, ... SxS
+        latent = self.style(F.leaky_relu(self.final_linear(feats[-1].flatten(1)), 0.2) * math.sqrt(2.0))
+        out = self.conv1(self.const.repeat(x.shape[0], 1, 1, 1), latent, small_first[0])
+        skip = self.to_rgb1(out, latent, None)
+        for i, to_rgb in enumerate(self.to_rgbs):
+            out = self.convs[2 * i](out, latent, small_first[i + 1])
+            out = self.convs[2 * i + 1](out, latent, small_first[i + 1])
+            skip = to_rgb(out, latent, skip)
+        return skip
+
+
 # ----------------------------------------------------------------------------- trivial models
 
 
@@ -401,6 +557,9 @@ ISSUE_FIGURES = {
     "w600k_r50": (43.6e6, 6.3e9),
     "inswapper_128": (138.3e6, 174.6e9),
     "gfpgan_1.4": (84e6, 197.8e9),
+    # not in the issue: parameters from the real files' sizes (fp32); MACs are what the replica computes
+    "gpen_bfr_256": (75_792_988 / 4, None),
+    "gpen_bfr_512": (284_340_240 / 4, None),
     # not in the issue: parameters from the real file's size; MACs are what this replica computes
     "2d106det": (1.25e6, None),
 }
@@ -415,7 +574,8 @@ def build(name: str, div: int = 1, trivial: bool = False) -> tuple[nn.Module, tu
         model, inputs = build(name, div=32)
         base = "inswapper_128" if name == "inswapper_128_fp16" else name
         cls = {"det_10g": TrivialScrfd, "w600k_r50": TrivialArcFace, "inswapper_128": TrivialInswapper,
-               "gfpgan_1.4": TrivialGfpgan, "2d106det": TrivialLandmark}[base]
+               "gfpgan_1.4": TrivialGfpgan, "gpen_bfr_256": TrivialGfpgan, "gpen_bfr_512": TrivialGfpgan,
+               "2d106det": TrivialLandmark}[base]
         return cls().eval(), inputs
     if name == "det_10g":
         model: nn.Module = ScrfdDet10g(div)
@@ -429,6 +589,10 @@ def build(name: str, div: int = 1, trivial: bool = False) -> tuple[nn.Module, tu
     elif name == "gfpgan_1.4":
         model = GFPGANv1Clean(GfpganConfig(narrow=1.0 / div))
         inputs = (torch.rand(1, 3, 512, 512) * 2 - 1,)
+    elif name in GPEN_CONFIGS:
+        size, multiplier, narrow = GPEN_CONFIGS[name]
+        model = GpenBfr(size, multiplier, narrow / div)
+        inputs = (torch.rand(1, 3, size, size) * 2 - 1,)
     elif name == "2d106det":
         model = Landmark106(width=LANDMARK_WIDTH / div)
         inputs = (torch.rand(1, 3, 192, 192) * 2 - 1,)
