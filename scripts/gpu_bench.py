@@ -46,7 +46,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
-MODELS = ("det_10g", "w600k_r50", "inswapper_128", "inswapper_128_fp16", "gfpgan_1.4", "2d106det")
+MODELS = ("det_10g", "w600k_r50", "inswapper_128", "inswapper_128_fp16", "gfpgan_1.4", "2d106det", "gpen_bfr_256", "gpen_bfr_512", "codeformer")
 FACES = REPO.parent / "shared" / "faces" / "obama.jpg"
 
 
@@ -176,7 +176,7 @@ def latency(path: Path, provider: str, reps: int, trt_fp16: bool = False) -> dic
     feeds = {}
     for inp in sess.get_inputs():
         shape = [d if isinstance(d, int) else (640 if i >= 2 else 1) for i, d in enumerate(inp.shape)]
-        dtype = np.float16 if "float16" in inp.type else np.float32
+        dtype = np.float16 if "float16" in inp.type else np.float64 if "double" in inp.type else np.float32
         feeds[inp.name] = np.random.default_rng(0).standard_normal(shape).astype(dtype)
     for _ in range(5):
         sess.run(None, feeds)
@@ -427,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def latencies(prov: str, trt_fp16: bool = False) -> None:
         files = [("det_10g", "fp32"), ("w600k_r50", "fp32"), ("inswapper_128", "fp32"),
-                 ("inswapper_128_fp16", "fp16 weights"), ("gfpgan_1.4", "fp32"), ("gfpgan_1.4_fp16", "fp16 weights")]
+                 ("inswapper_128_fp16", "fp16 weights"), ("gfpgan_1.4", "fp32"), ("gfpgan_1.4_fp16", "fp16 weights"), ("gpen_bfr_256", "fp32"), ("gpen_bfr_512", "fp32"), ("codeformer", "fp32")]
         for name, precision in files:
             key = f"{name}@{prov}" + ("-fp16" if trt_fp16 else "")
             if not smoke and time.perf_counter() - started > args.budget:

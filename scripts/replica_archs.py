@@ -9,6 +9,8 @@ architecture descriptions (see issue 8), not from any other project's code:
 - IResNet50: ArcFace R50 (w600k_r50.onnx), 112x112 -> 512.
 - Inswapper128: encoder, six latent-modulated style blocks at 32x32, decoder (inswapper_128.onnx).
 - GFPGANv1Clean: livecam.models.gfpgan_arch (shared with `livecam models convert`).
+- CodeFormerReplica: CodeFormer (codeformer.onnx): VQGAN encoder, 9-layer transformer code
+  prediction, codebook lookup, VQGAN decoder with fidelity-weighted fuses at 32..256 px.
 - GpenBfr: GPEN-BFR 256 and 512 (gpen_bfr_256.onnx, gpen_bfr_512.onnx): conv encoder, mapping
   MLP, StyleGAN2 generator fed the encoder's maps as concatenated noise.
 - Landmark106: a stand-in for insightface's 2d106det.onnx (192x192 face crop -> 212 values, the
@@ -491,6 +493,162 @@ class GpenBfr(nn.Module):
         return skip
 
 
+
+# ----------------------------------------------------------------------------- CodeFormer
+# From the CodeFormer paper and its published model description (sczhou/CodeFormer): a VQGAN
+# encoder (nf 64, widths x[1,2,2,4,4,8], two GroupNorm/swish res blocks per level, attention at
+# 16x16) down to a 16x16x256 code map, a 9-layer transformer (512 wide, 8 heads, MLP 1024) that
+# predicts one of 1024 codebook entries per position, the VQGAN decoder on the looked-up codes,
+# and controllable feature transforms that mix encoder maps into the decoder at 32..256 px,
+# scaled by the fidelity weight w (the file's `weight` input).
+
+CODEFORMER_MULT = (1, 2, 2, 4, 4, 8)
+CODEFORMER_FUSE = (32, 64, 128, 256)  # resolutions whose encoder maps reach the decoder
+
+
+def group_norm(channels: int) -> nn.GroupNorm:
+    return nn.GroupNorm(32, channels, eps=1e-6)
+
+
+class VqResBlock(nn.Module):
+    def __init__(self, cin: int, cout: int) -> None:
+        super().__init__()
+        self.body = nn.Sequential(group_norm(cin), nn.SiLU(), nn.Conv2d(cin, cout, 3, 1, 1),
+                                  group_norm(cout), nn.SiLU(), nn.Conv2d(cout, cout, 3, 1, 1))
+        self.skip = nn.Conv2d(cin, cout, 1) if cin != cout else nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x) + self.skip(x)
+
+
+class VqAttention(nn.Module):
+    """Single-head self-attention over the positions of a (small) feature map."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.norm = group_norm(channels)
+        self.qkv = nn.Conv2d(channels, 3 * channels, 1)
+        self.proj = nn.Conv2d(channels, channels, 1)
+        self.channels = channels
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        c, h, w = self.channels, x.shape[2], x.shape[3]
+        q, k, v = self.qkv(self.norm(x)).reshape(1, 3, c, h * w).unbind(1)
+        att = torch.softmax(q.transpose(1, 2) @ k * c ** -0.5, dim=-1)  # (1, hw, hw)
+        return x + self.proj((v @ att.transpose(1, 2)).reshape(1, c, h, w))
+
+
+class VqDown(nn.Module):
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 3, 2, 0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(F.pad(x, (0, 1, 0, 1)))
+
+
+class VqUp(nn.Module):
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 3, 1, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(F.interpolate(x, scale_factor=2.0, mode="nearest"))
+
+
+class FidelityFuse(nn.Module):
+    """Encoder map + decoder map -> scale and shift, applied to the decoder map times w."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.encode = VqResBlock(2 * channels, channels)
+
+        def branch() -> nn.Sequential:
+            return nn.Sequential(nn.Conv2d(channels, channels, 3, 1, 1), nn.LeakyReLU(0.2),
+                                 nn.Conv2d(channels, channels, 3, 1, 1))
+
+        self.scale, self.shift = branch(), branch()
+
+    def forward(self, enc: torch.Tensor, dec: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        feat = self.encode(torch.cat([enc, dec], 1))
+        return dec + w * (dec * self.scale(feat) + self.shift(feat))
+
+
+class CodeFormerReplica(nn.Module):
+    """`input` [1,3,512,512] in [-1,1] and `weight` float64 [1] -> the restored face [1,3,512,512]."""
+
+    def __init__(self, nf: int = 64, dim: int = 512, layers: int = 9, heads: int = 8, codes: int = 1024,
+                 code_dim: int = 256) -> None:
+        super().__init__()
+        widths = [nf * m for m in CODEFORMER_MULT]
+        # encoder: (module, resolution after it, whether its output feeds a fuse)
+        enc: list[nn.Module] = [nn.Conv2d(3, nf, 3, 1, 1)]
+        taps: dict[int, int] = {}  # block index -> resolution whose map is kept
+        cin, res = nf, 512
+        for level, cout in enumerate(widths):
+            for _ in range(2):
+                enc.append(VqResBlock(cin, cout))
+                cin = cout
+                if res == 16:
+                    enc.append(VqAttention(cin))
+            if res in CODEFORMER_FUSE:
+                taps[len(enc) - 1] = res
+            if level != len(widths) - 1:
+                enc.append(VqDown(cin))
+                res //= 2
+        enc += [VqResBlock(cin, cin), VqAttention(cin), VqResBlock(cin, cin), group_norm(cin),
+                nn.Conv2d(cin, code_dim, 3, 1, 1)]
+        self.encoder = nn.ModuleList(enc)
+        self.taps = taps
+        self.position = nn.Parameter(torch.randn(256, 1, dim) * 0.02)
+        self.feat_emb = nn.Linear(code_dim, dim)
+        self.transformer = nn.ModuleList(
+            nn.TransformerEncoderLayer(dim, heads, 2 * dim, dropout=0.0, activation="gelu", norm_first=True)
+            for _ in range(layers))
+        self.idx_pred = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, codes, bias=False))
+        self.codebook = nn.Parameter(torch.randn(codes, code_dim))
+        # decoder: fuse after the first res block of each fused resolution
+        dec: list[nn.Module] = [nn.Conv2d(code_dim, widths[-1], 3, 1, 1), VqResBlock(widths[-1], widths[-1]),
+                                VqAttention(widths[-1]), VqResBlock(widths[-1], widths[-1])]
+        fuse_at: dict[int, int] = {}
+        cin, res = widths[-1], 16
+        for level in reversed(range(len(widths))):
+            cout = widths[level]
+            for i in range(2):
+                dec.append(VqResBlock(cin, cout))
+                cin = cout
+                if i == 0 and res in CODEFORMER_FUSE:
+                    fuse_at[len(dec) - 1] = res
+                if res == 16:
+                    dec.append(VqAttention(cin))
+            if level != 0:
+                dec.append(VqUp(cin))
+                res *= 2
+        dec += [group_norm(cin), nn.Conv2d(cin, 3, 3, 1, 1)]
+        self.decoder = nn.ModuleList(dec)
+        self.fuse_at = fuse_at
+        self.fuse = nn.ModuleDict({str(r): FidelityFuse(widths[int(math.log2(512 // r))]) for r in CODEFORMER_FUSE})
+
+    def forward(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        kept: dict[int, torch.Tensor] = {}
+        for i, block in enumerate(self.encoder):
+            x = block(x)
+            if i in self.taps:
+                kept[self.taps[i]] = x
+        tokens = self.feat_emb(x.flatten(2).permute(2, 0, 1))  # (256, 1, dim)
+        for layer in self.transformer:
+            tokens = layer(tokens + self.position)  # (the original adds the position to q and k only)
+        codes = self.idx_pred(tokens).argmax(-1).flatten()  # (256,)
+        x = self.codebook[codes].transpose(0, 1).reshape(1, -1, 16, 16)
+        w = weight.to(x.dtype).reshape(1, 1, 1, 1)
+        for i, block in enumerate(self.decoder):
+            x = block(x)
+            if i in self.fuse_at:
+                res = self.fuse_at[i]
+                x = self.fuse[str(res)](kept[res], x, w)
+        return x
+
+
 # ----------------------------------------------------------------------------- trivial models
 
 
@@ -548,6 +706,15 @@ class TrivialGfpgan(nn.Module):
         return torch.tanh(self.conv(x))
 
 
+class TrivialCodeFormer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 3, 1)
+
+    def forward(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.conv(x)) * weight.to(x.dtype).reshape(1, 1, 1, 1)
+
+
 # ----------------------------------------------------------------------------- the table
 
 
@@ -560,6 +727,7 @@ ISSUE_FIGURES = {
     # not in the issue: parameters from the real files' sizes (fp32); MACs are what the replica computes
     "gpen_bfr_256": (75_792_988 / 4, None),
     "gpen_bfr_512": (284_340_240 / 4, None),
+    "codeformer": (376_951_650 / 4, None),
     # not in the issue: parameters from the real file's size; MACs are what this replica computes
     "2d106det": (1.25e6, None),
 }
@@ -575,6 +743,7 @@ def build(name: str, div: int = 1, trivial: bool = False) -> tuple[nn.Module, tu
         base = "inswapper_128" if name == "inswapper_128_fp16" else name
         cls = {"det_10g": TrivialScrfd, "w600k_r50": TrivialArcFace, "inswapper_128": TrivialInswapper,
                "gfpgan_1.4": TrivialGfpgan, "gpen_bfr_256": TrivialGfpgan, "gpen_bfr_512": TrivialGfpgan,
+               "codeformer": TrivialCodeFormer,
                "2d106det": TrivialLandmark}[base]
         return cls().eval(), inputs
     if name == "det_10g":
@@ -593,6 +762,9 @@ def build(name: str, div: int = 1, trivial: bool = False) -> tuple[nn.Module, tu
         size, multiplier, narrow = GPEN_CONFIGS[name]
         model = GpenBfr(size, multiplier, narrow / div)
         inputs = (torch.rand(1, 3, size, size) * 2 - 1,)
+    elif name == "codeformer":
+        model = CodeFormerReplica(nf=max(32, 64 // div), dim=max(32, 512 // div))
+        inputs = (torch.rand(1, 3, 512, 512) * 2 - 1, torch.tensor([0.5], dtype=torch.float64))
     elif name == "2d106det":
         model = Landmark106(width=LANDMARK_WIDTH / div)
         inputs = (torch.rand(1, 3, 192, 192) * 2 - 1,)
