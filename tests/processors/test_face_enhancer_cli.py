@@ -95,3 +95,14 @@ def test_video_swap_then_enhance(tmp_path: Path, faces_dir: Path, setup: dict) -
         face = np.abs(a[200:330, 320:460] - b[200:330, 320:460]).mean()
         background = np.abs(a[:, :150] - b[:, :150]).mean()
         assert background < 1.0 and face > 4.0, (i, face, background)
+
+
+def test_models_list_shows_the_enhancers_with_their_licences(isolated_env: dict[str, str]) -> None:
+    result = run_cli(["models", "list"], env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    rows = {line.split()[0]: line for line in result.stdout.splitlines() if line.strip()}
+    for name in ("gfpgan_1.4", "gpen_bfr_256", "gpen_bfr_512", "codeformer"):
+        assert name in rows and "missing" in rows[name]
+    assert "NTU S-Lab" in rows["codeformer"] and "needs --accept-license" in rows["codeformer"]
+    assert "non-commercial" in rows["gpen_bfr_256"] and "needs --accept-license" in rows["gpen_bfr_512"]
+    assert "needs --accept-license" not in rows["gfpgan_1.4"]
