@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterator
 
 import cv2
 import numpy as np
@@ -21,7 +20,8 @@ from livecam.processors.face_enhancer import ENHANCERS, FASTEST, FaceEnhancer, _
 from livecam.processors.registry import BuildContext
 from livecam.runtime.providers import resolve_providers
 from livecam.settings import ENHANCER_MODELS, EnhanceSettings, ProcessingSettings, RuntimeSettings
-from tests.models.helpers import LoopbackServer, sha
+from tests.models.conftest import FAST, server  # noqa: F401 - the loopback server fixture
+from tests.models.helpers import sha
 from tests.processors.test_face_enhancer import CountingSession, _run, two_faces  # noqa: F401 - fixture
 from tests.standins import cpu_session
 from tests.standins.enhancers import SIZES, build_enhancer
@@ -199,21 +199,10 @@ def test_a_weight_without_codeformer_is_warned_about_once(tmp_path, standins, ca
     assert "--enhancer-weight" not in caplog.text
 
 
-@pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackServer]:
-    for var in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    with LoopbackServer() as srv:
-        yield srv
-
-
 @pytest.mark.parametrize("name", NEW)
 def test_download_asks_for_the_licence_verifies_and_opens(tmp_path, server, standins, name) -> None:
     """The catalog entry as it is (licence, mirror after the primary, signature), with the
     stand-in's bytes, size and digest: served from 127.0.0.1, the primary URL answering 404."""
-    from tests.models.conftest import FAST
-
     data = standins[f"{name}:random"].read_bytes()
     real = CATALOG[name]
     spec = replace(real, urls=(server.url(f"/missing/{real.file_name}"), server.serve(f"/{real.file_name}", data)),
@@ -229,6 +218,7 @@ def test_download_asks_for_the_licence_verifies_and_opens(tmp_path, server, stan
     assert real.licence in info.value.message and server.state.log == []
     session = store(True).open_session(name, resolve_providers(["cpu"]))
     assert (models / real.file_name).read_bytes() == data
+    assert [code for _, _, code in server.state.requests(f"/missing/{real.file_name}")] == [404]  # then the mirror
     assert store(True).verify(name).state == "verified"
     enhancer = FaceEnhancer(session, EnhanceSettings(model=name))
     crop = np.full((SIZES[name], SIZES[name], 3), 128, np.uint8)
