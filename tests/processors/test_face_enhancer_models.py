@@ -141,6 +141,15 @@ def test_codeformer_weight_reaches_the_model(standins, two_faces) -> None:
     assert 1.0 < half < np.abs(outs[0.0][y1:y2, x1:x2].astype(np.int16) - frame[y1:y2, x1:x2]).mean()
 
 
+def test_a_weight_declared_as_1x1_is_fed_so(tmp_path, two_faces) -> None:
+    frame, faces = two_faces
+    session = cpu_session(build_enhancer(tmp_path / "cf.onnx", "codeformer", weight_shape=(1, 1)))
+    assert signature_problem(CATALOG["codeformer"], session.get_inputs(), session.get_outputs()) == ""
+    out = _run(FaceEnhancer(session, EnhanceSettings(model="codeformer", blend=1.0, weight=0.0)), frame, faces)
+    x1, y1, x2, y2 = faces[0].bbox.astype(int)
+    assert np.abs(out[y1:y2, x1:x2].astype(np.int16) - frame[y1:y2, x1:x2]).mean() > 4.0
+
+
 def test_the_fast_model_is_switched_to_and_back(standins, two_faces) -> None:
     frame, faces = two_faces
     slow = CountingSession(cpu_session(standins["gfpgan_1.4:random"]))

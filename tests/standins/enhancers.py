@@ -10,6 +10,7 @@ Signatures, as the publisher's code feeds these files:
 kind="identity": output = input. kind="random": a random 3x3 convolution that overshoots [-1, 1].
 CodeFormer's stand-in mixes them by its weight, output = w * input + (1 - w) * conv(input), so
 w = 1 keeps the input (as the real w keeps the input face most) and the weight's effect shows.
+weight_shape: [1] as FaceFusion feeds it; another runner of the same file feeds [1, 1].
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from tests.standins import save_model
 SIZES = {"gpen_bfr_256": 256, "gpen_bfr_512": 512, "codeformer": 512}
 
 
-def build_enhancer(path: Path, name: str, kind: str = "random", seed: int = 0) -> Path:
+def build_enhancer(path: Path, name: str, kind: str = "random", seed: int = 0,
+                   weight_shape: tuple[int, ...] = (1,)) -> Path:
     size = SIZES[name]
     shape = [1, 3, size, size]
     inits = []
@@ -42,7 +44,7 @@ def build_enhancer(path: Path, name: str, kind: str = "random", seed: int = 0) -
         raise ValueError(f"unknown stand-in kind {kind!r}")
     inputs = [helper.make_tensor_value_info("input", TensorProto.FLOAT, shape)]
     if name == "codeformer":
-        inputs.append(helper.make_tensor_value_info("weight", TensorProto.DOUBLE, [1]))
+        inputs.append(helper.make_tensor_value_info("weight", TensorProto.DOUBLE, list(weight_shape)))
         inits.append(numpy_helper.from_array(np.ones(1, np.float32), "one"))
         nodes += [helper.make_node("Cast", ["weight"], ["wf"], to=TensorProto.FLOAT),
                   helper.make_node("Sub", ["one", "wf"], ["rest"]),

@@ -88,9 +88,10 @@ class Restorer:
         self._feeds_extra: dict[str, np.ndarray] = {}
         weight = inputs.get("weight")
         if weight is not None:
-            # In the shape the file declares ([1] or [1, 1]); other exports' weight inputs get 1.
+            # In the shape the file declares ([1], [1, 1], a scalar); other models' weight inputs get 1.
             value = settings.weight if model.fidelity and settings.weight is not None else 1.0
-            dims = [d if isinstance(d, int) and d > 0 else 1 for d in (weight.shape or [1])]
+            declared = [1] if weight.shape is None else weight.shape  # None: rank unknown
+            dims = [d if isinstance(d, int) and d > 0 else 1 for d in declared]
             self._feeds_extra["weight"] = np.full(dims, value, dtype=input_dtype(weight.type))
         self._output_name = session.get_outputs()[0].name
         self.mask: CropMask = feathered_box(size, _MASK_MARGIN * size, _MASK_FEATHER * size)
