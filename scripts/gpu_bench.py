@@ -312,12 +312,14 @@ def ort_session(path: Path, choice: Any, override: dict[str, str] | None = None,
 
 
 def random_feeds(session: Any, side: int) -> dict[str, np.ndarray]:
+    from livecam.runtime.sessions import input_dtype
+
     rng = np.random.default_rng(0)
     feeds = {}
     for arg in session.get_inputs():
         shape = [d if isinstance(d, int) else (1 if i == 0 else side) for i, d in enumerate(arg.shape)]
-        dtype = np.float16 if "float16" in arg.type else np.float32
-        feeds[arg.name] = rng.standard_normal(shape).astype(dtype)
+        # the ORT type as numpy's: CodeFormer's fidelity `weight` is a double, a replica's fp16 half
+        feeds[arg.name] = rng.standard_normal(shape).astype(input_dtype(arg.type))
     return feeds
 
 

@@ -32,7 +32,8 @@ import numpy as np
 
 
 OPSET = 17
-ALL = ("det_10g", "w600k_r50", "inswapper_128", "inswapper_128_fp16", "gfpgan_1.4", "2d106det")
+ALL = ("det_10g", "w600k_r50", "inswapper_128", "inswapper_128_fp16", "gfpgan_1.4", "2d106det",
+       "gpen_bfr_256", "gpen_bfr_512", "codeformer")
 # Files livecam itself never opens (the baseline's landmark_2d_106 model): not in the catalog.
 BASELINE_ONLY = ("2d106det",)
 
@@ -124,7 +125,9 @@ def export(name: str, out_dir: Path, device: str = "cpu", div: int = 1, do_count
     elif base == "2d106det":
         in_names, out_names, rename = ["data"], ["fc1"], {}
         dynamic = {"data": {0: "None"}, "fc1": {0: "None"}}
-    else:  # gfpgan_1.4
+    elif base == "codeformer":
+        in_names, out_names, dynamic, rename = ["input", "weight"], ["output"], None, {}
+    else:  # gfpgan_1.4, gpen_bfr_256, gpen_bfr_512
         in_names, out_names, dynamic, rename = ["input"], ["output"], None, {}
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(dir=out_dir) as tmp:

@@ -9,6 +9,10 @@ architecture descriptions (see issue 8), not from any other project's code:
 - IResNet50: ArcFace R50 (w600k_r50.onnx), 112x112 -> 512.
 - Inswapper128: encoder, six latent-modulated style blocks at 32x32, decoder (inswapper_128.onnx).
 - GFPGANv1Clean: livecam.models.gfpgan_arch (shared with `livecam models convert`).
+- CodeFormerReplica: CodeFormer (codeformer.onnx): VQGAN encoder, 9-layer transformer code
+  prediction, codebook lookup, VQGAN decoder with fidelity-weighted fuses at 32..256 px.
+- GpenBfr: GPEN-BFR 256 and 512 (gpen_bfr_256.onnx, gpen_bfr_512.onnx): conv encoder, mapping
+  MLP, StyleGAN2 generator fed the encoder's maps as concatenated noise.
 - Landmark106: a stand-in for insightface's 2d106det.onnx (192x192 face crop -> 212 values, the
   106 points). That model is not one livecam runs; the Deep-Live-Cam-style baseline does. Its
   architecture is not published: this is a MobileNetV1-style regressor sized to the real
@@ -21,11 +25,13 @@ Needs torch; only the benchmark scripts import this file.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from livecam.models.gfpgan_arch import GfpganConfig, GFPGANv1Clean  # noqa: F401 - re-exported
+from livecam.models.gfpgan_arch import GfpganConfig, GFPGANv1Clean, NormStyleCode  # noqa: F401 - re-exported
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -335,6 +341,314 @@ class Landmark106(nn.Module):
         return torch.tanh(self.fc1(x))
 
 
+
+# ----------------------------------------------------------------------------- GPEN-BFR (256, 512)
+# From the GPEN paper and its published model description (yangxy/GPEN): a plain conv encoder
+# (1x1 conv, then blurred stride-2 3x3 convs down to 4x4) whose last map becomes the latent
+# (through a linear layer and the 8-layer mapping MLP), and a StyleGAN2 generator whose noise
+# inputs are the encoder's maps of the same size, concatenated (so every styled conv after the
+# first sees twice its width). GPEN-BFR-512: channel multiplier 2, narrow 1; GPEN-BFR-256:
+# channel multiplier 1, narrow 0.5.
+
+GPEN_CONFIGS = {"gpen_bfr_512": (512, 2, 1.0), "gpen_bfr_256": (256, 1, 0.5)}  # size, multiplier, narrow
+
+
+def gpen_channels(multiplier: int, narrow: float) -> dict[int, int]:
+    wide = {4: 512, 8: 512, 16: 512, 32: 512, 64: 256 * multiplier, 128: 128 * multiplier,
+            256: 64 * multiplier, 512: 32 * multiplier}
+    return {res: int(c * narrow) for res, c in wide.items()}
+
+
+def _blur_kernel(gain: float = 1.0) -> torch.Tensor:
+    k = torch.tensor([1.0, 3.0, 3.0, 1.0])
+    k = torch.outer(k, k)
+    return k / k.sum() * gain
+
+
+class Blur(nn.Module):
+    """StyleGAN2's [1,3,3,1] low-pass, one channel at a time."""
+
+    def __init__(self, channels: int, pad: tuple[int, int], gain: float = 1.0) -> None:
+        super().__init__()
+        self.channels, self.pad = channels, pad
+        self.register_buffer("kernel", _blur_kernel(gain).expand(channels, 1, 4, 4).clone())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a, b = self.pad
+        return F.conv2d(F.pad(x, (a, b, a, b)), self.kernel, groups=self.channels)
+
+
+class FusedLRelu(nn.Module):
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(1, channels, 1, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.leaky_relu(x + self.bias, 0.2) * math.sqrt(2.0)
+
+
+class GpenDown(nn.Module):
+    """Encoder step: blur, then a stride-2 3x3 conv, bias and leaky ReLU."""
+
+    def __init__(self, cin: int, cout: int) -> None:
+        super().__init__()
+        self.blur = Blur(cin, (2, 2))
+        self.conv = nn.Conv2d(cin, cout, 3, 2, 0, bias=False)
+        self.act = FusedLRelu(cout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.conv(self.blur(x)))
+
+
+class GpenModConv(nn.Module):
+    """StyleGAN2's modulated (and demodulated) conv for a batch of one, as the file's fixed
+    [1,3,S,S] input has; `upsample`: a stride-2 transposed 3x3 conv, then the blur."""
+
+    def __init__(self, cin: int, cout: int, kernel: int, style: int, demodulate: bool = True,
+                 upsample: bool = False) -> None:
+        super().__init__()
+        self.cin, self.kernel, self.demodulate = cin, kernel, demodulate
+        self.modulation = nn.Linear(style, cin)
+        nn.init.constant_(self.modulation.bias, 1.0)
+        self.weight = nn.Parameter(torch.randn(cout, cin, kernel, kernel) / math.sqrt(cin * kernel * kernel))
+        self.blur = Blur(cout, (1, 1), gain=4.0) if upsample else None
+
+    def forward(self, x: torch.Tensor, style: torch.Tensor) -> torch.Tensor:
+        weight = self.weight * self.modulation(style).view(1, self.cin, 1, 1)  # static: the exporter needs it
+        if self.demodulate:
+            weight = weight * torch.rsqrt(weight.pow(2).sum([1, 2, 3], keepdim=True) + 1e-8)
+        if self.blur is not None:
+            return self.blur(F.conv_transpose2d(x, weight.transpose(0, 1), stride=2))
+        return F.conv2d(x, weight, padding=self.kernel // 2)
+
+
+class GpenStyledConv(nn.Module):
+    """Modulated conv, then the encoder map of this size concatenated (GPEN's noise), bias, lrelu."""
+
+    def __init__(self, cin: int, cout: int, style: int, upsample: bool = False) -> None:
+        super().__init__()
+        self.conv = GpenModConv(cin, cout, 3, style, upsample=upsample)
+        self.noise_strength = nn.Parameter(torch.zeros(1))
+        self.act = FusedLRelu(2 * cout)
+
+    def forward(self, x: torch.Tensor, style: torch.Tensor, feature: torch.Tensor) -> torch.Tensor:
+        out = self.conv(x, style)
+        return self.act(torch.cat([out, feature * self.noise_strength], 1))
+
+
+class GpenToRgb(nn.Module):
+    def __init__(self, cin: int, style: int) -> None:
+        super().__init__()
+        self.conv = GpenModConv(cin, 3, 1, style, demodulate=False)
+        self.bias = nn.Parameter(torch.zeros(1, 3, 1, 1))
+        self.register_buffer("up", _blur_kernel(4.0).expand(3, 1, 4, 4).clone())
+
+    def forward(self, x: torch.Tensor, style: torch.Tensor, skip: torch.Tensor | None) -> torch.Tensor:
+        out = self.conv(x, style) + self.bias
+        if skip is not None:  # zero-insertion upsampling and the blur, as one transposed conv
+            out = out + F.conv_transpose2d(skip, self.up, stride=2, padding=1, groups=3)
+        return out
+
+
+class GpenBfr(nn.Module):
+    """`input` [1,3,S,S] in [-1,1] -> `output` [1,3,S,S]."""
+
+    def __init__(self, size: int, multiplier: int, narrow: float, style: int = 512, n_mlp: int = 8) -> None:
+        super().__init__()
+        ch = gpen_channels(multiplier, narrow)
+        self.size = size
+        self.log = int(math.log2(size))
+        self.ecd0 = nn.Sequential(nn.Conv2d(3, ch[size], 1, bias=False), FusedLRelu(ch[size]))
+        self.down = nn.ModuleList(GpenDown(ch[2 ** i], ch[2 ** (i - 1)]) for i in range(self.log, 2, -1))
+        self.final_linear = nn.Linear(ch[4] * 16, style)
+        mlp: list[nn.Module] = [NormStyleCode()]
+        for _ in range(n_mlp):
+            mlp += [nn.Linear(style, style), nn.LeakyReLU(0.2)]
+        self.style = nn.Sequential(*mlp)
+        self.const = nn.Parameter(torch.randn(1, ch[4], 4, 4))
+        self.conv1 = GpenStyledConv(ch[4], ch[4], style)
+        self.to_rgb1 = GpenToRgb(2 * ch[4], style)
+        self.convs = nn.ModuleList()
+        self.to_rgbs = nn.ModuleList()
+        cin = ch[4]
+        for i in range(3, self.log + 1):
+            cout = ch[2 ** i]
+            self.convs.append(GpenStyledConv(2 * cin, cout, style, upsample=True))
+            self.convs.append(GpenStyledConv(2 * cout, cout, style))
+            self.to_rgbs.append(GpenToRgb(2 * cout, style))
+            cin = cout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        feats = [self.ecd0(x)]
+        for down in self.down:
+            feats.append(down(feats[-1]))
+        small_first = feats[::-1]  # 4x4, 8x8, ... SxS
+        latent = self.style(F.leaky_relu(self.final_linear(feats[-1].flatten(1)), 0.2) * math.sqrt(2.0))
+        out = self.conv1(self.const.repeat(x.shape[0], 1, 1, 1), latent, small_first[0])
+        skip = self.to_rgb1(out, latent, None)
+        for i, to_rgb in enumerate(self.to_rgbs):
+            out = self.convs[2 * i](out, latent, small_first[i + 1])
+            out = self.convs[2 * i + 1](out, latent, small_first[i + 1])
+            skip = to_rgb(out, latent, skip)
+        return skip
+
+
+
+# ----------------------------------------------------------------------------- CodeFormer
+# From the CodeFormer paper and its published model description (sczhou/CodeFormer): a VQGAN
+# encoder (nf 64, widths x[1,2,2,4,4,8], two GroupNorm/swish res blocks per level, attention at
+# 16x16) down to a 16x16x256 code map, a 9-layer transformer (512 wide, 8 heads, MLP 1024) that
+# predicts one of 1024 codebook entries per position, the VQGAN decoder on the looked-up codes,
+# and controllable feature transforms that mix encoder maps into the decoder at 32..256 px,
+# scaled by the fidelity weight w (the file's `weight` input).
+
+CODEFORMER_MULT = (1, 2, 2, 4, 4, 8)
+CODEFORMER_FUSE = (32, 64, 128, 256)  # resolutions whose encoder maps reach the decoder
+
+
+def group_norm(channels: int) -> nn.GroupNorm:
+    return nn.GroupNorm(32, channels, eps=1e-6)
+
+
+class VqResBlock(nn.Module):
+    def __init__(self, cin: int, cout: int) -> None:
+        super().__init__()
+        self.body = nn.Sequential(group_norm(cin), nn.SiLU(), nn.Conv2d(cin, cout, 3, 1, 1),
+                                  group_norm(cout), nn.SiLU(), nn.Conv2d(cout, cout, 3, 1, 1))
+        self.skip = nn.Conv2d(cin, cout, 1) if cin != cout else nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x) + self.skip(x)
+
+
+class VqAttention(nn.Module):
+    """Single-head self-attention over the positions of a (small) feature map."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.norm = group_norm(channels)
+        self.qkv = nn.Conv2d(channels, 3 * channels, 1)
+        self.proj = nn.Conv2d(channels, channels, 1)
+        self.channels = channels
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        c, h, w = self.channels, x.shape[2], x.shape[3]
+        q, k, v = self.qkv(self.norm(x)).reshape(1, 3, c, h * w).unbind(1)
+        att = torch.softmax(q.transpose(1, 2) @ k * c ** -0.5, dim=-1)  # (1, hw, hw)
+        return x + self.proj((v @ att.transpose(1, 2)).reshape(1, c, h, w))
+
+
+class VqDown(nn.Module):
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 3, 2, 0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(F.pad(x, (0, 1, 0, 1)))
+
+
+class VqUp(nn.Module):
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 3, 1, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(F.interpolate(x, scale_factor=2.0, mode="nearest"))
+
+
+class FidelityFuse(nn.Module):
+    """Encoder map + decoder map -> scale and shift, applied to the decoder map times w."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.encode = VqResBlock(2 * channels, channels)
+
+        def branch() -> nn.Sequential:
+            return nn.Sequential(nn.Conv2d(channels, channels, 3, 1, 1), nn.LeakyReLU(0.2),
+                                 nn.Conv2d(channels, channels, 3, 1, 1))
+
+        self.scale, self.shift = branch(), branch()
+
+    def forward(self, enc: torch.Tensor, dec: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        feat = self.encode(torch.cat([enc, dec], 1))
+        return dec + w * (dec * self.scale(feat) + self.shift(feat))
+
+
+class CodeFormerReplica(nn.Module):
+    """`input` [1,3,512,512] in [-1,1] and `weight` float64 [1] -> the restored face [1,3,512,512]."""
+
+    def __init__(self, nf: int = 64, dim: int = 512, layers: int = 9, heads: int = 8, codes: int = 1024,
+                 code_dim: int = 256) -> None:
+        super().__init__()
+        widths = [nf * m for m in CODEFORMER_MULT]
+        # encoder: (module, resolution after it, whether its output feeds a fuse)
+        enc: list[nn.Module] = [nn.Conv2d(3, nf, 3, 1, 1)]
+        taps: dict[int, int] = {}  # block index -> resolution whose map is kept
+        cin, res = nf, 512
+        for level, cout in enumerate(widths):
+            for _ in range(2):
+                enc.append(VqResBlock(cin, cout))
+                cin = cout
+                if res == 16:
+                    enc.append(VqAttention(cin))
+            if res in CODEFORMER_FUSE:
+                taps[len(enc) - 1] = res
+            if level != len(widths) - 1:
+                enc.append(VqDown(cin))
+                res //= 2
+        enc += [VqResBlock(cin, cin), VqAttention(cin), VqResBlock(cin, cin), group_norm(cin),
+                nn.Conv2d(cin, code_dim, 3, 1, 1)]
+        self.encoder = nn.ModuleList(enc)
+        self.taps = taps
+        self.position = nn.Parameter(torch.randn(256, 1, dim) * 0.02)
+        self.feat_emb = nn.Linear(code_dim, dim)
+        self.transformer = nn.ModuleList(
+            nn.TransformerEncoderLayer(dim, heads, 2 * dim, dropout=0.0, activation="gelu", norm_first=True)
+            for _ in range(layers))
+        self.idx_pred = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, codes, bias=False))
+        self.codebook = nn.Parameter(torch.randn(codes, code_dim))
+        # decoder: fuse after the first res block of each fused resolution
+        dec: list[nn.Module] = [nn.Conv2d(code_dim, widths[-1], 3, 1, 1), VqResBlock(widths[-1], widths[-1]),
+                                VqAttention(widths[-1]), VqResBlock(widths[-1], widths[-1])]
+        fuse_at: dict[int, int] = {}
+        cin, res = widths[-1], 16
+        for level in reversed(range(len(widths))):
+            cout = widths[level]
+            for i in range(2):
+                dec.append(VqResBlock(cin, cout))
+                cin = cout
+                if i == 0 and res in CODEFORMER_FUSE:
+                    fuse_at[len(dec) - 1] = res
+                if res == 16:
+                    dec.append(VqAttention(cin))
+            if level != 0:
+                dec.append(VqUp(cin))
+                res *= 2
+        dec += [group_norm(cin), nn.Conv2d(cin, 3, 3, 1, 1)]
+        self.decoder = nn.ModuleList(dec)
+        self.fuse_at = fuse_at
+        self.fuse = nn.ModuleDict({str(r): FidelityFuse(widths[int(math.log2(512 // r))]) for r in CODEFORMER_FUSE})
+
+    def forward(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        kept: dict[int, torch.Tensor] = {}
+        for i, block in enumerate(self.encoder):
+            x = block(x)
+            if i in self.taps:
+                kept[self.taps[i]] = x
+        tokens = self.feat_emb(x.flatten(2).permute(2, 0, 1))  # (256, 1, dim)
+        for layer in self.transformer:
+            tokens = layer(tokens + self.position)  # (the original adds the position to q and k only)
+        codes = self.idx_pred(tokens).argmax(-1).flatten()  # (256,)
+        x = self.codebook[codes].transpose(0, 1).reshape(1, -1, 16, 16)
+        w = weight.to(x.dtype).reshape(1, 1, 1, 1)
+        for i, block in enumerate(self.decoder):
+            x = block(x)
+            if i in self.fuse_at:
+                res = self.fuse_at[i]
+                x = self.fuse[str(res)](kept[res], x, w)
+        return x
+
+
 # ----------------------------------------------------------------------------- trivial models
 
 
@@ -392,6 +706,15 @@ class TrivialGfpgan(nn.Module):
         return torch.tanh(self.conv(x))
 
 
+class TrivialCodeFormer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 3, 1)
+
+    def forward(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.conv(x)) * weight.to(x.dtype).reshape(1, 1, 1, 1)
+
+
 # ----------------------------------------------------------------------------- the table
 
 
@@ -401,6 +724,10 @@ ISSUE_FIGURES = {
     "w600k_r50": (43.6e6, 6.3e9),
     "inswapper_128": (138.3e6, 174.6e9),
     "gfpgan_1.4": (84e6, 197.8e9),
+    # not in the issue: parameters from the real files' sizes (fp32); MACs are what the replica computes
+    "gpen_bfr_256": (75_792_988 / 4, None),
+    "gpen_bfr_512": (284_340_240 / 4, None),
+    "codeformer": (376_951_650 / 4, None),
     # not in the issue: parameters from the real file's size; MACs are what this replica computes
     "2d106det": (1.25e6, None),
 }
@@ -415,7 +742,9 @@ def build(name: str, div: int = 1, trivial: bool = False) -> tuple[nn.Module, tu
         model, inputs = build(name, div=32)
         base = "inswapper_128" if name == "inswapper_128_fp16" else name
         cls = {"det_10g": TrivialScrfd, "w600k_r50": TrivialArcFace, "inswapper_128": TrivialInswapper,
-               "gfpgan_1.4": TrivialGfpgan, "2d106det": TrivialLandmark}[base]
+               "gfpgan_1.4": TrivialGfpgan, "gpen_bfr_256": TrivialGfpgan, "gpen_bfr_512": TrivialGfpgan,
+               "codeformer": TrivialCodeFormer,
+               "2d106det": TrivialLandmark}[base]
         return cls().eval(), inputs
     if name == "det_10g":
         model: nn.Module = ScrfdDet10g(div)
@@ -429,6 +758,13 @@ def build(name: str, div: int = 1, trivial: bool = False) -> tuple[nn.Module, tu
     elif name == "gfpgan_1.4":
         model = GFPGANv1Clean(GfpganConfig(narrow=1.0 / div))
         inputs = (torch.rand(1, 3, 512, 512) * 2 - 1,)
+    elif name in GPEN_CONFIGS:
+        size, multiplier, narrow = GPEN_CONFIGS[name]
+        model = GpenBfr(size, multiplier, narrow / div)
+        inputs = (torch.rand(1, 3, size, size) * 2 - 1,)
+    elif name == "codeformer":
+        model = CodeFormerReplica(nf=max(32, 64 // div), dim=max(32, 512 // div))
+        inputs = (torch.rand(1, 3, 512, 512) * 2 - 1, torch.tensor([0.5], dtype=torch.float64))
     elif name == "2d106det":
         model = Landmark106(width=LANDMARK_WIDTH / div)
         inputs = (torch.rand(1, 3, 192, 192) * 2 - 1,)

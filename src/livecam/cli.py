@@ -25,6 +25,7 @@ from livecam.settings import (
     DEFAULT_FACE_MASK_BLUR,
     DEFAULT_FACE_MASK_REGIONS,
     DETECTORS,
+    ENHANCER_MODELS,
     FACE_MASK_AREAS,
     FACE_MASK_REGIONS,
     FACE_MASK_TYPES,
@@ -279,8 +280,12 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
                           "HyperSwap 256: 256 or 512): the face is swapped as (N/size)^2 sub-pixel-shifted tiles, "
                           "so it costs (N/size)^2 swapper calls per face for N x N detail (default: the model's "
                           "size; the mesh swapper ignores it)."),
+        click.option("--enhancer-model", type=click.Choice(ENHANCER_MODELS), default="gfpgan_1.4", show_default=True,
+                     help="Face enhancer (--frame-processor face_enhancer): gpen_bfr_256 is the fastest."),
         click.option("--enhancer-blend", type=click.FloatRange(0, 1), default=0.8, show_default=True,
                      help="Mix of the restored face over the swapped one."),
+        click.option("--enhancer-weight", type=click.FloatRange(0, 1), default=None,
+                     help="CodeFormer's fidelity: 0 restores most, 1 (default) keeps the input face most."),
         click.option("--smoothing", type=click.FloatRange(0, 1), default=0.5, show_default=True,
                      help="Keypoint smoothing across frames (0 off); not used for images."),
     ]
@@ -351,7 +356,8 @@ def _processing(ctx: click.Context, kw: dict[str, Any], *, smoothing_allowed: bo
                           face_mask_padding=tuple(float(v) for v in kw.pop("face_mask_padding")),  # type: ignore[arg-type]
                           face_mask_areas=kw.pop("face_mask_areas") or FACE_MASK_AREAS,
                           face_mask_regions=kw.pop("face_mask_regions") or DEFAULT_FACE_MASK_REGIONS),
-        enhance=EnhanceSettings(blend=kw.pop("enhancer_blend")),
+        enhance=EnhanceSettings(model=kw.pop("enhancer_model"), blend=kw.pop("enhancer_blend"),
+                                weight=kw.pop("enhancer_weight")),
     )
 
 

@@ -12,6 +12,8 @@ PIXEL_BOOSTS: tuple[str, ...] = ("128", "256", "384", "512")  # --pixel-boost: c
 # --face-selector-order (faces/selection.py): which face is "the one", and the order of --many-faces.
 FACE_SELECTOR_ORDERS: tuple[str, ...] = ("left-right", "right-left", "top-bottom", "bottom-top", "small-large",
                                          "large-small", "best-worst")
+# --enhancer-model: catalog names; how each one runs is processors/face_enhancer.ENHANCERS.
+ENHANCER_MODELS: tuple[str, ...] = ("gfpgan_1.4", "gpen_bfr_256", "gpen_bfr_512", "codeformer")
 # The inswapper's paste masks (processors/crop_masks.py): several at once paste their intersection.
 FACE_MASK_TYPES: tuple[str, ...] = ("box", "occlusion", "region", "area")
 FACE_MASK_AREAS: tuple[str, ...] = ("upper-face", "lower-face", "mouth")
@@ -90,7 +92,9 @@ class SwapSettings:
 
 @dataclass(frozen=True)
 class EnhanceSettings:
+    model: str = "gfpgan_1.4"  # ENHANCER_MODELS
     blend: float = 0.8
+    weight: float | None = None  # CodeFormer's fidelity input, 0 (restore more) .. 1 (keep the input); None: 1
 
 
 @dataclass(frozen=True)

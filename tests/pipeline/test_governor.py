@@ -110,3 +110,45 @@ def test_mask_models_go_first_and_come_back_last() -> None:
     steps[0].apply()
     steps[0].undo()
     assert engine.calls == [("mask_models", False), ("mask_models", True)]
+
+
+def test_the_fastest_enhancer_comes_before_enhancer_off_and_goes_after_it() -> None:
+    # A live run holding gpen_bfr_256 beside a slower enhancer: over budget it first switches to
+    # the fast model (the face stays restored), then switches the enhancer off; undone in reverse.
+    engine = FakeEngine(processors=("face_swapper", "face_enhancer"))
+    engine.fast_enhancer = "gpen_bfr_256"
+    gov = make(engine)
+    assert [s.name for s in gov.steps][:2] == ["enhancer gpen_bfr_256", "enhancer off"]
+    t = 0.0
+    gov.observe(30.0, t)  # warm-up interval
+    t += 1
+    assert "enhancer gpen_bfr_256" in (gov.observe(55.0, t) or "")
+    assert engine.calls == [("fast_enhancer", True)] and engine.enabled["face_enhancer"] is True
+    t += 2
+    assert "enhancer off" in (gov.observe(55.0, t) or "")
+    assert engine.enabled["face_enhancer"] is False and gov.level == 2
+    t = _recover_one(gov, t)
+    assert gov.level == 1 and engine.enabled["face_enhancer"] is True  # on again, still the fast model
+    assert engine.calls[-1] == ("enabled", ("face_enhancer", True))
+    _recover_one(gov, t)
+    assert gov.level == 0 and engine.calls[-1] == ("fast_enhancer", False)
+
+
+def _recover_one(gov: Governor, t: float) -> float:
+    """Good intervals, one a second, until the governor undoes a step; returns the time."""
+    level = gov.level
+    for _ in range(10):
+        t += 1
+        gov.observe(20.0, t)
+        if gov.level != level:
+            return t
+    raise AssertionError("the governor undid nothing in 10 s under budget")
+
+
+def test_without_a_fast_model_or_an_enhancer_there_is_no_switch_step() -> None:
+    engine = FakeEngine(processors=("face_swapper", "face_enhancer"))
+    assert "enhancer off" in [s.name for s in default_steps(engine)]
+    assert not any(s.name.startswith("enhancer gpen") for s in default_steps(engine))
+    engine = FakeEngine(processors=("face_swapper",))
+    engine.fast_enhancer = "gpen_bfr_256"  # held by no enhancer of this run: nothing to switch
+    assert not any("enhancer" in s.name for s in default_steps(engine))

@@ -76,6 +76,11 @@ class FakeEngine:
     def set_mask_models(self, on: bool) -> None:
         self.calls.append(("mask_models", on))
 
+    fast_enhancer: str | None = None
+
+    def set_fast_enhancer(self, on: bool) -> None:
+        self.calls.append(("fast_enhancer", on))
+
     def next_source(self) -> str | None:
         self.sources.append(self.sources.pop(0))
         return self.sources[0]

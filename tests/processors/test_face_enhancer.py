@@ -168,7 +168,7 @@ def test_small_faces_are_skipped(models):
 
 
 def test_not_a_gfpgan_model(models):
-    with pytest.raises(ModelError, match="not a GFPGAN model"):
+    with pytest.raises(ModelError, match="not a gfpgan_1.4 model"):
         FaceEnhancer(cpu_session(models["inswapper"]), EnhanceSettings())
 
 

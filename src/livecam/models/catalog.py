@@ -15,6 +15,7 @@ DEFAULT_DIR = Path(__file__).resolve().parent / "default"
 
 FLOAT = "tensor(float)"
 FLOAT16 = "tensor(float16)"
+DOUBLE = "tensor(double)"
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,10 @@ class ModelSpec:
 INSIGHTFACE_LICENCE = "InsightFace: non-commercial research only"
 INSIGHTFACE_URL = "https://github.com/deepinsight/insightface#license"
 APACHE = "Apache-2.0"
+GPEN_LICENCE = "GPEN: (c) Alibaba, academic and non-commercial use only"
+GPEN_URL = "https://github.com/yangxy/GPEN#license"
+FACEFUSION_300 = "https://github.com/facefusion/facefusion-assets/releases/download/models-3.0.0"
+FACEFUSION_300_HF = "https://huggingface.co/facefusion/models-3.0.0/resolve/main"
 
 BUFFALO_L = ArchiveSpec(
     file_name="buffalo_l.zip",
@@ -202,6 +207,38 @@ def _build() -> Mapping[str, ModelSpec]:
             inputs=(TensorSpec(None, (1, 3, 512, 512)),),
             outputs=(TensorSpec(None, (1, 3, 512, 512)),),
             description="GFPGAN v1.4 face restorer (ONNX)",
+        ),
+        # The enhancers below as FaceFusion publishes them (models-3.0.0): input `input` float32
+        # NCHW RGB in [-1, 1] at the crop size, the restored crop first among the outputs.
+        ModelSpec(
+            name="gpen_bfr_256", file_name="gpen_bfr_256.onnx",
+            urls=(f"{FACEFUSION_300}/gpen_bfr_256.onnx", f"{FACEFUSION_300_HF}/gpen_bfr_256.onnx"),
+            size=75_792_988, sha256="bad8bf0426873828df2dbf4e3b3d9ababba9da7965b8b72426569486f7ae5c25",
+            licence=GPEN_LICENCE, licence_url=GPEN_URL, needs_acceptance=True,
+            inputs=(TensorSpec("input", (1, 3, 256, 256)),),
+            outputs=(TensorSpec(None, (1, 3, 256, 256)),),
+            description="GPEN-BFR 256 face restorer, the fastest enhancer (ONNX)",
+        ),
+        ModelSpec(
+            name="gpen_bfr_512", file_name="gpen_bfr_512.onnx",
+            urls=(f"{FACEFUSION_300}/gpen_bfr_512.onnx", f"{FACEFUSION_300_HF}/gpen_bfr_512.onnx"),
+            size=284_340_240, sha256="d5f066b9068a8b74217f9712e28e875a6144629b108a6f7355acbdb3a2832c54",
+            licence=GPEN_LICENCE, licence_url=GPEN_URL, needs_acceptance=True,
+            inputs=(TensorSpec("input", (1, 3, 512, 512)),),
+            outputs=(TensorSpec(None, (1, 3, 512, 512)),),
+            description="GPEN-BFR 512 face restorer (ONNX)",
+        ),
+        ModelSpec(
+            name="codeformer", file_name="codeformer.onnx",
+            urls=(f"{FACEFUSION_300}/codeformer.onnx", f"{FACEFUSION_300_HF}/codeformer.onnx"),
+            size=376_951_650, sha256="21710e7ab61c82683576c428e9c1b6fe1ed419586b7b39e394c3449c294b550f",
+            licence="NTU S-Lab License 1.0 (non-commercial)",
+            licence_url="https://github.com/sczhou/CodeFormer/blob/master/LICENSE", needs_acceptance=True,
+            # `weight`: the fidelity w, float64; FaceFusion feeds it as shape [1], another runner of
+            # this file as [1, 1], so its shape is left unchecked (livecam feeds the declared one).
+            inputs=(TensorSpec("input", (1, 3, 512, 512)), TensorSpec("weight", None, (DOUBLE,))),
+            outputs=(TensorSpec(None, (1, 3, 512, 512)),), extra_outputs=True,
+            description="CodeFormer face restorer with a fidelity weight (ONNX)",
         ),
         ModelSpec(
             name="xseg_1", file_name="xseg_1.onnx",

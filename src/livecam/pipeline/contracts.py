@@ -55,6 +55,12 @@ class Knobs(Protocol):
 
     def set_mask_models(self, on: bool) -> None: ...
 
+    @property
+    def fast_enhancer(self) -> str | None:
+        """The faster enhancer model the governor may switch to before "enhancer off", or None."""
+
+    def set_fast_enhancer(self, on: bool) -> None: ...
+
 
 class LiveEngine(FrameEngine, Knobs, Protocol):
     @property
@@ -110,6 +116,13 @@ class ForwardingEngine:
 
     def set_mask_models(self, on: bool) -> None:
         self.engine.set_mask_models(on)
+
+    @property
+    def fast_enhancer(self) -> str | None:
+        return self.engine.fast_enhancer
+
+    def set_fast_enhancer(self, on: bool) -> None:
+        self.engine.set_fast_enhancer(on)
 
     @property
     def det_size(self) -> int | None:

@@ -20,7 +20,7 @@ from livecam.faces.analyser import FaceAnalyser
 from livecam.faces.source import SourceCache, SourceIdentity, analyse_source, check_photo_options
 from livecam.frame import FramePacket
 from livecam.processors import registry
-from livecam.processors.base import FrameProcessor, MaskModelSwitch
+from livecam.processors.base import FastModelSwitch, FrameProcessor, MaskModelSwitch
 from livecam.runtime.lanes import lane_count, uses_lanes
 from livecam.runtime.providers import FP16_FRIENDLY, ProviderChoice, user_cache_dir
 from livecam.runtime.sessions import cpu_threads_per_session, usable_choice
@@ -150,7 +150,7 @@ class Engine:
         need_embedding = any(spec.needs_embedding(settings, swap_model) for spec in chosen)
         # The processors' models first: a missing model the user asked for is reported before
         # anything else is loaded.
-        context = registry.BuildContext(settings, store, providers, threads, swap_model)
+        context = registry.BuildContext(settings, store, providers, threads, swap_model, live=live)
         processors: list[FrameProcessor] = [spec.build(context) for spec in chosen]
         names = {spec.name: spec.model(context) for spec in chosen}
         analyser = FaceAnalyser.create(
@@ -304,6 +304,19 @@ class Engine:
                 p.set_mask_models(on)
         for lane in self._lanes:
             lane.set_mask_models(on)
+
+    @property
+    def fast_enhancer(self) -> str | None:
+        """The faster model an enhancer of this run can switch to (live, when present), or None."""
+        return next((p.fast_model for p in self.processors
+                     if isinstance(p, FastModelSwitch) and p.fast_model), None)
+
+    def set_fast_enhancer(self, on: bool) -> None:
+        for p in self.processors:
+            if isinstance(p, FastModelSwitch):
+                p.set_fast_model(on)
+        for lane in self._lanes:
+            lane.set_fast_enhancer(on)
 
     def set_det_size(self, n: int) -> None:
         self.analyser.set_det_size(n)

@@ -1,8 +1,9 @@
 """The governor: degrade gracefully when the live latency budget is exceeded, recover when not.
 
 Once per interval the pipeline reports the p95 capture-to-output latency of that interval. Over
-budget -> apply the next step (enhancer off, then detection every 2nd frame with tracking in
-between, then detection at 320); under 80% of the budget for `recover_s` -> undo the last step.
+budget -> apply the next step (the fastest enhancer model where the run holds it, enhancer off,
+then detection every 2nd frame with tracking in between, then detection at 320); under 80% of
+the budget for `recover_s` -> undo the last step.
 After a change the next interval is not judged, because it still holds frames processed before
 the change; nor is the first interval with frames (model warm-up). The clock is injectable so tests need not sleep.
 """
@@ -47,6 +48,10 @@ def default_steps(engine: Knobs, *, detect_every: int = 1, det_size: int | None 
                 engine.set_enabled(name, on)
 
         turn = switch_enhancers or switch
+        fast = engine.fast_enhancer
+        if fast:  # the fastest enhancer first: the face keeps some restoration
+            steps.append(Step(f"enhancer {fast}", lambda: engine.set_fast_enhancer(True),
+                              lambda: engine.set_fast_enhancer(False)))
         steps.append(Step("enhancer off", lambda: turn(False), lambda: turn(True)))
     if detect_every < 2:
         steps.append(Step("detect every 2nd frame", lambda: engine.set_detect_every(2),

@@ -29,6 +29,17 @@ class MaskModelSwitch(Protocol):
 
 
 @runtime_checkable
+class FastModelSwitch(Protocol):
+    """A processor that may hold a faster model the live governor can switch it to (the face
+    enhancer with gpen_bfr_256 present) before switching it off."""
+
+    @property
+    def fast_model(self) -> str | None: ...  # None: no faster model held
+
+    def set_fast_model(self, on: bool) -> None: ...
+
+
+@runtime_checkable
 class FrameProcessor(Protocol):
     name: str  # as given to --frame-processor
 

@@ -1,110 +1,195 @@
-"""The face enhancer: GFPGAN v1.4 (ONNX) restoring detail in the faces the swapper touched.
+"""The face enhancer: GFPGAN 1.4, GPEN-BFR 256/512 or CodeFormer (ONNX) restoring detail in the
+faces the swapper touched.
 
-Per frame: every usable face of packet.faces (no second detection) is aligned to the FFHQ 512
-template from the same input frame, all crops go through the model in one call when its batch
-dimension is dynamic (else back to back), and each restored crop is pasted back through a
+Per frame: every usable face of packet.faces (no second detection) is aligned to the chosen
+model's template from the same input frame, all crops go through the model in one call when its
+batch dimension is dynamic (else back to back), and each restored crop is pasted back through a
 feathered crop-space mask inside the face's region only, mixed with `blend`.
+
+The four models differ only in what `EnhancerModel` holds. What they share, as their publisher's
+own code runs these files: NCHW RGB input `input` in [-1, 1] ((x/255 - 0.5) / 0.5), the restored
+crop as the first output in the same range, clamped and mapped back. CodeFormer alone takes a
+second input, `weight` (float64), its fidelity w (0 restores most, 1 keeps the input most).
+
+Live runs may hold a second, faster model (gpen_bfr_256, when it is in the models folder): the
+governor's first enhancer step switches to it before switching the enhancer off
+(`set_fast_model`).
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from typing import Any, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Mapping, Sequence
 
 import cv2
 import numpy as np
 
 from livecam.errors import ModelError
-from livecam.faces.align import FFHQ_512, align_matrix, to_blob
+from livecam.faces.align import FFHQ_512, align_matrix, arcface_template, to_blob
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
 from livecam.processors.base import usable
-from livecam.processors.paste import align_crop, feathered_box, paste
+from livecam.processors.paste import CropMask, align_crop, feathered_box, paste
 from livecam.processors.registry import BuildContext, ProcessorSpec
 from livecam.runtime.sessions import input_dtype
 from livecam.settings import EnhanceSettings
 
-CROP_SIZE = 512
-# The restored face fades out well inside the crop (whose corners hold hair and background).
-_MASK_MARGIN = 0.04 * CROP_SIZE
-_MASK_FEATHER = 0.10 * CROP_SIZE
+log = logging.getLogger("livecam")
+
+# The restored face fades out well inside the crop (whose corners hold hair and background);
+# fractions of the crop side, so every crop size pastes the same part of the face.
+_MASK_MARGIN = 0.04
+_MASK_FEATHER = 0.10
 
 
-class FaceEnhancer:
-    """Frame processor "face_enhancer" backed by a GFPGAN session."""
+@dataclass(frozen=True, eq=False)
+class EnhancerModel:
+    """What differs between the enhancer models (keyed by catalog name in ENHANCERS)."""
 
-    name = "face_enhancer"
+    size: int  # the square crop's side, pixels
+    template: np.ndarray  # where the 5 keypoints go in the crop (faces/align.py)
+    fidelity: bool = False  # takes --enhancer-weight in its `weight` input (CodeFormer)
 
-    def __init__(self, session: Any, settings: EnhanceSettings) -> None:
+
+# GFPGAN, GPEN-BFR 512 and CodeFormer were trained on FFHQ-aligned 512 crops; FaceFusion runs
+# gpen_bfr_256 on the 128 ArcFace template scaled to 256 (the tighter, inswapper-style crop).
+ENHANCERS: Mapping[str, EnhancerModel] = MappingProxyType({
+    "gfpgan_1.4": EnhancerModel(512, FFHQ_512),
+    "gpen_bfr_256": EnhancerModel(256, arcface_template(256)),
+    "gpen_bfr_512": EnhancerModel(512, FFHQ_512),
+    "codeformer": EnhancerModel(512, FFHQ_512, fidelity=True),
+})
+FASTEST = "gpen_bfr_256"  # the governor's step before "enhancer off"
+
+
+class Restorer:
+    """One enhancer model's session: aligned crops in, restored crops out."""
+
+    def __init__(self, name: str, session: Any, settings: EnhanceSettings) -> None:
+        self.name = name
+        self.model = model = ENHANCERS[name]
         self._session = session
-        self._settings = settings
+        size = model.size
         inputs = {i.name: i for i in session.get_inputs()}
         image_in = inputs.get("input")
         shape = tuple(image_in.shape) if image_in is not None else ()
         extra = set(inputs) - {"input", "weight"}
-        if image_in is None or len(shape) != 4 or tuple(shape[1:]) != (3, CROP_SIZE, CROP_SIZE) or extra:
+        if image_in is None or len(shape) != 4 or tuple(shape[1:]) != (3, size, size) or extra:
             raise ModelError(
-                f"this file is not a GFPGAN model: expected input `input` [1,3,512,512], got "
+                f"this file is not a {name} model: expected input `input` [1,3,{size},{size}], got "
                 f"{[(i.name, i.shape) for i in inputs.values()]}; delete it and run "
-                f"`livecam models download gfpgan_1.4`")
+                f"`livecam models download {name}`")
         self._input_dtype = input_dtype(image_in.type)
         # A symbolic or missing first dimension means the export takes any batch size.
         self.batched = not (isinstance(shape[0], int) and shape[0] > 0)
         self._feeds_extra: dict[str, np.ndarray] = {}
         weight = inputs.get("weight")
         if weight is not None:
-            dims = [d if isinstance(d, int) and d > 0 else 1 for d in weight.shape]
-            self._feeds_extra["weight"] = np.ones(dims, dtype=input_dtype(weight.type))
+            # In the shape the file declares ([1], [1, 1], a scalar); other models' weight inputs get 1.
+            value = settings.weight if model.fidelity and settings.weight is not None else 1.0
+            declared = [1] if weight.shape is None else weight.shape  # None: rank unknown
+            dims = [d if isinstance(d, int) and d > 0 else 1 for d in declared]
+            self._feeds_extra["weight"] = np.full(dims, value, dtype=input_dtype(weight.type))
         self._output_name = session.get_outputs()[0].name
-        self._mask = feathered_box(CROP_SIZE, _MASK_MARGIN, _MASK_FEATHER)
-
-    def prepare(self, sources: Sequence[SourceIdentity]) -> None:
-        """Nothing per source: the enhancer only looks at the frame."""
+        self.mask: CropMask = feathered_box(size, _MASK_MARGIN * size, _MASK_FEATHER * size)
 
     def _run(self, blob: np.ndarray) -> np.ndarray:
         feeds = {"input": blob.astype(self._input_dtype, copy=False), **self._feeds_extra}
         return np.asarray(self._session.run([self._output_name], feeds)[0], dtype=np.float32)
 
-    def _restore_planes(self, crops: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Run the model on aligned 512x512 crops; returns each restored crop as its B, G, R
-        uint8 planes."""
+    def restore_planes(self, crops: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Run the model on aligned crops; returns each restored crop as its B, G, R uint8 planes."""
+        size = self.model.size
         blob = to_blob(crops, 1.0 / 127.5, -1.0)  # (x / 255 - 0.5) / 0.5, RGB
         batches = [blob] if self.batched else [blob[i:i + 1] for i in range(len(crops))]
         out = []
         for p in (p for batch in batches for p in self._run(batch)):
-            rows = p.reshape(3 * CROP_SIZE, CROP_SIZE)
+            rows = p.reshape(3 * size, size)
             # (clip(x, -1, 1) + 1) / 2 * 255, rounded: OpenCV's saturating cast to uint8 is the clamp.
             u8 = cv2.addWeighted(rows, 127.5, rows, 0.0, 127.5, dtype=cv2.CV_8U)
-            out.append((u8[2 * CROP_SIZE:], u8[CROP_SIZE:2 * CROP_SIZE], u8[:CROP_SIZE]))
+            out.append((u8[2 * size:], u8[size:2 * size], u8[:size]))
         return out
 
+
+class FaceEnhancer:
+    """Frame processor "face_enhancer": the chosen model, and optionally a faster one that the
+    live governor may switch to (`set_fast_model`)."""
+
+    name = "face_enhancer"
+
+    def __init__(self, session: Any, settings: EnhanceSettings, fast_session: Any = None) -> None:
+        self._settings = settings
+        self._chosen = Restorer(settings.model, session, settings)
+        self._fast = Restorer(FASTEST, fast_session, settings) if fast_session is not None else None
+        self._active = self._chosen  # one reference, read once per frame by any worker
+
+    @property
+    def batched(self) -> bool:
+        return self._active.batched
+
+    @property
+    def model_name(self) -> str:
+        """The model now running."""
+        return self._active.name
+
+    @property
+    def fast_model(self) -> str | None:
+        """The faster model this run can switch to, or None."""
+        return self._fast.name if self._fast is not None else None
+
+    def set_fast_model(self, on: bool) -> None:
+        self._active = self._fast if on and self._fast is not None else self._chosen
+
+    def prepare(self, sources: Sequence[SourceIdentity]) -> None:
+        """Nothing per source: the enhancer only looks at the frame."""
+
     def restore(self, crops: list[np.ndarray]) -> list[np.ndarray]:
-        """Run the model on aligned 512x512 BGR crops; returns restored BGR uint8 crops."""
-        return [cv2.merge(planes) for planes in self._restore_planes(crops)]
+        """Run the active model on aligned BGR crops; returns restored BGR uint8 crops."""
+        return [cv2.merge(planes) for planes in self._active.restore_planes(crops)]
 
     def process(self, packet: FramePacket) -> FramePacket:
         start = time.perf_counter()
+        restorer = self._active
         blend = float(np.clip(self._settings.blend, 0.0, 1.0))
         faces = [f for f in packet.faces if usable(f)] if blend > 0.0 else []
         if faces:
             image = packet.image
-            matrices = [align_matrix(f.kps, FFHQ_512) for f in faces]
+            model = restorer.model
+            matrices = [align_matrix(f.kps, model.template) for f in faces]
             # All crops from the same input frame, so batched and single calls agree.
-            crops = [align_crop(image, m, CROP_SIZE) for m in matrices]  # bilinear, replicated border
-            for matrix, planes in zip(matrices, self._restore_planes(crops)):
+            crops = [align_crop(image, m, model.size) for m in matrices]  # bilinear, replicated border
+            for matrix, planes in zip(matrices, restorer.restore_planes(crops)):
                 # BGRA with the paste mask as alpha, built in one merge (paste() takes it as is).
-                restored = cv2.merge((*planes, self._mask.alpha8))
-                paste(image, restored, matrix, self._mask, opacity=blend)
+                restored = cv2.merge((*planes, restorer.mask.alpha8))
+                paste(image, restored, matrix, restorer.mask, opacity=blend)
         packet.timings[self.name] = (time.perf_counter() - start) * 1000.0
         return packet
 
 
 # ---- registration (livecam.processors.registry) ---------------------------------------------------
-MODEL = "gfpgan_1.4"
-
-
 def _build(ctx: BuildContext) -> FaceEnhancer:
-    return FaceEnhancer(ctx.store.open_session(MODEL, ctx.providers, ctx.threads), ctx.settings.enhance)
+    settings = ctx.settings.enhance
+    if settings.weight is not None and not ENHANCERS[settings.model].fidelity:
+        log.warning("warning: --enhancer-weight is CodeFormer's fidelity; %s has no such input, so it is "
+                    "ignored (add --enhancer-model codeformer)", settings.model)
+    session = ctx.store.open_session(settings.model, ctx.providers, ctx.threads)
+    return FaceEnhancer(session, settings, _fast_session(ctx) if ctx.live else None)
 
 
-PROCESSOR = ProcessorSpec(name=FaceEnhancer.name, role="enhancer", build=_build, model=lambda ctx: MODEL)
+def _fast_session(ctx: BuildContext) -> Any:
+    """The fastest enhancer's session for the live governor, when it is already in the models
+    folder (never downloaded for this) and is not the chosen one; else None."""
+    if ctx.settings.enhance.model == FASTEST or not ctx.store.is_present(FASTEST):
+        return None
+    try:
+        return ctx.store.open_session(FASTEST, ctx.providers, ctx.threads)
+    except ModelError as exc:
+        log.warning("warning: %s; the live governor will switch the enhancer straight off", exc.message)
+        return None
+
+
+PROCESSOR = ProcessorSpec(name=FaceEnhancer.name, role="enhancer", build=_build,
+                          model=lambda ctx: ctx.settings.enhance.model)

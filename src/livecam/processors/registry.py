@@ -39,6 +39,7 @@ class BuildContext:
     providers: ProviderChoice
     threads: int  # intra-op threads per ORT session
     swap_model: str | None  # the chosen swap model (pick_swap_model) when a swapper runs
+    live: bool = False  # a live run (the governor may switch models: the enhancer's fast one)
 
 
 def _no(settings: ProcessingSettings, swap_model: str | None) -> bool:

@@ -1,0 +1,108 @@
+"""`livecam image` / `video` with the swapper and each new enhancer model, on stand-ins of the
+exact signatures: the enhancer changes pixels inside the face and nothing outside it, and
+--enhancer-weight reaches CodeFormer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from livecam.media.images import read_image
+from tests.commands.test_image import small
+from tests.conftest import run_cli
+from tests.standins.arcface import build_arcface
+from tests.standins.enhancers import build_enhancer
+from tests.standins.inswapper import build_inswapper
+from tests.videos import make_clip, probe
+
+EXACT = ["--no-label", "--no-watermark", "--no-c2pa"]  # nothing but the processors changes pixels
+
+
+@pytest.fixture
+def setup(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> dict:
+    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
+    models.mkdir()
+    build_arcface(models / "w600k_r50.onnx")
+    build_inswapper(models / "inswapper_128.onnx")
+    for name in ("gpen_bfr_256", "gpen_bfr_512", "codeformer"):
+        build_enhancer(models / f"{name}.onnx", name, kind="random")
+    target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
+    return {"env": isolated_env, "target": target, "source": source, "tmp": tmp_path}
+
+
+def _image(setup: dict, out_name: str, *extra: str) -> np.ndarray:
+    out = setup["tmp"] / out_name
+    result = run_cli(["--unverified-models", "image", str(setup["target"]), str(out), "-s", str(setup["source"]),
+                      "--swap-model", "inswapper_128", *EXACT, *extra], env=setup["env"])
+    assert result.returncode == 0, result.stderr
+    setup["stderr"] = result.stderr
+    return read_image(out).astype(int)
+
+
+def _regions(image: np.ndarray) -> tuple[tuple[slice, slice], tuple[slice, slice]]:
+    h, w = image.shape[:2]
+    face = (slice(int(h * 0.15), int(h * 0.35)), slice(int(w * 0.4), int(w * 0.65)))  # eyes to mouth
+    far = (slice(None), slice(0, int(w * 0.2)))  # the flag on the left
+    return face, far
+
+
+@pytest.mark.parametrize("model", ["gpen_bfr_256", "gpen_bfr_512", "codeformer"])
+def test_image_swap_then_enhance(setup: dict, model: str) -> None:
+    swapped = _image(setup, "swapped.png")
+    enhanced = _image(setup, f"{model}.png", "--frame-processor", "face_swapper", "face_enhancer",
+                      "--enhancer-model", model, "--enhancer-blend", "1", "--enhancer-weight",
+                      "0" if model == "codeformer" else "0.5")
+    assert f"enhancer {model}" in setup["stderr"]
+    assert ("--enhancer-weight" in setup["stderr"]) == (model != "codeformer")  # warned, once
+    assert setup["stderr"].count("--enhancer-weight") <= 1
+    face, far = _regions(swapped)
+    assert (np.abs(enhanced - swapped)[face].max(axis=2) > 4).mean() > 0.3
+    assert np.array_equal(enhanced[far], swapped[far])
+
+
+def test_enhancer_weight_reaches_codeformer(setup: dict) -> None:
+    args = ("--frame-processor", "face_swapper", "face_enhancer", "--enhancer-model", "codeformer",
+            "--enhancer-blend", "1")
+    swapped = _image(setup, "swapped.png")
+    keep = _image(setup, "w1.png", *args)  # default w = 1: the stand-in gives the face back
+    restore = _image(setup, "w0.png", *args, "--enhancer-weight", "0")
+    half = _image(setup, "w05.png", *args, "--enhancer-weight", "0.5")
+    face, far = _regions(swapped)
+    d_keep, d_restore, d_half = (np.abs(x - swapped)[face].mean() for x in (keep, restore, half))
+    assert d_keep < 2.0 and d_restore > 4.0 and d_keep < d_half < d_restore
+    assert np.array_equal(restore[far], swapped[far])
+
+
+def test_video_swap_then_enhance(tmp_path: Path, faces_dir: Path, setup: dict) -> None:
+    src = make_clip(tmp_path / "obama.mp4", frames=8, size=(640, 480), fps=30, audio=True,
+                    source_image=faces_dir / "obama.jpg", moving_crop=False)
+    outs = {}
+    for name, extra in (("swapped", ()), ("enhanced", ("--frame-processor", "face_swapper", "face_enhancer",
+                                                       "--enhancer-model", "gpen_bfr_256", "--enhancer-blend", "1"))):
+        out = tmp_path / f"{name}.mp4"
+        result = run_cli(["--unverified-models", "video", str(src), str(out), "-s", str(setup["source"]),
+                          "--swap-model", "inswapper_128", "--execution-threads", "1", "--video-quality", "0",
+                          *EXACT, *extra], env=setup["env"], timeout=300)
+        assert result.returncode == 0, result.stderr
+        outs[name] = probe(out)
+    assert "enhancer gpen_bfr_256" in result.stderr
+    assert outs["enhanced"]["frames"] == outs["swapped"]["frames"] == 8
+    assert outs["enhanced"]["audio_duration"] == pytest.approx(outs["swapped"]["audio_duration"], abs=1 / 30)
+    for i in (0, 7):
+        a, b = outs["swapped"]["images"][i].astype(int), outs["enhanced"]["images"][i].astype(int)
+        face = np.abs(a[200:330, 320:460] - b[200:330, 320:460]).mean()
+        background = np.abs(a[:, :150] - b[:, :150]).mean()
+        assert background < 1.0 and face > 4.0, (i, face, background)
+
+
+def test_models_list_shows_the_enhancers_with_their_licences(isolated_env: dict[str, str]) -> None:
+    result = run_cli(["models", "list"], env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    rows = {line.split()[0]: line for line in result.stdout.splitlines() if line.strip()}
+    for name in ("gfpgan_1.4", "gpen_bfr_256", "gpen_bfr_512", "codeformer"):
+        assert name in rows and "missing" in rows[name]
+    assert "NTU S-Lab" in rows["codeformer"] and "needs --accept-license" in rows["codeformer"]
+    assert "non-commercial" in rows["gpen_bfr_256"] and "needs --accept-license" in rows["gpen_bfr_512"]
+    assert "needs --accept-license" not in rows["gfpgan_1.4"]
