@@ -100,7 +100,7 @@ def _run_live(job: LiveJob) -> None:
         sink.fps = float(source.fps or job.fps)  # the source's real rate is known once it is open
     recording = isinstance(sink, FileRecorderSink)
     if isinstance(sink, FileRecorderSink) and signing is not None:
-        signed = replace(signing, models=tuple(getattr(engine, "model_names", {}).values()))
+        signed = replace(signing, models=tuple(engine.model_names.values()))
         sink.sign = lambda temp: signed.sign_file(temp, sink.path)
     # single frames twice a second, marked on the marking thread (pipeline.live, marks.marking_sink)
     marker = (open_watermarker(job.processing.runtime, engine.providers).video_marker(

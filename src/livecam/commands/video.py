@@ -64,9 +64,9 @@ def run_video(job: VideoJob) -> None:
     check_job(job)
     engine = create_engine(job)
     quiet = job.processing.runtime.quiet
-    marker = (open_watermarker(job.processing.runtime, getattr(engine, "providers", None),
+    marker = (open_watermarker(job.processing.runtime, engine.providers,
                                job.processing.runtime.execution_threads) if job.watermark else None)
-    signing = signing_for(job.c2pa, job.input, tuple(getattr(engine, "model_names", {}).values()))
+    signing = signing_for(job.c2pa, job.input, tuple(engine.model_names.values()))
     cap = AddressSpaceCap(job.max_memory_gb)
     with stop_signals():
         try:
