@@ -1,0 +1,134 @@
+"""Live marking within the live budget: the encoder runs beside the stream and its change is reused.
+
+One RivaGAN encoder run is 7.4 G multiply-adds at the 160-pixel work size of a 16:9 frame, about
+300-400 CPU-ms on a laptop core whatever the threads (ONNX Runtime's 3D convolutions reach about
+half of the core's measured SGEMM peak). Run on marked frames, that time came out of the
+pipeline's: 2 marked frames a second halved 720p live FPS on 2 cores. So live, the two halves
+of Watermarker.embed are split:
+
+- the encoder thread computes a Residual from the newest frame at most every `refresh_s`
+  seconds, on one intra-op thread (ORT then computes on the calling thread) at the lowest CPU
+  priority (Linux: nice 19 for that thread), so it runs on time the pipeline leaves idle;
+- every frame gets the newest Residual added on the marking thread (marks.marking_sink), a
+  few ms at 720p. The change reads back where the picture under it moved less than about 3
+  pixels at the work size since the frame it was computed on (measured on a 720p clip drifting
+  3 px a frame: 0 of 32 bits off 4 frames later, 7 off at 6, unreadable at 12; with a still
+  background and a moving face, 2 off after 12 frames). A webcam's background holds still, so
+  most frames between refreshes read as marked; a fast pan reads again at the next refresh.
+
+No frame waits for the encoder, except the first frame of a recording (`wait_first`): it is
+marked with its own change, computed then (x264 makes it the first keyframe). Before the
+first change is ready, other sinks pass frames unmarked. Under load the governor's first step
+(pipeline.live) stretches the refresh to SLOW_REFRESH_S; the marks themselves keep their cadence.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+import numpy as np
+
+from livecam.marks.watermark import Residual, Watermarker
+
+REFRESH_S = 1.0  # a new change from the newest frame at most this often
+SLOW_REFRESH_S = 5.0  # under load (the governor's marking step)
+
+
+def lower_priority() -> None:
+    """The calling thread at the lowest CPU priority (Linux: nice is per thread); elsewhere a
+    no-op, and the governor's step is what keeps the encoder's share down."""
+    if sys.platform.startswith("linux"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        except OSError:
+            pass
+
+
+class LiveMarker:
+    """(output frame index, image) -> image, marked on every frame (a cheap addition, so the
+    mark is on every keyframe and rides through H.264 as a steady pattern); call close() when
+    the stream ends."""
+
+    def __init__(self, watermarker: Watermarker, *, wait_first: bool, refresh_s: float = REFRESH_S) -> None:
+        self._watermarker = watermarker
+        self._wait_first = wait_first
+        self._refresh_s = refresh_s
+        self._normal_refresh_s = refresh_s
+        self._cond = threading.Condition()
+        self._residual: Residual | None = None
+        self._newest: np.ndarray | None = None  # a frame offered to the encoder thread
+        self._refreshed_at = -float("inf")
+        self._closing = False
+        self._error: BaseException | None = None
+        self.encoder_cpu_ms: list[float] = []  # one per encoder run (thread CPU time)
+        self.unmarked = 0  # frames passed before the first change was ready
+        self._thread = threading.Thread(target=self._run, name="livecam-watermark-encoder", daemon=True)
+        self._thread.start()
+
+    def __call__(self, index: int, image: np.ndarray) -> np.ndarray:
+        with self._cond:
+            if self._error is not None:
+                raise self._error
+            residual = self._residual
+            if self._newest is None and time.perf_counter() - self._refreshed_at >= self._refresh_s:
+                self._newest = image  # not written to after it was shown; the encoder reads a small copy
+                self._cond.notify_all()
+        if residual is None and self._wait_first:
+            residual = self._first(image)
+        if residual is None:
+            self.unmarked += 1
+            return image
+        return residual.add_to(image)
+
+    def slower(self, on: bool) -> None:
+        """The governor's marking step: refresh every SLOW_REFRESH_S (on) or as configured."""
+        with self._cond:
+            self._refresh_s = max(SLOW_REFRESH_S, self._normal_refresh_s) if on else self._normal_refresh_s
+
+    @property
+    def refresh_s(self) -> float:
+        return self._refresh_s
+
+    def close(self) -> None:
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._thread.join(5.0)
+
+    # -- internals -------------------------------------------------------------------------------
+    def _first(self, image: np.ndarray) -> Residual:
+        """The first frame of a recording, marked with its own change (on the marking thread)."""
+        t0 = time.thread_time()
+        residual = self._watermarker.residual(image)
+        with self._cond:
+            self.encoder_cpu_ms.append((time.thread_time() - t0) * 1000.0)
+            if self._residual is None:
+                self._residual, self._refreshed_at = residual, time.perf_counter()
+            return self._residual
+
+    def _run(self) -> None:
+        lower_priority()
+        while True:
+            with self._cond:
+                while self._newest is None and not self._closing:
+                    self._cond.wait(0.1)
+                if self._closing:
+                    return
+                image = self._newest
+            assert image is not None
+            try:
+                t0 = time.thread_time()
+                residual = self._watermarker.residual(image)
+                residual.fit(image.shape[1], image.shape[0])  # here, not on the marking thread
+                cpu = (time.thread_time() - t0) * 1000.0
+            except BaseException as exc:  # noqa: BLE001 - raised by the next mark
+                with self._cond:
+                    self._error = exc
+                return
+            with self._cond:
+                self._residual, self._newest = residual, None
+                self._refreshed_at = time.perf_counter()
+                self.encoder_cpu_ms.append(cpu)
