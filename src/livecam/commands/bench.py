@@ -268,6 +268,8 @@ def run_live_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None 
     # thread, with the change the encoder thread refreshes: marks.live_marker)
     live_marker = (LiveMarker(open_watermarker(job.processing.runtime, engine.providers, threads=1), wait_first=False)
                    if job.watermark else None)
+    if live_marker is not None:
+        live_marker.prime(warm[0])  # its first encoder run is warm-up too: the run measures the steady state
     # The governor stays off: the configured pipeline is what gets measured, not a degraded one.
     options = LiveRun(LiveJob(processing=job.processing, max_frames=job.frames, degrade=False, label=False),
                       watermark=timed_marker(live_marker, marks) if live_marker is not None else None)

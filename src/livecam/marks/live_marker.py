@@ -83,6 +83,10 @@ class LiveMarker:
             return image
         return residual.add_to(image)
 
+    def prime(self, image: np.ndarray) -> None:
+        """Compute a first change now, from a warm-up frame (bench: the run measures the steady state)."""
+        self._first(image)
+
     def slower(self, on: bool) -> None:
         """The governor's marking step: refresh every SLOW_REFRESH_S (on) or as configured."""
         with self._cond:
@@ -103,6 +107,7 @@ class LiveMarker:
         """The first frame of a recording, marked with its own change (on the marking thread)."""
         t0 = time.thread_time()
         residual = self._watermarker.residual(image)
+        residual.fit(image.shape[1], image.shape[0])
         with self._cond:
             self.encoder_cpu_ms.append((time.thread_time() - t0) * 1000.0)
             if self._residual is None:
