@@ -14,8 +14,8 @@ false_positive_rate() = sum(C(32, i), i <= 4) / 2**32, about 1e-5 per frame. A v
 marked when at least VIDEO_MIN_FRAMES sampled frames do (about n^2/2 * 1e-10 by chance).
 
 Video cadence: `livecam video` marks runs of RUN_FRAMES consecutive frames starting
-MARKS_PER_SECOND times a second (frame 0 first); live recordings, where a marked frame must not
-hold up the output, mark single frames at that rate. Runs, because a lone marked frame does not
+MARKS_PER_SECOND times a second (frame 0 first); live outputs mark every frame with a change
+computed beside the stream (marks.live_marker). Runs, because a lone marked frame does not
 survive H.264 well: the encoder predicts the next frames from it and codes the small
 difference between them away, and a re-encode can turn a lone marked frame into a P-frame whose
 mark goes the same way. Measured (livecam's encode, then libx264 again): on a 720p clip, lone
@@ -41,7 +41,7 @@ PAYLOAD_VERSION = 1
 SIGNATURE_BITS = 28
 MAX_BIT_ERRORS = 4
 VIDEO_MIN_FRAMES = 2
-MARKS_PER_SECOND = 2.0  # runs (video files) or single frames (live recordings) a second
+MARKS_PER_SECOND = 2.0  # runs a second (video files)
 RUN_FRAMES = 4  # consecutive marked frames in a run (video files)
 
 
