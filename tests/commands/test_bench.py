@@ -210,6 +210,7 @@ def test_watermark_shows_as_a_stage_in_both_modes(faces_dir: Path, isolated_env:
     marked = live["watermarked"]
     assert marked["stages"]["watermark"]["count"] == marked["marked_frames"] >= 1  # every frame shown
     assert marked["stages"]["watermark encoder"]["count"] >= 1  # the change, computed beside the stream
+    assert 0 < marked["marked_read_back"] <= 1  # frame 1 at least: the change from a warm-up frame reads
     video = _bench([*photo, "--watermark", "--mode", "video"], isolated_env)["variants"]
     assert video["watermarked"]["stages"]["watermark"]["count"] == 4  # one run of 4 frames in the first 10 at 30 FPS
     assert "watermark" not in video["unmarked"]["stages"]

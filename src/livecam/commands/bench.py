@@ -47,6 +47,7 @@ log = logging.getLogger("livecam")
 
 WARMUP_FRAMES = 3
 RING = 24  # distinct generated frames, cycled
+READ_EVERY = 10  # live --watermark: every 10th marked frame is read back after the run
 
 
 # ----------------------------------------------------------------------------- the clip
@@ -153,14 +154,17 @@ def stage_table(records: list[dict[str, float]], first: tuple[str, list[float]],
     return stages
 
 
-def timed_marker(mark: Callable[[int, np.ndarray], np.ndarray],
-                 times: list[float]) -> Callable[[int, np.ndarray], np.ndarray]:
-    """The watermark step, keeping the ms of each frame it marked (frames it passes are free)."""
+def timed_marker(mark: Callable[[int, np.ndarray], np.ndarray], times: list[float],
+                 kept: list[np.ndarray] | None = None) -> Callable[[int, np.ndarray], np.ndarray]:
+    """The watermark step, keeping the ms of each frame it marked (frames it passes are free)
+    and every READ_EVERY-th marked frame in `kept` (read back after the run)."""
     def timed(index: int, image: np.ndarray) -> np.ndarray:
         t0 = time.perf_counter()
         out = mark(index, image)
         if out is not image:
             times.append((time.perf_counter() - t0) * 1000.0)  # list.append: safe from the workers
+            if kept is not None and len(times) % READ_EVERY == 1:
+                kept.append(out)
         return out
     return timed
 
@@ -264,6 +268,7 @@ def run_live_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None 
     recording = RecordingEngine(engine)
     _warm_up(engine, warm, live=True)
     marks: list[float] = []
+    kept: list[np.ndarray] = []
     # --watermark: as `run --output virtual-camera --watermark` marks (every frame, on the marking
     # thread, with the change the encoder thread refreshes: marks.live_marker)
     live_marker = (LiveMarker(open_watermarker(job.processing.runtime, engine.providers, threads=1), wait_first=False)
@@ -272,7 +277,7 @@ def run_live_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None 
         live_marker.prime(warm[0])  # its first encoder run is warm-up too: the run measures the steady state
     # The governor stays off: the configured pipeline is what gets measured, not a degraded one.
     options = LiveRun(LiveJob(processing=job.processing, max_frames=job.frames, degrade=False, label=False),
-                      watermark=timed_marker(live_marker, marks) if live_marker is not None else None)
+                      watermark=timed_marker(live_marker, marks, kept) if live_marker is not None else None)
     cpu0 = cpu_seconds()
     try:
         result = run_live_pipeline(recording, TimedSource(images, "bench clip", fps, capture),
@@ -292,8 +297,18 @@ def run_live_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None 
         "latency_ms_p50": summary["latency_ms_p50"], "latency_ms_p95": summary["latency_ms_p95"],
         "cpu_ms_per_frame": round(cpu * 1000.0 / max(1, summary["frames"]), 2),
         "stages": stages, "faces_per_frame": _faces(recording.faces), "gpu_mb": gpu_memory_mb(),
-        **({"marked_frames": len(marks), "unmarked_frames": live_marker.unmarked} if live_marker else {}),
+        **({"marked_frames": len(marks), "unmarked_frames": live_marker.unmarked,
+            "marked_read_back": _read_back(job, engine, kept)} if live_marker else {}),
     }
+
+
+def _read_back(job: BenchJob, engine: Engine, frames: list[np.ndarray]) -> float | None:
+    """The share of these marked frames the decoder reads as marked (live marks reuse a change
+    computed on an earlier frame: this says how much of the clip's motion they bear)."""
+    if not frames:
+        return None
+    reader = open_watermarker(job.processing.runtime, engine.providers)
+    return round(sum(reader.read(image).marked for image in frames) / len(frames), 3)
 
 
 def gpu_memory_mb() -> float | None:
@@ -473,7 +488,8 @@ def _on_provider(job: BenchJob, provider: str) -> BenchJob:
 # ----------------------------------------------------------------------------- comparing runs
 
 
-_SCALARS = ("fps", "latency_ms_p50", "latency_ms_p95", "cpu_ms_per_frame", "faces_per_frame", "gpu_mb", "dropped")
+_SCALARS = ("fps", "latency_ms_p50", "latency_ms_p95", "cpu_ms_per_frame", "faces_per_frame", "gpu_mb", "dropped",
+            "marked_read_back")
 
 
 def median_result(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -572,7 +588,8 @@ def side_by_side_table(side: dict[str, Any]) -> str:
         row = [reports[n]["stages"].get(stage, {}).get("median_ms") for n in names]
         lines.append(f"{stage:<16}" + "".join(cell(v, row[0]) for v in row))
     for key, label in (("fps", "FPS"), ("latency_ms_p50", "latency p50"), ("latency_ms_p95", "latency p95"),
-                       ("cpu_ms_per_frame", "CPU ms/frame"), ("dropped", "dropped")):
+                       ("cpu_ms_per_frame", "CPU ms/frame"), ("dropped", "dropped"),
+                       ("marked_read_back", "read as marked")):
         row = [reports[n].get(key) for n in names]
         if any(v is not None for v in row):
             lines.append(f"{label:<16}" + "".join(cell(v, row[0]) for v in row))
