@@ -1,5 +1,6 @@
 """Live marking within the budget (marks.live_marker): no frame waits for the encoder, every frame
-gets the newest change, a recording's first frame is marked with its own, the encoder runs no
+gets the newest change, a recording's first frame is marked with its own (and a later one
+when the newest change grows old), the encoder runs no
 more often than the refresh allows, and the governor's first step slows it; a change computed
 on one frame of a moving clip still reads back a few frames later; Residual.add_to gives the
 pixels that rounding frame + change gives."""
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 
 from livecam.marks import watermark as wm
-from livecam.marks.live_marker import SLOW_REFRESH_S, LiveMarker
+from livecam.marks.live_marker import OWN_CHANGE_S, SLOW_REFRESH_S, LiveMarker
 from livecam.models.store import ModelStore
 from livecam.pipeline.live import LivePipeline
 from livecam.runtime.providers import resolve_providers
@@ -72,6 +73,21 @@ def test_a_recording_marks_its_first_frame_with_its_own_change() -> None:
     marker = LiveMarker(fake, wait_first=True, refresh_s=60.0)  # type: ignore[arg-type]
     try:
         assert (marker(0, frame()) == 93).all() and marker.unmarked == 0
+    finally:
+        marker.close()
+
+
+def test_a_recording_gets_a_frame_with_its_own_change_when_the_encoder_falls_behind() -> None:
+    now = [0.0]
+    fake = FakeWatermarker()
+    # refresh_s 60: the encoder thread is never asked within the test (as if starved by a busy CPU)
+    marker = LiveMarker(fake, wait_first=True, refresh_s=60.0, clock=lambda: now[0])  # type: ignore[arg-type]
+    try:
+        assert (marker(0, frame()) == 93).all() and fake.runs == 1  # the first frame: its own
+        now[0] = OWN_CHANGE_S / 2
+        assert (marker(1, frame()) == 93).all() and fake.runs == 1  # the newest change reused
+        now[0] = OWN_CHANGE_S * 1.01
+        assert (marker(2, frame()) == 93).all() and fake.runs == 2  # too old: its own again
     finally:
         marker.close()
 

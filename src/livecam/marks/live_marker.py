@@ -16,9 +16,11 @@ of Watermarker.embed are split:
   background and a moving face, 2 off after 12 frames). A webcam's background holds still, so
   most frames between refreshes read as marked; a fast pan reads again at the next refresh.
 
-No frame waits for the encoder, except the first frame of a recording (`wait_first`): it is
-marked with its own change, computed then (x264 makes it the first keyframe). Before the
-first change is ready, other sinks pass frames unmarked. Under load the governor's first step
+No frame waits for the encoder, except in a recording (`wait_first`): its first frame is
+marked with its own change, computed then (x264 makes it the first keyframe), and so is a
+frame whenever the newest change is older than OWN_CHANGE_S (the idle-priority encoder starved
+by a saturated CPU): a recording gets an exactly marked frame at least that often, whatever the
+motion. Before the first change is ready, other sinks pass frames unmarked. Under load the governor's first step
 (pipeline.live) stretches the refresh to SLOW_REFRESH_S; the marks themselves keep their cadence.
 """
 
@@ -28,6 +30,7 @@ import os
 import sys
 import threading
 import time
+from typing import Callable
 
 import numpy as np
 
@@ -35,6 +38,7 @@ from livecam.marks.watermark import Residual, Watermarker
 
 REFRESH_S = 1.0  # a new change from the newest frame at most this often
 SLOW_REFRESH_S = 5.0  # under load (the governor's marking step)
+OWN_CHANGE_S = 2.0  # a recording: a frame marked with its own change at least this often
 
 
 def lower_priority() -> None:
@@ -52,8 +56,10 @@ class LiveMarker:
     mark is on every keyframe and rides through H.264 as a steady pattern); call close() when
     the stream ends."""
 
-    def __init__(self, watermarker: Watermarker, *, wait_first: bool, refresh_s: float = REFRESH_S) -> None:
+    def __init__(self, watermarker: Watermarker, *, wait_first: bool, refresh_s: float = REFRESH_S,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
         self._watermarker = watermarker
+        self._clock = clock  # injectable, so tests need not sleep
         self._wait_first = wait_first
         self._refresh_s = refresh_s
         self._normal_refresh_s = refresh_s
@@ -73,10 +79,12 @@ class LiveMarker:
             if self._error is not None:
                 raise self._error
             residual = self._residual
-            if self._newest is None and time.perf_counter() - self._refreshed_at >= self._refresh_s:
+            age = self._clock() - self._refreshed_at
+            own = self._wait_first and (residual is None or age >= OWN_CHANGE_S)
+            if not own and self._newest is None and age >= self._refresh_s:
                 self._newest = image  # not written to after it was shown; the encoder reads a small copy
                 self._cond.notify_all()
-        if residual is None and self._wait_first:
+        if own:
             residual = self._first(image)
         if residual is None:
             self.unmarked += 1
@@ -104,15 +112,14 @@ class LiveMarker:
 
     # -- internals -------------------------------------------------------------------------------
     def _first(self, image: np.ndarray) -> Residual:
-        """The first frame of a recording, marked with its own change (on the marking thread)."""
+        """A change computed from this frame now, on the calling thread; it becomes the newest."""
         t0 = time.thread_time()
         residual = self._watermarker.residual(image)
         residual.fit(image.shape[1], image.shape[0])
         with self._cond:
             self.encoder_cpu_ms.append((time.thread_time() - t0) * 1000.0)
-            if self._residual is None:
-                self._residual, self._refreshed_at = residual, time.perf_counter()
-            return self._residual
+            self._residual, self._refreshed_at = residual, self._clock()
+            return residual
 
     def _run(self) -> None:
         lower_priority()
@@ -135,5 +142,5 @@ class LiveMarker:
                 return
             with self._cond:
                 self._residual, self._newest = residual, None
-                self._refreshed_at = time.perf_counter()
+                self._refreshed_at = self._clock()
                 self.encoder_cpu_ms.append(cpu)
