@@ -54,7 +54,7 @@ def wait_until(condition: Any, what: str, timeout: float = 30.0) -> None:
 def test_no_frame_waits_for_the_encoder_and_then_every_frame_is_marked() -> None:
     gate = threading.Event()
     fake = FakeWatermarker(gate)
-    marker = LiveMarker(fake, wait_first=False, refresh_s=60.0)  # type: ignore[arg-type]
+    marker = LiveMarker(fake, refresh_s=60.0)  # type: ignore[arg-type]
     try:
         passed = [marker(i, frame()) for i in range(5)]  # the encoder is stuck: frames go on unmarked
         assert all((p == 90).all() for p in passed) and marker.unmarked == 5
@@ -70,7 +70,7 @@ def test_no_frame_waits_for_the_encoder_and_then_every_frame_is_marked() -> None
 
 def test_a_recording_marks_its_first_frame_with_its_own_change() -> None:
     fake = FakeWatermarker()
-    marker = LiveMarker(fake, wait_first=True, refresh_s=60.0)  # type: ignore[arg-type]
+    marker = LiveMarker(fake, recording_fps=30.0, refresh_s=60.0)  # type: ignore[arg-type]
     try:
         assert (marker(0, frame()) == 93).all() and marker.unmarked == 0
     finally:
@@ -78,22 +78,21 @@ def test_a_recording_marks_its_first_frame_with_its_own_change() -> None:
 
 
 def test_a_recording_gets_a_frame_with_its_own_change_when_the_encoder_falls_behind() -> None:
-    now = [0.0]
     fake = FakeWatermarker()
+    every = round(OWN_CHANGE_S * 10)  # frames of a 10 FPS recording
     # refresh_s 60: the encoder thread is never asked within the test (as if starved by a busy CPU)
-    marker = LiveMarker(fake, wait_first=True, refresh_s=60.0, clock=lambda: now[0])  # type: ignore[arg-type]
+    marker = LiveMarker(fake, recording_fps=10.0, refresh_s=60.0)  # type: ignore[arg-type]
     try:
         assert (marker(0, frame()) == 93).all() and fake.runs == 1  # the first frame: its own
-        now[0] = OWN_CHANGE_S / 2
-        assert (marker(1, frame()) == 93).all() and fake.runs == 1  # the newest change reused
-        now[0] = OWN_CHANGE_S * 1.01
-        assert (marker(2, frame()) == 93).all() and fake.runs == 2  # too old: its own again
+        assert all((marker(i, frame()) == 93).all() for i in range(1, every))
+        assert fake.runs == 1  # the newest change reused
+        assert (marker(every, frame()) == 93).all() and fake.runs == 2  # OWN_CHANGE_S of frames: its own again
     finally:
         marker.close()
 
 
 def test_the_governor_step_stretches_the_refresh_and_is_undone() -> None:
-    marker = LiveMarker(FakeWatermarker(), wait_first=False, refresh_s=1.0)  # type: ignore[arg-type]
+    marker = LiveMarker(FakeWatermarker(), refresh_s=1.0)  # type: ignore[arg-type]
     calls: list[bool] = []
     try:
         pipeline = LivePipeline(FakeEngine(), SyntheticSource(frames=1), MemorySink(),

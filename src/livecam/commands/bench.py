@@ -271,7 +271,7 @@ def run_live_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None 
     kept: list[np.ndarray] = []
     # --watermark: as `run --output virtual-camera --watermark` marks (every frame, on the marking
     # thread, with the change the encoder thread refreshes: marks.live_marker)
-    live_marker = (LiveMarker(open_watermarker(job.processing.runtime, engine.providers, threads=1), wait_first=False)
+    live_marker = (LiveMarker(open_watermarker(job.processing.runtime, engine.providers, threads=1))
                    if job.watermark else None)
     if live_marker is not None:
         live_marker.prime(warm[0])  # its first encoder run is warm-up too: the run measures the steady state

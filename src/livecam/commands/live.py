@@ -106,7 +106,8 @@ def _run_live(job: LiveJob) -> None:
     # every frame marked on the marking thread with a change the encoder refreshes beside the
     # stream (marks.live_marker, marks.marking_sink); one intra-op thread: it runs on idle time
     marker = (LiveMarker(open_watermarker(job.processing.runtime, engine.providers, threads=1),
-                         wait_first=recording) if job.watermarked(recording) else None)
+                         recording_fps=float(source.fps or job.fps) if recording else None)
+              if job.watermarked(recording) else None)
     # The pipeline releases the source and finalises the sink whatever happens.
     try:
         run_live_pipeline(engine, source, sink, LiveRun(job, recording=recording, watermark=marker,

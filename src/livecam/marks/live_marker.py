@@ -16,11 +16,13 @@ of Watermarker.embed are split:
   background and a moving face, 2 off after 12 frames). A webcam's background holds still, so
   most frames between refreshes read as marked; a fast pan reads again at the next refresh.
 
-No frame waits for the encoder, except in a recording (`wait_first`): its first frame is
+No frame waits for the encoder, except in a recording (`recording_fps`): its first frame is
 marked with its own change, computed then (x264 makes it the first keyframe), and so is a
-frame whenever the newest change is older than OWN_CHANGE_S (the idle-priority encoder starved
-by a saturated CPU): a recording gets an exactly marked frame at least that often, whatever the
-motion. Before the first change is ready, other sinks pass frames unmarked. Under load the governor's first step
+frame whenever the newest change was computed OWN_CHANGE_S of recorded frames earlier or more
+(the idle-priority encoder starved by a saturated CPU): a recording gets an exactly marked
+frame at least that often, whatever the motion. Counted in frames, not wall time, so a
+--no-realtime recording processed slower than real time pays per second of video. Before the
+first change is ready, other sinks pass frames unmarked. Under load the governor's first step
 (pipeline.live) stretches the refresh to SLOW_REFRESH_S; the marks themselves keep their cadence.
 """
 
@@ -30,15 +32,13 @@ import os
 import sys
 import threading
 import time
-from typing import Callable
-
 import numpy as np
 
 from livecam.marks.watermark import Residual, Watermarker
 
 REFRESH_S = 1.0  # a new change from the newest frame at most this often
 SLOW_REFRESH_S = 5.0  # under load (the governor's marking step)
-OWN_CHANGE_S = 2.0  # a recording: a frame marked with its own change at least this often
+OWN_CHANGE_S = 2.0  # a recording: a frame marked with its own change at least this often (video time)
 
 
 def lower_priority() -> None:
@@ -56,16 +56,17 @@ class LiveMarker:
     mark is on every keyframe and rides through H.264 as a steady pattern); call close() when
     the stream ends."""
 
-    def __init__(self, watermarker: Watermarker, *, wait_first: bool, refresh_s: float = REFRESH_S,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(self, watermarker: Watermarker, *, recording_fps: float | None = None,
+                 refresh_s: float = REFRESH_S) -> None:
         self._watermarker = watermarker
-        self._clock = clock  # injectable, so tests need not sleep
-        self._wait_first = wait_first
+        # a recording: frames between own changes (None: never wait for the encoder)
+        self._own_every = max(1, round(OWN_CHANGE_S * recording_fps)) if recording_fps else None
+        self._changed_index = 0  # the output index of the frame the newest change was computed on
         self._refresh_s = refresh_s
         self._normal_refresh_s = refresh_s
         self._cond = threading.Condition()
         self._residual: Residual | None = None
-        self._newest: np.ndarray | None = None  # a frame offered to the encoder thread
+        self._newest: tuple[int, np.ndarray] | None = None  # (index, frame) offered to the encoder thread
         self._refreshed_at = -float("inf")
         self._closing = False
         self._error: BaseException | None = None
@@ -79,13 +80,12 @@ class LiveMarker:
             if self._error is not None:
                 raise self._error
             residual = self._residual
-            age = self._clock() - self._refreshed_at
-            own = self._wait_first and (residual is None or age >= OWN_CHANGE_S)
-            if not own and self._newest is None and age >= self._refresh_s:
-                self._newest = image  # not written to after it was shown; the encoder reads a small copy
+            own = self._own_every is not None and (residual is None or index - self._changed_index >= self._own_every)
+            if not own and self._newest is None and time.perf_counter() - self._refreshed_at >= self._refresh_s:
+                self._newest = (index, image)  # not written to after it was shown; the encoder reads a small copy
                 self._cond.notify_all()
         if own:
-            residual = self._first(image)
+            residual = self._first(index, image)
         if residual is None:
             self.unmarked += 1
             return image
@@ -93,7 +93,7 @@ class LiveMarker:
 
     def prime(self, image: np.ndarray) -> None:
         """Compute a first change now, from a warm-up frame (bench: the run measures the steady state)."""
-        self._first(image)
+        self._first(0, image)
 
     def slower(self, on: bool) -> None:
         """The governor's marking step: refresh every SLOW_REFRESH_S (on) or as configured."""
@@ -111,14 +111,14 @@ class LiveMarker:
         self._thread.join(5.0)
 
     # -- internals -------------------------------------------------------------------------------
-    def _first(self, image: np.ndarray) -> Residual:
+    def _first(self, index: int, image: np.ndarray) -> Residual:
         """A change computed from this frame now, on the calling thread; it becomes the newest."""
         t0 = time.thread_time()
         residual = self._watermarker.residual(image)
         residual.fit(image.shape[1], image.shape[0])
         with self._cond:
             self.encoder_cpu_ms.append((time.thread_time() - t0) * 1000.0)
-            self._residual, self._refreshed_at = residual, self._clock()
+            self._residual, self._refreshed_at, self._changed_index = residual, time.perf_counter(), index
             return residual
 
     def _run(self) -> None:
@@ -129,8 +129,9 @@ class LiveMarker:
                     self._cond.wait(0.1)
                 if self._closing:
                     return
-                image = self._newest
-            assert image is not None
+                offered = self._newest
+            assert offered is not None
+            index, image = offered
             try:
                 t0 = time.thread_time()
                 residual = self._watermarker.residual(image)
@@ -142,5 +143,5 @@ class LiveMarker:
                 return
             with self._cond:
                 self._residual, self._newest = residual, None
-                self._refreshed_at = self._clock()
+                self._refreshed_at, self._changed_index = time.perf_counter(), index
                 self.encoder_cpu_ms.append(cpu)
