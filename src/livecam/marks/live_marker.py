@@ -28,6 +28,7 @@ first change is ready, other sinks pass frames unmarked. Under load the governor
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import threading
@@ -36,8 +37,10 @@ import numpy as np
 
 from livecam.marks.watermark import Residual, Watermarker
 
-REFRESH_S = 1.0  # a new change from the newest frame at most this often
-SLOW_REFRESH_S = 5.0  # under load (the governor's marking step)
+log = logging.getLogger("livecam")
+
+REFRESH_S = 2.0  # a new change from the newest frame at most this often
+SLOW_REFRESH_S = 8.0  # under load (the governor's marking step)
 OWN_CHANGE_S = 2.0  # a recording: a frame marked with its own change at least this often (video time)
 
 
@@ -72,6 +75,7 @@ class LiveMarker:
         self._error: BaseException | None = None
         self.encoder_cpu_ms: list[float] = []  # one per encoder run (thread CPU time)
         self.unmarked = 0  # frames passed before the first change was ready
+        self.own_changes = 0  # changes computed on the marking thread (a recording's own-change frames)
         self._thread = threading.Thread(target=self._run, name="livecam-watermark-encoder", daemon=True)
         self._thread.start()
 
@@ -109,6 +113,9 @@ class LiveMarker:
             self._closing = True
             self._cond.notify_all()
         self._thread.join(5.0)
+        log.debug("watermark: %d changes computed (%d on the marking thread), %.0f CPU-ms each (median), "
+                  "%d frames passed unmarked", len(self.encoder_cpu_ms), self.own_changes,
+                  float(np.median(self.encoder_cpu_ms)) if self.encoder_cpu_ms else 0.0, self.unmarked)
 
     # -- internals -------------------------------------------------------------------------------
     def _first(self, index: int, image: np.ndarray) -> Residual:
@@ -117,6 +124,7 @@ class LiveMarker:
         residual = self._watermarker.residual(image)
         residual.fit(image.shape[1], image.shape[0])
         with self._cond:
+            self.own_changes += 1
             self.encoder_cpu_ms.append((time.thread_time() - t0) * 1000.0)
             self._residual, self._refreshed_at, self._changed_index = residual, time.perf_counter(), index
             return residual
