@@ -102,7 +102,7 @@ class Residual:
     """The encoder's change to one frame, at the work size (float levels): added to that frame,
     or (live, marks.live_marker) to later frames of the same scene, which still read as marked.
 
-    add_to() costs a few ms at 720p: the upscaled change is rounded once per frame size and
+    add_to() costs about half a ms at 720p: the upscaled change is rounded once per frame size and
     added with saturating uint8 arithmetic (the same pixels as rounding frame + change)."""
 
     def __init__(self, small: np.ndarray) -> None:
