@@ -91,6 +91,37 @@ def test_a_recording_gets_a_frame_with_its_own_change_when_the_encoder_falls_beh
         marker.close()
 
 
+class GatedByFrame:
+    """residual() gives a change of +1 level per index stamped in the frame's first pixel; frame 1's
+    encoder run waits for `gate`."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.done: list[int] = []
+
+    def residual(self, image: np.ndarray) -> wm.Residual:
+        index = int(image[0, 0, 0]) - 90
+        if index == 1:
+            self.gate.wait(60)
+        self.done.append(index)
+        return wm.Residual(np.full((4, 4, 3), float(index + 1), np.float32))
+
+
+def test_a_late_encoder_result_does_not_replace_a_newer_own_change() -> None:
+    fake = GatedByFrame()
+    every = round(OWN_CHANGE_S * 10)
+    marker = LiveMarker(fake, recording_fps=10.0, refresh_s=0.0)  # type: ignore[arg-type]
+    try:
+        assert (marker(0, frame(90)) == 91).all()  # its own change (+1)
+        marker(1, frame(91))  # offered to the encoder thread, which is held up
+        assert (marker(every, frame(90 + every)) == 90 + every + every + 1).all()  # own change, +every+1
+        fake.gate.set()
+        wait_until(lambda: 1 in fake.done and len(marker.encoder_cpu_ms) == 3, "the late encoder result")
+        assert (marker(every + 1, frame(90)) == 90 + every + 1).all()  # still the newer own change
+    finally:
+        marker.close()
+
+
 def test_the_governor_step_stretches_the_refresh_and_is_undone() -> None:
     marker = LiveMarker(FakeWatermarker(), refresh_s=1.0)  # type: ignore[arg-type]
     calls: list[bool] = []

@@ -150,6 +150,8 @@ class LiveMarker:
                     self._error = exc
                 return
             with self._cond:
-                self._residual, self._newest = residual, None
-                self._refreshed_at, self._changed_index = time.perf_counter(), index
+                self._newest = None
+                if index >= self._changed_index:  # not over an own change made meanwhile on a later frame
+                    self._residual = residual
+                    self._refreshed_at, self._changed_index = time.perf_counter(), index
                 self.encoder_cpu_ms.append(cpu)
