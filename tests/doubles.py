@@ -4,8 +4,14 @@ that keeps what it is given. Moved out of the package: nothing but tests uses th
 from __future__ import annotations
 
 import time
+from types import MappingProxyType
+from typing import Mapping
 
 import numpy as np
+
+from livecam.runtime.providers import ProviderChoice
+
+CPU = ProviderChoice(names=("cpu",), ort_providers=(("CPUExecutionProvider", ()),))
 
 
 def stamp_index(image: np.ndarray, index: int) -> None:
@@ -17,6 +23,13 @@ def read_index(image: np.ndarray) -> int:
     """The index stamped by stamp_index (median of the block, robust to light filtering)."""
     block = np.median(image[:4, :4].reshape(-1, 3).astype(np.int64), axis=0)
     return int(block[0]) | (int(block[1]) << 8) | (int(block[2]) << 16)
+
+
+class NoModels:
+    """What a fake engine tells about its models (contracts.FileEngine): none, on the CPU."""
+
+    model_names: Mapping[str, str] = MappingProxyType({})
+    providers = CPU
 
 
 class SyntheticSource:

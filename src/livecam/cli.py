@@ -532,8 +532,9 @@ def image(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
 @click.option("--baseline", type=click.Path(dir_okay=False, path_type=Path),
               help="An earlier `livecam bench --json` report: print this run's ratios against it.")
 @click.option("--watermark", is_flag=True,
-              help="Mark frames as the outputs do (live: single frames twice a second, off the output thread; "
-                   "video: runs twice a second); the cost shows as the watermark stage.")
+              help="Run without and with the watermark, alternating (see --rounds), side by side; marked "
+                   "as the outputs are (live: every frame, the encoder beside the stream; video: runs twice "
+                   "a second). The cost shows as the watermark stages.")
 @click.pass_context
 def bench(ctx: click.Context, **kw: Any) -> None:
     """Measure the real pipeline on a recorded clip: per-stage ms, FPS, latency, memory.

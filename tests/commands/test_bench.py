@@ -205,9 +205,13 @@ def test_a_missing_or_wrong_baseline_is_one_line_before_any_model_loads(
 
 def test_watermark_shows_as_a_stage_in_both_modes(faces_dir: Path, isolated_env: dict[str, str]) -> None:
     photo = ["--source", str(faces_dir / "obama.jpg"), "--resolution", "320x240"]
-    live = _bench([*photo, "--watermark"], isolated_env)
-    assert live["stages"]["watermark"]["count"] >= 1  # frame 0, then twice a second
-    assert live["stages"]["watermark"]["median_ms"] > 0
-    video = _bench([*photo, "--watermark", "--mode", "video"], isolated_env)
-    assert video["stages"]["watermark"]["count"] == 4  # one run of 4 frames in the first 10 at 30 FPS
+    live = _bench([*photo, "--watermark"], isolated_env)["variants"]  # with and without, alternating
+    assert list(live) == ["unmarked", "watermarked"] and "watermark" not in live["unmarked"]["stages"]
+    marked = live["watermarked"]
+    assert marked["stages"]["watermark"]["count"] == marked["marked_frames"] >= 1  # every frame shown
+    assert marked["stages"]["watermark encoder"]["count"] >= 1  # the change, computed beside the stream
+    assert 0 < marked["marked_read_back"] <= 1  # frame 1 at least: the change from a warm-up frame reads
+    video = _bench([*photo, "--watermark", "--mode", "video"], isolated_env)["variants"]
+    assert video["watermarked"]["stages"]["watermark"]["count"] == 4  # one run of 4 frames in the first 10 at 30 FPS
+    assert "watermark" not in video["unmarked"]["stages"]
     assert "watermark" not in _bench(photo, isolated_env)["stages"]  # off by default

@@ -24,7 +24,9 @@ sys.path.insert(0, {root!r})
 import numpy as np
 import livecam.commands.video as video
 
-class SlowEngine:
+from tests.doubles import NoModels
+
+class SlowEngine(NoModels):  # contracts.FileEngine: model_names, providers
     smooths = False  # contracts.FileEngine: no ordered tracking step
     def analyse(self, packet, track):
         packet.faces = []

@@ -17,6 +17,7 @@ from livecam.errors import EXIT_USAGE, InputError, LivecamError
 from livecam.frame import FramePacket
 from livecam.pipeline.progress import Parts
 from livecam.settings import C2paSettings, ProcessingSettings, RuntimeSettings, VideoJob
+from tests.doubles import NoModels
 from tests.conftest import REPO_ROOT, run_cli, wait_for_file
 from tests.videos import count_frames, make_audio_only, make_clip, probe, read_index
 
@@ -32,6 +33,8 @@ import livecam.commands.video as video
 class FlipEngine:
     smooths = False
     seen = 0
+    model_names = {{}}
+    providers = None
     def analyse(self, packet, track):
         packet.faces = []
     def process(self, packet):
@@ -126,7 +129,7 @@ def test_sigterm_mid_batch_keeps_the_finished_files_and_nothing_of_the_current_o
     assert count_frames(out / "a.mp4") == 30
 
 
-class FlipEngine:
+class FlipEngine(NoModels):
     smooths = False
 
     def analyse(self, packet: FramePacket, track: bool) -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from livecam.frame import FramePacket
 from livecam.pipeline.file import run_frames
+from tests.doubles import NoModels
 
 
 @dataclass
@@ -44,7 +45,7 @@ class Clock:
             self.last_activity = time.perf_counter()
 
 
-class Engine:
+class Engine(NoModels):
     smooths = False  # contracts.FileEngine: no ordered tracking step
 
     def analyse(self, packet: FramePacket, track: bool) -> None:

@@ -27,12 +27,13 @@ from livecam.pipeline.file import (
 )
 from livecam.media.provenance import label_box
 from livecam.settings import ProcessingSettings, RuntimeSettings, VideoJob
+from tests.doubles import NoModels
 from tests.videos import count_frames, make_clip, probe, read_index
 
 SQUARE = (slice(20, 44), slice(40, 72))  # rows, cols the fake engine inverts
 
 
-class InvertEngine:
+class InvertEngine(NoModels):
     """Inverts a square and 'finds' a face there; optional per-frame delay and failure."""
 
     smooths = False  # contracts.FileEngine: no ordered tracking step
@@ -216,7 +217,7 @@ def test_no_face_anywhere_completes_with_a_warning(tmp_path: Path, clip: Path,
 
 
 def test_label_changes_only_its_corner_and_no_label_removes_it(tmp_path: Path, clip: Path) -> None:
-    class Identity:
+    class Identity(NoModels):
         smooths = False
 
         def analyse(self, packet: FramePacket, track: bool) -> None:

@@ -35,6 +35,7 @@ import numpy as np
 from livecam.errors import InputError
 from livecam.frame import FramePacket
 from livecam.pipeline.contracts import ForwardingEngine
+from livecam.marks.live_marker import LiveMarker
 from livecam.marks.watermark import open_watermarker
 from livecam.settings import BenchJob, LiveJob
 
@@ -46,6 +47,7 @@ log = logging.getLogger("livecam")
 
 WARMUP_FRAMES = 3
 RING = 24  # distinct generated frames, cycled
+READ_EVERY = 10  # live --watermark: every 10th marked frame is read back after the run
 
 
 # ----------------------------------------------------------------------------- the clip
@@ -158,14 +160,17 @@ def stage_table(records: list[dict[str, float]], first: tuple[str, list[float]],
     return stages
 
 
-def timed_marker(mark: Callable[[int, np.ndarray], np.ndarray],
-                 times: list[float]) -> Callable[[int, np.ndarray], np.ndarray]:
-    """The watermark step, keeping the ms of each frame it marked (frames it passes are free)."""
+def timed_marker(mark: Callable[[int, np.ndarray], np.ndarray], times: list[float],
+                 kept: list[np.ndarray] | None = None) -> Callable[[int, np.ndarray], np.ndarray]:
+    """The watermark step, keeping the ms of each frame it marked (frames it passes are free)
+    and every READ_EVERY-th marked frame in `kept` (read back after the run)."""
     def timed(index: int, image: np.ndarray) -> np.ndarray:
         t0 = time.perf_counter()
         out = mark(index, image)
         if out is not image:
             times.append((time.perf_counter() - t0) * 1000.0)  # list.append: safe from the workers
+            if kept is not None and len(times) % READ_EVERY == 1:
+                kept.append(out)
         return out
     return timed
 
@@ -273,13 +278,17 @@ def run_live_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None 
     for lane in lanes:  # their sessions, buffers and CUDA graphs come first
         _warm_up(lane, warm, live=False)
     marks: list[float] = []
-    # --watermark: as `run --output virtual-camera --watermark` marks (single frames twice a
-    # second, on the marking thread)
-    marker = timed_marker(open_watermarker(job.processing.runtime, engine.providers).video_marker(fps, run=1),
-                          marks) if job.watermark else None
+    kept: list[np.ndarray] = []
+    # --watermark: as `run --output virtual-camera --watermark` marks (every frame, on the marking
+    # thread, with the change the encoder thread refreshes: marks.live_marker)
+    live_marker = (LiveMarker(open_watermarker(job.processing.runtime, engine.providers, threads=1))
+                   if job.watermark else None)
+    if live_marker is not None:
+        live_marker.prime(warm[0])  # its first encoder run is warm-up too: the run measures the steady state
     # The governor stays off: the configured pipeline is what gets measured, not a degraded one.
     options = LiveRun(LiveJob(processing=job.processing, max_frames=job.frames, degrade=False, label=False),
-                      watermark=marker, lanes=lanes)
+                      watermark=timed_marker(live_marker, marks, kept) if live_marker is not None else None,
+                      lanes=lanes)
     cpu0 = cpu_seconds()
     try:
         result = run_live_pipeline(recording, TimedSource(images, "bench clip", fps, capture),
@@ -287,15 +296,30 @@ def run_live_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None 
     finally:
         if reader is not None:
             reader.close()
+        if live_marker is not None:
+            live_marker.close()
     cpu = cpu_seconds() - cpu0
     summary = result.summary
+    stages = with_watermark(stage_table(recording.records, ("capture", capture)), marks)
+    if live_marker is not None and live_marker.encoder_cpu_ms:  # CPU ms per encoder run (count: runs)
+        stages["watermark encoder"] = _stat(live_marker.encoder_cpu_ms)
     return {
         "frames": summary["frames"], "fps": summary["fps"], "dropped": summary["dropped"],
         "latency_ms_p50": summary["latency_ms_p50"], "latency_ms_p95": summary["latency_ms_p95"],
         "cpu_ms_per_frame": round(cpu * 1000.0 / max(1, summary["frames"]), 2),
-        "stages": with_watermark(stage_table(recording.records, ("capture", capture)), marks),
-        "faces_per_frame": _faces(recording.faces), "gpu_mb": gpu_memory_mb(),
+        "stages": stages, "faces_per_frame": _faces(recording.faces), "gpu_mb": gpu_memory_mb(),
+        **({"marked_frames": len(marks), "unmarked_frames": live_marker.unmarked,
+            "marked_read_back": _read_back(job, engine, kept)} if live_marker else {}),
     }
+
+
+def _read_back(job: BenchJob, engine: Engine, frames: list[np.ndarray]) -> float | None:
+    """The share of these marked frames the decoder reads as marked (live marks reuse a change
+    computed on an earlier frame: this says how much of the clip's motion they bear)."""
+    if not frames:
+        return None
+    reader = open_watermarker(job.processing.runtime, engine.providers)
+    return round(sum(reader.read(image).marked for image in frames) / len(frames), 3)
 
 
 def gpu_memory_mb() -> float | None:
@@ -435,8 +459,13 @@ def _run_bench(job: BenchJob) -> None:
     # One job per provider compared (or the job itself); engines are built once each, then the
     # runs alternate round by round so every provider sees the same machine state.
     variants = {p: _on_provider(job, p) for p in job.compare_providers} or {"": job}
-    engines = {name: Engine.create(v.processing, live=live, progress=not v.processing.runtime.quiet)
-               for name, v in variants.items()}
+    if job.watermark and not job.compare_providers:  # the cost of the mark: with and without, alternating
+        variants = {"unmarked": replace(job, watermark=False), "watermarked": job}
+    engines: dict[str, Engine] = {}
+    for name, v in variants.items():  # the watermark variants share one engine
+        same = [engines[n] for n, other in variants.items() if n in engines and other.processing == v.processing]
+        engines[name] = same[0] if same else Engine.create(v.processing, live=live,
+                                                           progress=not v.processing.runtime.quiet)
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
     for _ in range(job.rounds):
         for name, variant in variants.items():
@@ -453,14 +482,15 @@ def _run_bench(job: BenchJob) -> None:
             "processors": list(engines[name].processor_names), "rounds": job.rounds, **result,
             "peak_rss_mb": _round(peak_rss_mb()),
         }
-    if not job.compare_providers:
+    if len(reports) == 1:
         report = reports[""]
         if baseline is not None:
             report["against_baseline"] = ratios(report, baseline)
         click.echo(json.dumps(report, indent=2) if job.json else format_table(report))
         return
     first = next(iter(reports.values()))
-    side = {"mode": job.mode, "resolution": size, "rounds": job.rounds, "providers": reports,
+    side = {"mode": job.mode, "resolution": size, "rounds": job.rounds,
+            ("providers" if job.compare_providers else "variants"): reports,
             "ratios_to_first": {name: ratios(r, first) for name, r in reports.items()}}
     click.echo(json.dumps(side, indent=2) if job.json else side_by_side_table(side))
 
@@ -473,7 +503,8 @@ def _on_provider(job: BenchJob, provider: str) -> BenchJob:
 # ----------------------------------------------------------------------------- comparing runs
 
 
-_SCALARS = ("fps", "latency_ms_p50", "latency_ms_p95", "cpu_ms_per_frame", "faces_per_frame", "gpu_mb")
+_SCALARS = ("fps", "latency_ms_p50", "latency_ms_p95", "cpu_ms_per_frame", "faces_per_frame", "gpu_mb", "dropped",
+            "marked_read_back")
 
 
 def median_result(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -493,6 +524,7 @@ def median_result(results: list[dict[str, Any]]) -> dict[str, Any]:
                         "count": int(sum(int(row["count"]) for row in rows))}
     merged["stages"] = stages
     merged["fps_rounds"] = [r["fps"] for r in results]
+    merged["dropped_rounds"] = [r["dropped"] for r in results]
     return merged
 
 
@@ -554,7 +586,7 @@ def format_table(report: dict[str, Any]) -> str:
 def side_by_side_table(side: dict[str, Any]) -> str:
     """Stage medians and end-to-end figures, one column per provider, each with its ratio to the
     first provider."""
-    reports: dict[str, dict[str, Any]] = side["providers"]
+    reports: dict[str, dict[str, Any]] = side.get("providers") or side["variants"]
     names = list(reports)
     width = max(16, *(len(n) + 11 for n in names))
     lines = [f"livecam bench: {side['mode']} mode, {side['resolution']}, median of {side['rounds']} "
@@ -571,7 +603,8 @@ def side_by_side_table(side: dict[str, Any]) -> str:
         row = [reports[n]["stages"].get(stage, {}).get("median_ms") for n in names]
         lines.append(f"{stage:<16}" + "".join(cell(v, row[0]) for v in row))
     for key, label in (("fps", "FPS"), ("latency_ms_p50", "latency p50"), ("latency_ms_p95", "latency p95"),
-                       ("cpu_ms_per_frame", "CPU ms/frame")):
+                       ("cpu_ms_per_frame", "CPU ms/frame"), ("dropped", "dropped"),
+                       ("marked_read_back", "read as marked")):
         row = [reports[n].get(key) for n in names]
         if any(v is not None for v in row):
             lines.append(f"{label:<16}" + "".join(cell(v, row[0]) for v in row))

@@ -119,7 +119,7 @@ def _make_demo(folder: Path, runtime: RuntimeSettings, workers: int, written: li
              engine.describe())
     # The demo's outputs carry every mark, as `livecam video` and `livecam image` write them.
     marker = open_watermarker(runtime, engine.providers, workers)
-    models = tuple(getattr(engine, "model_names", {}).values())
+    models = tuple(engine.model_names.values())
     video_signing = signing_for(C2paSettings(), target_clip, models)
     # force: prepare_folder already required --force for a folder with files in it
     video = process_video(VideoJob(input=target_clip, output=demo_clip, processing=settings, force=True,

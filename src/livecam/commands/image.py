@@ -49,7 +49,7 @@ def run_image(job: ImageJob) -> None:
     else:
         engine.process(packet)
     marker = open_watermarker(job.processing.runtime, engine.providers) if job.watermark else None
-    signing = signing_for(job.c2pa, job.input, tuple(getattr(engine, "model_names", {}).values()))
+    signing = signing_for(job.c2pa, job.input, tuple(engine.model_names.values()))
     write_image_atomic(job.output, packet.image, force=job.force, label=job.label, alpha=alpha,
                        watermark=marker.embed if marker else None,
                        sign=(lambda data: signing.sign_bytes(data, job.output)) if signing else None)

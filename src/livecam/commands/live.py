@@ -12,6 +12,7 @@ import numpy as np
 from livecam.errors import DeviceError, InputError, OutputExistsError
 from livecam.frame import FramePacket
 from livecam.marks.credentials import signing_for
+from livecam.marks.live_marker import LiveMarker
 from livecam.marks.watermark import open_watermarker
 from livecam.media.camera import CameraSource, VideoFileSource, camera_device_problem, open_source
 from livecam.media.images import check_output_folder, same_file
@@ -105,13 +106,21 @@ def _run_live(job: LiveJob) -> None:
         sink.fps = float(source.fps or job.fps)  # the source's real rate is known once it is open
     recording = isinstance(sink, FileRecorderSink)
     if isinstance(sink, FileRecorderSink) and signing is not None:
-        signed = replace(signing, models=tuple(getattr(engine, "model_names", {}).values()))
+        signed = replace(signing, models=tuple(engine.model_names.values()))
         sink.sign = lambda temp: signed.sign_file(temp, sink.path)
-    # single frames twice a second, marked on the marking thread (pipeline.live, marks.marking_sink)
-    marker = (open_watermarker(job.processing.runtime, engine.providers).video_marker(
-        float(source.fps or job.fps), run=1) if job.watermarked(recording) else None)
+    # every frame marked on the marking thread with a change the encoder refreshes beside the
+    # stream (marks.live_marker, marks.marking_sink); one intra-op thread: it runs on idle time
+    marker = (LiveMarker(open_watermarker(job.processing.runtime, engine.providers, threads=1),
+                         recording_fps=float(source.fps or job.fps) if recording else None)
+              if job.watermarked(recording) else None)
     from livecam.pipeline.engine import lanes_of
 
     # The pipeline releases the source and finalises the sink whatever happens.
-    run_live_pipeline(engine, source, sink, LiveRun(job, recording=recording, watermark=marker,
-                                                    lanes=lanes_of(engine)), probe=ResourceProbe())
+    try:
+        run_live_pipeline(engine, source, sink, LiveRun(job, recording=recording, watermark=marker,
+                                                        watermark_slower=marker.slower if marker else None,
+                                                        lanes=lanes_of(engine)),
+                          probe=ResourceProbe())
+    finally:
+        if marker is not None:
+            marker.close()

@@ -96,9 +96,9 @@ def run_video(job: VideoJob, cluster: ClusterSettings | None = None) -> None:
         return run_video_on_cluster(job, cluster)
     engine = create_engine(job)
     quiet = job.processing.runtime.quiet
-    marker = (open_watermarker(job.processing.runtime, getattr(engine, "providers", None),
+    marker = (open_watermarker(job.processing.runtime, engine.providers,
                                job.processing.runtime.execution_threads) if job.watermark else None)
-    signing = signing_for(job.c2pa, job.input, tuple(getattr(engine, "model_names", {}).values()))
+    signing = signing_for(job.c2pa, job.input, tuple(engine.model_names.values()))
     cap = AddressSpaceCap(job.max_memory_gb)
     with stop_signals():
         try:
@@ -182,9 +182,9 @@ def run_local(template: VideoJob, jobs: Sequence[VideoJob], total: int | None) -
     from livecam.pipeline.engine import lanes_of
 
     engine = create_engine(template)
-    marker = (open_watermarker(template.processing.runtime, getattr(engine, "providers", None),
+    marker = (open_watermarker(template.processing.runtime, engine.providers,
                                template.processing.runtime.execution_threads) if template.watermark else None)
-    signing = signing_for(template.c2pa, None, tuple(getattr(engine, "model_names", {}).values()))
+    signing = signing_for(template.c2pa, None, tuple(engine.model_names.values()))
     sign = ((lambda job, temp: replace(signing, input=job.input).sign_file(temp, job.output))
             if signing is not None else None)
     cap = AddressSpaceCap(template.max_memory_gb)

@@ -1,10 +1,10 @@
 """Marking off the live output thread: a sink wrapper with its own thread.
 
 The live pipeline's output loop hands every shown frame to MarkingSink.write and goes on at
-once; the wrapper's thread marks the frames the cadence picks (about 180 ms for a 720p frame
-on 2 cores) and writes every frame, in the order given, to the wrapped sink. So a marked frame
-costs the output loop nothing, and the recording or virtual camera gets the same frames in the
-same order as without the watermark.
+once; the wrapper's thread marks the frames (marks.live_marker: a fraction of a ms for a 720p
+frame, the first of a recording a full encoder run) and writes every frame, in the order given,
+to the wrapped sink. So a marked frame costs the output loop nothing, and the recording or
+virtual camera gets the same frames in the same order as without the watermark.
 
 The backlog holds `backlog` frames. A recording is lossless: when the backlog is full (the
 marker or encoder cannot keep up on average) write waits, as a slow encoder made it wait before.

@@ -14,8 +14,8 @@ false_positive_rate() = sum(C(32, i), i <= 4) / 2**32, about 1e-5 per frame. A v
 marked when at least VIDEO_MIN_FRAMES sampled frames do (about n^2/2 * 1e-10 by chance).
 
 Video cadence: `livecam video` marks runs of RUN_FRAMES consecutive frames starting
-MARKS_PER_SECOND times a second (frame 0 first); live recordings, where a marked frame must not
-hold up the output, mark single frames at that rate. Runs, because a lone marked frame does not
+MARKS_PER_SECOND times a second (frame 0 first); live outputs mark every frame with a change
+computed beside the stream (marks.live_marker). Runs, because a lone marked frame does not
 survive H.264 well: the encoder predicts the next frames from it and codes the small
 difference between them away, and a re-encode can turn a lone marked frame into a P-frame whose
 mark goes the same way. Measured (livecam's encode, then libx264 again): on a 720p clip, lone
@@ -41,7 +41,7 @@ PAYLOAD_VERSION = 1
 SIGNATURE_BITS = 28
 MAX_BIT_ERRORS = 4
 VIDEO_MIN_FRAMES = 2
-MARKS_PER_SECOND = 2.0  # runs (video files) or single frames (live recordings) a second
+MARKS_PER_SECOND = 2.0  # runs a second (video files)
 RUN_FRAMES = 4  # consecutive marked frames in a run (video files)
 
 
@@ -98,6 +98,42 @@ def _tensor(image: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x.transpose(2, 0, 1)[None, :, None])
 
 
+class Residual:
+    """The encoder's change to one frame, at the work size (float levels): added to that frame,
+    or (live, marks.live_marker) to later frames of the same scene, which still read as marked.
+
+    add_to() costs about half a ms at 720p: the upscaled change is rounded once per frame size and
+    added with saturating uint8 arithmetic (the same pixels as rounding frame + change)."""
+
+    def __init__(self, small: np.ndarray) -> None:
+        self.small = small  # h x w x 3 float32, at WORK_HEIGHT
+        self._size: tuple[int, int] | None = None
+        self._up = self._down = np.zeros((0, 0, 3), np.uint8)
+
+    def fit(self, width: int, height: int) -> None:
+        """Upscale and round the change for frames of this size (cached: one size per stream)."""
+        if self._size == (width, height):
+            return
+        change = self.small
+        if change.shape[:2] != (height, width):
+            change = cv2.resize(change, (width, height), interpolation=cv2.INTER_LINEAR)
+        change = np.rint(change)
+        self._up = np.clip(change, 0, 255).astype(np.uint8)
+        self._down = np.clip(-change, 0, 255).astype(np.uint8)
+        self._size = (width, height)
+
+    def add_to(self, image: np.ndarray) -> np.ndarray:
+        """A marked copy of an HxWx3 (or HxWx4: alpha kept) uint8 image."""
+        self.fit(image.shape[1], image.shape[0])
+        colour = np.ascontiguousarray(image[:, :, :3])
+        marked = cv2.subtract(cv2.add(colour, self._up), self._down)
+        if image.shape[2] == 3:
+            return marked
+        result = image.copy()
+        result[:, :, :3] = marked
+        return result
+
+
 class Watermarker:
     """Embeds and reads the livecam word with two ONNX Runtime sessions (encoder, decoder)."""
 
@@ -113,17 +149,15 @@ class Watermarker:
 
     def embed(self, image: np.ndarray) -> np.ndarray:
         """A marked copy of an HxWx3 (or HxWx4: alpha kept) uint8 image."""
-        colour = image[:, :, :3]
-        small = _small(colour)
+        return self.residual(image).add_to(image)
+
+    def residual(self, image: np.ndarray) -> Residual:
+        """What the encoder changes in this image (the costly part of embed: one encoder run)."""
+        small = _tensor(_small(image[:, :, :3]))
         data = PAYLOAD_BITS.astype(np.float32)[None]
-        out = self._encoder.run(None, {"frame": _tensor(small), "data": data})[0]
+        out = self._encoder.run(None, {"frame": small, "data": data})[0]
         marked = np.clip(out[0, :, 0].transpose(1, 2, 0), -1.0, 1.0)
-        residual = (marked - _tensor(small)[0, :, 0].transpose(1, 2, 0)) * 127.5
-        if residual.shape[:2] != colour.shape[:2]:
-            residual = cv2.resize(residual, (colour.shape[1], colour.shape[0]), interpolation=cv2.INTER_LINEAR)
-        result = image.copy()
-        result[:, :, :3] = np.clip(colour.astype(np.float32) + residual, 0, 255).round().astype(np.uint8)
-        return result
+        return Residual((marked - small[0, :, 0].transpose(1, 2, 0)) * 127.5)
 
     def video_marker(self, fps: float, run: int = RUN_FRAMES) -> Callable[[int, np.ndarray], np.ndarray]:
         """(frame index, image) -> the image, marked on the frames mark_frame() picks."""
@@ -140,13 +174,13 @@ class Watermarker:
                        confidence=float(np.mean(np.abs(logits))))
 
 
-def open_watermarker(runtime: Any, providers: Any = None, workers: int = 1) -> Watermarker:
+def open_watermarker(runtime: Any, providers: Any = None, workers: int = 1, threads: int | None = None) -> Watermarker:
     """The watermarker for a run: the embedded models from the model store of these
     RuntimeSettings, on the run's providers (the CPU when None), sharing the cores between
-    `workers` frames marked at once."""
+    `workers` frames marked at once (or on `threads` intra-op threads)."""
     from livecam.models.store import ModelStore
     from livecam.runtime.providers import resolve_providers
     from livecam.runtime.sessions import cpu_threads_per_session
 
     return Watermarker.open(ModelStore(runtime, progress=False), providers or resolve_providers(["cpu"]),
-                            cpu_threads_per_session(workers))
+                            threads or cpu_threads_per_session(workers))

@@ -4,7 +4,8 @@ livecam.pipeline.engine.Engine satisfies every protocol here (tests/test_typing.
 mypy); tests drive the pipelines with small fakes that satisfy only the one they need.
 
     FrameEngine    analyse + process: every pipeline (and `livecam image`)
-    FileEngine     + smoothing in frame order (detect in any thread, track in order): files
+    FileEngine     + smoothing in frame order (detect in any thread, track in order), and the
+                   models and providers in use (for the watermark's sessions and C2PA): files
     Knobs          what the live governor turns
     LiveEngine     FrameEngine + Knobs + the live controls (n key, banner, det-size step)
 
@@ -14,9 +15,12 @@ analyse(track=True), track, next_source and the knobs belong to one thread each.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, Sequence
+from typing import TYPE_CHECKING, Mapping, Protocol, Sequence
 
 from livecam.frame import FramePacket
+
+if TYPE_CHECKING:
+    from livecam.runtime.providers import ProviderChoice
 
 
 class FrameEngine(Protocol):
@@ -37,6 +41,14 @@ class FileEngine(FrameEngine, Protocol):
 
     def track(self, packet: FramePacket) -> None:
         """Smooth packet.faces over time; one call at a time, in frame order."""
+
+    @property
+    def model_names(self) -> Mapping[str, str]:
+        """The models in use by role (analysis, swapper, ...): named in the C2PA manifest."""
+
+    @property
+    def providers(self) -> ProviderChoice:
+        """The execution providers the models run on (the watermark's sessions use them too)."""
 
 
 class Knobs(Protocol):
@@ -96,6 +108,14 @@ class ForwardingEngine:
 
     def track(self, packet: FramePacket) -> None:
         self.engine.track(packet)
+
+    @property
+    def model_names(self) -> Mapping[str, str]:
+        return self.engine.model_names
+
+    @property
+    def providers(self) -> ProviderChoice:
+        return self.engine.providers
 
     @property
     def processor_names(self) -> Sequence[str]:

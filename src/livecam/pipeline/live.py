@@ -38,7 +38,7 @@ from livecam.marks.marking_sink import MarkingSink
 from livecam.media.camera import FrameSource
 from livecam.media.sinks import Sink
 from livecam.pipeline.contracts import FrameEngine, LiveEngine
-from livecam.pipeline.governor import Governor, default_steps
+from livecam.pipeline.governor import Governor, Step, default_steps
 from livecam.pipeline.metrics import LiveMetrics, ResourceProbe
 from livecam.pipeline.queues import DropOldestQueue, ReorderBuffer, put_until
 from livecam.pipeline.signals import stop_signals
@@ -62,6 +62,8 @@ class LiveRun:
     recording: bool = False  # the sink is a file: labelled unless --no-label
     # (output frame index, image) -> image, run on the marking thread (marks.marking_sink)
     watermark: Callable[[int, np.ndarray], np.ndarray] | None = None
+    # the governor's first step with a watermark: slower(True) marks more cheaply (marks.live_marker)
+    watermark_slower: Callable[[bool], None] | None = None
     interval_s: float = 1.0  # metrics and governor period
     recover_s: float = 3.0
     stall_timeout_s: float = 2.0
@@ -125,10 +127,13 @@ class LivePipeline:
             self.sink = MarkingSink(sink, options.watermark, backlog=max(2, round(fps / 2)),
                                     lossless=options.recording, on_drop=lambda: self.metrics.drop("marking busy"))
         self._probe = probe
+        steps = default_steps(engine, detect_every=job.processing.analysis.detect_every, det_size=engine.det_size,
+                              switch_enhancers=lambda on: self._hold_enhancer(not on))
+        slower = options.watermark_slower if options.watermark is not None else None
+        if slower is not None:  # first: the frames stay marked, the encoder just runs less often
+            steps.insert(0, Step("watermark refresh slower", lambda: slower(True), lambda: slower(False)))
         self.governor = Governor(
-            default_steps(engine, detect_every=job.processing.analysis.detect_every, det_size=engine.det_size,
-                          switch_enhancers=lambda on: self._hold_enhancer(not on)),
-            job.max_latency_ms, enabled=job.degrade, interval_s=options.interval_s,
+            steps, job.max_latency_ms, enabled=job.degrade, interval_s=options.interval_s,
             recover_s=options.recover_s, clock=time.perf_counter)
         self.stages = Stages()
         self._stop = self.stages.stop
