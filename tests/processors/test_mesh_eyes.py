@@ -38,6 +38,12 @@ W = 96  # eye width (corner to corner) in the canonical eye crop, px
 Analysed = dict[str, tuple[np.ndarray, Face]]
 
 
+def points(face: Face) -> np.ndarray:
+    """A meshed face's 468 landmarks (every face here is meshed)."""
+    assert face.landmarks is not None
+    return face.landmarks
+
+
 def ear(landmarks: np.ndarray) -> np.ndarray:
     """Per eye (person's right, left): mean lid gap of two point pairs over the corner distance."""
     lm = np.asarray(landmarks, dtype=np.float64)
@@ -80,6 +86,7 @@ def photos(faces_dir: Path, mesh: Callable[[np.ndarray], list[Face]]) -> Analyse
     out: Analysed = {}
     for name in ("obama.jpg", "obama2.jpg", "biden.jpg", "astronaut.png", "group6.jpg"):
         image = cv2.imread(str(faces_dir / name))
+        assert image is not None, name
         faces = mesh(image)
         assert faces, name
         for i, face in enumerate(faces):
@@ -120,18 +127,18 @@ def paste_source_eyes(source: tuple[np.ndarray, Face], target: tuple[np.ndarray,
     they are: each moved, turned and scaled only to sit on the target eye's corners, so at the
     source's own opening. What a swapper with this tell would show."""
     (simg, sface), (timg, tface) = source, target
-    out = timg.astype(np.float32)
+    out: np.ndarray = timg.astype(np.float32)
     for ring in EYES:
-        m = similarity(*corners(sface.landmarks, ring), *corners(tface.landmarks, ring))
+        m = similarity(*corners(points(sface), ring), *corners(points(tface), ring))
         moved = cv2.warpAffine(simg, m, timg.shape[1::-1], flags=cv2.INTER_LINEAR,
                                borderMode=cv2.BORDER_REFLECT).astype(np.float32)
-        a, b = corners(tface.landmarks, ring)
+        a, b = corners(points(tface), ring)
         width = float(np.linalg.norm(b - a))
-        weight = np.zeros(timg.shape[:2], np.float32)
+        ellipse = np.zeros(timg.shape[:2], np.float32)
         centre = (int(round((a[0] + b[0]) / 2)), int(round((a[1] + b[1]) / 2)))
         angle = float(np.degrees(np.arctan2(b[1] - a[1], b[0] - a[0])))
-        cv2.ellipse(weight, centre, (int(0.8 * width), int(0.5 * width)), angle, 0, 360, 1.0, -1)
-        weight = cv2.GaussianBlur(weight, (0, 0), 0.08 * width)[..., None]
+        cv2.ellipse(ellipse, centre, (int(0.8 * width), int(0.5 * width)), angle, 0, 360, 1.0, -1)
+        weight = cv2.GaussianBlur(ellipse, (0, 0), 0.08 * width)[..., None]
         out = out * (1.0 - weight) + moved * weight
     return np.clip(out + 0.5, 0, 255).astype(np.uint8)
 
@@ -164,12 +171,12 @@ def eye_fit(out: np.ndarray, out_face: Face, source: tuple[np.ndarray, Face],
     output: the swapper moves the kept eyes with the face's shape)."""
     ring = EYES[eye]
     (_, sface), (timg, tface) = source, target
-    t, m = canonical(timg, tface.landmarks, ring)
-    p, _ = canonical(paste_source_eyes(source, target), tface.landmarks, ring)
-    o, _ = canonical(out, out_face.landmarks, ring)
-    to_target = similarity(*corners(sface.landmarks, ring), *corners(tface.landmarks, ring))
-    region = (aperture(apply(m, tface.landmarks[ring]))
-              | aperture(apply(m, apply(to_target, sface.landmarks[ring]))))
+    t, m = canonical(timg, points(tface), ring)
+    p, _ = canonical(paste_source_eyes(source, target), points(tface), ring)
+    o, _ = canonical(out, points(out_face), ring)
+    to_target = similarity(*corners(points(sface), ring), *corners(points(tface), ring))
+    region = (aperture(apply(m, points(tface)[ring]))
+              | aperture(apply(m, apply(to_target, points(sface)[ring]))))
     t, p, o = (x[region] - x[region].mean() for x in (t, p, o))
     d = p - t
     w = float((o - t) @ d / (d @ d))
@@ -184,7 +191,7 @@ def eye_fit(out: np.ndarray, out_face: Face, source: tuple[np.ndarray, Face],
 
 
 def frontal(photos: Analysed) -> list[str]:
-    return [k for k, (_, f) in photos.items() if abs(yaw(f.landmarks)) < FRONTAL_YAW]
+    return [k for k, (_, f) in photos.items() if abs(yaw(points(f))) < FRONTAL_YAW]
 
 
 # Source more open than the target (the tell: open source eyes on a target's lowered lids),
@@ -201,7 +208,7 @@ def test_real_photos_the_pairs_are_the_frontal_faces_whose_eyes_differ_most(phot
     assert {"obama.jpg", "biden.jpg", "group6.jpg#0", "group6.jpg#2"} <= set(keys)
 
     def gap(pair: tuple[str, str]) -> float:  # the smaller of the two eyes' opening differences
-        s, t = (ear(photos[k][1].landmarks) for k in pair)
+        s, t = (ear(points(photos[k][1])) for k in pair)
         return float((s - t).min())
 
     ranked = sorted(itertools.permutations(keys, 2), key=gap, reverse=True)
