@@ -72,3 +72,19 @@ def test_a_chunk_missing_packet_times_is_refused(clip: Path) -> None:
     damaged = replace(chunk, packets=replace(chunk.packets, times=chunk.packets.times[:-3]))
     with ChunkReader(damaged) as reader, pytest.raises(InputError, match="in.mp4 segment 2.*more packets"):
         _frames(reader, segment.seek_pts)
+
+
+def test_a_rotated_inputs_chunk_decodes_upright(tmp_path: Path) -> None:
+    """The display rotation (a phone's) travels in the chunk's stream parameters."""
+    from tests.videos import make_clip
+
+    clip = make_clip(tmp_path / "phone.mp4", frames=60, size=(160, 96), fps=30, audio=False, rotation=90)
+    segment = plan_segments(index_packets(clip), segment_seconds=1.0, overlap_seconds=0.3)[1]
+    with VideoReader(clip) as reader:
+        info = reader.info
+        wanted = _frames(reader, segment.seek_pts)
+    assert info.rotation == 90
+    with ChunkReader(cut_chunk(clip, segment, info, name="s")) as reader:
+        got = _frames(reader, segment.seek_pts)
+    assert len(got) == len(wanted) and got[0][1].shape == (160, 96, 3)
+    assert all(np.array_equal(a, b) for (_, a), (_, b) in zip(wanted, got))

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Iterator
 
 import av
 
 from livecam.errors import InputError
+from livecam.media.containers import as_fraction
 from livecam.media.join import EncodedPart
 from livecam.media.segments import Segment
 from livecam.media.video_reader import DecodedFrame, VideoDecoder, VideoInfo, open_input, video_stream_of
@@ -43,6 +45,7 @@ def cut_chunk(path: Path, segment: Segment, info: VideoInfo, *, name: str) -> Ch
     try:
         with open_input(path) as container:
             stream = video_stream_of(container, str(path))
+            tb = as_fraction(stream.time_base) if stream.time_base else Fraction(1, 90000)  # as index_packets
             if segment.seek_pts is not None:
                 container.seek(segment.seek_pts, stream=stream, backward=True, any_frame=False)
             with av.open(buffer, "w", format=CHUNK_FORMAT) as out:
@@ -58,7 +61,7 @@ def cut_chunk(path: Path, segment: Segment, info: VideoInfo, *, name: str) -> Ch
                             continue  # the demuxer landed before the keyframe
                         started = True
                     times.append((int(packet.pts), None if packet.dts is None else int(packet.dts)))
-                    done = packet.pts == segment.stop_pts and not packet.is_discard
+                    done = packet.pts == segment.stop_pts and not getattr(packet, "is_discard", False)
                     packet.stream = copy
                     out.mux(packet)
                     if done:
@@ -69,8 +72,6 @@ def cut_chunk(path: Path, segment: Segment, info: VideoInfo, *, name: str) -> Ch
     if not done:
         raise InputError(f"{name}: the input does not hold the packets its plan names (changed since?); "
                          "run it again")
-    tb = stream.time_base
-    assert tb is not None
     part = EncodedPart(data=buffer.getvalue(), format=CHUNK_FORMAT, time_base=tb, times=tuple(times), name=name)
     return Chunk(packets=part, info=info)
 

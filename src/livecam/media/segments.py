@@ -92,7 +92,7 @@ class Segment:
     warm_time: float  # times of frames warm, first and end on the decoders' timeline
     first_time: float
     end_time: float | None  # None: to the end of the file
-    stop_pts: int = 0  # the last packet (decode order) a decode of frames warm..end-1 needs
+    stop_pts: int  # the last packet (decode order) a decode of frames warm..end-1 needs
 
     @property
     def frames(self) -> int:
