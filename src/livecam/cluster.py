@@ -45,10 +45,10 @@ from typing import Any, Callable, Iterator, Sequence
 
 from livecam import __version__
 from livecam.errors import InputError, Interrupted, LivecamError
+from livecam.media.chunks import Chunk
 from livecam.pipeline.batch import FileOutcome
 from livecam.pipeline.contracts import FileEngine
 from livecam.pipeline.progress import Progress
-from livecam.media.chunks import Chunk
 from livecam.pipeline.segments import (SegmentPlan, SegmentResult, cut_segment, plan_job, readable_here,
                                        run_segment, write_joined)
 from livecam.settings import ClusterSettings, VideoJob
