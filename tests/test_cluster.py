@@ -207,3 +207,74 @@ def test_a_folder_runs_every_segment_on_the_cluster_and_sums_up(tmp_path: Path, 
     for name in ("a.mp4", "b.mp4"):
         assert probe(tmp_path / "out" / name)["frames"] == 90
     assert not (tmp_path / "out" / "c.mp4").exists()
+
+
+def test_workers_without_the_input_get_chunks_and_write_the_same_bytes(
+        tmp_path: Path, clip: Path, ray_cluster: str, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """No shared storage: a worker whose node does not hold the driver's file (here: the plan's
+    size and mtime say another file) asks for chunks (auto), or gets them anyway (chunks); the
+    output is byte for byte the one of workers reading the path."""
+    from dataclasses import replace
+
+    import livecam.cluster
+    from livecam.cluster import run_on_cluster
+
+    by_path = job_for(clip, tmp_path / "path.mp4", "libx264")
+    [ok] = run_on_cluster([by_path], settings(ray_cluster), Progress(90, quiet=True),
+                          engine_factory=smoothing_engine)
+    assert ok.error is None
+    forced = job_for(clip, tmp_path / "chunks.mp4", "libx264")
+    [outcome] = run_on_cluster([forced], replace(settings(ray_cluster), ship_input="chunks"),
+                               Progress(90, quiet=True), engine_factory=smoothing_engine)
+    assert outcome.error is None and outcome.frames == 90
+    assert forced.output.read_bytes() == by_path.output.read_bytes()
+
+    real_plan = livecam.cluster.plan_job
+    monkeypatch.setattr(livecam.cluster, "plan_job",
+                        lambda *a, **kw: replace(real_plan(*a, **kw), stamp=(1, 1)))  # a file no node has
+    elsewhere = job_for(clip, tmp_path / "auto.mp4", "libx264")
+    progress = Progress(90, quiet=True)
+    with caplog.at_level("INFO", logger="livecam"):
+        [outcome] = run_on_cluster([elsewhere], settings(ray_cluster), progress, engine_factory=smoothing_engine)
+    assert outcome.error is None and progress.done == 90
+    assert "does not read" in caplog.text  # the chunks were used
+    assert elsewhere.output.read_bytes() == by_path.output.read_bytes()
+
+    only_path = job_for(clip, tmp_path / "only-path.mp4", "libx264")
+    [failed] = run_on_cluster([only_path], replace(settings(ray_cluster), ship_input="path"),
+                              Progress(90, quiet=True), engine_factory=smoothing_engine)
+    assert failed.error is not None and "cannot read" in failed.error.message
+    assert "--ship-input auto" in failed.error.message
+    assert not only_path.output.exists()
+
+
+def test_a_worker_with_other_versions_is_refused(tmp_path: Path, clip: Path, ray_cluster: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The driver compares every worker's livecam and Ray versions with its own (here the
+    driver's are made to differ) and refuses in one line naming the node and both versions."""
+    import livecam.cluster
+    from livecam.cluster import run_on_cluster
+    from livecam.errors import InputError
+
+    real = livecam.cluster.versions()
+    monkeypatch.setattr(livecam.cluster, "versions", lambda: {**real, "livecam": "0.0.1"})
+    job = job_for(clip, tmp_path / "out.mp4", "libx264")
+    with pytest.raises(InputError) as refused:
+        run_on_cluster([job], settings(ray_cluster), Progress(90, quiet=True), engine_factory=smoothing_engine)
+    message = refused.value.message
+    assert "\n" not in message
+    assert f"livecam {real['livecam']} (here 0.0.1)" in message and "node " in message
+    assert not job.output.exists()
+
+
+def test_version_mismatch_names_the_node_and_both_versions() -> None:
+    from livecam.cluster import version_mismatch
+
+    want = {"livecam": "1.2.0", "ray": "2.60.0", "python": "3.12"}
+    assert version_mismatch(want, {**want, "node": "gpu-7", "pid": "9"}) is None
+    message = version_mismatch(want, {**want, "ray": "2.59.1", "node": "gpu-7"})
+    assert message is not None and "\n" not in message
+    assert "node gpu-7" in message and "ray 2.59.1 (here 2.60.0)" in message and "livecam" not in message.split(";")[0]
+    both = version_mismatch(want, {"livecam": "1.1.0", "ray": "2.59.1", "python": "3.12", "node": "n"})
+    assert both is not None and "livecam 1.1.0 (here 1.2.0)" in both and "ray 2.59.1 (here 2.60.0)" in both

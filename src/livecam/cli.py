@@ -31,6 +31,7 @@ from livecam.settings import (
     FACE_MASK_TYPES,
     FACE_SELECTOR_ORDERS,
     PIXEL_BOOSTS,
+    SHIP_INPUT,
     SWAP_MODELS,
     AnalysisSettings,
     BenchJob,
@@ -469,6 +470,10 @@ def run(ctx: click.Context, **kw: Any) -> None:
                    "(default: from --smoothing, about 2.7 s at 0.5).")
 @click.option("--workers", type=click.IntRange(min=1),
               help="With --cluster: worker processes (default: one per GPU, or per --execution-threads cores).")
+@click.option("--ship-input", type=click.Choice(SHIP_INPUT),
+              help="With --cluster: how workers get the video. auto (default): its path where a node reads the "
+                   "same file there (shared storage), else each segment's packets copied from here (no shared "
+                   "storage needed); path: always the path; chunks: always copied.")
 @click.pass_context
 def video(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
     """Swap faces in a video file, or in every video of a folder INPUT into a folder OUTPUT; audio is kept."""
@@ -492,7 +497,8 @@ def _cluster(kw: dict[str, Any]) -> ClusterSettings | None:
     """--cluster and its options (None: this machine; the options then are a usage error)."""
     address = (kw["cluster"] or "").strip()
     if address.lower() in ("", "none"):
-        given = [f"--{k.replace('_', '-')}" for k in ("overlap_seconds", "workers") if kw[k] is not None]
+        given = [f"--{k.replace('_', '-')}" for k in ("overlap_seconds", "workers", "ship_input")
+                 if kw[k] is not None]
         if given:
             raise click.UsageError(f"{' and '.join(given)} apply to --cluster runs only: add --cluster ADDR")
         return None
@@ -500,7 +506,7 @@ def _cluster(kw: dict[str, Any]) -> ClusterSettings | None:
         raise click.BadParameter(f"{address!r} is not local, auto, ray://HOST:PORT or HOST:PORT",
                                  param_hint="--cluster")
     return ClusterSettings(address=address, workers=kw["workers"], segment_seconds=kw["segment_seconds"],
-                           overlap_seconds=kw["overlap_seconds"])
+                           overlap_seconds=kw["overlap_seconds"], ship_input=kw["ship_input"] or "auto")
 
 
 @cli.command()

@@ -8,7 +8,14 @@ imports Ray (lazily: livecam runs without it).
         -> one pipeline.batch.FileOutcome per job, in the jobs' order
     worker (a Ray actor; num_gpus=1 on GPU clusters): says its livecam, Ray and Python versions
         (the driver refuses a mismatch), builds the engine once per processing settings, runs
-        pipeline.segments.run_segment on the input path (shared storage or a URL every node reads).
+        pipeline.segments.run_segment on the input path where its node reads the same file there
+        (shared storage, or an equal copy: size and mtime as on the driver), else on a chunk.
+
+Shipping the input (ClusterSettings.ship_input): `auto` sends the path; a worker whose node does
+not read that file answers ChunkWanted, and from then on the driver cuts each of that file's
+segments for that worker into a chunk (pipeline.segments.cut_segment: the segment's packets
+stream-copied, no decoding, with their exact timestamps) sent as bytes through Ray's object
+store. `chunks` always sends chunks; `path` never (such a worker fails the file).
 
 Failures: a worker process that dies is restarted by Ray and its segment retried
 (max_restarts, max_task_retries); an error of livecam's own (a corrupt segment, a refused model)
@@ -38,10 +45,12 @@ from typing import Any, Callable, Iterator, Sequence
 
 from livecam import __version__
 from livecam.errors import InputError, Interrupted, LivecamError
+from livecam.media.chunks import Chunk
 from livecam.pipeline.batch import FileOutcome
 from livecam.pipeline.contracts import FileEngine
 from livecam.pipeline.progress import Progress
-from livecam.pipeline.segments import SegmentPlan, SegmentResult, plan_job, run_segment, write_joined
+from livecam.pipeline.segments import (SegmentPlan, SegmentResult, cut_segment, plan_job, readable_here,
+                                       run_segment, write_joined)
 from livecam.settings import ClusterSettings, VideoJob
 
 log = logging.getLogger("livecam")
@@ -86,6 +95,23 @@ class SegmentFailure:
 
 
 @dataclass(frozen=True)
+class ChunkWanted:
+    """A worker's answer when its node does not read the input at the driver's path."""
+
+    node: str
+
+
+def version_mismatch(want: dict[str, str], described: dict[str, str]) -> str | None:
+    """The one-line refusal when a worker's versions (`described`, with its node) differ from
+    the driver's (`want`); None when they are equal."""
+    diff = ", ".join(f"{k} {described.get(k)} (here {want[k]})" for k in want if described.get(k) != want[k])
+    if not diff:
+        return None
+    return f"the cluster's node {described.get('node', '?')} runs {diff}; install the same versions on every " \
+           f"node ({INSTALL_HINT})"
+
+
+@dataclass(frozen=True)
 class _Task:
     file: int  # index into the driver's jobs
     plan: SegmentPlan
@@ -122,12 +148,18 @@ class Worker:
     def describe(self) -> dict[str, str]:
         return {**versions(), "node": platform.node(), "pid": str(os.getpid())}
 
-    def run(self, task: _Task) -> tuple[SegmentResult | SegmentFailure, tuple[str, ...]]:
+    def run(self, task: _Task, chunk: Chunk | None = None, may_ask: bool = True,
+            ) -> tuple[SegmentResult | SegmentFailure | ChunkWanted, tuple[str, ...]]:
+        """The segment from `chunk`, or else from the input path; a node that does not read the
+        driver's file there answers ChunkWanted (may_ask) or fails the segment."""
         plan, segment = task.plan, task.plan.segments[task.number]
         name = plan.name(segment)
-        if not os.access(plan.job.input, os.R_OK):  # the driver's path is not on this node
-            return SegmentFailure(f"{name}: node {platform.node()} cannot read {plan.job.input}; put the input on "
-                                  "storage every node mounts at the same path", 2), ()
+        if chunk is None and not readable_here(plan):  # the driver's file is not on this node
+            if may_ask:
+                return ChunkWanted(node=platform.node()), ()
+            return SegmentFailure(f"{name}: node {platform.node()} cannot read {plan.job.input} (or has another "
+                                  "file there); put the input on storage every node mounts at the same path, "
+                                  "or use --ship-input auto", 2), ()
         try:
             engine = self._engine_for(plan.job)
             last = [0.0]
@@ -139,7 +171,8 @@ class Worker:
                     self._board.set.remote((task.file, task.number), done)
 
             result: SegmentResult | SegmentFailure = run_segment(plan.job, segment, engine, name=name,
-                                                                 watermark=self._marker, report=report)
+                                                                 watermark=self._marker, report=report,
+                                                                 chunk=chunk)
         except LivecamError as exc:
             result = SegmentFailure(message=f"{name}: {exc.message}", exit_code=exc.exit_code)
         names = tuple(getattr(self._engine, "model_names", {}).values())
@@ -274,6 +307,7 @@ class _Driver:
         self.progress = progress
         self.parts: dict[int, dict[int, SegmentResult]] = {i: {} for i in plans}
         self.models: dict[int, tuple[str, ...]] = {}
+        self.chunked: set[tuple[int, int]] = set()  # (worker, file): that worker gets the file in chunks
 
     def _workers(self, board: str) -> list[Any]:
         ray = self.ray
@@ -293,13 +327,11 @@ class _Driver:
                              "has fewer free GPUs or CPUs than --workers asks, or its nodes cannot import "
                              f"livecam ({INSTALL_HINT})") from None
         for described in described_all:
-            theirs = {k: described[k] for k in want}
-            if theirs != want:
+            refusal = version_mismatch(want, described)
+            if refusal is not None:
                 for w in workers:
                     ray.kill(w, no_restart=True)
-                diff = ", ".join(f"{k} {theirs[k]} (here {want[k]})" for k in want if theirs[k] != want[k])
-                raise InputError(f"the cluster's node {described['node']} runs {diff}; install the same "
-                                 f"versions on every node ({INSTALL_HINT})")
+                raise InputError(refusal)
         nodes = sum(1 for node in ray.nodes() if node.get("Alive"))
         log.info("cluster: %d worker%s on %d node%s", count, "s" if count != 1 else "", nodes,
                  "s" if nodes != 1 else "")
@@ -313,8 +345,8 @@ class _Driver:
         # largest files first (the long pole starts early), each file's segments in order
         order = sorted(self.plans, key=lambda i: -self.plans[i].job.input.stat().st_size)
         queue = [_Task(i, self.plans[i], s.number) for i in order for s in self.plans[i].segments]
-        running: dict[Any, tuple[Any, _Task]] = {}
-        idle = list(workers)
+        running: dict[Any, tuple[int, _Task]] = {}
+        idle = list(range(len(workers)))
         try:
             while queue or running:
                 while idle and queue:
@@ -322,14 +354,24 @@ class _Driver:
                     if task.file in outcomes:  # its file already failed
                         continue
                     worker = idle.pop()
-                    running[worker.run.remote(task)] = (worker, task)
+                    try:
+                        ref = self._send(workers[worker], worker, task)
+                    except LivecamError as exc:  # the chunk could not be cut
+                        outcomes.setdefault(task.file, FileOutcome(job=task.plan.job, error=exc))
+                        idle.append(worker)
+                        continue
+                    running[ref] = (worker, task)
                 if not running:
                     break
                 done, _ = ray.wait(list(running), num_returns=1, timeout=REPORT_EVERY_S)
                 self._advance(board)
                 for ref in done:
                     worker, task = running.pop(ref)
-                    if self._collect(ref, task, outcomes):
+                    alive = self._collect(ref, task, outcomes)
+                    if alive is None:  # that worker's node does not read the file: again, in chunks
+                        self.chunked.add((worker, task.file))
+                        queue.insert(0, task)
+                    if alive is not False:
                         idle.append(worker)
                 if not idle and not running and queue:  # every worker is gone for good
                     for task in queue:
@@ -345,14 +387,23 @@ class _Driver:
             where = f"; partial videos kept: {', '.join(str(p) for p in kept)}" if kept else "; no output written"
             raise Interrupted(f"interrupted{where}") from None
 
+    def _send(self, worker: Any, number: int, task: _Task) -> Any:
+        """Start `task` on `worker` (number `number`) with the path or a chunk (ship_input)."""
+        mode = self.cluster.ship_input
+        chunk = None
+        if mode == "chunks" or (mode == "auto" and (number, task.file) in self.chunked):
+            chunk = cut_segment(task.plan, task.plan.segments[task.number])
+        return worker.run.remote(task, chunk, mode == "auto")
+
     def _advance(self, board: Any) -> None:
         if self.progress is not None:
             done = self.ray.get(board.total.remote())
             if done > self.progress.done:
                 self.progress.advance(done - self.progress.done)
 
-    def _collect(self, ref: Any, task: _Task, outcomes: dict[int, FileOutcome]) -> bool:
-        """Take in one finished task; False when its worker is gone for good."""
+    def _collect(self, ref: Any, task: _Task, outcomes: dict[int, FileOutcome]) -> bool | None:
+        """Take in one finished task; False when its worker is gone for good, None when it
+        wants the segment as a chunk."""
         plan = task.plan
         name = plan.name(plan.segments[task.number])
         try:
@@ -362,6 +413,10 @@ class _Driver:
             outcomes.setdefault(task.file, FileOutcome(job=plan.job, error=LivecamError(
                 f"{name}: the cluster worker failed ({text[-1] if text else type(exc).__name__})")))
             return not isinstance(exc, self.ray.exceptions.RayActorError)
+        if isinstance(result, ChunkWanted):
+            log.info("cluster: node %s does not read %s; sending it the segments' packets", result.node,
+                     plan.job.input)
+            return None
         if isinstance(result, SegmentFailure):
             outcomes.setdefault(task.file, FileOutcome(job=plan.job, error=LivecamError(
                 result.message, exit_code=result.exit_code)))

@@ -200,6 +200,11 @@ class DemoJob:
     force: bool = False
 
 
+# how cluster workers get a video: auto (its path where a worker reads the same file there, else
+# chunks), path (always; a worker that cannot read it fails the file), chunks (always shipped)
+SHIP_INPUT = ("auto", "path", "chunks")
+
+
 @dataclass(frozen=True)
 class ClusterSettings:
     """Where and how `livecam video --cluster` runs (livecam.cluster)."""
@@ -208,3 +213,4 @@ class ClusterSettings:
     workers: int | None = None  # None: one per GPU, or per execution_threads cores without GPUs
     segment_seconds: float = 60.0
     overlap_seconds: float | None = None  # None: from the tracker's smoothing (pipeline.segments)
+    ship_input: str = "auto"  # one of SHIP_INPUT

@@ -44,6 +44,11 @@ def test_cluster_options_without_a_cluster_are_a_usage_error(tmp_path: Path, cli
     proc = run_cli(["video", str(clip), str(tmp_path / "out.mp4"), "--source", str(clip), "--workers", "2"], env=env)
     assert proc.returncode == 2
     assert "--workers apply to --cluster runs only" in proc.stderr
+    proc = run_cli(["video", str(clip), str(tmp_path / "out.mp4"), "--source", str(clip), "--ship-input", "chunks"],
+                   env=env)
+    assert proc.returncode == 2
+    assert "--ship-input apply to --cluster runs only" in proc.stderr
+    assert not (tmp_path / "out.mp4").exists()
 
 
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed (pip install '.[ray]')")

@@ -170,3 +170,23 @@ def test_default_overlap_follows_the_smoothing() -> None:
     # the default strength's still cut-off is 0.3 Hz: a time constant of 0.53 s
     assert 2.0 < default_overlap_seconds(0.5) < 3.5
     assert default_overlap_seconds(0.8) > default_overlap_seconds(0.5)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_segments_from_chunks_equal_the_segments_from_the_path(tmp_path: Path, case: str) -> None:
+    """A worker without the input decodes its segment's stream-copied packets: the joined output
+    is the path-based one (same frames, times, audio; the same encoder input)."""
+    codec, options, audio_codec, suffix, encoder = CASES[case]
+    if not encoder_available(codec):
+        pytest.skip(f"this FFmpeg cannot encode {codec}")
+    clip = make_coded_clip(tmp_path / f"in{suffix}", codec=codec, options=options, audio_codec=audio_codec)
+    by_path = job_for(clip, tmp_path / f"path{suffix}", encoder)
+    process_segmented(by_path, SmoothingEngine(), segment_seconds=1.0, overlap_seconds=0.5)
+    by_chunk = job_for(clip, tmp_path / f"chunks{suffix}", encoder)
+    process_segmented(by_chunk, SmoothingEngine(), segment_seconds=1.0, overlap_seconds=0.5, chunks=True)
+    a, b = probe(by_path.output), probe(by_chunk.output)
+    assert b["frames"] == a["frames"] == 90
+    assert b["times"] == a["times"]
+    assert b["audio_duration"] == pytest.approx(a["audio_duration"], abs=1e-6)
+    for i, (x, y) in enumerate(zip(a["images"], b["images"])):
+        assert int(np.abs(x.astype(int) - y.astype(int)).max()) <= 1, i

@@ -92,6 +92,7 @@ class Segment:
     warm_time: float  # times of frames warm, first and end on the decoders' timeline
     first_time: float
     end_time: float | None  # None: to the end of the file
+    stop_pts: int  # the last packet (decode order) a decode of frames warm..end-1 needs
 
     @property
     def frames(self) -> int:
@@ -134,6 +135,14 @@ def plan_segments(index: PacketIndex, segment_seconds: float, overlap_seconds: f
             cuts.append(i)
         target = times[i] + segment_seconds
     bounds = list(zip(cuts, cuts[1:] + [len(times)]))
+    # a frame presented before a cut may be decoded after the cut's own (B-frames): a segment's
+    # packets end with the last one, in decode order, that holds a frame before its end
+    last_before = []
+    latest = -1
+    order = sorted(range(len(index.pts)), key=lambda i: index.pts[i])  # decode positions, by frame
+    for position in order:
+        latest = max(latest, position)
+        last_before.append(latest)
     segments = []
     for number, (first, end) in enumerate(bounds):
         warm = bisect.bisect_left(times, times[first] - overlap_seconds - 1e-9) if number else first
@@ -146,5 +155,6 @@ def plan_segments(index: PacketIndex, segment_seconds: float, overlap_seconds: f
                 seek = frame_pts[key_frames[at]]
         segments.append(Segment(number=number, first=first, end=end, warm=warm, seek_pts=seek,
                                 warm_time=times[warm], first_time=times[first],
-                                end_time=times[end] if end < len(times) else None))
+                                end_time=times[end] if end < len(times) else None,
+                                stop_pts=index.pts[last_before[end - 1]]))
     return segments

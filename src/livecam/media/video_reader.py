@@ -19,7 +19,7 @@ import stat
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Iterator, cast
+from typing import Callable, Iterator, cast
 
 import av
 import numpy as np
@@ -323,8 +323,10 @@ class VideoDecoder:
     MAX_BAD_IN_A_ROW = 50
 
     def __init__(self, container: av.container.InputContainer, stream: av.video.stream.VideoStream,
-                 name: str, *, size: tuple[int, int] | None, rate: Fraction | None, origin: float) -> None:
+                 name: str, *, size: tuple[int, int] | None, rate: Fraction | None, origin: float,
+                 restamp: Callable[[av.Packet], None] | None = None) -> None:
         self._container = container
+        self._restamp = restamp  # puts a packet's own timestamps back (a stream-copied chunk's: media.chunks)
         self._stream = stream
         self.name = name
         step = 1.0 / float(rate) if rate else 1 / 30
@@ -347,6 +349,8 @@ class VideoDecoder:
         while True:
             try:
                 for packet in c.demux(vs):
+                    if self._restamp is not None:
+                        self._restamp(packet)
                     try:
                         decoded = packet.decode()
                     except av.error.FFmpegError as exc:

@@ -8,18 +8,21 @@ warms the tracker on the overlap frames before it (detection and tracking only, 
 written), then runs the segment's frames through the same FilePipeline and VideoWriter as a
 whole-file run, numbered as in the whole file (so --frame-range and the watermark's cadence
 count as they would there). The encoded part comes back as bytes with its packets' exact
-timestamps. `process_segmented` runs all of it in this process (tests, and the measure of
+timestamps. A worker that cannot read the input (no shared storage) is given a Chunk instead
+(media.chunks: the segment's packets stream-copied on the driver, exact timestamps beside them),
+which decodes to the same frames at the same times. `process_segmented` runs all of it in this process (tests, and the measure of
 what a cluster adds); livecam.cluster runs the same functions on Ray workers.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence, Union
 
 import numpy as np
 
@@ -27,10 +30,11 @@ from livecam.atomic import AtomicOutput
 from livecam.errors import InputError
 from livecam.faces.tracking import params_for_strength
 from livecam.frame import FramePacket
+from livecam.media.chunks import Chunk, ChunkReader, cut_chunk
 from livecam.media.join import EncodedPart, join_parts
 from livecam.media.provenance import CONTAINER_METADATA
 from livecam.media.segments import Segment, index_packets, plan_segments
-from livecam.media.video_reader import DecodedFrame, VideoReader
+from livecam.media.video_reader import DecodedFrame, VideoInfo, VideoReader
 from livecam.media.video_writer import OutputSpec, VideoWriter, container_format
 from livecam.pipeline.contracts import FileEngine
 from livecam.pipeline.file import frames_in_flight, in_range, packet_time, run_frames
@@ -76,6 +80,8 @@ class SegmentPlan:
 
     job: VideoJob
     segments: tuple[Segment, ...]
+    info: VideoInfo | None = None  # the input's, as the driver read it (what a chunk carries)
+    stamp: tuple[int, int] = (0, 0)  # the input's size and mtime (ns) on the driver
 
     @property
     def frames(self) -> int:
@@ -92,7 +98,30 @@ def plan_job(job: VideoJob, segment_seconds: float, overlap_seconds: float | Non
     overlap = default_overlap_seconds(job.processing.analysis.smoothing) if overlap_seconds is None \
         else overlap_seconds
     segments = plan_segments(index_packets(job.input), segment_seconds, overlap)
-    return SegmentPlan(job=job, segments=tuple(segments))
+    with VideoReader(job.input) as reader:
+        info = reader.info
+    return SegmentPlan(job=job, segments=tuple(segments), info=info, stamp=file_stamp(job.input))
+
+
+def file_stamp(path: Path) -> tuple[int, int]:
+    """Size and modification time (ns): equal on two machines when both see the same file."""
+    st = path.stat()
+    return st.st_size, st.st_mtime_ns
+
+
+def readable_here(plan: SegmentPlan) -> bool:
+    """Whether this machine reads the driver's input at the driver's path (shared storage, or
+    the same copy): readable, of the same size and modification time."""
+    try:
+        return os.access(plan.job.input, os.R_OK) and file_stamp(plan.job.input) == plan.stamp
+    except OSError:
+        return False
+
+
+def cut_segment(plan: SegmentPlan, segment: Segment) -> Chunk:
+    """The segment's input packets for a worker that cannot read the input (on the driver)."""
+    assert plan.info is not None, "plan_job reads the input's info"
+    return cut_chunk(plan.job.input, segment, plan.info, name=plan.name(segment))
 
 
 class _Reporting(Progress):
@@ -116,10 +145,12 @@ def _restart_tracking(engine: FileEngine) -> None:
 
 def run_segment(job: VideoJob, segment: Segment, engine: FileEngine, *, name: str,
                 watermark: Watermarker | None = None, report: Callable[[int], None] | None = None,
-                stop: threading.Event | None = None) -> SegmentResult:
-    """Decode, warm up, process and encode one segment of job.input (job.encoder resolved);
-    LivecamError naming `name` (file and segment) when its frames are not what the plan says."""
-    with VideoReader(job.input) as reader, tempfile.TemporaryDirectory(prefix="livecam-part-") as folder:
+                stop: threading.Event | None = None, chunk: Chunk | None = None) -> SegmentResult:
+    """Decode, warm up, process and encode one segment of job.input (job.encoder resolved), or
+    of `chunk` (cut_segment's) when given; LivecamError naming `name` (file and segment) when
+    its frames are not what the plan says."""
+    opened: Union[VideoReader, ChunkReader] = ChunkReader(chunk) if chunk is not None else VideoReader(job.input)
+    with opened as reader, tempfile.TemporaryDirectory(prefix="livecam-part-") as folder:
         info = reader.info
         fmt = container_format(job.output)
         spec = OutputSpec(path=Path(folder) / f"part{job.output.suffix}", format=fmt, width=info.width,
@@ -151,7 +182,7 @@ def run_segment(job: VideoJob, segment: Segment, engine: FileEngine, *, name: st
     return SegmentResult(part=part, frames=stats.frames, processed=stats.processed, with_faces=stats.with_faces)
 
 
-def _segment_frames(reader: VideoReader, segment: Segment, engine: FileEngine, job: VideoJob,
+def _segment_frames(reader: VideoReader | ChunkReader, segment: Segment, engine: FileEngine, job: VideoJob,
                     name: str) -> Iterator[DecodedFrame]:
     """The segment's frames from the input, after the warm-up frames have been detected and
     tracked (in this thread, before the first frame is handed on)."""
@@ -204,11 +235,13 @@ def write_joined(plan: SegmentPlan, results: Sequence[SegmentResult], *,
 
 def process_segmented(job: VideoJob, engine: FileEngine, *, segment_seconds: float,
                       overlap_seconds: float | None = None, watermark: Watermarker | None = None,
-                      sign: Callable[[Path], None] | None = None) -> tuple[SegmentPlan, list[SegmentResult]]:
+                      sign: Callable[[Path], None] | None = None, chunks: bool = False,
+                      ) -> tuple[SegmentPlan, list[SegmentResult]]:
     """Every segment of job in this process, one after the other, then the join: what a
-    cluster does, without one."""
+    cluster does, without one (chunks: each segment decoded from its cut_segment chunk)."""
     plan = plan_job(job, segment_seconds, overlap_seconds)
-    results = [run_segment(job, s, engine, name=plan.name(s), watermark=watermark) for s in plan.segments]
+    results = [run_segment(job, s, engine, name=plan.name(s), watermark=watermark,
+                           chunk=cut_segment(plan, s) if chunks else None) for s in plan.segments]
     write_joined(plan, results, sign=sign)
     return plan, results
 
