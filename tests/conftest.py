@@ -64,6 +64,25 @@ def run_cli(args: list[str], env: dict[str, str] | None = None, timeout: float =
                           capture_output=True, text=True, timeout=timeout)
 
 
+# A small wrapper whose only child is the command: the kernel's ru_maxrss of its waited children
+# is then the command's own peak. (Measured straight from the test process it is not: a child
+# exec'd from pytest inherits pytest's high-water mark, which grows with the tests run before.)
+_PEAK_WRAPPER = """
+import resource, subprocess, sys
+code = subprocess.call(sys.argv[1:])
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)  # KB on Linux
+sys.exit(code)
+"""
+
+
+def run_measured(args: list[str], env: dict[str, str], timeout: float = 300) -> tuple[int, str, int]:
+    """(exit code, stderr, peak resident bytes) of `python -m livecam ARGS` (Linux)."""
+    env = dict(env, PYTHONPATH=os.pathsep.join([str(REPO_ROOT / "src"), str(REPO_ROOT)]))
+    proc = subprocess.run([sys.executable, "-c", _PEAK_WRAPPER, sys.executable, "-m", "livecam", *args], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    return proc.returncode, proc.stderr, int(proc.stdout.split()[-1])
+
+
 def wait_for_file(path: Path, proc: subprocess.Popen[str], timeout: float = 60) -> None:
     """Poll until a subprocess has created PATH; fail if it exits first or time runs out."""
     deadline = time.monotonic() + timeout

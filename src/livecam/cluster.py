@@ -175,7 +175,7 @@ class Worker:
                                                                  chunk=chunk)
         except LivecamError as exc:
             result = SegmentFailure(message=f"{name}: {exc.message}", exit_code=exc.exit_code)
-        names = tuple(getattr(self._engine, "model_names", {}).values())
+        names = tuple(self._engine.model_names.values()) if self._engine is not None else ()
         return result, names
 
     def _engine_for(self, job: VideoJob) -> FileEngine:
@@ -186,7 +186,7 @@ class Worker:
             if job.watermark:
                 from livecam.marks.watermark import open_watermarker
 
-                self._marker = open_watermarker(job.processing.runtime, getattr(self._engine, "providers", None),
+                self._marker = open_watermarker(job.processing.runtime, self._engine.providers,
                                                 job.processing.runtime.execution_threads)
             self._key = key
         return self._engine

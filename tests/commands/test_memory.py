@@ -1,6 +1,6 @@
 """--max-memory bounds the bytes a `livecam video` run holds, measured from outside: the run is the
-only child of a small wrapper process, which reports its peak resident memory (the kernel's
-ru_maxrss of its waited children, so no sample can miss a spike). A budget too small is one line
+only child of a small wrapper process, which reports its peak resident memory (tests.conftest.run_measured:
+the kernel's ru_maxrss of its waited children, so no sample can miss a spike). A budget too small is one line
 before any model loads; an absurd thread count is refused; an encoder out of memory is one line
 naming the output."""
 
@@ -15,25 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, run_measured
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ru_maxrss in KB, RLIMIT_AS: Linux")
 
 GB = 1 << 30
-PEAK = textwrap.dedent("""
-    import resource, subprocess, sys
-    code = subprocess.call(sys.argv[1:])
-    print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)  # KB on Linux
-    sys.exit(code)
-""")
-
-
-def run_measured(args: list[str], env: dict[str, str]) -> tuple[int, str, int]:
-    """(exit code, stderr, peak resident bytes) of `python -m livecam ARGS`."""
-    env = dict(env, PYTHONPATH=os.pathsep.join([str(REPO_ROOT / "src"), str(REPO_ROOT)]))
-    proc = subprocess.run([sys.executable, "-c", PEAK, sys.executable, "-m", "livecam", *args], env=env,
-                          capture_output=True, text=True, timeout=300)
-    return proc.returncode, proc.stderr, int(proc.stdout.split()[-1])
 
 
 def video_args(clip: Path, out: Path, face: Path, *more: str) -> list[str]:

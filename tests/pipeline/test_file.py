@@ -122,9 +122,11 @@ def test_frames_in_flight_are_bounded() -> None:
     assert peak <= 6
 
 
-def test_frames_in_flight_budget() -> None:
+def test_frames_in_flight_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     # Without --max-memory: enough to keep every worker busy; with one, sized in bytes
-    # (tests/pipeline/test_budget.py): never below workers + 2, never above the default.
+    # (tests/pipeline/test_budget.py): never below workers + 2, never above the default. The
+    # budget counts what the process holds: a livecam run's 200 MB, not this test process's.
+    monkeypatch.setattr("livecam.pipeline.budget.resident_bytes", lambda: 200 << 20)
     assert frames_in_flight(1920 * 1080 * 3, 4, None) == 12
     assert frames_in_flight(1920 * 1080 * 3, 4, 2.0) == 12
     assert 2 + 2 <= frames_in_flight(1920 * 1080 * 3, 2, 1.0) <= 8

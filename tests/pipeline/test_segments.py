@@ -20,10 +20,11 @@ from livecam.media.video_writer import encoder_available
 from livecam.pipeline.file import process_video
 from livecam.pipeline.segments import default_overlap_seconds, plan_job, process_segmented
 from livecam.settings import ProcessingSettings, RuntimeSettings, VideoJob
+from tests.doubles import NoModels
 from tests.videos import _write_tone, probe, stamp_index, synthetic_frame
 
 
-class SmoothingEngine:
+class SmoothingEngine(NoModels):
     """contracts.FileEngine with a memory: track() keeps a running mean of the frame's grey (a
     new one when time goes back), process() paints it as a block, so every output frame
     depends on the frames before it."""
