@@ -21,6 +21,7 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from tests.standins import save_model
+from tests.standins.gfpgan import restorer_nodes
 
 SIZES = {"gpen_bfr_256": 256, "gpen_bfr_512": 512, "codeformer": 512}
 
@@ -29,19 +30,7 @@ def build_enhancer(path: Path, name: str, kind: str = "random", seed: int = 0,
                    weight_shape: tuple[int, ...] = (1,)) -> Path:
     size = SIZES[name]
     shape = [1, 3, size, size]
-    inits = []
-    if kind == "identity":
-        nodes = [helper.make_node("Identity", ["input"], ["y"])]
-    elif kind == "random":
-        rng = np.random.default_rng(seed)
-        w = (rng.standard_normal((3, 3, 3, 3)) * 0.3).astype(np.float32)
-        w[[0, 1, 2], [0, 1, 2], 1, 1] += 1.2  # still face-like, but overshoots [-1, 1]
-        inits += [numpy_helper.from_array(w, "conv.w"),
-                  numpy_helper.from_array((rng.standard_normal(3) * 0.1).astype(np.float32), "conv.b")]
-        nodes = [helper.make_node("Conv", ["input", "conv.w", "conv.b"], ["y"], kernel_shape=[3, 3],
-                                  pads=[1, 1, 1, 1])]
-    else:
-        raise ValueError(f"unknown stand-in kind {kind!r}")
+    nodes, inits = restorer_nodes(kind, seed)
     inputs = [helper.make_tensor_value_info("input", TensorProto.FLOAT, shape)]
     if name == "codeformer":
         inputs.append(helper.make_tensor_value_info("weight", TensorProto.DOUBLE, list(weight_shape)))
