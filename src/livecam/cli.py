@@ -614,12 +614,16 @@ def models_list(ctx: click.Context) -> None:
 @models.command("download")
 @click.argument("names", nargs=-1)
 @click.option("--accept-license", "accept", is_flag=True, help="Accept the models' licences.")
+@click.option("--all", "every", is_flag=True, help="Every downloadable model (about 3 GB), not only the default set.")
 @click.pass_context
-def models_download(ctx: click.Context, names: tuple[str, ...], accept: bool) -> None:
-    """Download models (all downloadable ones when no NAME is given)."""
+def models_download(ctx: click.Context, names: tuple[str, ...], accept: bool, every: bool) -> None:
+    """Download models: the NAMEs given, else what the default neural path runs (detector, ArcFace,
+    inswapper, GFPGAN), or every downloadable one with --all."""
     from livecam.commands.models import download_models
 
-    download_models(_settings(ctx), names, accept)
+    if names and every:
+        raise click.UsageError("give model NAMEs or --all, not both")
+    download_models(_settings(ctx), names, accept, every)
 
 
 @models.command("verify")

@@ -329,3 +329,26 @@ def test_models_convert_checks_the_result_and_renames_it_into_place(tmp_path, mo
     with pytest.raises(ModelError):
         convert_model(settings, checkpoint, target, False)
     assert not target.exists() and not (tmp_path / "other.onnx.part").exists()
+
+
+def test_a_plain_download_fetches_the_default_set_and_all_fetches_every_model(isolated_env, tmp_path) -> None:
+    """`models download` without names is what the default path runs, not every optional model
+    (about 3 GB with HyperSwap, CodeFormer, GPEN, XSeg, BiSeNet); `--all` takes them all."""
+    from dataclasses import replace
+
+    core, extra = payload(50_000, 31), payload(50_000, 32)
+    with LoopbackServer() as server:
+        specs = [replace(spec_for("core", (server.serve("/core.onnx", core),), core), default_download=True),
+                 spec_for("extra", (server.serve("/extra.onnx", extra),), extra)]
+        catalog = tmp_path / "catalog.json"
+        catalog.write_text(catalog_to_json(specs))
+        env = env_without_offline(isolated_env)
+        models = Path(env["LIVECAM_MODELS_DIR"])
+        plain = run_patched(catalog, ["-q", "models", "download"], env)
+        assert plain.returncode == 0, plain.stderr
+        assert (models / "core.onnx").read_bytes() == core and not (models / "extra.onnx").exists()
+        both = run_patched(catalog, ["models", "download", "extra", "--all"], env)
+        assert both.returncode == 2 and "NAMEs or --all" in both.stderr
+        every = run_patched(catalog, ["-q", "models", "download", "--all"], env)
+        assert every.returncode == 0, every.stderr
+        assert (models / "extra.onnx").read_bytes() == extra

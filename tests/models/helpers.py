@@ -198,7 +198,8 @@ def catalog_to_json(specs: list[ModelSpec]) -> str:
         out.append({"name": s.name, "file_name": s.file_name, "urls": list(s.urls), "size": s.size,
                     "sha256": s.sha256, "licence": s.licence, "licence_url": s.licence_url,
                     "needs_acceptance": s.needs_acceptance, "inputs": [tensor(t) for t in s.inputs],
-                    "outputs": [tensor(t) for t in s.outputs], "archive": archive, "bundled": s.bundled})
+                    "outputs": [tensor(t) for t in s.outputs], "archive": archive, "bundled": s.bundled,
+                    "default_download": s.default_download})
     return json.dumps(out)
 
 
@@ -215,7 +216,7 @@ def catalog_from_json(text: str) -> dict[str, ModelSpec]:
             name=d["name"], file_name=d["file_name"], urls=tuple(d["urls"]), size=d["size"], sha256=d["sha256"],
             licence=d["licence"], licence_url=d["licence_url"], needs_acceptance=d["needs_acceptance"],
             inputs=tuple(tensor(t) for t in d["inputs"]), outputs=tuple(tensor(t) for t in d["outputs"]),
-            archive=archive, bundled=d["bundled"])
+            archive=archive, bundled=d["bundled"], default_download=d.get("default_download", False))
     return specs
 
 

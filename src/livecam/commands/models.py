@@ -42,10 +42,13 @@ def where_models(settings: RuntimeSettings) -> None:
     click.echo(str(ModelStore(settings, progress=False).root))
 
 
-def download_models(settings: RuntimeSettings, names: tuple[str, ...], accept: bool) -> None:
+def download_models(settings: RuntimeSettings, names: tuple[str, ...], accept: bool, every: bool = False) -> None:
+    """The named models; without names the default set (ModelSpec.default_download), or every
+    downloadable one with `every` (--all)."""
     settings = replace(settings, accept_license=settings.accept_license or accept)
     store = ModelStore(settings, progress=not settings.quiet, confirm=lambda spec: False)
-    wanted = list(dict.fromkeys(names)) or [n for n in store.names() if store.spec(n).downloadable]
+    wanted = list(dict.fromkeys(names)) or [n for n in store.names() if store.spec(n).downloadable
+                                            and (every or store.spec(n).default_download)]
     specs = [store.spec(n) for n in wanted]  # unknown names fail here, before anything is fetched
     for spec in specs:
         if spec.bundled:

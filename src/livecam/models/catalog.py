@@ -60,6 +60,9 @@ class ModelSpec:
     bundled: bool = False  # shipped in the package (src/livecam/models/default), never downloaded
     pin_note: str = ""  # why the digest is missing, shown by `models verify`
     extra_outputs: bool = False  # the file may have more outputs than listed (training heads left in)
+    # fetched by a plain `livecam models download`: what the default neural path (--swap-model
+    # auto, the enhancer's default) runs; the optional models are fetched by name or with --all
+    default_download: bool = False
 
     @property
     def downloadable(self) -> bool:
@@ -163,6 +166,7 @@ def _build() -> Mapping[str, ModelSpec]:
             inputs=(TensorSpec("input.1", (None, 3, None, None)),),
             outputs=tuple(TensorSpec(None, None) for _ in range(9)),  # scores, boxes, kps x 3 strides
             description="SCRFD-10GF face detector (buffalo_l)", archive=BUFFALO_L,
+            default_download=True,
         ),
         ModelSpec(
             name="w600k_r50", file_name="w600k_r50.onnx",
@@ -173,6 +177,7 @@ def _build() -> Mapping[str, ModelSpec]:
             inputs=(TensorSpec("input.1", (None, 3, 112, 112)),),
             outputs=(TensorSpec(None, (None, 512)),),
             description="ArcFace R50 face embedder (buffalo_l)", archive=BUFFALO_L,
+            default_download=True,
         ),
         ModelSpec(
             name="inswapper_128", file_name="inswapper_128.onnx",
@@ -183,6 +188,7 @@ def _build() -> Mapping[str, ModelSpec]:
             inputs=(TensorSpec("target", (1, 3, 128, 128)), TensorSpec("source", (1, 512))),
             outputs=(TensorSpec(None, (1, 3, 128, 128)),),
             description="InsightFace inswapper 128 (fp32)",
+            default_download=True,
         ),
         ModelSpec(
             name="inswapper_128_fp16", file_name="inswapper_128_fp16.onnx",
@@ -207,6 +213,7 @@ def _build() -> Mapping[str, ModelSpec]:
             inputs=(TensorSpec(None, (1, 3, 512, 512)),),
             outputs=(TensorSpec(None, (1, 3, 512, 512)),),
             description="GFPGAN v1.4 face restorer (ONNX)",
+            default_download=True,
         ),
         # The enhancers below as FaceFusion publishes them (models-3.0.0): input `input` float32
         # NCHW RGB in [-1, 1] at the crop size, the restored crop first among the outputs.
