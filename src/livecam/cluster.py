@@ -34,6 +34,7 @@ from __future__ import annotations
 import logging
 import os
 import platform
+import re
 import socket
 import sys
 import time
@@ -45,6 +46,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from livecam import __version__
 from livecam.errors import InputError, Interrupted, LivecamError
+from livecam.native_stderr import dropping
 from livecam.media.chunks import Chunk
 from livecam.pipeline.batch import FileOutcome
 from livecam.pipeline.contracts import FileEngine
@@ -60,6 +62,8 @@ MAX_TASK_RETRIES = 3  # ... and its segment is run again
 START_TIMEOUT_S = 600  # for all workers to start (a node pulling models or a GPU being freed)
 REPORT_EVERY_S = 0.5  # how often a worker sets its progress count, and the driver reads them
 INSTALL_HINT = "pip install 'livecam[ray]' (on every node: 'livecam[cuda,ray]')"
+# a line of Ray's C++ logging: "[2026-12-01 19:35:16,253 E 8340 8506] task_manager.cc:1545: ..."
+_RAY_CORE_LINE = re.compile(rb"^\[\d{4}-\d\d-\d\d [\d:,]+ [A-Z] \d+ \d+\] \S+:\d+: .*\n?", re.MULTILINE)
 
 EngineFactory = Callable[[VideoJob], FileEngine]
 
@@ -245,8 +249,13 @@ def connected(address: str, *, cpus: int | None = None) -> Iterator[Any]:
             os.environ["RAY_ADDRESS"] = saved
     try:
         yield ray
-    finally:
-        ray.shutdown()
+    except BaseException:
+        # Interrupted or failed with tasks in flight: Ray's C++ core writes lines of its own to
+        # fd 2 while they die ("Failed to push error to driver"); livecam's one line says it.
+        with dropping(_RAY_CORE_LINE):
+            ray.shutdown()
+        raise
+    ray.shutdown()
 
 
 def default_workers(ray: Any, threads: int) -> int:

@@ -48,13 +48,14 @@ def test_a_budget_too_small_is_refused_at_once_saying_what_would_fit(
 
 
 def test_a_run_stays_within_its_budget(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
-    """1080p with 8 threads in 0.5 GB: it peaked at 650 MB when frames were counted (10 in flight
-    whatever their size, and x264's 20-frame look-ahead). 30 frames fill x264's frame pool."""
+    """1080p with 8 threads in 0.7 GB (with 0.5 it peaked at 650 MB when frames were counted: 10 in
+    flight whatever their size, and x264's 20-frame look-ahead; 0.5 no longer holds Python 3.13's
+    libraries and the models' allowance). 30 frames fill x264's frame pool."""
     from tests.videos import make_clip
 
     clip = make_clip(tmp_path / "in.mp4", frames=30, size=(1920, 1080), audio=False)
     out = tmp_path / "out.mp4"
-    budget = 0.5
+    budget = 0.7
     code, stderr, peak = run_measured(video_args(clip, out, faces_dir / "biden.jpg", "--max-memory", str(budget),
                                                  "--execution-threads", "8"), isolated_env)
     assert code == 0, stderr

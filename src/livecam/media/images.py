@@ -14,7 +14,6 @@ import logging
 import os
 import struct
 import tempfile
-import threading
 import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 import cv2
 import numpy as np
 
+from livecam import native_stderr
 from livecam.media import provenance
 from livecam.atomic import AtomicOutput, check_new_output
 from livecam.errors import InputError, OutputError
@@ -232,36 +232,22 @@ def _orientation_value_offset(tiff: bytes) -> int | None:
     return None
 
 
-# Serialises the file-descriptor swap below (two overlapping swaps would lose stderr for good).
-STDERR_LOCK = threading.Lock()
-
-
 @contextlib.contextmanager
 def _native_stderr_to_log() -> Iterator[list[str]]:
     """libpng and libjpeg print warnings and errors ("libpng error: ...", "Corrupt JPEG data: ...")
     straight to file descriptor 2, which would add lines to livecam's one-line errors. During a
-    decode, fd 2 points at a temporary file whose text is logged at debug level instead, and
-    whose lines fill the list this yields once the block is done."""
+    decode that text is captured and logged at debug level instead, and its lines fill the list
+    this yields once the block is done."""
     lines: list[str] = []
-    with STDERR_LOCK:
-        try:
-            saved = os.dup(2)
-            sink = tempfile.TemporaryFile()
-        except OSError:  # no fd to spare: let the decoder speak
+    out = native_stderr.Captured()
+    try:
+        with native_stderr.captured() as out:
             yield lines
-            return
-        with sink:
-            os.dup2(sink.fileno(), 2)
-            try:
-                yield lines
-            finally:
-                os.dup2(saved, 2)
-                os.close(saved)
-                sink.seek(0)
-                said = sink.read(4096).decode("utf-8", "replace").strip()
-                lines.extend(said.splitlines())
-                if said:
-                    logging.getLogger("livecam").debug("image decoder: %s", " | ".join(said.splitlines()))
+    finally:  # the decoder's words also when it failed: the caller's message may quote them
+        said = out.data[:4096].decode("utf-8", "replace").strip()
+        lines.extend(said.splitlines())
+        if said:
+            logging.getLogger("livecam").debug("image decoder: %s", " | ".join(said.splitlines()))
 
 
 def _read_bytes(path: Path) -> bytes:

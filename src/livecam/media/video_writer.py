@@ -17,7 +17,6 @@ import io
 import logging
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
@@ -33,7 +32,7 @@ from av.video.stream import VideoStream
 from livecam.atomic import output_error
 from livecam.errors import InputError, OutputError
 from livecam.media.colour import LIMITED, Colour, ColourConverter, tag
-from livecam.media.images import STDERR_LOCK
+from livecam.native_stderr import dropping
 from livecam.media.containers import open_container
 from livecam.media.video_reader import Fitter, Timeline, timeline_origin
 
@@ -58,6 +57,7 @@ ENCODER_CANDIDATES: tuple[str, ...] = (
 # libx264 grows its frame pool over its first frames (look-ahead, B-frames, frame threads,
 # references: under 64 at any preset) and allocates nothing more until the flush.
 X264_POOL_FRAMES = 64
+# libx264 reports a failed allocation straight to fd 2, before livecam's one line (out_of_memory)
 _X264_MALLOC = re.compile(rb"x264 \[error\]: malloc of size \d+ failed\r?\n?")
 _AUDIO_LEAD_S = 0.0  # audio is muxed up to the current video time (a cut keeps them together)
 
@@ -242,38 +242,6 @@ def lookahead_options(codec: str, frames: int | None) -> dict[str, str]:
     return {}
 
 
-@contextlib.contextmanager
-def _without_x264_malloc_lines(active: bool) -> Iterator[None]:
-    """libx264 reports a failed allocation ("x264 [error]: malloc of size N failed") straight to
-    file descriptor 2, past FFmpeg's log, before livecam's one line says it (out_of_memory). While
-    the encoder may allocate, fd 2 points at a temporary file (under media/images' lock, the one
-    other swap of it); that line is dropped and everything else written meanwhile passed on."""
-    if not active:
-        yield
-        return
-    with STDERR_LOCK:
-        try:
-            saved = os.dup(2)
-            sink = tempfile.TemporaryFile()
-        except OSError:  # no descriptor to spare: the encoder speaks for itself
-            yield
-            return
-        with sink:
-            os.dup2(sink.fileno(), 2)
-            try:
-                yield
-            finally:
-                os.dup2(saved, 2)
-                os.close(saved)
-                sink.seek(0)
-                said = memoryview(_X264_MALLOC.sub(b"", sink.read()))
-                try:
-                    while said:
-                        said = said[os.write(2, said):]
-                except OSError:  # stderr closed or broken: nothing to pass it on to
-                    pass
-
-
 def out_of_memory(path: Path, max_memory_gb: float | None = None) -> OutputError:
     """The one line for a run that ran out of memory while producing `path`."""
     if max_memory_gb is not None:
@@ -383,7 +351,7 @@ class VideoWriter:
         frame.pts = pts
         frame.time_base = self.spec.time_base
         try:
-            with _without_x264_malloc_lines(self._allocating()):
+            with dropping(_X264_MALLOC, self._allocating()):
                 packets = self._video.encode(frame)
             for packet in packets:
                 self._mux_video(packet)
@@ -400,7 +368,7 @@ class VideoWriter:
     def close(self, *, partial: bool = False) -> None:
         """Flush and finalise a valid file. partial: cut the audio where the video stops."""
         try:
-            with _without_x264_malloc_lines(self.spec.encoder == "libx264"):
+            with dropping(_X264_MALLOC, self.spec.encoder == "libx264"):
                 packets = self._video.encode(None)
             for packet in packets:
                 self._mux_video(packet)

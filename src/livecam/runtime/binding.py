@@ -76,12 +76,19 @@ class BoundSession:
             for name, array in arrays.items():
                 bound.inputs[name].update_inplace(array)
         self.session.run_with_iobinding(bound.binding, run_options if run_options is not None else bound.run_options)
-        if bound.outputs is None:  # ORT allocated them on this first run: keep them bound
-            values = bound.binding.get_outputs()
-            bound.outputs = dict(zip(names, values))
+        if bound.outputs is None:
+            # ORT allocated them on this first run, inside the binding (freed with its outputs in
+            # onnxruntime 1.23): read them now, then bind buffers of our own of the same shapes.
+            from onnxruntime import OrtValue
+
+            results = [np.array(value.numpy(), copy=True) for value in bound.binding.get_outputs()]
+            bound.outputs = {name: OrtValue.ortvalue_from_shape_and_type(list(r.shape), r.dtype.type, self.device,
+                                                                         self.device_id)
+                             for name, r in zip(names, results)}
             bound.binding.clear_binding_outputs()
             for name, value in bound.outputs.items():
                 bound.binding.bind_ortvalue_output(name, value)
+            return results
         return [np.array(bound.outputs[name].numpy(), copy=True) for name in names]
 
     # ---- buffers --------------------------------------------------------------------------------
@@ -91,7 +98,12 @@ class BoundSession:
         binding = self.session.io_binding()
         inputs = {}
         for name, array in arrays.items():
-            inputs[name] = OrtValue.ortvalue_from_numpy(array, self.device, self.device_id)
+            # A buffer of its own, filled by copy: on the CPU, ortvalue_from_numpy wraps the
+            # array's memory (no copy, and no reference in onnxruntime 1.23), which this call's
+            # temporary array would leave dangling for the next update_inplace.
+            inputs[name] = OrtValue.ortvalue_from_shape_and_type(list(array.shape), array.dtype.type, self.device,
+                                                                 self.device_id)
+            inputs[name].update_inplace(array)
             binding.bind_ortvalue_input(name, inputs[name])
         outputs: dict[str, Any] | None = {}
         for name in names:
