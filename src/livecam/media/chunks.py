@@ -16,7 +16,7 @@ import io
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, cast
 
 import av
 
@@ -60,7 +60,8 @@ def cut_chunk(path: Path, segment: Segment, info: VideoInfo, *, name: str) -> Ch
                         if packet.pts != segment.seek_pts:
                             continue  # the demuxer landed before the keyframe
                         started = True
-                    times.append((int(packet.pts), None if packet.dts is None else int(packet.dts)))
+                    # every packet has a pts: index_packets refused the file otherwise
+                    times.append((int(cast(int, packet.pts)), None if packet.dts is None else int(packet.dts)))
                     done = packet.pts == segment.stop_pts and not getattr(packet, "is_discard", False)
                     packet.stream = copy
                     out.mux(packet)

@@ -346,11 +346,12 @@ class VideoWriter:
                 image = image[: self._h, : self._w]  # the odd row/column trimmed for 4:2:0
             else:
                 image = self._fitter.fit(image)
-        frame = self._converter.from_bgr(np.ascontiguousarray(image), self._video.codec_context.pix_fmt or "yuv420p",
-                                         self._colour)
-        frame.pts = pts
-        frame.time_base = self.spec.time_base
         try:
+            # the conversion allocates too (livecam's own 4:2:0 conversion on PyAV 17)
+            frame = self._converter.from_bgr(np.ascontiguousarray(image),
+                                             self._video.codec_context.pix_fmt or "yuv420p", self._colour)
+            frame.pts = pts
+            frame.time_base = self.spec.time_base
             with dropping(_X264_MALLOC, self._allocating()):
                 packets = self._video.encode(frame)
             for packet in packets:
