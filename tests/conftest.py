@@ -83,6 +83,19 @@ def run_measured(args: list[str], env: dict[str, str], timeout: float = 300) -> 
     return proc.returncode, proc.stderr, int(proc.stdout.split()[-1])
 
 
+@pytest.fixture
+def standin_models(tmp_path: Path) -> Path:
+    """A models folder with stand-ins of ArcFace (w600k_r50) and inswapper_128 (the neural path)."""
+    from tests.standins.arcface import build_arcface
+    from tests.standins.inswapper import build_inswapper
+
+    folder = tmp_path / "standins"
+    folder.mkdir()
+    build_arcface(folder / "w600k_r50.onnx")
+    build_inswapper(folder / "inswapper_128.onnx")
+    return folder
+
+
 def wait_for_file(path: Path, proc: subprocess.Popen[str], timeout: float = 60) -> None:
     """Poll until a subprocess has created PATH; fail if it exits first or time runs out."""
     deadline = time.monotonic() + timeout

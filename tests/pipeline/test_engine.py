@@ -159,18 +159,6 @@ def test_missing_enhancer_model_offline_is_a_model_error(tmp_path: Path, faces_d
     assert info.value.exit_code == 3
 
 
-@pytest.fixture
-def standin_models(tmp_path: Path) -> Path:
-    from tests.standins.arcface import build_arcface
-    from tests.standins.inswapper import build_inswapper
-
-    folder = tmp_path / "standins"
-    folder.mkdir()
-    build_arcface(folder / "w600k_r50.onnx")
-    build_inswapper(folder / "inswapper_128.onnx")
-    return folder
-
-
 def test_inswapper_engine_with_standins(tmp_path: Path, faces_dir: Path, cache_env: None, standin_models: Path) -> None:
     pytest.importorskip("livecam.processors.face_swapper")
     source = small(faces_dir, "biden.jpg", tmp_path)

@@ -30,18 +30,6 @@ def fresh_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None
     sessions.clear_pool()
 
 
-@pytest.fixture
-def standin_models(tmp_path: Path) -> Path:
-    from tests.standins.arcface import build_arcface
-    from tests.standins.inswapper import build_inswapper
-
-    folder = tmp_path / "standins"
-    folder.mkdir()
-    build_arcface(folder / "w600k_r50.onnx")
-    build_inswapper(folder / "inswapper_128.onnx")
-    return folder
-
-
 def settings(models: Path, source: Path, *, lanes: bool | None, threads: int = 3,
              smoothing: float = 0.0) -> ProcessingSettings:
     runtime = RuntimeSettings(providers=("cpu",), models_dir=models, offline=True, unverified_models=True,
