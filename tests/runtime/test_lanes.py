@@ -170,10 +170,10 @@ def test_lane_detectors_take_the_uint8_frame_where_fronts_are_on(tmp_path: Path,
     build_scrfd(standin_models / "det_10g.onnx")
     source = small(faces_dir, "biden.jpg", tmp_path)
     engine = Engine.create(settings(standin_models, source, lanes=True), live=False, progress=False)
-    assert engine.analyser.detector._joined is None  # type: ignore[attr-defined]
+    assert engine.analyser.detector.joined is None  # type: ignore[attr-defined]
     lanes = engine.lanes()
     for lane in lanes:
-        joined = lane.analyser.detector._joined  # type: ignore[attr-defined]
+        joined = lane.analyser.detector.joined  # type: ignore[attr-defined]
         assert isinstance(joined, BoundSession) and joined.get_inputs()[0].name == "pre_image"
     frames = clip(faces_dir, tmp_path, n=4)
     out = run(engine, frames, lanes)

@@ -10,6 +10,7 @@ network, with a score bias chosen so that some cells exceed the 0.5 threshold.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -25,9 +26,11 @@ ANCHORS = 2
 
 def build_scrfd(path: Path, seed: int = 0, channels: int = 8,
                 score_bias: tuple[float, float, float] = (-4.0, -4.0, -1.0),
-                fixed_size: int | None = None) -> Path:
+                fixed_size: int | None = None, shape_ops: bool = False) -> Path:
     """Write the stand-in to `path`; `fixed_size` pins the input to that square size, as some
-    exports of det_10g do (the real one is dynamic)."""
+    exports of det_10g do (the real one is dynamic). `shape_ops`: a feature-pyramid top-down
+    path as a dynamic-size export writes it: each coarser map is upsampled (Resize) to the size
+    of the finer one read at run time (Shape, Slice, Concat), and added to it."""
     rng = np.random.default_rng(seed)
     inits: list[onnx.TensorProto] = []
     nodes: list[onnx.NodeProto] = []
@@ -56,6 +59,9 @@ def build_scrfd(path: Path, seed: int = 0, channels: int = 8,
     f8 = relu(conv("f8", "input.1", 3, channels, 8, 8, scale=2.0))
     f16 = relu(conv("f16", f8, channels, channels, 2, 2, scale=1.5))
     f32 = relu(conv("f32", f16, channels, channels, 2, 2, scale=1.5))
+    if shape_ops:
+        f16 = upsampled_sum(f16, f32, channels, nodes, const)
+        f8 = upsampled_sum(f8, f16, channels, nodes, const)
     feats = (f8, f16, f32)
     for i, f in enumerate(feats):
         logits = conv(f"score{i}", f, channels, ANCHORS, 1, 1, bias=score_bias[i], scale=3.0)
@@ -74,3 +80,17 @@ def build_scrfd(path: Path, seed: int = 0, channels: int = 8,
     outs = [helper.make_tensor_value_info(OUTPUT_NAMES[k], TensorProto.FLOAT, [None, (1, 4, 10)[k // 3]])
             for k in range(9)]
     return save_model(helper.make_graph(nodes, "scrfd_standin", [inp], outs, inits), path)
+
+
+def upsampled_sum(fine: str, coarse: str, channels: int, nodes: list[onnx.NodeProto], const: Any) -> str:
+    """fine + coarse resized to fine's height and width, the sizes taken from fine's shape."""
+    nc = const(f"{fine}.nc", np.array([1, channels], np.int64))
+    nodes += [
+        helper.make_node("Shape", [fine], [fine + ".shape"]),
+        helper.make_node("Slice", [fine + ".shape", const(f"{fine}.from", np.array([2], np.int64)),
+                                   const(f"{fine}.to", np.array([4], np.int64))], [fine + ".hw"]),
+        helper.make_node("Concat", [nc, fine + ".hw"], [fine + ".sizes"], axis=0),
+        helper.make_node("Resize", [coarse, "", "", fine + ".sizes"], [coarse + ".up"], mode="nearest"),
+        helper.make_node("Add", [fine, coarse + ".up"], [fine + ".fpn"]),
+    ]
+    return fine + ".fpn"

@@ -100,13 +100,15 @@ class FaceAnalyser:
         detector_name = pick_detector(settings.detector, store)
         session = store.open_session(detector_name, providers, intra_op_threads)
         if detector_name == "det_10g":
-            from livecam.faces.scrfd import FRONT, ScrfdDetector
+            from livecam.faces.scrfd import ScrfdDetector, front
             from livecam.runtime.lanes import uses_device_fronts
 
-            joined = (store.open_session(detector_name, providers, intra_op_threads, front=FRONT)
-                      if uses_device_fronts(providers) else None)
+            def fronts(size: int) -> Any:  # one session per det size (faces/scrfd.py)
+                return store.open_session(detector_name, providers, intra_op_threads, front=front(size))
+
             detector: Detector = ScrfdDetector(session, det_size=settings.det_size,
-                                               threshold=settings.det_threshold, joined=joined)
+                                               threshold=settings.det_threshold,
+                                               fronts=fronts if uses_device_fronts(providers) else None)
         else:
             from livecam.faces.blazeface import BlazeFaceDetector
 
@@ -162,6 +164,17 @@ class FaceAnalyser:
         setter = getattr(self.detector, "set_det_size", None)
         if setter is not None:
             setter(int(size))
+
+    def warm_detector(self, image: np.ndarray, sizes: Sequence[int], runs: int = 1) -> None:
+        """Open and run the detector at every det size in `sizes` (a lane before its first
+        frame, so that a governor step builds nothing: faces/scrfd.py); a detector with one
+        input size is run once at it."""
+        warm = getattr(self.detector, "warm", None)
+        if warm is not None:
+            warm(image, sizes, runs)
+        else:
+            for _ in range(runs):
+                self.detector.detect(image)
 
     @property
     def det_size(self) -> int | None:

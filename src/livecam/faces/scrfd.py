@@ -6,12 +6,21 @@ strides 8, 16 and 32 in that order, scores (sigmoid applied), box distances and 
 offsets, two anchors per feature-map cell, rows ordered (y * W + x) * 2 + anchor. Distances
 are in stride units; boxes and keypoints are divided by the letterbox scale to get back to
 frame pixels, thresholded, then suppressed by NMS.
+
+On a lane with device fronts (runtime/lanes.py: a GPU), the letterbox runs in the session as a
+graph joined in front of the model, so only the uint8 frame is uploaded. There the detector is
+one session per det size (`front(size)`): the canvas is a constant and det_10g's input is
+rewritten to [1, 3, size, size], so ONNX Runtime folds the model's Shape nodes and nothing past
+the letterbox has a dynamic dim. Only the frame's height and width stay dynamic (known per
+stream). set_det_size (the governor's 640 -> 320 step) only switches between those sessions; the
+lane warm-up (pipeline/engine.py) builds and runs every size the governor can step to before
+the first frame (`warm`), and a size that was not warmed is built on its first detection.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import cv2
 import numpy as np
@@ -39,19 +48,35 @@ def _front_graph(opset: int) -> Any:
     return letterbox_graph(None, 1.0 / INPUT_STD, -INPUT_MEAN / INPUT_STD, opset)
 
 
-# The letterbox as a graph joined in front of det_10g (runtime/graphs.py): uint8 frame in.
+# The letterbox as a graph joined in front of det_10g (runtime/graphs.py): uint8 frame in, the
+# canvas side an input (one session for every det size).
 FRONT = Front("scrfd_letterbox", _front_graph, "input.1")
+
+
+def front(size: int) -> Front:
+    """The letterbox at one det size joined in front of det_10g with its input fixed to
+    [1, 3, size, size] (a lane's detector on a GPU: see the module docstring)."""
+    from livecam.runtime.graphs import letterbox_graph
+
+    def build(opset: int) -> Any:
+        return letterbox_graph(size, 1.0 / INPUT_STD, -INPUT_MEAN / INPUT_STD, opset)
+
+    return Front(f"scrfd_letterbox_{size}", build, "input.1", (1, 3, size, size))
 
 
 class ScrfdDetector:
     """Finds faces with SCRFD: boxes, scores and 5 keypoints in frame pixels."""
 
     def __init__(self, session: Any, det_size: int = 640, threshold: float = 0.5, nms_iou: float = 0.4,
-                 joined: Any = None) -> None:
-        """`joined`: the same model with FRONT (the letterbox as a graph) in front, run instead
-        of the numpy letterbox + `session` (a lane on a GPU: only the uint8 frame is uploaded)."""
+                 joined: Any = None, fronts: Callable[[int], Any] | None = None) -> None:
+        """`joined`: the same model with FRONT (the letterbox as a graph, any det size) in front,
+        run instead of the numpy letterbox + `session`. `fronts(size)`: opens the model with
+        front(size) in front (None when it cannot be joined: that size keeps the numpy path);
+        one session per det size, which a lane on a GPU uses (only the uint8 frame goes up)."""
         self._session = session
-        self._joined = joined
+        self._any_size = joined
+        self._fronts = fronts
+        self._by_size: dict[int, Any] = {}  # det size -> its fixed-size joined session (or None)
         inputs = session.get_inputs()
         outputs = session.get_outputs()
         if len(inputs) != 1 or len(outputs) != 3 * len(STRIDES):
@@ -82,20 +107,54 @@ class ScrfdDetector:
             return
         self.det_size = int(det_size)
 
+    @property
+    def joined(self) -> Any:
+        """The session with the letterbox in front that detect() runs at the current det size
+        (None: the numpy letterbox and the plain session). Opens nothing."""
+        if self._fronts is not None:
+            return self._by_size.get(self.det_size)
+        return self._any_size
+
+    def _joined_at(self, size: int) -> Any:
+        if self._fronts is None:
+            return self._any_size
+        if size not in self._by_size:  # not warmed (engine.py warms the governor's sizes)
+            log.debug("SCRFD: opening the %dx%d detector session on first use", size, size)
+            self._by_size[size] = self._fronts(size)
+        return self._by_size[size]
+
+    def warm(self, image: np.ndarray, sizes: Sequence[int], runs: int = 1) -> None:
+        """Open the session of every det size in `sizes` and run each `runs` times on `image`
+        (buffers bound, CUDA kernels chosen) so that set_det_size later builds nothing. The det
+        size is left as it was."""
+        for size in dict.fromkeys(int(s) for s in sizes):
+            if self._fixed_size is not None and size != self._fixed_size:
+                continue
+            for _ in range(runs):
+                self._detect_at(image, size)
+
     def detect(self, image: np.ndarray, max_faces: int = 0) -> list[Face]:
         """Faces in the frame, highest score first; with max_faces > 0 only the largest ones
         (by box area, largest first)."""
+        faces = self._detect_at(image, self.det_size)  # read once: the governor may change it
+        if max_faces > 0 and len(faces) > max_faces:
+            faces = sorted(faces, key=lambda f: f.area, reverse=True)[:max_faces]
+        return faces
+
+    def _detect_at(self, image: np.ndarray, size: int) -> list[Face]:
         bgr = to_bgr(image)
         if bgr.shape[0] == 0 or bgr.shape[1] == 0:
             return []
-        if self._joined is not None:  # the letterbox runs in the session: the uint8 frame goes in
-            new_h, new_w = self._fit(*bgr.shape[:2])
-            side = np.array([self.det_size, self.det_size], np.int64)
-            outs = self._joined.run(self._output_names, {"pre_image": bgr, "pre_canvas": side,
-                                                         "pre_resized": np.array([new_h, new_w], np.int64)})
-            det_scale, height, width = float(new_h) / bgr.shape[0], self.det_size, self.det_size
+        joined = self._joined_at(size)
+        if joined is not None:  # the letterbox runs in the session: the uint8 frame goes in
+            new_h, new_w = self._fit(*bgr.shape[:2], size)
+            feeds = {"pre_image": bgr, "pre_resized": np.array([new_h, new_w], np.int64)}
+            if joined is self._any_size:  # the canvas is an input there, a constant in front(size)
+                feeds["pre_canvas"] = np.array([size, size], np.int64)
+            outs = joined.run(self._output_names, feeds)
+            det_scale, height, width = float(new_h) / bgr.shape[0], size, size
         else:
-            blob, det_scale = self._letterbox(bgr)
+            blob, det_scale = self._letterbox(bgr, size)
             outs = self._session.run(self._output_names, {self._input_name: blob})
             height, width = blob.shape[2], blob.shape[3]
         scores, boxes, kps = self._decode(outs, height, width)
@@ -109,14 +168,11 @@ class ScrfdDetector:
         # Degenerate boxes (negative distances) or NaNs from a bad model are not faces.
         valid = (np.isfinite(boxes).all(axis=1) & np.isfinite(kps).all(axis=(1, 2))
                  & (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1]))
-        faces = [Face(bbox=boxes[i], score=float(scores[i]), kps=kps[i]) for i in keep if valid[i]]
-        if max_faces > 0 and len(faces) > max_faces:
-            faces = sorted(faces, key=lambda f: f.area, reverse=True)[:max_faces]
-        return faces
+        return [Face(bbox=boxes[i], score=float(scores[i]), kps=kps[i]) for i in keep if valid[i]]
 
-    def _fit(self, h: int, w: int) -> tuple[int, int]:
-        """(new_h, new_w): the frame's size scaled into the det_size square, aspect kept."""
-        size = self.det_size
+    def _fit(self, h: int, w: int, size: int | None = None) -> tuple[int, int]:
+        """(new_h, new_w): the frame's size scaled into the size (det_size) square, aspect kept."""
+        size = self.det_size if size is None else size
         ratio = float(h) / w
         if ratio > 1.0:
             new_h = size
@@ -126,11 +182,12 @@ class ScrfdDetector:
             new_h = int(new_w * ratio)
         return max(new_h, 1), max(new_w, 1)
 
-    def _letterbox(self, bgr: np.ndarray) -> tuple[np.ndarray, float]:
-        """(1, 3, S, S) float32 RGB blob of the frame scaled into the top-left corner."""
-        size = self.det_size
+    def _letterbox(self, bgr: np.ndarray, size: int | None = None) -> tuple[np.ndarray, float]:
+        """(1, 3, S, S) float32 RGB blob of the frame scaled into the top-left corner (S: size,
+        by default det_size)."""
+        size = self.det_size if size is None else size
         h = bgr.shape[0]
-        new_h, new_w = self._fit(*bgr.shape[:2])
+        new_h, new_w = self._fit(*bgr.shape[:2], size)
         canvas = np.zeros((size, size, 3), dtype=np.uint8)
         canvas[:new_h, :new_w] = cv2.resize(bgr, (new_w, new_h))
         # BGR->RGB, (x - mean) / std, HWC->NCHW float32, one pass per plane.

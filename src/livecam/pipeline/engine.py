@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+import numpy as np
+
 from livecam.errors import InputError, ProviderStartError
 from livecam.faces.analyser import FaceAnalyser
 from livecam.faces.source import SourceCache, SourceIdentity, analyse_source, check_photo_options
@@ -198,11 +200,27 @@ class Engine:
             return []
         if not self._lanes:
             lanes = [self._build_lane(k) for k in range(lane_count(self.settings.runtime))]
-            if self.settings.runtime.cuda_graphs:
-                for lane in lanes:  # one after another: see _warm_lane
+            for lane in lanes:  # one after another: see _warm_lane
+                if self.settings.runtime.cuda_graphs:
                     self._warm_lane(lane)
+                self._warm_detector(lane)
             self._lanes = lanes
         return self._lanes
+
+    def _warm_detector(self, lane: "Engine") -> None:
+        """Build and run the lane's detector at every det size this run can switch to (live: the
+        governor's steps; a file: its one size), so that a governor step creates no session
+        and binds no buffers mid-stream (faces/scrfd.py: one session per size on a GPU). On the
+        first source photo, or on a black frame without one."""
+        from livecam.pipeline.governor import det_sizes
+
+        size = self.analyser.det_size
+        if size is None:
+            return
+        assert self._recipe is not None
+        image = self.sources[0].image[..., :3] if self.sources else np.zeros((720, 1280, 3), np.uint8)
+        sizes = det_sizes(size) if self._recipe.live else (size,)
+        lane.analyser.warm_detector(np.ascontiguousarray(image), sizes)
 
     def _warm_lane(self, lane: "Engine", runs: int = 3) -> None:
         """Run a lane `runs` times on the first source photo. ORT captures a CUDA graph on a

@@ -24,6 +24,14 @@ RECOVER_FRACTION = 0.8
 LOW_DET_SIZE = 320
 
 
+def det_sizes(det_size: int | None) -> tuple[int, ...]:
+    """The detector sizes default_steps may set for a run at `det_size`: it and, above
+    LOW_DET_SIZE, LOW_DET_SIZE (a lane builds a session for each before the first frame)."""
+    if det_size is None:
+        return ()
+    return (det_size, LOW_DET_SIZE) if det_size > LOW_DET_SIZE else (det_size,)
+
+
 @dataclass(frozen=True)
 class Step:
     name: str  # as shown in logs, --stats and the summary
@@ -56,7 +64,7 @@ def default_steps(engine: Knobs, *, detect_every: int = 1, det_size: int | None 
     if detect_every < 2:
         steps.append(Step("detect every 2nd frame", lambda: engine.set_detect_every(2),
                           lambda: engine.set_detect_every(detect_every)))
-    if det_size is not None and det_size > LOW_DET_SIZE:
+    if det_size is not None and LOW_DET_SIZE in det_sizes(det_size)[1:]:
         steps.append(Step(f"detect at {LOW_DET_SIZE}", lambda: engine.set_det_size(LOW_DET_SIZE),
                           lambda: engine.set_det_size(det_size)))
     return steps

@@ -30,11 +30,13 @@ OPSET = 17  # GridSample needs 16
 class Front:
     """A pre-graph to join in front of a model (runtime/sessions.get_session's `front`): its
     name (part of the session pool's key), its builder (opset -> graph) and the model input
-    its output feeds."""
+    its output feeds. `input_shape`: that input's dims rewritten to this fixed shape before
+    the join (the detector at one det size: ONNX Runtime then folds the model's Shape ops)."""
 
     name: str
     build: Callable[[int], Any]
     connect: str
+    input_shape: tuple[int, ...] | None = None
 
 
 def _model(nodes: list[Any], inputs: list[Any], outputs: list[Any], inits: list[Any], name: str,
@@ -185,14 +187,34 @@ def output_graph(size: int, scale: float, offset: float, *, rounded: bool) -> An
                   inits, "livecam_output")
 
 
-def joined_model(model_path: str, pre: Callable[[int], Any], connect: str) -> bytes:
+def joined_model(model_path: str, pre: Callable[[int], Any], connect: str,
+                 input_shape: tuple[int, ...] | None = None) -> bytes:
     """The model file at `model_path` with the graph `pre(opset)` in front (its output feeding
-    `connect`), serialised for an InferenceSession."""
+    `connect`, whose dims are first fixed to `input_shape` when given), serialised for an
+    InferenceSession."""
     import onnx
 
     model = onnx.load(model_path)
+    if input_shape is not None:
+        with_fixed_input(model, connect, input_shape)
     opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
     return bytes(with_preprocessing(pre(opset), model, connect).SerializeToString())
+
+
+def with_fixed_input(model: Any, name: str, shape: tuple[int, ...]) -> Any:
+    """`model` (changed in place) with input `name` declared as exactly `shape`: every dim a
+    number, so shape inference, and ONNX Runtime's constant folding of Shape nodes, reach through
+    the whole graph. ValueError when the input's rank or a fixed dim disagrees."""
+    graph_input = next((i for i in model.graph.input if i.name == name), None)
+    if graph_input is None:
+        raise ValueError(f"the model has no input {name!r}")
+    dims = graph_input.type.tensor_type.shape.dim
+    if len(dims) != len(shape) or any(d.HasField("dim_value") and d.dim_value != v for d, v in zip(dims, shape)):
+        raise ValueError(f"input {name!r} cannot take shape {list(shape)}")
+    for dim, value in zip(dims, shape):
+        dim.ClearField("dim_param")
+        dim.dim_value = int(value)
+    return model
 
 
 def with_preprocessing(pre: Any, model: Any, connect: str) -> Any:

@@ -219,7 +219,15 @@ def model_tuning(inputs: Sequence[tuple[str | None, Sequence[int | None] | None]
                  *, cuda_graphs: bool = True) -> SessionTuning:
     """The tuning for one model's session: TensorRT profiles for its dynamic inputs, and a CUDA
     graph for a lane's session whose inputs are all fixed (one shape, one graph; the buffers are
-    bound once by runtime/binding.py)."""
+    bound once by runtime/binding.py).
+
+    A session whose only dynamic dims are the frame's height and width (the detector at one det
+    size with its letterbox in front, faces/scrfd.front) gets none, although ONNX Runtime allows
+    it (shapes fixed per gpu_graph_id, which BoundSession keeps per set of input shapes; CPU
+    shape nodes allowed where no Memcpy is): the frame size is known only once a stream starts,
+    after the lane warm-up, so every lane would capture on its first frame at once, which is what
+    the warm-up is there to prevent; and its `resized` input, read by CPU shape nodes, would be
+    copied back from the device inside the capture (ORT begins it before feeding the inputs)."""
     fixed = all(shape is not None and all(d is not None for d in shape) for _, shape in inputs)
     return SessionTuning(cuda_graph=cuda_graphs and fixed and providers.lane is not None,
                          trt_profile=profile_for(inputs))

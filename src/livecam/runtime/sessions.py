@@ -104,7 +104,8 @@ def _create(model_path: Path, providers: ProviderChoice, intra_op_threads: int, 
         # stage needs (measured: 1-worker video 26.6 -> 37.2 FPS at 720p without spinning).
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     names, provider_opts = providers.as_ort_args()
-    source: str | bytes = str(model_path) if front is None else joined_model(str(model_path), front.build, front.connect)
+    source: str | bytes = (str(model_path) if front is None
+                           else joined_model(str(model_path), front.build, front.connect, front.input_shape))
 
     def new_session() -> Any:
         try:
