@@ -147,7 +147,7 @@ class ScrfdDetector:
             return []
         joined = self._joined_at(size)
         if joined is not None:  # the letterbox runs in the session: the uint8 frame goes in
-            new_h, new_w = self._fit(*bgr.shape[:2], size)
+            new_h, new_w = self._fit(bgr.shape[0], bgr.shape[1], size)
             feeds = {"pre_image": bgr, "pre_resized": np.array([new_h, new_w], np.int64)}
             if joined is self._any_size:  # the canvas is an input there, a constant in front(size)
                 feeds["pre_canvas"] = np.array([size, size], np.int64)
@@ -187,7 +187,7 @@ class ScrfdDetector:
         by default det_size)."""
         size = self.det_size if size is None else size
         h = bgr.shape[0]
-        new_h, new_w = self._fit(*bgr.shape[:2], size)
+        new_h, new_w = self._fit(bgr.shape[0], bgr.shape[1], size)
         canvas = np.zeros((size, size, 3), dtype=np.uint8)
         canvas[:new_h, :new_w] = cv2.resize(bgr, (new_w, new_h))
         # BGR->RGB, (x - mean) / std, HWC->NCHW float32, one pass per plane.
