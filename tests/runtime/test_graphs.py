@@ -106,14 +106,18 @@ def test_output_graphs_are_the_swappers_and_the_enhancers_conversions() -> None:
     swapped = rng.uniform(-0.1, 1.1, (1, 3, 128, 128)).astype(np.float32)
     want = np.ascontiguousarray(np.clip(255.0 * swapped[0].transpose(1, 2, 0), 0, 255).astype(np.uint8)[:, :, ::-1])
     (got,) = session_of(output_graph(128, 255.0, 0.0, rounded=False)).run(None, {"output": swapped})
-    assert got.dtype == np.uint8 and got.shape == (128, 128, 3)
+    assert got.dtype == np.uint8 and got.shape == (1, 128, 128, 3)
+    got = got[0]
     assert np.abs(got.astype(int) - want).max() <= 1 and (got == want).mean() > 0.99
     restored = rng.uniform(-1.2, 1.2, (1, 3, 512, 512)).astype(np.float32)
     rows = restored[0].reshape(3 * 512, 512)
     u8 = cv2.addWeighted(rows, 127.5, rows, 0.0, 127.5, dtype=cv2.CV_8U)
     want = cv2.merge([u8[1024:], u8[512:1024], u8[:512]])
     (got,) = session_of(output_graph(512, 127.5, 127.5, rounded=True)).run(None, {"output": restored})
-    assert np.abs(got.astype(int) - want).max() <= 1 and (got == want).mean() > 0.99
+    assert np.abs(got[0].astype(int) - want).max() <= 1 and (got[0] == want).mean() > 0.99
+    # planar: the B, G, R planes the enhancer merges with its alpha
+    (planes,) = session_of(output_graph(512, 127.5, 127.5, rounded=True, planar=True)).run(None, {"output": restored})
+    assert planes.shape == (1, 3, 512, 512) and np.array_equal(planes[0].transpose(1, 2, 0), got[0])
 
 
 def test_the_letterbox_joined_to_the_detector_takes_uint8_and_gives_its_outputs(tmp_path: Path, faces_dir: Path) -> None:
@@ -147,7 +151,7 @@ def test_the_detector_with_its_front_finds_the_same_faces(tmp_path: Path, faces_
     from livecam.runtime.graphs import joined_model
 
     path = build_scrfd(tmp_path / "det.onnx")
-    joined = session_of_bytes(joined_model(str(path), FRONT.build, FRONT.connect))
+    joined = session_of_bytes(joined_model(str(path), FRONT))
     plain = ScrfdDetector(cpu_session(path), det_size=det_size)
     fronted = ScrfdDetector(cpu_session(path), det_size=det_size, joined=joined)
     image = photo(faces_dir, frame)
