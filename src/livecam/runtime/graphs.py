@@ -5,14 +5,16 @@ frame goes up once (2.7 MB at 720p instead of a 4.9 MB float blob) and the model
 back as a uint8 crop. Each graph does what the numpy/OpenCV path does today and is checked
 against it on the CPU provider (tests/runtime/test_graphs.py, within one grey level):
 
-- `blob_graph`: uint8 HxWx3 BGR -> float32 1x3xHxW RGB, x * scale + offset (faces/align.to_blob);
+- `blob_graph`: uint8 HxWx3 BGR -> float32 1x3xHxW RGB, x * scale + offset, to the bit as
+  faces/align.to_blob (whose OpenCV call rounds once, so the graph works in double);
   with batch=True uint8 NxHxWx3 crops -> Nx3xHxW (the swapper's tiles, the enhancer's crops);
 - `letterbox_graph`: the detector's input: the frame resized (bilinear) into the top-left of a
   size x size canvas, zeros elsewhere, then normalised (faces/scrfd.ScrfdDetector._letterbox);
 - `warp_crop_graph`: the similarity-warp crop (GridSample, bilinear, black or replicated border,
   as cv2.warpAffine) then normalised: the swapper's and the enhancer's inputs;
-- `output_graph`: a model's float Nx3xSxS RGB output -> uint8 NxSxSx3 BGR (or Nx3xSxS BGR
-  planes), scaled and clipped (the swapper's truncation or the enhancer's rounding).
+- `output_graph`: a model's float Nx3xSxS RGB output in its input's range (x * scale + offset)
+  -> uint8 NxSxSx3 BGR (or Nx3xSxS BGR planes), mapped back by the swapper's float32 steps and
+  clipped (the swapper's truncation or the enhancer's rounding).
 
 A `Front` names the graphs joined around one model (`joined_model`: `with_preprocessing` before
 it, `with_postprocessing` after it, a Cast at either edge where the model's own input or output
@@ -65,7 +67,7 @@ def pixel_front(name: str, connect: str, result: str, scale: float, offset: floa
         return blob_graph(scale, offset, batch=True, opset=opset)
 
     def back(opset: int) -> Any:
-        return output_graph(None, 1.0 / scale, -offset / scale, rounded=rounded, planar=planar, opset=opset)
+        return output_graph(None, scale, offset, rounded=rounded, planar=planar, opset=opset)
 
     return Front(name, build, connect, back, result)
 
@@ -120,7 +122,15 @@ def blob_graph(scale: float, offset: float = 0.0, *, batch: bool = False, opset:
     from onnx import TensorProto, helper
 
     nodes, inits, rgb = _bgr_to_rgb_nchw("image", batch=batch)
-    more, consts = _normalise(rgb, scale, offset, "blob")
+    # to_blob's cv2.addWeighted rounds x * scale + offset once (float32 scale and offset, the sum
+    # in double): the same here, so that a model that passes pixels through (HyperSwap outside
+    # its mask) gives back the levels the plain path gives, truncation included.
+    more = [helper.make_node("Cast", [rgb], ["rgb64"], to=TensorProto.DOUBLE),
+            helper.make_node("Mul", ["rgb64", "norm_scale"], ["scaled"]),
+            helper.make_node("Add", ["scaled", "norm_offset"], ["blob64"]),
+            helper.make_node("Cast", ["blob64"], ["blob"], to=TensorProto.FLOAT)]
+    consts = [_const("norm_scale", np.float64(np.float32(scale)), np.float64),
+              _const("norm_offset", np.float64(np.float32(offset)), np.float64)]
     lead: list[int | str] = ["N"] if batch else []
     return _model(nodes + more, [helper.make_tensor_value_info("image", TensorProto.UINT8, [*lead, "H", "W", 3])],
                   [helper.make_tensor_value_info("blob", TensorProto.FLOAT, ["N" if batch else 1, 3, "H", "W"])],
@@ -200,14 +210,17 @@ def warp_crop_graph(size: int, scale: float, offset: float, *, replicate: bool =
 
 def output_graph(size: int | None, scale: float, offset: float, *, rounded: bool, planar: bool = False,
                  opset: int = OPSET) -> Any:
-    """output float32 [N, 3, size, size] RGB -> crop uint8 [N, size, size, 3] BGR (with `planar`
-    [N, 3, size, size] BGR planes): clip(x * scale + offset, 0, 255), rounded (the enhancer's
-    saturating cast, half to even as cv2's) or truncated (the swapper's astype). size None: any."""
+    """output float32 [N, 3, size, size] RGB in a model's input range (pixel * scale + offset) ->
+    crop uint8 [N, size, size, 3] BGR (with `planar` [N, 3, size, size] BGR planes): the swapper's
+    float32 steps, (x - offset) * (1 / (scale * 255)) * 255, then rounded (the enhancer's
+    saturating cast, half to even as cv2's) or truncated (the swapper's astype), clipped to
+    [0, 255]. size None: any."""
     from onnx import TensorProto, helper
 
     nodes = [
-        helper.make_node("Mul", ["output", "out_scale"], ["o_scaled"]),
-        helper.make_node("Add", ["o_scaled", "out_offset"], ["o_levels"]),
+        helper.make_node("Sub", ["output", "out_offset"], ["o_shifted"]),
+        helper.make_node("Mul", ["o_shifted", "out_unit"], ["o_unit"]),
+        helper.make_node("Mul", ["o_unit", "out_255"], ["o_levels"]),
         helper.make_node("Round" if rounded else "Floor", ["o_levels"], ["o_whole"]),
         helper.make_node("Clip", ["o_whole", "lo", "hi"], ["o_clipped"]),
         helper.make_node("Cast", ["o_clipped"], ["o_u8"], to=TensorProto.UINT8),
@@ -216,9 +229,9 @@ def output_graph(size: int | None, scale: float, offset: float, *, rounded: bool
     ]
     if not planar:
         nodes.append(helper.make_node("Transpose", ["o_bgr"], ["crop"], perm=[0, 2, 3, 1]))
-    inits = [_const("out_scale", scale), _const("out_offset", offset), _const("lo", 0.0), _const("hi", 255.0),
-             _const("axis1", [1], np.int64), _const("rev_start", [2], np.int64), _const("rev_end", [-4], np.int64),
-             _const("rev_step", [-1], np.int64)]
+    inits = [_const("out_offset", offset), _const("out_unit", 1.0 / (scale * 255.0)), _const("out_255", 255.0),
+             _const("lo", 0.0), _const("hi", 255.0), _const("axis1", [1], np.int64), _const("rev_start", [2], np.int64),
+             _const("rev_end", [-4], np.int64), _const("rev_step", [-1], np.int64)]
     side: int | str = size if size is not None else "S"
     out_shape: list[int | str] = ["N", 3, side, side] if planar else ["N", side, side, 3]
     return _model(nodes, [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", 3, side, side])],
