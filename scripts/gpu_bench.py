@@ -568,7 +568,7 @@ def pre_post(provider: str, reps: int, deadline: float, det_path: Path | None = 
             lambda: det_joined.run(None, {"pre_image": frame, "pre_resized": sizes}), reps, deadline)
         out["detector_numpy_letterbox_then_float_blob"] = median_ms(
             lambda: det_plain.run(None, {"input.1": numpy_letterbox()}), reps, deadline)
-    post = BoundSession(session_of(output_graph(512, 127.5, 127.5, rounded=True), choice), device)
+    post = BoundSession(session_of(output_graph(512, 1 / 127.5, -1.0, rounded=True), choice), device)
     restored = np.random.default_rng(1).uniform(-1, 1, (1, 3, 512, 512)).astype(np.float32)
     out["enhancer_output_graph"] = median_ms(lambda: post.run(None, {"output": restored}), reps, deadline)
     return out

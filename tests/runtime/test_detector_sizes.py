@@ -82,7 +82,7 @@ def test_fixing_the_shapes_changes_no_face(tmp_path: Path, faces_dir: Path) -> N
     import onnxruntime as ort
 
     path = build_scrfd(tmp_path / "det.onnx", shape_ops=True, score_bias=(-8.0, -8.0, -4.0))
-    any_size = ort.InferenceSession(joined_model(str(path), FRONT.build, FRONT.connect),
+    any_size = ort.InferenceSession(joined_model(str(path), FRONT),
                                     providers=["CPUExecutionProvider"])
     for name, size, fixed, _ in _both_paths(path, faces_dir):
         image = cv2.imread(str(faces_dir / name))
@@ -116,7 +116,7 @@ def test_the_fixed_model_has_no_dynamic_dim_past_the_image_input(tmp_path: Path)
     has numbers for dims by ONNX shape inference, where the any-size FRONT leaves them open."""
     path = build_scrfd(tmp_path / "det.onnx", shape_ops=True)
     for which, open_dims in ((front(640), False), (FRONT, True)):
-        model = onnx.load_from_string(joined_model(str(path), which.build, which.connect, which.input_shape))
+        model = onnx.load_from_string(joined_model(str(path), which))
         inferred = onnx.shape_inference.infer_shapes(model, data_prop=True).graph
         detector = [v for v in [*inferred.value_info, *inferred.output] if not v.name.startswith("pre_")]
         dynamic = [v.name for v in detector
@@ -139,7 +139,7 @@ def test_onnx_runtime_folds_the_fixed_models_shape_nodes(tmp_path: Path) -> None
         options.log_severity_level = 3
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.optimized_model_filepath = str(tmp_path / f"{which.name}.onnx")
-        ort.InferenceSession(joined_model(str(path), which.build, which.connect, which.input_shape),
+        ort.InferenceSession(joined_model(str(path), which),
                              sess_options=options, providers=["CPUExecutionProvider"])
         counts[which.name] = Counter(n.op_type for n in onnx.load(options.optimized_model_filepath).graph.node)
     dynamic = counts.pop(FRONT.name)

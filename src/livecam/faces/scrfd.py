@@ -61,7 +61,7 @@ def front(size: int) -> Front:
     def build(opset: int) -> Any:
         return letterbox_graph(size, 1.0 / INPUT_STD, -INPUT_MEAN / INPUT_STD, opset)
 
-    return Front(f"scrfd_letterbox_{size}", build, "input.1", (1, 3, size, size))
+    return Front(f"scrfd_letterbox_{size}", build, "input.1", input_shape=(1, 3, size, size))
 
 
 class ScrfdDetector:

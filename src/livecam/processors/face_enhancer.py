@@ -11,6 +11,11 @@ own code runs these files: NCHW RGB input `input` in [-1, 1] ((x/255 - 0.5) / 0.
 crop as the first output in the same range, clamped and mapped back. CodeFormer alone takes a
 second input, `weight` (float64), its fidelity w (0 restores most, 1 keeps the input most).
 
+On a GPU lane (runtime/lanes.uses_device_fronts) each model also gets a `joined` session, the
+model with `pixel_front` around it (runtime/graphs.py): the uint8 crops go up, the normalising,
+the clamp and the rounding run on the device, and the restored crops come back as uint8 BGR
+planes; where the join fails the plain path runs.
+
 Live runs may hold a second, faster model (gpen_bfr_256, when it is in the models folder): the
 governor's first enhancer step switches to it before switching the enhancer off
 (`set_fast_model`).
@@ -34,6 +39,7 @@ from livecam.frame import FramePacket
 from livecam.processors.base import usable
 from livecam.processors.paste import CropMask, align_crop, feathered_box, paste
 from livecam.processors.registry import BuildContext, ProcessorSpec
+from livecam.runtime import graphs
 from livecam.runtime.sessions import input_dtype
 from livecam.settings import EnhanceSettings
 
@@ -63,15 +69,26 @@ ENHANCERS: Mapping[str, EnhancerModel] = MappingProxyType({
     "codeformer": EnhancerModel(512, FFHQ_512, fidelity=True),
 })
 FASTEST = "gpen_bfr_256"  # the governor's step before "enhancer off"
+SCALE, OFFSET = 1.0 / 127.5, -1.0  # model input = pixel * SCALE + OFFSET: (x / 255 - 0.5) / 0.5
+
+
+def pixel_front(session: Any) -> graphs.Front:
+    """The enhancer's uint8 I/O as graphs around its model (runtime/graphs.pixel_front): crops in,
+    the first output back as B, G, R uint8 planes, clamped and rounded as restore_planes does."""
+    return graphs.pixel_front("enhance_pixels", "input", session.get_outputs()[0].name, SCALE, OFFSET,
+                              rounded=True, planar=True)
 
 
 class Restorer:
     """One enhancer model's session: aligned crops in, restored crops out."""
 
-    def __init__(self, name: str, session: Any, settings: EnhanceSettings) -> None:
+    def __init__(self, name: str, session: Any, settings: EnhanceSettings, joined: Any = None) -> None:
+        """`joined`: the same model with `pixel_front` around it, run instead of `session` and
+        the numpy conversions (a lane on a GPU: uint8 crops up, uint8 planes back)."""
         self.name = name
         self.model = model = ENHANCERS[name]
         self._session = session
+        self._joined = joined
         size = model.size
         inputs = {i.name: i for i in session.get_inputs()}
         image_in = inputs.get("input")
@@ -102,8 +119,14 @@ class Restorer:
 
     def restore_planes(self, crops: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Run the model on aligned crops; returns each restored crop as its B, G, R uint8 planes."""
+        if self._joined is not None:
+            pixels = np.stack(crops)
+            runs = [pixels] if self.batched else [pixels[i:i + 1] for i in range(len(crops))]
+            planes = [p for batch in runs
+                      for p in self._joined.run([graphs.PIXELS_OUT], {graphs.PIXELS_IN: batch, **self._feeds_extra})[0]]
+            return [(p[0], p[1], p[2]) for p in planes]
         size = self.model.size
-        blob = to_blob(crops, 1.0 / 127.5, -1.0)  # (x / 255 - 0.5) / 0.5, RGB
+        blob = to_blob(crops, SCALE, OFFSET)  # (x / 255 - 0.5) / 0.5, RGB
         batches = [blob] if self.batched else [blob[i:i + 1] for i in range(len(crops))]
         out = []
         for p in (p for batch in batches for p in self._run(batch)):
@@ -120,10 +143,12 @@ class FaceEnhancer:
 
     name = "face_enhancer"
 
-    def __init__(self, session: Any, settings: EnhanceSettings, fast_session: Any = None) -> None:
+    def __init__(self, session: Any, settings: EnhanceSettings, fast_session: Any = None, *, joined: Any = None,
+                 fast_joined: Any = None) -> None:
+        """`joined`, `fast_joined`: the models with their pixel front (Restorer), or None."""
         self._settings = settings
-        self._chosen = Restorer(settings.model, session, settings)
-        self._fast = Restorer(FASTEST, fast_session, settings) if fast_session is not None else None
+        self._chosen = Restorer(settings.model, session, settings, joined)
+        self._fast = Restorer(FASTEST, fast_session, settings, fast_joined) if fast_session is not None else None
         self._active = self._chosen  # one reference, read once per frame by any worker
 
     @property
@@ -176,7 +201,19 @@ def _build(ctx: BuildContext) -> FaceEnhancer:
         log.warning("warning: --enhancer-weight is CodeFormer's fidelity; %s has no such input, so it is "
                     "ignored (add --enhancer-model codeformer)", settings.model)
     session = ctx.store.open_session(settings.model, ctx.providers, ctx.threads)
-    return FaceEnhancer(session, settings, _fast_session(ctx) if ctx.live else None)
+    fast = _fast_session(ctx) if ctx.live else None
+    return FaceEnhancer(session, settings, fast, joined=_joined(ctx, settings.model, session),
+                        fast_joined=_joined(ctx, FASTEST, fast))
+
+
+def _joined(ctx: BuildContext, name: str, session: Any) -> Any:
+    """The model `name` with its pixel front, on a GPU lane (runtime/lanes.uses_device_fronts);
+    else, or when the join fails, None."""
+    from livecam.runtime.lanes import uses_device_fronts
+
+    if session is None or not uses_device_fronts(ctx.providers):
+        return None
+    return ctx.store.open_session(name, ctx.providers, ctx.threads, front=pixel_front(session))
 
 
 def _fast_session(ctx: BuildContext) -> Any:

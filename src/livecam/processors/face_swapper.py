@@ -18,6 +18,12 @@ is warped at N x N by the template scaled to N and split into k x k tiles (k = N
 is swapped with the same source input (one batched call when the session's batch is dynamic, else
 one call per tile) and the outputs are interleaved back, so the swap carries N x N detail; the
 paste-back takes the N x N result with the N-scaled matrix. N = S is one tile: the plain path.
+
+On a GPU lane (runtime/lanes.uses_device_fronts) the swapper also holds a `joined` session: the
+model with `pixel_front` around it (runtime/graphs.py), which takes the uint8 crop's tiles and
+gives the uint8 BGR swap, so only pixels cross the bus and the blob and the conversion back run
+on the device. The CPU still warps the crop (the masks, the colour match and the paste-back need
+it there); where the join fails the plain path runs.
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ from livecam.models.emap import read_last_initializer
 from livecam.processors.crop_masks import FaceMasker, build_masker
 from livecam.processors.paste import paste
 from livecam.processors.registry import BuildContext, ProcessorSpec
+from livecam.runtime import graphs
+from livecam.runtime.graphs import Front
 from livecam.runtime.sessions import input_dtype
 from livecam.settings import HYPERSWAP_MODELS, PIXEL_BOOSTS, ProcessingSettings, SwapSettings
 
@@ -70,7 +78,9 @@ def swap_kind(model: str) -> SwapKind:
 @dataclass(frozen=True)
 class AlignedFace:
     crop: np.ndarray  # SxSx3 uint8 BGR: the target face as the model sees it
-    blob: np.ndarray  # (k*k)x3xSxS model input, tile (i, j) at i*k+j: RGB in the model's range, session dtype
+    # (k*k)x3xSxS model input, tile (i, j) at i*k+j: RGB in the model's range, session dtype; None
+    # where a joined session takes the uint8 crop itself
+    blob: np.ndarray | None
     matrix: np.ndarray  # 2x3 frame-to-crop affine
 
 
@@ -137,6 +147,15 @@ def _model_io(session: Any, kind: SwapKind) -> _ModelIO:
     return _ModelIO(targets[0], sources[0], output)
 
 
+def pixel_front(kind: SwapKind, session: Any) -> Front:
+    """The swap model's uint8 I/O as graphs around it (runtime/graphs.pixel_front): the target's
+    tiles in at the kind's scale and offset, the swapped crop back as uint8 BGR, truncated as
+    swap_crop does."""
+    io = _model_io(session, kind)
+    return graphs.pixel_front(f"swap_pixels_{kind.label}", io.target.name, io.output, kind.scale, kind.offset,
+                              rounded=False)
+
+
 class NeuralSwapper:
     """Frame processor "face_swapper" backed by an inswapper_128 or a HyperSwap session."""
 
@@ -144,8 +163,11 @@ class NeuralSwapper:
 
     def __init__(self, session: Any, settings: SwapSettings, *, kind: SwapKind = INSWAPPER,
                  model_path: Path | str | None = None, emap: np.ndarray | None = None,
-                 masker: FaceMasker | None = None) -> None:
+                 masker: FaceMasker | None = None, joined: Any = None) -> None:
+        """`joined`: the same model with `pixel_front` around it, run instead of `session` and
+        the numpy conversions (a lane on a GPU: uint8 crops up, the uint8 swap back)."""
         self._session = session
+        self._joined = joined
         self._settings = settings
         self.kind = kind
         self._masker = masker if masker is not None else FaceMasker(settings)
@@ -212,6 +234,8 @@ class NeuralSwapper:
         """The target crop, the model input built from it and the frame-to-crop matrix."""
         matrix = align_matrix(face.kps, self._template)
         crop = warp_crop(image, matrix, self.crop_size)  # INTER_LINEAR, black border
+        if self._joined is not None:  # the joined session builds the blob on the device
+            return AlignedFace(crop, None, matrix)
         # blobFromImage(crop, scale, mean, swapRB=True), faster; then the k x k tiles
         blob = split_tiles(to_blob([crop], self.kind.scale, self.kind.offset), self._tiles)
         if self._target_dtype != np.float32:
@@ -221,20 +245,30 @@ class NeuralSwapper:
     def predict(self, aligned: AlignedFace, latent: np.ndarray) -> np.ndarray:
         """The model's output for one aligned face, its tiles interleaved back: 1x3xNxN, RGB in
         the model's range."""
+        if aligned.blob is None:
+            raise RuntimeError("predict() has no float output with a joined session; use swap_crop()")
+        pred = self._run_tiles(self._session, self._target_name, self._output_name, aligned.blob, latent)
+        return merge_tiles(pred, self._tiles)
+
+    def _run_tiles(self, session: Any, target: str, output: str, tiles: np.ndarray, latent: np.ndarray) -> np.ndarray:
+        """The model on every tile (a batch of target inputs) with the one source: one call when
+        the batch is dynamic, else one per tile; the outputs in tile order."""
         source = latent.astype(self._source_dtype, copy=False)
-        tiles = aligned.blob
         if len(tiles) == 1 or not self._batched:
-            outs = [self._session.run([self._output_name], {self._target_name: tiles[t:t + 1],
-                                                             self._source_name: source})[0]
+            outs = [session.run([output], {target: tiles[t:t + 1], self._source_name: source})[0]
                     for t in range(len(tiles))]
-            pred = outs[0] if len(outs) == 1 else np.concatenate(outs)
-        else:
-            sources = np.repeat(source, len(tiles), axis=0)
-            pred = self._session.run([self._output_name], {self._target_name: tiles, self._source_name: sources})[0]
-        return merge_tiles(np.asarray(pred), self._tiles)
+            return np.asarray(outs[0] if len(outs) == 1 else np.concatenate(outs))
+        sources = np.repeat(source, len(tiles), axis=0)
+        return np.asarray(session.run([output], {target: tiles, self._source_name: sources})[0])
 
     def swap_crop(self, aligned: AlignedFace, latent: np.ndarray) -> np.ndarray:
         """The model's output for one aligned face: NxNx3 uint8 BGR."""
+        if self._joined is not None:
+            # The crop's k x k tiles as uint8 SxSx3 (split_tiles' order, through an NCHW view).
+            k = self._tiles
+            tiles = np.ascontiguousarray(split_tiles(aligned.crop.transpose(2, 0, 1)[None], k).transpose(0, 2, 3, 1))
+            swapped = self._run_tiles(self._joined, graphs.PIXELS_IN, graphs.PIXELS_OUT, tiles, latent)
+            return np.ascontiguousarray(merge_tiles(swapped.transpose(0, 3, 1, 2), k)[0].transpose(1, 2, 0))
         rgb = np.asarray(self.predict(aligned, latent)[0], dtype=np.float32).transpose(1, 2, 0)
         if self.kind.offset or self.kind.scale * 255.0 != 1.0:  # back to [0, 1] (HyperSwap: from [-1, 1])
             rgb = (rgb - np.float32(self.kind.offset)) * np.float32(1.0 / (self.kind.scale * 255.0))
@@ -303,9 +337,15 @@ def _build(ctx: BuildContext) -> FrameProcessor:
             log.warning("warning: --face-mask is for the neural swapper; the mesh swapper blends by its own mask")
 
         return MeshSwapper(ctx.settings.swap)
+    from livecam.runtime.lanes import uses_device_fronts
+
     session = ctx.store.open_session(model, ctx.providers, ctx.threads)
-    return NeuralSwapper(session, ctx.settings.swap, kind=swap_kind(model), model_path=ctx.store.file_path(model),
-                         masker=build_masker(ctx))
+    kind = swap_kind(model)
+    joined = (ctx.store.open_session(model, ctx.providers, ctx.threads,
+                                     front=pixel_front(kind, session))
+              if uses_device_fronts(ctx.providers) else None)
+    return NeuralSwapper(session, ctx.settings.swap, kind=kind, model_path=ctx.store.file_path(model),
+                         masker=build_masker(ctx), joined=joined)
 
 
 def _needs_landmarks(settings: ProcessingSettings, swap_model: str | None) -> bool:

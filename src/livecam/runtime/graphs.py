@@ -5,13 +5,22 @@ frame goes up once (2.7 MB at 720p instead of a 4.9 MB float blob) and the model
 back as a uint8 crop. Each graph does what the numpy/OpenCV path does today and is checked
 against it on the CPU provider (tests/runtime/test_graphs.py, within one grey level):
 
-- `blob_graph`: uint8 HxWx3 BGR -> float32 1x3xHxW RGB, x * scale + offset (faces/align.to_blob);
+- `blob_graph`: uint8 HxWx3 BGR -> float32 1x3xHxW RGB, x * scale + offset, to the bit as
+  faces/align.to_blob (whose OpenCV call rounds once, so the graph works in double);
+  with batch=True uint8 NxHxWx3 crops -> Nx3xHxW (the swapper's tiles, the enhancer's crops);
 - `letterbox_graph`: the detector's input: the frame resized (bilinear) into the top-left of a
   size x size canvas, zeros elsewhere, then normalised (faces/scrfd.ScrfdDetector._letterbox);
 - `warp_crop_graph`: the similarity-warp crop (GridSample, bilinear, black or replicated border,
   as cv2.warpAffine) then normalised: the swapper's and the enhancer's inputs;
-- `output_graph`: a model's float 1x3xSxS RGB output -> uint8 SxSx3 BGR, clip and scale (the
-  swapper's truncation or the enhancer's rounding).
+- `output_graph`: a model's float Nx3xSxS RGB output in its input's range (x * scale + offset)
+  -> uint8 NxSxSx3 BGR (or Nx3xSxS BGR planes), mapped back by the swapper's float32 steps and
+  clipped (the swapper's truncation or the enhancer's rounding).
+
+A `Front` names the graphs joined around one model (`joined_model`: `with_preprocessing` before
+it, `with_postprocessing` after it, a Cast at either edge where the model's own input or output
+is float16), so that one session takes and gives uint8 pixels: a lane's SCRFD on the GPU takes
+the frame (faces/scrfd.front(size), one session per det size), its swapper and enhancer take the CPU's uint8 crop and give the
+uint8 result (`pixel_front`, used by processors/face_swapper.py and face_enhancer.py).
 
 Nothing is shipped: each graph is a few nodes, built in milliseconds when a lane starts.
 """
@@ -26,17 +35,44 @@ import numpy as np
 OPSET = 17  # GridSample needs 16
 
 
+# The joined model's names: the graph in front is prefixed PRE, the one after POST.
+PRE, POST = "pre_", "post_"
+PIXELS_IN = PRE + "image"  # a pixel front's uint8 input (blob_graph's `image`)
+PIXELS_OUT = POST + "crop"  # a pixel back's uint8 output (output_graph's `crop`)
+
+
 @dataclass(frozen=True)
 class Front:
-    """A pre-graph to join in front of a model (runtime/sessions.get_session's `front`): its
-    name (part of the session pool's key), its builder (opset -> graph) and the model input
-    its output feeds. `input_shape`: that input's dims rewritten to this fixed shape before
-    the join (the detector at one det size: ONNX Runtime then folds the model's Shape ops)."""
+    """The graphs to join around a model (runtime/sessions.get_session's `front`). `name` names
+    the whole (part of the session pool's key: one name, one pair of graphs); `build` (opset ->
+    graph, or None) goes in front, its output `blob` feeding the model input `connect`; `back`
+    (opset -> graph, or None) goes after, its input `output` taking the model output `result`
+    (the model's first output when empty). Both are built at the model's opset. `input_shape`:
+    the `connect` input's dims rewritten to this fixed shape before the join (the detector at one
+    det size: ONNX Runtime then folds the model's Shape ops)."""
 
     name: str
-    build: Callable[[int], Any]
-    connect: str
+    build: Callable[[int], Any] | None
+    connect: str = ""
+    back: Callable[[int], Any] | None = None
+    result: str = ""
     input_shape: tuple[int, ...] | None = None
+
+
+def pixel_front(name: str, connect: str, result: str, scale: float, offset: float, *, rounded: bool,
+                planar: bool = False) -> Front:
+    """uint8 pixels in and out of an image model whose input is pixel * scale + offset (NCHW RGB,
+    any batch) and whose output `result` is in the same range: in, uint8 NxSxSx3 BGR crops
+    (PIXELS_IN); out (PIXELS_OUT), uint8 BGR, NxSxSx3 or with `planar` Nx3xSxS, rounded or
+    truncated to whole levels, clipped to [0, 255]."""
+
+    def build(opset: int) -> Any:
+        return blob_graph(scale, offset, batch=True, opset=opset)
+
+    def back(opset: int) -> Any:
+        return output_graph(None, scale, offset, rounded=rounded, planar=planar, opset=opset)
+
+    return Front(name, build, connect, back, result)
 
 
 def _model(nodes: list[Any], inputs: list[Any], outputs: list[Any], inits: list[Any], name: str,
@@ -56,20 +92,22 @@ def _const(name: str, value: Any, dtype: Any = np.float32) -> Any:
     return numpy_helper.from_array(np.asarray(value, dtype=dtype), name)
 
 
-def _bgr_to_rgb_nchw(image: str, prefix: str = "") -> tuple[list[Any], list[Any], str]:
-    """Nodes that turn uint8 HxWx3 BGR `image` into float 1x3xHxW RGB; (nodes, inits, output)."""
+def _bgr_to_rgb_nchw(image: str, prefix: str = "", batch: bool = False) -> tuple[list[Any], list[Any], str]:
+    """Nodes that turn uint8 HxWx3 BGR `image` into float 1x3xHxW RGB (with `batch`, NxHxWx3
+    into Nx3xHxW); (nodes, inits, output)."""
     from onnx import TensorProto, helper
 
     p = prefix
-    nodes = [
-        helper.make_node("Cast", [image], [p + "f"], to=TensorProto.FLOAT),
-        helper.make_node("Transpose", [p + "f"], [p + "chw"], perm=[2, 0, 1]),
-        # channels reversed: B, G, R -> R, G, B
-        helper.make_node("Slice", [p + "chw", p + "rev_start", p + "rev_end", p + "axis0", p + "rev_step"], [p + "rgb"]),
-        helper.make_node("Unsqueeze", [p + "rgb", p + "axis0"], [p + "nchw"]),
-    ]
+    nodes = [helper.make_node("Cast", [image], [p + "f"], to=TensorProto.FLOAT),
+             helper.make_node("Transpose", [p + "f"], [p + "chw"], perm=[0, 3, 1, 2] if batch else [2, 0, 1])]
+    # channels reversed: B, G, R -> R, G, B
+    channels = p + ("axis1" if batch else "axis0")
+    nodes.append(helper.make_node("Slice", [p + "chw", p + "rev_start", p + "rev_end", channels, p + "rev_step"],
+                                  [p + "rgb" if not batch else p + "nchw"]))
     inits = [_const(p + "rev_start", [2], np.int64), _const(p + "rev_end", [-4], np.int64),
-             _const(p + "axis0", [0], np.int64), _const(p + "rev_step", [-1], np.int64)]
+             _const(channels, [1 if batch else 0], np.int64), _const(p + "rev_step", [-1], np.int64)]
+    if not batch:
+        nodes.append(helper.make_node("Unsqueeze", [p + "rgb", p + "axis0"], [p + "nchw"]))
     return nodes, inits, p + "nchw"
 
 
@@ -81,15 +119,25 @@ def _normalise(x: str, scale: float, offset: float, out: str) -> tuple[list[Any]
             [_const("norm_scale", scale), _const("norm_offset", offset)])
 
 
-def blob_graph(scale: float, offset: float = 0.0) -> Any:
-    """image uint8 [H, W, 3] BGR -> blob float32 [1, 3, H, W] RGB, x * scale + offset."""
+def blob_graph(scale: float, offset: float = 0.0, *, batch: bool = False, opset: int = OPSET) -> Any:
+    """image uint8 [H, W, 3] BGR -> blob float32 [1, 3, H, W] RGB, x * scale + offset; with
+    `batch`, image [N, H, W, 3] -> blob [N, 3, H, W]."""
     from onnx import TensorProto, helper
 
-    nodes, inits, rgb = _bgr_to_rgb_nchw("image")
-    more, consts = _normalise(rgb, scale, offset, "blob")
-    return _model(nodes + more, [helper.make_tensor_value_info("image", TensorProto.UINT8, ["H", "W", 3])],
-                  [helper.make_tensor_value_info("blob", TensorProto.FLOAT, [1, 3, "H", "W"])],
-                  inits + consts, "livecam_blob")
+    nodes, inits, rgb = _bgr_to_rgb_nchw("image", batch=batch)
+    # to_blob's cv2.addWeighted rounds x * scale + offset once (float32 scale and offset, the sum
+    # in double): the same here, so that a model that passes pixels through (HyperSwap outside
+    # its mask) gives back the levels the plain path gives, truncation included.
+    more = [helper.make_node("Cast", [rgb], ["rgb64"], to=TensorProto.DOUBLE),
+            helper.make_node("Mul", ["rgb64", "norm_scale"], ["scaled"]),
+            helper.make_node("Add", ["scaled", "norm_offset"], ["blob64"]),
+            helper.make_node("Cast", ["blob64"], ["blob"], to=TensorProto.FLOAT)]
+    consts = [_const("norm_scale", np.float64(np.float32(scale)), np.float64),
+              _const("norm_offset", np.float64(np.float32(offset)), np.float64)]
+    lead: list[int | str] = ["N"] if batch else []
+    return _model(nodes + more, [helper.make_tensor_value_info("image", TensorProto.UINT8, [*lead, "H", "W", 3])],
+                  [helper.make_tensor_value_info("blob", TensorProto.FLOAT, ["N" if batch else 1, 3, "H", "W"])],
+                  inits + consts, "livecam_blob", opset)
 
 
 def letterbox_graph(size: int | None, scale: float, offset: float, opset: int = OPSET) -> Any:
@@ -163,42 +211,85 @@ def warp_crop_graph(size: int, scale: float, offset: float, *, replicate: bool =
                   inits + consts, "livecam_warp_crop")
 
 
-def output_graph(size: int, scale: float, offset: float, *, rounded: bool) -> Any:
-    """output float32 [1, 3, size, size] RGB -> crop uint8 [size, size, 3] BGR:
-    clip(x * scale + offset, 0, 255), rounded (the enhancer's saturating cast) or truncated (the
-    swapper's astype)."""
+def output_graph(size: int | None, scale: float, offset: float, *, rounded: bool, planar: bool = False,
+                 opset: int = OPSET) -> Any:
+    """output float32 [N, 3, size, size] RGB in a model's input range (pixel * scale + offset) ->
+    crop uint8 [N, size, size, 3] BGR (with `planar` [N, 3, size, size] BGR planes): the swapper's
+    float32 steps, (x - offset) * (1 / (scale * 255)) * 255, then rounded (the enhancer's
+    saturating cast, half to even as cv2's) or truncated (the swapper's astype), clipped to
+    [0, 255]. size None: any."""
     from onnx import TensorProto, helper
 
     nodes = [
-        helper.make_node("Mul", ["output", "out_scale"], ["o_scaled"]),
-        helper.make_node("Add", ["o_scaled", "out_offset"], ["o_levels"]),
+        helper.make_node("Sub", ["output", "out_offset"], ["o_shifted"]),
+        helper.make_node("Mul", ["o_shifted", "out_unit"], ["o_unit"]),
+        helper.make_node("Mul", ["o_unit", "out_255"], ["o_levels"]),
         helper.make_node("Round" if rounded else "Floor", ["o_levels"], ["o_whole"]),
         helper.make_node("Clip", ["o_whole", "lo", "hi"], ["o_clipped"]),
         helper.make_node("Cast", ["o_clipped"], ["o_u8"], to=TensorProto.UINT8),
-        helper.make_node("Squeeze", ["o_u8", "axis0"], ["o_chw"]),
-        helper.make_node("Slice", ["o_chw", "rev_start", "rev_end", "axis0", "rev_step"], ["o_bgr"]),
-        helper.make_node("Transpose", ["o_bgr"], ["crop"], perm=[1, 2, 0]),
+        helper.make_node("Slice", ["o_u8", "rev_start", "rev_end", "axis1", "rev_step"],
+                         ["crop" if planar else "o_bgr"]),
     ]
-    inits = [_const("out_scale", scale), _const("out_offset", offset), _const("lo", 0.0), _const("hi", 255.0),
-             _const("axis0", [0], np.int64), _const("rev_start", [2], np.int64), _const("rev_end", [-4], np.int64),
-             _const("rev_step", [-1], np.int64)]
-    return _model(nodes, [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, size, size])],
-                  [helper.make_tensor_value_info("crop", TensorProto.UINT8, [size, size, 3])],
-                  inits, "livecam_output")
+    if not planar:
+        nodes.append(helper.make_node("Transpose", ["o_bgr"], ["crop"], perm=[0, 2, 3, 1]))
+    inits = [_const("out_offset", offset), _const("out_unit", 1.0 / (scale * 255.0)), _const("out_255", 255.0),
+             _const("lo", 0.0), _const("hi", 255.0), _const("axis1", [1], np.int64), _const("rev_start", [2], np.int64),
+             _const("rev_end", [-4], np.int64), _const("rev_step", [-1], np.int64)]
+    side: int | str = size if size is not None else "S"
+    out_shape: list[int | str] = ["N", 3, side, side] if planar else ["N", side, side, 3]
+    return _model(nodes, [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", 3, side, side])],
+                  [helper.make_tensor_value_info("crop", TensorProto.UINT8, out_shape)],
+                  inits, "livecam_output", opset)
 
 
-def joined_model(model_path: str, pre: Callable[[int], Any], connect: str,
-                 input_shape: tuple[int, ...] | None = None) -> bytes:
-    """The model file at `model_path` with the graph `pre(opset)` in front (its output feeding
-    `connect`, whose dims are first fixed to `input_shape` when given), serialised for an
-    InferenceSession."""
+def joined_model(model_path: str, front: Front) -> bytes:
+    """The model file at `model_path` with `front`'s graphs joined around it (before: its output
+    feeding `front.connect`, whose dims are first fixed to `front.input_shape` when given; after: taking `front.result`), serialised for an InferenceSession."""
     import onnx
 
     model = onnx.load(model_path)
-    if input_shape is not None:
-        with_fixed_input(model, connect, input_shape)
+    if front.input_shape is not None:
+        with_fixed_input(model, front.connect, front.input_shape)
     opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
-    return bytes(with_preprocessing(pre(opset), model, connect).SerializeToString())
+    if front.build is not None:
+        pre = front.build(opset)
+        _cast_edge(pre, "blob", _elem_type(model.graph.input, front.connect))
+        model = with_preprocessing(pre, model, front.connect)
+    if front.back is not None:
+        result = front.result or model.graph.output[0].name
+        post = front.back(opset)
+        _cast_edge(post, "output", _elem_type(model.graph.output, result))
+        model = with_postprocessing(model, post, result)
+    return bytes(model.SerializeToString())
+
+
+def _elem_type(values: Any, name: str) -> int:
+    for value in values:
+        if value.name == name:
+            return int(value.type.tensor_type.elem_type)
+    raise ValueError(f"the model has no tensor {name!r} to join a graph to")
+
+
+def _cast_edge(graph_model: Any, name: str, elem_type: int) -> None:
+    """Make the input or output `name` of a graph built here (float32) of `elem_type`, through a
+    Cast at that edge (float16 models: inswapper_128_fp16, a converted GFPGAN), in place."""
+    from onnx import TensorProto, helper
+
+    g = graph_model.graph
+    if elem_type == TensorProto.FLOAT:
+        return
+    inner = name + "_f32"
+    outputs = [o for o in g.output if o.name == name]
+    if outputs:
+        for node in g.node:
+            node.output[:] = [inner if o == name else o for o in node.output]
+        g.node.append(helper.make_node("Cast", [inner], [name], to=elem_type))
+        outputs[0].type.tensor_type.elem_type = elem_type
+    else:
+        for node in g.node:
+            node.input[:] = [inner if i == name else i for i in node.input]
+        g.node.insert(0, helper.make_node("Cast", [name], [inner], to=TensorProto.FLOAT))
+        next(i for i in g.input if i.name == name).type.tensor_type.elem_type = elem_type
 
 
 def with_fixed_input(model: Any, name: str, shape: tuple[int, ...]) -> Any:
@@ -219,11 +310,22 @@ def with_fixed_input(model: Any, name: str, shape: tuple[int, ...]) -> Any:
 
 def with_preprocessing(pre: Any, model: Any, connect: str) -> Any:
     """One model: `pre`'s output `blob` feeds `model`'s input `connect`, so the pair takes what
-    `pre` takes (uint8 pixels) and gives what `model` gives; `pre`'s names are prefixed."""
+    `pre` takes (uint8 pixels) and gives what `model` gives; `pre`'s names are prefixed PRE."""
     from onnx import compose
 
     pre.ir_version = model.ir_version
-    return compose.merge_models(pre, model, io_map=[("blob", connect)], prefix1="pre_")
+    return compose.merge_models(pre, model, io_map=[("blob", connect)], prefix1=PRE)
+
+
+def with_postprocessing(model: Any, post: Any, result: str) -> Any:
+    """One model: `model`'s output `result` feeds `post`'s input `output`, so the pair takes what
+    `model` takes and gives only what `post` gives (uint8 pixels; another output of the model,
+    HyperSwap's mask, is left out); `post`'s names are prefixed POST."""
+    from onnx import compose
+
+    post.ir_version = model.ir_version
+    return compose.merge_models(model, post, io_map=[(result, "output")], prefix2=POST,
+                                outputs=[POST + o.name for o in post.graph.output])
 
 
 def session_of(model: Any, providers: Any = None) -> Any:

@@ -8,6 +8,11 @@ IO binding with buffers bound once (runtime/binding.py). `Engine.lanes()` builds
 lane; the file pipeline's worker i uses lane i. On the CPU provider the shared pool stays: one
 session's intra-op threads already fill the cores.
 
+On a GPU (`uses_device_fronts`) a lane's models also get sessions with graphs joined around them
+(runtime/graphs.Front), so that only uint8 pixels cross the bus: the detector takes the frame
+(its letterbox in front), the swapper and the enhancer take the CPU's uint8 crop and give back
+the uint8 result (graphs.pixel_front: the blob in front, the conversion to uint8 BGR after).
+
 RuntimeSettings.lanes: None chooses by provider (LANE_PROVIDERS), True forces lanes on any
 provider (this is how the lane machinery is tested on the CPU, and how scripts/gpu_bench.py's
 CPU smoke run checks the GPU path), False keeps the shared pool.
@@ -28,8 +33,9 @@ def uses_lanes(providers: ProviderChoice, runtime: RuntimeSettings) -> bool:
 
 
 def uses_device_fronts(providers: ProviderChoice) -> bool:
-    """Whether a session gets its pre-graph joined in front (runtime/graphs.Front): a lane's on
-    the GPU, where it saves the float blob's upload and the CPU's letterbox."""
+    """Whether a lane's models get their graphs joined around them (runtime/graphs.Front): on
+    the GPU, where they save the float blobs' uploads, the float outputs' downloads and the
+    CPU's letterbox and conversions."""
     return providers.lane is not None and providers.device == "cuda"
 
 

@@ -50,7 +50,7 @@ def get_session(model_path: Path | str, providers: ProviderChoice, intra_op_thre
                 front: Front | None = None) -> Any:
     """Return the session for this model and provider set, creating it on first use: shared by
     every thread, or with `providers.lane` set, that lane's own BoundSession. `front`: the model
-    with that pre-graph joined in front (runtime/graphs.py), a session of its own."""
+    with those graphs joined around it (runtime/graphs.Front), a session of its own."""
     key = (str(Path(model_path).resolve()), providers, intra_op_threads, front.name if front else "")
     with _POOL_LOCK:
         session = _POOL.get(key)
@@ -104,8 +104,7 @@ def _create(model_path: Path, providers: ProviderChoice, intra_op_threads: int, 
         # stage needs (measured: 1-worker video 26.6 -> 37.2 FPS at 720p without spinning).
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     names, provider_opts = providers.as_ort_args()
-    source: str | bytes = (str(model_path) if front is None
-                           else joined_model(str(model_path), front.build, front.connect, front.input_shape))
+    source: str | bytes = str(model_path) if front is None else joined_model(str(model_path), front)
 
     def new_session() -> Any:
         try:
