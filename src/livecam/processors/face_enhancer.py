@@ -31,6 +31,7 @@ from livecam.errors import ModelError
 from livecam.faces.align import FFHQ_512, align_matrix, arcface_template, to_blob
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
+from livecam.models import fp16
 from livecam.processors.base import usable
 from livecam.processors.paste import CropMask, align_crop, feathered_box, paste
 from livecam.processors.registry import BuildContext, ProcessorSpec
@@ -175,7 +176,8 @@ def _build(ctx: BuildContext) -> FaceEnhancer:
     if settings.weight is not None and not ENHANCERS[settings.model].fidelity:
         log.warning("warning: --enhancer-weight is CodeFormer's fidelity; %s has no such input, so it is "
                     "ignored (add --enhancer-model codeformer)", settings.model)
-    session = ctx.store.open_session(settings.model, ctx.providers, ctx.threads)
+    precision = fp16.choose(ctx.store, settings.model, settings.precision, ctx.providers.primary)
+    session = ctx.store.open_session(settings.model, ctx.providers, ctx.threads, precision=precision)
     return FaceEnhancer(session, settings, _fast_session(ctx) if ctx.live else None)
 
 
@@ -185,11 +187,13 @@ def _fast_session(ctx: BuildContext) -> Any:
     if ctx.settings.enhance.model == FASTEST or not ctx.store.is_present(FASTEST):
         return None
     try:
-        return ctx.store.open_session(FASTEST, ctx.providers, ctx.threads)
+        precision = fp16.choose(ctx.store, FASTEST, ctx.settings.enhance.precision, ctx.providers.primary)
+        return ctx.store.open_session(FASTEST, ctx.providers, ctx.threads, precision=precision)
     except ModelError as exc:
         log.warning("warning: %s; the live governor will switch the enhancer straight off", exc.message)
         return None
 
 
 PROCESSOR = ProcessorSpec(name=FaceEnhancer.name, role="enhancer", build=_build,
-                          model=lambda ctx: ctx.settings.enhance.model)
+                          model=lambda ctx: fp16.label(ctx.store, ctx.settings.enhance.model,
+                                                       ctx.settings.enhance.precision, ctx.providers.primary))
