@@ -39,13 +39,15 @@ DIGEST_CHARS = 16  # of the fp32 file's SHA-256 in the copy's name
 FORMAT = 1  # of the record; a record of another format (or converter, or threshold) is redone
 # The check's bound on |fp16 - fp32|, in grey levels of the restored crop (the output's [-1, 1]
 # is 255 levels), at the 99th percentile of its pixels. One fp16 rounding of a value in [-1, 1]
-# moves it by at most 0.06 levels; a sound conversion of a deep restorer adds up such roundings
-# to well under one level at nearly every pixel (the tests' stand-ins: 0.03 levels at p99, 0.25
-# at the worst pixel, tests/models/test_fp16.py), while a broken one (a layer that overflows
-# 65504, a normalisation that loses its variance) is off by tens of levels over whole regions.
-# The worst pixel alone is not bounded: a few isolated pixels a level or two off are invisible
-# after the paste's feathering and blend.
-MAX_DRIFT_LEVELS = 2.0
+# moves it by at most 0.06 levels; the tests' one-convolution stand-ins drift 0.02 levels at
+# p99 (0.04 at worst), and random-weight stacks of 3x3 convolutions with instance norm and leaky
+# ReLU, which amplify small errors far more than trained restorers do, drift 0.9 levels at p99
+# with 16 layers and 4.7 with 32 (tests/models/test_fp16.py builds them). A broken conversion (a
+# layer that overflows 65504 and saturates, a normalisation that loses its variance) is off by
+# tens of levels over whole regions. 8 levels (3 % of the range) lets the deepest sound case
+# through with room and stops those; the worst pixel alone is not bounded, as a few isolated
+# pixels some levels off are invisible after the paste's feathering and blend.
+MAX_DRIFT_LEVELS = 8.0
 DRIFT_PERCENTILE = 99.0
 FIX = "use --enhancer-precision fp32"
 
@@ -91,6 +93,10 @@ class Drift:
     max_levels: float
     mean_levels: float
 
+    def describe(self) -> str:
+        return (f"{self.p99_levels:.2f} grey levels at p{DRIFT_PERCENTILE:g} ({self.max_levels:.2f} at worst), "
+                f"{self.nonfinite} NaN/Inf")
+
     def problem(self) -> str:
         """'' when the copy may be used, else why not, in a few words."""
         if self.nonfinite:
@@ -106,10 +112,10 @@ def converter_name() -> str:
     return f"onnxruntime {import_onnxruntime().__version__}"
 
 
-def cached_paths(store: ModelStore, name: str, digest: str) -> tuple[Path, Path]:
-    """(the fp16 copy, its record) for the fp32 file with SHA-256 `digest`."""
+def cached_paths(root: Path, name: str, digest: str) -> tuple[Path, Path]:
+    """(the fp16 copy, its record) in models folder `root` for the fp32 file with SHA-256 `digest`."""
     stem = f"{name}.{digest[:DIGEST_CHARS]}"
-    folder = store.root / FOLDER
+    folder = root / FOLDER
     return folder / f"{stem}.onnx", folder / f"{stem}.json"
 
 
@@ -117,7 +123,7 @@ def converted(store: ModelStore, name: str, fp32: Path) -> Path:
     """The checked fp16 copy of the verified fp32 file `fp32` of model `name`: converted and
     checked on the first call for this file, read from the cache after. ModelError (one line
     naming the model and --enhancer-precision fp32) when it cannot be made or fails the check."""
-    copy, record = cached_paths(store, name, store.digest(fp32))
+    copy, record = cached_paths(store.root, name, store.digest(fp32))
     known = _read_record(record)
     if known is not None:
         problem = Drift(**known["drift"]).problem()
@@ -131,7 +137,7 @@ def converted(store: ModelStore, name: str, fp32: Path) -> Path:
 def ready(store: ModelStore, name: str, fp32: Path) -> bool:
     """Whether a checked, accepted fp16 copy of `fp32` is in the cache (nothing is converted)."""
     try:
-        copy, record = cached_paths(store, name, store.digest(fp32))
+        copy, record = cached_paths(store.root, name, store.digest(fp32))
     except OSError:
         return False
     known = _read_record(record)
@@ -166,7 +172,7 @@ def _convert_and_check(name: str, fp32: Path, copy: Path, record: Path) -> Path:
     model = convert(name, fp32)
     data = model.SerializeToString()
     drift = measure(fp32, data)
-    log.info("%s fp16 against fp32: %s", name, drift)
+    log.info("%s fp16 against fp32 on the CPU: %s", name, drift.describe())
     problem = drift.problem()
     try:
         copy.parent.mkdir(parents=True, exist_ok=True)
