@@ -244,3 +244,19 @@ def test_a_deep_sound_conversion_passes_the_check(tmp_path: Path, layers: int) -
     drift = fp16.measure(fp32, fp16.convert("deep", fp32).SerializeToString())
     assert drift.problem() == "" and drift.nonfinite == 0
     assert 0.1 < drift.p99_levels <= fp16.MAX_DRIFT_LEVELS
+
+
+def test_the_governors_fast_model_runs_at_the_same_precision(store: ModelStore) -> None:
+    from livecam.processors.face_enhancer import FASTEST, _build
+    from livecam.processors.registry import BuildContext
+    from livecam.runtime.providers import resolve_providers
+    from livecam.settings import EnhanceSettings, ProcessingSettings
+
+    _standin(store, "gfpgan_1.4")
+    _standin(store, FASTEST)
+    for precision, copies in (("fp32", []), ("fp16", ["gfpgan_1.4", FASTEST])):
+        settings = ProcessingSettings(sources=(), frame_processors=("face_enhancer",), runtime=store.settings,
+                                      enhance=EnhanceSettings(precision=precision))
+        enhancer = _build(BuildContext(settings, store, resolve_providers(["cpu"]), 1, None, live=True))
+        assert enhancer.fast_model == FASTEST
+        assert sorted(n.rsplit(".", 2)[0] for n in _cached(store) if n.endswith(".onnx")) == sorted(copies)
