@@ -179,12 +179,16 @@ def test_label_names_fp16_only_when_the_checked_copy_runs(store: ModelStore) -> 
     assert fp16.label(store, "codeformer", "auto", "cpu") == "codeformer"
 
 
-def test_without_onnx_the_error_says_what_to_install(store: ModelStore, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_onnx_the_error_says_what_to_install(store: ModelStore, monkeypatch: pytest.MonkeyPatch,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
     _standin(store, "gfpgan_1.4")
     monkeypatch.setitem(sys.modules, "onnxruntime.transformers.float16", None)  # import fails
     with pytest.raises(ModelError) as info:
         store.precision_path("gfpgan_1.4", "fp16")
-    assert "livecam[fp16]" in info.value.message and info.value.message.endswith("--enhancer-precision fp32")
+    assert "livecam[fp16]" in info.value.message and info.value.message.endswith("; use --enhancer-precision fp32")
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        assert fp16.choose(store, "gfpgan_1.4", "auto", "tensorrt") == "fp32"
+    assert "livecam[fp16]" in caplog.text and caplog.text.count("--enhancer-precision") == 1  # auto's, not the fix
     assert _cached(store) == []
 
 

@@ -145,6 +145,7 @@ def ready(store: ModelStore, name: str, fp32: Path) -> bool:
             and copy.stat().st_size == known.get("bytes"))
 
 
+# Every ModelError here ends in "; " + FIX (choose() drops it when auto falls back to fp32).
 def _refused(name: str, problem: str) -> ModelError:
     return ModelError(f"the fp16 copy of {name} fails its check against the fp32 file ({problem}); {FIX}")
 
@@ -186,8 +187,8 @@ def _convert_and_check(name: str, fp32: Path, copy: Path, record: Path) -> Path:
             out.write_bytes(json.dumps(entry, indent=1, sort_keys=True).encode("utf-8"))
     except (OSError, LivecamError) as exc:
         reason = exc.message if isinstance(exc, LivecamError) else (exc.strerror or str(exc))
-        raise ModelError(f"cannot keep the fp16 copy of {name} in {copy.parent} ({reason}); pass --models-dir "
-                         f"with a writable folder, or {FIX}") from exc
+        raise ModelError(f"cannot keep the fp16 copy of {name} in {copy.parent} ({reason}; --models-dir "
+                         f"picks another folder); {FIX}") from exc
     if problem:
         raise _refused(name, problem)
     return copy
@@ -200,8 +201,8 @@ def convert(name: str, fp32: Path) -> Any:
         import onnx
         from onnxruntime.transformers.float16 import convert_float_to_float16
     except ImportError as exc:
-        raise ModelError(f"converting {name} to fp16 needs the onnx package ({exc.name or exc} is missing); "
-                         f"pip install 'livecam[fp16]', or {FIX}") from exc
+        raise ModelError(f"converting {name} to fp16 needs the onnx package ({exc.name or exc} is missing: "
+                         f"pip install 'livecam[fp16]'); {FIX}") from exc
     try:
         model = convert_float_to_float16(onnx.load(str(fp32)), keep_io_types=True)
         _sort_nodes(model.graph)
