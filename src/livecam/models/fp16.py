@@ -124,25 +124,32 @@ def converted(store: ModelStore, name: str, fp32: Path) -> Path:
     checked on the first call for this file, read from the cache after. ModelError (one line
     naming the model and --enhancer-precision fp32) when it cannot be made or fails the check."""
     copy, record = cached_paths(store.root, name, store.digest(fp32))
-    known = _read_record(record)
-    if known is not None:
-        problem = Drift(**known["drift"]).problem()
-        if problem:
-            raise _refused(name, problem)
-        if copy.is_file() and copy.stat().st_size == known.get("bytes"):
-            return copy
+    verdict = _verdict(copy, record)
+    if verdict == "":
+        return copy
+    if verdict is not None:
+        raise _refused(name, verdict)
     return _convert_and_check(name, fp32, copy, record)
 
 
 def ready(store: ModelStore, name: str, fp32: Path) -> bool:
     """Whether a checked, accepted fp16 copy of `fp32` is in the cache (nothing is converted)."""
     try:
-        copy, record = cached_paths(store.root, name, store.digest(fp32))
+        return _verdict(*cached_paths(store.root, name, store.digest(fp32))) == ""
     except OSError:
         return False
+
+
+def _verdict(copy: Path, record: Path) -> str | None:
+    """What the cache says: '' an accepted copy is there, a problem: refused before, None:
+    nothing that counts (convert)."""
     known = _read_record(record)
-    return (known is not None and not Drift(**known["drift"]).problem() and copy.is_file()
-            and copy.stat().st_size == known.get("bytes"))
+    if known is None:
+        return None
+    problem = Drift(**known["drift"]).problem()
+    if problem:
+        return problem
+    return "" if copy.is_file() and copy.stat().st_size == known.get("bytes") else None
 
 
 # Every ModelError here ends in "; " + FIX (choose() drops it when auto falls back to fp32).
@@ -162,8 +169,8 @@ def _read_record(path: Path) -> dict[str, Any] | None:
             or data.get("max_drift_levels") != MAX_DRIFT_LEVELS):
         return None
     try:
-        Drift(**data["drift"])
-    except TypeError:
+        Drift(**data["drift"]).problem()
+    except TypeError:  # fields missing, extra or not numbers: a record from elsewhere
         return None
     return data
 
