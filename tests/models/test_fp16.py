@@ -104,14 +104,21 @@ def test_a_second_run_reuses_the_copy(store: ModelStore, conversions: list[str])
 
 def test_a_changed_fp32_file_is_converted_again(store: ModelStore, conversions: list[str]) -> None:
     fp32 = _standin(store, "gfpgan_1.4", seed=0)
+    _standin(store, "gpen_bfr_256")
+    other = store.precision_path("gpen_bfr_256", "fp16")
     first = store.precision_path("gfpgan_1.4", "fp16")
+    feeds = {"input": np.full((1, 3, 512, 512), 0.25, np.float32)}
+    old_output = _run(first, feeds)
     _standin(store, "gfpgan_1.4", seed=1)  # same size, other weights
     os.utime(fp32, ns=(fp32.stat().st_atime_ns, fp32.stat().st_mtime_ns + 10**9))  # a coarse clock
     second = store.precision_path("gfpgan_1.4", "fp16")
-    assert second != first and conversions == ["gfpgan_1.4", "gfpgan_1.4"]
-    feeds = {"input": np.full((1, 3, 512, 512), 0.25, np.float32)}
-    assert np.abs(_run(second, feeds) - _run(fp32, feeds)).max() < 0.01  # the new weights
-    assert np.abs(_run(first, feeds) - _run(fp32, feeds)).max() > 0.05
+    assert second != first and conversions == ["gpen_bfr_256", "gfpgan_1.4", "gfpgan_1.4"]
+    new_fp32 = _run(fp32, feeds)
+    assert np.abs(_run(second, feeds) - new_fp32).max() < 0.01  # the new weights
+    assert np.abs(old_output - new_fp32).max() > 0.05
+    # The old file's copy is gone (never used again); another model's copy stays.
+    assert sorted(_cached(store)) == sorted(p.name for p in (second, second.with_suffix(".json"), other,
+                                                              other.with_suffix(".json")))
 
 
 def _poisoned(how: str) -> Callable[[str, Path], Any]:
@@ -264,3 +271,20 @@ def test_the_governors_fast_model_runs_at_the_same_precision(store: ModelStore) 
         enhancer = _build(BuildContext(settings, store, resolve_providers(["cpu"]), 1, None, live=True))
         assert enhancer.fast_model == FASTEST
         assert sorted(n.rsplit(".", 2)[0] for n in _cached(store) if n.endswith(".onnx")) == sorted(copies)
+
+
+def test_a_copy_the_cpu_cannot_run_is_refused_in_one_line(store: ModelStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    _standin(store, "gpen_bfr_256")
+    real = fp16.convert
+
+    def unrunnable(name: str, fp32: Path) -> Any:
+        model = real(name, fp32)
+        model.graph.node[0].op_type = "NoSuchOp"  # as a kernel ONNX Runtime lacks for fp16 on the CPU
+        return model
+
+    monkeypatch.setattr(fp16, "convert", unrunnable)
+    with pytest.raises(ModelError) as info:
+        store.precision_path("gpen_bfr_256", "fp16")
+    message = info.value.message
+    assert "\n" not in message and "gpen_bfr_256" in message and "cannot be checked on the CPU" in message
+    assert message.endswith("; use --enhancer-precision fp32") and _cached(store) == []

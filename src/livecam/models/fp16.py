@@ -17,6 +17,7 @@ nodes there: slow but correct, which is what the check needs.
 
 from __future__ import annotations
 
+import glob
 import json
 import logging
 from dataclasses import asdict, dataclass
@@ -179,7 +180,11 @@ def _convert_and_check(name: str, fp32: Path, copy: Path, record: Path) -> Path:
     log.info("converting %s to fp16 once (%s)", name, copy)
     model = convert(name, fp32)
     data = model.SerializeToString()
-    drift = measure(fp32, data)
+    try:
+        drift = measure(fp32, data)
+    except Exception as exc:  # noqa: BLE001 - ORT's own types: a kernel the CPU lacks in fp16, ...
+        first = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+        raise ModelError(f"the fp16 copy of {name} cannot be checked on the CPU ({first}); {FIX}") from exc
     log.info("%s fp16 against fp32 on the CPU: %s", name, drift.describe())
     problem = drift.problem()
     try:
@@ -196,9 +201,20 @@ def _convert_and_check(name: str, fp32: Path, copy: Path, record: Path) -> Path:
         reason = exc.message if isinstance(exc, LivecamError) else (exc.strerror or str(exc))
         raise ModelError(f"cannot keep the fp16 copy of {name} in {copy.parent} ({reason}; --models-dir "
                          f"picks another folder); {FIX}") from exc
+    _drop_stale(name, copy, record)
     if problem:
         raise _refused(name, problem)
     return copy
+
+
+def _drop_stale(name: str, copy: Path, record: Path) -> None:
+    """Remove this model's copies of earlier fp32 files (a few hundred MB each): never used again."""
+    for path in copy.parent.glob(f"{glob.escape(name)}.*"):
+        if path not in (copy, record) and path.suffix in (".onnx", ".json") and path.name.count(".") == name.count(".") + 2:
+            try:
+                path.unlink()
+            except OSError as exc:  # in use elsewhere (Windows): a later conversion tries again
+                log.debug("could not remove the stale fp16 copy %s: %s", path, exc)
 
 
 # ---- conversion -----------------------------------------------------------------------------
