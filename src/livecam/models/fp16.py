@@ -2,7 +2,8 @@
 float32 inputs and outputs kept, and checked against the fp32 file before it is ever used.
 
 The converter is the one that ships inside onnxruntime (`onnxruntime.transformers.float16`,
-present from 1.17 to 1.32 at least; it needs the `onnx` package: the `fp16` extra). The result
+the same signature in 1.23 for Python 3.10 and in 1.32; it needs the `onnx` package: the
+`fp16` extra). The result
 lives beside the models, `<models>/fp16/<name>.<digest>.onnx`, where `<digest>` starts the
 fp32 file's SHA-256: a changed fp32 file is converted again, and an old copy is never taken for
 a new one. A small json record beside it holds the check's result, so that each fp32 file is
