@@ -3,17 +3,17 @@ float32 inputs and outputs kept, and checked against the fp32 file before it is 
 
 The converter is the one that ships inside onnxruntime (`onnxruntime.transformers.float16`,
 the same signature in 1.23 for Python 3.10 and in 1.32; it needs the `onnx` package: the
-`fp16` extra). The result
-lives beside the models, `<models>/fp16/<name>.<digest>.onnx`, where `<digest>` starts the
-fp32 file's SHA-256: a changed fp32 file is converted again, and an old copy is never taken for
-a new one. A small json record beside it holds the check's result, so that each fp32 file is
+`fp16` extra). The result lives beside the models, `<models>/fp16/<name>.<digest>.onnx`, where
+`<digest>` starts the fp32 file's SHA-256: a changed fp32 file is converted again, and an old
+copy is never taken for a new one. A small json record beside it holds the check's result, so that each fp32 file is
 converted and checked once, accepted or not; the record is written last, so an interrupted
 conversion leaves nothing that a later run would use.
 
 The check runs both files on the CPU provider on one fixed, seeded, face-like input and refuses
 the copy when its output holds NaN/Inf or drifts from fp32 by more than MAX_DRIFT_LEVELS at the
-99th percentile (see there). The CPU has few fp16 kernels, so ONNX Runtime casts around most
-nodes there: slow but correct, which is what the check needs.
+99th percentile (see there). ONNX Runtime casts to fp32 around the nodes that have no fp16
+kernel on the CPU: slow but correct, which is what the check (and an explicit fp16 on the CPU)
+needs.
 """
 
 from __future__ import annotations
