@@ -26,6 +26,7 @@ from livecam.settings import (
     DEFAULT_FACE_MASK_REGIONS,
     DETECTORS,
     ENHANCER_MODELS,
+    ENHANCER_PRECISIONS,
     FACE_MASK_AREAS,
     FACE_MASK_REGIONS,
     FACE_MASK_TYPES,
@@ -287,6 +288,9 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="Mix of the restored face over the swapped one."),
         click.option("--enhancer-weight", type=click.FloatRange(0, 1), default=None,
                      help="CodeFormer's fidelity: 0 restores most, 1 (default) keeps the input face most."),
+        click.option("--enhancer-precision", type=click.Choice(ENHANCER_PRECISIONS), default="auto", show_default=True,
+                     help="Enhancer weights: fp16 is converted once from the fp32 file and checked against it; "
+                          "auto: fp16 on cuda, tensorrt and coreml, fp32 elsewhere."),
         click.option("--smoothing", type=click.FloatRange(0, 1), default=0.5, show_default=True,
                      help="Keypoint smoothing across frames (0 off); not used for images."),
     ]
@@ -358,7 +362,7 @@ def _processing(ctx: click.Context, kw: dict[str, Any], *, smoothing_allowed: bo
                           face_mask_areas=kw.pop("face_mask_areas") or FACE_MASK_AREAS,
                           face_mask_regions=kw.pop("face_mask_regions") or DEFAULT_FACE_MASK_REGIONS),
         enhance=EnhanceSettings(model=kw.pop("enhancer_model"), blend=kw.pop("enhancer_blend"),
-                                weight=kw.pop("enhancer_weight")),
+                                weight=kw.pop("enhancer_weight"), precision=kw.pop("enhancer_precision")),
     )
 
 

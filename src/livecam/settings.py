@@ -14,6 +14,9 @@ FACE_SELECTOR_ORDERS: tuple[str, ...] = ("left-right", "right-left", "top-bottom
                                          "large-small", "best-worst")
 # --enhancer-model: catalog names; how each one runs is processors/face_enhancer.ENHANCERS.
 ENHANCER_MODELS: tuple[str, ...] = ("gfpgan_1.4", "gpen_bfr_256", "gpen_bfr_512", "codeformer")
+# --enhancer-precision: fp16 is converted once from the fp32 file (models/fp16.py); auto is fp16
+# on runtime/providers.FP16_FRIENDLY providers, fp32 elsewhere.
+ENHANCER_PRECISIONS: tuple[str, ...] = ("auto", "fp32", "fp16")
 # The inswapper's paste masks (processors/crop_masks.py): several at once paste their intersection.
 FACE_MASK_TYPES: tuple[str, ...] = ("box", "occlusion", "region", "area")
 FACE_MASK_AREAS: tuple[str, ...] = ("upper-face", "lower-face", "mouth")
@@ -95,6 +98,7 @@ class EnhanceSettings:
     model: str = "gfpgan_1.4"  # ENHANCER_MODELS
     blend: float = 0.8
     weight: float | None = None  # CodeFormer's fidelity input, 0 (restore more) .. 1 (keep the input); None: 1
+    precision: str = "auto"  # ENHANCER_PRECISIONS
 
 
 @dataclass(frozen=True)

@@ -164,16 +164,34 @@ class ModelStore:
             self._check_file(spec, dest)
         return dest
 
-    def open_session(self, name: str, providers: Any, intra_op_threads: int = 0, front: Any = None) -> Any:
+    def precision_path(self, name: str, precision: str = "fp32") -> Path:
+        """path(), or for "fp16" its fp16 copy: converted once and checked against it (models/fp16.py)."""
+        path = self.path(name)
+        if precision != "fp16":
+            return path
+        from livecam.models.fp16 import converted
+
+        return converted(self, name, path)
+
+    def digest(self, path: Path) -> str:
+        """The SHA-256 of a file in the models folder, from the verification memo when it is current."""
+        got = self._memo_lookup(path)
+        if got is None:
+            got = sha256_file(path)
+            self._memo_record(path, got)
+        return got
+
+    def open_session(self, name: str, providers: Any, intra_op_threads: int = 0, front: Any = None,
+                     precision: str = "fp32") -> Any:
         """path() + the shared session + the signature check, all before any frame is processed.
 
-        `front` (runtime/graphs.Front): a second session of the checked file with that pre-graph
-        joined in front, or None when the join fails (the caller keeps the plain path; said at
-        debug level)."""
+        `front` (runtime/graphs.Front): a second session of the checked file with that Front's
+        graphs joined around it, or None when the join fails (the caller keeps the plain path; said at
+        debug level). `precision` "fp16": the file's checked fp16 copy (precision_path)."""
         from livecam.runtime.providers import model_tuning
         from livecam.runtime.sessions import get_session
 
-        path = self.path(name)
+        path = self.precision_path(name, precision)
         spec = self.spec(name)
         tuned = providers.tuned(model_tuning([(t.name, t.shape) for t in spec.inputs], providers,
                                              cuda_graphs=self.settings.cuda_graphs))

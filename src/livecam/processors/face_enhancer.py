@@ -36,6 +36,7 @@ from livecam.errors import ModelError
 from livecam.faces.align import FFHQ_512, align_matrix, arcface_template, to_blob
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
+from livecam.models import fp16
 from livecam.processors.base import usable
 from livecam.processors.paste import CropMask, align_crop, feathered_box, paste
 from livecam.processors.registry import BuildContext, ProcessorSpec
@@ -200,33 +201,38 @@ def _build(ctx: BuildContext) -> FaceEnhancer:
     if settings.weight is not None and not ENHANCERS[settings.model].fidelity:
         log.warning("warning: --enhancer-weight is CodeFormer's fidelity; %s has no such input, so it is "
                     "ignored (add --enhancer-model codeformer)", settings.model)
-    session = ctx.store.open_session(settings.model, ctx.providers, ctx.threads)
-    fast = _fast_session(ctx) if ctx.live else None
-    return FaceEnhancer(session, settings, fast, joined=_joined(ctx, settings.model, session),
-                        fast_joined=_joined(ctx, FASTEST, fast))
+    precision = fp16.choose(ctx.store, settings.model, settings.precision, ctx.providers.primary)
+    session = ctx.store.open_session(settings.model, ctx.providers, ctx.threads, precision=precision)
+    fast, fast_precision = _fast_session(ctx) if ctx.live else (None, "fp32")
+    return FaceEnhancer(session, settings, fast, joined=_joined(ctx, settings.model, session, precision),
+                        fast_joined=_joined(ctx, FASTEST, fast, fast_precision))
 
 
-def _joined(ctx: BuildContext, name: str, session: Any) -> Any:
-    """The model `name` with its pixel front, on a GPU lane (runtime/lanes.uses_device_fronts);
-    else, or when the join fails, None."""
+def _joined(ctx: BuildContext, name: str, session: Any, precision: str) -> Any:
+    """The model `name` (the same file as `session`: its checked fp16 copy with `precision`
+    fp16) with its pixel front, on a GPU lane (runtime/lanes.uses_device_fronts); else, or when
+    the join fails, None."""
     from livecam.runtime.lanes import uses_device_fronts
 
     if session is None or not uses_device_fronts(ctx.providers):
         return None
-    return ctx.store.open_session(name, ctx.providers, ctx.threads, front=pixel_front(session))
+    return ctx.store.open_session(name, ctx.providers, ctx.threads, front=pixel_front(session), precision=precision)
 
 
-def _fast_session(ctx: BuildContext) -> Any:
-    """The fastest enhancer's session for the live governor, when it is already in the models
-    folder (never downloaded for this) and is not the chosen one; else None."""
+def _fast_session(ctx: BuildContext) -> tuple[Any, str]:
+    """The fastest enhancer's session for the live governor and its precision, when it is
+    already in the models folder (never downloaded for this) and is not the chosen one; else
+    (None, "fp32")."""
     if ctx.settings.enhance.model == FASTEST or not ctx.store.is_present(FASTEST):
-        return None
+        return None, "fp32"
     try:
-        return ctx.store.open_session(FASTEST, ctx.providers, ctx.threads)
+        precision = fp16.choose(ctx.store, FASTEST, ctx.settings.enhance.precision, ctx.providers.primary)
+        return ctx.store.open_session(FASTEST, ctx.providers, ctx.threads, precision=precision), precision
     except ModelError as exc:
         log.warning("warning: %s; the live governor will switch the enhancer straight off", exc.message)
-        return None
+        return None, "fp32"
 
 
 PROCESSOR = ProcessorSpec(name=FaceEnhancer.name, role="enhancer", build=_build,
-                          model=lambda ctx: ctx.settings.enhance.model)
+                          model=lambda ctx: fp16.label(ctx.store, ctx.settings.enhance.model,
+                                                       ctx.settings.enhance.precision, ctx.providers.primary))

@@ -1,0 +1,93 @@
+"""`livecam image` with --enhancer-precision on stand-ins: fp16 on the CPU restores the face as
+fp32 does (pixels changed inside the face only, within a grey level or two of the fp32 run),
+with the inswapper and with the mesh swapper; auto stays fp32 on the CPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from livecam.media.images import read_image
+from tests.commands.test_image import small
+from tests.conftest import run_cli
+from tests.standins.arcface import build_arcface
+from tests.standins.gfpgan import build_gfpgan
+from tests.standins.inswapper import build_inswapper
+
+EXACT = ["--no-label", "--no-watermark", "--no-c2pa"]  # nothing but the processors changes pixels
+ENHANCE = ["--frame-processor", "face_swapper", "face_enhancer", "--enhancer-blend", "1", "--execution-provider", "cpu"]
+
+
+@pytest.fixture
+def setup(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> dict:
+    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
+    models.mkdir()
+    build_arcface(models / "w600k_r50.onnx")
+    build_inswapper(models / "inswapper_128.onnx")
+    build_gfpgan(models / "gfpgan_1.4.onnx", kind="random")
+    target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
+    return {"env": isolated_env, "target": target, "source": source, "tmp": tmp_path, "models": models}
+
+
+def _image(setup: dict, out_name: str, *extra: str) -> np.ndarray:
+    out = setup["tmp"] / out_name
+    result = run_cli(["--unverified-models", "image", str(setup["target"]), str(out), "-s", str(setup["source"]),
+                      *EXACT, *extra], env=setup["env"])
+    assert result.returncode == 0, result.stderr
+    setup["stderr"] = result.stderr
+    return read_image(out).astype(int)
+
+
+def _regions(image: np.ndarray) -> tuple[tuple[slice, slice], tuple[slice, slice]]:
+    h, w = image.shape[:2]
+    face = (slice(int(h * 0.15), int(h * 0.35)), slice(int(w * 0.4), int(w * 0.65)))  # eyes to mouth
+    far = (slice(None), slice(0, int(w * 0.2)))  # the flag on the left
+    return face, far
+
+
+@pytest.mark.parametrize("swap_model", ["inswapper_128", "mesh"])
+def test_fp16_enhancer_on_the_cpu_restores_the_face_as_fp32_does(setup: dict, swap_model: str) -> None:
+    swap = ["--swap-model", swap_model]
+    swapped = _image(setup, "swapped.png", *swap)
+    fp32 = _image(setup, "fp32.png", *swap, *ENHANCE, "--enhancer-precision", "fp32")
+    assert "enhancer gfpgan_1.4;" in setup["stderr"] or setup["stderr"].rstrip().endswith("enhancer gfpgan_1.4")
+    half = _image(setup, "fp16.png", *swap, *ENHANCE, "--enhancer-precision", "fp16")
+    assert "enhancer gfpgan_1.4 fp16" in setup["stderr"]
+    assert list((setup["models"] / "fp16").glob("gfpgan_1.4.*.onnx"))
+    face, far = _regions(swapped)
+    assert (np.abs(half - swapped)[face].max(axis=2) > 4).mean() > 0.3  # the enhancer ran
+    assert np.array_equal(half[far], swapped[far])
+    assert np.abs(half - fp32).max() <= 2  # fp16 rounding, not another picture
+
+
+def test_auto_is_fp32_on_the_cpu(setup: dict) -> None:
+    _image(setup, "auto.png", "--swap-model", "inswapper_128", *ENHANCE)
+    assert "enhancer gfpgan_1.4" in setup["stderr"] and "fp16" not in setup["stderr"]
+    assert not (setup["models"] / "fp16").exists()  # nothing converted
+
+
+def test_a_refused_copy_is_one_line_and_exit_code(setup: dict) -> None:
+    """A refusal recorded by an earlier run (a copy with NaN in its output) stops the run with
+    the record's one line, naming the model and the fix."""
+    import json
+
+    from livecam.models import fp16
+    from livecam.models.download import sha256_file
+
+    fp32 = setup["models"] / "gfpgan_1.4.onnx"
+    copy, record = fp16.cached_paths(setup["models"], "gfpgan_1.4", sha256_file(fp32))
+    record.parent.mkdir()
+    drift = {"nonfinite": 12, "p99_levels": 0.0, "max_levels": 0.0, "mean_levels": 0.0}
+    record.write_text(json.dumps({"format": fp16.FORMAT, "model": "gfpgan_1.4", "converter": fp16.converter_name(),
+                                  "max_drift_levels": fp16.MAX_DRIFT_LEVELS, "drift": drift, "bytes": 0}))
+    out = setup["tmp"] / "refused.png"
+    result = run_cli(["--unverified-models", "image", str(setup["target"]), str(out), "-s", str(setup["source"]),
+                      "--swap-model", "inswapper_128", *EXACT, *ENHANCE, "--enhancer-precision", "fp16"],
+                     env=setup["env"])
+    assert result.returncode != 0 and not out.exists()
+    lines = [line for line in result.stderr.splitlines() if "fp16" in line]
+    assert len(lines) == 1 and "gfpgan_1.4" in lines[0] and "NaN/Inf" in lines[0]
+    assert lines[0].rstrip().endswith("use --enhancer-precision fp32") and "Traceback" not in result.stderr
+    assert not copy.exists()
