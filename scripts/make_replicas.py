@@ -59,31 +59,11 @@ def _append_emap(model, seed: int = 0, dtype: type = np.float32) -> None:  # typ
 
 
 def _to_fp16(model):  # type: ignore[no-untyped-def]
-    """fp16 weights and arithmetic behind float32 inputs and outputs (as the real fp16 file)."""
-    from onnxruntime.transformers.float16 import convert_float_to_float16
+    """fp16 weights and arithmetic behind float32 inputs and outputs (as the real fp16 file):
+    livecam's own converter (livecam.models.fp16), the one --enhancer-precision fp16 uses."""
+    from livecam.models.fp16 import convert_model
 
-    model = convert_float_to_float16(model, keep_io_types=True, disable_shape_infer=False)
-    _topo_sort(model)
-    return model
-
-
-def _topo_sort(model) -> None:  # type: ignore[no-untyped-def]
-    """The converter appends its input casts at the end; ONNX wants producers first."""
-    ready = {i.name for i in model.graph.input} | {t.name for t in model.graph.initializer} | {""}
-    pending, ordered = list(model.graph.node), []
-    while pending:
-        rest = []
-        for node in pending:
-            if all(i in ready for i in node.input):
-                ordered.append(node)
-                ready.update(node.output)
-            else:
-                rest.append(node)
-        if len(rest) == len(pending):
-            raise SystemExit("fp16 conversion left a graph with a cycle or a missing input")
-        pending = rest
-    del model.graph.node[:]
-    model.graph.node.extend(ordered)
+    return convert_model(model)
 
 
 def export(name: str, out_dir: Path, device: str = "cpu", div: int = 1, do_count: bool = True,

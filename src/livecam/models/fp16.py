@@ -228,11 +228,19 @@ def convert(name: str, fp32: Path) -> Any:
         raise ModelError(f"converting {name} to fp16 needs the onnx package ({exc.name or exc} is missing: "
                          f"pip install 'livecam[fp16]'); {FIX}") from exc
     try:
-        model = convert_float_to_float16(onnx.load(str(fp32)), keep_io_types=True)
-        _sort_nodes(model.graph)
+        return convert_model(onnx.load(str(fp32)))
     except Exception as exc:  # noqa: BLE001 - the converter raises whatever its graph walk meets
         first = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
         raise ModelError(f"converting {name} to fp16 failed ({first}); {FIX}") from exc
+
+
+def convert_model(model: Any) -> Any:
+    """`model` (a ModelProto) with fp16 weights and arithmetic behind float32 inputs and outputs,
+    nodes in graph order (scripts/make_replicas.py builds its fp16 replicas with it too)."""
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    model = convert_float_to_float16(model, keep_io_types=True)
+    _sort_nodes(model.graph)
     return model
 
 
