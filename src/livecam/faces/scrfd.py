@@ -50,7 +50,7 @@ def _front_graph(opset: int) -> Any:
 
 # The letterbox as a graph joined in front of det_10g (runtime/graphs.py): uint8 frame in, the
 # canvas side an input (one session for every det size).
-FRONT = Front("scrfd_letterbox", _front_graph, "input.1")
+FRONT = Front("scrfd_letterbox", _front_graph, "input.1", frame_input="image")
 
 
 def front(size: int) -> Front:
@@ -61,7 +61,7 @@ def front(size: int) -> Front:
     def build(opset: int) -> Any:
         return letterbox_graph(size, 1.0 / INPUT_STD, -INPUT_MEAN / INPUT_STD, opset)
 
-    return Front(f"scrfd_letterbox_{size}", build, "input.1", input_shape=(1, 3, size, size))
+    return Front(f"scrfd_letterbox_{size}", build, "input.1", input_shape=(1, 3, size, size), frame_input="image")
 
 
 class ScrfdDetector:

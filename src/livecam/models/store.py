@@ -188,6 +188,7 @@ class ModelStore:
         `front` (runtime/graphs.Front): a second session of the checked file with that Front's
         graphs joined around it, or None when the join fails (the caller keeps the plain path; said at
         debug level). `precision` "fp16": the file's checked fp16 copy (precision_path)."""
+        from livecam.runtime.graphs import PRE, joined_inputs
         from livecam.runtime.providers import model_tuning
         from livecam.runtime.sessions import get_session
 
@@ -205,8 +206,15 @@ class ModelStore:
         self.check_signature(name, session)
         if front is None:
             return session
-        try:  # the tuning's TensorRT profile names the model's own input, which the join hides
-            return get_session(path, providers, intra_op_threads, front)
+        try:
+            # Tuned on the joined model's own inputs: the plain tuning's TensorRT profile names
+            # the model input the join hides, and its CUDA graph rule must see the front's dims.
+            # The model's other inputs as the open session reads them from the file (the catalog
+            # leaves GFPGAN's input unnamed and lists a dynamic-batch export's batch as 1).
+            joined = joined_inputs(front, [(i.name, _dims(i.shape)) for i in session.get_inputs()])
+            frames = (PRE + front.frame_input,) if front.frame_input else ()
+            joined_tuning = model_tuning(joined, providers, cuda_graphs=self.settings.cuda_graphs, frames=frames)
+            return get_session(path, providers.tuned(joined_tuning), intra_op_threads, front)
         except Exception as exc:  # noqa: BLE001 - the plain session does the same work
             log.debug("%s with %s in front: %s; the numpy path is used", name, front.name, exc)
             return None
@@ -616,3 +624,11 @@ def free_bytes(path: Path) -> int | None:
         return shutil.disk_usage(probe).free
     except OSError:
         return None
+
+
+def _dims(shape: Any) -> tuple[int | None, ...] | None:
+    """An ONNX Runtime input shape (numbers, names of symbolic dims, None) as the catalog writes
+    shapes: a number where the dim is fixed, else None; None when the rank is unknown."""
+    if shape is None:
+        return None
+    return tuple(d if isinstance(d, int) and d > 0 else None for d in shape)

@@ -22,7 +22,7 @@ from livecam.faces.analyser import FaceAnalyser
 from livecam.faces.source import SourceCache, SourceIdentity, analyse_source, check_photo_options
 from livecam.frame import FramePacket
 from livecam.processors import registry
-from livecam.processors.base import FastModelSwitch, FrameProcessor, MaskModelSwitch
+from livecam.processors.base import FastModelSwitch, FrameProcessor, MaskModelSwitch, Warmable
 from livecam.runtime.lanes import lane_count, uses_lanes
 from livecam.runtime.providers import FP16_FRIENDLY, ProviderChoice, user_cache_dir
 from livecam.runtime.sessions import cpu_threads_per_session, usable_choice
@@ -223,17 +223,23 @@ class Engine:
         lane.analyser.warm_detector(np.ascontiguousarray(image), sizes)
 
     def _warm_lane(self, lane: "Engine", runs: int = 3) -> None:
-        """Run a lane `runs` times on the first source photo. ORT captures a CUDA graph on a
-        session's third run, and a capture fails while another lane copies to the device, so
-        every capture happens here, lane after lane, before any frame. (A run without a source,
-        an enhancer alone, captures during the run: keep RuntimeSettings.cuda_graphs off there.)"""
-        if not self.sources:
-            return
-        image = self.sources[0].image[..., :3]
-        for _ in range(runs):
-            packet = FramePacket(index=-1, image=image.copy())
-            lane.analyse(packet, track=False)
-            lane.process(packet)
+        """Run a lane `runs` times on the first source photo, then its swapper's and enhancer's
+        models (`Warmable.warm`: the joined sessions a GPU lane runs, at the run's one shape,
+        the governor's fast enhancer too) `runs` times without a face. ORT captures a CUDA graph
+        on a session's third run, and a capture fails while another lane copies to the device,
+        so every capture of those happens here, lane after lane, before any frame, whether or not
+        the photo's face is one the run selects. (The analysers' models are warmed by the photo
+        only: without a source, a fixed-shape one among them, a landmarker, captures during the
+        run.)"""
+        if self.sources:
+            image = self.sources[0].image[..., :3]
+            for _ in range(runs):
+                packet = FramePacket(index=-1, image=image.copy())
+                lane.analyse(packet, track=False)
+                lane.process(packet)
+        for processor in lane.processors:
+            if isinstance(processor, Warmable):
+                processor.warm(runs)
 
     def _build_lane(self, lane: int) -> "Engine":
         recipe = self._recipe

@@ -40,6 +40,15 @@ class FastModelSwitch(Protocol):
 
 
 @runtime_checkable
+class Warmable(Protocol):
+    """A processor whose models run once per face at shapes known before the first frame (the
+    swapper, the enhancer): `warm` runs them `runs` times as a face would, without a face, so
+    that Engine.lanes() makes every CUDA graph capture before the first frame."""
+
+    def warm(self, runs: int) -> None: ...
+
+
+@runtime_checkable
 class FrameProcessor(Protocol):
     name: str  # as given to --frame-processor
 

@@ -73,11 +73,25 @@ FASTEST = "gpen_bfr_256"  # the governor's step before "enhancer off"
 SCALE, OFFSET = 1.0 / 127.5, -1.0  # model input = pixel * SCALE + OFFSET: (x / 255 - 0.5) / 0.5
 
 
-def pixel_front(session: Any) -> graphs.Front:
+def pixel_front(session: Any, size: int) -> graphs.Front:
     """The enhancer's uint8 I/O as graphs around its model (runtime/graphs.pixel_front): crops in,
-    the first output back as B, G, R uint8 planes, clamped and rounded as restore_planes does."""
+    the first output back as B, G, R uint8 planes, clamped and rounded as restore_planes does.
+    One `size` crop a call, whatever the model's batch, and its other inputs (CodeFormer's
+    weight) fixed at the shape they are fed: every input fixed, so on a GPU lane the joined
+    session replays one CUDA graph. (With a dynamic batch taking all of a frame's faces at once,
+    each new face count would be a new shape, and ORT would capture a new graph mid-stream, on
+    the lane's first frame with that many faces, while the other lanes copy.)"""
+    extra = tuple((i.name, tuple(_fed_shape(i))) for i in session.get_inputs()
+                  if i.name != "input" and i.shape is not None)
     return graphs.pixel_front("enhance_pixels", "input", session.get_outputs()[0].name, SCALE, OFFSET,
-                              rounded=True, planar=True)
+                              rounded=True, planar=True, shape=(1, size), fixed_inputs=extra)
+
+
+def _fed_shape(model_input: Any) -> list[int]:
+    """The shape an extra input (CodeFormer's `weight`) is fed at: as the file declares it, a
+    dynamic dim as 1 ([1] when the rank is unknown)."""
+    declared = [1] if model_input.shape is None else model_input.shape
+    return [d if isinstance(d, int) and d > 0 else 1 for d in declared]
 
 
 class Restorer:
@@ -108,9 +122,7 @@ class Restorer:
         if weight is not None:
             # In the shape the file declares ([1], [1, 1], a scalar); other models' weight inputs get 1.
             value = settings.weight if model.fidelity and settings.weight is not None else 1.0
-            declared = [1] if weight.shape is None else weight.shape  # None: rank unknown
-            dims = [d if isinstance(d, int) and d > 0 else 1 for d in declared]
-            self._feeds_extra["weight"] = np.full(dims, value, dtype=input_dtype(weight.type))
+            self._feeds_extra["weight"] = np.full(_fed_shape(weight), value, dtype=input_dtype(weight.type))
         self._output_name = session.get_outputs()[0].name
         self.mask: CropMask = feathered_box(size, _MASK_MARGIN * size, _MASK_FEATHER * size)
 
@@ -120,11 +132,9 @@ class Restorer:
 
     def restore_planes(self, crops: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Run the model on aligned crops; returns each restored crop as its B, G, R uint8 planes."""
-        if self._joined is not None:
-            pixels = np.stack(crops)
-            runs = [pixels] if self.batched else [pixels[i:i + 1] for i in range(len(crops))]
-            planes = [p for batch in runs
-                      for p in self._joined.run([graphs.PIXELS_OUT], {graphs.PIXELS_IN: batch, **self._feeds_extra})[0]]
+        if self._joined is not None:  # one crop a call: the shape pixel_front fixed
+            planes = [self._joined.run([graphs.PIXELS_OUT], {graphs.PIXELS_IN: crop[None], **self._feeds_extra})[0][0]
+                      for crop in crops]
             return [(p[0], p[1], p[2]) for p in planes]
         size = self.model.size
         blob = to_blob(crops, SCALE, OFFSET)  # (x / 255 - 0.5) / 0.5, RGB
@@ -136,6 +146,12 @@ class Restorer:
             u8 = cv2.addWeighted(rows, 127.5, rows, 0.0, 127.5, dtype=cv2.CV_8U)
             out.append((u8[2 * size:], u8[size:2 * size], u8[:size]))
         return out
+
+    def warm(self, runs: int) -> None:
+        """Restore a black crop `runs` times, as a face is restored (see FaceEnhancer.warm)."""
+        crop = np.zeros((self.model.size, self.model.size, 3), np.uint8)
+        for _ in range(runs):
+            self.restore_planes([crop])
 
 
 class FaceEnhancer:
@@ -171,6 +187,14 @@ class FaceEnhancer:
 
     def prepare(self, sources: Sequence[SourceIdentity]) -> None:
         """Nothing per source: the enhancer only looks at the frame."""
+
+    def warm(self, runs: int) -> None:
+        """Run the chosen model and the fast one `runs` times as a face runs them (the joined
+        sessions where there are), on a black crop: Engine.lanes() with CUDA graphs, so that
+        their captures, the governor's fast model included, happen before the first frame."""
+        for restorer in (self._chosen, self._fast):
+            if restorer is not None:
+                restorer.warm(runs)
 
     def restore(self, crops: list[np.ndarray]) -> list[np.ndarray]:
         """Run the active model on aligned BGR crops; returns restored BGR uint8 crops."""
@@ -216,7 +240,8 @@ def _joined(ctx: BuildContext, name: str, session: Any, precision: str) -> Any:
 
     if session is None or not uses_device_fronts(ctx.providers):
         return None
-    return ctx.store.open_session(name, ctx.providers, ctx.threads, front=pixel_front(session), precision=precision)
+    return ctx.store.open_session(name, ctx.providers, ctx.threads, front=pixel_front(session, ENHANCERS[name].size),
+                                  precision=precision)
 
 
 def _fast_session(ctx: BuildContext) -> tuple[Any, str]:

@@ -147,13 +147,29 @@ def _model_io(session: Any, kind: SwapKind) -> _ModelIO:
     return _ModelIO(targets[0], sources[0], output)
 
 
-def pixel_front(kind: SwapKind, session: Any) -> Front:
+def tile_count(settings: SwapSettings, kind: SwapKind) -> int:
+    """k: pixel boost's k x k tiles of the model's size (1 without it); InputError when the boost
+    is not a multiple of the model's size."""
+    boost = kind.size if settings.pixel_boost is None else int(settings.pixel_boost)
+    if boost < kind.size or boost % kind.size:
+        fits = [b for b in PIXEL_BOOSTS if int(b) % kind.size == 0]
+        raise InputError(f"--pixel-boost {boost} does not fit the {kind.size} px {kind.label} swap model; "
+                         f"use {', '.join(fits[:-1]) + ' or ' if len(fits) > 1 else ''}{fits[-1]} "
+                         f"(a multiple of {kind.size}), or leave it out for {kind.size}")
+    return boost // kind.size
+
+
+def pixel_front(kind: SwapKind, session: Any, tiles: int = 1) -> Front:
     """The swap model's uint8 I/O as graphs around it (runtime/graphs.pixel_front): the target's
     tiles in at the kind's scale and offset, the swapped crop back as uint8 BGR, truncated as
-    swap_crop does."""
+    swap_crop does. At the one shape every call of the run has (`tiles`: k): all k x k tiles
+    at once where the model's batch is dynamic, else one tile a call (as _run_tiles calls it),
+    the source input fixed to that batch too, so the joined session may replay a CUDA graph."""
     io = _model_io(session, kind)
+    batch = tiles * tiles if not isinstance(io.target.shape[0], int) else 1
+    source = () if all(isinstance(d, int) for d in io.source.shape) else ((io.source.name, (batch, EMBEDDING_SIZE)),)
     return graphs.pixel_front(f"swap_pixels_{kind.label}", io.target.name, io.output, kind.scale, kind.offset,
-                              rounded=False)
+                              rounded=False, shape=(batch, kind.size), fixed_inputs=source)
 
 
 class NeuralSwapper:
@@ -177,14 +193,8 @@ class NeuralSwapper:
         self._source_dtype = input_dtype(io.source.type)
         self._batched = not isinstance(io.target.shape[0], int)  # a dynamic batch: all tiles in one call
         self.model_size = kind.size
-        boost = self.model_size if settings.pixel_boost is None else int(settings.pixel_boost)
-        if boost < self.model_size or boost % self.model_size:
-            fits = [b for b in PIXEL_BOOSTS if int(b) % self.model_size == 0]
-            raise InputError(f"--pixel-boost {boost} does not fit the {self.model_size} px {kind.label} swap model; "
-                             f"use {', '.join(fits[:-1]) + ' or ' if len(fits) > 1 else ''}{fits[-1]} "
-                             f"(a multiple of {self.model_size}), or leave it out for {self.model_size}")
-        self.crop_size = boost  # the aligned crop and the paste-back work at N x N
-        self._tiles = boost // self.model_size  # k: k x k tiles of model_size
+        self._tiles = tile_count(settings, kind)  # k: k x k tiles of model_size
+        self.crop_size = self._tiles * kind.size  # the aligned crop and the paste-back work at N x N
         self._template = arcface_template(self.crop_size)
         self._color_weights = _color_mask(self.crop_size)
         self._emap: np.ndarray | None = None
@@ -274,6 +284,18 @@ class NeuralSwapper:
             rgb = (rgb - np.float32(self.kind.offset)) * np.float32(1.0 / (self.kind.scale * 255.0))
         return np.ascontiguousarray(np.clip(255.0 * rgb, 0, 255).astype(np.uint8)[:, :, ::-1])
 
+    def warm(self, runs: int) -> None:
+        """Run the model `runs` times as a face runs it (the joined session where there is one,
+        at the run's one tile shape) on a black crop: Engine.lanes() with CUDA graphs, so that
+        the capture happens before the first frame, one lane after another."""
+        latent = next(iter(self._latents.values()), np.zeros((1, EMBEDDING_SIZE), np.float32))
+        crop = np.zeros((self.crop_size, self.crop_size, 3), np.uint8)
+        blob = None
+        if self._joined is None:
+            blob = split_tiles(to_blob([crop], self.kind.scale, self.kind.offset), self._tiles).astype(self._target_dtype)
+        for _ in range(runs):
+            self.swap_crop(AlignedFace(crop, blob, np.eye(2, 3, dtype=np.float64)), latent)
+
     @property
     def uses_mask_models(self) -> bool:
         return self._masker.uses_models
@@ -342,7 +364,7 @@ def _build(ctx: BuildContext) -> FrameProcessor:
     session = ctx.store.open_session(model, ctx.providers, ctx.threads)
     kind = swap_kind(model)
     joined = (ctx.store.open_session(model, ctx.providers, ctx.threads,
-                                     front=pixel_front(kind, session))
+                                     front=pixel_front(kind, session, tile_count(ctx.settings.swap, kind)))
               if uses_device_fronts(ctx.providers) else None)
     return NeuralSwapper(session, ctx.settings.swap, kind=kind, model_path=ctx.store.file_path(model),
                          masker=build_masker(ctx), joined=joined)

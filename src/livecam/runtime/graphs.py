@@ -28,7 +28,7 @@ Nothing is shipped: each graph is a few nodes, built in milliseconds when a lane
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -49,7 +49,10 @@ class Front:
     (opset -> graph, or None) goes after, its input `output` taking the model output `result`
     (the model's first output when empty). Both are built at the model's opset. `input_shape`:
     the `connect` input's dims rewritten to this fixed shape before the join (the detector at one
-    det size: ONNX Runtime then folds the model's Shape ops)."""
+    det size: ONNX Runtime then folds the model's Shape ops); `fixed_inputs`: (name, shape) of the
+    model's other inputs rewritten alike (the swapper's source at its tile count). `frame_input`:
+    the input of `build`'s graph that takes a whole frame, [H, W, 3] (the detector's letterbox):
+    its open dims range over frame sides in a TensorRT profile (providers.profile_for)."""
 
     name: str
     build: Callable[[int], Any] | None
@@ -57,22 +60,35 @@ class Front:
     back: Callable[[int], Any] | None = None
     result: str = ""
     input_shape: tuple[int, ...] | None = None
+    fixed_inputs: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    frame_input: str = ""
 
 
 def pixel_front(name: str, connect: str, result: str, scale: float, offset: float, *, rounded: bool,
-                planar: bool = False) -> Front:
+                planar: bool = False, shape: tuple[int, int] | None = None,
+                fixed_inputs: tuple[tuple[str, tuple[int, ...]], ...] = ()) -> Front:
     """uint8 pixels in and out of an image model whose input is pixel * scale + offset (NCHW RGB,
     any batch) and whose output `result` is in the same range: in, uint8 NxSxSx3 BGR crops
     (PIXELS_IN); out (PIXELS_OUT), uint8 BGR, NxSxSx3 or with `planar` Nx3xSxS, rounded or
-    truncated to whole levels, clipped to [0, 255]."""
+    truncated to whole levels, clipped to [0, 255].
+
+    `shape` (N, S): every call takes N crops of S x S, so the model's input `connect` is fixed to
+    [N, 3, S, S], the graphs around it too, and `fixed_inputs` fixes its other inputs: a session
+    whose inputs are all fixed can replay a CUDA graph (providers.model_tuning) and needs no
+    TensorRT profile. The name then carries N and S (one session per shape in the pool)."""
+    batch, side = shape if shape is not None else (None, None)
 
     def build(opset: int) -> Any:
-        return blob_graph(scale, offset, batch=True, opset=opset)
+        return blob_graph(scale, offset, batch=True, opset=opset,
+                          fixed=(batch, side, side) if batch is not None and side is not None else None)
 
     def back(opset: int) -> Any:
-        return output_graph(None, scale, offset, rounded=rounded, planar=planar, opset=opset)
+        return output_graph(side, scale, offset, rounded=rounded, planar=planar, opset=opset, batch=batch)
 
-    return Front(name, build, connect, back, result)
+    if shape is None:
+        return Front(name, build, connect, back, result, fixed_inputs=fixed_inputs)
+    return Front(f"{name}_{batch}x{side}", build, connect, back, result, input_shape=(batch, 3, side, side),
+                 fixed_inputs=fixed_inputs)
 
 
 def _model(nodes: list[Any], inputs: list[Any], outputs: list[Any], inits: list[Any], name: str,
@@ -119,9 +135,10 @@ def _normalise(x: str, scale: float, offset: float, out: str) -> tuple[list[Any]
             [_const("norm_scale", scale), _const("norm_offset", offset)])
 
 
-def blob_graph(scale: float, offset: float = 0.0, *, batch: bool = False, opset: int = OPSET) -> Any:
+def blob_graph(scale: float, offset: float = 0.0, *, batch: bool = False, opset: int = OPSET,
+               fixed: tuple[int, int, int] | None = None) -> Any:
     """image uint8 [H, W, 3] BGR -> blob float32 [1, 3, H, W] RGB, x * scale + offset; with
-    `batch`, image [N, H, W, 3] -> blob [N, 3, H, W]."""
+    `batch`, image [N, H, W, 3] -> blob [N, 3, H, W], and `fixed` (N, H, W) numbers for those."""
     from onnx import TensorProto, helper
 
     nodes, inits, rgb = _bgr_to_rgb_nchw("image", batch=batch)
@@ -134,9 +151,10 @@ def blob_graph(scale: float, offset: float = 0.0, *, batch: bool = False, opset:
             helper.make_node("Cast", ["blob64"], ["blob"], to=TensorProto.FLOAT)]
     consts = [_const("norm_scale", np.float64(np.float32(scale)), np.float64),
               _const("norm_offset", np.float64(np.float32(offset)), np.float64)]
-    lead: list[int | str] = ["N"] if batch else []
-    return _model(nodes + more, [helper.make_tensor_value_info("image", TensorProto.UINT8, [*lead, "H", "W", 3])],
-                  [helper.make_tensor_value_info("blob", TensorProto.FLOAT, ["N" if batch else 1, 3, "H", "W"])],
+    n, h, w = fixed if fixed is not None and batch else ("N", "H", "W")
+    lead: list[int | str] = [n] if batch else []
+    return _model(nodes + more, [helper.make_tensor_value_info("image", TensorProto.UINT8, [*lead, h, w, 3])],
+                  [helper.make_tensor_value_info("blob", TensorProto.FLOAT, [n if batch else 1, 3, h, w])],
                   inits + consts, "livecam_blob", opset)
 
 
@@ -212,12 +230,12 @@ def warp_crop_graph(size: int, scale: float, offset: float, *, replicate: bool =
 
 
 def output_graph(size: int | None, scale: float, offset: float, *, rounded: bool, planar: bool = False,
-                 opset: int = OPSET) -> Any:
+                 opset: int = OPSET, batch: int | None = None) -> Any:
     """output float32 [N, 3, size, size] RGB in a model's input range (pixel * scale + offset) ->
     crop uint8 [N, size, size, 3] BGR (with `planar` [N, 3, size, size] BGR planes): the swapper's
     float32 steps, (x - offset) * (1 / (scale * 255)) * 255, then rounded (the enhancer's
     saturating cast, half to even as cv2's) or truncated (the swapper's astype), clipped to
-    [0, 255]. size None: any."""
+    [0, 255]. size None: any; batch None: any N."""
     from onnx import TensorProto, helper
 
     nodes = [
@@ -236,8 +254,9 @@ def output_graph(size: int | None, scale: float, offset: float, *, rounded: bool
              _const("lo", 0.0), _const("hi", 255.0), _const("axis1", [1], np.int64), _const("rev_start", [2], np.int64),
              _const("rev_end", [-4], np.int64), _const("rev_step", [-1], np.int64)]
     side: int | str = size if size is not None else "S"
-    out_shape: list[int | str] = ["N", 3, side, side] if planar else ["N", side, side, 3]
-    return _model(nodes, [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", 3, side, side])],
+    n: int | str = batch if batch is not None else "N"
+    out_shape: list[int | str] = [n, 3, side, side] if planar else [n, side, side, 3]
+    return _model(nodes, [helper.make_tensor_value_info("output", TensorProto.FLOAT, [n, 3, side, side])],
                   [helper.make_tensor_value_info("crop", TensorProto.UINT8, out_shape)],
                   inits, "livecam_output", opset)
 
@@ -250,6 +269,8 @@ def joined_model(model_path: str, front: Front) -> bytes:
     model = onnx.load(model_path)
     if front.input_shape is not None:
         with_fixed_input(model, front.connect, front.input_shape)
+    for name, shape in front.fixed_inputs:
+        with_fixed_input(model, name, shape)
     opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
     if front.build is not None:
         pre = front.build(opset)
@@ -261,6 +282,30 @@ def joined_model(model_path: str, front: Front) -> bytes:
         _cast_edge(post, "output", _elem_type(model.graph.output, result))
         model = with_postprocessing(model, post, result)
     return bytes(model.SerializeToString())
+
+
+def joined_inputs(front: Front, model_inputs: Sequence[tuple[str | None, Sequence[int | None] | None]]
+                  ) -> list[tuple[str | None, tuple[int | None, ...] | None]]:
+    """The inputs (name, shape; None = dynamic) of the model that `joined_model` makes, without
+    loading the model file again: the front graph's inputs, prefixed PRE (the graph built at
+    OPSET to read them: a few nodes; the model's opset changes none of its dims), then the
+    model's other inputs as `model_inputs` gives them, minus `connect`, with `front.input_shape`
+    and `front.fixed_inputs` applied. The session tuning of a joined model is read from these
+    (models/store.open_session)."""
+    fixed: dict[str | None, tuple[int, ...]] = dict(front.fixed_inputs)
+    if front.input_shape is not None:
+        fixed[front.connect] = front.input_shape
+    out: list[tuple[str | None, tuple[int | None, ...] | None]] = []
+    if front.build is not None:
+        graph = front.build(OPSET).graph
+        for value in graph.input:
+            dims = value.type.tensor_type.shape.dim
+            out.append((PRE + value.name, tuple(d.dim_value if d.HasField("dim_value") else None for d in dims)))
+    for name, shape in model_inputs:
+        if front.build is not None and name == front.connect:
+            continue
+        out.append((name, fixed[name] if name in fixed else (None if shape is None else tuple(shape))))
+    return out
 
 
 def _elem_type(values: Any, name: str) -> int:

@@ -8,7 +8,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
@@ -57,6 +57,15 @@ LANE_PROVIDERS: frozenset[str] = frozenset({"cuda", "tensorrt"})
 # governor steps from 640 to 320), so that no governor step rebuilds an engine mid-stream.
 PROFILE_BATCH: tuple[int, int, int] = (1, 1, 8)
 PROFILE_SIDE: tuple[int, int, int] = (320, 640, 640)
+# A whole frame's height and width, (min, opt, max), for an input that takes the uint8 frame
+# [H, W, 3] (the detector with its letterbox joined in front, faces/scrfd.front): optimised for
+# 720p, the goal's frame (issue 17); up to 4K UHD landscape, which also holds portrait 1080p
+# (1920 x 1080); from 64, below which no face is big enough to swap (processors/base.usable's
+# 24 px between the eyes). Larger ranges cost every lane's detector engine memory for the
+# frame-sized intermediates (the float copy before the resize) at the max; a frame outside
+# them (portrait 4K) makes TensorRT build another engine on its first frame.
+PROFILE_FRAME_H: tuple[int, int, int] = (64, 720, 2160)
+PROFILE_FRAME_W: tuple[int, int, int] = (64, 1280, 3840)
 
 
 @dataclass(frozen=True)
@@ -196,19 +205,21 @@ def tuning_options(name: str, tuning: SessionTuning) -> dict[str, str]:
     return {}
 
 
-def profile_for(inputs: Sequence[tuple[str | None, Sequence[int | None] | None]]
+def profile_for(inputs: Sequence[tuple[str | None, Sequence[int | None] | None]], frames: Collection[str] = ()
                 ) -> tuple[tuple[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]], ...]:
     """TensorRT profile shapes for a model's inputs as the catalog gives them ((name, shape),
-    None = dynamic): the first dimension ranges over PROFILE_BATCH, later ones over PROFILE_SIDE.
-    Inputs that are fixed need no profile; an unnamed or unknown-rank dynamic input makes the
-    whole profile empty (TensorRT then picks shapes as they come)."""
+    None = dynamic): the first dimension ranges over PROFILE_BATCH, later ones over PROFILE_SIDE;
+    for an input named in `frames` (a uint8 frame [H, W, 3]) the first two over PROFILE_FRAME_H
+    and PROFILE_FRAME_W. Inputs that are fixed need no profile; an unnamed or unknown-rank
+    dynamic input makes the whole profile empty (TensorRT then picks shapes as they come)."""
     profile: list[tuple[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]] = []
     for input_name, shape in inputs:
         if shape is not None and all(d is not None for d in shape):
             continue
         if input_name is None or shape is None:
             return ()
-        ranges = [(d, d, d) if d is not None else (PROFILE_BATCH if i == 0 else PROFILE_SIDE)
+        spans = (PROFILE_FRAME_H, PROFILE_FRAME_W) if input_name in frames else (PROFILE_BATCH,)
+        ranges = [(d, d, d) if d is not None else (spans[i] if i < len(spans) else PROFILE_SIDE)
                   for i, d in enumerate(shape)]
         low, opt, high = (tuple(r[k] for r in ranges) for k in range(3))
         profile.append((input_name, (low, opt, high)))
@@ -216,10 +227,13 @@ def profile_for(inputs: Sequence[tuple[str | None, Sequence[int | None] | None]]
 
 
 def model_tuning(inputs: Sequence[tuple[str | None, Sequence[int | None] | None]], providers: ProviderChoice,
-                 *, cuda_graphs: bool = True) -> SessionTuning:
-    """The tuning for one model's session: TensorRT profiles for its dynamic inputs, and a CUDA
-    graph for a lane's session whose inputs are all fixed (one shape, one graph; the buffers are
-    bound once by runtime/binding.py).
+                 *, cuda_graphs: bool = True, frames: Collection[str] = ()) -> SessionTuning:
+    """The tuning for one model's session: TensorRT profiles for its dynamic inputs (`frames`:
+    the inputs that take a whole frame, see profile_for), and a CUDA graph for a lane's session
+    whose inputs are all fixed (one shape, one graph; the buffers are bound once by
+    runtime/binding.py). A joined model (runtime/graphs.Front) is tuned on its own inputs
+    (graphs.joined_inputs): the swapper's and the enhancer's pixel fronts are fixed, so they get
+    a graph and no profile.
 
     A session whose only dynamic dims are the frame's height and width (the detector at one det
     size with its letterbox in front, faces/scrfd.front) gets none, although ONNX Runtime allows
@@ -230,7 +244,7 @@ def model_tuning(inputs: Sequence[tuple[str | None, Sequence[int | None] | None]
     copied back from the device inside the capture (ORT begins it before feeding the inputs)."""
     fixed = all(shape is not None and all(d is not None for d in shape) for _, shape in inputs)
     return SessionTuning(cuda_graph=cuda_graphs and fixed and providers.lane is not None,
-                         trt_profile=profile_for(inputs))
+                         trt_profile=profile_for(inputs, frames))
 
 
 def _livecam_name(ort_name: str) -> str:
