@@ -245,7 +245,9 @@ class Engine:
         recipe = self._recipe
         assert recipe is not None
         providers = self.providers.for_lane(lane)
-        context = registry.BuildContext(self.settings, recipe.store, providers, recipe.threads, self.swap_model)
+        # live as the run: a live lane holds the enhancer's fast model too (the governor's step)
+        context = registry.BuildContext(self.settings, recipe.store, providers, recipe.threads, self.swap_model,
+                                        live=recipe.live)
         processors = [spec.build(context) for spec in recipe.specs]
         analyser = FaceAnalyser.create(self.settings.analysis, recipe.store, providers,
                                        need_landmarks=recipe.need_landmarks, need_embedding=recipe.need_embedding,
