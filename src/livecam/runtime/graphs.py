@@ -76,19 +76,18 @@ def pixel_front(name: str, connect: str, result: str, scale: float, offset: floa
     [N, 3, S, S], the graphs around it too, and `fixed_inputs` fixes its other inputs: a session
     whose inputs are all fixed can replay a CUDA graph (providers.model_tuning) and needs no
     TensorRT profile. The name then carries N and S (one session per shape in the pool)."""
-    batch, side = shape if shape is not None else (None, None)
-
     def build(opset: int) -> Any:
         return blob_graph(scale, offset, batch=True, opset=opset,
-                          fixed=(batch, side, side) if batch is not None and side is not None else None)
+                          fixed=(shape[0], shape[1], shape[1]) if shape is not None else None)
 
     def back(opset: int) -> Any:
+        batch, side = shape if shape is not None else (None, None)
         return output_graph(side, scale, offset, rounded=rounded, planar=planar, opset=opset, batch=batch)
 
     if shape is None:
         return Front(name, build, connect, back, result, fixed_inputs=fixed_inputs)
-    return Front(f"{name}_{batch}x{side}", build, connect, back, result, input_shape=(batch, 3, side, side),
-                 fixed_inputs=fixed_inputs)
+    n, s = shape
+    return Front(f"{name}_{n}x{s}", build, connect, back, result, input_shape=(n, 3, s, s), fixed_inputs=fixed_inputs)
 
 
 def _model(nodes: list[Any], inputs: list[Any], outputs: list[Any], inits: list[Any], name: str,
