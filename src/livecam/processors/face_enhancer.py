@@ -14,7 +14,8 @@ second input, `weight` (float64), its fidelity w (0 restores most, 1 keeps the i
 On a GPU lane (runtime/lanes.uses_device_fronts) each model also gets a `joined` session, the
 model with `pixel_front` around it (runtime/graphs.py): the uint8 crops go up, the normalising,
 the clamp and the rounding run on the device, and the restored crops come back as uint8 BGR
-planes; where the join fails the plain path runs.
+planes, one crop a call (one fixed shape: a CUDA graph, see pixel_front); where the join fails
+the plain path runs.
 
 Live runs may hold a second, faster model (gpen_bfr_256, when it is in the models folder): the
 governor's first enhancer step switches to it before switching the enhancer off

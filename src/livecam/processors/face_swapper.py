@@ -22,8 +22,10 @@ paste-back takes the N x N result with the N-scaled matrix. N = S is one tile: t
 On a GPU lane (runtime/lanes.uses_device_fronts) the swapper also holds a `joined` session: the
 model with `pixel_front` around it (runtime/graphs.py), which takes the uint8 crop's tiles and
 gives the uint8 BGR swap, so only pixels cross the bus and the blob and the conversion back run
-on the device. The CPU still warps the crop (the masks, the colour match and the paste-back need
-it there); where the join fails the plain path runs.
+on the device. Its shape is the run's one shape (the k x k tiles in one call, or one tile a
+call), fixed when it is built, so that it may replay a CUDA graph. The CPU still warps the crop
+(the masks, the colour match and the paste-back need it there); where the join fails the plain
+path runs.
 """
 
 from __future__ import annotations

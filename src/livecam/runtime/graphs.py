@@ -76,6 +76,7 @@ def pixel_front(name: str, connect: str, result: str, scale: float, offset: floa
     [N, 3, S, S], the graphs around it too, and `fixed_inputs` fixes its other inputs: a session
     whose inputs are all fixed can replay a CUDA graph (providers.model_tuning) and needs no
     TensorRT profile. The name then carries N and S (one session per shape in the pool)."""
+
     def build(opset: int) -> Any:
         return blob_graph(scale, offset, batch=True, opset=opset,
                           fixed=(shape[0], shape[1], shape[1]) if shape is not None else None)
