@@ -281,3 +281,48 @@ def test_the_store_tunes_a_joined_session_on_its_inputs(tmp_path: Path, standin_
     assert plain.front == "" and plain.options("TensorrtExecutionProvider")["trt_profile_max_shapes"] == "input.1:8x3x640x640"
     assert fronted.front == "scrfd_letterbox_320"
     assert fronted.options("TensorrtExecutionProvider")["trt_profile_max_shapes"] == "pre_image:2160x3840x3"
+
+
+def test_with_cuda_graphs_each_lane_runs_its_models_on_its_own_thread(tmp_path: Path, faces_dir: Path,
+                                                                      standin_models: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """ORT keeps captured graphs per calling thread: the warm-up and every frame of lane k run
+    its sessions on lane k's one model thread, not on the pipeline's workers (which change with
+    each file); frames still come out in order with the faces swapped. Without graphs the workers
+    run them (no thread hand-off)."""
+    import threading
+
+    from livecam.pipeline.file import OutFrame, run_frames
+    from tests.runtime.test_lanes import sessions_of
+
+    on_a_fake_gpu(monkeypatch, "cuda")
+    build_gfpgan(standin_models / "gfpgan_1.4.onnx", kind="random")
+    ran_on: dict[int, set[str]] = {}
+    real_run = BoundSession.run
+
+    def counted(self: BoundSession, *args: Any, **kwargs: Any) -> Any:
+        ran_on.setdefault(id(self), set()).add(threading.current_thread().name)
+        return real_run(self, *args, **kwargs)
+
+    monkeypatch.setattr(BoundSession, "run", counted)
+    source = photo(faces_dir, tmp_path)
+    base = cv2.resize(cv2.imread(str(faces_dir / "obama.jpg")), None, fx=0.5, fy=0.5, interpolation=cv2.INTER_AREA)
+    frames = [np.roll(base, 3 * i, axis=1) for i in range(6)]
+    for graphs_on in (True, False):
+        sessions.clear_pool()
+        ran_on.clear()
+        run = engine(standin_models, source, cuda_graphs=graphs_on)
+        lanes = run.lanes()
+        for _ in range(2):  # two files: two sets of worker threads
+            out: list[Any] = []
+            run_frames((OutFrame(f.copy(), i / 25) for i, f in enumerate(frames)), out.append, run, workers=2,
+                       label=False, max_in_flight=4, lanes=lanes)
+            assert [p.index for p in out] == list(range(len(frames))) and all(p.faces for p in out)
+        for k, lane in enumerate(lanes):
+            held = {id(s) for s in sessions_of(lane)}
+            assert len(held & set(ran_on)) >= 3  # the detector, the joined swapper and enhancer at least
+            threads = set().union(*(ran_on.get(i, set()) for i in held))
+            if graphs_on:
+                assert threads == {f"livecam-lane-{k}-models"}, threads
+            else:
+                assert threads and not any(t.endswith("-models") for t in threads), threads

@@ -11,9 +11,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 import numpy as np
 
@@ -23,7 +24,7 @@ from livecam.faces.source import SourceCache, SourceIdentity, analyse_source, ch
 from livecam.frame import FramePacket
 from livecam.processors import registry
 from livecam.processors.base import FastModelSwitch, FrameProcessor, MaskModelSwitch, Warmable
-from livecam.runtime.lanes import lane_count, uses_lanes
+from livecam.runtime.lanes import LaneThread, lane_count, uses_lanes
 from livecam.runtime.providers import FP16_FRIENDLY, ProviderChoice, user_cache_dir
 from livecam.runtime.sessions import cpu_threads_per_session, usable_choice
 from livecam.settings import ProcessingSettings
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from livecam.models.store import ModelStore
 
 log = logging.getLogger("livecam")
+_T = TypeVar("_T")
 
 PHOTO_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff"})
 # The smallest embedded model: `auto` tries its accelerator on it before choosing it.
@@ -118,6 +120,7 @@ class Engine:
         self._source_lock = threading.Lock()
         self._recipe = recipe
         self._lanes: list[Engine] = []
+        self._thread: LaneThread | None = None  # a lane's model thread (with CUDA graphs)
 
     # ---- construction -----------------------------------------------------------------------------
     @classmethod
@@ -220,7 +223,7 @@ class Engine:
         assert self._recipe is not None
         image = self.sources[0].image[..., :3] if self.sources else np.zeros((720, 1280, 3), np.uint8)
         sizes = det_sizes(size) if self._recipe.live else (size,)
-        lane.analyser.warm_detector(np.ascontiguousarray(image), sizes)
+        lane._call(lane.analyser.warm_detector, np.ascontiguousarray(image), sizes)
 
     def _warm_lane(self, lane: "Engine", runs: int = 3) -> None:
         """Run a lane `runs` times on the first source photo, then its swapper's and enhancer's
@@ -239,7 +242,7 @@ class Engine:
                 lane.process(packet)
         for processor in lane.processors:
             if isinstance(processor, Warmable):
-                processor.warm(runs)
+                lane._call(processor.warm, runs)
 
     def _build_lane(self, lane: int) -> "Engine":
         recipe = self._recipe
@@ -261,12 +264,22 @@ class Engine:
         engine = Engine(self.settings, analyser, processors, self.sources, providers=providers,
                         swap_model=self.swap_model, model_names=self.model_names)
         engine._enabled = dict(self._enabled)
+        if self.settings.runtime.cuda_graphs:  # graphs are kept per calling thread: runtime/lanes.LaneThread
+            engine._thread = LaneThread(f"livecam-lane-{lane}-models")
+            weakref.finalize(engine, engine._thread.close)
         return engine
+
+    def _call(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """fn(*args) on this lane's model thread where it has one (runtime/lanes.LaneThread),
+        else here."""
+        return fn(*args) if self._thread is None else self._thread.call(fn, *args)
 
     # ---- per frame ----------------------------------------------------------------------------------
     def analyse(self, packet: FramePacket, track: bool) -> None:
         """Fill packet.faces (detected, selected, with landmarks where needed; tracked and
         smoothed when `track`) and packet.timings["detect"] and friends."""
+        if self._thread is not None and not self._thread.is_current():
+            return self._thread.call(self.analyse, packet, track)
         t0 = time.perf_counter()
         timestamp = packet.pts if packet.pts is not None else packet.captured_at
         packet.faces = self.analyser.analyse(packet.image, timestamp=timestamp, track=track,
@@ -290,6 +303,8 @@ class Engine:
 
     def process(self, packet: FramePacket) -> None:
         """Run the enabled processors in order on packet.faces in packet.image."""
+        if self._thread is not None and not self._thread.is_current():
+            return self._thread.call(self.process, packet)
         for processor in self.processors:
             if not self._enabled.get(processor.name, True):
                 continue
