@@ -326,3 +326,33 @@ def test_with_cuda_graphs_each_lane_runs_its_models_on_its_own_thread(tmp_path: 
                 assert threads == {f"livecam-lane-{k}-models"}, threads
             else:
                 assert threads and not any(t.endswith("-models") for t in threads), threads
+
+
+def test_a_live_run_with_cuda_graphs_hands_its_frames_to_the_lane_threads(tmp_path: Path, faces_dir: Path,
+                                                                          standin_models: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """`livecam run` with lanes and graphs: every frame out, in order, the shared path's pixels
+    (no deadlock between the process workers and the lanes' model threads)."""
+    from livecam.pipeline.live import LiveRun, run_live_pipeline
+    from livecam.settings import LiveJob
+    from tests.doubles import MemorySink, SyntheticSource
+
+    on_a_fake_gpu(monkeypatch, "cuda")
+    build_gfpgan(standin_models / "gfpgan_1.4.onnx", kind="random")
+    source = photo(faces_dir, tmp_path)
+    image = cv2.resize(cv2.imread(str(faces_dir / "obama.jpg")), None, fx=0.5, fy=0.5, interpolation=cv2.INTER_AREA)
+
+    def live(graphs_on: bool, lanes: bool) -> list[np.ndarray]:
+        sessions.clear_pool()
+        run = engine(standin_models, source, cuda_graphs=graphs_on, live=True)
+        lane_engines = run.lanes() if lanes else []
+        options = LiveRun(LiveJob(processing=run.settings, realtime=False, output="none", label=False, degrade=False),
+                          lanes=lane_engines, handle_signals=False)
+        sink = MemorySink()
+        frames = SyntheticSource(image.shape[1], image.shape[0], frames=6, live=False, realtime=False, image=image)
+        run_live_pipeline(run, frames, sink, options)
+        return list(sink.frames)
+
+    laned, shared = live(True, True), live(False, False)
+    assert len(laned) == len(shared) == 6 and not np.array_equal(shared[0], image)  # swapped
+    assert all(np.abs(a.astype(int) - b).max() <= 1 for a, b in zip(shared, laned))

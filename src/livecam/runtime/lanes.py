@@ -13,6 +13,9 @@ On a GPU (`uses_device_fronts`) a lane's models also get sessions with graphs jo
 (its letterbox in front), the swapper and the enhancer take the CPU's uint8 crop and give back
 the uint8 result (graphs.pixel_front: the blob in front, the conversion to uint8 BGR after).
 
+With CUDA graphs (RuntimeSettings.cuda_graphs) a lane also has a `LaneThread` that makes all of
+its model calls: ONNX Runtime keeps captured graphs per calling thread.
+
 RuntimeSettings.lanes: None chooses by provider (LANE_PROVIDERS), True forces lanes on any
 provider (this is how the lane machinery is tested on the CPU, and how scripts/gpu_bench.py's
 CPU smoke run checks the GPU path), False keeps the shared pool.
