@@ -241,22 +241,19 @@ def test_with_cuda_graphs_every_joined_session_has_run_before_any_frame_lane_aft
 
 @pytest.mark.parametrize("batch", [1, "N"])
 def test_the_fixed_pixel_fronts_swap_pixel_boost_tiles_as_the_plain_path(tmp_path: Path, faces_dir: Path,
-                                                                          batch: int | str) -> None:
+                                                                          batch: int | str,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Pixel boost 256 (2 x 2 tiles) with a dynamic-batch and a fixed-batch inswapper: the joined
     session's inputs are all fixed, and its swap is the plain path's."""
     from tests.runtime.test_device_io import OBAMA_KPS, built, face_at, source, within_a_level
 
-    monkeypatch = pytest.MonkeyPatch()
     monkeypatch.setattr("livecam.runtime.lanes.uses_device_fronts", lambda providers: providers.lane is not None)
-    try:
-        models = tmp_path / "models"
-        models.mkdir()
-        build_inswapper(models / "inswapper_128.onnx", batch=batch)
-        swap = SwapSettings(color_match=False, pixel_boost=256)
-        plain = built(models, face_swapper.PROCESSOR, None, swap=swap, swap_model="inswapper_128")
-        lane = built(models, face_swapper.PROCESSOR, 0, swap=swap, swap_model="inswapper_128")
-    finally:
-        monkeypatch.undo()
+    models = tmp_path / "models"
+    models.mkdir()
+    build_inswapper(models / "inswapper_128.onnx", batch=batch)
+    swap = SwapSettings(color_match=False, pixel_boost=256)
+    plain = built(models, face_swapper.PROCESSOR, None, swap=swap, swap_model="inswapper_128")
+    lane = built(models, face_swapper.PROCESSOR, 0, swap=swap, swap_model="inswapper_128")
     n = 4 if batch == "N" else 1
     assert {i.name: tuple(i.shape) for i in lane._joined.get_inputs()} == {
         graphs.PIXELS_IN: (n, 128, 128, 3), "source": (n, 512)}
