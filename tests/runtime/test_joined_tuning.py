@@ -355,3 +355,31 @@ def test_a_live_run_with_cuda_graphs_hands_its_frames_to_the_lane_threads(tmp_pa
     assert len(laned) == len(shared) == 6 and not np.array_equal(shared[0], image)  # swapped
     diffs = [int(np.abs(a.astype(int) - b).max()) for a, b in zip(shared, laned)]
     assert max(diffs) <= 1, diffs
+
+
+def test_a_lane_thread_runs_calls_in_order_and_gives_back_results_and_errors() -> None:
+    import threading
+
+    from livecam.errors import ModelError
+    from livecam.runtime.lanes import LaneThread
+
+    lane = LaneThread("livecam-lane-test-models")
+    seen: list[str] = []
+
+    def where(tag: str) -> str:
+        seen.append(tag)
+        return threading.current_thread().name
+
+    def broken() -> None:
+        raise ModelError("bad model; fix it")
+
+    assert lane.call(where, "a") == "livecam-lane-test-models"
+    with pytest.raises(ModelError, match="bad model"):
+        lane.call(broken)
+    assert lane.call(lambda: lane.call(where, "nested")) == "livecam-lane-test-models"  # no deadlock from inside
+    assert seen == ["a", "nested"]
+    lane.close()
+    lane._thread.join(timeout=5)
+    assert not lane._thread.is_alive()
+    with pytest.raises(RuntimeError, match="has stopped"):
+        lane.call(where, "late")
