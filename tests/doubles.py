@@ -26,10 +26,14 @@ def read_index(image: np.ndarray) -> int:
 
 
 class NoModels:
-    """What a fake engine tells about its models (contracts.FileEngine): none, on the CPU."""
+    """What a fake engine tells about its models (contracts.FileEngine): none, on the CPU, and
+    no lanes (its workers share it)."""
 
     model_names: Mapping[str, str] = MappingProxyType({})
     providers = CPU
+
+    def lanes(self) -> list[object]:
+        return []
 
 
 class SyntheticSource:

@@ -17,10 +17,11 @@ from livecam.frame import FramePacket
 from livecam.pipeline.batch import FileOutcome, is_folder_run, plan_folder, run_batch, summarize
 from livecam.pipeline.progress import Parts, Progress
 from livecam.settings import ProcessingSettings, RuntimeSettings, VideoJob
+from tests.doubles import NoModels
 from tests.videos import make_clip, probe, read_index
 
 
-class FlipEngine:
+class FlipEngine(NoModels):
     """contracts.FileEngine without models: inverts a patch away from the index stamp."""
 
     smooths = False
@@ -190,3 +191,4 @@ def test_each_file_starts_with_no_tracks_even_when_its_range_starts_later(tmp_pa
     assert not any(o.failed for o in outcomes)
     assert engine.ids[:5] == [engine.ids[0]] * 5 and len(engine.ids) == 11
     assert engine.ids[5] != engine.ids[0] and engine.ids[5:] == [engine.ids[5]] * 6
+

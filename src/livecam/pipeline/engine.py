@@ -364,12 +364,6 @@ class Engine:
         return "; ".join(p for p in parts if p)
 
 
-def lanes_of(engine: object) -> list[Engine]:
-    """engine.lanes() for the real Engine (building them: models load), [] for anything else
-    (tests' fakes run the shared path)."""
-    return engine.lanes() if isinstance(engine, Engine) else []
-
-
 def _is_folder(sources: Sequence[Path]) -> bool:
     return len(sources) == 1 and Path(sources[0]).is_dir()
 
