@@ -4,9 +4,10 @@ livecam.pipeline.engine.Engine satisfies every protocol here (tests/test_typing.
 mypy); tests drive the pipelines with small fakes that satisfy only the one they need.
 
     FrameEngine    analyse + process: every pipeline (and `livecam image`)
-    FileEngine     + smoothing in frame order (detect in any thread, track in order), the
-                   models and providers in use (for the watermark's sessions and C2PA), and
-                   the lanes (one engine per worker; none on the shared session pool): files
+    FileEngine     + smoothing in frame order (detect in any thread, track in order, reset
+                   between files), the models and providers in use (for the watermark's
+                   sessions and C2PA), and the lanes (one engine per worker; none on the
+                   shared session pool): files
     Knobs          what the live governor turns
     LiveEngine     FrameEngine + Knobs + the live controls (n key, banner, det-size step)
 
@@ -43,6 +44,9 @@ class FileEngine(FrameEngine, Protocol):
     def track(self, packet: FramePacket) -> None:
         """Smooth packet.faces over time; one call at a time, in frame order."""
 
+    def reset_tracking(self) -> None:
+        """Forget the face tracks (every lane's too): the next track() starts afresh, as at the
+        start of another file or segment. Between runs, from the thread that calls track()."""
 
     @property
     def model_names(self) -> Mapping[str, str]:
@@ -115,6 +119,8 @@ class ForwardingEngine:
     def track(self, packet: FramePacket) -> None:
         self.engine.track(packet)
 
+    def reset_tracking(self) -> None:
+        self.engine.reset_tracking()
 
     @property
     def model_names(self) -> Mapping[str, str]:

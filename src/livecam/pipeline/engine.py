@@ -262,6 +262,12 @@ class Engine:
         timestamp = packet.pts if packet.pts is not None else packet.captured_at
         packet.faces = self.analyser.track(packet.faces, timestamp, timings=packet.timings)
 
+    def reset_tracking(self) -> None:
+        """Forget every face track, this engine's and its lanes': the next file starts afresh."""
+        self.analyser.reset_tracking()
+        for lane in self._lanes:
+            lane.reset_tracking()
+
     def process(self, packet: FramePacket) -> None:
         """Run the enabled processors in order on packet.faces in packet.image."""
         for processor in self.processors:
