@@ -239,7 +239,7 @@ class FaceAnalyser:
         return faces
 
     def reset_tracking(self) -> None:
-        """Forget the tracks and the carried faces: the next frame starts afresh (a new file)."""
+        """Forget the tracks and the carried faces: the next frame starts afresh (a new file or segment)."""
         if self.tracker is not None:
             self.tracker.reset()
         self._carried = None

@@ -131,8 +131,8 @@ class ForwardingEngine:
         return self.engine.providers
 
     def lanes(self) -> Sequence[FileEngine]:
-        # the wrapped engine's own lanes: a wrapper that changes per-frame calls wraps them too
-        # (bench's RecordingEngine.for_lane)
+        # the wrapped engine's own lanes, unwrapped: a wrapper that changes per-frame calls
+        # wraps each lane itself (bench: RecordingEngine.for_lane)
         return self.engine.lanes()
 
     @property
