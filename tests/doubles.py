@@ -26,10 +26,17 @@ def read_index(image: np.ndarray) -> int:
 
 
 class NoModels:
-    """What a fake engine tells about its models (contracts.FileEngine): none, on the CPU."""
+    """What a fake engine tells about its models (contracts.FileEngine): none, on the CPU; no
+    lanes (its workers share it) and no face tracks to forget."""
 
     model_names: Mapping[str, str] = MappingProxyType({})
     providers = CPU
+
+    def lanes(self) -> list[object]:
+        return []
+
+    def reset_tracking(self) -> None:
+        pass
 
 
 class SyntheticSource:

@@ -2,6 +2,12 @@
 the module: 1 CPU per node, about 1 GB): the output equals the single-machine run, a worker killed
 mid-segment is retried to a byte-identical file, an error of livecam's own fails only its file.
 
+This process starts Ray at most once: the `driver` fixture enters livecam's own
+cluster.connected for the module and every run_on_cluster of the tests shares that connection
+(a CI run on Python 3.12.1 with Ray 2.60, ray.init and ray.shutdown once per call, ten times in
+one pytest process, died with SIGSEGV here); `livecam doctor --cluster` connects from a child
+process of its own.
+
 Workers build the engine with a factory from this module (pickled by reference; the nodes get
 this checkout on PYTHONPATH): tests.pipeline.test_segments.SmoothingEngine, whose output depends
 on the frames before it, so a missing warm-up would show.
@@ -14,8 +20,9 @@ import importlib.util
 import os
 import shutil
 import subprocess
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -24,7 +31,7 @@ from livecam.frame import FramePacket
 from livecam.pipeline.file import process_video
 from livecam.pipeline.progress import Progress
 from livecam.settings import C2paSettings, ClusterSettings
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, run_cli
 from tests.pipeline.test_segments import CASES, SmoothingEngine, job_for, make_coded_clip
 from tests.videos import probe
 
@@ -92,6 +99,23 @@ def ray_cluster() -> Iterator[str]:
             os.environ["PYTHONPATH"] = saved
 
 
+@pytest.fixture(scope="module")
+def driver(ray_cluster: str) -> Iterator[str]:
+    """The cluster's address, with this process connected to it once for the module: the real
+    cluster.connected is entered here, and the tests' calls of it get that connection (they
+    neither init nor shut down Ray). A run's worker actors end as their handles go, with the run."""
+    import livecam.cluster
+
+    @contextmanager
+    def shared(address: str, *, cpus: int | None = None) -> Iterator[Any]:
+        assert address == ray_cluster, address  # the tests' runs go to this cluster, nowhere else
+        yield ray
+
+    with livecam.cluster.connected(ray_cluster) as ray, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(livecam.cluster, "connected", shared)
+        yield ray_cluster
+
+
 def settings(address: str) -> ClusterSettings:
     return ClusterSettings(address=address, workers=2, segment_seconds=1.0, overlap_seconds=0.5)
 
@@ -103,14 +127,14 @@ def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
                            audio_codec=audio_codec)
 
 
-def test_two_nodes_give_the_single_machine_output(tmp_path: Path, clip: Path, ray_cluster: str) -> None:
+def test_two_nodes_give_the_single_machine_output(tmp_path: Path, clip: Path, driver: str) -> None:
     from livecam.cluster import run_on_cluster
 
     whole = job_for(clip, tmp_path / "whole.mp4", "libx264")
     process_video(whole, SmoothingEngine(), quiet=True)
     job = job_for(clip, tmp_path / "cluster.mp4", "libx264")
     progress = Progress(90, quiet=True)
-    [outcome] = run_on_cluster([job], settings(ray_cluster), progress, engine_factory=smoothing_engine)
+    [outcome] = run_on_cluster([job], settings(driver), progress, engine_factory=smoothing_engine)
     assert outcome.error is None and outcome.frames == 90
     assert progress.done == 90
 
@@ -129,16 +153,16 @@ def test_two_nodes_give_the_single_machine_output(tmp_path: Path, clip: Path, ra
 
 
 def test_a_worker_killed_mid_segment_is_retried_to_the_same_bytes(tmp_path: Path, clip: Path,
-                                                                  ray_cluster: str) -> None:
+                                                                  driver: str) -> None:
     from livecam.cluster import run_on_cluster
 
     plain = job_for(clip, tmp_path / "plain.mp4", "libx264")
-    [ok] = run_on_cluster([plain], settings(ray_cluster), Progress(90, quiet=True), engine_factory=smoothing_engine)
+    [ok] = run_on_cluster([plain], settings(driver), Progress(90, quiet=True), engine_factory=smoothing_engine)
     assert ok.error is None
     marker = tmp_path / "killed"
     killed = job_for(clip, tmp_path / "killed.mp4", "libx264")
     progress = Progress(90, quiet=True)
-    [outcome] = run_on_cluster([killed], settings(ray_cluster), progress,
+    [outcome] = run_on_cluster([killed], settings(driver), progress,
                                engine_factory=functools.partial(killing_engine, marker, 45))
     assert marker.exists()  # the worker did die in segment 2
     assert outcome.error is None and outcome.frames == 90
@@ -147,7 +171,7 @@ def test_a_worker_killed_mid_segment_is_retried_to_the_same_bytes(tmp_path: Path
 
 
 def test_livecam_errors_fail_their_file_only_and_are_not_retried(tmp_path: Path, clip: Path,
-                                                                 ray_cluster: str) -> None:
+                                                                 driver: str) -> None:
     from livecam.cluster import run_on_cluster
 
     attempts = tmp_path / "attempts"
@@ -156,7 +180,7 @@ def test_livecam_errors_fail_their_file_only_and_are_not_retried(tmp_path: Path,
     failing = job_for(clip, tmp_path / "failing.mp4", "libx264")
     fine = job_for(clip, tmp_path / "fine.mp4", "libx264", frame_range=(0, 10))
     broken = job_for(corrupt, tmp_path / "broken.mp4", "libx264")
-    outcomes = run_on_cluster([failing, broken, fine], settings(ray_cluster), Progress(None, quiet=True),
+    outcomes = run_on_cluster([failing, broken, fine], settings(driver), Progress(None, quiet=True),
                               engine_factory=functools.partial(refusing_engine, attempts, 50))
     assert [o.job for o in outcomes] == [failing, broken, fine]
     assert outcomes[0].error is not None
@@ -170,16 +194,18 @@ def test_livecam_errors_fail_their_file_only_and_are_not_retried(tmp_path: Path,
 
 
 def test_doctor_lists_every_node_with_its_versions(ray_cluster: str) -> None:
-    from livecam.cluster import describe_cluster
-
-    lines = describe_cluster(ray_cluster)
-    assert "reachable" in lines[0]
+    """`livecam doctor --cluster ADDR`, in a child process: its own ray.init and shutdown."""
+    result = run_cli(["doctor", "--cluster", ray_cluster], timeout=180)  # PYTHONPATH: ray_cluster's
+    lines = result.stdout.splitlines()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "reachable" in lines[0], lines
     nodes = [line for line in lines[1:] if line.strip().startswith("node ")]
     assert len(nodes) == 2, lines
     assert all("0 GPU(s)" in line and line.endswith(": OK") for line in nodes), lines
+    assert lines[-1] == "Cluster: ready", lines
 
 
-def test_a_folder_runs_every_segment_on_the_cluster_and_sums_up(tmp_path: Path, clip: Path, ray_cluster: str,
+def test_a_folder_runs_every_segment_on_the_cluster_and_sums_up(tmp_path: Path, clip: Path, driver: str,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """`livecam video FOLDER OUT --cluster ADDR`: the folder's runner is the cluster's (one queue
     for both files' segments); a corrupt file is its own failure, the good ones are written."""
@@ -201,7 +227,7 @@ def test_a_folder_runs_every_segment_on_the_cluster_and_sums_up(tmp_path: Path, 
     monkeypatch.setattr(livecam.cluster, "run_on_cluster", on_test_cluster)
     template = job_for(folder, tmp_path / "out", "libx264", c2pa=C2paSettings(enabled=False))
     with pytest.raises(LivecamError) as failed:
-        run_folder(template, settings(ray_cluster))
+        run_folder(template, settings(driver))
     assert sorted(ran[0]) == ["a.mp4", "b.mp4"]  # c.mp4 failed its checks before any worker
     assert "1 failed" in failed.value.message and failed.value.exit_code == 2
     for name in ("a.mp4", "b.mp4"):
@@ -210,7 +236,7 @@ def test_a_folder_runs_every_segment_on_the_cluster_and_sums_up(tmp_path: Path, 
 
 
 def test_workers_without_the_input_get_chunks_and_write_the_same_bytes(
-        tmp_path: Path, clip: Path, ray_cluster: str, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path, clip: Path, driver: str, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
     """No shared storage: a worker whose node does not hold the driver's file (here: the plan's
     size and mtime say another file) asks for chunks (auto), or gets them anyway (chunks); the
@@ -221,11 +247,11 @@ def test_workers_without_the_input_get_chunks_and_write_the_same_bytes(
     from livecam.cluster import run_on_cluster
 
     by_path = job_for(clip, tmp_path / "path.mp4", "libx264")
-    [ok] = run_on_cluster([by_path], settings(ray_cluster), Progress(90, quiet=True),
+    [ok] = run_on_cluster([by_path], settings(driver), Progress(90, quiet=True),
                           engine_factory=smoothing_engine)
     assert ok.error is None
     forced = job_for(clip, tmp_path / "chunks.mp4", "libx264")
-    [outcome] = run_on_cluster([forced], replace(settings(ray_cluster), ship_input="chunks"),
+    [outcome] = run_on_cluster([forced], replace(settings(driver), ship_input="chunks"),
                                Progress(90, quiet=True), engine_factory=smoothing_engine)
     assert outcome.error is None and outcome.frames == 90
     assert forced.output.read_bytes() == by_path.output.read_bytes()
@@ -236,20 +262,20 @@ def test_workers_without_the_input_get_chunks_and_write_the_same_bytes(
     elsewhere = job_for(clip, tmp_path / "auto.mp4", "libx264")
     progress = Progress(90, quiet=True)
     with caplog.at_level("INFO", logger="livecam"):
-        [outcome] = run_on_cluster([elsewhere], settings(ray_cluster), progress, engine_factory=smoothing_engine)
+        [outcome] = run_on_cluster([elsewhere], settings(driver), progress, engine_factory=smoothing_engine)
     assert outcome.error is None and progress.done == 90
     assert "does not read" in caplog.text  # the chunks were used
     assert elsewhere.output.read_bytes() == by_path.output.read_bytes()
 
     only_path = job_for(clip, tmp_path / "only-path.mp4", "libx264")
-    [failed] = run_on_cluster([only_path], replace(settings(ray_cluster), ship_input="path"),
+    [failed] = run_on_cluster([only_path], replace(settings(driver), ship_input="path"),
                               Progress(90, quiet=True), engine_factory=smoothing_engine)
     assert failed.error is not None and "cannot read" in failed.error.message
     assert "--ship-input auto" in failed.error.message
     assert not only_path.output.exists()
 
 
-def test_a_worker_with_other_versions_is_refused(tmp_path: Path, clip: Path, ray_cluster: str,
+def test_a_worker_with_other_versions_is_refused(tmp_path: Path, clip: Path, driver: str,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """The driver compares every worker's livecam and Ray versions with its own (here the
     driver's are made to differ) and refuses in one line naming the node and both versions."""
@@ -261,7 +287,7 @@ def test_a_worker_with_other_versions_is_refused(tmp_path: Path, clip: Path, ray
     monkeypatch.setattr(livecam.cluster, "versions", lambda: {**real, "livecam": "0.0.1"})
     job = job_for(clip, tmp_path / "out.mp4", "libx264")
     with pytest.raises(InputError) as refused:
-        run_on_cluster([job], settings(ray_cluster), Progress(90, quiet=True), engine_factory=smoothing_engine)
+        run_on_cluster([job], settings(driver), Progress(90, quiet=True), engine_factory=smoothing_engine)
     message = refused.value.message
     assert "\n" not in message
     assert f"livecam {real['livecam']} (here 0.0.1)" in message and "node " in message

@@ -5,6 +5,7 @@ the one bar's total, --frame-range and --fps per file (in-process)."""
 from __future__ import annotations
 
 import signal
+import threading
 import subprocess
 import sys
 from dataclasses import replace
@@ -30,11 +31,11 @@ from pathlib import Path
 sys.path.insert(0, {root!r})
 import livecam.commands.video as video
 
-class FlipEngine:
+from tests.doubles import NoModels
+
+class FlipEngine(NoModels):
     smooths = False
     seen = 0
-    model_names = {{}}
-    providers = None
     def analyse(self, packet, track):
         packet.faces = []
     def process(self, packet):
@@ -208,3 +209,51 @@ def test_one_file_with_skip_existing_keeps_its_output_and_pattern_needs_a_folder
     assert out.read_bytes() == b"earlier result"
     with pytest.raises(InputError, match="--pattern chooses the files of a folder input, but .*in.mp4 is not a folder"):
         video.run_video(replace(job, pattern="*.mp4"))
+
+
+class LaneEngine(FlipEngine):
+    """A FlipEngine that keeps the names of the threads it processed frames on."""
+
+    def __init__(self) -> None:
+        self.threads: list[str] = []
+
+    def process(self, packet: FramePacket) -> None:
+        self.threads.append(threading.current_thread().name)
+        super().process(packet)
+
+
+class LanedEngine(LaneEngine):
+    """contracts.FileEngine with two lanes, built once (counted)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.built: list[LaneEngine] = []
+        self.asked = 0
+
+    def lanes(self) -> list[LaneEngine]:  # type: ignore[override]
+        self.asked += 1
+        if not self.built:
+            self.built = [LaneEngine(), LaneEngine()]
+        return self.built
+
+
+def test_the_engines_lanes_are_the_workers_of_one_file_and_of_a_folder(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What FileEngine.lanes() gives is what `livecam video` runs its workers on (lane i on
+    thread livecam-lane-i); the engine itself processes nothing, and a folder asks once."""
+    clips = tmp_path / "clips"
+    clips.mkdir()
+    make_clip(clips / "a.mp4", frames=12, audio=False)
+    make_clip(clips / "b.mp4", frames=8, audio=False)
+    engines: list[LanedEngine] = []
+    monkeypatch.setattr(video, "create_engine", lambda job: engines.append(LanedEngine()) or engines[-1])
+    video.run_video(replace(_folder_job(clips, tmp_path / "one.mp4"), input=clips / "a.mp4"))
+    video.run_video(_folder_job(clips, tmp_path / "out"))
+    for engine, frames in zip(engines, (12, 20)):
+        assert engine.asked == 1 and not engine.threads
+        threads = [name for lane in engine.built for name in lane.threads]
+        assert len(threads) == frames
+        for k, lane in enumerate(engine.built):
+            assert set(lane.threads) <= {f"livecam-lane-{k}"}
+    assert count_frames(tmp_path / "one.mp4") == 12
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.mp4", "b.mp4"]

@@ -11,16 +11,19 @@ import numpy as np
 import pytest
 
 from livecam.errors import EXIT_FAILURE, EXIT_USAGE, InputError, LivecamError, OutputError
+from livecam.faces.analyser import FaceAnalyser, ModelNames
 from livecam.faces.face import Face
 from livecam.faces.tracking import FaceTracker
 from livecam.frame import FramePacket
 from livecam.pipeline.batch import FileOutcome, is_folder_run, plan_folder, run_batch, summarize
+from livecam.pipeline.engine import Engine
 from livecam.pipeline.progress import Parts, Progress
-from livecam.settings import ProcessingSettings, RuntimeSettings, VideoJob
+from livecam.settings import AnalysisSettings, ProcessingSettings, RuntimeSettings, VideoJob
+from tests.doubles import CPU, NoModels
 from tests.videos import make_clip, probe, read_index
 
 
-class FlipEngine:
+class FlipEngine(NoModels):
     """contracts.FileEngine without models: inverts a patch away from the index stamp."""
 
     smooths = False
@@ -161,6 +164,11 @@ class TrackingEngine(FlipEngine):
     def __init__(self) -> None:
         self.tracker = FaceTracker(smoothing=0.5)
         self.ids: list[int | None] = []
+        self.resets: list[int] = []  # len(ids) at each reset_tracking()
+
+    def reset_tracking(self) -> None:
+        self.resets.append(len(self.ids))
+        self.tracker.reset()
 
     def detect(self, packet: FramePacket) -> None:
         packet.faces = [Face(bbox=[40, 20, 72, 44], score=0.9, kps=np.full((5, 2), 50.0))]
@@ -188,5 +196,94 @@ def test_each_file_starts_with_no_tracks_even_when_its_range_starts_later(tmp_pa
     engine = TrackingEngine()
     outcomes = run_batch(jobs, engine)
     assert not any(o.failed for o in outcomes)
+    assert engine.resets == [0, 5]  # the engine is told before each file, through the contract
     assert engine.ids[:5] == [engine.ids[0]] * 5 and len(engine.ids) == 11
     assert engine.ids[5] != engine.ids[0] and engine.ids[5:] == [engine.ids[5]] * 6
+
+
+class WidthDetector:
+    """A still face whose place follows the frame's width: 8 px further right in a clip 8 px
+    wider, near enough that a track left over from the narrower clip would take it."""
+
+    def detect(self, image: np.ndarray, max_faces: int = 0) -> list[Face]:
+        shift = float(image.shape[1] - 160)
+        kps = np.array([[52, 40], [76, 40], [64, 52], [55, 64], [73, 64]], np.float32) + [shift, 0.0]
+        return [Face(bbox=np.array([40 + shift, 24, 88 + shift, 80], np.float32), score=0.9, kps=kps)]
+
+
+class FaceLog:
+    """A processor that keeps (frame width, face) for every processed frame."""
+
+    name = "face_log"
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, Face]] = []
+
+    def prepare(self, sources: object) -> None:
+        pass
+
+    def process(self, packet: FramePacket) -> None:
+        self.seen.append((packet.image.shape[1], packet.faces[0]))
+
+
+def test_the_real_engine_forgets_the_first_files_smoothed_track(tmp_path: Path) -> None:
+    """Engine.reset_tracking through the analyser's FaceTracker: the second file's first face
+    (1 s in, later than the first file's last) is a new track at its detected place, not the
+    first file's track smoothed towards it."""
+    clips, out = tmp_path / "clips", tmp_path / "out"
+    clips.mkdir()
+    out.mkdir()
+    first = make_clip(clips / "first.mp4", frames=5, size=(160, 120), audio=False)
+    second = make_clip(clips / "second.mp4", frames=36, size=(168, 120), audio=False)
+    template = _template(clips, out)
+    jobs = [replace(template, input=first, output=out / "first.mp4"),
+            replace(template, input=second, output=out / "second.mp4", frame_range=(30, None))]
+    analysis = AnalysisSettings(smoothing=0.9)
+    log = FaceLog()
+    engine = Engine(replace(template.processing, analysis=analysis),
+                    FaceAnalyser(WidthDetector(), analysis, names=ModelNames("fake"), tracker=FaceTracker(0.9)),
+                    [log], [], providers=CPU, swap_model=None)
+    assert engine.smooths
+    outcomes = run_batch(jobs, engine)
+    assert not any(o.failed for o in outcomes)
+    firsts = {face.track_id for width, face in log.seen if width == 160}
+    seconds = [face for width, face in log.seen if width == 168]
+    assert len(firsts) == 1 and len(seconds) == 6
+    assert seconds[0].track_id not in firsts
+    detected = WidthDetector().detect(np.zeros((120, 168, 3), np.uint8))[0]
+    assert all(np.allclose(face.kps, detected.kps, atol=1e-3) for face in seconds)
+
+
+def test_reset_tracking_reaches_every_lane(tmp_path: Path, faces_dir: Path, standin_models: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Engine.reset_tracking forgets the tracks of the run's analyser and of each lane's (their
+    own FaceTrackers): the same face, tracked again later, starts a new track everywhere."""
+    import cv2
+
+    from livecam.runtime import sessions
+    from tests.runtime.test_lanes import settings, small
+
+    monkeypatch.setenv("LIVECAM_CACHE_DIR", str(tmp_path / "cache"))
+    source = small(faces_dir, "biden.jpg", tmp_path)
+    engine = Engine.create(settings(standin_models, source, lanes=True, threads=2, smoothing=0.5),
+                           live=False, progress=False)
+    engines = [engine, *engine.lanes()]
+    assert len(engines) == 3
+    image = cv2.imread(str(source))
+
+    def track_ids(pts: float) -> list[int | None]:
+        ids = []
+        for one in engines:
+            packet = FramePacket(index=0, image=image.copy(), pts=pts)
+            one.analyse(packet, track=True)
+            ids.append(packet.faces[0].track_id)
+        return ids
+
+    try:
+        first, kept = track_ids(0.0), track_ids(0.04)
+        assert kept == first  # without a reset the face goes on with its track
+        engine.reset_tracking()
+        again = track_ids(0.08)
+    finally:
+        sessions.clear_pool()  # the stand-ins' sessions go with this test
+    assert all(a != b for a, b in zip(again, first)), (first, again)

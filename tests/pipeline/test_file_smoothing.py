@@ -70,6 +70,9 @@ class RecordingTracker:
         self.calls: list[tuple[int, float]] = []
         self.busy = False
 
+    def reset(self) -> None:
+        self.inner.reset()
+
     def update(self, faces: list[Face], timestamp: float) -> list[Face]:
         assert not self.busy, "two tracking calls at once"
         self.busy = True

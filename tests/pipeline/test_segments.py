@@ -26,8 +26,8 @@ from tests.videos import _write_tone, probe, stamp_index, synthetic_frame
 
 class SmoothingEngine(NoModels):
     """contracts.FileEngine with a memory: track() keeps a running mean of the frame's grey (a
-    new one when time goes back), process() paints it as a block, so every output frame
-    depends on the frames before it."""
+    new one after reset_tracking() or when time goes back), process() paints it as a block, so
+    every output frame depends on the frames before it."""
 
     smooths = True
 
@@ -40,6 +40,9 @@ class SmoothingEngine(NoModels):
 
     def detect(self, packet: FramePacket) -> None:
         packet.faces = []
+
+    def reset_tracking(self) -> None:
+        self.state = self.last = None
 
     def track(self, packet: FramePacket) -> None:
         assert packet.pts is not None

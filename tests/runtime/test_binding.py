@@ -57,3 +57,33 @@ def test_buffers_are_allocated_once_per_shape(tmp_path: Path) -> None:
     (only,) = bound._bound.values()
     assert only.outputs is not None and set(only.inputs) == {"target", "source"}
     assert bound.get_inputs()[0].name == "target" and bound.get_providers() == ["CPUExecutionProvider"]
+
+
+def test_one_table_of_ort_types_for_bound_outputs_and_float_inputs(tmp_path: Path) -> None:
+    """Every type of binding.ORT_TYPES: a fixed-shape output of that type is allocated up front
+    and comes back as the plain run's, in its dtype; input_dtype reads the float types from the
+    same table and feeds float32 for any other (integer or unknown) type."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from livecam.runtime.binding import ORT_TYPES
+    from livecam.runtime.sessions import input_dtype
+
+    names = [name.removeprefix("tensor(").removesuffix(")") for name in ORT_TYPES]
+    protos = {"float": TensorProto.FLOAT, "float16": TensorProto.FLOAT16, "double": TensorProto.DOUBLE,
+              "uint8": TensorProto.UINT8, "int32": TensorProto.INT32, "int64": TensorProto.INT64}
+    nodes = [helper.make_node("Cast", ["x"], [f"as_{n}"], to=protos[n]) for n in names]
+    graph = helper.make_graph(nodes, "casts", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info(f"as_{n}", protos[n], [2, 3]) for n in names])
+    path = tmp_path / "casts.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    plain, bound = cpu_session(path), BoundSession(cpu_session(path), "cpu")
+    feeds = {"x": np.array([[0.5, 1.5, 2.0], [3.0, 250.0, 7.25]], np.float32)}
+    got, want = bound.run(None, feeds), plain.run(None, feeds)
+    (only,) = bound._bound.values()
+    assert only.outputs is not None and len(only.outputs) == len(ORT_TYPES)  # allocated before the run
+    for ort_type, g, w in zip(ORT_TYPES, got, want):
+        assert g.dtype == w.dtype == ORT_TYPES[ort_type] and np.array_equal(g, w), ort_type
+    assert [input_dtype(t) for t in ("tensor(float)", "tensor(float16)", "tensor(double)")] == \
+           [np.float32, np.float16, np.float64]
+    assert input_dtype("tensor(int64)") is input_dtype("tensor(uint8)") is input_dtype("tensor(bfloat16)") is np.float32

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from livecam.frame import FramePacket
-from livecam.pipeline.engine import Engine, lanes_of
+from livecam.pipeline.engine import Engine
 from livecam.pipeline.file import OutFrame, run_frames
 from livecam.runtime import sessions
 from livecam.runtime.binding import BoundSession
@@ -78,7 +78,6 @@ def test_the_cpu_provider_keeps_the_shared_pool_unless_lanes_are_forced() -> Non
     assert not uses_lanes(cuda, RuntimeSettings(lanes=False))
     assert lane_count(RuntimeSettings(execution_threads=4)) == DEFAULT_LANES == 3  # not given: the default
     assert lane_count(RuntimeSettings(execution_threads=5, explicit_threads=True)) == 5
-    assert lanes_of(object()) == []
 
 
 def test_each_lane_owns_its_sessions(tmp_path: Path, faces_dir: Path, standin_models: Path) -> None:

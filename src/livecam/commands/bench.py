@@ -256,7 +256,6 @@ def _file_frames(path: Path, limit: int) -> tuple[Iterator[Any], Any]:
 def run_live_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None = None) -> dict[str, Any]:
     from livecam.media.sinks import NullSink
     from livecam.pipeline.live import LiveRun, run_live_pipeline
-    from livecam.pipeline.engine import lanes_of
     from livecam.pipeline.metrics import ResourceProbe
 
     capture: list[float] = []
@@ -274,7 +273,7 @@ def run_live_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None 
         fps = clip.fps
     recording = RecordingEngine(engine)
     _warm_up(engine, warm, live=True)
-    lanes = [recording.for_lane(lane) for lane in lanes_of(engine)]
+    lanes = [recording.for_lane(lane) for lane in engine.lanes()]
     for lane in lanes:  # their sessions, buffers and CUDA graphs come first
         _warm_up(lane, warm, live=False)
     marks: list[float] = []
@@ -353,7 +352,6 @@ def _generated_file(job: BenchJob, folder: Path, clip_photo: np.ndarray | None =
 def run_video_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None = None) -> dict[str, Any]:
     from livecam.media.video_writer import OutputSpec, VideoWriter
     from livecam.pipeline.file import frames_in_flight, packet_time, run_frames
-    from livecam.pipeline.engine import lanes_of
 
     decode: list[float] = []
     encode: list[float] = []
@@ -366,7 +364,7 @@ def run_video_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None
             info = reader.info
             warm = [f.image for f in islice(frames, WARMUP_FRAMES)]
             _warm_up(engine, warm, live=False)
-            for lane in lanes_of(engine):  # their sessions, buffers and CUDA graphs come first
+            for lane in engine.lanes():  # their sessions, buffers and CUDA graphs come first
                 _warm_up(lane, warm, live=False)
 
             def timed(it: Iterable[Any]) -> Iterator[Any]:
@@ -389,7 +387,7 @@ def run_video_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None
                 encode.append((time.perf_counter() - t0) * 1000.0)
 
             recording = RecordingEngine(engine)
-            lanes = [recording.for_lane(lane) for lane in lanes_of(engine)]
+            lanes = [recording.for_lane(lane) for lane in engine.lanes()]
             workers = len(lanes) or job.processing.runtime.execution_threads
             in_flight = frames_in_flight(info.width * info.height * 3, workers, None)
             # --watermark: the cadence of `livecam video` (runs of frames twice a second)

@@ -61,9 +61,7 @@ def warm_up(engine: Engine) -> None:
     engine.analyse(packet, track=False)
     faces = list(packet.faces)
     engine.process(packet)
-    from livecam.pipeline.engine import lanes_of
-
-    for lane in lanes_of(engine):  # each lane's own sessions (runtime/lanes.py), built here
+    for lane in engine.lanes():  # each lane's own sessions (runtime/lanes.py), built here
         lane.process(FramePacket(index=-1, image=image.copy(), faces=list(faces)))
 
 
@@ -113,13 +111,11 @@ def _run_live(job: LiveJob) -> None:
     marker = (LiveMarker(open_watermarker(job.processing.runtime, engine.providers, threads=1),
                          recording_fps=float(source.fps or job.fps) if recording else None)
               if job.watermarked(recording) else None)
-    from livecam.pipeline.engine import lanes_of
-
     # The pipeline releases the source and finalises the sink whatever happens.
     try:
         run_live_pipeline(engine, source, sink, LiveRun(job, recording=recording, watermark=marker,
                                                         watermark_slower=marker.slower if marker else None,
-                                                        lanes=lanes_of(engine)),
+                                                        lanes=engine.lanes()),
                           probe=ResourceProbe())
     finally:
         if marker is not None:

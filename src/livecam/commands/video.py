@@ -79,8 +79,6 @@ def create_engine(job: VideoJob) -> FileEngine:
 
 
 def run_video(job: VideoJob, cluster: ClusterSettings | None = None) -> None:
-    from livecam.pipeline.engine import lanes_of
-
     if is_folder_run(job):
         return run_folder(job, cluster)
     if job.pattern is not None:
@@ -104,7 +102,7 @@ def run_video(job: VideoJob, cluster: ClusterSettings | None = None) -> None:
         try:
             result = process_video(job, engine, quiet=quiet, on_warm=cap.apply, watermark=marker,
                                    sign=(lambda temp: signing.sign_file(temp, job.output)) if signing else None,
-                                   lanes=lanes_of(engine))
+                                   lanes=engine.lanes())
         except MemoryError as exc:  # numpy, the decoder (media/video_reader), the address-space cap
             raise out_of_memory(job.output, job.max_memory_gb) from exc
         finally:
@@ -179,8 +177,6 @@ def batch_progress(template: VideoJob, jobs: Sequence[VideoJob], total: int | No
 
 def run_local(template: VideoJob, jobs: Sequence[VideoJob], total: int | None) -> list[FileOutcome]:
     """This machine: one engine (the models load once) and the files one after another."""
-    from livecam.pipeline.engine import lanes_of
-
     engine = create_engine(template)
     marker = (open_watermarker(template.processing.runtime, engine.providers,
                                template.processing.runtime.execution_threads) if template.watermark else None)
@@ -191,7 +187,7 @@ def run_local(template: VideoJob, jobs: Sequence[VideoJob], total: int | None) -
     with stop_signals(), batch_progress(template, jobs, total) as parts:
         try:
             return run_batch(jobs, engine, parts=parts, watermark=marker, sign=sign, on_warm=cap.apply,
-                             lanes=lanes_of(engine))
+                             lanes=engine.lanes())
         finally:
             cap.restore()
 

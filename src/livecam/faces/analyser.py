@@ -57,6 +57,8 @@ class Embedder(Protocol):
 class Tracker(Protocol):
     def update(self, faces: list[Face], timestamp: float) -> list[Face]: ...
 
+    def reset(self) -> None: ...
+
 
 @dataclass(frozen=True)
 class ModelNames:
@@ -248,6 +250,13 @@ class FaceAnalyser:
         if timings is not None:
             timings["track"] = _ms(t0)
         return faces
+
+    def reset_tracking(self) -> None:
+        """Forget the tracks and the carried faces: the next frame starts afresh (a new file or segment)."""
+        if self.tracker is not None:
+            self.tracker.reset()
+        self._carried = None
+        self._since_detect = 0
 
     def _refit(self, image: np.ndarray, faces: list[Face]) -> list[Face]:
         """FaceMesh on carried faces, their boxes moved with the landmarks so the next crop

@@ -22,10 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
-import numpy as np
-
 from livecam.errors import EXIT_FAILURE, InputError, Interrupted, LivecamError
-from livecam.frame import FramePacket
 from livecam.media.video_writer import CONTAINERS
 from livecam.pipeline.file import process_video
 from livecam.settings import VideoJob
@@ -158,7 +155,7 @@ def run_batch(jobs: Sequence[VideoJob], engine: FileEngine, *, parts: Parts | No
     try:
         for job in jobs:
             current = job
-            _forget_tracks(engine)
+            engine.reset_tracking()  # a later --frame-range start is not pulled towards old faces
             counter = parts.counter(job.input) if parts is not None else None
             file_sign = functools.partial(sign, job) if sign is not None else None
             try:
@@ -180,14 +177,6 @@ def run_batch(jobs: Sequence[VideoJob], engine: FileEngine, *, parts: Parts | No
         folder = current.output.parent if current is not None else Path(".")
         raise Interrupted(f"{name}: {what}; {written} of {len(jobs)} files were written to {folder} before it") from exc
     return outcomes
-
-
-def _forget_tracks(engine: FileEngine) -> None:
-    """Start the next file's smoothing afresh: one empty frame at t = -1 goes back in time, which
-    makes the tracker drop its tracks (as after a seek), so a file whose first tracked frame comes
-    later than the previous file's last one (--frame-range) is not pulled towards old faces."""
-    if engine.smooths:
-        engine.track(FramePacket(index=0, image=np.zeros((2, 2, 3), np.uint8), pts=-1.0))
 
 
 def _as_error(exc: Exception) -> LivecamError:

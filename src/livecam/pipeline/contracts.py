@@ -4,8 +4,10 @@ livecam.pipeline.engine.Engine satisfies every protocol here (tests/test_typing.
 mypy); tests drive the pipelines with small fakes that satisfy only the one they need.
 
     FrameEngine    analyse + process: every pipeline (and `livecam image`)
-    FileEngine     + smoothing in frame order (detect in any thread, track in order), and the
-                   models and providers in use (for the watermark's sessions and C2PA): files
+    FileEngine     + smoothing in frame order (detect in any thread, track in order, reset
+                   between files), the models and providers in use (for the watermark's
+                   sessions and C2PA), and the lanes (one engine per worker; none on the
+                   shared session pool): files
     Knobs          what the live governor turns
     LiveEngine     FrameEngine + Knobs + the live controls (n key, banner, det-size step)
 
@@ -42,6 +44,10 @@ class FileEngine(FrameEngine, Protocol):
     def track(self, packet: FramePacket) -> None:
         """Smooth packet.faces over time; one call at a time, in frame order."""
 
+    def reset_tracking(self) -> None:
+        """Forget the face tracks (every lane's too): the next track() starts afresh, as at the
+        start of another file or segment. Between runs, from the thread that calls track()."""
+
     @property
     def model_names(self) -> Mapping[str, str]:
         """The models in use by role (analysis, swapper, ...): named in the C2PA manifest."""
@@ -49,6 +55,10 @@ class FileEngine(FrameEngine, Protocol):
     @property
     def providers(self) -> ProviderChoice:
         """The execution providers the models run on (the watermark's sessions use them too)."""
+
+    def lanes(self) -> Sequence[FileEngine]:
+        """One engine per worker, each with its own sessions (runtime/lanes.py), built on the
+        first call (models load); empty when the workers share this engine (the CPU provider)."""
 
 
 class Knobs(Protocol):
@@ -109,6 +119,9 @@ class ForwardingEngine:
     def track(self, packet: FramePacket) -> None:
         self.engine.track(packet)
 
+    def reset_tracking(self) -> None:
+        self.engine.reset_tracking()
+
     @property
     def model_names(self) -> Mapping[str, str]:
         return self.engine.model_names
@@ -116,6 +129,11 @@ class ForwardingEngine:
     @property
     def providers(self) -> ProviderChoice:
         return self.engine.providers
+
+    def lanes(self) -> Sequence[FileEngine]:
+        # the wrapped engine's own lanes, unwrapped: a wrapper that changes per-frame calls
+        # wraps each lane itself (bench: RecordingEngine.for_lane)
+        return self.engine.lanes()
 
     @property
     def processor_names(self) -> Sequence[str]:

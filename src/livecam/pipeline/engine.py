@@ -301,6 +301,12 @@ class Engine:
         timestamp = packet.pts if packet.pts is not None else packet.captured_at
         packet.faces = self.analyser.track(packet.faces, timestamp, timings=packet.timings)
 
+    def reset_tracking(self) -> None:
+        """Forget every face track, this engine's and its lanes': the next file starts afresh."""
+        self.analyser.reset_tracking()
+        for lane in self._lanes:
+            lane.reset_tracking()
+
     def process(self, packet: FramePacket) -> None:
         """Run the enabled processors in order on packet.faces in packet.image."""
         if self._thread is not None and not self._thread.is_current():
@@ -403,12 +409,6 @@ class Engine:
                   if name != "analysis"]
         parts.append(f"provider {self.providers.primary}")
         return "; ".join(p for p in parts if p)
-
-
-def lanes_of(engine: object) -> list[Engine]:
-    """engine.lanes() for the real Engine (building them: models load), [] for anything else
-    (tests' fakes run the shared path)."""
-    return engine.lanes() if isinstance(engine, Engine) else []
 
 
 def _is_folder(sources: Sequence[Path]) -> bool:

@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence, Union
 
-import numpy as np
-
 from livecam.atomic import AtomicOutput
 from livecam.errors import InputError
 from livecam.faces.tracking import params_for_strength
@@ -136,13 +134,6 @@ class _Reporting(Progress):
         self._report(self.done)
 
 
-def _restart_tracking(engine: FileEngine) -> None:
-    """A frame far back in time makes the tracker drop its tracks (time went backwards), so what
-    this worker's previous segment left says nothing about this one."""
-    if engine.smooths:
-        engine.track(FramePacket(index=-1, image=np.zeros((2, 2, 3), np.uint8), pts=-1e9))
-
-
 def run_segment(job: VideoJob, segment: Segment, engine: FileEngine, *, name: str,
                 watermark: Watermarker | None = None, report: Callable[[int], None] | None = None,
                 stop: threading.Event | None = None, chunk: Chunk | None = None) -> SegmentResult:
@@ -157,7 +148,7 @@ def run_segment(job: VideoJob, segment: Segment, engine: FileEngine, *, name: st
                           height=info.height, rate=info.rate, time_base=info.time_base, encoder=job.encoder,
                           quality=job.quality, target=job.output, sample_aspect=info.sample_aspect,
                           colour=info.colour)
-        _restart_tracking(engine)
+        engine.reset_tracking()  # what this worker's previous segment left says nothing about this one
         writer = VideoWriter(spec)
         try:
             stats = run_frames(_segment_frames(reader, segment, engine, job, name),

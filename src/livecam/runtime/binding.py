@@ -16,13 +16,16 @@ code runs (and is tested) without a GPU.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-_NUMPY_TYPES: Mapping[str, Any] = {"tensor(float)": np.float32, "tensor(float16)": np.float16,
-                                   "tensor(double)": np.float64, "tensor(uint8)": np.uint8,
-                                   "tensor(int64)": np.int64, "tensor(int32)": np.int32}
+# ONNX Runtime's names for tensor types and the numpy dtypes they hold, stated once (read-only):
+# bound outputs are allocated with them, sessions.input_dtype reads the float ones.
+ORT_TYPES: Mapping[str, type[np.generic]] = MappingProxyType({
+    "tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
+    "tensor(uint8)": np.uint8, "tensor(int32)": np.int32, "tensor(int64)": np.int64})
 
 
 @dataclass
@@ -108,7 +111,7 @@ class BoundSession:
         outputs: dict[str, Any] | None = {}
         for name in names:
             shape = self._output_meta[name].shape
-            dtype = _NUMPY_TYPES.get(self._output_meta[name].type)
+            dtype = ORT_TYPES.get(self._output_meta[name].type)
             if outputs is not None and dtype is not None and all(isinstance(d, int) for d in shape):
                 outputs[name] = OrtValue.ortvalue_from_shape_and_type(list(shape), dtype, self.device,
                                                                       self.device_id)

@@ -12,13 +12,12 @@ import logging
 import os
 import threading
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from livecam.errors import ModelError, ProviderError, ProviderStartError
-from livecam.runtime.binding import BoundSession
+from livecam.runtime.binding import ORT_TYPES, BoundSession
 from livecam.runtime.capture import captured_output
 from livecam.runtime.graphs import Front, joined_model
 from livecam.runtime.providers import (PROVIDER_NAMES, ProviderChoice, preload_gpu_libraries, resolve_providers,
@@ -29,15 +28,13 @@ log = logging.getLogger("livecam")
 _POOL: dict[tuple[str, ProviderChoice, int, str], Any] = {}
 _KEY_LOCKS: dict[tuple[str, ProviderChoice, int, str], threading.Lock] = {}
 _POOL_LOCK = threading.Lock()
-# ONNX Runtime's names for the input types a model may declare (read-only).
-_ORT_TYPES: Mapping[str, type[np.floating[Any]]] = MappingProxyType(
-    {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64})
 
 
 def input_dtype(ort_type: str) -> type[np.floating[Any]]:
     """The numpy dtype to feed an input that ONNX Runtime reports as `ort_type` (float32 when it
     is not a float type we know)."""
-    return _ORT_TYPES.get(ort_type, np.float32)
+    dtype = ORT_TYPES.get(ort_type)
+    return dtype if dtype is not None and issubclass(dtype, np.floating) else np.float32
 
 
 def cpu_threads_per_session(workers: int) -> int:
