@@ -32,7 +32,7 @@ from livecam.settings import RuntimeSettings
 
 T = TypeVar("T")
 
-DEFAULT_LANES = 3  # measured on the H200 (issue 17): 3 overlapping lanes keep the GPU busy
+DEFAULT_LANES = 3  # issue 17's choice, not yet measured here: scripts/gpu_bench.py's overlap part times 1-6 lanes
 
 
 def uses_lanes(providers: ProviderChoice, runtime: RuntimeSettings) -> bool:
