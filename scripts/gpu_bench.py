@@ -620,7 +620,7 @@ def video_runs(models: Path, provider: str, swap_model: str, enhancer: str | Non
 
     out: dict[str, Any] = {"frames": frames, "resolution": f"{size[0]}x{size[1]}", "lanes": lanes_k,
                            "shared_pool_workers": threads, "swap_model": swap_model, "enhancer": enhancer,
-                           "precision": f"{swap_model}; enhancer fp32 weights; batch 1"}
+                           "precision": f"{swap_model}; batch 1"}
     for kind, enhance in (("swap", False), ("enhance", True)):
         if enhance and enhancer is None:
             out[kind] = {"skipped": "no enhancer processor in the registry"}
@@ -648,6 +648,9 @@ def video_runs(models: Path, provider: str, swap_model: str, enhancer: str | Non
                 continue
             res["engine_build_s"] = round(build_s, 1)
             res["engine"] = engine.describe()
+            if enhance:  # --enhancer-precision auto: fp16 on a GPU unless its copy was refused (models/fp16.py)
+                fp16_used = any(name.endswith(" fp16") for name in engine.model_names.values())
+                out["precision"] = f"{swap_model}; enhancer {'fp16' if fp16_used else 'fp32'}; batch 1"
             out[kind][variant] = res
             out["faces_per_frame"] = res.get("faces_per_frame")
             log(f"video {kind} {variant}: {res['fps']} FPS ({res['frames']} frames, build {build_s:.1f} s)")
