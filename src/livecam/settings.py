@@ -50,6 +50,10 @@ class RuntimeSettings:
     # on the source photo, as a capture fails while another lane copies). Off until
     # scripts/gpu_bench.py has measured them on a GPU.
     cuda_graphs: bool = False
+    # CUDA's NHWC kernels (prefer_nhwc) for the fp16 models' sessions (inswapper_128_fp16, the
+    # enhancers' fp16 copies): tensor cores take fp16 convolutions in NHWC, at the price of layout
+    # transposes around them. Off until scripts/gpu_bench.py's latency matrix shows it faster.
+    nhwc_fp16: bool = False
     explicit_threads: bool = False  # --execution-threads was given (lanes: it sets their number)
 
 

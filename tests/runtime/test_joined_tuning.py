@@ -178,6 +178,30 @@ def test_without_cuda_graphs_no_session_gets_one(tmp_path: Path, faces_dir: Path
     assert not any("enable_cuda_graph" in c.options("CUDAExecutionProvider") for c in created)
 
 
+def test_nhwc_goes_to_the_fp16_models_sessions_only_when_asked(tmp_path: Path, faces_dir: Path,
+                                                                standin_models: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """RuntimeSettings.nhwc_fp16: CUDA's prefer_nhwc on the enhancer's fp16 copy (plain and
+    joined, every lane) and never on an fp32 model; without it, on none."""
+    from dataclasses import replace
+
+    created = on_a_fake_gpu(monkeypatch, "cuda")
+    build_gfpgan(standin_models / "gfpgan_1.4.onnx", kind="random")
+    source = photo(faces_dir, tmp_path)
+    for asked in (True, False):
+        sessions.clear_pool()
+        created.clear()
+        settings = engine(standin_models, source, cuda_graphs=False).settings
+        settings = replace(settings, runtime=replace(settings.runtime, nhwc_fp16=asked),
+                           enhance=replace(settings.enhance, precision="fp16"))
+        Engine.create(settings, live=False, progress=False).lanes()
+        fp16 = [c for c in created if c.model.startswith("gfpgan_1.4.")]  # models/fp16's copy
+        fp32 = [c for c in created if not c.model.startswith("gfpgan_1.4.")]
+        assert {c.choice.lane for c in fp16} == {None, 0, 1} and any(c.front for c in fp16)
+        assert all((c.options("CUDAExecutionProvider").get("prefer_nhwc") == "1") == asked for c in fp16), fp16
+        assert fp32 and not any("prefer_nhwc" in c.options("CUDAExecutionProvider") for c in fp32)
+
+
 def test_tensorrt_profiles_the_detectors_frame_and_not_the_pixel_fronts(
         tmp_path: Path, faces_dir: Path, standin_models: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     created = on_a_fake_gpu(monkeypatch, "tensorrt")

@@ -194,8 +194,10 @@ class ModelStore:
 
         path = self.precision_path(name, precision)
         spec = self.spec(name)
+        # fp16 weights: the enhancers' checked copies, or a catalog file published in fp16
+        nhwc = self.settings.nhwc_fp16 and (precision == "fp16" or name.endswith("_fp16"))
         tuned = providers.tuned(model_tuning([(t.name, t.shape) for t in spec.inputs], providers,
-                                             cuda_graphs=self.settings.cuda_graphs))
+                                             cuda_graphs=self.settings.cuda_graphs, nhwc=nhwc))
         try:
             session = get_session(path, tuned, intra_op_threads)
         except ModelError as exc:
@@ -213,7 +215,8 @@ class ModelStore:
             # leaves GFPGAN's input unnamed and lists a dynamic-batch export's batch as 1).
             joined = joined_inputs(front, [(i.name, _dims(i.shape)) for i in session.get_inputs()])
             frames = (PRE + front.frame_input,) if front.frame_input else ()
-            joined_tuning = model_tuning(joined, providers, cuda_graphs=self.settings.cuda_graphs, frames=frames)
+            joined_tuning = model_tuning(joined, providers, cuda_graphs=self.settings.cuda_graphs, frames=frames,
+                                         nhwc=nhwc)
             return get_session(path, providers.tuned(joined_tuning), intra_op_threads, front)
         except Exception as exc:  # noqa: BLE001 - the plain session does the same work
             log.debug("%s with %s in front: %s; the numpy path is used", name, front.name, exc)

@@ -227,11 +227,12 @@ def profile_for(inputs: Sequence[tuple[str | None, Sequence[int | None] | None]]
 
 
 def model_tuning(inputs: Sequence[tuple[str | None, Sequence[int | None] | None]], providers: ProviderChoice,
-                 *, cuda_graphs: bool = True, frames: Collection[str] = ()) -> SessionTuning:
+                 *, cuda_graphs: bool = True, frames: Collection[str] = (), nhwc: bool = False) -> SessionTuning:
     """The tuning for one model's session: TensorRT profiles for its dynamic inputs (`frames`:
     the inputs that take a whole frame, see profile_for), and a CUDA graph for a lane's session
     whose inputs are all fixed (one shape, one graph; the buffers are bound once by
-    runtime/binding.py). A joined model (runtime/graphs.Front) is tuned on its own inputs
+    runtime/binding.py), and CUDA's NHWC kernels with `nhwc` (an fp16 model, when
+    RuntimeSettings.nhwc_fp16 asks for them). A joined model (runtime/graphs.Front) is tuned on its own inputs
     (graphs.joined_inputs): the swapper's and the enhancer's pixel fronts are fixed, so they get
     a graph and no profile.
 
@@ -243,7 +244,7 @@ def model_tuning(inputs: Sequence[tuple[str | None, Sequence[int | None] | None]
     the warm-up is there to prevent; and its `resized` input, read by CPU shape nodes, would be
     copied back from the device inside the capture (ORT begins it before feeding the inputs)."""
     fixed = all(shape is not None and all(d is not None for d in shape) for _, shape in inputs)
-    return SessionTuning(cuda_graph=cuda_graphs and fixed and providers.lane is not None,
+    return SessionTuning(cuda_graph=cuda_graphs and fixed and providers.lane is not None, prefer_nhwc=nhwc,
                          trt_profile=profile_for(inputs, frames))
 
 
