@@ -5,6 +5,7 @@ exact signatures: the enhancer changes pixels inside the face and nothing outsid
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pytest
@@ -20,22 +21,33 @@ from tests.videos import make_clip, probe
 EXACT = ["--no-label", "--no-watermark", "--no-c2pa"]  # nothing but the processors changes pixels
 
 
-@pytest.fixture
-def setup(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> dict:
+def cli_setup(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str],
+              add_enhancers: Callable[[Path], object]) -> dict:
+    """A models folder with the ArcFace and inswapper stand-ins and what `add_enhancers` builds
+    in it, and a small target and source photo."""
     models = Path(isolated_env["LIVECAM_MODELS_DIR"])
     models.mkdir()
     build_arcface(models / "w600k_r50.onnx")
     build_inswapper(models / "inswapper_128.onnx")
-    for name in ("gpen_bfr_256", "gpen_bfr_512", "codeformer"):
-        build_enhancer(models / f"{name}.onnx", name, kind="random")
+    add_enhancers(models)
     target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
-    return {"env": isolated_env, "target": target, "source": source, "tmp": tmp_path}
+    return {"env": isolated_env, "target": target, "source": source, "tmp": tmp_path, "models": models}
 
 
-def _image(setup: dict, out_name: str, *extra: str) -> np.ndarray:
+@pytest.fixture
+def setup(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> dict:
+    return cli_setup(tmp_path, faces_dir, isolated_env,
+                     lambda models: [build_enhancer(models / f"{name}.onnx", name, kind="random")
+                                     for name in ("gpen_bfr_256", "gpen_bfr_512", "codeformer")])
+
+
+def _image(setup: dict, out_name: str, *extra: str, swap_model: str | None = "inswapper_128") -> np.ndarray:
+    """`livecam image` on setup's target and source with `extra`; the output's pixels (exit 0).
+    swap_model None: `extra` chooses it."""
     out = setup["tmp"] / out_name
+    swap = ["--swap-model", swap_model] if swap_model else []
     result = run_cli(["--unverified-models", "image", str(setup["target"]), str(out), "-s", str(setup["source"]),
-                      "--swap-model", "inswapper_128", *EXACT, *extra], env=setup["env"])
+                      *swap, *EXACT, *extra], env=setup["env"])
     assert result.returncode == 0, result.stderr
     setup["stderr"] = result.stderr
     return read_image(out).astype(int)

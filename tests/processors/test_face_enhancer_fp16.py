@@ -9,42 +9,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from livecam.media.images import read_image
-from tests.commands.test_image import small
 from tests.conftest import run_cli
-from tests.standins.arcface import build_arcface
+from tests.processors.test_face_enhancer_cli import EXACT, cli_setup
+from tests.processors.test_face_enhancer_cli import _image as cli_image
+from tests.processors.test_face_enhancer_cli import _regions
 from tests.standins.gfpgan import build_gfpgan
-from tests.standins.inswapper import build_inswapper
 
-EXACT = ["--no-label", "--no-watermark", "--no-c2pa"]  # nothing but the processors changes pixels
 ENHANCE = ["--frame-processor", "face_swapper", "face_enhancer", "--enhancer-blend", "1", "--execution-provider", "cpu"]
 
 
 @pytest.fixture
 def setup(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> dict:
-    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
-    models.mkdir()
-    build_arcface(models / "w600k_r50.onnx")
-    build_inswapper(models / "inswapper_128.onnx")
-    build_gfpgan(models / "gfpgan_1.4.onnx", kind="random")
-    target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
-    return {"env": isolated_env, "target": target, "source": source, "tmp": tmp_path, "models": models}
+    return cli_setup(tmp_path, faces_dir, isolated_env, lambda models: build_gfpgan(models / "gfpgan_1.4.onnx", kind="random"))
 
 
 def _image(setup: dict, out_name: str, *extra: str) -> np.ndarray:
-    out = setup["tmp"] / out_name
-    result = run_cli(["--unverified-models", "image", str(setup["target"]), str(out), "-s", str(setup["source"]),
-                      *EXACT, *extra], env=setup["env"])
-    assert result.returncode == 0, result.stderr
-    setup["stderr"] = result.stderr
-    return read_image(out).astype(int)
-
-
-def _regions(image: np.ndarray) -> tuple[tuple[slice, slice], tuple[slice, slice]]:
-    h, w = image.shape[:2]
-    face = (slice(int(h * 0.15), int(h * 0.35)), slice(int(w * 0.4), int(w * 0.65)))  # eyes to mouth
-    far = (slice(None), slice(0, int(w * 0.2)))  # the flag on the left
-    return face, far
+    return cli_image(setup, out_name, *extra, swap_model=None)  # each test names its swapper
 
 
 @pytest.mark.parametrize("swap_model", ["inswapper_128", "mesh"])

@@ -30,12 +30,7 @@ from tests.standins import cpu_session
 from tests.standins.scrfd import build_scrfd
 
 
-@pytest.fixture(autouse=True)
-def fresh_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("LIVECAM_CACHE_DIR", str(tmp_path / "cache"))
-    sessions.clear_pool()
-    yield
-    sessions.clear_pool()
+pytestmark = pytest.mark.usefixtures("fresh_pool")  # tests/runtime/conftest.py
 
 
 @pytest.fixture

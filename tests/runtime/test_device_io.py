@@ -183,19 +183,24 @@ def test_pixel_boost_tiles_go_up_as_uint8_and_come_back_in_place(tmp_path: Path,
     assert np.abs(got.astype(int) - shuffled).mean() > 1.0
 
 
-def test_the_swapped_frame_is_the_plain_paths(tmp_path: Path, faces_dir: Path) -> None:
-    """The whole per-face step (colour match, masks, paste-back) after the joined swap."""
+def same_frame_as_the_plain_path(plain: Any, joined: Any, image: np.ndarray, kps: Any) -> None:
+    """Both processors on one face of `image`: the plain one changes the frame, the joined one's
+    frame is within one level of it."""
     from livecam.frame import FramePacket
 
-    plain, joined = swappers(tmp_path, "inswapper_128", SwapSettings(color_match=True, face_mask=("box",)))
-    image = photo(faces_dir, "biden.jpg")
     frames = []
-    for sw in (plain, joined):
-        packet = FramePacket(index=0, image=image.copy(), faces=[face_at(BIDEN_KPS)])
-        sw.process(packet)
+    for processor in (plain, joined):
+        packet = FramePacket(index=0, image=image.copy(), faces=[face_at(kps)])
+        processor.process(packet)
         frames.append(packet.image)
     assert not np.array_equal(frames[0], image)
     within_a_level(frames[1], frames[0])
+
+
+def test_the_swapped_frame_is_the_plain_paths(tmp_path: Path, faces_dir: Path) -> None:
+    """The whole per-face step (colour match, masks, paste-back) after the joined swap."""
+    plain, joined = swappers(tmp_path, "inswapper_128", SwapSettings(color_match=True, face_mask=("box",)))
+    same_frame_as_the_plain_path(plain, joined, photo(faces_dir, "biden.jpg"), BIDEN_KPS)
 
 
 def test_a_swapper_whose_join_fails_runs_the_plain_path(tmp_path: Path, faces_dir: Path,
@@ -244,21 +249,12 @@ def test_the_joined_enhancer_gives_the_plain_restoration_in_uint8(tmp_path: Path
 
 def test_the_enhanced_frame_is_the_plain_paths(tmp_path: Path, faces_dir: Path) -> None:
     """Alignment, the joined restoration, the weight blend and the paste-back, on a frame."""
-    from livecam.frame import FramePacket
-
     models = tmp_path / "models"
     models.mkdir()
     build_gfpgan(models / "gfpgan_1.4.onnx", kind="random")
     plain = built(models, face_enhancer.PROCESSOR, None, enhance=EnhanceSettings(blend=0.6))
     joined = built(models, face_enhancer.PROCESSOR, 0, enhance=EnhanceSettings(blend=0.6))
-    image = photo(faces_dir, "obama.jpg")
-    frames = []
-    for enhancer in (plain, joined):
-        packet = FramePacket(index=0, image=image.copy(), faces=[face_at(OBAMA_KPS)])
-        enhancer.process(packet)
-        frames.append(packet.image)
-    assert not np.array_equal(frames[0], image)
-    within_a_level(frames[1], frames[0])
+    same_frame_as_the_plain_path(plain, joined, photo(faces_dir, "obama.jpg"), OBAMA_KPS)
 
 
 # ---- the graphs joined around a model -------------------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import cv2
 import numpy as np
@@ -46,12 +46,7 @@ class Created:
         return dict(dict(self.choice.ort_providers)[ort_name])
 
 
-@pytest.fixture(autouse=True)
-def fresh_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("LIVECAM_CACHE_DIR", str(tmp_path / "cache"))
-    sessions.clear_pool()
-    yield
-    sessions.clear_pool()
+pytestmark = pytest.mark.usefixtures("fresh_pool")  # tests/runtime/conftest.py
 
 
 def on_a_fake_gpu(monkeypatch: pytest.MonkeyPatch, provider: str) -> list[Created]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import cv2
 import numpy as np
@@ -22,12 +22,7 @@ from livecam.runtime.providers import resolve_providers
 from livecam.settings import AnalysisSettings, ProcessingSettings, RuntimeSettings, SwapSettings
 
 
-@pytest.fixture(autouse=True)
-def fresh_pool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("LIVECAM_CACHE_DIR", str(tmp_path / "cache"))
-    sessions.clear_pool()
-    yield
-    sessions.clear_pool()
+pytestmark = pytest.mark.usefixtures("fresh_pool")  # tests/runtime/conftest.py
 
 
 def settings(models: Path, source: Path, *, lanes: bool | None, threads: int = 3,
