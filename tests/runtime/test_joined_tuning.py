@@ -335,14 +335,21 @@ def test_with_cuda_graphs_each_lane_runs_its_models_on_its_own_thread(tmp_path: 
             run_frames((OutFrame(f.copy(), i / 25) for i, f in enumerate(frames)), out.append, run, workers=2,
                        label=False, max_in_flight=4, lanes=lanes)
             assert [p.index for p in out] == list(range(len(frames))) and all(p.faces for p in out)
+        busy = 0
         for k, lane in enumerate(lanes):
             held = {id(s) for s in sessions_of(lane)}
-            assert len(held & set(ran_on)) >= 3  # the detector, the joined swapper and enhancer at least
-            threads = set().union(*(ran_on.get(i, set()) for i in held))
+            ran = held & set(ran_on)
+            # With graphs the warm-up runs every lane's joined swapper and enhancer (and more);
+            # without, a lane runs what the workers give it (on a loaded machine one worker may
+            # take every frame).
+            assert len(ran) >= 3 or (not graphs_on and not ran)
+            busy += bool(ran)
+            threads = set().union(*(ran_on[i] for i in ran))
             if graphs_on:
                 assert threads == {f"livecam-lane-{k}-models"}, threads
             else:
-                assert threads and not any(t.endswith("-models") for t in threads), threads
+                assert not any(t.endswith("-models") for t in threads), threads
+        assert busy >= 1
 
 
 def test_a_live_run_with_cuda_graphs_hands_its_frames_to_the_lane_threads(tmp_path: Path, faces_dir: Path,

@@ -280,7 +280,7 @@ def measure(fp32: Path, fp16: bytes | Path) -> Drift:
     # The restorer's output is clamped to [-1, 1] before it becomes pixels: compare what is used.
     diff = np.abs(np.clip(want, -1, 1) - np.clip(np.nan_to_num(got), -1, 1)) * 127.5
     return Drift(nonfinite=nonfinite, p99_levels=round(float(np.percentile(diff, DRIFT_PERCENTILE)), 4),
-                 max_levels=round(float(diff.max()), 4), mean_levels=round(float(diff.mean()), 4))
+                 max_levels=round(float(np.max(diff)), 4), mean_levels=round(float(diff.mean()), 4))
 
 
 def probe_feeds(session: Any) -> dict[str, np.ndarray]:
