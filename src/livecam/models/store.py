@@ -13,6 +13,7 @@ import logging
 import os
 import shutil
 import sys
+import threading
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -69,6 +70,34 @@ def tty_confirm(spec: ModelSpec) -> bool:
 
 
 @dataclass(frozen=True)
+class TensorInfo:
+    """One input or output as ONNX Runtime reports it (a NodeArg's name, shape and type)."""
+
+    name: str
+    shape: list[Any] | None
+    type: str
+
+
+@dataclass(frozen=True)
+class ModelDescription:
+    """A model file's inputs and outputs as ONNX Runtime reports them (ModelStore.describe):
+    stands in for a session wherever only those are read, holding no weights anywhere."""
+
+    path: Path
+    inputs: tuple[TensorInfo, ...]
+    outputs: tuple[TensorInfo, ...]
+
+    def get_inputs(self) -> list[TensorInfo]:
+        return list(self.inputs)
+
+    def get_outputs(self) -> list[TensorInfo]:
+        return list(self.outputs)
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(f"{self.path.name}: a model description cannot run; open a session")
+
+
+@dataclass(frozen=True)
 class ModelState:
     name: str
     state: str  # verified | present | unpinned | missing | corrupt
@@ -97,6 +126,9 @@ class ModelStore:
         self.policy = policy or DownloadPolicy()
         self.confirm = confirm if confirm is not None else (tty_confirm if self.progress else None)
         self.root = models_root(settings)
+        # describe()'s results per file: a run's K lanes read a model's inputs and outputs once
+        self._descriptions: dict[Path, ModelDescription | None] = {}
+        self._describing = threading.Lock()
 
     # ---- lookup -------------------------------------------------------------------------
     def spec(self, name: str) -> ModelSpec:
@@ -188,16 +220,10 @@ class ModelStore:
         `front` (runtime/graphs.Front): a second session of the checked file with that Front's
         graphs joined around it, or None when the join fails (the caller keeps the plain path; said at
         debug level). `precision` "fp16": the file's checked fp16 copy (precision_path)."""
-        from livecam.runtime.graphs import PRE, joined_inputs
-        from livecam.runtime.providers import model_tuning
         from livecam.runtime.sessions import get_session
 
         path = self.precision_path(name, precision)
-        spec = self.spec(name)
-        # fp16 weights: the enhancers' checked copies, or a catalog file published in fp16
-        nhwc = self.settings.nhwc_fp16 and (precision == "fp16" or name.endswith("_fp16"))
-        tuned = providers.tuned(model_tuning([(t.name, t.shape) for t in spec.inputs], providers,
-                                             cuda_graphs=self.settings.cuda_graphs, nhwc=nhwc))
+        tuned = providers.tuned(self._tuning(name, providers, precision))
         try:
             session = get_session(path, tuned, intra_op_threads)
         except ModelError as exc:
@@ -208,16 +234,67 @@ class ModelStore:
         self.check_signature(name, session)
         if front is None:
             return session
+        return self._open_front(name, providers, intra_op_threads, front, session, precision)
+
+    def open_joined(self, name: str, providers: Any, intra_op_threads: int,
+                    front: Callable[[Any], Any] | None, precision: str = "fp32") -> tuple[Any, Any]:
+        """(model, joined) for a processor that runs the model with a Front joined around it
+        where it can (a GPU lane: runtime/lanes.uses_device_fronts). `front` builds that
+        runtime/graphs.Front from the model's inputs and outputs; None: (the plain session, None).
+
+        With a front, `model` is the file's description (describe(): inputs, outputs, the
+        signature checked), so that the weights sit on the device once, in the joined session;
+        only where the join fails (said at debug level), or the CPU cannot read the description,
+        is the plain session opened, and with a failed join returned with None."""
+        if front is None:
+            return self.open_session(name, providers, intra_op_threads, precision=precision), None
+        model = self.describe(name, precision)
+        if model is None:
+            model = self.open_session(name, providers, intra_op_threads, precision=precision)
+        joined = self._open_front(name, providers, intra_op_threads, front(model), model, precision)
+        if joined is None and isinstance(model, ModelDescription):
+            model = self.open_session(name, providers, intra_op_threads, precision=precision)
+        return model, joined
+
+    def describe(self, name: str, precision: str = "fp32") -> ModelDescription | None:
+        """The inputs and outputs of `name`'s checked file (precision_path) as ONNX Runtime
+        reports them, its signature checked: read once per file from a CPU session, unoptimised,
+        that is dropped at once. None when the CPU cannot load the file (an fp16 kernel it lacks):
+        the caller opens the session it needs instead."""
+        path = self.precision_path(name, precision)
+        with self._describing:
+            if path not in self._descriptions:
+                self._descriptions[path] = _description(path)
+            described = self._descriptions[path]
+        if described is not None:
+            self.check_signature(name, described)
+        return described
+
+    def _tuning(self, name: str, providers: Any, precision: str, inputs: Any = None, frames: tuple[str, ...] = ()
+                ) -> Any:
+        """model_tuning for `name`'s sessions: on the catalog's inputs, or on `inputs` (a joined model's)."""
+        from livecam.runtime.providers import model_tuning
+
+        # fp16 weights: the enhancers' checked copies, or a catalog file published in fp16
+        nhwc = self.settings.nhwc_fp16 and (precision == "fp16" or name.endswith("_fp16"))
+        shapes = inputs if inputs is not None else [(t.name, t.shape) for t in self.spec(name).inputs]
+        return model_tuning(shapes, providers, cuda_graphs=self.settings.cuda_graphs, frames=frames, nhwc=nhwc)
+
+    def _open_front(self, name: str, providers: Any, intra_op_threads: int, front: Any, model: Any,
+                    precision: str) -> Any:
+        """The checked file with `front`'s graphs joined around it, or None when the join fails."""
+        from livecam.runtime.graphs import PRE, joined_inputs
+        from livecam.runtime.sessions import get_session
+
         try:
             # Tuned on the joined model's own inputs: the plain tuning's TensorRT profile names
             # the model input the join hides, and its CUDA graph rule must see the front's dims.
-            # The model's other inputs as the open session reads them from the file (the catalog
+            # The model's other inputs as ONNX Runtime reads them from the file (the catalog
             # leaves GFPGAN's input unnamed and lists a dynamic-batch export's batch as 1).
-            joined = joined_inputs(front, [(i.name, _dims(i.shape)) for i in session.get_inputs()])
+            joined = joined_inputs(front, [(i.name, _dims(i.shape)) for i in model.get_inputs()])
             frames = (PRE + front.frame_input,) if front.frame_input else ()
-            joined_tuning = model_tuning(joined, providers, cuda_graphs=self.settings.cuda_graphs, frames=frames,
-                                         nhwc=nhwc)
-            return get_session(path, providers.tuned(joined_tuning), intra_op_threads, front)
+            tuning = self._tuning(name, providers, precision, joined, frames)
+            return get_session(self.precision_path(name, precision), providers.tuned(tuning), intra_op_threads, front)
         except Exception as exc:  # noqa: BLE001 - the plain session does the same work
             log.debug("%s with %s in front: %s; the numpy path is used", name, front.name, exc)
             return None
@@ -286,12 +363,8 @@ class ModelStore:
 
     def _load_problem(self, spec: ModelSpec, path: Path) -> str:
         """Open the file on the CPU and compare its tensors with the catalog (unpinned files)."""
-        ort = import_onnxruntime()
         try:
-            options = ort.SessionOptions()
-            options.log_severity_level = 4
-            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-            session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+            session = _cpu_session(path)
         except Exception as exc:  # noqa: BLE001 - ORT raises its own types for bad files
             first = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
             return f"not a loadable ONNX model: {first}"
@@ -627,6 +700,29 @@ def free_bytes(path: Path) -> int | None:
         return shutil.disk_usage(probe).free
     except OSError:
         return None
+
+
+def _cpu_session(path: Path) -> Any:
+    """An unoptimised CPU session of `path`, for reading its inputs and outputs (never run)."""
+    ort = import_onnxruntime()
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+
+
+def _description(path: Path) -> ModelDescription | None:
+    """ModelStore.describe's reading of one file; None when the CPU cannot load it."""
+    try:
+        session = _cpu_session(path)
+    except Exception as exc:  # noqa: BLE001 - ORT raises its own types; the caller opens a session instead
+        log.debug("%s cannot be described on the CPU: %s", path.name, str(exc).splitlines()[0][:200] if str(exc) else exc)
+        return None
+
+    def infos(args: Any) -> tuple[TensorInfo, ...]:
+        return tuple(TensorInfo(a.name, None if a.shape is None else list(a.shape), a.type) for a in args)
+
+    return ModelDescription(path, infos(session.get_inputs()), infos(session.get_outputs()))
 
 
 def _dims(shape: Any) -> tuple[int | None, ...] | None:

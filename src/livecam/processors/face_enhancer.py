@@ -227,36 +227,35 @@ def _build(ctx: BuildContext) -> FaceEnhancer:
         log.warning("warning: --enhancer-weight is CodeFormer's fidelity; %s has no such input, so it is "
                     "ignored (add --enhancer-model codeformer)", settings.model)
     precision = fp16.choose(ctx.store, settings.model, settings.precision, ctx.providers.primary)
-    session = ctx.store.open_session(settings.model, ctx.providers, ctx.threads, precision=precision)
-    fast, fast_precision = _fast_session(ctx) if ctx.live else (None, "fp32")
-    return FaceEnhancer(session, settings, fast, joined=_joined(ctx, settings.model, session, precision),
-                        fast_joined=_joined(ctx, FASTEST, fast, fast_precision))
+    session, joined = ctx.store.open_joined(settings.model, ctx.providers, ctx.threads, _front(ctx, settings.model),
+                                            precision=precision)
+    fast, fast_joined = _fast_sessions(ctx) if ctx.live else (None, None)
+    return FaceEnhancer(session, settings, fast, joined=joined, fast_joined=fast_joined)
 
 
-def _joined(ctx: BuildContext, name: str, session: Any, precision: str) -> Any:
-    """The model `name` (the same file as `session`: its checked fp16 copy with `precision`
-    fp16) with its pixel front, on a GPU lane (runtime/lanes.uses_device_fronts); else, or when
-    the join fails, None."""
+def _front(ctx: BuildContext, name: str) -> Any:
+    """What builds the model `name`'s pixel front from its inputs and outputs, on a GPU lane
+    (runtime/lanes.uses_device_fronts), where the model runs joined only (the plain one's
+    place taken by its description: ModelStore.open_joined); else None."""
     from livecam.runtime.lanes import uses_device_fronts
 
-    if session is None or not uses_device_fronts(ctx.providers):
+    if not uses_device_fronts(ctx.providers):
         return None
-    return ctx.store.open_session(name, ctx.providers, ctx.threads, front=pixel_front(session, ENHANCERS[name].size),
-                                  precision=precision)
+    return lambda described: pixel_front(described, ENHANCERS[name].size)
 
 
-def _fast_session(ctx: BuildContext) -> tuple[Any, str]:
-    """The fastest enhancer's session for the live governor and its precision, when it is
+def _fast_sessions(ctx: BuildContext) -> tuple[Any, Any]:
+    """The fastest enhancer for the live governor (ModelStore.open_joined's pair), when it is
     already in the models folder (never downloaded for this) and is not the chosen one; else
-    (None, "fp32")."""
+    (None, None)."""
     if ctx.settings.enhance.model == FASTEST or not ctx.store.is_present(FASTEST):
-        return None, "fp32"
+        return None, None
     try:
         precision = fp16.choose(ctx.store, FASTEST, ctx.settings.enhance.precision, ctx.providers.primary)
-        return ctx.store.open_session(FASTEST, ctx.providers, ctx.threads, precision=precision), precision
+        return ctx.store.open_joined(FASTEST, ctx.providers, ctx.threads, _front(ctx, FASTEST), precision=precision)
     except ModelError as exc:
         log.warning("warning: %s; the live governor will switch the enhancer straight off", exc.message)
-        return None, "fp32"
+        return None, None
 
 
 PROCESSOR = ProcessorSpec(name=FaceEnhancer.name, role="enhancer", build=_build,

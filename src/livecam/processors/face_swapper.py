@@ -363,11 +363,12 @@ def _build(ctx: BuildContext) -> FrameProcessor:
         return MeshSwapper(ctx.settings.swap)
     from livecam.runtime.lanes import uses_device_fronts
 
-    session = ctx.store.open_session(model, ctx.providers, ctx.threads)
     kind = swap_kind(model)
-    joined = (ctx.store.open_session(model, ctx.providers, ctx.threads,
-                                     front=pixel_front(kind, session, tile_count(ctx.settings.swap, kind)))
-              if uses_device_fronts(ctx.providers) else None)
+    tiles = tile_count(ctx.settings.swap, kind)
+    # On a GPU lane the model runs joined only: `session` is then its description (ModelStore.open_joined)
+    session, joined = ctx.store.open_joined(model, ctx.providers, ctx.threads,
+                                            (lambda described: pixel_front(kind, described, tiles))
+                                            if uses_device_fronts(ctx.providers) else None)
     return NeuralSwapper(session, ctx.settings.swap, kind=kind, model_path=ctx.store.file_path(model),
                          masker=build_masker(ctx), joined=joined)
 

@@ -1,0 +1,131 @@
+"""GPU memory on lanes: a GPU lane holds the swapper's and the enhancer's weights once, in their
+joined sessions (runtime/graphs.pixel_front); the plain session's place is taken by the model's
+description (ModelStore.open_joined / describe), read once per file on the CPU. Only a join
+that fails opens the plain session on the lane, whose frames then come out as before.
+
+No GPU here: test_joined_tuning.on_a_fake_gpu gives the run a CUDA ProviderChoice, creates every
+session on the CPU provider and lists the choice each was asked for."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from livecam.frame import FramePacket
+from livecam.models import store as store_module
+from livecam.models.store import ModelDescription, ModelStore
+from livecam.pipeline.engine import Engine
+from livecam.runtime import sessions
+from livecam.runtime.providers import resolve_providers
+from livecam.settings import RuntimeSettings
+from tests.runtime.test_device_io import within_a_level
+from tests.runtime.test_joined_tuning import GPU_BOX, Created, engine, on_a_fake_gpu, photo
+from tests.standins.gfpgan import build_gfpgan
+
+pytestmark = pytest.mark.usefixtures("fresh_pool")  # tests/runtime/conftest.py
+
+HEAVY = ("inswapper_128", "gfpgan_1.4")  # the files whose weights a lane must hold once
+
+
+def on_lanes(created: list[Created], model: str) -> list[Created]:
+    return [c for c in created if c.model == model and c.choice.lane is not None]
+
+
+def lane_frame(run: Engine, lane: Engine) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(input, the run's own engine's frame, the lane's frame) for the source photo, on the same faces."""
+    image = np.ascontiguousarray(run.sources[0].image[..., :3])
+    packet = FramePacket(index=0, image=image.copy())
+    run.analyse(packet, track=False)
+    assert packet.faces, "the source photo's face was not found"
+    faces = list(packet.faces)
+    run.process(packet)
+    on_lane = FramePacket(index=0, image=image.copy(), faces=faces)
+    lane.process(on_lane)
+    return image, packet.image, on_lane.image
+
+
+def test_each_lane_holds_the_swap_and_enhance_weights_once(tmp_path: Path, faces_dir: Path, standin_models: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    created = on_a_fake_gpu(monkeypatch, "cuda")
+    build_gfpgan(standin_models / "gfpgan_1.4.onnx", kind="random")
+    run = engine(standin_models, photo(faces_dir, tmp_path), cuda_graphs=False)
+    lanes = run.lanes()
+    assert len(lanes) == 2
+    for model in HEAVY:
+        sessions_of = on_lanes(created, model)
+        assert sorted(c.choice.lane for c in sessions_of) == [0, 1], sessions_of  # one per lane
+        assert all(c.front for c in sessions_of), sessions_of  # and that one joined: no plain lane session
+    for lane in lanes:
+        swapper, enhancer = lane.processors
+        assert isinstance(swapper._session, ModelDescription) and swapper._joined is not None
+        assert isinstance(enhancer._chosen._session, ModelDescription) and enhancer._chosen._joined is not None
+    # The lane's frame is the plain path's (the run's own engine), within the joined rounding.
+    image, plain, got = lane_frame(run, lanes[0])
+    assert not np.array_equal(plain, image)
+    within_a_level(got, plain, exact=0.95)
+
+
+def test_the_lanes_read_a_models_description_once(tmp_path: Path, faces_dir: Path, standin_models: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    on_a_fake_gpu(monkeypatch, "cuda")
+    build_gfpgan(standin_models / "gfpgan_1.4.onnx", kind="random")
+    read: list[str] = []
+    real = store_module._cpu_session
+
+    def counted(path: Path) -> Any:
+        read.append(Path(path).stem)
+        return real(path)
+
+    monkeypatch.setattr(store_module, "_cpu_session", counted)
+    engine(standin_models, photo(faces_dir, tmp_path), cuda_graphs=False).lanes()
+    assert sorted(read) == sorted(HEAVY)  # K = 2 lanes, one reading per file
+
+
+def test_a_lane_whose_join_fails_opens_the_plain_session_and_swaps(tmp_path: Path, faces_dir: Path,
+                                                                   standin_models: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    created = on_a_fake_gpu(monkeypatch, "cuda")
+    build_gfpgan(standin_models / "gfpgan_1.4.onnx", kind="random")
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise ValueError("no such graph")
+
+    monkeypatch.setattr(sessions, "joined_model", refused)  # every Front's build fails
+    run = engine(standin_models, photo(faces_dir, tmp_path), cuda_graphs=False)
+    lanes = run.lanes()
+    for model in HEAVY:
+        sessions_of = on_lanes(created, model)
+        assert sorted(c.choice.lane for c in sessions_of if not c.front) == [0, 1], sessions_of
+    swapper, enhancer = lanes[1].processors
+    assert swapper._joined is None and not isinstance(swapper._session, ModelDescription)
+    assert enhancer._chosen._joined is None and not isinstance(enhancer._chosen._session, ModelDescription)
+    image, plain, got = lane_frame(run, lanes[1])
+    assert not np.array_equal(got, image)  # the face was swapped and restored
+    within_a_level(got, plain)  # the same plain path as the run's own engine
+
+
+def test_a_file_the_cpu_cannot_describe_keeps_the_plain_session_beside_the_joined(
+        standin_models: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    created = on_a_fake_gpu(monkeypatch, "cuda")
+    monkeypatch.setattr(store_module, "_description", lambda path: None)  # as for an fp16 kernel the CPU lacks
+    store = ModelStore(RuntimeSettings(models_dir=standin_models, offline=True, unverified_models=True, quiet=True))
+    lane = resolve_providers(["cuda"], ort_available=GPU_BOX).for_lane(0)
+    from livecam.processors.face_swapper import INSWAPPER, pixel_front
+
+    model, joined = store.open_joined("inswapper_128", lane, 1, lambda described: pixel_front(INSWAPPER, described))
+    assert joined is not None and not isinstance(model, ModelDescription)
+    assert [c.front.startswith("swap_pixels_") for c in created] == [False, True]  # plain, then joined
+
+
+def test_a_description_is_what_onnx_runtime_reports(standin_models: Path) -> None:
+    store = ModelStore(RuntimeSettings(models_dir=standin_models, offline=True, unverified_models=True, quiet=True))
+    described = store.describe("inswapper_128")
+    assert described is not None
+    session = sessions.get_session(store.path("inswapper_128"), resolve_providers(["cpu"]))
+    for mine, ort in ((described.get_inputs(), session.get_inputs()), (described.get_outputs(), session.get_outputs())):
+        assert [(a.name, a.shape, a.type) for a in mine] == [(a.name, a.shape, a.type) for a in ort]
+    with pytest.raises(RuntimeError, match="cannot run"):
+        described.run(None, {})
