@@ -11,11 +11,12 @@ own code runs these files: NCHW RGB input `input` in [-1, 1] ((x/255 - 0.5) / 0.
 crop as the first output in the same range, clamped and mapped back. CodeFormer alone takes a
 second input, `weight` (float64), its fidelity w (0 restores most, 1 keeps the input most).
 
-On a GPU lane (runtime/lanes.uses_device_fronts) each model also gets a `joined` session, the
+On a GPU lane (runtime/lanes.uses_device_fronts) each model gets a `joined` session, the
 model with `pixel_front` around it (runtime/graphs.py): the uint8 crops go up, the normalising,
 the clamp and the rounding run on the device, and the restored crops come back as uint8 BGR
 planes, one crop a call (one fixed shape: a CUDA graph, see pixel_front); where the join fails
-the plain path runs.
+the plain path runs, else the model's description stands in for the plain session (its weights
+on the device once per lane: ModelStore.open_joined).
 
 Live runs may hold a second, faster model (gpen_bfr_256, when it is in the models folder): the
 governor's first enhancer step switches to it before switching the enhancer off

@@ -19,13 +19,14 @@ is swapped with the same source input (one batched call when the session's batch
 one call per tile) and the outputs are interleaved back, so the swap carries N x N detail; the
 paste-back takes the N x N result with the N-scaled matrix. N = S is one tile: the plain path.
 
-On a GPU lane (runtime/lanes.uses_device_fronts) the swapper also holds a `joined` session: the
+On a GPU lane (runtime/lanes.uses_device_fronts) the swapper runs a `joined` session: the
 model with `pixel_front` around it (runtime/graphs.py), which takes the uint8 crop's tiles and
 gives the uint8 BGR swap, so only pixels cross the bus and the blob and the conversion back run
 on the device. Its shape is the run's one shape (the k x k tiles in one call, or one tile a
 call), fixed when it is built, so that it may replay a CUDA graph. The CPU still warps the crop
 (the masks, the colour match and the paste-back need it there); where the join fails the plain
-path runs.
+path runs; where it joins, the plain session is not opened: the description stands in for it
+(ModelStore.open_joined), so the weights sit on the device once per lane.
 """
 
 from __future__ import annotations
