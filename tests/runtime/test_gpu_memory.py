@@ -23,6 +23,7 @@ from livecam.runtime.providers import resolve_providers
 from livecam.settings import RuntimeSettings
 from tests.runtime.test_device_io import within_a_level
 from tests.runtime.test_joined_tuning import GPU_BOX, Created, engine, on_a_fake_gpu, photo
+from tests.standins.enhancers import build_enhancer
 from tests.standins.gfpgan import build_gfpgan
 
 pytestmark = pytest.mark.usefixtures("fresh_pool")  # tests/runtime/conftest.py
@@ -129,3 +130,17 @@ def test_a_description_is_what_onnx_runtime_reports(standin_models: Path) -> Non
         assert [(a.name, a.shape, a.type) for a in mine] == [(a.name, a.shape, a.type) for a in ort]
     with pytest.raises(RuntimeError, match="cannot run"):
         described.run(None, {})
+
+
+def test_a_live_lane_holds_the_governors_fast_enhancer_once_too(tmp_path: Path, faces_dir: Path,
+                                                                 standin_models: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    created = on_a_fake_gpu(monkeypatch, "cuda")
+    build_gfpgan(standin_models / "gfpgan_1.4.onnx", kind="random")
+    build_enhancer(standin_models / "gpen_bfr_256.onnx", "gpen_bfr_256")
+    lanes = engine(standin_models, photo(faces_dir, tmp_path), cuda_graphs=False, live=True).lanes()
+    for model in (*HEAVY, "gpen_bfr_256"):
+        sessions_of = on_lanes(created, model)
+        assert sorted(c.choice.lane for c in sessions_of) == [0, 1] and all(c.front for c in sessions_of), model
+    fast = lanes[0].processors[1]._fast
+    assert isinstance(fast._session, ModelDescription) and fast._joined is not None
