@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from livecam.runtime.binding import BoundSession
-from tests.standins import cpu_session
+from tests.standins import cpu_session, save_model
 from tests.standins.arcface import build_arcface
 from tests.standins.inswapper import build_inswapper
 from tests.standins.scrfd import build_scrfd
@@ -63,7 +63,6 @@ def test_one_table_of_ort_types_for_bound_outputs_and_float_inputs(tmp_path: Pat
     """Every type of binding.ORT_TYPES: a fixed-shape output of that type is allocated up front
     and comes back as the plain run's, in its dtype; input_dtype reads the float types from the
     same table and feeds float32 for any other (integer or unknown) type."""
-    import onnx
     from onnx import TensorProto, helper
 
     from livecam.runtime.binding import ORT_TYPES
@@ -75,8 +74,7 @@ def test_one_table_of_ort_types_for_bound_outputs_and_float_inputs(tmp_path: Pat
     nodes = [helper.make_node("Cast", ["x"], [f"as_{n}"], to=protos[n]) for n in names]
     graph = helper.make_graph(nodes, "casts", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
                               [helper.make_tensor_value_info(f"as_{n}", protos[n], [2, 3]) for n in names])
-    path = tmp_path / "casts.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    path = save_model(graph, tmp_path / "casts.onnx")  # at an IR version every onnxruntime we claim reads
     plain, bound = cpu_session(path), BoundSession(cpu_session(path), "cpu")
     feeds = {"x": np.array([[0.5, 1.5, 2.0], [3.0, 250.0, 7.25]], np.float32)}
     got, want = bound.run(None, feeds), plain.run(None, feeds)
