@@ -168,3 +168,18 @@ def test_the_governors_fast_enhancer_and_mask_model_steps_reach_every_lane(
     for lane in lanes:
         swapper, enhancer = lane.processors
         assert swapper._masker.models_on and enhancer.model_name == "gfpgan_1.4"
+
+
+@pytest.mark.parametrize("mode", ["live", "video"])
+def test_bench_processes_on_the_lanes_only(mode: str, tmp_path: Path, faces_dir: Path, standin_models: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from livecam.commands.bench import _run_bench
+    from livecam.settings import BenchJob
+
+    created = on_a_fake_gpu(monkeypatch, "cuda")
+    with_models(standin_models)
+    job = BenchJob(processing=settings(standin_models, photo(faces_dir, tmp_path)), mode=mode, frames=4,
+                   resolution=(320, 240))
+    _run_bench(job)  # the run's engine warms up by analysing only: its process() would raise
+    for model in HEAVY:
+        assert made(created, model) == list(range(K)), (model, made(created, model))
