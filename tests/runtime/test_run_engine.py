@@ -183,3 +183,21 @@ def test_bench_processes_on_the_lanes_only(mode: str, tmp_path: Path, faces_dir:
     _run_bench(job)  # the run's engine warms up by analysing only: its process() would raise
     for model in HEAVY:
         assert made(created, model) == list(range(K)), (model, made(created, model))
+
+
+def test_next_source_on_the_described_run_engine_reaches_every_lane(
+        tmp_path: Path, faces_dir: Path, standin_models: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    on_a_fake_gpu(monkeypatch, "cuda")
+    with_models(standin_models)
+    folder = tmp_path / "sources"
+    folder.mkdir()
+    for name in ("biden.jpg", "obama.jpg"):
+        image = cv2.imread(str(faces_dir / name))
+        cv2.imwrite(str(folder / name), cv2.resize(image, None, fx=0.5, fy=0.5, interpolation=cv2.INTER_AREA))
+    run = Engine.create(settings(standin_models, folder), live=True, progress=False, lanes=True)
+    lanes = run.lanes()
+    assert len(lanes) == K and isinstance(run.processors[0]._session, ModelDescription)
+    before = [lane.processors[0]._latents[0].copy() for lane in lanes]
+    assert run.next_source() == "obama.jpg"  # prepare() on the descriptions: the emap is read from the file
+    for lane, old in zip(lanes, before):
+        assert lane.sources == run.sources and not np.allclose(lane.processors[0]._latents[0], old)
