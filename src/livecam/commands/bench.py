@@ -239,11 +239,13 @@ def _source_photo(job: BenchJob) -> np.ndarray:
     return read_image(path)
 
 
-def _warm_up(engine: FrameEngine, images: list[np.ndarray], live: bool) -> None:
+def _warm_up(engine: FrameEngine, images: list[np.ndarray], live: bool, process: bool = True) -> None:
+    """`process` False: the run's engine beside its lanes, which analyses only (Engine.create(lanes=True))."""
     for i, image in enumerate(images):
         packet = FramePacket(index=i, image=image.copy(), captured_at=time.perf_counter())
         engine.analyse(packet, track=live)
-        engine.process(packet)
+        if process:
+            engine.process(packet)
 
 
 def _file_frames(path: Path, limit: int) -> tuple[Iterator[Any], Any]:
@@ -272,8 +274,8 @@ def run_live_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None 
         images = (clip.image(i) for i in range(job.frames))
         fps = clip.fps
     recording = RecordingEngine(engine)
-    _warm_up(engine, warm, live=True)
     lanes = [recording.for_lane(lane) for lane in engine.lanes()]
+    _warm_up(engine, warm, live=True, process=not lanes)
     for lane in lanes:  # their sessions, buffers and CUDA graphs come first
         _warm_up(lane, warm, live=False)
     marks: list[float] = []
@@ -363,7 +365,7 @@ def run_video_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None
         try:
             info = reader.info
             warm = [f.image for f in islice(frames, WARMUP_FRAMES)]
-            _warm_up(engine, warm, live=False)
+            _warm_up(engine, warm, live=False, process=not engine.lanes())
             for lane in engine.lanes():  # their sessions, buffers and CUDA graphs come first
                 _warm_up(lane, warm, live=False)
 
@@ -462,7 +464,8 @@ def _run_bench(job: BenchJob) -> None:
     engines: dict[str, Engine] = {}
     for name, v in variants.items():  # the watermark variants share one engine
         same = [engines[n] for n, other in variants.items() if n in engines and other.processing == v.processing]
-        engines[name] = same[0] if same else Engine.create(v.processing, live=live,
+        # lanes=True: both benches hand every frame to engine.lanes() where the provider has lanes
+        engines[name] = same[0] if same else Engine.create(v.processing, live=live, lanes=True,
                                                            progress=not v.processing.runtime.quiet)
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
     for _ in range(job.rounds):

@@ -52,16 +52,20 @@ def check_files(job: LiveJob, sink: Sink) -> None:
 
 def warm_up(engine: Engine) -> None:
     """Run the models once on the source photo, so the first camera frames are not seconds late
-    (ONNX Runtime allocates and plans on the first run) and the governor judges steady state."""
+    (ONNX Runtime allocates and plans on the first run) and the governor judges steady state.
+    With lanes the run's engine only analyses (its processors run nowhere: Engine.create(lanes=True))
+    and the lanes process."""
     sources = engine.sources
+    lanes = engine.lanes()  # each lane's own sessions (runtime/lanes.py), built and warmed here
     if not sources:
         return
     image = np.ascontiguousarray(sources[0].image[..., :3])
     packet = FramePacket(index=-1, image=image.copy())
     engine.analyse(packet, track=False)
     faces = list(packet.faces)
-    engine.process(packet)
-    for lane in engine.lanes():  # each lane's own sessions (runtime/lanes.py), built here
+    if not lanes:
+        engine.process(packet)
+    for lane in lanes:
         lane.process(FramePacket(index=-1, image=image.copy(), faces=list(faces)))
 
 
@@ -92,7 +96,7 @@ def _run_live(job: LiveJob) -> None:
     if local_file:
         source.open()
     try:
-        engine = Engine.create(job.processing, live=True, progress=not job.processing.runtime.quiet)
+        engine = Engine.create(job.processing, live=True, progress=not job.processing.runtime.quiet, lanes=True)
         log.info("%s", engine.describe())
         warm_up(engine)
         if not local_file:

@@ -73,7 +73,8 @@ def create_engine(job: VideoJob) -> FileEngine:
     uses; a separate function so tests can swap it."""
     from livecam.pipeline.engine import Engine
 
-    engine = Engine.create(job.processing, live=False, progress=not job.processing.runtime.quiet)
+    # lanes=True: video and folder runs hand every frame to engine.lanes() where there are lanes
+    engine = Engine.create(job.processing, live=False, progress=not job.processing.runtime.quiet, lanes=True)
     log.info("%s", engine.describe())
     return engine
 

@@ -121,13 +121,19 @@ class Engine:
         self._recipe = recipe
         self._lanes: list[Engine] = []
         self._thread: LaneThread | None = None  # a lane's model thread (with CUDA graphs)
+        # Processors built on descriptions (Engine.create(lanes=True)): the lanes process every frame.
+        self.described_only = False
 
     # ---- construction -----------------------------------------------------------------------------
     @classmethod
     def create(cls, settings: ProcessingSettings, *, live: bool, progress: bool = True,
-               workers: int | None = None) -> "Engine":
+               workers: int | None = None, lanes: bool = False) -> "Engine":
         """`workers`: frames processed at once (default --execution-threads; 1 for one image),
-        which share the cores between their model sessions."""
+        which share the cores between their model sessions. `lanes`: the caller hands every
+        frame to Engine.lanes() where there are lanes (video, run, bench); this engine then
+        only analyses, tracks and holds the knobs, so its processors hold their models'
+        descriptions, not device sessions (BuildContext.describe_only), and process() refuses
+        to run. Image, demo and cluster workers process on this engine: they leave it False."""
         from livecam.models.store import ModelStore
 
         analysis = settings.analysis
@@ -155,7 +161,9 @@ class Engine:
         need_embedding = any(spec.needs_embedding(settings, swap_model) for spec in chosen)
         # The processors' models first: a missing model the user asked for is reported before
         # anything else is loaded.
-        context = registry.BuildContext(settings, store, providers, threads, swap_model, live=live)
+        described = lanes and uses_lanes(providers, settings.runtime)
+        context = registry.BuildContext(settings, store, providers, threads, swap_model, live=live,
+                                        describe_only=described)
         processors: list[FrameProcessor] = [spec.build(context) for spec in chosen]
         names = {spec.name: spec.model(context) for spec in chosen}
         analyser = FaceAnalyser.create(
@@ -185,9 +193,11 @@ class Engine:
         warn_mesh_fallback(fallback_missing, store)
         recipe = LaneRecipe(store, tuple(chosen), threads, need_landmarks,
                             need_embedding or bool(analysis.reference or analysis.face_map), live)
-        return cls(settings, analyser, processors, sources, providers=providers, swap_model=swap_model,
-                   cycle=cycle if live and _is_folder(settings.sources) else (), cache=cache,
-                   model_names=names, recipe=recipe)
+        engine = cls(settings, analyser, processors, sources, providers=providers, swap_model=swap_model,
+                     cycle=cycle if live and _is_folder(settings.sources) else (), cache=cache,
+                     model_names=names, recipe=recipe)
+        engine.described_only = described
+        return engine
 
     # ---- lanes ---------------------------------------------------------------------------------------
     @property
@@ -309,6 +319,10 @@ class Engine:
 
     def process(self, packet: FramePacket) -> None:
         """Run the enabled processors in order on packet.faces in packet.image."""
+        if self.described_only:
+            raise RuntimeError("Engine.process() on a run engine built for lanes (Engine.create(lanes=True)): "
+                               "its processors hold model descriptions, not sessions; process on "
+                               "Engine.lanes() instead (a caller bug)")
         if self._thread is not None and not self._thread.is_current():
             return self._thread.call(self.process, packet)
         for processor in self.processors:

@@ -123,10 +123,10 @@ class FaceMasker:
 
 
 def build_masker(ctx: BuildContext) -> FaceMasker:
-    """The masker for a run, opening the mask models its --face-mask types need."""
+    """The masker for a run, opening the mask models its --face-mask types need (only their
+    descriptions on the run's own engine beside lanes: BuildContext.describe_only; its masker
+    then never runs, but still says it uses models, for the governor's step)."""
     types = ctx.settings.swap.face_mask
-    occluder = (Occluder(ctx.store.open_session(OCCLUDER_MODEL, ctx.providers, ctx.threads))
-                if "occlusion" in types else None)
-    parser = (FaceParser(ctx.store.open_session(PARSER_MODEL, ctx.providers, ctx.threads))
-              if "region" in types else None)
+    occluder = Occluder(ctx.open_model(OCCLUDER_MODEL)[0]) if "occlusion" in types else None
+    parser = FaceParser(ctx.open_model(PARSER_MODEL)[0]) if "region" in types else None
     return FaceMasker(ctx.settings.swap, occluder, parser)

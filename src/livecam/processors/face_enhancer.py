@@ -228,8 +228,7 @@ def _build(ctx: BuildContext) -> FaceEnhancer:
         log.warning("warning: --enhancer-weight is CodeFormer's fidelity; %s has no such input, so it is "
                     "ignored (add --enhancer-model codeformer)", settings.model)
     precision = fp16.choose(ctx.store, settings.model, settings.precision, ctx.providers.primary)
-    session, joined = ctx.store.open_joined(settings.model, ctx.providers, ctx.threads, _front(ctx, settings.model),
-                                            precision=precision)
+    session, joined = ctx.open_model(settings.model, _front(ctx, settings.model), precision=precision)
     fast, fast_joined = _fast_sessions(ctx) if ctx.live else (None, None)
     return FaceEnhancer(session, settings, fast, joined=joined, fast_joined=fast_joined)
 
@@ -253,7 +252,7 @@ def _fast_sessions(ctx: BuildContext) -> tuple[Any, Any]:
         return None, None
     try:
         precision = fp16.choose(ctx.store, FASTEST, ctx.settings.enhance.precision, ctx.providers.primary)
-        return ctx.store.open_joined(FASTEST, ctx.providers, ctx.threads, _front(ctx, FASTEST), precision=precision)
+        return ctx.open_model(FASTEST, _front(ctx, FASTEST), precision=precision)
     except ModelError as exc:
         log.warning("warning: %s; the live governor will switch the enhancer straight off", exc.message)
         return None, None

@@ -367,9 +367,9 @@ def _build(ctx: BuildContext) -> FrameProcessor:
     kind = swap_kind(model)
     tiles = tile_count(ctx.settings.swap, kind)
     # On a GPU lane the model runs joined only: `session` is then its description (ModelStore.open_joined)
-    session, joined = ctx.store.open_joined(model, ctx.providers, ctx.threads,
-                                            (lambda described: pixel_front(kind, described, tiles))
-                                            if uses_device_fronts(ctx.providers) else None)
+    # (the run's own engine beside lanes: the description only, BuildContext.describe_only)
+    session, joined = ctx.open_model(model, (lambda described: pixel_front(kind, described, tiles))
+                                     if uses_device_fronts(ctx.providers) else None)
     return NeuralSwapper(session, ctx.settings.swap, kind=kind, model_path=ctx.store.file_path(model),
                          masker=build_masker(ctx), joined=joined)
 

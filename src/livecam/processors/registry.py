@@ -16,7 +16,7 @@ import functools
 import importlib
 import pkgutil
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, Literal
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal
 
 if TYPE_CHECKING:
     from livecam.models.store import ModelStore
@@ -40,6 +40,22 @@ class BuildContext:
     threads: int  # intra-op threads per ORT session
     swap_model: str | None  # the chosen swap model (pick_swap_model) when a swapper runs
     live: bool = False  # a live run (the governor may switch models: the enhancer's fast one)
+    # The run's own engine when its lanes process every frame (Engine.create(lanes=True) on a
+    # lane provider): its processors keep their knobs, names and prepare() but hold no session
+    # of their models, only descriptions (open_model); the lanes hold the sessions that run.
+    describe_only: bool = False
+
+    def open_model(self, name: str, front: Callable[[Any], Any] | None = None,
+                   precision: str = "fp32") -> tuple[Any, Any]:
+        """(model, joined) for a processor's model `name`: ModelStore.open_joined's pair; with
+        describe_only, (the file's description, None), or the plain session where the CPU
+        cannot describe the file."""
+        if not self.describe_only:
+            return self.store.open_joined(name, self.providers, self.threads, front, precision=precision)
+        described = self.store.describe(name, precision)
+        if described is None:
+            return self.store.open_session(name, self.providers, self.threads, precision=precision), None
+        return described, None
 
 
 def _no(settings: ProcessingSettings, swap_model: str | None) -> bool:
