@@ -636,7 +636,7 @@ def video_runs(models: Path, provider: str, swap_model: str, enhancer: str | Non
             settings = livecam_settings(models, provider, swap_model, enhance, photo, workers, lanes, enhancer, graphs)
             t0 = time.perf_counter()
             try:
-                engine = Engine.create(settings, live=False, progress=False)
+                engine = Engine.create(settings, live=False, progress=False, lanes=True)  # as `livecam video`
                 for lane in engine.lanes():  # ORT captures a graph on a session's third run: all here, in turn
                     _warm_up(lane, warm, live=False)
                 build_s = time.perf_counter() - t0
@@ -691,7 +691,7 @@ def live_runs(models: Path, provider: str, swap_model: str, photo: Path, size: t
 
     settings = livecam_settings(models, provider, swap_model, False, photo, 1, lanes, None)
     settings = replace(settings, runtime=replace(settings.runtime, explicit_threads=False))  # lanes: the default K
-    engine = Engine.create(settings, live=True, progress=False)
+    engine = Engine.create(settings, live=True, progress=False, lanes=True)  # as `livecam run`
     lane_engines = engine.lanes()
     out: dict[str, Any] = {"frames": frames, "resolution": f"{size[0]}x{size[1]}",
                            "process_workers": len(lane_engines) or 1, "lanes": bool(lane_engines)}
@@ -702,7 +702,7 @@ def live_runs(models: Path, provider: str, swap_model: str, photo: Path, size: t
         out["paced_30fps"] = {"skipped": "deadline"}
         return out
     clip = GeneratedClip(cv2.imread(str(photo)), size, frames)
-    _warm_up(engine, [clip.image(i) for i in range(3)], live=True)
+    _warm_up(engine, [clip.image(i) for i in range(3)], live=True, process=not lane_engines)
     for lane in lane_engines:
         _warm_up(lane, [clip.image(i) for i in range(3)], live=False)
 
