@@ -170,13 +170,20 @@ class Worker:
 
             def report(done: int) -> None:
                 now = time.monotonic()
-                if now - last[0] >= REPORT_EVERY_S or done == segment.frames:
+                if now - last[0] >= REPORT_EVERY_S:
                     last[0] = now
                     self._board.set.remote((task.file, task.number), done)
 
             result: SegmentResult | SegmentFailure = run_segment(plan.job, segment, engine, name=name,
                                                                  watermark=self._marker, report=report,
                                                                  chunk=chunk)
+            if isinstance(result, SegmentResult):
+                # The final count is set before the result is returned: the driver's last read
+                # of the board, after the last result, must not overtake it (calls to an actor
+                # from different callers are not ordered).
+                import ray
+
+                ray.get(self._board.set.remote((task.file, task.number), result.frames))
         except LivecamError as exc:
             result = SegmentFailure(message=f"{name}: {exc.message}", exit_code=exc.exit_code)
         names = tuple(self._engine.model_names.values()) if self._engine is not None else ()
