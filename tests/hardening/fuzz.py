@@ -254,7 +254,9 @@ class Native:
 @contextlib.contextmanager
 def native_stderr() -> Iterator[Native]:
     """What C libraries write straight to file descriptor 2 meanwhile (CliRunner only captures
-    Python's sys.stderr, but a user's terminal shows both)."""
+    Python's sys.stderr, but a user's terminal shows both). Not livecam.native_stderr.captured():
+    that one holds a lock which livecam's own captures inside the command take too, and this
+    swap must wrap them (a nested swap restores this one's file)."""
     captured = Native()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as sink:

@@ -11,7 +11,6 @@ advances, so nothing is buffered beyond about a second of audio. Errors name the
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import io
 import logging
