@@ -19,12 +19,14 @@ from livecam.models import store as store_module
 from livecam.models.store import ModelDescription, ModelStore
 from livecam.pipeline.engine import Engine
 from livecam.runtime import sessions
+from livecam.runtime.binding import BoundSession
 from livecam.runtime.providers import resolve_providers
 from livecam.settings import RuntimeSettings
 from tests.runtime.test_device_io import within_a_level
 from tests.runtime.test_joined_tuning import GPU_BOX, Created, engine, on_a_fake_gpu, photo
 from tests.standins.enhancers import build_enhancer
 from tests.standins.gfpgan import build_gfpgan
+from tests.standins.scrfd import build_scrfd
 
 pytestmark = pytest.mark.usefixtures("fresh_pool")  # tests/runtime/conftest.py
 
@@ -144,3 +146,76 @@ def test_a_live_lane_holds_the_governors_fast_enhancer_once_too(tmp_path: Path, 
         assert sorted(c.choice.lane for c in sessions_of) == [0, 1] and all(c.front for c in sessions_of), model
     fast = lanes[0].processors[1]._fast
     assert isinstance(fast._session, ModelDescription) and fast._joined is not None
+
+
+def test_a_lanes_detector_runs_in_its_joined_sessions_only(tmp_path: Path, faces_dir: Path, standin_models: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """det_10g on a GPU lane: one joined session per det size the live governor can step to, and
+    no plain session beside them (its description stands in for it); the lane still finds the face."""
+    created = on_a_fake_gpu(monkeypatch, "cuda")
+    build_scrfd(standin_models / "det_10g.onnx")
+    build_gfpgan(standin_models / "gfpgan_1.4.onnx", kind="random")
+    run = engine(standin_models, photo(faces_dir, tmp_path), cuda_graphs=False, live=True)
+    lanes = run.lanes()
+    assert sorted((c.choice.lane, c.front) for c in on_lanes(created, "det_10g")) == [
+        (lane, f"scrfd_letterbox_{size}") for lane in (0, 1) for size in (320, 640)]
+    image = np.ascontiguousarray(run.sources[0].image[..., :3])
+    for lane in lanes:
+        packet = FramePacket(index=0, image=image.copy())
+        lane.analyse(packet, track=False)
+        assert len(packet.faces) == 1
+
+
+def test_a_lane_whose_detector_join_fails_opens_the_plain_detector_and_finds_the_face(
+        tmp_path: Path, faces_dir: Path, standin_models: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    created = on_a_fake_gpu(monkeypatch, "cuda")
+    build_scrfd(standin_models / "det_10g.onnx")
+    build_gfpgan(standin_models / "gfpgan_1.4.onnx", kind="random")
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise ValueError("no such graph")
+
+    monkeypatch.setattr(sessions, "joined_model", refused)
+    run = engine(standin_models, photo(faces_dir, tmp_path), cuda_graphs=False)
+    lanes = run.lanes()
+    assert sorted(c.choice.lane for c in on_lanes(created, "det_10g") if not c.front) == [0, 1]
+    image = np.ascontiguousarray(run.sources[0].image[..., :3])
+    expected = FramePacket(index=0, image=image.copy())
+    run.analyse(expected, track=False)
+    for lane in lanes:
+        packet = FramePacket(index=0, image=image.copy())
+        lane.analyse(packet, track=False)
+        assert [f.bbox.tolist() for f in packet.faces] == [f.bbox.tolist() for f in expected.faces]
+
+
+def test_a_lanes_dynamic_batch_enhancer_whose_join_fails_restores_one_crop_a_call(
+        tmp_path: Path, faces_dir: Path, standin_models: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch of every face would be a new shape for each face count (a cuDNN search or a
+    TensorRT tuning mid-stream): on a GPU lane the plain enhancer takes one crop a call too."""
+    on_a_fake_gpu(monkeypatch, "cuda")
+    build_gfpgan(standin_models / "gfpgan_1.4.onnx", kind="random", dynamic_batch=True)
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise ValueError("no such graph")
+
+    monkeypatch.setattr(sessions, "joined_model", refused)
+    batches: list[int] = []
+    real_run = BoundSession.run
+
+    def recorded(self: BoundSession, output_names: Any, feeds: Any, *args: Any, **kwargs: Any) -> Any:
+        if "input" in feeds and feeds["input"].shape[1:] == (3, 512, 512):
+            batches.append(feeds["input"].shape[0])
+        return real_run(self, output_names, feeds, *args, **kwargs)
+
+    monkeypatch.setattr(BoundSession, "run", recorded)
+    run = engine(standin_models, photo(faces_dir, tmp_path), cuda_graphs=False)
+    _, enhancer = run.lanes()[0].processors
+    assert enhancer._chosen._joined is None and not enhancer.batched
+    rng = np.random.default_rng(0)
+    crops = [rng.integers(0, 256, (512, 512, 3), dtype=np.uint8) for _ in range(3)]
+    batches.clear()
+    restored = enhancer.restore(crops)
+    assert batches == [1, 1, 1] and len(restored) == 3
+    # the same restorations as the run's own batched session would give, crop by crop
+    alone = [enhancer.restore([crop])[0] for crop in crops]
+    assert all(np.array_equal(a, b) for a, b in zip(restored, alone))

@@ -10,6 +10,7 @@ CPU provider, and the tests read the choice each pooled session was created with
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -199,6 +200,9 @@ def test_nhwc_goes_to_the_fp16_models_sessions_only_when_asked(tmp_path: Path, f
 
 def test_tensorrt_profiles_the_detectors_frame_and_not_the_pixel_fronts(
         tmp_path: Path, faces_dir: Path, standin_models: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The detector's frame over frame sides, and its `resized` input (the Resize's sizes, a
+    TensorRT shape tensor, which ORT's TensorRT provider requires in an explicit profile) over
+    the values it takes at the det size: 1 x 1 to 640 x 640, a 16:9 frame's 360 x 640 the opt."""
     created = on_a_fake_gpu(monkeypatch, "tensorrt")
     build_scrfd(standin_models / "det_10g.onnx")
     build_gfpgan(standin_models / "gfpgan_1.4.onnx", kind="random")
@@ -208,9 +212,9 @@ def test_tensorrt_profiles_the_detectors_frame_and_not_the_pixel_fronts(
     assert detectors
     for c in detectors:
         options = c.options(trt)
-        assert options["trt_profile_min_shapes"] == "pre_image:64x64x3"
-        assert options["trt_profile_opt_shapes"] == "pre_image:720x1280x3"
-        assert options["trt_profile_max_shapes"] == "pre_image:2160x3840x3"
+        assert options["trt_profile_min_shapes"] == "pre_image:64x64x3,pre_resized:1x1"
+        assert options["trt_profile_opt_shapes"] == "pre_image:720x1280x3,pre_resized:360x640"
+        assert options["trt_profile_max_shapes"] == "pre_image:2160x3840x3,pre_resized:640x640"
         assert "trt_cuda_graph_enable" not in options
     for c in joined(created, "swap_pixels_") + joined(created, "enhance_pixels_"):
         options = c.options(trt)
@@ -297,7 +301,7 @@ def test_the_store_tunes_a_joined_session_on_its_inputs(tmp_path: Path, standin_
     (plain, fronted) = created
     assert plain.front == "" and plain.options("TensorrtExecutionProvider")["trt_profile_max_shapes"] == "input.1:8x3x640x640"
     assert fronted.front == "scrfd_letterbox_320"
-    assert fronted.options("TensorrtExecutionProvider")["trt_profile_max_shapes"] == "pre_image:2160x3840x3"
+    assert fronted.options("TensorrtExecutionProvider")["trt_profile_max_shapes"] == "pre_image:2160x3840x3,pre_resized:320x320"
 
 
 def test_with_cuda_graphs_each_lane_runs_its_models_on_its_own_thread(tmp_path: Path, faces_dir: Path,
@@ -409,3 +413,40 @@ def test_a_lane_thread_runs_calls_in_order_and_gives_back_results_and_errors() -
     assert not lane._thread.is_alive()
     with pytest.raises(RuntimeError, match="has stopped"):
         lane.call(where, "late")
+
+
+@pytest.mark.parametrize("detector", ["scrfd", "blazeface"])
+def test_with_cuda_graphs_every_analyser_model_has_run_three_times_before_any_frame_without_a_source(
+        tmp_path: Path, standin_models: Path, monkeypatch: pytest.MonkeyPatch, detector: str) -> None:
+    """An enhancer-only live run (no source photo to warm on): every lane's detector (each det
+    size) and its FaceMesh, which frames run only between detections or for a mask, have made
+    their three runs (ORT captures on the third) on the lane's own thread before the first frame."""
+    on_a_fake_gpu(monkeypatch, "cuda")
+    build_scrfd(standin_models / "det_10g.onnx")
+    build_gfpgan(standin_models / "gfpgan_1.4.onnx", kind="random")
+    runs: dict[int, list[str]] = {}
+    real_run = BoundSession.run
+
+    def counted(self: BoundSession, *args: Any, **kwargs: Any) -> Any:
+        runs.setdefault(id(self), []).append(threading.current_thread().name)
+        return real_run(self, *args, **kwargs)
+
+    monkeypatch.setattr(BoundSession, "run", counted)
+    runtime = RuntimeSettings(providers=("cuda",), models_dir=standin_models, offline=True, unverified_models=True,
+                              quiet=True, execution_threads=2, explicit_threads=True, cuda_graphs=True)
+    settings = ProcessingSettings(sources=(), frame_processors=("face_enhancer",), runtime=runtime,
+                                  enhance=EnhanceSettings(precision="fp32"),
+                                  analysis=AnalysisSettings(detector=detector, smoothing=0.0))
+    lanes = Engine.create(settings, live=True, progress=False).lanes()
+    assert len(lanes) == 2
+    for k, lane in enumerate(lanes):
+        analyser = lane.analyser
+        models = {"landmarker": analyser.landmarker.session}
+        if detector == "scrfd":
+            models.update({f"detector @{size}": analyser.detector._by_size[size] for size in (320, 640)})
+        else:
+            models["detector"] = analyser.detector.session
+        for what, session in models.items():
+            assert isinstance(session, BoundSession), what
+            assert len(runs.get(id(session), [])) >= 3, what
+            assert set(runs[id(session)]) == {f"livecam-lane-{k}-models"}, what

@@ -25,6 +25,7 @@ import numpy as np
 
 from livecam.errors import ModelError
 from livecam.faces import selection
+from livecam.faces.align import arcface_template
 from livecam.faces.face import Face
 from livecam.faces.tracking import FaceTracker
 from livecam.settings import AnalysisSettings
@@ -100,21 +101,33 @@ class FaceAnalyser:
         """Open the models the settings call for through the model store (ModelError when one is
         missing and cannot be downloaded)."""
         detector_name = pick_detector(settings.detector, store)
-        session = store.open_session(detector_name, providers, intra_op_threads)
+
+        def plain() -> Any:
+            return store.open_session(detector_name, providers, intra_op_threads)
+
         if detector_name == "det_10g":
             from livecam.faces.scrfd import ScrfdDetector, front
             from livecam.runtime.lanes import uses_device_fronts
 
-            def fronts(size: int) -> Any:  # one session per det size (faces/scrfd.py)
-                return store.open_session(detector_name, providers, intra_op_threads, front=front(size))
+            detector: Detector
+            if uses_device_fronts(providers):
+                # A GPU lane runs the model in its joined sessions, one per det size, only: the
+                # file's description stands where the plain session was (as ModelStore.open_joined
+                # gives the processors), and that opens only for a size whose join fails.
+                def fronts(size: int) -> Any:
+                    return store.open_joined(detector_name, providers, intra_op_threads,
+                                             lambda described: front(size))[1]
 
-            detector: Detector = ScrfdDetector(session, det_size=settings.det_size,
-                                               threshold=settings.det_threshold,
-                                               fronts=fronts if uses_device_fronts(providers) else None)
+                described = store.describe(detector_name)
+                detector = ScrfdDetector(described or plain(), det_size=settings.det_size,
+                                         threshold=settings.det_threshold, fronts=fronts,
+                                         plain=plain if described is not None else None)
+            else:
+                detector = ScrfdDetector(plain(), det_size=settings.det_size, threshold=settings.det_threshold)
         else:
             from livecam.faces.blazeface import BlazeFaceDetector
 
-            detector = BlazeFaceDetector(session, variant="full", threshold=settings.det_threshold)
+            detector = BlazeFaceDetector(plain(), variant="full", threshold=settings.det_threshold)
         # FaceMesh is small and also gives the source photo's landmarks, so it is always loaded;
         # it only runs on targets when a processor needs landmarks.
         from livecam.faces.facemesh import FaceMesh
@@ -167,16 +180,26 @@ class FaceAnalyser:
         if setter is not None:
             setter(int(size))
 
-    def warm_detector(self, image: np.ndarray, sizes: Sequence[int], runs: int = 1) -> None:
-        """Open and run the detector at every det size in `sizes` (a lane before its first
-        frame, so that a governor step builds nothing: faces/scrfd.py); a detector with one
-        input size is run once at it."""
+    def warm(self, image: np.ndarray, sizes: Sequence[int], runs: int = 1) -> None:
+        """Open and run every model this analyser holds `runs` times before a lane's first frame
+        (pipeline/engine.py), whatever `image` shows: the detector at every det size in `sizes`
+        (so that a governor step builds nothing: faces/scrfd.py; a detector with one input size
+        at that size), then the landmarker and the embedder on a face placed in the middle of
+        `image` (warm_face). Those run on frames only where a processor needs landmarks or a
+        reference is matched, and live between detections; with CUDA graphs (a capture on a
+        fixed-shape session's third run) none of them may capture mid-stream."""
         warm = getattr(self.detector, "warm", None)
         if warm is not None:
             warm(image, sizes, runs)
         else:
             for _ in range(runs):
                 self.detector.detect(image)
+        face = warm_face(image)
+        for _ in range(runs):
+            if self.landmarker is not None:
+                self.landmarker.refine(image, [face])
+            if self.embedder is not None:
+                self.embedder.embed(image, [face])
 
     @property
     def det_size(self) -> int | None:
@@ -301,6 +324,16 @@ class FaceAnalyser:
         if self.landmarker is not None:
             best = self.landmarker.refine(image, [best])[0]
         return best, len(faces)
+
+
+def warm_face(image: np.ndarray) -> Face:
+    """A face as a detector would report one, centred in `image` and half its shorter side
+    wide: what FaceAnalyser.warm runs the landmarker and the embedder on."""
+    h, w = image.shape[:2]
+    side = max(1.0, min(h, w) / 2.0)
+    x0, y0 = (w - side) / 2.0, (h - side) / 2.0
+    kps = arcface_template(112) * np.float32(side / 112.0) + np.array([x0, y0], np.float32)
+    return Face(bbox=np.array([x0, y0, x0 + side, y0 + side], np.float32), score=1.0, kps=kps)
 
 
 def detect_padded(detector: Detector, image: np.ndarray) -> list[Face]:

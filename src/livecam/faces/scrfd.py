@@ -30,6 +30,7 @@ from livecam.faces.align import to_bgr, to_blob
 from livecam.faces.face import Face
 from livecam.faces.nms import nms
 from livecam.runtime.graphs import Front
+from livecam.runtime.providers import PROFILE_FRAME_H, PROFILE_FRAME_W
 
 STRIDES: tuple[int, ...] = (8, 16, 32)
 NUM_ANCHORS = 2
@@ -61,19 +62,28 @@ def front(size: int) -> Front:
     def build(opset: int) -> Any:
         return letterbox_graph(size, 1.0 / INPUT_STD, -INPUT_MEAN / INPUT_STD, opset)
 
-    return Front(f"scrfd_letterbox_{size}", build, "input.1", input_shape=(1, 3, size, size), frame_input="image")
+    # `resized` (new_h, new_w) is the frame scaled into the square: one side `size`, the other
+    # 1 to `size`; optimised for the landscape frame the frame profile is (providers.PROFILE_FRAME_*).
+    opt = (max(1, size * PROFILE_FRAME_H[1] // PROFILE_FRAME_W[1]), size)
+    resized = ((1, 1), opt, (size, size))
+    return Front(f"scrfd_letterbox_{size}", build, "input.1", input_shape=(1, 3, size, size), frame_input="image",
+                 shape_values=(("resized", resized),))
 
 
 class ScrfdDetector:
     """Finds faces with SCRFD: boxes, scores and 5 keypoints in frame pixels."""
 
     def __init__(self, session: Any, det_size: int = 640, threshold: float = 0.5, nms_iou: float = 0.4,
-                 joined: Any = None, fronts: Callable[[int], Any] | None = None) -> None:
+                 joined: Any = None, fronts: Callable[[int], Any] | None = None,
+                 plain: Callable[[], Any] | None = None) -> None:
         """`joined`: the same model with FRONT (the letterbox as a graph, any det size) in front,
         run instead of the numpy letterbox + `session`. `fronts(size)`: opens the model with
         front(size) in front (None when it cannot be joined: that size keeps the numpy path);
-        one session per det size, which a lane on a GPU uses (only the uint8 frame goes up)."""
-        self._session = session
+        one session per det size, which a lane on a GPU uses (only the uint8 frame goes up).
+        `plain`: given when `session` only describes the model (models.store.ModelDescription),
+        opens the session the numpy path runs, on the first size whose join fails."""
+        self._session = session if plain is None else None
+        self._plain = plain
         self._any_size = joined
         self._fronts = fronts
         self._by_size: dict[int, Any] = {}  # det size -> its fixed-size joined session (or None)
@@ -121,7 +131,16 @@ class ScrfdDetector:
         if size not in self._by_size:  # not warmed (engine.py warms the governor's sizes)
             log.debug("SCRFD: opening the %dx%d detector session on first use", size, size)
             self._by_size[size] = self._fronts(size)
+            if self._by_size[size] is None:
+                self._runner()  # opened now, by the warm-up, rather than on a frame
         return self._by_size[size]
+
+    def _runner(self) -> Any:
+        """The plain session (numpy letterbox path), opened on first need where only a description was given."""
+        if self._session is None:
+            assert self._plain is not None
+            self._session = self._plain()
+        return self._session
 
     def warm(self, image: np.ndarray, sizes: Sequence[int], runs: int = 1) -> None:
         """Open the session of every det size in `sizes` and run each `runs` times on `image`
@@ -155,7 +174,7 @@ class ScrfdDetector:
             det_scale, height, width = float(new_h) / bgr.shape[0], size, size
         else:
             blob, det_scale = self._letterbox(bgr, size)
-            outs = self._session.run(self._output_names, {self._input_name: blob})
+            outs = self._runner().run(self._output_names, {self._input_name: blob})
             height, width = blob.shape[2], blob.shape[3]
         scores, boxes, kps = self._decode(outs, height, width)
         if scores.size == 0:

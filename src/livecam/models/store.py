@@ -270,15 +270,17 @@ class ModelStore:
             self.check_signature(name, described)
         return described
 
-    def _tuning(self, name: str, providers: Any, precision: str, inputs: Any = None, frames: tuple[str, ...] = ()
-                ) -> Any:
-        """model_tuning for `name`'s sessions: on the catalog's inputs, or on `inputs` (a joined model's)."""
+    def _tuning(self, name: str, providers: Any, precision: str, inputs: Any = None, frames: tuple[str, ...] = (),
+                values: Any = ()) -> Any:
+        """model_tuning for `name`'s sessions: on the catalog's inputs, or on `inputs` (a joined
+        model's, with its `frames` and shape `values`: providers.profile_for)."""
         from livecam.runtime.providers import model_tuning
 
         # fp16 weights: the enhancers' checked copies, or a catalog file published in fp16
         nhwc = self.settings.nhwc_fp16 and (precision == "fp16" or name.endswith("_fp16"))
         shapes = inputs if inputs is not None else [(t.name, t.shape) for t in self.spec(name).inputs]
-        return model_tuning(shapes, providers, cuda_graphs=self.settings.cuda_graphs, frames=frames, nhwc=nhwc)
+        return model_tuning(shapes, providers, cuda_graphs=self.settings.cuda_graphs, frames=frames, nhwc=nhwc,
+                            values=values)
 
     def _open_front(self, name: str, providers: Any, intra_op_threads: int, front: Any, model: Any,
                     precision: str) -> Any:
@@ -293,7 +295,8 @@ class ModelStore:
             # leaves GFPGAN's input unnamed and lists a dynamic-batch export's batch as 1).
             joined = joined_inputs(front, [(i.name, _dims(i.shape)) for i in model.get_inputs()])
             frames = (PRE + front.frame_input,) if front.frame_input else ()
-            tuning = self._tuning(name, providers, precision, joined, frames)
+            values = tuple((PRE + value_input, ranges) for value_input, ranges in front.shape_values)
+            tuning = self._tuning(name, providers, precision, joined, frames, values)
             return get_session(self.precision_path(name, precision), providers.tuned(tuning), intra_op_threads, front)
         except Exception as exc:  # noqa: BLE001 - the plain session does the same work
             log.debug("%s with %s in front: %s; the numpy path is used", name, front.name, exc)

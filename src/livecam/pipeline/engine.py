@@ -216,24 +216,25 @@ class Engine:
             for lane in lanes:  # one after another: see _warm_lane
                 if self.settings.runtime.cuda_graphs:
                     self._warm_lane(lane)
-                self._warm_detector(lane)
+                self._warm_analyser(lane)
             self._lanes = lanes
         return self._lanes
 
-    def _warm_detector(self, lane: "Engine") -> None:
-        """Build and run the lane's detector at every det size this run can switch to (live: the
-        governor's steps; a file: its one size), so that a governor step creates no session
-        and binds no buffers mid-stream (faces/scrfd.py: one session per size on a GPU). On the
-        first source photo, or on a black frame without one."""
+    def _warm_analyser(self, lane: "Engine") -> None:
+        """Build and run the lane's analyser models (FaceAnalyser.warm): the detector at every
+        det size this run can switch to (live: the governor's steps; a file: its one size), so
+        that a governor step creates no session and binds no buffers mid-stream (faces/scrfd.py:
+        one session per size on a GPU), and the landmarker and the embedder, which frames run
+        only now and then. Three times each with CUDA graphs (ORT captures on the third run),
+        else once. On the first source photo, or on a black frame without one."""
         from livecam.pipeline.governor import det_sizes
 
-        size = self.analyser.det_size
-        if size is None:
-            return
         assert self._recipe is not None
+        size = self.analyser.det_size
+        sizes = () if size is None else det_sizes(size) if self._recipe.live else (size,)
         image = self.sources[0].image[..., :3] if self.sources else np.zeros((720, 1280, 3), np.uint8)
-        sizes = det_sizes(size) if self._recipe.live else (size,)
-        lane._call(lane.analyser.warm_detector, np.ascontiguousarray(image), sizes)
+        runs = 3 if self.settings.runtime.cuda_graphs else 1
+        lane._call(lane.analyser.warm, np.ascontiguousarray(image), sizes, runs)
 
     def _warm_lane(self, lane: "Engine", runs: int = 3) -> None:
         """Run a lane `runs` times on the first source photo, then its swapper's and enhancer's
@@ -241,9 +242,7 @@ class Engine:
         the governor's fast enhancer too) `runs` times without a face. ORT captures a CUDA graph
         on a session's third run, and a capture fails while another lane copies to the device,
         so every capture of those happens here, lane after lane, before any frame, whether or not
-        the photo's face is one the run selects. (The analysers' models are warmed by the photo
-        only: without a source, a fixed-shape one among them, a landmarker, captures during the
-        run.)"""
+        the photo's face is one the run selects. (The analyser's models: _warm_analyser.)"""
         if self.sources:
             image = self.sources[0].image[..., :3]
             for _ in range(runs):

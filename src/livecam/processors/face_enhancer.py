@@ -99,9 +99,13 @@ def _fed_shape(model_input: Any) -> list[int]:
 class Restorer:
     """One enhancer model's session: aligned crops in, restored crops out."""
 
-    def __init__(self, name: str, session: Any, settings: EnhanceSettings, joined: Any = None) -> None:
+    def __init__(self, name: str, session: Any, settings: EnhanceSettings, joined: Any = None,
+                 one_shape: bool = False) -> None:
         """`joined`: the same model with `pixel_front` around it, run instead of `session` and
-        the numpy conversions (a lane on a GPU: uint8 crops up, uint8 planes back)."""
+        the numpy conversions (a lane on a GPU: uint8 crops up, uint8 planes back).
+        `one_shape`: one crop a call on `session` too, whatever the model's batch (a GPU lane
+        whose join failed: as pixel_front says, each new face count would be a new shape, with
+        its own cuDNN algorithm search or TensorRT tuning mid-stream)."""
         self.name = name
         self.model = model = ENHANCERS[name]
         self._session = session
@@ -118,7 +122,7 @@ class Restorer:
                 f"`livecam models download {name}`")
         self._input_dtype = input_dtype(image_in.type)
         # A symbolic or missing first dimension means the export takes any batch size.
-        self.batched = not (isinstance(shape[0], int) and shape[0] > 0)
+        self.batched = not (isinstance(shape[0], int) and shape[0] > 0) and not one_shape
         self._feeds_extra: dict[str, np.ndarray] = {}
         weight = inputs.get("weight")
         if weight is not None:
@@ -163,11 +167,13 @@ class FaceEnhancer:
     name = "face_enhancer"
 
     def __init__(self, session: Any, settings: EnhanceSettings, fast_session: Any = None, *, joined: Any = None,
-                 fast_joined: Any = None) -> None:
-        """`joined`, `fast_joined`: the models with their pixel front (Restorer), or None."""
+                 fast_joined: Any = None, one_shape: bool = False) -> None:
+        """`joined`, `fast_joined`: the models with their pixel front, or None; `one_shape`: one
+        crop a call (Restorer)."""
         self._settings = settings
-        self._chosen = Restorer(settings.model, session, settings, joined)
-        self._fast = Restorer(FASTEST, fast_session, settings, fast_joined) if fast_session is not None else None
+        self._chosen = Restorer(settings.model, session, settings, joined, one_shape)
+        self._fast = (Restorer(FASTEST, fast_session, settings, fast_joined, one_shape)
+                      if fast_session is not None else None)
         self._active = self._chosen  # one reference, read once per frame by any worker
 
     @property
@@ -230,16 +236,22 @@ def _build(ctx: BuildContext) -> FaceEnhancer:
     precision = fp16.choose(ctx.store, settings.model, settings.precision, ctx.providers.primary)
     session, joined = ctx.open_model(settings.model, _front(ctx, settings.model), precision=precision)
     fast, fast_joined = _fast_sessions(ctx) if ctx.live else (None, None)
-    return FaceEnhancer(session, settings, fast, joined=joined, fast_joined=fast_joined)
+    # On a GPU lane one shape, joined or not (the join may fail)
+    return FaceEnhancer(session, settings, fast, joined=joined, fast_joined=fast_joined,
+                        one_shape=_on_gpu_lane(ctx))
+
+
+def _on_gpu_lane(ctx: BuildContext) -> bool:
+    from livecam.runtime import lanes  # looked up per call: the tests stand a CPU lane in for a GPU one
+
+    return lanes.uses_device_fronts(ctx.providers)
 
 
 def _front(ctx: BuildContext, name: str) -> Any:
     """What builds the model `name`'s pixel front from its inputs and outputs, on a GPU lane
     (runtime/lanes.uses_device_fronts), where the model runs joined only (the plain one's
     place taken by its description: ModelStore.open_joined); else None."""
-    from livecam.runtime.lanes import uses_device_fronts
-
-    if not uses_device_fronts(ctx.providers):
+    if not _on_gpu_lane(ctx):
         return None
     return lambda described: pixel_front(described, ENHANCERS[name].size)
 

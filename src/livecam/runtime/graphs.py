@@ -52,7 +52,10 @@ class Front:
     det size: ONNX Runtime then folds the model's Shape ops); `fixed_inputs`: (name, shape) of the
     model's other inputs rewritten alike (the swapper's source at its tile count). `frame_input`:
     the input of `build`'s graph that takes a whole frame, [H, W, 3] (the detector's letterbox):
-    its open dims range over frame sides in a TensorRT profile (providers.profile_for)."""
+    its open dims range over frame sides in a TensorRT profile (providers.profile_for).
+    `shape_values`: (input of `build`'s graph, (min, opt, max) values) for an input whose values
+    are a shape (the letterbox's `resized`, a Resize's sizes): TensorRT takes it as a shape tensor,
+    and ONNX Runtime refuses a TensorRT profile that leaves one out."""
 
     name: str
     build: Callable[[int], Any] | None
@@ -62,6 +65,7 @@ class Front:
     input_shape: tuple[int, ...] | None = None
     fixed_inputs: tuple[tuple[str, tuple[int, ...]], ...] = ()
     frame_input: str = ""
+    shape_values: tuple[tuple[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]], ...] = ()
 
 
 def pixel_front(name: str, connect: str, result: str, scale: float, offset: float, *, rounded: bool,

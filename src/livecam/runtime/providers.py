@@ -68,6 +68,11 @@ PROFILE_FRAME_H: tuple[int, int, int] = (64, 720, 2160)
 PROFILE_FRAME_W: tuple[int, int, int] = (64, 1280, 3840)
 
 
+# A TensorRT profile: (input name, (min, opt, max)), the shapes of its dims or, for a shape
+# tensor, its values.
+Profile = tuple[tuple[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]], ...]
+
+
 @dataclass(frozen=True)
 class SessionTuning:
     """Options one session gets beyond its provider's defaults (ModelStore.open_session makes
@@ -80,7 +85,7 @@ class SessionTuning:
 
     cuda_graph: bool = False
     prefer_nhwc: bool = False
-    trt_profile: tuple[tuple[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]], ...] = ()
+    trt_profile: Profile = ()
 
 
 @dataclass(frozen=True)
@@ -205,13 +210,19 @@ def tuning_options(name: str, tuning: SessionTuning) -> dict[str, str]:
     return {}
 
 
-def profile_for(inputs: Sequence[tuple[str | None, Sequence[int | None] | None]], frames: Collection[str] = ()
-                ) -> tuple[tuple[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]], ...]:
+def profile_for(inputs: Sequence[tuple[str | None, Sequence[int | None] | None]], frames: Collection[str] = (),
+                values: Profile = ()) -> Profile:
     """TensorRT profile shapes for a model's inputs as the catalog gives them ((name, shape),
     None = dynamic): the first dimension ranges over PROFILE_BATCH, later ones over PROFILE_SIDE;
     for an input named in `frames` (a uint8 frame [H, W, 3]) the first two over PROFILE_FRAME_H
     and PROFILE_FRAME_W. Inputs that are fixed need no profile; an unnamed or unknown-rank
-    dynamic input makes the whole profile empty (TensorRT then picks shapes as they come)."""
+    dynamic input makes the whole profile empty (TensorRT then picks shapes as they come).
+
+    `values`: (input, (min, opt, max) values) for the shape tensors among the inputs (a Resize's
+    sizes fed as an input: graphs.Front.shape_values), added as given. ONNX Runtime's TensorRT
+    provider reads a shape tensor's entry as its values, and with any explicit profile refuses
+    to create the session when one of them is missing, fixed shape or not (its check for
+    inputs without a profile, onnxruntime PR #15546; values read right since PR #18253, 1.17)."""
     profile: list[tuple[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]] = []
     for input_name, shape in inputs:
         if shape is not None and all(d is not None for d in shape):
@@ -223,13 +234,14 @@ def profile_for(inputs: Sequence[tuple[str | None, Sequence[int | None] | None]]
                   for i, d in enumerate(shape)]
         low, opt, high = (tuple(r[k] for r in ranges) for k in range(3))
         profile.append((input_name, (low, opt, high)))
-    return tuple(profile)
+    return tuple(profile) + tuple(values)
 
 
 def model_tuning(inputs: Sequence[tuple[str | None, Sequence[int | None] | None]], providers: ProviderChoice,
-                 *, cuda_graphs: bool = True, frames: Collection[str] = (), nhwc: bool = False) -> SessionTuning:
+                 *, cuda_graphs: bool = True, frames: Collection[str] = (), nhwc: bool = False,
+                 values: Profile = ()) -> SessionTuning:
     """The tuning for one model's session: TensorRT profiles for its dynamic inputs (`frames`:
-    the inputs that take a whole frame, see profile_for), and a CUDA graph for a lane's session
+    the inputs that take a whole frame, `values` its shape tensors, see profile_for), and a CUDA graph for a lane's session
     whose inputs are all fixed (one shape, one graph; the buffers are bound once by
     runtime/binding.py), and CUDA's NHWC kernels with `nhwc` (an fp16 model, when
     RuntimeSettings.nhwc_fp16 asks for them). A joined model (runtime/graphs.Front) is tuned on its own inputs
@@ -245,7 +257,7 @@ def model_tuning(inputs: Sequence[tuple[str | None, Sequence[int | None] | None]
     copied back from the device inside the capture (ORT begins it before feeding the inputs)."""
     fixed = all(shape is not None and all(d is not None for d in shape) for _, shape in inputs)
     return SessionTuning(cuda_graph=cuda_graphs and fixed and providers.lane is not None, prefer_nhwc=nhwc,
-                         trt_profile=profile_for(inputs, frames))
+                         trt_profile=profile_for(inputs, frames, values))
 
 
 def _livecam_name(ort_name: str) -> str:
