@@ -702,9 +702,7 @@ def live_runs(models: Path, provider: str, swap_model: str, photo: Path, size: t
         out["paced_30fps"] = {"skipped": "deadline"}
         return out
     clip = GeneratedClip(cv2.imread(str(photo)), size, frames)
-    _warm_up(engine, [clip.image(i) for i in range(3)], live=True, process=not lane_engines)
-    for lane in lane_engines:
-        _warm_up(lane, [clip.image(i) for i in range(3)], live=False)
+    _warm_up(engine, [clip.image(i) for i in range(3)], live=True, lanes=lane_engines)
 
     def paced(fps: float = 30.0) -> Any:
         t0 = time.perf_counter()

@@ -164,31 +164,33 @@ def _detector_sessions(lane: Engine) -> dict[int, Any]:
 
 def test_after_the_lane_warm_up_the_governors_det_size_step_builds_nothing(
         tmp_path: Path, faces_dir: Path, standin_models: Path, device_fronts: None, created: list[str]) -> None:
+    """A live run analyses on its analysis lane (Engine.lanes()): both of the governor's det
+    sizes are built and run there before the first frame, so its step builds nothing; the live
+    lanes only process, and build no detector."""
     build_scrfd(standin_models / "det_10g.onnx", shape_ops=True)
     source = _small(faces_dir, "biden.jpg", tmp_path)
     engine = Engine.create(_settings(standin_models, source), live=True, progress=False)
     assert engine.analyser.detector.joined is None  # type: ignore[attr-defined]  # the run's own: the plain path
     lanes = engine.lanes()
     assert len(lanes) == 2
-    for lane in lanes:  # both sizes built, run (buffers bound) and distinct from the other lane's
-        built = _detector_sessions(lane)
-        assert sorted(built) == [320, 640]
-        assert all(isinstance(s, BoundSession) and s._bound for s in built.values())
-    assert not {id(s) for s in _detector_sessions(lanes[0]).values()} & {id(s) for s in _detector_sessions(lanes[1]).values()}
+    tracking = engine._tracking
+    assert tracking is not None
+    built = _detector_sessions(tracking)  # both sizes built and run (buffers bound)
+    assert sorted(built) == [320, 640]
+    assert all(isinstance(s, BoundSession) and s._bound for s in built.values())
+    assert all(_detector_sessions(lane) == {} for lane in lanes)
     before = len(created)
-    assert sum("scrfd_letterbox_320" in n for n in created) == 2
+    assert sum("scrfd_letterbox_320" in n for n in created) == 1
 
     step = next(s for s in default_steps(engine, det_size=640) if s.name == "detect at 320")
     frame = cv2.imread(str(faces_dir / "obama.jpg"))
     for change in (step.apply, step.undo, step.apply):
         change()
-        for lane in lanes:
-            packet = FramePacket(index=0, image=frame.copy())
-            lane.analyse(packet, track=False)
-            assert packet.faces is not None
+        packet = FramePacket(index=0, image=frame.copy())
+        engine.analyse(packet, track=True)
+        assert packet.faces
     assert len(created) == before, created[before:]
-    assert all(lane.analyser.det_size == 320 and lane.analyser.detector.joined is _detector_sessions(lane)[320]  # type: ignore[attr-defined]
-               for lane in lanes)
+    assert tracking.analyser.det_size == 320 and tracking.analyser.detector.joined is built[320]  # type: ignore[attr-defined]
 
 
 def test_a_file_run_warms_its_one_size_and_the_shared_pool_has_no_fronts(
@@ -213,7 +215,9 @@ def test_a_det_size_that_was_not_warmed_is_built_on_first_use(
     build_scrfd(standin_models / "det_10g.onnx")
     source = _small(faces_dir, "biden.jpg", tmp_path)
     engine = Engine.create(_settings(standin_models, source), live=True, progress=False)
-    lane = engine.lanes()[0]
+    engine.lanes()
+    lane = engine._tracking  # a live run's detector: its analysis lane's
+    assert lane is not None
     before = len(created)
     engine.set_det_size(480)
     assert len(created) == before  # switching builds nothing; the first detection does

@@ -148,22 +148,30 @@ def test_a_live_lane_holds_the_governors_fast_enhancer_once_too(tmp_path: Path, 
     assert isinstance(fast._session, ModelDescription) and fast._joined is not None
 
 
+@pytest.mark.parametrize("live", [False, True])
 def test_a_lanes_detector_runs_in_its_joined_sessions_only(tmp_path: Path, faces_dir: Path, standin_models: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """det_10g on a GPU lane: one joined session per det size the live governor can step to, and
-    no plain session beside them (its description stands in for it); the lane still finds the face."""
+                                                            monkeypatch: pytest.MonkeyPatch, live: bool) -> None:
+    """det_10g on a GPU lane: one joined session per det size the run can step to, and no plain
+    session beside them (its description stands in for it). A file's lanes detect at their one
+    size; a live run detects on its analysis lane (lane 2 of 2 + 1) at the governor's two sizes,
+    and its processing lanes hold no detector. The lanes still find the face, as the run's own
+    analyser does."""
     created = on_a_fake_gpu(monkeypatch, "cuda")
     build_scrfd(standin_models / "det_10g.onnx")
     build_gfpgan(standin_models / "gfpgan_1.4.onnx", kind="random")
-    run = engine(standin_models, photo(faces_dir, tmp_path), cuda_graphs=False, live=True)
+    run = engine(standin_models, photo(faces_dir, tmp_path), cuda_graphs=False, live=live)
     lanes = run.lanes()
-    assert sorted((c.choice.lane, c.front) for c in on_lanes(created, "det_10g")) == [
-        (lane, f"scrfd_letterbox_{size}") for lane in (0, 1) for size in (320, 640)]
+    expected = ([(2, "scrfd_letterbox_320"), (2, "scrfd_letterbox_640")] if live
+                else [(0, "scrfd_letterbox_640"), (1, "scrfd_letterbox_640")])
+    assert sorted((c.choice.lane, c.front) for c in on_lanes(created, "det_10g")) == expected
     image = np.ascontiguousarray(run.sources[0].image[..., :3])
-    for lane in lanes:
-        packet = FramePacket(index=0, image=image.copy())
-        lane.analyse(packet, track=False)
-        assert len(packet.faces) == 1
+    own = FramePacket(index=0, image=image.copy())
+    run.analyse(own, track=False)
+    packets = [FramePacket(index=0, image=image.copy()) for _ in range(1 if live else len(lanes))]
+    for packet, lane in zip(packets, [run] if live else lanes):
+        lane.analyse(packet, track=live)  # live: track=True runs on the analysis lane
+        assert len(packet.faces) == len(own.faces) == 1
+        assert np.allclose(packet.faces[0].bbox, own.faces[0].bbox, atol=2.0)  # the letterbox's rounding
 
 
 def test_a_lane_whose_detector_join_fails_opens_the_plain_detector_and_finds_the_face(

@@ -415,12 +415,14 @@ def test_a_lane_thread_runs_calls_in_order_and_gives_back_results_and_errors() -
         lane.call(where, "late")
 
 
+@pytest.mark.parametrize("live", [False, True])
 @pytest.mark.parametrize("detector", ["scrfd", "blazeface"])
 def test_with_cuda_graphs_every_analyser_model_has_run_three_times_before_any_frame_without_a_source(
-        tmp_path: Path, standin_models: Path, monkeypatch: pytest.MonkeyPatch, detector: str) -> None:
-    """An enhancer-only live run (no source photo to warm on): every lane's detector (each det
-    size) and its FaceMesh, which frames run only between detections or for a mask, have made
-    their three runs (ORT captures on the third) on the lane's own thread before the first frame."""
+        tmp_path: Path, standin_models: Path, monkeypatch: pytest.MonkeyPatch, detector: str, live: bool) -> None:
+    """An enhancer-only run (no source photo to warm on): every analysing lane's detector (each
+    det size) and its FaceMesh, which frames run only between detections or for a mask, have
+    made their three runs (ORT captures on the third) on the lane's own thread before the first
+    frame. A file's lanes analyse; a live run analyses on its analysis lane (lane 2)."""
     on_a_fake_gpu(monkeypatch, "cuda")
     build_scrfd(standin_models / "det_10g.onnx")
     build_gfpgan(standin_models / "gfpgan_1.4.onnx", kind="random")
@@ -437,16 +439,22 @@ def test_with_cuda_graphs_every_analyser_model_has_run_three_times_before_any_fr
     settings = ProcessingSettings(sources=(), frame_processors=("face_enhancer",), runtime=runtime,
                                   enhance=EnhanceSettings(precision="fp32"),
                                   analysis=AnalysisSettings(detector=detector, smoothing=0.0))
-    lanes = Engine.create(settings, live=True, progress=False).lanes()
+    run = Engine.create(settings, live=live, progress=False)
+    lanes = run.lanes()
     assert len(lanes) == 2
-    for k, lane in enumerate(lanes):
+    analysing = {"livecam-lane-2-analysis": run._tracking} if live else {
+        f"livecam-lane-{k}-models": lane for k, lane in enumerate(lanes)}
+    for thread, lane in analysing.items():
+        assert lane is not None
         analyser = lane.analyser
         models = {"landmarker": analyser.landmarker.session}
         if detector == "scrfd":
-            models.update({f"detector @{size}": analyser.detector._by_size[size] for size in (320, 640)})
+            sizes = (320, 640) if live else (640,)
+            assert sorted(analyser.detector._by_size) == list(sizes)
+            models.update({f"detector @{size}": analyser.detector._by_size[size] for size in sizes})
         else:
             models["detector"] = analyser.detector.session
         for what, session in models.items():
             assert isinstance(session, BoundSession), what
             assert len(runs.get(id(session), [])) >= 3, what
-            assert set(runs[id(session)]) == {f"livecam-lane-{k}-models"}, what
+            assert set(runs[id(session)]) == {thread}, what

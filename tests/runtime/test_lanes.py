@@ -85,8 +85,10 @@ def test_each_lane_owns_its_sessions(tmp_path: Path, faces_dir: Path, standin_mo
     main = {id(s) for s in sessions_of(engine)}
     per_lane = [{id(s) for s in sessions_of(lane)} for lane in lanes]
     for k, ids in enumerate(per_lane):
-        # detector, landmarker, embedder, swapper: all of them the lane's own, bound to buffers
-        assert len(ids) >= 4 and not ids & main
+        # detector, landmarker, swapper: all of them the lane's own, bound to buffers; no
+        # embedder, which frames need only for --reference or --map (the source is embedded once)
+        assert len(ids) >= 3 and not ids & main
+        assert lanes[k].analyser.embedder is None and engine.analyser.embedder is not None
         assert all(isinstance(s, BoundSession) for s in sessions_of(lanes[k]))
         assert lanes[k].providers.lane == k
         for other in per_lane[k + 1:]:
@@ -98,6 +100,37 @@ def test_each_lane_owns_its_sessions(tmp_path: Path, faces_dir: Path, standin_mo
     assert all(not lane.is_enabled("face_swapper") for lane in lanes)
     engine.set_enabled("face_swapper", True)
     assert all(lane.sources == engine.sources for lane in lanes)
+
+
+def test_a_live_run_analyses_on_its_analysis_lane(tmp_path: Path, faces_dir: Path, standin_models: Path) -> None:
+    """Live with lanes: analyse(track=True), the live pipeline's one analysis thread, runs on a
+    lane of its own (lane K, sessions bound to buffers, no processors) with the run's knobs, and
+    finds and tracks what the shared pool's analyser finds on the same frames."""
+    source = small(faces_dir, "biden.jpg", tmp_path)
+    frames = clip(faces_dir, tmp_path, n=5)
+    shared = Engine.create(settings(standin_models, source, lanes=False, threads=2), live=True, progress=False)
+    shared.set_detect_every(2)
+    expected = []
+    for i, frame in enumerate(frames):
+        packet = FramePacket(index=i, image=frame.copy(), captured_at=i / 25)
+        shared.analyse(packet, track=True)
+        expected.append(packet.faces)
+    engine = Engine.create(settings(standin_models, source, lanes=True, threads=2), live=True, progress=False)
+    lanes = engine.lanes()
+    tracking = engine._tracking
+    assert tracking is not None and tracking.providers.lane == len(lanes) == 2 and not tracking.processors
+    assert all(isinstance(s, BoundSession) for s in sessions_of(tracking))
+    assert not {id(s) for s in sessions_of(tracking)} & {id(s) for lane in lanes for s in sessions_of(lane)}
+    engine.set_detect_every(2)  # the governor's knob reaches it
+    assert tracking.analyser.detect_every == 2
+    for i, frame in enumerate(frames):
+        packet = FramePacket(index=i, image=frame.copy(), captured_at=i / 25)
+        engine.analyse(packet, track=True)
+        assert [(f.track_id, f.bbox.tolist()) for f in packet.faces] == [
+            (f.track_id, f.bbox.tolist()) for f in expected[i]], i
+    assert engine.analyser._carried is None and tracking.analyser._carried  # the run's own tracked nothing
+    engine.reset_tracking()
+    assert tracking.analyser._carried is None
 
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.5])

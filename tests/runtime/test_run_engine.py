@@ -29,6 +29,7 @@ from tests.runtime.test_joined_tuning import Created, on_a_fake_gpu, photo
 from tests.standins.enhancers import build_enhancer
 from tests.standins.gfpgan import build_gfpgan
 from tests.standins.masks import build_bisenet, build_xseg
+from tests.standins.scrfd import build_scrfd
 
 pytestmark = pytest.mark.usefixtures("fresh_pool")  # tests/runtime/conftest.py
 
@@ -110,6 +111,7 @@ def test_the_live_paths_run_engine_holds_no_session_and_its_warm_up_processes_on
 
     created = on_a_fake_gpu(monkeypatch, "cuda")
     with_models(standin_models, fast=True)
+    build_scrfd(standin_models / "det_10g.onnx")
     source = photo(faces_dir, tmp_path)
     camera = make_clip(tmp_path / "clip.mp4", frames=6, size=(320, 240), fps=12, audio=False,
                        source_image=faces_dir / "biden.jpg")
@@ -127,6 +129,10 @@ def test_the_live_paths_run_engine_holds_no_session_and_its_warm_up_processes_on
     assert rec.is_file()
     for model in (*HEAVY, "gpen_bfr_256"):
         assert made(created, model) == list(range(K)), (model, made(created, model))
+    # det_10g: the run's own session (the photos) and the analysis lane's, one per det size the
+    # governor steps through (the frames); the processing lanes, warmed on the faces the run
+    # found, build none.
+    assert made(created, "det_10g") == [None, K, K]
     (run,) = built
     assert run.fast_enhancer == "gpen_bfr_256"  # the governor's knob, from the descriptions
 
@@ -178,11 +184,14 @@ def test_bench_processes_on_the_lanes_only(mode: str, tmp_path: Path, faces_dir:
 
     created = on_a_fake_gpu(monkeypatch, "cuda")
     with_models(standin_models)
+    build_scrfd(standin_models / "det_10g.onnx")
     job = BenchJob(processing=settings(standin_models, photo(faces_dir, tmp_path)), mode=mode, frames=4,
                    resolution=(320, 240))
     _run_bench(job)  # the run's engine warms up by analysing only: its process() would raise
     for model in HEAVY:
         assert made(created, model) == list(range(K)), (model, made(created, model))
+    # live detects on the analysis lane (two det sizes), a file on every lane (one)
+    assert made(created, "det_10g") == ([None, K, K] if mode == "live" else [None, *range(K)])
 
 
 def test_next_source_on_the_described_run_engine_reaches_every_lane(

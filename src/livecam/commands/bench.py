@@ -27,7 +27,7 @@ from dataclasses import replace
 from fractions import Fraction
 from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 import click
 import numpy as np
@@ -239,12 +239,17 @@ def _source_photo(job: BenchJob) -> np.ndarray:
     return read_image(path)
 
 
-def _warm_up(engine: FrameEngine, images: list[np.ndarray], live: bool, process: bool = True) -> None:
-    """`process` False: the run's engine beside its lanes, which analyses only (Engine.create(lanes=True))."""
+def _warm_up(engine: FrameEngine, images: list[np.ndarray], live: bool, process: bool = True,
+             lanes: Sequence[FrameEngine] = ()) -> None:
+    """Analyse `images` on `engine` (tracked when `live`) and process them on it, or with
+    `lanes` on each lane with the faces it found (a live run: the lanes only process).
+    `process` False: the run's engine beside its lanes, which analyses only (Engine.create(lanes=True))."""
     for i, image in enumerate(images):
         packet = FramePacket(index=i, image=image.copy(), captured_at=time.perf_counter())
         engine.analyse(packet, track=live)
-        if process:
+        for lane in lanes:
+            lane.process(FramePacket(index=i, image=image.copy(), faces=list(packet.faces)))
+        if process and not lanes:
             engine.process(packet)
 
 
@@ -275,9 +280,7 @@ def run_live_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None 
         fps = clip.fps
     recording = RecordingEngine(engine)
     lanes = [recording.for_lane(lane) for lane in engine.lanes()]
-    _warm_up(engine, warm, live=True, process=not lanes)
-    for lane in lanes:  # their sessions, buffers and CUDA graphs come first
-        _warm_up(lane, warm, live=False)
+    _warm_up(engine, warm, live=True, lanes=lanes)  # the lanes' sessions, buffers and CUDA graphs come first
     marks: list[float] = []
     kept: list[np.ndarray] = []
     # --watermark: as `run --output virtual-camera --watermark` marks (every frame, on the marking

@@ -93,7 +93,7 @@ class LaneRecipe:
     specs: tuple[registry.ProcessorSpec, ...]
     threads: int
     need_landmarks: bool
-    need_embedding: bool
+    need_embedding: bool  # ArcFace on the frames' faces: --reference or --map (the sources are embedded once, here)
     live: bool
 
 
@@ -120,6 +120,7 @@ class Engine:
         self._source_lock = threading.Lock()
         self._recipe = recipe
         self._lanes: list[Engine] = []
+        self._tracking: Engine | None = None  # a live run's analysis lane (lanes())
         self._thread: LaneThread | None = None  # a lane's model thread (with CUDA graphs)
         # Processors built on descriptions (Engine.create(lanes=True)): the lanes process every frame.
         self.described_only = False
@@ -192,7 +193,7 @@ class Engine:
         warn_provider_fallback(provider_problem)
         warn_mesh_fallback(fallback_missing, store)
         recipe = LaneRecipe(store, tuple(chosen), threads, need_landmarks,
-                            need_embedding or bool(analysis.reference or analysis.face_map), live)
+                            bool(analysis.reference or analysis.face_map), live)
         engine = cls(settings, analyser, processors, sources, providers=providers, swap_model=swap_model,
                      cycle=cycle if live and _is_folder(settings.sources) else (), cache=cache,
                      model_names=names, recipe=recipe)
@@ -208,17 +209,34 @@ class Engine:
         """One engine per lane, each with its own sessions (runtime/lanes.py), built on the first
         call; empty when this run uses the shared session pool (the CPU provider). Lane i
         belongs to one thread (its sessions are bound to buffers); the sources, the references
-        and the knobs are this engine's."""
+        and the knobs are this engine's.
+
+        A live run also gets an analysis lane, built and warmed here, on which analyse(track=True)
+        (the live pipeline's one analysis thread) runs from then on: its own analyser on the
+        lane's terms (the detector's uint8 frame upload and a session per det size, IO binding,
+        CUDA graphs on its thread), where the shared pool's would upload a float blob a frame.
+        The live lanes only process: their analysers are not warmed, and build no det_10g session."""
         if not self.uses_lanes:
             return []
         if not self._lanes:
-            lanes = [self._build_lane(k) for k in range(lane_count(self.settings.runtime))]
+            assert self._recipe is not None
+            count = lane_count(self.settings.runtime)
+            lanes = [self._build_lane(k) for k in range(count)]
             for lane in lanes:  # one after another: see _warm_lane
                 if self.settings.runtime.cuda_graphs:
                     self._warm_lane(lane)
-                self._warm_analyser(lane)
+                if not self._recipe.live:
+                    self._warm_analyser(lane)
+            if self._recipe.live:
+                tracking = self._lane_engine(count, [], "analysis")
+                self._warm_analyser(tracking)
+                self._tracking = tracking
             self._lanes = lanes
         return self._lanes
+
+    def _followers(self) -> list["Engine"]:
+        """The engines this one's knobs reach: the lanes and the analysis lane."""
+        return self._lanes + ([self._tracking] if self._tracking is not None else [])
 
     def _warm_analyser(self, lane: "Engine") -> None:
         """Build and run the lane's analyser models (FaceAnalyser.warm): the detector at every
@@ -237,18 +255,19 @@ class Engine:
         lane._call(lane.analyser.warm, np.ascontiguousarray(image), sizes, runs)
 
     def _warm_lane(self, lane: "Engine", runs: int = 3) -> None:
-        """Run a lane `runs` times on the first source photo, then its swapper's and enhancer's
-        models (`Warmable.warm`: the joined sessions a GPU lane runs, at the run's one shape,
-        the governor's fast enhancer too) `runs` times without a face. ORT captures a CUDA graph
+        """Run a lane's processors `runs` times on the first source photo (its faces found by
+        this engine: a live lane only processes), then its swapper's and enhancer's models
+        (`Warmable.warm`: the joined sessions a GPU lane runs, at the run's one shape, the
+        governor's fast enhancer too) `runs` times without a face. ORT captures a CUDA graph
         on a session's third run, and a capture fails while another lane copies to the device,
         so every capture of those happens here, lane after lane, before any frame, whether or not
         the photo's face is one the run selects. (The analyser's models: _warm_analyser.)"""
         if self.sources:
             image = self.sources[0].image[..., :3]
+            found = FramePacket(index=-1, image=np.ascontiguousarray(image))
+            self.analyse(found, track=False)
             for _ in range(runs):
-                packet = FramePacket(index=-1, image=image.copy())
-                lane.analyse(packet, track=False)
-                lane.process(packet)
+                lane.process(FramePacket(index=-1, image=image.copy(), faces=list(found.faces)))
         for processor in lane.processors:
             if isinstance(processor, Warmable):
                 lane._call(processor.warm, runs)
@@ -256,11 +275,20 @@ class Engine:
     def _build_lane(self, lane: int) -> "Engine":
         recipe = self._recipe
         assert recipe is not None
-        providers = self.providers.for_lane(lane)
         # live as the run: a live lane holds the enhancer's fast model too (the governor's step)
-        context = registry.BuildContext(self.settings, recipe.store, providers, recipe.threads, self.swap_model,
-                                        live=recipe.live)
+        context = registry.BuildContext(self.settings, recipe.store, self.providers.for_lane(lane), recipe.threads,
+                                        self.swap_model, live=recipe.live)
         processors = [spec.build(context) for spec in recipe.specs]
+        for processor in processors:
+            processor.prepare(self.sources)
+        return self._lane_engine(lane, processors, "models")
+
+    def _lane_engine(self, lane: int, processors: list[FrameProcessor], role: str) -> "Engine":
+        """Lane `lane`'s engine: these processors, an analyser of its own on the lane's sessions
+        with this engine's references and knobs, and with CUDA graphs its model thread."""
+        recipe = self._recipe
+        assert recipe is not None
+        providers = self.providers.for_lane(lane)
         analyser = FaceAnalyser.create(self.settings.analysis, recipe.store, providers,
                                        need_landmarks=recipe.need_landmarks, need_embedding=recipe.need_embedding,
                                        live=recipe.live, intra_op_threads=recipe.threads)
@@ -268,13 +296,11 @@ class Engine:
         analyser.set_detect_every(self.analyser.detect_every)
         if self.analyser.det_size is not None:
             analyser.set_det_size(self.analyser.det_size)
-        for processor in processors:
-            processor.prepare(self.sources)
         engine = Engine(self.settings, analyser, processors, self.sources, providers=providers,
                         swap_model=self.swap_model, model_names=self.model_names)
         engine._enabled = dict(self._enabled)
         if self.settings.runtime.cuda_graphs:  # graphs are kept per calling thread: runtime/lanes.LaneThread
-            engine._thread = LaneThread(f"livecam-lane-{lane}-models")
+            engine._thread = LaneThread(f"livecam-lane-{lane}-{role}")
             weakref.finalize(engine, engine._thread.close)
         return engine
 
@@ -287,6 +313,8 @@ class Engine:
     def analyse(self, packet: FramePacket, track: bool) -> None:
         """Fill packet.faces (detected, selected, with landmarks where needed; tracked and
         smoothed when `track`) and packet.timings["detect"] and friends."""
+        if track and self._tracking is not None:  # a live run's analysis lane (lanes())
+            return self._tracking.analyse(packet, track)
         if self._thread is not None and not self._thread.is_current():
             return self._thread.call(self.analyse, packet, track)
         t0 = time.perf_counter()
@@ -313,7 +341,7 @@ class Engine:
     def reset_tracking(self) -> None:
         """Forget every face track, this engine's and its lanes': the next file starts afresh."""
         self.analyser.reset_tracking()
-        for lane in self._lanes:
+        for lane in self._followers():
             lane.reset_tracking()
 
     def process(self, packet: FramePacket) -> None:
@@ -345,12 +373,12 @@ class Engine:
         off an enhancer that this run does not have)."""
         if name in self._enabled:
             self._enabled[name] = bool(enabled)
-        for lane in self._lanes:
+        for lane in self._followers():
             lane.set_enabled(name, enabled)
 
     def set_detect_every(self, n: int) -> None:
         self.analyser.set_detect_every(n)
-        for lane in self._lanes:
+        for lane in self._followers():
             lane.set_detect_every(n)
 
     @property
@@ -380,7 +408,7 @@ class Engine:
 
     def set_det_size(self, n: int) -> None:
         self.analyser.set_det_size(n)
-        for lane in self._lanes:
+        for lane in self._followers():
             lane.set_det_size(n)
 
     @property
