@@ -694,7 +694,8 @@ def live_runs(models: Path, provider: str, swap_model: str, photo: Path, size: t
     engine = Engine.create(settings, live=True, progress=False, lanes=True)  # as `livecam run`
     lane_engines = engine.lanes()
     out: dict[str, Any] = {"frames": frames, "resolution": f"{size[0]}x{size[1]}",
-                           "process_workers": len(lane_engines) or 1, "lanes": bool(lane_engines)}
+                           "process_workers": len(lane_engines) or 1, "lanes": bool(lane_engines),
+                           "analysis_lane": engine.analysis_lane is not None}
     res = run_live_bench(BenchJob(processing=settings, mode="live", frames=frames, resolution=size, json=True), engine)
     out["unpaced"] = res
     log(f"live unpaced: p50 {res['latency_ms_p50']} p95 {res['latency_ms_p95']} ms, {res['fps']} FPS")

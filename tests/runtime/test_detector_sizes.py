@@ -173,7 +173,7 @@ def test_after_the_lane_warm_up_the_governors_det_size_step_builds_nothing(
     assert engine.analyser.detector.joined is None  # type: ignore[attr-defined]  # the run's own: the plain path
     lanes = engine.lanes()
     assert len(lanes) == 2
-    tracking = engine._tracking
+    tracking = engine.analysis_lane
     assert tracking is not None
     built = _detector_sessions(tracking)  # both sizes built and run (buffers bound)
     assert sorted(built) == [320, 640]
@@ -216,7 +216,7 @@ def test_a_det_size_that_was_not_warmed_is_built_on_first_use(
     source = _small(faces_dir, "biden.jpg", tmp_path)
     engine = Engine.create(_settings(standin_models, source), live=True, progress=False)
     engine.lanes()
-    lane = engine._tracking  # a live run's detector: its analysis lane's
+    lane = engine.analysis_lane  # a live run's detector: its analysis lane's
     assert lane is not None
     before = len(created)
     engine.set_det_size(480)

@@ -442,7 +442,7 @@ def test_with_cuda_graphs_every_analyser_model_has_run_three_times_before_any_fr
     run = Engine.create(settings, live=live, progress=False)
     lanes = run.lanes()
     assert len(lanes) == 2
-    analysing = {"livecam-lane-2-analysis": run._tracking} if live else {
+    analysing = {"livecam-lane-2-analysis": run.analysis_lane} if live else {
         f"livecam-lane-{k}-models": lane for k, lane in enumerate(lanes)}
     for thread, lane in analysing.items():
         assert lane is not None

@@ -117,7 +117,7 @@ def test_a_live_run_analyses_on_its_analysis_lane(tmp_path: Path, faces_dir: Pat
         expected.append(packet.faces)
     engine = Engine.create(settings(standin_models, source, lanes=True, threads=2), live=True, progress=False)
     lanes = engine.lanes()
-    tracking = engine._tracking
+    tracking = engine.analysis_lane
     assert tracking is not None and tracking.providers.lane == len(lanes) == 2 and not tracking.processors
     assert all(isinstance(s, BoundSession) for s in sessions_of(tracking))
     assert not {id(s) for s in sessions_of(tracking)} & {id(s) for lane in lanes for s in sessions_of(lane)}

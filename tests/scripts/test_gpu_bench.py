@@ -87,7 +87,7 @@ def test_smoke_run_on_the_cpu_writes_every_part(tmp_path: Path) -> None:
     assert report["latency"]["det_10g"]["binding_graph_320_then_640"]["max_abs_diff_320"] == 0.0
     assert "binding_nhwc" in report["latency"]["gfpgan_1.4_fp16w"]
     assert "detector_uint8_joined" in report["pre_post"]
-    assert report["live"]["lanes"] is True
+    assert report["live"]["lanes"] is True and report["live"]["analysis_lane"] is True
     video = report["video"]
     for kind in ("swap", "enhance"):
         assert [video[kind][v]["frames"] for v in ("shared", "lanes", "lanes_cuda_graphs")] == [8, 8, 8]

@@ -234,6 +234,11 @@ class Engine:
             self._lanes = lanes
         return self._lanes
 
+    @property
+    def analysis_lane(self) -> "Engine | None":
+        """A live run's analysis lane, once lanes() has built it (else None)."""
+        return self._tracking
+
     def _followers(self) -> list["Engine"]:
         """The engines this one's knobs reach: the lanes and the analysis lane."""
         return self._lanes + ([self._tracking] if self._tracking is not None else [])
