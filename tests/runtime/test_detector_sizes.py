@@ -19,12 +19,13 @@ import pytest
 from livecam.faces.face import Face
 from livecam.faces.scrfd import FRONT, ScrfdDetector, front
 from livecam.frame import FramePacket
+from livecam.models.store import ModelDescription
 from livecam.pipeline.engine import Engine
 from livecam.pipeline.governor import default_steps
 from livecam.runtime import sessions
 from livecam.runtime.binding import BoundSession
 from livecam.runtime.graphs import joined_model
-from livecam.runtime.providers import resolve_providers
+from livecam.runtime.providers import PROFILE_FRAME_H, frame_in_profile, resolve_providers
 from livecam.settings import AnalysisSettings, ProcessingSettings, RuntimeSettings, SwapSettings
 from tests.standins import cpu_session
 from tests.standins.scrfd import build_scrfd
@@ -229,3 +230,34 @@ def test_a_det_size_that_was_not_warmed_is_built_on_first_use(
     assert "480x480 detector session on first use" in caplog.text
     assert got and abs(len(got) - len(plain)) <= max(2, len(plain) // 10)
     assert sorted(_detector_sessions(lane)) == [320, 480, 640]
+
+
+def test_a_frame_outside_the_tensorrt_frame_profile_takes_the_plain_path(tmp_path: Path, faces_dir: Path) -> None:
+    """ORT's TensorRT provider runs an explicitly profiled session only on shapes inside the
+    profile: a frame taller than PROFILE_FRAME_H's max (portrait 4K) is detected through the
+    plain session, opened then (only a description stood in for it), with the plain path's faces;
+    the joined session never sees it."""
+    path = build_scrfd(tmp_path / "det.onnx")
+    lane = resolve_providers(["cpu"]).for_lane(0)
+    opened: list[str] = []
+
+    def plain() -> Any:
+        opened.append("plain")
+        return cpu_session(path)
+
+    session = cpu_session(path)
+    described = ModelDescription(path, tuple(session.get_inputs()), tuple(session.get_outputs()))
+    detector = ScrfdDetector(described, det_size=640, plain=plain,
+                             fronts=lambda size: sessions.get_session(path, lane, 1, front(size)))
+    photo = cv2.imread(str(faces_dir / "group6.jpg"))
+    tall = cv2.copyMakeBorder(photo, 0, PROFILE_FRAME_H[2] + 1 - photo.shape[0], 0, 0, cv2.BORDER_CONSTANT)
+    assert detector.detect(photo) and opened == []  # in the profile: the joined session
+    joined = detector.joined
+    assert isinstance(joined, BoundSession) and len(joined._bound) == 1
+    got = detector.detect(tall)
+    assert opened == ["plain"] and len(joined._bound) == 1  # not run on the tall frame
+    want = ScrfdDetector(cpu_session(path), det_size=640).detect(tall)
+    assert len(got) == len(want) >= 5
+    assert all(np.array_equal(g.bbox, w.bbox) for g, w in zip(got, want))
+    assert frame_in_profile(*photo.shape[:2]) and not frame_in_profile(*tall.shape[:2])
+    assert not frame_in_profile(PROFILE_FRAME_H[0] - 1, 640)

@@ -15,6 +15,8 @@ the letterbox has a dynamic dim. Only the frame's height and width stay dynamic 
 stream). set_det_size (the governor's 640 -> 320 step) only switches between those sessions; the
 lane warm-up (pipeline/engine.py) builds and runs every size the governor can step to before
 the first frame (`warm`), and a size that was not warmed is built on its first detection.
+A frame outside the TensorRT frame profile (providers.frame_in_profile: over 2160 x 3840,
+under 64) takes the numpy path, through the plain session, opened then.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from livecam.faces.align import to_bgr, to_blob
 from livecam.faces.face import Face
 from livecam.faces.nms import nms
 from livecam.runtime.graphs import Front
-from livecam.runtime.providers import PROFILE_FRAME_H, PROFILE_FRAME_W
+from livecam.runtime.providers import PROFILE_FRAME_H, PROFILE_FRAME_W, frame_in_profile
 
 STRIDES: tuple[int, ...] = (8, 16, 32)
 NUM_ANCHORS = 2
@@ -165,6 +167,8 @@ class ScrfdDetector:
         if bgr.shape[0] == 0 or bgr.shape[1] == 0:
             return []
         joined = self._joined_at(size)
+        if joined is not None and not frame_in_profile(bgr.shape[0], bgr.shape[1]):
+            joined = None  # outside the frame profile TensorRT would refuse it: the numpy path
         if joined is not None:  # the letterbox runs in the session: the uint8 frame goes in
             new_h, new_w = self._fit(bgr.shape[0], bgr.shape[1], size)
             feeds = {"pre_image": bgr, "pre_resized": np.array([new_h, new_w], np.int64)}

@@ -25,7 +25,7 @@ from livecam.frame import FramePacket
 from livecam.processors import registry
 from livecam.processors.base import FastModelSwitch, FrameProcessor, MaskModelSwitch, Warmable
 from livecam.runtime.lanes import LaneThread, lane_count, uses_lanes
-from livecam.runtime.providers import FP16_FRIENDLY, ProviderChoice, user_cache_dir
+from livecam.runtime.providers import FP16_FRIENDLY, PROFILE_FRAME_H, PROFILE_FRAME_W, ProviderChoice, user_cache_dir
 from livecam.runtime.sessions import cpu_threads_per_session, usable_choice
 from livecam.settings import ProcessingSettings
 
@@ -249,13 +249,15 @@ class Engine:
         that a governor step creates no session and binds no buffers mid-stream (faces/scrfd.py:
         one session per size on a GPU), and the landmarker and the embedder, which frames run
         only now and then. Three times each with CUDA graphs (ORT captures on the third run),
-        else once. On the first source photo, or on a black frame without one."""
+        else once. On a black frame of the size the frame profile is optimised for (720p: the
+        detector's buffers are bound per frame size, and a large source photo would fall outside
+        the profile); the landmarker and the embedder run on FaceAnalyser.warm's made-up face."""
         from livecam.pipeline.governor import det_sizes
 
         assert self._recipe is not None
         size = self.analyser.det_size
         sizes = () if size is None else det_sizes(size) if self._recipe.live else (size,)
-        image = self.sources[0].image[..., :3] if self.sources else np.zeros((720, 1280, 3), np.uint8)
+        image = np.zeros((PROFILE_FRAME_H[1], PROFILE_FRAME_W[1], 3), np.uint8)
         runs = 3 if self.settings.runtime.cuda_graphs else 1
         lane._call(lane.analyser.warm, np.ascontiguousarray(image), sizes, runs)
 

@@ -62,10 +62,18 @@ PROFILE_SIDE: tuple[int, int, int] = (320, 640, 640)
 # 720p, the goal's frame (issue 17); up to 4K UHD landscape, which also holds portrait 1080p
 # (1920 x 1080); from 64, below which no face is big enough to swap (processors/base.usable's
 # 24 px between the eyes). Larger ranges cost every lane's detector engine memory for the
-# frame-sized intermediates (the float copy before the resize) at the max; a frame outside
-# them (portrait 4K) makes TensorRT build another engine on its first frame.
+# frame-sized intermediates (the float copy before the resize) at the max. ONNX Runtime's
+# TensorRT provider neither widens an explicit profile nor builds another engine for a shape
+# outside it (it widens only the ranges it chose itself), so a frame outside them (portrait
+# 4K) takes the detector's numpy path (frame_in_profile).
 PROFILE_FRAME_H: tuple[int, int, int] = (64, 720, 2160)
 PROFILE_FRAME_W: tuple[int, int, int] = (64, 1280, 3840)
+
+
+def frame_in_profile(height: int, width: int) -> bool:
+    """Whether a frame of this size lies inside PROFILE_FRAME_H x PROFILE_FRAME_W, the only
+    frames a session with a frame input may be given (see there)."""
+    return (PROFILE_FRAME_H[0] <= height <= PROFILE_FRAME_H[2]) and (PROFILE_FRAME_W[0] <= width <= PROFILE_FRAME_W[2])
 
 
 # A TensorRT profile: (input name, (min, opt, max)), the shapes of its dims or, for a shape
