@@ -210,3 +210,35 @@ def test_next_source_on_the_described_run_engine_reaches_every_lane(
     assert run.next_source() == "obama.jpg"  # prepare() on the descriptions: the emap is read from the file
     for lane, old in zip(lanes, before):
         assert lane.sources == run.sources and not np.allclose(lane.processors[0]._latents[0], old)
+
+
+@pytest.mark.parametrize("live", [False, True])
+def test_arcface_sits_only_on_the_lanes_that_match_references(live: bool, tmp_path: Path, faces_dir: Path,
+                                                              standin_models: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """--reference: frames' faces are embedded where they are analysed, a file's lanes or a
+    live run's analysis lane (lane K), and that lane still keeps the reference's face; a live
+    run's processing lanes, and any lane of a run without --reference or --map, hold no ArcFace
+    (the source is embedded once, on the run's own engine)."""
+    created = on_a_fake_gpu(monkeypatch, "cuda")
+    with_models(standin_models)
+    source = photo(faces_dir, tmp_path)
+    plain = settings(standin_models, source)
+    Engine.create(plain, live=live, progress=False, lanes=True).lanes()
+    assert made(created, "w600k_r50") == [None]
+    created.clear()
+    matching = replace(plain, analysis=replace(plain.analysis, reference=(source,), many_faces=True))
+    run = Engine.create(matching, live=live, progress=False, lanes=True)
+    lanes = run.lanes()
+    assert made(created, "w600k_r50") == ([K] if live else list(range(K)))  # the run's own: pooled above
+    group, face = cv2.imread(str(faces_dir / "group6.jpg")), run.sources[0].image[..., :3]
+    crowd = np.zeros((max(group.shape[0], face.shape[0]), group.shape[1] + face.shape[1], 3), np.uint8)
+    crowd[:group.shape[0], :group.shape[1]] = group
+    crowd[:face.shape[0], group.shape[1]:] = face
+    packet = FramePacket(index=0, image=crowd)
+    (run if live else lanes[0]).analyse(packet, track=live)
+    assert len(packet.faces) == 1 and packet.faces[0].bbox[0] >= group.shape[1]  # of all faces, the reference's
+    everyone = FramePacket(index=0, image=crowd)
+    Engine.create(replace(plain, analysis=replace(plain.analysis, many_faces=True)), live=False,
+                  progress=False).analyse(everyone, track=False)
+    assert len(everyone.faces) > 2

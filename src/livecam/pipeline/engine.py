@@ -292,14 +292,18 @@ class Engine:
 
     def _lane_engine(self, lane: int, processors: list[FrameProcessor], role: str) -> "Engine":
         """Lane `lane`'s engine: these processors, an analyser of its own on the lane's sessions
-        with this engine's references and knobs, and with CUDA graphs its model thread."""
+        with this engine's references and knobs, and with CUDA graphs its model thread. A live
+        run's processing lane analyses nothing (its analysis lane does), so it matches no
+        reference and holds no ArcFace."""
         recipe = self._recipe
         assert recipe is not None
         providers = self.providers.for_lane(lane)
+        matches = recipe.need_embedding and not (recipe.live and processors)
         analyser = FaceAnalyser.create(self.settings.analysis, recipe.store, providers,
-                                       need_landmarks=recipe.need_landmarks, need_embedding=recipe.need_embedding,
+                                       need_landmarks=recipe.need_landmarks, need_embedding=matches,
                                        live=recipe.live, intra_op_threads=recipe.threads)
-        analyser.set_references(self.analyser.references, self.analyser.map_mode)
+        if matches:
+            analyser.set_references(self.analyser.references, self.analyser.map_mode)
         analyser.set_detect_every(self.analyser.detect_every)
         if self.analyser.det_size is not None:
             analyser.set_det_size(self.analyser.det_size)
