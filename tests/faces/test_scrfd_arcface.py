@@ -225,6 +225,21 @@ def test_arcface_embeds_all_faces_in_one_normalised_batch(models):
     assert ArcFaceEmbedder(counting).embed(frame, []) == [] and counting.calls == 1
 
 
+def test_arcface_embeds_a_crowd_in_slices_of_the_tensorrt_batch_range(models):
+    """More faces than PROFILE_BATCH's max (ORT's TensorRT provider refuses a batch outside its
+    profile): slices of MAX_BATCH, the same embeddings as one face at a time."""
+    from livecam.runtime.providers import MAX_BATCH, PROFILE_BATCH
+
+    assert MAX_BATCH == PROFILE_BATCH[2] == 8
+    rng = np.random.default_rng(3)
+    crops = rng.integers(0, 256, (MAX_BATCH + 3, 112, 112, 3), dtype=np.uint8)
+    counting = CountingSession(models.rec)
+    together = ArcFaceEmbedder(counting).embed_crops(crops)
+    assert counting.batches == [MAX_BATCH, 3]
+    alone = np.concatenate([ArcFaceEmbedder(models.rec).embed_crops(c) for c in crops])
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+
+
 def test_arcface_embedding_follows_the_face_not_the_frame(models):
     # The same face content moved elsewhere in a frame gives the same embedding: alignment works.
     # (Not bit-exact: float32 keypoints at other coordinates round differently, and warpAffine

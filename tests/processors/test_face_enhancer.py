@@ -157,6 +157,20 @@ def test_batched_call_gives_the_same_pixels_as_single_calls(models, two_faces):
         assert np.any(out_a[region] != frame[region])
 
 
+def test_a_batched_model_takes_at_most_the_tensorrt_batch_range_a_call(models):
+    """More crops than PROFILE_BATCH's max (ORT's TensorRT provider refuses a batch outside its
+    profile): slices of MAX_BATCH, the same pixels as one crop a call."""
+    from livecam.runtime.providers import MAX_BATCH
+
+    rng = np.random.default_rng(5)
+    crops = [rng.integers(0, 256, (512, 512, 3), dtype=np.uint8) for _ in range(MAX_BATCH + 2)]
+    batched = CountingSession(cpu_session(models["random_dynamic"]))
+    together = FaceEnhancer(batched, EnhanceSettings()).restore(crops)
+    assert batched.batches == [MAX_BATCH, 2]
+    alone = FaceEnhancer(cpu_session(models["random"]), EnhanceSettings()).restore(crops)
+    assert all(np.array_equal(a, b) for a, b in zip(together, alone))
+
+
 def test_small_faces_are_skipped(models):
     session = CountingSession(cpu_session(models["random"]))
     frame = np.random.default_rng(0).integers(0, 255, (200, 200, 3), dtype=np.uint8)

@@ -2,7 +2,8 @@
 
 Each face is aligned by a similarity transform of its 5 keypoints onto the 112x112 ArcFace
 template, converted to RGB and scaled to (x - 127.5) / 127.5; all faces of a frame go through
-the model in one batched call, and the 512-value outputs are L2-normalised.
+the model in one batched call (in slices of runtime.providers.MAX_BATCH, the TensorRT profile's
+batch range), and the 512-value outputs are L2-normalised.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 from livecam.errors import ModelError
 from livecam.faces.align import ARCFACE_112, align_matrix, to_bgr, warp_crop
 from livecam.faces.face import EMBEDDING_SIZE, Face
+from livecam.runtime.providers import MAX_BATCH
 
 CROP_SIZE = 112
 INPUT_MEAN = 127.5
@@ -71,10 +73,8 @@ class ArcFaceEmbedder:
             return np.empty((0, EMBEDDING_SIZE), dtype=np.float32)
         rgb = batch[..., ::-1].transpose(0, 3, 1, 2).astype(np.float32)
         blob = (rgb - np.float32(INPUT_MEAN)) / np.float32(INPUT_STD)
-        if self._fixed_batch == 1:
-            raw = np.concatenate([self._run(blob[i:i + 1]) for i in range(blob.shape[0])])
-        else:
-            raw = self._run(blob)
+        step = 1 if self._fixed_batch == 1 else MAX_BATCH
+        raw = np.concatenate([self._run(blob[i:i + step]) for i in range(0, blob.shape[0], step)])
         return normalise(raw.reshape(blob.shape[0], -1))
 
     def _run(self, blob: np.ndarray) -> np.ndarray:

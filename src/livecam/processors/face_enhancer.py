@@ -43,6 +43,7 @@ from livecam.processors.base import usable
 from livecam.processors.paste import CropMask, align_crop, feathered_box, paste
 from livecam.processors.registry import BuildContext, ProcessorSpec
 from livecam.runtime import graphs
+from livecam.runtime.providers import MAX_BATCH
 from livecam.runtime.sessions import input_dtype
 from livecam.settings import EnhanceSettings
 
@@ -144,7 +145,8 @@ class Restorer:
             return [(p[0], p[1], p[2]) for p in planes]
         size = self.model.size
         blob = to_blob(crops, SCALE, OFFSET)  # (x / 255 - 0.5) / 0.5, RGB
-        batches = [blob] if self.batched else [blob[i:i + 1] for i in range(len(crops))]
+        step = MAX_BATCH if self.batched else 1  # MAX_BATCH: the TensorRT profile's batch range
+        batches = [blob[i:i + step] for i in range(0, len(crops), step)]
         out = []
         for p in (p for batch in batches for p in self._run(batch)):
             rows = p.reshape(3 * size, size)

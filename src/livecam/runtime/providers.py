@@ -56,6 +56,10 @@ LANE_PROVIDERS: frozenset[str] = frozenset({"cuda", "tensorrt"})
 # (ArcFace takes every face of a frame at once) and an image side (the detector, whose input the
 # governor steps from 640 to 320), so that no governor step rebuilds an engine mid-stream.
 PROFILE_BATCH: tuple[int, int, int] = (1, 1, 8)
+# The most items one call of a dynamic-batch model is given (ArcFace's faces of a frame, an
+# enhancer's crops): PROFILE_BATCH's max, since ONNX Runtime's TensorRT provider runs an
+# explicitly profiled session only inside the profile (see PROFILE_FRAME_H); more go in slices.
+MAX_BATCH = PROFILE_BATCH[2]
 PROFILE_SIDE: tuple[int, int, int] = (320, 640, 640)
 # A whole frame's height and width, (min, opt, max), for an input that takes the uint8 frame
 # [H, W, 3] (the detector with its letterbox joined in front, faces/scrfd.front): optimised for
