@@ -3,6 +3,8 @@ and the mark survives what a file meets on its way (JPEG at quality 60, half the
 
 from __future__ import annotations
 
+from typing import Any
+
 import cv2
 import numpy as np
 import pytest
@@ -81,3 +83,30 @@ def test_video_cadence_marks_runs_twice_a_second_from_frame_0() -> None:
 
 def test_chance_false_positive_rate_is_small() -> None:
     assert wm.false_positive_rate() < 2e-5
+
+
+def test_a_tensorrt_run_marks_on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    """RivaGAN's frame sides follow the picture, outside any TensorRT profile (which ORT's
+    TensorRT provider enforces): a TensorRT run's watermarker is made on the rest of its list."""
+    from livecam.runtime import sessions
+
+    trt = resolve_providers(["tensorrt"], ort_available=["TensorrtExecutionProvider", "CUDAExecutionProvider",
+                                                         "CPUExecutionProvider"])
+    assert trt.names == ("tensorrt", "cuda", "cpu")
+    asked: list[tuple[str, ...]] = []
+    real = sessions._create
+
+    def on_the_cpu(model_path: Any, providers: Any, threads: int, front: Any = None) -> Any:
+        asked.append(providers.names)
+        return real(model_path, resolve_providers(["cpu"]), threads, front)
+
+    monkeypatch.setattr(sessions, "_create", on_the_cpu)
+    sessions.clear_pool()
+    try:
+        marker = wm.open_watermarker(RuntimeSettings(quiet=True), trt)
+    finally:
+        sessions.clear_pool()
+    assert asked == [("cuda", "cpu"), ("cuda", "cpu")]
+    assert [p for p, _ in trt.without("tensorrt").ort_providers] == ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    image = np.full((90, 300, 3), 128, np.uint8)
+    assert marker.embed(image).shape == image.shape  # and the sessions it got run

@@ -176,11 +176,14 @@ class Watermarker:
 
 def open_watermarker(runtime: Any, providers: Any = None, workers: int = 1, threads: int | None = None) -> Watermarker:
     """The watermarker for a run: the embedded models from the model store of these
-    RuntimeSettings, on the run's providers (the CPU when None), sharing the cores between
-    `workers` frames marked at once (or on `threads` intra-op threads)."""
+    RuntimeSettings, on the run's providers (the CPU when None) but TensorRT, sharing the cores
+    between `workers` frames marked at once (or on `threads` intra-op threads). RivaGAN's frame
+    sides follow the picture (WORK_HEIGHT high, as wide as its aspect makes it), which no
+    TensorRT profile bounds, and ONNX Runtime's TensorRT provider refuses a shape outside one:
+    CUDA (next in a TensorRT run's list) runs them."""
     from livecam.models.store import ModelStore
     from livecam.runtime.providers import resolve_providers
     from livecam.runtime.sessions import cpu_threads_per_session
 
-    return Watermarker.open(ModelStore(runtime, progress=False), providers or resolve_providers(["cpu"]),
-                            threads or cpu_threads_per_session(workers))
+    chosen = (providers or resolve_providers(["cpu"])).without("tensorrt")
+    return Watermarker.open(ModelStore(runtime, progress=False), chosen, threads or cpu_threads_per_session(workers))

@@ -127,6 +127,11 @@ class ProviderChoice:
     def for_lane(self, lane: int | None) -> ProviderChoice:
         return replace(self, lane=lane)
 
+    def without(self, name: str) -> ProviderChoice:
+        """The same choice without the provider `name` (the CPU stays last)."""
+        kept = [(n, p) for n, p in zip(self.names, self.ort_providers) if n != name]
+        return replace(self, names=tuple(n for n, _ in kept), ort_providers=tuple(p for _, p in kept))
+
     def tuned(self, tuning: SessionTuning) -> ProviderChoice:
         """The same providers with `tuning`'s options added to those it applies to."""
         return replace(self, ort_providers=tuple(
