@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -103,3 +105,78 @@ def test_a_model_that_cannot_have_a_cuda_graph_is_created_without_one(tmp_path: 
         sessions.clear_pool()
     assert asked == [[{"enable_cuda_graph": "1"}], [{}]]
     assert isinstance(session, BoundSession) and not session.graphs
+
+
+class FallingBack:
+    """Stands in for onnxruntime.InferenceSession as onnxruntime-gpu's Python layer behaves when
+    the provider refuses a session: no exception, an "EP Error" block on stdout, and a session
+    on the fallback providers. `refuses(options)` gives the refusal for a set of options, or ""."""
+
+    def __init__(self, refuses: Any) -> None:
+        self.refuses = refuses
+        self.asked: list[dict[str, str]] = []
+
+    def __call__(self, path: Any, sess_options: Any = None, providers: Any = None,
+                 provider_options: Any = None) -> Any:
+        first = dict(provider_options[0])
+        self.asked.append(first)
+        why = self.refuses(first)
+        if why:
+            print("*************** EP Error ***************")
+            print(f"EP Error {why} when using {providers}")
+            print(f"Falling back to {providers[1:]} and retrying.")
+            return SimpleNamespace(get_providers=lambda: list(providers[1:]))
+        return SimpleNamespace(get_providers=lambda: list(providers))
+
+
+def created_with(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, provider: str, tuning: SessionTuning,
+                 refuses: Any) -> tuple[Any, list[dict[str, str]]]:
+    import onnxruntime as ort
+
+    from livecam.runtime import sessions
+    from tests.standins.inswapper import build_inswapper
+
+    fake = FallingBack(refuses)
+    monkeypatch.setattr(ort, "InferenceSession", fake)
+    choice = resolve_providers([provider], ort_available=GPU_BOX).for_lane(0).tuned(tuning)
+    try:
+        return sessions._create(build_inswapper(tmp_path / "m.onnx"), choice, 1), fake.asked
+    except Exception as exc:  # noqa: BLE001 - returned for the test to look at
+        return exc, fake.asked
+
+
+def test_a_cuda_graph_that_onnx_runtime_falls_back_from_is_dropped_not_the_gpu(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """onnxruntime-gpu answers a refused CUDA graph (a node off the GPU) with a CPU session and
+    an "EP Error" on stdout: livecam creates it again on CUDA, without the graph."""
+    refused = "This session cannot use the graph capture feature as requested by the user"
+    session, asked = created_with(monkeypatch, tmp_path, "cuda", SessionTuning(cuda_graph=True),
+                                  lambda o: refused if "enable_cuda_graph" in o else "")
+    assert session.get_providers()[0] == "CUDAExecutionProvider"
+    assert ["enable_cuda_graph" in o for o in asked] == [True, False]
+
+
+def test_tensorrt_profiles_that_onnx_runtime_wants_more_of_are_dropped(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """ORT's TensorRT provider refuses explicit profiles that miss a dynamic input of a
+    TensorRT subgraph (its names follow how the graph was split): created again without
+    profiles (TensorRT sizes its engines to the shapes as they come), the CUDA graph kept."""
+    refused = ("User needs to provide all the dynamic shape inputs with associated profiles if they want to "
+               "explicitly set profiles through provider options.")
+    tuning = SessionTuning(cuda_graph=True, trt_profile=(("source", ((1, 512), (1, 512), (8, 512))),))
+    session, asked = created_with(monkeypatch, tmp_path, "tensorrt", tuning,
+                                  lambda o: refused if "trt_profile_min_shapes" in o else "")
+    assert session.get_providers()[0] == "TensorrtExecutionProvider"
+    assert [("trt_profile_min_shapes" in o, "trt_cuda_graph_enable" in o) for o in asked] == [(True, True),
+                                                                                              (False, True)]
+
+
+def test_another_refusal_is_not_retried_and_names_the_cause(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A TensorRT build may take minutes: a refusal that no lighter option answers is said at
+    once, as the provider failing to start."""
+    from livecam.errors import ProviderStartError
+
+    tuning = SessionTuning(trt_profile=(("source", ((1, 512), (1, 512), (8, 512))),))
+    error, asked = created_with(monkeypatch, tmp_path, "tensorrt", tuning, lambda o: "TensorRT input: out of memory")
+    assert isinstance(error, ProviderStartError) and "fell back from tensorrt" in error.message
+    assert len(asked) == 1

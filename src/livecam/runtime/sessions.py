@@ -8,6 +8,8 @@ only module-level mutable state in livecam.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import os
 import threading
@@ -102,51 +104,35 @@ def _create(model_path: Path, providers: ProviderChoice, intra_op_threads: int, 
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     names, provider_opts = providers.as_ort_args()
     source: str | bytes = str(model_path) if front is None else joined_model(str(model_path), front)
-
-    def new_session() -> Any:
-        try:
-            try:
-                return ort.InferenceSession(
-                    source, sess_options=options, providers=names, provider_options=provider_opts
-                )
-            except Exception as exc:
-                plain = _without_cuda_graph(provider_opts)
-                if plain == provider_opts:
-                    raise
-                # A CUDA graph needs every node on the GPU; a model with a CPU node is run
-                # without one rather than refused.
-                log.debug("%s: no CUDA graph (%s)", model_path.name, str(exc).splitlines()[0][:200] if str(exc) else exc)
-                return ort.InferenceSession(
-                    source, sess_options=options, providers=names, provider_options=plain
-                )
-        except Exception as exc:  # ORT raises its own exception types for bad files
-            first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-            if providers.primary == "cpu":
-                raise ModelError(f"cannot load model {model_path}: {first}; delete it and run "
-                                 f"`livecam models download` to fetch a good copy") from exc
-            raise ModelError(f"cannot load model {model_path} on {providers.primary}: {first}; if it loads with "
-                             f"--execution-provider cpu, {providers.primary} cannot run this model; otherwise "
-                             f"delete it and run `livecam models download`") from exc
-
-    if providers.primary == "cpu":
-        return new_session()
-    # With an accelerator, ORT's Python layer prints on stdout: the libraries preload_dlls could
-    # not load, and an "EP Error" block when a provider fails and it retries without it. Both are
-    # kept for the cause below (stdout may be `bench --json`'s output).
-    # Captured per thread (runtime/capture.py): sessions of other models or lanes are created
-    # at the same time, each keeping its own text.
-    _make_cache_folders(provider_opts)
-    missing = preload_gpu_libraries()
-    with captured_output() as said:
-        try:
-            session = new_session()
-        finally:
-            if said.getvalue().strip():
-                log.debug("onnxruntime while loading %s: %s", model_path.name, said.getvalue().strip())
-    got = session.get_providers()
     wanted = PROVIDER_NAMES[providers.primary]
+    accelerated = providers.primary != "cpu"
+    missing: list[str] = []
+    if accelerated:
+        _make_cache_folders(provider_opts)
+        missing = preload_gpu_libraries()
+    opts = provider_opts
+    while True:
+        session, error, said = _attempt(ort, source, options, names, opts, model_path, capture=accelerated)
+        # ORT's Python layer retries a session its provider refuses on the next ones, without
+        # their options, and says why on stdout (an "EP Error" block): livecam retries first.
+        refusal = str(error) if error is not None else (said if wanted not in session.get_providers() else None)
+        lighter = None if refusal is None else _fallback(opts, refusal)
+        if lighter is None:
+            break
+        log.debug("%s: %s; created again with less tuning", model_path.name,
+                  refusal.strip().splitlines()[-1][:200] if refusal and refusal.strip() else refusal)
+        opts = lighter
+    if error is not None:  # ORT raises its own exception types for bad files
+        first = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
+        if not accelerated:
+            raise ModelError(f"cannot load model {model_path}: {first}; delete it and run "
+                             f"`livecam models download` to fetch a good copy") from error
+        raise ModelError(f"cannot load model {model_path} on {providers.primary}: {first}; if it loads with "
+                         f"--execution-provider cpu, {providers.primary} cannot run this model; otherwise "
+                         f"delete it and run `livecam models download`") from error
+    got = session.get_providers()
     if wanted not in got:
-        cause, fix = start_failure(providers.primary, missing, said.getvalue())
+        cause, fix = start_failure(providers.primary, missing, said)
         raise ProviderStartError(
             f"onnxruntime fell back from {providers.primary} to {', '.join(got)} while loading "
             f"{model_path.name} ({cause}); {fix}, or pass --execution-provider cpu",
@@ -154,9 +140,50 @@ def _create(model_path: Path, providers: ProviderChoice, intra_op_threads: int, 
     return session
 
 
-def _without_cuda_graph(provider_opts: list[dict[str, str]]) -> list[dict[str, str]]:
-    return [{k: v for k, v in opts.items() if k not in ("enable_cuda_graph", "trt_cuda_graph_enable")}
-            for opts in provider_opts]
+def _attempt(ort: Any, source: str | bytes, options: Any, names: list[str], provider_opts: list[dict[str, str]],
+             model_path: Path, capture: bool) -> tuple[Any, Exception | None, str]:
+    """(session or None, ORT's exception or None, what ORT printed) for one creation. With an
+    accelerator (`capture`), ORT's Python layer prints on stdout: the libraries preload_dlls
+    could not load, and an "EP Error" block when a provider fails and it retries without it.
+    Both are kept for the cause (stdout may be `bench --json`'s output), per thread
+    (runtime/capture.py): sessions of other models or lanes are created at the same time."""
+    session: Any = None
+    error: Exception | None = None
+    buffer = io.StringIO()
+    with captured_output() if capture else contextlib.nullcontext(buffer) as out:
+        try:
+            session = ort.InferenceSession(source, sess_options=options, providers=names,
+                                           provider_options=provider_opts)
+        except Exception as exc:  # noqa: BLE001 - the caller says what it means
+            error = exc
+    said = out.getvalue()
+    if said.strip():
+        log.debug("onnxruntime while loading %s: %s", model_path.name, said.strip())
+    return session, error, said
+
+
+_GRAPH_KEYS = ("enable_cuda_graph", "trt_cuda_graph_enable")
+_PROFILE_KEYS = ("trt_profile_min_shapes", "trt_profile_opt_shapes", "trt_profile_max_shapes")
+# How ORT's TensorRT provider refuses explicit profiles that leave a dynamic input out.
+PROFILE_REFUSED = "provide all the dynamic shape inputs with associated profiles"
+
+
+def _fallback(provider_opts: list[dict[str, str]], error: str) -> list[dict[str, str]] | None:
+    """The provider options to try next after ORT refused these with `error`, or None. Where ORT
+    asks for more TensorRT profiles, without them (its TensorRT provider wants one for every
+    dynamic input of every TensorRT subgraph, whose names depend on the nodes TensorRT takes:
+    without profiles it sizes engines to the shapes as they come, building another for a shape
+    outside them); else without CUDA graphs (a graph needs every node on the GPU: a model with a
+    CPU node runs without one rather than being refused). Nothing else is retried: a TensorRT
+    engine build may take minutes."""
+    def without(keys: Sequence[str]) -> list[dict[str, str]]:
+        return [{k: v for k, v in o.items() if k not in keys} for o in provider_opts]
+
+    if PROFILE_REFUSED in error and without(_PROFILE_KEYS) != provider_opts:
+        return without(_PROFILE_KEYS)
+    if without(_GRAPH_KEYS) != provider_opts:
+        return without(_GRAPH_KEYS)
+    return None
 
 
 def _make_cache_folders(provider_opts: Sequence[Mapping[str, str]]) -> None:
