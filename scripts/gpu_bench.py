@@ -613,6 +613,7 @@ def video_runs(models: Path, provider: str, swap_model: str, enhancer: str | Non
 
     from livecam.commands.bench import GeneratedClip, _warm_up, run_video_bench
     from livecam.pipeline.engine import Engine
+    from livecam.runtime import sessions
     from livecam.settings import BenchJob
 
     ring = GeneratedClip(cv2.imread(str(photo)), size, 4)
@@ -635,6 +636,7 @@ def video_runs(models: Path, provider: str, swap_model: str, enhancer: str | Non
                 continue
             settings = livecam_settings(models, provider, swap_model, enhance, photo, workers, lanes, enhancer, graphs)
             t0 = time.perf_counter()
+            before = {id(session) for _, _, session in sessions.pooled()}
             try:
                 engine = Engine.create(settings, live=False, progress=False, lanes=True)  # as `livecam video`
                 for lane in engine.lanes():  # ORT captures a graph on a session's third run: all here, in turn
@@ -648,6 +650,10 @@ def video_runs(models: Path, provider: str, swap_model: str, enhancer: str | Non
                 continue
             res["engine_build_s"] = round(build_s, 1)
             res["engine"] = engine.describe()
+            # The sessions this variant created that replay CUDA graphs (a model ORT refuses one
+            # for runs without: runtime/sessions._fallback), as "file+front".
+            res["cuda_graph_sessions"] = sorted(f"{name}+{front}" for name, front, session in sessions.pooled()
+                                                if id(session) not in before and getattr(session, "graphs", False))
             if enhance:  # --enhancer-precision auto: fp16 on a GPU unless its copy was refused (models/fp16.py)
                 fp16_used = any(name.endswith(" fp16") for name in engine.model_names.values())
                 out["precision"] = f"{swap_model}; enhancer {'fp16' if fp16_used else 'fp32'}; batch 1"

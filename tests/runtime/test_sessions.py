@@ -76,6 +76,20 @@ def test_real_sessions_differ_by_thread_count(model) -> None:
     assert get_session(model, cpu, 1) is get_session(model, cpu, 1)
 
 
+def test_the_pool_lists_what_runs_created(model) -> None:
+    """sessions.pooled(): every pooled session with its file's name and joined front's name,
+    the lane's BoundSession as such (scripts/gpu_bench.py reports the ones with CUDA graphs)."""
+    from livecam.runtime.binding import BoundSession
+
+    assert sessions_module.pooled() == []
+    cpu = resolve_providers(["cpu"])
+    shared, lane = get_session(model, cpu, 1), get_session(model, cpu.for_lane(0), 1)
+    listed = sessions_module.pooled()
+    assert sorted((name, front, id(s)) for name, front, s in listed) == sorted(
+        [("tiny.onnx", "", id(shared)), ("tiny.onnx", "", id(lane))])
+    assert isinstance(lane, BoundSession) and not lane.graphs  # the CPU provider captures none
+
+
 def test_ort_falling_back_to_cpu_is_detected_and_said_in_one_line(model) -> None:
     """ORT silently runs CUDA-requested sessions on the CPU when CUDA is absent; livecam says so."""
     import onnxruntime as ort

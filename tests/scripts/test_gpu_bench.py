@@ -91,6 +91,7 @@ def test_smoke_run_on_the_cpu_writes_every_part(tmp_path: Path) -> None:
     video = report["video"]
     for kind in ("swap", "enhance"):
         assert [video[kind][v]["frames"] for v in ("shared", "lanes", "lanes_cuda_graphs")] == [8, 8, 8]
+        assert video[kind]["lanes_cuda_graphs"]["cuda_graph_sessions"] == []  # the CPU provider captures none
     head = json.loads((tmp_path / "gpu-h200.json").read_text())
     for key in ("video_swap_fps", "video_enhance_fps", "live_p50_ms", "live_p95_ms", "reference_swap_fps",
                 "reference_enhance_fps", "provider", "precision", "frames", "measured_at"):

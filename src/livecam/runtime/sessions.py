@@ -81,6 +81,13 @@ def _device_id(providers: ProviderChoice) -> int:
     return int(dict(providers.ort_providers[0][1]).get("device_id", "0"))
 
 
+def pooled() -> list[tuple[str, str, Any]]:
+    """(model file name, joined front's name or "", session) for every session in the pool now:
+    what runs have created (scripts/gpu_bench.py reports which of them replay CUDA graphs)."""
+    with _POOL_LOCK:
+        return [(Path(key[0]).name, key[3], session) for key, session in _POOL.items()]
+
+
 def clear_pool() -> None:
     """Drop every session (tests, and switching models at run time)."""
     with _POOL_LOCK:
