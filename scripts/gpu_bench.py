@@ -611,7 +611,8 @@ def video_runs(models: Path, provider: str, swap_model: str, enhancer: str | Non
                log: Callable[[str], None]) -> dict[str, Any]:
     import cv2
 
-    from livecam.commands.bench import GeneratedClip, _warm_up, run_video_bench
+    from livecam.commands.bench import GeneratedClip, run_video_bench
+    from livecam.commands.live import warm_frames
     from livecam.pipeline.engine import Engine
     from livecam.runtime import sessions
     from livecam.settings import BenchJob
@@ -640,7 +641,7 @@ def video_runs(models: Path, provider: str, swap_model: str, enhancer: str | Non
             try:
                 engine = Engine.create(settings, live=False, progress=False, lanes=True)  # as `livecam video`
                 for lane in engine.lanes():  # ORT captures a graph on a session's third run: all here, in turn
-                    _warm_up(lane, warm, live=False)
+                    warm_frames(lane, warm, track=False)
                 build_s = time.perf_counter() - t0
                 res = run_video_bench(BenchJob(processing=settings, mode="video", input=clip, frames=frames,
                                                resolution=size, json=True), engine)
@@ -689,7 +690,8 @@ def live_runs(models: Path, provider: str, swap_model: str, photo: Path, size: t
               deadline: float, log: Callable[[str], None], lanes: bool | None = None) -> dict[str, Any]:
     import cv2
 
-    from livecam.commands.bench import GeneratedClip, TimedSource, _warm_up, run_live_bench
+    from livecam.commands.bench import GeneratedClip, TimedSource, run_live_bench
+    from livecam.commands.live import warm_frames
     from livecam.media.sinks import NullSink
     from livecam.pipeline.engine import Engine
     from livecam.pipeline.live import LiveRun, run_live_pipeline
@@ -709,7 +711,7 @@ def live_runs(models: Path, provider: str, swap_model: str, photo: Path, size: t
         out["paced_30fps"] = {"skipped": "deadline"}
         return out
     clip = GeneratedClip(cv2.imread(str(photo)), size, frames)
-    _warm_up(engine, [clip.image(i) for i in range(3)], live=True, lanes=lane_engines)
+    warm_frames(engine, [clip.image(i) for i in range(3)], track=True, lanes=lane_engines)
 
     def paced(fps: float = 30.0) -> Any:
         t0 = time.perf_counter()

@@ -27,11 +27,12 @@ from dataclasses import replace
 from fractions import Fraction
 from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import click
 import numpy as np
 
+from livecam.commands.live import warm_frames
 from livecam.errors import InputError
 from livecam.frame import FramePacket
 from livecam.pipeline.contracts import ForwardingEngine
@@ -40,7 +41,6 @@ from livecam.marks.watermark import open_watermarker
 from livecam.settings import BenchJob, LiveJob
 
 if TYPE_CHECKING:
-    from livecam.pipeline.contracts import FrameEngine
     from livecam.pipeline.engine import Engine
 
 log = logging.getLogger("livecam")
@@ -239,20 +239,6 @@ def _source_photo(job: BenchJob) -> np.ndarray:
     return read_image(path)
 
 
-def _warm_up(engine: FrameEngine, images: list[np.ndarray], live: bool, process: bool = True,
-             lanes: Sequence[FrameEngine] = ()) -> None:
-    """Analyse `images` on `engine` (tracked when `live`) and process them on it, or with
-    `lanes` on each lane with the faces it found (a live run: the lanes only process).
-    `process` False: the run's engine beside its lanes, which analyses only (Engine.create(lanes=True))."""
-    for i, image in enumerate(images):
-        packet = FramePacket(index=i, image=image.copy(), captured_at=time.perf_counter())
-        engine.analyse(packet, track=live)
-        for lane in lanes:
-            lane.process(FramePacket(index=i, image=image.copy(), faces=list(packet.faces)))
-        if process and not lanes:
-            engine.process(packet)
-
-
 def _file_frames(path: Path, limit: int) -> tuple[Iterator[Any], Any]:
     from livecam.media.video_reader import VideoReader
 
@@ -280,7 +266,7 @@ def run_live_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None 
         fps = clip.fps
     recording = RecordingEngine(engine)
     lanes = [recording.for_lane(lane) for lane in engine.lanes()]
-    _warm_up(engine, warm, live=True, lanes=lanes)  # the lanes' sessions, buffers and CUDA graphs come first
+    warm_frames(engine, warm, track=True, lanes=lanes)  # the lanes' sessions, buffers and CUDA graphs come first
     marks: list[float] = []
     kept: list[np.ndarray] = []
     # --watermark: as `run --output virtual-camera --watermark` marks (every frame, on the marking
@@ -368,9 +354,9 @@ def run_video_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None
         try:
             info = reader.info
             warm = [f.image for f in islice(frames, WARMUP_FRAMES)]
-            _warm_up(engine, warm, live=False, process=not engine.lanes())
+            warm_frames(engine, warm, track=False, process=not engine.lanes())
             for lane in engine.lanes():  # their sessions, buffers and CUDA graphs come first
-                _warm_up(lane, warm, live=False)
+                warm_frames(lane, warm, track=False)
 
             def timed(it: Iterable[Any]) -> Iterator[Any]:
                 it = iter(it)

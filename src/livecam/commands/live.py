@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -22,6 +23,7 @@ from livecam.pipeline.metrics import ResourceProbe
 from livecam.settings import LiveJob
 
 if TYPE_CHECKING:
+    from livecam.pipeline.contracts import FrameEngine
     from livecam.pipeline.engine import Engine
 
 log = logging.getLogger("livecam")
@@ -50,23 +52,28 @@ def check_files(job: LiveJob, sink: Sink) -> None:
         raise InputError(f"--stats-json {path}: {exc.message}") from exc
 
 
+def warm_frames(engine: FrameEngine, images: Sequence[np.ndarray], track: bool, process: bool = True,
+                lanes: Sequence[FrameEngine] = ()) -> None:
+    """Analyse `images` on `engine` (tracked when `track`) and process them on it, or with
+    `lanes` on each lane with the faces it found (the lanes only process). `process` False: the
+    run's engine beside its lanes, which analyses only (Engine.create(lanes=True))."""
+    for i, image in enumerate(images):
+        packet = FramePacket(index=i, image=image.copy(), captured_at=time.perf_counter())
+        engine.analyse(packet, track=track)
+        for lane in lanes:
+            lane.process(FramePacket(index=i, image=image.copy(), faces=list(packet.faces)))
+        if process and not lanes:
+            engine.process(packet)
+
+
 def warm_up(engine: Engine) -> None:
     """Run the models once on the source photo, so the first camera frames are not seconds late
     (ONNX Runtime allocates and plans on the first run) and the governor judges steady state.
     With lanes the run's engine only analyses (its processors run nowhere: Engine.create(lanes=True))
     and the lanes process."""
-    sources = engine.sources
     lanes = engine.lanes()  # each lane's own sessions (runtime/lanes.py), built and warmed here
-    if not sources:
-        return
-    image = np.ascontiguousarray(sources[0].image[..., :3])
-    packet = FramePacket(index=-1, image=image.copy())
-    engine.analyse(packet, track=False)
-    faces = list(packet.faces)
-    if not lanes:
-        engine.process(packet)
-    for lane in lanes:
-        lane.process(FramePacket(index=-1, image=image.copy(), faces=list(faces)))
+    if engine.sources:
+        warm_frames(engine, [np.ascontiguousarray(engine.sources[0].image[..., :3])], track=False, lanes=lanes)
 
 
 def run_live(job: LiveJob) -> None:

@@ -118,10 +118,8 @@ class FaceAnalyser:
                     return store.open_joined(detector_name, providers, intra_op_threads,
                                              lambda described: front(size))[1]
 
-                described = store.describe(detector_name)
-                detector = ScrfdDetector(described or plain(), det_size=settings.det_size,
-                                         threshold=settings.det_threshold, fronts=fronts,
-                                         plain=plain if described is not None else None)
+                detector = ScrfdDetector(store.describe(detector_name) or plain(), det_size=settings.det_size,
+                                         threshold=settings.det_threshold, fronts=fronts, plain=plain)
             else:
                 detector = ScrfdDetector(plain(), det_size=settings.det_size, threshold=settings.det_threshold)
         else:

@@ -82,8 +82,9 @@ class ScrfdDetector:
         run instead of the numpy letterbox + `session`. `fronts(size)`: opens the model with
         front(size) in front (None when it cannot be joined: that size keeps the numpy path);
         one session per det size, which a lane on a GPU uses (only the uint8 frame goes up).
-        `plain`: given when `session` only describes the model (models.store.ModelDescription),
-        opens the session the numpy path runs, on the first size whose join fails."""
+        `plain`: opens the session the numpy path runs, on the first size whose join fails;
+        given, `session` is only read for the model's inputs and outputs (it may be a
+        models.store.ModelDescription)."""
         self._session = session if plain is None else None
         self._plain = plain
         self._any_size = joined

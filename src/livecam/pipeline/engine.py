@@ -20,6 +20,7 @@ import numpy as np
 
 from livecam.errors import InputError, ProviderStartError
 from livecam.faces.analyser import FaceAnalyser
+from livecam.faces.face import Face
 from livecam.faces.source import SourceCache, SourceIdentity, analyse_source, check_photo_options
 from livecam.frame import FramePacket
 from livecam.processors import registry
@@ -120,7 +121,7 @@ class Engine:
         self._source_lock = threading.Lock()
         self._recipe = recipe
         self._lanes: list[Engine] = []
-        self._tracking: Engine | None = None  # a live run's analysis lane (lanes())
+        self._analysis_lane: Engine | None = None  # a live run's (lanes())
         self._thread: LaneThread | None = None  # a lane's model thread (with CUDA graphs)
         # Processors built on descriptions (Engine.create(lanes=True)): the lanes process every frame.
         self.described_only = False
@@ -222,26 +223,27 @@ class Engine:
             assert self._recipe is not None
             count = lane_count(self.settings.runtime)
             lanes = [self._build_lane(k) for k in range(count)]
+            faces = self._photo_faces() if self.settings.runtime.cuda_graphs else []
             for lane in lanes:  # one after another: see _warm_lane
                 if self.settings.runtime.cuda_graphs:
-                    self._warm_lane(lane)
+                    self._warm_lane(lane, faces)
                 if not self._recipe.live:
                     self._warm_analyser(lane)
             if self._recipe.live:
-                tracking = self._lane_engine(count, [], "analysis")
-                self._warm_analyser(tracking)
-                self._tracking = tracking
+                analysis = self._lane_engine(count, [], "analysis")
+                self._warm_analyser(analysis)
+                self._analysis_lane = analysis
             self._lanes = lanes
         return self._lanes
 
     @property
     def analysis_lane(self) -> "Engine | None":
         """A live run's analysis lane, once lanes() has built it (else None)."""
-        return self._tracking
+        return self._analysis_lane
 
     def _followers(self) -> list["Engine"]:
         """The engines this one's knobs reach: the lanes and the analysis lane."""
-        return self._lanes + ([self._tracking] if self._tracking is not None else [])
+        return self._lanes + ([self._analysis_lane] if self._analysis_lane is not None else [])
 
     def _warm_analyser(self, lane: "Engine") -> None:
         """Build and run the lane's analyser models (FaceAnalyser.warm): the detector at every
@@ -259,11 +261,20 @@ class Engine:
         sizes = () if size is None else det_sizes(size) if self._recipe.live else (size,)
         image = np.zeros((PROFILE_FRAME_H[1], PROFILE_FRAME_W[1], 3), np.uint8)
         runs = 3 if self.settings.runtime.cuda_graphs else 1
-        lane._call(lane.analyser.warm, np.ascontiguousarray(image), sizes, runs)
+        lane._call(lane.analyser.warm, image, sizes, runs)
 
-    def _warm_lane(self, lane: "Engine", runs: int = 3) -> None:
-        """Run a lane's processors `runs` times on the first source photo (its faces found by
-        this engine: a live lane only processes), then its swapper's and enhancer's models
+    def _photo_faces(self) -> list[Face]:
+        """The faces this engine finds on the first source photo (none without one): what
+        _warm_lane processes on every lane."""
+        if not self.sources:
+            return []
+        found = FramePacket(index=-1, image=np.ascontiguousarray(self.sources[0].image[..., :3]))
+        self.analyse(found, track=False)
+        return list(found.faces)
+
+    def _warm_lane(self, lane: "Engine", faces: list[Face], runs: int = 3) -> None:
+        """Run a lane's processors `runs` times on the first source photo with `faces` (found
+        once, by this engine: _photo_faces; a live lane only processes), then its swapper's and enhancer's models
         (`Warmable.warm`: the joined sessions a GPU lane runs, at the run's one shape, the
         governor's fast enhancer too) `runs` times without a face. ORT captures a CUDA graph
         on a session's third run, and a capture fails while another lane copies to the device,
@@ -271,10 +282,8 @@ class Engine:
         the photo's face is one the run selects. (The analyser's models: _warm_analyser.)"""
         if self.sources:
             image = self.sources[0].image[..., :3]
-            found = FramePacket(index=-1, image=np.ascontiguousarray(image))
-            self.analyse(found, track=False)
             for _ in range(runs):
-                lane.process(FramePacket(index=-1, image=image.copy(), faces=list(found.faces)))
+                lane.process(FramePacket(index=-1, image=image.copy(), faces=list(faces)))
         for processor in lane.processors:
             if isinstance(processor, Warmable):
                 lane._call(processor.warm, runs)
@@ -324,8 +333,8 @@ class Engine:
     def analyse(self, packet: FramePacket, track: bool) -> None:
         """Fill packet.faces (detected, selected, with landmarks where needed; tracked and
         smoothed when `track`) and packet.timings["detect"] and friends."""
-        if track and self._tracking is not None:  # a live run's analysis lane (lanes())
-            return self._tracking.analyse(packet, track)
+        if track and self._analysis_lane is not None:  # a live run's (lanes())
+            return self._analysis_lane.analyse(packet, track)
         if self._thread is not None and not self._thread.is_current():
             return self._thread.call(self.analyse, packet, track)
         t0 = time.perf_counter()
