@@ -340,19 +340,27 @@ def test_with_cuda_graphs_each_lane_runs_its_models_on_its_own_thread(tmp_path: 
                        label=False, max_in_flight=4, lanes=lanes)
             assert [p.index for p in out] == list(range(len(frames))) and all(p.faces for p in out)
         busy = 0
+        here = threading.current_thread().name  # where run.lanes() warmed them
         for k, lane in enumerate(lanes):
             held = {id(s) for s in sessions_of(lane)}
             ran = held & set(ran_on)
-            # With graphs the warm-up runs every lane's joined swapper and enhancer (and more);
-            # without, a lane runs what the workers give it (on a loaded machine one worker may
-            # take every frame).
-            assert len(ran) >= 3 or (not graphs_on and not ran)
-            busy += bool(ran)
-            threads = set().union(*(ran_on[i] for i in ran))
-            if graphs_on:
+            if graphs_on:  # the warm-up runs every lane's joined swapper and enhancer (and more)
+                assert len(ran) >= 3
+                threads = set().union(*(ran_on[i] for i in ran))
                 assert threads == {f"livecam-lane-{k}-models"}, threads
-            else:
-                assert not any(t.endswith("-models") for t in threads), threads
+                busy += 1
+                continue
+            # Without graphs the warm-up runs each lane's analyser models here (FaceAnalyser.warm),
+            # and the workers run what they are given (on a loaded machine one worker may take
+            # every frame).
+            analyser = lane.analyser
+            assert {id(analyser.detector.session), id(analyser.landmarker.session)} <= {
+                i for i in ran if here in ran_on[i]}
+            worked = {i for i in ran if ran_on[i] - {here}}
+            assert len(worked) >= 3 or not worked
+            busy += bool(worked)
+            threads = set().union(*(ran_on[i] - {here} for i in worked))
+            assert not any(t.endswith("-models") for t in threads), threads
         assert busy >= 1
 
 
