@@ -124,6 +124,16 @@ _SHAPE_MAX = 0.15  # no landmark moves more than this fraction of the face size
 # their full size over the next rings.
 _SHAPE_FIXED_RINGS, _SHAPE_FADE_RINGS = 1.0, 2.0
 _SHAPE_MIN_PX = 0.3  # below this largest offset nothing is warped
+# Folds: where the offsets would turn a triangle of the target's mesh over, its free corners
+# (neither fixed by shape_weights nor part of an eye or the lips, which move as one piece) take
+# their mesh neighbours' mean offset, spreading the motion, for up to _SPREAD_ROUNDS rounds;
+# what still folds then has its corners' offsets halved (an eye or the lips as a whole) for up
+# to _HALVE_ROUNDS rounds, then zeroed. A wide-open mouth under a closed-mouth source moves the
+# lips as one piece away from the skin round them; the folded triangles between would
+# otherwise be hidden as "turned away" on the coarse grid: a jagged rim of the target's own
+# lip edge round the swapped lips.
+_SPREAD_ROUNDS = 8
+_HALVE_ROUNDS = 8
 # Pose gate: 2-D landmarks cannot tell a turned head from a different face, so the transfer
 # weakens as the two faces' yaw (nose tip across the cheeks, -1..1) differs by LOW to HIGH.
 _YAW_LOW, _YAW_HIGH = 0.3, 0.7
@@ -324,7 +334,8 @@ def shape_offsets(src: PreparedSource, tgt_lm: np.ndarray, strength: float, size
     mouth opening stay; the oval and the ring next to it stay put (see shape_weights), so the
     warp of the target is continuous with everything round the face; the transfer weakens when
     the two faces are turned very differently (the 2-D offsets would then be mostly pose).
-    `frozen` indices do not move (a kept mouth).
+    `frozen` indices do not move (a kept mouth). The offsets never turn a triangle of the
+    target's mesh over (_unfold).
     """
     lm = src.landmarks
     tgt = np.asarray(tgt_lm, dtype=np.float64)
@@ -349,7 +360,43 @@ def shape_offsets(src: PreparedSource, tgt_lm: np.ndarray, strength: float, size
         return None
     cap = _SHAPE_MAX * size
     offsets *= np.minimum(1.0, cap / np.maximum(norm, 1e-9))[:, None]
+    _unfold(offsets, tgt, src.triangles, src.shape_weight, (eyes[0], eyes[1], src.lips))
+    if float(np.sqrt((offsets * offsets).sum(axis=1)).max()) < _SHAPE_MIN_PX:
+        return None
     return offsets
+
+
+def _unfold(offsets: np.ndarray, tgt: np.ndarray, triangles: np.ndarray,
+            weight: np.ndarray, groups: Sequence[np.ndarray]) -> None:
+    """Change `offsets` (in place) where they would turn triangles of the target's mesh over
+    (see _SPREAD_ROUNDS); with no offsets nothing folds, so this ends with none folded."""
+    before = _area2(tgt[triangles])
+    sign = np.sign(before)
+    n = len(offsets)
+    free = weight > 0.0
+    for members in groups:
+        free[members] = False
+    adjacency: np.ndarray | None = None
+    for round_ in range(_SPREAD_ROUNDS + _HALVE_ROUNDS + n):
+        bad = _area2((tgt + offsets)[triangles]) * sign < 0.0
+        if not bad.any():
+            return
+        hit = np.zeros(n, dtype=bool)
+        hit[triangles[bad].ravel()] = True
+        spread = hit & free
+        if round_ < _SPREAD_ROUNDS and spread.any():
+            if adjacency is None:
+                adjacency = np.zeros((n, n), dtype=np.float64)
+                for a, b in ((0, 1), (1, 2), (2, 0)):
+                    adjacency[triangles[:, a], triangles[:, b]] = 1.0
+                    adjacency[triangles[:, b], triangles[:, a]] = 1.0
+            near = adjacency[spread]
+            offsets[spread] = (near @ offsets) / np.maximum(near.sum(axis=1), 1.0)[:, None]
+            continue
+        for members in groups:
+            if hit[members].any():
+                hit[members] = True
+        offsets[hit] *= 0.5 if round_ < _SPREAD_ROUNDS + _HALVE_ROUNDS else 0.0
 
 
 def _inner_feather(shape_hw: tuple[int, int], polygon: np.ndarray, margin: float,
