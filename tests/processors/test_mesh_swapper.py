@@ -199,6 +199,28 @@ def test_only_the_face_region_changes() -> None:
     assert not np.any(changed & ~near)
 
 
+def test_a_face_at_the_size_threshold_does_not_pop_between_frames() -> None:
+    # A small face in a video whose eye distance hovers round the 24 px threshold (zoom,
+    # landmark jitter: 23.5 to 24.4 px over 15 frames of a pan over group6.jpg at 640x480) was
+    # swapped in one frame and left in the next. Now the swap fades in above the threshold: a
+    # 0.4 px step across it changes the face by a small part of the full swap, and faces well
+    # above it are swapped fully.
+    frame = pattern(240, 320, seed=31)
+    gap = 36.0  # eye distance of the synthetic face at scale 1
+
+    def change(eye_distance: float) -> float:
+        face = make_face(eye_distance / gap, (160, 120))
+        assert face.eye_distance == pytest.approx(eye_distance, abs=0.01)
+        out = swapped(SwapSettings(), frame, [face]).image
+        region = inside((240, 320), shrunk_oval(face, 0.8))
+        return float(np.abs(out.astype(int) - frame.astype(int))[region].mean())
+
+    full = change(40.0)
+    assert change(23.8) == 0.0  # under the threshold: untouched, as before
+    assert 0.0 < change(24.2) < 0.1 * full
+    assert change(30.5) > 0.9 * full
+
+
 def test_eyes_and_inner_mouth_are_kept_from_the_target_by_default() -> None:
     face = make_face(2.5, (320, 240))
     frame = pattern(480, 640, seed=9)

@@ -4,17 +4,30 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence, runtime_checkable
 
+import numpy as np
+
 from livecam.faces.face import Face
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
 
 MIN_EYE_DISTANCE = 24.0  # px between the eyes; smaller faces are left as they are
+# From there the change fades in, fully shown from this eye distance: in a video, a face whose
+# eye distance hovers round the threshold (a zoom, landmark jitter) would otherwise be swapped
+# in one frame and left in the next (popping).
+FULL_EYE_DISTANCE = 30.0
 
 
 def usable(face: Face) -> bool:
     """Whether a face is big enough for a processor to change (every swapper and the enhancer
     use this one rule)."""
     return face.eye_distance >= MIN_EYE_DISTANCE
+
+
+def presence(face: Face) -> float:
+    """0..1: how much of a processor's change a face gets, by its size: 0 where not usable,
+    rising linearly to 1 at FULL_EYE_DISTANCE (multiplies the opacity)."""
+    ramp = (face.eye_distance - MIN_EYE_DISTANCE) / (FULL_EYE_DISTANCE - MIN_EYE_DISTANCE)
+    return float(np.clip(ramp, 0.0, 1.0)) if usable(face) else 0.0
 
 
 @runtime_checkable

@@ -39,7 +39,7 @@ from livecam.faces.align import FFHQ_512, align_matrix, arcface_template, to_blo
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
 from livecam.models import fp16
-from livecam.processors.base import usable
+from livecam.processors.base import presence, usable
 from livecam.processors.paste import CropMask, align_crop, feathered_box, paste
 from livecam.processors.registry import BuildContext, ProcessorSpec
 from livecam.runtime import graphs
@@ -221,10 +221,10 @@ class FaceEnhancer:
             matrices = [align_matrix(f.kps, model.template) for f in faces]
             # All crops from the same input frame, so batched and single calls agree.
             crops = [align_crop(image, m, model.size) for m in matrices]  # bilinear, replicated border
-            for matrix, planes in zip(matrices, restorer.restore_planes(crops)):
+            for face, matrix, planes in zip(faces, matrices, restorer.restore_planes(crops)):
                 # BGRA with the paste mask as alpha, built in one merge (paste() takes it as is).
                 restored = cv2.merge((*planes, restorer.mask.alpha8))
-                paste(image, restored, matrix, restorer.mask, opacity=blend)
+                paste(image, restored, matrix, restorer.mask, opacity=blend * presence(face))
         packet.timings[self.name] = (time.perf_counter() - start) * 1000.0
         return packet
 

@@ -45,7 +45,7 @@ from livecam.faces.align import align_matrix, arcface_template, to_blob, warp_cr
 from livecam.faces.face import EMBEDDING_SIZE, Face
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
-from livecam.processors.base import FrameProcessor, usable
+from livecam.processors.base import FrameProcessor, presence, usable
 from livecam.models.emap import read_last_initializer
 from livecam.processors.crop_masks import FaceMasker, build_masker
 from livecam.processors.paste import paste
@@ -321,7 +321,8 @@ class NeuralSwapper:
         masked = time.perf_counter()
         mask = self._masker.mask(aligned.crop, aligned.matrix, face, image.shape)  # --face-mask, --mouth-mask
         mask_ms = (time.perf_counter() - masked) * 1000.0
-        paste(image, fake, aligned.matrix, mask, opacity=float(np.clip(settings.blend, 0.0, 1.0)))
+        paste(image, fake, aligned.matrix, mask,
+              opacity=float(np.clip(settings.blend, 0.0, 1.0)) * presence(face))
         return mask_ms
 
     def process(self, packet: FramePacket) -> FramePacket:

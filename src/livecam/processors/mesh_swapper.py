@@ -49,7 +49,7 @@ from livecam.faces.face import MESH_LANDMARKS, Face
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
 from livecam.processors import color, masks
-from livecam.processors.base import usable
+from livecam.processors.base import presence, usable
 from livecam.settings import SwapSettings
 
 log = logging.getLogger("livecam")
@@ -769,7 +769,7 @@ class MeshSwapper:
         # pixels that stay visible inside the face (kept eyes and mouth) are warped along.
         # --blend is the opacity of the whole swap: the shape change fades with it, so that a
         # small blend is close to the target (the kept eyes and mouth move by the shape change).
-        blend = float(np.clip(self.settings.blend, 0.0, 1.0))
+        blend = float(np.clip(self.settings.blend, 0.0, 1.0)) * presence(face)
         offsets = None
         if self.shape_strength * blend > 0.0:
             frozen = src.lips if self.settings.mouth_mask is not None else None
