@@ -199,3 +199,44 @@ def test_several_faces_in_a_photo_are_reported_on_every_run(tmp_path: Path, capl
 def test_messages_name_the_photos_role(tmp_path: Path) -> None:
     with pytest.raises(NoFaceError, match="no face found in reference photo .*blank.png"):
         analyse_source([photo(tmp_path / "blank.png", 0)], FakeAnalyser(), role="reference")
+
+
+def test_a_turned_source_face_is_reported(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # A profile source (group6.jpg's largest face is one) gives a half-swapped, smeared face:
+    # the user is told why. The nose tip over an eye is a yaw of 1; frontal is 0.
+    class Turned(FakeAnalyser):
+        def __init__(self, nose_x: float) -> None:
+            super().__init__()
+            self.nose_x = nose_x
+
+        def analyse_photo(self, image: np.ndarray) -> tuple[Face | None, int]:
+            face, count = super().analyse_photo(image)
+            assert face is not None
+            kps = face.kps.copy()
+            kps[2, 0] = self.nose_x
+            return face.with_(kps=kps), count
+
+    path = photo(tmp_path / "side.png", 11)
+    for nose_x, warned in ((15.0, False), (17.0, False), (19.0, True), (10.5, True)):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="livecam"):
+            analyse_source([path], Turned(nose_x))
+        assert ("side.png is turned to the side" in caplog.text) is warned, nose_x
+
+
+def test_real_photos_a_profile_source_is_reported_and_a_frontal_one_is_not(
+        tmp_path: Path, faces_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from livecam.faces.analyser import FaceAnalyser
+    from livecam.models.store import ModelStore
+    from livecam.runtime.providers import resolve_providers
+    from livecam.settings import AnalysisSettings, RuntimeSettings
+
+    store = ModelStore(RuntimeSettings(models_dir=tmp_path / "models", offline=True), progress=False)
+    analyser = FaceAnalyser.create(AnalysisSettings(), store, resolve_providers(["cpu"]), need_landmarks=True,
+                                   need_embedding=False, live=False, intra_op_threads=1)
+    for name, warned in (("group6.jpg", True), ("obama.jpg", False), ("obama2.jpg", False),
+                         ("biden.jpg", False), ("astronaut.png", False)):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="livecam"):
+            identity = analyse_source([faces_dir / name], analyser, need_landmarks=True)
+        assert ("is turned to the side" in caplog.text) is warned, (name, identity.face.yaw)

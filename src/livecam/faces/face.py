@@ -65,6 +65,16 @@ class Face:
     def eye_distance(self) -> float:
         return float(np.linalg.norm(self.kps[1] - self.kps[0]))
 
+    @property
+    def yaw(self) -> float:
+        """How far the head is turned: the nose tip's offset from the eyes' midpoint along the
+        eye line, in half eye distances (0 frontal, about +-1 in profile)."""
+        along = self.kps[1].astype(np.float64) - self.kps[0]
+        half = float(along @ along) / 2.0
+        if half < 1e-9:
+            return 0.0
+        return float((self.kps[2] - (self.kps[0] + self.kps[1]) / 2.0) @ along) / half
+
     def with_(self, **changes: Any) -> "Face":
         """A copy with some fields replaced (Face is immutable)."""
         return replace(self, **changes)

@@ -32,6 +32,9 @@ MAX_SAME_PERSON_DISTANCE = 1.2
 # A source face smaller than this (px between the eyes) is blown up on most targets: the user is
 # warned that the swap will look blurred (the processors skip targets under 24 px).
 SMALL_SOURCE_EYE_DISTANCE = 32.0
+# A source face turned further than this (Face.yaw) shows one side foreshortened or hidden: the
+# user is warned that part of the swapped face will be stretched or stay the target's.
+TURNED_SOURCE_YAW = 0.7
 _CACHE_VERSION = "2"  # 2: the number of faces in the photo is kept too
 
 
@@ -99,6 +102,10 @@ def analyse_source(paths: Sequence[Path | str], analyser: Any, *, cache: SourceC
             log.warning("warning: the face in source photo %s is small (%.0f px between the eyes), "
                         "so the swapped face will look blurred; use a photo with at least %.0f px "
                         "between the eyes", path, face.eye_distance, SMALL_SOURCE_EYE_DISTANCE)
+        if role == "source" and abs(face.yaw) > TURNED_SOURCE_YAW:
+            log.warning("warning: the face in source photo %s is turned to the side, so part of "
+                        "the swapped face will look stretched or stay the target's own; use a "
+                        "frontal photo", path)
         images.append(bgr)
         faces.append(face)
     embeddings = [f.embedding for f in faces if f.embedding is not None]
