@@ -14,7 +14,7 @@ MIN_EYE_DISTANCE = 24.0  # px between the eyes; smaller faces are left as they a
 # From there the change fades in, fully shown from this eye distance: in a video, a face whose
 # eye distance hovers round the threshold (a zoom, landmark jitter) would otherwise be swapped
 # in one frame and left in the next (popping).
-FULL_EYE_DISTANCE = 30.0
+FULL_EYE_DISTANCE = 28.0
 
 
 def usable(face: Face) -> bool:
