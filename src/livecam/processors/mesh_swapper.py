@@ -21,7 +21,8 @@ speech follow the target. All work is inside the face's region of interest.
 
 The tells of a classical swap are taken from the target too: the source's forehead is used only
 where it is skin (a fringe falls back to the target's forehead), a closed eye keeps the whole
-region round it, a target's glasses frame (thin dark lines over the eye band) stays, the lips
+region round it, a target's glasses frame (thin dark lines over the eye band) stays, the
+source's white spots (a nose highlight, white hair at a temple) are filled in, the lips
 keep their colour, and the source's sharpness is matched to the target's.
 
 Identity is more than texture: before the warp, the target's inner landmarks (eyes, brows,
@@ -112,6 +113,10 @@ _SKIN_STD_MIN = np.array([6.0, 3.0, 3.0])
 _HAIR_FROM = 0.3
 _HAIR_FEATHER = 0.03
 _BROW_MARGIN = 0.02  # the brows (FaceMesh outlines) grown by this fraction of the face size
+# White spots on the source's skin (see _fill_highlights): this many standard deviations lighter
+# than its skin, and under this fraction of its mean chroma.
+_SPECULAR_Z = 2.0
+_SPECULAR_CHROMA = 0.6
 # Facing weight: triangles whose area shrank (relative to the face's typical scale) below LOW
 # are hidden, above HIGH fully shown.
 _FACING_LOW, _FACING_HIGH = 0.2, 0.45
@@ -250,7 +255,8 @@ def prepare_source(source: SourceIdentity) -> PreparedSource:
     alpha = _inner_feather((y2 - y1, x2 - x1), outline, _OVAL_MARGIN * size,
                            max(2.0, _FEATHER * size), cut)
     alpha *= 1.0 - _fringe(image[y1:y2, x1:x2], local, kps, size)
-    bgra = np.dstack([image[y1:y2, x1:x2], np.round(alpha * 255.0).astype(np.uint8)])
+    texture = _fill_highlights(image[y1:y2, x1:x2], local, alpha)
+    bgra = np.dstack([texture, np.round(alpha * 255.0).astype(np.uint8)])
     levels = [np.ascontiguousarray(bgra)]
     s = size
     while s / 2.0 >= _PYRAMID_MIN and min(levels[-1].shape[:2]) >= 8:
@@ -659,6 +665,32 @@ def _fringe(crop: np.ndarray, landmarks: np.ndarray, kps: np.ndarray, size: floa
         cv2.MORPH_ELLIPSE, (2 * int(feather) + 1,) * 2))
     return np.clip(cv2.GaussianBlur(grown.astype(np.float32), (0, 0), feather / 2.0) * 1.5,
                    0.0, 1.0)
+
+
+def _fill_highlights(crop: np.ndarray, landmarks: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """The source crop with its white spots on the skin (a specular highlight on the nose, white
+    hair at a temple: lighter than the face's skin by _SPECULAR_Z of its standard deviations and
+    under _SPECULAR_CHROMA of its mean chroma) filled in from the skin round them. The colour
+    transfer would carry them over as white patches wherever the target is bright; the eyes
+    and lips (whites of the eyes, teeth) are not skin and stay."""
+    h, w = crop.shape[:2]
+    lab = cv2.cvtColor(np.ascontiguousarray(crop), cv2.COLOR_BGR2LAB).astype(np.float32)
+    features = np.zeros((h, w), dtype=np.uint8)
+    for ring in (mesh_indices.RIGHT_EYE, mesh_indices.LEFT_EYE, mesh_indices.LIPS_OUTER):
+        hull = cv2.convexHull(np.round((landmarks[ring] - 0.5) * 16.0).astype(np.int32))
+        cv2.fillConvexPoly(features, hull, 1, shift=4)
+    skin = (alpha > 0.5) & (cv2.dilate(features, np.ones((5, 5), np.uint8)) == 0)
+    if int(skin.sum()) < 100:
+        return crop
+    lightness = lab[..., 0]
+    chroma = np.hypot(lab[..., 1] - 128.0, lab[..., 2] - 128.0)
+    mean, std = float(lightness[skin].mean()), float(lightness[skin].std())
+    spots = (skin & (lightness > mean + _SPECULAR_Z * std)
+             & (chroma < _SPECULAR_CHROMA * float(chroma[skin].mean())))
+    if not spots.any():
+        return crop
+    hole = cv2.dilate(spots.astype(np.uint8), np.ones((3, 3), np.uint8))
+    return cv2.inpaint(np.ascontiguousarray(crop), hole, 3.0, cv2.INPAINT_TELEA)
 
 
 def _clip_forehead(oval: np.ndarray, kps: np.ndarray) -> np.ndarray:
