@@ -902,6 +902,19 @@ class MeshSwapper:
             facing_full = facing if step == 1 else cv2.resize(facing, full, interpolation=cv2.INTER_LINEAR)
             facing_full = facing_full[:roi_h, :roi_w]
         warped = _remap(texture, maps, cv2.BORDER_CONSTANT, border_value=(0, 0, 0, 0))
+        if step > 1:
+            # Between a grid point on the mesh and one off it, the upsampled map runs from the
+            # face towards the far-off fallback and, a pixel or so in, lands back inside the
+            # texture at some unrelated place with its alpha: isolated bright or dark dots, a
+            # grid step apart, along the face's edge. Those pixels are transparent instead (the
+            # source's mask is 0 that near the oval anyway, see _OVAL_MARGIN).
+            off = (ids == len(dst_tri)).astype(np.uint8)
+            if off.any():
+                near = cv2.dilate(off, np.ones((3, 3), np.uint8))
+                near = cv2.resize(near, full, interpolation=cv2.INTER_NEAREST)[:roi_h, :roi_w]
+                partial = cv2.resize(1.0 - off.astype(np.float32), full,
+                                     interpolation=cv2.INTER_LINEAR)[:roi_h, :roi_w]
+                warped[..., 3][(near > 0) & (partial < 1.0)] = 0
         motion = None
         if original is not None:
             motion = self._grid_motion(inverses[0], original[src.triangles] - 0.5, ids, step)
