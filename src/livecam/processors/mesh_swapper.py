@@ -166,6 +166,7 @@ class PreparedSource:
     # expression, and stays the target's).
     lips: np.ndarray
     shape_weight: np.ndarray  # (468,) float64 0..1, see shape_weights
+    edges: np.ndarray  # (2E, 2) int64: every mesh edge of `triangles`, once each way
 
 
 def _area2(t: np.ndarray) -> np.ndarray:
@@ -269,7 +270,9 @@ def prepare_source(source: SourceIdentity) -> PreparedSource:
         [i for i, (x, y) in enumerate(local)
          if cv2.pointPolygonTest(ring, (float(x), float(y)), False) >= 0], dtype=np.int64))
     weight = shape_weights(tris, len(lm), oval)
-    return PreparedSource(tris, tuple(levels), tuple(lab_levels), local, size, lips, weight)
+    pairs = np.concatenate([tris[:, [0, 1]], tris[:, [1, 2]], tris[:, [2, 0]]]).astype(np.int64)
+    edges = np.unique(np.concatenate([pairs, pairs[:, ::-1]]), axis=0)
+    return PreparedSource(tris, tuple(levels), tuple(lab_levels), local, size, lips, weight, edges)
 
 
 def _yaw(lm: np.ndarray) -> float:
@@ -366,23 +369,24 @@ def shape_offsets(src: PreparedSource, tgt_lm: np.ndarray, strength: float, size
         return None
     cap = _SHAPE_MAX * size
     offsets *= np.minimum(1.0, cap / np.maximum(norm, 1e-9))[:, None]
-    _unfold(offsets, tgt, src.triangles, src.shape_weight, (eyes[0], eyes[1], src.lips))
+    _unfold(offsets, tgt, src, (eyes[0], eyes[1], src.lips))
     if float(np.sqrt((offsets * offsets).sum(axis=1)).max()) < _SHAPE_MIN_PX:
         return None
     return offsets
 
 
-def _unfold(offsets: np.ndarray, tgt: np.ndarray, triangles: np.ndarray,
-            weight: np.ndarray, groups: Sequence[np.ndarray]) -> None:
+def _unfold(offsets: np.ndarray, tgt: np.ndarray, src: PreparedSource,
+            groups: Sequence[np.ndarray]) -> None:
     """Change `offsets` (in place) where they would turn triangles of the target's mesh over
     (see _SPREAD_ROUNDS); with no offsets nothing folds, so this ends with none folded."""
-    before = _area2(tgt[triangles])
-    sign = np.sign(before)
+    triangles = src.triangles
+    sign = np.sign(_area2(tgt[triangles]))
     n = len(offsets)
-    free = weight > 0.0
+    free = src.shape_weight > 0.0
     for members in groups:
         free[members] = False
-    adjacency: np.ndarray | None = None
+    start, end = src.edges[:, 0], src.edges[:, 1]
+    degree = np.maximum(np.bincount(start, minlength=n), 1)
     for round_ in range(_SPREAD_ROUNDS + _HALVE_ROUNDS + n):
         bad = _area2((tgt + offsets)[triangles]) * sign < 0.0
         if not bad.any():
@@ -391,13 +395,10 @@ def _unfold(offsets: np.ndarray, tgt: np.ndarray, triangles: np.ndarray,
         hit[triangles[bad].ravel()] = True
         spread = hit & free
         if round_ < _SPREAD_ROUNDS and spread.any():
-            if adjacency is None:
-                adjacency = np.zeros((n, n), dtype=np.float64)
-                for a, b in ((0, 1), (1, 2), (2, 0)):
-                    adjacency[triangles[:, a], triangles[:, b]] = 1.0
-                    adjacency[triangles[:, b], triangles[:, a]] = 1.0
-            near = adjacency[spread]
-            offsets[spread] = (near @ offsets) / np.maximum(near.sum(axis=1), 1.0)[:, None]
+            # Each free corner of a fold takes its mesh neighbours' mean offset.
+            mean = np.stack([np.bincount(start, weights=offsets[end, k], minlength=n)
+                             for k in (0, 1)], axis=1) / degree[:, None]
+            offsets[spread] = mean[spread]
             continue
         for members in groups:
             if hit[members].any():
