@@ -215,3 +215,11 @@ def test_watermark_shows_as_a_stage_in_both_modes(faces_dir: Path, isolated_env:
     assert video["watermarked"]["stages"]["watermark"]["count"] == 4  # one run of 4 frames in the first 10 at 30 FPS
     assert "watermark" not in video["unmarked"]["stages"]
     assert "watermark" not in _bench(photo, isolated_env)["stages"]  # off by default
+
+
+def test_compare_providers_with_one_provider_is_the_plain_report(faces_dir: Path,
+                                                                 isolated_env: dict[str, str]) -> None:
+    # `--compare-providers cpu` (or `cpu,cpu`, the same name twice) once ended in "internal error: KeyError"
+    report = _bench(["--source", str(faces_dir / "obama.jpg"), "--resolution", "320x240",
+                     "--compare-providers", "cpu,CPU"], isolated_env)
+    assert "provider cpu" in report["engine"] and report["frames"] == 10 and report["fps"] > 0

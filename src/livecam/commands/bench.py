@@ -472,8 +472,8 @@ def _run_bench(job: BenchJob) -> None:
             "processors": list(engines[name].processor_names), "rounds": job.rounds, **result,
             "peak_rss_mb": _round(peak_rss_mb()),
         }
-    if len(reports) == 1:
-        report = reports[""]
+    if len(reports) == 1:  # one run (also --compare-providers with one provider): the plain report
+        report = next(iter(reports.values()))
         if baseline is not None:
             report["against_baseline"] = ratios(report, baseline)
         click.echo(json.dumps(report, indent=2) if job.json else format_table(report))
