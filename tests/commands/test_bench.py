@@ -189,6 +189,14 @@ def test_ratios_against_a_saved_baseline(faces_dir: Path, isolated_env: dict[str
     assert against["fps"] == round(report["fps"] / baseline["fps"], 3)
     assert against["stages"]["detect"] == round(report["stages"]["detect"]["median_ms"]
                                                 / baseline["stages"]["detect"]["median_ms"], 3)
+    # side by side, every provider gets its ratios (the baseline was once silently ignored there)
+    side = _bench([*args, "--compare-providers", "cpu,auto", "--baseline", str(saved)], isolated_env)
+    for name, column in side["providers"].items():
+        assert column["against_baseline"]["fps"] == round(column["fps"] / baseline["fps"], 3), name
+    table = run_cli(["bench", "--frames", "10", *args, "--compare-providers", "cpu,auto", "--baseline", str(saved)],
+                    env=isolated_env, timeout=180)
+    assert table.returncode == 0, table.stderr
+    assert "against the baseline" in table.stdout and "auto: fps x" in table.stdout
 
 
 @pytest.mark.parametrize("content", [None, "not json", '{"providers": {}}'])

@@ -479,6 +479,9 @@ def _run_bench(job: BenchJob) -> None:
         click.echo(json.dumps(report, indent=2) if job.json else format_table(report))
         return
     first = next(iter(reports.values()))
+    if baseline is not None:  # every column against the one earlier run
+        for report in reports.values():
+            report["against_baseline"] = ratios(report, baseline)
     side = {"mode": job.mode, "resolution": size, "rounds": job.rounds,
             ("providers" if job.compare_providers else "variants"): reports,
             "ratios_to_first": {name: ratios(r, first) for name, r in reports.items()}}
@@ -598,5 +601,9 @@ def side_by_side_table(side: dict[str, Any]) -> str:
         row = [reports[n].get(key) for n in names]
         if any(v is not None for v in row):
             lines.append(f"{label:<16}" + "".join(cell(v, row[0]) for v in row))
+    if any("against_baseline" in reports[n] for n in names):
+        lines.append("against the baseline (this run / baseline): " + "; ".join(
+            f"{n}: " + ", ".join(f"{key} x{value:.2f}" for key, value in reports[n]["against_baseline"].items()
+                                 if key != "stages") for n in names))
     lines.append("engines: " + "; ".join(f"{n}: {reports[n]['engine']}" for n in names))
     return "\n".join(lines)
