@@ -119,3 +119,24 @@ def test_sigterm_while_the_models_load_stops_like_ctrl_c(tmp_path: Path, capture
         assert signal.getsignal(signal.SIGTERM) is not_handled  # restored afterwards
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+def test_camera_options_a_file_has_no_use_for_are_named_not_silently_ignored(
+        tmp_path: Path, captured: dict[str, Any], caplog: pytest.LogCaptureFixture, cache_env: None,
+        faces_dir: Path) -> None:
+    # --resolution 320x240 --fps 5 with --camera clip.mp4 once recorded 640x480 at 30 FPS without a word
+    clip = make_clip(tmp_path / "c.mp4", frames=2, audio=False)
+    source = faces_dir / "obama.jpg"
+    with caplog.at_level("WARNING", logger="livecam"):
+        live_command.run_live(job(tmp_path, source, clip, output="none", resolution=(320, 240), fps=5.0))
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("--resolution and --fps set a camera's capture; c.mp4 plays at its own size" in w for w in warnings)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="livecam"):
+        live_command.run_live(job(tmp_path, source, clip, output="none"))
+    assert not any("camera's capture" in r.getMessage() for r in caplog.records)
+    from livecam.media.camera import CameraSource
+
+    camera = CameraSource(0)
+    assert live_command.ignored_options(job(tmp_path, source, clip), camera)  # realtime=False given
+    assert live_command.ignored_options(LiveJob(processing=ProcessingSettings(sources=())), camera) == []

@@ -15,7 +15,7 @@ from livecam.frame import FramePacket
 from livecam.marks.credentials import signing_for
 from livecam.marks.live_marker import LiveMarker
 from livecam.marks.watermark import open_watermarker
-from livecam.media.camera import CameraSource, VideoFileSource, camera_device_problem, open_source
+from livecam.media.camera import CameraSource, FrameSource, VideoFileSource, camera_device_problem, open_source
 from livecam.media.images import check_output_folder, same_file
 from livecam.media.sinks import FileRecorderSink, Sink, make_sink
 from livecam.pipeline.live import LiveRun, run_live_pipeline
@@ -50,6 +50,21 @@ def check_files(job: LiveJob, sink: Sink) -> None:
         check_output_folder(path)
     except InputError as exc:
         raise InputError(f"--stats-json {path}: {exc.message}") from exc
+
+
+def ignored_options(job: LiveJob, source: FrameSource) -> list[str]:
+    """Options given that this source has no use for (they were silently ignored): a camera's
+    capture size and rate for a file or URL, real-time pacing for a camera."""
+    defaults = LiveJob(processing=job.processing)
+    if isinstance(source, CameraSource):
+        return (["--realtime/--no-realtime apply to a video file or URL; a camera always runs in real time"]
+                if job.realtime is not None else [])
+    given = [name for name, changed in (("--resolution", job.resolution != defaults.resolution),
+                                        ("--fps", job.fps != defaults.fps)) if changed]
+    if not given:
+        return []
+    return [f"{' and '.join(given)} set{'s' if len(given) == 1 else ''} a camera's capture; {source.name} "
+            f"plays at its own size and frame rate"]
 
 
 def warm_frames(engine: FrameEngine, images: Sequence[np.ndarray], track: bool, process: bool = True,
@@ -92,6 +107,8 @@ def _run_live(job: LiveJob) -> None:
     source = open_source(job.camera, job.resolution, job.fps, job.realtime)
     if isinstance(source, CameraSource) and (problem := camera_device_problem(source.index)):
         raise DeviceError(problem)
+    for ignored in ignored_options(job, source):
+        log.warning("warning: %s", ignored)
     sink = make_sink(job.output, fps=job.fps, force=job.force)
     check_files(job, sink)
     local_file = isinstance(source, VideoFileSource) and "://" not in source.location
