@@ -140,3 +140,19 @@ def test_camera_options_a_file_has_no_use_for_are_named_not_silently_ignored(
     camera = CameraSource(0)
     assert live_command.ignored_options(job(tmp_path, source, clip), camera)  # realtime=False given
     assert live_command.ignored_options(LiveJob(processing=ProcessingSettings(sources=())), camera) == []
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
+def test_stats_json_to_a_fifo_or_dev_stdout_needs_no_force(tmp_path: Path, faces_dir: Path) -> None:
+    # `--stats-json /dev/stdout | jq` or a FIFO once failed "the file exists; add --force" (and, for
+    # users who cannot create files in /dev, failed even with --force)
+    from livecam.media.sinks import make_sink
+
+    fifo = tmp_path / "stats.fifo"
+    os.mkfifo(fifo)
+    clip = make_clip(tmp_path / "c.mp4", frames=2, audio=False)
+    live_command.check_files(job(tmp_path, faces_dir / "obama.jpg", clip, stats_json=fifo), make_sink("none"))
+    existing = tmp_path / "s.jsonl"
+    existing.write_text("keep")
+    with pytest.raises(OutputExistsError):  # a regular file is still kept without --force
+        live_command.check_files(job(tmp_path, faces_dir / "obama.jpg", clip, stats_json=existing), make_sink("none"))

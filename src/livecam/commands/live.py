@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -31,7 +32,8 @@ log = logging.getLogger("livecam")
 
 def check_files(job: LiveJob, sink: Sink) -> None:
     """--stats-json and the recording, checked before any model loads: an existing stats file is
-    kept unless --force, and neither may be the --camera file (it would be overwritten)."""
+    kept unless --force (a FIFO or /dev/stdout is written as it is), and neither may be the
+    --camera file (it would be overwritten)."""
     camera = Path(job.camera)
     recording = sink.path if isinstance(sink, FileRecorderSink) else None
     if recording is not None and same_file(recording, camera):
@@ -43,6 +45,10 @@ def check_files(job: LiveJob, sink: Sink) -> None:
         raise InputError(f"--stats-json {path}: that is a folder; give a file name such as stats.jsonl")
     if same_file(path, camera) or (recording is not None and path.absolute() == recording.absolute()):
         raise InputError(f"--stats-json {path}: that is the --camera or --output file; give another name")
+    if path.exists() and not path.is_file():  # a FIFO or a device (/dev/stdout): a stream, nothing to replace
+        if not os.access(path, os.W_OK):
+            raise InputError(f"--stats-json {path}: not writable by this user; give a file name such as stats.jsonl")
+        return
     if path.exists() and not job.force:
         raise OutputExistsError(f"--stats-json {path}: the file exists; add --force to overwrite it or choose "
                                 f"another name")
