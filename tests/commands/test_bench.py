@@ -231,3 +231,16 @@ def test_compare_providers_with_one_provider_is_the_plain_report(faces_dir: Path
     report = _bench(["--source", str(faces_dir / "obama.jpg"), "--resolution", "320x240",
                      "--compare-providers", "cpu,CPU"], isolated_env)
     assert "provider cpu" in report["engine"] and report["frames"] == 10 and report["fps"] > 0
+
+
+def test_without_source_an_input_clip_is_named_not_the_sample_clip(tmp_path: Path,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    # `bench --input mine.mp4` without --source once said "... on a clip of grace_hopper.jpg"
+    from livecam.commands.bench import with_default_source
+    from livecam.settings import BenchJob, ProcessingSettings
+
+    job = BenchJob(processing=ProcessingSettings(sources=()), input=tmp_path / "mine.mp4")
+    with caplog.at_level("INFO", logger="livecam"):
+        job, clip_photo = with_default_source(job)
+    assert clip_photo is None and job.processing.sources[0].name == "astronaut.jpg"
+    assert "on the faces of mine.mp4" in caplog.text and "grace_hopper" not in caplog.text

@@ -219,8 +219,13 @@ def with_default_source(job: BenchJob) -> tuple[BenchJob, np.ndarray | None]:
     from livecam.samples import sample_path
 
     source, target = sample_path("astronaut"), sample_path("grace_hopper")
+    job = replace(job, processing=replace(processing, sources=(source,)))
+    if job.input is not None:  # the clip is the user's: only the face to put in is the sample's
+        log.info("no --source given: putting the bundled sample photo %s on the faces of %s", source.name,
+                 job.input.name)
+        return job, None
     log.info("no --source given: putting the bundled sample photo %s on a clip of %s", source.name, target.name)
-    return replace(job, processing=replace(processing, sources=(source,))), read_image(target)
+    return job, read_image(target)
 
 
 def _source_photo(job: BenchJob) -> np.ndarray:
