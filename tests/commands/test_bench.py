@@ -85,6 +85,11 @@ def test_errors_come_before_any_model_loads(tmp_path: Path, isolated_env: dict[s
     result = run_cli(["bench", "--frames", "10", "--source", str(tmp_path / "x.jpg")], env=isolated_env)
     assert result.returncode == 2 and "x.jpg" in result.stderr and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+    # --execution-provider beside --compare-providers was silently dropped (the runs use the listed ones)
+    result = run_cli(["bench", "--frames", "10", "--execution-provider", "cpu", "--compare-providers", "cpu,auto"],
+                     env=isolated_env)
+    assert result.returncode == 2 and "exclude each other" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
     result = run_cli(["bench", "--frames", "10", "--input", str(tmp_path / "missing.mp4"),
                       "--source", str(tmp_path / "x.jpg")], env=isolated_env)
     assert result.returncode == 2 and "missing.mp4" in result.stderr

@@ -441,6 +441,11 @@ def _run_bench(job: BenchJob) -> None:
     if job.input is not None and not job.input.is_file():
         raise InputError(f"--input {job.input} does not exist; give a video file or leave it out "
                          f"to use a generated clip")
+    if job.compare_providers and job.processing.runtime.providers not in ((), ("auto",)):
+        # each compared run sets its own provider: --execution-provider was silently dropped
+        raise InputError(f"--execution-provider {' '.join(job.processing.runtime.providers)} and "
+                         f"--compare-providers exclude each other; list every provider to run in "
+                         f"--compare-providers")
     baseline = read_baseline(job.baseline) if job.baseline is not None else None
     job, clip_photo = with_default_source(job)
     live = job.mode == "live"
