@@ -156,3 +156,17 @@ def test_stats_json_to_a_fifo_or_dev_stdout_needs_no_force(tmp_path: Path, faces
     existing.write_text("keep")
     with pytest.raises(OutputExistsError):  # a regular file is still kept without --force
         live_command.check_files(job(tmp_path, faces_dir / "obama.jpg", clip, stats_json=existing), make_sink("none"))
+
+
+def test_stats_json_spelled_differently_from_the_recording_is_still_the_recording(tmp_path: Path,
+                                                                                 faces_dir: Path) -> None:
+    # `--output r.mp4 --stats-json sub/../r.mp4` once wrote the stats into r.mp4 and lost the recording
+    from livecam.media.sinks import make_sink
+
+    (tmp_path / "sub").mkdir()
+    clip = make_clip(tmp_path / "c.mp4", frames=2, audio=False)
+    recording = tmp_path / "r.mp4"
+    for stats in (tmp_path / "sub" / ".." / "r.mp4", tmp_path / "." / "r.mp4"):
+        with pytest.raises(InputError, match="--camera or --output file"):
+            live_command.check_files(job(tmp_path, faces_dir / "obama.jpg", clip, stats_json=stats,
+                                         output=str(recording)), make_sink(str(recording)))

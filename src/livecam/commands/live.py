@@ -43,7 +43,10 @@ def check_files(job: LiveJob, sink: Sink) -> None:
         return
     if path.is_dir():
         raise InputError(f"--stats-json {path}: that is a folder; give a file name such as stats.jsonl")
-    if same_file(path, camera) or (recording is not None and path.absolute() == recording.absolute()):
+    # resolve(): "sub/../rec.mp4" or a link to it is the recording too (it would be overwritten by the
+    # stats, and the recording then refused as "exists")
+    if same_file(path, camera) or (recording is not None and (path.resolve() == recording.resolve()
+                                                              or same_file(path, recording))):
         raise InputError(f"--stats-json {path}: that is the --camera or --output file; give another name")
     if path.exists() and not path.is_file():  # a FIFO or a device (/dev/stdout): a stream, nothing to replace
         if not os.access(path, os.W_OK):
