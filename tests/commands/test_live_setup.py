@@ -170,3 +170,9 @@ def test_stats_json_spelled_differently_from_the_recording_is_still_the_recordin
         with pytest.raises(InputError, match="--camera or --output file"):
             live_command.check_files(job(tmp_path, faces_dir / "obama.jpg", clip, stats_json=stats,
                                          output=str(recording)), make_sink(str(recording)))
+    photo = tmp_path / "me.jpg"
+    photo.write_bytes((faces_dir / "obama.jpg").read_bytes())
+    with pytest.raises(InputError, match="--source, --reference or --map photo"):  # --force once overwrote it
+        live_command.check_files(job(tmp_path, photo, clip, stats_json=photo, force=True, output="none"),
+                                 make_sink("none"))
+    assert photo.read_bytes() == (faces_dir / "obama.jpg").read_bytes()

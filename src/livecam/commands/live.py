@@ -33,7 +33,7 @@ log = logging.getLogger("livecam")
 def check_files(job: LiveJob, sink: Sink) -> None:
     """--stats-json and the recording, checked before any model loads: an existing stats file is
     kept unless --force (a FIFO or /dev/stdout is written as it is), and neither may be the
-    --camera file (it would be overwritten)."""
+    --camera file (it would be overwritten), nor the stats file a photo the run uses."""
     camera = Path(job.camera)
     recording = sink.path if isinstance(sink, FileRecorderSink) else None
     if recording is not None and same_file(recording, camera):
@@ -48,6 +48,10 @@ def check_files(job: LiveJob, sink: Sink) -> None:
     if same_file(path, camera) or (recording is not None and (path.resolve() == recording.resolve()
                                                               or same_file(path, recording))):
         raise InputError(f"--stats-json {path}: that is the --camera or --output file; give another name")
+    analysis = job.processing.analysis
+    photos = [*job.processing.sources, *analysis.reference, *(p for pair in analysis.face_map for p in pair)]
+    if any(same_file(path, Path(photo)) for photo in photos):  # --force would overwrite the photo
+        raise InputError(f"--stats-json {path}: that is a --source, --reference or --map photo; give another name")
     if path.exists() and not path.is_file():  # a FIFO or a device (/dev/stdout): a stream, nothing to replace
         if not os.access(path, os.W_OK):
             raise InputError(f"--stats-json {path}: not writable by this user; give a file name such as stats.jsonl")
