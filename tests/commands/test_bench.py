@@ -249,3 +249,20 @@ def test_without_source_an_input_clip_is_named_not_the_sample_clip(tmp_path: Pat
         job, clip_photo = with_default_source(job)
     assert clip_photo is None and job.processing.sources[0].name == "astronaut.jpg"
     assert "on the faces of mine.mp4" in caplog.text and "grace_hopper" not in caplog.text
+
+
+def test_a_generated_clip_too_large_for_the_memory_is_refused_before_any_model_loads(
+        faces_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # --resolution 20000x20000 once loaded the models, then died in OpenCV's "insufficient memory"
+    from livecam.commands import bench as bench_module
+    from livecam.errors import InputError
+    from livecam.settings import BenchJob, ProcessingSettings
+
+    def no_models(*a: object, **kw: object) -> None:
+        raise AssertionError("models were loaded before the clip size was checked")
+
+    monkeypatch.setattr("livecam.machine.available_bytes", lambda: 100_000_000)  # 100 MB free
+    monkeypatch.setattr("livecam.pipeline.engine.Engine.create", no_models)
+    job = BenchJob(processing=ProcessingSettings(sources=(faces_dir / "obama.jpg",)), resolution=(1280, 720))
+    with pytest.raises(InputError, match=r"--resolution 1280x720: the generated clip .* smaller --resolution"):
+        bench_module.run_bench(job)

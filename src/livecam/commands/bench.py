@@ -65,6 +65,20 @@ def _letterbox(photo: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     return canvas
 
 
+def check_clip_memory(size: tuple[int, int]) -> None:
+    """The generated clip holds RING frames in memory: a --resolution such as 20000x20000 (29 GB)
+    ended after the models loaded in OpenCV's "insufficient memory" (an internal error) or the
+    system's OOM killer; refused up front when it would take over half the RAM available."""
+    from livecam.machine import available_bytes
+
+    need = RING * size[0] * size[1] * 3
+    available = available_bytes()
+    if available is not None and need > available // 2:
+        raise InputError(f"--resolution {size[0]}x{size[1]}: the generated clip holds {RING} frames of that size "
+                         f"({need / 1e9:.1f} GB) and this machine has {available / 1e9:.1f} GB available; choose a "
+                         f"smaller --resolution or --input a clip")
+
+
 class GeneratedClip:
     """A ring of frames made from one photo, shifted along a small circle (about 1% of the width)."""
 
@@ -452,6 +466,7 @@ def _run_bench(job: BenchJob) -> None:
     if job.input is None:
         if clip_photo is None:
             _source_photo(job)  # a missing/unreadable photo is reported before any model loads
+        check_clip_memory(job.resolution)
         size = f"{job.resolution[0]}x{job.resolution[1]}"
     else:
         size = _input_size(job.input)  # an unreadable clip is reported before any model loads
