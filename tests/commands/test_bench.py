@@ -266,3 +266,16 @@ def test_a_generated_clip_too_large_for_the_memory_is_refused_before_any_model_l
     job = BenchJob(processing=ProcessingSettings(sources=(faces_dir / "obama.jpg",)), resolution=(1280, 720))
     with pytest.raises(InputError, match=r"--resolution 1280x720: the generated clip .* smaller --resolution"):
         bench_module.run_bench(job)
+
+
+@pytest.mark.parametrize("mode", ["live", "video"])
+def test_a_clip_the_warm_up_uses_up_is_an_input_error(tmp_path: Path, faces_dir: Path,
+                                                      isolated_env: dict[str, str], mode: str) -> None:
+    # 2 frames (the warm-up takes 3) once gave "0 frames, 0.0 FPS", "no face was found" and exit 0
+    clip = make_clip(tmp_path / "two.mp4", frames=2, size=(160, 120), audio=False,
+                     source_image=faces_dir / "obama.jpg")
+    result = run_cli(["bench", "--frames", "10", "--mode", mode, "--input", str(clip), "--source",
+                      str(faces_dir / "biden.jpg")], env=isolated_env, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert "no frame is left to measure after the 3 warm-up frames" in result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""

@@ -438,7 +438,15 @@ def _input_size(path: Path) -> str:
     from livecam.media.video_reader import VideoReader
 
     with VideoReader(path) as reader:
+        if reader.info.frames is not None and reader.info.frames <= WARMUP_FRAMES:
+            raise _too_short(path)
         return f"{reader.info.width}x{reader.info.height}"
+
+
+def _too_short(path: Path) -> InputError:
+    # a clip used up by the warm-up was reported as "0 frames, 0.0 FPS" and "no face was found"
+    return InputError(f"--input {path}: no frame is left to measure after the {WARMUP_FRAMES} warm-up frames; "
+                      f"give a clip of more than {WARMUP_FRAMES} frames")
 
 
 def run_bench(job: BenchJob) -> None:
@@ -485,6 +493,8 @@ def _run_bench(job: BenchJob) -> None:
     for _ in range(job.rounds):
         for name, variant in variants.items():
             runs[name].append((run_live_bench if live else run_video_bench)(variant, engines[name], clip_photo))
+    if job.input is not None and any(r["frames"] == 0 for results in runs.values() for r in results):
+        raise _too_short(job.input)  # the header did not say (or was wrong)
     reports = {}
     for name, results in runs.items():
         result = median_result(results)
