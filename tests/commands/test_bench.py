@@ -58,6 +58,10 @@ def test_video_mode_on_an_input_file_and_the_table(faces_dir: Path, isolated_env
     lines = table.stdout.splitlines()
     assert lines[0].startswith("livecam bench: video mode")
     assert any(line.startswith("decode") for line in lines) and "FPS" in table.stdout
+    # --resolution with --input was silently ignored
+    sized = run_cli(["bench", "--frames", "10", "--mode", "video", "--input", str(clip), "--resolution", "640x480",
+                     "--source", str(faces_dir / "biden.jpg")], env=isolated_env, timeout=180)
+    assert sized.returncode == 0 and "--input in.mp4 is measured at its own 320x240" in sized.stderr, sized.stderr
 
 
 def test_without_source_the_bundled_sample_photo_is_used(isolated_env: dict[str, str]) -> None:

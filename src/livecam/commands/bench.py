@@ -478,6 +478,9 @@ def _run_bench(job: BenchJob) -> None:
         size = f"{job.resolution[0]}x{job.resolution[1]}"
     else:
         size = _input_size(job.input)  # an unreadable clip is reported before any model loads
+        if job.resolution != BenchJob(processing=job.processing).resolution:  # it was silently ignored
+            log.warning("warning: --resolution sizes the generated clip; --input %s is measured at its own %s",
+                        job.input.name, size)
     # One job per provider compared (or the job itself); engines are built once each, then the
     # runs alternate round by round so every provider sees the same machine state.
     variants = {p: _on_provider(job, p) for p in job.compare_providers} or {"": job}
