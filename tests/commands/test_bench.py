@@ -283,3 +283,25 @@ def test_a_clip_the_warm_up_uses_up_is_an_input_error(tmp_path: Path, faces_dir:
     assert result.returncode == 2, result.stderr
     assert "no frame is left to measure after the 3 warm-up frames" in result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_a_compared_provider_that_is_missing_is_said_before_any_model_loads(
+        faces_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `--compare-providers cpu,directml` built the cpu engine (all its models) before saying directml is missing
+    from livecam.commands import bench as bench_module
+    from livecam.errors import ProviderError
+    from livecam.settings import BenchJob, ProcessingSettings
+
+    from livecam.runtime.providers import available_names
+
+    if "directml" in available_names():
+        pytest.skip("DirectML is installed here")
+
+    def no_models(*a: object, **kw: object) -> None:
+        raise AssertionError("models were loaded before every compared provider was checked")
+
+    monkeypatch.setattr("livecam.pipeline.engine.Engine.create", no_models)
+    job = BenchJob(processing=ProcessingSettings(sources=(faces_dir / "obama.jpg",)), resolution=(320, 240),
+                   compare_providers=("cpu", "directml"))
+    with pytest.raises(ProviderError, match="'directml' is not available"):
+        bench_module.run_bench(job)

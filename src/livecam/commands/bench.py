@@ -484,6 +484,10 @@ def _run_bench(job: BenchJob) -> None:
     # One job per provider compared (or the job itself); engines are built once each, then the
     # runs alternate round by round so every provider sees the same machine state.
     variants = {p: _on_provider(job, p) for p in job.compare_providers} or {"": job}
+    from livecam.runtime.providers import resolve_providers
+
+    for provider in job.compare_providers:  # a missing one is said before the others' models load
+        resolve_providers([provider])
     if job.watermark and not job.compare_providers:  # the cost of the mark: with and without, alternating
         variants = {"unmarked": replace(job, watermark=False), "watermarked": job}
     engines: dict[str, Engine] = {}
