@@ -176,3 +176,24 @@ def test_stats_json_spelled_differently_from_the_recording_is_still_the_recordin
         live_command.check_files(job(tmp_path, photo, clip, stats_json=photo, force=True, output="none"),
                                  make_sink("none"))
     assert photo.read_bytes() == (faces_dir / "obama.jpg").read_bytes()
+
+
+def test_a_c2pa_identity_that_cannot_be_made_is_said_before_the_recording_starts(
+        tmp_path: Path, faces_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # an unwritable identity folder once failed at the end of the run and lost the whole recording
+    from livecam.errors import OutputError
+    from livecam.marks.credentials import available
+
+    if not available():
+        pytest.skip("c2pa-python is not installed")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("LIVECAM_C2PA_DIR", str(blocker / "c2pa"))  # cannot be created: a file is in the way
+
+    def no_models(*a: Any, **kw: Any) -> None:
+        raise AssertionError("models were loaded before the C2PA identity was made")
+
+    monkeypatch.setattr("livecam.pipeline.engine.Engine.create", no_models)
+    clip = make_clip(tmp_path / "c.mp4", frames=2, audio=False)
+    with pytest.raises(OutputError, match="cannot create the C2PA identity"):
+        live_command.run_live(job(tmp_path, faces_dir / "obama.jpg", clip, output=str(tmp_path / "rec.mp4")))
