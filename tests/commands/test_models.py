@@ -264,6 +264,8 @@ def test_models_convert_without_the_extra_says_what_to_install(tmp_path, monkeyp
     with pytest.raises(InputError) as missing:
         convert_model(settings, tmp_path / "nope.pth", None, False)
     assert "nope.pth" in missing.value.message
+    with pytest.raises(InputError, match="is a folder"):  # once "not found"
+        convert_model(settings, tmp_path, None, False)
 
 
 def test_models_convert_refuses_to_overwrite_without_force(isolated_env, tmp_path) -> None:
