@@ -31,6 +31,10 @@ def test_unknown_option_is_usage_error() -> None:
     assert result.returncode == 2
     assert "No such option" in result.stderr
     assert "Traceback" not in result.stderr
+    # a global option after the command once got only "No such option"
+    late = run_cli(["models", "download", "w600k_r50", "--offline"])
+    assert late.returncode == 2 and "--offline is an option of livecam itself: put it before the command" in late.stderr
+    assert late.stderr.count("\n") == 1, late.stderr
 
 
 def test_missing_source_is_usage_error(tmp_path) -> None:

@@ -1,4 +1,4 @@
-"""The `livecam` command and `python -m livecam`: cli.main, with Ctrl-C and SIGTERM handled from
+"""The `livecam` command and `python -m livecam`: cli.main, with Ctrl-C, SIGTERM and SIGHUP handled from
 the first statement of main() (nothing but the C signal module and the import-free
 livecam.interrupt is loaded before it), so an interrupt while the CLI's modules load (about half
 a second) is one line and exit 130 like any other, never an import traceback.
@@ -18,6 +18,9 @@ def main() -> None:
     once = InterruptOnce()  # cli.main's stop_signals() takes this one over (one state)
     _signal.signal(_signal.SIGINT, once)
     _signal.signal(_signal.SIGTERM, once)
+    hup = getattr(_signal, "SIGHUP", None)  # a closed terminal: the same stop (not on Windows; nohup keeps it ignored)
+    if hup is not None and _signal.getsignal(hup) != _signal.SIG_IGN:
+        _signal.signal(hup, once)
     try:
         from livecam.cli import main as cli_main
 
@@ -41,8 +44,9 @@ def _exit_now(code: int, line: str = "") -> None:
     import os
     import sys
 
-    for sig in (_signal.SIGINT, _signal.SIGTERM):
-        _signal.signal(sig, _signal.SIG_IGN)
+    for sig in (_signal.SIGINT, _signal.SIGTERM, getattr(_signal, "SIGHUP", None)):
+        if sig is not None:
+            _signal.signal(sig, _signal.SIG_IGN)
     try:
         if line:
             sys.stderr.write(line)

@@ -109,7 +109,11 @@ class LivecamGroup(click.Group):
             sys.exit(exc.exit_code)
         except click.UsageError as exc:  # one line like every other error, not click's three
             where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
-            click.echo(f"livecam: error: {exc.format_message()}{where}", err=True)
+            message = exc.format_message()
+            moved = _global_usage(self, exc)
+            if moved:  # `livecam run ... --offline` only said "No such option"
+                message, where = message.rstrip("."), f"; {moved}"
+            click.echo(f"livecam: error: {message}{where}", err=True)
             sys.exit(exc.exit_code)
         except click.ClickException as exc:
             exc.show()
@@ -141,6 +145,20 @@ class LivecamGroup(click.Group):
         if isinstance(rv, int):
             sys.exit(rv)
         sys.exit(0)
+
+
+def _global_usage(group: click.Group, exc: click.UsageError) -> str:
+    """For an option of livecam itself given after the command: where it goes; else ''."""
+    if not isinstance(exc, click.NoSuchOption) or exc.ctx is None:
+        return ""
+    for param in group.params:
+        if exc.option_name in (*param.opts, *param.secondary_opts):
+            flag = isinstance(param, click.Option) and (param.is_flag or param.count)
+            value = "" if flag else f" {(param.name or 'value').upper()}"
+            command = exc.ctx.command_path.split(" ", 1)[-1]
+            return (f"{exc.option_name} is an option of livecam itself: put it before the command, "
+                    f"`livecam {exc.option_name}{value} {command} ...`")
+    return ""
 
 
 def _print_cause_chain(exc: BaseException) -> None:

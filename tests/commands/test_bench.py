@@ -58,6 +58,10 @@ def test_video_mode_on_an_input_file_and_the_table(faces_dir: Path, isolated_env
     lines = table.stdout.splitlines()
     assert lines[0].startswith("livecam bench: video mode")
     assert any(line.startswith("decode") for line in lines) and "FPS" in table.stdout
+    # --resolution with --input was silently ignored
+    sized = run_cli(["bench", "--frames", "10", "--mode", "video", "--input", str(clip), "--resolution", "640x480",
+                     "--source", str(faces_dir / "biden.jpg")], env=isolated_env, timeout=180)
+    assert sized.returncode == 0 and "--input in.mp4 is measured at its own 320x240" in sized.stderr, sized.stderr
 
 
 def test_without_source_the_bundled_sample_photo_is_used(isolated_env: dict[str, str]) -> None:
@@ -84,6 +88,11 @@ def test_a_clip_without_any_face_is_said_so(tmp_path: Path, faces_dir: Path,
 def test_errors_come_before_any_model_loads(tmp_path: Path, isolated_env: dict[str, str]) -> None:
     result = run_cli(["bench", "--frames", "10", "--source", str(tmp_path / "x.jpg")], env=isolated_env)
     assert result.returncode == 2 and "x.jpg" in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    # --execution-provider beside --compare-providers was silently dropped (the runs use the listed ones)
+    result = run_cli(["bench", "--frames", "10", "--execution-provider", "cpu", "--compare-providers", "cpu,auto"],
+                     env=isolated_env)
+    assert result.returncode == 2 and "exclude each other" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     result = run_cli(["bench", "--frames", "10", "--input", str(tmp_path / "missing.mp4"),
                       "--source", str(tmp_path / "x.jpg")], env=isolated_env)
@@ -189,6 +198,14 @@ def test_ratios_against_a_saved_baseline(faces_dir: Path, isolated_env: dict[str
     assert against["fps"] == round(report["fps"] / baseline["fps"], 3)
     assert against["stages"]["detect"] == round(report["stages"]["detect"]["median_ms"]
                                                 / baseline["stages"]["detect"]["median_ms"], 3)
+    # side by side, every provider gets its ratios (the baseline was once silently ignored there)
+    side = _bench([*args, "--compare-providers", "cpu,auto", "--baseline", str(saved)], isolated_env)
+    for name, column in side["providers"].items():
+        assert column["against_baseline"]["fps"] == round(column["fps"] / baseline["fps"], 3), name
+    table = run_cli(["bench", "--frames", "10", *args, "--compare-providers", "cpu,auto", "--baseline", str(saved)],
+                    env=isolated_env, timeout=180)
+    assert table.returncode == 0, table.stderr
+    assert "against the baseline" in table.stdout and "auto: fps x" in table.stdout
 
 
 @pytest.mark.parametrize("content", [None, "not json", '{"providers": {}}'])
@@ -215,3 +232,76 @@ def test_watermark_shows_as_a_stage_in_both_modes(faces_dir: Path, isolated_env:
     assert video["watermarked"]["stages"]["watermark"]["count"] == 4  # one run of 4 frames in the first 10 at 30 FPS
     assert "watermark" not in video["unmarked"]["stages"]
     assert "watermark" not in _bench(photo, isolated_env)["stages"]  # off by default
+
+
+def test_compare_providers_with_one_provider_is_the_plain_report(faces_dir: Path,
+                                                                 isolated_env: dict[str, str]) -> None:
+    # `--compare-providers cpu` (or `cpu,cpu`, the same name twice) once ended in "internal error: KeyError"
+    report = _bench(["--source", str(faces_dir / "obama.jpg"), "--resolution", "320x240",
+                     "--compare-providers", "cpu,CPU"], isolated_env)
+    assert "provider cpu" in report["engine"] and report["frames"] == 10 and report["fps"] > 0
+
+
+def test_without_source_an_input_clip_is_named_not_the_sample_clip(tmp_path: Path,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    # `bench --input mine.mp4` without --source once said "... on a clip of grace_hopper.jpg"
+    from livecam.commands.bench import with_default_source
+    from livecam.settings import BenchJob, ProcessingSettings
+
+    job = BenchJob(processing=ProcessingSettings(sources=()), input=tmp_path / "mine.mp4")
+    with caplog.at_level("INFO", logger="livecam"):
+        job, clip_photo = with_default_source(job)
+    assert clip_photo is None and job.processing.sources[0].name == "astronaut.jpg"
+    assert "on the faces of mine.mp4" in caplog.text and "grace_hopper" not in caplog.text
+
+
+def test_a_generated_clip_too_large_for_the_memory_is_refused_before_any_model_loads(
+        faces_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # --resolution 20000x20000 once loaded the models, then died in OpenCV's "insufficient memory"
+    from livecam.commands import bench as bench_module
+    from livecam.errors import InputError
+    from livecam.settings import BenchJob, ProcessingSettings
+
+    def no_models(*a: object, **kw: object) -> None:
+        raise AssertionError("models were loaded before the clip size was checked")
+
+    monkeypatch.setattr("livecam.machine.available_bytes", lambda: 100_000_000)  # 100 MB free
+    monkeypatch.setattr("livecam.pipeline.engine.Engine.create", no_models)
+    job = BenchJob(processing=ProcessingSettings(sources=(faces_dir / "obama.jpg",)), resolution=(1280, 720))
+    with pytest.raises(InputError, match=r"--resolution 1280x720: the generated clip .* smaller --resolution"):
+        bench_module.run_bench(job)
+
+
+@pytest.mark.parametrize("mode", ["live", "video"])
+def test_a_clip_the_warm_up_uses_up_is_an_input_error(tmp_path: Path, faces_dir: Path,
+                                                      isolated_env: dict[str, str], mode: str) -> None:
+    # 2 frames (the warm-up takes 3) once gave "0 frames, 0.0 FPS", "no face was found" and exit 0
+    clip = make_clip(tmp_path / "two.mp4", frames=2, size=(160, 120), audio=False,
+                     source_image=faces_dir / "obama.jpg")
+    result = run_cli(["bench", "--frames", "10", "--mode", mode, "--input", str(clip), "--source",
+                      str(faces_dir / "biden.jpg")], env=isolated_env, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert "no frame is left to measure after the 3 warm-up frames" in result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_a_compared_provider_that_is_missing_is_said_before_any_model_loads(
+        faces_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `--compare-providers cpu,directml` built the cpu engine (all its models) before saying directml is missing
+    from livecam.commands import bench as bench_module
+    from livecam.errors import ProviderError
+    from livecam.settings import BenchJob, ProcessingSettings
+
+    from livecam.runtime.providers import available_names
+
+    if "directml" in available_names():
+        pytest.skip("DirectML is installed here")
+
+    def no_models(*a: object, **kw: object) -> None:
+        raise AssertionError("models were loaded before every compared provider was checked")
+
+    monkeypatch.setattr("livecam.pipeline.engine.Engine.create", no_models)
+    job = BenchJob(processing=ProcessingSettings(sources=(faces_dir / "obama.jpg",)), resolution=(320, 240),
+                   compare_providers=("cpu", "directml"))
+    with pytest.raises(ProviderError, match="'directml' is not available"):
+        bench_module.run_bench(job)

@@ -98,8 +98,10 @@ def test_existing_recording_is_refused_without_force(tmp_path: Path, isolated_en
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize("sig", [signal.SIGINT, getattr(signal, "SIGHUP", signal.SIGINT)])
 def test_ctrl_c_stops_the_cli_with_130_and_a_complete_recording(
-        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str], sig: int) -> None:
+    # SIGHUP (the terminal or SSH session closed) once killed the run: no recording, its temp file left
     clip = make_clip(tmp_path / "long.mp4", frames=240, size=(160, 120), fps=12, audio=False,
                      source_image=faces_dir / "biden.jpg")
     stats = tmp_path / "s.jsonl"
@@ -116,7 +118,7 @@ def test_ctrl_c_stops_the_cli_with_130_and_a_complete_recording(
             time.sleep(0.1)
         assert proc.poll() is None, proc.communicate()[1]
         sent = time.monotonic()
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         _, err = proc.communicate(timeout=20)
         elapsed = time.monotonic() - sent
     finally:
@@ -129,6 +131,7 @@ def test_ctrl_c_stops_the_cli_with_130_and_a_complete_recording(
     assert summary["stop_reason"] == "interrupted"
     with av.open(str(rec)) as container:
         assert sum(1 for _ in container.decode(video=0)) == summary["frames"] >= 1
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
 
 
 def test_a_recording_carries_the_visible_label_unless_no_label(tmp_path: Path, faces_dir: Path,

@@ -119,3 +119,81 @@ def test_sigterm_while_the_models_load_stops_like_ctrl_c(tmp_path: Path, capture
         assert signal.getsignal(signal.SIGTERM) is not_handled  # restored afterwards
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+def test_camera_options_a_file_has_no_use_for_are_named_not_silently_ignored(
+        tmp_path: Path, captured: dict[str, Any], caplog: pytest.LogCaptureFixture, cache_env: None,
+        faces_dir: Path) -> None:
+    # --resolution 320x240 --fps 5 with --camera clip.mp4 once recorded 640x480 at 30 FPS without a word
+    clip = make_clip(tmp_path / "c.mp4", frames=2, audio=False)
+    source = faces_dir / "obama.jpg"
+    with caplog.at_level("WARNING", logger="livecam"):
+        live_command.run_live(job(tmp_path, source, clip, output="none", resolution=(320, 240), fps=5.0))
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("--resolution and --fps set a camera's capture; c.mp4 plays at its own size" in w for w in warnings)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="livecam"):
+        live_command.run_live(job(tmp_path, source, clip, output="none"))
+    assert not any("camera's capture" in r.getMessage() for r in caplog.records)
+    from livecam.media.camera import CameraSource
+
+    camera = CameraSource(0)
+    assert live_command.ignored_options(job(tmp_path, source, clip), camera)  # realtime=False given
+    assert live_command.ignored_options(LiveJob(processing=ProcessingSettings(sources=())), camera) == []
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
+def test_stats_json_to_a_fifo_or_dev_stdout_needs_no_force(tmp_path: Path, faces_dir: Path) -> None:
+    # `--stats-json /dev/stdout | jq` or a FIFO once failed "the file exists; add --force" (and, for
+    # users who cannot create files in /dev, failed even with --force)
+    from livecam.media.sinks import make_sink
+
+    fifo = tmp_path / "stats.fifo"
+    os.mkfifo(fifo)
+    clip = make_clip(tmp_path / "c.mp4", frames=2, audio=False)
+    live_command.check_files(job(tmp_path, faces_dir / "obama.jpg", clip, stats_json=fifo), make_sink("none"))
+    existing = tmp_path / "s.jsonl"
+    existing.write_text("keep")
+    with pytest.raises(OutputExistsError):  # a regular file is still kept without --force
+        live_command.check_files(job(tmp_path, faces_dir / "obama.jpg", clip, stats_json=existing), make_sink("none"))
+
+
+def test_stats_json_spelled_differently_from_the_recording_is_still_the_recording(tmp_path: Path,
+                                                                                 faces_dir: Path) -> None:
+    # `--output r.mp4 --stats-json sub/../r.mp4` once wrote the stats into r.mp4 and lost the recording
+    from livecam.media.sinks import make_sink
+
+    (tmp_path / "sub").mkdir()
+    clip = make_clip(tmp_path / "c.mp4", frames=2, audio=False)
+    recording = tmp_path / "r.mp4"
+    for stats in (tmp_path / "sub" / ".." / "r.mp4", tmp_path / "." / "r.mp4"):
+        with pytest.raises(InputError, match="--camera or --output file"):
+            live_command.check_files(job(tmp_path, faces_dir / "obama.jpg", clip, stats_json=stats,
+                                         output=str(recording)), make_sink(str(recording)))
+    photo = tmp_path / "me.jpg"
+    photo.write_bytes((faces_dir / "obama.jpg").read_bytes())
+    with pytest.raises(InputError, match="--source, --reference or --map photo"):  # --force once overwrote it
+        live_command.check_files(job(tmp_path, photo, clip, stats_json=photo, force=True, output="none"),
+                                 make_sink("none"))
+    assert photo.read_bytes() == (faces_dir / "obama.jpg").read_bytes()
+
+
+def test_a_c2pa_identity_that_cannot_be_made_is_said_before_the_recording_starts(
+        tmp_path: Path, faces_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # an unwritable identity folder once failed at the end of the run and lost the whole recording
+    from livecam.errors import OutputError
+    from livecam.marks.credentials import available
+
+    if not available():
+        pytest.skip("c2pa-python is not installed")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("LIVECAM_C2PA_DIR", str(blocker / "c2pa"))  # cannot be created: a file is in the way
+
+    def no_models(*a: Any, **kw: Any) -> None:
+        raise AssertionError("models were loaded before the C2PA identity was made")
+
+    monkeypatch.setattr("livecam.pipeline.engine.Engine.create", no_models)
+    clip = make_clip(tmp_path / "c.mp4", frames=2, audio=False)
+    with pytest.raises(OutputError, match="cannot create the C2PA identity"):
+        live_command.run_live(job(tmp_path, faces_dir / "obama.jpg", clip, output=str(tmp_path / "rec.mp4")))

@@ -264,6 +264,8 @@ def test_models_convert_without_the_extra_says_what_to_install(tmp_path, monkeyp
     with pytest.raises(InputError) as missing:
         convert_model(settings, tmp_path / "nope.pth", None, False)
     assert "nope.pth" in missing.value.message
+    with pytest.raises(InputError, match="is a folder"):  # once "not found"
+        convert_model(settings, tmp_path, None, False)
 
 
 def test_models_convert_refuses_to_overwrite_without_force(isolated_env, tmp_path) -> None:
@@ -352,3 +354,23 @@ def test_a_plain_download_fetches_the_default_set_and_all_fetches_every_model(is
         every = run_patched(catalog, ["-q", "models", "download", "--all"], env)
         assert every.returncode == 0, every.stderr
         assert (models / "extra.onnx").read_bytes() == extra
+
+
+def test_doctor_says_when_the_models_folder_cannot_be_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a read-only models folder was reported as fine; the first download then failed
+    import errno
+    import tempfile
+
+    from livecam.commands.doctor import models_folder_problem
+
+    assert models_folder_problem(tmp_path / "new" / "models") == ""  # created on the first download
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert "NOT writable" in models_folder_problem(blocker / "models")
+
+    def read_only(*args: object, **kwargs: object) -> None:  # EROFS as a read-only mount gives it, even to root
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", read_only)
+    problem = models_folder_problem(tmp_path)
+    assert "NOT writable (Read-only file system)" in problem and "--models-dir" in problem

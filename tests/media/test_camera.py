@@ -77,6 +77,8 @@ def test_camera_argument_picks_the_right_source(tmp_path: Path) -> None:
     assert open_source(str(clip), (640, 480), 30, False).live is False
     with pytest.raises(InputError, match="no such camera index, file or URL"):
         open_source(str(tmp_path / "missing.mp4"), (640, 480), 30, None)
+    with pytest.raises(InputError, match="is a folder; give a video file in it"):  # once "no such ... file"
+        open_source(str(tmp_path), (640, 480), 30, None)
 
 
 def test_a_file_that_is_not_a_video_is_an_input_error(tmp_path: Path) -> None:

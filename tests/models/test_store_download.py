@@ -325,3 +325,24 @@ def test_a_finished_download_leaves_only_the_model_and_its_memo(server, online, 
     url = server.serve("/m.onnx", data)
     make_store(online, spec_for("m", (url,), data)).path("m")
     assert sorted(p.name for p in models_dir.iterdir()) == [".verified.json", "m.onnx"]
+
+
+def test_an_unwritable_models_folder_is_one_clear_line(server, online, models_dir, monkeypatch) -> None:
+    # a read-only models folder that exists once ended in "internal error: OSError" on the lock file
+    import errno
+
+    data = payload(SIZE, seed=40)
+    spec = spec_for("m", (server.serve("/m.onnx", data),), data)
+    models_dir.mkdir(parents=True, exist_ok=True)
+    real_open = os.open
+
+    def read_only(path, *args, **kwargs):  # EROFS as a read-only mount gives it (chmod does not stop root)
+        if Path(path).parent == models_dir:
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", read_only)
+    with pytest.raises(ModelError) as info:
+        make_store(online, spec).path("m")
+    assert "Read-only file system" in info.value.message and str(models_dir) in info.value.message
+    assert "--models-dir" in info.value.message and server.state.requests("/m.onnx") == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from dataclasses import fields
@@ -362,3 +363,30 @@ def test_overlay_and_label_are_drawn() -> None:
     last = sink.frames[-1]
     assert (last[:60, :, :] == 255).any()  # white text of the overlay at the top
     assert (last[-30:, -140:] != 200).any()  # something drawn over the bottom-right corner
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
+def test_stats_json_fifo_waits_for_its_reader_and_a_stop_still_ends_the_wait(tmp_path: Path) -> None:
+    # open() of a FIFO without a reader blocked where Ctrl-C and SIGTERM could not end it (a hang)
+    fifo = tmp_path / "stats.fifo"
+    os.mkfifo(fifo)
+    pipeline = LivePipeline(FakeEngine(), SyntheticSource(frames=5, fps=100), MemorySink(),
+                            opts(stats_json=fifo, interval_s=0.2))
+    runner = threading.Thread(target=pipeline.run, daemon=True)
+    runner.start()
+    time.sleep(0.3)
+    pipeline.stop()  # what the first Ctrl-C does
+    runner.join(5.0)
+    stuck = runner.is_alive()
+    if stuck:  # free the blocked open() so the thread ends
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+        runner.join(5.0)
+    assert not stuck, "the run did not stop while --stats-json waited for a FIFO reader"
+    # with a reader, the lines arrive through the FIFO
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.extend(open(fifo, encoding="utf-8").read().splitlines()))
+    reader.start()
+    result = run_live_pipeline(FakeEngine(), SyntheticSource(frames=20, fps=100), MemorySink(),
+                               opts(stats_json=fifo, interval_s=0.2))
+    reader.join(5.0)
+    assert json.loads(got[-1])["summary"]["frames"] == result.summary["frames"] >= 1

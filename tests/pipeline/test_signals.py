@@ -88,3 +88,24 @@ def test_signal_stops_every_thread_finalises_the_recording_and_exits_130(tmp_pat
 
     with av.open(str(out)) as container:
         assert sum(1 for _ in container.decode(video=0)) >= 5
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP on this platform")
+def test_sighup_stops_like_sigterm_unless_nohup_ignores_it() -> None:
+    from livecam.pipeline.signals import stop_signals
+
+    previous = signal.getsignal(signal.SIGHUP)
+    try:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        stopped: list[str] = []
+        with stop_signals(stopped.append):
+            assert signal.getsignal(signal.SIGHUP) not in (signal.SIG_DFL, signal.SIG_IGN)  # else it kills pytest
+            signal.raise_signal(signal.SIGHUP)
+        assert stopped == ["SIGHUP"]
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # nohup: the user asked to keep running
+        with stop_signals(stopped.append):
+            assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+            signal.raise_signal(signal.SIGHUP)
+        assert stopped == ["SIGHUP"]
+    finally:
+        signal.signal(signal.SIGHUP, previous)

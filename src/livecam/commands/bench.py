@@ -65,6 +65,20 @@ def _letterbox(photo: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     return canvas
 
 
+def check_clip_memory(size: tuple[int, int]) -> None:
+    """The generated clip holds RING frames in memory: a --resolution such as 20000x20000 (29 GB)
+    ended after the models loaded in OpenCV's "insufficient memory" (an internal error) or the
+    system's OOM killer; refused up front when it would take over half the RAM available."""
+    from livecam.machine import available_bytes
+
+    need = RING * size[0] * size[1] * 3
+    available = available_bytes()
+    if available is not None and need > available // 2:
+        raise InputError(f"--resolution {size[0]}x{size[1]}: the generated clip holds {RING} frames of that size "
+                         f"({need / 1e9:.1f} GB) and this machine has {available / 1e9:.1f} GB available; choose a "
+                         f"smaller --resolution or --input a clip")
+
+
 class GeneratedClip:
     """A ring of frames made from one photo, shifted along a small circle (about 1% of the width)."""
 
@@ -219,8 +233,13 @@ def with_default_source(job: BenchJob) -> tuple[BenchJob, np.ndarray | None]:
     from livecam.samples import sample_path
 
     source, target = sample_path("astronaut"), sample_path("grace_hopper")
+    job = replace(job, processing=replace(processing, sources=(source,)))
+    if job.input is not None:  # the clip is the user's: only the face to put in is the sample's
+        log.info("no --source given: putting the bundled sample photo %s on the faces of %s", source.name,
+                 job.input.name)
+        return job, None
     log.info("no --source given: putting the bundled sample photo %s on a clip of %s", source.name, target.name)
-    return replace(job, processing=replace(processing, sources=(source,))), read_image(target)
+    return job, read_image(target)
 
 
 def _source_photo(job: BenchJob) -> np.ndarray:
@@ -419,7 +438,15 @@ def _input_size(path: Path) -> str:
     from livecam.media.video_reader import VideoReader
 
     with VideoReader(path) as reader:
+        if reader.info.frames is not None and reader.info.frames <= WARMUP_FRAMES:
+            raise _too_short(path)
         return f"{reader.info.width}x{reader.info.height}"
+
+
+def _too_short(path: Path) -> InputError:
+    # a clip used up by the warm-up was reported as "0 frames, 0.0 FPS" and "no face was found"
+    return InputError(f"--input {path}: no frame is left to measure after the {WARMUP_FRAMES} warm-up frames; "
+                      f"give a clip of more than {WARMUP_FRAMES} frames")
 
 
 def run_bench(job: BenchJob) -> None:
@@ -436,18 +463,31 @@ def _run_bench(job: BenchJob) -> None:
     if job.input is not None and not job.input.is_file():
         raise InputError(f"--input {job.input} does not exist; give a video file or leave it out "
                          f"to use a generated clip")
+    if job.compare_providers and job.processing.runtime.providers not in ((), ("auto",)):
+        # each compared run sets its own provider: --execution-provider was silently dropped
+        raise InputError(f"--execution-provider {' '.join(job.processing.runtime.providers)} and "
+                         f"--compare-providers exclude each other; list every provider to run in "
+                         f"--compare-providers")
     baseline = read_baseline(job.baseline) if job.baseline is not None else None
     job, clip_photo = with_default_source(job)
     live = job.mode == "live"
     if job.input is None:
         if clip_photo is None:
             _source_photo(job)  # a missing/unreadable photo is reported before any model loads
+        check_clip_memory(job.resolution)
         size = f"{job.resolution[0]}x{job.resolution[1]}"
     else:
         size = _input_size(job.input)  # an unreadable clip is reported before any model loads
+        if job.resolution != BenchJob(processing=job.processing).resolution:  # it was silently ignored
+            log.warning("warning: --resolution sizes the generated clip; --input %s is measured at its own %s",
+                        job.input.name, size)
     # One job per provider compared (or the job itself); engines are built once each, then the
     # runs alternate round by round so every provider sees the same machine state.
     variants = {p: _on_provider(job, p) for p in job.compare_providers} or {"": job}
+    from livecam.runtime.providers import resolve_providers
+
+    for provider in job.compare_providers:  # a missing one is said before the others' models load
+        resolve_providers([provider])
     if job.watermark and not job.compare_providers:  # the cost of the mark: with and without, alternating
         variants = {"unmarked": replace(job, watermark=False), "watermarked": job}
     engines: dict[str, Engine] = {}
@@ -460,6 +500,8 @@ def _run_bench(job: BenchJob) -> None:
     for _ in range(job.rounds):
         for name, variant in variants.items():
             runs[name].append((run_live_bench if live else run_video_bench)(variant, engines[name], clip_photo))
+    if job.input is not None and any(r["frames"] == 0 for results in runs.values() for r in results):
+        raise _too_short(job.input)  # the header did not say (or was wrong)
     reports = {}
     for name, results in runs.items():
         result = median_result(results)
@@ -472,13 +514,16 @@ def _run_bench(job: BenchJob) -> None:
             "processors": list(engines[name].processor_names), "rounds": job.rounds, **result,
             "peak_rss_mb": _round(peak_rss_mb()),
         }
-    if len(reports) == 1:
-        report = reports[""]
+    if len(reports) == 1:  # one run (also --compare-providers with one provider): the plain report
+        report = next(iter(reports.values()))
         if baseline is not None:
             report["against_baseline"] = ratios(report, baseline)
         click.echo(json.dumps(report, indent=2) if job.json else format_table(report))
         return
     first = next(iter(reports.values()))
+    if baseline is not None:  # every column against the one earlier run
+        for report in reports.values():
+            report["against_baseline"] = ratios(report, baseline)
     side = {"mode": job.mode, "resolution": size, "rounds": job.rounds,
             ("providers" if job.compare_providers else "variants"): reports,
             "ratios_to_first": {name: ratios(r, first) for name, r in reports.items()}}
@@ -598,5 +643,9 @@ def side_by_side_table(side: dict[str, Any]) -> str:
         row = [reports[n].get(key) for n in names]
         if any(v is not None for v in row):
             lines.append(f"{label:<16}" + "".join(cell(v, row[0]) for v in row))
+    if any("against_baseline" in reports[n] for n in names):
+        lines.append("against the baseline (this run / baseline): " + "; ".join(
+            f"{n}: " + ", ".join(f"{key} x{value:.2f}" for key, value in reports[n]["against_baseline"].items()
+                                 if key != "stages") for n in names))
     lines.append("engines: " + "; ".join(f"{n}: {reports[n]['engine']}" for n in names))
     return "\n".join(lines)

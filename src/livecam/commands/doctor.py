@@ -109,6 +109,26 @@ def provider_start_lines(store: ModelStore) -> list[str]:
     return lines
 
 
+def models_folder_problem(root: Path) -> str:
+    """'' when downloads can write in the models folder (or create it), else why not and the fix:
+    a read-only folder was only found out when a download failed. Not a readiness problem: the
+    embedded models need no writing."""
+    import tempfile
+
+    folder = root
+    while not folder.exists() and folder.parent != folder:  # a missing folder is created on download
+        folder = folder.parent
+    try:
+        if not folder.is_dir():
+            raise NotADirectoryError(f"{folder} is not a folder")
+        with tempfile.TemporaryFile(dir=folder):  # os.access says yes to root on read-only mounts
+            pass
+    except OSError as exc:
+        return (f"; NOT writable ({exc.strerror or exc}): downloads will fail; make it writable or pass "
+                f"--models-dir")
+    return ""
+
+
 def window_state() -> str:
     """Whether `--output window` can open here; not a readiness problem (files and the virtual
     camera need no display)."""
@@ -164,7 +184,8 @@ def run_doctor(settings: RuntimeSettings) -> int:
 
     store = ModelStore(settings, progress=False)
     free = free_bytes(store.root)
-    echo(f"Models folder: {store.root} (free disk: {'unknown' if free is None else f'{free / 1e9:.1f} GB'})")
+    echo(f"Models folder: {store.root} (free disk: {'unknown' if free is None else f'{free / 1e9:.1f} GB'})"
+         + models_folder_problem(store.root))
     width = max(len(n) for n in store.names())
     for name in store.names():
         st = store.state(name)

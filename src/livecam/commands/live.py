@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -12,10 +13,10 @@ import numpy as np
 
 from livecam.errors import DeviceError, InputError, OutputExistsError
 from livecam.frame import FramePacket
-from livecam.marks.credentials import signing_for
+from livecam.marks.credentials import mime_type, signing_for
 from livecam.marks.live_marker import LiveMarker
 from livecam.marks.watermark import open_watermarker
-from livecam.media.camera import CameraSource, VideoFileSource, camera_device_problem, open_source
+from livecam.media.camera import CameraSource, FrameSource, VideoFileSource, camera_device_problem, open_source
 from livecam.media.images import check_output_folder, same_file
 from livecam.media.sinks import FileRecorderSink, Sink, make_sink
 from livecam.pipeline.live import LiveRun, run_live_pipeline
@@ -31,7 +32,8 @@ log = logging.getLogger("livecam")
 
 def check_files(job: LiveJob, sink: Sink) -> None:
     """--stats-json and the recording, checked before any model loads: an existing stats file is
-    kept unless --force, and neither may be the --camera file (it would be overwritten)."""
+    kept unless --force (a FIFO or /dev/stdout is written as it is), and neither may be the
+    --camera file (it would be overwritten), nor the stats file a photo the run uses."""
     camera = Path(job.camera)
     recording = sink.path if isinstance(sink, FileRecorderSink) else None
     if recording is not None and same_file(recording, camera):
@@ -41,8 +43,19 @@ def check_files(job: LiveJob, sink: Sink) -> None:
         return
     if path.is_dir():
         raise InputError(f"--stats-json {path}: that is a folder; give a file name such as stats.jsonl")
-    if same_file(path, camera) or (recording is not None and path.absolute() == recording.absolute()):
+    # resolve(): "sub/../rec.mp4" or a link to it is the recording too (it would be overwritten by the
+    # stats, and the recording then refused as "exists")
+    if same_file(path, camera) or (recording is not None and (path.resolve() == recording.resolve()
+                                                              or same_file(path, recording))):
         raise InputError(f"--stats-json {path}: that is the --camera or --output file; give another name")
+    analysis = job.processing.analysis
+    photos = [*job.processing.sources, *analysis.reference, *(p for pair in analysis.face_map for p in pair)]
+    if any(same_file(path, Path(photo)) for photo in photos):  # --force would overwrite the photo
+        raise InputError(f"--stats-json {path}: that is a --source, --reference or --map photo; give another name")
+    if path.exists() and not path.is_file():  # a FIFO or a device (/dev/stdout): a stream, nothing to replace
+        if not os.access(path, os.W_OK):
+            raise InputError(f"--stats-json {path}: not writable by this user; give a file name such as stats.jsonl")
+        return
     if path.exists() and not job.force:
         raise OutputExistsError(f"--stats-json {path}: the file exists; add --force to overwrite it or choose "
                                 f"another name")
@@ -50,6 +63,21 @@ def check_files(job: LiveJob, sink: Sink) -> None:
         check_output_folder(path)
     except InputError as exc:
         raise InputError(f"--stats-json {path}: {exc.message}") from exc
+
+
+def ignored_options(job: LiveJob, source: FrameSource) -> list[str]:
+    """Options given that this source has no use for (they were silently ignored): a camera's
+    capture size and rate for a file or URL, real-time pacing for a camera."""
+    defaults = LiveJob(processing=job.processing)
+    if isinstance(source, CameraSource):
+        return (["--realtime/--no-realtime apply to a video file or URL; a camera always runs in real time"]
+                if job.realtime is not None else [])
+    given = [name for name, changed in (("--resolution", job.resolution != defaults.resolution),
+                                        ("--fps", job.fps != defaults.fps)) if changed]
+    if not given:
+        return []
+    return [f"{' and '.join(given)} set{'s' if len(given) == 1 else ''} a camera's capture; {source.name} "
+            f"plays at its own size and frame rate"]
 
 
 def warm_frames(engine: FrameEngine, images: Sequence[np.ndarray], track: bool, process: bool = True,
@@ -92,12 +120,17 @@ def _run_live(job: LiveJob) -> None:
     source = open_source(job.camera, job.resolution, job.fps, job.realtime)
     if isinstance(source, CameraSource) and (problem := camera_device_problem(source.index)):
         raise DeviceError(problem)
+    for ignored in ignored_options(job, source):
+        log.warning("warning: %s", ignored)
     sink = make_sink(job.output, fps=job.fps, force=job.force)
     check_files(job, sink)
     local_file = isinstance(source, VideoFileSource) and "://" not in source.location
     # a given signing identity is checked now, before the models load; a local file is the parent ingredient
     signing = (signing_for(job.c2pa, Path(job.camera) if local_file else None, ())
                if isinstance(sink, FileRecorderSink) else None)
+    if signing is not None and isinstance(sink, FileRecorderSink) and mime_type(sink.path) is not None:
+        # the local identity is made (or refused) now: made at the end, a failure lost the whole recording
+        signing = replace(signing, identity=signing.signer_identity())
     from livecam.pipeline.engine import Engine
 
     if local_file:

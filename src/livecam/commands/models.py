@@ -134,6 +134,8 @@ def verify_models(settings: RuntimeSettings, names: tuple[str, ...]) -> int:
 
 
 def convert_model(settings: RuntimeSettings, checkpoint: Path, output: Path | None, force: bool) -> None:
+    if checkpoint.is_dir():  # was reported as "not found"
+        raise InputError(f"checkpoint {checkpoint} is a folder; give the GFPGANv1.4.pth file in it")
     if not checkpoint.is_file():
         raise InputError(f"checkpoint {checkpoint} not found; download GFPGANv1.4.pth first")
     store = ModelStore(settings, progress=False)

@@ -263,6 +263,9 @@ def open_source(camera: str, resolution: tuple[int, int], fps: float, realtime: 
     spec = camera.strip()
     if spec.isdigit():
         return CameraSource(int(spec), resolution, fps)
+    if spec and not spec.lower().startswith(URL_SCHEMES) and Path(spec).is_dir():  # was "no such ... file"
+        raise InputError(f"--camera {camera!r} is a folder; give a video file in it, a camera index such as 0, "
+                         f"or an rtsp:// or http:// URL")
     if not spec.lower().startswith(URL_SCHEMES) and (not Path(spec).exists() or Path(spec).is_dir()):
         raise InputError(f"--camera {camera!r}: no such camera index, file or URL; give a camera index "
                          f"such as 0, a video file such as clip.mp4, or an rtsp:// or http:// URL")

@@ -426,19 +426,23 @@ class ModelStore:
             raise ModelError(f"cannot create the models folder {self.root}: {exc.strerror}; "
                              f"pass --models-dir to use another one") from exc
         path = self.root / f".{unit}.lock"
-        if _TidyLock.usable():
-            tidy = _TidyLock(path)
-            if not tidy.acquire(blocking=False):
+        try:  # the lock is the first file written there: an unwritable folder shows here
+            if _TidyLock.usable():
+                tidy = _TidyLock(path)
+                if not tidy.acquire(blocking=False):
+                    log.info("waiting for another livecam process that is downloading %s", unit)
+                    tidy.acquire()
+                return tidy
+            lock = FileLock(str(path))  # Windows: filelock removes its file on release there
+            try:
+                lock.acquire(timeout=0.2)
+            except Timeout:
                 log.info("waiting for another livecam process that is downloading %s", unit)
-                tidy.acquire()
-            return tidy
-        lock = FileLock(str(path))  # Windows: filelock removes its file on release there
-        try:
-            lock.acquire(timeout=0.2)
-        except Timeout:
-            log.info("waiting for another livecam process that is downloading %s", unit)
-            lock.acquire()
-        return _Held(lock)
+                lock.acquire()
+            return _Held(lock)
+        except OSError as exc:
+            raise ModelError(f"cannot write in the models folder {self.root} ({exc.strerror or exc}); make it "
+                             f"writable or pass --models-dir to use another one") from exc
 
     def _fetch(self, spec: ModelSpec) -> None:
         self._check_free_space(spec)

@@ -21,13 +21,16 @@ The engine, the source and the sink are passed in, so tests drive it with fakes.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import json
 import logging
+import os
 import queue
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -408,9 +411,32 @@ class LivePipeline:
         if path is None:
             return
         try:
-            self._stats_file = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in _finish
+            if path.is_fifo():
+                self._stats_file = self._open_fifo(path)
+            else:
+                self._stats_file = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in _finish
         except OSError as exc:
             raise OutputError(f"--stats-json {path}: cannot write it ({exc.strerror})") from exc
+
+    def _open_fifo(self, path: Path) -> IO[str] | None:
+        """A FIFO opens for writing only once a reader has it open; a plain open() waits for that
+        where neither Ctrl-C nor SIGTERM reaches (it retries on EINTR), so poll until a reader
+        comes or the run is stopped (None: stopped first)."""
+        said = False
+        while not self._stop.is_set():
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError as exc:
+                if exc.errno != errno.ENXIO:  # ENXIO: no reader yet
+                    raise
+                if not said:
+                    log.info("--stats-json %s: waiting for a reader on this FIFO", path)
+                    said = True
+                time.sleep(POLL_S)
+                continue
+            os.set_blocking(fd, True)  # a slow reader holds the writes back, as a file would not
+            return open(fd, "w", encoding="utf-8")  # noqa: SIM115 - closed in _finish
+        return None
 
     def _write_stats(self, record: dict[str, Any]) -> None:
         if self._stats_file is None:

@@ -1,8 +1,8 @@
 """One way to stop on a signal, for the whole CLI process and for the live pipeline.
 
-    with stop_signals():            # cli.main, once for the process: SIGINT and SIGTERM raise
+    with stop_signals():            # cli.main, once for the process: SIGINT, SIGTERM, SIGHUP raise
                                     # KeyboardInterrupt once; later ones are ignored (cleanup runs)
-    with stop_signals(on_stop):     # the first SIGINT/SIGTERM calls on_stop(name) for a clean
+    with stop_signals(on_stop):     # the first stop signal calls on_stop(name) for a clean
                                     # stop; later ones are ignored (the stop has deadlines)
     output_done()                   # the output is finished: later signals are ignored, exit 0
     interrupted()                   # whether an interrupt arrived (an error after it is the interrupt)
@@ -24,6 +24,11 @@ from typing import Any, Callable, Iterator
 from livecam.interrupt import InterruptOnce
 
 SIGNAL_NAMES = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
+# SIGHUP (the terminal or SSH session closed) stops like SIGTERM: by default it killed the process
+# with the recording's temporary file left behind. Not on Windows; left alone when ignored (nohup).
+STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+if hasattr(signal, "SIGHUP"):
+    SIGNAL_NAMES[signal.SIGHUP] = "SIGHUP"
 
 
 def _process_handler() -> InterruptOnce | None:
@@ -65,13 +70,13 @@ def stop_signals(on_stop: Callable[[str], None] | None = None) -> Iterator[None]
     wanted: list[tuple[str, Any]] = [("SIGXFSZ", signal.SIG_IGN)]
     if on_stop is None:
         once = _process_handler() or InterruptOnce()  # nested: the process's one handler and state
-        wanted += [("SIGINT", once), ("SIGTERM", once)]
+        wanted += [(name, once) for name in STOP_SIGNALS]
     else:
-        wanted += [("SIGINT", clean_stop), ("SIGTERM", clean_stop)]
+        wanted += [(name, clean_stop) for name in STOP_SIGNALS]
     saved: dict[int, Any] = {}
     for name, handler in wanted:
         sig = getattr(signal, name, None)
-        if sig is None:
+        if sig is None or (name == "SIGHUP" and signal.getsignal(sig) == signal.SIG_IGN):  # nohup: keep running
             continue
         try:
             saved[sig] = signal.signal(sig, handler)
@@ -91,8 +96,9 @@ def stop_signals(on_stop: Callable[[str], None] | None = None) -> Iterator[None]
 
 
 def ignore_stop_signals() -> None:
-    """The process is exiting: SIGINT/SIGTERM now would only break interpreter shutdown."""
+    """The process is exiting: SIGINT/SIGTERM/SIGHUP now would only break interpreter shutdown."""
     if threading.current_thread() is not threading.main_thread():
         return
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_IGN)
+    for name in STOP_SIGNALS:
+        if (sig := getattr(signal, name, None)) is not None:
+            signal.signal(sig, signal.SIG_IGN)
