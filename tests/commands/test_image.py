@@ -285,14 +285,16 @@ def test_pixel_boost_reaches_the_inswapper(tmp_path: Path, faces_dir: Path, isol
     assert np.abs(outs["256"] - before)[face].max(axis=2).mean() > 3
 
 
-def test_pixel_boost_with_the_mesh_swapper_warns_once(tmp_path: Path, faces_dir: Path,
-                                                     isolated_env: dict[str, str]) -> None:
+def test_options_the_run_does_not_use_are_each_warned_once(tmp_path: Path, faces_dir: Path,
+                                                            isolated_env: dict[str, str]) -> None:
     target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
     out = tmp_path / "o.png"
     result = run_cli(["image", str(target), str(out), "-s", str(source), "--swap-model", "mesh",
-                      "--pixel-boost", "512", "--no-watermark", "--no-c2pa"], env=isolated_env)
+                      "--pixel-boost", "512", "--face-mask-blur", "0.9", "--enhancer-model", "codeformer",
+                      "--no-watermark", "--no-c2pa"], env=isolated_env)
     assert result.returncode == 0, result.stderr
-    assert result.stderr.count("--pixel-boost is for the inswapper; the mesh swapper ignores it") == 1
+    assert result.stderr.count("--pixel-boost and --face-mask-blur are for the neural swapper; the mesh swapper") == 1
+    assert result.stderr.count("--enhancer-model is for the face enhancer, which this run does not use") == 1
 
 
 def test_the_input_photo_is_never_the_output_even_with_force(tmp_path: Path, faces_dir: Path,

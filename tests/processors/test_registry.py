@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -91,3 +92,38 @@ def test_an_added_processor_module_reaches_the_cli_and_the_engine(tmp_path: Path
 def test_an_unknown_processor_is_refused_by_the_cli(tmp_path: Path) -> None:
     run = _livecam(tmp_path, "image", "a.png", "b.png", "--frame-processor", "face_inverter")
     assert run.returncode == 2 and "face_inverter" in run.stderr
+
+
+def _warnings(frame_processors: tuple[str, ...], swap_model: str | None, swap: dict[str, Any] | None = None,
+              enhance: dict[str, Any] | None = None) -> list[str]:
+    from livecam.settings import EnhanceSettings, ProcessingSettings, SwapSettings
+
+    settings = ProcessingSettings(sources=(), frame_processors=frame_processors, swap=SwapSettings(**(swap or {})),
+                                  enhance=EnhanceSettings(**(enhance or {})))
+    return registry.unused_option_warnings(settings, swap_model)
+
+
+def test_options_a_run_does_not_use_are_each_said_once() -> None:
+    swap_only, both = ("face_swapper",), ("face_swapper", "face_enhancer")
+    assert _warnings(swap_only, "inswapper_128") == []
+    assert _warnings(both, "inswapper_128", enhance={"model": "codeformer", "weight": 0.3}) == []
+    # the enhancer's options without the enhancer
+    [line] = _warnings(swap_only, "inswapper_128", enhance={"blend": 0.7, "precision": "fp16"})
+    assert "--enhancer-blend and --enhancer-precision are for the face enhancer" in line
+    assert "add face_enhancer to --frame-processor" in line
+    # the swapper's options in an enhance-only run
+    [line] = _warnings(("face_enhancer",), None, swap={"mouth_mask": 10, "color_match": False})
+    assert line.startswith("warning: --mouth-mask and --no-color-match are for the face swapper")
+    # the neural swapper's paste options with the mesh swapper (not --blend nor --mouth-mask: it uses them)
+    [line] = _warnings(swap_only, "mesh", swap={"face_mask_blur": 0.9, "face_mask_padding": (5.0, 0.0, 0.0, 0.0),
+                                               "pixel_boost": 256, "blend": 0.5, "mouth_mask": 0})
+    assert "--pixel-boost, --face-mask-blur and --face-mask-padding are for the neural swapper" in line
+    assert "--blend" not in line and "--mouth-mask" not in line
+    # areas and regions shape only their own mask type
+    lines = _warnings(swap_only, "inswapper_128", swap={"face_mask": ("box", "area"), "face_mask_areas": ("mouth",),
+                                                        "face_mask_regions": ("skin",)})
+    assert lines == ["warning: --face-mask-regions shapes the region mask, which this run does not use "
+                     "(add --face-mask region)"]
+    # CodeFormer's fidelity on another enhancer
+    [line] = _warnings(both, "inswapper_128", enhance={"weight": 0.5})
+    assert "--enhancer-weight is CodeFormer's fidelity; gfpgan_1.4 has no such input" in line

@@ -193,6 +193,8 @@ class Engine:
             processor.prepare(sources)
         warn_provider_fallback(provider_problem)
         warn_mesh_fallback(fallback_missing, store)
+        for line in registry.unused_option_warnings(settings, swap_model):  # said once, not per lane
+            log.warning("%s", line)
         recipe = LaneRecipe(store, tuple(chosen), threads, need_landmarks,
                             bool(analysis.reference or analysis.face_map), live)
         engine = cls(settings, analyser, processors, sources, providers=providers, swap_model=swap_model,

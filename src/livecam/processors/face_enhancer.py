@@ -41,11 +41,11 @@ from livecam.frame import FramePacket
 from livecam.models import fp16
 from livecam.processors.base import presence, usable
 from livecam.processors.paste import CropMask, align_crop, feathered_box, paste
-from livecam.processors.registry import BuildContext, ProcessorSpec
+from livecam.processors.registry import BuildContext, ProcessorSpec, given, listed
 from livecam.runtime import graphs
 from livecam.runtime.providers import MAX_BATCH
 from livecam.runtime.sessions import input_dtype
-from livecam.settings import EnhanceSettings
+from livecam.settings import EnhanceSettings, ProcessingSettings
 
 log = logging.getLogger("livecam")
 
@@ -232,15 +232,28 @@ class FaceEnhancer:
 # ---- registration (livecam.processors.registry) ---------------------------------------------------
 def _build(ctx: BuildContext) -> FaceEnhancer:
     settings = ctx.settings.enhance
-    if settings.weight is not None and not ENHANCERS[settings.model].fidelity:
-        log.warning("warning: --enhancer-weight is CodeFormer's fidelity; %s has no such input, so it is "
-                    "ignored (add --enhancer-model codeformer)", settings.model)
     precision = fp16.choose(ctx.store, settings.model, settings.precision, ctx.providers.primary)
     session, joined = ctx.open_model(settings.model, _front(ctx, settings.model), precision=precision)
     fast, fast_joined = _fast_sessions(ctx) if ctx.live else (None, None)
     # On a GPU lane one shape, joined or not (the join may fail)
     return FaceEnhancer(session, settings, fast, joined=joined, fast_joined=fast_joined,
                         one_shape=_on_gpu_lane(ctx))
+
+
+_OPTIONS = {"model": "--enhancer-model", "blend": "--enhancer-blend", "weight": "--enhancer-weight",
+            "precision": "--enhancer-precision"}  # EnhanceSettings field -> flag
+
+
+def _unused_options(settings: ProcessingSettings, swap_model: str | None, runs: bool) -> tuple[str, ...]:
+    enhance = settings.enhance
+    if not runs:
+        flags = given(enhance, _OPTIONS)
+        return (f"warning: {listed(flags)} for the face enhancer, which this run does not use "
+                "(add face_enhancer to --frame-processor)",) if flags else ()
+    if enhance.weight is not None and not ENHANCERS[enhance.model].fidelity:
+        return (f"warning: --enhancer-weight is CodeFormer's fidelity; {enhance.model} has no such input, "
+                "so it is ignored (add --enhancer-model codeformer)",)
+    return ()
 
 
 def _on_gpu_lane(ctx: BuildContext) -> bool:
@@ -274,4 +287,5 @@ def _fast_sessions(ctx: BuildContext) -> tuple[Any, Any]:
 
 PROCESSOR = ProcessorSpec(name=FaceEnhancer.name, role="enhancer", build=_build,
                           model=lambda ctx: fp16.label(ctx.store, ctx.settings.enhance.model,
-                                                       ctx.settings.enhance.precision, ctx.providers.primary))
+                                                       ctx.settings.enhance.precision, ctx.providers.primary),
+                          unused_options=_unused_options)

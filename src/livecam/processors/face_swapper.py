@@ -49,7 +49,7 @@ from livecam.processors.base import FrameProcessor, presence, usable
 from livecam.models.emap import read_last_initializer
 from livecam.processors.crop_masks import FaceMasker, build_masker
 from livecam.processors.paste import paste
-from livecam.processors.registry import BuildContext, ProcessorSpec
+from livecam.processors.registry import BuildContext, ProcessorSpec, given, listed
 from livecam.runtime import graphs
 from livecam.runtime.graphs import Front
 from livecam.runtime.sessions import input_dtype
@@ -357,11 +357,6 @@ def _build(ctx: BuildContext) -> FrameProcessor:
     if model == "mesh":
         from livecam.processors.mesh_swapper import MeshSwapper
 
-        if ctx.settings.swap.pixel_boost is not None:
-            log.warning("warning: --pixel-boost is for the inswapper; the mesh swapper ignores it")
-        if ctx.settings.swap.face_mask != ("box",):
-            log.warning("warning: --face-mask is for the neural swapper; the mesh swapper blends by its own mask")
-
         return MeshSwapper(ctx.settings.swap)
     from livecam.runtime.lanes import uses_device_fronts
 
@@ -373,6 +368,31 @@ def _build(ctx: BuildContext) -> FrameProcessor:
                                      if uses_device_fronts(ctx.providers) else None)
     return NeuralSwapper(session, ctx.settings.swap, kind=kind, model_path=ctx.store.file_path(model),
                          masker=build_masker(ctx), joined=joined)
+
+
+# The swapper's options (SwapSettings field -> flag); the mesh swapper blends by its own mask
+# at its own resolution, so the neural swapper's paste options mean nothing to it.
+_OPTIONS = {"model": "--swap-model", "mouth_mask": "--mouth-mask", "color_match": "--no-color-match",
+            "blend": "--blend", "pixel_boost": "--pixel-boost", "face_mask": "--face-mask",
+            "face_mask_blur": "--face-mask-blur", "face_mask_padding": "--face-mask-padding",
+            "face_mask_areas": "--face-mask-areas", "face_mask_regions": "--face-mask-regions"}
+_NEURAL_ONLY = ("--pixel-boost", "--face-mask", "--face-mask-blur", "--face-mask-padding",
+                "--face-mask-areas", "--face-mask-regions")
+
+
+def _unused_options(settings: ProcessingSettings, swap_model: str | None, runs: bool) -> tuple[str, ...]:
+    flags = given(settings.swap, _OPTIONS)
+    if not runs:
+        return (f"warning: {listed(flags)} for the face swapper, which this run does not use "
+                "(add --frame-processor face_swapper)",) if flags else ()
+    if swap_model == "mesh":
+        ignored = [f for f in flags if f in _NEURAL_ONLY]
+        return (f"warning: {listed(ignored)} for the neural swapper; the mesh swapper, which blends by "
+                f"its own mask at its own size, ignores {'it' if len(ignored) == 1 else 'them'}",) if ignored else ()
+    # --face-mask-areas / --face-mask-regions shape the area / region mask only
+    return tuple(f"warning: {flag} shapes the {kind} mask, which this run does not use (add --face-mask {kind})"
+                 for flag, kind in (("--face-mask-areas", "area"), ("--face-mask-regions", "region"))
+                 if flag in flags and kind not in settings.swap.face_mask)
 
 
 def _needs_landmarks(settings: ProcessingSettings, swap_model: str | None) -> bool:
@@ -388,4 +408,4 @@ def _needs_embedding(settings: ProcessingSettings, swap_model: str | None) -> bo
 # The one swapper name: inswapper, HyperSwap and the mesh swapper (--swap-model mesh) all register as it.
 PROCESSOR = ProcessorSpec(name=NeuralSwapper.name, role="swapper", build=_build,
                           model=lambda ctx: ctx.swap_model or "mesh", needs_landmarks=_needs_landmarks,
-                          needs_embedding=_needs_embedding)
+                          needs_embedding=_needs_embedding, unused_options=_unused_options)

@@ -62,6 +62,23 @@ def _no(settings: ProcessingSettings, swap_model: str | None) -> bool:
     return False
 
 
+def _none_unused(settings: ProcessingSettings, swap_model: str | None, runs: bool) -> tuple[str, ...]:
+    return ()
+
+
+def given(options: Any, flags: dict[str, str]) -> list[str]:
+    """The flags (field name -> CLI flag) whose fields of the settings object `options` differ
+    from its dataclass's defaults: the options the user gave."""
+    defaults = type(options)()
+    return [flag for name, flag in flags.items() if getattr(options, name) != getattr(defaults, name)]
+
+
+def listed(flags: list[str]) -> str:
+    """'--a', '--a and --b', '--a, --b and --c', with 'is'/'are' to follow."""
+    names = flags[0] if len(flags) == 1 else ", ".join(flags[:-1]) + " and " + flags[-1]
+    return f"{names} {'is' if len(flags) == 1 else 'are'}"
+
+
 @dataclass(frozen=True)
 class ProcessorSpec:
     name: str  # as given to --frame-processor and FrameProcessor.name
@@ -70,6 +87,9 @@ class ProcessorSpec:
     model: Callable[[BuildContext], str]  # the model it runs, for Engine.describe()
     needs_landmarks: Callable[[ProcessingSettings, str | None], bool] = _no  # FaceMesh on target faces
     needs_embedding: Callable[[ProcessingSettings, str | None], bool] = _no  # ArcFace on target faces
+    # Warning lines for the options of this processor that the run gives but will not use
+    # (`runs`: whether the processor is in the chain): an option doing nothing is said, once.
+    unused_options: Callable[[ProcessingSettings, str | None, bool], tuple[str, ...]] = _none_unused
 
 
 @functools.lru_cache(maxsize=1)
@@ -106,6 +126,13 @@ def spec(name: str) -> ProcessorSpec:
 
 def specs(selected: Iterable[str]) -> list[ProcessorSpec]:
     return [spec(n) for n in selected]
+
+
+def unused_option_warnings(settings: ProcessingSettings, swap_model: str | None) -> list[str]:
+    """Every processor's warnings for options given that this run will not use
+    (ProcessorSpec.unused_options), in registry order."""
+    chain = set(settings.frame_processors)
+    return [line for s in _discovered().values() for line in s.unused_options(settings, swap_model, s.name in chain)]
 
 
 def default_names() -> tuple[str, ...]:
