@@ -16,7 +16,7 @@ from livecam.errors import LicenseNotAcceptedError, ModelError
 from livecam.faces.align import FFHQ_512, align_matrix, arcface_template, invert, warp_crop
 from livecam.models.catalog import CATALOG
 from livecam.models.store import ModelStore, signature_problem
-from livecam.processors.face_enhancer import ENHANCERS, FASTEST, FaceEnhancer, _build
+from livecam.processors.face_enhancer import ENHANCERS, FASTEST, PROCESSOR, FaceEnhancer, _build
 from livecam.processors.registry import BuildContext
 from livecam.runtime.providers import resolve_providers
 from livecam.settings import ENHANCER_MODELS, EnhanceSettings, ProcessingSettings, RuntimeSettings
@@ -195,17 +195,24 @@ def test_build_holds_the_fast_model_only_live_and_only_when_present(tmp_path, st
 
 
 def test_a_weight_without_codeformer_is_warned_about_once(tmp_path, standins, caplog) -> None:
+    """The run says it once (Engine.create, from PROCESSOR.unused_options); building the enhancer,
+    which every lane does again, says nothing."""
     models = tmp_path / "models"
     models.mkdir()
     (models / "gpen_bfr_512.onnx").write_bytes(standins["gpen_bfr_512:random"].read_bytes())
-    (models / "codeformer.onnx").write_bytes(standins["codeformer:random"].read_bytes())
+    weighted = EnhanceSettings(model="gpen_bfr_512", weight=0.3)
     with caplog.at_level(logging.WARNING, logger="livecam"):
-        _build(_context(models, EnhanceSettings(model="gpen_bfr_512", weight=0.3), live=False))
-        assert caplog.text.count("--enhancer-weight") == 1
-        caplog.clear()
-        _build(_context(models, EnhanceSettings(model="codeformer", weight=0.3), live=False))
-        _build(_context(models, EnhanceSettings(model="gpen_bfr_512"), live=False))
+        _build(_context(models, weighted, live=False))
+        _build(_context(models, weighted, live=False))
     assert "--enhancer-weight" not in caplog.text
+
+    def said(enhance: EnhanceSettings) -> tuple[str, ...]:
+        settings = ProcessingSettings(sources=(), frame_processors=("face_swapper", "face_enhancer"), enhance=enhance)
+        return PROCESSOR.unused_options(settings, "inswapper_128", True)
+
+    [line] = said(weighted)
+    assert "--enhancer-weight is CodeFormer's fidelity; gpen_bfr_512 has no such input" in line
+    assert said(EnhanceSettings(model="codeformer", weight=0.3)) == () == said(EnhanceSettings(model="gpen_bfr_512"))
 
 
 @pytest.mark.parametrize("name", NEW)
