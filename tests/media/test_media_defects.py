@@ -121,6 +121,24 @@ def test_audio_mp4_players_do_not_read_is_reencoded_as_aac_and_said_once(
     assert codec in lines[0].getMessage() and "AAC" in lines[0].getMessage()
 
 
+@pytest.mark.parametrize("codec", ["pcm_s16le", "pcm_s24le", "pcm_f32le"])
+def test_pcm_from_a_mov_stays_pcm_in_a_mov(tmp_path: Path, caplog: pytest.LogCaptureFixture, codec: str) -> None:
+    # MOV's own uncompressed audio (ProRes and camera files) was re-encoded as lossy AAC, with a
+    # note saying MOV files are "not commonly played" with it.
+    source = make_timed_clip(tmp_path / "in.mov", frames=30, audio_codec=codec)
+    out = tmp_path / "out.mov"
+    with caplog.at_level(logging.INFO, logger="livecam"):
+        assert transcode(source, out).audio_mode == "copy"
+    assert not [r for r in caplog.records if "re-encoded" in r.getMessage()]
+    assert probe(out)["audio_codec"] == codec
+    assert np.array_equal(_samples(out), _samples(source))  # bit for bit
+
+
+def _samples(path: Path) -> np.ndarray:
+    with av.open(str(path)) as c:
+        return np.concatenate([frame.to_ndarray().ravel() for frame in c.decode(audio=0)])
+
+
 def test_aac_is_still_copied_into_mp4(tmp_path: Path) -> None:
     source = make_clip(tmp_path / "in.mov", frames=15, size=(96, 64))
     assert transcode(source, tmp_path / "out.mp4").audio_mode == "copy"

@@ -176,13 +176,16 @@ def add_video_stream(out: av.container.OutputContainer, encoder: str, rate: Frac
 
 
 # Audio codecs copied as they are into each container: those its common players read. PCM in
-# MP4/MOV plays as noise or not at all in many players (and Debian's ffmpeg 5.1), Vorbis in MP4 is
+# MP4 plays as noise or not at all in many players (and Debian's ffmpeg 5.1), Vorbis in MP4 is
 # an oddity; FLAC in MP4 still needs FFmpeg's -strict; Opus in MP4 plays in browsers, VLC and
-# FFmpeg but not in QuickTime, so MOV re-encodes it. Everything else becomes AAC (Opus for WebM),
-# said in one line. None: the container holds anything FFmpeg can put there (Matroska).
+# FFmpeg but not in QuickTime, so MOV re-encodes it. PCM is MOV's own uncompressed audio (ProRes
+# and camera files carry it; sowt, twos, in24, fl32): copied, not made lossy. Everything else
+# becomes AAC (Opus for WebM), said in one line. None: the container holds anything FFmpeg can put
+# there (Matroska).
+_MOV_PCM = frozenset(f"pcm_{kind}{end}" for kind in ("s16", "s24", "s32", "f32", "f64") for end in ("le", "be"))
 AUDIO_COPY_CODECS: dict[str, frozenset[str] | None] = {
     "mp4": frozenset({"aac", "mp3", "alac", "ac3", "eac3", "opus"}),
-    "mov": frozenset({"aac", "mp3", "alac", "ac3", "eac3"}),
+    "mov": frozenset({"aac", "mp3", "alac", "ac3", "eac3"}) | _MOV_PCM,
     "webm": frozenset({"opus", "vorbis"}),
     "matroska": None,
 }
