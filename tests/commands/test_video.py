@@ -347,6 +347,11 @@ def test_no_face_of_the_reference_person_says_so(tmp_path: Path, faces_dir: Path
     (["video", "in.mp4", "out.mp4"], "missing --source PATH"),
     (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--frame-range", "9:3"], "Invalid value for --frame-range"),
     (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--keep-fps", "--fps", "25"], "exclude each other"),
+    # nan and inf passed click's range and failed mid-run as internal errors; a rate under 1/2002
+    # became a division by zero
+    (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--fps", "nan"], "Invalid value for '--fps'"),
+    (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--fps", "0.0001"], "Invalid value for '--fps'"),
+    (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--max-memory", "inf"], "Invalid value for '--max-memory'"),
     (["image", "in.jpg"], "Missing argument 'OUTPUT'"),
 ])
 def test_usage_errors_are_one_line_too(args: list[str], text: str, isolated_env: dict[str, str]) -> None:
