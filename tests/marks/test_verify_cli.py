@@ -96,3 +96,17 @@ def test_unreadable_and_missing_files_exit_2(tmp_path: Path, isolated_env: dict[
     code, found = verify([junk, tmp_path / "missing.png"], isolated_env)
     assert code == 2
     assert all("error" in item for item in found)
+
+
+def test_a_renamed_marked_photo_is_read_as_a_photo_and_a_folder_is_called_a_folder(
+        tmp_path: Path, photo: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # Without a photo extension the file was read as a video ("is a still image, not a video;
+    # use `livecam image`", exit 2), and a folder was "no such file".
+    out = tmp_path / "out.jpg"
+    made = run_cli(["image", str(photo), str(out), *swap_args(faces_dir), "--no-c2pa"], env=isolated_env)
+    assert made.returncode == 0, made.stderr
+    renamed = tmp_path / "download"
+    renamed.write_bytes(out.read_bytes())
+    code, (found, folder) = verify([renamed, tmp_path], isolated_env)
+    assert found["kind"] == "image" and found["marked"] and found["watermark"]["found"]
+    assert code == 2 and "is a folder" in folder["error"]

@@ -20,6 +20,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from livecam.media import provenance
+from livecam.media.metadata import sniff_format
 from livecam.errors import InputError
 from livecam.marks import credentials as cr
 from livecam.marks import watermark as wm
@@ -73,9 +74,13 @@ class Evidence:
 
 def examine(path: Path, marker: wm.Watermarker) -> Evidence:
     """All the evidence in one file; InputError when it cannot be read as an image or a video."""
-    if not path.is_file():
+    if path.is_dir():
+        raise InputError(f"{path} is a folder; give the files in it, such as {path / '*'}")
+    if not path.exists():
         raise InputError(f"{path}: no such file")
-    if path.suffix.lower() in IMAGE_SUFFIXES:
+    if not path.is_file():
+        raise InputError(f"{path} is not a regular file; give an image or a video file")
+    if is_still_image(path):
         from livecam.media.images import read_image
 
         image = read_image(path)
@@ -83,6 +88,19 @@ def examine(path: Path, marker: wm.Watermarker) -> Evidence:
         finding = WatermarkFinding(1, int(reading.marked), reading.errors, reading.version)
         return Evidence(path, "image", _image_tags(path), cr.read_credentials(path), finding)
     return Evidence(path, "video", _video_tags(path), cr.read_credentials(path), _video_watermark(path, marker))
+
+
+def is_still_image(path: Path) -> bool:
+    """By its extension, or by its first bytes when the extension says nothing or lies (a marked
+    photo renamed without one was read as a video and called "not a video"). GIF is a clip."""
+    if path.suffix.lower() in IMAGE_SUFFIXES:
+        return True
+    try:
+        with path.open("rb") as f:
+            head = f.read(16)
+    except OSError:
+        return False  # the video reader names the problem
+    return sniff_format(head) not in (None, "gif")
 
 
 def _image_tags(path: Path) -> tuple[str, ...]:
