@@ -172,7 +172,16 @@ def add_video_stream(out: av.container.OutputContainer, encoder: str, rate: Frac
     stream = out.add_stream(encoder, rate=rate)
     if not isinstance(stream, VideoStream):
         raise InputError(f"{encoder!r} is not a video encoder; use --video-encoder libx264 or another video encoder")
+    tag_for_players(out, stream)
     return stream
+
+
+def tag_for_players(out: av.container.OutputContainer, stream: VideoStream) -> None:
+    """HEVC in MP4/MOV as 'hvc1': FFmpeg's 'hev1' is refused by QuickTime, iOS and Safari, and
+    'hvc1' plays everywhere (the same bitstream; only the sample entry's name differs). Also for
+    a stream added from a template, which starts untagged."""
+    if stream.codec_context.codec.canonical_name == "hevc" and out.format.name in ("mp4", "mov"):
+        stream.codec_context.codec_tag = "hvc1"
 
 
 # Audio codecs copied as they are into each container: those its common players read. PCM in
