@@ -423,3 +423,19 @@ def test_a_reference_photo_without_a_face_is_called_a_reference_photo(tmp_path: 
     assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr
     assert "no face found in reference photo" in errors[0] and "blank.png" in errors[0]
     assert not out.exists()
+
+
+def test_the_output_keeps_the_input_photos_colour_profile(tmp_path: Path, faces_dir: Path,
+                                                          isolated_env: dict[str, str]) -> None:
+    # Without it, a Display P3 or Adobe RGB photo (phones, cameras) came out looking duller.
+    Image = pytest.importorskip("PIL.Image")
+    profile = b"\x00\x00\x02\x00lcms\x04\x30\x00\x00mntrRGB XYZ " + bytes(12) + b"acsp" + bytes(472)
+    target = tmp_path / "p3.jpg"
+    with Image.open(small(faces_dir, "obama.jpg", tmp_path)) as photo:
+        photo.convert("RGB").save(target, icc_profile=profile)
+    out = tmp_path / "out.webp"
+    result = run_cli(["image", str(target), str(out), "-s", str(faces_dir / "biden.jpg"), "--swap-model", "mesh",
+                      "--no-watermark"], env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    with Image.open(out) as written:
+        assert written.info.get("icc_profile") == profile

@@ -427,3 +427,35 @@ def test_image_writes_go_through_atomic_output(tmp_path: Path, monkeypatch: pyte
     with pytest.raises(OutputExistsError, match="appeared while livecam was writing it"):
         images.write_image_atomic(out, _pattern(), force=False, label=False)
     assert out.read_bytes() == b"theirs"
+
+
+def _profile(space: bytes = b"RGB ", size: int = 150_000) -> bytes:
+    """An ICC profile header (what readers check) padded to `size`: over 64 KB, a JPEG splits it."""
+    head = struct.pack(">I", size) + b"lcms" + b"\x04\x30\x00\x00" + b"mntr" + space + b"XYZ " + bytes(12) + b"acsp"
+    return (head + bytes(range(256)) * (size // 256 + 1))[:size]
+
+
+@pytest.mark.parametrize("source", ["JPEG", "PNG", "WEBP", "TIFF"])
+def test_the_colour_profile_of_the_input_is_carried_to_every_output_format(tmp_path: Path, source: str) -> None:
+    # Outputs had no ICC profile: a Display P3 or Adobe RGB photo came out looking duller.
+    Image = pytest.importorskip("PIL.Image")
+    profile = _profile()
+    path = tmp_path / f"in.{source.lower()}"
+    Image.fromarray(_pattern()[..., ::-1]).save(path, format=source, icc_profile=profile)
+    assert images.colour_profile(path) == profile
+    for ext in images.WRITE_FORMATS:
+        out = tmp_path / f"out{ext}"
+        images.write_image_atomic(out, images.read_image(path), force=True, label=False,
+                                  icc=images.colour_profile(path))
+        with Image.open(out) as written:
+            assert written.info.get("icc_profile") == profile, ext
+        assert provenance.is_marked_synthetic(out)  # the tags are still there beside it
+
+
+def test_a_cmyk_or_grey_profile_is_not_put_on_rgb_pixels(tmp_path: Path) -> None:
+    Image = pytest.importorskip("PIL.Image")
+    for mode, space in (("CMYK", b"CMYK"), ("L", b"GRAY")):
+        path = tmp_path / f"{mode}.jpg"
+        Image.new(mode, (32, 16)).save(path, icc_profile=_profile(space, 600))
+        assert md.icc_profile(path.read_bytes()) == _profile(space, 600)
+        assert images.colour_profile(path) is None

@@ -2,7 +2,7 @@
 
 read_image() returns BGR or BGRA uint8 whatever the file holds (grayscale, 16-bit, alpha, EXIF
 orientation), and refuses images whose header declares more pixels than MAX_PIXELS before any
-decoding. write_image_atomic() encodes to the format of the output's extension, marks the
+decoding; colour_profile() gives its RGB colour profile, for the output. write_image_atomic() encodes to the format of the output's extension, marks the
 bytes as synthetic (livecam.media.provenance) and writes them through livecam.atomic.AtomicOutput, so
 a failure never leaves a broken or partial output.
 """
@@ -108,6 +108,14 @@ def read_image(path: Path | str) -> np.ndarray:
         raise InputError(f"{path} could not be decoded as {fmt.upper()}{detail}; re-export or re-download it")
     image = _to_uint8_bgr(image)
     return np.ascontiguousarray(apply_orientation(image, orientation))
+
+
+def colour_profile(path: Path | str) -> bytes | None:
+    """The ICC profile of the image at `path` when it describes RGB, as read_image's pixels are
+    (a CMYK or grey profile does not fit them): an output written with it shows the colours the
+    input showed; without it, viewers take a Display P3 or Adobe RGB photo for sRGB, duller."""
+    profile = md.icc_profile(_read_bytes(Path(path)))
+    return profile if profile is not None and md.icc_colour_space(profile) == b"RGB " else None
 
 
 def _decoded_layout(data: bytes, fmt: str) -> tuple[int, int]:
@@ -402,8 +410,10 @@ def check_output_folder(path: Path) -> None:
                          "choose another output path") from exc
 
 
-def encode_image(image: np.ndarray, fmt: str, *, keep_alpha: bool, tag: bool = True) -> bytes:
-    """Encoded bytes of a BGR/BGRA image in `fmt` (a WRITE_FORMATS container name)."""
+def encode_image(image: np.ndarray, fmt: str, *, keep_alpha: bool, tag: bool = True,
+                 icc: bytes | None = None) -> bytes:
+    """Encoded bytes of a BGR/BGRA image in `fmt` (a WRITE_FORMATS container name), with the ICC
+    colour profile `icc` embedded when given."""
     bgr, alpha = split_alpha(image)
     if keep_alpha and alpha is not None:
         pixels = np.dstack([bgr, alpha])
@@ -414,6 +424,8 @@ def encode_image(image: np.ndarray, fmt: str, *, keep_alpha: bool, tag: bool = T
     if not ok:
         raise OutputError(f"OpenCV could not encode a {pixels.shape[1]}x{pixels.shape[0]} image as {fmt}")
     data = buf.tobytes()
+    if icc:  # first: tagging a WebP keeps the ICCP chunk where it must be, first
+        data = md.with_icc_profile(data, icc, (pixels.shape[1], pixels.shape[0]), pixels.shape[2] == 4)
     if tag:
         data = provenance.tag_encoded(data, (pixels.shape[1], pixels.shape[0]), pixels.shape[2] == 4)
         if fmt == "tiff":  # TIFF's own IFD tags: ImageDescription, Software and the XMP packet
@@ -426,11 +438,12 @@ def encode_image(image: np.ndarray, fmt: str, *, keep_alpha: bool, tag: bool = T
 def write_image_atomic(path: Path | str, image: np.ndarray, *, force: bool, label: bool,
                        alpha: np.ndarray | None = None,
                        watermark: Callable[[np.ndarray], np.ndarray] | None = None,
-                       sign: Callable[[bytes], bytes] | None = None) -> None:
+                       sign: Callable[[bytes], bytes] | None = None, icc: bytes | None = None) -> None:
     """Write a BGR or BGRA uint8 image to `path` in the format of its extension.
 
     `alpha` (HxW uint8) is attached when given; alpha is kept for PNG, WebP and TIFF. `label`
-    draws the visible "AI-generated" label (on a copy). The file appears complete or not at all."""
+    draws the visible "AI-generated" label (on a copy). `icc`: the colour profile the pixels are
+    in (colour_profile() of the input). The file appears complete or not at all."""
     path = Path(path)
     fmt, keeps_alpha = output_format(path)
     if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] not in (3, 4):
@@ -443,7 +456,7 @@ def write_image_atomic(path: Path | str, image: np.ndarray, *, force: bool, labe
     with AtomicOutput(path, force=force) as out:
         if watermark is not None:  # last: the mark covers the pixels as written
             image = watermark(image)
-        data = encode_image(image, fmt, keep_alpha=keeps_alpha)
+        data = encode_image(image, fmt, keep_alpha=keeps_alpha, icc=icc)
         if sign is not None:  # C2PA content credentials, over the final bytes
             data = sign(data)
         out.write_bytes(data)
