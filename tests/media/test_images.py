@@ -188,6 +188,11 @@ def test_declared_size_of_every_format() -> None:
     (b"hello, this is text\n", "not an image"),
     (b"", "empty"),
     (b"\x89PNG\r\n\x1a\n\x00\x00", "damaged"),
+    # a phone's photo and videos were "not an image livecam can read; check the file"
+    (b"\x00\x00\x00\x18ftypheic\x00\x00\x00\x00mif1heic", "is a HEIC image, which livecam cannot read; convert it"),
+    (b"\x00\x00\x00\x1cftypavif\x00\x00\x00\x00avifmif1miaf", "is an AVIF image"),
+    (b"\x00\x00\x00\x20ftypisom\x00\x00\x02\x00isomiso2avc1mp41", "is a video, not a photo.*`livecam video`"),
+    (b"\x1a\x45\xdf\xa3\x01\x00\x00\x00\x00\x00\x00\x1f\x42\x86\x81\x01", "is a video"),
 ])
 def test_unreadable_files_give_one_line_input_errors(tmp_path: Path, content: bytes, what: str) -> None:
     path = tmp_path / "photo.jpg"

@@ -77,8 +77,7 @@ def read_image(path: Path | str) -> np.ndarray:
     data = _read_bytes(path)
     fmt = md.sniff_format(data)
     if fmt is None:
-        raise InputError(f"{path} is not an image livecam can read (expected "
-                         f"{', '.join(READ_FORMATS)}); check the file or convert it")
+        raise InputError(_unreadable_message(path, data))
     size = md.declared_size(data)
     if size is None or size[0] <= 0 or size[1] <= 0:
         raise InputError(f"{path} looks like a {fmt.upper()} file but its header is damaged; "
@@ -108,6 +107,26 @@ def read_image(path: Path | str) -> np.ndarray:
         raise InputError(f"{path} could not be decoded as {fmt.upper()}{detail}; re-export or re-download it")
     image = _to_uint8_bgr(image)
     return np.ascontiguousarray(apply_orientation(image, orientation))
+
+
+# ISO base media brands of still images (HEIF/HEIC from phones, AVIF); any other brand is a video.
+_HEIF_BRANDS = {b"heic": "HEIC", b"heix": "HEIC", b"heim": "HEIC", b"heis": "HEIC", b"mif1": "HEIF",
+                b"msf1": "HEIF", b"avif": "AVIF", b"avis": "AVIF"}
+
+
+def _unreadable_message(path: Path, data: bytes) -> str:
+    """What to do with a file that is no image livecam reads: a phone's HEIC photo, or a video
+    given to `livecam image` (both were "not an image livecam can read; check the file")."""
+    if data[4:8] == b"ftyp":
+        kind = _HEIF_BRANDS.get(data[8:12])
+        if kind is not None:
+            return (f"{path} is {'an' if kind == 'AVIF' else 'a'} {kind} image, which livecam cannot read; convert it to JPEG or PNG first "
+                    f"(on a phone: share or export it as JPEG)")
+    if data[4:8] in (b"ftyp", b"moov", b"mdat") or data[:4] == b"\x1a\x45\xdf\xa3" \
+            or (data[:4] == b"RIFF" and data[8:12] == b"AVI "):
+        return (f"{path} is a video, not a photo; give a {', '.join(READ_FORMATS)} image "
+                f"(`livecam video` swaps the faces in videos)")
+    return f"{path} is not an image livecam can read (expected {', '.join(READ_FORMATS)}); check the file or convert it"
 
 
 def colour_profile(path: Path | str) -> bytes | None:
