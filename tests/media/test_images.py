@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 import zlib
@@ -87,6 +88,28 @@ def test_alpha_argument_and_jpeg_drops_alpha(tmp_path: Path) -> None:
     assert (images.read_image(tmp_path / "a.png")[..., 3] == 77).all()
     images.write_image_atomic(tmp_path / "a.jpg", np.dstack([img, alpha]), force=False, label=False)
     assert images.read_image(tmp_path / "a.jpg").shape == img.shape
+
+
+def test_transparency_written_to_a_jpeg_is_white_and_said(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Alpha was dropped: the colour hidden under transparent pixels (here green) showed.
+    img = _pattern()
+    img[:, :16] = (0, 255, 0)
+    alpha = np.full(img.shape[:2], 255, np.uint8)
+    alpha[:, :16] = 0
+    alpha[:, 16:24] = 128
+    with caplog.at_level(logging.INFO, logger="livecam"):
+        images.write_image_atomic(tmp_path / "a.jpg", img, force=False, label=False, alpha=alpha)
+    out = images.read_image(tmp_path / "a.jpg").astype(int)
+    assert np.abs(out[4:-4, 2:14] - 255).max() <= 3  # white, not green
+    half = np.abs(out[10:18, 18:22] - (img[10:18, 18:22].astype(int) + 255) / 2).max()
+    assert half <= 6  # half transparent: half way to white
+    assert np.abs(out[10:18, 27:30] - img[10:18, 27:30]).max() <= 6  # opaque: as it was
+    notes = [r.getMessage() for r in caplog.records if "transparen" in r.getMessage()]
+    assert len(notes) == 1 and "a.jpg" in notes[0] and ".png" in notes[0]
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="livecam"):  # fully opaque: nothing to say
+        images.write_image_atomic(tmp_path / "b.jpg", img, force=False, label=False, alpha=np.full_like(alpha, 255))
+    assert not [r for r in caplog.records if "transparen" in r.getMessage()]
 
 
 def test_grayscale_becomes_bgr(tmp_path: Path) -> None:

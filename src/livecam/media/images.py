@@ -2,9 +2,10 @@
 
 read_image() returns BGR or BGRA uint8 whatever the file holds (grayscale, 16-bit, alpha, EXIF
 orientation), and refuses images whose header declares more pixels than MAX_PIXELS before any
-decoding; colour_profile() gives its RGB colour profile, for the output. write_image_atomic() encodes to the format of the output's extension, marks the
-bytes as synthetic (livecam.media.provenance) and writes them through livecam.atomic.AtomicOutput, so
-a failure never leaves a broken or partial output.
+decoding; colour_profile() gives its RGB colour profile, for the output. write_image_atomic()
+encodes to the format of the output's extension (transparency over white where it has none),
+marks the bytes as synthetic (livecam.media.provenance) and writes them through
+livecam.atomic.AtomicOutput, so a failure never leaves a broken or partial output.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from livecam.media import metadata as md
 
 if TYPE_CHECKING:
     from livecam.settings import ProcessingSettings
+
+log = logging.getLogger("livecam")
 
 # More than this is refused before decoding (a 100-megapixel photo still loads; a crafted
 # 100000x100000 header does not).
@@ -274,7 +277,7 @@ def _native_stderr_to_log() -> Iterator[list[str]]:
         said = out.data[:4096].decode("utf-8", "replace").strip()
         lines.extend(said.splitlines())
         if said:
-            logging.getLogger("livecam").debug("image decoder: %s", " | ".join(said.splitlines()))
+            log.debug("image decoder: %s", " | ".join(said.splitlines()))
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -469,6 +472,13 @@ def write_image_atomic(path: Path | str, image: np.ndarray, *, force: bool, labe
         raise ValueError(f"expected HxWx3 or HxWx4 uint8, got {image.shape} {image.dtype}")
     if alpha is not None:
         image = np.dstack([split_alpha(image)[0], alpha])
+    if image.shape[2] == 4 and not keeps_alpha:
+        # Dropping alpha showed whatever colour the transparent pixels hold (often black, or
+        # the remains of an edit); over white, the picture looks as it did on a white page.
+        if (image[..., 3] < 255).any():
+            log.warning("note: %s cannot hold transparency, so the transparent parts are written white; "
+                        "write .png, .webp or .tif to keep them", path.name)
+        image = flatten(image, background=255)
     if label:
         image = image.copy()
         provenance.draw_label(image)
