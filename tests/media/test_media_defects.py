@@ -139,6 +139,35 @@ def _samples(path: Path) -> np.ndarray:
         return np.concatenate([frame.to_ndarray().ravel() for frame in c.decode(audio=0)])
 
 
+def _cut_without_reencoding(source: Path, path: Path, at: float) -> Path:
+    """What `ffmpeg -ss AT -i SOURCE -c copy PATH` and editors' quick trims write: every packet
+    from the keyframe before `at`, shifted so that `at` is 0; the MP4 muxer hides the frames
+    before it with an edit list (make_clip's only keyframe is its first frame)."""
+    with av.open(str(source)) as i, av.open(str(path), "w") as o:
+        streams = {s.index: o.add_stream_from_template(s) for s in i.streams}
+        for packet in i.demux():
+            if packet.dts is None or packet.pts is None:
+                continue
+            shift = int(round(at / packet.time_base))
+            packet.pts -= shift
+            packet.dts -= shift
+            packet.stream = streams[packet.stream.index]
+            o.mux(packet)
+    return path
+
+
+def test_a_clip_cut_without_reencoding_is_not_called_truncated(tmp_path: Path) -> None:
+    # Its header counts the 90 frames it holds, the edit list shows 43: it was refused as
+    # "ended after 43 of the 90 frames its header announces: the file looks truncated".
+    source = make_clip(tmp_path / "whole.mp4", frames=90, size=(160, 120), fps=30, stamp=True)
+    cut = _cut_without_reencoding(source, tmp_path / "cut.mp4", 1.55)
+    with VideoReader(cut) as reader:
+        assert reader.info.expected_frames == 44  # 1.45 s at 30 fps
+    info = probe(transcode(cut, tmp_path / "out.mp4").spec.path)
+    assert info["frames"] == 43
+    assert [read_index(image) for image in info["images"][:2]] == [47, 48]  # the frames the cut shows
+
+
 def test_aac_is_still_copied_into_mp4(tmp_path: Path) -> None:
     source = make_clip(tmp_path / "in.mov", frames=15, size=(96, 64))
     assert transcode(source, tmp_path / "out.mp4").audio_mode == "copy"

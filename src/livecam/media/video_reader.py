@@ -410,6 +410,17 @@ class VideoDecoder:
             self._reported = self.bad_packets
 
 
+def _shown_frames(counted: int | None, duration: float | None, rate: Fraction) -> int | None:
+    """The header's frame count, or the frames its duration shows when that is clearly fewer: an
+    MP4 cut without re-encoding (`ffmpeg -ss 1.5 -c copy`, an editor's trim) keeps the frames from
+    the keyframe before the cut and hides them with an edit list, which the decoder honours (90
+    counted, 73 shown: the file was refused as truncated)."""
+    if not counted or not duration or not rate:
+        return counted or None
+    shown = int(round(duration * float(rate)))
+    return shown if counted > shown + max(2, shown // 50) else counted
+
+
 class VideoReader:
     """Owns one input container; `frames()` may be consumed by a thread other than the opener's."""
 
@@ -443,7 +454,8 @@ class VideoReader:
         others: list[str] = [s.type for s in c.streams if s.type not in ("video", "audio")]
         others += ["video"] * (len(c.streams.video) - 1) + ["audio"] * max(0, len(c.streams.audio) - 1)
         return VideoInfo(path=self.path, width=w, height=h, rate=as_fraction(rate), time_base=as_fraction(tb),
-                         start_time=max(0.0, start), frames=vs.frames or None, duration=duration,
+                         start_time=max(0.0, start), frames=_shown_frames(vs.frames, duration, rate),
+                         duration=duration,
                          rotation=rotation, codec=cc.name, audio_codec=audio, other_streams=tuple(others),
                          origin=origin, sample_aspect=sar,
                          colour=Colour.described(cc, cc.format.name if cc.format else None, cc.height))
