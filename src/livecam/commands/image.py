@@ -27,7 +27,8 @@ def run_image(job: ImageJob) -> None:
     from livecam.pipeline.engine import Engine
 
     image = read_image(job.input)
-    check_output_path(job.output, force=job.force, input_path=job.input, processing=job.processing)
+    check_output_path(job.output, force=job.force, input_path=job.input, processing=job.processing,
+                      size=(image.shape[1], image.shape[0]))
     bgr, alpha = split_alpha(image)
     start = time.perf_counter()
     # One frame: its sessions get every core, whatever --execution-threads says.

@@ -57,6 +57,9 @@ WRITE_FORMATS: dict[str, tuple[str, bool]] = {
     ".tif": ("tiff", True),
     ".tiff": ("tiff", True),
 }
+# The longest side each output format can hold (WebP stores 14 bits, JPEG 16): larger failed
+# only at the end, after the models ran, as "OpenCV could not encode".
+MAX_SIDE = {"webp": 16383, "jpeg": 65535}
 # Read, but not written: a BMP cannot carry the synthetic-media tags (media/provenance.py).
 UNMARKABLE_FORMATS = (".bmp", ".dib")
 _ENCODE_PARAMS: dict[str, list[int]] = {
@@ -378,11 +381,16 @@ def output_format(path: Path) -> tuple[str, bool]:
 
 
 def check_output_path(path: Path, *, force: bool, input_path: Path | None = None,
-                      processing: ProcessingSettings | None = None) -> None:
-    """Everything about an output path that can be checked before any work is done."""
+                      processing: ProcessingSettings | None = None, size: tuple[int, int] | None = None) -> None:
+    """Everything about an output path that can be checked before any work is done; `size`
+    (width, height): the image it will hold."""
     if path.is_dir():
         raise InputError(f"{path} is a folder; give an output file name such as {path / 'out.png'}")
-    output_format(path)
+    fmt, _ = output_format(path)
+    limit = MAX_SIDE.get(fmt)
+    if size is not None and limit is not None and max(size) > limit:
+        raise InputError(f"{path.name} cannot hold a {size[0]}x{size[1]} image: {path.suffix} files are at most "
+                         f"{limit} pixels a side; write .png or .tif instead")
     check_not_an_input(path, input_path, processing)
     check_new_output(path, force=force)
     check_output_folder(path)
