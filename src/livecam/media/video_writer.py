@@ -153,18 +153,30 @@ def available_encoders() -> list[str]:
     return [name for name in ENCODER_CANDIDATES if encoder_available(name)]
 
 
-def check_encoder(name: str, output: Path) -> None:
-    """Raise InputError when `name` cannot encode here or cannot go into `output`'s container."""
+# The longest side these encoders take (the writer's even size): past it they fail to open,
+# which libx264 reports only as a generic external error (it read as "out of memory").
+MAX_ENCODER_SIDE = {"libx264": 16384, "libvpx": 16383, "mpeg4": 8191}
+
+
+def check_encoder(name: str, output: Path, size: tuple[int, int] | None = None) -> None:
+    """Raise InputError when `name` cannot encode here, cannot go into `output`'s container, or
+    cannot encode frames of `size` (width, height; None: not checked)."""
     fmt = container_format(output)
     if not encoder_available(name):
         raise InputError(f"video encoder {name!r} is not available here; available: "
                          f"{', '.join(available_encoders()) or 'none'}")
     codec = av.Codec(name, "w").canonical_name
     allowed = CONTAINER_VIDEO_CODECS.get(fmt)
+    fits = [e for e in available_encoders() if allowed is None or av.Codec(e, "w").canonical_name in allowed]
     if allowed is not None and codec not in allowed:
-        fits = [e for e in available_encoders() if av.Codec(e, "w").canonical_name in allowed]
         raise InputError(f"{Path(output).suffix} files cannot hold {codec} video from {name!r}; "
                          f"use --video-encoder {' or '.join(fits) or 'libvpx-vp9'} or another extension")
+    side = max(size[0] & ~1, size[1] & ~1) if size is not None else 0
+    limit = MAX_ENCODER_SIDE.get(name)
+    if size is not None and limit is not None and side > limit:
+        larger = [e for e in fits if MAX_ENCODER_SIDE.get(e, side) >= side]
+        raise InputError(f"{name} encodes at most {limit} pixels a side, and this video is {size[0]}x{size[1]}; "
+                         f"use --video-encoder {' or '.join(larger) or 'libx265'}")
 
 
 def add_video_stream(out: av.container.OutputContainer, encoder: str, rate: Fraction | int) -> VideoStream:
