@@ -168,6 +168,51 @@ def test_a_clip_cut_without_reencoding_is_not_called_truncated(tmp_path: Path) -
     assert [read_index(image) for image in info["images"][:2]] == [47, 48]  # the frames the cut shows
 
 
+def _surround_clip(path: Path, layout: str, seconds: float = 1.0) -> Path:
+    """10 frames of video and FLAC audio in `layout`, each channel a tone of its own loudness."""
+    rate = 48000
+    with av.open(str(path), "w") as out:
+        vs = out.add_stream("libx264", rate=10)
+        vs.width, vs.height, vs.pix_fmt = 64, 48, "yuv420p"
+        audio = out.add_stream("flac", rate=rate, layout=layout)
+        channels = audio.codec_context.channels
+        t = np.arange(int(rate * seconds)) / rate
+        tone = np.sin(2 * np.pi * 440 * t).astype(np.float32)
+        samples = np.stack([tone * (0.1 + 0.1 * c) for c in range(channels)])
+        samples = (samples * 32767).astype(np.int16)
+        for i in range(10):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 100, np.uint8), format="bgr24")
+            frame.pts = i
+            out.mux(vs.encode(frame))
+        out.mux(vs.encode(None))
+        for start in range(0, samples.shape[1], 4096):
+            chunk = np.ascontiguousarray(samples[:, start:start + 4096].T.reshape(1, -1))
+            frame = av.AudioFrame.from_ndarray(chunk, format="s16", layout=layout)
+            frame.rate, frame.pts = rate, start
+            out.mux(audio.encode(frame))
+        out.mux(audio.encode(None))
+    return path
+
+
+@pytest.mark.parametrize("layout", ["5.1", "7.1"])
+def test_surround_sound_re_encoded_stays_surround(tmp_path: Path, layout: str) -> None:
+    # Re-encoded audio was always stereo (or mono): 5.1 lost its channels.
+    source = _surround_clip(tmp_path / "in.mkv", layout)
+    out = tmp_path / "out.mp4"
+    assert transcode(source, out).audio_mode == "reencode"
+    with av.open(str(out)) as c:
+        assert c.streams.audio[0].codec_context.channels == 6
+        sound = np.concatenate([f.to_ndarray() for f in c.decode(audio=0)], axis=1)  # planar float
+    loudness = np.sqrt((sound[:, 4800:-4800] ** 2).mean(axis=1))  # RMS of each channel's tone
+    own = [0.1 * (c + 1) / np.sqrt(2) for c in range(6)]
+    # FL, FR, FC keep their own tone (LFE is low-passed: the tone is above its band)
+    assert np.allclose(loudness[:3], own[:3], rtol=0.1)
+    if layout == "5.1":  # and the back pair theirs
+        assert np.allclose(loudness[4:], own[4:], rtol=0.1)
+    else:  # 7.1's back and side pairs, mixed into 5.1's back pair
+        assert (loudness[4:] > own[5]).all()
+
+
 def test_aac_is_still_copied_into_mp4(tmp_path: Path) -> None:
     source = make_clip(tmp_path / "in.mov", frames=15, size=(96, 64))
     assert transcode(source, tmp_path / "out.mp4").audio_mode == "copy"

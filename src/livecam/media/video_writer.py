@@ -458,6 +458,13 @@ def copies_audio(codec: str, fmt: str) -> bool:
     return allowed is None or codec in allowed
 
 
+def reencoded_layout(channels: int) -> str:
+    """The layout re-encoded audio gets: 5.1 kept as 5.1 (it was mixed down to stereo; AAC and
+    Opus both carry it; 7.1 becomes 5.1, as FFmpeg's AAC encoder is unreliable with it), 3 to 5
+    channels mixed to stereo, mono kept."""
+    return "5.1" if channels >= 6 else "stereo" if channels >= 2 else "mono"
+
+
 def _can_copy(source: Path, fmt: str) -> bool:
     """Whether the `fmt` muxer really accepts the first audio stream of `source` copied as is.
 
@@ -507,7 +514,7 @@ class _AudioTrack:
                 self.mode = "reencode"
                 target: Literal["libopus", "aac"] = "libopus" if fmt == "webm" else "aac"
                 rate = 48000 if target == "libopus" else (ins.codec_context.sample_rate or 48000)
-                layout = "stereo" if (ins.codec_context.channels or 1) >= 2 else "mono"
+                layout = reencoded_layout(ins.codec_context.channels or 1)
                 self._stream = out.add_stream(target, rate=rate, layout=layout)
                 self._resampler = av.AudioResampler(format=self._stream.codec_context.format, layout=layout,
                                                     rate=rate)
