@@ -213,6 +213,17 @@ def test_surround_sound_re_encoded_stays_surround(tmp_path: Path, layout: str) -
         assert (loudness[4:] > own[5]).all()
 
 
+def test_audio_at_a_rate_aac_does_not_take_is_resampled(tmp_path: Path) -> None:
+    # 192 kHz PCM (studio recorders) into MP4 failed the whole run: "encoding out.mp4 failed:
+    # Invalid argument".
+    source = make_timed_clip(tmp_path / "studio.mov", frames=30, audio_codec="pcm_s24le", audio_rate=192000)
+    out = tmp_path / "out.mp4"
+    assert transcode(source, out).audio_mode == "reencode"
+    with av.open(str(out)) as c:
+        assert c.streams.audio[0].codec_context.sample_rate == 48000
+    assert probe(out)["audio_duration"] == pytest.approx(1.0, abs=0.1)
+
+
 def test_aac_is_still_copied_into_mp4(tmp_path: Path) -> None:
     source = make_clip(tmp_path / "in.mov", frames=15, size=(96, 64))
     assert transcode(source, tmp_path / "out.mp4").audio_mode == "copy"

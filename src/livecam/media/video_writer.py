@@ -458,6 +458,12 @@ def copies_audio(codec: str, fmt: str) -> bool:
     return allowed is None or codec in allowed
 
 
+def reencoded_rate(encoder: str, rate: int) -> int:
+    """The input's sample rate where the encoder takes it (AAC: 7350 to 96000 Hz), else 48 kHz
+    (192 kHz PCM failed the run with "Invalid argument"); Opus always 48 kHz."""
+    return rate if encoder == "aac" and rate in (av.Codec(encoder, "w").audio_rates or ()) else 48000
+
+
 def reencoded_layout(channels: int) -> str:
     """The layout re-encoded audio gets: 5.1 kept as 5.1 (it was mixed down to stereo; AAC and
     Opus both carry it; 7.1 becomes 5.1, as FFmpeg's AAC encoder is unreliable with it), 3 to 5
@@ -513,7 +519,7 @@ class _AudioTrack:
             else:
                 self.mode = "reencode"
                 target: Literal["libopus", "aac"] = "libopus" if fmt == "webm" else "aac"
-                rate = 48000 if target == "libopus" else (ins.codec_context.sample_rate or 48000)
+                rate = reencoded_rate(target, ins.codec_context.sample_rate or 48000)
                 layout = reencoded_layout(ins.codec_context.channels or 1)
                 self._stream = out.add_stream(target, rate=rate, layout=layout)
                 self._resampler = av.AudioResampler(format=self._stream.codec_context.format, layout=layout,
