@@ -470,11 +470,11 @@ def test_the_colour_profile_of_the_input_is_carried_to_every_output_format(tmp_p
     profile = _profile()
     path = tmp_path / f"in.{source.lower()}"
     Image.fromarray(_pattern()[..., ::-1]).save(path, format=source, icc_profile=profile)
-    assert images.colour_profile(path) == profile
+    assert images.read_image_and_profile(path)[1] == profile
     for ext in images.WRITE_FORMATS:
         out = tmp_path / f"out{ext}"
-        images.write_image_atomic(out, images.read_image(path), force=True, label=False,
-                                  icc=images.colour_profile(path))
+        pixels, icc = images.read_image_and_profile(path)
+        images.write_image_atomic(out, pixels, force=True, label=False, icc=icc)
         with Image.open(out) as written:
             assert written.info.get("icc_profile") == profile, ext
         assert provenance.is_marked_synthetic(out)  # the tags are still there beside it
@@ -486,4 +486,23 @@ def test_a_cmyk_or_grey_profile_is_not_put_on_rgb_pixels(tmp_path: Path) -> None
         path = tmp_path / f"{mode}.jpg"
         Image.new(mode, (32, 16)).save(path, icc_profile=_profile(space, 600))
         assert md.icc_profile(path.read_bytes()) == _profile(space, 600)
-        assert images.colour_profile(path) is None
+        assert images.read_image_and_profile(path)[1] is None
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX pipes")
+def test_a_photo_piped_in_is_read_once_with_its_profile(tmp_path: Path) -> None:
+    # `cat photo.jpg | livecam image /dev/stdin out.jpg` was "/dev/stdin is empty (0 bytes)".
+    Image = pytest.importorskip("PIL.Image")
+    import io
+    import threading
+
+    buffer = io.BytesIO()
+    Image.fromarray(_pattern()[..., ::-1]).save(buffer, format="PNG", icc_profile=_profile(size=600))
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    # daemon: a reader that never opens the pipe must not hang the tests
+    writer = threading.Thread(target=pipe.write_bytes, args=(buffer.getvalue(),), daemon=True)
+    writer.start()
+    pixels, icc = images.read_image_and_profile(pipe)
+    writer.join(timeout=10)
+    assert np.array_equal(pixels, _pattern()) and icc == _profile(size=600)

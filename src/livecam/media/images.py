@@ -2,8 +2,8 @@
 
 read_image() returns BGR or BGRA uint8 whatever the file holds (grayscale, 16-bit, alpha, EXIF
 orientation), and refuses images whose header declares more pixels than MAX_PIXELS before any
-decoding; colour_profile() gives its RGB colour profile, for the output. write_image_atomic()
-encodes to the format of the output's extension (transparency over white where it has none),
+decoding; read_image_and_profile() also gives its RGB colour profile, for the output.
+write_image_atomic() encodes to the format of the output's extension (transparency over white where it has none),
 marks the bytes as synthetic (livecam.media.provenance) and writes them through
 livecam.atomic.AtomicOutput, so a failure never leaves a broken or partial output.
 """
@@ -79,6 +79,14 @@ def read_image(path: Path | str) -> np.ndarray:
 
     Raises InputError (one line naming the file) for a missing, empty, unsupported, corrupt or
     oversized file."""
+    return read_image_and_profile(path)[0]
+
+
+def read_image_and_profile(path: Path | str) -> tuple[np.ndarray, bytes | None]:
+    """read_image(path), and the ICC profile the pixels are in when it describes RGB (a CMYK or
+    grey profile does not fit them), from one read (`path` may be a pipe): an output written with
+    it shows the colours the input showed; without it, viewers take a Display P3 or Adobe RGB
+    photo for sRGB, duller."""
     path = Path(path)
     data = _read_bytes(path)
     fmt = md.sniff_format(data)
@@ -112,7 +120,9 @@ def read_image(path: Path | str) -> np.ndarray:
         detail = f" ({damaged[0].strip()})" if damaged else " (truncated or corrupt?)"
         raise InputError(f"{path} could not be decoded as {fmt.upper()}{detail}; re-export or re-download it")
     image = _to_uint8_bgr(image)
-    return np.ascontiguousarray(apply_orientation(image, orientation))
+    profile = md.icc_profile(data)
+    rgb_profile = profile if profile is not None and md.icc_colour_space(profile) == b"RGB " else None
+    return np.ascontiguousarray(apply_orientation(image, orientation)), rgb_profile
 
 
 # ISO base media brands of still images (HEIF/HEIC from phones, AVIF); any other brand is a video.
@@ -133,14 +143,6 @@ def _unreadable_message(path: Path, data: bytes) -> str:
         return (f"{path} is a video, not a photo; give a {', '.join(READ_FORMATS)} image "
                 f"(`livecam video` swaps the faces in videos)")
     return f"{path} is not an image livecam can read (expected {', '.join(READ_FORMATS)}); check the file or convert it"
-
-
-def colour_profile(path: Path | str) -> bytes | None:
-    """The ICC profile of the image at `path` when it describes RGB, as read_image's pixels are
-    (a CMYK or grey profile does not fit them): an output written with it shows the colours the
-    input showed; without it, viewers take a Display P3 or Adobe RGB photo for sRGB, duller."""
-    profile = md.icc_profile(_read_bytes(Path(path)))
-    return profile if profile is not None and md.icc_colour_space(profile) == b"RGB " else None
 
 
 def _decoded_layout(data: bytes, fmt: str) -> tuple[int, int]:
@@ -289,12 +291,18 @@ def _read_bytes(path: Path) -> bytes:
     if path.is_dir():
         raise InputError(f"{path} is a folder, not an image file")
     try:
-        size = path.stat().st_size
+        if path.is_file():
+            size = path.stat().st_size
+            data = path.read_bytes() if 0 < size <= MAX_FILE_BYTES else b""
+        else:  # a pipe (/dev/stdin): its size says nothing, so it is read up to the limit
+            with path.open("rb") as stream:
+                data = stream.read(MAX_FILE_BYTES + 1)
+            size = len(data)
         if size == 0:
             raise InputError(f"{path} is empty (0 bytes); give a JPEG, PNG, WebP, BMP or TIFF image")
         if size > MAX_FILE_BYTES:
             raise InputError(f"{path} is {size / 2**30:.1f} GB, too large for an image; scale it down first")
-        return path.read_bytes()
+        return data
     except PermissionError:
         raise InputError(f"{path} cannot be read (permission denied); check its permissions") from None
     except OSError as exc:
@@ -473,7 +481,7 @@ def write_image_atomic(path: Path | str, image: np.ndarray, *, force: bool, labe
 
     `alpha` (HxW uint8) is attached when given; alpha is kept for PNG, WebP and TIFF. `label`
     draws the visible "AI-generated" label (on a copy). `icc`: the colour profile the pixels are
-    in (colour_profile() of the input). The file appears complete or not at all."""
+    in (read_image_and_profile()'s). The file appears complete or not at all."""
     path = Path(path)
     fmt, keeps_alpha = output_format(path)
     if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] not in (3, 4):
