@@ -224,6 +224,17 @@ def test_audio_at_a_rate_aac_does_not_take_is_resampled(tmp_path: Path) -> None:
     assert probe(out)["audio_duration"] == pytest.approx(1.0, abs=0.1)
 
 
+def test_a_file_name_with_a_colon_is_a_file_not_a_protocol(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # "2024-05-01T10:30.mp4" was "Protocol not found" (FFmpeg read "2024-05-01T10" as a URL scheme),
+    # reading it and writing it; its audio too.
+    monkeypatch.chdir(tmp_path)
+    source = make_clip(tmp_path / "2024-05-01T10:30.mp4", frames=6, size=(64, 48))
+    out = Path("clip:out.mp4")
+    writer = transcode(Path(source.name), out)
+    assert writer.audio_mode == "copy"
+    assert probe(tmp_path / out)["frames"] == 6
+
+
 def test_aac_is_still_copied_into_mp4(tmp_path: Path) -> None:
     source = make_clip(tmp_path / "in.mov", frames=15, size=(96, 64))
     assert transcode(source, tmp_path / "out.mp4").audio_mode == "copy"

@@ -26,7 +26,7 @@ import numpy as np
 
 from livecam.errors import InputError
 from livecam.media.colour import Colour, ColourConverter
-from livecam.media.containers import as_fraction, open_container
+from livecam.media.containers import as_fraction, local_path, open_container
 
 log = logging.getLogger("livecam")
 
@@ -94,7 +94,7 @@ def open_input(path: Path, *, once: bool = False) -> av.container.InputContainer
     if regular and path.stat().st_size == 0:
         raise InputError(f"input video {path} is empty (0 bytes); expected a video file")
     try:
-        container = open_container(str(path))
+        container = open_container(local_path(path))
     except av.error.FFmpegError as exc:
         raise InputError(
             f"cannot read {path} as a video ({_describe(exc)}): the file is not a video, or is truncated "

@@ -32,7 +32,7 @@ from livecam.atomic import output_error
 from livecam.errors import InputError, OutputError
 from livecam.media.colour import LIMITED, Colour, ColourConverter, tag
 from livecam.native_stderr import dropping
-from livecam.media.containers import open_container
+from livecam.media.containers import local_path, open_container
 from livecam.media.video_reader import Fitter, Timeline, timeline_origin
 
 log = logging.getLogger("livecam")
@@ -286,7 +286,7 @@ def open_output(path: Path, fmt: str, metadata: dict[str, str], shown: Path) -> 
     `shown`, the user's path."""
     options = {"movflags": "+use_metadata_tags"} if fmt in ("mp4", "mov") else {}
     try:
-        out = av.open(str(path), mode="w", format=fmt, options=options)
+        out = av.open(local_path(path), mode="w", format=fmt, options=options)
     except OSError as exc:
         raise output_error(shown, exc) from exc
     out.metadata.update(metadata)
@@ -478,7 +478,7 @@ def _can_copy(source: Path, fmt: str) -> bool:
     (EINVAL) only once frames are being written. So a throwaway in-memory file of that format
     gets the stream and its first packet; any refusal means re-encoding."""
     try:
-        with open_container(str(source)) as src:
+        with open_container(local_path(source)) as src:
             ins = src.streams.audio[0]
             with av.open(io.BytesIO(), mode="w", format=fmt) as trial:
                 stream = trial.add_stream_from_template(ins)
@@ -499,7 +499,7 @@ class _AudioTrack:
     Opus for WebM) with one line saying so."""
 
     def __init__(self, out: av.container.OutputContainer, source: Path) -> None:
-        self._in = open_container(str(source))  # damaged tags must not stop the audio
+        self._in = open_container(local_path(source))  # damaged tags must not stop the audio
         self._last_dts: int | None = None
         self._out_of_order = 0
         self._corrupt = 0
