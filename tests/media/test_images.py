@@ -487,6 +487,9 @@ def test_a_cmyk_or_grey_profile_is_not_put_on_rgb_pixels(tmp_path: Path) -> None
         Image.new(mode, (32, 16)).save(path, icc_profile=_profile(space, 600))
         assert md.icc_profile(path.read_bytes()) == _profile(space, 600)
         assert images.read_image_and_profile(path)[1] is None
+    damaged = tmp_path / "damaged.jpg"  # a slice of the profile missing: its header says so
+    Image.new("RGB", (32, 16)).save(damaged, icc_profile=_profile(size=600)[:-100])
+    assert md.icc_profile(damaged.read_bytes()) is None
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX pipes")

@@ -434,7 +434,9 @@ def icc_profile(data: bytes) -> bytes | None:
     elif fmt == "tiff":
         value = tiff_ifd0(data).get(TAG_ICC_PROFILE)
         profile = value if isinstance(value, bytes) else None
-    if not profile or not 132 <= len(profile) <= MAX_ICC_BYTES or profile[36:40] != b"acsp":
+    # a profile's header gives its own size: slices missing or doubled are no profile to copy
+    if not profile or not 132 <= len(profile) <= MAX_ICC_BYTES or profile[36:40] != b"acsp" \
+            or int.from_bytes(profile[:4], "big") != len(profile):
         return None
     return profile
 
