@@ -36,6 +36,7 @@ class WatermarkFinding:
     frames_marked: int = 0
     best_errors: int = 32  # fewest bit errors in a frame read
     version: int = 0
+    cut_short: bool = False  # the video ended before its header said (the frames read still count)
 
     @property
     def found(self) -> bool:
@@ -46,6 +47,8 @@ class WatermarkFinding:
         if not self.frames_read:
             return "not read"
         what = "the image" if self.frames_read == 1 else f"{self.frames_marked} of {self.frames_read} frames read"
+        if self.cut_short:
+            what += ", the file ends early"
         if self.found:
             return (f"found in {what} (livecam payload v{self.version}, {self.best_errors} of 32 bits off; "
                     f"at most {wm.MAX_BIT_ERRORS} allowed)")
@@ -128,18 +131,26 @@ def _video_watermark(path: Path, marker: wm.Watermarker) -> WatermarkFinding:
 
     read = marked = 0
     best, version = 32, 0
+    cut_short = False
     with VideoReader(path) as reader:
         info = reader.info
-        for image in _sampled(reader.frames(), float(info.rate or 30), info.expected_frames):
-            reading = marker.read(image)
-            read += 1
-            best = min(best, reading.errors)
-            if reading.marked:
-                marked += 1
-                version = reading.version
-                if marked >= wm.VIDEO_MIN_FRAMES:
-                    break
-    return WatermarkFinding(read, marked, best, version)
+        try:
+            for image in _sampled(reader.frames(), float(info.rate or 30), info.expected_frames):
+                reading = marker.read(image)
+                read += 1
+                best = min(best, reading.errors)
+                if reading.marked:
+                    marked += 1
+                    version = reading.version
+                    if marked >= wm.VIDEO_MIN_FRAMES:
+                        break
+        except InputError:
+            # Cut short (a partial download) or damaged at the end: the frames read are evidence
+            # still, as are its tags; it was "UNREADABLE", exit 2, tags and all.
+            if not read:
+                raise
+            cut_short = True
+    return WatermarkFinding(read, marked, best, version, cut_short)
 
 
 def _sampled(frames: Iterator[Any], fps: float, total: int | None) -> Iterator[np.ndarray]:
