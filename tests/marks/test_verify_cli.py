@@ -136,3 +136,19 @@ def test_a_cut_short_marked_video_still_shows_its_tags(tmp_path: Path, faces_dir
     code, (found,) = verify([partial], isolated_env)
     assert code == 0 and found["marked"] and found["metadata"]
     assert found["watermark"]["cut_short"] and 0 < found["watermark"]["frames_read"] < 30
+
+
+def test_a_cut_short_marked_photo_still_shows_its_tags(tmp_path: Path, photo: Path, faces_dir: Path,
+                                                      isolated_env: dict[str, str]) -> None:
+    # Half a marked JPEG was "UNREADABLE ... could not be decoded", exit 2, its tags unread.
+    out = tmp_path / "out.jpg"
+    made = run_cli(["image", str(photo), str(out), *swap_args(faces_dir), "--no-c2pa"], env=isolated_env)
+    assert made.returncode == 0, made.stderr
+    partial = tmp_path / "partial.jpg"
+    partial.write_bytes(out.read_bytes()[: out.stat().st_size // 2])
+    code, (found,) = verify([partial], isolated_env)
+    assert code == 0 and found["marked"] and found["metadata"]
+    assert found["watermark"]["frames_read"] == 0 and found["watermark"]["cut_short"]
+    junk = tmp_path / "half.jpg"  # no tags: still unreadable
+    junk.write_bytes((faces_dir / "obama.jpg").read_bytes()[:3000])
+    assert verify([junk], isolated_env)[0] == 2

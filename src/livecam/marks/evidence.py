@@ -36,7 +36,7 @@ class WatermarkFinding:
     frames_marked: int = 0
     best_errors: int = 32  # fewest bit errors in a frame read
     version: int = 0
-    cut_short: bool = False  # the video ended before its header said (the frames read still count)
+    cut_short: bool = False  # a video ended before its header said (the frames read count), an image did not decode
 
     @property
     def found(self) -> bool:
@@ -45,7 +45,7 @@ class WatermarkFinding:
 
     def describe(self) -> str:
         if not self.frames_read:
-            return "not read"
+            return "not read (the image cannot be decoded: damaged or cut short)" if self.cut_short else "not read"
         what = "the image" if self.frames_read == 1 else f"{self.frames_marked} of {self.frames_read} frames read"
         if self.cut_short:
             what += ", the file ends early"
@@ -86,10 +86,17 @@ def examine(path: Path, marker: wm.Watermarker) -> Evidence:
     if is_still_image(path):
         from livecam.media.images import read_image
 
-        image = read_image(path)
+        tags, credentials = _image_tags(path), cr.read_credentials(path)
+        try:
+            image = read_image(path)
+        except InputError:
+            if not tags and not credentials.present:
+                raise
+            # Cut short (a partial download) or damaged: its tags, at the start, are evidence still.
+            return Evidence(path, "image", tags, credentials, WatermarkFinding(cut_short=True))
         reading = marker.read(image[:, :, :3] if image.ndim == 3 else image)
         finding = WatermarkFinding(1, int(reading.marked), reading.errors, reading.version)
-        return Evidence(path, "image", _image_tags(path), cr.read_credentials(path), finding)
+        return Evidence(path, "image", tags, credentials, finding)
     return Evidence(path, "video", _video_tags(path), cr.read_credentials(path), _video_watermark(path, marker))
 
 
