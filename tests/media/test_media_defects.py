@@ -371,6 +371,20 @@ def test_an_untagged_input_gives_an_output_tagged_as_players_read_it(tmp_path: P
         assert np.abs(probe(out)["images"][0].astype(int) - 100).max() <= 1
 
 
+def test_an_animated_png_is_a_clip(tmp_path: Path) -> None:
+    # `livecam video anim.png` said "is a still image, not a video; use `livecam image`", which
+    # took its first frame only.
+    pil = pytest.importorskip("PIL.Image")
+    frames = [pil.fromarray(np.full((32, 48, 3), v, np.uint8)) for v in (0, 120, 240)]
+    path = tmp_path / "anim.png"
+    # An ICC profile before acTL, as a photo's has: FFmpeg's probe then takes the file for a still
+    # (a small APNG it recognises). 64 KB that do not compress: acTL starts past the first 4 KB.
+    profile = np.random.default_rng(0).integers(0, 256, 65536, dtype=np.uint8).tobytes()
+    frames[0].save(path, "PNG", save_all=True, append_images=frames[1:], duration=100, icc_profile=profile)
+    info = probe(transcode(path, tmp_path / "out.mp4").spec.path)
+    assert [int(round(image.mean())) for image in info["images"]] == pytest.approx([0, 120, 240], abs=4)
+
+
 def test_an_animated_gif_is_a_clip_and_an_animated_webp_says_what_to_do(tmp_path: Path) -> None:
     # `livecam video anim.webp` (3 frames) said "is a still image". Where FFmpeg cannot decode
     # animated WebP, the message says so and how to convert it; where it can, it is a clip, as a

@@ -176,6 +176,8 @@ def _frame_count(data: bytes, fmt: str, limit: int = 2) -> int:
         return _gif_frames(data, limit)
     if fmt == "tiff":
         return _tiff_pages(data, limit)
+    if fmt == "png":  # APNG: only its first frame was taken, the animation silently dropped
+        return md.apng_frames(data)
     return 1
 
 
@@ -228,6 +230,10 @@ def _many_frames_message(path: Path, fmt: str, frames: int) -> str:
     if fmt == "tiff":
         return f"{path} holds several pages, not one picture; save the page you want as its own image"
     name = {"webp": "WebP"}.get(fmt, fmt.upper())
+    if fmt == "webp":  # the FFmpeg of PyAV 18 and older decodes WebP stills only: a GIF always works
+        return (f"{path} is an animated WebP, not one picture; to swap the faces in its frames convert it to "
+                f"an animated GIF (e.g. `magick {path.name} {path.stem}.gif`) and use "
+                f"`livecam video {path.stem}.gif OUTPUT.mp4`, or save the frame you want as its own image")
     return (f"{path} is an animated {name}, not one picture; to swap the faces in its frames use "
             f"`livecam video {path.name} OUTPUT.mp4`, or save the frame you want as its own image")
 

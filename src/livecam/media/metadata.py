@@ -319,6 +319,17 @@ def png_insert_chunks(data: bytes, chunks: list[bytes]) -> bytes:
     return data[:at] + b"".join(chunks) + data[at:]
 
 
+def apng_frames(data: bytes) -> int:
+    """The frame count an animated PNG's acTL chunk announces (it comes before the first IDAT);
+    1 for a still PNG."""
+    for ctype, start, end in png_chunks(data):
+        if ctype == b"acTL" and end - start >= 4:
+            return max(1, struct.unpack(">I", data[start:start + 4])[0])
+        if ctype == b"IDAT":
+            break
+    return 1
+
+
 def png_text(data: bytes) -> dict[str, str]:
     """tEXt and uncompressed iTXt chunks as {keyword: text}."""
     out: dict[str, str] = {}

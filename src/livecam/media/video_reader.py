@@ -27,6 +27,7 @@ import numpy as np
 from livecam.errors import InputError
 from livecam.media.colour import Colour, ColourConverter
 from livecam.media.containers import as_fraction, local_path, open_container
+from livecam.media.metadata import PNG_SIGNATURE, apng_frames
 
 log = logging.getLogger("livecam")
 
@@ -100,6 +101,13 @@ def open_input(path: Path, *, once: bool = False) -> av.container.InputContainer
             f"cannot read {path} as a video ({_describe(exc)}): the file is not a video, or is truncated "
             "or corrupt; expected a video file such as .mp4, .mkv, .mov or .webm"
         ) from exc
+    if container.format.name == "png_pipe" and _animated_png(path):
+        # FFmpeg takes a .png for a still; its own APNG demuxer reads the animation
+        container.close()
+        try:
+            return open_container(local_path(path), format="apng")
+        except av.error.FFmpegError as exc:
+            raise InputError(f"cannot read {path} as an animated PNG ({_describe(exc)}); re-export it") from exc
     if container.format.name in _IMAGE_FORMATS or container.format.name.endswith("_pipe"):
         container.close()
         if _animated_webp(path):  # FFmpeg's WebP decoder reads stills only (and OpenCV none)
@@ -114,6 +122,25 @@ def container_tags(path: Path) -> dict[str, str]:
     the file is not a readable video."""
     with open_input(path) as container:
         return {str(k).lower(): str(v) for k, v in container.metadata.items()}
+
+
+def _animated_png(path: Path) -> bool:
+    """Whether `path` is a PNG whose acTL chunk announces frames: the chunks before the image
+    data are walked, their payloads skipped (an ICC profile there can be hundreds of KB)."""
+    try:
+        with open(path, "rb") as f:
+            if f.read(8) != PNG_SIGNATURE:
+                return False
+            while True:
+                head = f.read(8)
+                if len(head) < 8 or head[4:] == b"IDAT":
+                    return False
+                length = int.from_bytes(head[:4], "big")
+                if head[4:] == b"acTL":
+                    return apng_frames(PNG_SIGNATURE + head + f.read(length)) > 1
+                f.seek(length + 4, os.SEEK_CUR)  # the payload and its CRC
+    except OSError:
+        return False
 
 
 def _animated_webp(path: Path) -> bool:
