@@ -7,6 +7,7 @@ code (see errors.py).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 import traceback
@@ -74,6 +75,19 @@ class ProcessorChoice(click.Choice):
     @choices.setter
     def choices(self, value: Sequence[str]) -> None:
         pass  # click.Choice.__init__ assigns; the registry is the one source
+
+
+class FiniteRange(click.FloatRange):
+    """click.FloatRange that also refuses nan and inf: they pass its comparisons, and went on
+    to fail deep in a run as an internal error (--fps nan, --max-memory inf)."""
+
+    name = "float range"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 def expand_variadic(args: Sequence[str]) -> list[str]:
@@ -469,13 +483,15 @@ def run(ctx: click.Context, **kw: Any) -> None:
 @click.option("--video-quality", type=click.IntRange(0, 51), default=18, show_default=True,
               help="CRF-like quality, lower is better.")
 @click.option("--keep-fps", "keep_fps", is_flag=True, help="Keep the input's frame rate (the default).")
-@click.option("--fps", type=click.FloatRange(min=0, min_open=True), help="Output frame rate instead.")
+# From 0.01 (a frame per 100 s; the rate becomes a fraction over at most 1001, and below 1/2002
+# that is 0) to 1000 (high-speed camera rates).
+@click.option("--fps", type=FiniteRange(0.01, 1000), help="Output frame rate instead.")
 @click.option("--audio/--no-audio", default=True, show_default=True, help="Keep the audio.")
 @click.option("--keep-partial", is_flag=True, help="On Ctrl-C or error, keep a valid shorter video.")
 @click.option("--frame-range", metavar="START:END",
               help="Output frames START (from 0) up to END (excluded) to process, numbered after --fps; "
                    "the rest is copied through.")
-@click.option("--max-memory", type=click.FloatRange(min=0.1),
+@click.option("--max-memory", type=FiniteRange(min=0.1),
               help="Most memory the run may hold, in GB, models included [default: the RAM available].")
 @click.option("--pattern", metavar="GLOB",
               help="With a folder INPUT: the file names to take, e.g. '*.mp4' (default: every video extension).")
@@ -485,9 +501,9 @@ def run(ctx: click.Context, **kw: Any) -> None:
               help="Run in segments on a Ray cluster: local (start Ray here), auto (RAY_ADDRESS or the "
                    "cluster running here) or ray://HOST:10001; none: on this machine. Default: "
                    "$LIVECAM_CLUSTER. Needs livecam[ray].")
-@click.option("--segment-seconds", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
+@click.option("--segment-seconds", type=FiniteRange(min=0, min_open=True), default=60.0, show_default=True,
               help="With --cluster: length of the segments the workers share.")
-@click.option("--overlap-seconds", type=click.FloatRange(min=0),
+@click.option("--overlap-seconds", type=FiniteRange(min=0),
               help="With --cluster: frames before each segment that warm up the face tracker "
                    "(default: from --smoothing, about 2.7 s at 0.5).")
 @click.option("--workers", type=click.IntRange(min=1),

@@ -425,3 +425,33 @@ def test_a_reference_photo_without_a_face_is_called_a_reference_photo(tmp_path: 
     assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr
     assert "no face found in reference photo" in errors[0] and "blank.png" in errors[0]
     assert not out.exists()
+
+
+def test_the_output_keeps_the_input_photos_colour_profile(tmp_path: Path, faces_dir: Path,
+                                                          isolated_env: dict[str, str]) -> None:
+    # Without it, a Display P3 or Adobe RGB photo (phones, cameras) came out looking duller.
+    Image = pytest.importorskip("PIL.Image")
+    profile = b"\x00\x00\x02\x00lcms\x04\x30\x00\x00mntrRGB XYZ " + bytes(12) + b"acsp" + bytes(472)
+    target = tmp_path / "p3.jpg"
+    with Image.open(small(faces_dir, "obama.jpg", tmp_path)) as photo:
+        photo.convert("RGB").save(target, icc_profile=profile)
+    out = tmp_path / "out.webp"
+    result = run_cli(["image", str(target), str(out), "-s", str(faces_dir / "biden.jpg"), "--swap-model", "mesh",
+                      "--no-watermark"], env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    with Image.open(out) as written:
+        assert written.info.get("icc_profile") == profile
+
+
+@pytest.mark.parametrize("suffix, size", [(".webp", (20000, 60)), (".jpg", (66000, 2))])
+def test_an_image_too_large_for_the_output_format_is_refused_before_any_model_loads(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str], suffix: str, size: tuple[int, int]) -> None:
+    # It ran every model, then failed with "OpenCV could not encode a 20000x60 image as webp", exit 1.
+    wide = tmp_path / "panorama.png"
+    cv2.imwrite(str(wide), np.full((size[1], size[0], 3), 128, np.uint8))
+    out = tmp_path / f"o{suffix}"
+    result = run_cli(["image", str(wide), str(out), "-s", str(faces_dir / "biden.jpg")], env=isolated_env)
+    assert result.returncode == 2, result.stderr
+    line = only_error_line(result.stderr)  # the mesh fallback's warning would show that models were loaded
+    assert f"cannot hold a {size[0]}x{size[1]} image" in line and ".png" in line
+    no_leftovers(tmp_path, wide)

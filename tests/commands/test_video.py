@@ -65,7 +65,7 @@ def _one_line(stderr: str) -> str:
 
 @pytest.mark.parametrize("case", ["missing", "truncated", "not_a_video", "no_video_stream", "unwritable_folder",
                                   "output_exists", "bad_encoder", "webm_with_h264", "output_is_a_folder",
-                                  "output_is_the_input", "one_pixel_wide"])
+                                  "output_is_the_input", "one_pixel_wide", "too_wide_for_libx264"])
 def test_bad_input_exits_nonzero_with_one_line_and_no_output(tmp_path: Path, small_clip: Path, case: str,
                                                              isolated_env: dict[str, str]) -> None:
     src, out = small_clip, tmp_path / "out.mp4"
@@ -103,6 +103,9 @@ def test_bad_input_exits_nonzero_with_one_line_and_no_output(tmp_path: Path, sma
     elif case == "one_pixel_wide":
         src = make_clip(tmp_path / "dot.mkv", frames=3, size=(1, 1), audio=False, codec="ffv1")
         expect_text = "is 1x1 pixels, too small to encode"
+    elif case == "too_wide_for_libx264":  # was "out of memory", exit 1, once the models had loaded
+        src = make_clip(tmp_path / "wide.mkv", frames=2, size=(16400, 16), audio=False, codec="ffv1")
+        expect_text = "libx264 encodes at most 16384 pixels a side, and this video is 16400x16; use --video-encoder libx265"
     elif case == "output_is_the_input":
         src = tmp_path / "in.mp4"
         src.write_bytes(small_clip.read_bytes())
@@ -347,6 +350,11 @@ def test_no_face_of_the_reference_person_says_so(tmp_path: Path, faces_dir: Path
     (["video", "in.mp4", "out.mp4"], "missing --source PATH"),
     (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--frame-range", "9:3"], "Invalid value for --frame-range"),
     (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--keep-fps", "--fps", "25"], "exclude each other"),
+    # nan and inf passed click's range and failed mid-run as internal errors; a rate under 1/2002
+    # became a division by zero
+    (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--fps", "nan"], "Invalid value for '--fps'"),
+    (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--fps", "0.0001"], "Invalid value for '--fps'"),
+    (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--max-memory", "inf"], "Invalid value for '--max-memory'"),
     (["image", "in.jpg"], "Missing argument 'OUTPUT'"),
 ])
 def test_usage_errors_are_one_line_too(args: list[str], text: str, isolated_env: dict[str, str]) -> None:

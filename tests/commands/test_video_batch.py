@@ -175,6 +175,21 @@ def test_one_bar_counts_every_frame_of_every_file(tmp_path: Path, one_bar: list[
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.mp4", "b.mov", "c.mkv"]
 
 
+def test_a_broken_link_is_a_failed_file_not_left_out(tmp_path: Path, one_bar: list[Parts],
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    # It was skipped without a word: "1 of 1 files written" for a folder of two videos.
+    clips = tmp_path / "clips"
+    clips.mkdir()
+    make_clip(clips / "a.mp4", frames=6, audio=False)
+    (clips / "moved.mp4").symlink_to(tmp_path / "elsewhere" / "moved.mp4")
+    with caplog.at_level("ERROR", logger="livecam"):
+        with pytest.raises(LivecamError, match="1 of 2 files written"):
+            video.run_video(_folder_job(clips, tmp_path / "out"))
+    assert any("moved.mp4 is a link to" in r.getMessage() and "does not exist" in r.getMessage()
+               for r in caplog.records)
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["a.mp4"]
+
+
 def test_frame_range_and_fps_apply_to_each_file(tmp_path: Path, one_bar: list[Parts]) -> None:
     clips = tmp_path / "clips"
     clips.mkdir()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import av
 import cv2
 import pytest
 
@@ -96,3 +97,58 @@ def test_unreadable_and_missing_files_exit_2(tmp_path: Path, isolated_env: dict[
     code, found = verify([junk, tmp_path / "missing.png"], isolated_env)
     assert code == 2
     assert all("error" in item for item in found)
+
+
+def test_a_renamed_marked_photo_is_read_as_a_photo_and_a_folder_is_called_a_folder(
+        tmp_path: Path, photo: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # Without a photo extension the file was read as a video ("is a still image, not a video;
+    # use `livecam image`", exit 2), and a folder was "no such file".
+    out = tmp_path / "out.jpg"
+    made = run_cli(["image", str(photo), str(out), *swap_args(faces_dir), "--no-c2pa"], env=isolated_env)
+    assert made.returncode == 0, made.stderr
+    renamed = tmp_path / "download"
+    renamed.write_bytes(out.read_bytes())
+    code, (found, folder) = verify([renamed, tmp_path], isolated_env)
+    assert found["kind"] == "image" and found["marked"] and found["watermark"]["found"]
+    assert code == 2 and "is a folder" in folder["error"]
+
+
+def test_a_cut_short_marked_video_still_shows_its_tags(tmp_path: Path, faces_dir: Path,
+                                                      isolated_env: dict[str, str]) -> None:
+    # A partial download of a marked video was "UNREADABLE" (the reader's "looks truncated"),
+    # exit 2, though its tags were there to read.
+    clip = make_clip(tmp_path / "in.mp4", frames=30, size=(160, 120), fps=15, source_image=faces_dir / "obama.jpg")
+    out = tmp_path / "out.mp4"
+    made = run_cli(["video", str(clip), str(out), *swap_args(faces_dir), "--no-watermark", "--no-c2pa"],
+                   env=isolated_env)
+    assert made.returncode == 0, made.stderr
+    with av.open(str(out)) as c, av.open(str(tmp_path / "faststart.mp4"), "w",
+                                         options={"movflags": "+faststart+use_metadata_tags"}) as o:
+        o.metadata.update(c.metadata)  # the index first, as streaming sites serve it
+        streams = {s.index: o.add_stream_from_template(s) for s in c.streams}
+        for packet in c.demux():
+            if packet.dts is not None:
+                packet.stream = streams[packet.stream.index]
+                o.mux(packet)
+    data = (tmp_path / "faststart.mp4").read_bytes()
+    partial = tmp_path / "partial.mp4"
+    partial.write_bytes(data[: len(data) * 6 // 10])
+    code, (found,) = verify([partial], isolated_env)
+    assert code == 0 and found["marked"] and found["metadata"]
+    assert found["watermark"]["cut_short"] and 0 < found["watermark"]["frames_read"] < 30
+
+
+def test_a_cut_short_marked_photo_still_shows_its_tags(tmp_path: Path, photo: Path, faces_dir: Path,
+                                                      isolated_env: dict[str, str]) -> None:
+    # Half a marked JPEG was "UNREADABLE ... could not be decoded", exit 2, its tags unread.
+    out = tmp_path / "out.jpg"
+    made = run_cli(["image", str(photo), str(out), *swap_args(faces_dir), "--no-c2pa"], env=isolated_env)
+    assert made.returncode == 0, made.stderr
+    partial = tmp_path / "partial.jpg"
+    partial.write_bytes(out.read_bytes()[: out.stat().st_size // 2])
+    code, (found,) = verify([partial], isolated_env)
+    assert code == 0 and found["marked"] and found["metadata"]
+    assert found["watermark"]["frames_read"] == 0 and found["watermark"]["cut_short"]
+    junk = tmp_path / "half.jpg"  # no tags: still unreadable
+    junk.write_bytes((faces_dir / "obama.jpg").read_bytes()[:3000])
+    assert verify([junk], isolated_env)[0] == 2

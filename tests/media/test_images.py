@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 import zlib
@@ -87,6 +88,28 @@ def test_alpha_argument_and_jpeg_drops_alpha(tmp_path: Path) -> None:
     assert (images.read_image(tmp_path / "a.png")[..., 3] == 77).all()
     images.write_image_atomic(tmp_path / "a.jpg", np.dstack([img, alpha]), force=False, label=False)
     assert images.read_image(tmp_path / "a.jpg").shape == img.shape
+
+
+def test_transparency_written_to_a_jpeg_is_white_and_said(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Alpha was dropped: the colour hidden under transparent pixels (here green) showed.
+    img = _pattern()
+    img[:, :16] = (0, 255, 0)
+    alpha = np.full(img.shape[:2], 255, np.uint8)
+    alpha[:, :16] = 0
+    alpha[:, 16:24] = 128
+    with caplog.at_level(logging.INFO, logger="livecam"):
+        images.write_image_atomic(tmp_path / "a.jpg", img, force=False, label=False, alpha=alpha)
+    out = images.read_image(tmp_path / "a.jpg").astype(int)
+    assert np.abs(out[4:-4, 2:14] - 255).max() <= 3  # white, not green
+    half = np.abs(out[10:18, 18:22] - (img[10:18, 18:22].astype(int) + 255) / 2).max()
+    assert half <= 6  # half transparent: half way to white
+    assert np.abs(out[10:18, 27:30] - img[10:18, 27:30]).max() <= 6  # opaque: as it was
+    notes = [r.getMessage() for r in caplog.records if "transparen" in r.getMessage()]
+    assert len(notes) == 1 and "a.jpg" in notes[0] and ".png" in notes[0]
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="livecam"):  # fully opaque: nothing to say
+        images.write_image_atomic(tmp_path / "b.jpg", img, force=False, label=False, alpha=np.full_like(alpha, 255))
+    assert not [r for r in caplog.records if "transparen" in r.getMessage()]
 
 
 def test_grayscale_becomes_bgr(tmp_path: Path) -> None:
@@ -188,6 +211,11 @@ def test_declared_size_of_every_format() -> None:
     (b"hello, this is text\n", "not an image"),
     (b"", "empty"),
     (b"\x89PNG\r\n\x1a\n\x00\x00", "damaged"),
+    # a phone's photo and videos were "not an image livecam can read; check the file"
+    (b"\x00\x00\x00\x18ftypheic\x00\x00\x00\x00mif1heic", "is a HEIC image, which livecam cannot read; convert it"),
+    (b"\x00\x00\x00\x1cftypavif\x00\x00\x00\x00avifmif1miaf", "is an AVIF image"),
+    (b"\x00\x00\x00\x20ftypisom\x00\x00\x02\x00isomiso2avc1mp41", "is a video, not a photo.*`livecam video`"),
+    (b"\x1a\x45\xdf\xa3\x01\x00\x00\x00\x00\x00\x00\x1f\x42\x86\x81\x01", "is a video"),
 ])
 def test_unreadable_files_give_one_line_input_errors(tmp_path: Path, content: bytes, what: str) -> None:
     path = tmp_path / "photo.jpg"
@@ -351,7 +379,10 @@ def test_extraneous_bytes_before_a_marker_are_not_damage(tmp_path: Path) -> None
     assert images.read_image(path).shape == (48, 64, 3)
 
 
-@pytest.mark.parametrize("fmt, what", [("GIF", "animated GIF"), ("WEBP", "animated WebP"), ("TIFF", "several pages")])
+# PNG: an APNG gave its first frame, the animation silently dropped. WebP: it said to use
+# `livecam video anim.webp`, which this FFmpeg cannot decode; a GIF always can.
+@pytest.mark.parametrize("fmt, what", [("GIF", "animated GIF"), ("WEBP", "animated WebP"), ("TIFF", "several pages"),
+                                       ("PNG", "animated PNG")])
 def test_animations_and_multi_page_files_are_refused_with_what_to_do(tmp_path: Path, fmt: str, what: str) -> None:
     pil = pytest.importorskip("PIL.Image")
     frames = [pil.fromarray(np.full((32, 32, 3), v, np.uint8)) for v in (0, 120, 240)]
@@ -360,6 +391,7 @@ def test_animations_and_multi_page_files_are_refused_with_what_to_do(tmp_path: P
     with pytest.raises(InputError, match=what) as info:
         images.read_image(path)
     assert ("livecam video anim" in info.value.message) == (fmt != "TIFF")
+    assert ("magick anim.webp anim.gif" in info.value.message) == (fmt == "WEBP")
     still = tmp_path / f"still.{fmt.lower()}"
     frames[1].save(still, fmt)
     assert images.read_image(still).shape == (32, 32, 3)
@@ -427,3 +459,57 @@ def test_image_writes_go_through_atomic_output(tmp_path: Path, monkeypatch: pyte
     with pytest.raises(OutputExistsError, match="appeared while livecam was writing it"):
         images.write_image_atomic(out, _pattern(), force=False, label=False)
     assert out.read_bytes() == b"theirs"
+
+
+def _profile(space: bytes = b"RGB ", size: int = 150_000) -> bytes:
+    """An ICC profile header (what readers check) padded to `size`: over 64 KB, a JPEG splits it."""
+    head = struct.pack(">I", size) + b"lcms" + b"\x04\x30\x00\x00" + b"mntr" + space + b"XYZ " + bytes(12) + b"acsp"
+    return (head + bytes(range(256)) * (size // 256 + 1))[:size]
+
+
+@pytest.mark.parametrize("source", ["JPEG", "PNG", "WEBP", "TIFF"])
+def test_the_colour_profile_of_the_input_is_carried_to_every_output_format(tmp_path: Path, source: str) -> None:
+    # Outputs had no ICC profile: a Display P3 or Adobe RGB photo came out looking duller.
+    Image = pytest.importorskip("PIL.Image")
+    profile = _profile()
+    path = tmp_path / f"in.{source.lower()}"
+    Image.fromarray(_pattern()[..., ::-1]).save(path, format=source, icc_profile=profile)
+    assert images.read_image_and_profile(path)[1] == profile
+    for ext in images.WRITE_FORMATS:
+        out = tmp_path / f"out{ext}"
+        pixels, icc = images.read_image_and_profile(path)
+        images.write_image_atomic(out, pixels, force=True, label=False, icc=icc)
+        with Image.open(out) as written:
+            assert written.info.get("icc_profile") == profile, ext
+        assert provenance.is_marked_synthetic(out)  # the tags are still there beside it
+
+
+def test_a_cmyk_or_grey_profile_is_not_put_on_rgb_pixels(tmp_path: Path) -> None:
+    Image = pytest.importorskip("PIL.Image")
+    for mode, space in (("CMYK", b"CMYK"), ("L", b"GRAY")):
+        path = tmp_path / f"{mode}.jpg"
+        Image.new(mode, (32, 16)).save(path, icc_profile=_profile(space, 600))
+        assert md.icc_profile(path.read_bytes()) == _profile(space, 600)
+        assert images.read_image_and_profile(path)[1] is None
+    damaged = tmp_path / "damaged.jpg"  # a slice of the profile missing: its header says so
+    Image.new("RGB", (32, 16)).save(damaged, icc_profile=_profile(size=600)[:-100])
+    assert md.icc_profile(damaged.read_bytes()) is None
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX pipes")
+def test_a_photo_piped_in_is_read_once_with_its_profile(tmp_path: Path) -> None:
+    # `cat photo.jpg | livecam image /dev/stdin out.jpg` was "/dev/stdin is empty (0 bytes)".
+    Image = pytest.importorskip("PIL.Image")
+    import io
+    import threading
+
+    buffer = io.BytesIO()
+    Image.fromarray(_pattern()[..., ::-1]).save(buffer, format="PNG", icc_profile=_profile(size=600))
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    # daemon: a reader that never opens the pipe must not hang the tests
+    writer = threading.Thread(target=pipe.write_bytes, args=(buffer.getvalue(),), daemon=True)
+    writer.start()
+    pixels, icc = images.read_image_and_profile(pipe)
+    writer.join(timeout=10)
+    assert np.array_equal(pixels, _pattern()) and icc == _profile(size=600)

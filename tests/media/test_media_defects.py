@@ -121,6 +121,120 @@ def test_audio_mp4_players_do_not_read_is_reencoded_as_aac_and_said_once(
     assert codec in lines[0].getMessage() and "AAC" in lines[0].getMessage()
 
 
+@pytest.mark.parametrize("codec", ["pcm_s16le", "pcm_s24le", "pcm_f32le"])
+def test_pcm_from_a_mov_stays_pcm_in_a_mov(tmp_path: Path, caplog: pytest.LogCaptureFixture, codec: str) -> None:
+    # MOV's own uncompressed audio (ProRes and camera files) was re-encoded as lossy AAC, with a
+    # note saying MOV files are "not commonly played" with it.
+    source = make_timed_clip(tmp_path / "in.mov", frames=30, audio_codec=codec)
+    out = tmp_path / "out.mov"
+    with caplog.at_level(logging.INFO, logger="livecam"):
+        assert transcode(source, out).audio_mode == "copy"
+    assert not [r for r in caplog.records if "re-encoded" in r.getMessage()]
+    assert probe(out)["audio_codec"] == codec
+    assert np.array_equal(_samples(out), _samples(source))  # bit for bit
+
+
+def _samples(path: Path) -> np.ndarray:
+    with av.open(str(path)) as c:
+        return np.concatenate([frame.to_ndarray().ravel() for frame in c.decode(audio=0)])
+
+
+def _cut_without_reencoding(source: Path, path: Path, at: float) -> Path:
+    """What `ffmpeg -ss AT -i SOURCE -c copy PATH` and editors' quick trims write: every packet
+    from the keyframe before `at`, shifted so that `at` is 0; the MP4 muxer hides the frames
+    before it with an edit list (make_clip's only keyframe is its first frame)."""
+    with av.open(str(source)) as i, av.open(str(path), "w") as o:
+        streams = {s.index: o.add_stream_from_template(s) for s in i.streams}
+        for packet in i.demux():
+            if packet.dts is None or packet.pts is None:
+                continue
+            shift = int(round(at / packet.time_base))
+            packet.pts -= shift
+            packet.dts -= shift
+            packet.stream = streams[packet.stream.index]
+            o.mux(packet)
+    return path
+
+
+def test_a_clip_cut_without_reencoding_is_not_called_truncated(tmp_path: Path) -> None:
+    # Its header counts the 90 frames it holds, the edit list shows 43: it was refused as
+    # "ended after 43 of the 90 frames its header announces: the file looks truncated".
+    source = make_clip(tmp_path / "whole.mp4", frames=90, size=(160, 120), fps=30, stamp=True)
+    cut = _cut_without_reencoding(source, tmp_path / "cut.mp4", 1.55)
+    with VideoReader(cut) as reader:
+        assert reader.info.expected_frames == 44  # 1.45 s at 30 fps
+    info = probe(transcode(cut, tmp_path / "out.mp4").spec.path)
+    assert info["frames"] == 43
+    assert [read_index(image) for image in info["images"][:2]] == [47, 48]  # the frames the cut shows
+
+
+def _surround_clip(path: Path, layout: str, seconds: float = 1.0) -> Path:
+    """10 frames of video and FLAC audio in `layout`, each channel a tone of its own loudness."""
+    rate = 48000
+    with av.open(str(path), "w") as out:
+        vs = out.add_stream("libx264", rate=10)
+        vs.width, vs.height, vs.pix_fmt = 64, 48, "yuv420p"
+        audio = out.add_stream("flac", rate=rate, layout=layout)
+        channels = audio.codec_context.channels
+        t = np.arange(int(rate * seconds)) / rate
+        tone = np.sin(2 * np.pi * 440 * t).astype(np.float32)
+        samples = np.stack([tone * (0.1 + 0.1 * c) for c in range(channels)])
+        samples = (samples * 32767).astype(np.int16)
+        for i in range(10):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 100, np.uint8), format="bgr24")
+            frame.pts = i
+            out.mux(vs.encode(frame))
+        out.mux(vs.encode(None))
+        for start in range(0, samples.shape[1], 4096):
+            chunk = np.ascontiguousarray(samples[:, start:start + 4096].T.reshape(1, -1))
+            frame = av.AudioFrame.from_ndarray(chunk, format="s16", layout=layout)
+            frame.rate, frame.pts = rate, start
+            out.mux(audio.encode(frame))
+        out.mux(audio.encode(None))
+    return path
+
+
+@pytest.mark.parametrize("layout", ["5.1", "7.1"])
+def test_surround_sound_re_encoded_stays_surround(tmp_path: Path, layout: str) -> None:
+    # Re-encoded audio was always stereo (or mono): 5.1 lost its channels.
+    source = _surround_clip(tmp_path / "in.mkv", layout)
+    out = tmp_path / "out.mp4"
+    assert transcode(source, out).audio_mode == "reencode"
+    with av.open(str(out)) as c:
+        assert c.streams.audio[0].codec_context.channels == 6
+        sound = np.concatenate([f.to_ndarray() for f in c.decode(audio=0)], axis=1)  # planar float
+    loudness = np.sqrt((sound[:, 4800:-4800] ** 2).mean(axis=1))  # RMS of each channel's tone
+    own = [0.1 * (c + 1) / np.sqrt(2) for c in range(6)]
+    # FL, FR, FC keep their own tone (LFE is low-passed: the tone is above its band)
+    assert np.allclose(loudness[:3], own[:3], rtol=0.1)
+    if layout == "5.1":  # and the back pair theirs
+        assert np.allclose(loudness[4:], own[4:], rtol=0.1)
+    else:  # 7.1's back and side pairs, mixed into 5.1's back pair
+        assert (loudness[4:] > own[5]).all()
+
+
+def test_audio_at_a_rate_aac_does_not_take_is_resampled(tmp_path: Path) -> None:
+    # 192 kHz PCM (studio recorders) into MP4 failed the whole run: "encoding out.mp4 failed:
+    # Invalid argument".
+    source = make_timed_clip(tmp_path / "studio.mov", frames=30, audio_codec="pcm_s24le", audio_rate=192000)
+    out = tmp_path / "out.mp4"
+    assert transcode(source, out).audio_mode == "reencode"
+    with av.open(str(out)) as c:
+        assert c.streams.audio[0].codec_context.sample_rate == 48000
+    assert probe(out)["audio_duration"] == pytest.approx(1.0, abs=0.1)
+
+
+def test_a_file_name_with_a_colon_is_a_file_not_a_protocol(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # "2024-05-01T10:30.mp4" was "Protocol not found" (FFmpeg read "2024-05-01T10" as a URL scheme),
+    # reading it and writing it; its audio too.
+    monkeypatch.chdir(tmp_path)
+    source = make_clip(tmp_path / "2024-05-01T10:30.mp4", frames=6, size=(64, 48))
+    out = Path("clip:out.mp4")
+    writer = transcode(Path(source.name), out)
+    assert writer.audio_mode == "copy"
+    assert probe(tmp_path / out)["frames"] == 6
+
+
 def test_aac_is_still_copied_into_mp4(tmp_path: Path) -> None:
     source = make_clip(tmp_path / "in.mov", frames=15, size=(96, 64))
     assert transcode(source, tmp_path / "out.mp4").audio_mode == "copy"
@@ -255,6 +369,20 @@ def test_an_untagged_input_gives_an_output_tagged_as_players_read_it(tmp_path: P
         transcode(source, out)
         assert colour_tags(out) == expected
         assert np.abs(probe(out)["images"][0].astype(int) - 100).max() <= 1
+
+
+def test_an_animated_png_is_a_clip(tmp_path: Path) -> None:
+    # `livecam video anim.png` said "is a still image, not a video; use `livecam image`", which
+    # took its first frame only.
+    pil = pytest.importorskip("PIL.Image")
+    frames = [pil.fromarray(np.full((32, 48, 3), v, np.uint8)) for v in (0, 120, 240)]
+    path = tmp_path / "anim.png"
+    # An ICC profile before acTL, as a photo's has: FFmpeg's probe then takes the file for a still
+    # (a small APNG it recognises). 64 KB that do not compress: acTL starts past the first 4 KB.
+    profile = np.random.default_rng(0).integers(0, 256, 65536, dtype=np.uint8).tobytes()
+    frames[0].save(path, "PNG", save_all=True, append_images=frames[1:], duration=100, icc_profile=profile)
+    info = probe(transcode(path, tmp_path / "out.mp4").spec.path)
+    assert [int(round(image.mean())) for image in info["images"]] == pytest.approx([0, 120, 240], abs=4)
 
 
 def test_an_animated_gif_is_a_clip_and_an_animated_webp_says_what_to_do(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from livecam.errors import InputError
+from livecam.media.join import EncodedPart, join_parts
 from livecam.media.video_reader import VideoReader
 from livecam.media.video_writer import (
     OutputSpec,
@@ -213,3 +214,27 @@ def test_the_output_extensions_offered_are_the_ones_written_everywhere(tmp_path:
     assert listed is not None and set(re.findall(r"\.[a-z0-9]+", listed.group(1))) <= set(CONTAINERS)
     for suffix in offered:  # each one opens in the writer
         container_format(tmp_path / f"a{suffix}")
+
+
+@pytest.mark.skipif(not encoder_available("libx265"), reason="this FFmpeg has no libx265")
+@pytest.mark.parametrize("suffix", [".mp4", ".mov"])
+def test_hevc_is_tagged_hvc1_so_apple_players_play_it(tmp_path: Path, suffix: str) -> None:
+    # FFmpeg's default 'hev1' tag: QuickTime, iOS and Safari refuse the file. A cluster run joins
+    # parts through a template stream, which starts untagged: the joined file needs it too.
+    parts = []
+    for first in (0, 6):
+        path = tmp_path / f"part{first}{suffix}"
+        writer = VideoWriter(OutputSpec(path=path, format=container_format(path), width=96, height=64,
+                                        rate=Fraction(24), time_base=Fraction(1, 24), encoder="libx265"))
+        for i in range(first, first + 6):
+            writer.write(np.full((64, 96, 3), i * 20, np.uint8), i / 24)
+        writer.close()
+        parts.append(EncodedPart(data=path.read_bytes(), format=container_format(path),
+                                 time_base=Fraction(1, 24), times=tuple(writer.packet_times)))
+    part = tmp_path / f"part0{suffix}"
+    joined = tmp_path / f"joined{suffix}"
+    join_parts(parts, joined, fmt=container_format(joined), metadata={}, audio_from=None, shown=joined)
+    for path, frames in ((part, 6), (joined, 12)):
+        with av.open(str(path)) as c:
+            assert c.streams.video[0].codec_context.codec_tag == "hvc1"
+        assert probe(path)["frames"] == frames

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
+import av
 import numpy as np
 import pytest
 
@@ -248,7 +249,29 @@ def test_no_audio_and_other_streams_dropped(tmp_path: Path, caplog: pytest.LogCa
     with caplog.at_level(logging.WARNING, logger="livecam"):
         process_video(_opts(src, out, audio=False), InvertEngine(face=False), quiet=True)
     assert probe(out)["streams"] == ["video"]
-    assert any("subtitle stream is not copied" in r.getMessage() for r in caplog.records)
+    assert [r.getMessage() for r in caplog.records if "not copied" in r.getMessage()] == [
+        "note: the output has the input's video; not copied: 1 subtitle stream"]
+
+
+def test_a_second_audio_track_is_named_as_the_one_not_copied(tmp_path: Path,
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    # It said "the input's audio stream is not copied to the output", then "audio copied".
+    one = make_clip(tmp_path / "one.mkv", frames=8, size=(64, 48))
+    src = tmp_path / "two.mkv"
+    with av.open(str(one)) as i, av.open(str(src), "w") as o:
+        streams = {s.index: [o.add_stream_from_template(s)] for s in i.streams}
+        streams[1].append(o.add_stream_from_template(i.streams[1]))  # the same sound twice
+        for packet in i.demux():
+            if packet.dts is not None:
+                for stream in streams[packet.stream.index]:
+                    packet.stream = stream
+                    o.mux(packet)
+    out = tmp_path / "out.mkv"
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        process_video(_opts(src, out), InvertEngine(face=False), quiet=True)
+    assert probe(out)["streams"] == ["video", "audio"]
+    assert [r.getMessage() for r in caplog.records if "not copied" in r.getMessage()] == [
+        "note: the output has the input's video and its first audio stream; not copied: 1 more audio stream"]
 
 
 def test_variable_frame_rate_keeps_timestamps(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import time
 from livecam.frame import FramePacket
 from livecam.marks.credentials import signing_for
 from livecam.marks.watermark import open_watermarker
-from livecam.media.images import check_output_path, read_image, split_alpha, write_image_atomic
+from livecam.media.images import check_output_path, read_image_and_profile, split_alpha, write_image_atomic
 from livecam.pipeline.signals import output_done
 from livecam.processors import registry
 from livecam.processors.base import MIN_EYE_DISTANCE, usable
@@ -26,8 +26,9 @@ log = logging.getLogger("livecam")
 def run_image(job: ImageJob) -> None:
     from livecam.pipeline.engine import Engine
 
-    image = read_image(job.input)
-    check_output_path(job.output, force=job.force, input_path=job.input, processing=job.processing)
+    image, profile = read_image_and_profile(job.input)
+    check_output_path(job.output, force=job.force, input_path=job.input, processing=job.processing,
+                      size=(image.shape[1], image.shape[0]))
     bgr, alpha = split_alpha(image)
     start = time.perf_counter()
     # One frame: its sessions get every core, whatever --execution-threads says.
@@ -51,7 +52,7 @@ def run_image(job: ImageJob) -> None:
     marker = open_watermarker(job.processing.runtime, engine.providers) if job.watermark else None
     signing = signing_for(job.c2pa, job.input, tuple(engine.model_names.values()))
     write_image_atomic(job.output, packet.image, force=job.force, label=job.label, alpha=alpha,
-                       watermark=marker.embed if marker else None,
+                       watermark=marker.embed if marker else None, icc=profile,
                        sign=(lambda data: signing.sign_bytes(data, job.output)) if signing else None)
     output_done()  # written and valid: a signal from now on is not an interruption
     done = "swapped" if registry.swaps(job.processing.frame_processors) else "enhanced"

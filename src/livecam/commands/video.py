@@ -49,7 +49,7 @@ def check_job(job: VideoJob) -> tuple[VideoJob, int | None]:
     check_not_an_input(job.output, job.input, job.processing)
     check_new_output(job.output, force=job.force)
     check_output_folder(job.output)
-    check_encoder(job.encoder, job.output)
+    check_encoder(job.encoder, job.output, (info.width, info.height))
     # Before any model loads: a budget too small for this frame size fails now, in one line, and
     # the engine's sessions are sized for the workers that fit.
     threads = job.processing.runtime.execution_threads

@@ -20,6 +20,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from livecam.media import provenance
+from livecam.media.metadata import sniff_format
 from livecam.errors import InputError
 from livecam.marks import credentials as cr
 from livecam.marks import watermark as wm
@@ -35,6 +36,7 @@ class WatermarkFinding:
     frames_marked: int = 0
     best_errors: int = 32  # fewest bit errors in a frame read
     version: int = 0
+    cut_short: bool = False  # a video ended before its header said (the frames read count), an image did not decode
 
     @property
     def found(self) -> bool:
@@ -43,8 +45,10 @@ class WatermarkFinding:
 
     def describe(self) -> str:
         if not self.frames_read:
-            return "not read"
+            return "not read (the image cannot be decoded: damaged or cut short)" if self.cut_short else "not read"
         what = "the image" if self.frames_read == 1 else f"{self.frames_marked} of {self.frames_read} frames read"
+        if self.cut_short:
+            what += ", the file ends early"
         if self.found:
             return (f"found in {what} (livecam payload v{self.version}, {self.best_errors} of 32 bits off; "
                     f"at most {wm.MAX_BIT_ERRORS} allowed)")
@@ -73,16 +77,40 @@ class Evidence:
 
 def examine(path: Path, marker: wm.Watermarker) -> Evidence:
     """All the evidence in one file; InputError when it cannot be read as an image or a video."""
-    if not path.is_file():
+    if path.is_dir():
+        raise InputError(f"{path} is a folder; give the files in it, such as {path / '*'}")
+    if not path.exists():
         raise InputError(f"{path}: no such file")
-    if path.suffix.lower() in IMAGE_SUFFIXES:
+    if not path.is_file():
+        raise InputError(f"{path} is not a regular file; give an image or a video file")
+    if is_still_image(path):
         from livecam.media.images import read_image
 
-        image = read_image(path)
+        tags, credentials = _image_tags(path), cr.read_credentials(path)
+        try:
+            image = read_image(path)
+        except InputError:
+            if not tags and not credentials.present:
+                raise
+            # Cut short (a partial download) or damaged: its tags, at the start, are evidence still.
+            return Evidence(path, "image", tags, credentials, WatermarkFinding(cut_short=True))
         reading = marker.read(image[:, :, :3] if image.ndim == 3 else image)
         finding = WatermarkFinding(1, int(reading.marked), reading.errors, reading.version)
-        return Evidence(path, "image", _image_tags(path), cr.read_credentials(path), finding)
+        return Evidence(path, "image", tags, credentials, finding)
     return Evidence(path, "video", _video_tags(path), cr.read_credentials(path), _video_watermark(path, marker))
+
+
+def is_still_image(path: Path) -> bool:
+    """By its extension, or by its first bytes when the extension says nothing or lies (a marked
+    photo renamed without one was read as a video and called "not a video"). GIF is a clip."""
+    if path.suffix.lower() in IMAGE_SUFFIXES:
+        return True
+    try:
+        with path.open("rb") as f:
+            head = f.read(16)
+    except OSError:
+        return False  # the video reader names the problem
+    return sniff_format(head) not in (None, "gif")
 
 
 def _image_tags(path: Path) -> tuple[str, ...]:
@@ -110,18 +138,26 @@ def _video_watermark(path: Path, marker: wm.Watermarker) -> WatermarkFinding:
 
     read = marked = 0
     best, version = 32, 0
+    cut_short = False
     with VideoReader(path) as reader:
         info = reader.info
-        for image in _sampled(reader.frames(), float(info.rate or 30), info.expected_frames):
-            reading = marker.read(image)
-            read += 1
-            best = min(best, reading.errors)
-            if reading.marked:
-                marked += 1
-                version = reading.version
-                if marked >= wm.VIDEO_MIN_FRAMES:
-                    break
-    return WatermarkFinding(read, marked, best, version)
+        try:
+            for image in _sampled(reader.frames(), float(info.rate or 30), info.expected_frames):
+                reading = marker.read(image)
+                read += 1
+                best = min(best, reading.errors)
+                if reading.marked:
+                    marked += 1
+                    version = reading.version
+                    if marked >= wm.VIDEO_MIN_FRAMES:
+                        break
+        except InputError:
+            # Cut short (a partial download) or damaged at the end: the frames read are evidence
+            # still, as are its tags; it was "UNREADABLE", exit 2, tags and all.
+            if not read:
+                raise
+            cut_short = True
+    return WatermarkFinding(read, marked, best, version, cut_short)
 
 
 def _sampled(frames: Iterator[Any], fps: float, total: int | None) -> Iterator[np.ndarray]:

@@ -1,8 +1,11 @@
-"""PyAV across its versions: opening media files for reading, and its rationals."""
+"""PyAV across its versions: opening media files for reading (local_path: a local file's name as
+FFmpeg must be given it), and its rationals."""
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
+from pathlib import Path
 from typing import Any, Protocol
 
 import av
@@ -11,6 +14,18 @@ from av.container import InputContainer
 # PyAV before 19 raises on tags in broken UTF-8 unless told metadata_errors="replace"; 19
 # dropped that parameter (passing it is a TypeError) and no longer raises on such tags.
 _NEEDS_METADATA_ERRORS = int(av.__version__.split(".")[0]) < 19
+
+
+# What FFmpeg takes for a protocol name before a colon (its URL scheme characters).
+_SCHEME = re.compile(r"[A-Za-z0-9+.-]+:")
+
+
+def local_path(path: Path | str) -> str:
+    """A local file's path as FFmpeg should open it: "clip:1.mp4" or "2024-05-01T10:30.mp4" starts
+    like a URL, and FFmpeg looked for a protocol named "clip" ("Protocol not found"); the file
+    protocol, named, reads any name."""
+    text = str(path)
+    return "file:" + text if _SCHEME.match(text) else text
 
 
 def open_container(file: str, **options: Any) -> InputContainer:

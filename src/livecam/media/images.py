@@ -2,9 +2,10 @@
 
 read_image() returns BGR or BGRA uint8 whatever the file holds (grayscale, 16-bit, alpha, EXIF
 orientation), and refuses images whose header declares more pixels than MAX_PIXELS before any
-decoding. write_image_atomic() encodes to the format of the output's extension, marks the
-bytes as synthetic (livecam.media.provenance) and writes them through livecam.atomic.AtomicOutput, so
-a failure never leaves a broken or partial output.
+decoding; read_image_and_profile() also gives its RGB colour profile, for the output.
+write_image_atomic() encodes to the format of the output's extension (transparency over white where it has none),
+marks the bytes as synthetic (livecam.media.provenance) and writes them through
+livecam.atomic.AtomicOutput, so a failure never leaves a broken or partial output.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from livecam.media import metadata as md
 if TYPE_CHECKING:
     from livecam.settings import ProcessingSettings
 
+log = logging.getLogger("livecam")
+
 # More than this is refused before decoding (a 100-megapixel photo still loads; a crafted
 # 100000x100000 header does not).
 MAX_PIXELS = 100_000_000
@@ -54,6 +57,9 @@ WRITE_FORMATS: dict[str, tuple[str, bool]] = {
     ".tif": ("tiff", True),
     ".tiff": ("tiff", True),
 }
+# The longest side each output format can hold (WebP stores 14 bits, JPEG 16): larger failed
+# only at the end, after the models ran, as "OpenCV could not encode".
+MAX_SIDE = {"webp": 16383, "jpeg": 65535}
 # Read, but not written: a BMP cannot carry the synthetic-media tags (media/provenance.py).
 UNMARKABLE_FORMATS = (".bmp", ".dib")
 _ENCODE_PARAMS: dict[str, list[int]] = {
@@ -73,12 +79,19 @@ def read_image(path: Path | str) -> np.ndarray:
 
     Raises InputError (one line naming the file) for a missing, empty, unsupported, corrupt or
     oversized file."""
+    return read_image_and_profile(path)[0]
+
+
+def read_image_and_profile(path: Path | str) -> tuple[np.ndarray, bytes | None]:
+    """read_image(path), and the ICC profile the pixels are in when it describes RGB (a CMYK or
+    grey profile does not fit them), from one read (`path` may be a pipe): an output written with
+    it shows the colours the input showed; without it, viewers take a Display P3 or Adobe RGB
+    photo for sRGB, duller."""
     path = Path(path)
     data = _read_bytes(path)
     fmt = md.sniff_format(data)
     if fmt is None:
-        raise InputError(f"{path} is not an image livecam can read (expected "
-                         f"{', '.join(READ_FORMATS)}); check the file or convert it")
+        raise InputError(_unreadable_message(path, data))
     size = md.declared_size(data)
     if size is None or size[0] <= 0 or size[1] <= 0:
         raise InputError(f"{path} looks like a {fmt.upper()} file but its header is damaged; "
@@ -107,7 +120,29 @@ def read_image(path: Path | str) -> np.ndarray:
         detail = f" ({damaged[0].strip()})" if damaged else " (truncated or corrupt?)"
         raise InputError(f"{path} could not be decoded as {fmt.upper()}{detail}; re-export or re-download it")
     image = _to_uint8_bgr(image)
-    return np.ascontiguousarray(apply_orientation(image, orientation))
+    profile = md.icc_profile(data)
+    rgb_profile = profile if profile is not None and md.icc_colour_space(profile) == b"RGB " else None
+    return np.ascontiguousarray(apply_orientation(image, orientation)), rgb_profile
+
+
+# ISO base media brands of still images (HEIF/HEIC from phones, AVIF); any other brand is a video.
+_HEIF_BRANDS = {b"heic": "HEIC", b"heix": "HEIC", b"heim": "HEIC", b"heis": "HEIC", b"mif1": "HEIF",
+                b"msf1": "HEIF", b"avif": "AVIF", b"avis": "AVIF"}
+
+
+def _unreadable_message(path: Path, data: bytes) -> str:
+    """What to do with a file that is no image livecam reads: a phone's HEIC photo, or a video
+    given to `livecam image` (both were "not an image livecam can read; check the file")."""
+    if data[4:8] == b"ftyp":
+        kind = _HEIF_BRANDS.get(data[8:12])
+        if kind is not None:
+            return (f"{path} is {'an' if kind == 'AVIF' else 'a'} {kind} image, which livecam cannot read; convert it to JPEG or PNG first "
+                    f"(on a phone: share or export it as JPEG)")
+    if data[4:8] in (b"ftyp", b"moov", b"mdat") or data[:4] == b"\x1a\x45\xdf\xa3" \
+            or (data[:4] == b"RIFF" and data[8:12] == b"AVI "):
+        return (f"{path} is a video, not a photo; give a {', '.join(READ_FORMATS)} image "
+                f"(`livecam video` swaps the faces in videos)")
+    return f"{path} is not an image livecam can read (expected {', '.join(READ_FORMATS)}); check the file or convert it"
 
 
 def _decoded_layout(data: bytes, fmt: str) -> tuple[int, int]:
@@ -141,6 +176,8 @@ def _frame_count(data: bytes, fmt: str, limit: int = 2) -> int:
         return _gif_frames(data, limit)
     if fmt == "tiff":
         return _tiff_pages(data, limit)
+    if fmt == "png":  # APNG: only its first frame was taken, the animation silently dropped
+        return md.apng_frames(data)
     return 1
 
 
@@ -193,6 +230,10 @@ def _many_frames_message(path: Path, fmt: str, frames: int) -> str:
     if fmt == "tiff":
         return f"{path} holds several pages, not one picture; save the page you want as its own image"
     name = {"webp": "WebP"}.get(fmt, fmt.upper())
+    if fmt == "webp":  # the FFmpeg of PyAV 18 and older decodes WebP stills only: a GIF always works
+        return (f"{path} is an animated WebP, not one picture; to swap the faces in its frames convert it to "
+                f"an animated GIF (e.g. `magick {path.name} {path.stem}.gif`) and use "
+                f"`livecam video {path.stem}.gif OUTPUT.mp4`, or save the frame you want as its own image")
     return (f"{path} is an animated {name}, not one picture; to swap the faces in its frames use "
             f"`livecam video {path.name} OUTPUT.mp4`, or save the frame you want as its own image")
 
@@ -247,7 +288,7 @@ def _native_stderr_to_log() -> Iterator[list[str]]:
         said = out.data[:4096].decode("utf-8", "replace").strip()
         lines.extend(said.splitlines())
         if said:
-            logging.getLogger("livecam").debug("image decoder: %s", " | ".join(said.splitlines()))
+            log.debug("image decoder: %s", " | ".join(said.splitlines()))
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -256,12 +297,18 @@ def _read_bytes(path: Path) -> bytes:
     if path.is_dir():
         raise InputError(f"{path} is a folder, not an image file")
     try:
-        size = path.stat().st_size
+        if path.is_file():
+            size = path.stat().st_size
+            data = path.read_bytes() if 0 < size <= MAX_FILE_BYTES else b""
+        else:  # a pipe (/dev/stdin): its size says nothing, so it is read up to the limit
+            with path.open("rb") as stream:
+                data = stream.read(MAX_FILE_BYTES + 1)
+            size = len(data)
         if size == 0:
             raise InputError(f"{path} is empty (0 bytes); give a JPEG, PNG, WebP, BMP or TIFF image")
         if size > MAX_FILE_BYTES:
             raise InputError(f"{path} is {size / 2**30:.1f} GB, too large for an image; scale it down first")
-        return path.read_bytes()
+        return data
     except PermissionError:
         raise InputError(f"{path} cannot be read (permission denied); check its permissions") from None
     except OSError as exc:
@@ -348,11 +395,16 @@ def output_format(path: Path) -> tuple[str, bool]:
 
 
 def check_output_path(path: Path, *, force: bool, input_path: Path | None = None,
-                      processing: ProcessingSettings | None = None) -> None:
-    """Everything about an output path that can be checked before any work is done."""
+                      processing: ProcessingSettings | None = None, size: tuple[int, int] | None = None) -> None:
+    """Everything about an output path that can be checked before any work is done; `size`
+    (width, height): the image it will hold."""
     if path.is_dir():
         raise InputError(f"{path} is a folder; give an output file name such as {path / 'out.png'}")
-    output_format(path)
+    fmt, _ = output_format(path)
+    limit = MAX_SIDE.get(fmt)
+    if size is not None and limit is not None and max(size) > limit:
+        raise InputError(f"{path.name} cannot hold a {size[0]}x{size[1]} image: {path.suffix} files are at most "
+                         f"{limit} pixels a side; write .png or .tif instead")
     check_not_an_input(path, input_path, processing)
     check_new_output(path, force=force)
     check_output_folder(path)
@@ -402,8 +454,10 @@ def check_output_folder(path: Path) -> None:
                          "choose another output path") from exc
 
 
-def encode_image(image: np.ndarray, fmt: str, *, keep_alpha: bool, tag: bool = True) -> bytes:
-    """Encoded bytes of a BGR/BGRA image in `fmt` (a WRITE_FORMATS container name)."""
+def encode_image(image: np.ndarray, fmt: str, *, keep_alpha: bool, tag: bool = True,
+                 icc: bytes | None = None) -> bytes:
+    """Encoded bytes of a BGR/BGRA image in `fmt` (a WRITE_FORMATS container name), with the ICC
+    colour profile `icc` embedded when given."""
     bgr, alpha = split_alpha(image)
     if keep_alpha and alpha is not None:
         pixels = np.dstack([bgr, alpha])
@@ -414,6 +468,8 @@ def encode_image(image: np.ndarray, fmt: str, *, keep_alpha: bool, tag: bool = T
     if not ok:
         raise OutputError(f"OpenCV could not encode a {pixels.shape[1]}x{pixels.shape[0]} image as {fmt}")
     data = buf.tobytes()
+    if icc:  # first: tagging a WebP keeps the ICCP chunk where it must be, first
+        data = md.with_icc_profile(data, icc, (pixels.shape[1], pixels.shape[0]), pixels.shape[2] == 4)
     if tag:
         data = provenance.tag_encoded(data, (pixels.shape[1], pixels.shape[0]), pixels.shape[2] == 4)
         if fmt == "tiff":  # TIFF's own IFD tags: ImageDescription, Software and the XMP packet
@@ -426,24 +482,32 @@ def encode_image(image: np.ndarray, fmt: str, *, keep_alpha: bool, tag: bool = T
 def write_image_atomic(path: Path | str, image: np.ndarray, *, force: bool, label: bool,
                        alpha: np.ndarray | None = None,
                        watermark: Callable[[np.ndarray], np.ndarray] | None = None,
-                       sign: Callable[[bytes], bytes] | None = None) -> None:
+                       sign: Callable[[bytes], bytes] | None = None, icc: bytes | None = None) -> None:
     """Write a BGR or BGRA uint8 image to `path` in the format of its extension.
 
     `alpha` (HxW uint8) is attached when given; alpha is kept for PNG, WebP and TIFF. `label`
-    draws the visible "AI-generated" label (on a copy). The file appears complete or not at all."""
+    draws the visible "AI-generated" label (on a copy). `icc`: the colour profile the pixels are
+    in (read_image_and_profile()'s). The file appears complete or not at all."""
     path = Path(path)
     fmt, keeps_alpha = output_format(path)
     if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] not in (3, 4):
         raise ValueError(f"expected HxWx3 or HxWx4 uint8, got {image.shape} {image.dtype}")
     if alpha is not None:
         image = np.dstack([split_alpha(image)[0], alpha])
+    if image.shape[2] == 4 and not keeps_alpha:
+        # Dropping alpha showed whatever colour the transparent pixels hold (often black, or
+        # the remains of an edit); over white, the picture looks as it did on a white page.
+        if (image[..., 3] < 255).any():
+            log.warning("note: %s cannot hold transparency, so the transparent parts are written white; "
+                        "write .png, .webp or .tif to keep them", path.name)
+        image = flatten(image, background=255)
     if label:
         image = image.copy()
         provenance.draw_label(image)
     with AtomicOutput(path, force=force) as out:
         if watermark is not None:  # last: the mark covers the pixels as written
             image = watermark(image)
-        data = encode_image(image, fmt, keep_alpha=keeps_alpha)
+        data = encode_image(image, fmt, keep_alpha=keeps_alpha, icc=icc)
         if sign is not None:  # C2PA content credentials, over the final bytes
             data = sign(data)
         out.write_bytes(data)

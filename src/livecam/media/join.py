@@ -19,7 +19,7 @@ from typing import Any, Sequence, cast
 import av
 
 from livecam.errors import OutputError
-from livecam.media.video_writer import input_audio_track, open_output
+from livecam.media.video_writer import input_audio_track, open_output, tag_for_players
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,7 @@ def join_parts(parts: Sequence[EncodedPart], path: Path, *, fmt: str, metadata: 
             template = first.streams.video[0]
             expected = _params(template)
             video = out.add_stream_from_template(template)
+            tag_for_players(out, video)
             video.time_base = parts[0].time_base
             if template.sample_aspect_ratio:  # the muxer's own (MP4 'pasp'), as VideoWriter sets it
                 cast(Any, video).sample_aspect_ratio = template.sample_aspect_ratio

@@ -23,6 +23,10 @@ TAG_IMAGE_DESCRIPTION = 0x010E
 TAG_ORIENTATION = 0x0112
 TAG_SOFTWARE = 0x0131
 TAG_XMP = 0x02BC
+TAG_ICC_PROFILE = 0x8773
+ICC_JPEG_HEADER = b"ICC_PROFILE\x00"
+# A profile larger than this is not read (a PNG's compressed one could expand to anything).
+MAX_ICC_BYTES = 16 << 20
 
 _TIFF_TYPE_SIZES = {1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 1, 7: 1, 8: 2, 9: 4, 10: 8, 11: 4, 12: 8}
 
@@ -210,8 +214,10 @@ def build_exif(ascii_tags: dict[int, str] | None = None, short_tags: dict[int, i
     return b"II*\x00" + struct.pack("<I", 8) + ifd + extra
 
 
-def tiff_add_tags(data: bytes, ascii_tags: dict[int, str], byte_tags: dict[int, bytes] | None = None) -> bytes:
-    """A TIFF file with these ASCII and BYTE tags set in its first IFD (existing ones replaced).
+def tiff_add_tags(data: bytes, ascii_tags: dict[int, str], byte_tags: dict[int, bytes] | None = None,
+                  undefined_tags: dict[int, bytes] | None = None) -> bytes:
+    """A TIFF file with these ASCII, BYTE and UNDEFINED tags set in its first IFD (existing ones
+    replaced).
 
     The image data and every other value stay where they are: a new copy of IFD0 holding the
     old entries plus the new ones goes at the end of the file, with the new values after it,
@@ -230,6 +236,7 @@ def tiff_add_tags(data: bytes, ascii_tags: dict[int, str], byte_tags: dict[int, 
         return data
     new: dict[int, tuple[int, bytes]] = {tag: (2, text.encode("utf-8") + b"\x00") for tag, text in ascii_tags.items()}
     new.update({tag: (1, raw) for tag, raw in (byte_tags or {}).items()})
+    new.update({tag: (7, raw) for tag, raw in (undefined_tags or {}).items()})
     kept = {struct.unpack(end + "H", e[:2])[0]: e for e in entries}
     for tag in new:
         kept.pop(tag, None)
@@ -312,6 +319,17 @@ def png_insert_chunks(data: bytes, chunks: list[bytes]) -> bytes:
     return data[:at] + b"".join(chunks) + data[at:]
 
 
+def apng_frames(data: bytes) -> int:
+    """The frame count an animated PNG's acTL chunk announces (it comes before the first IDAT);
+    1 for a still PNG."""
+    for ctype, start, end in png_chunks(data):
+        if ctype == b"acTL" and end - start >= 4:
+            return max(1, struct.unpack(">I", data[start:start + 4])[0])
+        if ctype == b"IDAT":
+            break
+    return 1
+
+
 def png_text(data: bytes) -> dict[str, str]:
     """tEXt and uncompressed iTXt chunks as {keyword: text}."""
     out: dict[str, str] = {}
@@ -357,8 +375,10 @@ def jpeg_xmp(data: bytes) -> str | None:
 
 
 def webp_add_chunks(data: bytes, size: tuple[int, int], has_alpha: bool,
-                    exif: bytes | None = None, xmp: bytes | None = None) -> bytes:
-    """Turn a simple WebP (VP8 or VP8L) into the extended format with EXIF/XMP chunks."""
+                    exif: bytes | None = None, xmp: bytes | None = None, icc: bytes | None = None) -> bytes:
+    """Turn a simple WebP (VP8 or VP8L) into the extended format with EXIF/XMP chunks, and an
+    ICC profile (ICCP, which must come first after VP8X) when given; an ICCP chunk already there
+    is kept unless `icc` replaces it."""
     chunks = riff_chunks(data)
     if not chunks or chunks[0][0] not in (b"VP8 ", b"VP8L", b"VP8X"):
         raise ValueError("not a WebP image")
@@ -369,8 +389,11 @@ def webp_add_chunks(data: bytes, size: tuple[int, int], has_alpha: bool,
         rest = chunks[1:]
     else:
         rest = chunks
+    if icc:
+        flags |= 0x20
+        body += b"ICCP" + struct.pack("<I", len(icc)) + icc + (b"\x00" if len(icc) & 1 else b"")
     for fourcc, start, end in rest:
-        if fourcc in (b"EXIF", b"XMP "):
+        if fourcc in (b"EXIF", b"XMP ") or (icc and fourcc == b"ICCP"):
             continue
         payload = data[start:end]
         body += fourcc + struct.pack("<I", len(payload)) + payload + (b"\x00" if len(payload) & 1 else b"")
@@ -391,3 +414,61 @@ def webp_chunk(data: bytes, fourcc: bytes) -> bytes | None:
         if cc == fourcc:
             return data[start:end]
     return None
+
+
+# ------------------------------------------------------------------------------------------ ICC
+
+
+def icc_profile(data: bytes) -> bytes | None:
+    """The embedded ICC colour profile of a JPEG, PNG, WebP or TIFF file (None when absent or not
+    a profile)."""
+    fmt = sniff_format(data)
+    profile: bytes | None = None
+    if fmt == "jpeg":  # APP2 segments: header, sequence number from 1, count, then a slice
+        slices = sorted((data[start + 12], data[start + 14:end]) for marker, start, end in jpeg_segments(data)
+                        if marker == 0xE2 and data[start:start + 12] == ICC_JPEG_HEADER and end - start > 14)
+        profile = b"".join(part for _, part in slices) or None
+    elif fmt == "png":  # iCCP: name, 0, compression method 0, zlib data
+        for ctype, start, end in png_chunks(data):
+            if ctype == b"iCCP" and b"\x00" in data[start:start + 80]:
+                at = data.index(b"\x00", start) + 2
+                inflater = zlib.decompressobj()
+                try:
+                    profile = inflater.decompress(data[at:end], MAX_ICC_BYTES)
+                except zlib.error:
+                    return None
+                if inflater.unconsumed_tail:  # larger than MAX_ICC_BYTES
+                    return None
+                break
+    elif fmt == "webp":
+        profile = webp_chunk(data, b"ICCP")
+    elif fmt == "tiff":
+        value = tiff_ifd0(data).get(TAG_ICC_PROFILE)
+        profile = value if isinstance(value, bytes) else None
+    # a profile's header gives its own size: slices missing or doubled are no profile to copy
+    if not profile or not 132 <= len(profile) <= MAX_ICC_BYTES or profile[36:40] != b"acsp" \
+            or int.from_bytes(profile[:4], "big") != len(profile):
+        return None
+    return profile
+
+
+def icc_colour_space(profile: bytes) -> bytes:
+    """The profile's data colour space signature: b"RGB ", b"GRAY", b"CMYK", ..."""
+    return profile[16:20]
+
+
+def with_icc_profile(data: bytes, profile: bytes, size: tuple[int, int], has_alpha: bool) -> bytes:
+    """Encoded JPEG, PNG, WebP or TIFF bytes with `profile` embedded as each format keeps it."""
+    fmt = sniff_format(data)
+    if fmt == "jpeg":
+        step = 0xFFFF - 2 - 14  # a segment's payload: its header and two numbers, then the slice
+        parts = [profile[i:i + step] for i in range(0, len(profile), step)]
+        return jpeg_insert_segments(data, [(0xE2, ICC_JPEG_HEADER + bytes((n + 1, len(parts))) + part)
+                                           for n, part in enumerate(parts)])
+    if fmt == "png":
+        return png_insert_chunks(data, [png_chunk(b"iCCP", b"ICC profile\x00\x00" + zlib.compress(profile))])
+    if fmt == "webp":
+        return webp_add_chunks(data, size, has_alpha, icc=profile)
+    if fmt == "tiff":
+        return tiff_add_tags(data, {}, undefined_tags={TAG_ICC_PROFILE: profile})
+    return data

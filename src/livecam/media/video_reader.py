@@ -26,7 +26,8 @@ import numpy as np
 
 from livecam.errors import InputError
 from livecam.media.colour import Colour, ColourConverter
-from livecam.media.containers import as_fraction, open_container
+from livecam.media.containers import as_fraction, local_path, open_container
+from livecam.media.metadata import PNG_SIGNATURE, apng_frames
 
 log = logging.getLogger("livecam")
 
@@ -94,12 +95,19 @@ def open_input(path: Path, *, once: bool = False) -> av.container.InputContainer
     if regular and path.stat().st_size == 0:
         raise InputError(f"input video {path} is empty (0 bytes); expected a video file")
     try:
-        container = open_container(str(path))
+        container = open_container(local_path(path))
     except av.error.FFmpegError as exc:
         raise InputError(
             f"cannot read {path} as a video ({_describe(exc)}): the file is not a video, or is truncated "
             "or corrupt; expected a video file such as .mp4, .mkv, .mov or .webm"
         ) from exc
+    if container.format.name == "png_pipe" and _animated_png(path):
+        # FFmpeg takes a .png for a still; its own APNG demuxer reads the animation
+        container.close()
+        try:
+            return open_container(local_path(path), format="apng")
+        except av.error.FFmpegError as exc:
+            raise InputError(f"cannot read {path} as an animated PNG ({_describe(exc)}); re-export it") from exc
     if container.format.name in _IMAGE_FORMATS or container.format.name.endswith("_pipe"):
         container.close()
         if _animated_webp(path):  # FFmpeg's WebP decoder reads stills only (and OpenCV none)
@@ -114,6 +122,25 @@ def container_tags(path: Path) -> dict[str, str]:
     the file is not a readable video."""
     with open_input(path) as container:
         return {str(k).lower(): str(v) for k, v in container.metadata.items()}
+
+
+def _animated_png(path: Path) -> bool:
+    """Whether `path` is a PNG whose acTL chunk announces frames: the chunks before the image
+    data are walked, their payloads skipped (an ICC profile there can be hundreds of KB)."""
+    try:
+        with open(path, "rb") as f:
+            if f.read(8) != PNG_SIGNATURE:
+                return False
+            while True:
+                head = f.read(8)
+                if len(head) < 8 or head[4:] == b"IDAT":
+                    return False
+                length = int.from_bytes(head[:4], "big")
+                if head[4:] == b"acTL":
+                    return apng_frames(PNG_SIGNATURE + head + f.read(length)) > 1
+                f.seek(length + 4, os.SEEK_CUR)  # the payload and its CRC
+    except OSError:
+        return False
 
 
 def _animated_webp(path: Path) -> bool:
@@ -410,6 +437,17 @@ class VideoDecoder:
             self._reported = self.bad_packets
 
 
+def _shown_frames(counted: int | None, duration: float | None, rate: Fraction) -> int | None:
+    """The header's frame count, or the frames its duration shows when that is clearly fewer: an
+    MP4 cut without re-encoding (`ffmpeg -ss 1.5 -c copy`, an editor's trim) keeps the frames from
+    the keyframe before the cut and hides them with an edit list, which the decoder honours (90
+    counted, 73 shown: the file was refused as truncated)."""
+    if not counted or not duration or not rate:
+        return counted or None
+    shown = int(round(duration * float(rate)))
+    return shown if counted > shown + max(2, shown // 50) else counted
+
+
 class VideoReader:
     """Owns one input container; `frames()` may be consumed by a thread other than the opener's."""
 
@@ -443,7 +481,8 @@ class VideoReader:
         others: list[str] = [s.type for s in c.streams if s.type not in ("video", "audio")]
         others += ["video"] * (len(c.streams.video) - 1) + ["audio"] * max(0, len(c.streams.audio) - 1)
         return VideoInfo(path=self.path, width=w, height=h, rate=as_fraction(rate), time_base=as_fraction(tb),
-                         start_time=max(0.0, start), frames=vs.frames or None, duration=duration,
+                         start_time=max(0.0, start), frames=_shown_frames(vs.frames, duration, rate),
+                         duration=duration,
                          rotation=rotation, codec=cc.name, audio_codec=audio, other_streams=tuple(others),
                          origin=origin, sample_aspect=sar,
                          colour=Colour.described(cc, cc.format.name if cc.format else None, cc.height))

@@ -32,7 +32,7 @@ from livecam.atomic import output_error
 from livecam.errors import InputError, OutputError
 from livecam.media.colour import LIMITED, Colour, ColourConverter, tag
 from livecam.native_stderr import dropping
-from livecam.media.containers import open_container
+from livecam.media.containers import local_path, open_container
 from livecam.media.video_reader import Fitter, Timeline, timeline_origin
 
 log = logging.getLogger("livecam")
@@ -153,18 +153,30 @@ def available_encoders() -> list[str]:
     return [name for name in ENCODER_CANDIDATES if encoder_available(name)]
 
 
-def check_encoder(name: str, output: Path) -> None:
-    """Raise InputError when `name` cannot encode here or cannot go into `output`'s container."""
+# The longest side these encoders take (the writer's even size): past it they fail to open,
+# which libx264 reports only as a generic external error (it read as "out of memory").
+MAX_ENCODER_SIDE = {"libx264": 16384, "libvpx": 16383, "mpeg4": 8191}
+
+
+def check_encoder(name: str, output: Path, size: tuple[int, int] | None = None) -> None:
+    """Raise InputError when `name` cannot encode here, cannot go into `output`'s container, or
+    cannot encode frames of `size` (width, height; None: not checked)."""
     fmt = container_format(output)
     if not encoder_available(name):
         raise InputError(f"video encoder {name!r} is not available here; available: "
                          f"{', '.join(available_encoders()) or 'none'}")
     codec = av.Codec(name, "w").canonical_name
     allowed = CONTAINER_VIDEO_CODECS.get(fmt)
+    fits = [e for e in available_encoders() if allowed is None or av.Codec(e, "w").canonical_name in allowed]
     if allowed is not None and codec not in allowed:
-        fits = [e for e in available_encoders() if av.Codec(e, "w").canonical_name in allowed]
         raise InputError(f"{Path(output).suffix} files cannot hold {codec} video from {name!r}; "
                          f"use --video-encoder {' or '.join(fits) or 'libvpx-vp9'} or another extension")
+    side = max(size[0] & ~1, size[1] & ~1) if size is not None else 0
+    limit = MAX_ENCODER_SIDE.get(name)
+    if size is not None and limit is not None and side > limit:
+        larger = [e for e in fits if MAX_ENCODER_SIDE.get(e, side) >= side]
+        raise InputError(f"{name} encodes at most {limit} pixels a side, and this video is {size[0]}x{size[1]}; "
+                         f"use --video-encoder {' or '.join(larger) or 'libx265'}")
 
 
 def add_video_stream(out: av.container.OutputContainer, encoder: str, rate: Fraction | int) -> VideoStream:
@@ -172,17 +184,29 @@ def add_video_stream(out: av.container.OutputContainer, encoder: str, rate: Frac
     stream = out.add_stream(encoder, rate=rate)
     if not isinstance(stream, VideoStream):
         raise InputError(f"{encoder!r} is not a video encoder; use --video-encoder libx264 or another video encoder")
+    tag_for_players(out, stream)
     return stream
 
 
+def tag_for_players(out: av.container.OutputContainer, stream: VideoStream) -> None:
+    """HEVC in MP4/MOV as 'hvc1': FFmpeg's 'hev1' is refused by QuickTime, iOS and Safari, and
+    'hvc1' plays everywhere (the same bitstream; only the sample entry's name differs). Also for
+    a stream added from a template, which starts untagged."""
+    if stream.codec_context.codec.canonical_name == "hevc" and out.format.name in ("mp4", "mov"):
+        stream.codec_context.codec_tag = "hvc1"
+
+
 # Audio codecs copied as they are into each container: those its common players read. PCM in
-# MP4/MOV plays as noise or not at all in many players (and Debian's ffmpeg 5.1), Vorbis in MP4 is
+# MP4 plays as noise or not at all in many players (and Debian's ffmpeg 5.1), Vorbis in MP4 is
 # an oddity; FLAC in MP4 still needs FFmpeg's -strict; Opus in MP4 plays in browsers, VLC and
-# FFmpeg but not in QuickTime, so MOV re-encodes it. Everything else becomes AAC (Opus for WebM),
-# said in one line. None: the container holds anything FFmpeg can put there (Matroska).
+# FFmpeg but not in QuickTime, so MOV re-encodes it. PCM is MOV's own uncompressed audio (ProRes
+# and camera files carry it; sowt, twos, in24, fl32): copied, not made lossy. Everything else
+# becomes AAC (Opus for WebM), said in one line. None: the container holds anything FFmpeg can put
+# there (Matroska).
+_MOV_PCM = frozenset(f"pcm_{kind}{end}" for kind in ("s16", "s24", "s32", "f32", "f64") for end in ("le", "be"))
 AUDIO_COPY_CODECS: dict[str, frozenset[str] | None] = {
     "mp4": frozenset({"aac", "mp3", "alac", "ac3", "eac3", "opus"}),
-    "mov": frozenset({"aac", "mp3", "alac", "ac3", "eac3"}),
+    "mov": frozenset({"aac", "mp3", "alac", "ac3", "eac3"}) | _MOV_PCM,
     "webm": frozenset({"opus", "vorbis"}),
     "matroska": None,
 }
@@ -262,7 +286,7 @@ def open_output(path: Path, fmt: str, metadata: dict[str, str], shown: Path) -> 
     `shown`, the user's path."""
     options = {"movflags": "+use_metadata_tags"} if fmt in ("mp4", "mov") else {}
     try:
-        out = av.open(str(path), mode="w", format=fmt, options=options)
+        out = av.open(local_path(path), mode="w", format=fmt, options=options)
     except OSError as exc:
         raise output_error(shown, exc) from exc
     out.metadata.update(metadata)
@@ -434,6 +458,19 @@ def copies_audio(codec: str, fmt: str) -> bool:
     return allowed is None or codec in allowed
 
 
+def reencoded_rate(encoder: str, rate: int) -> int:
+    """The input's sample rate where the encoder takes it (AAC: 7350 to 96000 Hz), else 48 kHz
+    (192 kHz PCM failed the run with "Invalid argument"); Opus always 48 kHz."""
+    return rate if encoder == "aac" and rate in (av.Codec(encoder, "w").audio_rates or ()) else 48000
+
+
+def reencoded_layout(channels: int) -> str:
+    """The layout re-encoded audio gets: 5.1 kept as 5.1 (it was mixed down to stereo; AAC and
+    Opus both carry it; 7.1 becomes 5.1, as FFmpeg's AAC encoder is unreliable with it), 3 to 5
+    channels mixed to stereo, mono kept."""
+    return "5.1" if channels >= 6 else "stereo" if channels >= 2 else "mono"
+
+
 def _can_copy(source: Path, fmt: str) -> bool:
     """Whether the `fmt` muxer really accepts the first audio stream of `source` copied as is.
 
@@ -441,7 +478,7 @@ def _can_copy(source: Path, fmt: str) -> bool:
     (EINVAL) only once frames are being written. So a throwaway in-memory file of that format
     gets the stream and its first packet; any refusal means re-encoding."""
     try:
-        with open_container(str(source)) as src:
+        with open_container(local_path(source)) as src:
             ins = src.streams.audio[0]
             with av.open(io.BytesIO(), mode="w", format=fmt) as trial:
                 stream = trial.add_stream_from_template(ins)
@@ -462,7 +499,7 @@ class _AudioTrack:
     Opus for WebM) with one line saying so."""
 
     def __init__(self, out: av.container.OutputContainer, source: Path) -> None:
-        self._in = open_container(str(source))  # damaged tags must not stop the audio
+        self._in = open_container(local_path(source))  # damaged tags must not stop the audio
         self._last_dts: int | None = None
         self._out_of_order = 0
         self._corrupt = 0
@@ -482,8 +519,8 @@ class _AudioTrack:
             else:
                 self.mode = "reencode"
                 target: Literal["libopus", "aac"] = "libopus" if fmt == "webm" else "aac"
-                rate = 48000 if target == "libopus" else (ins.codec_context.sample_rate or 48000)
-                layout = "stereo" if (ins.codec_context.channels or 1) >= 2 else "mono"
+                rate = reencoded_rate(target, ins.codec_context.sample_rate or 48000)
+                layout = reencoded_layout(ins.codec_context.channels or 1)
                 self._stream = out.add_stream(target, rate=rate, layout=layout)
                 self._resampler = av.AudioResampler(format=self._stream.codec_context.format, layout=layout,
                                                     rate=rate)

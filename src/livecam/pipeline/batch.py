@@ -18,6 +18,7 @@ import contextlib
 import fnmatch
 import functools
 import logging
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
@@ -97,7 +98,8 @@ def plan_folder(template: VideoJob, pattern: str | None, *, skip_existing: bool)
                          "would be read as inputs by the next run)")
     suffixes = video_suffixes()
     try:
-        entries = [p for p in folder.iterdir() if not p.name.startswith(".") and p.is_file()]
+        # a broken link is listed (it fails, named) rather than silently missing from the count
+        entries = [p for p in folder.iterdir() if not p.name.startswith(".") and (p.is_file() or _broken_link(p))]
     except OSError as exc:
         raise InputError(f"cannot list the input folder {folder}: {exc.strerror or exc}") from exc
     matched = [p for p in entries
@@ -112,7 +114,10 @@ def plan_folder(template: VideoJob, pattern: str | None, *, skip_existing: bool)
     for path in matched:
         job = replace(template, input=path, output=out_folder / output_name(path))
         other = taken.setdefault(job.output, path)
-        if other != path:
+        if _broken_link(path):
+            decided.append(FileOutcome(job, error=InputError(
+                f"{path.name} is a link to {os.readlink(path)}, which does not exist; fix or remove the link")))
+        elif other != path:
             decided.append(FileOutcome(job, error=InputError(
                 f"{path.name} and {other.name} would both be written to {job.output}; rename one, or choose "
                 f"the files with --pattern")))
@@ -121,6 +126,10 @@ def plan_folder(template: VideoJob, pattern: str | None, *, skip_existing: bool)
         else:
             jobs.append(job)
     return Plan(tuple(jobs), tuple(decided))
+
+
+def _broken_link(path: Path) -> bool:
+    return path.is_symlink() and not path.exists()
 
 
 def _size(path: Path) -> int:

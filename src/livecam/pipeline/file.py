@@ -31,7 +31,7 @@ import logging
 import queue
 import threading
 import time
-from collections import deque
+from collections import Counter as Tally, deque
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -371,13 +371,24 @@ def process_video(job: VideoJob, engine: FileEngine, *, quiet: bool = False,
                             watermark=watermark, sign=sign, counter=progress, lanes=lanes)
 
 
+def _say_dropped_streams(kinds: Sequence[str], keep_audio: bool) -> None:
+    """One line for the streams the output leaves out; it said "the input's audio stream is not
+    copied" for a second audio track beside "audio copied"."""
+    counts = Tally(kind for kind in kinds if keep_audio or kind != "audio")  # --no-audio: asked for
+    if counts:
+        more = ", ".join(f"{n} {'more ' if kind in ('audio', 'video') else ''}{kind} stream{'s' if n > 1 else ''}"
+                         for kind, n in counts.items())
+        log.warning("note: the output has the input's video%s; not copied: %s",
+                    " and its first audio stream" if keep_audio else "", more)
+
+
 def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quiet: bool,
                  stop: threading.Event | None, on_warm: Callable[[], None] | None,
                  watermark: Watermarker | None, sign: Callable[[Path], None] | None,
                  counter: Counter | None = None, lanes: Sequence[FileEngine] = ()) -> VideoResult:
     info = reader.info
-    for kind in info.other_streams:
-        log.warning("note: the input's %s stream is not copied to the output", kind)
+    keep_audio = job.audio and info.audio_codec is not None
+    _say_dropped_streams(info.other_streams, keep_audio)
     if job.fps is not None:
         rate = Fraction(job.fps).limit_denominator(1001)
         time_base = 1 / rate
@@ -387,7 +398,6 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
         rate, time_base = info.rate, info.time_base
         frames = reader.frames()
         total = info.expected_frames
-    keep_audio = job.audio and info.audio_codec is not None
     # Sized now, with the models resident and before any frame is decoded; the encoder's
     # look-ahead is part of the plan (its frame pool is the largest buffer at 4K and beyond).
     plan = plan_video(info.width, info.height, len(lanes) or job.processing.runtime.execution_threads,
