@@ -56,3 +56,46 @@ def test_variadic_options_take_only_their_own_choices() -> None:
     assert expand_variadic(argv) == [
         "video", "--frame-processor", "face_swapper", "--frame-processor", "face_enhancer",
         "in.mp4", "out.mp4", "--execution-provider", "cuda", "--execution-provider", "cpu"]
+
+
+def _float_options() -> list[tuple[str, str]]:
+    """(command path, option) for every option of every command that takes a number with a point."""
+    import click
+
+    from livecam.cli import cli
+
+    found: list[tuple[str, str]] = []
+
+    def walk(command: click.Command, path: str) -> None:
+        for param in command.params:
+            if isinstance(param, click.Option) and isinstance(param.type, click.types.FloatParamType):
+                found.append((path, param.opts[0]))
+        if isinstance(command, click.Group):
+            for name, sub in command.commands.items():
+                walk(sub, f"{path} {name}".strip())
+
+    walk(cli, "")
+    return found
+
+
+def test_no_number_option_takes_nan_or_inf() -> None:
+    """nan passes every range comparison: `--blend nan` wrote an image with undefined blending
+    and `--fps nan` failed mid-run; every float option is a FiniteRange."""
+    from livecam.cli import FiniteRange
+
+    options = _float_options()
+    assert ("image", "--blend") in options and ("run", "--max-latency-ms") in options
+    assert [o for o in options if not isinstance(_option_type(*o), FiniteRange)] == []
+    for value in ("nan", "inf", "-inf"):
+        result = run_cli(["image", "a.jpg", "b.jpg", "-s", "f.jpg", "--blend", value])
+        assert result.returncode == 2 and "Invalid value for '--blend'" in result.stderr, result.stderr
+    assert "'nan' is not a finite number" in run_cli(["image", "a.jpg", "b.jpg", "-s", "f.jpg", "--blend", "nan"]).stderr
+
+
+def _option_type(path: str, flag: str) -> object:
+    from livecam.cli import cli
+
+    command = cli
+    for name in path.split():
+        command = command.commands[name]  # type: ignore[attr-defined]
+    return next(p.type for p in command.params if p.opts[0] == flag)

@@ -278,7 +278,7 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="Leave faces alone whose box is under PX pixels on its shorter side (0: none)."),
         click.option("--reference", type=click.Path(path_type=Path), multiple=True,
                      help="Only swap faces of the person in this photo."),
-        click.option("--reference-distance", type=click.FloatRange(0, 2), default=1.0, show_default=True,
+        click.option("--reference-distance", type=FiniteRange(0, 2), default=1.0, show_default=True,
                      help="Max embedding distance to count as the reference person."),
         click.option("--map", "face_map", multiple=True, metavar="SOURCE=REFERENCE",
                      help="Give the person in REFERENCE the face in SOURCE (repeatable)."),
@@ -298,16 +298,16 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="Paste mask(s), comma-separated or repeated; several paste their intersection: "
                           "box (default), occlusion (XSeg: whatever covers the face stays), region (BiSeNet "
                           "face parts), area (from landmarks)."),
-        click.option("--face-mask-blur", type=click.FloatRange(0, 1), default=DEFAULT_FACE_MASK_BLUR,
+        click.option("--face-mask-blur", type=FiniteRange(0, 1), default=DEFAULT_FACE_MASK_BLUR,
                      show_default=True,
                      help="Feather of the masks' edges (0 hard, 1 wide; the default is insightface's own paste mask)."),
-        click.option("--face-mask-padding", type=click.FloatRange(0, 100), nargs=4, default=(0, 0, 0, 0),
+        click.option("--face-mask-padding", type=FiniteRange(0, 100), nargs=4, default=(0, 0, 0, 0),
                      metavar="TOP RIGHT BOTTOM LEFT", help="Shrink the box mask by these percentages of the crop."),
         click.option("--face-mask-areas", multiple=True, callback=_names(FACE_MASK_AREAS), metavar="AREAS",
                      help="For --face-mask area: " + ",".join(FACE_MASK_AREAS) + " (default all)."),
         click.option("--face-mask-regions", multiple=True, callback=_names(FACE_MASK_REGIONS), metavar="REGIONS",
                      help="For --face-mask region: " + ",".join(FACE_MASK_REGIONS) + " (default all but glasses)."),
-        click.option("--blend", type=click.FloatRange(0, 1), default=1.0, show_default=True,
+        click.option("--blend", type=FiniteRange(0, 1), default=1.0, show_default=True,
                      help="Opacity of the swapped face."),
         click.option("--pixel-boost", type=click.Choice(PIXEL_BOOSTS), default=None,
                      help="Neural swapper crop size N, a multiple of the model's size (inswapper 128: 128-512; "
@@ -316,14 +316,14 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
                           "size; the mesh swapper ignores it)."),
         click.option("--enhancer-model", type=click.Choice(ENHANCER_MODELS), default="gfpgan_1.4", show_default=True,
                      help="Face enhancer (--frame-processor face_enhancer): gpen_bfr_256 is the fastest."),
-        click.option("--enhancer-blend", type=click.FloatRange(0, 1), default=0.8, show_default=True,
+        click.option("--enhancer-blend", type=FiniteRange(0, 1), default=0.8, show_default=True,
                      help="Mix of the restored face over the swapped one."),
-        click.option("--enhancer-weight", type=click.FloatRange(0, 1), default=None,
+        click.option("--enhancer-weight", type=FiniteRange(0, 1), default=None,
                      help="CodeFormer's fidelity: 0 restores most, 1 (default) keeps the input face most."),
         click.option("--enhancer-precision", type=click.Choice(ENHANCER_PRECISIONS), default="auto", show_default=True,
                      help="Enhancer weights: fp16 is converted once from the fp32 file and checked against it; "
                           "auto: fp16 on cuda, tensorrt and coreml, fp32 elsewhere."),
-        click.option("--smoothing", type=click.FloatRange(0, 1), default=0.5, show_default=True,
+        click.option("--smoothing", type=FiniteRange(0, 1), default=0.5, show_default=True,
                      help="Keypoint smoothing across frames (0 off); not used for images."),
     ]
     for option in reversed(options):
@@ -434,7 +434,7 @@ def _parse_frame_range(value: str | None) -> tuple[int, int | None] | None:
 @processing_options
 @click.option("--camera", default="0", show_default=True, help="Camera index, or a video file path or URL.")
 @click.option("--resolution", default="1280x720", show_default=True, help="Capture size WIDTHxHEIGHT.")
-@click.option("--fps", type=click.FloatRange(1, 240), default=30.0, show_default=True, help="Capture rate.")
+@click.option("--fps", type=FiniteRange(1, 240), default=30.0, show_default=True, help="Capture rate.")
 @click.option("--realtime/--no-realtime", default=None,
               help="File sources: play at their own rate (default) or as fast as possible.")
 @click.option("--mirror", is_flag=True, help="Flip horizontally (selfie view).")
@@ -442,12 +442,12 @@ def _parse_frame_range(value: str | None) -> tuple[int, int | None] | None:
               help="window, virtual-camera, none, or a FILE.mp4 to record (auto: window when a display exists).")
 @click.option("--queue-depth", type=click.IntRange(1, 2), default=1, show_default=True,
               help="Frames each live queue holds: 1 for the lowest latency, 2 to ride out uneven stage times.")
-@click.option("--duration", type=click.FloatRange(min=0, min_open=True), help="Stop after SECONDS.")
+@click.option("--duration", type=FiniteRange(min=0, min_open=True), help="Stop after SECONDS.")
 @click.option("--max-frames", type=click.IntRange(min=1), help="Stop after N frames.")
 @click.option("--stats", is_flag=True, help="Draw live metrics on the output.")
 @click.option("--stats-json", type=click.Path(dir_okay=False, path_type=Path),
               help="Write one JSON object per second and a summary line.")
-@click.option("--max-latency-ms", type=click.FloatRange(min=1), default=40.0, show_default=True,
+@click.option("--max-latency-ms", type=FiniteRange(min=1), default=40.0, show_default=True,
               help="Latency budget the governor defends.")
 @click.option("--degrade/--no-degrade", default=True, show_default=True,
               help="Degrade gracefully (enhancer off, sparser detection) when over budget.")
