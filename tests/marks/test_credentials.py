@@ -110,3 +110,50 @@ def test_unsupported_format_is_left_as_is(local: cr.Identity) -> None:
     data = encoded(".bmp")
     assert cr.Signing(local, None, ()).sign_bytes(data, Path("x.bmp")) == data
     assert io.BytesIO(data).read(2) == b"BM"
+
+
+def _blocked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("LIVECAM_C2PA_DIR", str(blocker / "c2pa"))  # cannot be created: a file is in the way
+
+
+def test_the_local_identity_is_made_before_the_work_when_an_output_gets_signed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from livecam.errors import OutputError
+    from livecam.settings import C2paSettings
+
+    monkeypatch.setenv("LIVECAM_C2PA_DIR", str(tmp_path / "c2pa"))
+    unsigned = cr.signing_for(C2paSettings(), None, (), outputs=(tmp_path / "out.mkv",))
+    assert unsigned is not None and unsigned.identity is None and not (tmp_path / "c2pa").exists()  # nothing to sign
+    signed = cr.signing_for(C2paSettings(), None, (), outputs=(tmp_path / "a.mkv", tmp_path / "b.mp4"))
+    assert signed is not None and signed.identity is not None and signed.identity.self_signed
+    _blocked(tmp_path, monkeypatch)
+    with pytest.raises(OutputError, match="cannot create the C2PA identity"):
+        cr.signing_for(C2paSettings(), None, (), outputs=(tmp_path / "out.jpg",))
+
+
+@pytest.mark.parametrize("command", ["video", "image"])
+def test_an_identity_that_cannot_be_made_stops_the_command_before_any_frame(
+        tmp_path: Path, faces_dir: Path, monkeypatch: pytest.MonkeyPatch, command: str) -> None:
+    """A read-only home once failed `livecam video` after every frame was processed, losing it all."""
+    from click.testing import CliRunner
+
+    from livecam.cli import cli
+    from tests.videos import make_clip
+
+    _blocked(tmp_path, monkeypatch)
+    monkeypatch.setenv("LIVECAM_MODELS_DIR", str(tmp_path / "models"))
+
+    def no_frames(*a: object, **kw: object) -> None:
+        raise AssertionError("frames were processed before the C2PA identity was made")
+
+    monkeypatch.setattr("livecam.pipeline.engine.Engine.process", no_frames)
+    monkeypatch.setattr("livecam.commands.video.process_video", no_frames)
+    target = (make_clip(tmp_path / "in.mp4", frames=2, audio=False) if command == "video"
+              else faces_dir / "obama.jpg")
+    out = tmp_path / ("out.mp4" if command == "video" else "out.jpg")
+    result = CliRunner().invoke(cli, [command, str(target), str(out), "-s", str(faces_dir / "biden.jpg"),
+                                      "--swap-model", "mesh", "--no-watermark"])
+    assert result.exit_code == 1, result.output
+    assert "cannot create the C2PA identity" in result.output and not out.exists()

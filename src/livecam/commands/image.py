@@ -34,6 +34,7 @@ def run_image(job: ImageJob) -> None:
     # One frame: its sessions get every core, whatever --execution-threads says.
     engine = Engine.create(job.processing, live=False, progress=not job.processing.runtime.quiet, workers=1)
     log.debug("models: %s", engine.describe())
+    signing = signing_for(job.c2pa, job.input, tuple(engine.model_names.values()), outputs=(job.output,))
     packet = FramePacket(index=0, image=bgr.copy())
     engine.analyse(packet, track=False)
     # The processors leave faces under MIN_EYE_DISTANCE as they are: count only the others.
@@ -50,7 +51,6 @@ def run_image(job: ImageJob) -> None:
     else:
         engine.process(packet)
     marker = open_watermarker(job.processing.runtime, engine.providers) if job.watermark else None
-    signing = signing_for(job.c2pa, job.input, tuple(engine.model_names.values()))
     write_image_atomic(job.output, packet.image, force=job.force, label=job.label, alpha=alpha,
                        watermark=marker.embed if marker else None, icc=profile,
                        sign=(lambda data: signing.sign_bytes(data, job.output)) if signing else None)

@@ -13,7 +13,7 @@ import numpy as np
 
 from livecam.errors import DeviceError, InputError, OutputExistsError
 from livecam.frame import FramePacket
-from livecam.marks.credentials import mime_type, signing_for
+from livecam.marks.credentials import signing_for
 from livecam.marks.live_marker import LiveMarker
 from livecam.marks.watermark import open_watermarker
 from livecam.media.camera import CameraSource, FrameSource, VideoFileSource, camera_device_problem, open_source
@@ -126,11 +126,8 @@ def _run_live(job: LiveJob) -> None:
     check_files(job, sink)
     local_file = isinstance(source, VideoFileSource) and "://" not in source.location
     # a given signing identity is checked now, before the models load; a local file is the parent ingredient
-    signing = (signing_for(job.c2pa, Path(job.camera) if local_file else None, ())
+    signing = (signing_for(job.c2pa, Path(job.camera) if local_file else None, (), outputs=(sink.path,))
                if isinstance(sink, FileRecorderSink) else None)
-    if signing is not None and isinstance(sink, FileRecorderSink) and mime_type(sink.path) is not None:
-        # the local identity is made (or refused) now: made at the end, a failure lost the whole recording
-        signing = replace(signing, identity=signing.signer_identity())
     from livecam.pipeline.engine import Engine
 
     if local_file:

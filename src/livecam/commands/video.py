@@ -97,7 +97,7 @@ def run_video(job: VideoJob, cluster: ClusterSettings | None = None) -> None:
     quiet = job.processing.runtime.quiet
     marker = (open_watermarker(job.processing.runtime, engine.providers,
                                job.processing.runtime.execution_threads) if job.watermark else None)
-    signing = signing_for(job.c2pa, job.input, tuple(engine.model_names.values()))
+    signing = signing_for(job.c2pa, job.input, tuple(engine.model_names.values()), outputs=(job.output,))
     cap = AddressSpaceCap(job.max_memory_gb)
     with stop_signals():
         try:
@@ -165,6 +165,7 @@ def pick_runner(cluster: ClusterSettings | None) -> Runner:
         from livecam.cluster import run_on_cluster
         from livecam.commands.video_cluster import cluster_signer
 
+        signing_for(template.c2pa, None, (), outputs=[job.output for job in jobs])  # the local identity now
         with stop_signals(), batch_progress(template, jobs, total) as parts:
             return run_on_cluster(jobs, cluster, parts.progress, sign_for=cluster_signer)
 
@@ -181,7 +182,8 @@ def run_local(template: VideoJob, jobs: Sequence[VideoJob], total: int | None) -
     engine = create_engine(template)
     marker = (open_watermarker(template.processing.runtime, engine.providers,
                                template.processing.runtime.execution_threads) if template.watermark else None)
-    signing = signing_for(template.c2pa, None, tuple(engine.model_names.values()))
+    signing = signing_for(template.c2pa, None, tuple(engine.model_names.values()),
+                          outputs=[job.output for job in jobs])
     sign = ((lambda job, temp: replace(signing, input=job.input).sign_file(temp, job.output))
             if signing is not None else None)
     cap = AddressSpaceCap(template.max_memory_gb)

@@ -19,7 +19,7 @@ log = logging.getLogger("livecam")
 def cluster_signer(job: VideoJob, models: tuple[str, ...]) -> Callable[[Path], None] | None:
     """C2PA credentials for a joined output (on the driver, over the finished temporary file),
     naming the models the workers used; None with --no-c2pa."""
-    signing = signing_for(job.c2pa, job.input, models)
+    signing = signing_for(job.c2pa, job.input, models, outputs=(job.output,))
     if signing is None:
         return None
     return lambda temp: signing.sign_file(temp, job.output)
@@ -30,6 +30,7 @@ def run_video_on_cluster(job: VideoJob, cluster: ClusterSettings) -> None:
     from livecam.cluster import run_on_cluster
 
     check_segmentable(job)
+    signing_for(job.c2pa, None, (), outputs=(job.output,))  # the local identity made now, not at the join
     started = time.monotonic()
     with stop_signals():
         [outcome] = run_on_cluster([job], cluster, sign_for=cluster_signer)

@@ -22,9 +22,9 @@ import io
 import json
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from livecam import __version__
 from livecam.atomic import AtomicOutput, OutputConflictError
@@ -355,9 +355,12 @@ def read_credentials(path: Path) -> Credentials:
                        digital_source_type=source, signer=signer)
 
 
-def signing_for(settings: Any, input: Path | None, models: tuple[str, ...]) -> Signing | None:
+def signing_for(settings: Any, input: Path | None, models: tuple[str, ...],
+                outputs: Sequence[Path] = ()) -> Signing | None:
     """The Signing for an output under these settings.C2paSettings, or None when --no-c2pa or
-    when c2pa-python is missing (said once, as a warning: the other marks are still written)."""
+    when c2pa-python is missing (said once, as a warning: the other marks are still written).
+    When one of `outputs` is a kind that gets signed, the local identity is made (or refused)
+    now, before the work: made at the end, a failure (a read-only home) lost the whole output."""
     if not settings.enabled:
         return None
     if not available():
@@ -365,5 +368,8 @@ def signing_for(settings: Any, input: Path | None, models: tuple[str, ...]) -> S
                     "(pip install 'livecam[c2pa]'); the watermark and metadata are still written")
         return None
     given = settings.cert or settings.key or os.environ.get("LIVECAM_C2PA_CERT") or os.environ.get("LIVECAM_C2PA_KEY")
-    # a given identity is checked now, before any work; the local one is made when first needed
-    return Signing(load_identity(settings.cert, settings.key) if given else None, input, models)
+    # a given identity is checked now, before any work; the local one when an output will be signed
+    signing = Signing(load_identity(settings.cert, settings.key) if given else None, input, models)
+    if signing.identity is None and any(mime_type(path) is not None for path in outputs):
+        signing = replace(signing, identity=signing.signer_identity())
+    return signing
