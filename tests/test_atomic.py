@@ -127,3 +127,19 @@ def test_a_cache_entry_replaces_whatever_another_run_wrote_meanwhile(tmp_path: P
         entry.write_bytes(b"the other run's")
     assert entry.read_bytes() == b"ours"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["face.npz"]
+
+
+@pytest.mark.parametrize("dangling", [True, False])
+def test_force_replaces_a_link_at_the_output_and_never_its_target(tmp_path: Path, dangling: bool) -> None:
+    """A dangling link at the output once made --force keep the result aside as 'appeared while
+    livecam was writing it'; the link is what gets replaced, a target that exists is untouched."""
+    target = tmp_path / "elsewhere.mp4"
+    if not dangling:
+        target.write_bytes(b"theirs")
+    out = tmp_path / "out.mp4"
+    out.symlink_to(target)
+    with AtomicOutput(out, force=True) as result:
+        result.write_bytes(b"frames")
+    assert not out.is_symlink() and out.read_bytes() == b"frames"
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["out.mp4"] if dangling else ["elsewhere.mp4", "out.mp4"])
+    assert dangling or target.read_bytes() == b"theirs"

@@ -45,7 +45,8 @@ class OutputConflictError(OutputExistsError):
 @dataclass(frozen=True)
 class _Identity:
     """A file as it was seen: a new file at the same path differs (inode numbers are reused, so
-    size and modification time count too)."""
+    size and modification time count too). A link is itself (lstat): the rename replaces the
+    link, never its target, and a dangling link covered by --force is replaced too."""
 
     device: int
     inode: int
@@ -55,7 +56,7 @@ class _Identity:
     @classmethod
     def of(cls, path: Path) -> _Identity | None:
         try:
-            st = path.stat()
+            st = path.lstat()
         except OSError:
             return None
         return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
