@@ -106,3 +106,25 @@ def test_unknown_provider_name_is_refused() -> None:
 
 def test_real_onnxruntime_offers_cpu() -> None:
     assert "cpu" in providers_module.available_names()
+
+
+def test_importing_onnxruntime_under_a_read_only_home_says_nothing(tmp_path) -> None:
+    """onnxruntime 1.32 writes a coloured 'Failed to persist telemetry device ID' line on fd 2 as
+    it is imported where it cannot write under the home folder (a container's read-only root)."""
+    import os
+    import subprocess
+    import sys
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    env = {**os.environ, "HOME": str(blocker / "home"), "XDG_CACHE_HOME": str(blocker / "cache")}
+
+    def stderr_of(code: str) -> str:
+        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                              timeout=120).stderr
+
+    if "telemetry" not in stderr_of("import onnxruntime"):
+        pytest.skip("this onnxruntime says nothing on import under a read-only home")
+    said = stderr_of("import sys; from livecam.runtime.providers import import_onnxruntime; "
+                     "import_onnxruntime(); print('livecam goes on', file=sys.stderr)")
+    assert said == "livecam goes on\n"

@@ -15,7 +15,7 @@ from livecam.models.catalog import DEFAULT_RUN_MODELS
 from livecam.models.store import CORRUPT, MISSING, PRESENT, VERIFIED, ModelStore, free_bytes
 from livecam.pipeline.engine import PROBE_MODEL
 from livecam.runtime.providers import (NO_ONNXRUNTIME, available_names, driver_cuda_version, ort_cuda_version,
-                                      resolve_providers)
+                                      import_onnxruntime, resolve_providers)
 from livecam.runtime.sessions import start_problem
 from livecam.settings import RuntimeSettings
 
@@ -158,10 +158,9 @@ def run_doctor(settings: RuntimeSettings) -> int:
         ready = False
         echo(f"PROBLEM: {NO_ONNXRUNTIME}")
     try:
-        import onnxruntime as ort
-
+        ort = import_onnxruntime()
         providers = list(ort.get_available_providers())
-        echo(f"onnxruntime {ort.__version__} (imported from {Path(ort.__file__).parent})")
+        echo(f"onnxruntime {ort.__version__} (imported from {Path(str(ort.__file__)).parent})")
         echo("Execution providers: " + ", ".join(providers))
         cuda_line = cuda_versions_line()
         if cuda_line:

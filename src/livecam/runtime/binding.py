@@ -70,9 +70,9 @@ class BoundSession:
         if bound is None:
             bound = self._bind(names, arrays)
             if self.graphs:  # a graph replays on the addresses it was captured with
-                import onnxruntime as ort
+                from livecam.runtime.providers import import_onnxruntime
 
-                bound.run_options = ort.RunOptions()
+                bound.run_options = import_onnxruntime().RunOptions()
                 bound.run_options.add_run_config_entry("gpu_graph_id", str(len(self._bound)))
             self._bound[key] = bound
         else:

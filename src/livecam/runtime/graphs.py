@@ -379,7 +379,9 @@ def with_postprocessing(model: Any, post: Any, result: str) -> Any:
 
 def session_of(model: Any, providers: Any = None) -> Any:
     """An ORT session of a graph built here (on `providers`, a ProviderChoice; CPU by default)."""
-    import onnxruntime as ort
+    from livecam.runtime.providers import import_onnxruntime
+
+    ort = import_onnxruntime()
 
     options = ort.SessionOptions()
     options.log_severity_level = 3

@@ -144,13 +144,21 @@ NO_ONNXRUNTIME = ("onnxruntime is not installed; install livecam with the one th
                   "or 'livecam[directml]'")
 
 
+# onnxruntime 1.2x+ says this on fd 2 as it is imported when it cannot write its telemetry ID
+# under a read-only home (containers): coloured noise before livecam's own lines, nothing to do.
+_IMPORT_NOISE = re.compile(rb"[^\n]*Failed to persist telemetry device ID[^\n]*\n?")
+
+
 def import_onnxruntime() -> ModuleType:
-    """onnxruntime, or ProviderError when it is not installed. An import cut short by Ctrl-C is
-    the interrupt it was: C extensions (numpy's import_array, ...) turn it into an ImportError."""
+    """onnxruntime (every livecam module imports it through this), or ProviderError when it is
+    not installed. An import cut short by Ctrl-C is the interrupt it was: C extensions (numpy's
+    import_array, ...) turn it into an ImportError."""
+    from livecam.native_stderr import dropping
     from livecam.pipeline.signals import interrupted
 
     try:
-        import onnxruntime as ort
+        with dropping(_IMPORT_NOISE, active="onnxruntime" not in sys.modules):
+            import onnxruntime as ort
     except ImportError as exc:
         cause: BaseException | None = exc
         while cause is not None and not isinstance(cause, KeyboardInterrupt):
@@ -350,7 +358,7 @@ def resolve_providers(
 def preload_gpu_libraries() -> list[str]:
     """Let onnxruntime-gpu find CUDA/cuDNN from the nvidia-* wheels (no-op elsewhere); returns
     the libraries it could not load. ORT prints those on stdout; they are kept for our message."""
-    import onnxruntime as ort
+    ort = import_onnxruntime()
 
     preload = getattr(ort, "preload_dlls", None)
     if preload is None:

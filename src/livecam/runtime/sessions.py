@@ -22,7 +22,7 @@ from livecam.errors import ModelError, ProviderError, ProviderStartError
 from livecam.runtime.binding import ORT_TYPES, BoundSession
 from livecam.runtime.capture import captured_output
 from livecam.runtime.graphs import Front, joined_model
-from livecam.runtime.providers import (PROVIDER_NAMES, ProviderChoice, preload_gpu_libraries, resolve_providers,
+from livecam.runtime.providers import (PROVIDER_NAMES, ProviderChoice, import_onnxruntime, preload_gpu_libraries, resolve_providers,
                                       start_failure)
 
 log = logging.getLogger("livecam")
@@ -96,7 +96,7 @@ def clear_pool() -> None:
 
 
 def _create(model_path: Path, providers: ProviderChoice, intra_op_threads: int, front: Front | None = None) -> Any:
-    import onnxruntime as ort
+    ort = import_onnxruntime()
 
     # A provider that fails to start makes ORT print several coloured lines of its own; livecam
     # reports it in one line below, so ORT's console says only fatal things (unless -v).
