@@ -345,7 +345,9 @@ class VideoDecoder:
 
     Damage rule: a packet that does not decode (or a demux error) is skipped and counted; more
     than MAX_BAD_IN_A_ROW of them with no frame between end the read (InputError). A damaged input
-    gives one summarising warning (`report()`), not one line per packet."""
+    gives one summarising warning (`report()`), not one line per packet. A read that timed out
+    (av.error.ExitError: a stream URL opened with a timeout that stopped sending) is no damage:
+    it is raised as it is, for the source that set the timeout to say."""
 
     MAX_BAD_IN_A_ROW = 50
 
@@ -417,6 +419,8 @@ class VideoDecoder:
 
     def _bad_packet(self, at: float | None, exc: av.error.FFmpegError) -> None:
         _raise_if_out_of_memory(exc)
+        if isinstance(exc, av.error.ExitError):  # the read timed out: a stalled stream, no damage
+            raise exc
         self.bad_packets += 1
         self._bad_in_a_row += 1
         if self._first_bad is None and at is not None:
