@@ -292,6 +292,19 @@ def test_fps_option_resamples_to_a_constant_rate(tmp_path: Path, clip: Path) -> 
     assert info["times"] == pytest.approx([i / 15 for i in range(15)], abs=1e-3)
 
 
+@pytest.mark.parametrize("typed, rate", [(29.97, Fraction(30000, 1001)), (23.976, Fraction(24000, 1001)),
+                                          (59.94, Fraction(60000, 1001)), (12.5, Fraction(25, 2))])
+def test_fps_typed_as_a_decimal_ntsc_rate_is_that_rate(tmp_path: Path, clip: Path, typed: float,
+                                                       rate: Fraction) -> None:
+    # --fps 29.97 wrote a 2997/100 stream (drifting 3.6 frames an hour from NTSC's 30000/1001)
+    out = tmp_path / "out.mp4"
+    process_video(_opts(clip, out, fps=typed), InvertEngine(face=False), quiet=True)
+    with av.open(str(out)) as c:
+        stream = c.streams.video[0]
+        assert Fraction(stream.average_rate.numerator, stream.average_rate.denominator) == rate
+        assert 1 / Fraction(stream.time_base.numerator, stream.time_base.denominator) % rate == 0
+
+
 def test_retime_repeats_and_drops_nearest_frames() -> None:
     @dataclass
     class F:

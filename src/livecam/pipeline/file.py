@@ -42,6 +42,7 @@ import numpy as np
 from livecam.atomic import DISK_FULL, AtomicOutput, OutputConflictError
 from livecam.errors import Interrupted
 from livecam.frame import FramePacket
+from livecam.media.containers import frame_rate
 from livecam.media.video_reader import VideoReader
 from livecam.media.video_writer import OutputSpec, VideoWriter, container_format
 from livecam.pipeline.budget import default_in_flight, plan_video
@@ -390,7 +391,7 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
     keep_audio = job.audio and info.audio_codec is not None
     _say_dropped_streams(info.other_streams, keep_audio)
     if job.fps is not None:
-        rate = Fraction(job.fps).limit_denominator(1001)
+        rate = frame_rate(job.fps)
         time_base = 1 / rate
         frames: Iterable[TimedFrame] = retime(reader.frames(), rate, info.rate)
         total = int(round(info.duration * float(rate))) if info.duration else None
