@@ -35,6 +35,16 @@ log = logging.getLogger("livecam")
 _IMAGE_FORMATS = ("image2", "png_pipe", "jpeg_pipe", "webp_pipe", "bmp_pipe", "tiff_pipe")
 
 
+@dataclass(frozen=True)  # not slotted: pickled with VideoInfo into a chunk (frozen + slots: no unpickling on 3.10)
+class Chapter:
+    """A chapter mark of the input, on frames()'s timeline (ticks of `time_base`), for the output."""
+
+    start: int
+    end: int
+    time_base: Fraction
+    metadata: tuple[tuple[str, str], ...]  # title, ...
+
+
 @dataclass(frozen=True)
 class VideoInfo:
     path: Path
@@ -52,6 +62,7 @@ class VideoInfo:
     origin: float = 0.0  # seconds of the input's timestamps that are 0 on frames()'s timeline
     sample_aspect: Fraction | None = None  # of non-square pixels (DV, DVD), as displayed; None: square
     colour: Colour | None = None  # range, primaries, transfer, matrix (what players assume when untagged)
+    chapters: tuple[Chapter, ...] = ()
 
     @property
     def expected_frames(self) -> int | None:
@@ -441,6 +452,25 @@ class VideoDecoder:
             self._reported = self.bad_packets
 
 
+def _chapters(container: av.container.InputContainer, origin: float) -> tuple[Chapter, ...]:
+    """The container's chapters moved onto the timeline from `origin` (those that end before it
+    are left out); none where this PyAV cannot read them."""
+    read = getattr(container, "chapters", None)
+    if read is None:
+        return ()
+    out = []
+    for chapter in read():
+        tb = as_fraction(chapter["time_base"])
+        if not tb:
+            continue
+        shift = round(origin / tb)
+        start, end = max(0, chapter["start"] - shift), chapter["end"] - shift
+        if end > start:
+            out.append(Chapter(start=start, end=end, time_base=tb,
+                               metadata=tuple((str(k), str(v)) for k, v in chapter["metadata"].items())))
+    return tuple(out)
+
+
 def _shown_frames(counted: int | None, duration: float | None, rate: Fraction) -> int | None:
     """The header's frame count, or the frames its duration shows when that is clearly fewer: an
     MP4 cut without re-encoding (`ffmpeg -ss 1.5 -c copy`, an editor's trim) keeps the frames from
@@ -488,7 +518,7 @@ class VideoReader:
                          start_time=max(0.0, start), frames=_shown_frames(vs.frames, duration, rate),
                          duration=duration,
                          rotation=rotation, codec=cc.name, audio_codec=audio, other_streams=tuple(others),
-                         origin=origin, sample_aspect=sar,
+                         origin=origin, sample_aspect=sar, chapters=_chapters(c, origin),
                          colour=Colour.described(cc, cc.format.name if cc.format else None, cc.height))
 
     def frames(self) -> Iterator[DecodedFrame]:

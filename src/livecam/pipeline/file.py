@@ -44,7 +44,7 @@ from livecam.errors import Interrupted
 from livecam.frame import FramePacket
 from livecam.media.containers import frame_rate
 from livecam.media.video_reader import VideoReader
-from livecam.media.video_writer import OutputSpec, VideoWriter, container_format
+from livecam.media.video_writer import OutputSpec, VideoWriter, chapters_writable, container_format
 from livecam.pipeline.budget import default_in_flight, plan_video
 from livecam.pipeline.contracts import FileEngine
 from livecam.pipeline.progress import Counter, Progress
@@ -372,13 +372,16 @@ def process_video(job: VideoJob, engine: FileEngine, *, quiet: bool = False,
                             watermark=watermark, sign=sign, counter=progress, lanes=lanes)
 
 
-def _say_dropped_streams(kinds: Sequence[str], keep_audio: bool) -> None:
-    """One line for the streams the output leaves out; it said "the input's audio stream is not
-    copied" for a second audio track beside "audio copied"."""
+def _say_dropped_streams(kinds: Sequence[str], keep_audio: bool, chapters: int = 0) -> None:
+    """One line for the streams the output leaves out (and the chapters, where this PyAV cannot
+    write them: chapters_writable()); it said "the input's audio stream is not copied" for a
+    second audio track beside "audio copied"."""
     counts = Tally(kind for kind in kinds if keep_audio or kind != "audio")  # --no-audio: asked for
+    if chapters and not chapters_writable():
+        counts["chapter"] = chapters
     if counts:
-        more = ", ".join(f"{n} {'more ' if kind in ('audio', 'video') else ''}{kind} stream{'s' if n > 1 else ''}"
-                         for kind, n in counts.items())
+        more = ", ".join(f"{n} {'more ' if kind in ('audio', 'video') else ''}{kind}"
+                         f"{'' if kind == 'chapter' else ' stream'}{'s' if n > 1 else ''}" for kind, n in counts.items())
         log.warning("note: the output has the input's video%s; not copied: %s",
                     " and its first audio stream" if keep_audio else "", more)
 
@@ -389,7 +392,7 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
                  counter: Counter | None = None, lanes: Sequence[FileEngine] = ()) -> VideoResult:
     info = reader.info
     keep_audio = job.audio and info.audio_codec is not None
-    _say_dropped_streams(info.other_streams, keep_audio)
+    _say_dropped_streams(info.other_streams, keep_audio, len(info.chapters))
     if job.fps is not None:
         rate = frame_rate(job.fps)
         time_base = 1 / rate
@@ -408,7 +411,8 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
                       width=info.width, height=info.height, rate=rate, time_base=time_base,
                       encoder=job.encoder, quality=job.quality, metadata=dict(CONTAINER_METADATA),
                       audio_from=job.input if keep_audio else None, target=job.output,
-                      sample_aspect=info.sample_aspect, colour=info.colour, lookahead=plan.lookahead)
+                      sample_aspect=info.sample_aspect, colour=info.colour, lookahead=plan.lookahead,
+                      chapters=info.chapters)
     workers, in_flight = plan.workers, plan.frames_in_flight
     lanes = lanes[:workers]  # a lane is a worker: only as many as the memory holds
     marker = watermark.video_marker(float(rate)) if watermark is not None else None
