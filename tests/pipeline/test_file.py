@@ -27,6 +27,7 @@ from livecam.pipeline.file import (
     run_frames,
 )
 from livecam.media.provenance import label_box
+from livecam.media.video_reader import VideoReader
 from livecam.settings import ProcessingSettings, RuntimeSettings, VideoJob
 from tests.doubles import NoModels
 from tests.videos import count_frames, make_clip, probe, read_index
@@ -471,3 +472,37 @@ def test_chapters_this_pyav_cannot_write_are_named_in_the_not_copied_note(
     with caplog.at_level(logging.WARNING, logger="livecam"):
         process_video(_opts(src, tmp_path / "out.mkv"), InvertEngine(face=False), quiet=True)
     assert "not copied: 2 chapters" in caplog.text
+
+
+def _truncated_faststart(tmp_path: Path, frames: int = 60, keep: float = 0.6) -> Path:
+    """A stamped MP4 with its index first (`-movflags +faststart`), cut to `keep` of its bytes."""
+    plain = make_clip(tmp_path / "plain.mp4", frames=frames, size=(128, 96), fps=30, audio=False, stamp=True)
+    fast = tmp_path / "fast.mp4"
+    with av.open(str(plain)) as src, av.open(str(fast), "w", options={"movflags": "+faststart"}) as dst:
+        out = dst.add_stream_from_template(src.streams.video[0])
+        for packet in src.demux(src.streams.video[0]):
+            if packet.dts is not None:
+                packet.stream = out
+                dst.mux(packet)
+    cut = tmp_path / "cut.mp4"
+    data = fast.read_bytes()
+    cut.write_bytes(data[: int(len(data) * keep)])
+    return cut
+
+
+def test_keep_partial_keeps_every_frame_decoded_before_the_input_ends(tmp_path: Path) -> None:
+    # A truncated input ends the read with an InputError; the frames still being processed then
+    # were dropped (58 decoded, 52 kept): they are written before the error is raised.
+    from livecam.errors import InputError
+
+    cut = _truncated_faststart(tmp_path)
+    decoded = []
+    with pytest.raises(InputError, match="truncated"), VideoReader(cut) as reader:
+        for frame in reader.frames():
+            decoded.append(read_index(frame.image))
+    assert 0 < len(decoded) < 60
+    out = tmp_path / "out.mp4"
+    with pytest.raises(InputError, match="truncated"):
+        process_video(_opts(cut, out, workers=2, keep_partial=True), InvertEngine(delay=lambda i: 0.01),
+                      quiet=True)
+    assert [read_index(img) for img in probe(out)["images"]] == decoded

@@ -225,13 +225,14 @@ class FilePipeline:
         self.work = WorkQueue(maxsize=max_in_flight + self.workers)
         self.reorder: ReorderBuffer[FramePacket] = ReorderBuffer(first_index, producers=self.workers)
         self.stats = RunStats()
+        self._input_error: Exception | None = None  # the read's, raised after the frames before it
         self.ordered: InOrder | None = None
         if engine.smooths:
             self.ordered = InOrder(engine.track, max(first_index, frame_range[0] if frame_range is not None else 0))
 
     def run(self) -> RunStats:
-        """Returns when all frames are written; raises the first error of any thread; a
-        KeyboardInterrupt stops every thread and is re-raised (frames written so far stay
+        """Returns when all frames are written; raises the first error of any thread (an error
+        reading the frames once those read before it are written); a KeyboardInterrupt stops every thread and is re-raised (frames written so far stay
         written, so the caller may finalise a shorter file)."""
         started = time.perf_counter()
         try:
@@ -247,6 +248,8 @@ class FilePipeline:
             self.stages.join(_JOIN_S)  # the caller closes reader and writer next
             self.stats.seconds = time.perf_counter() - started
         self.stages.raise_error()
+        if self._input_error is not None:
+            raise self._input_error
         return self.stats
 
     # -- stages (each in its own thread) ----------------------------------------------------------
@@ -262,7 +265,13 @@ class FilePipeline:
                         return
                 if stop.is_set():
                     return
-                frame = next(source, None)
+                try:
+                    frame = next(source, None)
+                except Exception as exc:  # noqa: BLE001 - raised by run() once the frames before it are written
+                    # The input failed (truncated, too damaged): it ends here, and the frames
+                    # already read are still processed and written (--keep-partial keeps them).
+                    self._input_error = exc
+                    frame = None
                 if frame is None:
                     self.slots.release()
                     return
