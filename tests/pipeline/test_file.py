@@ -506,3 +506,25 @@ def test_keep_partial_keeps_every_frame_decoded_before_the_input_ends(tmp_path: 
         process_video(_opts(cut, out, workers=2, keep_partial=True), InvertEngine(delay=lambda i: 0.01),
                       quiet=True)
     assert [read_index(img) for img in probe(out)["images"]] == decoded
+
+
+def test_a_truncated_faststart_mp4_is_refused_before_any_frame_is_processed(tmp_path: Path) -> None:
+    # Its index comes first, so it opens; it was reported truncated only after every frame
+    # before the cut was processed.
+    from livecam.errors import InputError
+
+    cut = _truncated_faststart(tmp_path)
+    engine = InvertEngine()
+    with pytest.raises(InputError, match=r"cut short: its index places media up to byte \d+ but the file ends "
+                                         r"at byte \d+ .*--keep-partial"):
+        process_video(_opts(cut, tmp_path / "out.mp4"), engine, quiet=True)
+    assert engine.seen == []
+    assert not (tmp_path / "out.mp4").exists()
+
+
+def test_whole_mp4s_with_the_index_first_or_last_are_not_taken_for_truncated(tmp_path: Path) -> None:
+    plain = make_clip(tmp_path / "plain.mp4", frames=30, size=(128, 96), audio=True)
+    fast = _truncated_faststart(tmp_path, keep=1.0)
+    for path in (plain, fast):
+        with VideoReader(path) as reader:
+            assert reader.info.cut_short is None, path

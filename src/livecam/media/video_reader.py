@@ -63,6 +63,7 @@ class VideoInfo:
     sample_aspect: Fraction | None = None  # of non-square pixels (DV, DVD), as displayed; None: square
     colour: Colour | None = None  # range, primaries, transfer, matrix (what players assume when untagged)
     chapters: tuple[Chapter, ...] = ()
+    cut_short: str | None = None  # why the file is known truncated before decoding (cut_short()); None: not known
 
     @property
     def expected_frames(self) -> int | None:
@@ -452,6 +453,43 @@ class VideoDecoder:
             self._reported = self.bad_packets
 
 
+def cut_short(container: av.container.InputContainer, path: Path) -> str | None:
+    """Why an MP4/MOV file is truncated, known from its index alone, or None.
+
+    An MP4 with its index at the end that is cut short has no index and does not open; one with
+    its index first (`-movflags +faststart`, what streaming sites serve) opens, and its sample
+    table places the samples at byte offsets: data the table places past the end of the file was
+    cut off. Only the mov demuxer's index lists every sample (Matroska's cues list keyframes);
+    None where this PyAV has no Stream.index_entries."""
+    if "mov" not in container.format.name.split(","):
+        return None
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return None
+    end = 0
+    for stream in container.streams:
+        entries = getattr(stream, "index_entries", None)
+        if entries is not None and len(entries):
+            last = entries[len(entries) - 1]  # the samples are in decoding order, as stored
+            end = max(end, last.pos + last.size)
+    if end <= size:
+        return None
+    return (f"{path} is cut short: its index places media up to byte {end} but the file ends at byte {size} "
+            f"({100 * size // end}% of it: an interrupted download or copy?)")
+
+
+def check_whole(info: VideoInfo, *, keep_partial: bool) -> None:
+    """Before any frame: an input known truncated (VideoInfo.cut_short) is refused, as its run
+    would fail at the cut; with --keep-partial it is processed up to the cut, said now."""
+    if info.cut_short is None:
+        return
+    if not keep_partial:
+        raise InputError(f"{info.cut_short}; re-copy or re-export it, or give --keep-partial to process the "
+                         "frames before the cut")
+    log.warning("warning: %s; --keep-partial keeps the frames before the cut", info.cut_short)
+
+
 def _chapters(container: av.container.InputContainer, origin: float) -> tuple[Chapter, ...]:
     """The container's chapters moved onto the timeline from `origin` (those that end before it
     are left out); none where this PyAV cannot read them."""
@@ -519,6 +557,7 @@ class VideoReader:
                          duration=duration,
                          rotation=rotation, codec=cc.name, audio_codec=audio, other_streams=tuple(others),
                          origin=origin, sample_aspect=sar, chapters=_chapters(c, origin),
+                         cut_short=cut_short(c, self.path),
                          colour=Colour.described(cc, cc.format.name if cc.format else None, cc.height))
 
     def frames(self) -> Iterator[DecodedFrame]:

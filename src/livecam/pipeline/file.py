@@ -43,7 +43,7 @@ from livecam.atomic import DISK_FULL, AtomicOutput, OutputConflictError
 from livecam.errors import Interrupted
 from livecam.frame import FramePacket
 from livecam.media.containers import frame_rate
-from livecam.media.video_reader import VideoReader
+from livecam.media.video_reader import VideoReader, check_whole
 from livecam.media.video_writer import OutputSpec, VideoWriter, chapters_writable, container_format
 from livecam.pipeline.budget import default_in_flight, plan_video
 from livecam.pipeline.contracts import FileEngine
@@ -400,6 +400,7 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
                  watermark: Watermarker | None, sign: Callable[[Path], None] | None,
                  counter: Counter | None = None, lanes: Sequence[FileEngine] = ()) -> VideoResult:
     info = reader.info
+    check_whole(info, keep_partial=job.keep_partial)
     keep_audio = job.audio and info.audio_codec is not None
     _say_dropped_streams(info.other_streams, keep_audio, len(info.chapters))
     if job.fps is not None:
