@@ -27,6 +27,7 @@ from livecam.pipeline.file import (
     run_frames,
 )
 from livecam.media.provenance import label_box
+from livecam.media.video_reader import VideoReader
 from livecam.settings import ProcessingSettings, RuntimeSettings, VideoJob
 from tests.doubles import NoModels
 from tests.videos import count_frames, make_clip, probe, read_index
@@ -292,6 +293,19 @@ def test_fps_option_resamples_to_a_constant_rate(tmp_path: Path, clip: Path) -> 
     assert info["times"] == pytest.approx([i / 15 for i in range(15)], abs=1e-3)
 
 
+@pytest.mark.parametrize("typed, rate", [(29.97, Fraction(30000, 1001)), (23.976, Fraction(24000, 1001)),
+                                          (59.94, Fraction(60000, 1001)), (12.5, Fraction(25, 2))])
+def test_fps_typed_as_a_decimal_ntsc_rate_is_that_rate(tmp_path: Path, clip: Path, typed: float,
+                                                       rate: Fraction) -> None:
+    # --fps 29.97 wrote a 2997/100 stream (drifting 3.6 frames an hour from NTSC's 30000/1001)
+    out = tmp_path / "out.mp4"
+    process_video(_opts(clip, out, fps=typed), InvertEngine(face=False), quiet=True)
+    with av.open(str(out)) as c:
+        stream = c.streams.video[0]
+        assert Fraction(stream.average_rate.numerator, stream.average_rate.denominator) == rate
+        assert 1 / Fraction(stream.time_base.numerator, stream.time_base.denominator) % rate == 0
+
+
 def test_retime_repeats_and_drops_nearest_frames() -> None:
     @dataclass
     class F:
@@ -415,3 +429,102 @@ def test_progress_lines_when_not_a_terminal(caplog: pytest.LogCaptureFixture) ->
     with caplog.at_level(logging.INFO, logger="livecam"):
         quiet.advance()
     assert caplog.records == []
+
+
+def _clip_with_chapters(path: Path) -> Path:
+    """A 2 s Matroska clip with chapters "Intro" (0-1 s) and "Main" (1-2 s)."""
+    if not hasattr(av.container.OutputContainer, "set_chapters"):
+        pytest.skip("this PyAV cannot write chapters")
+    with av.open(str(path), "w", format="matroska") as out:
+        stream = out.add_stream("libx264", rate=30)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        out.set_chapters([{"id": i + 1, "start": i * 1000, "end": (i + 1) * 1000, "time_base": Fraction(1, 1000),
+                           "metadata": {"title": title}} for i, title in enumerate(("Intro", "Main"))])
+        for i in range(60):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 4 * i, np.uint8), format="bgr24")
+            frame.pts = i
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode())
+    return path
+
+
+def _chapters(path: Path) -> list[tuple[str, float, float]]:
+    with av.open(str(path)) as c:
+        return [(ch["metadata"].get("title", ""), float(ch["start"] * ch["time_base"]),
+                 float(ch["end"] * ch["time_base"])) for ch in c.chapters()]
+
+
+@pytest.mark.parametrize("suffix", [".mkv", ".mp4"])
+def test_chapters_are_copied_to_the_output(tmp_path: Path, suffix: str) -> None:
+    # they were dropped silently (not even named in the "not copied" note)
+    src = _clip_with_chapters(tmp_path / "chapters.mkv")
+    out = tmp_path / f"out{suffix}"
+    process_video(_opts(src, out), InvertEngine(face=False), quiet=True)
+    assert _chapters(out) == [("Intro", 0.0, 1.0), ("Main", 1.0, 2.0)] == _chapters(src)
+
+
+def test_chapters_this_pyav_cannot_write_are_named_in_the_not_copied_note(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    import livecam.pipeline.file as file_module
+
+    src = _clip_with_chapters(tmp_path / "chapters.mkv")
+    monkeypatch.setattr(file_module, "chapters_writable", lambda: False)
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        process_video(_opts(src, tmp_path / "out.mkv"), InvertEngine(face=False), quiet=True)
+    assert "not copied: 2 chapters" in caplog.text
+
+
+def _truncated_faststart(tmp_path: Path, frames: int = 60, keep: float = 0.6) -> Path:
+    """A stamped MP4 with its index first (`-movflags +faststart`), cut to `keep` of its bytes."""
+    plain = make_clip(tmp_path / "plain.mp4", frames=frames, size=(128, 96), fps=30, audio=False, stamp=True)
+    fast = tmp_path / "fast.mp4"
+    with av.open(str(plain)) as src, av.open(str(fast), "w", options={"movflags": "+faststart"}) as dst:
+        out = dst.add_stream_from_template(src.streams.video[0])
+        for packet in src.demux(src.streams.video[0]):
+            if packet.dts is not None:
+                packet.stream = out
+                dst.mux(packet)
+    cut = tmp_path / "cut.mp4"
+    data = fast.read_bytes()
+    cut.write_bytes(data[: int(len(data) * keep)])
+    return cut
+
+
+def test_keep_partial_keeps_every_frame_decoded_before_the_input_ends(tmp_path: Path) -> None:
+    # A truncated input ends the read with an InputError; the frames still being processed then
+    # were dropped (58 decoded, 52 kept): they are written before the error is raised.
+    from livecam.errors import InputError
+
+    cut = _truncated_faststart(tmp_path)
+    decoded = []
+    with pytest.raises(InputError, match="truncated"), VideoReader(cut) as reader:
+        for frame in reader.frames():
+            decoded.append(read_index(frame.image))
+    assert 0 < len(decoded) < 60
+    out = tmp_path / "out.mp4"
+    with pytest.raises(InputError, match="truncated"):
+        process_video(_opts(cut, out, workers=2, keep_partial=True), InvertEngine(delay=lambda i: 0.01),
+                      quiet=True)
+    assert [read_index(img) for img in probe(out)["images"]] == decoded
+
+
+def test_a_truncated_faststart_mp4_is_refused_before_any_frame_is_processed(tmp_path: Path) -> None:
+    # Its index comes first, so it opens; it was reported truncated only after every frame
+    # before the cut was processed.
+    from livecam.errors import InputError
+
+    cut = _truncated_faststart(tmp_path)
+    engine = InvertEngine()
+    with pytest.raises(InputError, match=r"cut short: its index places media up to byte \d+ but the file ends "
+                                         r"at byte \d+ .*--keep-partial"):
+        process_video(_opts(cut, tmp_path / "out.mp4"), engine, quiet=True)
+    assert engine.seen == []
+    assert not (tmp_path / "out.mp4").exists()
+
+
+def test_whole_mp4s_with_the_index_first_or_last_are_not_taken_for_truncated(tmp_path: Path) -> None:
+    plain = make_clip(tmp_path / "plain.mp4", frames=30, size=(128, 96), audio=True)
+    fast = _truncated_faststart(tmp_path, keep=1.0)
+    for path in (plain, fast):
+        with VideoReader(path) as reader:
+            assert reader.info.cut_short is None, path

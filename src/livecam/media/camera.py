@@ -25,6 +25,7 @@ from livecam.media.containers import as_fraction, open_container
 log = logging.getLogger("livecam")
 
 STALL_TIMEOUT_S = 2.0  # a camera that gives no frame for this long is an error
+URL_TIMEOUT_S = 5.0  # a stream URL that opens or sends nothing for this long is an error
 URL_SCHEMES = ("rtsp://", "rtmp://", "http://", "https://", "udp://", "tcp://", "srt://")
 
 
@@ -175,8 +176,9 @@ class VideoFileSource:
     """A video file or stream URL decoded with PyAV (video_reader.VideoDecoder, the loop `livecam
     video` uses: one damage rule, one summarising warning), at its own rate (realtime) or flat out."""
 
-    def __init__(self, location: str, realtime: bool = True) -> None:
+    def __init__(self, location: str, realtime: bool = True, timeout_s: float = URL_TIMEOUT_S) -> None:
         self.location = location
+        self.timeout_s = timeout_s
         self.name = location if "://" in location else Path(location).name
         self.realtime = realtime
         self.live = realtime  # a real-time file stands in for a camera: the pipeline may drop
@@ -200,7 +202,7 @@ class VideoFileSource:
         try:
             if "://" in self.location:  # a stream URL: opened once, no file checks
                 try:
-                    self._container = open_container(self.location, timeout=5.0)
+                    self._container = open_container(self.location, timeout=self.timeout_s)
                 except (av.FFmpegError, OSError) as exc:
                     raise InputError(f"--camera {self.location}: could not open the stream ({exc}); check the "
                                      "URL and that the stream is live") from exc
@@ -231,6 +233,11 @@ class VideoFileSource:
             frame = next(self._frames)
         except StopIteration:
             return None
+        except av.error.ExitError as exc:
+            # PyAV's read timeout (the URL's): the stream went quiet, as a camera that stops
+            # delivering frames; what was recorded so far is kept as it is then.
+            raise DeviceError(f"{self.name} stopped sending data (nothing for {self.timeout_s:g} s): check that "
+                              "the stream is still live") from exc
         except av.FFmpegError as exc:
             raise InputError(f"{self.name}: the video could not be decoded further ({exc})") from exc
         self.last_pts = frame.time

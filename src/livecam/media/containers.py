@@ -46,3 +46,16 @@ class _Rational(Protocol):
 def as_fraction(value: _Rational) -> Fraction:
     """A Fraction from a PyAV rate or time base (a Fraction before PyAV 19, an AVRational since)."""
     return Fraction(value.numerator, value.denominator)
+
+
+def frame_rate(fps: float) -> Fraction:
+    """A frame rate given as a number (--fps, a source's float rate) as the rational a stream
+    stores: within 0.01% of an NTSC rate N*1000/1001 (29.97, 23.976, 59.94) that rate, which is
+    what those spellings mean (29.97 was 2997/100, a rate no camera or player uses), else the
+    nearest fraction with a denominator up to 1001."""
+    n = round(fps * 1.001)
+    if n > 0:
+        ntsc = Fraction(n * 1000, 1001)
+        if abs(fps - float(ntsc)) <= 1e-4 * float(ntsc):
+            return ntsc
+    return Fraction(fps).limit_denominator(1001)

@@ -19,6 +19,7 @@ from typing import Any, Sequence, cast
 import av
 
 from livecam.errors import OutputError
+from livecam.media.video_reader import Chapter
 from livecam.media.video_writer import input_audio_track, open_output, tag_for_players
 
 
@@ -39,13 +40,14 @@ def _params(stream: av.video.stream.VideoStream) -> tuple[Any, ...]:
 
 
 def join_parts(parts: Sequence[EncodedPart], path: Path, *, fmt: str, metadata: dict[str, str],
-               audio_from: Path | None, shown: Path, audio_end: float | None = None) -> str | None:
+               audio_from: Path | None, shown: Path, audio_end: float | None = None,
+               chapters: Sequence[Chapter] = ()) -> str | None:
     """Write `parts` in order into a `fmt` file at `path` (a temporary name: the caller commits
     it), with the first audio stream of `audio_from` (cut at `audio_end` seconds when given).
     Returns the audio mode ('copy', 'reencode' or None). Errors name `shown`."""
     if not parts:
         raise OutputError(f"nothing to write to {shown}: no video part was encoded")
-    out = open_output(path, fmt, metadata, shown)
+    out = open_output(path, fmt, metadata, shown, chapters)
     audio = None
     try:
         first = av.open(io.BytesIO(parts[0].data), "r", format=parts[0].format)

@@ -94,11 +94,12 @@ class FileRecorderSink:
         self.sign: Callable[[Path], None] | None = None
 
     def _open(self, width: int, height: int) -> VideoWriter:
+        from livecam.media.containers import frame_rate
         from livecam.media.video_writer import OutputSpec, VideoWriter
 
         self._output.open()
         spec = OutputSpec(path=self._output.temp, format=self.format, width=width, height=height,
-                          rate=Fraction(round(self.fps * 1000), 1000), time_base=Fraction(1, 1000),
+                          rate=frame_rate(self.fps), time_base=Fraction(1, 1000),
                           encoder=self.codec, metadata=dict(CONTAINER_METADATA), target=self.path, live=True)
         try:
             return VideoWriter(spec)

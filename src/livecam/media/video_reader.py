@@ -35,6 +35,16 @@ log = logging.getLogger("livecam")
 _IMAGE_FORMATS = ("image2", "png_pipe", "jpeg_pipe", "webp_pipe", "bmp_pipe", "tiff_pipe")
 
 
+@dataclass(frozen=True)  # not slotted: pickled with VideoInfo into a chunk (frozen + slots: no unpickling on 3.10)
+class Chapter:
+    """A chapter mark of the input, on frames()'s timeline (ticks of `time_base`), for the output."""
+
+    start: int
+    end: int
+    time_base: Fraction
+    metadata: tuple[tuple[str, str], ...]  # title, ...
+
+
 @dataclass(frozen=True)
 class VideoInfo:
     path: Path
@@ -52,6 +62,8 @@ class VideoInfo:
     origin: float = 0.0  # seconds of the input's timestamps that are 0 on frames()'s timeline
     sample_aspect: Fraction | None = None  # of non-square pixels (DV, DVD), as displayed; None: square
     colour: Colour | None = None  # range, primaries, transfer, matrix (what players assume when untagged)
+    chapters: tuple[Chapter, ...] = ()
+    cut_short: str | None = None  # why the file is known truncated before decoding (cut_short()); None: not known
 
     @property
     def expected_frames(self) -> int | None:
@@ -345,7 +357,9 @@ class VideoDecoder:
 
     Damage rule: a packet that does not decode (or a demux error) is skipped and counted; more
     than MAX_BAD_IN_A_ROW of them with no frame between end the read (InputError). A damaged input
-    gives one summarising warning (`report()`), not one line per packet."""
+    gives one summarising warning (`report()`), not one line per packet. A read that timed out
+    (av.error.ExitError: a stream URL opened with a timeout that stopped sending) is no damage:
+    it is raised as it is, for the source that set the timeout to say."""
 
     MAX_BAD_IN_A_ROW = 50
 
@@ -417,6 +431,8 @@ class VideoDecoder:
 
     def _bad_packet(self, at: float | None, exc: av.error.FFmpegError) -> None:
         _raise_if_out_of_memory(exc)
+        if isinstance(exc, av.error.ExitError):  # the read timed out: a stalled stream, no damage
+            raise exc
         self.bad_packets += 1
         self._bad_in_a_row += 1
         if self._first_bad is None and at is not None:
@@ -435,6 +451,62 @@ class VideoDecoder:
             log.warning("warning: skipped %d corrupt video packet%s in %s%s (damaged data); %s", self.bad_packets,
                         "s" if self.bad_packets != 1 else "", self.name, where, lost)
             self._reported = self.bad_packets
+
+
+def cut_short(container: av.container.InputContainer, path: Path) -> str | None:
+    """Why an MP4/MOV file is truncated, known from its index alone, or None.
+
+    An MP4 with its index at the end that is cut short has no index and does not open; one with
+    its index first (`-movflags +faststart`, what streaming sites serve) opens, and its sample
+    table places the samples at byte offsets: data the table places past the end of the file was
+    cut off. Only the mov demuxer's index lists every sample (Matroska's cues list keyframes);
+    None where this PyAV has no Stream.index_entries."""
+    if "mov" not in container.format.name.split(","):
+        return None
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return None
+    end = 0
+    for stream in container.streams:
+        entries = getattr(stream, "index_entries", None)
+        if entries is not None and len(entries):
+            last = entries[len(entries) - 1]  # the samples are in decoding order, as stored
+            end = max(end, last.pos + last.size)
+    if end <= size:
+        return None
+    return (f"{path} is cut short: its index places media up to byte {end} but the file ends at byte {size} "
+            f"({100 * size // end}% of it: an interrupted download or copy?)")
+
+
+def check_whole(info: VideoInfo, *, keep_partial: bool) -> None:
+    """Before any frame: an input known truncated (VideoInfo.cut_short) is refused, as its run
+    would fail at the cut; with --keep-partial it is processed up to the cut, said now."""
+    if info.cut_short is None:
+        return
+    if not keep_partial:
+        raise InputError(f"{info.cut_short}; re-copy or re-export it, or give --keep-partial to process the "
+                         "frames before the cut")
+    log.warning("warning: %s; --keep-partial keeps the frames before the cut", info.cut_short)
+
+
+def _chapters(container: av.container.InputContainer, origin: float) -> tuple[Chapter, ...]:
+    """The container's chapters moved onto the timeline from `origin` (those that end before it
+    are left out); none where this PyAV cannot read them."""
+    read = getattr(container, "chapters", None)
+    if read is None:
+        return ()
+    out = []
+    for chapter in read():
+        tb = as_fraction(chapter["time_base"])
+        if not tb:
+            continue
+        shift = round(origin / tb)
+        start, end = max(0, chapter["start"] - shift), chapter["end"] - shift
+        if end > start:
+            out.append(Chapter(start=start, end=end, time_base=tb,
+                               metadata=tuple((str(k), str(v)) for k, v in chapter["metadata"].items())))
+    return tuple(out)
 
 
 def _shown_frames(counted: int | None, duration: float | None, rate: Fraction) -> int | None:
@@ -484,7 +556,8 @@ class VideoReader:
                          start_time=max(0.0, start), frames=_shown_frames(vs.frames, duration, rate),
                          duration=duration,
                          rotation=rotation, codec=cc.name, audio_codec=audio, other_streams=tuple(others),
-                         origin=origin, sample_aspect=sar,
+                         origin=origin, sample_aspect=sar, chapters=_chapters(c, origin),
+                         cut_short=cut_short(c, self.path),
                          colour=Colour.described(cc, cc.format.name if cc.format else None, cc.height))
 
     def frames(self) -> Iterator[DecodedFrame]:

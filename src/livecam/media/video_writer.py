@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Iterator, Literal, Protocol, cast
+from typing import Any, Iterator, Literal, Protocol, Sequence, cast
 
 import av
 import numpy as np
@@ -33,7 +33,7 @@ from livecam.errors import InputError, OutputError
 from livecam.media.colour import LIMITED, Colour, ColourConverter, tag
 from livecam.native_stderr import dropping
 from livecam.media.containers import local_path, open_container
-from livecam.media.video_reader import Fitter, Timeline, timeline_origin
+from livecam.media.video_reader import Chapter, Fitter, Timeline, timeline_origin
 
 log = logging.getLogger("livecam")
 
@@ -238,6 +238,7 @@ class OutputSpec:
     audio: AudioSamples | None = None  # sound to write (instead of audio_from)
     colour: Colour | None = None  # the input's (VideoInfo.colour); None: what players assume for the size
     lookahead: int | None = None  # frames the encoder may look ahead (its memory); None: the preset's
+    chapters: tuple[Chapter, ...] = ()  # the input's (VideoInfo.chapters), written when chapters_writable()
 
     @property
     def shown_path(self) -> Path:
@@ -281,15 +282,25 @@ class _Track(Protocol):
     def close(self) -> None: ...
 
 
-def open_output(path: Path, fmt: str, metadata: dict[str, str], shown: Path) -> av.container.OutputContainer:
-    """A `fmt` output container at `path` with `metadata` tags (kept in MP4/MOV too); errors name
-    `shown`, the user's path."""
+def chapters_writable() -> bool:
+    """Whether this PyAV writes chapters (Container.set_chapters); every output container
+    (CONTAINERS) holds them: Matroska and WebM natively, MP4 and MOV as a chapter track."""
+    return hasattr(av.container.OutputContainer, "set_chapters")
+
+
+def open_output(path: Path, fmt: str, metadata: dict[str, str], shown: Path,
+                chapters: Sequence[Chapter] = ()) -> av.container.OutputContainer:
+    """A `fmt` output container at `path` with `metadata` tags (kept in MP4/MOV too) and
+    `chapters` (when chapters_writable()); errors name `shown`, the user's path."""
     options = {"movflags": "+use_metadata_tags"} if fmt in ("mp4", "mov") else {}
     try:
         out = av.open(local_path(path), mode="w", format=fmt, options=options)
     except OSError as exc:
         raise output_error(shown, exc) from exc
     out.metadata.update(metadata)
+    if chapters and chapters_writable():
+        out.set_chapters([{"id": i + 1, "start": c.start, "end": c.end, "time_base": c.time_base,
+                           "metadata": dict(c.metadata)} for i, c in enumerate(chapters)])
     return out
 
 
@@ -314,7 +325,7 @@ class VideoWriter:
         self.packet_times: list[tuple[int, int | None]] = []
         self._last_pts: int | None = None
         self._last_time: float | None = None
-        self._out = open_output(spec.path, spec.format, spec.metadata, spec.shown_path)
+        self._out = open_output(spec.path, spec.format, spec.metadata, spec.shown_path, spec.chapters)
         try:
             codec = av.Codec(spec.encoder, "w")
             _quiet_encoder_logs(spec.encoder)

@@ -42,8 +42,9 @@ import numpy as np
 from livecam.atomic import DISK_FULL, AtomicOutput, OutputConflictError
 from livecam.errors import Interrupted
 from livecam.frame import FramePacket
-from livecam.media.video_reader import VideoReader
-from livecam.media.video_writer import OutputSpec, VideoWriter, container_format
+from livecam.media.containers import frame_rate
+from livecam.media.video_reader import VideoReader, check_whole
+from livecam.media.video_writer import OutputSpec, VideoWriter, chapters_writable, container_format
 from livecam.pipeline.budget import default_in_flight, plan_video
 from livecam.pipeline.contracts import FileEngine
 from livecam.pipeline.progress import Counter, Progress
@@ -224,13 +225,14 @@ class FilePipeline:
         self.work = WorkQueue(maxsize=max_in_flight + self.workers)
         self.reorder: ReorderBuffer[FramePacket] = ReorderBuffer(first_index, producers=self.workers)
         self.stats = RunStats()
+        self._input_error: Exception | None = None  # the read's, raised after the frames before it
         self.ordered: InOrder | None = None
         if engine.smooths:
             self.ordered = InOrder(engine.track, max(first_index, frame_range[0] if frame_range is not None else 0))
 
     def run(self) -> RunStats:
-        """Returns when all frames are written; raises the first error of any thread; a
-        KeyboardInterrupt stops every thread and is re-raised (frames written so far stay
+        """Returns when all frames are written; raises the first error of any thread (an error
+        reading the frames once those read before it are written); a KeyboardInterrupt stops every thread and is re-raised (frames written so far stay
         written, so the caller may finalise a shorter file)."""
         started = time.perf_counter()
         try:
@@ -246,6 +248,8 @@ class FilePipeline:
             self.stages.join(_JOIN_S)  # the caller closes reader and writer next
             self.stats.seconds = time.perf_counter() - started
         self.stages.raise_error()
+        if self._input_error is not None:
+            raise self._input_error
         return self.stats
 
     # -- stages (each in its own thread) ----------------------------------------------------------
@@ -261,7 +265,13 @@ class FilePipeline:
                         return
                 if stop.is_set():
                     return
-                frame = next(source, None)
+                try:
+                    frame = next(source, None)
+                except Exception as exc:  # noqa: BLE001 - raised by run() once the frames before it are written
+                    # The input failed (truncated, too damaged): it ends here, and the frames
+                    # already read are still processed and written (--keep-partial keeps them).
+                    self._input_error = exc
+                    frame = None
                 if frame is None:
                     self.slots.release()
                     return
@@ -371,13 +381,16 @@ def process_video(job: VideoJob, engine: FileEngine, *, quiet: bool = False,
                             watermark=watermark, sign=sign, counter=progress, lanes=lanes)
 
 
-def _say_dropped_streams(kinds: Sequence[str], keep_audio: bool) -> None:
-    """One line for the streams the output leaves out; it said "the input's audio stream is not
-    copied" for a second audio track beside "audio copied"."""
+def _say_dropped_streams(kinds: Sequence[str], keep_audio: bool, chapters: int = 0) -> None:
+    """One line for the streams the output leaves out (and the chapters, where this PyAV cannot
+    write them: chapters_writable()); it said "the input's audio stream is not copied" for a
+    second audio track beside "audio copied"."""
     counts = Tally(kind for kind in kinds if keep_audio or kind != "audio")  # --no-audio: asked for
+    if chapters and not chapters_writable():
+        counts["chapter"] = chapters
     if counts:
-        more = ", ".join(f"{n} {'more ' if kind in ('audio', 'video') else ''}{kind} stream{'s' if n > 1 else ''}"
-                         for kind, n in counts.items())
+        more = ", ".join(f"{n} {'more ' if kind in ('audio', 'video') else ''}{kind}"
+                         f"{'' if kind == 'chapter' else ' stream'}{'s' if n > 1 else ''}" for kind, n in counts.items())
         log.warning("note: the output has the input's video%s; not copied: %s",
                     " and its first audio stream" if keep_audio else "", more)
 
@@ -387,10 +400,11 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
                  watermark: Watermarker | None, sign: Callable[[Path], None] | None,
                  counter: Counter | None = None, lanes: Sequence[FileEngine] = ()) -> VideoResult:
     info = reader.info
+    check_whole(info, keep_partial=job.keep_partial)
     keep_audio = job.audio and info.audio_codec is not None
-    _say_dropped_streams(info.other_streams, keep_audio)
+    _say_dropped_streams(info.other_streams, keep_audio, len(info.chapters))
     if job.fps is not None:
-        rate = Fraction(job.fps).limit_denominator(1001)
+        rate = frame_rate(job.fps)
         time_base = 1 / rate
         frames: Iterable[TimedFrame] = retime(reader.frames(), rate, info.rate)
         total = int(round(info.duration * float(rate))) if info.duration else None
@@ -407,7 +421,8 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
                       width=info.width, height=info.height, rate=rate, time_base=time_base,
                       encoder=job.encoder, quality=job.quality, metadata=dict(CONTAINER_METADATA),
                       audio_from=job.input if keep_audio else None, target=job.output,
-                      sample_aspect=info.sample_aspect, colour=info.colour, lookahead=plan.lookahead)
+                      sample_aspect=info.sample_aspect, colour=info.colour, lookahead=plan.lookahead,
+                      chapters=info.chapters)
     workers, in_flight = plan.workers, plan.frames_in_flight
     lanes = lanes[:workers]  # a lane is a worker: only as many as the memory holds
     marker = watermark.video_marker(float(rate)) if watermark is not None else None
