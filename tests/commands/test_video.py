@@ -394,3 +394,17 @@ def test_an_output_that_appears_during_the_run_is_not_overwritten(tmp_path: Path
         assert proc.returncode == 2, stderr
         assert frames == 60
         assert stderr.splitlines()[-1].startswith(f"livecam: error: {out} appeared while livecam was writing it")
+
+
+def test_a_truncated_faststart_input_is_refused_before_any_model_loads(tmp_path: Path) -> None:
+    """check_job (before the models) refuses it; with --keep-partial it goes on, said later, once."""
+    from dataclasses import replace
+
+    from livecam.commands.video import check_job
+    from livecam.errors import InputError
+    from tests.pipeline.test_file import _opts, _truncated_faststart
+
+    job = _opts(_truncated_faststart(tmp_path), tmp_path / "out.mp4")
+    with pytest.raises(InputError, match=r"cut short: .*--keep-partial"):
+        check_job(job)
+    check_job(replace(job, keep_partial=True))
