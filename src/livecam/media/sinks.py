@@ -151,7 +151,7 @@ class FileRecorderSink:
             self._output.discard()
             raise
         self._output.commit()
-        log.info("recorded %d frames to %s", self.written, self.path)
+        log.info("recorded %d frame%s to %s", self.written, "" if self.written == 1 else "s", self.path)
 
 
 def display_available() -> bool:
