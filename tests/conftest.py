@@ -30,11 +30,14 @@ def livecam_logger_as_it_was() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def sigint_as_on_a_terminal() -> None:
-    """A suite started in the background (`cmd &`) inherits an ignored SIGINT, and so would every
-    livecam it starts: Ctrl-C tests model a terminal, where SIGINT raises KeyboardInterrupt."""
+def stop_signals_as_on_a_terminal() -> None:
+    """A suite started in the background (`cmd &`) inherits an ignored SIGINT, and under nohup an
+    ignored SIGHUP, and so would every livecam it starts (which keeps an ignored SIGHUP ignored):
+    the signal tests model a terminal, where SIGINT raises KeyboardInterrupt and SIGHUP stops."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)  # children get SIG_DFL at exec
+    if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 @pytest.fixture

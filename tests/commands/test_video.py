@@ -321,7 +321,7 @@ def test_max_memory_caps_growth_after_warm_up(tmp_path: Path, small_clip: Path, 
     env = dict(isolated_env, HOG_AT="50")
     proc, _ = _start_patched(["video", str(small_clip), str(out), "--source", "face.jpg", "--max-memory", "0.5",
                               "--execution-threads", "3",
-                              "--no-watermark"], tmp_path, env, delay=0.0)
+                              "--no-watermark", "--no-c2pa"], tmp_path, env, delay=0.0)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 1, stderr
     assert _one_line(stderr) == (f"livecam: error: writing {out} failed: out of memory within --max-memory 0.5; "

@@ -540,7 +540,7 @@ class VideoReader:
         cc = vs.codec_context
         if not cc.width or not cc.height:
             raise InputError(f"{self.path}: the video stream has no frame size; the file is corrupt")
-        rate = vs.average_rate or vs.guessed_rate or vs.base_rate or Fraction(30)
+        rate = as_fraction(vs.average_rate or vs.guessed_rate or vs.base_rate or Fraction(30))
         tb = vs.time_base or Fraction(1, 90000)
         duration = float(vs.duration * tb) if vs.duration else (c.duration / av.time_base if c.duration else None)
         origin = timeline_origin(c)
@@ -552,7 +552,7 @@ class VideoReader:
         audio = audio_cc.name if audio_cc is not None else None  # an unknown audio codec: no audio
         others: list[str] = [s.type for s in c.streams if s.type not in ("video", "audio")]
         others += ["video"] * (len(c.streams.video) - 1) + ["audio"] * max(0, len(c.streams.audio) - 1)
-        return VideoInfo(path=self.path, width=w, height=h, rate=as_fraction(rate), time_base=as_fraction(tb),
+        return VideoInfo(path=self.path, width=w, height=h, rate=rate, time_base=as_fraction(tb),
                          start_time=max(0.0, start), frames=_shown_frames(vs.frames, duration, rate),
                          duration=duration,
                          rotation=rotation, codec=cc.name, audio_codec=audio, other_streams=tuple(others),

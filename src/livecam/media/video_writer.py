@@ -299,8 +299,10 @@ def open_output(path: Path, fmt: str, metadata: dict[str, str], shown: Path,
         raise output_error(shown, exc) from exc
     out.metadata.update(metadata)
     if chapters and chapters_writable():
-        out.set_chapters([{"id": i + 1, "start": c.start, "end": c.end, "time_base": c.time_base,
-                           "metadata": dict(c.metadata)} for i, c in enumerate(chapters)])
+        # PyAV 19's stubs type time_base as AVRational, earlier ones as Fraction; both take a Fraction
+        entries: list[Any] = [{"id": i + 1, "start": c.start, "end": c.end, "time_base": c.time_base,
+                               "metadata": dict(c.metadata)} for i, c in enumerate(chapters)]
+        out.set_chapters(entries)
     return out
 
 
