@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -182,24 +183,28 @@ def test_prepared_source_knows_its_lip_points() -> None:
 # ---------------------------------------------------------------- real photos
 
 
+def embedded_analysis() -> tuple[Any, Any]:
+    """The shipped BlazeFace (full range) and FaceMesh on the CPU; a skip where they are absent."""
+    from livecam.faces.blazeface import BlazeFaceDetector
+    from livecam.faces.facemesh import FaceMesh
+    from livecam.runtime.providers import resolve_providers
+    from livecam.runtime.sessions import get_session
+    from tests.processors.test_mesh_swapper import MODELS
+
+    if not (MODELS / "face_landmark.onnx").is_file():
+        pytest.skip("embedded FaceMesh model not present")
+    providers = resolve_providers(("cpu",))
+    return (BlazeFaceDetector(get_session(MODELS / "blazeface_full_range.onnx", providers), variant="full"),
+            FaceMesh(get_session(MODELS / "face_landmark.onnx", providers)))
+
+
 def test_real_photos_the_result_takes_the_source_proportions(faces_dir: Path) -> None:
     """obama.jpg onto biden.jpg: FaceMesh run again on the result finds inner-face proportions
     closer to Obama's than Biden's own were."""
     pytest.importorskip("livecam.faces.facemesh")
     import cv2
 
-    from livecam.faces.blazeface import BlazeFaceDetector
-    from livecam.faces.facemesh import FaceMesh
-    from livecam.runtime.providers import resolve_providers
-    from livecam.runtime.sessions import get_session
-
-    models = Path(__file__).resolve().parents[2] / "src" / "livecam" / "models" / "default"
-    if not (models / "face_landmark.onnx").is_file():
-        pytest.skip("embedded FaceMesh model not present")
-    providers = resolve_providers(("cpu",))
-    detector = BlazeFaceDetector(get_session(models / "blazeface_full_range.onnx", providers),
-                                 variant="full")
-    mesh = FaceMesh(get_session(models / "face_landmark.onnx", providers))
+    detector, mesh = embedded_analysis()
 
     def analyse(image: np.ndarray) -> Face:
         faces = [f for f in mesh.refine(image, detector.detect(image)) if f.landmarks is not None]
@@ -268,18 +273,9 @@ def test_real_photos_a_closed_mouth_source_on_an_open_mouth_leaves_no_rim(faces_
     pytest.importorskip("livecam.faces.facemesh")
     import cv2
 
-    from tests.processors.test_mesh_swapper import MODELS, swapped
-    from livecam.faces.blazeface import BlazeFaceDetector
-    from livecam.faces.facemesh import FaceMesh
-    from livecam.runtime.providers import resolve_providers
-    from livecam.runtime.sessions import get_session
+    from tests.processors.test_mesh_swapper import swapped
 
-    if not (MODELS / "face_landmark.onnx").is_file():
-        pytest.skip("embedded FaceMesh model not present")
-    providers = resolve_providers(("cpu",))
-    detector = BlazeFaceDetector(get_session(MODELS / "blazeface_full_range.onnx", providers),
-                                 variant="full")
-    mesh = FaceMesh(get_session(MODELS / "face_landmark.onnx", providers))
+    detector, mesh = embedded_analysis()
 
     def analyse(name: str) -> tuple[np.ndarray, Face]:
         image = cv2.imread(str(faces_dir / name))
