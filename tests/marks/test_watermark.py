@@ -133,13 +133,13 @@ def test_the_model_sees_a_bounded_copy_of_any_frame() -> None:
     frames keep the copy they were always marked at, so their marks still read."""
     encoder, decoder = _Session(True), _Session(False)
     marker = wm.Watermarker(encoder, decoder)
-    for width, height in [(20000, 100), (60000, 400), (1280, 720), (8000, 2000), (300, 90)]:
+    for width, height in [(20000, 100), (60000, 400), (1280, 720), (8000, 2000), (300, 90), (1080, 1920)]:
         image = np.full((height, width, 3), 128, np.uint8)
         assert marker.embed(image).shape == image.shape
         marker.read(image)
     sides = [frame[-2:] for frame in encoder.frames]
     assert [frame[-2:] for frame in decoder.frames] == sides
-    assert sides == [(100, 640), (160, 640), (160, 284), (160, 640), (90, 300)]
+    assert sides == [(100, 640), (160, 640), (160, 284), (160, 640), (90, 300), (160, 90)]
 
 
 @pytest.fixture(scope="module")
@@ -168,9 +168,12 @@ def test_a_48_mp_photo_is_marked_beside_its_copy_and_verifies(marker: wm.Waterma
     assert marker.read(cv2.convertScaleAbs(half, alpha=1.0, beta=20)).marked  # half size, brighter
 
 
-def test_a_long_strip_is_marked_and_survives_jpeg_and_brightness(marker: wm.Watermarker, photo: np.ndarray) -> None:
-    """A 20000x100 strip, marked and read on a copy squeezed to 640 wide, keeps its mark."""
-    strip = cv2.resize(photo, (20000, 100), interpolation=cv2.INTER_AREA)
+@pytest.mark.parametrize("size", [(20000, 100), (300, 1600), (100, 20000)])
+def test_a_long_strip_is_marked_and_survives_jpeg_and_brightness(marker: wm.Watermarker, photo: np.ndarray,
+                                                                 size: tuple[int, int]) -> None:
+    """A strip is marked and read on a copy squeezed to at most 640 wide and stretched to at
+    least 80 (a picture taller than 1:2 was marked on a copy too narrow to read back)."""
+    strip = cv2.resize(photo, size, interpolation=cv2.INTER_AREA)
     marked = marker.embed(strip)
     assert not marker.read(strip).marked
     ok, data = cv2.imencode(".jpg", marked, [cv2.IMWRITE_JPEG_QUALITY, 60])

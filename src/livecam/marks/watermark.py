@@ -92,9 +92,11 @@ def mark_frame(index: int, fps: float, run: int = RUN_FRAMES) -> bool:
 def work_size(width: int, height: int) -> tuple[int, int]:
     """The (width, height) RivaGAN marks and reads a width x height frame at: WORK_HEIGHT high
     (the frame's height when lower), as wide as the aspect makes it but at most MAX_WORK_WIDTH
-    (a panorama is squeezed, the same way when read), so the encoder's cost is bounded."""
+    (a panorama is squeezed, the same way when read), so the encoder's cost is bounded, and at
+    least half its height (a copy narrower than that, from a picture taller than 1:2, did not
+    read back: 5 to 11 bits off)."""
     high = min(height, WORK_HEIGHT)
-    return min(max(1, round(width * high / height)), MAX_WORK_WIDTH), high
+    return min(max(high // 2, 1, round(width * high / height)), MAX_WORK_WIDTH), high
 
 
 def _small(image: np.ndarray) -> np.ndarray:
