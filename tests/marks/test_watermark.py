@@ -3,6 +3,8 @@ and the mark survives what a file meets on its way (JPEG at quality 60, half the
 
 from __future__ import annotations
 
+import tracemalloc
+from pathlib import Path
 from typing import Any
 
 import cv2
@@ -110,3 +112,71 @@ def test_a_tensorrt_run_marks_on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
     assert [p for p, _ in trt.without("tensorrt").ort_providers] == ["CUDAExecutionProvider", "CPUExecutionProvider"]
     image = np.full((90, 300, 3), 128, np.uint8)
     assert marker.embed(image).shape == image.shape  # and the sessions it got run
+
+
+class _Session:
+    """A stand-in RivaGAN session that records the frames it is given: the encoder changes
+    nothing, the decoder reads 32 zero logits."""
+
+    def __init__(self, encoder: bool) -> None:
+        self.encoder = encoder
+        self.frames: list[tuple[int, ...]] = []
+
+    def run(self, _names: Any, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        self.frames.append(feeds["frame"].shape)
+        return [feeds["frame"]] if self.encoder else [np.zeros((1, 32), np.float32)]
+
+
+def test_the_model_sees_a_bounded_copy_of_any_frame() -> None:
+    """The encoder and decoder run on a copy at most 160 high and 640 wide, whatever the frame
+    (a 20000x100 strip ran them at full size: 15 s to mark, 24 s to verify), and ordinary
+    frames keep the copy they were always marked at, so their marks still read."""
+    encoder, decoder = _Session(True), _Session(False)
+    marker = wm.Watermarker(encoder, decoder)
+    for width, height in [(20000, 100), (60000, 400), (1280, 720), (8000, 2000), (300, 90), (1080, 1920)]:
+        image = np.full((height, width, 3), 128, np.uint8)
+        assert marker.embed(image).shape == image.shape
+        marker.read(image)
+    sides = [frame[-2:] for frame in encoder.frames]
+    assert [frame[-2:] for frame in decoder.frames] == sides
+    assert sides == [(100, 640), (160, 640), (160, 284), (160, 640), (90, 300), (160, 90)]
+
+
+@pytest.fixture(scope="module")
+def photo_48mp(photo: np.ndarray) -> np.ndarray:
+    return cv2.resize(photo, (8000, 6000), interpolation=cv2.INTER_LINEAR)
+
+
+def test_a_48_mp_photo_is_marked_beside_its_copy_and_verifies(marker: wm.Watermarker, photo_48mp: np.ndarray,
+                                                               tmp_path: Path) -> None:
+    """Marking needs the marked copy and bands of BAND_PIXELS, not float planes of the whole
+    frame (upscaling the change whole peaked at 1.9 GB for a 144 MB frame and took 12 s)."""
+    from livecam.marks.evidence import examine
+
+    tracemalloc.start()
+    try:
+        marked = marker.embed(photo_48mp)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < photo_48mp.nbytes + 128 * 2 ** 20, f"{peak / 2 ** 20:.0f} MiB"
+    assert marked.shape == photo_48mp.shape and int(cv2.absdiff(marked, photo_48mp).max()) <= 12
+    path = tmp_path / "big.jpg"
+    assert cv2.imwrite(str(path), marked, [cv2.IMWRITE_JPEG_QUALITY, 85])
+    assert examine(path, marker).watermark.found
+    half = cv2.resize(marked, (4000, 3000), interpolation=cv2.INTER_AREA)
+    assert marker.read(cv2.convertScaleAbs(half, alpha=1.0, beta=20)).marked  # half size, brighter
+
+
+@pytest.mark.parametrize("size", [(20000, 100), (300, 1600), (100, 20000)])
+def test_a_long_strip_is_marked_and_survives_jpeg_and_brightness(marker: wm.Watermarker, photo: np.ndarray,
+                                                                 size: tuple[int, int]) -> None:
+    """A strip is marked and read on a copy squeezed to at most 640 wide and stretched to at
+    least 80 (a picture taller than 1:2 was marked on a copy too narrow to read back)."""
+    strip = cv2.resize(photo, size, interpolation=cv2.INTER_AREA)
+    marked = marker.embed(strip)
+    assert not marker.read(strip).marked
+    ok, data = cv2.imencode(".jpg", marked, [cv2.IMWRITE_JPEG_QUALITY, 60])
+    assert ok
+    assert marker.read(cv2.imdecode(data, cv2.IMREAD_COLOR)).marked
+    assert marker.read(cv2.convertScaleAbs(marked, alpha=1.0, beta=20)).marked

@@ -1,10 +1,13 @@
 """The invisible watermark: a 32-bit livecam word hidden in frames with RivaGAN.
 
 RivaGAN (the embedded rivagan_encoder/decoder.onnx, see models/default/NOTICE.md) works on a
-small copy of the frame: the encoder marks a WORK_HEIGHT-pixel-high copy, and the difference it
-made is upscaled and added to the full frame, so the cost does not grow with the resolution and
-the change stays below the visible (PSNR about 40 dB). The decoder reads a copy downscaled the
-same way, which is also why halving a marked file's size does not lose the mark.
+small copy of the frame: the encoder marks a copy WORK_HEIGHT pixels high and at most
+MAX_WORK_WIDTH wide (work_size), and the difference it made is upscaled and added to the full
+frame a band of rows at a time (Residual), so the model's cost does not grow with the
+resolution, the rest grows linearly in bounded memory, and the change stays below the visible
+(PSNR about 40 dB). The decoder reads a copy downscaled the same way, which is also why halving
+a marked file's size does not lose the mark. Measured on 2 shared CPU cores, `livecam image`
+of an 8000x6000 JPEG (mesh swapper, --no-c2pa): the figures are in docs/MARKS.md.
 
 Payload: PAYLOAD_BITS = a 28-bit livecam signature (the first bits of SHA-256("livecam")) and
 a 4-bit format version. A frame reads as marked when its decoded 32 bits differ from a known
@@ -31,12 +34,14 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import cv2
 import numpy as np
 
 WORK_HEIGHT = 160  # the height RivaGAN marks and reads at
+MAX_WORK_WIDTH = 4 * WORK_HEIGHT  # wider frames are squeezed to this (a 20000x100 strip took 15 s)
+BAND_PIXELS = 1 << 20  # the upscaled change is made this many pixels at a time
 PAYLOAD_VERSION = 1
 SIGNATURE_BITS = 28
 MAX_BIT_ERRORS = 4
@@ -84,12 +89,21 @@ def mark_frame(index: int, fps: float, run: int = RUN_FRAMES) -> bool:
     return index % step < run
 
 
+def work_size(width: int, height: int) -> tuple[int, int]:
+    """The (width, height) RivaGAN marks and reads a width x height frame at: WORK_HEIGHT high
+    (the frame's height when lower), as wide as the aspect makes it but at most MAX_WORK_WIDTH
+    (a panorama is squeezed, the same way when read), so the encoder's cost is bounded, and at
+    least half its height (a copy narrower than that, from a picture taller than 1:2, did not
+    read back: 5 to 11 bits off)."""
+    high = min(height, WORK_HEIGHT)
+    return min(max(high // 2, 1, round(width * high / height)), MAX_WORK_WIDTH), high
+
+
 def _small(image: np.ndarray) -> np.ndarray:
-    h, w = image.shape[:2]
-    if h <= WORK_HEIGHT:
+    size = work_size(image.shape[1], image.shape[0])
+    if size == (image.shape[1], image.shape[0]):
         return image
-    width = max(1, round(w * WORK_HEIGHT / h))
-    return cv2.resize(image, (width, WORK_HEIGHT), interpolation=cv2.INTER_AREA)
+    return cv2.resize(image, size, interpolation=cv2.INTER_AREA)
 
 
 def _tensor(image: np.ndarray) -> np.ndarray:
@@ -102,36 +116,73 @@ class Residual:
     """The encoder's change to one frame, at the work size (float levels): added to that frame,
     or (live, marks.live_marker) to later frames of the same scene, which still read as marked.
 
-    add_to() costs about half a ms at 720p: the upscaled change is rounded once per frame size and
-    added with saturating uint8 arithmetic (the same pixels as rounding frame + change)."""
+    The change is upscaled to the frame and rounded a band of BAND_PIXELS at a time, so marking
+    needs the marked copy and a few tens of MB whatever the size (a float32 copy of a 48 MP
+    frame is 576 MB; upscaling it whole took 12 s and 1.9 GB). fit() keeps the rounded change
+    for frames of one size: add_to() then costs about half a ms at 720p (saturating uint8
+    arithmetic, the same pixels as rounding frame + change)."""
 
     def __init__(self, small: np.ndarray) -> None:
-        self.small = small  # h x w x 3 float32, at WORK_HEIGHT
+        self.small = small  # h x w x 3 float32, at the work size
         self._size: tuple[int, int] | None = None
         self._up = self._down = np.zeros((0, 0, 3), np.uint8)
 
+    def _bands(self, width: int, height: int) -> Iterator[tuple[slice, np.ndarray, np.ndarray]]:
+        """(rows, up, down): the change upscaled (bilinear) to width x height and rounded, split
+        into the levels to add and to subtract, for one band of rows at a time."""
+        rows = max(1, BAND_PIXELS // width)
+        if rows >= height:
+            yield (slice(0, height), *_rounded(cv2.resize(self.small, (width, height),
+                                                          interpolation=cv2.INTER_LINEAR)))
+            return
+        # across first (work height x width, small), then down one band at a time, sampling
+        # the rows where cv2.resize would: pixel centres, clamped at the edges
+        wide = cv2.resize(self.small, (width, self.small.shape[0]), interpolation=cv2.INTER_LINEAR)
+        last = wide.shape[0] - 1
+        for top in range(0, height, rows):
+            y = (np.arange(top, min(top + rows, height)) + 0.5) * (wide.shape[0] / height) - 0.5
+            below = np.floor(y)
+            weight = (y - below).astype(np.float32)[:, None, None]
+            change = wide[np.clip(below.astype(np.intp), 0, last)]
+            step = wide[np.clip(below.astype(np.intp) + 1, 0, last)]
+            step -= change
+            step *= weight
+            change += step
+            yield (slice(top, top + len(y)), *_rounded(change))
+
     def fit(self, width: int, height: int) -> None:
-        """Upscale and round the change for frames of this size (cached: one size per stream)."""
+        """Upscale and round the change for frames of this size and keep it (one size per stream)."""
         if self._size == (width, height):
             return
-        change = self.small
-        if change.shape[:2] != (height, width):
-            change = cv2.resize(change, (width, height), interpolation=cv2.INTER_LINEAR)
-        change = np.rint(change)
-        self._up = np.clip(change, 0, 255).astype(np.uint8)
-        self._down = np.clip(-change, 0, 255).astype(np.uint8)
+        self._up = np.empty((height, width, 3), np.uint8)
+        self._down = np.empty((height, width, 3), np.uint8)
+        for rows, up, down in self._bands(width, height):
+            self._up[rows], self._down[rows] = up, down
         self._size = (width, height)
 
     def add_to(self, image: np.ndarray) -> np.ndarray:
-        """A marked copy of an HxWx3 (or HxWx4: alpha kept) uint8 image."""
-        self.fit(image.shape[1], image.shape[0])
-        colour = np.ascontiguousarray(image[:, :, :3])
-        marked = cv2.subtract(cv2.add(colour, self._up), self._down)
-        if image.shape[2] == 3:
-            return marked
-        result = image.copy()
-        result[:, :, :3] = marked
+        """A marked copy of an HxWx3 (or HxWx4: alpha kept) uint8 image: with the change kept by
+        fit() for this size, else upscaled band by band and not kept."""
+        height, width = image.shape[:2]
+        fitted = self._size == (width, height)
+        bands = [(slice(0, height), self._up, self._down)] if fitted else self._bands(width, height)
+        result = np.empty(image.shape, np.uint8) if image.shape[2] == 3 else image.copy()
+        for rows, up, down in bands:
+            colour = np.ascontiguousarray(image[rows, :, :3])
+            if image.shape[2] == 3:  # straight into the copy (its rows are contiguous)
+                out = result[rows]
+                cv2.subtract(cv2.add(colour, up, dst=out), down, dst=out)
+            else:
+                result[rows, :, :3] = cv2.subtract(cv2.add(colour, up), down)
         return result
+
+
+def _rounded(change: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A float change rounded to whole levels, as the uint8 levels to add and to subtract."""
+    change = np.rint(change, out=change)
+    up = np.clip(change, 0, 255).astype(np.uint8)
+    np.negative(change, out=change)
+    return up, np.clip(change, 0, 255).astype(np.uint8)
 
 
 class Watermarker:
