@@ -1,6 +1,6 @@
 """The `livecam` command and `python -m livecam`: cli.main, with Ctrl-C, SIGTERM and SIGHUP handled from
-the first statement of main() (nothing but the C signal module and the import-free
-livecam.interrupt is loaded before it), so an interrupt while the CLI's modules load (about half
+the first statement of main() (nothing but the C signal module and
+livecam.interrupt, which imports only built-in modules, is loaded before it), so an interrupt while the CLI's modules load (about half
 a second) is one line and exit 130 like any other, never an import traceback.
 
 An interrupted run leaves through os._exit(130) once its line is written and the streams are
@@ -11,7 +11,7 @@ cleaned up, the pipeline's threads joined or abandoned on purpose)."""
 
 import _signal  # type: ignore[import-not-found]  # (no stub) the C module the interpreter already loaded
 
-from livecam.interrupt import InterruptOnce  # imports nothing
+from livecam.interrupt import InterruptOnce  # imports only built-in modules
 
 
 def main() -> None:
@@ -21,6 +21,7 @@ def main() -> None:
     hup = getattr(_signal, "SIGHUP", None)  # a closed terminal: the same stop (not on Windows; nohup keeps it ignored)
     if hup is not None and _signal.getsignal(hup) != _signal.SIG_IGN:
         _signal.signal(hup, once)
+    once.catch_swallowed()
     try:
         from livecam.cli import main as cli_main
 

@@ -1,16 +1,49 @@
 """InterruptOnce, the process's SIGINT/SIGTERM handler: the first signal raises KeyboardInterrupt,
 later ones are ignored, so a second Ctrl-C cannot break the cleanup of the first (or interpreter
-shutdown) with a traceback. This module imports nothing, so livecam.__main__ installs the handler
-before anything else loads; pipeline/signals.py builds the rest of the signal mechanism on it."""
+shutdown) with a traceback. This module imports only modules built into the interpreter, so
+livecam.__main__ installs the handler before anything else loads; pipeline/signals.py builds the
+rest of the signal mechanism on it."""
+
+import _thread
+import sys
 
 
 class InterruptOnce:
     def __init__(self) -> None:
         self.received: int | None = None
         self.done = False  # the output is complete: a signal now changes nothing
+        self._next_hook = sys.__unraisablehook__  # the hook in place when catch_swallowed() ran
+        self._catching = False
 
     def __call__(self, signum: int, frame: object) -> None:
         if self.received is not None or self.done:
             return
         self.received = signum
         raise KeyboardInterrupt
+
+    def catch_swallowed(self) -> None:
+        """Become sys.unraisablehook, so that an interrupt Python swallows is sent again.
+
+        A signal handler runs wherever the main thread is, and an exception raised inside a weakref
+        callback or a __del__ cannot propagate: Python prints "Exception ignored in ..." with a
+        traceback and drops it. Ctrl-C landing in the import system's module-lock callback did that
+        (and the run went on, deaf to further signals)."""
+        if not self._catching:
+            self._catching = True
+            self._next_hook = sys.unraisablehook
+            sys.unraisablehook = self._unraisable
+
+    def _unraisable(self, report: "sys.UnraisableHookArgs") -> None:
+        if issubclass(report.exc_type, KeyboardInterrupt) and self.received is not None:
+            signum, self.received = self.received, None
+            # Sent again from another thread, as a real signal (it wakes a main thread that waits):
+            # here os.kill() would run the handler at once, inside the hook, to be swallowed again.
+            _thread.start_new_thread(_send, (signum,))
+            return
+        self._next_hook(report)
+
+
+def _send(signum: int) -> None:
+    import os  # (loaded at interpreter start-up)
+
+    os.kill(os.getpid(), signum)
