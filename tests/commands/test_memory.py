@@ -142,5 +142,5 @@ def test_the_encoder_out_of_memory_is_one_line_naming_the_output(tmp_path: Path)
                           capture_output=True, text=True, timeout=120)
     assert proc.stdout.strip() == (f"writing {tmp_path / 'out.mp4'} failed: out of memory; close other programs, "
                                    "use fewer --execution-threads or a smaller video, or give --max-memory GB to "
-                                   "size the run"), (proc.stdout, proc.stderr)
+                                   "size the run"), (proc.returncode, proc.stdout, proc.stderr)
     assert proc.stderr == "", proc.stderr  # x264's own line is not passed on
