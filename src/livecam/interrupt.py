@@ -38,7 +38,10 @@ class InterruptOnce:
             signum, self.received = self.received, None
             # Sent again from another thread, as a real signal (it wakes a main thread that waits):
             # here os.kill() would run the handler at once, inside the hook, to be swallowed again.
-            _thread.start_new_thread(_send, (signum,))
+            try:
+                _thread.start_new_thread(_send, (signum,))
+            except RuntimeError:  # no new threads at interpreter shutdown: the process is ending anyway
+                self.received = signum
             return
         self._next_hook(report)
 
