@@ -138,8 +138,13 @@ def test_the_encoder_out_of_memory_is_one_line_naming_the_output(tmp_path: Path)
     message named as an error of 'avcodec_receive_packet()' (or of the hidden temporary file),
     after x264's own "x264 [error]: malloc of size ... failed" on stderr."""
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT / "src"))
-    proc = subprocess.run([sys.executable, "-c", ENCODE_OUT_OF_MEMORY, str(tmp_path)], env=env,
-                          capture_output=True, text=True, timeout=120)
+    for _attempt in range(4):
+        proc = subprocess.run([sys.executable, "-c", ENCODE_OUT_OF_MEMORY, str(tmp_path)], env=env,
+                              capture_output=True, text=True, timeout=120)
+        # On a loaded machine x264 now and then crashes (SIGSEGV) on a malloc that fails in one of
+        # its own threads, before livecam sees an error: x264's, and not what this test checks.
+        if proc.returncode >= 0:
+            break
     assert proc.stdout.strip() == (f"writing {tmp_path / 'out.mp4'} failed: out of memory; close other programs, "
                                    "use fewer --execution-threads or a smaller video, or give --max-memory GB to "
                                    "size the run"), (proc.returncode, proc.stdout, proc.stderr)
