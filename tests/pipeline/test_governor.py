@@ -83,9 +83,11 @@ def test_pipeline_degrades_and_recovers_when_the_processor_cost_is_switched(tmp_
         while engine.enabled["face_enhancer"] and time.monotonic() < deadline:
             time.sleep(0.02)
         engine.enhancer_s = 0.0  # the switch: now the enhancer is cheap
-        while not any(e["action"] == "recover" for e in pipeline.governor.events) and time.monotonic() < deadline:
+        # On a starved machine the governor may take a further step before it recovers (the
+        # pipeline's own threads stay over budget): wait for the enhancer to be back, not for any recovery.
+        while not engine.enabled["face_enhancer"] and time.monotonic() < deadline:
             time.sleep(0.02)
-        time.sleep(0.3)
+        time.sleep(0.1)
         pipeline.stop()
 
     driver = threading.Thread(target=drive)
@@ -93,8 +95,9 @@ def test_pipeline_degrades_and_recovers_when_the_processor_cost_is_switched(tmp_
     result = pipeline.run()
     driver.join()
     steps = [(e["action"], e["step"]) for e in result.summary["degradations"]]
-    assert steps[:2] == [("degrade", "enhancer off"), ("recover", "enhancer off")], steps
-    assert engine.enabled["face_enhancer"] is True
+    assert steps[0] == ("degrade", "enhancer off") and ("recover", "enhancer off") in steps, steps
+    switches = [call[1] for call in engine.calls if call[0] == "enabled"]
+    assert switches[:2] == [("face_enhancer", False), ("face_enhancer", True)], engine.calls
     lines = [json.loads(line) for line in stats.read_text().splitlines()]
     assert any(r.get("degraded") == ["enhancer off"] for r in lines[:-1])
     assert lines[-1]["summary"]["degradations"] == result.summary["degradations"]
