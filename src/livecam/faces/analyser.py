@@ -124,8 +124,13 @@ class FaceAnalyser:
                 detector = ScrfdDetector(plain(), det_size=settings.det_size, threshold=settings.det_threshold)
         else:
             from livecam.faces.blazeface import BlazeFaceDetector
+            from livecam.faces.rolls import ALL_TURNS, AnyRoll
 
-            detector = BlazeFaceDetector(plain(), variant="full", threshold=settings.det_threshold)
+            # Files and photos find faces at any roll (4 detections a frame); live detects
+            # upright faces only, as 4 detections would cost a live frame about 30 ms on a CPU
+            # (its source photo is still searched at every roll: analyse_photo).
+            detector = AnyRoll(BlazeFaceDetector(plain(), variant="full", threshold=settings.det_threshold),
+                               turns=(0,) if live else ALL_TURNS)
         # FaceMesh is small and also gives the source photo's landmarks, so it is always loaded;
         # it only runs on targets when a processor needs landmarks.
         from livecam.faces.facemesh import FaceMesh
@@ -311,7 +316,8 @@ class FaceAnalyser:
     def analyse_photo(self, image: np.ndarray) -> tuple[Face | None, int]:
         """(largest face with landmarks and, when an embedder is loaded, its embedding; number of
         faces found) for a source or reference photo."""
-        faces = self.detector.detect(image) or detect_padded(self.detector, image)
+        detect = getattr(self.detector, "detect_any_roll", self.detector.detect)
+        faces = detect(image) or detect_padded(self.detector, image)
         best = selection.largest_face(faces)
         if best is None:
             return None, 0

@@ -47,6 +47,7 @@ import numpy as np
 from livecam.errors import InputError
 from livecam.faces import mesh_indices
 from livecam.faces.face import MESH_LANDMARKS, Face
+from livecam.faces.rolls import quarter_turns, turn
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
 from livecam.processors import color, masks
@@ -774,7 +775,7 @@ class MeshSwapper:
             if not 0 <= face.source_key < len(sources):
                 continue
             if self._swappable(face):
-                self.swap_face(packet.image, face, sources[face.source_key])
+                self.swap_level(packet.image, face, sources[face.source_key])
         packet.timings[self.name] = (time.perf_counter() - start) * 1000.0
         return packet
 
@@ -783,6 +784,35 @@ class MeshSwapper:
         lm = face.landmarks
         return (lm is not None and len(lm) == MESH_LANDMARKS and bool(np.all(np.isfinite(lm)))
                 and usable(face))
+
+    def swap_level(self, frame: np.ndarray, face: Face, src: PreparedSource) -> None:
+        """swap_face on the face's region turned by quarter turns until the face is nearest
+        upright (np.rot90: exact), then turned back. The swap's masks take "above" and "across"
+        from the image axes (the forehead cut, the glasses bridge and eye band, the closed
+        eye's feather), so a face lying on its side or upside down got its own dark lines kept
+        as glasses frames and a second pair of eyes."""
+        k = quarter_turns(face.kps)
+        if k == 0:
+            self.swap_face(frame, face, src)
+            return
+        assert face.landmarks is not None
+        oval = face.landmarks[self._oval]
+        fh, fw = frame.shape[:2]
+        # swap_face touches its oval's box and 3 px round it, clipped to the frame.
+        x1, y1 = (max(int(np.floor(v)) - 4, 0) for v in oval.min(axis=0))
+        x2, y2 = (min(int(np.ceil(v)) + 5, n) for v, n in zip(oval.max(axis=0), (fw, fh)))
+        if x2 - x1 < 4 or y2 - y1 < 4:
+            return
+        w, h = x2 - x1, y2 - y1
+        part = np.ascontiguousarray(np.rot90(frame[y1:y2, x1:x2], k))
+
+        def turned(points: np.ndarray) -> np.ndarray:
+            return turn(points - np.float32([x1, y1]), k, w, h)
+
+        corners = turned(face.bbox.reshape(2, 2))
+        self.swap_face(part, face.with_(bbox=np.concatenate([corners.min(0), corners.max(0)]),
+                                        kps=turned(face.kps), landmarks=turned(face.landmarks)), src)
+        frame[y1:y2, x1:x2] = np.rot90(part, -k)
 
     def swap_face(self, frame: np.ndarray, face: Face, src: PreparedSource) -> None:
         """Swap one face in place (only its region of interest is touched)."""
