@@ -211,7 +211,9 @@ class FaceAnalyser:
     @property
     def cache_tag(self) -> str:
         """What a photo's analysis depends on besides its bytes (see faces.source)."""
-        return f"{self.names}|{self.det_size}|{self.settings.det_threshold}"
+        # "rolls": photos searched at every quarter turn, FaceMesh re-cropped (faces/rolls.py);
+        # photos cached before that were analysed upright only.
+        return f"{self.names}|{self.det_size}|{self.settings.det_threshold}|rolls"
 
     def describe(self) -> str:
         parts = [f"detector {self.names.detector}"]
