@@ -118,6 +118,14 @@ _BROW_MARGIN = 0.02  # the brows (FaceMesh outlines) grown by this fraction of t
 # than its skin, and under this fraction of its mean chroma.
 _SPECULAR_Z = 2.0
 _SPECULAR_CHROMA = 0.6
+# ...or, within _SPECULAR_NOSE face sizes of the nose tip, a shine on coloured skin (Biden's
+# pink nose tip: 0.8 of the skin's chroma, 2.1 standard deviations, so the test above missed
+# it and a bright target got a white nose tip): LOCAL grey levels lighter than the skin round
+# it (Gaussian of _SPECULAR_RADIUS x face size), under LOCAL_CHROMA of the chroma round it,
+# and LOCAL_Z standard deviations over the mean. Only the nose: elsewhere this also takes
+# the source's own light skin texture (freckles' gaps, a cheek's sheen).
+_SPECULAR_LOCAL, _SPECULAR_LOCAL_CHROMA, _SPECULAR_LOCAL_Z = 20.0, 0.85, 1.5
+_SPECULAR_RADIUS, _SPECULAR_NOSE = 0.04, 0.15
 # Facing weight: triangles whose area shrank (relative to the face's typical scale) below LOW
 # are hidden, above HIGH fully shown.
 _FACING_LOW, _FACING_HIGH = 0.2, 0.45
@@ -689,9 +697,20 @@ def _fill_highlights(crop: np.ndarray, landmarks: np.ndarray, alpha: np.ndarray)
     mean, std = float(lightness[skin].mean()), float(lightness[skin].std())
     spots = (skin & (lightness > mean + _SPECULAR_Z * std)
              & (chroma < _SPECULAR_CHROMA * float(chroma[skin].mean())))
+    size = float(np.ptp(landmarks[mesh_indices.FACE_OVAL], axis=0).max())
+    radius = _SPECULAR_RADIUS * size
+    if radius > 0.5:
+        nose = np.zeros((h, w), dtype=np.uint8)
+        tip = np.round((landmarks[mesh_indices.NOSE_TIP].mean(axis=0) - 0.5) * 16.0).astype(np.int32)
+        cv2.circle(nose, (int(tip[0]), int(tip[1])), int(_SPECULAR_NOSE * size * 16), 1, -1, shift=4)
+        spots |= (skin & (nose > 0) & (lightness > mean + _SPECULAR_LOCAL_Z * std)
+                  & (lightness - cv2.GaussianBlur(lightness, (0, 0), radius) > _SPECULAR_LOCAL)
+                  & (chroma < _SPECULAR_LOCAL_CHROMA * cv2.GaussianBlur(chroma, (0, 0), radius)))
     if not spots.any():
         return crop
-    hole = cv2.dilate(spots.astype(np.uint8), np.ones((3, 3), np.uint8))
+    # Grown by 1/200 of the face (at least a pixel): a shine's soft rim is lighter too.
+    grow = 2 * max(1, round(radius / 8)) + 1
+    hole = cv2.dilate(spots.astype(np.uint8), np.ones((grow, grow), np.uint8))
     return cv2.inpaint(np.ascontiguousarray(crop), hole, 3.0, cv2.INPAINT_TELEA)
 
 
