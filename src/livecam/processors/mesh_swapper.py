@@ -126,6 +126,9 @@ _SPECULAR_CHROMA = 0.6
 # the source's own light skin texture (freckles' gaps, a cheek's sheen).
 _SPECULAR_LOCAL, _SPECULAR_LOCAL_CHROMA, _SPECULAR_LOCAL_Z = 20.0, 0.85, 1.5
 _SPECULAR_RADIUS, _SPECULAR_NOSE = 0.04, 0.15
+# Teeth in the source's lip ring (see _fill_lip_gaps): this much lighter than the lips' median,
+# under this fraction of their median chroma.
+_TOOTH_L, _TOOTH_CHROMA = 15.0, 0.7
 # Facing weight: triangles whose area shrank (relative to the face's typical scale) below LOW
 # are hidden, above HIGH fully shown.
 _FACING_LOW, _FACING_HIGH = 0.2, 0.45
@@ -265,7 +268,7 @@ def prepare_source(source: SourceIdentity) -> PreparedSource:
     alpha = _inner_feather((y2 - y1, x2 - x1), outline, _OVAL_MARGIN * size,
                            max(2.0, _FEATHER * size), cut)
     alpha *= 1.0 - _fringe(image[y1:y2, x1:x2], local, kps, size)
-    texture = _fill_highlights(image[y1:y2, x1:x2], local, alpha)
+    texture = _fill_lip_gaps(_fill_highlights(image[y1:y2, x1:x2], local, alpha), local)
     bgra = np.dstack([texture, np.round(alpha * 255.0).astype(np.uint8)])
     levels = [np.ascontiguousarray(bgra)]
     s = size
@@ -711,6 +714,35 @@ def _fill_highlights(crop: np.ndarray, landmarks: np.ndarray, alpha: np.ndarray)
     # Grown by 1/200 of the face (at least a pixel): a shine's soft rim is lighter too.
     grow = 2 * max(1, round(radius / 8)) + 1
     hole = cv2.dilate(spots.astype(np.uint8), np.ones((grow, grow), np.uint8))
+    return cv2.inpaint(np.ascontiguousarray(crop), hole, 3.0, cv2.INPAINT_TELEA)
+
+
+def _fill_lip_gaps(crop: np.ndarray, landmarks: np.ndarray) -> np.ndarray:
+    """The source crop with what lies inside its lip ring but is not lip (teeth along a smile's
+    inner edge: _TOOTH_L grey levels lighter than the ring's median and under _TOOTH_CHROMA of
+    its median chroma; FaceMesh's inner contour follows the teeth only roughly) filled in from
+    the lips round it. On an open-mouth target the source's lips are stretched over the
+    target's, and such a strip became a pale patch on the lower lip. The inside of the inner
+    contour is filled with it (the target's own inner mouth is kept there), so that only lip
+    pixels feed the fill."""
+    h, w = crop.shape[:2]
+    ring, inner = np.zeros((h, w), dtype=np.uint8), np.zeros((h, w), dtype=np.uint8)
+    cv2.fillPoly(ring, [np.round((landmarks[mesh_indices.LIPS_OUTER] - 0.5) * 16.0).astype(np.int32)],
+                 1, shift=4)
+    cv2.fillPoly(inner, [np.round((landmarks[mesh_indices.LIPS_INNER] - 0.5) * 16.0).astype(np.int32)],
+                 1, shift=4)
+    ring[inner > 0] = 0
+    if cv2.countNonZero(ring) < 16:
+        return crop
+    lab = cv2.cvtColor(np.ascontiguousarray(crop), cv2.COLOR_BGR2LAB).astype(np.float32)
+    lightness = lab[..., 0]
+    chroma = np.hypot(lab[..., 1] - 128.0, lab[..., 2] - 128.0)
+    lips = ring > 0
+    gaps = lips & (lightness > float(np.median(lightness[lips])) + _TOOTH_L) \
+        & (chroma < _TOOTH_CHROMA * float(np.median(chroma[lips])))
+    if not gaps.any():
+        return crop
+    hole = cv2.dilate((gaps | (inner > 0)).astype(np.uint8), np.ones((3, 3), np.uint8))
     return cv2.inpaint(np.ascontiguousarray(crop), hole, 3.0, cv2.INPAINT_TELEA)
 
 
