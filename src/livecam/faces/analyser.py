@@ -343,12 +343,16 @@ def warm_face(image: np.ndarray) -> Face:
 
 
 def detect_padded(detector: Detector, image: np.ndarray) -> list[Face]:
-    """Faces found on a copy of the image with a black border, in the image's coordinates."""
+    """Faces found on a copy of the image with a black border, in the image's coordinates.
+    Upright only (AnyRoll.detect_turns): a crop that tight is an aligned face, upright by
+    construction, and on obama2.jpg's aligned 112 px crop a quarter turn scored 0.73 against
+    the upright 0.71, with its eyes 11 px off."""
     pad = max(1, round(max(image.shape[:2]) * PAD_FRACTION))
     padded = cv2.copyMakeBorder(image, pad, pad, pad, pad, cv2.BORDER_CONSTANT, value=(0, 0, 0))
     h, w = image.shape[:2]
     faces = []
-    for face in detector.detect(padded):
+    turns = getattr(detector, "detect_turns", None)
+    for face in (turns(padded, (0,), 0) if turns is not None else detector.detect(padded)):
         bbox = np.clip(face.bbox - pad, 0, [w, h, w, h])
         if bbox[2] > bbox[0] and bbox[3] > bbox[1]:  # a "face" found in the border alone is none
             faces.append(face.with_(bbox=bbox, kps=face.kps - pad))

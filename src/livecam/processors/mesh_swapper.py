@@ -858,7 +858,7 @@ class MeshSwapper:
         part = np.ascontiguousarray(np.rot90(frame[y1:y2, x1:x2], k))
 
         def turned(points: np.ndarray) -> np.ndarray:
-            return turn(points - np.float32([x1, y1]), k, w, h)
+            return turn(points - np.array([x1, y1], dtype=np.float32), k, w, h)
 
         corners = turned(face.bbox.reshape(2, 2))
         self.swap_face(part, face.with_(bbox=np.concatenate([corners.min(0), corners.max(0)]),
