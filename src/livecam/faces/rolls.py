@@ -12,11 +12,15 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import cv2
 import numpy as np
 
 from livecam.faces.face import Face
 
 ALL_TURNS = (0, 1, 2, 3)  # quarter turns counter-clockwise (np.rot90's k)
+# np.rot90(image, k) as cv2.rotate does it (the same pixels), faster than copying the strided
+# view np.rot90 gives: biden.jpg (970x2204) in 1 to 6 ms against 24 to 47.
+_CV_TURNS = {1: cv2.ROTATE_90_COUNTERCLOCKWISE, 2: cv2.ROTATE_180, 3: cv2.ROTATE_90_CLOCKWISE}
 
 
 def unturn(points: np.ndarray, turns: int, width: int, height: int) -> np.ndarray:
@@ -84,7 +88,7 @@ class AnyRoll:
         h, w = image_bgr.shape[:2]
         found: list[Face] = []
         for k in turns:
-            turned = np.ascontiguousarray(np.rot90(image_bgr, k)) if k else image_bgr
+            turned = cv2.rotate(image_bgr, _CV_TURNS[k]) if k else image_bgr
             found += [unturn_face(f, k, w, h) if k else f for f in self.detector.detect(turned)]
         if len(turns) > 1:
             found = same_faces(found)
