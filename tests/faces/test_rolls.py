@@ -199,3 +199,30 @@ def test_a_face_on_its_side_or_upside_down_is_swapped_as_it_is_upright(faces_dir
     got = swapper.process(FramePacket(index=0, image=frame_k, faces=[face_k])).image
     diff = np.abs(got.astype(np.int16) - np.rot90(upright, k).astype(np.int16))
     assert float(diff.mean()) < 0.01 and int(diff.max()) <= 2
+
+
+def test_live_carried_tilted_faces_run_facemesh_once_a_frame(faces_dir: Path, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Live, between detections: a head tilted 45 degrees is re-fitted with one FaceMesh run a
+    frame (its crop is the level box of its last mesh), not two (on the detector's box, too
+    small for a tilted face, FaceMesh re-crops every frame)."""
+    from livecam.faces import facemesh
+    from tests.faces.test_analyser import _real_analyser
+
+    analyser = _real_analyser(tmp_path, live=True, detect_every=4)
+    image, _ = rotated(cv2.imread(str(faces_dir / "biden.jpg")), 45)
+    image = cv2.resize(image, None, fx=0.4, fy=0.4)
+    runs = []
+    run = facemesh.FaceMesh._run
+
+    def counted(self: Any, *args: Any) -> Any:
+        runs.append(1)
+        return run(self, *args)
+
+    monkeypatch.setattr(facemesh.FaceMesh, "_run", counted)
+    per_frame = []
+    for i in range(4):
+        runs.clear()
+        assert len(analyser.analyse(image, timestamp=i / 30, track=True)) == 1
+        per_frame.append(len(runs))
+    assert per_frame[1:] == [1, 1, 1], per_frame

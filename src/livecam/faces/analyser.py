@@ -290,7 +290,13 @@ class FaceAnalyser:
     def _refit(self, image: np.ndarray, faces: list[Face]) -> list[Face]:
         """FaceMesh on carried faces, their boxes moved with the landmarks so the next crop
         follows the face."""
-        refined = self.landmarker.refine(image, faces)  # type: ignore[union-attr]
+        # Each crop on the face's level box from its last mesh (as MediaPipe tracks): on the
+        # detector's box FaceMesh would run twice a frame for a tilted head (faces/facemesh.py).
+        from livecam.faces.facemesh import level_box
+
+        crops = [f.with_(bbox=level_box(f.landmarks, f.kps))
+                 if f.landmarks is not None and len(f.landmarks) > 2 else f for f in faces]
+        refined = self.landmarker.refine(image, crops)  # type: ignore[union-attr]
         out = []
         for old, new in zip(faces, refined):
             if new is not old and old.landmarks is not None and new.landmarks is not None \
