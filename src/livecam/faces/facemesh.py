@@ -35,6 +35,9 @@ __all__ = ["FaceMesh", "mesh_keypoints", "crop_matrix", "FACE_OVAL", "LIPS_OUTER
 CROP_SIZE = 192
 ROI_SCALE = 1.5
 PRESENCE_THRESHOLD = 0.5
+# See FaceMesh.landmarks: a crop this far off the mesh's own (roll, size) is taken again.
+REFIT_DEGREES = 10.0
+REFIT_SIZE = 0.08
 
 
 def mesh_keypoints(landmarks: np.ndarray) -> np.ndarray:
@@ -49,6 +52,26 @@ def mesh_keypoints(landmarks: np.ndarray) -> np.ndarray:
         lm[MOUTH_RIGHT_CORNER],
         lm[MOUTH_LEFT_CORNER],
     ]).astype(np.float32)
+
+
+def roll_difference(kps_a: np.ndarray, kps_b: np.ndarray) -> float:
+    """Degrees (0..180) between the eye lines (kps[0] -> kps[1]) of two keypoint sets."""
+    (ax, ay), (bx, by) = (np.asarray(k[1], np.float64) - k[0] for k in (kps_a, kps_b))
+    return float(abs(np.degrees(np.arctan2(ax * by - ay * bx, ax * bx + ay * by))))
+
+
+def level_box(landmarks: np.ndarray, kps: np.ndarray) -> np.ndarray:
+    """A square box (x1, y1, x2, y2) round the landmarks as the face would be level: centred on
+    their extent along and across the eye line, its side their larger extent (on the five test
+    photos 0.93 to 1.07 times BlazeFace's box side)."""
+    dx, dy = (np.asarray(kps[1], np.float64) - kps[0])
+    norm = max(float(np.hypot(dx, dy)), 1e-9)
+    axes = np.array([[dx, dy], [-dy, dx]]) / norm  # rows: along, across the eye line
+    level = np.asarray(landmarks, np.float64) @ axes.T
+    lo, hi = level.min(axis=0), level.max(axis=0)
+    centre = ((lo + hi) / 2) @ axes
+    half = float((hi - lo).max()) / 2
+    return np.concatenate([centre - half, centre + half])
 
 
 def crop_matrix(face: Face, size: int = CROP_SIZE, scale: float = ROI_SCALE) -> np.ndarray:
@@ -120,8 +143,23 @@ class FaceMesh:
         self._outputs = [by_size[1], by_size[0]]
 
     def landmarks(self, image_bgr: np.ndarray, face: Face) -> tuple[np.ndarray, float]:
-        """(468x2 landmarks in frame pixels, presence probability) for one face."""
-        matrix = crop_matrix(face)
+        """(468x2 landmarks in frame pixels, presence probability) for one face. The crop comes
+        from the face's box and eye line; where the mesh's own level box (level_box) differs from
+        it by more than REFIT_DEGREES of roll or REFIT_SIZE of size, the mesh runs again on that
+        box. A detector's box and eyes are that far off on a face rolled by 30 to 60 degrees
+        (the box up to 15% small), and the landmarks then err twice as much: biden.jpg turned
+        by 45, 60 or 135 degrees, 0.08 eye distances from the upright photo's, 0.04 after."""
+        lm, presence = self._run(image_bgr, crop_matrix(face))
+        if presence < self.presence_threshold or not np.all(np.isfinite(lm)):
+            return lm, presence
+        kps = mesh_keypoints(lm)
+        box = level_box(lm, kps)
+        side = max(face.width, face.height, 1.0)
+        if roll_difference(face.kps, kps) > REFIT_DEGREES or abs(box[2] - box[0] - side) > REFIT_SIZE * side:
+            lm, presence = self._run(image_bgr, crop_matrix(face.with_(bbox=box, kps=kps)))
+        return lm, presence
+
+    def _run(self, image_bgr: np.ndarray, matrix: np.ndarray) -> tuple[np.ndarray, float]:
         crop = warp_antialiased(to_bgr(image_bgr), matrix, CROP_SIZE)
         blob = cv2.dnn.blobFromImage(crop, 1.0 / 255.0, swapRB=True)  # NCHW RGB in [0, 1]
         points, logit = self.session.run(self._outputs, {self._input: blob})

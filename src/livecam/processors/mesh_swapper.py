@@ -47,6 +47,7 @@ import numpy as np
 from livecam.errors import InputError
 from livecam.faces import mesh_indices
 from livecam.faces.face import MESH_LANDMARKS, Face
+from livecam.faces.rolls import quarter_turns, turn
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
 from livecam.processors import color, masks
@@ -117,6 +118,17 @@ _BROW_MARGIN = 0.02  # the brows (FaceMesh outlines) grown by this fraction of t
 # than its skin, and under this fraction of its mean chroma.
 _SPECULAR_Z = 2.0
 _SPECULAR_CHROMA = 0.6
+# ...or, within _SPECULAR_NOSE face sizes of the nose tip, a shine on coloured skin (Biden's
+# pink nose tip: 0.8 of the skin's chroma, 2.1 standard deviations, so the test above missed
+# it and a bright target got a white nose tip): LOCAL grey levels lighter than the skin round
+# it (Gaussian of _SPECULAR_RADIUS x face size), under LOCAL_CHROMA of the chroma round it,
+# and LOCAL_Z standard deviations over the mean. Only the nose: elsewhere this also takes
+# the source's own light skin texture (freckles' gaps, a cheek's sheen).
+_SPECULAR_LOCAL, _SPECULAR_LOCAL_CHROMA, _SPECULAR_LOCAL_Z = 20.0, 0.85, 1.5
+_SPECULAR_RADIUS, _SPECULAR_NOSE = 0.04, 0.15
+# Teeth in the source's lip ring (see _fill_lip_gaps): this much lighter than the lips' median,
+# under this fraction of their median chroma.
+_TOOTH_L, _TOOTH_CHROMA = 15.0, 0.7
 # Facing weight: triangles whose area shrank (relative to the face's typical scale) below LOW
 # are hidden, above HIGH fully shown.
 _FACING_LOW, _FACING_HIGH = 0.2, 0.45
@@ -256,7 +268,7 @@ def prepare_source(source: SourceIdentity) -> PreparedSource:
     alpha = _inner_feather((y2 - y1, x2 - x1), outline, _OVAL_MARGIN * size,
                            max(2.0, _FEATHER * size), cut)
     alpha *= 1.0 - _fringe(image[y1:y2, x1:x2], local, kps, size)
-    texture = _fill_highlights(image[y1:y2, x1:x2], local, alpha)
+    texture = _fill_lip_gaps(_fill_highlights(image[y1:y2, x1:x2], local, alpha), local)
     bgra = np.dstack([texture, np.round(alpha * 255.0).astype(np.uint8)])
     levels = [np.ascontiguousarray(bgra)]
     s = size
@@ -688,9 +700,49 @@ def _fill_highlights(crop: np.ndarray, landmarks: np.ndarray, alpha: np.ndarray)
     mean, std = float(lightness[skin].mean()), float(lightness[skin].std())
     spots = (skin & (lightness > mean + _SPECULAR_Z * std)
              & (chroma < _SPECULAR_CHROMA * float(chroma[skin].mean())))
+    size = float(np.ptp(landmarks[mesh_indices.FACE_OVAL], axis=0).max())
+    radius = _SPECULAR_RADIUS * size
+    if radius > 0.5:
+        nose = np.zeros((h, w), dtype=np.uint8)
+        tip = np.round((landmarks[mesh_indices.NOSE_TIP].mean(axis=0) - 0.5) * 16.0).astype(np.int32)
+        cv2.circle(nose, (int(tip[0]), int(tip[1])), int(_SPECULAR_NOSE * size * 16), 1, -1, shift=4)
+        spots |= (skin & (nose > 0) & (lightness > mean + _SPECULAR_LOCAL_Z * std)
+                  & (lightness - cv2.GaussianBlur(lightness, (0, 0), radius) > _SPECULAR_LOCAL)
+                  & (chroma < _SPECULAR_LOCAL_CHROMA * cv2.GaussianBlur(chroma, (0, 0), radius)))
     if not spots.any():
         return crop
-    hole = cv2.dilate(spots.astype(np.uint8), np.ones((3, 3), np.uint8))
+    # Grown by 1/200 of the face (at least a pixel): a shine's soft rim is lighter too.
+    grow = 2 * max(1, round(radius / 8)) + 1
+    hole = cv2.dilate(spots.astype(np.uint8), np.ones((grow, grow), np.uint8))
+    return cv2.inpaint(np.ascontiguousarray(crop), hole, 3.0, cv2.INPAINT_TELEA)
+
+
+def _fill_lip_gaps(crop: np.ndarray, landmarks: np.ndarray) -> np.ndarray:
+    """The source crop with what lies inside its lip ring but is not lip (teeth along a smile's
+    inner edge: _TOOTH_L grey levels lighter than the ring's median and under _TOOTH_CHROMA of
+    its median chroma; FaceMesh's inner contour follows the teeth only roughly) filled in from
+    the lips round it. On an open-mouth target the source's lips are stretched over the
+    target's, and such a strip became a pale patch on the lower lip. The inside of the inner
+    contour is filled with it (the target's own inner mouth is kept there), so that only lip
+    pixels feed the fill."""
+    h, w = crop.shape[:2]
+    ring, inner = np.zeros((h, w), dtype=np.uint8), np.zeros((h, w), dtype=np.uint8)
+    cv2.fillPoly(ring, [np.round((landmarks[mesh_indices.LIPS_OUTER] - 0.5) * 16.0).astype(np.int32)],
+                 1, shift=4)
+    cv2.fillPoly(inner, [np.round((landmarks[mesh_indices.LIPS_INNER] - 0.5) * 16.0).astype(np.int32)],
+                 1, shift=4)
+    ring[inner > 0] = 0
+    if cv2.countNonZero(ring) < 16:
+        return crop
+    lab = cv2.cvtColor(np.ascontiguousarray(crop), cv2.COLOR_BGR2LAB).astype(np.float32)
+    lightness = lab[..., 0]
+    chroma = np.hypot(lab[..., 1] - 128.0, lab[..., 2] - 128.0)
+    lips = ring > 0
+    gaps = lips & (lightness > float(np.median(lightness[lips])) + _TOOTH_L) \
+        & (chroma < _TOOTH_CHROMA * float(np.median(chroma[lips])))
+    if not gaps.any():
+        return crop
+    hole = cv2.dilate((gaps | (inner > 0)).astype(np.uint8), np.ones((3, 3), np.uint8))
     return cv2.inpaint(np.ascontiguousarray(crop), hole, 3.0, cv2.INPAINT_TELEA)
 
 
@@ -774,7 +826,7 @@ class MeshSwapper:
             if not 0 <= face.source_key < len(sources):
                 continue
             if self._swappable(face):
-                self.swap_face(packet.image, face, sources[face.source_key])
+                self.swap_level(packet.image, face, sources[face.source_key])
         packet.timings[self.name] = (time.perf_counter() - start) * 1000.0
         return packet
 
@@ -783,6 +835,35 @@ class MeshSwapper:
         lm = face.landmarks
         return (lm is not None and len(lm) == MESH_LANDMARKS and bool(np.all(np.isfinite(lm)))
                 and usable(face))
+
+    def swap_level(self, frame: np.ndarray, face: Face, src: PreparedSource) -> None:
+        """swap_face on the face's region turned by quarter turns until the face is nearest
+        upright (np.rot90: exact), then turned back. The swap's masks take "above" and "across"
+        from the image axes (the forehead cut, the glasses bridge and eye band, the closed
+        eye's feather), so a face lying on its side or upside down got its own dark lines kept
+        as glasses frames and a second pair of eyes."""
+        k = quarter_turns(face.kps)
+        if k == 0:
+            self.swap_face(frame, face, src)
+            return
+        assert face.landmarks is not None
+        oval = face.landmarks[self._oval]
+        fh, fw = frame.shape[:2]
+        # swap_face touches its oval's box and 3 px round it, clipped to the frame.
+        x1, y1 = (max(int(np.floor(v)) - 4, 0) for v in oval.min(axis=0))
+        x2, y2 = (min(int(np.ceil(v)) + 5, n) for v, n in zip(oval.max(axis=0), (fw, fh)))
+        if x2 - x1 < 4 or y2 - y1 < 4:
+            return
+        w, h = x2 - x1, y2 - y1
+        part = np.ascontiguousarray(np.rot90(frame[y1:y2, x1:x2], k))
+
+        def turned(points: np.ndarray) -> np.ndarray:
+            return turn(points - np.array([x1, y1], dtype=np.float32), k, w, h)
+
+        corners = turned(face.bbox.reshape(2, 2))
+        self.swap_face(part, face.with_(bbox=np.concatenate([corners.min(0), corners.max(0)]),
+                                        kps=turned(face.kps), landmarks=turned(face.landmarks)), src)
+        frame[y1:y2, x1:x2] = np.rot90(part, -k)
 
     def swap_face(self, frame: np.ndarray, face: Face, src: PreparedSource) -> None:
         """Swap one face in place (only its region of interest is touched)."""

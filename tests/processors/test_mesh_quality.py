@@ -1,0 +1,84 @@
+"""The mesh swap's colour on real photos, region by region, against the target's own tones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import cv2
+import numpy as np
+import pytest
+
+from livecam.faces import mesh_indices
+from livecam.faces.face import Face
+from livecam.faces.source import SourceIdentity
+from livecam.frame import FramePacket
+from livecam.processors.mesh_swapper import MeshSwapper
+from livecam.settings import SwapSettings
+from tests.processors.test_mesh_identity import embedded_analysis
+
+
+@pytest.fixture(scope="module")
+def analysed() -> Callable[[Path], tuple[np.ndarray, Face]]:
+    detector, mesh = embedded_analysis()
+    cache: dict[Path, tuple[np.ndarray, Face]] = {}
+
+    def analyse(path: Path) -> tuple[np.ndarray, Face]:
+        if path not in cache:
+            image = cv2.imread(str(path))
+            faces = [f for f in mesh.refine(image, detector.detect(image)) if f.landmarks is not None]
+            assert faces, f"no face in {path}"
+            cache[path] = image, max(faces, key=lambda f: f.area)
+        return cache[path]
+
+    return analyse
+
+
+def swap(analysed: Any, source: Path, target: Path) -> tuple[np.ndarray, np.ndarray, Face]:
+    """(swapped target, target, target face) with the default mesh swapper."""
+    src_image, src_face = analysed(source)
+    tgt_image, tgt_face = analysed(target)
+    swapper = MeshSwapper(SwapSettings())
+    swapper.prepare([SourceIdentity((source,), src_image, src_face, None)])
+    out = swapper.process(FramePacket(index=0, image=tgt_image.copy(), faces=[tgt_face])).image
+    return out, tgt_image, tgt_face
+
+
+def lightness_chroma(image: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    lab = cv2.cvtColor(image, cv2.COLOR_BGR2LAB).astype(np.float32)
+    return lab[..., 0][mask], np.hypot(lab[..., 1] - 128.0, lab[..., 2] - 128.0)[mask]
+
+
+@pytest.mark.parametrize("source", ["biden.jpg", "obama2.jpg"])
+def test_real_photos_no_pale_nose_tip_on_a_bright_target(faces_dir: Path, analysed: Any, source: str) -> None:
+    """Biden's pink nose shine and Obama's (obama2.jpg) on the bright, warm astronaut.png: round
+    the nose tip (a disc of 0.12 face sizes) no more than 1% of the output is pale, i.e. lighter
+    than the target's median there and less colourful than its 2nd percentile. Before: 2.95%
+    and 3.40% (a white patch on the nose tip's side); after: 0.00."""
+    out, target, face = swap(analysed, faces_dir / source, faces_dir / "astronaut.png")
+    lm = face.landmarks
+    size = float(np.ptp(lm[mesh_indices.FACE_OVAL], axis=0).max())
+    disc = np.zeros(target.shape[:2], np.uint8)
+    cv2.circle(disc, tuple(int(v) for v in lm[[1, 4]].mean(0)), int(0.12 * size), 1, -1)
+    region = disc > 0
+    target_l, target_c = lightness_chroma(target, region)
+    out_l, out_c = lightness_chroma(out, region)
+    pale = (out_l > np.percentile(target_l, 50)) & (out_c < np.percentile(target_c, 2))
+    assert float(pale.mean()) < 0.01, f"{pale.mean():.2%} of the nose tip is pale"
+
+
+def test_real_photos_a_smile_on_an_open_mouth_leaves_no_tooth_on_the_lip(faces_dir: Path, analysed: Any) -> None:
+    """astronaut.png (smiling: FaceMesh's inner lip contour runs inside her teeth) onto
+    obama2.jpg (mouth wide open): her lips are stretched over his, and a strip of tooth in her
+    lip ring became a pale patch on his lower lip. On his lips (between his outer and inner
+    contours, 2 px in) at most 1% of the output is tooth-like: lighter than the lightest 1% of
+    his own lips and under 0.7 of their median chroma. Before: 4.3%; after: 0.2%."""
+    out, target, face = swap(analysed, faces_dir / "astronaut.png", faces_dir / "obama2.jpg")
+    lips = np.zeros(target.shape[:2], np.uint8)
+    cv2.fillPoly(lips, [np.round(face.landmarks[mesh_indices.LIPS_OUTER]).astype(np.int32)], 1)
+    cv2.fillPoly(lips, [np.round(face.landmarks[mesh_indices.LIPS_INNER]).astype(np.int32)], 0)
+    region = cv2.erode(lips, np.ones((5, 5), np.uint8)) > 0
+    target_l, target_c = lightness_chroma(target, region)
+    out_l, out_c = lightness_chroma(out, region)
+    tooth = (out_l > np.percentile(target_l, 99)) & (out_c < 0.7 * np.median(target_c))
+    assert float(tooth.mean()) < 0.01, f"{tooth.mean():.2%} of the lips look like teeth"
