@@ -509,6 +509,17 @@ def _chapters(container: av.container.InputContainer, origin: float) -> tuple[Ch
     return tuple(out)
 
 
+AVDISCARD_ALL = 48
+
+
+def _is_chapter_track(stream: av.stream.Stream) -> bool:
+    """Whether `stream` is an MP4/MOV's chapter track: the chapters themselves, which FFmpeg reads
+    into container.chapters() (and livecam copies) and turns into a data stream it never demuxes;
+    the 'not copied' note called it '1 data stream'."""
+    return stream.type == "data" and stream.name == "bin_data" and \
+        int(getattr(stream, "discard", AVDISCARD_ALL)) == AVDISCARD_ALL
+
+
 def _shown_frames(counted: int | None, duration: float | None, rate: Fraction) -> int | None:
     """The header's frame count, or the frames its duration shows when that is clearly fewer: an
     MP4 cut without re-encoding (`ffmpeg -ss 1.5 -c copy`, an editor's trim) keeps the frames from
@@ -550,13 +561,15 @@ class VideoReader:
         sar = sample_aspect(vs, rotation)
         audio_cc = c.streams.audio[0].codec_context if c.streams.audio else None
         audio = audio_cc.name if audio_cc is not None else None  # an unknown audio codec: no audio
-        others: list[str] = [s.type for s in c.streams if s.type not in ("video", "audio")]
+        chapters = _chapters(c, origin)
+        others: list[str] = [s.type for s in c.streams if s.type not in ("video", "audio")
+                             and not (chapters and _is_chapter_track(s))]
         others += ["video"] * (len(c.streams.video) - 1) + ["audio"] * max(0, len(c.streams.audio) - 1)
         return VideoInfo(path=self.path, width=w, height=h, rate=rate, time_base=as_fraction(tb),
                          start_time=max(0.0, start), frames=_shown_frames(vs.frames, duration, rate),
                          duration=duration,
                          rotation=rotation, codec=cc.name, audio_codec=audio, other_streams=tuple(others),
-                         origin=origin, sample_aspect=sar, chapters=_chapters(c, origin),
+                         origin=origin, sample_aspect=sar, chapters=chapters,
                          cut_short=cut_short(c, self.path),
                          colour=Colour.described(cc, cc.format.name if cc.format else None, cc.height))
 
