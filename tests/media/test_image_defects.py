@@ -125,3 +125,22 @@ def test_a_tiff_with_unassociated_alpha_keeps_its_colours(tmp_path: Path) -> Non
     path = tmp_path / "cutout.tif"
     path.write_bytes(plain_tiff(rgba, 2))
     assert images.read_image(path)[0, :, [2, 1, 0, 3]].T.tolist() == rgba[0].tolist()
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.int16, np.int32])
+def test_32_bit_and_signed_integer_tiffs_are_scaled_by_their_range(tmp_path: Path, dtype: type) -> None:
+    # They were clipped at 255: a 32-bit TIFF read white wherever it was not black.
+    ramp = np.linspace(0.0, 1.0, 11)
+    top = np.iinfo(dtype).max
+    samples = np.repeat(np.round(ramp * top)[None, :, None], 3, axis=2).astype(dtype)
+    path = tmp_path / "deep.tif"
+    path.write_bytes(plain_tiff(samples, 2, 2 if np.issubdtype(dtype, np.signedinteger) else 1))
+    got = images.read_image(path)[0, :, 0].astype(int)
+    assert np.abs(got - np.round(ramp * 255)).max() <= 1, got.tolist()
+
+
+def test_a_half_float_tiff_is_refused_saying_what_to_save_instead(tmp_path: Path) -> None:
+    path = tmp_path / "half.tif"
+    path.write_bytes(plain_tiff(np.full((2, 2, 3), 0.5, np.float16), 2, 3))
+    with pytest.raises(InputError, match=r"half\.tif holds 16-bit floating-point samples.*32-bit float"):
+        images.read_image(path)

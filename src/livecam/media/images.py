@@ -112,7 +112,7 @@ def read_image_and_profile(path: Path | str) -> tuple[np.ndarray, bytes | None]:
     # IMREAD_UNCHANGED, 4.x does not): they are given bytes that say "as stored", and the
     # orientation is applied here, once, whatever the OpenCV version.
     orientation = md.exif_orientation(data)
-    lab = _lab_encoding(path, data) if fmt == "tiff" else None
+    lab = _tiff_lab_encoding(path, data) if fmt == "tiff" else None
     stored = _as_stored(data, fmt)
     if fmt == "tiff":
         stored = _tiff_samples_as_stored(stored, lab is not None)
@@ -281,6 +281,7 @@ def _short_value_offset(tiff: bytes, tag: int = md.TAG_ORIENTATION) -> int | Non
 # offset by half the range), ITULab (fax ranges, not read).
 _CIELAB, _ICCLAB, _ITULAB = 8, 9, 10
 _TAG_PHOTOMETRIC = 0x0106
+_TAG_SAMPLE_FORMAT = 0x0153  # 1 unsigned, 2 signed, 3 floating point
 _TAG_EXTRA_SAMPLES, _ASSOCIATED_ALPHA, _UNASSOCIATED_ALPHA = 0x0152, 1, 2
 # XYZ relative to D50 (the Lab white TIFF readers assume: Adobe's TIFF note) -> linear sRGB, with
 # the Bradford adaptation to sRGB's D65 (published matrix). libtiff's own conversion, which OpenCV
@@ -291,10 +292,16 @@ _XYZ50_TO_SRGB = np.array([[3.1338561, -1.6168667, -0.4906146],
                            [0.0719453, -0.2289914, 1.4052427]], np.float32)
 
 
-def _lab_encoding(path: Path, data: bytes) -> int | None:
+def _tiff_lab_encoding(path: Path, data: bytes) -> int | None:
     """CIELAB or ICCLAB for a TIFF whose pixels are L*a*b*, None for any other TIFF; InputError
-    for ITULab, which no common tool writes."""
-    photometric = md.tiff_ifd0(data).get(_TAG_PHOTOMETRIC)
+    for ITULab, which no common tool writes, and for half floats, which OpenCV refuses (it was
+    'truncated or corrupt?')."""
+    tags = md.tiff_ifd0(data)
+    end = "<" if data[:2] == b"II" else ">"
+    if _first_short(tags.get(_TAG_SAMPLE_FORMAT, 1), end) == 3 and _first_short(tags.get(258, 8), end) == 16:
+        raise InputError(f"{path} holds 16-bit floating-point samples, which livecam cannot decode; save it "
+                         f"with 32-bit float or 16-bit integer samples, or as a PNG")
+    photometric = tags.get(_TAG_PHOTOMETRIC)
     if photometric == _ITULAB:
         raise InputError(f"{path} stores its colours as ITU L*a*b*, which livecam cannot convert; "
                          f"save it as an RGB TIFF, PNG or JPEG first")
@@ -401,8 +408,11 @@ def _to_uint8_bgr(image: np.ndarray) -> np.ndarray:
         np.clip(image, 0.0, 255.0, out=image)
         image += 0.5
         image = image.astype(np.uint8)
-    elif image.dtype != np.uint8:
-        image = np.clip(image, 0, 255).astype(np.uint8)
+    elif image.dtype != np.uint8:  # 32-bit or signed integers: their positive range is 0..255
+        scaled = image.astype(np.float32)
+        scaled *= np.float32(255.0 / np.iinfo(image.dtype).max)
+        scaled += np.float32(0.5)
+        image = np.clip(scaled, 0.0, 255.0, out=scaled).astype(np.uint8)
     if image.ndim == 2:
         return cv2.cvtColor(image, cv2.COLOR_GRAY2BGR)
     channels = image.shape[2]
