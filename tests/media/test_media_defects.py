@@ -27,6 +27,7 @@ def transcode(source: Path, output: Path) -> VideoWriter:
     with VideoReader(source) as reader:
         info = reader.info
         writer = VideoWriter(OutputSpec(path=output, format=container_format(output), width=info.width,
+                                        encoder="libvpx-vp9" if output.suffix == ".webm" else "libx264",
                                         height=info.height, rate=info.rate, time_base=info.time_base,
                                         audio_from=source if info.audio_codec else None, target=output,
                                         sample_aspect=info.sample_aspect, colour=info.colour))
@@ -486,3 +487,29 @@ def test_an_mp4s_chapter_track_is_not_called_a_data_stream_left_out(tmp_path: Pa
     with VideoReader(path) as reader:
         assert reader.info.other_streams == ()
         assert [dict(ch.metadata)["title"] for ch in reader.info.chapters] == ["Intro", "Main"]
+
+
+@pytest.mark.parametrize("suffix", [".mp4", ".webm"])
+def test_an_audio_stream_without_sound_gives_no_audio_and_says_so(
+        tmp_path: Path, suffix: str, caplog: pytest.LogCaptureFixture) -> None:
+    # A recorder stopped at once: its audio track holds no packet. The summary said 'audio
+    # re-encoded' over an MP4 without audio, and a WebM got a track of encoder padding.
+    source = tmp_path / "silent.mkv"
+    with av.open(str(source), "w") as out:
+        video = out.add_stream("libx264", rate=30)
+        video.width, video.height, video.pix_fmt = 64, 48, "yuv420p"
+        out.add_stream("pcm_s16le", rate=48000)
+        for i in range(15):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 8 * i, np.uint8), format="bgr24")
+            frame.pts = i
+            out.mux(video.encode(frame))
+        out.mux(video.encode())
+    with av.open(str(source)) as c:
+        assert len(c.streams.audio) == 1
+    output = tmp_path / f"out{suffix}"
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        writer = transcode(source, output)
+    assert writer.audio_mode is None
+    with av.open(str(output)) as c:
+        assert not c.streams.audio and c.streams.video[0].frames in (0, 15)
+    assert "audio stream holds no sound" in caplog.text and "re-encoded" not in caplog.text
