@@ -144,3 +144,19 @@ def test_a_half_float_tiff_is_refused_saying_what_to_save_instead(tmp_path: Path
     path.write_bytes(plain_tiff(np.full((2, 2, 3), 0.5, np.float16), 2, 3))
     with pytest.raises(InputError, match=r"half\.tif holds 16-bit floating-point samples.*32-bit float"):
         images.read_image(path)
+
+
+def test_a_tiff_written_with_alpha_says_the_alpha_is_unassociated(tmp_path: Path) -> None:
+    # OpenCV writes no ExtraSamples tag, which libtiff-based readers take for premultiplied alpha
+    # (half-transparent colours shown too bright); livecam's pixels are not premultiplied.
+    from livecam.media import metadata as md
+
+    rgba = np.zeros((4, 4, 4), np.uint8)
+    rgba[..., :3], rgba[..., 3] = (40, 90, 200), 128
+    out = tmp_path / "cutout.tif"
+    images.write_image_atomic(out, rgba, force=False, label=False)
+    assert md.tiff_ifd0(out.read_bytes()).get(338) == 2  # ExtraSamples: unassociated alpha
+    assert images.read_image(out)[0, 0].tolist() == [40, 90, 200, 128]
+    opaque = tmp_path / "opaque.tif"
+    images.write_image_atomic(opaque, rgba[..., :3], force=False, label=False)
+    assert 338 not in md.tiff_ifd0(opaque.read_bytes())

@@ -570,9 +570,12 @@ def encode_image(image: np.ndarray, fmt: str, *, keep_alpha: bool, tag: bool = T
     if tag:
         data = provenance.tag_encoded(data, (pixels.shape[1], pixels.shape[0]), pixels.shape[2] == 4)
         if fmt == "tiff":  # TIFF's own IFD tags: ImageDescription, Software and the XMP packet
+            extra = {_TAG_EXTRA_SAMPLES: _UNASSOCIATED_ALPHA} if pixels.shape[2] == 4 else None
+            # with alpha, ExtraSamples says it is unassociated (OpenCV writes no such tag, which
+            # libtiff-based readers take for premultiplied: half-transparent colours too bright)
             data = md.tiff_add_tags(data, {md.TAG_IMAGE_DESCRIPTION: provenance.DESCRIPTION,
                                            md.TAG_SOFTWARE: provenance.SOFTWARE},
-                                    {md.TAG_XMP: provenance.XMP_PACKET})
+                                    {md.TAG_XMP: provenance.XMP_PACKET}, short_tags=extra)
     return data
 
 
