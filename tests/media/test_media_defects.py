@@ -513,3 +513,25 @@ def test_an_audio_stream_without_sound_gives_no_audio_and_says_so(
     with av.open(str(output)) as c:
         assert not c.streams.audio and c.streams.video[0].frames in (0, 15)
     assert "audio stream holds no sound" in caplog.text and "re-encoded" not in caplog.text
+
+
+def test_a_video_with_transparency_says_the_output_is_opaque_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # A PNG-in-MOV or ProRes 4444 cut-out lost its transparency silently (the encoders hold none).
+    source = tmp_path / "cutout.mov"
+    with av.open(str(source), "w") as out:
+        stream = out.add_stream("png", rate=30)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "rgba"
+        for i in range(6):
+            rgba = np.zeros((48, 64, 4), np.uint8)
+            rgba[..., 1], rgba[:, :32, 3] = 40 * i, 255
+            frame = av.VideoFrame.from_ndarray(rgba, format="rgba")
+            frame.pts = i
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode())
+    with caplog.at_level(logging.WARNING, logger="livecam"), VideoReader(source) as reader:
+        frames = list(reader.frames())
+    assert len(frames) == 6 and frames[0].image.shape == (48, 64, 3)
+    notes = [r.getMessage() for r in caplog.records if "transparency" in r.getMessage()]
+    assert notes == ["note: cutout.mov has transparency (rgba), which the output cannot hold; its frames are "
+                     "written opaque, showing the colours under the transparent parts"]

@@ -377,6 +377,7 @@ class VideoDecoder:
         self.colour = Colour.described(cc, cc.format.name if cc.format else None, cc.height or 0)
         self._converter = ColourConverter()
         self.bad_packets = 0
+        self._said_alpha = False
         self._bad_in_a_row = 0
         self._first_bad: float | None = None
         self._reported = 0
@@ -416,6 +417,12 @@ class VideoDecoder:
         if t is None:  # no timestamp: one nominal frame after the last
             t = self._raw_last + self.timeline.step if self._raw_last is not None else self.timeline.origin
         self._raw_last = t
+        if not self._said_alpha and any(c.is_alpha for c in frame.format.components):
+            # the output's encoders hold none: said once, as for a JPEG given a transparent image
+            self._said_alpha = True
+            log.warning("note: %s has transparency (%s), which the output cannot hold; its frames are "
+                        "written opaque, showing the colours under the transparent parts", self.name,
+                        frame.format.name)
         try:
             image = self.fitter.fit(upright_image(frame, self._to_bgr(frame)))
         except av.error.FFmpegError as exc:  # conversion: no packet is at fault
