@@ -22,7 +22,7 @@ def plain_tiff(samples: np.ndarray, photometric: int, sample_format: int = 1) ->
     entries = [(256, 4, 1, width), (257, 4, 1, height), (258, 3, n, [bits] * n), (259, 3, 1, 1),
                (262, 3, 1, photometric), (273, 4, 1, 0), (277, 3, 1, n), (278, 4, 1, height),
                (279, 4, 1, len(pixels)), (284, 3, 1, 1)]
-    if n == 4:
+    if n in (2, 4):
         entries.append((338, 3, 1, 2))  # unassociated alpha
     entries.append((339, 3, n, [sample_format] * n))
     ifd_at = 8
@@ -160,3 +160,15 @@ def test_a_tiff_written_with_alpha_says_the_alpha_is_unassociated(tmp_path: Path
     opaque = tmp_path / "opaque.tif"
     images.write_image_atomic(opaque, rgba[..., :3], force=False, label=False)
     assert 338 not in md.tiff_ifd0(opaque.read_bytes())
+
+
+def test_a_grey_tiff_whose_transparency_opencv_drops_says_so(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # OpenCV reads grey + alpha TIFFs without their alpha: the transparency went silently.
+    import logging
+
+    path = tmp_path / "mask.tif"
+    path.write_bytes(plain_tiff(np.array([[[200, 128], [100, 0]]], np.uint8), 1))
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        image = images.read_image(path)
+    assert image[0, :, 0].tolist() == [200, 100]
+    assert "mask.tif is a grey TIFF with transparency" in caplog.text

@@ -123,6 +123,9 @@ def read_image_and_profile(path: Path | str) -> tuple[np.ndarray, bytes | None]:
     if image is None or image.size == 0 or damaged:
         detail = f" ({damaged[0].strip()})" if damaged else " (truncated or corrupt?)"
         raise InputError(f"{path} could not be decoded as {fmt.upper()}{detail}; re-export or re-download it")
+    if fmt == "tiff" and (image.ndim == 2 or image.shape[2] in (1, 3)) and _tiff_declares_alpha(data):
+        log.warning("note: %s is a grey TIFF with transparency, which livecam reads without it (as opaque); "
+                    "save it as a PNG to keep the transparency", path.name)
     image = _to_uint8_bgr(image if lab is None else _lab_to_bgr(image, lab))
     profile = md.icc_profile(data)
     rgb_profile = profile if profile is not None and md.icc_colour_space(profile) == b"RGB " else None
@@ -306,6 +309,13 @@ def _tiff_lab_encoding(path: Path, data: bytes) -> int | None:
         raise InputError(f"{path} stores its colours as ITU L*a*b*, which livecam cannot convert; "
                          f"save it as an RGB TIFF, PNG or JPEG first")
     return photometric if photometric in (_CIELAB, _ICCLAB) else None
+
+
+def _tiff_declares_alpha(data: bytes) -> bool:
+    """Whether a TIFF's ExtraSamples says its extra sample is alpha (OpenCV drops a grey one's)."""
+    at = _short_value_offset(data, _TAG_EXTRA_SAMPLES)
+    end = "<" if data[:2] == b"II" else ">"
+    return at is not None and struct.unpack(end + "H", data[at:at + 2])[0] in (_ASSOCIATED_ALPHA, _UNASSOCIATED_ALPHA)
 
 
 def _tiff_samples_as_stored(data: bytes, lab: bool) -> bytes:
