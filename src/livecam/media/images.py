@@ -336,28 +336,35 @@ def _tiff_samples_as_stored(data: bytes, lab: bool) -> bytes:
 
 def _lab_to_bgr(image: np.ndarray, encoding: int) -> np.ndarray:
     """L*a*b* samples as decoded (in the decoder's B, G, R order: b*, a*, L*, then any alpha) ->
-    float32 BGR(A) in 0..1, sRGB."""
+    uint8 sRGB BGR(A), a band of rows at a time (float copies of a whole 100 MP picture would
+    take gigabytes)."""
     if image.ndim != 3 or image.shape[2] < 3:
         raise InputError("a L*a*b* TIFF needs 3 samples a pixel (L*, a*, b*); save it as an RGB image first")
+    out = np.empty(image.shape[:2] + (min(image.shape[2], 4),), np.uint8)
+    rows = max(1, (1 << 20) // image.shape[1])
+    for top in range(0, image.shape[0], rows):
+        out[top:top + rows] = _lab_band_to_bgr(image[top:top + rows], encoding)
+    return out
+
+
+def _lab_band_to_bgr(image: np.ndarray, encoding: int) -> np.ndarray:
     kind, bits = image.dtype.kind, image.dtype.itemsize * 8
+    top = float(2 ** bits - 1) if kind == "u" else 1.0  # the samples' white (alpha's scale too)
     raw = image.astype(np.float32)
-    lum = raw[..., 2] * (100.0 / (2 ** bits - 1)) if kind == "u" else raw[..., 2]
-    if kind == "u":
-        half, scale = 2 ** (bits - 1), 2 ** (bits - 8)  # a*, b* in 8-bit units, -128..127
-        ab = raw[..., 1::-1]
-        ab = (ab - half) / scale if encoding == _ICCLAB else (np.where(ab >= half, ab - 2 * half, ab)) / scale
-    else:
-        ab = raw[..., 1::-1]
+    lum = raw[..., 2] * np.float32(100.0 / top) if kind == "u" else raw[..., 2]
+    ab = raw[..., 1::-1]
+    if kind == "u":  # a*, b* in 8-bit units, -128..127: signed (CIELab) or offset by half (ICCLab)
+        half, scale = 2 ** (bits - 1), 2 ** (bits - 8)
+        ab = (ab - half) / scale if encoding == _ICCLAB else np.where(ab >= half, ab - 2 * half, ab) / scale
     fy = (lum + 16.0) / 116.0
     f = np.stack([fy + ab[..., 0] / 500.0, fy, fy - ab[..., 1] / 200.0], axis=-1)
     xyz = np.where(f > 6 / 29, f ** 3, (f - 4 / 29) * (3 * (6 / 29) ** 2)) * _D50
     linear = np.clip(xyz @ _XYZ50_TO_SRGB.T, 0.0, 1.0)
     srgb = np.where(linear <= 0.0031308, linear * 12.92, 1.055 * linear ** (1 / 2.4) - 0.055)
-    bgr = srgb[..., ::-1].astype(np.float32)
-    if image.shape[2] > 3:  # alpha, on the samples' own scale
-        alpha = raw[..., 3:4] / (2 ** bits - 1) if kind == "u" else raw[..., 3:4]
-        bgr = np.concatenate([bgr, alpha], axis=-1)
-    return np.ascontiguousarray(bgr)
+    channels = [srgb[..., ::-1]]
+    if image.shape[2] > 3:  # alpha
+        channels.append(raw[..., 3:4] / top)
+    return np.rint(np.clip(np.concatenate(channels, axis=-1), 0.0, 1.0) * 255.0).astype(np.uint8)
 
 
 @contextlib.contextmanager
