@@ -139,7 +139,8 @@ def test_the_model_sees_a_bounded_copy_of_any_frame() -> None:
         marker.read(image)
     sides = [frame[-2:] for frame in encoder.frames]
     assert [frame[-2:] for frame in decoder.frames] == sides
-    assert sides == [(100, 640), (160, 640), (160, 284), (160, 640), (90, 300), (160, 90)]
+    # a 9:16 phone portrait is stretched to 3:5 (its 90-wide copy did not read back)
+    assert sides == [(100, 640), (160, 640), (160, 284), (160, 640), (90, 300), (160, 96)]
 
 
 @pytest.fixture(scope="module")
@@ -180,3 +181,15 @@ def test_a_long_strip_is_marked_and_survives_jpeg_and_brightness(marker: wm.Wate
     assert ok
     assert marker.read(cv2.imdecode(data, cv2.IMREAD_COLOR)).marked
     assert marker.read(cv2.convertScaleAbs(marked, alpha=1.0, beta=20)).marked
+
+
+@pytest.mark.parametrize("size", [(360, 640), (720, 1280)])
+def test_a_phone_portrait_picture_is_marked_so_that_it_reads_back(marker: wm.Watermarker, faces_dir: Path,
+                                                                  size: tuple[int, int]) -> None:
+    """9:16 (a phone held upright, photo or video) was marked on a 90x160 copy, too narrow to
+    read back this portrait (5 bits off, lossless): copies are at least 3:5 now (3 off)."""
+    picture = cv2.resize(cv2.imread(str(faces_dir / "obama.jpg")), size, interpolation=cv2.INTER_AREA)
+    marked = marker.embed(picture)
+    assert marker.read(marked).marked
+    ok, data = cv2.imencode(".jpg", marked, [cv2.IMWRITE_JPEG_QUALITY, 90])
+    assert ok and marker.read(cv2.imdecode(data, cv2.IMREAD_COLOR)).marked

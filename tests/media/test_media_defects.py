@@ -27,6 +27,7 @@ def transcode(source: Path, output: Path) -> VideoWriter:
     with VideoReader(source) as reader:
         info = reader.info
         writer = VideoWriter(OutputSpec(path=output, format=container_format(output), width=info.width,
+                                        encoder="libvpx-vp9" if output.suffix == ".webm" else "libx264",
                                         height=info.height, rate=info.rate, time_base=info.time_base,
                                         audio_from=source if info.audio_codec else None, target=output,
                                         sample_aspect=info.sample_aspect, colour=info.colour))
@@ -465,3 +466,72 @@ def test_the_own_420_conversion_round_trips_within_the_chroma_rounding() -> None
         frame = av.VideoFrame.from_ndarray(bgr_to_yuv420p(image, colour), format="yuv420p")
         back = ColourConverter().to_bgr(frame, colour).astype(int)
         assert np.abs(back - image.astype(int)).max() <= 3, colour
+
+
+def test_an_mp4s_chapter_track_is_not_called_a_data_stream_left_out(tmp_path: Path) -> None:
+    # MP4/MOV keep chapters in a track of their own, which FFmpeg reads into chapters() (copied
+    # to the output) and shows as a data stream: the 'not copied' note said '1 data stream'.
+    path = tmp_path / "chapters.mp4"
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=30)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        out.set_chapters([{"id": i + 1, "start": i * 1000, "end": (i + 1) * 1000, "time_base": Fraction(1, 1000),
+                           "metadata": {"title": title}} for i, title in enumerate(("Intro", "Main"))])
+        for i in range(60):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 4 * i, np.uint8), format="bgr24")
+            frame.pts = i
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode())
+    with av.open(str(path)) as c:
+        assert [s.type for s in c.streams] == ["video", "data"]  # what FFmpeg shows of the chapters
+    with VideoReader(path) as reader:
+        assert reader.info.other_streams == ()
+        assert [dict(ch.metadata)["title"] for ch in reader.info.chapters] == ["Intro", "Main"]
+
+
+@pytest.mark.parametrize("suffix", [".mp4", ".webm"])
+def test_an_audio_stream_without_sound_gives_no_audio_and_says_so(
+        tmp_path: Path, suffix: str, caplog: pytest.LogCaptureFixture) -> None:
+    # A recorder stopped at once: its audio track holds no packet. The summary said 'audio
+    # re-encoded' over an MP4 without audio, and a WebM got a track of encoder padding.
+    source = tmp_path / "silent.mkv"
+    with av.open(str(source), "w") as out:
+        video = out.add_stream("libx264", rate=30)
+        video.width, video.height, video.pix_fmt = 64, 48, "yuv420p"
+        out.add_stream("pcm_s16le", rate=48000)
+        for i in range(15):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 8 * i, np.uint8), format="bgr24")
+            frame.pts = i
+            out.mux(video.encode(frame))
+        out.mux(video.encode())
+    with av.open(str(source)) as c:
+        assert len(c.streams.audio) == 1
+    output = tmp_path / f"out{suffix}"
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        writer = transcode(source, output)
+    assert writer.audio_mode is None
+    with av.open(str(output)) as c:
+        assert not c.streams.audio and c.streams.video[0].frames in (0, 15)
+    assert "audio stream holds no sound" in caplog.text and "re-encoded" not in caplog.text
+
+
+def test_a_video_with_transparency_says_the_output_is_opaque_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # A PNG-in-MOV or ProRes 4444 cut-out lost its transparency silently (the encoders hold none).
+    source = tmp_path / "cutout.mov"
+    with av.open(str(source), "w") as out:
+        stream = out.add_stream("png", rate=30)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "rgba"
+        for i in range(6):
+            rgba = np.zeros((48, 64, 4), np.uint8)
+            rgba[..., 1], rgba[:, :32, 3] = 40 * i, 255
+            frame = av.VideoFrame.from_ndarray(rgba, format="rgba")
+            frame.pts = i
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode())
+    with caplog.at_level(logging.WARNING, logger="livecam"), VideoReader(source) as reader:
+        frames = list(reader.frames())
+    assert len(frames) == 6 and frames[0].image.shape == (48, 64, 3)
+    notes = [r.getMessage() for r in caplog.records if "transparency" in r.getMessage()]
+    assert notes == ["note: cutout.mov has transparency (rgba), which the output cannot hold; its frames are "
+                     "written opaque, showing the colours under the transparent parts"]

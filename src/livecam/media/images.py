@@ -1,7 +1,7 @@
 """Reading and writing still images safely.
 
-read_image() returns BGR or BGRA uint8 whatever the file holds (grayscale, 16-bit, alpha, EXIF
-orientation), and refuses images whose header declares more pixels than MAX_PIXELS before any
+read_image() returns BGR or BGRA uint8 whatever the file holds (grayscale, 16-bit, float, L*a*b*,
+alpha, EXIF orientation), and refuses images whose header declares more pixels than MAX_PIXELS before any
 decoding; read_image_and_profile() also gives its RGB colour profile, for the output.
 write_image_atomic() encodes to the format of the output's extension (transparency over white where it has none),
 marks the bytes as synthetic (livecam.media.provenance) and writes them through
@@ -112,14 +112,21 @@ def read_image_and_profile(path: Path | str) -> tuple[np.ndarray, bytes | None]:
     # IMREAD_UNCHANGED, 4.x does not): they are given bytes that say "as stored", and the
     # orientation is applied here, once, whatever the OpenCV version.
     orientation = md.exif_orientation(data)
+    lab = _tiff_lab_encoding(path, data) if fmt == "tiff" else None
+    stored = _as_stored(data, fmt)
+    if fmt == "tiff":
+        stored = _tiff_samples_as_stored(stored, lab is not None)
     with _native_stderr_to_log() as said:
-        image = cv2.imdecode(np.frombuffer(_as_stored(data, fmt), dtype=np.uint8), cv2.IMREAD_UNCHANGED)
+        image = cv2.imdecode(np.frombuffer(stored, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
     damaged = [line for line in said if fmt == "jpeg" and any(w in line.lower() for w in _JPEG_DAMAGE)
                and _JPEG_HARMLESS not in line.lower()]
     if image is None or image.size == 0 or damaged:
         detail = f" ({damaged[0].strip()})" if damaged else " (truncated or corrupt?)"
         raise InputError(f"{path} could not be decoded as {fmt.upper()}{detail}; re-export or re-download it")
-    image = _to_uint8_bgr(image)
+    if fmt == "tiff" and (image.ndim == 2 or image.shape[2] in (1, 3)) and _tiff_declares_alpha(data):
+        log.warning("note: %s is a grey TIFF with transparency, which livecam reads without it (as opaque); "
+                    "save it as a PNG to keep the transparency", path.name)
+    image = _to_uint8_bgr(image if lab is None else _lab_to_bgr(image, lab))
     profile = md.icc_profile(data)
     rgb_profile = profile if profile is not None and md.icc_colour_space(profile) == b"RGB " else None
     return np.ascontiguousarray(apply_orientation(image, orientation)), rgb_profile
@@ -244,7 +251,7 @@ def _as_stored(data: bytes, fmt: str) -> bytes:
     if not payload or md.exif_orientation(data) == 1:
         return data
     at = data.find(payload)
-    value_at = _orientation_value_offset(payload)
+    value_at = _short_value_offset(payload)
     if at < 0 or value_at is None:
         return data
     end = "<" if payload[:2] == b"II" else ">"
@@ -257,20 +264,107 @@ def _as_stored(data: bytes, fmt: str) -> bytes:
     return bytes(out)
 
 
-def _orientation_value_offset(tiff: bytes) -> int | None:
-    """Where IFD0's Orientation SHORT value sits in a TIFF structure."""
+def _short_value_offset(tiff: bytes, tag: int = md.TAG_ORIENTATION) -> int | None:
+    """Where IFD0's Orientation (or another `tag`'s first) SHORT value sits in a TIFF structure."""
     end = "<" if tiff[:2] == b"II" else ">"
     try:
         (offset,) = struct.unpack(end + "I", tiff[4:8])
         (count,) = struct.unpack(end + "H", tiff[offset:offset + 2])
         for i in range(count):
             entry_at = offset + 2 + 12 * i
-            tag, typ = struct.unpack(end + "HH", tiff[entry_at:entry_at + 4])
-            if tag == md.TAG_ORIENTATION and typ == 3:
+            entry_tag, typ, values = struct.unpack(end + "HHI", tiff[entry_at:entry_at + 8])
+            if entry_tag == tag and typ == 3 and values <= 2:  # the first value, in the entry
                 return entry_at + 8
     except struct.error:
         return None
     return None
+
+
+# TIFF PhotometricInterpretation values of L*a*b* pixels: CIELab (a*, b* signed), ICCLab (a*, b*
+# offset by half the range), ITULab (fax ranges, not read).
+_CIELAB, _ICCLAB, _ITULAB = 8, 9, 10
+_TAG_PHOTOMETRIC = 0x0106
+_TAG_SAMPLE_FORMAT = 0x0153  # 1 unsigned, 2 signed, 3 floating point
+_TAG_EXTRA_SAMPLES, _ASSOCIATED_ALPHA, _UNASSOCIATED_ALPHA = 0x0152, 1, 2
+# XYZ relative to D50 (the Lab white TIFF readers assume: Adobe's TIFF note) -> linear sRGB, with
+# the Bradford adaptation to sRGB's D65 (published matrix). libtiff's own conversion, which OpenCV
+# uses for 8-bit Lab, skips the adaptation: white came out (255, 252, 222), greys brown.
+_D50 = np.array([0.9642, 1.0, 0.8249], np.float32)
+_XYZ50_TO_SRGB = np.array([[3.1338561, -1.6168667, -0.4906146],
+                           [-0.9787684, 1.9161415, 0.0334540],
+                           [0.0719453, -0.2289914, 1.4052427]], np.float32)
+
+
+def _tiff_lab_encoding(path: Path, data: bytes) -> int | None:
+    """CIELAB or ICCLAB for a TIFF whose pixels are L*a*b*, None for any other TIFF; InputError
+    for ITULab, which no common tool writes, and for half floats, which OpenCV refuses (it was
+    'truncated or corrupt?')."""
+    tags = md.tiff_ifd0(data)
+    end = "<" if data[:2] == b"II" else ">"
+    if _first_short(tags.get(_TAG_SAMPLE_FORMAT, 1), end) == 3 and _first_short(tags.get(258, 8), end) == 16:
+        raise InputError(f"{path} holds 16-bit floating-point samples, which livecam cannot decode; save it "
+                         f"with 32-bit float or 16-bit integer samples, or as a PNG")
+    photometric = tags.get(_TAG_PHOTOMETRIC)
+    if photometric == _ITULAB:
+        raise InputError(f"{path} stores its colours as ITU L*a*b*, which livecam cannot convert; "
+                         f"save it as an RGB TIFF, PNG or JPEG first")
+    return photometric if photometric in (_CIELAB, _ICCLAB) else None
+
+
+def _tiff_declares_alpha(data: bytes) -> bool:
+    """Whether a TIFF's ExtraSamples says its extra sample is alpha (OpenCV drops a grey one's)."""
+    at = _short_value_offset(data, _TAG_EXTRA_SAMPLES)
+    end = "<" if data[:2] == b"II" else ">"
+    return at is not None and struct.unpack(end + "H", data[at:at + 2])[0] in (_ASSOCIATED_ALPHA, _UNASSOCIATED_ALPHA)
+
+
+def _tiff_samples_as_stored(data: bytes, lab: bool) -> bytes:
+    """A TIFF's bytes relabelled so that the decoder hands over its samples as stored: a Lab one's
+    as RGB (for _lab_to_bgr), and unassociated alpha as associated, since libtiff's RGBA reader
+    (OpenCV's for 8-bit TIFFs) multiplies the colours by unassociated alpha: a half-transparent
+    white from GIMP or Photoshop came out grey, a transparent pixel's colour black."""
+    out = bytearray(data)
+    end = "<" if data[:2] == b"II" else ">"
+    photometric_at = _short_value_offset(data, _TAG_PHOTOMETRIC)
+    if lab and photometric_at is not None:
+        out[photometric_at:photometric_at + 2] = struct.pack(end + "H", 2)
+    extra_at = _short_value_offset(data, _TAG_EXTRA_SAMPLES)
+    if extra_at is not None and struct.unpack(end + "H", data[extra_at:extra_at + 2])[0] == _UNASSOCIATED_ALPHA:
+        out[extra_at:extra_at + 2] = struct.pack(end + "H", _ASSOCIATED_ALPHA)
+    return bytes(out)
+
+
+def _lab_to_bgr(image: np.ndarray, encoding: int) -> np.ndarray:
+    """L*a*b* samples as decoded (in the decoder's B, G, R order: b*, a*, L*, then any alpha) ->
+    uint8 sRGB BGR(A), a band of rows at a time (float copies of a whole 100 MP picture would
+    take gigabytes)."""
+    if image.ndim != 3 or image.shape[2] < 3:
+        raise InputError("a L*a*b* TIFF needs 3 samples a pixel (L*, a*, b*); save it as an RGB image first")
+    out = np.empty(image.shape[:2] + (min(image.shape[2], 4),), np.uint8)
+    rows = max(1, (1 << 20) // image.shape[1])
+    for top in range(0, image.shape[0], rows):
+        out[top:top + rows] = _lab_band_to_bgr(image[top:top + rows], encoding)
+    return out
+
+
+def _lab_band_to_bgr(image: np.ndarray, encoding: int) -> np.ndarray:
+    kind, bits = image.dtype.kind, image.dtype.itemsize * 8
+    top = float(2 ** bits - 1) if kind == "u" else 1.0  # the samples' white (alpha's scale too)
+    raw = image.astype(np.float32)
+    lum = raw[..., 2] * np.float32(100.0 / top) if kind == "u" else raw[..., 2]
+    ab = raw[..., 1::-1]
+    if kind == "u":  # a*, b* in 8-bit units, -128..127: signed (CIELab) or offset by half (ICCLab)
+        half, scale = 2 ** (bits - 1), 2 ** (bits - 8)
+        ab = (ab - half) / scale if encoding == _ICCLAB else np.where(ab >= half, ab - 2 * half, ab) / scale
+    fy = (lum + 16.0) / 116.0
+    f = np.stack([fy + ab[..., 0] / 500.0, fy, fy - ab[..., 1] / 200.0], axis=-1)
+    xyz = np.where(f > 6 / 29, f ** 3, (f - 4 / 29) * (3 * (6 / 29) ** 2)) * _D50
+    linear = np.clip(xyz @ _XYZ50_TO_SRGB.T, 0.0, 1.0)
+    srgb = np.where(linear <= 0.0031308, linear * 12.92, 1.055 * linear ** (1 / 2.4) - 0.055)
+    channels = [srgb[..., ::-1]]
+    if image.shape[2] > 3:  # alpha
+        channels.append(raw[..., 3:4] / top)
+    return np.rint(np.clip(np.concatenate(channels, axis=-1), 0.0, 1.0) * 255.0).astype(np.uint8)
 
 
 @contextlib.contextmanager
@@ -323,13 +417,19 @@ def _to_uint8_bgr(image: np.ndarray) -> np.ndarray:
     if image.dtype == np.uint16:
         # x * 255 / 65535, rounded and saturated, straight into uint8
         image = cv2.convertScaleAbs(image, alpha=255.0 / 65535.0)
-    elif image.dtype in (np.float32, np.float64):
-        np.clip(image, 0.0, 1.0, out=image)
-        image *= 255.0
+    elif image.dtype in (np.float16, np.float32, np.float64):
+        if image.dtype == np.float16:
+            image = image.astype(np.float32)
+        np.nan_to_num(image, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
+        image *= 255.0 / _float_white(image)
+        np.clip(image, 0.0, 255.0, out=image)
         image += 0.5
         image = image.astype(np.uint8)
-    elif image.dtype != np.uint8:
-        image = np.clip(image, 0, 255).astype(np.uint8)
+    elif image.dtype != np.uint8:  # 32-bit or signed integers: their positive range is 0..255
+        scaled = image.astype(np.float32)
+        scaled *= np.float32(255.0 / np.iinfo(image.dtype).max)
+        scaled += np.float32(0.5)
+        image = np.clip(scaled, 0.0, 255.0, out=scaled).astype(np.uint8)
     if image.ndim == 2:
         return cv2.cvtColor(image, cv2.COLOR_GRAY2BGR)
     channels = image.shape[2]
@@ -341,6 +441,20 @@ def _to_uint8_bgr(image: np.ndarray) -> np.ndarray:
     if channels > 4:
         return np.ascontiguousarray(image[..., :4])
     return image
+
+
+def _float_white(image: np.ndarray) -> float:
+    """The value that is white in a floating-point image: 1.0, the format's convention, with
+    values above it clipped (an HDR photo's highlights); but when most of the picture is above
+    1.0 the samples are on an integer scale (a float TIFF saved from 0-255 or 0-65535 numbers,
+    which came out all white): 255, 65535, or the largest value beyond that."""
+    colour = image[..., :3] if image.ndim == 3 else image
+    step = max(1, int((colour.shape[0] * colour.shape[1] / 1e6) ** 0.5))  # a million samples decide
+    sample = colour[::step, ::step]
+    if sample.size == 0 or float(np.median(sample)) <= 1.0:
+        return 1.0
+    top = float(sample.max())
+    return 255.0 if top <= 255.0 else 65535.0 if top <= 65535.0 else top
 
 
 def apply_orientation(image: np.ndarray, orientation: int) -> np.ndarray:
@@ -473,9 +587,12 @@ def encode_image(image: np.ndarray, fmt: str, *, keep_alpha: bool, tag: bool = T
     if tag:
         data = provenance.tag_encoded(data, (pixels.shape[1], pixels.shape[0]), pixels.shape[2] == 4)
         if fmt == "tiff":  # TIFF's own IFD tags: ImageDescription, Software and the XMP packet
+            extra = {_TAG_EXTRA_SAMPLES: _UNASSOCIATED_ALPHA} if pixels.shape[2] == 4 else None
+            # with alpha, ExtraSamples says it is unassociated (OpenCV writes no such tag, which
+            # libtiff-based readers take for premultiplied: half-transparent colours too bright)
             data = md.tiff_add_tags(data, {md.TAG_IMAGE_DESCRIPTION: provenance.DESCRIPTION,
                                            md.TAG_SOFTWARE: provenance.SOFTWARE},
-                                    {md.TAG_XMP: provenance.XMP_PACKET})
+                                    {md.TAG_XMP: provenance.XMP_PACKET}, short_tags=extra)
     return data
 
 

@@ -215,9 +215,9 @@ def build_exif(ascii_tags: dict[int, str] | None = None, short_tags: dict[int, i
 
 
 def tiff_add_tags(data: bytes, ascii_tags: dict[int, str], byte_tags: dict[int, bytes] | None = None,
-                  undefined_tags: dict[int, bytes] | None = None) -> bytes:
-    """A TIFF file with these ASCII, BYTE and UNDEFINED tags set in its first IFD (existing ones
-    replaced).
+                  undefined_tags: dict[int, bytes] | None = None, short_tags: dict[int, int] | None = None) -> bytes:
+    """A TIFF file with these ASCII, BYTE, UNDEFINED and (one-value) SHORT tags set in its first
+    IFD (existing ones replaced).
 
     The image data and every other value stay where they are: a new copy of IFD0 holding the
     old entries plus the new ones goes at the end of the file, with the new values after it,
@@ -237,6 +237,7 @@ def tiff_add_tags(data: bytes, ascii_tags: dict[int, str], byte_tags: dict[int, 
     new: dict[int, tuple[int, bytes]] = {tag: (2, text.encode("utf-8") + b"\x00") for tag, text in ascii_tags.items()}
     new.update({tag: (1, raw) for tag, raw in (byte_tags or {}).items()})
     new.update({tag: (7, raw) for tag, raw in (undefined_tags or {}).items()})
+    new.update({tag: (3, struct.pack(end + "H", value)) for tag, value in (short_tags or {}).items()})
     kept = {struct.unpack(end + "H", e[:2])[0]: e for e in entries}
     for tag in new:
         kept.pop(tag, None)
@@ -247,7 +248,9 @@ def tiff_add_tags(data: bytes, ascii_tags: dict[int, str], byte_tags: dict[int, 
     values_at = ifd_at + 2 + 12 * (len(kept) + len(new)) + 4
     values = bytearray()
     for tag, (typ, raw) in new.items():
-        if len(raw) <= 4:
+        if typ == 3:  # the one SHORT value, in the entry
+            kept[tag] = struct.pack(end + "HHI", tag, typ, 1) + raw.ljust(4, b"\x00")
+        elif len(raw) <= 4:
             kept[tag] = struct.pack(end + "HHI", tag, typ, len(raw)) + raw.ljust(4, b"\x00")
         else:
             kept[tag] = struct.pack(end + "HHII", tag, typ, len(raw), values_at + len(values))

@@ -377,6 +377,7 @@ class VideoDecoder:
         self.colour = Colour.described(cc, cc.format.name if cc.format else None, cc.height or 0)
         self._converter = ColourConverter()
         self.bad_packets = 0
+        self._said_alpha = False
         self._bad_in_a_row = 0
         self._first_bad: float | None = None
         self._reported = 0
@@ -416,6 +417,12 @@ class VideoDecoder:
         if t is None:  # no timestamp: one nominal frame after the last
             t = self._raw_last + self.timeline.step if self._raw_last is not None else self.timeline.origin
         self._raw_last = t
+        if not self._said_alpha and any(c.is_alpha for c in frame.format.components):
+            # the output's encoders hold none: said once, as for a JPEG given a transparent image
+            self._said_alpha = True
+            log.warning("note: %s has transparency (%s), which the output cannot hold; its frames are "
+                        "written opaque, showing the colours under the transparent parts", self.name,
+                        frame.format.name)
         try:
             image = self.fitter.fit(upright_image(frame, self._to_bgr(frame)))
         except av.error.FFmpegError as exc:  # conversion: no packet is at fault
@@ -509,6 +516,17 @@ def _chapters(container: av.container.InputContainer, origin: float) -> tuple[Ch
     return tuple(out)
 
 
+AVDISCARD_ALL = 48
+
+
+def _is_chapter_track(stream: av.stream.Stream) -> bool:
+    """Whether `stream` is an MP4/MOV's chapter track: the chapters themselves, which FFmpeg reads
+    into container.chapters() (and livecam copies) and turns into a data stream it never demuxes;
+    the 'not copied' note called it '1 data stream'."""
+    return stream.type == "data" and stream.name == "bin_data" and \
+        int(getattr(stream, "discard", AVDISCARD_ALL)) == AVDISCARD_ALL
+
+
 def _shown_frames(counted: int | None, duration: float | None, rate: Fraction) -> int | None:
     """The header's frame count, or the frames its duration shows when that is clearly fewer: an
     MP4 cut without re-encoding (`ffmpeg -ss 1.5 -c copy`, an editor's trim) keeps the frames from
@@ -550,13 +568,15 @@ class VideoReader:
         sar = sample_aspect(vs, rotation)
         audio_cc = c.streams.audio[0].codec_context if c.streams.audio else None
         audio = audio_cc.name if audio_cc is not None else None  # an unknown audio codec: no audio
-        others: list[str] = [s.type for s in c.streams if s.type not in ("video", "audio")]
+        chapters = _chapters(c, origin)
+        others: list[str] = [s.type for s in c.streams if s.type not in ("video", "audio")
+                             and not (chapters and _is_chapter_track(s))]
         others += ["video"] * (len(c.streams.video) - 1) + ["audio"] * max(0, len(c.streams.audio) - 1)
         return VideoInfo(path=self.path, width=w, height=h, rate=rate, time_base=as_fraction(tb),
                          start_time=max(0.0, start), frames=_shown_frames(vs.frames, duration, rate),
                          duration=duration,
                          rotation=rotation, codec=cc.name, audio_codec=audio, other_streams=tuple(others),
-                         origin=origin, sample_aspect=sar, chapters=_chapters(c, origin),
+                         origin=origin, sample_aspect=sar, chapters=chapters,
                          cut_short=cut_short(c, self.path),
                          colour=Colour.described(cc, cc.format.name if cc.format else None, cc.height))
 

@@ -276,7 +276,8 @@ def out_of_memory(path: Path, max_memory_gb: float | None = None) -> OutputError
 
 
 class _Track(Protocol):
-    mode: str
+    @property
+    def mode(self) -> str | None: ...  # None: the input's audio holds no packet
 
     def pump(self, until: float | None, final: bool = False) -> None: ...
     def close(self) -> None: ...
@@ -517,12 +518,24 @@ class _AudioTrack:
         self._out_of_order = 0
         self._corrupt = 0
         self._stream: AudioStream
+        self.mode: str | None = None
+        self._out = out
+        self._pending: tuple[av.Packet, float] | None = None
+        self._done = False
         try:
             ins = self._in.streams.audio[0]
             self._in_stream = ins
             tb = ins.time_base or Fraction(1, 90000)
             self._tb = Fraction(tb.numerator, tb.denominator)
             self._timeline = Timeline(timeline_origin(self._in), 1024 / (ins.codec_context.sample_rate or 48000))
+            self._packets: Iterator[av.Packet] = self._in.demux(ins)
+            # An audio stream without a packet (a recorder stopped at once): no track, and the
+            # summary says 'no audio' (it said 'audio re-encoded' over an output without any).
+            self._pending = self._next_packet()
+            if self._pending is None:
+                self._done = True
+                log.warning("note: the input's audio stream holds no sound, so the output has no audio")
+                return
             codec = ins.codec_context.codec.canonical_name
             fmt = out.format.name
             holds = codec in out.supported_codecs and _can_copy(source, fmt)
@@ -546,10 +559,6 @@ class _AudioTrack:
         except BaseException:
             self._in.close()
             raise
-        self._out = out
-        self._packets: Iterator[av.Packet] = self._in.demux(ins)
-        self._pending: tuple[av.Packet, float] | None = None
-        self._done = False
 
     def pump(self, until: float | None, final: bool = False) -> None:
         """Mux audio packets that start before `until` seconds (all of them when None)."""

@@ -1,0 +1,174 @@
+"""Still images in encodings a user brings from other tools (session 9's hostile pass): each test
+failed before its fix."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from livecam.errors import InputError
+from livecam.media import images
+
+
+def plain_tiff(samples: np.ndarray, photometric: int, sample_format: int = 1) -> bytes:
+    """An uncompressed little-endian one-strip TIFF of HxWxN `samples` as stored (no conversion):
+    written by hand, as no tool here writes Lab or float samples as given."""
+    height, width, n = samples.shape
+    bits = samples.dtype.itemsize * 8
+    pixels = np.ascontiguousarray(samples).astype(samples.dtype.newbyteorder("<")).tobytes()
+    entries = [(256, 4, 1, width), (257, 4, 1, height), (258, 3, n, [bits] * n), (259, 3, 1, 1),
+               (262, 3, 1, photometric), (273, 4, 1, 0), (277, 3, 1, n), (278, 4, 1, height),
+               (279, 4, 1, len(pixels)), (284, 3, 1, 1)]
+    if n in (2, 4):
+        entries.append((338, 3, 1, 2))  # unassociated alpha
+    entries.append((339, 3, n, [sample_format] * n))
+    ifd_at = 8
+    extra_at = ifd_at + 2 + 12 * len(entries) + 4
+    extra = b""
+    body = struct.pack("<H", len(entries))
+    pixels_at = extra_at + 2 * n * 2  # two SHORT arrays of n values
+    for tag, typ, count, value in entries:
+        if isinstance(value, list):
+            if count > 2:
+                body += struct.pack("<HHII", tag, typ, count, extra_at + len(extra))
+                extra += struct.pack(f"<{count}H", *value)
+            else:
+                body += struct.pack("<HHI", tag, typ, count) + struct.pack(f"<{count}H", *value).ljust(4, b"\0")
+            continue
+        if tag == 273:
+            value = pixels_at
+        body += struct.pack("<HHI", tag, typ, count) + (struct.pack("<I", value) if typ == 4
+                                                         else struct.pack("<HH", value, 0))
+    body += struct.pack("<I", 0)
+    head = b"II*\0" + struct.pack("<I", ifd_at) + body + extra
+    return head.ljust(pixels_at, b"\0") + pixels
+
+
+# sRGB red, green, blue, white, mid grey and black as L*a*b* relative to D50 (Photoshop's values),
+# and the sRGB (R, G, B) each shows.
+LAB_D50 = [(54.29, 80.81, 69.89), (87.82, -79.29, 80.99), (29.57, 68.30, -112.03), (100.0, 0.0, 0.0),
+           (50.0, 0.0, 0.0), (0.0, 0.0, 0.0)]
+SRGB = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 255), (119, 119, 119), (0, 0, 0)]
+
+
+def _lab_samples(encoding: str) -> tuple[np.ndarray, int, int]:
+    """(samples, photometric, sample format) of LAB_D50 as one row of pixels in `encoding`."""
+    lab = np.array([LAB_D50], np.float64)
+    lum, ab = lab[..., :1], lab[..., 1:]
+    if encoding == "CIELab 8-bit":  # L* 0..255, a*, b* signed bytes
+        return np.concatenate([np.round(lum * 2.55), np.round(ab) % 256], -1).astype(np.uint8), 8, 1
+    if encoding == "CIELab 16-bit":
+        return np.concatenate([np.round(lum * 655.35), np.round(ab * 256) % 65536], -1).astype(np.uint16), 8, 1
+    if encoding == "ICCLab 8-bit":  # a*, b* offset by 128
+        return np.concatenate([np.round(lum * 2.55), np.round(ab) + 128], -1).astype(np.uint8), 9, 1
+    return lab.astype(np.float32), 8, 3  # CIELab float: L* 0..100
+
+
+@pytest.mark.parametrize("encoding", ["CIELab 8-bit", "CIELab 16-bit", "ICCLab 8-bit", "CIELab float"])
+def test_a_lab_tiff_is_converted_to_the_colours_it_shows(tmp_path: Path, encoding: str) -> None:
+    # An 8-bit CIELab TIFF (Photoshop's Lab mode) read with white as (255, 252, 222) and greys
+    # brown (libtiff's conversion has no D50 -> D65 adaptation); 16-bit and float ones and any
+    # ICCLab one were 'could not be decoded ... (truncated or corrupt?)' or Lab read as RGB.
+    samples, photometric, sample_format = _lab_samples(encoding)
+    path = tmp_path / "lab.tif"
+    path.write_bytes(plain_tiff(samples, photometric, sample_format))
+    rgb = images.read_image(path)[0, :, ::-1].astype(int)
+    assert np.abs(rgb - np.array(SRGB)).max() <= 12, rgb.tolist()
+    assert np.abs(rgb[3:] - np.array(SRGB[3:])).max() <= 2  # white, grey and black stay neutral
+
+
+def test_a_lab_tiff_keeps_its_alpha(tmp_path: Path) -> None:
+    samples, _, _ = _lab_samples("CIELab 8-bit")
+    alpha = np.array([[[255], [0], [128], [255], [255], [255]]], np.uint8)
+    path = tmp_path / "lab_alpha.tif"
+    path.write_bytes(plain_tiff(np.concatenate([samples, alpha], -1), 8))
+    image = images.read_image(path)
+    assert image.shape == (1, 6, 4)
+    assert image[0, :, 3].tolist() == alpha[0, :, 0].tolist()
+    assert np.abs(image[0, :, 2::-1].astype(int) - np.array(SRGB)).max() <= 12
+
+
+def test_an_itu_lab_tiff_is_refused_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "fax.tif"
+    path.write_bytes(plain_tiff(np.zeros((2, 2, 3), np.uint8), 10))
+    with pytest.raises(InputError, match=r"fax\.tif stores its colours as ITU L\*a\*b\*.*save it as an RGB"):
+        images.read_image(path)
+
+
+@pytest.mark.parametrize("white", [255.0, 65535.0])
+def test_a_float_tiff_of_integer_scaled_values_is_read_on_that_scale(tmp_path: Path, white: float) -> None:
+    # Float samples from 0 to 255 (numbers saved from uint8 arithmetic) were taken as 0..1: all
+    # but the darkest pixels clipped to white.
+    ramp = np.linspace(0.0, 1.0, 11, dtype=np.float32)
+    samples = np.repeat(ramp[None, :, None], 3, axis=2) * np.float32(white)
+    path = tmp_path / "float.tif"
+    path.write_bytes(plain_tiff(samples, 2, 3))
+    got = images.read_image(path)[0, :, 0].astype(int)
+    assert np.abs(got - np.round(ramp * 255)).max() <= 1, got.tolist()
+
+
+def test_a_float_image_on_the_0_to_1_scale_clips_only_its_highlights() -> None:
+    # An HDR photo: most of it within 0..1, a few highlights above (kept as before: clipped).
+    hdr = np.full((10, 10, 3), 0.5, np.float32)
+    hdr[0, 0] = 40.0
+    out = images._to_uint8_bgr(hdr)
+    assert out[5, 5].tolist() == [128, 128, 128] and out[0, 0].tolist() == [255, 255, 255]
+
+
+def test_a_tiff_with_unassociated_alpha_keeps_its_colours(tmp_path: Path) -> None:
+    # GIMP, Photoshop and Pillow mark TIFF alpha unassociated; libtiff's RGBA reader multiplied the
+    # colours by it: a half-transparent white came out grey, a transparent pixel's colour black.
+    rgba = np.array([[[255, 255, 255, 128], [200, 100, 50, 0], [200, 100, 50, 255]]], np.uint8)
+    path = tmp_path / "cutout.tif"
+    path.write_bytes(plain_tiff(rgba, 2))
+    assert images.read_image(path)[0, :, [2, 1, 0, 3]].T.tolist() == rgba[0].tolist()
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.int16, np.int32])
+def test_32_bit_and_signed_integer_tiffs_are_scaled_by_their_range(tmp_path: Path, dtype: type) -> None:
+    # They were clipped at 255: a 32-bit TIFF read white wherever it was not black.
+    ramp = np.linspace(0.0, 1.0, 11)
+    top = np.iinfo(dtype).max
+    samples = np.repeat(np.round(ramp * top)[None, :, None], 3, axis=2).astype(dtype)
+    path = tmp_path / "deep.tif"
+    path.write_bytes(plain_tiff(samples, 2, 2 if np.issubdtype(dtype, np.signedinteger) else 1))
+    got = images.read_image(path)[0, :, 0].astype(int)
+    assert np.abs(got - np.round(ramp * 255)).max() <= 1, got.tolist()
+
+
+def test_a_half_float_tiff_is_refused_saying_what_to_save_instead(tmp_path: Path) -> None:
+    path = tmp_path / "half.tif"
+    path.write_bytes(plain_tiff(np.full((2, 2, 3), 0.5, np.float16), 2, 3))
+    with pytest.raises(InputError, match=r"half\.tif holds 16-bit floating-point samples.*32-bit float"):
+        images.read_image(path)
+
+
+def test_a_tiff_written_with_alpha_says_the_alpha_is_unassociated(tmp_path: Path) -> None:
+    # OpenCV writes no ExtraSamples tag, which libtiff-based readers take for premultiplied alpha
+    # (half-transparent colours shown too bright); livecam's pixels are not premultiplied.
+    from livecam.media import metadata as md
+
+    rgba = np.zeros((4, 4, 4), np.uint8)
+    rgba[..., :3], rgba[..., 3] = (40, 90, 200), 128
+    out = tmp_path / "cutout.tif"
+    images.write_image_atomic(out, rgba, force=False, label=False)
+    assert md.tiff_ifd0(out.read_bytes()).get(338) == 2  # ExtraSamples: unassociated alpha
+    assert images.read_image(out)[0, 0].tolist() == [40, 90, 200, 128]
+    opaque = tmp_path / "opaque.tif"
+    images.write_image_atomic(opaque, rgba[..., :3], force=False, label=False)
+    assert 338 not in md.tiff_ifd0(opaque.read_bytes())
+
+
+def test_a_grey_tiff_whose_transparency_opencv_drops_says_so(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # OpenCV reads grey + alpha TIFFs without their alpha: the transparency went silently.
+    import logging
+
+    path = tmp_path / "mask.tif"
+    path.write_bytes(plain_tiff(np.array([[[200, 128], [100, 0]]], np.uint8), 1))
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        image = images.read_image(path)
+    assert image[0, :, 0].tolist() == [200, 100]
+    assert "mask.tif is a grey TIFF with transparency" in caplog.text
