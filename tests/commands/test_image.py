@@ -455,3 +455,18 @@ def test_an_image_too_large_for_the_output_format_is_refused_before_any_model_lo
     line = only_error_line(result.stderr)  # the mesh fallback's warning would show that models were loaded
     assert f"cannot hold a {size[0]}x{size[1]} image" in line and ".png" in line
     no_leftovers(tmp_path, wide)
+
+
+def test_an_upside_down_photo_is_swapped(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    """`livecam image` looks for faces at every roll (a photo taken upside down said "no face found")."""
+    target = tmp_path / "upside_down.png"
+    cv2.imwrite(str(target), cv2.rotate(cv2.imread(str(small(faces_dir, "biden.jpg", tmp_path))), cv2.ROTATE_180))
+    out = tmp_path / "o.png"
+    result = run_cli(["image", str(target), str(out), "-s", str(faces_dir / "obama.jpg"), "--swap-model", "mesh",
+                      "--no-label", "--no-watermark"], env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    assert "1 face swapped" in result.stderr, result.stderr
+    before, after = read_image(target), read_image(out)
+    changed = np.abs(after.astype(int) - before).max(axis=2) > 25
+    h = before.shape[0]
+    assert changed[h // 2:].mean() > 0.01 and changed[: h // 4].mean() < 0.001  # biden's face is in the lower half now

@@ -112,7 +112,7 @@ def embedded() -> Any:
     if not store.is_present("face_landmark"):
         pytest.skip("embedded FaceMesh model not present")
     return FaceAnalyser.create(AnalysisSettings(detector="blazeface"), store, resolve_providers(("cpu",)),
-                               need_landmarks=True, need_embedding=False, live=False)
+                               need_landmarks=True, need_embedding=False, live=False, still=True)
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,8 @@ def run_image(job: ImageJob) -> None:
     bgr, alpha = split_alpha(image)
     start = time.perf_counter()
     # One frame: its sessions get every core, whatever --execution-threads says.
-    engine = Engine.create(job.processing, live=False, progress=not job.processing.runtime.quiet, workers=1)
+    engine = Engine.create(job.processing, live=False, progress=not job.processing.runtime.quiet, workers=1,
+                           still=True)
     log.debug("models: %s", engine.describe())
     signing = signing_for(job.c2pa, job.input, tuple(engine.model_names.values()), outputs=(job.output,))
     packet = FramePacket(index=0, image=bgr.copy())

@@ -97,9 +97,11 @@ class FaceAnalyser:
     @classmethod
     def create(cls, settings: AnalysisSettings, store: Any, providers: Any, *, need_landmarks: bool,
                need_embedding: bool, live: bool, intra_op_threads: int = 0,
-               references: Sequence[np.ndarray] = (), map_mode: bool = False) -> "FaceAnalyser":
+               references: Sequence[np.ndarray] = (), map_mode: bool = False,
+               still: bool = False) -> "FaceAnalyser":
         """Open the models the settings call for through the model store (ModelError when one is
-        missing and cannot be downloaded)."""
+        missing and cannot be downloaded). `still`: the frames are single pictures, where the
+        embedded detector looks for faces at every roll (faces/rolls.py)."""
         detector_name = pick_detector(settings.detector, store)
 
         def plain() -> Any:
@@ -126,12 +128,12 @@ class FaceAnalyser:
             from livecam.faces.blazeface import BlazeFaceDetector
             from livecam.faces.rolls import ALL_TURNS, AnyRoll
 
-            # Files and photos find faces at any roll (4 detections a frame); live detects
-            # upright faces only: 4 detections took 73 ms against 18 ms on a 640x480 frame
-            # (2 loaded CPU cores, medians of 15; its source photo is still searched at every
-            # roll: analyse_photo).
+            # Pictures find faces at any roll (4 detections); video and live frames upright faces
+            # only: 4 detections took 73 ms against 18 ms on a 640x480 frame (2 loaded CPU cores,
+            # medians of 15) and `livecam bench --mode video` fell from 52 to 33 FPS. Source and
+            # reference photos are searched at every roll either way (analyse_photo).
             detector = AnyRoll(BlazeFaceDetector(plain(), variant="full", threshold=settings.det_threshold),
-                               turns=(0,) if live else ALL_TURNS)
+                               turns=ALL_TURNS if still else (0,))
         # FaceMesh is small and also gives the source photo's landmarks, so it is always loaded;
         # it only runs on targets when a processor needs landmarks.
         from livecam.faces.facemesh import FaceMesh

@@ -129,8 +129,9 @@ class Engine:
     # ---- construction -----------------------------------------------------------------------------
     @classmethod
     def create(cls, settings: ProcessingSettings, *, live: bool, progress: bool = True,
-               workers: int | None = None, lanes: bool = False) -> "Engine":
-        """`workers`: frames processed at once (default --execution-threads; 1 for one image),
+               workers: int | None = None, lanes: bool = False, still: bool = False) -> "Engine":
+        """`still`: the frames are single pictures (`livecam image`), whose faces are looked for
+        at every roll. `workers`: frames processed at once (default --execution-threads; 1 for one image),
         which share the cores between their model sessions. `lanes`: the caller hands every
         frame to Engine.lanes() where there are lanes (video, run, bench); this engine then
         only analyses, tracks and holds the knobs, so its processors hold their models'
@@ -171,7 +172,7 @@ class Engine:
         analyser = FaceAnalyser.create(
             analysis, store, providers, need_landmarks=need_landmarks,
             need_embedding=need_embedding or bool(analysis.reference or analysis.face_map),
-            live=live, intra_op_threads=threads)
+            live=live, intra_op_threads=threads, still=still)
         cache = SourceCache(user_cache_dir() / "sources")
         sources: list[SourceIdentity] = []
         if analysis.face_map:
