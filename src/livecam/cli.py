@@ -10,6 +10,7 @@ import logging
 import math
 import os
 import sys
+import threading
 import traceback
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -696,9 +697,29 @@ def models_convert(ctx: click.Context, checkpoint: Path, output: Path | None, fo
     convert_model(_settings(ctx), checkpoint, output, force)
 
 
+def _stranded_error(args: threading.ExceptHookArgs, previous: Callable[[threading.ExceptHookArgs], Any]) -> None:
+    """A LivecamError raised on a thread that no caller joins: the window's exit guard, while the
+    main thread is held inside Qt's exit() (media.exit_guard). Nothing else will report it: its
+    line and its exit code end the process, as on the main thread. Anything else goes to
+    `previous`."""
+    exc = args.exc_value
+    if not isinstance(exc, LivecamError):
+        previous(args)
+        return
+    try:
+        click.echo(f"livecam: error: {exc.message}", err=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed stream: the exit status still says it
+        pass
+    os._exit(exc.exit_code)
+
+
 def main() -> None:
     # From the first line to exit SIGTERM is Ctrl-C (one line, exit 130, outputs cleaned up); once
     # exiting, a further signal would only break interpreter shutdown with a traceback.
+    previous = threading.excepthook
+    threading.excepthook = lambda args: _stranded_error(args, previous)
     try:
         with stop_signals():
             try:

@@ -122,6 +122,9 @@ class LivePipeline:
         self.live = bool(getattr(source, "live", True))
         self.metrics = LiveMetrics(interval_s=options.interval_s, probe=probe)
         self.sink: Sink = sink
+        if hasattr(sink, "on_lost"):  # the window: its display can vanish under the output loop
+            sink.on_lost = self._sink_lost
+        self._closing_sink = False
         if options.watermark is not None:
             # Marked off the output thread, so a marked frame does not hold up the loop; half a
             # second of frames absorbs one marking. A recording loses nothing, the virtual camera
@@ -383,10 +386,20 @@ class LivePipeline:
                 self.source.close()
         except BaseException as exc:  # noqa: BLE001
             self.stages.fail(exc)
+        self._closing_sink = True
         try:
             self.sink.close()
         except BaseException as exc:  # noqa: BLE001
             self.stages.fail(exc)
+
+    def _sink_lost(self, error: BaseException) -> None:
+        """The sink's device is gone while this thread (the output loop's, the main thread) is
+        held where it cannot return (WindowSink.on_lost: inside Qt's exit()): the rest of the
+        run's end happens here, on the caller's thread; the caller then reports `error`."""
+        self.stages.fail(error)
+        if not self._closing_sink:  # else only the sink's close was left, and it cannot finish
+            self._shutdown()
+        self._finish("error")
 
     def _finish(self, stop_reason: str) -> dict[str, Any]:
         summary = self.metrics.summary(degradations=list(self.governor.events), stop_reason=stop_reason)
