@@ -590,7 +590,11 @@ def bench(ctx: click.Context, **kw: Any) -> None:
     mode, bench_input, frames = kw.pop("mode"), kw.pop("bench_input"), kw.pop("frames")
     resolution, as_json = _parse_resolution(kw.pop("resolution")), kw.pop("as_json")
     processing = _processing(ctx, kw, default_threads=file_workers() if mode == "video" else 1)
-    compare = tuple(dict.fromkeys(p.strip().lower() for p in kw.pop("compare_providers").split(",") if p.strip()))
+    listed = kw.pop("compare_providers")
+    compare = tuple(dict.fromkeys(p.strip().lower() for p in listed.split(",") if p.strip()))
+    if listed.strip() and not compare:  # "," or " ": a comparison asked for, of nothing
+        raise click.BadParameter(f"{listed!r} names no provider; list them as cpu,cuda",
+                                 param_hint="--compare-providers")
     job = BenchJob(processing=processing, mode=mode, input=bench_input, frames=frames,
                    resolution=resolution, json=as_json, compare_providers=compare, rounds=kw.pop("rounds"),
                    baseline=kw.pop("baseline"), watermark=kw.pop("watermark"))

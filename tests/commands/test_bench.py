@@ -98,6 +98,14 @@ def test_errors_come_before_any_model_loads(tmp_path: Path, isolated_env: dict[s
                       "--source", str(tmp_path / "x.jpg")], env=isolated_env)
     assert result.returncode == 2 and "missing.mp4" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+    # a folder was said not to exist
+    result = run_cli(["bench", "--frames", "10", "--input", str(tmp_path)], env=isolated_env)
+    assert result.returncode == 2 and f"--input {tmp_path} is a folder; give a video file" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    # --compare-providers "," ran a plain bench, as if nothing had been asked
+    result = run_cli(["bench", "--frames", "10", "--compare-providers", ","], env=isolated_env)
+    assert result.returncode == 2 and "--compare-providers" in result.stderr and "names no provider" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
 
 
 def test_generated_clip_moves_and_is_copied() -> None:

@@ -461,7 +461,8 @@ def _run_bench(job: BenchJob) -> None:
     from livecam.pipeline.engine import Engine
 
     if job.input is not None and not job.input.is_file():
-        raise InputError(f"--input {job.input} does not exist; give a video file or leave it out "
+        what = "is a folder" if job.input.is_dir() else "does not exist"
+        raise InputError(f"--input {job.input} {what}; give a video file or leave it out "
                          f"to use a generated clip")
     if job.compare_providers and job.processing.runtime.providers not in ((), ("auto",)):
         # each compared run sets its own provider: --execution-provider was silently dropped
