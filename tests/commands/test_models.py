@@ -374,3 +374,22 @@ def test_doctor_says_when_the_models_folder_cannot_be_written(tmp_path: Path, mo
     monkeypatch.setattr(tempfile, "TemporaryFile", read_only)
     problem = models_folder_problem(tmp_path)
     assert "NOT writable (Read-only file system)" in problem and "--models-dir" in problem
+
+
+def test_doctor_says_when_outputs_cannot_get_content_credentials(tmp_path, monkeypatch, capsys) -> None:
+    # A C2PA folder that cannot be written (read-only home; here a file in its path): every
+    # livecam image and video failed with "cannot create the C2PA identity", doctor said nothing.
+    pytest.importorskip("c2pa")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setattr(doctor_module, "probe_cameras", lambda: [])
+    monkeypatch.delenv("LIVECAM_C2PA_CERT", raising=False)
+    monkeypatch.delenv("LIVECAM_C2PA_KEY", raising=False)
+    for folder, expected in ((blocker / "c2pa", f"NOT possible: the local identity cannot be made in {blocker / 'c2pa'}"),
+                             (tmp_path / "new" / "c2pa", "local identity to be made in")):
+        monkeypatch.setenv("LIVECAM_C2PA_DIR", str(folder))
+        assert doctor_module.run_doctor(RuntimeSettings(models_dir=tmp_path / "m", offline=True)) == 0
+        line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("Content credentials (C2PA): "))
+        assert expected in line, line
+        if "NOT" in line:
+            assert line.endswith("set LIVECAM_C2PA_DIR to a writable folder or pass --no-c2pa")
