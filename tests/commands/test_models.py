@@ -393,3 +393,31 @@ def test_doctor_says_when_outputs_cannot_get_content_credentials(tmp_path, monke
         assert expected in line, line
         if "NOT" in line:
             assert line.endswith("set LIVECAM_C2PA_DIR to a writable folder or pass --no-c2pa")
+
+
+def test_a_folder_where_a_model_file_goes_is_named_not_downloaded_over(isolated_env, tmp_path) -> None:
+    # `models download` fetched the whole file, then failed renaming it onto the folder with an
+    # internal error (IsADirectoryError); verify and list called the model "missing".
+    data = payload(200_000, 23)
+    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
+    (models / "m.onnx").mkdir(parents=True)
+    with LoopbackServer() as server:
+        url = server.serve("/m.onnx", data)
+        catalog = tmp_path / "catalog.json"
+        catalog.write_text(catalog_to_json([spec_for("m", (url,), data)]))
+        env = env_without_offline(isolated_env)
+        result = run_patched(catalog, ["models", "download", "m"], env)
+        assert result.returncode == 3 and server.state.log == [], result.stderr
+        assert result.stderr == f"livecam: error: {models / 'm.onnx'} is a folder, where model m's file goes; " \
+                                f"move it away and run the download again\n"
+    verify = run_patched(catalog, ["models", "verify", "m"], isolated_env)
+    assert verify.returncode == 3 and "m: corrupt" in verify.stderr and "a folder, not the model file" in verify.stderr
+    assert (models / "m.onnx").is_dir()
+    # a run that needs the model says the same before fetching anything
+    from livecam.errors import ModelError
+    from livecam.models.store import ModelStore
+
+    store = ModelStore(RuntimeSettings(models_dir=models), progress=False,
+                       catalog={"m": spec_for("m", ("http://127.0.0.1:9/m.onnx",), data)})
+    with pytest.raises(ModelError, match="m.onnx is a folder, where model m's file goes"):
+        store.path("m")
