@@ -350,7 +350,7 @@ def file_job_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def c2pa_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """--c2pa/--no-c2pa, --c2pa-cert, --c2pa-key: shared by video, image and run (recordings)."""
+    """--c2pa/--no-c2pa, --c2pa-cert, --c2pa-key: shared by video, image, run (recordings) and demo."""
     options = [
         click.option("--c2pa/--no-c2pa", default=True, show_default=True,
                      help="Signed C2PA content credentials (JPEG, PNG, WebP, TIFF, MP4, MOV)."),
@@ -606,12 +606,13 @@ def bench(ctx: click.Context, **kw: Any) -> None:
 @cli.command()
 @click.argument("output_dir", type=click.Path(file_okay=False, path_type=Path), default="livecam-demo")
 @click.option("--force", is_flag=True, help="Overwrite files in OUTPUT_DIR.")
+@c2pa_options
 @click.pass_context
-def demo(ctx: click.Context, output_dir: Path, force: bool) -> None:
+def demo(ctx: click.Context, output_dir: Path, force: bool, **kw: Any) -> None:
     """See a real swap in one command: bundled photos, no camera, GPU or network needed."""
     from livecam.commands.demo import run_demo
 
-    return run_demo(DemoJob(output_dir=output_dir, runtime=ctx.obj, force=force))
+    return run_demo(DemoJob(output_dir=output_dir, runtime=ctx.obj, force=force, c2pa=_c2pa(kw)))
 
 
 @cli.command()
