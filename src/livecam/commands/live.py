@@ -60,8 +60,8 @@ def check_files(job: LiveJob, sink: Sink) -> None:
     if path.exists() and not job.force:
         raise OutputExistsError(f"--stats-json {path}: the file exists; add --force to overwrite it or choose "
                                 f"another name")
-    try:
-        check_output_folder(path)
+    try:  # a dangling link is written through: its target's folder must be there
+        check_output_folder(path.resolve() if path.is_symlink() else path)
     except InputError as exc:
         raise InputError(f"--stats-json {path}: {exc.message}") from exc
 
