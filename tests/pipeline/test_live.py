@@ -390,3 +390,28 @@ def test_stats_json_fifo_waits_for_its_reader_and_a_stop_still_ends_the_wait(tmp
                                opts(stats_json=fifo, interval_s=0.2))
     reader.join(5.0)
     assert json.loads(got[-1])["summary"]["frames"] == result.summary["frames"] >= 1
+
+
+def test_stats_json_write_failures_say_the_cause_and_the_fix(tmp_path: Path) -> None:
+    # "writing failed (Broken pipe)" / "(No space left on device)": the cause without the fix
+    from livecam.errors import OutputError
+
+    if Path("/dev/full").exists():
+        with pytest.raises(OutputError, match=r"^--stats-json /dev/full: writing failed \(No space left on device\); "
+                                              r"free space on that disk or give another file$"):
+            run_live_pipeline(FakeEngine(), SyntheticSource(frames=20, fps=100), MemorySink(),
+                              opts(stats_json=Path("/dev/full"), interval_s=0.05))
+    fifo = tmp_path / "stats.fifo"
+    os.mkfifo(fifo)
+
+    def read_one_line_and_go() -> None:
+        with open(fifo, encoding="utf-8") as reader:
+            reader.readline()
+
+    reader = threading.Thread(target=read_one_line_and_go)
+    reader.start()
+    with pytest.raises(OutputError, match=r"^--stats-json .*stats.fifo: its reader closed it \(broken pipe\); "
+                                          r"keep the reader open until the run ends$"):
+        run_live_pipeline(FakeEngine(), SyntheticSource(frames=400, fps=100), MemorySink(),
+                          opts(stats_json=fifo, interval_s=0.05))
+    reader.join(5.0)

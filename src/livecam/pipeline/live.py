@@ -429,7 +429,7 @@ class LivePipeline:
             else:
                 self._stats_file = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in _finish
         except OSError as exc:
-            raise OutputError(f"--stats-json {path}: cannot write it ({exc.strerror})") from exc
+            raise OutputError(f"--stats-json {path}: cannot write it ({exc.strerror}); give another file") from exc
 
     def _open_fifo(self, path: Path) -> IO[str] | None:
         """A FIFO opens for writing only once a reader has it open; a plain open() waits for that
@@ -459,7 +459,12 @@ class LivePipeline:
             self._stats_file.flush()
         except OSError as exc:
             self._stats_file = None
-            self.stages.fail(OutputError(f"--stats-json {self.options.job.stats_json}: writing failed ({exc.strerror})"))
+            path = self.options.job.stats_json
+            if exc.errno == errno.EPIPE:  # a FIFO's reader (or a pipe's) went away
+                why = "its reader closed it (broken pipe); keep the reader open until the run ends"
+            else:
+                why = f"writing failed ({exc.strerror}); free space on that disk or give another file"
+            self.stages.fail(OutputError(f"--stats-json {path}: {why}"))
 
     def _on_signal(self, name: str) -> None:
         """The first SIGINT/SIGTERM: stop cleanly (pipeline.signals ignores later ones)."""
