@@ -89,3 +89,18 @@ def test_an_x_server_killed_mid_run_ends_the_run_with_its_summary_and_one_line(
         if proc.poll() is None:
             proc.kill()
     check_stopped_cleanly(proc, err, stats)
+
+
+@pytest.mark.skipif(shutil.which("Xvfb") is None or shutil.which("xdotool") is None,
+                    reason="needs Xvfb and xdotool for a real X display (apt-get install xvfb xdotool)")
+def test_a_watermarked_window_runs_to_its_end(tmp_path: Path, faces_dir: Path,
+                                              x_server: tuple[dict[str, str], subprocess.Popen[bytes]]) -> None:  # noqa: F811
+    # --watermark on the window wrote frames from the marking thread: Qt deadlocked at once
+    clip = make_clip(tmp_path / "cam.mp4", frames=60, size=(160, 120), fps=30, audio=False,
+                     source_image=faces_dir / "biden.jpg")
+    proc = subprocess.run([sys.executable, "-m", "livecam", "run", "--camera", str(clip), "--output", "window",
+                           "--watermark", "--swap-model", "mesh", "--max-frames", "20",
+                           "--source", str(faces_dir / "obama.jpg")],
+                          env=x_server[0], cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    assert "20 frames" in proc.stderr and "Traceback" not in proc.stderr

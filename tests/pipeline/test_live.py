@@ -415,3 +415,39 @@ def test_stats_json_write_failures_say_the_cause_and_the_fix(tmp_path: Path) -> 
         run_live_pipeline(FakeEngine(), SyntheticSource(frames=400, fps=100), MemorySink(),
                           opts(stats_json=fifo, interval_s=0.05))
     reader.join(5.0)
+
+
+class OneThreadSink(MemorySink):
+    """Stands in for the window: OpenCV's GUI must be driven from one thread."""
+
+    one_thread = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: set[str] = set()
+
+    def write(self, image_bgr: np.ndarray) -> None:
+        self.threads.add(threading.current_thread().name)
+        super().write(image_bgr)
+
+    def poll(self) -> list[str]:
+        self.threads.add(threading.current_thread().name)
+        return super().poll()
+
+
+def test_a_watermarked_window_is_written_from_the_output_loop_only() -> None:
+    # `run --output window --watermark` deadlocked Qt: the marking thread wrote the frames while the
+    # output loop polled the window's keys.
+    marked: list[int] = []
+
+    def mark(index: int, image: np.ndarray) -> np.ndarray:
+        marked.append(index)
+        out = image.copy()
+        out[-1, -1] = 255 - out[-1, -1]  # a change to find
+        return out
+
+    sink = OneThreadSink()
+    run_live_pipeline(FakeEngine(), SyntheticSource(frames=20, live=False, realtime=False), sink,
+                      opts(watermark=mark))
+    assert sink.threads == {threading.current_thread().name}
+    assert sink.written == 20 and marked == list(range(20))

@@ -182,6 +182,7 @@ def fit_to_screen(width: int, height: int, screen: tuple[int, int] | None) -> tu
 
 class WindowSink:
     name = "window"
+    one_thread = True  # write, poll and close from one thread (OpenCV's GUI): nothing may wrap it in another
 
     def __init__(self, title: str = WINDOW_TITLE) -> None:
         problem = display_problem()

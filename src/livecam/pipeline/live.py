@@ -125,7 +125,11 @@ class LivePipeline:
         if hasattr(sink, "on_lost"):  # the window: its display can vanish under the output loop
             sink.on_lost = self._sink_lost
         self._closing_sink = False
-        if options.watermark is not None:
+        # the window (OpenCV's GUI) is driven from this thread only: marking on another thread
+        # wrote frames from there and deadlocked Qt; its frames are marked here, before the write
+        self._mark_here = options.watermark if getattr(sink, "one_thread", False) else None
+        self._marked = 0
+        if options.watermark is not None and self._mark_here is None:
             # Marked off the output thread, so a marked frame does not hold up the loop; half a
             # second of frames absorbs one marking. A recording loses nothing, the virtual camera
             # drops the oldest waiting frame if the marker falls behind.
@@ -316,6 +320,9 @@ class LivePipeline:
             draw_overlay(image, self.metrics.overlay_lines())
         if self._label is not None:
             self._label(image)
+        if self._mark_here is not None:
+            image = self._mark_here(self._marked, image)
+            self._marked += 1
         t0 = time.perf_counter()
         write_at = getattr(self.sink, "write_at", None)
         if not self.live and packet.pts is not None and write_at is not None:
