@@ -216,7 +216,8 @@ def test_ratios_against_a_saved_baseline(faces_dir: Path, isolated_env: dict[str
     assert "against the baseline" in table.stdout and "auto: fps x" in table.stdout
 
 
-@pytest.mark.parametrize("content", [None, "not json", '{"providers": {}}'])
+@pytest.mark.parametrize("content", [None, "not json", '{"providers": {}}',
+                                     '{"fps": 10, "stages": {"detect": 3}}'])  # (an internal error after the run)
 def test_a_missing_or_wrong_baseline_is_one_line_before_any_model_loads(
         isolated_env: dict[str, str], tmp_path: Path, content: str | None) -> None:
     path = tmp_path / "before.json"

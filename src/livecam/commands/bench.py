@@ -577,6 +577,10 @@ def read_baseline(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or "fps" not in data or not isinstance(data.get("stages"), dict):
         raise InputError(f"--baseline {path} is not a single livecam bench JSON report (no fps and stages); "
                          f"save one with `livecam bench --json > {path.name}`")
+    # ratios() reads each stage's median: a hand-edited stage failed as an internal error after the run
+    if not all(isinstance(s, dict) and isinstance(s.get("median_ms"), (int, float)) for s in data["stages"].values()):
+        raise InputError(f"--baseline {path}: its stages are not livecam bench figures (each needs a median_ms); "
+                         f"save one with `livecam bench --json > {path.name}`")
     return data
 
 
