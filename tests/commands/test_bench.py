@@ -203,6 +203,14 @@ def test_ratios_against_a_saved_baseline(faces_dir: Path, isolated_env: dict[str
     saved.write_text(json.dumps(baseline))
     report = _bench([*args, "--baseline", str(saved)], isolated_env)
     against = report["against_baseline"]
+    # one of another mode or size: the ratios were given without a word
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({**baseline, "mode": "video", "resolution": "1280x720"}))
+    result = run_cli(["bench", "--frames", "10", "--json", *args, "--baseline", str(other)], env=isolated_env,
+                     timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert (f"warning: --baseline {other} was measured in video mode at 1280x720, this run is live mode at "
+            f"320x240: its ratios compare different work") in result.stderr
     assert against["fps"] == round(report["fps"] / baseline["fps"], 3)
     assert against["stages"]["detect"] == round(report["stages"]["detect"]["median_ms"]
                                                 / baseline["stages"]["detect"]["median_ms"], 3)

@@ -482,6 +482,11 @@ def _run_bench(job: BenchJob) -> None:
         if job.resolution != BenchJob(processing=job.processing).resolution:  # it was silently ignored
             log.warning("warning: --resolution sizes the generated clip; --input %s is measured at its own %s",
                         job.input.name, size)
+    if baseline is not None and (baseline.get("mode"), baseline.get("resolution")) != (job.mode, size):
+        log.warning("warning: --baseline %s was measured in %s mode at %s, this run is %s mode at %s: its "
+                    "ratios compare different work; save a baseline of the same mode and size",
+                    job.baseline, baseline.get("mode", "an unknown"), baseline.get("resolution", "an unknown size"),
+                    job.mode, size)
     # One job per provider compared (or the job itself); engines are built once each, then the
     # runs alternate round by round so every provider sees the same machine state.
     variants = {p: _on_provider(job, p) for p in job.compare_providers} or {"": job}
