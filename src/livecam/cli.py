@@ -10,6 +10,7 @@ import logging
 import math
 import os
 import sys
+import threading
 import traceback
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -349,7 +350,7 @@ def file_job_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def c2pa_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """--c2pa/--no-c2pa, --c2pa-cert, --c2pa-key: shared by video, image and run (recordings)."""
+    """--c2pa/--no-c2pa, --c2pa-cert, --c2pa-key: shared by video, image, run (recordings) and demo."""
     options = [
         click.option("--c2pa/--no-c2pa", default=True, show_default=True,
                      help="Signed C2PA content credentials (JPEG, PNG, WebP, TIFF, MP4, MOV)."),
@@ -589,7 +590,11 @@ def bench(ctx: click.Context, **kw: Any) -> None:
     mode, bench_input, frames = kw.pop("mode"), kw.pop("bench_input"), kw.pop("frames")
     resolution, as_json = _parse_resolution(kw.pop("resolution")), kw.pop("as_json")
     processing = _processing(ctx, kw, default_threads=file_workers() if mode == "video" else 1)
-    compare = tuple(dict.fromkeys(p.strip().lower() for p in kw.pop("compare_providers").split(",") if p.strip()))
+    listed = kw.pop("compare_providers")
+    compare = tuple(dict.fromkeys(p.strip().lower() for p in listed.split(",") if p.strip()))
+    if listed.strip() and not compare:  # "," or " ": a comparison asked for, of nothing
+        raise click.BadParameter(f"{listed!r} names no provider; list them as cpu,cuda",
+                                 param_hint="--compare-providers")
     job = BenchJob(processing=processing, mode=mode, input=bench_input, frames=frames,
                    resolution=resolution, json=as_json, compare_providers=compare, rounds=kw.pop("rounds"),
                    baseline=kw.pop("baseline"), watermark=kw.pop("watermark"))
@@ -601,12 +606,13 @@ def bench(ctx: click.Context, **kw: Any) -> None:
 @cli.command()
 @click.argument("output_dir", type=click.Path(file_okay=False, path_type=Path), default="livecam-demo")
 @click.option("--force", is_flag=True, help="Overwrite files in OUTPUT_DIR.")
+@c2pa_options
 @click.pass_context
-def demo(ctx: click.Context, output_dir: Path, force: bool) -> None:
+def demo(ctx: click.Context, output_dir: Path, force: bool, **kw: Any) -> None:
     """See a real swap in one command: bundled photos, no camera, GPU or network needed."""
     from livecam.commands.demo import run_demo
 
-    return run_demo(DemoJob(output_dir=output_dir, runtime=ctx.obj, force=force))
+    return run_demo(DemoJob(output_dir=output_dir, runtime=ctx.obj, force=force, c2pa=_c2pa(kw)))
 
 
 @cli.command()
@@ -696,9 +702,29 @@ def models_convert(ctx: click.Context, checkpoint: Path, output: Path | None, fo
     convert_model(_settings(ctx), checkpoint, output, force)
 
 
+def _stranded_error(args: threading.ExceptHookArgs, previous: Callable[[threading.ExceptHookArgs], Any]) -> None:
+    """A LivecamError raised on a thread that no caller joins: the window's exit guard, while the
+    main thread is held inside Qt's exit() (media.exit_guard). Nothing else will report it: its
+    line and its exit code end the process, as on the main thread. Anything else goes to
+    `previous`."""
+    exc = args.exc_value
+    if not isinstance(exc, LivecamError):
+        previous(args)
+        return
+    try:
+        click.echo(f"livecam: error: {exc.message}", err=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed stream: the exit status still says it
+        pass
+    os._exit(exc.exit_code)
+
+
 def main() -> None:
     # From the first line to exit SIGTERM is Ctrl-C (one line, exit 130, outputs cleaned up); once
     # exiting, a further signal would only break interpreter shutdown with a traceback.
+    previous = threading.excepthook
+    threading.excepthook = lambda args: _stranded_error(args, previous)
     try:
         with stop_signals():
             try:

@@ -51,6 +51,7 @@ from livecam.media.chunks import Chunk
 from livecam.pipeline.batch import FileOutcome
 from livecam.pipeline.contracts import FileEngine
 from livecam.pipeline.progress import Progress
+from livecam.pipeline.signals import kept_stop_handlers
 from livecam.pipeline.segments import (SegmentPlan, SegmentResult, cut_segment, plan_job, readable_here,
                                        run_segment, write_joined)
 from livecam.settings import ClusterSettings, VideoJob
@@ -235,12 +236,13 @@ def connected(address: str, *, cpus: int | None = None) -> Iterator[Any]:
     kwargs: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING, "configure_logging": True,
                               "include_dashboard": False}
     try:
-        if address == "local":
-            ray.init(num_cpus=cpus, **kwargs)
-        else:
-            if address.startswith("ray://"):  # Ray Client takes fewer options
-                kwargs = {"logging_level": logging.WARNING, "log_to_driver": False}
-            ray.init(address=address, **kwargs)
+        with kept_stop_handlers():  # Ray's core takes SIGTERM over (a stack dump and abort)
+            if address == "local":
+                ray.init(num_cpus=cpus, **kwargs)
+            else:
+                if address.startswith("ray://"):  # Ray Client takes fewer options
+                    kwargs = {"logging_level": logging.WARNING, "log_to_driver": False}
+                ray.init(address=address, **kwargs)
     except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as exc:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if address == "auto" and not os.environ.get("RAY_ADDRESS"):

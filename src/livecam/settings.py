@@ -206,6 +206,7 @@ class DemoJob:
     output_dir: Path
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
     force: bool = False
+    c2pa: C2paSettings = field(default_factory=C2paSettings)  # on demo.mp4 and before_after.png
 
 
 # how cluster workers get a video: auto (its path where a worker reads the same file there, else

@@ -98,6 +98,14 @@ def test_errors_come_before_any_model_loads(tmp_path: Path, isolated_env: dict[s
                       "--source", str(tmp_path / "x.jpg")], env=isolated_env)
     assert result.returncode == 2 and "missing.mp4" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+    # a folder was said not to exist
+    result = run_cli(["bench", "--frames", "10", "--input", str(tmp_path)], env=isolated_env)
+    assert result.returncode == 2 and f"--input {tmp_path} is a folder; give a video file" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    # --compare-providers "," ran a plain bench, as if nothing had been asked
+    result = run_cli(["bench", "--frames", "10", "--compare-providers", ","], env=isolated_env)
+    assert result.returncode == 2 and "--compare-providers" in result.stderr and "names no provider" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
 
 
 def test_generated_clip_moves_and_is_copied() -> None:
@@ -195,6 +203,14 @@ def test_ratios_against_a_saved_baseline(faces_dir: Path, isolated_env: dict[str
     saved.write_text(json.dumps(baseline))
     report = _bench([*args, "--baseline", str(saved)], isolated_env)
     against = report["against_baseline"]
+    # one of another mode or size: the ratios were given without a word
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({**baseline, "mode": "video", "resolution": "1280x720"}))
+    result = run_cli(["bench", "--frames", "10", "--json", *args, "--baseline", str(other)], env=isolated_env,
+                     timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert (f"warning: --baseline {other} was measured in video mode at 1280x720, this run is live mode at "
+            f"320x240: its ratios compare different work") in result.stderr
     assert against["fps"] == round(report["fps"] / baseline["fps"], 3)
     assert against["stages"]["detect"] == round(report["stages"]["detect"]["median_ms"]
                                                 / baseline["stages"]["detect"]["median_ms"], 3)
@@ -208,7 +224,8 @@ def test_ratios_against_a_saved_baseline(faces_dir: Path, isolated_env: dict[str
     assert "against the baseline" in table.stdout and "auto: fps x" in table.stdout
 
 
-@pytest.mark.parametrize("content", [None, "not json", '{"providers": {}}'])
+@pytest.mark.parametrize("content", [None, "not json", '{"providers": {}}',
+                                     '{"fps": 10, "stages": {"detect": 3}}'])  # (an internal error after the run)
 def test_a_missing_or_wrong_baseline_is_one_line_before_any_model_loads(
         isolated_env: dict[str, str], tmp_path: Path, content: str | None) -> None:
     path = tmp_path / "before.json"

@@ -186,6 +186,38 @@ def test_a_failure_leaves_no_files_and_no_folder(tmp_path: Path, short_demo: Non
     assert not (tmp_path / "new").exists()  # the folders it made are gone, with target.mp4 in them
 
 
+def test_an_unwritable_c2pa_folder_stops_the_demo_before_its_clip_and_no_c2pa_runs_it(
+        tmp_path: Path, short_demo: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A read-only home: the identity was made only when demo.mp4 was signed, after every frame,
+    # and the fix it named (--no-c2pa) was not an option of demo.
+    pytest.importorskip("c2pa")
+    from livecam.marks import credentials
+
+    if credentials.available() is False:
+        pytest.skip("c2pa-python is not installed")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("LIVECAM_C2PA_DIR", str(blocker / "c2pa"))
+    from livecam.pipeline import file
+
+    def too_late(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the clip was processed before the identity was made")
+
+    out = tmp_path / "d"
+    with monkeypatch.context() as patch:
+        patch.setattr(file, "process_video", too_late)
+        result = CliRunner().invoke(cli, ["-q", "demo", str(out)])
+    assert result.exit_code == 1, result.output
+    assert result.output.strip().splitlines() == [f"livecam: error: cannot create the C2PA identity in {blocker / 'c2pa'} "
+                                                  f"(Not a directory); set LIVECAM_C2PA_DIR to a writable folder or "
+                                                  f"pass --no-c2pa"]
+    assert not out.exists()
+    result = CliRunner().invoke(cli, ["-q", "demo", "--no-c2pa", str(out)])
+    assert result.exit_code == 0, result.output
+    assert len(decode(out / "demo.mp4")) == 12
+    assert credentials.read_credentials(out / "demo.mp4").present is False
+
+
 def test_the_clip_window_stays_inside_the_photo_and_moves_smoothly() -> None:
     pw, ph = 512, 600
     w, h = demo.CLIP_SIZE

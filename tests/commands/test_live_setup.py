@@ -74,6 +74,11 @@ def test_existing_stats_json_is_kept_without_force_and_checked_before_models(
     with pytest.raises(InputError, match="folder .* does not exist"):
         live_command.run_live(job(tmp_path, tmp_path / "x.jpg", clip, output="none",
                                   stats_json=tmp_path / "nope" / "s.jsonl"))
+    # a link to a file in a missing folder failed only after the models loaded
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(tmp_path / "gone" / "s.jsonl")
+    with pytest.raises(InputError, match=f"--stats-json {link}: the output folder {tmp_path / 'gone'} does not exist"):
+        live_command.run_live(job(tmp_path, tmp_path / "x.jpg", clip, output="none", stats_json=link))
     with pytest.raises(AssertionError, match="models were loaded"):  # --force: past the check
         live_command.run_live(job(tmp_path, tmp_path / "x.jpg", clip, output="none", stats_json=stats, force=True))
     # Even with --force, the clip being played is never the file written over.
@@ -130,15 +135,18 @@ def test_camera_options_a_file_has_no_use_for_are_named_not_silently_ignored(
     with caplog.at_level("WARNING", logger="livecam"):
         live_command.run_live(job(tmp_path, source, clip, output="none", resolution=(320, 240), fps=5.0))
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert any("--resolution and --fps set a camera's capture; c.mp4 plays at its own size" in w for w in warnings)
+    assert any("--resolution and --fps are for a camera's capture; c.mp4 plays at its own size" in w for w in warnings)
     caplog.clear()
     with caplog.at_level("WARNING", logger="livecam"):
         live_command.run_live(job(tmp_path, source, clip, output="none"))
     assert not any("camera's capture" in r.getMessage() for r in caplog.records)
-    from livecam.media.camera import CameraSource
+    from livecam.media.camera import CameraSource, VideoFileSource
 
     camera = CameraSource(0)
-    assert live_command.ignored_options(job(tmp_path, source, clip), camera)  # realtime=False given
+    assert live_command.ignored_options(job(tmp_path, source, clip), camera) == [  # realtime=False given
+        "--realtime/--no-realtime is for a video file or URL; a camera always runs in real time"]
+    one = live_command.ignored_options(job(tmp_path, source, clip, fps=5.0), VideoFileSource(str(clip)))
+    assert one == ["--fps is for a camera's capture; c.mp4 plays at its own size and frame rate"]
     assert live_command.ignored_options(LiveJob(processing=ProcessingSettings(sources=())), camera) == []
 
 

@@ -374,3 +374,50 @@ def test_doctor_says_when_the_models_folder_cannot_be_written(tmp_path: Path, mo
     monkeypatch.setattr(tempfile, "TemporaryFile", read_only)
     problem = models_folder_problem(tmp_path)
     assert "NOT writable (Read-only file system)" in problem and "--models-dir" in problem
+
+
+def test_doctor_says_when_outputs_cannot_get_content_credentials(tmp_path, monkeypatch, capsys) -> None:
+    # A C2PA folder that cannot be written (read-only home; here a file in its path): every
+    # livecam image and video failed with "cannot create the C2PA identity", doctor said nothing.
+    pytest.importorskip("c2pa")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setattr(doctor_module, "probe_cameras", lambda: [])
+    monkeypatch.delenv("LIVECAM_C2PA_CERT", raising=False)
+    monkeypatch.delenv("LIVECAM_C2PA_KEY", raising=False)
+    for folder, expected in ((blocker / "c2pa", f"NOT possible: the local identity cannot be made in {blocker / 'c2pa'}"),
+                             (tmp_path / "new" / "c2pa", "local identity to be made in")):
+        monkeypatch.setenv("LIVECAM_C2PA_DIR", str(folder))
+        assert doctor_module.run_doctor(RuntimeSettings(models_dir=tmp_path / "m", offline=True)) == 0
+        line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("Content credentials (C2PA): "))
+        assert expected in line, line
+        if "NOT" in line:
+            assert line.endswith("set LIVECAM_C2PA_DIR to a writable folder or pass --no-c2pa")
+
+
+def test_a_folder_where_a_model_file_goes_is_named_not_downloaded_over(isolated_env, tmp_path) -> None:
+    # `models download` fetched the whole file, then failed renaming it onto the folder with an
+    # internal error (IsADirectoryError); verify and list called the model "missing".
+    data = payload(200_000, 23)
+    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
+    (models / "m.onnx").mkdir(parents=True)
+    with LoopbackServer() as server:
+        url = server.serve("/m.onnx", data)
+        catalog = tmp_path / "catalog.json"
+        catalog.write_text(catalog_to_json([spec_for("m", (url,), data)]))
+        env = env_without_offline(isolated_env)
+        result = run_patched(catalog, ["models", "download", "m"], env)
+        assert result.returncode == 3 and server.state.log == [], result.stderr
+        assert result.stderr == f"livecam: error: {models / 'm.onnx'} is a folder, where model m's file goes; " \
+                                f"move it away and run the download again\n"
+    verify = run_patched(catalog, ["models", "verify", "m"], isolated_env)
+    assert verify.returncode == 3 and "m: corrupt" in verify.stderr and "a folder, not the model file" in verify.stderr
+    assert (models / "m.onnx").is_dir()
+    # a run that needs the model says the same before fetching anything
+    from livecam.errors import ModelError
+    from livecam.models.store import ModelStore
+
+    store = ModelStore(RuntimeSettings(models_dir=models), progress=False,
+                       catalog={"m": spec_for("m", ("http://127.0.0.1:9/m.onnx",), data)})
+    with pytest.raises(ModelError, match="m.onnx is a folder, where model m's file goes"):
+        store.path("m")

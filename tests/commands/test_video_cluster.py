@@ -83,8 +83,9 @@ def test_a_local_cluster_run_from_the_environment_ignores_ray_address(tmp_path: 
 
 
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed (pip install '.[ray]')")
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])  # SIGTERM: Ray's core had taken it (abort, 134)
 def test_ctrl_c_on_a_cluster_run_leaves_no_output(tmp_path: Path, faces_dir: Path,
-                                                  isolated_env: dict[str, str]) -> None:
+                                                  isolated_env: dict[str, str], stop: signal.Signals) -> None:
     src = make_clip(tmp_path / "biden.mp4", frames=90, size=(320, 240), fps=30, audio=True,
                     source_image=faces_dir / "biden.jpg", moving_crop=True)
     work = tmp_path / "work"
@@ -100,7 +101,7 @@ def test_ctrl_c_on_a_cluster_run_leaves_no_output(tmp_path: Path, faces_dir: Pat
         seen.append(line)
         if " frames (" in line:
             break
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(stop)
     _, rest = proc.communicate(timeout=120)
     assert proc.returncode == 130, "".join(seen) + rest
     assert "no output written" in _one_line(rest)

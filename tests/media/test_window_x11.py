@@ -25,8 +25,14 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture
-def x_display(isolated_env: dict[str, str]) -> Iterator[dict[str, str]]:
-    """A private Xvfb server; yields the environment that points livecam at it."""
+def x_display(x_server: tuple[dict[str, str], subprocess.Popen[bytes]]) -> dict[str, str]:
+    """The environment that points livecam at a private Xvfb server."""
+    return x_server[0]
+
+
+@pytest.fixture
+def x_server(isolated_env: dict[str, str]) -> Iterator[tuple[dict[str, str], subprocess.Popen[bytes]]]:
+    """A private Xvfb server; yields the environment that points livecam at it, and the server."""
     # -displayfd: the server picks a free display number and writes it once it accepts clients
     read_fd, write_fd = os.pipe()
     server = subprocess.Popen(["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "1280x800x24", "-nolisten", "tcp"],
@@ -40,7 +46,7 @@ def x_display(isolated_env: dict[str, str]) -> Iterator[dict[str, str]]:
     env = {**isolated_env, "DISPLAY": f":{number}"}
     env.pop("WAYLAND_DISPLAY", None)
     try:
-        yield env
+        yield env, server
     finally:
         server.terminate()
         server.wait(timeout=10)

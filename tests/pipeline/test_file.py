@@ -528,3 +528,37 @@ def test_whole_mp4s_with_the_index_first_or_last_are_not_taken_for_truncated(tmp
     for path in (plain, fast):
         with VideoReader(path) as reader:
             assert reader.info.cut_short is None, path
+
+
+@pytest.mark.parametrize("keep_partial", [False, True])
+def test_an_input_error_without_keep_partial_stops_the_workers_at_once(keep_partial: bool) -> None:
+    # The frames read before a broken input's error were still processed (and then thrown away
+    # with the output) when --keep-partial was not given.
+    from livecam.errors import InputError
+    from livecam.pipeline.file import FilePipeline
+
+    started, failed = threading.Event(), threading.Event()
+
+    def frames():  # type: ignore[no-untyped-def]
+        for i in range(6):
+            yield OutFrame(np.zeros((8, 8, 3), np.uint8), i / 30)
+        assert started.wait(10)  # a worker is processing frame 0
+        failed.set()
+        raise InputError("the input is damaged")
+
+    class HeldEngine(InvertEngine):
+        def process(self, packet: FramePacket) -> None:
+            if packet.index == 0:  # every frame is read (and the input has failed) meanwhile
+                started.set()
+                assert failed.wait(10)
+                pipeline.stages.stop.wait(2)  # (set at once without keep_partial)
+            super().process(packet)
+
+    engine = HeldEngine()
+    written: list[int] = []
+    pipeline = FilePipeline(frames(), lambda p: written.append(p.index), engine, workers=1, max_in_flight=8,
+                            label=False, keep_partial=keep_partial)
+    with pytest.raises(InputError, match="damaged"):
+        pipeline.run()
+    assert engine.seen == ([0, 1, 2, 3, 4, 5] if keep_partial else [0])  # only the frame under way
+    assert written == (engine.seen if keep_partial else [])

@@ -390,3 +390,64 @@ def test_stats_json_fifo_waits_for_its_reader_and_a_stop_still_ends_the_wait(tmp
                                opts(stats_json=fifo, interval_s=0.2))
     reader.join(5.0)
     assert json.loads(got[-1])["summary"]["frames"] == result.summary["frames"] >= 1
+
+
+def test_stats_json_write_failures_say_the_cause_and_the_fix(tmp_path: Path) -> None:
+    # "writing failed (Broken pipe)" / "(No space left on device)": the cause without the fix
+    from livecam.errors import OutputError
+
+    if Path("/dev/full").exists():
+        with pytest.raises(OutputError, match=r"^--stats-json /dev/full: writing failed \(No space left on device\); "
+                                              r"free space on that disk or give another file$"):
+            run_live_pipeline(FakeEngine(), SyntheticSource(frames=20, fps=100), MemorySink(),
+                              opts(stats_json=Path("/dev/full"), interval_s=0.05))
+    fifo = tmp_path / "stats.fifo"
+    os.mkfifo(fifo)
+
+    def read_one_line_and_go() -> None:
+        with open(fifo, encoding="utf-8") as reader:
+            reader.readline()
+
+    reader = threading.Thread(target=read_one_line_and_go)
+    reader.start()
+    with pytest.raises(OutputError, match=r"^--stats-json .*stats.fifo: its reader closed it \(broken pipe\); "
+                                          r"keep the reader open until the run ends$"):
+        run_live_pipeline(FakeEngine(), SyntheticSource(frames=400, fps=100), MemorySink(),
+                          opts(stats_json=fifo, interval_s=0.05))
+    reader.join(5.0)
+
+
+class OneThreadSink(MemorySink):
+    """Stands in for the window: OpenCV's GUI must be driven from one thread."""
+
+    one_thread = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: set[str] = set()
+
+    def write(self, image_bgr: np.ndarray) -> None:
+        self.threads.add(threading.current_thread().name)
+        super().write(image_bgr)
+
+    def poll(self) -> list[str]:
+        self.threads.add(threading.current_thread().name)
+        return super().poll()
+
+
+def test_a_watermarked_window_is_written_from_the_output_loop_only() -> None:
+    # `run --output window --watermark` deadlocked Qt: the marking thread wrote the frames while the
+    # output loop polled the window's keys.
+    marked: list[int] = []
+
+    def mark(index: int, image: np.ndarray) -> np.ndarray:
+        marked.append(index)
+        out = image.copy()
+        out[-1, -1] = 255 - out[-1, -1]  # a change to find
+        return out
+
+    sink = OneThreadSink()
+    run_live_pipeline(FakeEngine(), SyntheticSource(frames=20, live=False, realtime=False), sink,
+                      opts(watermark=mark))
+    assert sink.threads == {threading.current_thread().name}
+    assert sink.written == 20 and marked == list(range(20))

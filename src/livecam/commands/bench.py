@@ -461,7 +461,8 @@ def _run_bench(job: BenchJob) -> None:
     from livecam.pipeline.engine import Engine
 
     if job.input is not None and not job.input.is_file():
-        raise InputError(f"--input {job.input} does not exist; give a video file or leave it out "
+        what = "is a folder" if job.input.is_dir() else "does not exist"
+        raise InputError(f"--input {job.input} {what}; give a video file or leave it out "
                          f"to use a generated clip")
     if job.compare_providers and job.processing.runtime.providers not in ((), ("auto",)):
         # each compared run sets its own provider: --execution-provider was silently dropped
@@ -481,6 +482,11 @@ def _run_bench(job: BenchJob) -> None:
         if job.resolution != BenchJob(processing=job.processing).resolution:  # it was silently ignored
             log.warning("warning: --resolution sizes the generated clip; --input %s is measured at its own %s",
                         job.input.name, size)
+    if baseline is not None and (baseline.get("mode"), baseline.get("resolution")) != (job.mode, size):
+        log.warning("warning: --baseline %s was measured in %s mode at %s, this run is %s mode at %s: its "
+                    "ratios compare different work; save a baseline of the same mode and size",
+                    job.baseline, baseline.get("mode", "an unknown"), baseline.get("resolution", "an unknown size"),
+                    job.mode, size)
     # One job per provider compared (or the job itself); engines are built once each, then the
     # runs alternate round by round so every provider sees the same machine state.
     variants = {p: _on_provider(job, p) for p in job.compare_providers} or {"": job}
@@ -575,6 +581,10 @@ def read_baseline(path: Path) -> dict[str, Any]:
                          f"`livecam bench --json > {path.name}`") from None
     if not isinstance(data, dict) or "fps" not in data or not isinstance(data.get("stages"), dict):
         raise InputError(f"--baseline {path} is not a single livecam bench JSON report (no fps and stages); "
+                         f"save one with `livecam bench --json > {path.name}`")
+    # ratios() reads each stage's median: a hand-edited stage failed as an internal error after the run
+    if not all(isinstance(s, dict) and isinstance(s.get("median_ms"), (int, float)) for s in data["stages"].values()):
+        raise InputError(f"--baseline {path}: its stages are not livecam bench figures (each needs a median_ms); "
                          f"save one with `livecam bench --json > {path.name}`")
     return data
 

@@ -83,7 +83,7 @@ def run_demo(job: DemoJob) -> None:
         from livecam.pipeline.signals import stop_signals  # SIGTERM handled like Ctrl-C, as in `livecam video`
 
         with stop_signals():
-            result = _make_demo(folder, runtime, workers, written)
+            result = _make_demo(folder, runtime, workers, written, job.c2pa)
     except BaseException:
         _remove_files(written)
         if created_folder:
@@ -92,7 +92,8 @@ def run_demo(job: DemoJob) -> None:
     click.echo(summary(replace(result, seconds=time.perf_counter() - started)))
 
 
-def _make_demo(folder: Path, runtime: RuntimeSettings, workers: int, written: list[Path]) -> DemoResult:
+def _make_demo(folder: Path, runtime: RuntimeSettings, workers: int, written: list[Path],
+               c2pa: C2paSettings) -> DemoResult:
     from livecam.models.store import ModelStore
     from livecam.pipeline.engine import Engine
     from livecam.pipeline.file import process_video
@@ -103,6 +104,9 @@ def _make_demo(folder: Path, runtime: RuntimeSettings, workers: int, written: li
                           "(PyAV); reinstall the av package")
     source, target = sample_path(SOURCE), sample_path(TARGET)
     target_clip, demo_clip = folder / "target.mp4", folder / "demo.mp4"
+    # the signing identity is made (or refused in one line) now: made at the end, a read-only
+    # home failed the demo after its whole clip was processed
+    signing = signing_for(c2pa, None, (), outputs=(demo_clip,))
 
     write_target_clip(read_image(target)[..., :3], target_clip, focus=SAMPLES[TARGET].focus, encoder=encoder,
                       size=CLIP_SIZE, fps=CLIP_FPS, frames=CLIP_FRAMES)
@@ -120,7 +124,7 @@ def _make_demo(folder: Path, runtime: RuntimeSettings, workers: int, written: li
     # The demo's outputs carry every mark, as `livecam video` and `livecam image` write them.
     marker = open_watermarker(runtime, engine.providers, workers)
     models = tuple(engine.model_names.values())
-    video_signing = signing_for(C2paSettings(), target_clip, models)
+    video_signing = replace(signing, input=target_clip, models=models) if signing else None
     # force: prepare_folder already required --force for a folder with files in it
     video = process_video(VideoJob(input=target_clip, output=demo_clip, processing=settings, force=True,
                                    encoder=encoder, quality=20, label=True), engine, quiet=runtime.quiet,
@@ -135,7 +139,7 @@ def _make_demo(folder: Path, runtime: RuntimeSettings, workers: int, written: li
                           frame_at(demo_clip, BEFORE_AFTER_FRAME), BEFORE_AFTER_FRAME)
     # The result panel already carries the visible label from the video; the file gets the tags.
     panels_path = folder / "before_after.png"
-    panels_signing = signing_for(C2paSettings(), source, models)
+    panels_signing = replace(signing, input=source, models=models) if signing else None
     write_image_atomic(panels_path, panels, force=True, label=False, watermark=marker.embed,
                        sign=(lambda data: panels_signing.sign_bytes(data, panels_path)) if panels_signing else None)
     written.append(folder / "before_after.png")

@@ -109,14 +109,13 @@ def provider_start_lines(store: ModelStore) -> list[str]:
     return lines
 
 
-def models_folder_problem(root: Path) -> str:
-    """'' when downloads can write in the models folder (or create it), else why not and the fix:
-    a read-only folder was only found out when a download failed. Not a readiness problem: the
-    embedded models need no writing."""
+def unwritable(root: Path) -> str | None:
+    """Why files cannot be written in `root` (or in the folders that would be made for it: a
+    missing one is created on first use), or None when they can."""
     import tempfile
 
     folder = root
-    while not folder.exists() and folder.parent != folder:  # a missing folder is created on download
+    while not folder.exists() and folder.parent != folder:
         folder = folder.parent
     try:
         if not folder.is_dir():
@@ -124,9 +123,39 @@ def models_folder_problem(root: Path) -> str:
         with tempfile.TemporaryFile(dir=folder):  # os.access says yes to root on read-only mounts
             pass
     except OSError as exc:
-        return (f"; NOT writable ({exc.strerror or exc}): downloads will fail; make it writable or pass "
-                f"--models-dir")
-    return ""
+        return exc.strerror or str(exc)
+    return None
+
+
+def models_folder_problem(root: Path) -> str:
+    """'' when downloads can write in the models folder (or create it), else why not and the fix:
+    a read-only folder was only found out when a download failed. Not a readiness problem: the
+    embedded models need no writing."""
+    reason = unwritable(root)
+    return "" if reason is None else (f"; NOT writable ({reason}): downloads will fail; make it writable or "
+                                      f"pass --models-dir")
+
+
+def credentials_state() -> str:
+    """Whether outputs can get C2PA content credentials from the local identity (made on the first
+    signed output): with a read-only home every livecam image and video failed at once, while
+    doctor said nothing. Not a readiness problem (a live run to a window signs nothing)."""
+    import os
+
+    from livecam.marks import credentials
+
+    if not credentials.available():
+        return "off: c2pa-python is not installed (pip install 'livecam[c2pa]')"
+    if os.environ.get("LIVECAM_C2PA_CERT") or os.environ.get("LIVECAM_C2PA_KEY"):
+        return "signed with LIVECAM_C2PA_CERT / LIVECAM_C2PA_KEY"
+    folder = credentials.local_folder(os.environ)
+    if (folder / credentials.LOCAL_IDENTITY).is_file():
+        return f"local identity in {folder}"
+    reason = unwritable(folder)
+    if reason is None:
+        return f"local identity to be made in {folder} on the first signed output"
+    return (f"NOT possible: the local identity cannot be made in {folder} ({reason}), so livecam image, video "
+            f"and recordings will fail; set LIVECAM_C2PA_DIR to a writable folder or pass --no-c2pa")
 
 
 def window_state() -> str:
@@ -206,6 +235,7 @@ def run_doctor(settings: RuntimeSettings) -> int:
     echo("Cameras: " + (", ".join(cameras) if cameras else f"none opened (indexes {CAMERA_INDEXES[0]}-"
                                                              f"{CAMERA_INDEXES[-1]} tried)"))
     echo("Window (--output window): " + window_state())
+    echo("Content credentials (C2PA): " + credentials_state())
     if ready:
         echo("Default run (embedded models, CPU): ready")
         return 0

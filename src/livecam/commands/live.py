@@ -21,6 +21,7 @@ from livecam.media.images import check_output_folder, same_file
 from livecam.media.sinks import FileRecorderSink, Sink, make_sink
 from livecam.pipeline.live import LiveRun, run_live_pipeline
 from livecam.pipeline.metrics import ResourceProbe
+from livecam.processors import registry
 from livecam.settings import LiveJob
 
 if TYPE_CHECKING:
@@ -59,8 +60,8 @@ def check_files(job: LiveJob, sink: Sink) -> None:
     if path.exists() and not job.force:
         raise OutputExistsError(f"--stats-json {path}: the file exists; add --force to overwrite it or choose "
                                 f"another name")
-    try:
-        check_output_folder(path)
+    try:  # a dangling link is written through: its target's folder must be there
+        check_output_folder(path.resolve() if path.is_symlink() else path)
     except InputError as exc:
         raise InputError(f"--stats-json {path}: {exc.message}") from exc
 
@@ -68,16 +69,12 @@ def check_files(job: LiveJob, sink: Sink) -> None:
 def ignored_options(job: LiveJob, source: FrameSource) -> list[str]:
     """Options given that this source has no use for (they were silently ignored): a camera's
     capture size and rate for a file or URL, real-time pacing for a camera."""
-    defaults = LiveJob(processing=job.processing)
     if isinstance(source, CameraSource):
-        return (["--realtime/--no-realtime apply to a video file or URL; a camera always runs in real time"]
-                if job.realtime is not None else [])
-    given = [name for name, changed in (("--resolution", job.resolution != defaults.resolution),
-                                        ("--fps", job.fps != defaults.fps)) if changed]
-    if not given:
-        return []
-    return [f"{' and '.join(given)} set{'s' if len(given) == 1 else ''} a camera's capture; {source.name} "
-            f"plays at its own size and frame rate"]
+        flags = registry.given(job, {"realtime": "--realtime/--no-realtime"})
+        return [f"{registry.listed(flags)} for a video file or URL; a camera always runs in real time"] if flags else []
+    flags = registry.given(job, {"resolution": "--resolution", "fps": "--fps"})
+    return ([f"{registry.listed(flags)} for a camera's capture; {source.name} plays at its own size and frame rate"]
+            if flags else [])
 
 
 def warm_frames(engine: FrameEngine, images: Sequence[np.ndarray], track: bool, process: bool = True,

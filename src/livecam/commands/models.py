@@ -61,6 +61,10 @@ def download_models(settings: RuntimeSettings, names: tuple[str, ...], accept: b
             st = store.state(spec.name)
             states[spec.name] = store.verify(spec.name) if st.state == PRESENT else st
     fetch = [s for s in specs if not s.bundled and states[s.name].state in (MISSING, CORRUPT)]
+    for spec in fetch:
+        if states[spec.name].path.is_dir():  # never replaced: a folder is the user's to move
+            raise ModelError(f"{states[spec.name].path} is a folder, where model {spec.name}'s file goes; "
+                             f"move it away and run the download again")
     if settings.offline and fetch:
         listed = [s.name for s in fetch]
         raise ModelError(f"offline mode forbids downloading {', '.join(listed)}; run "

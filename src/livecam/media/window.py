@@ -13,11 +13,12 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from livecam.errors import DeviceError
+from livecam.media.exit_guard import ExitGuard
 
 log = logging.getLogger("livecam")
 
@@ -181,6 +182,7 @@ def fit_to_screen(width: int, height: int, screen: tuple[int, int] | None) -> tu
 
 class WindowSink:
     name = "window"
+    one_thread = True  # write, poll and close from one thread (OpenCV's GUI): nothing may wrap it in another
 
     def __init__(self, title: str = WINDOW_TITLE) -> None:
         problem = display_problem()
@@ -188,6 +190,12 @@ class WindowSink:
             raise DeviceError(f"--output window: {problem}; or use "
                               f"--output none, --output FILE.mp4 or --output virtual-camera")
         self.title = title
+        # Called on another thread when the X display goes away mid-run, while the thread that
+        # drives the window is held inside Qt's exit(1) (media.exit_guard): the caller's cleanup.
+        # The error is then raised on that thread (cli.py reports it and ends the process).
+        self.on_lost: Callable[[DeviceError], None] | None = None
+        self._guard: ExitGuard | None = None
+        self._lost = False
         self._cv2: Any = None
         self._opened = False
         self._fullscreen = False
@@ -207,6 +215,22 @@ class WindowSink:
             raise DeviceError(f"could not open a window ({str(exc).strip().splitlines()[-1]}); use --output none, "
                               f"--output FILE.mp4 or --output virtual-camera") from exc
         self._opened = True
+        # after the window: Qt's plugins are loaded, so their own exit handlers run after the guard's
+        self._guard = ExitGuard(self._exit_called)
+
+    def _exit_called(self) -> None:
+        """Qt called exit() (on the guard's thread; the window's thread waits inside exit())."""
+        display = os.environ.get("DISPLAY", "")
+        if display and x_display_problem(display) is None:
+            return  # the display still answers: not its loss, let that exit go on
+        self._lost = True
+        name = display or os.environ.get("WAYLAND_DISPLAY", "")
+        error = DeviceError(f"--output window: the display {name!r} went away (its server stopped or the "
+                            f"connection broke); run again on a working display, or use --output FILE.mp4 "
+                            f"or --output none")
+        if self.on_lost is not None:
+            self.on_lost(error)
+        raise error
 
     def write(self, image_bgr: np.ndarray) -> None:
         if not self._opened:
@@ -241,10 +265,13 @@ class WindowSink:
         return keys
 
     def close(self) -> None:
-        if self._opened:
+        if self._opened and not self._lost:  # a lost display: Qt is inside exit(), never call it again
             try:
                 self._cv2.destroyWindow(self.title)
                 self._cv2.waitKey(1)
             except Exception:  # noqa: BLE001 - the window may already be gone
                 pass
-            self._opened = False
+        self._opened = False
+        if self._guard is not None:
+            self._guard.close()
+            self._guard = None

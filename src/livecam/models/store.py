@@ -333,6 +333,9 @@ class ModelStore:
     @staticmethod
     def _absent_or_wrong_size(spec: ModelSpec, path: Path, hint: str = "") -> ModelState | None:
         """MISSING or CORRUPT (by size) without hashing anything; None when the size is right."""
+        if path.is_dir():
+            return ModelState(spec.name, CORRUPT, path, "a folder, not the model file; move it away and run "
+                                                        f"`livecam models download {spec.name}`")
         if not path.is_file():
             return ModelState(spec.name, MISSING, path)
         size = path.stat().st_size
@@ -402,6 +405,9 @@ class ModelStore:
     # ---- downloading ------------------------------------------------------------------------
     def _ensure_downloadable(self, spec: ModelSpec) -> None:
         where = self.root / spec.file_name
+        if where.is_dir():  # the download would fail on the rename, after fetching it all
+            raise ModelError(f"{where} is a folder, where model {spec.name}'s file goes; move it away and "
+                             f"run `livecam models download {spec.name}`")
         if not spec.downloadable:
             raise ModelError(f"model {spec.name} is missing ({where}) and cannot be downloaded; "
                              f"put {spec.file_name} into {self.root}")

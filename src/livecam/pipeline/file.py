@@ -200,15 +200,19 @@ class FilePipeline:
     on_warm is called once from the encode thread when as many frames as may be in flight have
     been written: every thread, codec and buffer exists by then (the moment to cap memory).
     first_index numbers the first frame (frame_range and the watermark's cadence count in the
-    whole file when a cluster worker runs one segment of it)."""
+    whole file when a cluster worker runs one segment of it). keep_partial: an input that fails
+    (truncated, too damaged) ends there and the frames read before it are still processed and
+    written, for a caller that keeps a partial output; without it every stage stops at once, as
+    the output will be thrown away."""
 
     def __init__(self, frames: Iterable[TimedFrame], write: Callable[[FramePacket], None], engine: FileEngine, *,
                  workers: int = 1, max_in_flight: int = 6, frame_range: tuple[int, int | None] | None = None,
                  label: bool = True, watermark: Callable[[int, np.ndarray], np.ndarray] | None = None,
                  progress: Counter | None = None, stop: threading.Event | None = None,
                  on_warm: Callable[[], None] | None = None, lanes: Sequence[FileEngine] = (),
-                 first_index: int = 0) -> None:
+                 first_index: int = 0, keep_partial: bool = True) -> None:
         self.frames = frames
+        self.keep_partial = keep_partial
         self.first_index = first_index  # of the first frame (a cluster segment's place in its file)
         self.write = write
         self.engine = engine
@@ -269,7 +273,10 @@ class FilePipeline:
                     frame = next(source, None)
                 except Exception as exc:  # noqa: BLE001 - raised by run() once the frames before it are written
                     # The input failed (truncated, too damaged): it ends here, and the frames
-                    # already read are still processed and written (--keep-partial keeps them).
+                    # already read are still processed and written (--keep-partial keeps them);
+                    # else nothing will keep them: every stage stops now.
+                    if not self.keep_partial:
+                        raise
                     self._input_error = exc
                     frame = None
                 if frame is None:
@@ -442,7 +449,7 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
         stats = run_frames(frames, lambda p: writer.write(p.image, packet_time(p)), engine, workers=workers,
                            max_in_flight=in_flight, frame_range=job.frame_range, label=job.label,
                            watermark=marker, progress=own if own is not None else counter, stop=stop, on_warm=on_warm,
-                           lanes=lanes)
+                           lanes=lanes, keep_partial=job.keep_partial)
     except BaseException as exc:
         if own is not None:
             own.close()

@@ -122,7 +122,14 @@ class LivePipeline:
         self.live = bool(getattr(source, "live", True))
         self.metrics = LiveMetrics(interval_s=options.interval_s, probe=probe)
         self.sink: Sink = sink
-        if options.watermark is not None:
+        if hasattr(sink, "on_lost"):  # the window: its display can vanish under the output loop
+            sink.on_lost = self._sink_lost
+        self._closing_sink = False
+        # the window (OpenCV's GUI) is driven from this thread only: marking on another thread
+        # wrote frames from there and deadlocked Qt; its frames are marked here, before the write
+        self._mark_here = options.watermark if getattr(sink, "one_thread", False) else None
+        self._marked = 0
+        if options.watermark is not None and self._mark_here is None:
             # Marked off the output thread, so a marked frame does not hold up the loop; half a
             # second of frames absorbs one marking. A recording loses nothing, the virtual camera
             # drops the oldest waiting frame if the marker falls behind.
@@ -313,6 +320,9 @@ class LivePipeline:
             draw_overlay(image, self.metrics.overlay_lines())
         if self._label is not None:
             self._label(image)
+        if self._mark_here is not None:
+            image = self._mark_here(self._marked, image)
+            self._marked += 1
         t0 = time.perf_counter()
         write_at = getattr(self.sink, "write_at", None)
         if not self.live and packet.pts is not None and write_at is not None:
@@ -383,10 +393,20 @@ class LivePipeline:
                 self.source.close()
         except BaseException as exc:  # noqa: BLE001
             self.stages.fail(exc)
+        self._closing_sink = True
         try:
             self.sink.close()
         except BaseException as exc:  # noqa: BLE001
             self.stages.fail(exc)
+
+    def _sink_lost(self, error: BaseException) -> None:
+        """The sink's device is gone while this thread (the output loop's, the main thread) is
+        held where it cannot return (WindowSink.on_lost: inside Qt's exit()): the rest of the
+        run's end happens here, on the caller's thread; the caller then reports `error`."""
+        self.stages.fail(error)
+        if not self._closing_sink:  # else only the sink's close was left, and it cannot finish
+            self._shutdown()
+        self._finish("error")
 
     def _finish(self, stop_reason: str) -> dict[str, Any]:
         summary = self.metrics.summary(degradations=list(self.governor.events), stop_reason=stop_reason)
@@ -416,7 +436,7 @@ class LivePipeline:
             else:
                 self._stats_file = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in _finish
         except OSError as exc:
-            raise OutputError(f"--stats-json {path}: cannot write it ({exc.strerror})") from exc
+            raise OutputError(f"--stats-json {path}: cannot write it ({exc.strerror}); give another file") from exc
 
     def _open_fifo(self, path: Path) -> IO[str] | None:
         """A FIFO opens for writing only once a reader has it open; a plain open() waits for that
@@ -446,7 +466,12 @@ class LivePipeline:
             self._stats_file.flush()
         except OSError as exc:
             self._stats_file = None
-            self.stages.fail(OutputError(f"--stats-json {self.options.job.stats_json}: writing failed ({exc.strerror})"))
+            path = self.options.job.stats_json
+            if exc.errno == errno.EPIPE:  # a FIFO's reader (or a pipe's) went away
+                why = "its reader closed it (broken pipe); keep the reader open until the run ends"
+            else:
+                why = f"writing failed ({exc.strerror}); free space on that disk or give another file"
+            self.stages.fail(OutputError(f"--stats-json {path}: {why}"))
 
     def _on_signal(self, name: str) -> None:
         """The first SIGINT/SIGTERM: stop cleanly (pipeline.signals ignores later ones)."""

@@ -160,7 +160,7 @@ def run_segment(job: VideoJob, segment: Segment, engine: FileEngine, *, name: st
                                frame_range=job.frame_range, label=job.label,
                                watermark=watermark.video_marker(float(info.rate)) if watermark else None,
                                progress=_Reporting(report) if report is not None else None, stop=stop,
-                               first_index=segment.first)
+                               first_index=segment.first, keep_partial=False)  # a failed part is aborted
             writer.close()
         except BaseException:
             writer.abort()

@@ -102,3 +102,24 @@ def ignore_stop_signals() -> None:
     for name in STOP_SIGNALS:
         if (sig := getattr(signal, name, None)) is not None:
             signal.signal(sig, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def kept_stop_handlers() -> Iterator[None]:
+    """Put livecam's stop-signal handlers back after the block: a library that installs its own
+    at the C level (Ray's core, in ray.init: on SIGTERM it printed a stack and aborted, exit 134,
+    where livecam stops cleanly with 130). Python still reports its own handler then, so they are
+    set again, not compared."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    kept = {sig: signal.getsignal(sig) for name in STOP_SIGNALS if (sig := getattr(signal, name, None)) is not None}
+    try:
+        yield
+    finally:
+        for sig, handler in kept.items():
+            if handler is not None:  # None: not installed from Python; nothing of ours to put back
+                try:
+                    signal.signal(sig, handler)
+                except (ValueError, OSError):
+                    pass

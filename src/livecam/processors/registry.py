@@ -12,6 +12,7 @@ The modules are imported on the first question, not when this module is imported
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import pkgutil
@@ -68,9 +69,15 @@ def _none_unused(settings: ProcessingSettings, swap_model: str | None, runs: boo
 
 def given(options: Any, flags: dict[str, str]) -> list[str]:
     """The flags (field name -> CLI flag) whose fields of the settings object `options` differ
-    from its dataclass's defaults: the options the user gave."""
-    defaults = type(options)()
-    return [flag for name, flag in flags.items() if getattr(options, name) != getattr(defaults, name)]
+    from its dataclass's defaults: the options the user gave. (The fields' own defaults, so a
+    dataclass with required fields, such as LiveJob, is asked too.)"""
+    fields = {f.name: f for f in dataclasses.fields(options)}
+
+    def default(name: str) -> Any:
+        f = fields[name]
+        return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+    return [flag for name, flag in flags.items() if getattr(options, name) != default(name)]
 
 
 def listed(flags: list[str]) -> str:
