@@ -703,13 +703,15 @@ def models_convert(ctx: click.Context, checkpoint: Path, output: Path | None, fo
 
 
 def _stranded_error(args: threading.ExceptHookArgs, previous: Callable[[threading.ExceptHookArgs], Any]) -> None:
-    """A LivecamError raised on a thread that no caller joins: the window's exit guard, while the
+    """A LivecamError raised on the one thread that no caller joins: the window's exit guard, while the
     main thread is held inside Qt's exit() (media.exit_guard). Nothing else will report it: its
     line and its exit code end the process, as on the main thread. Anything else goes to
     `previous`."""
+    from livecam.media.exit_guard import THREAD_NAME
+
     exc = args.exc_value
-    if not isinstance(exc, LivecamError):
-        previous(args)
+    if not isinstance(exc, LivecamError) or args.thread is None or args.thread.name != THREAD_NAME:
+        previous(args)  # a pipeline thread hands its errors to the caller: one escaping it is a bug
         return
     try:
         click.echo(f"livecam: error: {exc.message}", err=True)

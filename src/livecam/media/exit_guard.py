@@ -21,11 +21,12 @@ import sys
 import threading
 from typing import Callable
 
+THREAD_NAME = "livecam-exit-guard"  # cli.py reports an error raised on it, and only there
 SEM_T_BYTES = 64  # sizeof(sem_t) is 32 on 64-bit glibc, 16 on musl; a generous block for either
 
 
 class ExitGuard:
-    def __init__(self, on_exit: Callable[[], None], name: str = "livecam-exit-guard") -> None:
+    def __init__(self, on_exit: Callable[[], None], name: str = THREAD_NAME) -> None:
         self._on_exit = on_exit
         self._closed = False
         self._libc = _libc()
