@@ -126,14 +126,15 @@ class FaceAnalyser:
                 detector = ScrfdDetector(plain(), det_size=settings.det_size, threshold=settings.det_threshold)
         else:
             from livecam.faces.blazeface import BlazeFaceDetector
-            from livecam.faces.rolls import ALL_TURNS, AnyRoll
+            from livecam.faces.rolls import AnyRoll
 
             # Pictures find faces at any roll (4 detections); video and live frames upright faces
             # only: 4 detections took 73 ms against 18 ms on a 640x480 frame (2 loaded CPU cores,
             # medians of 15) and `livecam bench --mode video` fell from 52 to 33 FPS. Source and
             # reference photos are searched at every roll either way (analyse_photo).
-            detector = AnyRoll(BlazeFaceDetector(plain(), variant="full", threshold=settings.det_threshold),
-                               turns=ALL_TURNS if still else (0,))
+            detector = BlazeFaceDetector(plain(), variant="full", threshold=settings.det_threshold)
+            if still:
+                detector = AnyRoll(detector)
         # FaceMesh is small and also gives the source photo's landmarks, so it is always loaded;
         # it only runs on targets when a processor needs landmarks.
         from livecam.faces.facemesh import FaceMesh
@@ -327,8 +328,7 @@ class FaceAnalyser:
     def analyse_photo(self, image: np.ndarray) -> tuple[Face | None, int]:
         """(largest face with landmarks and, when an embedder is loaded, its embedding; number of
         faces found) for a source or reference photo."""
-        detect = getattr(self.detector, "detect_any_roll", self.detector.detect)
-        faces = detect(image) or detect_padded(self.detector, image)
+        faces = _at_any_roll(self.detector).detect(image) or detect_padded(self.detector, image)
         best = selection.largest_face(faces)
         if best is None:
             return None, 0
@@ -349,6 +349,14 @@ def warm_face(image: np.ndarray) -> Face:
     x0, y0 = (w - side) / 2.0, (h - side) / 2.0
     kps = arcface_template(112) * np.float32(side / 112.0) + np.array([x0, y0], np.float32)
     return Face(bbox=np.array([x0, y0, x0 + side, y0 + side], np.float32), score=1.0, kps=kps)
+
+
+def _at_any_roll(detector: Any) -> Any:
+    """The embedded detector run at every quarter turn (faces/rolls.py); SCRFD as it is."""
+    from livecam.faces.blazeface import BlazeFaceDetector
+    from livecam.faces.rolls import AnyRoll
+
+    return AnyRoll(detector) if isinstance(detector, BlazeFaceDetector) else detector
 
 
 def detect_padded(detector: Detector, image: np.ndarray) -> list[Face]:

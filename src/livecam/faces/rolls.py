@@ -80,10 +80,6 @@ class AnyRoll:
     def detect(self, image_bgr: np.ndarray, max_faces: int = 0) -> list[Face]:
         return self.detect_turns(image_bgr, self.turns, max_faces)
 
-    def detect_any_roll(self, image_bgr: np.ndarray, max_faces: int = 0) -> list[Face]:
-        """Every quarter turn whatever `turns` says: for photos (a source, a reference)."""
-        return self.detect_turns(image_bgr, ALL_TURNS, max_faces)
-
     def detect_turns(self, image_bgr: np.ndarray, turns: Sequence[int], max_faces: int) -> list[Face]:
         h, w = image_bgr.shape[:2]
         found: list[Face] = []
