@@ -59,7 +59,7 @@ class WatermarkFinding:
         if self.cut_short:
             what += ", the file ends early"
         if self.settled and not self.found:
-            what += ", the first runs livecam video marks; its tags or credentials already mark it"
+            what += ", livecam video's first two runs only: its tags or credentials already mark it"
         if self.found:
             return (f"found in {what} (livecam payload v{self.version}, {self.best_errors} of 32 bits off; "
                     f"at most {wm.MAX_BIT_ERRORS} allowed)")
