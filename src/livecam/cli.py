@@ -6,6 +6,8 @@ code (see errors.py).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import math
 import os
@@ -13,12 +15,12 @@ import sys
 import threading
 import traceback
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import click
 
 from livecam import __version__
-from livecam.errors import EXIT_FAILURE, EXIT_INTERRUPTED, Interrupted, LivecamError
+from livecam.errors import EXIT_BROKEN_PIPE, EXIT_FAILURE, EXIT_INTERRUPTED, Interrupted, LivecamError
 from livecam.pipeline.signals import ignore_stop_signals, interrupted, output_done, stop_signals
 from livecam.pipeline.budget import check_execution_threads
 from livecam.processors import registry
@@ -111,8 +113,49 @@ def expand_variadic(args: Sequence[str]) -> list[str]:
     return out
 
 
+class StdoutClosed(Exception):
+    """stdout's reader went away (`livecam models list | head -1`). Not an OSError, so click (which
+    would exit 1 for it, the code `livecam verify` gives an unmarked file) lets it through to
+    LivecamGroup.main."""
+
+
+@contextlib.contextmanager
+def _stdout_reader_gone() -> Iterator[None]:
+    """Turns EPIPE into StdoutClosed: every other pipe livecam writes (a --stats-json FIFO) has its
+    own LivecamError, so an EPIPE reaching the CLI is stdout's."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno != errno.EPIPE:
+            raise
+        raise StdoutClosed() from exc
+
+
+def _quiet_exit_stdout_closed() -> None:
+    """Exit like `git log | head -1`: no line (nobody asked for more), status 141. stdout points at
+    the null device first, so Python's own flush at exit finds no broken pipe to complain about
+    ("Exception ignored ... BrokenPipeError")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no stdout to point anywhere: nothing will flush to it
+        pass
+    sys.exit(EXIT_BROKEN_PIPE)
+
+
 class LivecamGroup(click.Group):
     """Adds variadic options and turns every error into one line and an exit code."""
+
+    # --help and --version write while the context is made, a command's output while it is invoked
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        with _stdout_reader_gone():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with _stdout_reader_gone():
+            return super().invoke(ctx)
 
     def main(self, args: Sequence[str] | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
         argv = expand_variadic(list(sys.argv[1:] if args is None else args))
@@ -122,6 +165,8 @@ class LivecamGroup(click.Group):
             rv = super().main(args=argv, standalone_mode=False, **kwargs)
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
+        except StdoutClosed:
+            _quiet_exit_stdout_closed()
         except click.UsageError as exc:  # one line like every other error, not click's three
             where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
             message = exc.format_message()
