@@ -444,6 +444,22 @@ def _processing(ctx: click.Context, kw: dict[str, Any], *, smoothing_allowed: bo
     )
 
 
+def _cluster_address(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Click callback of video's and doctor's --cluster: None when not given; an empty or unknown
+    address is a usage error (`--cluster ""`, an unset shell variable, ran on this machine)."""
+    if value is None:
+        return None
+    address = value.strip()
+    source = ctx.get_parameter_source(param.name or "")
+    where = f" (from ${param.envvar})" if source is click.core.ParameterSource.ENVIRONMENT else ""
+    if not address:
+        raise click.BadParameter(f"the address is empty{where}; give local, auto, ray://HOST:PORT or "
+                                 "HOST:PORT, or none to run on this machine")
+    if address.lower() not in ("local", "auto", "none") and ":" not in address:
+        raise click.BadParameter(f"{address!r}{where} is not local, auto, none, ray://HOST:PORT or HOST:PORT")
+    return address
+
+
 def _require_source(processing: ProcessingSettings) -> None:
     # an enhancer alone needs no face photo
     if registry.swaps(processing.frame_processors) and not processing.sources and not processing.analysis.face_map:
@@ -543,7 +559,7 @@ def run(ctx: click.Context, **kw: Any) -> None:
               help="With a folder INPUT: the file names to take, e.g. '*.mp4' (default: every video extension).")
 @click.option("--skip-existing", is_flag=True,
               help="Keep an output that is already there and go on (resumes a folder run).")
-@click.option("--cluster", "cluster", envvar="LIVECAM_CLUSTER", metavar="ADDR",
+@click.option("--cluster", "cluster", envvar="LIVECAM_CLUSTER", metavar="ADDR", callback=_cluster_address,
               help="Run in segments on a Ray cluster: local (start Ray here), auto (RAY_ADDRESS or the "
                    "cluster running here) or ray://HOST:10001; none: on this machine. Default: "
                    "$LIVECAM_CLUSTER. Needs livecam[ray].")
@@ -579,16 +595,13 @@ def video(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
 
 def _cluster(kw: dict[str, Any]) -> ClusterSettings | None:
     """--cluster and its options (None: this machine; the options then are a usage error)."""
-    address = (kw["cluster"] or "").strip()
-    if address.lower() in ("", "none"):
+    address = kw["cluster"]
+    if address is None or address.lower() == "none":
         given = [f"--{k.replace('_', '-')}" for k in ("overlap_seconds", "workers", "ship_input")
                  if kw[k] is not None]
         if given:
             raise click.UsageError(f"{' and '.join(given)} apply to --cluster runs only: add --cluster ADDR")
         return None
-    if address.lower() not in ("local", "auto") and ":" not in address:
-        raise click.BadParameter(f"{address!r} is not local, auto, ray://HOST:PORT or HOST:PORT",
-                                 param_hint="--cluster")
     return ClusterSettings(address=address, workers=kw["workers"], segment_seconds=kw["segment_seconds"],
                            overlap_seconds=kw["overlap_seconds"], ship_input=kw["ship_input"] or "auto")
 
@@ -661,12 +674,12 @@ def demo(ctx: click.Context, output_dir: Path, force: bool, **kw: Any) -> None:
 
 
 @cli.command()
-@click.option("--cluster", metavar="ADDR", help="Check a Ray cluster instead (local, auto, ray://HOST:PORT): "
+@click.option("--cluster", metavar="ADDR", callback=_cluster_address, help="Check a Ray cluster instead (local, auto, ray://HOST:PORT): "
               "reachable, Ray and Python versions, GPUs and livecam version per node.")
 @click.pass_context
 def doctor(ctx: click.Context, cluster: str | None) -> int:
     """Check the installation: packages, providers, models, cameras, disk."""
-    if cluster:
+    if cluster is not None and cluster.lower() != "none":
         from livecam.commands.doctor import run_cluster_doctor
 
         return run_cluster_doctor(cluster)
