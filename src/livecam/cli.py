@@ -381,7 +381,7 @@ def file_job_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """INPUT OUTPUT, the processing options, --force and --label: shared by video and image."""
     decorators: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         click.argument("input", type=click.Path(path_type=Path)),
-        click.argument("output", type=click.Path(path_type=Path)),
+        click.argument("output", type=click.Path(path_type=str)),  # str: Path drops a trailing slash
         processing_options,
         click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists."),
         click.option("--label/--no-label", default=True, show_default=True, help="Visible AI-generated label."),
@@ -458,6 +458,16 @@ def _cluster_address(ctx: click.Context, param: click.Parameter, value: str | No
     if address.lower() not in ("local", "auto", "none") and ":" not in address:
         raise click.BadParameter(f"{address!r}{where} is not local, auto, none, ray://HOST:PORT or HOST:PORT")
     return address
+
+
+def _file_output(output: str, input: Path) -> Path:
+    """OUTPUT as a Path. A trailing slash means a folder, and Path drops it: `out.jpg/` wrote the
+    file out.jpg. (A folder INPUT's OUTPUT is a folder; an existing folder gets its own message.)"""
+    path = Path(output)
+    if output.endswith(("/", os.sep)) and not input.is_dir() and not path.is_dir():
+        raise click.BadParameter(f"{output!r} ends in a slash, which means a folder; give the file name "
+                                 f"without it ({path})", param_hint="OUTPUT")
+    return path
 
 
 def _require_source(processing: ProcessingSettings) -> None:
@@ -575,7 +585,7 @@ def run(ctx: click.Context, **kw: Any) -> None:
                    "same file there (shared storage), else each segment's packets copied from here (no shared "
                    "storage needed); path: always the path; chunks: always copied.")
 @click.pass_context
-def video(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
+def video(ctx: click.Context, input: Path, output: str, **kw: Any) -> None:
     """Swap faces in a video file, or in every video of a folder INPUT into a folder OUTPUT; audio is kept."""
     if kw["keep_fps"] and kw["fps"] is not None:
         raise click.UsageError("--keep-fps and --fps exclude each other: give one")
@@ -583,7 +593,7 @@ def video(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
         raise click.UsageError("--force and --skip-existing exclude each other: give one")
     processing = _processing(ctx, kw, default_threads=file_workers())
     _require_source(processing)
-    job = VideoJob(input=input, output=output, processing=processing, force=kw["force"], label=kw["label"],
+    job = VideoJob(input=input, output=_file_output(output, input), processing=processing, force=kw["force"], label=kw["label"],
                    encoder=kw["video_encoder"], quality=kw["video_quality"], fps=kw["fps"], audio=kw["audio"],
                    keep_partial=kw["keep_partial"], frame_range=_parse_frame_range(kw["frame_range"]),
                    max_memory_gb=kw["max_memory"], watermark=kw["watermark"], c2pa=_c2pa(kw),
@@ -609,11 +619,11 @@ def _cluster(kw: dict[str, Any]) -> ClusterSettings | None:
 @cli.command()
 @file_job_options
 @click.pass_context
-def image(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
+def image(ctx: click.Context, input: Path, output: str, **kw: Any) -> None:
     """Swap faces in one image (JPEG, PNG, WebP, TIFF; BMP is read, not written)."""
     processing = _processing(ctx, kw, smoothing_allowed=False)
     _require_source(processing)
-    job = ImageJob(input=input, output=output, processing=processing, force=kw["force"], label=kw["label"],
+    job = ImageJob(input=input, output=_file_output(output, input), processing=processing, force=kw["force"], label=kw["label"],
                    watermark=kw["watermark"], c2pa=_c2pa(kw))
     from livecam.commands.image import run_image
 
