@@ -35,6 +35,8 @@ from livecam.settings import (
     FACE_MASK_REGIONS,
     FACE_MASK_TYPES,
     FACE_SELECTOR_ORDERS,
+    IMAGE_READ_FORMATS,
+    IMAGE_WRITE_FORMATS,
     PIXEL_BOOSTS,
     SHIP_INPUT,
     SWAP_MODELS,
@@ -616,11 +618,11 @@ def _cluster(kw: dict[str, Any]) -> ClusterSettings | None:
                            overlap_seconds=kw["overlap_seconds"], ship_input=kw["ship_input"] or "auto")
 
 
-@cli.command()
+@cli.command(help=f"Swap faces in one image (reads {', '.join(IMAGE_READ_FORMATS)}; "
+                  f"writes {', '.join(IMAGE_WRITE_FORMATS)}).")
 @file_job_options
 @click.pass_context
 def image(ctx: click.Context, input: Path, output: str, **kw: Any) -> None:
-    """Swap faces in one image (JPEG, PNG, WebP, TIFF; BMP is read, not written)."""
     processing = _processing(ctx, kw, smoothing_allowed=False)
     _require_source(processing)
     job = ImageJob(input=input, output=_file_output(output, input), processing=processing, force=kw["force"], label=kw["label"],

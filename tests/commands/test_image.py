@@ -483,3 +483,10 @@ def test_an_output_with_a_trailing_slash_is_refused(command: str, tmp_path: Path
     line = only_error_line(result.stderr)
     assert f"{name}' ends in a slash, which means a folder; give the file name without it" in line, line
     no_leftovers(tmp_path)
+
+
+def test_help_names_the_formats_read_and_written() -> None:
+    result = run_cli(["image", "--help"])
+    assert result.returncode == 0
+    text = " ".join(result.stdout.split())
+    assert "reads JPEG, PNG, WebP, TIFF, BMP, GIF; writes JPEG, PNG, WebP, TIFF" in text, text

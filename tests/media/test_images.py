@@ -226,6 +226,22 @@ def test_unreadable_files_give_one_line_input_errors(tmp_path: Path, content: by
     assert info.value.exit_code == EXIT_USAGE
 
 
+@pytest.mark.parametrize("content", [b"hello, this is text\n", b"",
+                                     b"\x00\x00\x00\x20ftypisom\x00\x00\x02\x00isomiso2avc1mp41"],
+                         ids=["text", "empty", "video"])
+def test_the_formats_an_error_lists_are_the_formats_read(tmp_path: Path, content: bytes) -> None:
+    """GIF was read but no list said so (they said "JPEG, PNG, WebP, BMP, TIFF")."""
+    gif = tmp_path / "photo.gif"
+    Image = pytest.importorskip("PIL.Image", reason="Pillow (the GIF writer here) is not installed")
+    Image.fromarray(_pattern()[..., ::-1]).convert("P").save(gif)
+    assert images.read_image(gif).shape == (48, 64, 3)
+    path = tmp_path / "photo.jpg"
+    path.write_bytes(content)
+    with pytest.raises(InputError) as info:
+        images.read_image(path)
+    assert "JPEG, PNG, WebP, TIFF, BMP, GIF" in info.value.message, info.value.message
+
+
 def test_missing_folder_and_truncated_files(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="does not exist"):
         images.read_image(tmp_path / "nope.png")
