@@ -126,6 +126,10 @@ def read_image_and_profile(path: Path | str) -> tuple[np.ndarray, bytes | None]:
     if fmt == "tiff" and (image.ndim == 2 or image.shape[2] in (1, 3)) and _tiff_declares_alpha(data):
         log.warning("note: %s is a grey TIFF with transparency, which livecam reads without it (as opaque); "
                     "save it as a PNG to keep the transparency", path.name)
+    if fmt == "tiff" and image.ndim == 3 and image.shape[2] == 4 and not _tiff_declares_alpha(data):
+        # libtiff's RGBA reader (a CMYK TIFF's) adds an opaque alpha the file does not hold: the
+        # outputs then had an alpha channel no opaque input gives them
+        image = image[..., :3]
     image = _to_uint8_bgr(image if lab is None else _lab_to_bgr(image, lab))
     profile = md.icc_profile(data)
     rgb_profile = profile if profile is not None and md.icc_colour_space(profile) == b"RGB " else None
