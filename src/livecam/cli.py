@@ -400,7 +400,7 @@ def c2pa_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """--c2pa/--no-c2pa, --c2pa-cert, --c2pa-key: shared by video, image, run (recordings) and demo."""
     options = [
         click.option("--c2pa/--no-c2pa", default=True, show_default=True,
-                     help="Signed C2PA content credentials (JPEG, PNG, WebP, TIFF, MP4, MOV)."),
+                     help=f"Signed C2PA content credentials ({', '.join(IMAGE_WRITE_FORMATS)}, MP4, MOV)."),
         click.option("--c2pa-cert", type=click.Path(dir_okay=False, path_type=Path),
                      help="PEM certificate chain to sign with [env LIVECAM_C2PA_CERT; default: a local self-signed one]."),
         click.option("--c2pa-key", type=click.Path(dir_okay=False, path_type=Path),
