@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from livecam import __version__
 from livecam.cli import expand_variadic
+from livecam.errors import EXIT_BROKEN_PIPE
 from tests.conftest import run_cli
 
 COMMANDS = [[], ["run"], ["video"], ["image"], ["bench"], ["demo"], ["doctor"], ["models"],
@@ -99,3 +104,19 @@ def _option_type(path: str, flag: str) -> object:
     for name in path.split():
         command = command.commands[name]  # type: ignore[attr-defined]
     return next(p.type for p in command.params if p.opts[0] == flag)
+
+
+@pytest.mark.parametrize("command", [["--help"], ["video", "--help"], ["models", "list"]],
+                         ids=lambda c: " ".join(c))
+def test_stdout_closed_by_its_reader_exits_quietly(command: list[str]) -> None:
+    """`livecam models list | head -1`: the reader is gone before the output is written (its end
+    of the pipe is closed before the command starts), as for head after its first line."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "livecam", *command], stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == EXIT_BROKEN_PIPE, proc.stderr  # not 1, `livecam verify`'s "not marked"
+    assert proc.stderr == ""  # no traceback, no "Exception ignored ... BrokenPipeError"

@@ -6,6 +6,8 @@ code (see errors.py).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import math
 import os
@@ -13,12 +15,12 @@ import sys
 import threading
 import traceback
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import click
 
 from livecam import __version__
-from livecam.errors import EXIT_FAILURE, EXIT_INTERRUPTED, Interrupted, LivecamError
+from livecam.errors import EXIT_BROKEN_PIPE, EXIT_FAILURE, EXIT_INTERRUPTED, Interrupted, LivecamError
 from livecam.pipeline.signals import ignore_stop_signals, interrupted, output_done, stop_signals
 from livecam.pipeline.budget import check_execution_threads
 from livecam.processors import registry
@@ -33,6 +35,8 @@ from livecam.settings import (
     FACE_MASK_REGIONS,
     FACE_MASK_TYPES,
     FACE_SELECTOR_ORDERS,
+    IMAGE_READ_FORMATS,
+    IMAGE_WRITE_FORMATS,
     PIXEL_BOOSTS,
     SHIP_INPUT,
     SWAP_MODELS,
@@ -111,8 +115,49 @@ def expand_variadic(args: Sequence[str]) -> list[str]:
     return out
 
 
+class StdoutClosed(Exception):
+    """stdout's reader went away (`livecam models list | head -1`). Not an OSError, so click (which
+    would exit 1 for it, the code `livecam verify` gives an unmarked file) lets it through to
+    LivecamGroup.main."""
+
+
+@contextlib.contextmanager
+def _stdout_reader_gone() -> Iterator[None]:
+    """Turns EPIPE into StdoutClosed: every other pipe livecam writes (a --stats-json FIFO) has its
+    own LivecamError, so an EPIPE reaching the CLI is stdout's."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno != errno.EPIPE:
+            raise
+        raise StdoutClosed() from exc
+
+
+def _quiet_exit_stdout_closed() -> None:
+    """Exit like `git log | head -1`: no line (nobody asked for more), status 141. stdout points at
+    the null device first, so Python's own flush at exit finds no broken pipe to complain about
+    ("Exception ignored ... BrokenPipeError")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no stdout to point anywhere: nothing will flush to it
+        pass
+    sys.exit(EXIT_BROKEN_PIPE)
+
+
 class LivecamGroup(click.Group):
     """Adds variadic options and turns every error into one line and an exit code."""
+
+    # --help and --version write while the context is made, a command's output while it is invoked
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        with _stdout_reader_gone():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with _stdout_reader_gone():
+            return super().invoke(ctx)
 
     def main(self, args: Sequence[str] | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
         argv = expand_variadic(list(sys.argv[1:] if args is None else args))
@@ -122,6 +167,8 @@ class LivecamGroup(click.Group):
             rv = super().main(args=argv, standalone_mode=False, **kwargs)
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
+        except StdoutClosed:
+            _quiet_exit_stdout_closed()
         except click.UsageError as exc:  # one line like every other error, not click's three
             where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
             message = exc.format_message()
@@ -336,7 +383,7 @@ def file_job_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """INPUT OUTPUT, the processing options, --force and --label: shared by video and image."""
     decorators: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         click.argument("input", type=click.Path(path_type=Path)),
-        click.argument("output", type=click.Path(path_type=Path)),
+        click.argument("output", type=click.Path(path_type=str)),  # str: Path drops a trailing slash
         processing_options,
         click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists."),
         click.option("--label/--no-label", default=True, show_default=True, help="Visible AI-generated label."),
@@ -353,7 +400,7 @@ def c2pa_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """--c2pa/--no-c2pa, --c2pa-cert, --c2pa-key: shared by video, image, run (recordings) and demo."""
     options = [
         click.option("--c2pa/--no-c2pa", default=True, show_default=True,
-                     help="Signed C2PA content credentials (JPEG, PNG, WebP, TIFF, MP4, MOV)."),
+                     help=f"Signed C2PA content credentials ({', '.join(IMAGE_WRITE_FORMATS)}, MP4, MOV)."),
         click.option("--c2pa-cert", type=click.Path(dir_okay=False, path_type=Path),
                      help="PEM certificate chain to sign with [env LIVECAM_C2PA_CERT; default: a local self-signed one]."),
         click.option("--c2pa-key", type=click.Path(dir_okay=False, path_type=Path),
@@ -397,6 +444,32 @@ def _processing(ctx: click.Context, kw: dict[str, Any], *, smoothing_allowed: bo
         enhance=EnhanceSettings(model=kw.pop("enhancer_model"), blend=kw.pop("enhancer_blend"),
                                 weight=kw.pop("enhancer_weight"), precision=kw.pop("enhancer_precision")),
     )
+
+
+def _cluster_address(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Click callback of video's and doctor's --cluster: None when not given; an empty or unknown
+    address is a usage error (`--cluster ""`, an unset shell variable, ran on this machine)."""
+    if value is None:
+        return None
+    address = value.strip()
+    source = ctx.get_parameter_source(param.name or "")
+    where = f" (from ${param.envvar})" if source is click.core.ParameterSource.ENVIRONMENT else ""
+    if not address:
+        raise click.BadParameter(f"the address is empty{where}; give local, auto, ray://HOST:PORT or "
+                                 "HOST:PORT, or none to run on this machine")
+    if address.lower() not in ("local", "auto", "none") and ":" not in address:
+        raise click.BadParameter(f"{address!r}{where} is not local, auto, none, ray://HOST:PORT or HOST:PORT")
+    return address
+
+
+def _file_output(output: str, input: Path) -> Path:
+    """OUTPUT as a Path. A trailing slash means a folder, and Path drops it: `out.jpg/` wrote the
+    file out.jpg. (A folder INPUT's OUTPUT is a folder; an existing folder gets its own message.)"""
+    path = Path(output)
+    if output.endswith(("/", os.sep)) and not input.is_dir() and not path.is_dir():
+        raise click.BadParameter(f"{output!r} ends in a slash, which means a folder; give the file name "
+                                 f"without it ({path})", param_hint="OUTPUT")
+    return path
 
 
 def _require_source(processing: ProcessingSettings) -> None:
@@ -498,7 +571,7 @@ def run(ctx: click.Context, **kw: Any) -> None:
               help="With a folder INPUT: the file names to take, e.g. '*.mp4' (default: every video extension).")
 @click.option("--skip-existing", is_flag=True,
               help="Keep an output that is already there and go on (resumes a folder run).")
-@click.option("--cluster", "cluster", envvar="LIVECAM_CLUSTER", metavar="ADDR",
+@click.option("--cluster", "cluster", envvar="LIVECAM_CLUSTER", metavar="ADDR", callback=_cluster_address,
               help="Run in segments on a Ray cluster: local (start Ray here), auto (RAY_ADDRESS or the "
                    "cluster running here) or ray://HOST:10001; none: on this machine. Default: "
                    "$LIVECAM_CLUSTER. Needs livecam[ray].")
@@ -514,7 +587,7 @@ def run(ctx: click.Context, **kw: Any) -> None:
                    "same file there (shared storage), else each segment's packets copied from here (no shared "
                    "storage needed); path: always the path; chunks: always copied.")
 @click.pass_context
-def video(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
+def video(ctx: click.Context, input: Path, output: str, **kw: Any) -> None:
     """Swap faces in a video file, or in every video of a folder INPUT into a folder OUTPUT; audio is kept."""
     if kw["keep_fps"] and kw["fps"] is not None:
         raise click.UsageError("--keep-fps and --fps exclude each other: give one")
@@ -522,7 +595,7 @@ def video(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
         raise click.UsageError("--force and --skip-existing exclude each other: give one")
     processing = _processing(ctx, kw, default_threads=file_workers())
     _require_source(processing)
-    job = VideoJob(input=input, output=output, processing=processing, force=kw["force"], label=kw["label"],
+    job = VideoJob(input=input, output=_file_output(output, input), processing=processing, force=kw["force"], label=kw["label"],
                    encoder=kw["video_encoder"], quality=kw["video_quality"], fps=kw["fps"], audio=kw["audio"],
                    keep_partial=kw["keep_partial"], frame_range=_parse_frame_range(kw["frame_range"]),
                    max_memory_gb=kw["max_memory"], watermark=kw["watermark"], c2pa=_c2pa(kw),
@@ -534,28 +607,25 @@ def video(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
 
 def _cluster(kw: dict[str, Any]) -> ClusterSettings | None:
     """--cluster and its options (None: this machine; the options then are a usage error)."""
-    address = (kw["cluster"] or "").strip()
-    if address.lower() in ("", "none"):
+    address = kw["cluster"]
+    if address is None or address.lower() == "none":
         given = [f"--{k.replace('_', '-')}" for k in ("overlap_seconds", "workers", "ship_input")
                  if kw[k] is not None]
         if given:
             raise click.UsageError(f"{' and '.join(given)} apply to --cluster runs only: add --cluster ADDR")
         return None
-    if address.lower() not in ("local", "auto") and ":" not in address:
-        raise click.BadParameter(f"{address!r} is not local, auto, ray://HOST:PORT or HOST:PORT",
-                                 param_hint="--cluster")
     return ClusterSettings(address=address, workers=kw["workers"], segment_seconds=kw["segment_seconds"],
                            overlap_seconds=kw["overlap_seconds"], ship_input=kw["ship_input"] or "auto")
 
 
-@cli.command()
+@cli.command(help=f"Swap faces in one image (reads {', '.join(IMAGE_READ_FORMATS)}; "
+                  f"writes {', '.join(IMAGE_WRITE_FORMATS)}).")
 @file_job_options
 @click.pass_context
-def image(ctx: click.Context, input: Path, output: Path, **kw: Any) -> None:
-    """Swap faces in one image (JPEG, PNG, WebP, TIFF; BMP is read, not written)."""
+def image(ctx: click.Context, input: Path, output: str, **kw: Any) -> None:
     processing = _processing(ctx, kw, smoothing_allowed=False)
     _require_source(processing)
-    job = ImageJob(input=input, output=output, processing=processing, force=kw["force"], label=kw["label"],
+    job = ImageJob(input=input, output=_file_output(output, input), processing=processing, force=kw["force"], label=kw["label"],
                    watermark=kw["watermark"], c2pa=_c2pa(kw))
     from livecam.commands.image import run_image
 
@@ -616,12 +686,12 @@ def demo(ctx: click.Context, output_dir: Path, force: bool, **kw: Any) -> None:
 
 
 @cli.command()
-@click.option("--cluster", metavar="ADDR", help="Check a Ray cluster instead (local, auto, ray://HOST:PORT): "
+@click.option("--cluster", metavar="ADDR", callback=_cluster_address, help="Check a Ray cluster instead (local, auto, ray://HOST:PORT): "
               "reachable, Ray and Python versions, GPUs and livecam version per node.")
 @click.pass_context
 def doctor(ctx: click.Context, cluster: str | None) -> int:
     """Check the installation: packages, providers, models, cameras, disk."""
-    if cluster:
+    if cluster is not None and cluster.lower() != "none":
         from livecam.commands.doctor import run_cluster_doctor
 
         return run_cluster_doctor(cluster)

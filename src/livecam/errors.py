@@ -12,6 +12,7 @@ EXIT_USAGE = 2
 EXIT_MODEL = 3
 EXIT_PROVIDER = 4
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell shows for git or cat cut short by `| head`
 
 
 class LivecamError(Exception):

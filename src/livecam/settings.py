@@ -223,3 +223,10 @@ class ClusterSettings:
     segment_seconds: float = 60.0
     overlap_seconds: float | None = None  # None: from the tracker's smoothing (pipeline.segments)
     ship_input: str = "auto"  # one of SHIP_INPUT
+
+
+# The image formats `livecam image` writes (by OUTPUT's extension, media/images.WRITE_FORMATS) and
+# reads; BMP and GIF are read only (they cannot carry the synthetic-media tags). Here, not in
+# media/images.py, so --help names them without loading OpenCV.
+IMAGE_WRITE_FORMATS = ("JPEG", "PNG", "WebP", "TIFF")
+IMAGE_READ_FORMATS = (*IMAGE_WRITE_FORMATS, "BMP", "GIF")

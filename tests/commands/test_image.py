@@ -470,3 +470,23 @@ def test_an_upside_down_photo_is_swapped(tmp_path: Path, faces_dir: Path, isolat
     changed = np.abs(after.astype(int) - before).max(axis=2) > 25
     h = before.shape[0]
     assert changed[h // 2:].mean() > 0.01 and changed[: h // 4].mean() < 0.001  # biden's face is in the lower half now
+
+
+@pytest.mark.parametrize("command", ["image", "video"])
+def test_an_output_with_a_trailing_slash_is_refused(command: str, tmp_path: Path, faces_dir: Path,
+                                                    isolated_env: dict[str, str]) -> None:
+    """`out.jpg/` means a folder: the file out.jpg was written instead (Path drops the slash)."""
+    name = "out.jpg/" if command == "image" else "out.mp4/"
+    result = run_cli([command, str(faces_dir / "obama.jpg"), str(tmp_path) + "/" + name,
+                      "--source", str(faces_dir / "biden.jpg")], env=isolated_env)
+    assert result.returncode == 2
+    line = only_error_line(result.stderr)
+    assert f"{name}' ends in a slash, which means a folder; give the file name without it" in line, line
+    no_leftovers(tmp_path)
+
+
+def test_help_names_the_formats_read_and_written() -> None:
+    result = run_cli(["image", "--help"])
+    assert result.returncode == 0
+    text = " ".join(result.stdout.split())
+    assert "reads JPEG, PNG, WebP, TIFF, BMP, GIF; writes JPEG, PNG, WebP, TIFF" in text, text

@@ -61,6 +61,20 @@ def test_cluster_options_without_a_cluster_are_a_usage_error(tmp_path: Path, cli
     assert not (tmp_path / "out.mp4").exists()
 
 
+@pytest.mark.parametrize("command", [["video", "in.mp4", "out.mp4", "--source", "face.jpg"], ["doctor"]],
+                         ids=lambda c: c[0])
+@pytest.mark.parametrize("address", ["", "  "], ids=["empty", "blank"])
+def test_an_empty_cluster_address_is_a_usage_error(command: list[str], address: str, tmp_path: Path,
+                                                   isolated_env: dict[str, str]) -> None:
+    """`--cluster "$ADDR"` with ADDR unset ran on this machine without a word."""
+    proc = run_cli([*command, "--cluster", address], env=isolated_env, cwd=tmp_path)
+    assert proc.returncode == 2
+    line = _one_line(proc.stderr)
+    assert "'--cluster': the address is empty; give local, auto, ray://HOST:PORT" in line, line
+    assert "none to run on this machine" in line and "Traceback" not in proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed (pip install '.[ray]')")
 def test_a_local_cluster_run_from_the_environment_ignores_ray_address(tmp_path: Path, faces_dir: Path,
                                                                       isolated_env: dict[str, str]) -> None:

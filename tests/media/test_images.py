@@ -226,6 +226,22 @@ def test_unreadable_files_give_one_line_input_errors(tmp_path: Path, content: by
     assert info.value.exit_code == EXIT_USAGE
 
 
+@pytest.mark.parametrize("content", [b"hello, this is text\n", b"",
+                                     b"\x00\x00\x00\x20ftypisom\x00\x00\x02\x00isomiso2avc1mp41"],
+                         ids=["text", "empty", "video"])
+def test_the_formats_an_error_lists_are_the_formats_read(tmp_path: Path, content: bytes) -> None:
+    """GIF was read but no list said so (they said "JPEG, PNG, WebP, BMP, TIFF")."""
+    gif = tmp_path / "photo.gif"
+    Image = pytest.importorskip("PIL.Image", reason="Pillow (the GIF writer here) is not installed")
+    Image.fromarray(_pattern()[..., ::-1]).convert("P").save(gif)
+    assert images.read_image(gif).shape == (48, 64, 3)
+    path = tmp_path / "photo.jpg"
+    path.write_bytes(content)
+    with pytest.raises(InputError) as info:
+        images.read_image(path)
+    assert "JPEG, PNG, WebP, TIFF, BMP, GIF" in info.value.message, info.value.message
+
+
 def test_missing_folder_and_truncated_files(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="does not exist"):
         images.read_image(tmp_path / "nope.png")
@@ -513,3 +529,19 @@ def test_a_photo_piped_in_is_read_once_with_its_profile(tmp_path: Path) -> None:
     pixels, icc = images.read_image_and_profile(pipe)
     writer.join(timeout=10)
     assert np.array_equal(pixels, _pattern()) and icc == _profile(size=600)
+
+
+@pytest.mark.parametrize("ext", [".png", ".webp", ".tif"])
+def test_a_cmyk_tiff_comes_out_without_alpha_like_any_opaque_input(tmp_path: Path, ext: str) -> None:
+    """libtiff's RGBA reader gave a CMYK TIFF an all-opaque alpha, which every output kept."""
+    Image = pytest.importorskip("PIL.Image", reason="Pillow (the CMYK TIFF writer here) is not installed")
+    rgb = _pattern()[..., ::-1]
+    Image.fromarray(rgb).convert("CMYK").save(tmp_path / "cmyk.tif")
+    image, _ = images.read_image_and_profile(tmp_path / "cmyk.tif")
+    assert image.shape == (48, 64, 3)
+    assert np.abs(image.astype(int) - _pattern()).max() <= 2  # the colours still converted from CMYK
+    bgr, alpha = images.split_alpha(image)
+    out = tmp_path / f"out{ext}"
+    images.write_image_atomic(out, bgr, force=False, label=False, alpha=alpha)
+    written = cv2.imread(str(out), cv2.IMREAD_UNCHANGED)
+    assert written.ndim == 3 and written.shape[2] == 3, written.shape

@@ -27,6 +27,7 @@ from livecam.media import provenance
 from livecam.atomic import AtomicOutput, check_new_output
 from livecam.errors import InputError, OutputError
 from livecam.media import metadata as md
+from livecam.settings import IMAGE_READ_FORMATS
 
 if TYPE_CHECKING:
     from livecam.settings import ProcessingSettings
@@ -47,7 +48,6 @@ _JPEG_HARMLESS = "extraneous bytes before marker"
 # Files larger than this are not read into memory at all.
 MAX_FILE_BYTES = 1 << 30
 
-READ_FORMATS = ("JPEG", "PNG", "WebP", "BMP", "TIFF")
 # Output extension -> (container name, keeps alpha).
 WRITE_FORMATS: dict[str, tuple[str, bool]] = {
     ".jpg": ("jpeg", False),
@@ -126,6 +126,10 @@ def read_image_and_profile(path: Path | str) -> tuple[np.ndarray, bytes | None]:
     if fmt == "tiff" and (image.ndim == 2 or image.shape[2] in (1, 3)) and _tiff_declares_alpha(data):
         log.warning("note: %s is a grey TIFF with transparency, which livecam reads without it (as opaque); "
                     "save it as a PNG to keep the transparency", path.name)
+    if fmt == "tiff" and image.ndim == 3 and image.shape[2] == 4 and not _tiff_declares_alpha(data):
+        # libtiff's RGBA reader (a CMYK TIFF's) adds an opaque alpha the file does not hold: the
+        # outputs then had an alpha channel no opaque input gives them
+        image = image[..., :3]
     image = _to_uint8_bgr(image if lab is None else _lab_to_bgr(image, lab))
     profile = md.icc_profile(data)
     rgb_profile = profile if profile is not None and md.icc_colour_space(profile) == b"RGB " else None
@@ -147,9 +151,9 @@ def _unreadable_message(path: Path, data: bytes) -> str:
                     f"(on a phone: share or export it as JPEG)")
     if data[4:8] in (b"ftyp", b"moov", b"mdat") or data[:4] == b"\x1a\x45\xdf\xa3" \
             or (data[:4] == b"RIFF" and data[8:12] == b"AVI "):
-        return (f"{path} is a video, not a photo; give a {', '.join(READ_FORMATS)} image "
+        return (f"{path} is a video, not a photo; give a {', '.join(IMAGE_READ_FORMATS)} image "
                 f"(`livecam video` swaps the faces in videos)")
-    return f"{path} is not an image livecam can read (expected {', '.join(READ_FORMATS)}); check the file or convert it"
+    return f"{path} is not an image livecam can read (expected {', '.join(IMAGE_READ_FORMATS)}); check the file or convert it"
 
 
 def _decoded_layout(data: bytes, fmt: str) -> tuple[int, int]:
@@ -399,7 +403,7 @@ def _read_bytes(path: Path) -> bytes:
                 data = stream.read(MAX_FILE_BYTES + 1)
             size = len(data)
         if size == 0:
-            raise InputError(f"{path} is empty (0 bytes); give a JPEG, PNG, WebP, BMP or TIFF image")
+            raise InputError(f"{path} is empty (0 bytes); give a {', '.join(IMAGE_READ_FORMATS)} image")
         if size > MAX_FILE_BYTES:
             raise InputError(f"{path} is {size / 2**30:.1f} GB, too large for an image; scale it down first")
         return data
