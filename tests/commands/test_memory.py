@@ -145,6 +145,9 @@ def test_the_encoder_out_of_memory_is_one_line_naming_the_output(tmp_path: Path)
         # its own threads, before livecam sees an error: x264's, and not what this test checks.
         if proc.returncode >= 0:
             break
+    else:  # four crashes in a row (seen under load with PyAV 19): nothing of livecam's ran to test
+        pytest.skip(f"x264 died by signal {-proc.returncode} on a failed malloc in each of 4 tries, before "
+                    f"livecam could see an error")
     assert proc.stdout.strip() == (f"writing {tmp_path / 'out.mp4'} failed: out of memory; close other programs, "
                                    "use fewer --execution-threads or a smaller video, or give --max-memory GB to "
                                    "size the run"), (proc.returncode, proc.stdout, proc.stderr)
