@@ -15,6 +15,7 @@ from typing import Sequence
 import av
 import cv2
 import numpy as np
+import pytest
 
 STAMP_BITS = 12
 STAMP_CELL = 8  # px per bit block; 8x8 blocks survive CRF 18-30 easily
@@ -354,3 +355,20 @@ def combing(image: np.ndarray) -> float:
     grey = image.astype(np.float32).mean(axis=2)
     adjacent = np.abs(grey[1:-1] - 0.5 * (grey[:-2] + grey[2:])).mean()
     return float(adjacent)
+
+
+def clip_with_chapters(path: Path) -> Path:
+    """A 2 s clip (its container from `path`'s suffix) with chapters "Intro" (0-1 s) and "Main" (1-2 s)."""
+    if not hasattr(av.container.OutputContainer, "set_chapters"):
+        pytest.skip("this PyAV cannot write chapters")
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=30)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        out.set_chapters([{"id": i + 1, "start": i * 1000, "end": (i + 1) * 1000, "time_base": Fraction(1, 1000),
+                           "metadata": {"title": title}} for i, title in enumerate(("Intro", "Main"))])
+        for i in range(60):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 4 * i, np.uint8), format="bgr24")
+            frame.pts = i
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode())
+    return path

@@ -19,7 +19,7 @@ import pytest
 from livecam.media.video_reader import VideoReader
 from livecam.media.video_writer import OutputSpec, VideoWriter, container_format
 from tests.conftest import REPO_ROOT
-from tests.videos import make_clip, make_timed_clip, probe, read_index
+from tests.videos import clip_with_chapters, make_clip, make_timed_clip, probe, read_index
 
 
 def transcode(source: Path, output: Path) -> VideoWriter:
@@ -471,17 +471,7 @@ def test_the_own_420_conversion_round_trips_within_the_chroma_rounding() -> None
 def test_an_mp4s_chapter_track_is_not_called_a_data_stream_left_out(tmp_path: Path) -> None:
     # MP4/MOV keep chapters in a track of their own, which FFmpeg reads into chapters() (copied
     # to the output) and shows as a data stream: the 'not copied' note said '1 data stream'.
-    path = tmp_path / "chapters.mp4"
-    with av.open(str(path), "w") as out:
-        stream = out.add_stream("libx264", rate=30)
-        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
-        out.set_chapters([{"id": i + 1, "start": i * 1000, "end": (i + 1) * 1000, "time_base": Fraction(1, 1000),
-                           "metadata": {"title": title}} for i, title in enumerate(("Intro", "Main"))])
-        for i in range(60):
-            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 4 * i, np.uint8), format="bgr24")
-            frame.pts = i
-            out.mux(stream.encode(frame))
-        out.mux(stream.encode())
+    path = clip_with_chapters(tmp_path / "chapters.mp4")
     with av.open(str(path)) as c:
         assert [s.type for s in c.streams] == ["video", "data"]  # what FFmpeg shows of the chapters
     with VideoReader(path) as reader:

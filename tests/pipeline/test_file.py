@@ -30,7 +30,7 @@ from livecam.media.provenance import label_box
 from livecam.media.video_reader import VideoReader
 from livecam.settings import ProcessingSettings, RuntimeSettings, VideoJob
 from tests.doubles import NoModels
-from tests.videos import count_frames, make_clip, probe, read_index
+from tests.videos import clip_with_chapters, count_frames, make_clip, probe, read_index
 
 SQUARE = (slice(20, 44), slice(40, 72))  # rows, cols the fake engine inverts
 
@@ -431,23 +431,6 @@ def test_progress_lines_when_not_a_terminal(caplog: pytest.LogCaptureFixture) ->
     assert caplog.records == []
 
 
-def _clip_with_chapters(path: Path) -> Path:
-    """A 2 s Matroska clip with chapters "Intro" (0-1 s) and "Main" (1-2 s)."""
-    if not hasattr(av.container.OutputContainer, "set_chapters"):
-        pytest.skip("this PyAV cannot write chapters")
-    with av.open(str(path), "w", format="matroska") as out:
-        stream = out.add_stream("libx264", rate=30)
-        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
-        out.set_chapters([{"id": i + 1, "start": i * 1000, "end": (i + 1) * 1000, "time_base": Fraction(1, 1000),
-                           "metadata": {"title": title}} for i, title in enumerate(("Intro", "Main"))])
-        for i in range(60):
-            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 4 * i, np.uint8), format="bgr24")
-            frame.pts = i
-            out.mux(stream.encode(frame))
-        out.mux(stream.encode())
-    return path
-
-
 def _chapters(path: Path) -> list[tuple[str, float, float]]:
     with av.open(str(path)) as c:
         return [(ch["metadata"].get("title", ""), float(ch["start"] * ch["time_base"]),
@@ -457,7 +440,7 @@ def _chapters(path: Path) -> list[tuple[str, float, float]]:
 @pytest.mark.parametrize("suffix", [".mkv", ".mp4"])
 def test_chapters_are_copied_to_the_output(tmp_path: Path, suffix: str) -> None:
     # they were dropped silently (not even named in the "not copied" note)
-    src = _clip_with_chapters(tmp_path / "chapters.mkv")
+    src = clip_with_chapters(tmp_path / "chapters.mkv")
     out = tmp_path / f"out{suffix}"
     process_video(_opts(src, out), InvertEngine(face=False), quiet=True)
     assert _chapters(out) == [("Intro", 0.0, 1.0), ("Main", 1.0, 2.0)] == _chapters(src)
@@ -467,7 +450,7 @@ def test_chapters_this_pyav_cannot_write_are_named_in_the_not_copied_note(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     import livecam.pipeline.file as file_module
 
-    src = _clip_with_chapters(tmp_path / "chapters.mkv")
+    src = clip_with_chapters(tmp_path / "chapters.mkv")
     monkeypatch.setattr(file_module, "chapters_writable", lambda: False)
     with caplog.at_level(logging.WARNING, logger="livecam"):
         process_video(_opts(src, tmp_path / "out.mkv"), InvertEngine(face=False), quiet=True)

@@ -197,9 +197,10 @@ def test_segments_from_chunks_equal_the_segments_from_the_path(tmp_path: Path, c
 
 
 def test_chapters_are_copied_by_a_segmented_run_too(tmp_path: Path) -> None:
-    from tests.pipeline.test_file import _chapters, _clip_with_chapters
+    from tests.pipeline.test_file import _chapters
+    from tests.videos import clip_with_chapters
 
-    clip = _clip_with_chapters(tmp_path / "chapters.mkv")
+    clip = clip_with_chapters(tmp_path / "chapters.mkv")
     split = job_for(clip, tmp_path / "split.mkv", "libx264")
     process_segmented(split, SmoothingEngine(), segment_seconds=1.0, overlap_seconds=0.5)
     assert _chapters(split.output) == [("Intro", 0.0, 1.0), ("Main", 1.0, 2.0)]
