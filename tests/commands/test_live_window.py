@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.media.test_window_x11 import find_window, x_server  # noqa: F401 - a fixture
+from tests.media.test_window_x11 import find_window, start_window_run, x_server  # noqa: F401 - a fixture
 from tests.videos import make_clip
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Qt's exit() is caught on Linux only")
@@ -73,13 +73,7 @@ def test_an_x_server_killed_mid_run_ends_the_run_with_its_summary_and_one_line(
         tmp_path: Path, faces_dir: Path,
         x_server: tuple[dict[str, str], subprocess.Popen[bytes]]) -> None:  # noqa: F811 - the fixture
     x_display, server = x_server
-    clip = make_clip(tmp_path / "cam.mp4", frames=600, size=(320, 240), fps=30, audio=False,
-                     source_image=faces_dir / "biden.jpg")
-    stats = tmp_path / "stats.jsonl"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "livecam", "run", "--camera", str(clip), "--output", "window",
-         "--swap-model", "mesh", "--stats-json", str(stats), "--source", str(faces_dir / "obama.jpg")],
-        env=x_display, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc, stats = start_window_run(tmp_path, faces_dir, x_display)
     try:
         find_window(x_display, proc)
         time.sleep(1.0)  # frames reach the window

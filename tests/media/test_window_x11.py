@@ -65,6 +65,20 @@ def find_window(env: dict[str, str], proc: subprocess.Popen[str], timeout: float
     raise AssertionError("no livecam window appeared")
 
 
+def start_window_run(tmp_path: Path, faces_dir: Path,
+                     env: dict[str, str]) -> tuple[subprocess.Popen[str], Path]:
+    """`livecam run --output window` on 20 s of camera-paced video (a face in it) with its stats
+    file: the run ends early only through the window."""
+    clip = make_clip(tmp_path / "cam.mp4", frames=600, size=(320, 240), fps=30, audio=False,
+                     source_image=faces_dir / "biden.jpg")
+    stats = tmp_path / "stats.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "livecam", "run", "--camera", str(clip), "--output", "window",
+         "--swap-model", "mesh", "--stats-json", str(stats), "--source", str(faces_dir / "obama.jpg")],
+        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return proc, stats
+
+
 def press(env: dict[str, str], window: str, key: str) -> None:
     subprocess.run(["xdotool", "key", "--window", window, key], env=env, check=True, capture_output=True)
 
@@ -72,13 +86,7 @@ def press(env: dict[str, str], window: str, key: str) -> None:
 def test_window_shows_the_stream_and_obeys_its_keys(tmp_path: Path, faces_dir: Path,
                                                     x_display: dict[str, str]) -> None:
     # 20 s of camera-paced video: the run can only end early through the window's `q`
-    clip = make_clip(tmp_path / "cam.mp4", frames=600, size=(320, 240), fps=30, audio=False,
-                     source_image=faces_dir / "biden.jpg")
-    stats = tmp_path / "stats.jsonl"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "livecam", "run", "--camera", str(clip), "--output", "window",
-         "--swap-model", "mesh", "--stats-json", str(stats), "--source", str(faces_dir / "obama.jpg")],
-        env=x_display, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc, stats = start_window_run(tmp_path, faces_dir, x_display)
     try:
         window = find_window(x_display, proc)
         time.sleep(1.0)  # let frames reach the window
