@@ -108,3 +108,57 @@ def test_label_on_bgra_makes_its_box_opaque() -> None:
     x1, y1, x2, y2 = provenance.label_box(img.shape)
     assert (img[y1:y2, x1:x2, 3] == 255).all()
     assert (img[:y1, :, 3] == 0).all()
+
+
+def _label_pixels(img: np.ndarray, faces: list[tuple[int, int, int, int]]) -> np.ndarray:
+    """The mask of pixels draw_label changed in a copy of img, with these face boxes."""
+    before = img.copy()
+    provenance.draw_label(img, faces)
+    return np.any(img != before, axis=2)
+
+
+@pytest.mark.parametrize("shape", [(480, 640), (1280, 720), (240, 320)])
+def test_label_keeps_off_a_face_in_the_bottom_right_corner(shape: tuple[int, int]) -> None:
+    # The label was always drawn bottom-right, over whatever face was there.
+    h, w = shape
+    face = (w // 2, h // 2, w - 4, h - 4)  # a face reaching into the bottom-right corner
+    changed = _label_pixels(_noise(h, w), [face])
+    assert changed.any()
+    assert not changed[face[1]:face[3], face[0]:face[2]].any()  # no label pixel on the face
+    ys, xs = np.nonzero(changed)
+    assert ys.min() > h * 0.8 and xs.max() < w * 0.5  # bottom-left, the next corner a viewer looks at
+
+
+def test_label_stays_bottom_right_when_no_face_is_near() -> None:
+    img = _noise(480, 640)
+    assert provenance.draw_label(img.copy(), [(100, 50, 300, 250)]) == "bottom-right"
+    changed = _label_pixels(img, [(100, 50, 300, 250)])
+    x1, y1, x2, y2 = provenance.label_box(img.shape)
+    assert changed[y1:y2, x1:x2].any() and not changed[:y1].any()
+
+
+def test_label_goes_where_faces_cover_it_least_when_every_corner_has_one() -> None:
+    h, w = 480, 640
+    faces = [(w - 200, h - 150, w, h), (0, h - 150, 200, h), (w - 200, 0, w, 150)]  # top-left free
+    assert provenance.label_corner((h, w), faces) == "top-left"
+    everywhere = faces + [(0, 0, 40, 20)]  # a small face in the top-left corner too
+    assert provenance.label_corner((h, w), everywhere) == "top-left"
+
+
+def test_label_in_a_video_moves_only_when_a_face_comes_near_it() -> None:
+    # A face crossing the picture: the label stays bottom-right until the face comes near,
+    # moves once, and does not come back when the face leaves (it would jump back and forth).
+    h, w = 360, 640
+    placement = provenance.LabelPlacement()
+    corners = []
+    for x in range(0, w - 120, 20):
+        img = _noise(h, w)
+        face = (x, h - 140, x + 120, h - 4)
+        before = img.copy()
+        corners.append(placement.draw(img, [face]))
+        changed = np.any(img != before, axis=2)
+        assert not changed[face[1]:face[3], face[0]:face[2]].any()
+    assert corners[0] == "bottom-right" and corners[-1] != "bottom-right"
+    moves = sum(a != b for a, b in zip(corners, corners[1:]))
+    assert moves == 1  # right -> left as it passes; never back and forth
+    assert corners[:len(corners) // 3] == ["bottom-right"] * (len(corners) // 3)

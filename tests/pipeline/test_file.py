@@ -244,6 +244,31 @@ def test_label_changes_only_its_corner_and_no_label_removes_it(tmp_path: Path, c
     assert np.abs(src - b).mean() < 2  # no label: the frame is the input's
 
 
+def test_label_keeps_off_a_face_in_the_bottom_right_corner(tmp_path: Path) -> None:
+    # The label was always drawn bottom-right, over a face there; it goes bottom-left now, and
+    # stays there on every frame.
+    src = make_clip(tmp_path / "in.mp4", frames=8, size=(320, 240), audio=False)
+    face = (180, 110, 316, 236)
+
+    class FaceBottomRight(NoModels):
+        smooths = False
+
+        def analyse(self, packet: FramePacket, track: bool) -> None:
+            packet.faces = [Face(bbox=np.array(face, np.float32), score=0.9, kps=np.zeros((5, 2), np.float32))]
+
+        def process(self, packet: FramePacket) -> None:
+            pass
+
+    labelled, plain = tmp_path / "l.mp4", tmp_path / "p.mp4"
+    process_video(_opts(src, labelled, label=True, quality=0), FaceBottomRight(), quiet=True)
+    process_video(_opts(src, plain, label=False, quality=0), FaceBottomRight(), quiet=True)
+    x1, y1, x2, y2 = label_box((240, 320), "bottom-left")
+    for a, b in zip(probe(labelled)["images"], probe(plain)["images"]):
+        diff = np.abs(a.astype(int) - b).max(axis=2)
+        assert diff[face[1]:face[3], face[0]:face[2]].max() <= 3  # codec noise only: no label on the face
+        assert diff[y1:y2, x1:x2].mean() > 20  # the label, bottom-left
+
+
 def test_no_audio_and_other_streams_dropped(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     src = make_clip(tmp_path / "subs.mkv", frames=8, size=(64, 48), subtitle=True)
     out = tmp_path / "out.mkv"

@@ -54,6 +54,7 @@ def run_image(job: ImageJob) -> None:
     marker = open_watermarker(job.processing.runtime, engine.providers) if job.watermark else None
     write_image_atomic(job.output, packet.image, force=job.force, label=job.label, alpha=alpha,
                        watermark=marker.embed if marker else None, icc=profile,
+                       faces=[face.bbox for face in packet.faces],
                        sign=(lambda data: signing.sign_bytes(data, job.output)) if signing else None)
     output_done()  # written and valid: a signal from now on is not an interruption
     done = "swapped" if registry.swaps(job.processing.frame_processors) else "enhanced"

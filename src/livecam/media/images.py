@@ -17,7 +17,7 @@ import struct
 import tempfile
 import zlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 import cv2
 import numpy as np
@@ -603,11 +603,12 @@ def encode_image(image: np.ndarray, fmt: str, *, keep_alpha: bool, tag: bool = T
 def write_image_atomic(path: Path | str, image: np.ndarray, *, force: bool, label: bool,
                        alpha: np.ndarray | None = None,
                        watermark: Callable[[np.ndarray], np.ndarray] | None = None,
-                       sign: Callable[[bytes], bytes] | None = None, icc: bytes | None = None) -> None:
+                       sign: Callable[[bytes], bytes] | None = None, icc: bytes | None = None,
+                       faces: Sequence[Sequence[float]] = ()) -> None:
     """Write a BGR or BGRA uint8 image to `path` in the format of its extension.
 
     `alpha` (HxW uint8) is attached when given; alpha is kept for PNG, WebP and TIFF. `label`
-    draws the visible "AI-generated" label (on a copy). `icc`: the colour profile the pixels are
+    draws the visible "AI-generated" label (on a copy), in a corner away from the face boxes `faces`. `icc`: the colour profile the pixels are
     in (read_image_and_profile()'s). The file appears complete or not at all."""
     path = Path(path)
     fmt, keeps_alpha = output_format(path)
@@ -624,7 +625,7 @@ def write_image_atomic(path: Path | str, image: np.ndarray, *, force: bool, labe
         image = flatten(image, background=255)
     if label:
         image = image.copy()
-        provenance.draw_label(image)
+        provenance.draw_label(image, faces)
     with AtomicOutput(path, force=force) as out:
         if watermark is not None:  # last: the mark covers the pixels as written
             image = watermark(image)

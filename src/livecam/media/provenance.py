@@ -5,11 +5,17 @@ format's tools look: a `comment` and a `synthetic` tag for video containers (CON
 used by the video writer), PNG tEXt/iTXt chunks, a JPEG EXIF ImageDescription plus XMP, and
 WebP EXIF/XMP chunks. The XMP packet uses the IPTC digital source type for media composited
 with a trained model. BMP and TIFF outputs carry only the visible label.
+
+The visible label goes bottom-right unless a face is near that corner (then the next free
+corner of CORNERS); in a video it stays in one corner until a face comes near it
+(LabelPlacement), so it does not jump from frame to frame.
 """
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+from typing import Sequence
 
 import cv2
 import numpy as np
@@ -123,9 +129,13 @@ def _bytes(source: Path | bytes) -> bytes:
 
 _FONT = cv2.FONT_HERSHEY_SIMPLEX
 _BOX_OPACITY = 0.55
+# Where the label may go, in the order it prefers them: bottom-right, where viewers look for such
+# a label, unless a face is there.
+CORNERS: tuple[str, ...] = ("bottom-right", "bottom-left", "top-right", "top-left")
 
 
-def _label_layout(shape: tuple[int, ...]) -> tuple[tuple[int, int, int, int], float, int, tuple[int, int]]:
+def _label_layout(shape: tuple[int, ...], corner: str = CORNERS[0]
+                  ) -> tuple[tuple[int, int, int, int], float, int, tuple[int, int]]:
     """Box (x1, y1, x2, y2), font scale, thickness and text origin for an image shape."""
     h, w = shape[:2]
     # Text about 1.8% of the shorter side tall, never under 8 px: readable, unobtrusive.
@@ -136,27 +146,56 @@ def _label_layout(shape: tuple[int, ...]) -> tuple[tuple[int, int, int, int], fl
     (tw, th), baseline = cv2.getTextSize(LABEL_TEXT, _FONT, scale, thickness)
     pad = max(2, int(round(th * 0.35)))
     margin = max(2, int(round(th * 0.5)))
-    x2, y2 = w - margin, h - margin
-    x1, y1 = x2 - tw - 2 * pad, y2 - th - baseline - 2 * pad
-    box = (max(0, x1), max(0, y1), max(0, x2), max(0, y2))
+    box_w, box_h = tw + 2 * pad, th + baseline + 2 * pad
+    x2 = w - margin if corner.endswith("right") else margin + box_w
+    y2 = h - margin if corner.startswith("bottom") else margin + box_h
+    x1, y1 = x2 - box_w, y2 - box_h
+    box = (max(0, x1), max(0, y1), max(0, min(w, x2)), max(0, min(h, y2)))
     origin = (x1 + pad - box[0], y2 - pad - baseline - box[1])
     return box, scale, thickness, origin
 
 
-def label_box(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
-    """The (x1, y1, x2, y2) region draw_label changes in an image of this shape."""
-    return _label_layout(shape)[0]
+def label_box(shape: tuple[int, ...], corner: str = CORNERS[0]) -> tuple[int, int, int, int]:
+    """The (x1, y1, x2, y2) region draw_label changes in an image of this shape at `corner`."""
+    return _label_layout(shape, corner)[0]
 
 
-def draw_label(image: np.ndarray) -> None:
-    """Draw a small "AI-generated" label in the bottom-right corner of a BGR or BGRA image,
-    in place (BGRA: the label's box is made opaque).
+def _covered(box: tuple[int, int, int, int], faces: Sequence[Sequence[float]]) -> float:
+    """How much of the label box the face boxes cover, each grown by the label's height (so
+    that the label does not touch a face either): the sum of the overlaps, in pixels."""
+    x1, y1, x2, y2 = box
+    grow = y2 - y1
+    total = 0.0
+    for fx1, fy1, fx2, fy2 in (tuple(float(v) for v in face[:4]) for face in faces):
+        ox = min(x2, fx2 + grow) - max(x1, fx1 - grow)
+        oy = min(y2, fy2 + grow) - max(y1, fy1 - grow)
+        total += max(0.0, ox) * max(0.0, oy)
+    return total
 
-    Only pixels inside label_box(image.shape) change: the text is drawn on a copy of that
-    corner and blended back, so nothing outside it is touched."""
-    (x1, y1, x2, y2), scale, thickness, origin = _label_layout(image.shape)
+
+def label_corner(shape: tuple[int, ...], faces: Sequence[Sequence[float]] = (), current: str | None = None) -> str:
+    """The corner the label goes in, for an image of this shape whose faces have these boxes
+    (x1, y1, x2, y2): `current` (the previous frame's corner) while no face comes near the label
+    there, so that it does not jump between frames; otherwise the first of CORNERS where no
+    face comes near it, or, when faces are near every corner, the one they cover least."""
+    if current is not None and not _covered(label_box(shape, current), faces):
+        return current
+    order = ([current] if current is not None else []) + [c for c in CORNERS if c != current]
+    return min(order, key=lambda corner: (_covered(label_box(shape, corner), faces),
+                                          corner != current, CORNERS.index(corner)))
+
+
+def draw_label(image: np.ndarray, faces: Sequence[Sequence[float]] = (), corner: str | None = None) -> str:
+    """Draw a small "AI-generated" label in a corner of a BGR or BGRA image, in place (BGRA: the
+    label's box is made opaque), and return that corner: `corner`, or label_corner() for the
+    face boxes `faces` (bottom-right when no face is near it).
+
+    Only pixels inside label_box(image.shape, corner) change: the text is drawn on a copy of
+    that corner and blended back, so nothing outside it is touched."""
+    corner = corner or label_corner(image.shape, faces)
+    (x1, y1, x2, y2), scale, thickness, origin = _label_layout(image.shape, corner)
     if x2 <= x1 or y2 <= y1:
-        return
+        return corner
     region = image[y1:y2, x1:x2, :3]
     backdrop = region.astype(np.float32) * (1.0 - _BOX_OPACITY)  # darkened for contrast
     canvas = np.ascontiguousarray(np.clip(backdrop + 0.5, 0, 255).astype(np.uint8))
@@ -164,3 +203,22 @@ def draw_label(image: np.ndarray) -> None:
     region[...] = canvas
     if image.shape[2] == 4:  # a transparent corner would hide the label
         image[y1:y2, x1:x2, 3] = 255
+    return corner
+
+
+class LabelPlacement:
+    """The label's corner over the frames of one video: it stays where it is until a face comes
+    near it (label_corner's `current`), so it does not move from frame to frame. Frames may
+    come from several worker threads, hence the lock; their order then decides the corner only
+    on the frames where a face crosses into it."""
+
+    def __init__(self) -> None:
+        self._corner: str | None = None
+        self._lock = threading.Lock()
+
+    def draw(self, image: np.ndarray, faces: Sequence[Sequence[float]] = ()) -> str:
+        """draw_label() at this video's corner, moved when a face comes near it."""
+        with self._lock:
+            self._corner = label_corner(image.shape, faces, self._corner)
+            corner = self._corner
+        return draw_label(image, corner=corner)

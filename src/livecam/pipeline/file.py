@@ -50,7 +50,7 @@ from livecam.pipeline.contracts import FileEngine
 from livecam.pipeline.progress import Counter, Progress
 from livecam.pipeline.queues import BoundedQueue, ReorderBuffer, put_until
 from livecam.pipeline.stages import POLL_S, Stages
-from livecam.media.provenance import CONTAINER_METADATA, draw_label
+from livecam.media.provenance import CONTAINER_METADATA, LabelPlacement
 from livecam.settings import VideoJob
 
 if TYPE_CHECKING:
@@ -220,7 +220,7 @@ class FilePipeline:
         self.workers = len(self.lanes) or max(1, workers)
         self.max_in_flight = max_in_flight
         self.frame_range = frame_range  # frames outside it skip the engine (labelled all the same)
-        self.label = label
+        self.label = LabelPlacement() if label else None  # one corner for the video, unless a face comes there
         self.watermark = watermark  # (index, image) -> image; marks.watermark's video cadence
         self.progress = progress
         self.on_warm = on_warm
@@ -322,10 +322,10 @@ class FilePipeline:
         self._finish(packet)
 
     def _finish(self, packet: FramePacket) -> None:
-        if self.label:
+        if self.label is not None:
             if not packet.image.flags.writeable:
                 packet.image = packet.image.copy()
-            draw_label(packet.image)
+            self.label.draw(packet.image, [face.bbox for face in packet.faces])
         if self.watermark is not None:  # last: the mark covers the pixels as written
             packet.image = self.watermark(packet.index, packet.image)
         self.reorder.push(packet.index, packet)

@@ -47,7 +47,7 @@ from livecam.pipeline.queues import DropOldestQueue, ReorderBuffer, put_until
 from livecam.pipeline.signals import stop_signals
 from livecam.pipeline.stages import POLL_S, Stages
 from livecam.processors import registry
-from livecam.media.provenance import draw_label
+from livecam.media.provenance import LabelPlacement
 from livecam.settings import LiveJob
 
 log = logging.getLogger("livecam")
@@ -165,7 +165,7 @@ class LivePipeline:
         # stage that can work at once is in flight, so frames do not wait in queues (latency
         # stays the sum of the stage times) while every stage is kept busy (throughput).
         self._credits = None if self.live else threading.Semaphore(options.workers + 1)
-        self._label = draw_label if options.label else None
+        self._label = LabelPlacement() if options.label else None  # one corner, unless a face comes there
         self._stats_file: IO[str] | None = None
 
     # -- public ---------------------------------------------------------------------------------
@@ -319,7 +319,7 @@ class LivePipeline:
         if self.stats_overlay:
             draw_overlay(image, self.metrics.overlay_lines())
         if self._label is not None:
-            self._label(image)
+            self._label.draw(image, [face.bbox for face in packet.faces])
         if self._mark_here is not None:
             image = self._mark_here(self._marked, image)
             self._marked += 1
