@@ -87,6 +87,21 @@ def test_chance_false_positive_rate_is_small() -> None:
     assert wm.false_positive_rate() < 2e-5
 
 
+def test_the_decoder_runs_2d_convolutions_without_transposes() -> None:
+    # The wheel's decoder ran its convolutions as 3-D ones (1x11x11 on a one-frame clip), which
+    # ONNX Runtime's CPU provider runs without its blocked kernels, and its channel softmax
+    # between two transposes: `livecam verify` of a file without tags, 90 decoder runs, took 1.5
+    # to 1.7 times longer (scripts/extract_rivagan.py checks the rewrite gives the same logits).
+    import onnx
+
+    graph = onnx.load(str(ModelStore(RuntimeSettings(), progress=False).path("rivagan_decoder"))).graph
+    convs = [node for node in graph.node if node.op_type == "Conv"]
+    kernels = [list(onnx.helper.get_attribute_value(a)) for node in convs for a in node.attribute
+               if a.name == "kernel_shape"]
+    assert len(convs) == 4 and kernels == [[11, 11]] * 4
+    assert not {node.op_type for node in graph.node} & {"Transpose", "Softmax"}
+
+
 def test_a_tensorrt_run_marks_on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
     """RivaGAN's frame sides follow the picture, outside any TensorRT profile (which ORT's
     TensorRT provider enforces): a TensorRT run's watermarker is made on the rest of its list."""
