@@ -1,8 +1,8 @@
 """The invisible watermark: a 32-bit livecam word hidden in frames with RivaGAN.
 
 RivaGAN (the embedded rivagan_encoder/decoder.onnx, see models/default/NOTICE.md) works on a
-small copy of the frame: the encoder marks a copy WORK_HEIGHT pixels high and at most
-MAX_WORK_WIDTH wide (work_size), and the difference it made is upscaled and added to the full
+small copy of the frame: the encoder marks a copy whose shorter side is WORK_HEIGHT pixels and
+whose longer side is at most MAX_WORK_WIDTH (work_size), and the difference it made is upscaled and added to the full
 frame a band of rows at a time (Residual), so the model's cost does not grow with the
 resolution, the rest grows linearly in bounded memory, and the change stays below the visible
 (PSNR about 40 dB). The decoder reads a copy downscaled the same way, which is also why halving
@@ -41,9 +41,9 @@ import numpy as np
 
 WORK_HEIGHT = 160  # the height RivaGAN marks and reads at
 MAX_WORK_WIDTH = 4 * WORK_HEIGHT  # wider frames are squeezed to this (a 20000x100 strip took 15 s)
-# Narrower copies are stretched to this width / height: of 5 photos at 360x640, 720x1280, 300x700
-# and 200x600 marked and read back (PNG and JPEG 90), 4 in 5 read at 1:2 and 9:16, all at 3:5.
-MIN_WORK_ASPECT = 0.6
+# Narrow strips are stretched to this width (at most to 3:5): one 1 to 64 wide did not read back
+# even unchanged.
+MIN_WORK_SIDE = 96
 BAND_PIXELS = 1 << 20  # the upscaled change is made this many pixels at a time
 PAYLOAD_VERSION = 1
 SIGNATURE_BITS = 28
@@ -93,13 +93,20 @@ def mark_frame(index: int, fps: float, run: int = RUN_FRAMES) -> bool:
 
 
 def work_size(width: int, height: int) -> tuple[int, int]:
-    """The (width, height) RivaGAN marks and reads a width x height frame at: WORK_HEIGHT high
-    (the frame's height when lower), as wide as the aspect makes it but at most MAX_WORK_WIDTH
-    (a panorama is squeezed, the same way when read), so the encoder's cost is bounded, and at
-    least MIN_WORK_ASPECT of its height (a narrower copy, from a picture taller than 3:5, did not
-    read back: 5 to 11 bits off on 1:2, 5 on a 9:16 phone portrait, lossless)."""
-    high = min(height, WORK_HEIGHT)
-    return min(max(math.ceil(high * MIN_WORK_ASPECT), 1, round(width * high / height)), MAX_WORK_WIDTH), high
+    """The (width, height) RivaGAN marks and reads a width x height frame at: its shorter side
+    WORK_HEIGHT (the frame's own when shorter), the other as the aspect makes it but at most
+    MAX_WORK_WIDTH (a panorama or a tall strip is squeezed, the same way when read), so the
+    model's cost is bounded. A frame under MIN_WORK_SIDE wide is stretched towards 3:5, at most
+    to that width. Portrait frames were marked at WORK_HEIGHT high, on a copy 90 to 96 wide for
+    a 9:16 phone video: 4 to 7 bits off through H.264 on a 360x640 clip (1 to 2 at 160 wide)."""
+    if width >= height:
+        high = min(height, WORK_HEIGHT)
+        return min(max(1, round(width * high / height)), MAX_WORK_WIDTH), high
+    wide = min(width, WORK_HEIGHT)
+    high = min(max(1, round(height * wide / width)), MAX_WORK_WIDTH)
+    if wide < MIN_WORK_SIDE:  # a narrow strip: stretched to 3:5, at most MIN_WORK_SIDE wide
+        wide = min(max(wide, math.ceil(high * 0.6)), MIN_WORK_SIDE)
+    return wide, high
 
 
 def _small(image: np.ndarray) -> np.ndarray:
@@ -232,7 +239,7 @@ def open_watermarker(runtime: Any, providers: Any = None, workers: int = 1, thre
     """The watermarker for a run: the embedded models from the model store of these
     RuntimeSettings, on the run's providers (the CPU when None) but TensorRT, sharing the cores
     between `workers` frames marked at once (or on `threads` intra-op threads). RivaGAN's frame
-    sides follow the picture (WORK_HEIGHT high, as wide as its aspect makes it), which no
+    sides follow the picture (work_size: its shorter side WORK_HEIGHT), which no
     TensorRT profile bounds, and ONNX Runtime's TensorRT provider refuses a shape outside one:
     CUDA (next in a TensorRT run's list) runs them."""
     from livecam.models.store import ModelStore
