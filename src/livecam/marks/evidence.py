@@ -14,8 +14,9 @@ is only reported: then only the frames livecam video marks in its first runs are
 SETTLED_FRAMES at most (frames 0 to 3 and the next run; a live recording marks every frame, its
 first exactly), which says whether the pixels carry the mark as written; the other frames are
 still decoded (not read for the mark), so a file cut short says so. Each frame read is one
-RivaGAN decoder run (about 0.4 s on a loaded 2-core machine): a 600-frame clip without a
-readable watermark read 90 of them, 40 s, though its tags had settled the verdict.
+RivaGAN decoder run (about 0.25 s on a loaded 2-core machine; 0.4 s before the decoder ran
+2-D convolutions): a 600-frame clip without a readable watermark read 90 of them, 40 s, though
+its tags had settled the verdict.
 """
 
 from __future__ import annotations
