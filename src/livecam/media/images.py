@@ -604,7 +604,7 @@ def write_image_atomic(path: Path | str, image: np.ndarray, *, force: bool, labe
                        alpha: np.ndarray | None = None,
                        watermark: Callable[[np.ndarray], np.ndarray] | None = None,
                        sign: Callable[[bytes], bytes] | None = None, icc: bytes | None = None,
-                       faces: Sequence[Sequence[float]] = ()) -> None:
+                       faces: Sequence[provenance.Box] = ()) -> None:
     """Write a BGR or BGRA uint8 image to `path` in the format of its extension.
 
     `alpha` (HxW uint8) is attached when given; alpha is kept for PNG, WebP and TIFF. `label`

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Sequence
+from typing import Sequence, Union
 
 import cv2
 import numpy as np
@@ -129,6 +129,7 @@ def _bytes(source: Path | bytes) -> bytes:
 
 _FONT = cv2.FONT_HERSHEY_SIMPLEX
 _BOX_OPACITY = 0.55
+Box = Union[Sequence[float], np.ndarray]  # a face's x1, y1, x2, y2 (Face.bbox)
 # Where the label may go, in the order it prefers them: bottom-right, where viewers look for such
 # a label, unless a face is there.
 CORNERS: tuple[str, ...] = ("bottom-right", "bottom-left", "top-right", "top-left")
@@ -160,7 +161,7 @@ def label_box(shape: tuple[int, ...], corner: str = CORNERS[0]) -> tuple[int, in
     return _label_layout(shape, corner)[0]
 
 
-def _covered(box: tuple[int, int, int, int], faces: Sequence[Sequence[float]]) -> float:
+def _covered(box: tuple[int, int, int, int], faces: Sequence[Box]) -> float:
     """How much of the label box the face boxes cover, each grown by the label's height (so
     that the label does not touch a face either): the sum of the overlaps, in pixels."""
     x1, y1, x2, y2 = box
@@ -173,7 +174,7 @@ def _covered(box: tuple[int, int, int, int], faces: Sequence[Sequence[float]]) -
     return total
 
 
-def label_corner(shape: tuple[int, ...], faces: Sequence[Sequence[float]] = (), current: str | None = None) -> str:
+def label_corner(shape: tuple[int, ...], faces: Sequence[Box] = (), current: str | None = None) -> str:
     """The corner the label goes in, for an image of this shape whose faces have these boxes
     (x1, y1, x2, y2): `current` (the previous frame's corner) while no face comes near the label
     there, so that it does not jump between frames; otherwise the first of CORNERS where no
@@ -185,7 +186,7 @@ def label_corner(shape: tuple[int, ...], faces: Sequence[Sequence[float]] = (), 
                                           corner != current, CORNERS.index(corner)))
 
 
-def draw_label(image: np.ndarray, faces: Sequence[Sequence[float]] = (), corner: str | None = None) -> str:
+def draw_label(image: np.ndarray, faces: Sequence[Box] = (), corner: str | None = None) -> str:
     """Draw a small "AI-generated" label in a corner of a BGR or BGRA image, in place (BGRA: the
     label's box is made opaque), and return that corner: `corner`, or label_corner() for the
     face boxes `faces` (bottom-right when no face is near it).
@@ -216,7 +217,7 @@ class LabelPlacement:
         self._corner: str | None = None
         self._lock = threading.Lock()
 
-    def draw(self, image: np.ndarray, faces: Sequence[Sequence[float]] = ()) -> str:
+    def draw(self, image: np.ndarray, faces: Sequence[Box] = ()) -> str:
         """draw_label() at this video's corner, moved when a face comes near it."""
         with self._lock:
             self._corner = label_corner(image.shape, faces, self._corner)
