@@ -155,7 +155,7 @@ def test_the_model_sees_a_bounded_copy_of_any_frame() -> None:
     sides = [frame[-2:] for frame in encoder.frames]
     assert [frame[-2:] for frame in decoder.frames] == sides
     # a 9:16 phone portrait is copied 160 wide, as a landscape frame is 160 high (its copy 96 wide
-    # read 4 to 7 bits off through H.264)
+    # read 3 to 7 bits off through H.264)
     assert sides == [(100, 640), (160, 640), (160, 284), (160, 640), (90, 300), (284, 160)]
 
 
@@ -213,7 +213,7 @@ def test_a_phone_portrait_picture_is_marked_so_that_it_reads_back(marker: wm.Wat
 
 def test_a_phone_portrait_video_keeps_its_mark_through_h264(marker: wm.Watermarker, faces_dir: Path,
                                                             tmp_path: Path) -> None:
-    """A 9:16 video (a phone held upright) was marked on a 96x160 copy: its frames read 4 to 7
+    """A 9:16 video (a phone held upright) was marked on a 96x160 copy: its frames read 3 to 7
     bits off after H.264 at CRF 23, most of them not marked; on a 160x284 copy, 1 to 2."""
     import av
 

@@ -98,7 +98,7 @@ def work_size(width: int, height: int) -> tuple[int, int]:
     MAX_WORK_WIDTH (a panorama or a tall strip is squeezed, the same way when read), so the
     model's cost is bounded. A frame under MIN_WORK_SIDE wide is stretched towards 3:5, at most
     to that width. Portrait frames were marked at WORK_HEIGHT high, on a copy 90 to 96 wide for
-    a 9:16 phone video: 4 to 7 bits off through H.264 on a 360x640 clip (1 to 2 at 160 wide)."""
+    a 9:16 phone video: 3 to 7 bits off through H.264 on a 360x640 clip (1 to 2 at 160 wide)."""
     if width >= height:
         high = min(height, WORK_HEIGHT)
         return min(max(1, round(width * high / height)), MAX_WORK_WIDTH), high
