@@ -87,14 +87,16 @@ def test_chance_false_positive_rate_is_small() -> None:
     assert wm.false_positive_rate() < 2e-5
 
 
-def test_the_decoder_runs_2d_convolutions_without_transposes() -> None:
-    # The wheel's decoder ran its convolutions as 3-D ones (1x11x11 on a one-frame clip), which
-    # ONNX Runtime's CPU provider runs without its blocked kernels, and its channel softmax
-    # between two transposes: `livecam verify` of a file without tags, 90 decoder runs, took 1.5
-    # to 1.7 times longer (scripts/extract_rivagan.py checks the rewrite gives the same logits).
+@pytest.mark.parametrize("name", ["rivagan_decoder", "rivagan_encoder"])
+def test_the_models_run_2d_convolutions_without_transposes(name: str) -> None:
+    # The wheel's models ran their convolutions as 3-D ones (1x11x11 on a one-frame clip), which
+    # ONNX Runtime's CPU provider runs without its blocked kernels, and their channel softmax
+    # between two transposes: `livecam verify` of a file without tags, 90 decoder runs, took 1.6
+    # times the CPU, an encoder run 1.5 to 1.65 times (scripts/extract_rivagan.py checks that the
+    # rewrites give the same outputs).
     import onnx
 
-    graph = onnx.load(str(ModelStore(RuntimeSettings(), progress=False).path("rivagan_decoder"))).graph
+    graph = onnx.load(str(ModelStore(RuntimeSettings(), progress=False).path(name))).graph
     convs = [node for node in graph.node if node.op_type == "Conv"]
     kernels = [list(onnx.helper.get_attribute_value(a)) for node in convs for a in node.attribute
                if a.name == "kernel_shape"]
