@@ -108,10 +108,12 @@ class _Planar:
         w = self.np.ascontiguousarray(self.weights[f"{layer}.weight"][:, :, 0])
         self.inits.append(self.numpy_helper.from_array(w, f"{layer}.weight"))
         self.inits.append(self.numpy_helper.from_array(self.weights[f"{layer}.bias"], f"{layer}.bias"))
-        return self.node("Conv", [x, f"{layer}.weight", f"{layer}.bias"], layer, kernel_shape=[11, 11], pads=[5, 5, 5, 5])
+        return self.node("Conv", [x, f"{layer}.weight", f"{layer}.bias"], layer,
+                         kernel_shape=[11, 11], pads=[5, 5, 5, 5])
 
     def tanh_norm(self, x: str, layer: str) -> str:
-        self.inits.extend(self.numpy_helper.from_array(self.weights[f"{layer}.{s}"], f"{layer}.{s}") for s in self.STATS)
+        self.inits.extend(self.numpy_helper.from_array(self.weights[f"{layer}.{s}"], f"{layer}.{s}")
+                          for s in self.STATS)
         tanh = self.node("Tanh", [x], f"{x}.tanh")
         return self.node("BatchNormalization", [tanh] + [f"{layer}.{s}" for s in self.STATS], layer, epsilon=1e-5)
 
@@ -121,7 +123,8 @@ class _Planar:
         (12% of the decoder's time). No overflow: tanh then batchnorm bounds each logit (22)."""
         w = self.weights
         scale = w["_attention.5.weight"] / self.np.sqrt(w["_attention.5.running_var"] + 1e-5)
-        bound = float(self.np.max(self.np.abs(scale) + self.np.abs(w["_attention.5.bias"] - w["_attention.5.running_mean"] * scale)))
+        shift = w["_attention.5.bias"] - w["_attention.5.running_mean"] * scale
+        bound = float(self.np.max(self.np.abs(scale) + self.np.abs(shift)))
         if bound > 60:
             raise SystemExit(f"{self.name}: the attention's logits reach {bound:g}, exp() could overflow float32")
         logits = self.tanh_norm(self.conv(self.tanh_norm(self.conv("planar_frame", "_attention.0"), "_attention.2"),
@@ -177,7 +180,8 @@ def planar_encoder(data: bytes) -> bytes:
                    "data.signs")
     g.inits.append(g.numpy_helper.from_array(g.np.array([2, 3], g.np.int64), "plane_axes"))
     weights = g.node("Unsqueeze", [signs, "plane_axes"], "data.planes")
-    summed = g.node("ReduceSum", [g.node("Mul", [exp, weights], "signed.exp"), "channel_axis"], "signed.sum", keepdims=1)
+    signed = g.node("Mul", [exp, weights], "signed.exp")
+    summed = g.node("ReduceSum", [signed, "channel_axis"], "signed.sum", keepdims=1)
     plane = g.node("Div", [summed, total], "data.plane")
     joined = g.node("Concat", ["planar_frame", plane], "joined", axis=1)
     change = g.node("Tanh", [g.conv(g.tanh_norm(g.conv(joined, "_conv.0"), "_conv.2"), "_conv.3")], "change.tanh")

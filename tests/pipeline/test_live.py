@@ -365,6 +365,29 @@ def test_overlay_and_label_are_drawn() -> None:
     assert (last[-30:, -140:] != 200).any()  # something drawn over the bottom-right corner
 
 
+def test_label_keeps_off_a_face_in_the_bottom_right_corner() -> None:
+    # The label was always drawn bottom-right, over a face there; it goes bottom-left now, on
+    # every frame.
+    from livecam.faces.face import Face
+    from livecam.media.provenance import label_box
+
+    box = (180, 110, 316, 236)
+
+    class FaceBottomRight(FakeEngine):
+        def analyse(self, packet: FramePacket, track: bool = True) -> None:
+            super().analyse(packet, track)
+            packet.faces = [Face(bbox=np.array(box, np.float32), score=0.9, kps=np.zeros((5, 2), np.float32))]
+
+    sink = MemorySink()
+    source = SyntheticSource(frames=10, width=320, height=240, live=False, realtime=False)
+    run_live_pipeline(FaceBottomRight(), source, sink, opts(label=True))
+    x1, y1, x2, y2 = label_box((240, 320), "bottom-left")
+    assert len(sink.frames) == 10
+    for frame in sink.frames:
+        assert (frame[box[1]:box[3], box[0]:box[2]] == 200).all()  # the processor's paint, no label
+        assert (frame[y1:y2, x1:x2] != 200).any()
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
 def test_stats_json_fifo_waits_for_its_reader_and_a_stop_still_ends_the_wait(tmp_path: Path) -> None:
     # open() of a FIFO without a reader blocked where Ctrl-C and SIGTERM could not end it (a hang)
