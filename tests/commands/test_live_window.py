@@ -46,6 +46,8 @@ def check_stopped_cleanly(proc: subprocess.CompletedProcess[str] | subprocess.Po
                           stats: Path) -> None:
     assert proc.returncode == 1, err
     assert "Traceback" not in err
+    # livecam's lines only: Qt said "The X11 connection broke (error 1). Did the X11 server die?" first
+    assert all(line.startswith("livecam: ") for line in err.splitlines()), err
     lines = [line for line in err.splitlines() if line.startswith("livecam: error:")]
     assert len(lines) == 1 and "--output window: the display" in lines[0] and "went away" in lines[0], err
     assert "--output FILE.mp4 or --output none" in lines[0]

@@ -267,6 +267,61 @@ def test_a_wayland_session_without_xwayland_is_a_clear_error_not_an_abort(monkey
     assert window.display_problem() is None
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux") or ctypes.util.find_library("xcb") is None,
+                    reason="the X display check needs Linux and libxcb")
+def test_an_unreachable_x_display_in_a_wayland_session_is_a_clear_error_not_an_abort(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # With WAYLAND_DISPLAY also set the X display went unchecked, but opencv-python's Qt draws
+    # through xcb only: Qt printed its own lines and aborted the process (exit 134).
+    from livecam.media import window
+
+    monkeypatch.setattr(window, "bundled_qt_platforms", lambda: frozenset({"xcb"}))
+    monkeypatch.setattr(window, "opencv_gui", lambda: "QT5")
+    monkeypatch.delenv("QT_QPA_PLATFORM", raising=False)
+    monkeypatch.setenv("DISPLAY", ":987")
+    monkeypatch.setenv("WAYLAND_DISPLAY", "wayland-0")
+    for output in ("window", "auto"):
+        with pytest.raises(DeviceError, match="cannot connect to the X display ':987'.*--output none"):
+            make_sink(output)
+
+
+def test_qt_is_told_to_keep_its_warnings_to_itself_unless_verbose(monkeypatch: pytest.MonkeyPatch) -> None:
+    # On a lost display Qt printed "The X11 connection broke (error 1). Did the X11 server die?"
+    # before livecam's own line. Its warnings are off when the window starts Qt (which reads
+    # QT_LOGGING_RULES then), kept with -v, and a user's own rules still come last (they win).
+    import logging
+
+    from livecam.media import window
+
+    seen: list[str | None] = []
+
+    class Gui(FakeGui):
+        def namedWindow(self, title: str, flags: int) -> None:  # noqa: N802
+            import os
+
+            seen.append(os.environ.get("QT_LOGGING_RULES"))
+
+    monkeypatch.setitem(sys.modules, "cv2", Gui([]))
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.setattr(window, "bundled_qt_platforms", lambda: None)
+    frame = np.zeros((8, 8, 3), np.uint8)
+    for level, rules in [(logging.INFO, None), (logging.INFO, "qt.qpa.xcb.warning=true"), (logging.DEBUG, None)]:
+        if rules is None:
+            monkeypatch.delenv("QT_LOGGING_RULES", raising=False)
+        else:
+            monkeypatch.setenv("QT_LOGGING_RULES", rules)
+        logger = logging.getLogger("livecam")
+        before = logger.level
+        logger.setLevel(level)  # -v (setLevel: isEnabledFor's cache is cleared)
+        try:
+            sink = window.WindowSink()
+            sink.write(frame)
+            sink.close()
+        finally:
+            logger.setLevel(before)
+    assert seen == ["*.warning=false", "*.warning=false;qt.qpa.xcb.warning=true", None]
+
+
 def test_a_headless_opencv_is_reported_before_the_models_load(monkeypatch: pytest.MonkeyPatch) -> None:
     # opencv-python-headless (pulled in by insightface and others) replaces opencv-python's cv2;
     # its namedWindow failed only at the first frame, saying "rebuild the library with GTK+".
