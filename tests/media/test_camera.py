@@ -230,3 +230,98 @@ def test_a_stream_url_that_goes_quiet_is_a_stall_not_damage(tmp_path: Path,
     assert frames and [read_clip_index(f) for f in frames] == list(range(len(frames)))  # what came is kept
     assert src.bad_packets == 0
     assert "corrupt" not in caplog.text
+
+
+class FakeCapture:
+    """Stands in for cv2.VideoCapture: each read does the next step of `plan` ("frame", "none":
+    returns False, "raise": raises cv2.error as some backends do), the last step for ever."""
+
+    def __init__(self, plan: list[str]) -> None:
+        self.plan = plan
+        self.released = False
+
+    def __call__(self, index: int, backend: int) -> FakeCapture:  # cv2.VideoCapture(index, backend)
+        return self
+
+    def isOpened(self) -> bool:  # noqa: N802 - OpenCV's name
+        return True
+
+    def set(self, prop: int, value: float) -> bool:
+        return True
+
+    def get(self, prop: int) -> float:
+        return 0.0
+
+    def read(self) -> tuple[bool, np.ndarray | None]:
+        import cv2
+
+        step = self.plan.pop(0) if len(self.plan) > 1 else self.plan[0]
+        if step == "raise":
+            raise cv2.error("OpenCV(4.10.0) /io/opencv/modules/videoio/src/cap_v4l.cpp:1: error: (-2:Unspecified "
+                            "error) VIDIOC_DQBUF: No such device in function 'read'\n")
+        if step == "none":
+            return False, None
+        return True, np.full((24, 32, 3), 90, np.uint8)
+
+    def release(self) -> None:
+        self.released = True
+
+
+def fake_camera(monkeypatch: pytest.MonkeyPatch, plan: list[str], stall_timeout_s: float = 0.3) -> CameraSource:
+    import cv2
+
+    from livecam.media import camera
+
+    monkeypatch.setattr(cv2, "VideoCapture", FakeCapture(plan))
+    monkeypatch.setattr(camera, "camera_backends", lambda: [("V4L2", 200)])
+    source = CameraSource(0, (640, 480), 30, stall_timeout_s=stall_timeout_s)
+    source.open()
+    return source
+
+
+def test_a_camera_read_that_raises_now_and_then_is_retried_and_the_stream_goes_on(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A read raising cv2.error (rather than returning False) ended the run at once: "internal error".
+    source = fake_camera(monkeypatch, ["frame", "raise", "raise", "none", "raise", "frame"], stall_timeout_s=30)
+    frames = [source.read() for _ in range(3)]
+    assert all(f is not None and f.shape == (24, 32, 3) for f in frames)
+    source.close()
+
+
+def test_a_camera_whose_reads_keep_raising_is_one_clear_line_naming_the_reason(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    source = fake_camera(monkeypatch, ["frame", "raise"])
+    assert source.read() is not None
+    with pytest.raises(DeviceError) as caught:
+        source.read()
+    message = caught.value.message
+    assert "camera 0 (V4L2) stopped delivering frames (none for 0.3 s" in message
+    assert "OpenCV: (-2:Unspecified error) VIDIOC_DQBUF: No such device in function 'read'" in message
+    assert "check the cable" in message and "\n" not in message and "cap_v4l.cpp" not in message
+    source.close()
+
+
+def test_a_camera_that_stopped_is_measured_over_its_frames_not_its_silence(monkeypatch: pytest.MonkeyPatch) -> None:
+    # "measured 7.1 FPS over 20 frames" for a 30 FPS camera that then went quiet for 2 s.
+    from livecam.media import camera
+
+    clock = [100.0]
+
+    class Clock:
+        @staticmethod
+        def perf_counter() -> float:
+            return clock[0]
+
+        monotonic = perf_counter
+
+        @staticmethod
+        def sleep(seconds: float) -> None:
+            clock[0] += seconds
+
+    source = fake_camera(monkeypatch, ["frame"])
+    monkeypatch.setattr(camera, "time", Clock)
+    for _ in range(31):
+        source.read()
+        clock[0] += 1 / 30
+    clock[0] += 10.0  # silence before the close
+    assert source.measured_fps == pytest.approx(30.0)

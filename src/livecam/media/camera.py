@@ -89,6 +89,13 @@ def _quiet_open(cv2: Any, index: int, backend: int) -> Any:
             logging_mod.setLogLevel(previous)
 
 
+def _last_line(exc: BaseException) -> str:
+    """OpenCV's error text is several lines ending in the reason; that reason."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    last = lines[-1] if lines else type(exc).__name__
+    return last.partition(": error: ")[2] or last  # without "OpenCV(4.x) /io/...cpp:123"
+
+
 class CameraSource:
     """A webcam through OpenCV: MJPG at the asked size and rate, reporting what it really gives."""
 
@@ -103,6 +110,7 @@ class CameraSource:
         self._cap: Any = None
         self._count = 0
         self._first_at: float | None = None
+        self._last_at = 0.0
 
     def open(self) -> None:
         import cv2
@@ -136,20 +144,33 @@ class CameraSource:
             self.fps = got_fps
 
     def read(self) -> np.ndarray | None:
+        import cv2
+
         if self._cap is None:
             raise DeviceError(f"{self.name} is not open")
         deadline = time.monotonic() + self.stall_timeout_s
+        failure: cv2.error | None = None
         while True:
-            ok, image = self._cap.read()
+            # Some backends raise rather than return False (a frame the driver garbled, a device
+            # unplugged under MSMF or GStreamer): a failed read like any other, so a camera that
+            # comes back within the stall limit goes on, and one that does not is one clear line.
+            try:
+                ok, image = self._cap.read()
+            except cv2.error as exc:
+                if failure is None:
+                    log.debug("%s: read failed: %s", self.name, exc)
+                ok, image, failure = False, None, exc
             if ok and image is not None and image.size:
                 break
             if time.monotonic() >= deadline:
-                raise DeviceError(f"{self.name} stopped delivering frames (none for {self.stall_timeout_s:g} s): "
-                                  f"check the cable and that no other application took the camera")
+                said = f"; OpenCV: {_last_line(failure)}" if failure is not None else ""
+                raise DeviceError(f"{self.name} stopped delivering frames (none for {self.stall_timeout_s:g} s"
+                                  f"{said}): check the cable and that no other application took the camera")
             time.sleep(0.01)
         now = time.perf_counter()
         if self._first_at is None:
             self._first_at = now
+        self._last_at = now
         self._count += 1
         if image.ndim == 2:  # some drivers give grayscale
             image = np.repeat(image[:, :, None], 3, axis=2)
@@ -159,7 +180,8 @@ class CameraSource:
     def measured_fps(self) -> float | None:
         if self._first_at is None or self._count < 2:
             return None
-        return (self._count - 1) / max(time.perf_counter() - self._first_at, 1e-9)
+        # first to last frame: a camera that stopped is not measured over its silence too
+        return (self._count - 1) / max(self._last_at - self._first_at, 1e-9)
 
     def close(self) -> None:
         if self._cap is not None:

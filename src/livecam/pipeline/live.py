@@ -69,7 +69,9 @@ class LiveRun:
     watermark_slower: Callable[[bool], None] | None = None
     interval_s: float = 1.0  # metrics and governor period
     recover_s: float = 3.0
-    stall_timeout_s: float = 2.0
+    # past a camera's own limit (camera.STALL_TIMEOUT_S), whose line says more (OpenCV's reason);
+    # this one catches a read that never returns
+    stall_timeout_s: float = 2.5
     join_timeout_s: float = 2.0
     reorder_wait_s: float = 1.0  # give up on a frame missing this long (live only)
     handle_signals: bool = True
