@@ -325,3 +325,20 @@ def test_a_camera_that_stopped_is_measured_over_its_frames_not_its_silence(monke
         clock[0] += 1 / 30
     clock[0] += 10.0  # silence before the close
     assert source.measured_fps == pytest.approx(30.0)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="V4L2 device paths are Linux's")
+def test_a_camera_device_path_or_a_stable_link_to_it_is_that_camera(tmp_path: Path) -> None:
+    # `--camera /dev/video0` was read as a video file: "cannot read /dev/video0 as a video ... not a
+    # video" with the camera there, "no such camera index, file or URL" without it.
+    (tmp_path / "video3").touch()
+    by_id = tmp_path / "v4l" / "by-id"
+    by_id.mkdir(parents=True)
+    (by_id / "usb-Some_Webcam-video-index0").symlink_to("../../video3")
+    for spec in (tmp_path / "video3", by_id / "usb-Some_Webcam-video-index0", tmp_path / "video12"):
+        source = open_source(str(spec), (640, 480), 30, None, dev=tmp_path)
+        assert isinstance(source, CameraSource) and source.index == int(Path(spec).resolve().name[5:])
+    not_cameras = [tmp_path / "videos", tmp_path / "video", tmp_path / "v4l" / "video1"]
+    for path in not_cameras:
+        path.write_bytes(b"x")
+        assert not isinstance(open_source(str(path), (640, 480), 30, None, dev=tmp_path), CameraSource)

@@ -287,11 +287,31 @@ class VideoFileSource:
             self._frames = None
 
 
-def open_source(camera: str, resolution: tuple[int, int], fps: float, realtime: bool | None) -> FrameSource:
-    """The source for --camera: a digit string is a camera index, else a file path or a URL."""
+def device_camera_index(spec: str, dev: Path = Path("/dev")) -> int | None:
+    """The camera index a V4L2 device path names (/dev/video2, or a link to it such as
+    /dev/v4l/by-id/usb-...-video-index0), or None; it was read as a video file ("cannot read
+    /dev/video0 as a video", or "no such ... file" without the camera)."""
+    if not sys.platform.startswith("linux") or "://" in spec:
+        return None
+    try:
+        path = Path(spec).resolve()
+    except (OSError, RuntimeError):  # a link loop: the file checks say so
+        return None
+    digits = path.name.removeprefix("video")
+    if path.parent != dev.resolve() or path.name == digits or not digits.isdigit():
+        return None
+    return int(digits)
+
+
+def open_source(camera: str, resolution: tuple[int, int], fps: float, realtime: bool | None,
+                dev: Path = Path("/dev")) -> FrameSource:
+    """The source for --camera: a digit string (or a V4L2 device path) is a camera index, else a
+    file path or a URL."""
     spec = camera.strip()
     if spec.isdigit():
         return CameraSource(int(spec), resolution, fps)
+    if (index := device_camera_index(spec, dev)) is not None:
+        return CameraSource(index, resolution, fps)
     if spec and not spec.lower().startswith(URL_SCHEMES) and Path(spec).is_dir():  # was "no such ... file"
         raise InputError(f"--camera {camera!r} is a folder; give a video file in it, a camera index such as 0, "
                          f"or an rtsp:// or http:// URL")
