@@ -29,6 +29,14 @@ def test_output_none_and_bad_outputs(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert isinstance(make_sink(str(existing), force=True), FileRecorderSink)
 
 
+def test_a_recording_name_ending_in_a_slash_is_refused_not_written_without_it(tmp_path: Path) -> None:
+    # `--output rec.mp4/` (a folder, by its slash) recorded to the file rec.mp4, as Path drops the slash.
+    for spec in (f"{tmp_path / 'rec.mp4'}/", f"{tmp_path}/"):
+        with pytest.raises(InputError, match=r"ends in a slash, which means a folder; give the file name"):
+            make_sink(spec)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_auto_output_without_a_display_asks_for_another_output(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("sys.platform", "linux")
     monkeypatch.delenv("DISPLAY", raising=False)

@@ -184,6 +184,9 @@ def make_sink(output: str, *, fps: float = 30.0, force: bool = False) -> Sink:
     from livecam.media.video_writer import CONTAINERS
 
     path = Path(spec)
+    if spec.endswith(("/", os.sep)):  # Path drops it: `rec.mp4/` recorded to the file rec.mp4
+        raise InputError(f"--output {output!r} ends in a slash, which means a folder; give the file name "
+                         f"without it ({path})")
     if path.suffix.lower() not in CONTAINERS:  # the writer's list, so both say the same
         raise InputError(f"--output {output!r}: expected window, virtual-camera, none or a video file name "
                          f"ending in {', '.join(sorted(CONTAINERS))}")
