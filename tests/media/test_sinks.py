@@ -61,6 +61,8 @@ class FakeVirtualCam:
         self.device = device
         self.opened: list[tuple[int, int]] = []
         self.sent: list[tuple[int, ...]] = []
+        self.frames: list[np.ndarray] = []
+        self.gone = False  # the device went away (v4l2loopback unloaded, OBS closed)
         module = self
 
         class Camera:
@@ -71,10 +73,14 @@ class FakeVirtualCam:
                 self.device = module.device
 
             def send(self, frame: np.ndarray) -> None:
+                if module.gone:
+                    raise RuntimeError("error writing frame: No such device")
                 module.sent.append(frame.shape)
+                module.frames.append(frame.copy())
 
             def close(self) -> None:
-                pass
+                if module.gone:
+                    raise RuntimeError("error closing device: No such device")
 
         self.Camera = Camera
 
@@ -92,6 +98,37 @@ def test_missing_virtual_camera_device_is_reported_before_any_frame(monkeypatch:
     sink.close()
     assert fake.opened[-1] == (64, 48) and fake.sent == [(48, 64, 3), (48, 64, 3)]
     assert sink.name == "virtual camera /dev/video9"
+
+
+def test_a_virtual_camera_letterboxes_a_frame_of_another_size_instead_of_stretching_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeVirtualCam("/dev/video9")
+    monkeypatch.setitem(sys.modules, "pyvirtualcam", fake)
+    sink = make_sink("virtual-camera", fps=30)
+    sink.write(np.zeros((48, 64, 3), np.uint8))
+    sink.write(np.full((64, 48, 3), 255, np.uint8))  # a portrait frame into the landscape device
+    sink.close()
+    portrait = fake.frames[-1]
+    assert portrait.shape == (48, 64, 3)
+    assert portrait[:, :13].max() == 0 and portrait[:, -13:].max() == 0  # black bars left and right (14 px)
+    assert portrait[:, 15:49].min() == 255  # the picture in the middle, 36 px wide: its aspect kept
+
+
+def test_a_virtual_camera_that_goes_away_mid_run_is_one_clear_line(monkeypatch: pytest.MonkeyPatch,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    # pyvirtualcam's RuntimeError from send() ended the run as "internal error: RuntimeError: ...".
+    fake = FakeVirtualCam("/dev/video9")
+    monkeypatch.setitem(sys.modules, "pyvirtualcam", fake)
+    sink = make_sink("virtual-camera", fps=30)
+    sink.write(np.zeros((48, 64, 3), np.uint8))
+    fake.gone = True
+    with pytest.raises(DeviceError) as caught:
+        sink.write(np.zeros((48, 64, 3), np.uint8))
+    message = caught.value.message
+    assert message.startswith("virtual camera /dev/video9 stopped taking frames (error writing frame: No such")
+    assert "v4l2loopback" in message and "--output FILE.mp4" in message and "\n" not in message
+    sink.close()  # the pipeline's shutdown: a warning, not a second error
+    assert "did not close cleanly" in caplog.text
 
 
 def test_recording_is_a_complete_synthetic_tagged_video(tmp_path: Path) -> None:
