@@ -392,6 +392,18 @@ def test_stats_json_fifo_waits_for_its_reader_and_a_stop_still_ends_the_wait(tmp
     assert json.loads(got[-1])["summary"]["frames"] == result.summary["frames"] >= 1
 
 
+def test_stats_json_dash_is_stdout_not_a_file_named_dash(tmp_path: Path, capfd: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # `--stats-json -` wrote a file named "-" in the current folder
+    monkeypatch.chdir(tmp_path)
+    result = run_live_pipeline(FakeEngine(), SyntheticSource(frames=20, fps=100), MemorySink(),
+                               opts(stats_json=Path("-"), interval_s=0.2))
+    lines = capfd.readouterr().out.splitlines()
+    assert json.loads(lines[-1])["summary"]["frames"] == result.summary["frames"] >= 1
+    assert list(tmp_path.iterdir()) == []
+    os.fstat(1)  # stdout itself is still open
+
+
 def test_stats_json_write_failures_say_the_cause_and_the_fix(tmp_path: Path) -> None:
     # "writing failed (Broken pipe)" / "(No space left on device)": the cause without the fix
     from livecam.errors import OutputError

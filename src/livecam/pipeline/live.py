@@ -54,6 +54,20 @@ log = logging.getLogger("livecam")
 
 END = object()  # end-of-stream sentinel
 
+STATS_TO_STDOUT = Path("-")  # --stats-json -: `run` prints nothing else there
+# names of the process's own streams: written as streams, whatever they point at (after `>` or
+# `>>`, a regular file the shell opened: appended to, never replaced, needs no --force)
+STREAM_NAMES = (Path("/dev/stdout"), Path("/dev/stderr"))
+FD_FOLDERS = (Path("/dev/fd"), Path("/proc/self/fd"))
+
+
+def stats_stream(path: Path) -> bool:
+    """Whether --stats-json names a stream (written as the run goes, nothing to replace): -,
+    /dev/stdout, /dev/stderr, /dev/fd/N, a FIFO or a device."""
+    if path == STATS_TO_STDOUT or path in STREAM_NAMES or path.parent in FD_FOLDERS:
+        return True
+    return path.exists() and not path.is_file() and not path.is_dir()
+
 
 @dataclass(frozen=True)
 class LiveRun:
@@ -433,10 +447,13 @@ class LivePipeline:
         if path is None:
             return
         try:
-            if path.is_fifo():
+            if path == STATS_TO_STDOUT:  # a copy of the descriptor: closing it leaves stdout open
+                self._stats_file = open(os.dup(1), "w", encoding="utf-8")  # noqa: SIM115 - closed in _finish
+            elif path.is_fifo():
                 self._stats_file = self._open_fifo(path)
-            else:
-                self._stats_file = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in _finish
+            else:  # a stream is appended to: `>> stats.jsonl` keeps what the file held
+                self._stats_file = open(path, "a" if stats_stream(path) else "w",  # noqa: SIM115 - closed in _finish
+                                        encoding="utf-8")
         except OSError as exc:
             raise OutputError(f"--stats-json {path}: cannot write it ({exc.strerror}); give another file") from exc
 
