@@ -131,6 +131,23 @@ def test_a_virtual_camera_that_goes_away_mid_run_is_one_clear_line(monkeypatch: 
     assert "did not close cleanly" in caplog.text
 
 
+@pytest.mark.parametrize("size", [(1, 720), (720, 1), (17000, 64)])
+def test_frames_a_recording_cannot_hold_are_one_clear_line_and_leave_nothing(
+        tmp_path: Path, size: tuple[int, int]) -> None:
+    # A 1-pixel-wide stream ended in "internal error: IndexError" (4:2:0 made it 0 wide); one wider
+    # than libx264's 16384 in "writing rec.mp4 failed: out of memory".
+    out = tmp_path / "rec.mp4"
+    sink = make_sink(str(out), fps=30)
+    with pytest.raises(InputError) as caught:
+        sink.write(np.zeros((size[1], size[0], 3), np.uint8))
+    message = caught.value.message
+    assert f"the stream's frames are {size[0]}x{size[1]} pixels, which cannot be recorded (at least 2x2" in message
+    assert "libx264 encodes at most 16384 a side" in message
+    assert "--resolution" in message and "--output none" in message
+    sink.close()
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_recording_is_a_complete_synthetic_tagged_video(tmp_path: Path) -> None:
     out = tmp_path / "rec.mp4"
     sink = make_sink(str(out), fps=30)
