@@ -175,7 +175,8 @@ class LivePipeline:
         depth = job.queue_depth
         self.q_analyse: DropOldestQueue[Any] = DropOldestQueue(depth, on_drop=self._dropper("analyse busy"))
         self.q_process: DropOldestQueue[Any] = DropOldestQueue(depth, on_drop=self._dropper("process busy"))
-        self.reorder: ReorderBuffer[FramePacket] = ReorderBuffer(
+        # (packet, when it was processed): the governor judges capture -> processed, what its steps change
+        self.reorder: ReorderBuffer[tuple[FramePacket, float]] = ReorderBuffer(
             0, producers=options.workers, max_wait_s=options.reorder_wait_s if self.live else None)
         # A lossless source is read only when a frame left the pipeline: at most one frame per
         # stage that can work at once is in flight, so frames do not wait in queues (latency
@@ -275,7 +276,7 @@ class LivePipeline:
                 t0 = time.perf_counter()
                 engine.process(packet)  # in place (contracts.FrameEngine)
                 packet.timings["process"] = (time.perf_counter() - t0) * 1000.0
-                if not self.reorder.push(packet.index, packet):
+                if not self.reorder.push(packet.index, (packet, time.perf_counter())):
                     self.metrics.drop("late")
         finally:
             self.reorder.finish()
@@ -317,8 +318,8 @@ class LivePipeline:
                     for _ in items[:-1]:
                         self.metrics.drop("output busy")
                     items = items[-1:]
-                for packet in items:
-                    self._emit(packet)
+                for packet, processed_at in items:
+                    self._emit(packet, processed_at)
                     if job.max_frames is not None and self.metrics.frames >= job.max_frames:
                         return "max frames"
             elif self.reorder.done:
@@ -330,7 +331,7 @@ class LivePipeline:
                 raise DeviceError(f"{self.source.name} stopped delivering frames (none for "
                                   f"{opts.stall_timeout_s:g} s): check the device or the stream")
 
-    def _emit(self, packet: FramePacket) -> None:
+    def _emit(self, packet: FramePacket, processed_at: float) -> None:
         image = packet.image
         if self.stats_overlay:
             draw_overlay(image, self.metrics.overlay_lines())
@@ -348,12 +349,15 @@ class LivePipeline:
         done = time.perf_counter()
         packet.timings["output"] = (done - t0) * 1000.0
         depths = {"analyse": self.q_analyse.qsize(), "process": self.q_process.qsize(), "reorder": len(self.reorder)}
-        self.metrics.frame(packet, done, depths)
+        self.metrics.frame(packet, done, depths, processed_at=processed_at)
         if self._credits is not None:
             self._credits.release()
 
     def _tick(self, now: float) -> None:
-        self.governor.observe(self.metrics.window_p95(), now)
+        # Capture to processed, not to shown: a slow consumer (a remote display, a stalled virtual
+        # camera reader, a slow encoder) made the governor drop the enhancer and detections,
+        # which cannot make the output faster.
+        self.governor.observe(self.metrics.window_processed_p95(), now)
         record = self.metrics.tick(now, {"degraded": self.governor.active})
         self._write_stats(record)
 
