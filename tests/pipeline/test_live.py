@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import time
 from dataclasses import fields
@@ -463,3 +464,44 @@ def test_a_watermarked_window_is_written_from_the_output_loop_only() -> None:
                       opts(watermark=mark))
     assert sink.threads == {threading.current_thread().name}
     assert sink.written == 20 and marked == list(range(20))
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_a_stop_signal_while_the_output_is_stuck_ends_the_run_without_it(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # A display that stopped answering (an X server paused, an ssh -X link stalled) holds the
+    # output loop inside its call: Ctrl-C and SIGTERM did nothing, only kill -9 ended the run.
+    import signal
+
+    from livecam.errors import Interrupted
+    from livecam.media.exit_guard import THREAD_NAME
+
+    release = threading.Event()
+
+    class StuckSink(MemorySink):
+        def write(self, image_bgr: np.ndarray) -> None:
+            super().write(image_bgr)
+            if self.written == 5:
+                threading.Thread(target=lambda: (time.sleep(0.2), os.kill(os.getpid(), signal.SIGINT)),
+                                 daemon=True).start()
+                release.wait(10)  # Python's handler runs in here and the call goes on, as X11's retries
+
+    stranded: list[tuple[str, BaseException | None]] = []
+
+    def hook(args: threading.ExceptHookArgs) -> None:  # cli.py's: the line, then exit 130
+        stranded.append((args.thread.name if args.thread else "", args.exc_value))
+        release.set()
+
+    monkeypatch.setattr(threading, "excepthook", hook)
+    stats = tmp_path / "s.jsonl"
+    sink = StuckSink()
+    with pytest.raises(Interrupted) as caught:
+        run_live_pipeline(FakeEngine(), SyntheticSource(fps=100), sink,
+                          opts(handle_signals=True, stuck_output_s=0.5, stats_json=stats))
+    assert stranded == [(THREAD_NAME, caught.value)]
+    summary = json.loads(stats.read_text().splitlines()[-1])["summary"]
+    assert summary["stop_reason"] == "interrupted" and summary["frames"] == 4  # the 5th write never returned
+    assert caught.value.message == ("interrupted (Ctrl-C); the output (memory) did not answer within 0.5 s, "
+                                    "so the run was ended without it after 4 frames")
+    assert not sink.closed  # its call is the stuck one: never called into again
+    assert livecam_threads() == []

@@ -27,6 +27,9 @@ import json
 import logging
 import os
 import queue
+import select
+import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -39,12 +42,13 @@ from livecam.errors import DeviceError, Interrupted, OutputError
 from livecam.frame import FramePacket
 from livecam.marks.marking_sink import MarkingSink
 from livecam.media.camera import FrameSource
+from livecam.media.exit_guard import THREAD_NAME as STRANDED_THREAD
 from livecam.media.sinks import Sink
 from livecam.pipeline.contracts import FrameEngine, LiveEngine
 from livecam.pipeline.governor import Governor, Step, default_steps
 from livecam.pipeline.metrics import LiveMetrics, ResourceProbe
 from livecam.pipeline.queues import DropOldestQueue, ReorderBuffer, put_until
-from livecam.pipeline.signals import stop_signals
+from livecam.pipeline.signals import SIGNAL_NAMES, stop_signals
 from livecam.pipeline.stages import POLL_S, Stages
 from livecam.processors import registry
 from livecam.media.provenance import draw_label
@@ -89,6 +93,9 @@ class LiveRun:
     join_timeout_s: float = 2.0
     reorder_wait_s: float = 1.0  # give up on a frame missing this long (live only)
     handle_signals: bool = True
+    # after a stop signal the output loop has this long to return; else its call is stuck (a
+    # display that stopped answering, a stalled stats reader) and the run is ended without it
+    stuck_output_s: float = 3.0
     # Engine.lanes(): process worker i runs lanes[i] (runtime/lanes.py); empty: all share the engine
     lanes: Sequence[FrameEngine] = ()
 
@@ -141,6 +148,10 @@ class LivePipeline:
         if hasattr(sink, "on_lost"):  # the window: its display can vanish under the output loop
             sink.on_lost = self._sink_lost
         self._closing_sink = False
+        # held by whichever thread ends the run: the output loop's, or the rescue of a stuck one
+        self._ending = threading.Lock()
+        self._rescued: Interrupted | None = None
+        self._writing_stats = False
         # the window (OpenCV's GUI) is driven from this thread only: marking on another thread
         # wrote frames from there and deadlocked Qt; its frames are marked here, before the write
         self._mark_here = options.watermark if getattr(sink, "one_thread", False) else None
@@ -189,7 +200,8 @@ class LivePipeline:
     def run(self) -> LiveResult:
         """Run until the end of the stream, a limit, a quit key, a signal or an error."""
         stop_reason = "error"
-        with stop_signals(self._on_signal) if self.options.handle_signals else contextlib.nullcontext():
+        with stop_signals(self._on_signal) if self.options.handle_signals else contextlib.nullcontext(), \
+                self._rescue_a_stuck_output():
             try:
                 self._open_stats()
                 self._start_threads()
@@ -199,7 +211,11 @@ class LivePipeline:
             except BaseException as exc:  # noqa: BLE001 - re-raised below, after cleanup
                 self.stages.fail(exc)
             finally:
-                self._shutdown()
+                with self._ending:  # (waits for a rescue that is ending the run)
+                    if self._rescued is None:
+                        self._shutdown()
+        if self._rescued is not None:  # ended while this thread was stuck: its line is said
+            raise self._rescued
         if self.stages.error is not None:
             stop_reason = "error"
         elif self._interrupted:
@@ -398,7 +414,65 @@ class LivePipeline:
         self._apply_enhancer()
 
     # -- shutdown -------------------------------------------------------------------------------
-    def _shutdown(self) -> None:
+    @contextlib.contextmanager
+    def _rescue_a_stuck_output(self) -> Iterator[None]:
+        """Ends the run from another thread when a stop signal came and the output loop's thread
+        does not return: held in C (a display that stopped answering: X11 calls retry, so
+        Python's handler never runs) or in a write that retries (a stats reader that stopped
+        reading). Ctrl-C and SIGTERM did nothing then, only kill -9 ended the run.
+
+        Python's wakeup fd is written by the C signal handler even then; the watching thread
+        reads it. Its error goes through cli.py's handler for stranded threads (exit 130)."""
+        if (not self.options.handle_signals or sys.platform == "win32"
+                or threading.current_thread() is not threading.main_thread()):
+            yield
+            return
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)
+        previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        over = threading.Event()
+        watcher = threading.Thread(target=self._watch_signals, args=(read_fd, over), name=STRANDED_THREAD,
+                                   daemon=True)
+        watcher.start()
+        try:
+            yield
+        finally:
+            over.set()
+            signal.set_wakeup_fd(previous)
+            watcher.join(1.0)
+            if not watcher.is_alive():  # (else it is raising its error: the process is ending)
+                os.close(read_fd)
+                os.close(write_fd)
+
+    def _watch_signals(self, read_fd: int, over: threading.Event) -> None:
+        stopped_at, name = None, ""
+        while not over.is_set():
+            if select.select([read_fd], [], [], POLL_S)[0]:
+                for signum in os.read(read_fd, 64):
+                    if stopped_at is None and signum in SIGNAL_NAMES:
+                        stopped_at, name = time.monotonic(), SIGNAL_NAMES[signal.Signals(signum)]
+            if stopped_at is not None and time.monotonic() - stopped_at >= self.options.stuck_output_s:
+                self._rescue(name)
+                return
+
+    def _rescue(self, name: str) -> None:
+        """The output loop did not return after a stop: end the run here, leaving its call alone."""
+        if not self._ending.acquire(blocking=False):
+            return  # the loop returned and its thread is ending the run (within its own deadlines)
+        try:
+            self._interrupted, self._signal_name = True, name
+            if self._writing_stats:  # the stuck call may be that write: the file is left as it is
+                self._stats_file = None
+            self._shutdown(close_sink=False)
+            summary = self._finish("interrupted")
+            self._rescued = Interrupted(
+                f"interrupted ({name}); the output ({self.sink.name}) did not answer within "
+                f"{self.options.stuck_output_s:g} s, so the run was ended without it after {summary['frames']} frames")
+        finally:
+            self._ending.release()
+        raise self._rescued
+
+    def _shutdown(self, close_sink: bool = True) -> None:
         self._stop.set()
         for q in (self.q_analyse, self.q_process):
             q.drain()
@@ -414,6 +488,8 @@ class LivePipeline:
         except BaseException as exc:  # noqa: BLE001
             self.stages.fail(exc)
         self._closing_sink = True
+        if not close_sink:
+            return
         try:
             self.sink.close()
         except BaseException as exc:  # noqa: BLE001
@@ -482,11 +558,13 @@ class LivePipeline:
         return None
 
     def _write_stats(self, record: dict[str, Any]) -> None:
-        if self._stats_file is None:
+        stats = self._stats_file
+        if stats is None:
             return
         try:
-            self._stats_file.write(json.dumps(record) + "\n")
-            self._stats_file.flush()
+            self._writing_stats = True  # (a reader that stopped reading holds this write)
+            stats.write(json.dumps(record) + "\n")
+            stats.flush()
         except OSError as exc:
             self._stats_file = None
             path = self.options.job.stats_json
@@ -495,6 +573,8 @@ class LivePipeline:
             else:
                 why = f"writing failed ({exc.strerror}); free space on that disk or give another file"
             self.stages.fail(OutputError(f"--stats-json {path}: {why}"))
+        finally:
+            self._writing_stats = False
 
     def _on_signal(self, name: str) -> None:
         """The first SIGINT/SIGTERM: stop cleanly (pipeline.signals ignores later ones)."""
