@@ -79,7 +79,7 @@ def test_a_camera_whose_reads_raise_ends_in_one_line_and_keeps_the_recording(
 def test_a_camera_that_falters_or_changes_its_frames_runs_on(
         plan: str, tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
     # blip: a camera whose reads raise for a moment and come back goes on; sizes: frames of another
-    # size are letterboxed into the recording's first size; bgra: 4 channels are taken as BGR.
+    # size are letterboxed into the camera's first size; bgra: 4 channels are taken as BGR.
     rec = tmp_path / "rec.mp4"
     proc = run_fake_camera(plan, ["--output", str(rec), "--max-frames", "45"], faces_dir, isolated_env, tmp_path)
     assert proc.returncode == 0, proc.stderr

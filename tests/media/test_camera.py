@@ -261,6 +261,8 @@ class FakeCapture:
                             "error) VIDIOC_DQBUF: No such device in function 'read'\n")
         if step == "none":
             return False, None
+        if step == "wide":  # the camera renegotiated its size
+            return True, np.full((24, 64, 3), 200, np.uint8)
         return True, np.full((24, 32, 3), 90, np.uint8)
 
     def release(self) -> None:
@@ -342,3 +344,19 @@ def test_a_camera_device_path_or_a_stable_link_to_it_is_that_camera(tmp_path: Pa
     for path in not_cameras:
         path.write_bytes(b"x")
         assert not isinstance(open_source(str(path), (640, 480), 30, None, dev=tmp_path), CameraSource)
+
+
+def test_a_camera_that_changes_its_size_mid_run_keeps_the_first_size(monkeypatch: pytest.MonkeyPatch,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    # Frames of another size went down the pipeline, where faces carried over from the last
+    # detection (in the old frame's coordinates) were swapped in the wrong place; a file source
+    # already letterboxed them into its first size.
+    source = fake_camera(monkeypatch, ["frame", "wide", "wide", "frame"], stall_timeout_s=30)
+    with caplog.at_level("WARNING", logger="livecam"):
+        images = [source.read() for _ in range(4)]
+    assert [i.shape for i in images if i is not None] == [(24, 32, 3)] * 4
+    wide = images[1]
+    assert wide is not None and wide[:4].max() == 0 and wide[-4:].max() == 0  # black bars above and below
+    assert wide[8:16].min() == 200  # the picture, its aspect kept
+    assert caplog.text.count("changes its picture size (32x24, then 64x24)") == 1
+    source.close()

@@ -19,7 +19,7 @@ import numpy as np
 from livecam.errors import DeviceError, InputError
 
 if TYPE_CHECKING:  # for the type checker; imported when a file source opens
-    from livecam.media.video_reader import DecodedFrame, VideoDecoder
+    from livecam.media.video_reader import DecodedFrame, Fitter, VideoDecoder
 from livecam.media.containers import as_fraction, open_container
 
 log = logging.getLogger("livecam")
@@ -111,10 +111,17 @@ class CameraSource:
         self._count = 0
         self._first_at: float | None = None
         self._last_at = 0.0
+        self._fitter: Fitter | None = None
 
     def open(self) -> None:
         import cv2
 
+        from livecam.media.video_reader import Fitter
+
+        # The first frame's size for the whole run, as a file source gives: a camera that
+        # renegotiates mid-run (a USB bandwidth change, a driver reset) sent frames of another
+        # size, and faces carried over from the last detection landed in the wrong place.
+        self._fitter = Fitter(None, f"camera {self.index}")
         tried = []
         for backend_name, backend in camera_backends():
             cap = _quiet_open(cv2, self.index, backend)
@@ -174,7 +181,8 @@ class CameraSource:
         self._count += 1
         if image.ndim == 2:  # some drivers give grayscale
             image = np.repeat(image[:, :, None], 3, axis=2)
-        return np.ascontiguousarray(image[:, :, :3])
+        image = np.ascontiguousarray(image[:, :, :3])
+        return self._fitter.fit(image) if self._fitter is not None else image
 
     @property
     def measured_fps(self) -> float | None:
