@@ -505,3 +505,27 @@ def test_a_stop_signal_while_the_output_is_stuck_ends_the_run_without_it(tmp_pat
                                     "so the run was ended without it after 4 frames")
     assert not sink.closed  # its call is the stuck one: never called into again
     assert livecam_threads() == []
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_a_slow_output_is_not_taken_for_a_stuck_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A sink whose every write is slow (a huge frame's encoding) finishes the write under way and
+    # is closed (its recording finalised): only a call that takes far longer than any before is stuck.
+    import signal
+
+    from livecam.errors import Interrupted
+
+    class SlowSink(MemorySink):
+        def write(self, image_bgr: np.ndarray) -> None:
+            super().write(image_bgr)
+            if self.written == 3:
+                threading.Thread(target=lambda: (time.sleep(0.1), os.kill(os.getpid(), signal.SIGINT)),
+                                 daemon=True).start()
+            time.sleep(0.4)
+
+    stranded: list[object] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: stranded.append(args.exc_value))
+    sink = SlowSink()
+    with pytest.raises(Interrupted, match=r"stopped cleanly after \d+ frames"):
+        run_live_pipeline(FakeEngine(), SyntheticSource(fps=100), sink, opts(handle_signals=True, stuck_output_s=0.2))
+    assert stranded == [] and sink.closed

@@ -152,6 +152,7 @@ class LivePipeline:
         self._ending = threading.Lock()
         self._rescued: Interrupted | None = None
         self._writing_stats = False
+        self._slowest_output_s = 0.0  # the longest sink write so far: a slow sink is not a stuck one
         # the window (OpenCV's GUI) is driven from this thread only: marking on another thread
         # wrote frames from there and deadlocked Qt; its frames are marked here, before the write
         self._mark_here = options.watermark if getattr(sink, "one_thread", False) else None
@@ -363,6 +364,7 @@ class LivePipeline:
         else:
             self.sink.write(image)
         done = time.perf_counter()
+        self._slowest_output_s = max(self._slowest_output_s, done - t0)
         packet.timings["output"] = (done - t0) * 1000.0
         depths = {"analyse": self.q_analyse.qsize(), "process": self.q_process.qsize(), "reorder": len(self.reorder)}
         self.metrics.frame(packet, done, depths, processed_at=processed_at)
@@ -451,9 +453,14 @@ class LivePipeline:
                 for signum in os.read(read_fd, 64):
                     if stopped_at is None and signum in SIGNAL_NAMES:
                         stopped_at, name = time.monotonic(), SIGNAL_NAMES[signal.Signals(signum)]
-            if stopped_at is not None and time.monotonic() - stopped_at >= self.options.stuck_output_s:
+            if stopped_at is not None and time.monotonic() - stopped_at >= self._stuck_after_s():
                 self._rescue(name)
                 return
+
+    def _stuck_after_s(self) -> float:
+        """How long the output loop may take to return after a stop: a sink whose every write is
+        slow (a huge frame's encoding) gets three of its slowest, so its recording is finalised."""
+        return max(self.options.stuck_output_s, 3 * self._slowest_output_s)
 
     def _rescue(self, name: str) -> None:
         """The output loop did not return after a stop: end the run here, leaving its call alone."""
@@ -467,7 +474,7 @@ class LivePipeline:
             summary = self._finish("interrupted")
             self._rescued = Interrupted(
                 f"interrupted ({name}); the output ({self.sink.name}) did not answer within "
-                f"{self.options.stuck_output_s:g} s, so the run was ended without it after {summary['frames']} frames")
+                f"{self._stuck_after_s():.3g} s, so the run was ended without it after {summary['frames']} frames")
         finally:
             self._ending.release()
         raise self._rescued
