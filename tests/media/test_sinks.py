@@ -114,6 +114,20 @@ def test_a_virtual_camera_letterboxes_a_frame_of_another_size_instead_of_stretch
     assert portrait[:, 15:49].min() == 255  # the picture in the middle, 36 px wide: its aspect kept
 
 
+def test_a_virtual_camera_opens_at_even_sides(monkeypatch: pytest.MonkeyPatch) -> None:
+    # An odd width (853x480) opened the loopback device at it: Chrome (Meet, Teams on the web)
+    # refuses its 4:2:0 frames ("Dequeued v4l2 buffer contains invalid length").
+    fake = FakeVirtualCam("/dev/video9")
+    monkeypatch.setitem(sys.modules, "pyvirtualcam", fake)
+    sink = make_sink("virtual-camera", fps=30)
+    frame = np.zeros((481, 853, 3), np.uint8)
+    frame[:, :852] = 255  # the last column is the one trimmed, not scaled into the rest
+    sink.write(frame)
+    sink.close()
+    assert fake.opened[-1] == (852, 480) and fake.sent == [(480, 852, 3)]
+    assert fake.frames[-1].min() == 255
+
+
 def test_a_virtual_camera_that_goes_away_mid_run_is_one_clear_line(monkeypatch: pytest.MonkeyPatch,
                                                                    caplog: pytest.LogCaptureFixture) -> None:
     # pyvirtualcam's RuntimeError from send() ended the run as "internal error: RuntimeError: ...".

@@ -51,6 +51,9 @@ class VirtualCameraSink:
             raise DeviceError(f"no virtual camera device is available ({exc}); install {backend_hint()}") from exc
 
     def _open(self, width: int, height: int) -> None:
+        # even sides: v4l2loopback's 4:2:0 frame of an odd width is a buffer length Chrome
+        # (Meet, Teams on the web) refuses ("Dequeued v4l2 buffer contains invalid length")
+        width, height = max(2, width & ~1), max(2, height & ~1)
         self._cam = self._connect(width, height)
         self._size = (width, height)
         self.name = f"virtual camera {self._cam.device}"
@@ -60,7 +63,10 @@ class VirtualCameraSink:
         if self._cam is None:
             self._open(image_bgr.shape[1], image_bgr.shape[0])
         assert self._cam is not None and self._size is not None  # _open sets both or raises
-        if (image_bgr.shape[1], image_bgr.shape[0]) != self._size:
+        width, height = self._size
+        if image_bgr.shape[1] - width in (0, 1) and image_bgr.shape[0] - height in (0, 1):
+            image_bgr = image_bgr[:height, :width]  # the odd row or column
+        else:
             # the device's size is fixed: a frame of another size is letterboxed (it was stretched)
             if self._fitter is None:
                 from livecam.media.video_reader import Fitter
