@@ -360,3 +360,16 @@ def test_a_camera_that_changes_its_size_mid_run_keeps_the_first_size(monkeypatch
     assert wide[8:16].min() == 200  # the picture, its aspect kept
     assert caplog.text.count("changes its picture size (32x24, then 64x24)") == 1
     source.close()
+
+
+def test_a_camera_that_opens_but_never_gives_a_frame_is_not_said_to_have_stopped(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # "stopped delivering frames ... check the cable" for a camera another application holds
+    # (it opens, streaming fails) or a UVC camera's metadata node: it never started.
+    source = fake_camera(monkeypatch, ["none"])
+    with pytest.raises(DeviceError) as caught:
+        source.read()
+    assert caught.value.message == ("camera 0 (V4L2) opened but gave no frame in 0.3 s: check that no other "
+                                    "application is using it, or give --camera another index (a camera's second "
+                                    "node gives no picture)")
+    source.close()

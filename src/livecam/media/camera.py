@@ -171,6 +171,10 @@ class CameraSource:
                 break
             if time.monotonic() >= deadline:
                 said = f"; OpenCV: {_last_line(failure)}" if failure is not None else ""
+                if self._count == 0:  # it never started: not a cable, more likely another user
+                    raise DeviceError(f"{self.name} opened but gave no frame in {self.stall_timeout_s:g} s{said}: "
+                                      f"check that no other application is using it, or give --camera another "
+                                      f"index (a camera's second node gives no picture)")
                 raise DeviceError(f"{self.name} stopped delivering frames (none for {self.stall_timeout_s:g} s"
                                   f"{said}): check the cable and that no other application took the camera")
             time.sleep(0.01)
