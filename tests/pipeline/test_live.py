@@ -529,3 +529,35 @@ def test_a_slow_output_is_not_taken_for_a_stuck_one(monkeypatch: pytest.MonkeyPa
     with pytest.raises(Interrupted, match=r"stopped cleanly after \d+ frames"):
         run_live_pipeline(FakeEngine(), SyntheticSource(fps=100), sink, opts(handle_signals=True, stuck_output_s=0.2))
     assert stranded == [] and sink.closed
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
+def test_a_stats_reader_that_falls_behind_does_not_freeze_the_run(tmp_path: Path,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    # `--stats-json - | less` left unscrolled, a terminal paused with Ctrl-S, a FIFO reader that
+    # stopped reading: once the pipe was full the output loop waited in the write, the window froze.
+    import fcntl
+
+    fifo = tmp_path / "stats.fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # opened, never read until the run is over
+    if hasattr(fcntl, "F_SETPIPE_SZ"):
+        fcntl.fcntl(reader, fcntl.F_SETPIPE_SZ, 4096)  # full after a few lines (Linux)
+    pipeline = LivePipeline(FakeEngine(), SyntheticSource(fps=100, frames=150), MemorySink(keep=1),
+                            opts(stats_json=fifo, interval_s=0.002))
+    result: list[Any] = []
+    runner = threading.Thread(target=lambda: result.append(pipeline.run()), daemon=True)
+    with caplog.at_level("WARNING", logger="livecam"):
+        runner.start()
+        runner.join(30)
+        frozen = runner.is_alive()
+        data = b""
+        while chunk := os.read(reader, 1 << 16):  # frees a frozen run too
+            data += chunk
+        os.close(reader)
+        runner.join(10)
+    assert not frozen, "the run froze on a stats reader that stopped reading"
+    assert result and result[0].stop_reason == "end of stream"
+    assert all(json.loads(line) for line in data.decode().splitlines())  # whole lines only
+    assert "its reader is not keeping up; lines are left out until it does" in caplog.text
+    assert "lines left out while its reader was behind" in caplog.text

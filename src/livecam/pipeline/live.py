@@ -29,6 +29,7 @@ import os
 import queue
 import select
 import signal
+import stat
 import sys
 import threading
 import time
@@ -196,6 +197,8 @@ class LivePipeline:
         self._credits = None if self.live else threading.Semaphore(options.workers + 1)
         self._label = draw_label if options.label else None
         self._stats_file: IO[str] | None = None
+        self._stats_stream = False  # a pipe, FIFO or terminal: its reader may fall behind
+        self._stats_left_out = 0
 
     # -- public ---------------------------------------------------------------------------------
     def run(self) -> LiveResult:
@@ -513,7 +516,10 @@ class LivePipeline:
 
     def _finish(self, stop_reason: str) -> dict[str, Any]:
         summary = self.metrics.summary(degradations=list(self.governor.events), stop_reason=stop_reason)
-        self._write_stats({"summary": summary})
+        self._write_stats({"summary": summary}, wait_s=STATS_SUMMARY_WAIT_S)
+        if self._stats_left_out:
+            log.warning("--stats-json %s: %d line%s left out while its reader was behind", self.options.job.stats_json,
+                        self._stats_left_out, "" if self._stats_left_out == 1 else "s")
         if self._stats_file is not None:
             self._stats_file.close()
             self._stats_file = None
@@ -543,6 +549,9 @@ class LivePipeline:
                                         encoding="utf-8")
         except OSError as exc:
             raise OutputError(f"--stats-json {path}: cannot write it ({exc.strerror}); give another file") from exc
+        if self._stats_file is not None:
+            mode = os.fstat(self._stats_file.fileno()).st_mode
+            self._stats_stream = stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)
 
     def _open_fifo(self, path: Path) -> IO[str] | None:
         """A FIFO opens for writing only once a reader has it open; a plain open() waits for that
@@ -560,13 +569,22 @@ class LivePipeline:
                     said = True
                 time.sleep(POLL_S)
                 continue
-            os.set_blocking(fd, True)  # a slow reader holds the writes back, as a file would not
+            os.set_blocking(fd, True)  # lines go whole; _write_stats skips them while the reader is behind
             return open(fd, "w", encoding="utf-8")  # noqa: SIM115 - closed in _finish
         return None
 
-    def _write_stats(self, record: dict[str, Any]) -> None:
+    def _write_stats(self, record: dict[str, Any], wait_s: float = 0.0) -> None:
+        """One JSON line. A stream's reader that fell behind (`| less` not scrolled, a terminal
+        paused with Ctrl-S, a FIFO reader that stopped) filled the pipe and held the output loop,
+        and the window froze: a stream not ready within `wait_s` skips the line."""
         stats = self._stats_file
         if stats is None:
+            return
+        if self._stats_stream and not _writable(stats.fileno(), wait_s):
+            if not self._stats_left_out:
+                log.warning("--stats-json %s: its reader is not keeping up; lines are left out until it does",
+                            self.options.job.stats_json)
+            self._stats_left_out += 1
             return
         try:
             self._writing_stats = True  # (a reader that stopped reading holds this write)
@@ -588,6 +606,19 @@ class LivePipeline:
         self._interrupted = True
         self._signal_name = name
         self._stop.set()
+
+
+STATS_SUMMARY_WAIT_S = 2.0  # how long the summary line waits for a stream's reader
+
+
+def _writable(fd: int, wait_s: float) -> bool:
+    """Whether a line (up to PIPE_BUF, 4 KiB, which a pipe takes whole) can be written to fd
+    within wait_s without blocking; an error or hang-up counts as ready (the write then says it)."""
+    if not hasattr(select, "poll"):  # Windows: no poll on pipes, write as before
+        return True
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return bool(poller.poll(wait_s * 1000.0))
 
 
 def run_live_pipeline(engine: LiveEngine, source: FrameSource, sink: Sink, options: LiveRun,
