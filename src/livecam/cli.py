@@ -26,6 +26,7 @@ from livecam.pipeline.budget import check_execution_threads
 from livecam.processors import registry
 from livecam.runtime.providers import CHOICES as PROVIDER_CHOICES
 from livecam.settings import (
+    CAMERA_FPS,
     DEFAULT_FACE_MASK_BLUR,
     DEFAULT_FACE_MASK_REGIONS,
     DETECTORS,
@@ -516,7 +517,7 @@ def _parse_frame_range(value: str | None) -> tuple[int, int | None] | None:
 @processing_options
 @click.option("--camera", default="0", show_default=True, help="Camera index, or a video file path or URL.")
 @click.option("--resolution", default="1280x720", show_default=True, help="Capture size WIDTHxHEIGHT.")
-@click.option("--fps", type=FiniteRange(1, 240), default=30.0, show_default=True, help="Capture rate.")
+@click.option("--fps", type=FiniteRange(*CAMERA_FPS), default=30.0, show_default=True, help="Capture rate.")
 @click.option("--realtime/--no-realtime", default=None,
               help="File sources: play at their own rate (default) or as fast as possible.")
 @click.option("--mirror", is_flag=True, help="Flip horizontally (selfie view).")

@@ -373,3 +373,21 @@ def test_a_camera_that_opens_but_never_gives_a_frame_is_not_said_to_have_stopped
                                     "application is using it, or give --camera another index (a camera's second "
                                     "node gives no picture)")
     source.close()
+
+
+@pytest.mark.parametrize("reported", [float("inf"), float("nan"), 1e9, -1.0, 0.0])
+def test_a_camera_rate_no_camera_has_is_not_believed(monkeypatch: pytest.MonkeyPatch, reported: float) -> None:
+    # A driver that said inf FPS ended the run in "internal error: OverflowError" (the recorder's
+    # rate and the marking backlog are sized from it); 1e9 FPS went into the recording's rate.
+    import cv2
+
+    class Reporting(FakeCapture):
+        def get(self, prop: int) -> float:
+            return reported if prop == cv2.CAP_PROP_FPS else 0.0
+
+    monkeypatch.setattr(cv2, "VideoCapture", Reporting(["frame"]))
+    monkeypatch.setattr("livecam.media.camera.camera_backends", lambda: [("V4L2", 200)])
+    source = CameraSource(0, (640, 480), 25)
+    source.open()
+    assert source.fps == 25  # the asked rate
+    source.close()

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Protocol
 import numpy as np
 
 from livecam.errors import DeviceError, InputError
+from livecam.settings import CAMERA_FPS
 
 if TYPE_CHECKING:  # for the type checker; imported when a file source opens
     from livecam.media.video_reader import DecodedFrame, Fitter, VideoDecoder
@@ -147,7 +148,7 @@ class CameraSource:
         fourcc_text = "".join(chr((fourcc >> (8 * i)) & 0xFF) for i in range(4)).strip("\x00") or "?"
         log.info("%s: asked for %dx%d at %g FPS (MJPG), got %dx%d at %g FPS (%s)", self.name,
                  self.resolution[0], self.resolution[1], self.fps or 30.0, width, height, got_fps, fourcc_text)
-        if got_fps > 0:
+        if CAMERA_FPS[0] <= got_fps <= CAMERA_FPS[1]:  # (not NaN, inf or a driver's 1e9: the asked rate stays)
             self.fps = got_fps
 
     def read(self) -> np.ndarray | None:
