@@ -117,7 +117,13 @@ def test_ctrl_c_ends_a_run_whose_x_server_stopped_answering(
         find_window(x_display, proc)
         time.sleep(1.0)  # frames reach the window
         server.send_signal(signal.SIGSTOP)
-        time.sleep(1.0)  # the output loop is now held in Qt
+        # held in Qt once its stats, one line a second from the output loop, stop growing
+        size, still_since, deadline = -1, time.monotonic(), time.monotonic() + 60
+        while time.monotonic() - still_since < 2.5:
+            assert time.monotonic() < deadline and proc.poll() is None, "the output loop was never held"
+            if stats.stat().st_size != size:
+                size, still_since = stats.stat().st_size, time.monotonic()
+            time.sleep(0.1)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
     finally:

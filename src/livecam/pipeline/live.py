@@ -88,9 +88,9 @@ class LiveRun:
     watermark_slower: Callable[[bool], None] | None = None
     interval_s: float = 1.0  # metrics and governor period
     recover_s: float = 3.0
-    # past a camera's own limit (camera.STALL_TIMEOUT_S), whose line says more (OpenCV's reason);
-    # this one catches a read that never returns
-    stall_timeout_s: float = 2.5
+    # a live source that gives nothing this long is an error (twice a source's own limit, as a
+    # camera's: its line says more, OpenCV's reason; this one catches a read that never returns)
+    stall_timeout_s: float = 2.0
     join_timeout_s: float = 2.0
     reorder_wait_s: float = 1.0  # give up on a frame missing this long (live only)
     handle_signals: bool = True
@@ -185,6 +185,8 @@ class LivePipeline:
         self._enhancer_on = True  # the e key's choice
         self._enhancer_held_off = False  # the governor's "enhancer off" step
         self._last_progress = time.perf_counter()
+        own = getattr(source, "stall_timeout_s", None)  # (on a loaded machine half a second more was not enough)
+        self._stall_s = max(options.stall_timeout_s, 2 * own if isinstance(own, (int, float)) else 0.0)
         depth = job.queue_depth
         self.q_analyse: DropOldestQueue[Any] = DropOldestQueue(depth, on_drop=self._dropper("analyse busy"))
         self.q_process: DropOldestQueue[Any] = DropOldestQueue(depth, on_drop=self._dropper("process busy"))
@@ -347,9 +349,9 @@ class LivePipeline:
             now = time.perf_counter()
             if self.metrics.due(now):
                 self._tick(now)
-            if self.live and now - self._last_progress > opts.stall_timeout_s:
+            if self.live and now - self._last_progress > self._stall_s:
                 raise DeviceError(f"{self.source.name} stopped delivering frames (none for "
-                                  f"{opts.stall_timeout_s:g} s): check the device or the stream")
+                                  f"{self._stall_s:g} s): check the device or the stream")
 
     def _emit(self, packet: FramePacket, processed_at: float) -> None:
         image = packet.image
