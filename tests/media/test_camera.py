@@ -263,6 +263,12 @@ class FakeCapture:
             return False, None
         if step == "wide":  # the camera renegotiated its size
             return True, np.full((24, 64, 3), 200, np.uint8)
+        if step == "depth":  # a depth camera's 16-bit stream
+            return True, np.full((24, 32), 900, np.uint16)
+        if step == "yuyv":  # raw YUYV, OpenCV's conversion off
+            return True, np.full((24, 32, 2), 90, np.uint8)
+        if step == "gray":
+            return True, np.full((24, 32, 1), 90, np.uint8)
         return True, np.full((24, 32, 3), 90, np.uint8)
 
     def release(self) -> None:
@@ -390,4 +396,16 @@ def test_a_camera_rate_no_camera_has_is_not_believed(monkeypatch: pytest.MonkeyP
     source = CameraSource(0, (640, 480), 25)
     source.open()
     assert source.fps == 25  # the asked rate
+    source.close()
+
+
+def test_a_camera_stream_that_is_not_8_bit_pictures_is_one_clear_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A depth camera's 16-bit frames ended the run in "internal error: ValueError: FramePacket.image
+    # must be HxWx3 uint8 BGR"; a single-channel 3-D gray frame is still a picture.
+    source = fake_camera(monkeypatch, ["gray", "depth", "yuyv"], stall_timeout_s=30)
+    gray = source.read()
+    assert gray is not None and gray.shape == (24, 32, 3)
+    for said in ("gives uint16 frames", "gives 2-channel uint8 frames"):
+        with pytest.raises(DeviceError, match=f"camera 0 \\(V4L2\\) {said}, not 8-bit pictures .*ordinary camera"):
+            source.read()
     source.close()

@@ -184,6 +184,13 @@ class CameraSource:
             self._first_at = now
         self._last_at = now
         self._count += 1
+        if image.ndim == 3 and image.shape[2] == 1:
+            image = image[:, :, 0]
+        if image.dtype != np.uint8 or image.ndim not in (2, 3) or (image.ndim == 3 and image.shape[2] not in (3, 4)):
+            # a depth or thermal stream (16-bit), raw YUYV: it was "internal error: ValueError"
+            kind = f"{image.shape[2]}-channel " if image.ndim == 3 else ""
+            raise DeviceError(f"{self.name} gives {kind}{image.dtype} frames, not 8-bit pictures (a depth or thermal "
+                              f"camera's stream?); give --camera the index of an ordinary camera")
         if image.ndim == 2:  # some drivers give grayscale
             image = np.repeat(image[:, :, None], 3, axis=2)
         image = np.ascontiguousarray(image[:, :, :3])
