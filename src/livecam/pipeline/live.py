@@ -152,6 +152,7 @@ class LivePipeline:
         # held by whichever thread ends the run: the output loop's, or the rescue of a stuck one
         self._ending = threading.Lock()
         self._rescued: Interrupted | None = None
+        self._loop_returned = False  # this thread is ending the run itself: no rescue
         self._writing_stats = False
         self._slowest_output_s = 0.0  # the longest sink write so far: a slow sink is not a stuck one
         # the window (OpenCV's GUI) is driven from this thread only: marking on another thread
@@ -218,6 +219,7 @@ class LivePipeline:
                 self.stages.fail(exc)
             finally:
                 with self._ending:  # (waits for a rescue that is ending the run)
+                    self._loop_returned = True
                     if self._rescued is None:
                         self._shutdown()
         if self._rescued is not None:  # ended while this thread was stuck: its line is said
@@ -471,6 +473,9 @@ class LivePipeline:
         """The output loop did not return after a stop: end the run here, leaving its call alone."""
         if not self._ending.acquire(blocking=False):
             return  # the loop returned and its thread is ending the run (within its own deadlines)
+        if self._loop_returned:  # (and has already shut down)
+            self._ending.release()
+            return
         try:
             self._interrupted, self._signal_name = True, name
             if self._writing_stats:  # the stuck call may be that write: the file is left as it is
