@@ -561,4 +561,3 @@ def test_a_stats_reader_that_falls_behind_does_not_freeze_the_run(tmp_path: Path
     assert all(json.loads(line) for line in data.decode().splitlines())  # whole lines only
     assert "its reader is not keeping up; lines are left out until it does" in caplog.text
     assert "lines left out while its reader was behind" in caplog.text
-
