@@ -515,7 +515,8 @@ def _parse_frame_range(value: str | None) -> tuple[int, int | None] | None:
 
 @cli.command()
 @processing_options
-@click.option("--camera", default="0", show_default=True, help="Camera index, or a video file path or URL.")
+@click.option("--camera", default="0", show_default=True,
+              help="Camera index (on Linux also its /dev/videoN), or a video file path or URL.")
 @click.option("--resolution", default="1280x720", show_default=True, help="Capture size WIDTHxHEIGHT.")
 @click.option("--fps", type=FiniteRange(*CAMERA_FPS), default=30.0, show_default=True, help="Capture rate.")
 @click.option("--realtime/--no-realtime", default=None,
