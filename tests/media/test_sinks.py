@@ -63,12 +63,15 @@ class FakeVirtualCam:
         self.sent: list[tuple[int, ...]] = []
         self.frames: list[np.ndarray] = []
         self.gone = False  # the device went away (v4l2loopback unloaded, OBS closed)
+        self.sizes: set[tuple[int, int]] | None = None  # the sizes it takes (None: any)
         module = self
 
         class Camera:
             def __init__(self, width: int, height: int, fps: float, fmt: str) -> None:
                 if module.device is None:
                     raise RuntimeError("'v4l2loopback' backend: No v4l2 loopback device found")
+                if module.sizes is not None and (width, height) not in module.sizes:
+                    raise RuntimeError(f"virtual camera output could not be started ({width}x{height})")
                 module.opened.append((width, height))
                 self.device = module.device
 
@@ -126,6 +129,22 @@ def test_a_virtual_camera_opens_at_even_sides(monkeypatch: pytest.MonkeyPatch) -
     sink.close()
     assert fake.opened[-1] == (852, 480) and fake.sent == [(480, 852, 3)]
     assert fake.frames[-1].min() == 255
+
+
+def test_a_virtual_camera_that_refuses_the_stream_size_is_not_called_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    # It opened at 640x480 before the models loaded, then refused the stream's size at the first
+    # frame (another program feeds it, or a fixed-size device), and the line said "no virtual
+    # camera device is available ... install the v4l2loopback kernel module".
+    fake = FakeVirtualCam("/dev/video9")
+    fake.sizes = {(640, 480)}
+    monkeypatch.setitem(sys.modules, "pyvirtualcam", fake)
+    sink = make_sink("virtual-camera", fps=30)
+    with pytest.raises(DeviceError) as caught:
+        sink.write(np.zeros((720, 1280, 3), np.uint8))
+    message = caught.value.message
+    assert message.startswith("the virtual camera did not open at the stream's 1280x720 (")
+    assert "another program may be feeding it at another size" in message and "no virtual camera" not in message
+    sink.close()
 
 
 def test_a_virtual_camera_that_goes_away_mid_run_is_one_clear_line(monkeypatch: pytest.MonkeyPatch,

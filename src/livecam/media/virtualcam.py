@@ -54,7 +54,14 @@ class VirtualCameraSink:
         # even sides: v4l2loopback's 4:2:0 frame of an odd width is a buffer length Chrome
         # (Meet, Teams on the web) refuses ("Dequeued v4l2 buffer contains invalid length")
         width, height = max(2, width & ~1), max(2, height & ~1)
-        self._cam = self._connect(width, height)
+        try:
+            self._cam = self._pvc.Camera(width=width, height=height, fps=self.fps, fmt=self._pvc.PixelFormat.BGR)
+        except Exception as exc:  # noqa: BLE001 - as in _connect
+            # the device opened before the models loaded: "no device is available" was wrong here
+            raise DeviceError(f"the virtual camera did not open at the stream's {width}x{height} ({exc}): another "
+                              f"program may be feeding it at another size, or the device does not take that "
+                              f"size; close that program, or give the camera another --resolution such as "
+                              f"1280x720") from exc
         self._size = (width, height)
         self.name = f"virtual camera {self._cam.device}"
         log.info("sending %dx%d at %g FPS to %s", width, height, self.fps, self._cam.device)
