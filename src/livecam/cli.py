@@ -26,6 +26,7 @@ from livecam.pipeline.budget import check_execution_threads
 from livecam.processors import registry
 from livecam.runtime.providers import CHOICES as PROVIDER_CHOICES
 from livecam.settings import (
+    CAMERA_FPS,
     DEFAULT_FACE_MASK_BLUR,
     DEFAULT_FACE_MASK_REGIONS,
     DETECTORS,
@@ -472,6 +473,14 @@ def _file_output(output: str, input: Path) -> Path:
     return path
 
 
+def _stats_json(value: str | None) -> Path | None:
+    """--stats-json as a Path; a trailing slash means a folder, as for OUTPUT (`s.jsonl/` wrote s.jsonl)."""
+    if value is not None and value.endswith(("/", os.sep)) and not Path(value).is_dir():
+        raise click.BadParameter(f"{value!r} ends in a slash, which means a folder; give the file name "
+                                 f"without it ({Path(value)})", param_hint="--stats-json")
+    return None if value is None else Path(value)
+
+
 def _require_source(processing: ProcessingSettings) -> None:
     # an enhancer alone needs no face photo
     if registry.swaps(processing.frame_processors) and not processing.sources and not processing.analysis.face_map:
@@ -506,9 +515,10 @@ def _parse_frame_range(value: str | None) -> tuple[int, int | None] | None:
 
 @cli.command()
 @processing_options
-@click.option("--camera", default="0", show_default=True, help="Camera index, or a video file path or URL.")
+@click.option("--camera", default="0", show_default=True,
+              help="Camera index (on Linux also its /dev/videoN), or a video file path or URL.")
 @click.option("--resolution", default="1280x720", show_default=True, help="Capture size WIDTHxHEIGHT.")
-@click.option("--fps", type=FiniteRange(1, 240), default=30.0, show_default=True, help="Capture rate.")
+@click.option("--fps", type=FiniteRange(*CAMERA_FPS), default=30.0, show_default=True, help="Capture rate.")
 @click.option("--realtime/--no-realtime", default=None,
               help="File sources: play at their own rate (default) or as fast as possible.")
 @click.option("--mirror", is_flag=True, help="Flip horizontally (selfie view).")
@@ -519,8 +529,8 @@ def _parse_frame_range(value: str | None) -> tuple[int, int | None] | None:
 @click.option("--duration", type=FiniteRange(min=0, min_open=True), help="Stop after SECONDS.")
 @click.option("--max-frames", type=click.IntRange(min=1), help="Stop after N frames.")
 @click.option("--stats", is_flag=True, help="Draw live metrics on the output.")
-@click.option("--stats-json", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write one JSON object per second and a summary line.")
+@click.option("--stats-json", type=click.Path(dir_okay=False, path_type=str),  # str: Path drops a trailing slash
+              help="Write one JSON object per second and a summary line (- for stdout).")
 @click.option("--max-latency-ms", type=FiniteRange(min=1), default=40.0, show_default=True,
               help="Latency budget the governor defends.")
 @click.option("--degrade/--no-degrade", default=True, show_default=True,
@@ -541,7 +551,7 @@ def run(ctx: click.Context, **kw: Any) -> None:
     job = LiveJob(processing=processing, camera=kw["camera"], resolution=_parse_resolution(kw["resolution"]),
                   fps=kw["fps"], realtime=kw["realtime"], mirror=kw["mirror"], output=kw["output"],
                   queue_depth=kw["queue_depth"], duration=kw["duration"], max_frames=kw["max_frames"],
-                  stats=kw["stats"], stats_json=kw["stats_json"], max_latency_ms=kw["max_latency_ms"],
+                  stats=kw["stats"], stats_json=_stats_json(kw["stats_json"]), max_latency_ms=kw["max_latency_ms"],
                   degrade=kw["degrade"], label=kw["label"], force=kw["force"],
                   watermark=kw["watermark"], c2pa=_c2pa(kw))
     from livecam.commands.live import run_live

@@ -230,3 +230,7 @@ class ClusterSettings:
 # media/images.py, so --help names them without loading OpenCV.
 IMAGE_WRITE_FORMATS = ("JPEG", "PNG", "WebP", "TIFF")
 IMAGE_READ_FORMATS = (*IMAGE_WRITE_FORMATS, "BMP", "GIF")
+
+# The capture rates `run --fps` takes, and those a camera's own report is believed in (a driver
+# that said inf FPS ended the run in an internal error).
+CAMERA_FPS = (1.0, 240.0)

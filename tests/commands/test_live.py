@@ -86,6 +86,35 @@ def test_no_display_is_a_device_error_for_auto_and_window_alike(tmp_path: Path, 
     assert "DISPLAY" in proc.stderr and "--output none" in proc.stderr
 
 
+@pytest.mark.skipif(not Path("/dev/stdout").exists(), reason="needs /dev/stdout")
+def test_stats_json_to_dev_stdout_appended_to_a_file_by_the_shell(tmp_path: Path, faces_dir: Path,
+                                                                  isolated_env: dict[str, str]) -> None:
+    # `livecam run --stats-json /dev/stdout >> stats.jsonl` was refused: "/dev/stdout: the file
+    # exists; add --force" (it points at the shell's file), and with --force replaced what it held.
+    clip = make_clip(tmp_path / "c.mp4", frames=6, size=(96, 64), audio=False)
+    out = tmp_path / "stats.jsonl"
+    out.write_text('{"earlier": "run"}\n')
+    with out.open("a") as stdout:
+        proc = subprocess.run([sys.executable, "-m", "livecam", "run", "--camera", str(clip), "--no-realtime",
+                               "--output", "none", "--swap-model", "mesh", "--stats-json", "/dev/stdout",
+                               "--source", str(faces_dir / "obama.jpg")],
+                              env=isolated_env, cwd=tmp_path, stdout=stdout, stderr=subprocess.PIPE, text=True,
+                              timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert lines[0] == {"earlier": "run"} and lines[-1]["summary"]["frames"] == 6
+
+
+def test_a_stats_file_name_ending_in_a_slash_is_refused(tmp_path: Path, isolated_env: dict[str, str]) -> None:
+    # `--stats-json s.jsonl/` (a folder, by its slash) wrote the file s.jsonl: Path drops the slash
+    clip = make_clip(tmp_path / "c.mp4", frames=2, audio=False)
+    proc = run_cli(["run", "--camera", str(clip), "--output", "none", "--source", "x.jpg",
+                    "--stats-json", "s.jsonl/"], env=isolated_env, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "ends in a slash, which means a folder; give the file name without it (s.jsonl)" in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and not (tmp_path / "s.jsonl").exists()
+
+
 def test_existing_recording_is_refused_without_force(tmp_path: Path, isolated_env: dict[str, str]) -> None:
     clip = make_clip(tmp_path / "c.mp4", frames=2, audio=False)
     existing = tmp_path / "rec.mp4"

@@ -46,6 +46,8 @@ def check_stopped_cleanly(proc: subprocess.CompletedProcess[str] | subprocess.Po
                           stats: Path) -> None:
     assert proc.returncode == 1, err
     assert "Traceback" not in err
+    # livecam's lines only: Qt said "The X11 connection broke (error 1). Did the X11 server die?" first
+    assert all(line.startswith("livecam: ") for line in err.splitlines()), err
     lines = [line for line in err.splitlines() if line.startswith("livecam: error:")]
     assert len(lines) == 1 and "--output window: the display" in lines[0] and "went away" in lines[0], err
     assert "--output FILE.mp4 or --output none" in lines[0]
@@ -98,3 +100,39 @@ def test_a_watermarked_window_runs_to_its_end(tmp_path: Path, faces_dir: Path,
                           env=x_server[0], cwd=tmp_path, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr
     assert "20 frames" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.skipif(shutil.which("Xvfb") is None or shutil.which("xdotool") is None,
+                    reason="needs Xvfb and xdotool for a real X display (apt-get install xvfb xdotool)")
+def test_ctrl_c_ends_a_run_whose_x_server_stopped_answering(
+        tmp_path: Path, faces_dir: Path,
+        x_server: tuple[dict[str, str], subprocess.Popen[bytes]]) -> None:  # noqa: F811 - the fixture
+    # An X server that stops answering (paused, an ssh -X link stalled) held the output loop inside
+    # Qt's X11 calls, which retry after a signal: Ctrl-C, twice, did nothing until the server came back.
+    import signal
+
+    x_display, server = x_server
+    proc, stats = start_window_run(tmp_path, faces_dir, x_display)
+    try:
+        find_window(x_display, proc)
+        time.sleep(1.0)  # frames reach the window
+        server.send_signal(signal.SIGSTOP)
+        # held in Qt once its stats, one line a second from the output loop, stop growing
+        size, still_since, deadline = -1, time.monotonic(), time.monotonic() + 60
+        while time.monotonic() - still_since < 2.5:
+            assert time.monotonic() < deadline and proc.poll() is None, "the output loop was never held"
+            if stats.stat().st_size != size:
+                size, still_since = stats.stat().st_size, time.monotonic()
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        server.send_signal(signal.SIGCONT)
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.startswith("livecam: error:")]
+    assert len(lines) == 1 and "interrupted (Ctrl-C); the output (window) did not answer within 3 s" in lines[0], err
+    summary = json.loads(stats.read_text().splitlines()[-1])["summary"]
+    assert summary["stop_reason"] == "interrupted" and summary["frames"] >= 1

@@ -230,3 +230,182 @@ def test_a_stream_url_that_goes_quiet_is_a_stall_not_damage(tmp_path: Path,
     assert frames and [read_clip_index(f) for f in frames] == list(range(len(frames)))  # what came is kept
     assert src.bad_packets == 0
     assert "corrupt" not in caplog.text
+
+
+class FakeCapture:
+    """Stands in for cv2.VideoCapture: each read does the next step of `plan` ("frame", "none":
+    returns False, "raise": raises cv2.error as some backends do), the last step for ever."""
+
+    def __init__(self, plan: list[str]) -> None:
+        self.plan = plan
+        self.released = False
+
+    def __call__(self, index: int, backend: int) -> FakeCapture:  # cv2.VideoCapture(index, backend)
+        return self
+
+    def isOpened(self) -> bool:  # noqa: N802 - OpenCV's name
+        return True
+
+    def set(self, prop: int, value: float) -> bool:
+        return True
+
+    def get(self, prop: int) -> float:
+        return 0.0
+
+    def read(self) -> tuple[bool, np.ndarray | None]:
+        import cv2
+
+        step = self.plan.pop(0) if len(self.plan) > 1 else self.plan[0]
+        if step == "raise":
+            raise cv2.error("OpenCV(4.10.0) /io/opencv/modules/videoio/src/cap_v4l.cpp:1: error: (-2:Unspecified "
+                            "error) VIDIOC_DQBUF: No such device in function 'read'\n")
+        if step == "none":
+            return False, None
+        if step == "wide":  # the camera renegotiated its size
+            return True, np.full((24, 64, 3), 200, np.uint8)
+        if step == "depth":  # a depth camera's 16-bit stream
+            return True, np.full((24, 32), 900, np.uint16)
+        if step == "yuyv":  # raw YUYV, OpenCV's conversion off
+            return True, np.full((24, 32, 2), 90, np.uint8)
+        if step == "gray":
+            return True, np.full((24, 32, 1), 90, np.uint8)
+        return True, np.full((24, 32, 3), 90, np.uint8)
+
+    def release(self) -> None:
+        self.released = True
+
+
+def fake_camera(monkeypatch: pytest.MonkeyPatch, plan: list[str], stall_timeout_s: float = 0.3) -> CameraSource:
+    import cv2
+
+    from livecam.media import camera
+
+    monkeypatch.setattr(cv2, "VideoCapture", FakeCapture(plan))
+    monkeypatch.setattr(camera, "camera_backends", lambda: [("V4L2", 200)])
+    source = CameraSource(0, (640, 480), 30, stall_timeout_s=stall_timeout_s)
+    source.open()
+    return source
+
+
+def test_a_camera_read_that_raises_now_and_then_is_retried_and_the_stream_goes_on(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A read raising cv2.error (rather than returning False) ended the run at once: "internal error".
+    source = fake_camera(monkeypatch, ["frame", "raise", "raise", "none", "raise", "frame"], stall_timeout_s=30)
+    frames = [source.read() for _ in range(3)]
+    assert all(f is not None and f.shape == (24, 32, 3) for f in frames)
+    source.close()
+
+
+def test_a_camera_whose_reads_keep_raising_is_one_clear_line_naming_the_reason(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    source = fake_camera(monkeypatch, ["frame", "raise"])
+    assert source.read() is not None
+    with pytest.raises(DeviceError) as caught:
+        source.read()
+    message = caught.value.message
+    assert "camera 0 (V4L2) stopped delivering frames (none for 0.3 s" in message
+    assert "OpenCV: (-2:Unspecified error) VIDIOC_DQBUF: No such device in function 'read'" in message
+    assert "check the cable" in message and "\n" not in message and "cap_v4l.cpp" not in message
+    source.close()
+
+
+def test_a_camera_that_stopped_is_measured_over_its_frames_not_its_silence(monkeypatch: pytest.MonkeyPatch) -> None:
+    # "measured 7.1 FPS over 20 frames" for a 30 FPS camera that then went quiet for 2 s.
+    from livecam.media import camera
+
+    clock = [100.0]
+
+    class Clock:
+        @staticmethod
+        def perf_counter() -> float:
+            return clock[0]
+
+        monotonic = perf_counter
+
+        @staticmethod
+        def sleep(seconds: float) -> None:
+            clock[0] += seconds
+
+    source = fake_camera(monkeypatch, ["frame"])
+    monkeypatch.setattr(camera, "time", Clock)
+    for _ in range(31):
+        source.read()
+        clock[0] += 1 / 30
+    clock[0] += 10.0  # silence before the close
+    assert source.measured_fps == pytest.approx(30.0)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="V4L2 device paths are Linux's")
+def test_a_camera_device_path_or_a_stable_link_to_it_is_that_camera(tmp_path: Path) -> None:
+    # `--camera /dev/video0` was read as a video file: "cannot read /dev/video0 as a video ... not a
+    # video" with the camera there, "no such camera index, file or URL" without it.
+    (tmp_path / "video3").touch()
+    by_id = tmp_path / "v4l" / "by-id"
+    by_id.mkdir(parents=True)
+    (by_id / "usb-Some_Webcam-video-index0").symlink_to("../../video3")
+    for spec in (tmp_path / "video3", by_id / "usb-Some_Webcam-video-index0", tmp_path / "video12"):
+        source = open_source(str(spec), (640, 480), 30, None, dev=tmp_path)
+        assert isinstance(source, CameraSource) and source.index == int(Path(spec).resolve().name[5:])
+    not_cameras = [tmp_path / "videos", tmp_path / "video", tmp_path / "v4l" / "video1"]
+    for path in not_cameras:
+        path.write_bytes(b"x")
+        assert not isinstance(open_source(str(path), (640, 480), 30, None, dev=tmp_path), CameraSource)
+
+
+def test_a_camera_that_changes_its_size_mid_run_keeps_the_first_size(monkeypatch: pytest.MonkeyPatch,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    # Frames of another size went down the pipeline, where faces carried over from the last
+    # detection (in the old frame's coordinates) were swapped in the wrong place; a file source
+    # already letterboxed them into its first size.
+    source = fake_camera(monkeypatch, ["frame", "wide", "wide", "frame"], stall_timeout_s=30)
+    with caplog.at_level("WARNING", logger="livecam"):
+        images = [source.read() for _ in range(4)]
+    assert [i.shape for i in images if i is not None] == [(24, 32, 3)] * 4
+    wide = images[1]
+    assert wide is not None and wide[:4].max() == 0 and wide[-4:].max() == 0  # black bars above and below
+    assert wide[8:16].min() == 200  # the picture, its aspect kept
+    assert caplog.text.count("changes its picture size (32x24, then 64x24)") == 1
+    source.close()
+
+
+def test_a_camera_that_opens_but_never_gives_a_frame_is_not_said_to_have_stopped(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # "stopped delivering frames ... check the cable" for a camera another application holds
+    # (it opens, streaming fails) or a UVC camera's metadata node: it never started.
+    source = fake_camera(monkeypatch, ["none"])
+    with pytest.raises(DeviceError) as caught:
+        source.read()
+    assert caught.value.message == ("camera 0 (V4L2) opened but gave no frame in 0.3 s: check that no other "
+                                    "application is using it, or give --camera another index (a camera's second "
+                                    "node gives no picture)")
+    source.close()
+
+
+@pytest.mark.parametrize("reported", [float("inf"), float("nan"), 1e9, -1.0, 0.0])
+def test_a_camera_rate_no_camera_has_is_not_believed(monkeypatch: pytest.MonkeyPatch, reported: float) -> None:
+    # A driver that said inf FPS ended the run in "internal error: OverflowError" (the recorder's
+    # rate and the marking backlog are sized from it); 1e9 FPS went into the recording's rate.
+    import cv2
+
+    class Reporting(FakeCapture):
+        def get(self, prop: int) -> float:
+            return reported if prop == cv2.CAP_PROP_FPS else 0.0
+
+    monkeypatch.setattr(cv2, "VideoCapture", Reporting(["frame"]))
+    monkeypatch.setattr("livecam.media.camera.camera_backends", lambda: [("V4L2", 200)])
+    source = CameraSource(0, (640, 480), 25)
+    source.open()
+    assert source.fps == 25  # the asked rate
+    source.close()
+
+
+def test_a_camera_stream_that_is_not_8_bit_pictures_is_one_clear_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A depth camera's 16-bit frames ended the run in "internal error: ValueError: FramePacket.image
+    # must be HxWx3 uint8 BGR"; a single-channel 3-D gray frame is still a picture.
+    source = fake_camera(monkeypatch, ["gray", "depth", "yuyv"], stall_timeout_s=30)
+    gray = source.read()
+    assert gray is not None and gray.shape == (24, 32, 3)
+    for said in ("gives uint16 frames", "gives 2-channel uint8 frames"):
+        with pytest.raises(DeviceError, match=f"camera 0 \\(V4L2\\) {said}, not 8-bit pictures .*ordinary camera"):
+            source.read()
+    source.close()

@@ -29,6 +29,14 @@ def test_output_none_and_bad_outputs(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert isinstance(make_sink(str(existing), force=True), FileRecorderSink)
 
 
+def test_a_recording_name_ending_in_a_slash_is_refused_not_written_without_it(tmp_path: Path) -> None:
+    # `--output rec.mp4/` (a folder, by its slash) recorded to the file rec.mp4, as Path drops the slash.
+    for spec in (f"{tmp_path / 'rec.mp4'}/", f"{tmp_path}/"):
+        with pytest.raises(InputError, match=r"ends in a slash, which means a folder; give the file name"):
+            make_sink(spec)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_auto_output_without_a_display_asks_for_another_output(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("sys.platform", "linux")
     monkeypatch.delenv("DISPLAY", raising=False)
@@ -53,20 +61,29 @@ class FakeVirtualCam:
         self.device = device
         self.opened: list[tuple[int, int]] = []
         self.sent: list[tuple[int, ...]] = []
+        self.frames: list[np.ndarray] = []
+        self.gone = False  # the device went away (v4l2loopback unloaded, OBS closed)
+        self.sizes: set[tuple[int, int]] | None = None  # the sizes it takes (None: any)
         module = self
 
         class Camera:
             def __init__(self, width: int, height: int, fps: float, fmt: str) -> None:
                 if module.device is None:
                     raise RuntimeError("'v4l2loopback' backend: No v4l2 loopback device found")
+                if module.sizes is not None and (width, height) not in module.sizes:
+                    raise RuntimeError(f"virtual camera output could not be started ({width}x{height})")
                 module.opened.append((width, height))
                 self.device = module.device
 
             def send(self, frame: np.ndarray) -> None:
+                if module.gone:
+                    raise RuntimeError("error writing frame: No such device")
                 module.sent.append(frame.shape)
+                module.frames.append(frame.copy())
 
             def close(self) -> None:
-                pass
+                if module.gone:
+                    raise RuntimeError("error closing device: No such device")
 
         self.Camera = Camera
 
@@ -84,6 +101,84 @@ def test_missing_virtual_camera_device_is_reported_before_any_frame(monkeypatch:
     sink.close()
     assert fake.opened[-1] == (64, 48) and fake.sent == [(48, 64, 3), (48, 64, 3)]
     assert sink.name == "virtual camera /dev/video9"
+
+
+def test_a_virtual_camera_letterboxes_a_frame_of_another_size_instead_of_stretching_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeVirtualCam("/dev/video9")
+    monkeypatch.setitem(sys.modules, "pyvirtualcam", fake)
+    sink = make_sink("virtual-camera", fps=30)
+    sink.write(np.zeros((48, 64, 3), np.uint8))
+    sink.write(np.full((64, 48, 3), 255, np.uint8))  # a portrait frame into the landscape device
+    sink.close()
+    portrait = fake.frames[-1]
+    assert portrait.shape == (48, 64, 3)
+    assert portrait[:, :13].max() == 0 and portrait[:, -13:].max() == 0  # black bars left and right (14 px)
+    assert portrait[:, 15:49].min() == 255  # the picture in the middle, 36 px wide: its aspect kept
+
+
+def test_a_virtual_camera_opens_at_even_sides(monkeypatch: pytest.MonkeyPatch) -> None:
+    # An odd width (853x480) opened the loopback device at it: Chrome (Meet, Teams on the web)
+    # refuses its 4:2:0 frames ("Dequeued v4l2 buffer contains invalid length").
+    fake = FakeVirtualCam("/dev/video9")
+    monkeypatch.setitem(sys.modules, "pyvirtualcam", fake)
+    sink = make_sink("virtual-camera", fps=30)
+    frame = np.zeros((481, 853, 3), np.uint8)
+    frame[:, :852] = 255  # the last column is the one trimmed, not scaled into the rest
+    sink.write(frame)
+    sink.close()
+    assert fake.opened[-1] == (852, 480) and fake.sent == [(480, 852, 3)]
+    assert fake.frames[-1].min() == 255
+
+
+def test_a_virtual_camera_that_refuses_the_stream_size_is_not_called_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    # It opened at 640x480 before the models loaded, then refused the stream's size at the first
+    # frame (another program feeds it, or a fixed-size device), and the line said "no virtual
+    # camera device is available ... install the v4l2loopback kernel module".
+    fake = FakeVirtualCam("/dev/video9")
+    fake.sizes = {(640, 480)}
+    monkeypatch.setitem(sys.modules, "pyvirtualcam", fake)
+    sink = make_sink("virtual-camera", fps=30)
+    with pytest.raises(DeviceError) as caught:
+        sink.write(np.zeros((720, 1280, 3), np.uint8))
+    message = caught.value.message
+    assert message.startswith("the virtual camera did not open at the stream's 1280x720 (")
+    assert "another program may be feeding it at another size" in message and "no virtual camera" not in message
+    sink.close()
+
+
+def test_a_virtual_camera_that_goes_away_mid_run_is_one_clear_line(monkeypatch: pytest.MonkeyPatch,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    # pyvirtualcam's RuntimeError from send() ended the run as "internal error: RuntimeError: ...".
+    fake = FakeVirtualCam("/dev/video9")
+    monkeypatch.setitem(sys.modules, "pyvirtualcam", fake)
+    sink = make_sink("virtual-camera", fps=30)
+    sink.write(np.zeros((48, 64, 3), np.uint8))
+    fake.gone = True
+    with pytest.raises(DeviceError) as caught:
+        sink.write(np.zeros((48, 64, 3), np.uint8))
+    message = caught.value.message
+    assert message.startswith("virtual camera /dev/video9 stopped taking frames (error writing frame: No such")
+    assert "v4l2loopback" in message and "--output FILE.mp4" in message and "\n" not in message
+    sink.close()  # the pipeline's shutdown: a warning, not a second error
+    assert "did not close cleanly" in caplog.text
+
+
+@pytest.mark.parametrize("size", [(1, 720), (720, 1), (17000, 64)])
+def test_frames_a_recording_cannot_hold_are_one_clear_line_and_leave_nothing(
+        tmp_path: Path, size: tuple[int, int]) -> None:
+    # A 1-pixel-wide stream ended in "internal error: IndexError" (4:2:0 made it 0 wide); one wider
+    # than libx264's 16384 in "writing rec.mp4 failed: out of memory".
+    out = tmp_path / "rec.mp4"
+    sink = make_sink(str(out), fps=30)
+    with pytest.raises(InputError) as caught:
+        sink.write(np.zeros((size[1], size[0], 3), np.uint8))
+    message = caught.value.message
+    assert f"the stream's frames are {size[0]}x{size[1]} pixels, which cannot be recorded (at least 2x2" in message
+    assert "libx264 encodes at most 16384 a side" in message
+    assert "--resolution" in message and "--output none" in message
+    sink.close()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_recording_is_a_complete_synthetic_tagged_video(tmp_path: Path) -> None:
@@ -265,6 +360,61 @@ def test_a_wayland_session_without_xwayland_is_a_clear_error_not_an_abort(monkey
     # A GTK (or other non-Qt) build speaks Wayland itself: nothing to refuse.
     monkeypatch.setattr(window, "bundled_qt_platforms", lambda: None)
     assert window.display_problem() is None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or ctypes.util.find_library("xcb") is None,
+                    reason="the X display check needs Linux and libxcb")
+def test_an_unreachable_x_display_in_a_wayland_session_is_a_clear_error_not_an_abort(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # With WAYLAND_DISPLAY also set the X display went unchecked, but opencv-python's Qt draws
+    # through xcb only: Qt printed its own lines and aborted the process (exit 134).
+    from livecam.media import window
+
+    monkeypatch.setattr(window, "bundled_qt_platforms", lambda: frozenset({"xcb"}))
+    monkeypatch.setattr(window, "opencv_gui", lambda: "QT5")
+    monkeypatch.delenv("QT_QPA_PLATFORM", raising=False)
+    monkeypatch.setenv("DISPLAY", ":987")
+    monkeypatch.setenv("WAYLAND_DISPLAY", "wayland-0")
+    for output in ("window", "auto"):
+        with pytest.raises(DeviceError, match="cannot connect to the X display ':987'.*--output none"):
+            make_sink(output)
+
+
+def test_qt_is_told_to_keep_its_warnings_to_itself_unless_verbose(monkeypatch: pytest.MonkeyPatch) -> None:
+    # On a lost display Qt printed "The X11 connection broke (error 1). Did the X11 server die?"
+    # before livecam's own line. Its warnings are off when the window starts Qt (which reads
+    # QT_LOGGING_RULES then), kept with -v, and a user's own rules still come last (they win).
+    import logging
+
+    from livecam.media import window
+
+    seen: list[str | None] = []
+
+    class Gui(FakeGui):
+        def namedWindow(self, title: str, flags: int) -> None:  # noqa: N802
+            import os
+
+            seen.append(os.environ.get("QT_LOGGING_RULES"))
+
+    monkeypatch.setitem(sys.modules, "cv2", Gui([]))
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.setattr(window, "bundled_qt_platforms", lambda: None)
+    frame = np.zeros((8, 8, 3), np.uint8)
+    for level, rules in [(logging.INFO, None), (logging.INFO, "qt.qpa.xcb.warning=true"), (logging.DEBUG, None)]:
+        if rules is None:
+            monkeypatch.delenv("QT_LOGGING_RULES", raising=False)
+        else:
+            monkeypatch.setenv("QT_LOGGING_RULES", rules)
+        logger = logging.getLogger("livecam")
+        before = logger.level
+        logger.setLevel(level)  # -v (setLevel: isEnabledFor's cache is cleared)
+        try:
+            sink = window.WindowSink()
+            sink.write(frame)
+            sink.close()
+        finally:
+            logger.setLevel(before)
+    assert seen == ["*.warning=false", "*.warning=false;qt.qpa.xcb.warning=true", None]
 
 
 def test_a_headless_opencv_is_reported_before_the_models_load(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,6 +9,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from livecam.pipeline.governor import Governor, default_steps
@@ -155,3 +156,24 @@ def test_without_a_fast_model_or_an_enhancer_there_is_no_switch_step() -> None:
     engine = FakeEngine(processors=("face_swapper",))
     engine.fast_enhancer = "gpen_bfr_256"  # held by no enhancer of this run: nothing to switch
     assert not any("enhancer" in s.name for s in default_steps(engine))
+
+
+def test_a_slow_consumer_does_not_make_the_governor_degrade_the_swap(tmp_path: Path) -> None:
+    # A sink that takes 0.4 s a frame (a remote display, a stalled virtual camera reader, a slow
+    # encoder) put every frame over budget, and the governor turned the enhancer off and detected
+    # less often, which cannot make the output faster. It judges capture -> processed now.
+    class SlowSink(MemorySink):
+        def write(self, image_bgr: np.ndarray) -> None:
+            time.sleep(0.4)
+            super().write(image_bgr)
+
+    engine = FakeEngine(process_s=0.002, processors=("face_swapper", "face_enhancer"))
+    stats = tmp_path / "s.jsonl"
+    result = LivePipeline(engine, SyntheticSource(fps=30, frames=90), SlowSink(keep=1),
+                          opts(max_latency_ms=200, interval_s=0.3, stats_json=stats)).run()
+    assert result.summary["degradations"] == [] and engine.enabled["face_enhancer"]
+    records = [json.loads(line) for line in stats.read_text().splitlines()[:-1]]
+    judged = [r for r in records if r["frames"]]
+    assert len(judged) >= 3  # intervals the governor judged (the first is warm-up)
+    # the stats say where the time goes: the output, not the processing
+    assert all(r["latency_ms_p95"] > 200 > r["processed_ms_p95"] for r in judged)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import time
 from dataclasses import fields
@@ -415,6 +416,18 @@ def test_stats_json_fifo_waits_for_its_reader_and_a_stop_still_ends_the_wait(tmp
     assert json.loads(got[-1])["summary"]["frames"] == result.summary["frames"] >= 1
 
 
+def test_stats_json_dash_is_stdout_not_a_file_named_dash(tmp_path: Path, capfd: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # `--stats-json -` wrote a file named "-" in the current folder
+    monkeypatch.chdir(tmp_path)
+    result = run_live_pipeline(FakeEngine(), SyntheticSource(frames=20, fps=100), MemorySink(),
+                               opts(stats_json=Path("-"), interval_s=0.2))
+    lines = capfd.readouterr().out.splitlines()
+    assert json.loads(lines[-1])["summary"]["frames"] == result.summary["frames"] >= 1
+    assert list(tmp_path.iterdir()) == []
+    os.fstat(1)  # stdout itself is still open
+
+
 def test_stats_json_write_failures_say_the_cause_and_the_fix(tmp_path: Path) -> None:
     # "writing failed (Broken pipe)" / "(No space left on device)": the cause without the fix
     from livecam.errors import OutputError
@@ -474,3 +487,100 @@ def test_a_watermarked_window_is_written_from_the_output_loop_only() -> None:
                       opts(watermark=mark))
     assert sink.threads == {threading.current_thread().name}
     assert sink.written == 20 and marked == list(range(20))
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_a_stop_signal_while_the_output_is_stuck_ends_the_run_without_it(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # A display that stopped answering (an X server paused, an ssh -X link stalled) holds the
+    # output loop inside its call: Ctrl-C and SIGTERM did nothing, only kill -9 ended the run.
+    import signal
+
+    from livecam.errors import Interrupted
+    from livecam.media.exit_guard import THREAD_NAME
+
+    release = threading.Event()
+
+    class StuckSink(MemorySink):
+        def write(self, image_bgr: np.ndarray) -> None:
+            super().write(image_bgr)
+            if self.written == 5:
+                threading.Thread(target=lambda: (time.sleep(0.2), os.kill(os.getpid(), signal.SIGINT)),
+                                 daemon=True).start()
+                release.wait(10)  # Python's handler runs in here and the call goes on, as X11's retries
+
+    stranded: list[tuple[str, BaseException | None]] = []
+
+    def hook(args: threading.ExceptHookArgs) -> None:  # cli.py's: the line, then exit 130
+        stranded.append((args.thread.name if args.thread else "", args.exc_value))
+        release.set()
+
+    monkeypatch.setattr(threading, "excepthook", hook)
+    stats = tmp_path / "s.jsonl"
+    sink = StuckSink()
+    with pytest.raises(Interrupted) as caught:
+        run_live_pipeline(FakeEngine(), SyntheticSource(fps=100), sink,
+                          opts(handle_signals=True, stuck_output_s=0.5, stats_json=stats))
+    assert stranded == [(THREAD_NAME, caught.value)]
+    summary = json.loads(stats.read_text().splitlines()[-1])["summary"]
+    assert summary["stop_reason"] == "interrupted" and summary["frames"] == 4  # the 5th write never returned
+    assert caught.value.message == ("interrupted (Ctrl-C); the output (memory) did not answer within 0.5 s, "
+                                    "so the run was ended without it after 4 frames")
+    assert not sink.closed  # its call is the stuck one: never called into again
+    assert livecam_threads() == []
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_a_slow_output_is_not_taken_for_a_stuck_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A sink whose every write is slow (a huge frame's encoding) finishes the write under way and
+    # is closed (its recording finalised): only a call that takes far longer than any before is stuck.
+    import signal
+
+    from livecam.errors import Interrupted
+
+    class SlowSink(MemorySink):
+        def write(self, image_bgr: np.ndarray) -> None:
+            super().write(image_bgr)
+            if self.written == 3:
+                threading.Thread(target=lambda: (time.sleep(0.1), os.kill(os.getpid(), signal.SIGINT)),
+                                 daemon=True).start()
+            time.sleep(0.4)
+
+    stranded: list[object] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: stranded.append(args.exc_value))
+    sink = SlowSink()
+    with pytest.raises(Interrupted, match=r"stopped cleanly after \d+ frames"):
+        run_live_pipeline(FakeEngine(), SyntheticSource(fps=100), sink, opts(handle_signals=True, stuck_output_s=0.2))
+    assert stranded == [] and sink.closed
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
+def test_a_stats_reader_that_falls_behind_does_not_freeze_the_run(tmp_path: Path,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    # `--stats-json - | less` left unscrolled, a terminal paused with Ctrl-S, a FIFO reader that
+    # stopped reading: once the pipe was full the output loop waited in the write, the window froze.
+    import fcntl
+
+    fifo = tmp_path / "stats.fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # opened, never read until the run is over
+    if hasattr(fcntl, "F_SETPIPE_SZ"):
+        fcntl.fcntl(reader, fcntl.F_SETPIPE_SZ, 4096)  # full after a few lines (Linux)
+    pipeline = LivePipeline(FakeEngine(), SyntheticSource(fps=100, frames=150), MemorySink(keep=1),
+                            opts(stats_json=fifo, interval_s=0.002))
+    result: list[Any] = []
+    runner = threading.Thread(target=lambda: result.append(pipeline.run()), daemon=True)
+    with caplog.at_level("WARNING", logger="livecam"):
+        runner.start()
+        runner.join(30)
+        frozen = runner.is_alive()
+        data = b""
+        while chunk := os.read(reader, 1 << 16):  # frees a frozen run too
+            data += chunk
+        os.close(reader)
+        runner.join(10)
+    assert not frozen, "the run froze on a stats reader that stopped reading"
+    assert result and result[0].stop_reason == "end of stream"
+    assert all(json.loads(line) for line in data.decode().splitlines())  # whole lines only
+    assert "its reader is not keeping up; lines are left out until it does" in caplog.text
+    assert "lines left out while its reader was behind" in caplog.text

@@ -19,7 +19,7 @@ from livecam.marks.watermark import open_watermarker
 from livecam.media.camera import CameraSource, FrameSource, VideoFileSource, camera_device_problem, open_source
 from livecam.media.images import check_output_folder, same_file
 from livecam.media.sinks import FileRecorderSink, Sink, make_sink
-from livecam.pipeline.live import LiveRun, run_live_pipeline
+from livecam.pipeline.live import STATS_TO_STDOUT, LiveRun, run_live_pipeline, stats_stream
 from livecam.pipeline.metrics import ResourceProbe
 from livecam.processors import registry
 from livecam.settings import LiveJob
@@ -40,7 +40,7 @@ def check_files(job: LiveJob, sink: Sink) -> None:
     if recording is not None and same_file(recording, camera):
         raise InputError(f"--output {recording} is the --camera file; record to another file")
     path = job.stats_json
-    if path is None:
+    if path is None or path == STATS_TO_STDOUT:
         return
     if path.is_dir():
         raise InputError(f"--stats-json {path}: that is a folder; give a file name such as stats.jsonl")
@@ -53,7 +53,7 @@ def check_files(job: LiveJob, sink: Sink) -> None:
     photos = [*job.processing.sources, *analysis.reference, *(p for pair in analysis.face_map for p in pair)]
     if any(same_file(path, Path(photo)) for photo in photos):  # --force would overwrite the photo
         raise InputError(f"--stats-json {path}: that is a --source, --reference or --map photo; give another name")
-    if path.exists() and not path.is_file():  # a FIFO or a device (/dev/stdout): a stream, nothing to replace
+    if stats_stream(path):  # a FIFO, a device, /dev/stdout even after `> file`: nothing to replace
         if not os.access(path, os.W_OK):
             raise InputError(f"--stats-json {path}: not writable by this user; give a file name such as stats.jsonl")
         return

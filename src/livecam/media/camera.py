@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any, Iterator, Protocol
 import numpy as np
 
 from livecam.errors import DeviceError, InputError
+from livecam.settings import CAMERA_FPS
 
 if TYPE_CHECKING:  # for the type checker; imported when a file source opens
-    from livecam.media.video_reader import DecodedFrame, VideoDecoder
+    from livecam.media.video_reader import DecodedFrame, Fitter, VideoDecoder
 from livecam.media.containers import as_fraction, open_container
 
 log = logging.getLogger("livecam")
@@ -89,6 +90,13 @@ def _quiet_open(cv2: Any, index: int, backend: int) -> Any:
             logging_mod.setLogLevel(previous)
 
 
+def _last_line(exc: BaseException) -> str:
+    """OpenCV's error text is several lines ending in the reason; that reason."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    last = lines[-1] if lines else type(exc).__name__
+    return last.partition(": error: ")[2] or last  # without "OpenCV(4.x) /io/...cpp:123"
+
+
 class CameraSource:
     """A webcam through OpenCV: MJPG at the asked size and rate, reporting what it really gives."""
 
@@ -103,10 +111,18 @@ class CameraSource:
         self._cap: Any = None
         self._count = 0
         self._first_at: float | None = None
+        self._last_at = 0.0
+        self._fitter: Fitter | None = None
 
     def open(self) -> None:
         import cv2
 
+        from livecam.media.video_reader import Fitter
+
+        # The first frame's size for the whole run, as a file source gives: a camera that
+        # renegotiates mid-run (a USB bandwidth change, a driver reset) sent frames of another
+        # size, and faces carried over from the last detection landed in the wrong place.
+        self._fitter = Fitter(None, f"camera {self.index}")
         tried = []
         for backend_name, backend in camera_backends():
             cap = _quiet_open(cv2, self.index, backend)
@@ -132,34 +148,60 @@ class CameraSource:
         fourcc_text = "".join(chr((fourcc >> (8 * i)) & 0xFF) for i in range(4)).strip("\x00") or "?"
         log.info("%s: asked for %dx%d at %g FPS (MJPG), got %dx%d at %g FPS (%s)", self.name,
                  self.resolution[0], self.resolution[1], self.fps or 30.0, width, height, got_fps, fourcc_text)
-        if got_fps > 0:
+        if CAMERA_FPS[0] <= got_fps <= CAMERA_FPS[1]:  # (not NaN, inf or a driver's 1e9: the asked rate stays)
             self.fps = got_fps
 
     def read(self) -> np.ndarray | None:
+        import cv2
+
         if self._cap is None:
             raise DeviceError(f"{self.name} is not open")
         deadline = time.monotonic() + self.stall_timeout_s
+        failure: cv2.error | None = None
         while True:
-            ok, image = self._cap.read()
+            # Some backends raise rather than return False (a frame the driver garbled, a device
+            # unplugged under MSMF or GStreamer): a failed read like any other, so a camera that
+            # comes back within the stall limit goes on, and one that does not is one clear line.
+            try:
+                ok, image = self._cap.read()
+            except cv2.error as exc:
+                if failure is None:
+                    log.debug("%s: read failed: %s", self.name, exc)
+                ok, image, failure = False, None, exc
             if ok and image is not None and image.size:
                 break
             if time.monotonic() >= deadline:
-                raise DeviceError(f"{self.name} stopped delivering frames (none for {self.stall_timeout_s:g} s): "
-                                  f"check the cable and that no other application took the camera")
+                said = f"; OpenCV: {_last_line(failure)}" if failure is not None else ""
+                if self._count == 0:  # it never started: not a cable, more likely another user
+                    raise DeviceError(f"{self.name} opened but gave no frame in {self.stall_timeout_s:g} s{said}: "
+                                      f"check that no other application is using it, or give --camera another "
+                                      f"index (a camera's second node gives no picture)")
+                raise DeviceError(f"{self.name} stopped delivering frames (none for {self.stall_timeout_s:g} s"
+                                  f"{said}): check the cable and that no other application took the camera")
             time.sleep(0.01)
         now = time.perf_counter()
         if self._first_at is None:
             self._first_at = now
+        self._last_at = now
         self._count += 1
+        if image.ndim == 3 and image.shape[2] == 1:
+            image = image[:, :, 0]
+        if image.dtype != np.uint8 or image.ndim not in (2, 3) or (image.ndim == 3 and image.shape[2] not in (3, 4)):
+            # a depth or thermal stream (16-bit), raw YUYV: it was "internal error: ValueError"
+            kind = f"{image.shape[2]}-channel " if image.ndim == 3 else ""
+            raise DeviceError(f"{self.name} gives {kind}{image.dtype} frames, not 8-bit pictures (a depth or thermal "
+                              f"camera's stream?); give --camera the index of an ordinary camera")
         if image.ndim == 2:  # some drivers give grayscale
             image = np.repeat(image[:, :, None], 3, axis=2)
-        return np.ascontiguousarray(image[:, :, :3])
+        image = np.ascontiguousarray(image[:, :, :3])
+        return self._fitter.fit(image) if self._fitter is not None else image
 
     @property
     def measured_fps(self) -> float | None:
         if self._first_at is None or self._count < 2:
             return None
-        return (self._count - 1) / max(time.perf_counter() - self._first_at, 1e-9)
+        # first to last frame: a camera that stopped is not measured over its silence too
+        return (self._count - 1) / max(self._last_at - self._first_at, 1e-9)
 
     def close(self) -> None:
         if self._cap is not None:
@@ -265,11 +307,31 @@ class VideoFileSource:
             self._frames = None
 
 
-def open_source(camera: str, resolution: tuple[int, int], fps: float, realtime: bool | None) -> FrameSource:
-    """The source for --camera: a digit string is a camera index, else a file path or a URL."""
+def device_camera_index(spec: str, dev: Path = Path("/dev")) -> int | None:
+    """The camera index a V4L2 device path names (/dev/video2, or a link to it such as
+    /dev/v4l/by-id/usb-...-video-index0), or None; it was read as a video file ("cannot read
+    /dev/video0 as a video", or "no such ... file" without the camera)."""
+    if not sys.platform.startswith("linux") or "://" in spec:
+        return None
+    try:
+        path = Path(spec).resolve()
+    except (OSError, RuntimeError):  # a link loop: the file checks say so
+        return None
+    digits = path.name.removeprefix("video")
+    if path.parent != dev.resolve() or path.name == digits or not digits.isdigit():
+        return None
+    return int(digits)
+
+
+def open_source(camera: str, resolution: tuple[int, int], fps: float, realtime: bool | None,
+                dev: Path = Path("/dev")) -> FrameSource:
+    """The source for --camera: a digit string (or a V4L2 device path) is a camera index, else a
+    file path or a URL."""
     spec = camera.strip()
     if spec.isdigit():
         return CameraSource(int(spec), resolution, fps)
+    if (index := device_camera_index(spec, dev)) is not None:
+        return CameraSource(index, resolution, fps)
     if spec and not spec.lower().startswith(URL_SCHEMES) and Path(spec).is_dir():  # was "no such ... file"
         raise InputError(f"--camera {camera!r} is a folder; give a video file in it, a camera index such as 0, "
                          f"or an rtsp:// or http:// URL")

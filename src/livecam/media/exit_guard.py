@@ -21,7 +21,9 @@ import sys
 import threading
 from typing import Callable
 
-THREAD_NAME = "livecam-exit-guard"  # cli.py reports an error raised on it, and only there
+# cli.py reports an error raised on a thread of this name, and only there: the guard's, and the
+# live pipeline's rescue of an output loop stuck in a call after a stop signal (pipeline/live.py)
+THREAD_NAME = "livecam-exit-guard"
 SEM_T_BYTES = 64  # sizeof(sem_t) is 32 on 64-bit glibc, 16 on musl; a generous block for either
 
 

@@ -95,8 +95,16 @@ class FileRecorderSink:
 
     def _open(self, width: int, height: int) -> VideoWriter:
         from livecam.media.containers import frame_rate
-        from livecam.media.video_writer import OutputSpec, VideoWriter
+        from livecam.media.video_writer import MAX_ENCODER_SIDE, OutputSpec, VideoWriter
 
+        # Known only now (the stream's first frame): 1 px became 0 in 4:2:0 ("internal error:
+        # IndexError"), past the encoder's side it failed to open ("out of memory").
+        limit = MAX_ENCODER_SIDE.get(self.codec or "")
+        if width < 2 or height < 2 or (limit is not None and max(width & ~1, height & ~1) > limit):
+            most = f"; {self.codec} encodes at most {limit} a side" if limit is not None else ""
+            raise InputError(f"--output {self.path}: the stream's frames are {width}x{height} pixels, which cannot "
+                             f"be recorded (at least 2x2{most}); give the camera another --resolution, or use "
+                             f"--output window or --output none")
         self._output.open()
         spec = OutputSpec(path=self._output.temp, format=self.format, width=width, height=height,
                           rate=frame_rate(self.fps), time_base=Fraction(1, 1000),
@@ -184,6 +192,9 @@ def make_sink(output: str, *, fps: float = 30.0, force: bool = False) -> Sink:
     from livecam.media.video_writer import CONTAINERS
 
     path = Path(spec)
+    if spec.endswith(("/", os.sep)):  # Path drops it: `rec.mp4/` recorded to the file rec.mp4
+        raise InputError(f"--output {output!r} ends in a slash, which means a folder; give the file name "
+                         f"without it ({path})")
     if path.suffix.lower() not in CONTAINERS:  # the writer's list, so both say the same
         raise InputError(f"--output {output!r}: expected window, virtual-camera, none or a video file name "
                          f"ending in {', '.join(sorted(CONTAINERS))}")

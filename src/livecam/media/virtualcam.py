@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from livecam.errors import DeviceError
+
+if TYPE_CHECKING:  # (PyAV loads with it: only once a frame of another size comes)
+    from livecam.media.video_reader import Fitter
 
 log = logging.getLogger("livecam")
 
@@ -36,6 +39,7 @@ class VirtualCameraSink:
         self.fps = fps
         self._cam: Any = None
         self._size: tuple[int, int] | None = None
+        self._fitter: Fitter | None = None
         # The device's size is known only at the first frame; open it once now, so a missing
         # backend is reported before any model loads rather than after.
         self._connect(640, 480).close()
@@ -47,25 +51,49 @@ class VirtualCameraSink:
             raise DeviceError(f"no virtual camera device is available ({exc}); install {backend_hint()}") from exc
 
     def _open(self, width: int, height: int) -> None:
-        self._cam = self._connect(width, height)
+        # even sides: v4l2loopback's 4:2:0 frame of an odd width is a buffer length Chrome
+        # (Meet, Teams on the web) refuses ("Dequeued v4l2 buffer contains invalid length")
+        width, height = max(2, width & ~1), max(2, height & ~1)
+        try:
+            self._cam = self._pvc.Camera(width=width, height=height, fps=self.fps, fmt=self._pvc.PixelFormat.BGR)
+        except Exception as exc:  # noqa: BLE001 - as in _connect
+            # the device opened before the models loaded: "no device is available" was wrong here
+            raise DeviceError(f"the virtual camera did not open at the stream's {width}x{height} ({exc}): another "
+                              f"program may be feeding it at another size, or the device does not take that "
+                              f"size; close that program, or give the camera another --resolution such as "
+                              f"1280x720") from exc
         self._size = (width, height)
         self.name = f"virtual camera {self._cam.device}"
         log.info("sending %dx%d at %g FPS to %s", width, height, self.fps, self._cam.device)
 
     def write(self, image_bgr: np.ndarray) -> None:
-        import cv2
-
         if self._cam is None:
             self._open(image_bgr.shape[1], image_bgr.shape[0])
         assert self._cam is not None and self._size is not None  # _open sets both or raises
-        if (image_bgr.shape[1], image_bgr.shape[0]) != self._size:  # the device's size is fixed
-            image_bgr = cv2.resize(image_bgr, self._size, interpolation=cv2.INTER_AREA)
-        self._cam.send(np.ascontiguousarray(image_bgr))
+        width, height = self._size
+        if image_bgr.shape[1] - width in (0, 1) and image_bgr.shape[0] - height in (0, 1):
+            image_bgr = image_bgr[:height, :width]  # the odd row or column
+        else:
+            # the device's size is fixed: a frame of another size is letterboxed (it was stretched)
+            if self._fitter is None:
+                from livecam.media.video_reader import Fitter
+
+                self._fitter = Fitter(self._size, self.name)
+            image_bgr = self._fitter.fit(image_bgr)
+        try:
+            self._cam.send(np.ascontiguousarray(image_bgr))
+        except Exception as exc:  # noqa: BLE001 - pyvirtualcam's backends raise RuntimeError (or OSError)
+            # the device went away (v4l2loopback unloaded, OBS closed): one line, not "internal error"
+            raise DeviceError(f"{self.name} stopped taking frames ({exc}); check {backend_hint()} and run "
+                              f"again, or use --output FILE.mp4 or --output window") from exc
 
     def poll(self) -> list[str]:
         return []
 
     def close(self) -> None:
-        if self._cam is not None:
-            self._cam.close()
-            self._cam = None
+        cam, self._cam = self._cam, None
+        if cam is not None:
+            try:
+                cam.close()
+            except Exception as exc:  # noqa: BLE001 - as send: the device may be gone
+                log.warning("%s did not close cleanly (%s)", self.name, exc)

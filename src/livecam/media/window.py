@@ -43,6 +43,21 @@ def _point_qt_at_system_fonts() -> None:
             return
 
 
+# Qt's own warnings, off while livecam drives the window ("The X11 connection broke ... Did the
+# X11 server die?" came before livecam's line on a lost display): what the user must know, livecam
+# says in one line. -v keeps them; a user's own QT_LOGGING_RULES come after, so they still win.
+QT_QUIET_RULES = "*.warning=false"
+
+
+def _quiet_qt_warnings() -> None:
+    """Qt reads QT_LOGGING_RULES once, when it starts: called before the first window."""
+    if log.isEnabledFor(logging.DEBUG):
+        return
+    rules = os.environ.get("QT_LOGGING_RULES", "")
+    if not rules.startswith(QT_QUIET_RULES):
+        os.environ["QT_LOGGING_RULES"] = ";".join(r for r in (QT_QUIET_RULES, rules) if r)
+
+
 def bundled_qt_platforms() -> frozenset[str] | None:
     """The Qt platform plugins that opencv-python's Qt build ships (xcb only, as of 4.x), or None
     for a build without bundled Qt (GTK, Cocoa, Win32), whose windows need no check here."""
@@ -98,6 +113,8 @@ def display_problem() -> str | None:
             where = "a Wayland session without XWayland" if os.environ.get("WAYLAND_DISPLAY") else "no X display"
             return (f"this OpenCV build draws windows through X11 only, and DISPLAY is unset ({where}); "
                     f"enable XWayland or set DISPLAY")
+        # xcb whatever WAYLAND_DISPLAY says: an X display it cannot reach aborts the process
+        return x_display_problem(display)
     if not display or os.environ.get("WAYLAND_DISPLAY"):
         return None  # GTK builds speak Wayland; under Wayland, XWayland may start on demand
     return x_display_problem(display)
@@ -207,6 +224,7 @@ class WindowSink:
         import cv2
 
         _point_qt_at_system_fonts()
+        _quiet_qt_warnings()
         self._cv2 = cv2
         try:
             cv2.namedWindow(self.title, cv2.WINDOW_NORMAL)
@@ -222,7 +240,10 @@ class WindowSink:
         """Qt called exit() (on the guard's thread; the window's thread waits inside exit())."""
         display = os.environ.get("DISPLAY", "")
         if display and x_display_problem(display) is None:
-            return  # the display still answers: not its loss, let that exit go on
+            # the display still answers: not its loss, let that exit go on (Qt's reason is
+            # among the warnings -v shows)
+            log.warning("--output window: Qt ended the process; run again with -v to see why")
+            return
         self._lost = True
         name = display or os.environ.get("WAYLAND_DISPLAY", "")
         error = DeviceError(f"--output window: the display {name!r} went away (its server stopped or the "

@@ -1,6 +1,7 @@
 """The governor: degrade gracefully when the live latency budget is exceeded, recover when not.
 
-Once per interval the pipeline reports the p95 capture-to-output latency of that interval. Over
+Once per interval the pipeline reports the p95 latency from capture to processed of that
+interval (the output's own time left out: no step makes a slow display or encoder faster). Over
 budget -> apply the next step (the fastest enhancer model where the run holds it, enhancer off,
 then detection every 2nd frame with tracking in between, then detection at 320); under 80% of
 the budget for `recover_s` -> undo the last step.

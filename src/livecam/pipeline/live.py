@@ -27,6 +27,10 @@ import json
 import logging
 import os
 import queue
+import select
+import signal
+import stat
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -39,12 +43,13 @@ from livecam.errors import DeviceError, Interrupted, OutputError
 from livecam.frame import FramePacket
 from livecam.marks.marking_sink import MarkingSink
 from livecam.media.camera import FrameSource
+from livecam.media.exit_guard import THREAD_NAME as STRANDED_THREAD
 from livecam.media.sinks import Sink
 from livecam.pipeline.contracts import FrameEngine, LiveEngine
 from livecam.pipeline.governor import Governor, Step, default_steps
 from livecam.pipeline.metrics import LiveMetrics, ResourceProbe
 from livecam.pipeline.queues import DropOldestQueue, ReorderBuffer, put_until
-from livecam.pipeline.signals import stop_signals
+from livecam.pipeline.signals import SIGNAL_NAMES, stop_signals
 from livecam.pipeline.stages import POLL_S, Stages
 from livecam.processors import registry
 from livecam.media.provenance import LabelPlacement
@@ -53,6 +58,20 @@ from livecam.settings import LiveJob
 log = logging.getLogger("livecam")
 
 END = object()  # end-of-stream sentinel
+
+STATS_TO_STDOUT = Path("-")  # --stats-json -: `run` prints nothing else there
+# names of the process's own streams: written as streams, whatever they point at (after `>` or
+# `>>`, a regular file the shell opened: appended to, never replaced, needs no --force)
+STREAM_NAMES = (Path("/dev/stdout"), Path("/dev/stderr"))
+FD_FOLDERS = (Path("/dev/fd"), Path("/proc/self/fd"))
+
+
+def stats_stream(path: Path) -> bool:
+    """Whether --stats-json names a stream (written as the run goes, nothing to replace): -,
+    /dev/stdout, /dev/stderr, /dev/fd/N, a FIFO or a device."""
+    if path == STATS_TO_STDOUT or path in STREAM_NAMES or path.parent in FD_FOLDERS:
+        return True
+    return path.exists() and not path.is_file() and not path.is_dir()
 
 
 @dataclass(frozen=True)
@@ -69,10 +88,15 @@ class LiveRun:
     watermark_slower: Callable[[bool], None] | None = None
     interval_s: float = 1.0  # metrics and governor period
     recover_s: float = 3.0
+    # a live source that gives nothing this long is an error (twice a source's own limit, as a
+    # camera's: its line says more, OpenCV's reason; this one catches a read that never returns)
     stall_timeout_s: float = 2.0
     join_timeout_s: float = 2.0
     reorder_wait_s: float = 1.0  # give up on a frame missing this long (live only)
     handle_signals: bool = True
+    # after a stop signal the output loop has this long to return; else its call is stuck (a
+    # display that stopped answering, a stalled stats reader) and the run is ended without it
+    stuck_output_s: float = 3.0
     # Engine.lanes(): process worker i runs lanes[i] (runtime/lanes.py); empty: all share the engine
     lanes: Sequence[FrameEngine] = ()
 
@@ -125,6 +149,12 @@ class LivePipeline:
         if hasattr(sink, "on_lost"):  # the window: its display can vanish under the output loop
             sink.on_lost = self._sink_lost
         self._closing_sink = False
+        # held by whichever thread ends the run: the output loop's, or the rescue of a stuck one
+        self._ending = threading.Lock()
+        self._rescued: Interrupted | None = None
+        self._loop_returned = False  # this thread is ending the run itself: no rescue
+        self._writing_stats = False
+        self._slowest_output_s = 0.0  # the longest sink write so far: a slow sink is not a stuck one
         # the window (OpenCV's GUI) is driven from this thread only: marking on another thread
         # wrote frames from there and deadlocked Qt; its frames are marked here, before the write
         self._mark_here = options.watermark if getattr(sink, "one_thread", False) else None
@@ -156,10 +186,13 @@ class LivePipeline:
         self._enhancer_on = True  # the e key's choice
         self._enhancer_held_off = False  # the governor's "enhancer off" step
         self._last_progress = time.perf_counter()
+        own = getattr(source, "stall_timeout_s", None)  # (on a loaded machine half a second more was not enough)
+        self._stall_s = max(options.stall_timeout_s, 2 * own if isinstance(own, (int, float)) else 0.0)
         depth = job.queue_depth
         self.q_analyse: DropOldestQueue[Any] = DropOldestQueue(depth, on_drop=self._dropper("analyse busy"))
         self.q_process: DropOldestQueue[Any] = DropOldestQueue(depth, on_drop=self._dropper("process busy"))
-        self.reorder: ReorderBuffer[FramePacket] = ReorderBuffer(
+        # (packet, when it was processed): the governor judges capture -> processed, what its steps change
+        self.reorder: ReorderBuffer[tuple[FramePacket, float]] = ReorderBuffer(
             0, producers=options.workers, max_wait_s=options.reorder_wait_s if self.live else None)
         # A lossless source is read only when a frame left the pipeline: at most one frame per
         # stage that can work at once is in flight, so frames do not wait in queues (latency
@@ -167,12 +200,15 @@ class LivePipeline:
         self._credits = None if self.live else threading.Semaphore(options.workers + 1)
         self._label = LabelPlacement() if options.label else None  # one corner, unless a face comes there
         self._stats_file: IO[str] | None = None
+        self._stats_stream = False  # a pipe, FIFO or terminal: its reader may fall behind
+        self._stats_left_out = 0
 
     # -- public ---------------------------------------------------------------------------------
     def run(self) -> LiveResult:
         """Run until the end of the stream, a limit, a quit key, a signal or an error."""
         stop_reason = "error"
-        with stop_signals(self._on_signal) if self.options.handle_signals else contextlib.nullcontext():
+        with stop_signals(self._on_signal) if self.options.handle_signals else contextlib.nullcontext(), \
+                self._rescue_a_stuck_output():
             try:
                 self._open_stats()
                 self._start_threads()
@@ -182,7 +218,12 @@ class LivePipeline:
             except BaseException as exc:  # noqa: BLE001 - re-raised below, after cleanup
                 self.stages.fail(exc)
             finally:
-                self._shutdown()
+                with self._ending:  # (waits for a rescue that is ending the run)
+                    self._loop_returned = True
+                    if self._rescued is None:
+                        self._shutdown()
+        if self._rescued is not None:  # ended while this thread was stuck: its line is said
+            raise self._rescued
         if self.stages.error is not None:
             stop_reason = "error"
         elif self._interrupted:
@@ -259,7 +300,7 @@ class LivePipeline:
                 t0 = time.perf_counter()
                 engine.process(packet)  # in place (contracts.FrameEngine)
                 packet.timings["process"] = (time.perf_counter() - t0) * 1000.0
-                if not self.reorder.push(packet.index, packet):
+                if not self.reorder.push(packet.index, (packet, time.perf_counter())):
                     self.metrics.drop("late")
         finally:
             self.reorder.finish()
@@ -301,8 +342,8 @@ class LivePipeline:
                     for _ in items[:-1]:
                         self.metrics.drop("output busy")
                     items = items[-1:]
-                for packet in items:
-                    self._emit(packet)
+                for packet, processed_at in items:
+                    self._emit(packet, processed_at)
                     if job.max_frames is not None and self.metrics.frames >= job.max_frames:
                         return "max frames"
             elif self.reorder.done:
@@ -310,11 +351,11 @@ class LivePipeline:
             now = time.perf_counter()
             if self.metrics.due(now):
                 self._tick(now)
-            if self.live and now - self._last_progress > opts.stall_timeout_s:
+            if self.live and now - self._last_progress > self._stall_s:
                 raise DeviceError(f"{self.source.name} stopped delivering frames (none for "
-                                  f"{opts.stall_timeout_s:g} s): check the device or the stream")
+                                  f"{self._stall_s:g} s): check the device or the stream")
 
-    def _emit(self, packet: FramePacket) -> None:
+    def _emit(self, packet: FramePacket, processed_at: float) -> None:
         image = packet.image
         if self.stats_overlay:
             draw_overlay(image, self.metrics.overlay_lines())
@@ -330,14 +371,18 @@ class LivePipeline:
         else:
             self.sink.write(image)
         done = time.perf_counter()
+        self._slowest_output_s = max(self._slowest_output_s, done - t0)
         packet.timings["output"] = (done - t0) * 1000.0
         depths = {"analyse": self.q_analyse.qsize(), "process": self.q_process.qsize(), "reorder": len(self.reorder)}
-        self.metrics.frame(packet, done, depths)
+        self.metrics.frame(packet, done, depths, processed_at=processed_at)
         if self._credits is not None:
             self._credits.release()
 
     def _tick(self, now: float) -> None:
-        self.governor.observe(self.metrics.window_p95(), now)
+        # Capture to processed, not to shown: a slow consumer (a remote display, a stalled virtual
+        # camera reader, a slow encoder) made the governor drop the enhancer and detections,
+        # which cannot make the output faster.
+        self.governor.observe(self.metrics.window_processed_p95(), now)
         record = self.metrics.tick(now, {"degraded": self.governor.active})
         self._write_stats(record)
 
@@ -378,7 +423,73 @@ class LivePipeline:
         self._apply_enhancer()
 
     # -- shutdown -------------------------------------------------------------------------------
-    def _shutdown(self) -> None:
+    @contextlib.contextmanager
+    def _rescue_a_stuck_output(self) -> Iterator[None]:
+        """Ends the run from another thread when a stop signal came and the output loop's thread
+        does not return: held in C (a display that stopped answering: X11 calls retry, so
+        Python's handler never runs) or in a write that retries (a stats reader that stopped
+        reading). Ctrl-C and SIGTERM did nothing then, only kill -9 ended the run.
+
+        Python's wakeup fd is written by the C signal handler even then; the watching thread
+        reads it. Its error goes through cli.py's handler for stranded threads (exit 130)."""
+        if (not self.options.handle_signals or sys.platform == "win32"
+                or threading.current_thread() is not threading.main_thread()):
+            yield
+            return
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)
+        previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        over = threading.Event()
+        watcher = threading.Thread(target=self._watch_signals, args=(read_fd, over), name=STRANDED_THREAD,
+                                   daemon=True)
+        watcher.start()
+        try:
+            yield
+        finally:
+            over.set()
+            signal.set_wakeup_fd(previous)
+            watcher.join(1.0)
+            if not watcher.is_alive():  # (else it is raising its error: the process is ending)
+                os.close(read_fd)
+                os.close(write_fd)
+
+    def _watch_signals(self, read_fd: int, over: threading.Event) -> None:
+        stopped_at, name = None, ""
+        while not over.is_set():
+            if select.select([read_fd], [], [], POLL_S)[0]:
+                for signum in os.read(read_fd, 64):
+                    if stopped_at is None and signum in SIGNAL_NAMES:
+                        stopped_at, name = time.monotonic(), SIGNAL_NAMES[signal.Signals(signum)]
+            if stopped_at is not None and time.monotonic() - stopped_at >= self._stuck_after_s():
+                self._rescue(name)
+                return
+
+    def _stuck_after_s(self) -> float:
+        """How long the output loop may take to return after a stop: a sink whose every write is
+        slow (a huge frame's encoding) gets three of its slowest, so its recording is finalised."""
+        return max(self.options.stuck_output_s, 3 * self._slowest_output_s)
+
+    def _rescue(self, name: str) -> None:
+        """The output loop did not return after a stop: end the run here, leaving its call alone."""
+        if not self._ending.acquire(blocking=False):
+            return  # the loop returned and its thread is ending the run (within its own deadlines)
+        if self._loop_returned:  # (and has already shut down)
+            self._ending.release()
+            return
+        try:
+            self._interrupted, self._signal_name = True, name
+            if self._writing_stats:  # the stuck call may be that write: the file is left as it is
+                self._stats_file = None
+            self._shutdown(close_sink=False)
+            summary = self._finish("interrupted")
+            self._rescued = Interrupted(
+                f"interrupted ({name}); the output ({self.sink.name}) did not answer within "
+                f"{self._stuck_after_s():.3g} s, so the run was ended without it after {summary['frames']} frames")
+        finally:
+            self._ending.release()
+        raise self._rescued
+
+    def _shutdown(self, close_sink: bool = True) -> None:
         self._stop.set()
         for q in (self.q_analyse, self.q_process):
             q.drain()
@@ -394,6 +505,8 @@ class LivePipeline:
         except BaseException as exc:  # noqa: BLE001
             self.stages.fail(exc)
         self._closing_sink = True
+        if not close_sink:
+            return
         try:
             self.sink.close()
         except BaseException as exc:  # noqa: BLE001
@@ -410,7 +523,10 @@ class LivePipeline:
 
     def _finish(self, stop_reason: str) -> dict[str, Any]:
         summary = self.metrics.summary(degradations=list(self.governor.events), stop_reason=stop_reason)
-        self._write_stats({"summary": summary})
+        self._write_stats({"summary": summary}, wait_s=STATS_SUMMARY_WAIT_S)
+        if self._stats_left_out:
+            log.warning("--stats-json %s: %d line%s left out while its reader was behind", self.options.job.stats_json,
+                        self._stats_left_out, "" if self._stats_left_out == 1 else "s")
         if self._stats_file is not None:
             self._stats_file.close()
             self._stats_file = None
@@ -431,12 +547,18 @@ class LivePipeline:
         if path is None:
             return
         try:
-            if path.is_fifo():
+            if path == STATS_TO_STDOUT:  # a copy of the descriptor: closing it leaves stdout open
+                self._stats_file = open(os.dup(1), "w", encoding="utf-8")  # noqa: SIM115 - closed in _finish
+            elif path.is_fifo():
                 self._stats_file = self._open_fifo(path)
-            else:
-                self._stats_file = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in _finish
+            else:  # a stream is appended to: `>> stats.jsonl` keeps what the file held
+                self._stats_file = open(path, "a" if stats_stream(path) else "w",  # noqa: SIM115 - closed in _finish
+                                        encoding="utf-8")
         except OSError as exc:
             raise OutputError(f"--stats-json {path}: cannot write it ({exc.strerror}); give another file") from exc
+        if self._stats_file is not None:
+            mode = os.fstat(self._stats_file.fileno()).st_mode
+            self._stats_stream = stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)
 
     def _open_fifo(self, path: Path) -> IO[str] | None:
         """A FIFO opens for writing only once a reader has it open; a plain open() waits for that
@@ -454,16 +576,27 @@ class LivePipeline:
                     said = True
                 time.sleep(POLL_S)
                 continue
-            os.set_blocking(fd, True)  # a slow reader holds the writes back, as a file would not
+            os.set_blocking(fd, True)  # lines go whole; _write_stats skips them while the reader is behind
             return open(fd, "w", encoding="utf-8")  # noqa: SIM115 - closed in _finish
         return None
 
-    def _write_stats(self, record: dict[str, Any]) -> None:
-        if self._stats_file is None:
+    def _write_stats(self, record: dict[str, Any], wait_s: float = 0.0) -> None:
+        """One JSON line. A stream's reader that fell behind (`| less` not scrolled, a terminal
+        paused with Ctrl-S, a FIFO reader that stopped) filled the pipe and held the output loop,
+        and the window froze: a stream not ready within `wait_s` skips the line."""
+        stats = self._stats_file
+        if stats is None:
+            return
+        if self._stats_stream and not _writable(stats.fileno(), wait_s):
+            if not self._stats_left_out:
+                log.warning("--stats-json %s: its reader is not keeping up; lines are left out until it does",
+                            self.options.job.stats_json)
+            self._stats_left_out += 1
             return
         try:
-            self._stats_file.write(json.dumps(record) + "\n")
-            self._stats_file.flush()
+            self._writing_stats = True  # (a reader that stopped reading holds this write)
+            stats.write(json.dumps(record) + "\n")
+            stats.flush()
         except OSError as exc:
             self._stats_file = None
             path = self.options.job.stats_json
@@ -472,12 +605,27 @@ class LivePipeline:
             else:
                 why = f"writing failed ({exc.strerror}); free space on that disk or give another file"
             self.stages.fail(OutputError(f"--stats-json {path}: {why}"))
+        finally:
+            self._writing_stats = False
 
     def _on_signal(self, name: str) -> None:
         """The first SIGINT/SIGTERM: stop cleanly (pipeline.signals ignores later ones)."""
         self._interrupted = True
         self._signal_name = name
         self._stop.set()
+
+
+STATS_SUMMARY_WAIT_S = 2.0  # how long the summary line waits for a stream's reader
+
+
+def _writable(fd: int, wait_s: float) -> bool:
+    """Whether a line (up to PIPE_BUF, 4 KiB, which a pipe takes whole) can be written to fd
+    within wait_s without blocking; an error or hang-up counts as ready (the write then says it)."""
+    if not hasattr(select, "poll"):  # Windows: no poll on pipes, write as before
+        return True
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return bool(poller.poll(wait_s * 1000.0))
 
 
 def run_live_pipeline(engine: LiveEngine, source: FrameSource, sink: Sink, options: LiveRun,

@@ -144,6 +144,7 @@ class LiveMetrics:
         self._hist = LatencyHistogram()
         self._window_start = self.started_at
         self._win_latency: list[float] = []
+        self._win_processed: list[float] = []  # capture -> processed, ms (what the governor judges)
         self._win_stages: dict[str, list[float]] = defaultdict(list)
         self._win_queues: dict[str, int] = {}
         self._win_captured = 0
@@ -162,9 +163,13 @@ class LiveMetrics:
             self._win_captured += 1
 
     # -- output thread only ---------------------------------------------------------------------
-    def frame(self, packet: FramePacket, output_at: float, queue_depths: Mapping[str, int]) -> float:
-        """Record one shown frame; returns its capture-to-output latency in ms."""
+    def frame(self, packet: FramePacket, output_at: float, queue_depths: Mapping[str, int],
+              processed_at: float | None = None) -> float:
+        """Record one shown frame (processed at `processed_at`, when known); returns its
+        capture-to-output latency in ms."""
         latency_ms = (output_at - packet.captured_at) * 1000.0
+        if processed_at is not None:
+            self._win_processed.append((processed_at - packet.captured_at) * 1000.0)
         self.frames += 1
         if self._first_output is None:
             self._first_output = output_at
@@ -180,8 +185,9 @@ class LiveMetrics:
     def due(self, now: float) -> bool:
         return now - self._window_start >= self.interval_s
 
-    def window_p95(self) -> float | None:
-        return percentile(self._win_latency, 95)
+    def window_processed_p95(self) -> float | None:
+        """This interval's p95 from capture to processed (the output's own time left out)."""
+        return percentile(self._win_processed, 95)
 
     def tick(self, now: float, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Close the current interval and return its record (one line of --stats-json)."""
@@ -199,6 +205,7 @@ class LiveMetrics:
             "capture_fps": round(captured / span, 2),
             "latency_ms_p50": _r(percentile(self._win_latency, 50)),
             "latency_ms_p95": _r(percentile(self._win_latency, 95)),
+            "processed_ms_p95": _r(percentile(self._win_processed, 95)),
             "stage_ms": {k: round(float(np.mean(v)), 2) for k, v in self._win_stages.items() if v},
             "queue_depth": dict(self._win_queues),
             "dropped": drops,
@@ -210,6 +217,7 @@ class LiveMetrics:
             record.update(extra)
         self._window_start = now
         self._win_latency = []
+        self._win_processed = []
         self._win_stages = defaultdict(list)
         self._win_queues = {}
         self.last = record
