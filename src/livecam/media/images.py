@@ -2,7 +2,8 @@
 
 read_image() returns BGR or BGRA uint8 whatever the file holds (grayscale, 16-bit, float, L*a*b*,
 alpha, EXIF orientation), and refuses images whose header declares more pixels than MAX_PIXELS before any
-decoding; read_image_and_profile() also gives its RGB colour profile, for the output.
+decoding; read_image_and_profile() also gives its RGB colour profile, for the output. A GIF is
+decoded by FFmpeg (PyAV) where OpenCV has no GIF decoder (before 4.11, or built without one).
 write_image_atomic() encodes to the format of the output's extension (transparency over white where it has none),
 marks the bytes as synthetic (livecam.media.provenance) and writes them through
 livecam.atomic.AtomicOutput, so a failure never leaves a broken or partial output.
@@ -11,6 +12,7 @@ livecam.atomic.AtomicOutput, so a failure never leaves a broken or partial outpu
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import os
 import struct
@@ -120,6 +122,8 @@ def read_image_and_profile(path: Path | str) -> tuple[np.ndarray, bytes | None]:
         image = cv2.imdecode(np.frombuffer(stored, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
     damaged = [line for line in said if fmt == "jpeg" and any(w in line.lower() for w in _JPEG_DAMAGE)
                and _JPEG_HARMLESS not in line.lower()]
+    if image is None and fmt == "gif" and not _opencv_reads_gif():
+        image = _gif_by_ffmpeg(path, data)
     if image is None or image.size == 0 or damaged:
         detail = f" ({damaged[0].strip()})" if damaged else " (truncated or corrupt?)"
         raise InputError(f"{path} could not be decoded as {fmt.upper()}{detail}; re-export or re-download it")
@@ -194,13 +198,18 @@ def _frame_count(data: bytes, fmt: str, limit: int = 2) -> int:
 
 def _gif_frames(data: bytes, limit: int) -> int:
     """Image descriptors in a GIF, walking its blocks (0 when the file is cut short)."""
+    return _gif_walk(data, limit)[0]
+
+
+def _gif_walk(data: bytes, limit: int) -> tuple[int, bool]:
+    """(image descriptors up to `limit`, whether the walk reached the GIF's trailer)."""
     pos, frames = 13, 0
     if len(data) > 10 and data[10] & 0x80:  # global colour table
         pos += 3 * (2 << (data[10] & 7))
     while pos < len(data) and frames < limit:
         block = data[pos]
         if block == 0x3B:  # trailer
-            break
+            return frames, True
         if block == 0x21:  # extension: label, then sub-blocks
             pos += 2
         elif block == 0x2C:  # image: descriptor, local colour table, LZW code size, sub-blocks
@@ -212,7 +221,47 @@ def _gif_frames(data: bytes, limit: int) -> int:
         while pos < len(data) and data[pos] != 0:
             pos += data[pos] + 1
         pos += 1
-    return frames
+    return frames, False
+
+
+# The smallest GIF: 1x1, a 2-colour global table, one image (what tells whether OpenCV reads GIF).
+_TINY_GIF = (b"GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff"
+             b",\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;")
+
+
+def _opencv_reads_gif() -> bool:
+    """Whether this OpenCV decodes GIF: 4.11 added it, and builds may leave it out
+    (WITH_IMGCODEC_GIF=OFF), so the answer comes from decoding a tiny one, not the version."""
+    with _native_stderr_to_log():
+        return cv2.imdecode(np.frombuffer(_TINY_GIF, np.uint8), cv2.IMREAD_UNCHANGED) is not None
+
+
+def _gif_by_ffmpeg(path: Path, data: bytes) -> np.ndarray | None:
+    """A still GIF's picture decoded by FFmpeg (PyAV), for an OpenCV without a GIF decoder: BGR,
+    or BGRA where it has transparency; None when the file is cut short (FFmpeg gives the rows it
+    got without a word, where OpenCV refuses the file) or does not decode. InputError when
+    neither library has a GIF decoder."""
+    import av  # here only: the OpenCV-first import order of media/__init__ has been kept by then
+
+    from livecam.media.containers import open_container
+
+    try:
+        av.codec.Codec("gif", "r")
+    except Exception:  # UnknownCodecError: an FFmpeg built without it
+        raise InputError(f"{path} is a GIF, which neither this OpenCV ({cv2.__version__}) nor this FFmpeg can decode; "
+                         f"convert it to PNG first, or install OpenCV 4.11 or newer "
+                         f"(pip install -U opencv-python)") from None
+    if not _gif_walk(data, 2)[1]:
+        return None
+    try:
+        with _native_stderr_to_log(), open_container(io.BytesIO(data), format="gif") as container:
+            frame = next(container.decode(video=0), None)
+            image = None if frame is None else frame.to_ndarray(format="bgra")
+    except (av.FFmpegError, ValueError):
+        return None
+    if image is None or not (image[..., 3] < 255).any():  # opaque: BGR, as OpenCV gives it
+        return None if image is None else np.ascontiguousarray(image[..., :3])
+    return image
 
 
 def _tiff_pages(data: bytes, limit: int) -> int:
