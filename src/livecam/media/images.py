@@ -29,7 +29,7 @@ from livecam.media import provenance
 from livecam.atomic import AtomicOutput, check_new_output
 from livecam.errors import InputError, OutputError
 from livecam.media import metadata as md
-from livecam.settings import IMAGE_READ_FORMATS
+from livecam.settings import IMAGE_READ_FORMATS, IMAGE_WRITE_FORMATS
 
 if TYPE_CHECKING:
     from livecam.settings import ProcessingSettings
@@ -556,6 +556,17 @@ def output_format(path: Path) -> tuple[str, bool]:
         raise InputError(f"cannot write {path}: {path.suffix} files hold no metadata, and every livecam "
                          f"output says it is synthetic; write .png (lossless) instead")
     if fmt is None:
+        suffix = path.suffix.lower()
+        if suffix == ".gif":
+            raise InputError(f"cannot write {path}: a GIF holds 256 colours and no room for the tags that say "
+                             f"every livecam output is synthetic; write {path.stem}.png (lossless) instead, or "
+                             f"another of {', '.join(IMAGE_WRITE_FORMATS)} ({', '.join(WRITE_FORMATS)})")
+        from livecam.media.video_writer import CONTAINERS  # here: only this message needs PyAV's writer
+
+        if suffix in CONTAINERS:
+            raise InputError(f"cannot write a picture to {path}: {path.suffix} is a video's extension; name the "
+                             f"output {path.stem}.png (or another of {', '.join(WRITE_FORMATS)}), or use "
+                             f"`livecam video` for a video")
         raise InputError(f"cannot tell which format to write for {path} (extension "
                          f"{path.suffix or 'missing'}); use one of {', '.join(WRITE_FORMATS)}")
     return fmt

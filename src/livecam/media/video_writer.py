@@ -33,6 +33,7 @@ from livecam.errors import InputError, OutputError
 from livecam.media.colour import LIMITED, Colour, ColourConverter, tag
 from livecam.native_stderr import dropping
 from livecam.media.containers import local_path, open_container
+from livecam.media.images import UNMARKABLE_FORMATS, WRITE_FORMATS
 from livecam.media.video_reader import Chapter, Fitter, Timeline, timeline_origin
 
 log = logging.getLogger("livecam")
@@ -62,10 +63,20 @@ _AUDIO_LEAD_S = 0.0  # audio is muxed up to the current video time (a cut keeps 
 
 
 def container_format(path: Path) -> str:
-    fmt = CONTAINERS.get(Path(path).suffix.lower())
+    path = Path(path)
+    suffix = path.suffix.lower()
+    fmt = CONTAINERS.get(suffix)
     if fmt is None:
-        raise InputError(f"cannot tell the output format from {Path(path).name!r}: "
-                         f"use one of the extensions {', '.join(sorted(CONTAINERS))}")
+        extensions = ", ".join(sorted(CONTAINERS))
+        if suffix == ".gif":  # what a user making a clip to share may well type
+            raise InputError(f"cannot write {path.name}: livecam does not write animated GIFs (256 colours, no "
+                             f"sound, no room for the tags that say the video is synthetic); write "
+                             f"{path.stem}.mp4 instead (or another of {extensions})")
+        if suffix in WRITE_FORMATS or suffix in UNMARKABLE_FORMATS:
+            raise InputError(f"cannot write a video to {path.name}: {suffix} is a picture's extension; "
+                             f"name the output {path.stem}.mp4 (or another of {extensions})")
+        raise InputError(f"cannot tell the output format from {path.name!r}: "
+                         f"use one of the extensions {extensions}")
     return fmt
 
 

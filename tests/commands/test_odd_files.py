@@ -1,0 +1,47 @@
+"""Files a user brings to `livecam image` and `livecam video` that once got a vague or no message
+(session 10's hostile pass): each test failed before its fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.commands.test_image import only_error_line
+from tests.conftest import run_cli
+from tests.videos import make_clip
+
+
+@pytest.mark.parametrize("name", ["out.gif", "OUT.GIF"])
+def test_an_image_output_named_gif_says_why_and_what_to_write(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str], name: str) -> None:
+    # it was "cannot tell which format to write for out.gif (extension .gif)", as for a typo
+    out = tmp_path / name
+    result = run_cli(["image", str(faces_dir / "biden.jpg"), str(out), "-s", str(faces_dir / "obama.jpg")],
+                     env=isolated_env)
+    line = only_error_line(result.stderr)
+    assert result.returncode == 2 and not out.exists()
+    assert "256 colours" in line and f"write {out.stem}.png" in line and "JPEG, PNG, WebP, TIFF" in line, line
+
+
+def test_an_image_output_with_a_video_extension_says_to_use_livecam_video(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    out = tmp_path / "out.mp4"
+    result = run_cli(["image", str(faces_dir / "biden.jpg"), str(out), "-s", str(faces_dir / "obama.jpg")],
+                     env=isolated_env)
+    line = only_error_line(result.stderr)
+    assert result.returncode == 2 and not out.exists()
+    assert ".mp4 is a video's extension" in line and "out.png" in line and "`livecam video`" in line, line
+
+
+@pytest.mark.parametrize("name, words", [("out.gif", "does not write animated GIFs"),
+                                         ("out.png", ".png is a picture's extension")])
+def test_a_video_output_named_as_a_gif_or_picture_says_to_write_mp4(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str], name: str, words: str) -> None:
+    pytest.importorskip("av", reason="PyAV writes the test clip")
+    clip = make_clip(tmp_path / "in.mp4", frames=4, audio=False)
+    out = tmp_path / name
+    result = run_cli(["video", str(clip), str(out), "-s", str(faces_dir / "obama.jpg")], env=isolated_env)
+    line = only_error_line(result.stderr)
+    assert result.returncode == 2 and not out.exists()
+    assert words in line and "out.mp4 " in line, line
