@@ -45,3 +45,26 @@ def test_a_video_output_named_as_a_gif_or_picture_says_to_write_mp4(
     line = only_error_line(result.stderr)
     assert result.returncode == 2 and not out.exists()
     assert words in line and "out.mp4 " in line, line
+
+
+def test_an_empty_input_folder_argument_runs_nothing_in_the_current_folder(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # `livecam video "$IN" out/` with IN unset: Path("") is ".", so every video here was swapped
+    pytest.importorskip("av", reason="PyAV writes the test clip")
+    make_clip(tmp_path / "holiday.mp4", frames=4, audio=False)
+    result = run_cli(["video", "", "out", "-s", str(faces_dir / "obama.jpg")], env=isolated_env, cwd=tmp_path)
+    line = only_error_line(result.stderr)
+    assert result.returncode == 2 and "INPUT" in line and "the path is empty" in line, line
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("args", [["image", "in.jpg", ""], ["image", "in.jpg", "o.png", "-s", ""], ["demo", ""],
+                                  ["bench", "--input", ""], ["--models-dir", "", "models", "list"]],
+                         ids=["output", "source", "demo-folder", "bench-input", "models-dir"])
+def test_an_empty_path_is_a_usage_error_naming_it(tmp_path: Path, isolated_env: dict[str, str], args: list[str]) -> None:
+    # each was taken for the current folder: `demo ""` wrote its files there, `-s ""` read it
+    # as a folder of source photos, `--models-dir ""` listed (and would download into) it
+    result = run_cli(args, env=isolated_env, cwd=tmp_path)
+    line = only_error_line(result.stderr)
+    assert result.returncode == 2 and "the path is empty (an unset shell variable?)" in line, line
+    assert [p.name for p in tmp_path.iterdir() if p.name not in ("cache", "models")] == []
