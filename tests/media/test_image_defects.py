@@ -233,3 +233,10 @@ def test_a_gif_neither_library_decodes_says_to_convert_it_or_upgrade_opencv(
     message = info.value.message
     assert "opaque.gif is a GIF, which neither this OpenCV" in message and "OpenCV 4.11 or newer" in message
     assert "convert it to PNG" in message and "\n" not in message
+
+
+def test_an_itunes_audio_file_is_called_audio_not_a_video(tmp_path: Path) -> None:
+    song = tmp_path / "song.m4a"
+    song.write_bytes(b"\x00\x00\x00\x20ftypM4A \x00\x00\x02\x00M4A isommp42" + b"\x00" * 64)
+    with pytest.raises(InputError, match=r"song\.m4a is an audio file, not a photo"):
+        images.read_image(song)

@@ -525,3 +525,35 @@ def test_a_video_with_transparency_says_the_output_is_opaque_once(
     notes = [r.getMessage() for r in caplog.records if "transparency" in r.getMessage()]
     assert notes == ["note: cutout.mov has transparency (rgba), which the output cannot hold; its frames are "
                      "written opaque, showing the colours under the transparent parts"]
+
+
+def _song_with_cover(path: Path) -> Path:
+    """A music file: AAC with an attached picture (cover art) and no video."""
+    with av.open(str(path), "w", format="mp4") as out:
+        sound = out.add_stream("aac", rate=44100, layout="mono")
+        cover = out.add_stream("mjpeg", rate=1)
+        cover.width, cover.height, cover.pix_fmt = 64, 64, "yuvj420p"
+        cover.disposition = av.stream.Disposition.attached_pic
+        picture = av.VideoFrame.from_ndarray(np.full((64, 64, 3), 200, np.uint8), format="bgr24")
+        picture.pts, picture.time_base = 0, Fraction(1, 1)
+        for packet in [*cover.encode(picture), *cover.encode(None)]:
+            out.mux(packet)
+        for i in range(40):
+            frame = av.AudioFrame.from_ndarray(np.zeros((1, 1024), np.float32), format="fltp", layout="mono")
+            frame.sample_rate, frame.pts = 44100, i * 1024
+            for packet in sound.encode(frame):
+                out.mux(packet)
+        for packet in sound.encode(None):
+            out.mux(packet)
+    return path
+
+
+def test_a_song_with_cover_art_is_no_video(tmp_path: Path) -> None:
+    # its cover art was read as a one-frame video: the output was the picture alone, with a
+    # "cut short" warning, the sound cut to one frame
+    from livecam.errors import InputError
+
+    song = _song_with_cover(tmp_path / "song.m4a")
+    with pytest.raises(InputError) as info:
+        VideoReader(song)
+    assert "song.m4a has no video stream, only a still picture attached to it (cover art)" in info.value.message

@@ -149,6 +149,8 @@ def _unreadable_message(path: Path, data: bytes) -> str:
     """What to do with a file that is no image livecam reads: a phone's HEIC photo, or a video
     given to `livecam image` (both were "not an image livecam can read; check the file")."""
     if data[4:8] == b"ftyp":
+        if data[8:11] in (b"M4A", b"M4B", b"M4P"):  # iTunes audio (a song, an audiobook)
+            return f"{path} is an audio file, not a photo; give a {', '.join(IMAGE_READ_FORMATS)} image"
         kind = _HEIF_BRANDS.get(data[8:12])
         if kind is not None:
             return (f"{path} is {'an' if kind == 'AVIF' else 'a'} {kind} image, which livecam cannot read; convert it to JPEG or PNG first "

@@ -190,6 +190,11 @@ def video_stream_of(container: av.container.InputContainer, name: str) -> av.vid
     if stream is None:
         kinds = ", ".join(sorted({s.type for s in container.streams})) or "nothing"
         raise InputError(f"{name} has no video stream (it holds: {kinds}); give a video file")
+    if all(s.disposition & av.stream.Disposition.attached_pic for s in container.streams.video):
+        # a song's cover art: taken as a one-frame video, the output was that picture alone
+        # (with a 'cut short' warning), the sound cut to one frame's length
+        raise InputError(f"{name} has no video stream, only a still picture attached to it (cover art); "
+                         f"give a video file (`livecam image` swaps a face in a picture saved on its own)")
     if stream.codec_context is None:  # PyAV gives no codec context when the codec id is unknown (damaged header)
         raise InputError(f"{name}: the video stream's codec is unknown; the file is corrupt or needs "
                          "a codec this FFmpeg build lacks")
