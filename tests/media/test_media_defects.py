@@ -557,3 +557,18 @@ def test_a_song_with_cover_art_is_no_video(tmp_path: Path) -> None:
     with pytest.raises(InputError) as info:
         VideoReader(song)
     assert "song.m4a has no video stream, only a still picture attached to it (cover art)" in info.value.message
+
+
+def test_a_video_cut_in_half_is_named_once_with_ffmpegs_reason(tmp_path: Path) -> None:
+    # the line read "cannot read cut.mp4 as a video ([Errno 1094995529] Invalid data found when
+    # processing input: 'cut.mp4'): ...", the errno and the name a second time inside it
+    from livecam.errors import InputError
+
+    whole = make_clip(tmp_path / "whole.mp4", frames=10, audio=False).read_bytes()
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(whole[:len(whole) // 2])  # the index (moov) is written last: gone
+    with pytest.raises(InputError) as info:
+        VideoReader(cut)
+    message = info.value.message
+    assert "Errno" not in message and message.count("cut.mp4") == 1, message
+    assert "Invalid data found when processing input" in message and "truncated or corrupt" in message

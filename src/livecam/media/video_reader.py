@@ -82,7 +82,10 @@ class DecodedFrame:
 
 
 def _describe(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
+    """FFmpeg's reason, without the errno and the file name PyAV adds ("[Errno 1094995529] Invalid
+    data found when processing input: 'clip.mp4'", inside a message that names the file)."""
+    reason = exc.strerror if isinstance(exc, av.error.FFmpegError) and exc.strerror else None
+    text = str(reason or exc).strip() or type(exc).__name__
     return text.splitlines()[0]
 
 
