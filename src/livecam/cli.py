@@ -472,9 +472,20 @@ def _cluster_address(ctx: click.Context, param: click.Parameter, value: str | No
     return address
 
 
-def _file_output(output: str, input: Path) -> Path:
+def _file_output(output: str, input: Path, command: str) -> Path:
     """OUTPUT as a Path. A trailing slash means a folder, and Path drops it: `out.jpg/` wrote the
-    file out.jpg. (A folder INPUT's OUTPUT is a folder; an existing folder gets its own message.)"""
+    file out.jpg. (A folder INPUT's OUTPUT is a folder; an existing folder gets its own message.)
+    `-` is the usual spelling of standard input or output, which a file command does not take
+    (it was 'cannot tell the output format' or 'input video not found: -'). `command`: image or video."""
+    example = "out.png" if command == "image" else "out.mp4"
+    if str(input) == "-" and not input.exists():
+        fix = ("give a photo file, or /dev/stdin for a pipe (`cat photo.jpg | livecam image /dev/stdin out.png`)"
+               if command == "image" else "save the stream to a file first and give that file "
+               "(a video is read more than once, which a pipe cannot give)")
+        raise click.BadParameter(f"'-' (standard input) is not a file; {fix}", param_hint="INPUT")
+    if output == "-" and not Path(output).exists():
+        raise click.BadParameter(f"'-' (standard output) is not a file; outputs are written to a file, whole or "
+                                 f"not at all: give a file name such as {example}", param_hint="OUTPUT")
     path = Path(output)
     if output.endswith(("/", os.sep)) and not input.is_dir() and not path.is_dir():
         raise click.BadParameter(f"{output!r} ends in a slash, which means a folder; give the file name "
@@ -605,7 +616,7 @@ def video(ctx: click.Context, input: Path, output: str, **kw: Any) -> None:
         raise click.UsageError("--force and --skip-existing exclude each other: give one")
     processing = _processing(ctx, kw, default_threads=file_workers())
     _require_source(processing)
-    job = VideoJob(input=input, output=_file_output(output, input), processing=processing, force=kw["force"], label=kw["label"],
+    job = VideoJob(input=input, output=_file_output(output, input, "video"), processing=processing, force=kw["force"], label=kw["label"],
                    encoder=kw["video_encoder"], quality=kw["video_quality"], fps=kw["fps"], audio=kw["audio"],
                    keep_partial=kw["keep_partial"], frame_range=_parse_frame_range(kw["frame_range"]),
                    max_memory_gb=kw["max_memory"], watermark=kw["watermark"], c2pa=_c2pa(kw),
@@ -635,7 +646,7 @@ def _cluster(kw: dict[str, Any]) -> ClusterSettings | None:
 def image(ctx: click.Context, input: Path, output: str, **kw: Any) -> None:
     processing = _processing(ctx, kw, smoothing_allowed=False)
     _require_source(processing)
-    job = ImageJob(input=input, output=_file_output(output, input), processing=processing, force=kw["force"], label=kw["label"],
+    job = ImageJob(input=input, output=_file_output(output, input, "image"), processing=processing, force=kw["force"], label=kw["label"],
                    watermark=kw["watermark"], c2pa=_c2pa(kw))
     from livecam.commands.image import run_image
 

@@ -68,3 +68,17 @@ def test_an_empty_path_is_a_usage_error_naming_it(tmp_path: Path, isolated_env: 
     line = only_error_line(result.stderr)
     assert result.returncode == 2 and "the path is empty (an unset shell variable?)" in line, line
     assert [p.name for p in tmp_path.iterdir() if p.name not in ("cache", "models")] == []
+
+
+@pytest.mark.parametrize("command, args, words", [
+    ("image", ["-", "o.png"], "/dev/stdin for a pipe"),
+    ("video", ["-", "o.mp4"], "save the stream to a file first"),
+    ("image", ["in.jpg", "-"], "give a file name such as out.png"),
+    ("video", ["in.mp4", "-"], "give a file name such as out.mp4")], ids=["image-in", "video-in", "image-out", "video-out"])
+def test_a_dash_for_standard_input_or_output_says_what_to_give(
+        tmp_path: Path, isolated_env: dict[str, str], command: str, args: list[str], words: str) -> None:
+    # they were "- does not exist; check the path", "input video not found: -" and "cannot tell
+    # which format to write for -"
+    result = run_cli([command, *args, "-s", "face.jpg"], env=isolated_env, cwd=tmp_path)
+    line = only_error_line(result.stderr)
+    assert result.returncode == 2 and "(standard " in line and words in line, line
