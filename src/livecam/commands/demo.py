@@ -157,6 +157,10 @@ def prepare_folder(folder: Path, *, force: bool) -> Path | None:
                                     f"in it ({', '.join(DEMO_FILES)}) or give another folder")
         if not os.access(folder, os.W_OK | os.X_OK):
             raise OutputError(f"cannot write in {folder} (permission denied); give another folder")
+        for name in DEMO_FILES:  # found only once the models had loaded, with a fix naming out.mp4 inside it
+            if (folder / name).is_dir():
+                raise InputError(f"{folder / name} is a folder where the demo writes its file {name}; "
+                                 f"move it away or give another folder")
         return None
     top = folder
     while not top.parent.exists() and top.parent != top:
