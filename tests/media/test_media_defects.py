@@ -572,3 +572,25 @@ def test_a_video_cut_in_half_is_named_once_with_ffmpegs_reason(tmp_path: Path) -
     message = info.value.message
     assert "Errno" not in message and message.count("cut.mp4") == 1, message
     assert "Invalid data found when processing input" in message and "truncated or corrupt" in message
+
+
+def test_a_10_bit_video_says_once_that_the_output_has_8_bits(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # a phone's 10-bit HDR clip (BT.2020, PQ here) came out 8-bit without a word
+    source = tmp_path / "hdr.mkv"
+    with av.open(str(source), "w") as out:
+        stream = out.add_stream("ffv1", rate=25)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p10le"
+        for i in range(4):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 30 * i, np.uint8), format="bgr24")
+            frame = frame.reformat(format="yuv420p10le")
+            frame.pts, frame.time_base = i, Fraction(1, 25)
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode())
+    eight = make_timed_clip(tmp_path / "sdr.mp4", frames=4, audio_codec=None)
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        for path in (source, eight):
+            with VideoReader(path) as reader:
+                assert len(list(reader.frames())) == 4
+    notes = [r.getMessage() for r in caplog.records if "bits a sample" in r.getMessage()]
+    assert notes == ["note: hdr.mkv has 10 bits a sample; livecam works in 8, so the output has 8 bits (smooth "
+                     "gradients may band) and keeps the input's colour tags"]

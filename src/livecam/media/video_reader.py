@@ -386,6 +386,7 @@ class VideoDecoder:
         self._converter = ColourConverter()
         self.bad_packets = 0
         self._said_alpha = False
+        self._said_depth = False
         self._bad_in_a_row = 0
         self._first_bad: float | None = None
         self._reported = 0
@@ -431,6 +432,12 @@ class VideoDecoder:
             log.warning("note: %s has transparency (%s), which the output cannot hold; its frames are "
                         "written opaque, showing the colours under the transparent parts", self.name,
                         frame.format.name)
+        bits = max(c.bits for c in frame.format.components)
+        if not self._said_depth and bits > 8:
+            # every frame goes through 8-bit BGR: a phone's 10-bit HDR clip came out 8-bit unsaid
+            self._said_depth = True
+            log.warning("note: %s has %d bits a sample; livecam works in 8, so the output has 8 bits (smooth "
+                        "gradients may band) and keeps the input's colour tags", self.name, bits)
         try:
             image = self.fitter.fit(upright_image(frame, self._to_bgr(frame)))
         except av.error.FFmpegError as exc:  # conversion: no packet is at fault
