@@ -240,3 +240,22 @@ def test_an_itunes_audio_file_is_called_audio_not_a_video(tmp_path: Path) -> Non
     song.write_bytes(b"\x00\x00\x00\x20ftypM4A \x00\x00\x02\x00M4A isommp42" + b"\x00" * 64)
     with pytest.raises(InputError, match=r"song\.m4a is an audio file, not a photo"):
         images.read_image(song)
+
+
+def test_a_16_bit_picture_read_for_an_output_says_the_output_has_8_bits(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # a 16-bit PNG or TIFF came out 8-bit without a word; a source photo read for its face says nothing
+    import logging
+
+    import cv2
+
+    deep, flat = tmp_path / "deep.png", tmp_path / "flat.png"
+    cv2.imwrite(str(deep), np.full((8, 8, 3), 40000, np.uint16))
+    cv2.imwrite(str(flat), np.full((8, 8, 3), 156, np.uint8))
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        image, _ = images.read_image_and_profile(deep)
+        images.read_image_and_profile(flat)
+        images.read_image(deep)
+    assert image.dtype == np.uint8 and image[0, 0].tolist() == [156, 156, 156]
+    assert [r.getMessage() for r in caplog.records] == [
+        "note: deep.png has 16 bits a sample; livecam works in 8, so the output has 8 bits"]

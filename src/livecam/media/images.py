@@ -81,15 +81,24 @@ def read_image(path: Path | str) -> np.ndarray:
 
     Raises InputError (one line naming the file) for a missing, empty, unsupported, corrupt or
     oversized file."""
-    return read_image_and_profile(path)[0]
+    return _read(Path(path))[0]
 
 
 def read_image_and_profile(path: Path | str) -> tuple[np.ndarray, bytes | None]:
-    """read_image(path), and the ICC profile the pixels are in when it describes RGB (a CMYK or
-    grey profile does not fit them), from one read (`path` may be a pipe): an output written with
-    it shows the colours the input showed; without it, viewers take a Display P3 or Adobe RGB
-    photo for sRGB, duller."""
+    """read_image(path) for an output made from it, and the ICC profile the pixels are in when it
+    describes RGB (a CMYK or grey profile does not fit them), from one read (`path` may be a
+    pipe): an output written with it shows the colours the input showed; without it, viewers take
+    a Display P3 or Adobe RGB photo for sRGB, duller. A picture of more than 8 bits a sample gets a
+    note that the output has 8 (a 16-bit PNG or TIFF lost its depth without a word)."""
     path = Path(path)
+    image, profile, bits = _read(path)
+    if bits > 8:
+        log.warning("note: %s has %d bits a sample; livecam works in 8, so the output has 8 bits", path.name, bits)
+    return image, profile
+
+
+def _read(path: Path) -> tuple[np.ndarray, bytes | None, int]:
+    """(BGR or BGRA uint8 pixels, RGB ICC profile or None, the decoded bits a sample)."""
     data = _read_bytes(path)
     fmt = md.sniff_format(data)
     if fmt is None:
@@ -134,10 +143,11 @@ def read_image_and_profile(path: Path | str) -> tuple[np.ndarray, bytes | None]:
         # libtiff's RGBA reader (a CMYK TIFF's) adds an opaque alpha the file does not hold: the
         # outputs then had an alpha channel no opaque input gives them
         image = image[..., :3]
+    bits = 8 * image.dtype.itemsize
     image = _to_uint8_bgr(image if lab is None else _lab_to_bgr(image, lab))
     profile = md.icc_profile(data)
     rgb_profile = profile if profile is not None and md.icc_colour_space(profile) == b"RGB " else None
-    return np.ascontiguousarray(apply_orientation(image, orientation)), rgb_profile
+    return np.ascontiguousarray(apply_orientation(image, orientation)), rgb_profile, bits
 
 
 # ISO base media brands of still images (HEIF/HEIC from phones, AVIF); any other brand is a video.
