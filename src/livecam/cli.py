@@ -102,6 +102,15 @@ class GivenPath(click.Path):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str) and not value:  # (click takes an empty environment variable for unset)
             self.fail("the path is empty (an unset shell variable?); give a file or folder name", param, ctx)
+        if isinstance(value, (str, Path)):
+            try:
+                os.stat(value)
+            except OSError as exc:  # the path checks below every command raised it: an internal error
+                if exc.errno == errno.ENAMETOOLONG:
+                    longest = max(len(os.fsencode(part)) for part in Path(value).parts)
+                    self.fail(f"the name is longer than the file system allows ({longest} bytes in one part, "
+                              f"{len(os.fsencode(value))} in all; the usual limits are 255 and 4096); "
+                              f"give a shorter one", param, ctx)
         return super().convert(value, param, ctx)
 
 

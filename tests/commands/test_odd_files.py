@@ -82,3 +82,14 @@ def test_a_dash_for_standard_input_or_output_says_what_to_give(
     result = run_cli([command, *args, "-s", "face.jpg"], env=isolated_env, cwd=tmp_path)
     line = only_error_line(result.stderr)
     assert result.returncode == 2 and "(standard " in line and words in line, line
+
+
+@pytest.mark.parametrize("args", [["image", "in.jpg", "N.png", "-s", "face.jpg"], ["video", "N.mp4", "o.mp4", "-s", "face.jpg"],
+                                  ["image", "in.jpg", "o.png", "-s", "N.jpg"]], ids=["output", "input", "source"])
+def test_a_name_longer_than_the_file_system_allows_is_a_usage_error(
+        tmp_path: Path, isolated_env: dict[str, str], args: list[str]) -> None:
+    # each was "internal error: OSError: [Errno 36] File name too long" (Path.is_dir raises it)
+    long = "a" * 300
+    result = run_cli([a.replace("N", long) for a in args], env=isolated_env, cwd=tmp_path)
+    line = only_error_line(result.stderr)
+    assert result.returncode == 2 and "the name is longer than the file system allows (304 bytes in one part" in line, line
