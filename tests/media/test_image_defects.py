@@ -259,3 +259,21 @@ def test_a_16_bit_picture_read_for_an_output_says_the_output_has_8_bits(
     assert image.dtype == np.uint8 and image[0, 0].tolist() == [156, 156, 156]
     assert [r.getMessage() for r in caplog.records] == [
         "note: deep.png has 16 bits a sample; livecam works in 8, so the output has 8 bits"]
+
+
+def test_a_32_bit_unsigned_tiff_an_old_opencv_cannot_decode_says_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # OpenCV 4.x (4.10 checked) returns None for it: the line was "truncated or corrupt?"
+    import cv2
+
+    real = cv2.imdecode
+    monkeypatch.setattr(cv2, "imdecode", lambda buf, flags: None if bytes(np.asarray(buf)[:2]) == b"II" else real(buf, flags))
+    path = tmp_path / "deep.tif"
+    path.write_bytes(plain_tiff(np.full((2, 2, 3), 7, np.uint32), 2, 1))
+    with pytest.raises(InputError, match=r"deep\.tif holds 32-bit unsigned integer samples, which this OpenCV .* "
+                                         r"cannot decode; save it as a 16-bit or float TIFF"):
+        images.read_image(path)
+    signed = tmp_path / "signed.tif"
+    signed.write_bytes(plain_tiff(np.full((2, 2, 3), 7, np.int32), 2, 2))
+    with pytest.raises(InputError, match="truncated or corrupt"):
+        images.read_image(signed)

@@ -133,6 +133,11 @@ def _read(path: Path) -> tuple[np.ndarray, bytes | None, int]:
                and _JPEG_HARMLESS not in line.lower()]
     if image is None and fmt == "gif" and not _opencv_reads_gif():
         image = _gif_by_ffmpeg(path, data)
+    if image is None and fmt == "tiff" and _decoded_layout(data, fmt)[1] == 4 and _tiff_sample_format(data) == 1:
+        # OpenCV before 5 refuses 32-bit unsigned samples (libtiff's reader asserts on them)
+        raise InputError(f"{path} holds 32-bit unsigned integer samples, which this OpenCV ({cv2.__version__}) "
+                         f"cannot decode; save it as a 16-bit or float TIFF, or install a newer OpenCV "
+                         f"(pip install -U opencv-python)")
     if image is None or image.size == 0 or damaged:
         detail = f" ({damaged[0].strip()})" if damaged else " (truncated or corrupt?)"
         raise InputError(f"{path} could not be decoded as {fmt.upper()}{detail}; re-export or re-download it")
@@ -360,13 +365,18 @@ _XYZ50_TO_SRGB = np.array([[3.1338561, -1.6168667, -0.4906146],
                            [0.0719453, -0.2289914, 1.4052427]], np.float32)
 
 
+def _tiff_sample_format(data: bytes) -> int:
+    """A TIFF's SampleFormat (1 unsigned integer, the default; 2 signed; 3 floating point)."""
+    return _first_short(md.tiff_ifd0(data).get(_TAG_SAMPLE_FORMAT, 1), "<" if data[:2] == b"II" else ">")
+
+
 def _tiff_lab_encoding(path: Path, data: bytes) -> int | None:
     """CIELAB or ICCLAB for a TIFF whose pixels are L*a*b*, None for any other TIFF; InputError
     for ITULab, which no common tool writes, and for half floats, which OpenCV refuses (it was
     'truncated or corrupt?')."""
     tags = md.tiff_ifd0(data)
     end = "<" if data[:2] == b"II" else ">"
-    if _first_short(tags.get(_TAG_SAMPLE_FORMAT, 1), end) == 3 and _first_short(tags.get(258, 8), end) == 16:
+    if _tiff_sample_format(data) == 3 and _first_short(tags.get(258, 8), end) == 16:
         raise InputError(f"{path} holds 16-bit floating-point samples, which livecam cannot decode; save it "
                          f"with 32-bit float or 16-bit integer samples, or as a PNG")
     photometric = tags.get(_TAG_PHOTOMETRIC)
