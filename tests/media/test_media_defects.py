@@ -594,3 +594,41 @@ def test_a_10_bit_video_says_once_that_the_output_has_8_bits(tmp_path: Path, cap
     notes = [r.getMessage() for r in caplog.records if "bits a sample" in r.getMessage()]
     assert notes == ["note: hdr.mkv has 10 bits a sample; livecam works in 8, so the output has 8 bits (smooth "
                      "gradients may band) and keeps the input's colour tags"]
+
+
+def _opens(encoder: str, width: int, height: int) -> bool:
+    """Whether `encoder` encodes one frame of width x height (into memory)."""
+    import io
+
+    try:
+        with av.open(io.BytesIO(), "w", format="matroska") as out:
+            stream = out.add_stream(encoder, rate=25)
+            stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+            stream.codec_context.options = {"x265-params": "log-level=none"} if encoder == "libx265" else {}
+            frame = av.VideoFrame.from_ndarray(np.full((height, width, 3), 90, np.uint8), format="bgr24")
+            frame.pts, frame.time_base = 0, Fraction(1, 25)
+            for packet in [*stream.encode(frame), *stream.encode(None)]:
+                out.mux(packet)
+        return True
+    except (av.error.FFmpegError, ValueError):
+        return False
+
+
+@pytest.mark.parametrize("encoder, fits, too_small", [("libx265", (16, 16), (14, 16)), ("libsvtav1", (4, 64), (2, 64))])
+def test_an_encoder_too_large_or_small_for_the_frames_is_refused_before_any_model_loads(
+        tmp_path: Path, encoder: str, fits: tuple[int, int], too_small: tuple[int, int]) -> None:
+    # libx265 under 16 px and SVT-AV1 under 4 px or over 16384x8704 failed after the models loaded
+    # with "encoding out.mp4 failed: Invalid argument" (SVT-AV1 adding lines of its own)
+    from livecam.errors import InputError
+    from livecam.media.video_writer import check_encoder, encoder_available, encoder_fits
+
+    if not encoder_available(encoder):
+        pytest.skip(f"{encoder} is not in this FFmpeg build")
+    assert encoder_fits(encoder, *fits) and _opens(encoder, *fits)  # the table matches the encoder
+    assert not encoder_fits(encoder, *too_small) and not _opens(encoder, *too_small)
+    with pytest.raises(InputError) as info:
+        check_encoder(encoder, tmp_path / "out.mkv", too_small)
+    assert f"{encoder} encodes frames of at least" in info.value.message and "use --video-encoder libx264" in info.value.message
+    if encoder == "libsvtav1":
+        with pytest.raises(InputError, match=r"at most 16384x8704 pixels, and this video is 64x9000; use --video-encoder libx264"):
+            check_encoder(encoder, tmp_path / "out.mkv", (64, 9000))

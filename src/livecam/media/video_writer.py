@@ -164,9 +164,21 @@ def available_encoders() -> list[str]:
     return [name for name in ENCODER_CANDIDATES if encoder_available(name)]
 
 
-# The longest side these encoders take (the writer's even size): past it they fail to open,
-# which libx264 reports only as a generic external error (it read as "out of memory").
-MAX_ENCODER_SIDE = {"libx264": 16384, "libvpx": 16383, "mpeg4": 8191}
+# The frame sizes these encoders open with (the writer's even size), as (smallest side, largest
+# width, largest height): outside them they fail to open, after the models loaded, with a generic
+# error (libx264's read as "out of memory"; libx265 and SVT-AV1 gave "Invalid argument", SVT-AV1
+# with lines of its own). Measured with PyAV 18's encoders; one not listed takes 2 px and up.
+ENCODER_SIZES: dict[str, tuple[int, int, int]] = {
+    "libx264": (2, 16384, 16384), "libx265": (16, 1 << 20, 1 << 20), "libvpx": (2, 16383, 16383),
+    "mpeg4": (2, 8191, 8191), "libsvtav1": (4, 16384, 8704),
+}
+
+
+def encoder_fits(name: str, width: int, height: int) -> bool:
+    """Whether `name` opens for frames of `width` x `height` (made even, as the writer does)."""
+    least, most_w, most_h = ENCODER_SIZES.get(name, (2, 1 << 20, 1 << 20))
+    w, h = width & ~1, height & ~1
+    return least <= min(w, h) and w <= most_w and h <= most_h
 
 
 def check_encoder(name: str, output: Path, size: tuple[int, int] | None = None) -> None:
@@ -182,12 +194,13 @@ def check_encoder(name: str, output: Path, size: tuple[int, int] | None = None) 
     if allowed is not None and codec not in allowed:
         raise InputError(f"{Path(output).suffix} files cannot hold {codec} video from {name!r}; "
                          f"use --video-encoder {' or '.join(fits) or 'libvpx-vp9'} or another extension")
-    side = max(size[0] & ~1, size[1] & ~1) if size is not None else 0
-    limit = MAX_ENCODER_SIDE.get(name)
-    if size is not None and limit is not None and side > limit:
-        larger = [e for e in fits if MAX_ENCODER_SIDE.get(e, side) >= side]
-        raise InputError(f"{name} encodes at most {limit} pixels a side, and this video is {size[0]}x{size[1]}; "
-                         f"use --video-encoder {' or '.join(larger) or 'libx265'}")
+    if size is not None and not encoder_fits(name, *size):
+        least, most_w, most_h = ENCODER_SIZES[name]
+        limits = f"at least {least} pixels a side" if min(size[0] & ~1, size[1] & ~1) < least else \
+            (f"at most {most_w} pixels a side" if most_w == most_h else f"at most {most_w}x{most_h} pixels")
+        others = [e for e in fits if encoder_fits(e, *size)]
+        fix = f"use --video-encoder {' or '.join(others)}" if others else "no encoder here takes it; resize the video first"
+        raise InputError(f"{name} encodes frames of {limits}, and this video is {size[0]}x{size[1]}; {fix}")
 
 
 def add_video_stream(out: av.container.OutputContainer, encoder: str, rate: Fraction | int) -> VideoStream:
