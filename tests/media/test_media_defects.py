@@ -632,3 +632,26 @@ def test_an_encoder_too_large_or_small_for_the_frames_is_refused_before_any_mode
     if encoder == "libsvtav1":
         with pytest.raises(InputError, match=r"at most 16384x8704 pixels, and this video is 64x9000; use --video-encoder libx264"):
             check_encoder(encoder, tmp_path / "out.mkv", (64, 9000))
+
+
+def test_an_opaque_gif_is_not_called_transparent(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # FFmpeg's GIF decoder gives bgra for every GIF, so each one got "has transparency (bgra),
+    # which the output cannot hold"; the pixels decide now
+    from tests.videos import make_animation
+
+    Image = pytest.importorskip("PIL.Image", reason="Pillow writes the GIF with a transparent colour")
+    opaque = make_animation(tmp_path / "opaque.gif", frames=3)
+    frames = []
+    for i in range(3):
+        rgba = np.zeros((48, 96, 4), np.uint8)
+        rgba[..., :3], rgba[..., 3], rgba[:10, :10, 3] = 40 * i + 20, 255, 0  # a clear corner
+        frames.append(Image.fromarray(rgba, "RGBA"))
+    clear = tmp_path / "clear.gif"
+    frames[0].save(clear, save_all=True, append_images=frames[1:], duration=100, loop=0, disposal=2)
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        for path in (opaque, clear):
+            with VideoReader(path) as reader:
+                assert len(list(reader.frames())) == 3
+    notes = [r.getMessage() for r in caplog.records if "transparency" in r.getMessage()]
+    assert notes == ["note: clear.gif has transparency (bgra), which the output cannot hold; its frames are "
+                     "written opaque, showing the colours under the transparent parts"], notes

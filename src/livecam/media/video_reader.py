@@ -290,6 +290,20 @@ def letterbox(image: np.ndarray, width: int, height: int) -> np.ndarray:
     return canvas
 
 
+# Packed 8-bit formats with alpha, and where the alpha byte is: their pixels are looked at.
+_PACKED_ALPHA = {"bgra": 3, "rgba": 3, "argb": 0, "abgr": 0}
+
+
+def _transparent(frame: av.VideoFrame) -> bool:
+    """Whether `frame` has transparency: for a packed 8-bit format, whether any pixel is less than
+    opaque (FFmpeg's GIF decoder gives bgra for every GIF: opaque ones were called transparent);
+    for another format with an alpha channel (yuva, gbrap), by its format."""
+    name = frame.format.name
+    if name in _PACKED_ALPHA:
+        return bool((frame.to_ndarray()[..., _PACKED_ALPHA[name]] < 255).any())
+    return any(c.is_alpha for c in frame.format.components)
+
+
 class Deinterlacer:
     """Interlaced frames (fields of two moments woven together: broadcast, DV, camcorders) made
     progressive with FFmpeg's bwdif, one frame per frame (timestamps and count kept); progressive
@@ -426,7 +440,7 @@ class VideoDecoder:
         if t is None:  # no timestamp: one nominal frame after the last
             t = self._raw_last + self.timeline.step if self._raw_last is not None else self.timeline.origin
         self._raw_last = t
-        if not self._said_alpha and any(c.is_alpha for c in frame.format.components):
+        if not self._said_alpha and _transparent(frame):
             # the output's encoders hold none: said once, as for a JPEG given a transparent image
             self._said_alpha = True
             log.warning("note: %s has transparency (%s), which the output cannot hold; its frames are "
