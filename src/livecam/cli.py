@@ -97,9 +97,22 @@ class FiniteRange(click.FloatRange):
 
 class GivenPath(click.Path):
     """click.Path that refuses an empty value: Path("") is the current folder, so an unset shell
-    variable (`livecam video "$IN" out/`) ran on every video there, and `demo ""` wrote into it."""
+    variable (`livecam video "$IN" out/`) ran on every video there, and `demo ""` wrote into it.
+    A refused value that came from an environment variable names it (LIVECAM_MODELS_DIR naming a
+    file said only "Invalid value for '--models-dir'", an option the user never typed)."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return self._convert(value, param, ctx)
+        except click.BadParameter as exc:
+            source = ctx.get_parameter_source(param.name) if ctx is not None and param is not None and param.name \
+                else None
+            envvar = getattr(param, "envvar", None)
+            if source is click.core.ParameterSource.ENVIRONMENT and isinstance(envvar, str):
+                exc.message = f"{exc.message} (from ${envvar})"
+            raise
+
+    def _convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str) and not value:  # (click takes an empty environment variable for unset)
             self.fail("the path is empty (an unset shell variable?); give a file or folder name", param, ctx)
         if isinstance(value, (str, Path)):

@@ -93,3 +93,13 @@ def test_a_name_longer_than_the_file_system_allows_is_a_usage_error(
     result = run_cli([a.replace("N", long) for a in args], env=isolated_env, cwd=tmp_path)
     line = only_error_line(result.stderr)
     assert result.returncode == 2 and "the name is longer than the file system allows (304 bytes in one part" in line, line
+
+
+def test_a_path_refused_from_an_environment_variable_names_it(tmp_path: Path, isolated_env: dict[str, str]) -> None:
+    # LIVECAM_MODELS_DIR naming a file said only "Invalid value for '--models-dir'", an option
+    # the user never typed
+    photo = tmp_path / "photo.jpg"
+    photo.write_bytes(b"x")
+    result = run_cli(["models", "list"], env=dict(isolated_env, LIVECAM_MODELS_DIR=str(photo)))
+    line = only_error_line(result.stderr)
+    assert result.returncode == 2 and "is a file" in line and "(from $LIVECAM_MODELS_DIR)" in line, line
