@@ -103,3 +103,22 @@ def test_a_path_refused_from_an_environment_variable_names_it(tmp_path: Path, is
     result = run_cli(["models", "list"], env=dict(isolated_env, LIVECAM_MODELS_DIR=str(photo)))
     line = only_error_line(result.stderr)
     assert result.returncode == 2 and "is a file" in line and "(from $LIVECAM_MODELS_DIR)" in line, line
+
+
+@pytest.mark.parametrize("command, output", [("image", "out.png"), ("video", "out.mp4")])
+def test_a_bad_c2pa_key_is_refused_before_any_model_loads(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str], command: str, output: str) -> None:
+    # it was found only after the models loaded: here a corrupt inswapper (exit 3) was said instead
+    pytest.importorskip("c2pa", reason="c2pa-python signs the outputs")
+    models = tmp_path / "models"
+    models.mkdir(exist_ok=True)
+    (models / "inswapper_128.onnx").write_bytes(b"not a model")
+    key = tmp_path / "key.pem"
+    key.write_text("not a key")
+    target = faces_dir / "biden.jpg" if command == "image" else make_clip(tmp_path / "in.mp4", frames=4, audio=False)
+    result = run_cli(["--models-dir", str(models), command, str(target), str(tmp_path / output), "-s",
+                      str(faces_dir / "obama.jpg"), "--swap-model", "inswapper_128", "--c2pa-cert", str(key),
+                      "--c2pa-key", str(key)], env=isolated_env)
+    line = only_error_line(result.stderr)
+    assert result.returncode == 2 and "key.pem is not an unencrypted PEM private key" in line, line
+    assert not (tmp_path / output).exists()

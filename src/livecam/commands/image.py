@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 
 from livecam.frame import FramePacket
 from livecam.marks.credentials import signing_for
@@ -31,11 +32,13 @@ def run_image(job: ImageJob) -> None:
                       size=(image.shape[1], image.shape[0]))
     bgr, alpha = split_alpha(image)
     start = time.perf_counter()
+    # the signing identity is checked or made before the models load (it was found only after)
+    signing = signing_for(job.c2pa, job.input, (), outputs=(job.output,))
     # One frame: its sessions get every core, whatever --execution-threads says.
     engine = Engine.create(job.processing, live=False, progress=not job.processing.runtime.quiet, workers=1,
                            still=True)
     log.debug("models: %s", engine.describe())
-    signing = signing_for(job.c2pa, job.input, tuple(engine.model_names.values()), outputs=(job.output,))
+    signing = replace(signing, models=tuple(engine.model_names.values())) if signing else None
     packet = FramePacket(index=0, image=bgr.copy())
     engine.analyse(packet, track=False)
     # The processors leave faces under MIN_EYE_DISTANCE as they are: count only the others.

@@ -95,11 +95,14 @@ def run_video(job: VideoJob, cluster: ClusterSettings | None = None) -> None:
         from livecam.commands.video_cluster import run_video_on_cluster
 
         return run_video_on_cluster(job, cluster)
+    # the signing identity is checked (a given one) or made (the local one) before the models
+    # load: a bad --c2pa-key or a read-only home was found only after them
+    signing = signing_for(job.c2pa, job.input, (), outputs=(job.output,))
     engine = create_engine(job)
     quiet = job.processing.runtime.quiet
     marker = (open_watermarker(job.processing.runtime, engine.providers,
                                job.processing.runtime.execution_threads) if job.watermark else None)
-    signing = signing_for(job.c2pa, job.input, tuple(engine.model_names.values()), outputs=(job.output,))
+    signing = replace(signing, models=tuple(engine.model_names.values())) if signing else None
     cap = AddressSpaceCap(job.max_memory_gb)
     with stop_signals():
         try:
