@@ -10,18 +10,26 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
 
 from livecam.frame import FramePacket
-from livecam.marks.credentials import signing_for
+from livecam.marks.credentials import available, signing_for
 from livecam.marks.watermark import open_watermarker
 from livecam.media.images import check_output_path, read_image_and_profile, split_alpha, write_image_atomic
 from livecam.pipeline.signals import output_done
 from livecam.processors import registry
 from livecam.processors.base import MIN_EYE_DISTANCE, usable
-from livecam.settings import ImageJob
+from livecam.settings import C2paSettings, ImageJob
 
 log = logging.getLogger("livecam")
+
+
+def check_given_identity(c2pa: C2paSettings) -> None:
+    """A given C2PA identity (--c2pa-cert/--c2pa-key or their variables) is loaded now, before the
+    models: a bad key was found only after them (a corrupt model's exit 3 said instead). The local
+    identity is still made once the models and photos are known good (signing_for), so a run that
+    fails on them leaves no identity behind and says one line."""
+    if c2pa.enabled and available():
+        signing_for(c2pa, None, ())
 
 
 def run_image(job: ImageJob) -> None:
@@ -32,13 +40,12 @@ def run_image(job: ImageJob) -> None:
                       size=(image.shape[1], image.shape[0]))
     bgr, alpha = split_alpha(image)
     start = time.perf_counter()
-    # the signing identity is checked or made before the models load (it was found only after)
-    signing = signing_for(job.c2pa, job.input, (), outputs=(job.output,))
+    check_given_identity(job.c2pa)
     # One frame: its sessions get every core, whatever --execution-threads says.
     engine = Engine.create(job.processing, live=False, progress=not job.processing.runtime.quiet, workers=1,
                            still=True)
     log.debug("models: %s", engine.describe())
-    signing = replace(signing, models=tuple(engine.model_names.values())) if signing else None
+    signing = signing_for(job.c2pa, job.input, tuple(engine.model_names.values()), outputs=(job.output,))
     packet = FramePacket(index=0, image=bgr.copy())
     engine.analyse(packet, track=False)
     # The processors leave faces under MIN_EYE_DISTANCE as they are: count only the others.

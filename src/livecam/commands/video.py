@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from livecam.atomic import check_new_output
 from livecam.errors import InputError, LivecamError, OutputExistsError
+from livecam.commands.image import check_given_identity
 from livecam.marks.credentials import signing_for
 from livecam.marks.watermark import open_watermarker
 from livecam.media.images import check_not_an_input, check_output_folder
@@ -95,14 +96,12 @@ def run_video(job: VideoJob, cluster: ClusterSettings | None = None) -> None:
         from livecam.commands.video_cluster import run_video_on_cluster
 
         return run_video_on_cluster(job, cluster)
-    # the signing identity is checked (a given one) or made (the local one) before the models
-    # load: a bad --c2pa-key or a read-only home was found only after them
-    signing = signing_for(job.c2pa, job.input, (), outputs=(job.output,))
+    check_given_identity(job.c2pa)
     engine = create_engine(job)
     quiet = job.processing.runtime.quiet
     marker = (open_watermarker(job.processing.runtime, engine.providers,
                                job.processing.runtime.execution_threads) if job.watermark else None)
-    signing = replace(signing, models=tuple(engine.model_names.values())) if signing else None
+    signing = signing_for(job.c2pa, job.input, tuple(engine.model_names.values()), outputs=(job.output,))
     cap = AddressSpaceCap(job.max_memory_gb)
     with stop_signals():
         try:
