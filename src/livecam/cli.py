@@ -109,7 +109,7 @@ class GivenPath(click.Path):
                 else None
             envvar = getattr(param, "envvar", None)
             if source is click.core.ParameterSource.ENVIRONMENT and isinstance(envvar, str):
-                exc.message = f"{exc.message} (from ${envvar})"
+                raise click.BadParameter(f"{exc.message} (from ${envvar})", ctx, param) from None
             raise
 
     def _convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
