@@ -122,3 +122,16 @@ def test_a_bad_c2pa_key_is_refused_before_any_model_loads(
     line = only_error_line(result.stderr)
     assert result.returncode == 2 and "key.pem is not an unencrypted PEM private key" in line, line
     assert not (tmp_path / output).exists()
+
+
+def test_a_gif_of_one_frame_is_a_still_image_for_livecam_video(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # it came out as a one-frame video, where a PNG is refused with a pointer to `livecam image`
+    Image = pytest.importorskip("PIL.Image", reason="Pillow writes the GIF")
+    still = tmp_path / "still.gif"
+    Image.new("RGB", (64, 48), (90, 120, 150)).save(still)
+    out = tmp_path / "out.mp4"
+    result = run_cli(["video", str(still), str(out), "-s", str(faces_dir / "obama.jpg")], env=isolated_env)
+    line = only_error_line(result.stderr)
+    assert result.returncode == 2 and "still.gif is a still image (a GIF of one frame)" in line, line
+    assert "`livecam image`" in line and not out.exists()

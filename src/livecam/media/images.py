@@ -205,7 +205,7 @@ def _frame_count(data: bytes, fmt: str, limit: int = 2) -> int:
     if fmt == "webp":
         return sum(1 for fourcc, _, _ in md.riff_chunks(data) if fourcc == b"ANMF") or 1
     if fmt == "gif":
-        return _gif_frames(data, limit)
+        return md.gif_walk(data, limit)[0]
     if fmt == "tiff":
         return _tiff_pages(data, limit)
     if fmt == "png":  # APNG: only its first frame was taken, the animation silently dropped
@@ -213,32 +213,20 @@ def _frame_count(data: bytes, fmt: str, limit: int = 2) -> int:
     return 1
 
 
-def _gif_frames(data: bytes, limit: int) -> int:
-    """Image descriptors in a GIF, walking its blocks (0 when the file is cut short)."""
-    return _gif_walk(data, limit)[0]
-
-
-def _gif_walk(data: bytes, limit: int) -> tuple[int, bool]:
-    """(image descriptors up to `limit`, whether the walk reached the GIF's trailer)."""
-    pos, frames = 13, 0
-    if len(data) > 10 and data[10] & 0x80:  # global colour table
-        pos += 3 * (2 << (data[10] & 7))
-    while pos < len(data) and frames < limit:
-        block = data[pos]
-        if block == 0x3B:  # trailer
-            return frames, True
-        if block == 0x21:  # extension: label, then sub-blocks
-            pos += 2
-        elif block == 0x2C:  # image: descriptor, local colour table, LZW code size, sub-blocks
-            frames += 1
-            flags = data[pos + 9] if pos + 9 < len(data) else 0
-            pos += 10 + (3 * (2 << (flags & 7)) if flags & 0x80 else 0) + 1
-        else:
-            break
-        while pos < len(data) and data[pos] != 0:
-            pos += data[pos] + 1
-        pos += 1
-    return frames, False
+def still_gif(path: Path) -> bool:
+    """Whether `path` is a whole GIF of one frame (its first 16 MB walked): a still picture for
+    `livecam image`, not a clip for `livecam video`."""
+    try:
+        if not path.is_file():  # a pipe is not opened here (it would wait for a writer)
+            return False
+        with open(path, "rb") as f:
+            head = f.read(16 << 20)
+    except OSError:
+        return False  # the reader names the problem
+    if md.sniff_format(head) != "gif":
+        return False
+    frames, whole = md.gif_walk(head, 2)
+    return frames == 1 and whole
 
 
 # The smallest GIF: 1x1, a 2-colour global table, one image (what tells whether OpenCV reads GIF).
@@ -268,7 +256,7 @@ def _gif_by_ffmpeg(path: Path, data: bytes) -> np.ndarray | None:
         raise InputError(f"{path} is a GIF, which neither this OpenCV ({cv2.__version__}) nor this FFmpeg can decode; "
                          f"convert it to PNG first, or install OpenCV 4.11 or newer "
                          f"(pip install -U opencv-python)") from None
-    if not _gif_walk(data, 2)[1]:
+    if not md.gif_walk(data, 2)[1]:
         return None
     try:
         with _native_stderr_to_log(), open_container(io.BytesIO(data), format="gif") as container:
