@@ -96,6 +96,38 @@ class FiniteRange(click.FloatRange):
         return number
 
 
+class GivenPath(click.Path):
+    """click.Path that refuses an empty value: Path("") is the current folder, so an unset shell
+    variable (`livecam video "$IN" out/`) ran on every video there, and `demo ""` wrote into it.
+    A refused value that came from an environment variable names it (LIVECAM_MODELS_DIR naming a
+    file said only "Invalid value for '--models-dir'", an option the user never typed)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return self._convert(value, param, ctx)
+        except click.BadParameter as exc:
+            source = ctx.get_parameter_source(param.name) if ctx is not None and param is not None and param.name \
+                else None
+            envvar = getattr(param, "envvar", None)
+            if source is click.core.ParameterSource.ENVIRONMENT and isinstance(envvar, str):
+                raise click.BadParameter(f"{exc.message} (from ${envvar})", ctx, param) from None
+            raise
+
+    def _convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value:  # (click takes an empty environment variable for unset)
+            self.fail("the path is empty (an unset shell variable?); give a file or folder name", param, ctx)
+        if isinstance(value, (str, Path)):
+            try:
+                os.stat(value)
+            except OSError as exc:  # the path checks below every command raised it: an internal error
+                if exc.errno == errno.ENAMETOOLONG:
+                    longest = max(len(os.fsencode(part)) for part in Path(value).parts)
+                    self.fail(f"the name is longer than the file system allows ({longest} bytes in one part, "
+                              f"{len(os.fsencode(value))} in all; the usual limits are 255 and 4096); "
+                              f"give a shorter one", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def expand_variadic(args: Sequence[str]) -> list[str]:
     out: list[str] = []
     i = 0
@@ -243,7 +275,7 @@ def _setup_logging(verbose: int, quiet: bool) -> None:
 
 @click.group(cls=LivecamGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="livecam")
-@click.option("--models-dir", type=click.Path(file_okay=False, path_type=Path), envvar="LIVECAM_MODELS_DIR",
+@click.option("--models-dir", type=GivenPath(file_okay=False, path_type=Path), envvar="LIVECAM_MODELS_DIR",
               help="Folder holding the models [env LIVECAM_MODELS_DIR].")
 @click.option("--offline", is_flag=True, envvar="LIVECAM_OFFLINE", help="Never touch the network [env LIVECAM_OFFLINE=1].")
 @click.option("--accept-license", is_flag=True, help="Accept the licences of models downloaded on first use.")
@@ -305,7 +337,7 @@ def _names(choices: tuple[str, ...]) -> Callable[[click.Context, click.Parameter
 def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """Options shared by run, video, image and bench."""
     options = [
-        click.option("--source", "-s", "sources", multiple=True, type=click.Path(path_type=Path),
+        click.option("--source", "-s", "sources", multiple=True, type=GivenPath(path_type=Path),
                      help="Photo of the face to put in (repeatable: the inswapper averages photos of one person, the "
                           "mesh swapper uses the first; "
                           "for `run`, a folder cycles with the n key)."),
@@ -325,7 +357,7 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
                           "pasted over an earlier one where they overlap); best-worst: detector confidence."),
         click.option("--face-min-size", type=click.IntRange(0, 10000), default=0, show_default=True, metavar="PX",
                      help="Leave faces alone whose box is under PX pixels on its shorter side (0: none)."),
-        click.option("--reference", type=click.Path(path_type=Path), multiple=True,
+        click.option("--reference", type=GivenPath(path_type=Path), multiple=True,
                      help="Only swap faces of the person in this photo."),
         click.option("--reference-distance", type=FiniteRange(0, 2), default=1.0, show_default=True,
                      help="Max embedding distance to count as the reference person."),
@@ -383,8 +415,8 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
 def file_job_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """INPUT OUTPUT, the processing options, --force and --label: shared by video and image."""
     decorators: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
-        click.argument("input", type=click.Path(path_type=Path)),
-        click.argument("output", type=click.Path(path_type=str)),  # str: Path drops a trailing slash
+        click.argument("input", type=GivenPath(path_type=Path)),
+        click.argument("output", type=GivenPath(path_type=str)),  # str: Path drops a trailing slash
         processing_options,
         click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists."),
         click.option("--label/--no-label", default=True, show_default=True, help="Visible AI-generated label."),
@@ -402,9 +434,9 @@ def c2pa_options(func: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.option("--c2pa/--no-c2pa", default=True, show_default=True,
                      help=f"Signed C2PA content credentials ({', '.join(IMAGE_WRITE_FORMATS)}, MP4, MOV)."),
-        click.option("--c2pa-cert", type=click.Path(dir_okay=False, path_type=Path),
+        click.option("--c2pa-cert", type=GivenPath(dir_okay=False, path_type=Path),
                      help="PEM certificate chain to sign with [env LIVECAM_C2PA_CERT; default: a local self-signed one]."),
-        click.option("--c2pa-key", type=click.Path(dir_okay=False, path_type=Path),
+        click.option("--c2pa-key", type=GivenPath(dir_okay=False, path_type=Path),
                      help="PEM private key of --c2pa-cert [env LIVECAM_C2PA_KEY]."),
     ]
     for option in reversed(options):
@@ -463,9 +495,20 @@ def _cluster_address(ctx: click.Context, param: click.Parameter, value: str | No
     return address
 
 
-def _file_output(output: str, input: Path) -> Path:
+def _file_output(output: str, input: Path, command: str) -> Path:
     """OUTPUT as a Path. A trailing slash means a folder, and Path drops it: `out.jpg/` wrote the
-    file out.jpg. (A folder INPUT's OUTPUT is a folder; an existing folder gets its own message.)"""
+    file out.jpg. (A folder INPUT's OUTPUT is a folder; an existing folder gets its own message.)
+    `-` is the usual spelling of standard input or output, which a file command does not take
+    (it was 'cannot tell the output format' or 'input video not found: -'). `command`: image or video."""
+    example = "out.png" if command == "image" else "out.mp4"
+    if str(input) == "-" and not input.exists():
+        fix = ("give a photo file, or /dev/stdin for a pipe (`cat photo.jpg | livecam image /dev/stdin out.png`)"
+               if command == "image" else "save the stream to a file first and give that file "
+               "(a video is read more than once, which a pipe cannot give)")
+        raise click.BadParameter(f"'-' (standard input) is not a file; {fix}", param_hint="INPUT")
+    if output == "-" and not Path(output).exists():
+        raise click.BadParameter(f"'-' (standard output) is not a file; outputs are written to a file, whole or "
+                                 f"not at all: give a file name such as {example}", param_hint="OUTPUT")
     path = Path(output)
     if output.endswith(("/", os.sep)) and not input.is_dir() and not path.is_dir():
         raise click.BadParameter(f"{output!r} ends in a slash, which means a folder; give the file name "
@@ -529,7 +572,7 @@ def _parse_frame_range(value: str | None) -> tuple[int, int | None] | None:
 @click.option("--duration", type=FiniteRange(min=0, min_open=True), help="Stop after SECONDS.")
 @click.option("--max-frames", type=click.IntRange(min=1), help="Stop after N frames.")
 @click.option("--stats", is_flag=True, help="Draw live metrics on the output.")
-@click.option("--stats-json", type=click.Path(dir_okay=False, path_type=str),  # str: Path drops a trailing slash
+@click.option("--stats-json", type=GivenPath(dir_okay=False, path_type=str),  # str: Path drops a trailing slash
               help="Write one JSON object per second and a summary line (- for stdout).")
 @click.option("--max-latency-ms", type=FiniteRange(min=1), default=40.0, show_default=True,
               help="Latency budget the governor defends.")
@@ -605,7 +648,7 @@ def video(ctx: click.Context, input: Path, output: str, **kw: Any) -> None:
         raise click.UsageError("--force and --skip-existing exclude each other: give one")
     processing = _processing(ctx, kw, default_threads=file_workers())
     _require_source(processing)
-    job = VideoJob(input=input, output=_file_output(output, input), processing=processing, force=kw["force"], label=kw["label"],
+    job = VideoJob(input=input, output=_file_output(output, input, "video"), processing=processing, force=kw["force"], label=kw["label"],
                    encoder=kw["video_encoder"], quality=kw["video_quality"], fps=kw["fps"], audio=kw["audio"],
                    keep_partial=kw["keep_partial"], frame_range=_parse_frame_range(kw["frame_range"]),
                    max_memory_gb=kw["max_memory"], watermark=kw["watermark"], c2pa=_c2pa(kw),
@@ -635,7 +678,7 @@ def _cluster(kw: dict[str, Any]) -> ClusterSettings | None:
 def image(ctx: click.Context, input: Path, output: str, **kw: Any) -> None:
     processing = _processing(ctx, kw, smoothing_allowed=False)
     _require_source(processing)
-    job = ImageJob(input=input, output=_file_output(output, input), processing=processing, force=kw["force"], label=kw["label"],
+    job = ImageJob(input=input, output=_file_output(output, input, "image"), processing=processing, force=kw["force"], label=kw["label"],
                    watermark=kw["watermark"], c2pa=_c2pa(kw))
     from livecam.commands.image import run_image
 
@@ -645,7 +688,7 @@ def image(ctx: click.Context, input: Path, output: str, **kw: Any) -> None:
 @cli.command()
 @processing_options
 @click.option("--mode", type=click.Choice(["live", "video"]), default="live", show_default=True)
-@click.option("--input", "bench_input", type=click.Path(path_type=Path), help="Clip to run (default: generated).")
+@click.option("--input", "bench_input", type=GivenPath(path_type=Path), help="Clip to run (default: generated).")
 @click.option("--frames", type=click.IntRange(min=10), default=300, show_default=True)
 @click.option("--resolution", default="1280x720", show_default=True, help="Size of the generated clip.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
@@ -654,7 +697,7 @@ def image(ctx: click.Context, input: Path, output: str, **kw: Any) -> None:
                    "and print them side by side with ratios to the first.")
 @click.option("--rounds", type=click.IntRange(min=1), default=1, show_default=True,
               help="Repeat the run (alternating providers) and report medians.")
-@click.option("--baseline", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--baseline", type=GivenPath(dir_okay=False, path_type=Path),
               help="An earlier `livecam bench --json` report: print this run's ratios against it.")
 @click.option("--watermark", is_flag=True,
               help="Run without and with the watermark, alternating (see --rounds), side by side; marked "
@@ -684,7 +727,7 @@ def bench(ctx: click.Context, **kw: Any) -> None:
 
 
 @cli.command()
-@click.argument("output_dir", type=click.Path(file_okay=False, path_type=Path), default="livecam-demo")
+@click.argument("output_dir", type=GivenPath(file_okay=False, path_type=Path), default="livecam-demo")
 @click.option("--force", is_flag=True, help="Overwrite files in OUTPUT_DIR.")
 @c2pa_options
 @click.pass_context
@@ -711,7 +754,7 @@ def doctor(ctx: click.Context, cluster: str | None) -> int:
 
 
 @cli.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("files", nargs=-1, required=True, type=GivenPath(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="One JSON list with every file's evidence.")
 @click.pass_context
 def verify(ctx: click.Context, files: tuple[Path, ...], as_json: bool) -> int:
@@ -770,8 +813,8 @@ def models_where(ctx: click.Context) -> None:
 
 
 @models.command("convert")
-@click.argument("checkpoint", type=click.Path(path_type=Path))
-@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
+@click.argument("checkpoint", type=GivenPath(path_type=Path))
+@click.option("--output", "-o", type=GivenPath(dir_okay=False, path_type=Path),
               help="ONNX file to write (default: gfpgan_1.4.onnx in the models folder).")
 @click.option("--force", is_flag=True)
 @click.pass_context

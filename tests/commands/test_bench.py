@@ -322,3 +322,34 @@ def test_a_compared_provider_that_is_missing_is_said_before_any_model_loads(
                    compare_providers=("cpu", "directml"))
     with pytest.raises(ProviderError, match="'directml' is not available"):
         bench_module.run_bench(job)
+
+
+def test_a_baseline_that_is_no_report_is_not_named_as_the_file_to_overwrite(tmp_path: Path) -> None:
+    # `--baseline clip.mp4` said "save one with `livecam bench --json > clip.mp4`", which would
+    # overwrite the user's clip with JSON; a broken .json report may be written over
+    from livecam.commands.bench import read_baseline
+    from livecam.errors import InputError
+
+    clip = tmp_path / "clip.mp4"
+    clip.write_bytes(b"\x00\x00\x00\x20ftypisom\xdb\xff" * 8)
+    with pytest.raises(InputError) as info:
+        read_baseline(clip)
+    assert "(not text)" in info.value.message and "> baseline.json`" in info.value.message, info.value.message
+    assert "> clip.mp4" not in info.value.message
+    broken = tmp_path / "before.json"
+    broken.write_text("{")
+    with pytest.raises(InputError, match=r"> before\.json`"):
+        read_baseline(broken)
+
+
+def test_a_baseline_larger_than_any_report_is_refused_without_reading_it_all(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `--baseline /dev/zero` read until memory ran out (an internal MemoryError after a minute)
+    from livecam.commands import bench
+    from livecam.errors import InputError
+
+    monkeypatch.setattr(bench, "MAX_BASELINE_BYTES", 1024)
+    big = tmp_path / "big.json"
+    big.write_text(" " * 4096)
+    with pytest.raises(InputError, match=r"big\.json is over \d+ MB, not a livecam bench JSON report"):
+        bench.read_baseline(big)

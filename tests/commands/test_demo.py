@@ -248,3 +248,25 @@ def test_samples_are_small_and_documented() -> None:
         assert sample.file in notes
         assert read_image(sample_path(next(k for k, v in SAMPLES.items() if v == sample))).shape[2] == 3
     assert notes.count("public domain") >= 2
+
+
+def test_a_folder_in_the_place_of_a_demo_file_is_refused_before_any_model_loads(tmp_path: Path) -> None:
+    # with --force it was found only after the models loaded, and the line said to give
+    # "a file name such as demo.mp4/out.mp4", which the demo cannot take
+    from livecam.errors import InputError
+
+    (tmp_path / "demo.mp4").mkdir()
+    with pytest.raises(InputError) as info:
+        demo.prepare_folder(tmp_path, force=True)
+    assert f"{tmp_path / 'demo.mp4'} is a folder where the demo writes its file demo.mp4" in info.value.message
+    assert "move it away or give another folder" in info.value.message
+
+
+def test_a_folder_the_demo_cannot_create_is_a_usage_error(tmp_path: Path) -> None:
+    # exit 1 ("other") where image and video give an unwritable output folder exit 2
+    from livecam.errors import EXIT_USAGE, InputError
+    from tests.conftest import unwritable_folder
+
+    with pytest.raises(InputError) as info:
+        demo.prepare_folder(unwritable_folder(tmp_path) / "demo", force=False)
+    assert info.value.exit_code == EXIT_USAGE and "cannot create the folder" in info.value.message

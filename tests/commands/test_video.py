@@ -105,7 +105,7 @@ def test_bad_input_exits_nonzero_with_one_line_and_no_output(tmp_path: Path, sma
         expect_text = "is 1x1 pixels, too small to encode"
     elif case == "too_wide_for_libx264":  # was "out of memory", exit 1, once the models had loaded
         src = make_clip(tmp_path / "wide.mkv", frames=2, size=(16400, 16), audio=False, codec="ffv1")
-        expect_text = "libx264 encodes at most 16384 pixels a side, and this video is 16400x16; use --video-encoder libx265"
+        expect_text = "libx264 encodes frames of at most 16384 pixels a side, and this video is 16400x16; use --video-encoder libx265"
     elif case == "output_is_the_input":
         src = tmp_path / "in.mp4"
         src.write_bytes(small_clip.read_bytes())

@@ -1,5 +1,5 @@
-"""Still images in encodings a user brings from other tools (session 9's hostile pass): each test
-failed before its fix."""
+"""Still images in encodings a user brings from other tools (sessions 9 and 10's hostile passes):
+each test failed before its fix."""
 
 from __future__ import annotations
 
@@ -172,3 +172,108 @@ def test_a_grey_tiff_whose_transparency_opencv_drops_says_so(tmp_path: Path, cap
         image = images.read_image(path)
     assert image[0, :, 0].tolist() == [200, 100]
     assert "mask.tif is a grey TIFF with transparency" in caplog.text
+
+
+@pytest.fixture
+def opencv_without_gif(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OpenCV before 4.11 (or a build with WITH_IMGCODEC_GIF=OFF): imdecode gives None for a GIF."""
+    import cv2
+
+    real = cv2.imdecode
+
+    def imdecode(buf: np.ndarray, flags: int) -> np.ndarray | None:
+        return None if bytes(np.asarray(buf)[:3]) == b"GIF" else real(buf, flags)
+
+    monkeypatch.setattr(cv2, "imdecode", imdecode)
+
+
+def _gifs(tmp_path: Path) -> tuple[Path, Path]:
+    """(an opaque GIF, one whose first palette entry is transparent), written by Pillow."""
+    Image = pytest.importorskip("PIL.Image", reason="Pillow (the GIF writer here) is not installed")
+    rgb = np.zeros((40, 60, 3), np.uint8)
+    rgb[:, :30], rgb[10:20, 40:50] = (255, 0, 0), (0, 255, 0)
+    opaque, clear = tmp_path / "opaque.gif", tmp_path / "clear.gif"
+    Image.fromarray(rgb).save(opaque)
+    Image.fromarray(rgb).convert("P").save(clear, transparency=0)
+    return opaque, clear
+
+
+def test_a_gif_is_read_where_opencv_has_no_gif_decoder(tmp_path: Path, opencv_without_gif: None) -> None:
+    # pyproject allows OpenCV 4.8; a GIF was 'could not be decoded as GIF (truncated or corrupt?)'
+    # before 4.11. FFmpeg (PyAV, always installed) decodes it instead, with its transparency.
+    opaque, clear = _gifs(tmp_path)
+    image = images.read_image(opaque)
+    assert image.shape == (40, 60, 3)
+    assert image[0, 0].tolist() == [0, 0, 255] and image[15, 45].tolist() == [0, 255, 0]
+    cutout = images.read_image(clear)
+    assert cutout.shape == (40, 60, 4)
+    assert cutout[15, 45].tolist() == [0, 255, 0, 255] and cutout[0, 40, 3] == 0
+
+
+def test_a_cut_short_gif_is_refused_where_opencv_has_no_gif_decoder(tmp_path: Path, opencv_without_gif: None) -> None:
+    # FFmpeg gives the rows it got from a cut-short GIF without a word; OpenCV refuses the file
+    opaque, _ = _gifs(tmp_path)
+    cut = tmp_path / "cut.gif"
+    cut.write_bytes(opaque.read_bytes()[:-5])
+    with pytest.raises(InputError, match=r"cut\.gif could not be decoded as GIF"):
+        images.read_image(cut)
+
+
+def test_a_gif_neither_library_decodes_says_to_convert_it_or_upgrade_opencv(
+        tmp_path: Path, opencv_without_gif: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    import av
+
+    def no_codec(name: str, mode: str = "r") -> None:
+        raise av.codec.codec.UnknownCodecError(name)
+
+    monkeypatch.setattr(av.codec, "Codec", no_codec)
+    opaque, _ = _gifs(tmp_path)
+    with pytest.raises(InputError) as info:
+        images.read_image(opaque)
+    message = info.value.message
+    assert "opaque.gif is a GIF, which neither this OpenCV" in message and "OpenCV 4.11 or newer" in message
+    assert "convert it to PNG" in message and "\n" not in message
+
+
+def test_an_itunes_audio_file_is_called_audio_not_a_video(tmp_path: Path) -> None:
+    song = tmp_path / "song.m4a"
+    song.write_bytes(b"\x00\x00\x00\x20ftypM4A \x00\x00\x02\x00M4A isommp42" + b"\x00" * 64)
+    with pytest.raises(InputError, match=r"song\.m4a is an audio file, not a photo"):
+        images.read_image(song)
+
+
+def test_a_16_bit_picture_read_for_an_output_says_the_output_has_8_bits(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # a 16-bit PNG or TIFF came out 8-bit without a word; a source photo read for its face says nothing
+    import logging
+
+    import cv2
+
+    deep, flat = tmp_path / "deep.png", tmp_path / "flat.png"
+    cv2.imwrite(str(deep), np.full((8, 8, 3), 40000, np.uint16))
+    cv2.imwrite(str(flat), np.full((8, 8, 3), 156, np.uint8))
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        image, _ = images.read_image_and_profile(deep)
+        images.read_image_and_profile(flat)
+        images.read_image(deep)
+    assert image.dtype == np.uint8 and image[0, 0].tolist() == [156, 156, 156]
+    assert [r.getMessage() for r in caplog.records] == [
+        "note: deep.png has 16 bits a sample; livecam works in 8, so the output has 8 bits"]
+
+
+def test_a_32_bit_unsigned_tiff_an_old_opencv_cannot_decode_says_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # OpenCV 4.x (4.10 checked) returns None for it: the line was "truncated or corrupt?"
+    import cv2
+
+    real = cv2.imdecode
+    monkeypatch.setattr(cv2, "imdecode", lambda buf, flags: None if bytes(np.asarray(buf)[:2]) == b"II" else real(buf, flags))
+    path = tmp_path / "deep.tif"
+    path.write_bytes(plain_tiff(np.full((2, 2, 3), 7, np.uint32), 2, 1))
+    with pytest.raises(InputError, match=r"deep\.tif holds 32-bit unsigned integer samples, which this OpenCV .* "
+                                         r"cannot decode; save it as a 16-bit or float TIFF"):
+        images.read_image(path)
+    signed = tmp_path / "signed.tif"
+    signed.write_bytes(plain_tiff(np.full((2, 2, 3), 7, np.int32), 2, 2))
+    with pytest.raises(InputError, match="truncated or corrupt"):
+        images.read_image(signed)

@@ -525,3 +525,133 @@ def test_a_video_with_transparency_says_the_output_is_opaque_once(
     notes = [r.getMessage() for r in caplog.records if "transparency" in r.getMessage()]
     assert notes == ["note: cutout.mov has transparency (rgba), which the output cannot hold; its frames are "
                      "written opaque, showing the colours under the transparent parts"]
+
+
+def _song_with_cover(path: Path) -> Path:
+    """A music file: AAC with an attached picture (cover art) and no video."""
+    with av.open(str(path), "w", format="mp4") as out:
+        sound = out.add_stream("aac", rate=44100, layout="mono")
+        cover = out.add_stream("mjpeg", rate=1)
+        cover.width, cover.height, cover.pix_fmt = 64, 64, "yuvj420p"
+        cover.disposition = av.stream.Disposition.attached_pic
+        picture = av.VideoFrame.from_ndarray(np.full((64, 64, 3), 200, np.uint8), format="bgr24")
+        picture.pts, picture.time_base = 0, Fraction(1, 1)
+        for packet in [*cover.encode(picture), *cover.encode(None)]:
+            out.mux(packet)
+        for i in range(40):
+            frame = av.AudioFrame.from_ndarray(np.zeros((1, 1024), np.float32), format="fltp", layout="mono")
+            frame.sample_rate, frame.pts = 44100, i * 1024
+            for packet in sound.encode(frame):
+                out.mux(packet)
+        for packet in sound.encode(None):
+            out.mux(packet)
+    return path
+
+
+def test_a_song_with_cover_art_is_no_video(tmp_path: Path) -> None:
+    # its cover art was read as a one-frame video: the output was the picture alone, with a
+    # "cut short" warning, the sound cut to one frame
+    from livecam.errors import InputError
+
+    song = _song_with_cover(tmp_path / "song.m4a")
+    with pytest.raises(InputError) as info:
+        VideoReader(song)
+    assert "song.m4a has no video stream, only a still picture attached to it (cover art)" in info.value.message
+
+
+def test_a_video_cut_in_half_is_named_once_with_ffmpegs_reason(tmp_path: Path) -> None:
+    # the line read "cannot read cut.mp4 as a video ([Errno 1094995529] Invalid data found when
+    # processing input: 'cut.mp4'): ...", the errno and the name a second time inside it
+    from livecam.errors import InputError
+
+    whole = make_clip(tmp_path / "whole.mp4", frames=10, audio=False).read_bytes()
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(whole[:len(whole) // 2])  # the index (moov) is written last: gone
+    with pytest.raises(InputError) as info:
+        VideoReader(cut)
+    message = info.value.message
+    assert "Errno" not in message and message.count("cut.mp4") == 1, message
+    assert "Invalid data found when processing input" in message and "truncated or corrupt" in message
+
+
+def test_a_10_bit_video_says_once_that_the_output_has_8_bits(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # a phone's 10-bit HDR clip (BT.2020, PQ here) came out 8-bit without a word
+    source = tmp_path / "hdr.mkv"
+    with av.open(str(source), "w") as out:
+        stream = out.add_stream("ffv1", rate=25)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p10le"
+        for i in range(4):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 30 * i, np.uint8), format="bgr24")
+            frame = frame.reformat(format="yuv420p10le")
+            frame.pts, frame.time_base = i, Fraction(1, 25)
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode())
+    eight = make_timed_clip(tmp_path / "sdr.mp4", frames=4, audio_codec=None)
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        for path in (source, eight):
+            with VideoReader(path) as reader:
+                assert len(list(reader.frames())) == 4
+    notes = [r.getMessage() for r in caplog.records if "bits a sample" in r.getMessage()]
+    assert notes == ["note: hdr.mkv has 10 bits a sample; livecam works in 8, so the output has 8 bits (smooth "
+                     "gradients may band) and keeps the input's colour tags"]
+
+
+def _opens(encoder: str, width: int, height: int) -> bool:
+    """Whether `encoder` encodes one frame of width x height (into memory)."""
+    import io
+
+    try:
+        with av.open(io.BytesIO(), "w", format="matroska") as out:
+            stream = out.add_stream(encoder, rate=25)
+            stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+            stream.codec_context.options = {"x265-params": "log-level=none"} if encoder == "libx265" else {}
+            frame = av.VideoFrame.from_ndarray(np.full((height, width, 3), 90, np.uint8), format="bgr24")
+            frame.pts, frame.time_base = 0, Fraction(1, 25)
+            for packet in [*stream.encode(frame), *stream.encode(None)]:
+                out.mux(packet)
+        return True
+    except (av.error.FFmpegError, ValueError):
+        return False
+
+
+@pytest.mark.parametrize("encoder, fits, too_small", [("libx265", (16, 16), (14, 16)), ("libsvtav1", (4, 64), (2, 64))])
+def test_an_encoder_too_large_or_small_for_the_frames_is_refused_before_any_model_loads(
+        tmp_path: Path, encoder: str, fits: tuple[int, int], too_small: tuple[int, int]) -> None:
+    # libx265 under 16 px and SVT-AV1 under 4 px or over 16384x8704 failed after the models loaded
+    # with "encoding out.mp4 failed: Invalid argument" (SVT-AV1 adding lines of its own)
+    from livecam.errors import InputError
+    from livecam.media.video_writer import check_encoder, encoder_available, encoder_fits
+
+    if not encoder_available(encoder):
+        pytest.skip(f"{encoder} is not in this FFmpeg build")
+    assert encoder_fits(encoder, *fits) and _opens(encoder, *fits)  # the table matches the encoder
+    assert not encoder_fits(encoder, *too_small) and not _opens(encoder, *too_small)
+    with pytest.raises(InputError) as info:
+        check_encoder(encoder, tmp_path / "out.mkv", too_small)
+    assert f"{encoder} encodes frames of at least" in info.value.message and "use --video-encoder libx264" in info.value.message
+    if encoder == "libsvtav1":
+        with pytest.raises(InputError, match=r"at most 16384x8704 pixels, and this video is 64x9000; use --video-encoder libx264"):
+            check_encoder(encoder, tmp_path / "out.mkv", (64, 9000))
+
+
+def test_an_opaque_gif_is_not_called_transparent(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # FFmpeg's GIF decoder gives bgra for every GIF, so each one got "has transparency (bgra),
+    # which the output cannot hold"; the pixels decide now
+    from tests.videos import make_animation
+
+    Image = pytest.importorskip("PIL.Image", reason="Pillow writes the GIF with a transparent colour")
+    opaque = make_animation(tmp_path / "opaque.gif", frames=3)
+    frames = []
+    for i in range(3):
+        rgba = np.zeros((48, 96, 4), np.uint8)
+        rgba[..., :3], rgba[..., 3], rgba[:10, :10, 3] = 40 * i + 20, 255, 0  # a clear corner
+        frames.append(Image.fromarray(rgba, "RGBA"))
+    clear = tmp_path / "clear.gif"
+    frames[0].save(clear, save_all=True, append_images=frames[1:], duration=100, loop=0, disposal=2)
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        for path in (opaque, clear):
+            with VideoReader(path) as reader:
+                assert len(list(reader.frames())) == 3
+    notes = [r.getMessage() for r in caplog.records if "transparency" in r.getMessage()]
+    assert notes == ["note: clear.gif has transparency (bgra), which the output cannot hold; its frames are "
+                     "written opaque, showing the colours under the transparent parts"], notes

@@ -287,3 +287,18 @@ def test_reset_tracking_reaches_every_lane(tmp_path: Path, faces_dir: Path, stan
     finally:
         sessions.clear_pool()  # the stand-ins' sessions go with this test
     assert all(a != b for a, b in zip(again, first)), (first, again)
+
+
+@pytest.mark.parametrize("skip_existing", [False, True])
+def test_a_folder_where_a_files_output_goes_fails_that_file_with_a_fix_it_can_take(
+        tmp_path: Path, skip_existing: bool) -> None:
+    # check_job said "give a file name such as out/x.mp4/x.mp4", which a folder run cannot take;
+    # --skip-existing counted the folder as x.mp4's finished output and skipped it
+    clips, out = tmp_path / "clips", tmp_path / "out"
+    _files(clips, {"x.mp4": 20, "y.mkv": 5})
+    (out / "x.mp4").mkdir(parents=True)
+    plan = plan_folder(_template(clips, out), None, skip_existing=skip_existing)
+    assert [j.input.name for j in plan.jobs] == ["y.mkv"]
+    (folder,) = plan.decided
+    assert folder.failed and not folder.skipped and folder.error is not None
+    assert folder.error.message == f"{out / 'x.mp4'} is a folder where the output of x.mp4 goes; move or rename that folder"

@@ -337,10 +337,25 @@ def test_retime_repeats_and_drops_nearest_frames() -> None:
         image: object
         time: float
 
-    src = [F(i, i / 30) for i in range(6)]
-    assert [f.image for f in retime(src, Fraction(60), Fraction(30))] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
-    assert [f.image for f in retime(src, Fraction(15), Fraction(30))] == [0, 2, 4]
+    src = [F(np.full(2, i), i / 30) for i in range(6)]
+    doubled = list(retime(src, Fraction(60), Fraction(30)))
+    assert [int(f.image[0]) for f in doubled] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+    # a repeat is its own array: frames are processed in place
+    assert len({id(f.image) for f in doubled}) == 12 and doubled[0].image is src[0].image
+    assert [int(f.image[0]) for f in retime(src, Fraction(15), Fraction(30))] == [0, 2, 4]
     assert [round(f.time * 15, 6) for f in retime(src, Fraction(15), Fraction(30))] == [0, 1, 2]
+
+
+def test_a_frame_repeated_by_fps_is_processed_once_per_output_frame(tmp_path: Path, clip: Path) -> None:
+    # --fps 60 on a 30 fps clip handed one array to two packets, each processed in place: the
+    # square was inverted twice (back to the input) on some frames, or raced between workers
+    once, doubled = tmp_path / "once.mp4", tmp_path / "doubled.mp4"
+    process_video(_opts(clip, once, label=False), InvertEngine(), quiet=True)
+    process_video(_opts(clip, doubled, workers=2, label=False, fps=60.0), InvertEngine(), quiet=True)
+    want, got = probe(once)["images"], probe(doubled)["images"]
+    assert len(want) == 30 and len(got) == 60
+    wrong = [i for i in range(60) if _square_diff(got[i], want[i // 2]) > 8]  # codec noise only
+    assert wrong == [], wrong
 
 
 @pytest.mark.parametrize("keep_partial", [False, True])

@@ -48,6 +48,7 @@ log = logging.getLogger("livecam")
 WARMUP_FRAMES = 3
 RING = 24  # distinct generated frames, cycled
 READ_EVERY = 10  # live --watermark: every 10th marked frame is read back after the run
+MAX_BASELINE_BYTES = 16 << 20  # a --baseline report is a few KB; a bigger file is not one
 
 
 # ----------------------------------------------------------------------------- the clip
@@ -571,21 +572,32 @@ def median_result(results: list[dict[str, Any]]) -> dict[str, Any]:
 
 def read_baseline(path: Path) -> dict[str, Any]:
     """An earlier `livecam bench --json` report (one run, not a side-by-side one)."""
+    # The fix names the file only where writing a report over it loses nothing: a .json file
+    # (`> clip.mp4` told the user to overwrite their clip with JSON).
+    hint = f"`livecam bench --json > {path.name if path.suffix.lower() == '.json' else 'baseline.json'}`"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with path.open("rb") as stream:  # bounded: /dev/zero or a huge file must not fill the memory
+            raw = stream.read(MAX_BASELINE_BYTES + 1)
     except FileNotFoundError:
-        raise InputError(f"--baseline {path} does not exist; save one first with "
-                         f"`livecam bench --json > {path.name}`") from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"--baseline {path} is not a livecam bench JSON report ({exc}); save one with "
-                         f"`livecam bench --json > {path.name}`") from None
+        raise InputError(f"--baseline {path} does not exist; save one first with {hint}") from None
+    except OSError as exc:
+        raise InputError(f"--baseline {path} cannot be read ({exc.strerror or exc}); save a report with {hint}") from None
+    if len(raw) > MAX_BASELINE_BYTES:
+        raise InputError(f"--baseline {path} is over {MAX_BASELINE_BYTES // 2**20} MB, not a livecam bench JSON "
+                         f"report; save one with {hint}")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise InputError(f"--baseline {path} is not a livecam bench JSON report (not text); save one with {hint}") from None
+    except ValueError as exc:
+        raise InputError(f"--baseline {path} is not a livecam bench JSON report ({exc}); save one with {hint}") from None
     if not isinstance(data, dict) or "fps" not in data or not isinstance(data.get("stages"), dict):
         raise InputError(f"--baseline {path} is not a single livecam bench JSON report (no fps and stages); "
-                         f"save one with `livecam bench --json > {path.name}`")
+                         f"save one with {hint}")
     # ratios() reads each stage's median: a hand-edited stage failed as an internal error after the run
     if not all(isinstance(s, dict) and isinstance(s.get("median_ms"), (int, float)) for s in data["stages"].values()):
         raise InputError(f"--baseline {path}: its stages are not livecam bench figures (each needs a median_ms); "
-                         f"save one with `livecam bench --json > {path.name}`")
+                         f"save one with {hint}")
     return data
 
 

@@ -156,7 +156,11 @@ def prepare_folder(folder: Path, *, force: bool) -> Path | None:
             raise OutputExistsError(f"{folder} exists and is not empty; add --force to overwrite the demo files "
                                     f"in it ({', '.join(DEMO_FILES)}) or give another folder")
         if not os.access(folder, os.W_OK | os.X_OK):
-            raise OutputError(f"cannot write in {folder} (permission denied); give another folder")
+            raise InputError(f"cannot write in {folder} (permission denied); give another folder")
+        for name in DEMO_FILES:  # found only once the models had loaded, with a fix naming out.mp4 inside it
+            if (folder / name).is_dir():
+                raise InputError(f"{folder / name} is a folder where the demo writes its file {name}; "
+                                 f"move it away or give another folder")
         return None
     top = folder
     while not top.parent.exists() and top.parent != top:
@@ -164,7 +168,8 @@ def prepare_folder(folder: Path, *, force: bool) -> Path | None:
     try:
         folder.mkdir(parents=True)
     except OSError as exc:
-        raise OutputError(f"cannot create the folder {folder}: {exc.strerror or exc}; give another folder") from exc
+        # a usage error (exit 2), as image's and video's unwritable output folders are; it was exit 1
+        raise InputError(f"cannot create the folder {folder}: {exc.strerror or exc}; give another folder") from exc
     return top
 
 

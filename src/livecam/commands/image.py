@@ -12,15 +12,24 @@ import logging
 import time
 
 from livecam.frame import FramePacket
-from livecam.marks.credentials import signing_for
+from livecam.marks.credentials import available, signing_for
 from livecam.marks.watermark import open_watermarker
 from livecam.media.images import check_output_path, read_image_and_profile, split_alpha, write_image_atomic
 from livecam.pipeline.signals import output_done
 from livecam.processors import registry
 from livecam.processors.base import MIN_EYE_DISTANCE, usable
-from livecam.settings import ImageJob
+from livecam.settings import C2paSettings, ImageJob
 
 log = logging.getLogger("livecam")
+
+
+def check_given_identity(c2pa: C2paSettings) -> None:
+    """A given C2PA identity (--c2pa-cert/--c2pa-key or their variables) is loaded now, before the
+    models: a bad key was found only after them (a corrupt model's exit 3 said instead). The local
+    identity is still made once the models and photos are known good (signing_for), so a run that
+    fails on them leaves no identity behind and says one line."""
+    if c2pa.enabled and available():
+        signing_for(c2pa, None, ())
 
 
 def run_image(job: ImageJob) -> None:
@@ -31,6 +40,7 @@ def run_image(job: ImageJob) -> None:
                       size=(image.shape[1], image.shape[0]))
     bgr, alpha = split_alpha(image)
     start = time.perf_counter()
+    check_given_identity(job.c2pa)
     # One frame: its sessions get every core, whatever --execution-threads says.
     engine = Engine.create(job.processing, live=False, progress=not job.processing.runtime.quiet, workers=1,
                            still=True)

@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from livecam.atomic import check_new_output
 from livecam.errors import InputError, LivecamError, OutputExistsError
+from livecam.commands.image import check_given_identity
 from livecam.marks.credentials import signing_for
 from livecam.marks.watermark import open_watermarker
-from livecam.media.images import check_not_an_input, check_output_folder
+from livecam.media.images import check_not_an_input, check_output_folder, still_gif
 from livecam.pipeline.signals import output_done, stop_signals
 from livecam.media.video_reader import VideoReader, check_whole
 from livecam.media.video_writer import check_encoder, container_format, out_of_memory, resolve_encoder
@@ -41,6 +42,8 @@ def check_job(job: VideoJob) -> tuple[VideoJob, int | None]:
         raise InputError(f"the output {job.output} is a folder; give a file name such as "
                          f"{job.output / (job.input.stem + '.mp4')}")
     container_format(job.output)
+    if still_gif(job.input):  # a one-frame video came out, where a PNG is refused the same way
+        raise InputError(f"{job.input} is a still image (a GIF of one frame), not a video; use `livecam image` for images")
     with VideoReader(job.input) as reader:  # opens, finds the video stream; decodes nothing yet
         info = reader.info
     if info.width < 2 or info.height < 2:  # 4:2:0 output needs even sizes: 1 px would become 0
@@ -95,6 +98,7 @@ def run_video(job: VideoJob, cluster: ClusterSettings | None = None) -> None:
         from livecam.commands.video_cluster import run_video_on_cluster
 
         return run_video_on_cluster(job, cluster)
+    check_given_identity(job.c2pa)
     engine = create_engine(job)
     quiet = job.processing.runtime.quiet
     marker = (open_watermarker(job.processing.runtime, engine.providers,

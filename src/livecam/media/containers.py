@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 import av
 from av.container import InputContainer
@@ -28,7 +28,7 @@ def local_path(path: Path | str) -> str:
     return "file:" + text if _SCHEME.match(text) else text
 
 
-def open_container(file: str, **options: Any) -> InputContainer:
+def open_container(file: str | IO[bytes], **options: Any) -> InputContainer:
     """av.open(file, "r", **options), with tags in broken UTF-8 never fatal."""
     if _NEEDS_METADATA_ERRORS:
         options["metadata_errors"] = "replace"

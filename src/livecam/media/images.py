@@ -2,7 +2,8 @@
 
 read_image() returns BGR or BGRA uint8 whatever the file holds (grayscale, 16-bit, float, L*a*b*,
 alpha, EXIF orientation), and refuses images whose header declares more pixels than MAX_PIXELS before any
-decoding; read_image_and_profile() also gives its RGB colour profile, for the output.
+decoding; read_image_and_profile() also gives its RGB colour profile, for the output. A GIF is
+decoded by FFmpeg (PyAV) where OpenCV has no GIF decoder (before 4.11, or built without one).
 write_image_atomic() encodes to the format of the output's extension (transparency over white where it has none),
 marks the bytes as synthetic (livecam.media.provenance) and writes them through
 livecam.atomic.AtomicOutput, so a failure never leaves a broken or partial output.
@@ -11,6 +12,7 @@ livecam.atomic.AtomicOutput, so a failure never leaves a broken or partial outpu
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import os
 import struct
@@ -27,7 +29,7 @@ from livecam.media import provenance
 from livecam.atomic import AtomicOutput, check_new_output
 from livecam.errors import InputError, OutputError
 from livecam.media import metadata as md
-from livecam.settings import IMAGE_READ_FORMATS
+from livecam.settings import IMAGE_READ_FORMATS, IMAGE_WRITE_FORMATS
 
 if TYPE_CHECKING:
     from livecam.settings import ProcessingSettings
@@ -79,15 +81,24 @@ def read_image(path: Path | str) -> np.ndarray:
 
     Raises InputError (one line naming the file) for a missing, empty, unsupported, corrupt or
     oversized file."""
-    return read_image_and_profile(path)[0]
+    return _read(Path(path))[0]
 
 
 def read_image_and_profile(path: Path | str) -> tuple[np.ndarray, bytes | None]:
-    """read_image(path), and the ICC profile the pixels are in when it describes RGB (a CMYK or
-    grey profile does not fit them), from one read (`path` may be a pipe): an output written with
-    it shows the colours the input showed; without it, viewers take a Display P3 or Adobe RGB
-    photo for sRGB, duller."""
+    """read_image(path) for an output made from it, and the ICC profile the pixels are in when it
+    describes RGB (a CMYK or grey profile does not fit them), from one read (`path` may be a
+    pipe): an output written with it shows the colours the input showed; without it, viewers take
+    a Display P3 or Adobe RGB photo for sRGB, duller. A picture of more than 8 bits a sample gets a
+    note that the output has 8 (a 16-bit PNG or TIFF lost its depth without a word)."""
     path = Path(path)
+    image, profile, bits = _read(path)
+    if bits > 8:
+        log.warning("note: %s has %d bits a sample; livecam works in 8, so the output has 8 bits", path.name, bits)
+    return image, profile
+
+
+def _read(path: Path) -> tuple[np.ndarray, bytes | None, int]:
+    """(BGR or BGRA uint8 pixels, RGB ICC profile or None, the decoded bits a sample)."""
     data = _read_bytes(path)
     fmt = md.sniff_format(data)
     if fmt is None:
@@ -120,6 +131,13 @@ def read_image_and_profile(path: Path | str) -> tuple[np.ndarray, bytes | None]:
         image = cv2.imdecode(np.frombuffer(stored, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
     damaged = [line for line in said if fmt == "jpeg" and any(w in line.lower() for w in _JPEG_DAMAGE)
                and _JPEG_HARMLESS not in line.lower()]
+    if image is None and fmt == "gif" and not _opencv_reads_gif():
+        image = _gif_by_ffmpeg(path, data)
+    if image is None and fmt == "tiff" and _decoded_layout(data, fmt)[1] == 4 and _tiff_sample_format(data) == 1:
+        # OpenCV before 5 refuses 32-bit unsigned samples (libtiff's reader asserts on them)
+        raise InputError(f"{path} holds 32-bit unsigned integer samples, which this OpenCV ({cv2.__version__}) "
+                         f"cannot decode; save it as a 16-bit or float TIFF, or install a newer OpenCV "
+                         f"(pip install -U opencv-python)")
     if image is None or image.size == 0 or damaged:
         detail = f" ({damaged[0].strip()})" if damaged else " (truncated or corrupt?)"
         raise InputError(f"{path} could not be decoded as {fmt.upper()}{detail}; re-export or re-download it")
@@ -130,10 +148,11 @@ def read_image_and_profile(path: Path | str) -> tuple[np.ndarray, bytes | None]:
         # libtiff's RGBA reader (a CMYK TIFF's) adds an opaque alpha the file does not hold: the
         # outputs then had an alpha channel no opaque input gives them
         image = image[..., :3]
+    bits = 8 * image.dtype.itemsize
     image = _to_uint8_bgr(image if lab is None else _lab_to_bgr(image, lab))
     profile = md.icc_profile(data)
     rgb_profile = profile if profile is not None and md.icc_colour_space(profile) == b"RGB " else None
-    return np.ascontiguousarray(apply_orientation(image, orientation)), rgb_profile
+    return np.ascontiguousarray(apply_orientation(image, orientation)), rgb_profile, bits
 
 
 # ISO base media brands of still images (HEIF/HEIC from phones, AVIF); any other brand is a video.
@@ -145,6 +164,8 @@ def _unreadable_message(path: Path, data: bytes) -> str:
     """What to do with a file that is no image livecam reads: a phone's HEIC photo, or a video
     given to `livecam image` (both were "not an image livecam can read; check the file")."""
     if data[4:8] == b"ftyp":
+        if data[8:11] in (b"M4A", b"M4B", b"M4P"):  # iTunes audio (a song, an audiobook)
+            return f"{path} is an audio file, not a photo; give a {', '.join(IMAGE_READ_FORMATS)} image"
         kind = _HEIF_BRANDS.get(data[8:12])
         if kind is not None:
             return (f"{path} is {'an' if kind == 'AVIF' else 'a'} {kind} image, which livecam cannot read; convert it to JPEG or PNG first "
@@ -184,7 +205,7 @@ def _frame_count(data: bytes, fmt: str, limit: int = 2) -> int:
     if fmt == "webp":
         return sum(1 for fourcc, _, _ in md.riff_chunks(data) if fourcc == b"ANMF") or 1
     if fmt == "gif":
-        return _gif_frames(data, limit)
+        return md.gif_walk(data, limit)[0]
     if fmt == "tiff":
         return _tiff_pages(data, limit)
     if fmt == "png":  # APNG: only its first frame was taken, the animation silently dropped
@@ -192,27 +213,60 @@ def _frame_count(data: bytes, fmt: str, limit: int = 2) -> int:
     return 1
 
 
-def _gif_frames(data: bytes, limit: int) -> int:
-    """Image descriptors in a GIF, walking its blocks (0 when the file is cut short)."""
-    pos, frames = 13, 0
-    if len(data) > 10 and data[10] & 0x80:  # global colour table
-        pos += 3 * (2 << (data[10] & 7))
-    while pos < len(data) and frames < limit:
-        block = data[pos]
-        if block == 0x3B:  # trailer
-            break
-        if block == 0x21:  # extension: label, then sub-blocks
-            pos += 2
-        elif block == 0x2C:  # image: descriptor, local colour table, LZW code size, sub-blocks
-            frames += 1
-            flags = data[pos + 9] if pos + 9 < len(data) else 0
-            pos += 10 + (3 * (2 << (flags & 7)) if flags & 0x80 else 0) + 1
-        else:
-            break
-        while pos < len(data) and data[pos] != 0:
-            pos += data[pos] + 1
-        pos += 1
-    return frames
+def still_gif(path: Path) -> bool:
+    """Whether `path` is a whole GIF of one frame (its first 16 MB walked): a still picture for
+    `livecam image`, not a clip for `livecam video`."""
+    try:
+        if not path.is_file():  # a pipe is not opened here (it would wait for a writer)
+            return False
+        with open(path, "rb") as f:
+            head = f.read(16 << 20)
+    except OSError:
+        return False  # the reader names the problem
+    if md.sniff_format(head) != "gif":
+        return False
+    frames, whole = md.gif_walk(head, 2)
+    return frames == 1 and whole
+
+
+# The smallest GIF: 1x1, a 2-colour global table, one image (what tells whether OpenCV reads GIF).
+_TINY_GIF = (b"GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff"
+             b",\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;")
+
+
+def _opencv_reads_gif() -> bool:
+    """Whether this OpenCV decodes GIF: 4.11 added it, and builds may leave it out
+    (WITH_IMGCODEC_GIF=OFF), so the answer comes from decoding a tiny one, not the version."""
+    with _native_stderr_to_log():
+        return cv2.imdecode(np.frombuffer(_TINY_GIF, np.uint8), cv2.IMREAD_UNCHANGED) is not None
+
+
+def _gif_by_ffmpeg(path: Path, data: bytes) -> np.ndarray | None:
+    """A still GIF's picture decoded by FFmpeg (PyAV), for an OpenCV without a GIF decoder: BGR,
+    or BGRA where it has transparency; None when the file is cut short (FFmpeg gives the rows it
+    got without a word, where OpenCV refuses the file) or does not decode. InputError when
+    neither library has a GIF decoder."""
+    import av  # here only: the OpenCV-first import order of media/__init__ has been kept by then
+
+    from livecam.media.containers import open_container
+
+    try:
+        av.codec.Codec("gif", "r")
+    except Exception:  # UnknownCodecError: an FFmpeg built without it
+        raise InputError(f"{path} is a GIF, which neither this OpenCV ({cv2.__version__}) nor this FFmpeg can decode; "
+                         f"convert it to PNG first, or install OpenCV 4.11 or newer "
+                         f"(pip install -U opencv-python)") from None
+    if not md.gif_walk(data, 2)[1]:
+        return None
+    try:
+        with _native_stderr_to_log(), open_container(io.BytesIO(data), format="gif") as container:
+            frame = next(container.decode(video=0), None)
+            image = None if frame is None else frame.to_ndarray(format="bgra")
+    except (av.FFmpegError, ValueError):
+        return None
+    if image is None or not (image[..., 3] < 255).any():  # opaque: BGR, as OpenCV gives it
+        return None if image is None else np.ascontiguousarray(image[..., :3])
+    return image
 
 
 def _tiff_pages(data: bytes, limit: int) -> int:
@@ -299,13 +353,18 @@ _XYZ50_TO_SRGB = np.array([[3.1338561, -1.6168667, -0.4906146],
                            [0.0719453, -0.2289914, 1.4052427]], np.float32)
 
 
+def _tiff_sample_format(data: bytes) -> int:
+    """A TIFF's SampleFormat (1 unsigned integer, the default; 2 signed; 3 floating point)."""
+    return _first_short(md.tiff_ifd0(data).get(_TAG_SAMPLE_FORMAT, 1), "<" if data[:2] == b"II" else ">")
+
+
 def _tiff_lab_encoding(path: Path, data: bytes) -> int | None:
     """CIELAB or ICCLAB for a TIFF whose pixels are L*a*b*, None for any other TIFF; InputError
     for ITULab, which no common tool writes, and for half floats, which OpenCV refuses (it was
     'truncated or corrupt?')."""
     tags = md.tiff_ifd0(data)
     end = "<" if data[:2] == b"II" else ">"
-    if _first_short(tags.get(_TAG_SAMPLE_FORMAT, 1), end) == 3 and _first_short(tags.get(258, 8), end) == 16:
+    if _tiff_sample_format(data) == 3 and _first_short(tags.get(258, 8), end) == 16:
         raise InputError(f"{path} holds 16-bit floating-point samples, which livecam cannot decode; save it "
                          f"with 32-bit float or 16-bit integer samples, or as a PNG")
     photometric = tags.get(_TAG_PHOTOMETRIC)
@@ -507,6 +566,17 @@ def output_format(path: Path) -> tuple[str, bool]:
         raise InputError(f"cannot write {path}: {path.suffix} files hold no metadata, and every livecam "
                          f"output says it is synthetic; write .png (lossless) instead")
     if fmt is None:
+        suffix = path.suffix.lower()
+        if suffix == ".gif":
+            raise InputError(f"cannot write {path}: a GIF holds 256 colours and no room for the tags that say "
+                             f"every livecam output is synthetic; write {path.stem}.png (lossless) instead, or "
+                             f"another of {', '.join(IMAGE_WRITE_FORMATS)} ({', '.join(WRITE_FORMATS)})")
+        from livecam.media.video_writer import CONTAINERS  # here: only this message needs PyAV's writer
+
+        if suffix in CONTAINERS:
+            raise InputError(f"cannot write a picture to {path}: {path.suffix} is a video's extension; name the "
+                             f"output {path.stem}.png (or another of {', '.join(WRITE_FORMATS)}), or use "
+                             f"`livecam video` for a video")
         raise InputError(f"cannot tell which format to write for {path} (extension "
                          f"{path.suffix or 'missing'}); use one of {', '.join(WRITE_FORMATS)}")
     return fmt

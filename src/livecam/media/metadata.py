@@ -322,6 +322,30 @@ def png_insert_chunks(data: bytes, chunks: list[bytes]) -> bytes:
     return data[:at] + b"".join(chunks) + data[at:]
 
 
+def gif_walk(data: bytes, limit: int) -> tuple[int, bool]:
+    """(a GIF's frames, its image descriptors counted up to `limit`; whether the walk reached
+    its trailer, i.e. the file is whole)."""
+    pos, frames = 13, 0
+    if len(data) > 10 and data[10] & 0x80:  # global colour table
+        pos += 3 * (2 << (data[10] & 7))
+    while pos < len(data) and frames < limit:
+        block = data[pos]
+        if block == 0x3B:  # trailer
+            return frames, True
+        if block == 0x21:  # extension: label, then sub-blocks
+            pos += 2
+        elif block == 0x2C:  # image: descriptor, local colour table, LZW code size, sub-blocks
+            frames += 1
+            flags = data[pos + 9] if pos + 9 < len(data) else 0
+            pos += 10 + (3 * (2 << (flags & 7)) if flags & 0x80 else 0) + 1
+        else:
+            break
+        while pos < len(data) and data[pos] != 0:
+            pos += data[pos] + 1
+        pos += 1
+    return frames, False
+
+
 def apng_frames(data: bytes) -> int:
     """The frame count an animated PNG's acTL chunk announces (it comes before the first IDAT);
     1 for a still PNG."""

@@ -82,7 +82,10 @@ class DecodedFrame:
 
 
 def _describe(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
+    """FFmpeg's reason, without the errno and the file name PyAV adds ("[Errno 1094995529] Invalid
+    data found when processing input: 'clip.mp4'", inside a message that names the file)."""
+    reason = exc.strerror if isinstance(exc, av.error.FFmpegError) and exc.strerror else None
+    text = str(reason or exc).strip() or type(exc).__name__
     return text.splitlines()[0]
 
 
@@ -190,6 +193,11 @@ def video_stream_of(container: av.container.InputContainer, name: str) -> av.vid
     if stream is None:
         kinds = ", ".join(sorted({s.type for s in container.streams})) or "nothing"
         raise InputError(f"{name} has no video stream (it holds: {kinds}); give a video file")
+    if all(s.disposition & av.stream.Disposition.attached_pic for s in container.streams.video):
+        # a song's cover art: taken as a one-frame video, the output was that picture alone
+        # (with a 'cut short' warning), the sound cut to one frame's length
+        raise InputError(f"{name} has no video stream, only a still picture attached to it (cover art); "
+                         f"give a video file (`livecam image` swaps a face in a picture saved on its own)")
     if stream.codec_context is None:  # PyAV gives no codec context when the codec id is unknown (damaged header)
         raise InputError(f"{name}: the video stream's codec is unknown; the file is corrupt or needs "
                          "a codec this FFmpeg build lacks")
@@ -280,6 +288,20 @@ def letterbox(image: np.ndarray, width: int, height: int) -> np.ndarray:
     interpolation = cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR
     canvas[y:y + nh, x:x + nw] = cv2.resize(image, (nw, nh), interpolation=interpolation)
     return canvas
+
+
+# Packed 8-bit formats with alpha, and where the alpha byte is: their pixels are looked at.
+_PACKED_ALPHA = {"bgra": 3, "rgba": 3, "argb": 0, "abgr": 0}
+
+
+def _transparent(frame: av.VideoFrame) -> bool:
+    """Whether `frame` has transparency: for a packed 8-bit format, whether any pixel is less than
+    opaque (FFmpeg's GIF decoder gives bgra for every GIF: opaque ones were called transparent);
+    for another format with an alpha channel (yuva, gbrap), by its format."""
+    name = frame.format.name
+    if name in _PACKED_ALPHA:
+        return bool((frame.to_ndarray()[..., _PACKED_ALPHA[name]] < 255).any())
+    return any(c.is_alpha for c in frame.format.components)
 
 
 class Deinterlacer:
@@ -378,6 +400,7 @@ class VideoDecoder:
         self._converter = ColourConverter()
         self.bad_packets = 0
         self._said_alpha = False
+        self._said_depth = False
         self._bad_in_a_row = 0
         self._first_bad: float | None = None
         self._reported = 0
@@ -417,12 +440,18 @@ class VideoDecoder:
         if t is None:  # no timestamp: one nominal frame after the last
             t = self._raw_last + self.timeline.step if self._raw_last is not None else self.timeline.origin
         self._raw_last = t
-        if not self._said_alpha and any(c.is_alpha for c in frame.format.components):
+        if not self._said_alpha and _transparent(frame):
             # the output's encoders hold none: said once, as for a JPEG given a transparent image
             self._said_alpha = True
             log.warning("note: %s has transparency (%s), which the output cannot hold; its frames are "
                         "written opaque, showing the colours under the transparent parts", self.name,
                         frame.format.name)
+        bits = max(c.bits for c in frame.format.components)
+        if not self._said_depth and bits > 8:
+            # every frame goes through 8-bit BGR: a phone's 10-bit HDR clip came out 8-bit unsaid
+            self._said_depth = True
+            log.warning("note: %s has %d bits a sample; livecam works in 8, so the output has 8 bits (smooth "
+                        "gradients may band) and keeps the input's colour tags", self.name, bits)
         try:
             image = self.fitter.fit(upright_image(frame, self._to_bgr(frame)))
         except av.error.FFmpegError as exc:  # conversion: no packet is at fault

@@ -33,6 +33,7 @@ from livecam.errors import InputError, OutputError
 from livecam.media.colour import LIMITED, Colour, ColourConverter, tag
 from livecam.native_stderr import dropping
 from livecam.media.containers import local_path, open_container
+from livecam.media.images import UNMARKABLE_FORMATS, WRITE_FORMATS
 from livecam.media.video_reader import Chapter, Fitter, Timeline, timeline_origin
 
 log = logging.getLogger("livecam")
@@ -62,10 +63,20 @@ _AUDIO_LEAD_S = 0.0  # audio is muxed up to the current video time (a cut keeps 
 
 
 def container_format(path: Path) -> str:
-    fmt = CONTAINERS.get(Path(path).suffix.lower())
+    path = Path(path)
+    suffix = path.suffix.lower()
+    fmt = CONTAINERS.get(suffix)
     if fmt is None:
-        raise InputError(f"cannot tell the output format from {Path(path).name!r}: "
-                         f"use one of the extensions {', '.join(sorted(CONTAINERS))}")
+        extensions = ", ".join(sorted(CONTAINERS))
+        if suffix == ".gif":  # what a user making a clip to share may well type
+            raise InputError(f"cannot write {path.name}: livecam does not write animated GIFs (256 colours, no "
+                             f"sound, no room for the tags that say the video is synthetic); write "
+                             f"{path.stem}.mp4 instead (or another of {extensions})")
+        if suffix in WRITE_FORMATS or suffix in UNMARKABLE_FORMATS:
+            raise InputError(f"cannot write a video to {path.name}: {suffix} is a picture's extension; "
+                             f"name the output {path.stem}.mp4 (or another of {extensions})")
+        raise InputError(f"cannot tell the output format from {path.name!r}: "
+                         f"use one of the extensions {extensions}")
     return fmt
 
 
@@ -153,9 +164,21 @@ def available_encoders() -> list[str]:
     return [name for name in ENCODER_CANDIDATES if encoder_available(name)]
 
 
-# The longest side these encoders take (the writer's even size): past it they fail to open,
-# which libx264 reports only as a generic external error (it read as "out of memory").
-MAX_ENCODER_SIDE = {"libx264": 16384, "libvpx": 16383, "mpeg4": 8191}
+# The frame sizes these encoders open with (the writer's even size), as (smallest side, largest
+# width, largest height): outside them they fail to open, after the models loaded, with a generic
+# error (libx264's read as "out of memory"; libx265 and SVT-AV1 gave "Invalid argument", SVT-AV1
+# with lines of its own). Measured with PyAV 18's encoders; one not listed takes 2 px and up.
+ENCODER_SIZES: dict[str, tuple[int, int, int]] = {
+    "libx264": (2, 16384, 16384), "libx265": (16, 1 << 20, 1 << 20), "libvpx": (2, 16383, 16383),
+    "mpeg4": (2, 8191, 8191), "libsvtav1": (4, 16384, 8704),
+}
+
+
+def encoder_fits(name: str, width: int, height: int) -> bool:
+    """Whether `name` opens for frames of `width` x `height` (made even, as the writer does)."""
+    least, most_w, most_h = ENCODER_SIZES.get(name, (2, 1 << 20, 1 << 20))
+    w, h = width & ~1, height & ~1
+    return least <= min(w, h) and w <= most_w and h <= most_h
 
 
 def check_encoder(name: str, output: Path, size: tuple[int, int] | None = None) -> None:
@@ -171,12 +194,13 @@ def check_encoder(name: str, output: Path, size: tuple[int, int] | None = None) 
     if allowed is not None and codec not in allowed:
         raise InputError(f"{Path(output).suffix} files cannot hold {codec} video from {name!r}; "
                          f"use --video-encoder {' or '.join(fits) or 'libvpx-vp9'} or another extension")
-    side = max(size[0] & ~1, size[1] & ~1) if size is not None else 0
-    limit = MAX_ENCODER_SIDE.get(name)
-    if size is not None and limit is not None and side > limit:
-        larger = [e for e in fits if MAX_ENCODER_SIDE.get(e, side) >= side]
-        raise InputError(f"{name} encodes at most {limit} pixels a side, and this video is {size[0]}x{size[1]}; "
-                         f"use --video-encoder {' or '.join(larger) or 'libx265'}")
+    if size is not None and not encoder_fits(name, *size):
+        least, most_w, most_h = ENCODER_SIZES[name]
+        limits = f"at least {least} pixels a side" if min(size[0] & ~1, size[1] & ~1) < least else \
+            (f"at most {most_w} pixels a side" if most_w == most_h else f"at most {most_w}x{most_h} pixels")
+        others = [e for e in fits if encoder_fits(e, *size)]
+        fix = f"use --video-encoder {' or '.join(others)}" if others else "no encoder here takes it; resize the video first"
+        raise InputError(f"{name} encodes frames of {limits}, and this video is {size[0]}x{size[1]}; {fix}")
 
 
 def add_video_stream(out: av.container.OutputContainer, encoder: str, rate: Fraction | int) -> VideoStream:

@@ -121,6 +121,9 @@ def plan_folder(template: VideoJob, pattern: str | None, *, skip_existing: bool)
             decided.append(FileOutcome(job, error=InputError(
                 f"{path.name} and {other.name} would both be written to {job.output}; rename one, or choose "
                 f"the files with --pattern")))
+        elif job.output.is_dir():  # check_job's fix, "a file name such as OUT/x.mp4/x.mp4", is none here
+            decided.append(FileOutcome(job, error=InputError(
+                f"{job.output} is a folder where the output of {path.name} goes; move or rename that folder")))
         elif skip_existing and (job.output.exists() or job.output.is_symlink()):
             decided.append(FileOutcome(job, skipped=True))
         else:
