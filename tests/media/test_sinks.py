@@ -174,8 +174,8 @@ def test_frames_a_recording_cannot_hold_are_one_clear_line_and_leave_nothing(
     with pytest.raises(InputError) as caught:
         sink.write(np.zeros((size[1], size[0], 3), np.uint8))
     message = caught.value.message
-    assert f"the stream's frames are {size[0]}x{size[1]} pixels, which cannot be recorded (at least 2x2" in message
-    assert "libx264 encodes at most 16384 a side" in message
+    assert f"the stream's frames are {size[0]}x{size[1]} pixels, which libx264 cannot record" in message
+    assert "(it takes 2x2 to 16384x16384)" in message
     assert "--resolution" in message and "--output none" in message
     sink.close()
     assert list(tmp_path.iterdir()) == []

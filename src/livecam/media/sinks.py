@@ -95,16 +95,15 @@ class FileRecorderSink:
 
     def _open(self, width: int, height: int) -> VideoWriter:
         from livecam.media.containers import frame_rate
-        from livecam.media.video_writer import MAX_ENCODER_SIDE, OutputSpec, VideoWriter
+        from livecam.media.video_writer import OutputSpec, VideoWriter, encoder_fits, encoder_sizes
 
         # Known only now (the stream's first frame): 1 px became 0 in 4:2:0 ("internal error:
         # IndexError"), past the encoder's side it failed to open ("out of memory").
-        limit = MAX_ENCODER_SIDE.get(self.codec or "")
-        if width < 2 or height < 2 or (limit is not None and max(width & ~1, height & ~1) > limit):
-            most = f"; {self.codec} encodes at most {limit} a side" if limit is not None else ""
-            raise InputError(f"--output {self.path}: the stream's frames are {width}x{height} pixels, which cannot "
-                             f"be recorded (at least 2x2{most}); give the camera another --resolution, or use "
-                             f"--output window or --output none")
+        if not encoder_fits(self.codec, width, height):
+            least, most_w, most_h = encoder_sizes(self.codec)
+            raise InputError(f"--output {self.path}: the stream's frames are {width}x{height} pixels, which "
+                             f"{self.codec} cannot record (it takes {least}x{least} to {most_w}x{most_h}); give "
+                             f"the camera another --resolution, or use --output window or --output none")
         self._output.open()
         spec = OutputSpec(path=self._output.temp, format=self.format, width=width, height=height,
                           rate=frame_rate(self.fps), time_base=Fraction(1, 1000),

@@ -174,9 +174,14 @@ ENCODER_SIZES: dict[str, tuple[int, int, int]] = {
 }
 
 
+def encoder_sizes(name: str) -> tuple[int, int, int]:
+    """(smallest side, largest width, largest height) that `name` opens for."""
+    return ENCODER_SIZES.get(name, (2, 1 << 20, 1 << 20))
+
+
 def encoder_fits(name: str, width: int, height: int) -> bool:
     """Whether `name` opens for frames of `width` x `height` (made even, as the writer does)."""
-    least, most_w, most_h = ENCODER_SIZES.get(name, (2, 1 << 20, 1 << 20))
+    least, most_w, most_h = encoder_sizes(name)
     w, h = width & ~1, height & ~1
     return least <= min(w, h) and w <= most_w and h <= most_h
 
@@ -195,7 +200,7 @@ def check_encoder(name: str, output: Path, size: tuple[int, int] | None = None) 
         raise InputError(f"{Path(output).suffix} files cannot hold {codec} video from {name!r}; "
                          f"use --video-encoder {' or '.join(fits) or 'libvpx-vp9'} or another extension")
     if size is not None and not encoder_fits(name, *size):
-        least, most_w, most_h = ENCODER_SIZES[name]
+        least, most_w, most_h = encoder_sizes(name)
         limits = f"at least {least} pixels a side" if min(size[0] & ~1, size[1] & ~1) < least else \
             (f"at most {most_w} pixels a side" if most_w == most_h else f"at most {most_w}x{most_h} pixels")
         others = [e for e in fits if encoder_fits(e, *size)]
