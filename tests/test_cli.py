@@ -120,3 +120,19 @@ def test_stdout_closed_by_its_reader_exits_quietly(command: list[str]) -> None:
         os.close(write_end)
     assert proc.returncode == EXIT_BROKEN_PIPE, proc.stderr  # not 1, `livecam verify`'s "not marked"
     assert proc.stderr == ""  # no traceback, no "Exception ignored ... BrokenPipeError"
+
+
+def test_ctrl_c_while_the_models_load_is_one_line(tmp_path, monkeypatch, capsys) -> None:
+    # click's own KeyboardInterrupt handling printed an empty line before "livecam: interrupted"
+    from livecam.cli import cli
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("livecam.pipeline.engine.Engine.create", interrupted)
+    photo = os.path.join(os.path.dirname(__file__), "..", "src", "livecam", "samples", "grace_hopper.jpg")
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["image", photo, str(tmp_path / "out.png"), "--source", photo])
+    assert stopped.value.code == 130
+    assert capsys.readouterr().err == "livecam: interrupted\n"
+    assert list(tmp_path.iterdir()) == []

@@ -190,7 +190,10 @@ class LivecamGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         with _stdout_reader_gone():
-            return super().invoke(ctx)
+            try:
+                return super().invoke(ctx)
+            except KeyboardInterrupt as exc:  # click's main prints an empty line for it before ours
+                raise click.exceptions.Abort() from exc
 
     def main(self, args: Sequence[str] | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
         argv = expand_variadic(list(sys.argv[1:] if args is None else args))
