@@ -531,6 +531,38 @@ def test_a_photo_piped_in_is_read_once_with_its_profile(tmp_path: Path) -> None:
     assert np.array_equal(pixels, _pattern()) and icc == _profile(size=600)
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX pipes")
+def test_a_stream_that_starts_as_no_picture_is_refused_without_reading_on(tmp_path: Path) -> None:
+    # `livecam image /dev/zero out.png` read 1 GB before saying it was too large for an image.
+    import threading
+
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    done = threading.Event()
+
+    def endless_writer() -> None:  # 8 KB of no picture, then the stream stays open
+        with pipe.open("wb") as stream:
+            stream.write(bytes(8192))
+            stream.flush()
+            done.wait(30)
+
+    refused: list[BaseException] = []
+
+    def reader() -> None:
+        try:
+            images.read_image(pipe)
+        except BaseException as exc:  # noqa: BLE001 - checked below
+            refused.append(exc)
+
+    threading.Thread(target=endless_writer, daemon=True).start()
+    reading = threading.Thread(target=reader, daemon=True)
+    reading.start()
+    reading.join(timeout=15)
+    done.set()
+    assert not reading.is_alive(), "the reader waited for the rest of the stream"
+    assert isinstance(refused[0], InputError) and "is not an image livecam can read" in refused[0].message
+
+
 @pytest.mark.parametrize("ext", [".png", ".webp", ".tif"])
 def test_a_cmyk_tiff_comes_out_without_alpha_like_any_opaque_input(tmp_path: Path, ext: str) -> None:
     """libtiff's RGBA reader gave a CMYK TIFF an all-opaque alpha, which every output kept."""

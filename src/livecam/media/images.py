@@ -459,7 +459,10 @@ def _read_bytes(path: Path) -> bytes:
             data = path.read_bytes() if 0 < size <= MAX_FILE_BYTES else b""
         else:  # a pipe (/dev/stdin): its size says nothing, so it is read up to the limit
             with path.open("rb") as stream:
-                data = stream.read(MAX_FILE_BYTES + 1)
+                data = stream.read(4096)
+                # unless its first bytes are no picture's (/dev/zero, /dev/urandom): said now, not after 1 GB
+                if md.sniff_format(data) is not None:
+                    data += stream.read(MAX_FILE_BYTES + 1 - len(data))
             size = len(data)
         if size == 0:
             raise InputError(f"{path} is empty (0 bytes); give a {', '.join(IMAGE_READ_FORMATS)} image")
