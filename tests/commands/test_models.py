@@ -165,6 +165,10 @@ def test_doctor_exits_0_when_the_default_run_is_possible(isolated_env) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     assert "onnxruntime" in out and "CPUExecutionProvider" in out and "Python" in out
+    import av
+    import cv2
+
+    assert f"Media libraries: OpenCV {cv2.__version__}, PyAV {av.__version__}" in out  # what reads the files
     assert "Models folder: " + isolated_env["LIVECAM_MODELS_DIR"] in out and "free disk" in out
     assert "Cameras:" in out and "Default run (embedded models, CPU): ready" in out  # ("NOT ready" has "ready" too)
     assert "Traceback" not in result.stderr
