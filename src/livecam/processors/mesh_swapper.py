@@ -931,6 +931,12 @@ class MeshSwapper:
             table = color.transfer_lut(warped[::step, ::step], target_lab, skin[::step, ::step])
             if table is not None:
                 warped = cv2.LUT(warped, table)
+                # The source's colour at each lightness becomes the target's (its shadows
+                # would stay grey on a paler target), before the shading takes the lighting.
+                by_lightness = color.chroma_by_lightness(warped[::step, ::step], target_lab,
+                                                         skin[::step, ::step])
+                if by_lightness is not None:
+                    warped = color.add_by_lightness(warped, by_lightness)
                 if _SHADING > 0.0:
                     warped = color.match_shading(warped, target, skin, _SHADING_RADIUS * size,
                                                  _SHADING, _SHADING_CHROMA)
