@@ -156,27 +156,31 @@ def _colour_by_lightness(lab: np.ndarray, w: np.ndarray, total: float
                          ) -> tuple[np.ndarray, float, float] | None:
     """(256, 2) mean a and b of the pixels of each lightness (binned, shrunk towards the fitted
     line, interpolated between bin centres), the mean L and its standard deviation; None on a
-    nearly flat lightness. w: flat weights summing to total."""
-    flat = lab.reshape(-1, 3).astype(np.float64)
-    mean = (w @ flat) / total
-    dev = flat - mean
-    var = float(w @ (dev[:, 0] * dev[:, 0])) / total
+    nearly flat lightness. w: flat weights summing to total. Everything comes from three
+    weighted histograms over the 256 lightness levels (no per-pixel float arrays)."""
+    flat = lab.reshape(-1, 3)
+    lightness = flat[:, 0]
+    count = np.bincount(lightness, weights=w, minlength=256)
+    sums = np.stack([np.bincount(lightness, weights=w * flat[:, c], minlength=256)
+                     for c in (1, 2)], axis=1)
+    levels = np.arange(256, dtype=np.float64)
+    mean = float(count @ levels) / total
+    dev = levels - mean
+    var = float(count @ (dev * dev)) / total
     if var < _LIGHTNESS_FLAT:
         return None
     std = float(np.sqrt(var))
-    slope = np.clip((w @ (dev[:, :1] * dev[:, 1:])) / total / var, -_SLOPE_MAX, _SLOPE_MAX)
-    centres = (np.arange(256 // _BIN_WIDTH) + 0.5) * _BIN_WIDTH - 0.5
-    reach = np.clip(centres - mean[0], -_SLOPE_RANGE * std, _SLOPE_RANGE * std)
-    line = mean[1:] + reach[:, None] * slope
-    bins = np.minimum(flat[:, 0].astype(np.int64) // _BIN_WIDTH, len(centres) - 1)
-    count = np.bincount(bins, weights=w, minlength=len(centres))
-    sums = np.stack([np.bincount(bins, weights=w * flat[:, c], minlength=len(centres))
-                     for c in (1, 2)], axis=1)
+    mean_ab = sums.sum(axis=0) / total
+    slope = np.clip((dev @ sums) / total / var, -_SLOPE_MAX, _SLOPE_MAX)
+    bins = 256 // _BIN_WIDTH
+    centres = (np.arange(bins) + 0.5) * _BIN_WIDTH - 0.5
+    reach = np.clip(centres - mean, -_SLOPE_RANGE * std, _SLOPE_RANGE * std)
+    line = mean_ab + reach[:, None] * slope
     prior = _BIN_PRIOR * total
-    means = (sums + prior * line) / (count + prior)[:, None]
-    levels = np.arange(256, dtype=np.float64)
-    table = np.stack([np.interp(levels, centres, means[:, c]) for c in (0, 1)], axis=1)
-    return table, float(mean[0]), std
+    binned = (sums.reshape(bins, _BIN_WIDTH, 2).sum(axis=1) + prior * line) \
+        / (count.reshape(bins, _BIN_WIDTH).sum(axis=1) + prior)[:, None]
+    table = np.stack([np.interp(levels, centres, binned[:, c]) for c in (0, 1)], axis=1)
+    return table, mean, std
 
 
 def chroma_by_lightness(face_lab: np.ndarray, target_lab: np.ndarray,
@@ -193,7 +197,7 @@ def chroma_by_lightness(face_lab: np.ndarray, target_lab: np.ndarray,
     colourless, which would bleach the source's lit skin (Biden's nose tip on astronaut.png).
     face_lab and target_lab: HxWx3 uint8 OpenCV LAB samples of one shape (the face after the
     transfer); weights: HxW >= 0."""
-    w = np.clip(weights.astype(np.float32, copy=False), 0.0, None).reshape(-1).astype(np.float64)
+    w = np.clip(weights.reshape(-1).astype(np.float64), 0.0, None)
     total = float(w.sum())
     if total <= 0.0:
         return None
