@@ -74,6 +74,9 @@ _EYE_CLOSED_LOW, _EYE_CLOSED_HIGH = 0.06, 0.1
 # That region: an ellipse round the eye, half-axes as fractions of the eye's width.
 _EYE_REGION = (0.75, 0.4)
 _MOUTH_FEATHER = 0.04  # soft edge round the --mouth-mask region (lips and below)
+# The lips' own colour shift (see _match_lips) is blurred across their outline by a Gaussian of
+# this fraction of the face size, at least MIN px.
+_LIP_EDGE, _LIP_EDGE_MIN = 0.01, 0.8
 # Glasses: thin dark lines (a morphological black-hat with a square this fraction of the face
 # size) that the target has and the warped source lacks, by LOW..HIGH grey levels, are kept
 # from the target over the eye band; only when the band between the eyes (a glasses bridge)
@@ -949,6 +952,10 @@ class MeshSwapper:
             if lips is not None:
                 lx1, ly1, lx2, ly2 = lips[1]
                 skin[ly1:ly2, lx1:lx2] &= lips[0] <= 0.0
+                # The colour shift is softened across the contour as well: its edge followed
+                # the polygon's pixel steps (a jagged, pasted-on lip outline on a small face).
+                sigma = max(_LIP_EDGE_MIN, _LIP_EDGE * size)
+                lips = (cv2.GaussianBlur(lips[0], (0, 0), sigma), lips[1])
         if lab:
             step = color.sample_step(skin.shape)
             target_lab = cv2.cvtColor(np.ascontiguousarray(target[::step, ::step]),
