@@ -74,6 +74,10 @@ _EYE_CLOSED_LOW, _EYE_CLOSED_HIGH = 0.06, 0.1
 # That region: an ellipse round the eye, half-axes as fractions of the eye's width.
 _EYE_REGION = (0.75, 0.4)
 _MOUTH_FEATHER = 0.04  # soft edge round the --mouth-mask region (lips and below)
+# The lips' lightness is measured this many px inside their contours (FaceMesh's are off by a
+# pixel or two at any face size; an inset growing with the face left little of a large face's
+# thin lips, and the measure jumped with the roll).
+_LIP_INSET = 2
 # The lips' own colour shift (see _match_lips) is blurred across their outline by a Gaussian of
 # this fraction of the face size, at least MIN px.
 _LIP_EDGE, _LIP_EDGE_MIN = 0.01, 0.8
@@ -478,13 +482,13 @@ def _match_lips(warped: np.ndarray, target: np.ndarray, lips: tuple[np.ndarray, 
     with the shape change), whose teeth in that ring (a smile's) do not count."""
     weight, (x1, y1, x2, y2) = lips
     feather = _DETAIL_FEATHER * size + 1.0
-    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * int(feather) + 1,) * 2)
+    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * _LIP_INSET + 1,) * 2)
 
     def lip_colour(image: np.ndarray, landmarks: np.ndarray, skip_teeth: bool) -> np.ndarray | None:
-        """The lips' lightness (the median inside them: FaceMesh's contours take in the shadow
-        along the lip line and some skin, a large part of thin lips, which pulled the mean by
-        20-30 levels) and a, b (the mean over them all, their soft edge included, as the eye
-        takes their colour); image: 8-bit LAB."""
+        """The lips' lightness (the median of what lies _LIP_INSET px inside them: FaceMesh's
+        contours take in the shadow along the lip line and some skin, a large part of thin
+        lips, which pulled the mean by 20-30 levels) and a, b (the mean over them all, their
+        soft edge included, as the eye takes their colour); image: 8-bit LAB."""
         ring, _ = _lip_ring(image.shape[:2], landmarks)
         lip = ring > 0
         if skip_teeth and int(lip.sum()) >= 8:
