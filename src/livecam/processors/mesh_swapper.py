@@ -465,10 +465,13 @@ def _teeth(lab: np.ndarray, lips: np.ndarray) -> np.ndarray:
     """bool: the pixels of the `lips` mask that are teeth, not lip (_TOOTH_L grey levels lighter
     than the lips' median and under _TOOTH_CHROMA of their median chroma: FaceMesh's inner lip
     contour follows a smile's teeth only roughly). lab: 8-bit LAB, any dtype."""
-    lightness = lab[..., 0].astype(np.float32)
-    chroma = np.hypot(lab[..., 1].astype(np.float32) - 128.0, lab[..., 2].astype(np.float32) - 128.0)
-    return lips & (lightness > float(np.median(lightness[lips])) + _TOOTH_L) \
-        & (chroma < _TOOTH_CHROMA * float(np.median(chroma[lips])))
+    values = lab[lips].astype(np.float32)  # only the lips' pixels: a face's box is far larger
+    lightness = values[:, 0]
+    chroma = np.hypot(values[:, 1] - 128.0, values[:, 2] - 128.0)
+    teeth = np.zeros(lips.shape, dtype=bool)
+    teeth[lips] = (lightness > float(np.median(lightness)) + _TOOTH_L) \
+        & (chroma < _TOOTH_CHROMA * float(np.median(chroma)))
+    return teeth
 
 
 def _match_lips(warped: np.ndarray, target: np.ndarray, lips: tuple[np.ndarray, masks.Box],
