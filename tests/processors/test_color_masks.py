@@ -204,3 +204,30 @@ def test_match_lab_on_a_grey_target_gives_a_grey_face() -> None:
     target = np.repeat(rng.integers(60, 200, (64, 64, 1), dtype=np.uint8), 3, axis=2)  # black and white
     out = color.match_lab(face, target, np.ones((64, 64), bool)).astype(int)
     assert (out.max(axis=2) - out.min(axis=2)).max() <= 2
+
+
+def _lab_ramp(lightness: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.dstack([np.broadcast_to(c, (64, 256)) for c in (lightness, a, b)]).astype(np.uint8)
+
+
+def test_chroma_by_lightness_gives_the_face_the_targets_colourful_shadows() -> None:
+    # Both run dark to light across; the face's colour is the same at every lightness (its
+    # shadows greyer than the target's, whose colour rises as it darkens: a pale target).
+    lightness = np.linspace(60, 240, 256)
+    face = _lab_ramp(lightness, np.full(256, 140.0), np.full(256, 150.0))
+    target = _lab_ramp(lightness, 140.0 + 0.2 * (150.0 - lightness), 150.0 + 0.25 * (150.0 - lightness))
+    weights = np.ones((64, 256), dtype=np.float32)
+    table = color.chroma_by_lightness(face, target, weights)
+    assert table is not None and table.dtype == np.int16
+    out = color.add_by_lightness(face, table).astype(float)
+    dark = lightness < 110
+    np.testing.assert_allclose(out[0, dark, 1:], target[0, dark, 1:], atol=2.0)
+    np.testing.assert_array_equal(out[..., 0], face[..., 0])  # lightness is untouched
+    # Above the target's mean lightness (150) plus half its spread (52) the shift is held:
+    # its lightest skin would be taken for its shine.
+    top = lightness > 190
+    held = out[0, top, 1:] - face[0, top, 1:]
+    assert np.ptp(held, axis=0).max() <= 1.0
+    assert np.abs(held).max() < np.abs(target[0, top, 1:] - face[0, top, 1:].astype(float)).max() - 5
+    assert color.chroma_by_lightness(face, face, weights) is None  # nothing to change
+    assert color.chroma_by_lightness(face, target, np.zeros_like(weights)) is None

@@ -3,9 +3,10 @@
 Per-channel mean and standard deviation transfer in CIE LAB (Reinhard et al. 2001), with the
 statistics of both images taken inside one mask, so that only skin drives the match while the
 correction is applied to every pixel of the face image. It runs in OpenCV's 8-bit LAB, where
-the per-channel affine map is one 256-entry lookup table. `match_shading` then optionally moves
-the face's low-frequency lightness (the lighting), and a and b (regional colour), towards the
-target's.
+the per-channel affine map is one 256-entry lookup table. `chroma_by_lightness` then gives the
+face the target's colour at each lightness (a pale target's colourful shadows), and
+`match_shading` optionally moves the face's low-frequency lightness (the lighting), and a and b
+(regional colour), towards the target's.
 """
 
 from __future__ import annotations
@@ -27,6 +28,17 @@ _KNEE_STD, _KNEE_SLOPE = 1.5, 0.4
 # Statistics are taken on a regular subsample of at most about this many pixels: means and
 # standard deviations of a smooth skin region do not need every pixel.
 _STATS_PIXELS = 16384
+# Colour by lightness (chroma_by_lightness): mean a and b in bins of BIN_WIDTH lightness
+# levels, shrunk towards the line fitted through all of them (by PRIOR of the total weight, so
+# that a bin of few pixels follows the line; its slope held within SLOPE_MAX a or b units per
+# L unit and followed at most SLOPE_RANGE standard deviations from the mean L); skipped on a
+# face with almost no lightness spread (variance under FLAT). A shift is at most SHIFT_MAX,
+# and stays at its value at SHINE_FROM standard deviations over the target's mean lightness
+# above that.
+_BIN_WIDTH, _BIN_PRIOR = 16, 0.01
+_SLOPE_MAX, _SLOPE_RANGE, _LIGHTNESS_FLAT = 0.4, 2.0, 4.0
+_SHIFT_MAX, _SHINE_FROM = 24, 0.5
+_HIST_PIXELS = 4096  # its statistics are taken on a regular subsample of about this many pixels
 
 
 def _weighted_stats(lab: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -139,3 +151,75 @@ def match_shading(face_lab: np.ndarray, target_bgr: np.ndarray, weights: np.ndar
         return cv2.merge([lightness, a, b])
     full = cv2.resize(delta, (w, h), interpolation=cv2.INTER_LINEAR)
     return cv2.add(face_lab, full, dtype=cv2.CV_8U)  # saturating
+
+
+def _colour_by_lightness(lab: np.ndarray, w: np.ndarray, total: float
+                         ) -> tuple[np.ndarray, float, float] | None:
+    """(256, 2) mean a and b of the pixels of each lightness (binned, shrunk towards the fitted
+    line, interpolated between bin centres), the mean L and its standard deviation; None on a
+    nearly flat lightness. w: flat weights summing to total. Everything comes from three
+    weighted histograms over the 256 lightness levels (no per-pixel float arrays)."""
+    flat = lab.reshape(-1, 3)
+    lightness = flat[:, 0]
+    count = np.bincount(lightness, weights=w, minlength=256)
+    sums = np.stack([np.bincount(lightness, weights=w * flat[:, c], minlength=256)
+                     for c in (1, 2)], axis=1)
+    levels = np.arange(256, dtype=np.float64)
+    mean = float(count @ levels) / total
+    dev = levels - mean
+    var = float(count @ (dev * dev)) / total
+    if var < _LIGHTNESS_FLAT:
+        return None
+    std = float(np.sqrt(var))
+    mean_ab = sums.sum(axis=0) / total
+    slope = np.clip((dev @ sums) / total / var, -_SLOPE_MAX, _SLOPE_MAX)
+    bins = 256 // _BIN_WIDTH
+    centres = (np.arange(bins) + 0.5) * _BIN_WIDTH - 0.5
+    reach = np.clip(centres - mean, -_SLOPE_RANGE * std, _SLOPE_RANGE * std)
+    line = mean_ab + reach[:, None] * slope
+    prior = _BIN_PRIOR * total
+    binned = (sums.reshape(bins, _BIN_WIDTH, 2).sum(axis=1) + prior * line) \
+        / (count.reshape(bins, _BIN_WIDTH).sum(axis=1) + prior)[:, None]
+    table = np.stack([np.interp(levels, centres, binned[:, c]) for c in (0, 1)], axis=1)
+    return table, mean, std
+
+
+def chroma_by_lightness(face_lab: np.ndarray, target_lab: np.ndarray,
+                        weights: np.ndarray) -> np.ndarray | None:
+    """A 256x1x3 int16 table of a and b offsets by lightness (for add_by_lightness) that gives
+    face_lab the target's colour at each lightness: the target's mean a and b at that L minus
+    the face's. None when nothing would change.
+
+    The mean/std transfer maps a and b whatever the lightness, so the source's own relation
+    stays: dark skin's shadows (nose sides, folds under the eyes) and dark brows are less
+    colourful than the rest of it, while a pale target's shadows are its most colourful skin;
+    on such a target the source's folds came out as grey patches. Above the target's mean
+    lightness (_SHINE_FROM) the shift is held: the target's brightest skin is its shine,
+    colourless, which would bleach the source's lit skin (Biden's nose tip on astronaut.png).
+    face_lab and target_lab: HxWx3 uint8 OpenCV LAB samples of one shape (the face after the
+    transfer); weights: HxW >= 0."""
+    stride = max(1, int(np.sqrt(weights.size / _HIST_PIXELS)))
+    face_lab, target_lab = face_lab[::stride, ::stride], target_lab[::stride, ::stride]
+    w = np.clip(weights[::stride, ::stride].reshape(-1).astype(np.float64), 0.0, None)
+    total = float(w.sum())
+    if total <= 0.0:
+        return None
+    face = _colour_by_lightness(face_lab, w, total)
+    target = _colour_by_lightness(target_lab, w, total)
+    if face is None or target is None:
+        return None
+    shift = np.clip(np.round(target[0] - face[0]), -_SHIFT_MAX, _SHIFT_MAX)
+    top = int(np.clip(round(target[1] + _SHINE_FROM * target[2]), 0, 255))
+    shift[top + 1:] = shift[top]
+    if not shift.any():
+        return None
+    table = np.zeros((256, 1, 3), dtype=np.int16)
+    table[:, 0, 1:] = shift
+    return table
+
+
+def add_by_lightness(face_lab: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """face_lab (uint8 LAB) plus the table's offsets looked up by each pixel's L (saturating)."""
+    lightness = cv2.extractChannel(face_lab, 0)
+    offsets = cv2.LUT(cv2.merge([lightness, lightness, lightness]), table)
+    return cv2.add(face_lab, offsets, dtype=cv2.CV_8U)

@@ -74,8 +74,13 @@ _EYE_CLOSED_LOW, _EYE_CLOSED_HIGH = 0.06, 0.1
 # That region: an ellipse round the eye, half-axes as fractions of the eye's width.
 _EYE_REGION = (0.75, 0.4)
 _MOUTH_FEATHER = 0.04  # soft edge round the --mouth-mask region (lips and below)
-# The lips keep the target's colour (a, b) and take this much of its lip lightness.
-_LIP_LIGHTNESS = 0.5
+# The lips' lightness is measured this many px inside their contours (FaceMesh's are off by a
+# pixel or two at any face size; an inset growing with the face left little of a large face's
+# thin lips, and the measure jumped with the roll).
+_LIP_INSET = 2
+# The lips' own colour shift (see _match_lips) is blurred across their outline by a Gaussian of
+# this fraction of the face size, at least MIN px.
+_LIP_EDGE, _LIP_EDGE_MIN = 0.01, 0.8
 # Glasses: thin dark lines (a morphological black-hat with a square this fraction of the face
 # size) that the target has and the warped source lacks, by LOW..HIGH grey levels, are kept
 # from the target over the eye band; only when the band between the eyes (a glasses bridge)
@@ -445,37 +450,77 @@ def _edge_ramp(shape_hw: tuple[int, int], polygon: np.ndarray, width: float) -> 
     return ramp
 
 
+def _lip_ring(shape_hw: tuple[int, int], landmarks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """uint8 0/1 masks of the lips (between the outer and inner lip contours) and of the
+    inside of the inner contour."""
+    ring, inner = np.zeros(shape_hw, dtype=np.uint8), np.zeros(shape_hw, dtype=np.uint8)
+    for mask, contour in ((ring, mesh_indices.LIPS_OUTER), (inner, mesh_indices.LIPS_INNER)):
+        pts = np.round((landmarks[contour] - 0.5) * 16.0).astype(np.int32)
+        cv2.fillPoly(mask, [pts], 1, shift=4)
+    ring[inner > 0] = 0
+    return ring, inner
+
+
+def _teeth(lab: np.ndarray, lips: np.ndarray) -> np.ndarray:
+    """bool: the pixels of the `lips` mask that are teeth, not lip (_TOOTH_L grey levels lighter
+    than the lips' median and under _TOOTH_CHROMA of their median chroma: FaceMesh's inner lip
+    contour follows a smile's teeth only roughly). lab: 8-bit LAB, any dtype."""
+    values = lab[lips].astype(np.float32)  # only the lips' pixels: a face's box is far larger
+    lightness = values[:, 0]
+    chroma = np.hypot(values[:, 1] - 128.0, values[:, 2] - 128.0)
+    teeth = np.zeros(lips.shape, dtype=bool)
+    teeth[lips] = (lightness > float(np.median(lightness)) + _TOOTH_L) \
+        & (chroma < _TOOTH_CHROMA * float(np.median(chroma)))
+    return teeth
+
+
 def _match_lips(warped: np.ndarray, target: np.ndarray, lips: tuple[np.ndarray, masks.Box],
-                local: np.ndarray, moved: np.ndarray) -> None:
-    """Move the warped lips' (8-bit LAB, in place) mean colour to the target's own lips' (the
+                local: np.ndarray, moved: np.ndarray, size: float) -> None:
+    """Move the warped lips' (8-bit LAB, in place) colour to the target's own lips' (the
     skin's colour transfer would carry the source's lip colour relative to its skin, and its
-    chroma shrink makes lips pale): a and b fully, lightness by _LIP_LIGHTNESS. The lips are
-    the ring between the outer and inner lip contours: the moved one in `warped`, the target's
-    own (`local`) in `target` (BGR)."""
+    chroma shrink makes lips pale), lightness included (half of it left the source's darker or
+    lighter lips on the target's skin: Obama's on group6.jpg). The lips are the ring between
+    the outer and inner lip contours (see lip_colour), the moved one in `warped`, the target's
+    own (`local`) in `target` (BGR: the frame's region before the kept eyes and mouth moved
+    with the shape change), whose teeth in that ring (a smile's) do not count."""
     weight, (x1, y1, x2, y2) = lips
+    feather = _DETAIL_FEATHER * size + 1.0
+    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * _LIP_INSET + 1,) * 2)
 
-    def ring_mean(image: np.ndarray, landmarks: np.ndarray) -> np.ndarray | None:
-        ring = np.zeros(image.shape[:2], dtype=np.uint8)
-        for contour, value in ((mesh_indices.LIPS_OUTER, 1), (mesh_indices.LIPS_INNER, 0)):
-            pts = np.round((landmarks[contour] - 0.5) * 16.0).astype(np.int32)
-            cv2.fillPoly(ring, [pts], value, shift=4)
-        if cv2.countNonZero(ring) < 8:
+    def lip_colour(image: np.ndarray, landmarks: np.ndarray, skip_teeth: bool) -> np.ndarray | None:
+        """The lips' lightness (the median of what lies _LIP_INSET px inside them: FaceMesh's
+        contours take in the shadow along the lip line and some skin, a large part of thin
+        lips, which pulled the mean by 20-30 levels) and a, b (the mean over them all, their
+        soft edge included, as the eye takes their colour); image: 8-bit LAB."""
+        ring, _ = _lip_ring(image.shape[:2], landmarks)
+        lip = ring > 0
+        if skip_teeth and int(lip.sum()) >= 8:
+            lip &= ~_teeth(image, lip)
+        core = lip & (cv2.erode(ring, kernel) > 0)
+        if int(core.sum()) < 8:
+            core = lip
+        if int(core.sum()) < 8:
             return None
-        return np.array(cv2.mean(image, mask=ring)[:3])
+        colour = image[lip].reshape(-1, 3).astype(np.float64).mean(axis=0)
+        colour[0] = float(np.median(image[..., 0][core]))
+        return colour
 
-    pad = 2
-    bx1, by1 = max(x1 - pad, 0), max(y1 - pad, 0)
-    bx2, by2 = min(x2 + pad, target.shape[1]), min(y2 + pad, target.shape[0])
-    # The target's lips (unmoved) lie within the moved ones' box give or take the shape change.
-    tl = np.vstack([local[mesh_indices.LIPS_OUTER], moved[mesh_indices.LIPS_OUTER]])
-    tx1, ty1 = (max(int(v) - pad, 0) for v in tl.min(axis=0))
-    tx2, ty2 = int(tl[:, 0].max()) + pad + 1, int(tl[:, 1].max()) + pad + 1
+    h, w = target.shape[:2]
+    pad = int(np.ceil(feather)) + 2
+
+    def box_of(points: np.ndarray) -> masks.Box:
+        lo, hi = points.min(axis=0), points.max(axis=0)
+        return (max(int(lo[0]) - pad, 0), max(int(lo[1]) - pad, 0),
+                min(int(hi[0]) + pad + 1, w), min(int(hi[1]) + pad + 1, h))
+
+    tx1, ty1, tx2, ty2 = box_of(local[mesh_indices.LIPS_OUTER])
+    bx1, by1, bx2, by2 = box_of(moved[mesh_indices.LIPS_OUTER])
     target_lab = cv2.cvtColor(np.ascontiguousarray(target[ty1:ty2, tx1:tx2]), cv2.COLOR_BGR2LAB)
-    wanted = ring_mean(target_lab, local - (tx1, ty1))
-    own = ring_mean(warped[by1:by2, bx1:bx2], moved - (bx1, by1))
+    wanted = lip_colour(target_lab, local - (tx1, ty1), True)
+    own = lip_colour(warped[by1:by2, bx1:bx2], moved - (bx1, by1), False)
     if wanted is None or own is None:
         return
-    delta = (wanted - own) * np.array([_LIP_LIGHTNESS, 1.0, 1.0])
+    delta = wanted - own
     part = warped[y1:y2, x1:x2].astype(np.float32) + weight[..., None] * delta.astype(np.float32)
     warped[y1:y2, x1:x2] = np.clip(part + 0.5, 0, 255).astype(np.uint8)
 
@@ -725,21 +770,11 @@ def _fill_lip_gaps(crop: np.ndarray, landmarks: np.ndarray) -> np.ndarray:
     target's, and such a strip became a pale patch on the lower lip. The inside of the inner
     contour is filled with it (the target's own inner mouth is kept there), so that only lip
     pixels feed the fill."""
-    h, w = crop.shape[:2]
-    ring, inner = np.zeros((h, w), dtype=np.uint8), np.zeros((h, w), dtype=np.uint8)
-    cv2.fillPoly(ring, [np.round((landmarks[mesh_indices.LIPS_OUTER] - 0.5) * 16.0).astype(np.int32)],
-                 1, shift=4)
-    cv2.fillPoly(inner, [np.round((landmarks[mesh_indices.LIPS_INNER] - 0.5) * 16.0).astype(np.int32)],
-                 1, shift=4)
-    ring[inner > 0] = 0
+    ring, inner = _lip_ring(crop.shape[:2], landmarks)
     if cv2.countNonZero(ring) < 16:
         return crop
-    lab = cv2.cvtColor(np.ascontiguousarray(crop), cv2.COLOR_BGR2LAB).astype(np.float32)
-    lightness = lab[..., 0]
-    chroma = np.hypot(lab[..., 1] - 128.0, lab[..., 2] - 128.0)
-    lips = ring > 0
-    gaps = lips & (lightness > float(np.median(lightness[lips])) + _TOOTH_L) \
-        & (chroma < _TOOTH_CHROMA * float(np.median(chroma[lips])))
+    lab = cv2.cvtColor(np.ascontiguousarray(crop), cv2.COLOR_BGR2LAB)
+    gaps = _teeth(lab, ring > 0)
     if not gaps.any():
         return crop
     hole = cv2.dilate((gaps | (inner > 0)).astype(np.uint8), np.ones((3, 3), np.uint8))
@@ -924,6 +959,10 @@ class MeshSwapper:
             if lips is not None:
                 lx1, ly1, lx2, ly2 = lips[1]
                 skin[ly1:ly2, lx1:lx2] &= lips[0] <= 0.0
+                # The colour shift is softened across the contour as well: its edge followed
+                # the polygon's pixel steps (a jagged, pasted-on lip outline on a small face).
+                sigma = max(_LIP_EDGE_MIN, _LIP_EDGE * size)
+                lips = (cv2.GaussianBlur(lips[0], (0, 0), sigma), lips[1])
         if lab:
             step = color.sample_step(skin.shape)
             target_lab = cv2.cvtColor(np.ascontiguousarray(target[::step, ::step]),
@@ -931,11 +970,17 @@ class MeshSwapper:
             table = color.transfer_lut(warped[::step, ::step], target_lab, skin[::step, ::step])
             if table is not None:
                 warped = cv2.LUT(warped, table)
+                # The source's colour at each lightness becomes the target's (its shadows
+                # would stay grey on a paler target), before the shading takes the lighting.
+                by_lightness = color.chroma_by_lightness(warped[::step, ::step], target_lab,
+                                                         skin[::step, ::step])
+                if by_lightness is not None:
+                    warped = color.add_by_lightness(warped, by_lightness)
                 if _SHADING > 0.0:
                     warped = color.match_shading(warped, target, skin, _SHADING_RADIUS * size,
                                                  _SHADING, _SHADING_CHROMA)
             if lips is not None and table is not None:
-                _match_lips(warped, target, lips, local, moved)
+                _match_lips(warped, original, lips, local, moved, size)
             warped = _match_detail(warped, target, skin, True)
             warped = cv2.cvtColor(warped, cv2.COLOR_LAB2BGR)
         else:
