@@ -131,10 +131,11 @@ class FileRecorderSink:
             self._writer = self._open(image_bgr.shape[1], image_bgr.shape[0])
         if self._t0 is None:
             self._t0 = t
+        writer = self._writer  # (abandon may clear it while this call is stuck)
         try:
-            self._writer.write(image_bgr, t - self._t0)
+            writer.write(image_bgr, t - self._t0)
         except BaseException:
-            self._writer.abort()
+            writer.abort()
             self._writer = None
             self._output.discard()
             raise
@@ -142,6 +143,12 @@ class FileRecorderSink:
 
     def poll(self) -> list[str]:
         return []
+
+    def abandon(self) -> None:
+        """Give the recording up while a write or close of it is stuck on another thread (a
+        stalled disk): its temporary file goes, the stuck call is left alone."""
+        self._writer = None
+        self._output.discard()
 
     def close(self) -> None:
         """Finalise and put the recording in place (once; later calls do nothing)."""
