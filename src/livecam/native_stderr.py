@@ -81,6 +81,9 @@ class _Bypass(io.TextIOBase):
     def fileno(self) -> int:
         return self._fd if self._fd is not None else self._original.fileno()
 
+    def isatty(self) -> bool:  # (progress bars ask)
+        return self._original.isatty()
+
     def end(self) -> None:
         with self._lock:
             self._fd = None
