@@ -12,9 +12,9 @@ A live sink (virtual camera) drops the oldest waiting frame instead, reported th
 so latency stays bounded. The first error of the thread is raised by the next write or by close.
 
 The wrapped sink is closed on the wrapper's thread too, so nothing here waits on it for ever: when
-it finishes nothing for `stall_s` (a stalled disk under a recording, a device that stopped
-answering), a waiting write or close gives it up (abandon: the wrapped sink's unfinished file is
-removed, its stuck call left alone) and raises OutputError.
+it finishes nothing for STALL_S (its close: CLOSE_STALL_S) (a stalled disk under a recording, a
+device that stopped answering), a waiting write or close gives it up (abandon: the wrapped
+sink's unfinished file is removed, its stuck call left alone) and raises OutputError.
 """
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ _POLL_S = 0.05
 # No frame finished (marked and written, or the close) for this long: the sink is stuck, not slow
 # (a live encoder takes well under a second a frame, its close as long as a few frames).
 STALL_S = 10.0
+# The wrapped sink's close gets longer: a recording's close also signs it (C2PA: the whole file
+# is read and written once more), which takes longer the longer the recording.
+CLOSE_STALL_S = 60.0
 
 
 class MarkingSink:
@@ -55,6 +58,8 @@ class MarkingSink:
         self._abandoned = False
         self._error: BaseException | None = None
         self._stall_s = STALL_S if stall_s is None else stall_s
+        self._close_stall_s = max(self._stall_s, CLOSE_STALL_S if stall_s is None else stall_s)
+        self._limit_s = self._stall_s  # the limit for the thread's current call
         self._busy_since: float | None = None  # when the thread's current call began (None: idle)
         self._thread = threading.Thread(target=self._run, name="livecam-watermark", daemon=True)
         self._thread.start()
@@ -92,7 +97,7 @@ class MarkingSink:
             if self._error is None:
                 gone = ", so the unfinished recording was removed" if hasattr(self.inner, "abandon") else ""
                 self._error = OutputError(
-                    f"the output {self.name} finished nothing for {self._stall_s:g} s (a stalled disk or a "
+                    f"the output {self.name} finished nothing for {self._limit_s:g} s (a stalled disk or a "
                     f"device that stopped answering){gone}; check it and run again")
             self._cond.notify_all()
         abandon = getattr(self.inner, "abandon", None)
@@ -126,7 +131,7 @@ class MarkingSink:
 
     def _stalled(self) -> bool:
         since = self._busy_since
-        return since is not None and time.monotonic() - since >= self._stall_s
+        return since is not None and time.monotonic() - since >= self._limit_s
 
     def _run(self) -> None:
         self._drain()
@@ -135,6 +140,7 @@ class MarkingSink:
                 self._cond.wait(_POLL_S)
             if self._abandoned:  # (a stuck call returned after all: the sink is not touched again)
                 return
+        self._limit_s = self._close_stall_s
         self._busy_since = time.monotonic()
         try:
             self.inner.close()
