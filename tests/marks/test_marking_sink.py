@@ -177,6 +177,9 @@ def test_a_recording_stuck_on_a_stalled_disk_is_given_up_and_its_temporary_file_
         error = within_a_minute(sink.close)
         assert isinstance(error, OutputError) and "rec.mp4" in str(error) and "removed" in str(error)
         assert list(tmp_path.iterdir()) == []  # no hidden .part file, no half-written rec.mp4
+        release.set()  # the disk wakes: the stuck call finishes, and still nothing is left
+        sink._thread.join(60)
+        assert list(tmp_path.iterdir()) == []
     finally:
         release.set()
 

@@ -173,6 +173,9 @@ class FileRecorderSink:
         except BaseException:
             self._output.discard()
             raise
+        if self._abandoned:  # given up while this close was stuck: the user was told it is gone
+            self._output.discard()
+            return
         self._output.commit()
         log.info("recorded %d frame%s to %s", self.written, "" if self.written == 1 else "s", self.path)
 
