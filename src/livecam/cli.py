@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import click
 
-from livecam import __version__
+from livecam import __version__, native_stderr
 from livecam.errors import EXIT_BROKEN_PIPE, EXIT_FAILURE, EXIT_INTERRUPTED, Interrupted, LivecamError
 from livecam.pipeline.signals import ignore_stop_signals, interrupted, output_done, stop_signals
 from livecam.pipeline.budget import check_execution_threads
@@ -269,7 +269,7 @@ def _print_cause_chain(exc: BaseException) -> None:
 
 def _setup_logging(verbose: int, quiet: bool) -> None:
     level = logging.ERROR if quiet else (logging.DEBUG if verbose else logging.INFO)
-    handler = logging.StreamHandler(sys.stderr)
+    handler = logging.StreamHandler(native_stderr.StderrNow())  # (not captured with fd 2)
     handler.setFormatter(logging.Formatter("livecam: %(message)s"))
     log.handlers[:] = [handler]
     log.setLevel(level)

@@ -6,6 +6,9 @@ recording verifies as marked, with valid C2PA content credentials."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -122,3 +125,104 @@ def test_a_run_recording_verifies_as_marked(tmp_path: Path, faces_dir: Path, iso
     assert found["watermark"]["found"] and found["watermark"]["frames_marked"] >= 2, found
     assert found["c2pa"]["valid"] and found["c2pa"]["by_livecam"], found  # signed before the rename
     assert result.returncode == 0 and found["marked"]
+
+
+def stuck_recorder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> tuple[Any, threading.Event]:
+    """A real recorder whose encoder hangs in `where` (write or close) as on a stalled disk."""
+    from livecam.media import video_writer
+    from livecam.media.sinks import FileRecorderSink
+
+    release = threading.Event()
+    real = getattr(video_writer.VideoWriter, where)
+
+    def hang(self: Any, *args: Any, **kwargs: Any) -> None:
+        release.wait(120)
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(video_writer.VideoWriter, where, hang)
+    return FileRecorderSink(tmp_path / "rec.mp4", fps=10), release
+
+
+def within_a_minute(call: Any) -> BaseException | None:
+    """Runs `call` on another thread and returns what it raised, so a call that never returns
+    fails the test instead of hanging it."""
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:  # noqa: BLE001 - checked by the test
+            raised.append(exc)
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    runner.join(60)
+    assert not runner.is_alive(), "the call did not return with the recorder stuck"
+    return raised[0] if raised else None
+
+
+@pytest.mark.parametrize("where", ["write", "close"])
+def test_a_recording_stuck_on_a_stalled_disk_is_given_up_and_its_temporary_file_removed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    from livecam.errors import OutputError
+
+    recorder, release = stuck_recorder(tmp_path, monkeypatch, where)
+    sink = MarkingSink(recorder, lambda i, image: image, backlog=2, lossless=True, stall_s=0.5)
+    try:
+        sink.write(frame(0))
+        wait_until(lambda: list(tmp_path.iterdir()) != [], "the recording's temporary file")
+        if where == "write":  # the output loop's lossless write, waiting for room, gives up too
+            error = within_a_minute(lambda: [sink.write(frame(i)) for i in range(1, 4)])
+            assert isinstance(error, OutputError) and "finished nothing" in str(error)
+        error = within_a_minute(sink.close)
+        assert isinstance(error, OutputError) and "rec.mp4" in str(error) and "removed" in str(error)
+        assert list(tmp_path.iterdir()) == []  # no hidden .part file, no half-written rec.mp4
+        release.set()  # the disk wakes: the stuck call finishes, and still nothing is left
+        sink._thread.join(60)
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        release.set()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize("loop", ["waiting for room", "returned", "in the write (no watermark)"])
+def test_ctrl_c_during_a_recording_stuck_on_a_stalled_disk_leaves_no_temporary_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loop: str) -> None:
+    # The marked recording's encoder hangs at its first frame (a stalled disk). Ctrl-C comes while
+    # the output loop waits for room in the lossless backlog (the stuck-output rescue ends the run)
+    # or before the backlog is full (the loop returns, and the close must not wait for ever): either
+    # way the hidden temporary file of the recording must not be left behind. Without a watermark
+    # the output loop itself is held in the write (the rescue ends the run).
+    from livecam.errors import Interrupted, OutputError
+    from livecam.marks import marking_sink
+    from livecam.media import video_writer
+    from livecam.media.sinks import FileRecorderSink
+    from livecam.pipeline.live import run_live_pipeline
+
+    release = threading.Event()
+    real = video_writer.VideoWriter.write
+
+    def write(self: Any, image: np.ndarray, time_s: float) -> None:
+        release.wait(120)
+        real(self, image, time_s)
+
+    monkeypatch.setattr(video_writer.VideoWriter, "write", write)
+    monkeypatch.setattr(marking_sink, "STALL_S", 0.5 if loop == "returned" else 60.0)
+    stranded: list[BaseException | None] = []
+    # cli.py's hook: the line, then exit 130 (here: the stuck call goes on, as when the disk wakes)
+    monkeypatch.setattr(threading, "excepthook", lambda args: (stranded.append(args.exc_value), release.set()))
+    # 4 FPS: a backlog of 2 frames, full after the 4th frame
+    when = 0.1 if loop == "returned" else 2.0
+    threading.Thread(target=lambda: (time.sleep(when), os.kill(os.getpid(), signal.SIGINT)), daemon=True).start()
+    recorder = FileRecorderSink(tmp_path / "rec.mp4", fps=4)
+    expected: tuple[type[BaseException], str] = (
+        (OutputError, "finished nothing") if loop == "returned" else (Interrupted, "did not answer"))
+    try:
+        with pytest.raises(expected[0], match=expected[1]) as caught:
+            run_live_pipeline(FakeEngine(), SyntheticSource(fps=4), recorder,
+                              opts(handle_signals=True, stuck_output_s=0.5, recording=True,
+                                   watermark=None if "no watermark" in loop else lambda i, image: image))
+    finally:
+        release.set()
+    assert stranded == ([] if loop == "returned" else [caught.value])
+    assert list(tmp_path.iterdir()) == []

@@ -87,6 +87,7 @@ class FileRecorderSink:
         self.fps = fps
         self.codec = codec
         self._writer: VideoWriter | None = None
+        self._abandoned = False
         self._t0: float | None = None
         self.written = 0
         # C2PA content credentials over the finished temporary file, before the rename (the
@@ -126,21 +127,35 @@ class FileRecorderSink:
         self._encode(image_bgr, pts_s)
 
     def _encode(self, image_bgr: np.ndarray, t: float) -> None:
+        if self._abandoned:  # (a write that was stuck returned: nothing more is written)
+            return
         if self._writer is None:
             self._writer = self._open(image_bgr.shape[1], image_bgr.shape[0])
         if self._t0 is None:
             self._t0 = t
+        writer = self._writer  # (abandon may clear it while this call is stuck)
         try:
-            self._writer.write(image_bgr, t - self._t0)
+            writer.write(image_bgr, t - self._t0)
         except BaseException:
-            self._writer.abort()
+            writer.abort()
             self._writer = None
             self._output.discard()
             raise
+        if self._abandoned:  # given up while this write was stuck (the disk woke): what it wrote goes
+            writer.abort()
+            self._output.discard()
+            return
         self.written += 1
 
     def poll(self) -> list[str]:
         return []
+
+    def abandon(self) -> None:
+        """Give the recording up while a write or close of it is stuck on another thread (a
+        stalled disk): its temporary file goes, the stuck call is left alone."""
+        self._abandoned = True
+        self._writer = None
+        self._output.discard()
 
     def close(self) -> None:
         """Finalise and put the recording in place (once; later calls do nothing)."""
@@ -157,6 +172,9 @@ class FileRecorderSink:
         except BaseException:
             self._output.discard()
             raise
+        if self._abandoned:  # given up while this close was stuck: the user was told it is gone
+            self._output.discard()
+            return
         self._output.commit()
         log.info("recorded %d frame%s to %s", self.written, "" if self.written == 1 else "s", self.path)
 

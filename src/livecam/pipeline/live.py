@@ -481,6 +481,9 @@ class LivePipeline:
             if self._writing_stats:  # the stuck call may be that write: the file is left as it is
                 self._stats_file = None
             self._shutdown(close_sink=False)
+            abandon = getattr(self.sink, "abandon", None)
+            if abandon is not None:  # a recording that cannot be finished: its temporary file goes
+                abandon()
             summary = self._finish("interrupted")
             self._rescued = Interrupted(
                 f"interrupted ({name}); the output ({self.sink.name}) did not answer within "
