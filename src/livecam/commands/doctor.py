@@ -170,23 +170,15 @@ def window_state() -> str:
     return "available" if problem is None else f"unavailable: {problem}"
 
 
-def media_versions() -> str:
-    """OpenCV's and PyAV's versions, and FFmpeg's under PyAV: what reads and writes every file
-    (a GIF needs OpenCV 4.11+ or FFmpeg's decoder; PyAV 12 to 19 differ in what they decode)."""
-    import av
-    import cv2
-
-    ffmpeg = getattr(av, "ffmpeg_version_info", None)
-    return f"OpenCV {cv2.__version__}, PyAV {av.__version__}" + (f" (FFmpeg {ffmpeg})" if ffmpeg else "")
-
-
 def run_doctor(settings: RuntimeSettings) -> int:
     ready = True
     echo = click.echo
     echo(f"livecam {__version__}")
     echo(f"Python {platform.python_version()} ({sys.executable}) on {platform.platform()}")
 
-    echo(f"Media libraries: {media_versions()}")
+    from livecam.media.containers import library_versions
+
+    echo(f"Media libraries: {library_versions()}")
 
     dists = installed_ort_distributions()
     echo("onnxruntime packages: " + (", ".join(f"{k} {v}" for k, v in dists.items()) or "none"))

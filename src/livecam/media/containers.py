@@ -59,3 +59,12 @@ def frame_rate(fps: float) -> Fraction:
         if abs(fps - float(ntsc)) <= 1e-4 * float(ntsc):
             return ntsc
     return Fraction(fps).limit_denominator(1001)
+
+
+def library_versions() -> str:
+    """OpenCV's and PyAV's versions, and FFmpeg's under PyAV: what reads and writes every file
+    (a GIF needs OpenCV 4.11+ or FFmpeg's decoder; PyAV 12 to 19 differ in what they decode)."""
+    import cv2
+
+    ffmpeg = getattr(av, "ffmpeg_version_info", None)  # PyAV 13 and later
+    return f"OpenCV {cv2.__version__}, PyAV {av.__version__}" + (f" (FFmpeg {ffmpeg})" if ffmpeg else "")
