@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import Counter
 import os
 import subprocess
 import sys
@@ -279,25 +280,75 @@ def test_no_audio_and_other_streams_dropped(tmp_path: Path, caplog: pytest.LogCa
         "note: the output has the input's video; not copied: 1 subtitle stream"]
 
 
-def test_a_second_audio_track_is_named_as_the_one_not_copied(tmp_path: Path,
-                                                             caplog: pytest.LogCaptureFixture) -> None:
-    # It said "the input's audio stream is not copied to the output", then "audio copied".
-    one = make_clip(tmp_path / "one.mkv", frames=8, size=(64, 48))
-    src = tmp_path / "two.mkv"
+def _two_audio_tracks(one: Path, src: Path) -> Path:
+    """`one`'s video and its audio twice: 'Commentary' (eng) first, then 'Main' (fra), which is
+    marked default."""
     with av.open(str(one)) as i, av.open(str(src), "w") as o:
         streams = {s.index: [o.add_stream_from_template(s)] for s in i.streams}
-        streams[1].append(o.add_stream_from_template(i.streams[1]))  # the same sound twice
+        streams[1].append(o.add_stream_from_template(i.streams[1]))
+        for stream, (lang, title, default) in zip(streams[1], [("eng", "Commentary", False), ("fra", "Main", True)]):
+            stream.metadata.update({"language": lang, "title": title})
+            stream.disposition = av.stream.Disposition.default if default else av.stream.Disposition(0)
         for packet in i.demux():
             if packet.dts is not None:
                 for stream in streams[packet.stream.index]:
                     packet.stream = stream
                     o.mux(packet)
-    out = tmp_path / "out.mkv"
+    return src
+
+
+@pytest.mark.parametrize("ext", [".mp4", ".mkv"])
+def test_every_audio_track_is_kept_the_default_one_first(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                                        ext: str) -> None:
+    # Only the first audio track was kept (not the one marked default), and the rest were dropped.
+    one = make_clip(tmp_path / "one.mkv", frames=8, size=(64, 48))
+    src = _two_audio_tracks(one, tmp_path / "two.mkv")
+    out = tmp_path / f"out{ext}"
     with caplog.at_level(logging.WARNING, logger="livecam"):
-        process_video(_opts(src, out), InvertEngine(face=False), quiet=True)
-    assert probe(out)["streams"] == ["video", "audio"]
-    assert [r.getMessage() for r in caplog.records if "not copied" in r.getMessage()] == [
-        "note: the output has the input's video and its first audio stream; not copied: 1 more audio stream"]
+        result = process_video(_opts(src, out), InvertEngine(face=False), quiet=True)
+    assert result.audio == "copy"
+    with av.open(str(out)) as o:
+        tracks = [(s.metadata.get("title") or s.metadata.get("name"), s.language,
+                   bool(s.disposition & av.stream.Disposition.default)) for s in o.streams.audio]
+        packets = Counter(p.stream.index for p in o.demux(*o.streams.audio) if p.size)
+    assert tracks == [("Main", "fra", True), ("Commentary", "eng", False)]
+    assert len(packets) == 2 and min(packets.values()) > 5  # both hold their sound
+    assert not [r.getMessage() for r in caplog.records if "not copied" in r.getMessage()]
+    # the pictures are what a run on the one-track input gives
+    single = tmp_path / f"single{ext}"
+    process_video(_opts(one, single), InvertEngine(face=False), quiet=True)
+    assert [np.abs(a.astype(int) - b.astype(int)).max() for a, b in
+            zip(probe(out)["images"], probe(single)["images"])] == [0] * 8
+
+
+def test_a_track_the_container_cannot_hold_is_reencoded_beside_a_copied_one(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    aac = make_clip(tmp_path / "aac.mkv", frames=8, size=(64, 48))
+    pcm = make_clip(tmp_path / "pcm.mkv", frames=8, size=(64, 48), audio_codec="pcm_s16le")
+    src = tmp_path / "both.mkv"
+    with av.open(str(aac)) as a, av.open(str(pcm)) as p, av.open(str(src), "w") as o:
+        video, first = o.add_stream_from_template(a.streams.video[0]), o.add_stream_from_template(a.streams.audio[0])
+        second = o.add_stream_from_template(p.streams.audio[0])
+        second.disposition = av.stream.Disposition.default  # the PCM one is the default
+        first.disposition = av.stream.Disposition(0)
+        for packet in a.demux():
+            if packet.dts is not None:
+                packet.stream = video if packet.stream.type == "video" else first
+                o.mux(packet)
+        for packet in p.demux(p.streams.audio[0]):
+            if packet.dts is not None:
+                packet.stream = second
+                o.mux(packet)
+    out = tmp_path / "out.mp4"
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        result = process_video(_opts(src, out), InvertEngine(face=False), quiet=True)
+    assert result.audio == "reencode"
+    with av.open(str(out)) as o:
+        assert [(s.codec_context.name, bool(s.disposition & av.stream.Disposition.default))
+                for s in o.streams.audio] == [("aac", True), ("aac", False)]
+    assert [r.getMessage() for r in caplog.records if "re-encoded" in r.getMessage()] == [
+        "note: the audio track 2 (pcm_s16le) is re-encoded as AAC: MP4 files are not commonly played with "
+        "pcm_s16le audio"]
 
 
 def test_variable_frame_rate_keeps_timestamps(tmp_path: Path) -> None:

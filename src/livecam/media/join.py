@@ -43,7 +43,7 @@ def join_parts(parts: Sequence[EncodedPart], path: Path, *, fmt: str, metadata: 
                audio_from: Path | None, shown: Path, audio_end: float | None = None,
                chapters: Sequence[Chapter] = ()) -> str | None:
     """Write `parts` in order into a `fmt` file at `path` (a temporary name: the caller commits
-    it), with the first audio stream of `audio_from` (cut at `audio_end` seconds when given).
+    it), with the audio tracks of `audio_from` (audio_order) (cut at `audio_end` seconds when given).
     Returns the audio mode ('copy', 'reencode' or None). Errors name `shown`."""
     if not parts:
         raise OutputError(f"nothing to write to {shown}: no video part was encoded")

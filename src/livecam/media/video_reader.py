@@ -57,7 +57,7 @@ class VideoInfo:
     duration: float | None  # seconds, of the video stream (or the container)
     rotation: int  # display rotation in degrees, counterclockwise (0, 90, 180, -90)
     codec: str
-    audio_codec: str | None
+    audio_codec: str | None  # of the audio track an output gets first (audio_order); None: no audio
     other_streams: tuple[str, ...]  # e.g. ("subtitle", "data"): what the output drops
     origin: float = 0.0  # seconds of the input's timestamps that are 0 on frames()'s timeline
     sample_aspect: Fraction | None = None  # of non-square pixels (DV, DVD), as displayed; None: square
@@ -548,6 +548,20 @@ def _chapters(container: av.container.InputContainer, origin: float) -> tuple[Ch
 AVDISCARD_ALL = 48
 
 
+def audio_order(container: av.container.InputContainer) -> list[int]:
+    """The indices of the audio streams an output keeps, in the order it gets them: the one the
+    input marks default first (what a player plays), then the others in the input's order.
+    A stream whose codec FFmpeg does not know is left out (it cannot be copied or decoded)."""
+    streams = [s for s in container.streams.audio if s.codec_context.name]
+    streams.sort(key=lambda s: not is_default(s))  # stable: the input's order otherwise
+    return [s.index for s in streams]
+
+
+def is_default(stream: av.stream.Stream) -> bool:
+    """Whether the input marks `stream` as the one of its kind to play (disposition default)."""
+    return bool(stream.disposition & av.stream.Disposition.default)
+
+
 def _is_chapter_track(stream: av.stream.Stream) -> bool:
     """Whether `stream` is an MP4/MOV's chapter track: the chapters themselves, which FFmpeg reads
     into container.chapters() (and livecam copies) and turns into a data stream it never demuxes;
@@ -595,12 +609,12 @@ class VideoReader:
         rotation = _stream_rotation(vs)
         w, h = (cc.height, cc.width) if rotation in (90, -90, 270) else (cc.width, cc.height)
         sar = sample_aspect(vs, rotation)
-        audio_cc = c.streams.audio[0].codec_context if c.streams.audio else None
-        audio = audio_cc.name if audio_cc is not None else None  # an unknown audio codec: no audio
+        kept_audio = audio_order(c)  # an unknown audio codec: not kept
+        audio = c.streams[kept_audio[0]].codec_context.name if kept_audio else None
         chapters = _chapters(c, origin)
         others: list[str] = [s.type for s in c.streams if s.type not in ("video", "audio")
                              and not (chapters and _is_chapter_track(s))]
-        others += ["video"] * (len(c.streams.video) - 1) + ["audio"] * max(0, len(c.streams.audio) - 1)
+        others += ["video"] * (len(c.streams.video) - 1) + ["audio"] * (len(c.streams.audio) - len(kept_audio))
         return VideoInfo(path=self.path, width=w, height=h, rate=rate, time_base=as_fraction(tb),
                          start_time=max(0.0, start), frames=_shown_frames(vs.frames, duration, rate),
                          duration=duration,

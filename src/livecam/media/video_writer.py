@@ -1,10 +1,10 @@
 """Video output with PyAV, the one writer (`video`, `run --output FILE`, `demo`, `bench`):
 encoder and container checks, frame encoding with the input's timestamps (frames of another size
-letterboxed, non-square pixels kept), audio copied where the container is commonly played with
+letterboxed, non-square pixels kept), every audio track (the default one first) copied where the container is commonly played with
 its codec (AUDIO_COPY_CODECS) or re-encoded, or given samples encoded; provenance tags.
 
-The writer owns its output container and must be used from one thread. Audio is read from a
-second opening of the input file, put on the reader's timeline and interleaved as the video
+The writer owns its output container and must be used from one thread. Each audio track is read
+from its own opening of the input file, put on the reader's timeline and interleaved as the video
 advances, so nothing is buffered beyond about a second of audio. Errors name the user's output
 (OutputSpec.target), never the temporary file being written.
 """
@@ -34,7 +34,7 @@ from livecam.media.colour import LIMITED, Colour, ColourConverter, tag
 from livecam.native_stderr import dropping
 from livecam.media.containers import local_path, open_container
 from livecam.media.images import UNMARKABLE_FORMATS, WRITE_FORMATS
-from livecam.media.video_reader import Chapter, Fitter, Timeline, timeline_origin
+from livecam.media.video_reader import Chapter, Fitter, Timeline, audio_order, timeline_origin
 
 log = logging.getLogger("livecam")
 
@@ -260,7 +260,7 @@ class OutputSpec:
     encoder: str = "libx264"
     quality: int = 18
     metadata: dict[str, str] = field(default_factory=dict)
-    audio_from: Path | None = None  # input whose first audio stream is kept
+    audio_from: Path | None = None  # input whose audio tracks are kept (audio_order)
     target: Path | None = None  # the user's output, named in messages (`path` is its temporary file)
     sample_aspect: Fraction | None = None  # of non-square pixels, kept in the output (VideoInfo's)
     live: bool = False  # encoder settings that keep up with a live stream (no look-ahead)
@@ -336,10 +336,66 @@ def open_output(path: Path, fmt: str, metadata: dict[str, str], shown: Path,
     return out
 
 
+def _describe_as(stream: av.stream.Stream, ins: av.stream.Stream, default: bool) -> None:
+    """Give an output `stream` the input's language and title, and mark it default or not (the
+    first audio track is the default one, whatever its place in the input). An MP4/MOV keeps a
+    track's title in 'name' (as FFmpeg reads it back) and players show its handler name, so the
+    title goes in both there."""
+    title = ins.metadata.get("title") or ins.metadata.get("name")  # Matroska's, MP4's
+    if ins.metadata.get("language"):
+        stream.metadata["language"] = ins.metadata["language"]
+    if title:
+        stream.metadata["title"] = title
+        if stream.container.format.name in ("mp4", "mov"):
+            stream.metadata["handler_name"] = title
+    try:
+        stream.disposition = av.stream.Disposition.default if default else av.stream.Disposition(0)
+    except (AttributeError, TypeError):  # a PyAV whose disposition is read-only: the muxer's choice
+        pass
+
+
+class _Tracks:
+    """Every audio track an input's audio gives an output (audio_order), as one _Track."""
+
+    def __init__(self, out: av.container.OutputContainer, source: Path) -> None:
+        self.tracks: list[_AudioTrack] = []
+        try:
+            with open_container(local_path(source)) as probe:
+                order = audio_order(probe)
+                # notes name a track by its place among the input's audio tracks, and its language
+                names = {s.index: f"audio track {n + 1}" + (f" ({s.language})" if s.language not in (None, "und")
+                                                             else "") for n, s in enumerate(probe.streams.audio)}
+            for index in order:
+                default = not any(t.mode for t in self.tracks)  # the first track kept is the default one
+                self.tracks.append(_AudioTrack(out, source, index, default=default,
+                                               named=names[index] if len(order) > 1 else ""))
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def mode(self) -> str | None:
+        """'reencode' when any track is re-encoded, 'copy' when all are copied, None when none is kept."""
+        modes = {t.mode for t in self.tracks} - {None}
+        return "reencode" if "reencode" in modes else "copy" if modes else None
+
+    @property
+    def count(self) -> int:
+        return sum(1 for t in self.tracks if t.mode)
+
+    def pump(self, until: float | None, final: bool = False) -> None:
+        for track in self.tracks:
+            track.pump(until, final)
+
+    def close(self) -> None:
+        for track in self.tracks:
+            track.close()
+
+
 def input_audio_track(out: av.container.OutputContainer, source: Path) -> _Track:
-    """The first audio stream of `source` added to `out`, to be muxed with pump() as the video
-    advances (copied or re-encoded, as VideoWriter does it)."""
-    return _AudioTrack(out, source)
+    """Every audio stream of `source` (audio_order: the default one first) added to `out`, to be
+    muxed with pump() as the video advances (copied or re-encoded, as VideoWriter does it)."""
+    return _Tracks(out, source)
 
 
 class VideoWriter:
@@ -388,7 +444,7 @@ class VideoWriter:
             if spec.audio is not None:
                 self._audio = _SamplesTrack(self._out, spec.audio)
             elif spec.audio_from is not None:
-                self._audio = _AudioTrack(self._out, spec.audio_from)
+                self._audio = _Tracks(self._out, spec.audio_from)
         except OSError as exc:
             self._close_quietly()
             raise output_error(spec.shown_path, exc) from exc
@@ -514,15 +570,15 @@ def reencoded_layout(channels: int) -> str:
     return "5.1" if channels >= 6 else "stereo" if channels >= 2 else "mono"
 
 
-def _can_copy(source: Path, fmt: str) -> bool:
-    """Whether the `fmt` muxer really accepts the first audio stream of `source` copied as is.
+def _can_copy(source: Path, fmt: str, index: int) -> bool:
+    """Whether the `fmt` muxer really accepts the stream `index` of `source` copied as is.
 
     FFmpeg's codec query is not enough: it says yes to Opus in MOV, whose header then fails
     (EINVAL) only once frames are being written. So a throwaway in-memory file of that format
     gets the stream and its first packet; any refusal means re-encoding."""
     try:
         with open_container(local_path(source)) as src:
-            ins = src.streams.audio[0]
+            ins = src.streams[index]
             with av.open(io.BytesIO(), mode="w", format=fmt) as trial:
                 stream = trial.add_stream_from_template(ins)
                 for packet in src.demux(ins):
@@ -536,12 +592,14 @@ def _can_copy(source: Path, fmt: str) -> bool:
 
 
 class _AudioTrack:
-    """The input's first audio stream, on the video's timeline (the same origin, the same
+    """One audio stream of the input (`index`), on the video's timeline (the same origin, the same
     handling of restarting timestamps), copied packet by packet when the output container is
     commonly read with its codec (AUDIO_COPY_CODECS) and accepts it, else re-encoded (AAC, or
-    Opus for WebM) with one line saying so."""
+    Opus for WebM) with one line saying so; its language and title kept. `named`: how notes name
+    it among several ('audio track 2'), empty for the only one."""
 
-    def __init__(self, out: av.container.OutputContainer, source: Path) -> None:
+    def __init__(self, out: av.container.OutputContainer, source: Path, index: int, *, default: bool = True,
+                 named: str = "") -> None:
         self._in = open_container(local_path(source))  # damaged tags must not stop the audio
         self._last_dts: int | None = None
         self._out_of_order = 0
@@ -552,7 +610,8 @@ class _AudioTrack:
         self._pending: tuple[av.Packet, float] | None = None
         self._done = False
         try:
-            ins = self._in.streams.audio[0]
+            ins = self._in.streams[index]
+            assert isinstance(ins, AudioStream)
             self._in_stream = ins
             tb = ins.time_base or Fraction(1, 90000)
             self._tb = Fraction(tb.numerator, tb.denominator)
@@ -563,11 +622,14 @@ class _AudioTrack:
             self._pending = self._next_packet()
             if self._pending is None:
                 self._done = True
-                log.warning("note: the input's audio stream holds no sound, so the output has no audio")
+                if named:
+                    log.warning("note: the input's %s holds no sound, so the output leaves it out", named)
+                else:
+                    log.warning("note: the input's audio stream holds no sound, so the output has no audio")
                 return
             codec = ins.codec_context.codec.canonical_name
             fmt = out.format.name
-            holds = codec in out.supported_codecs and _can_copy(source, fmt)
+            holds = codec in out.supported_codecs and _can_copy(source, fmt, index)
             if holds and copies_audio(codec, fmt):
                 self.mode = "copy"
                 self._stream = out.add_stream_from_template(ins)
@@ -583,8 +645,9 @@ class _AudioTrack:
                 self._next_pts: int | None = None
                 kind = {"mp4": "MP4", "mov": "MOV", "webm": "WebM", "matroska": "Matroska"}.get(fmt, fmt)
                 why = "are not commonly played with" if holds else "cannot hold"
-                log.warning("note: the audio (%s) is re-encoded as %s: %s files %s %s audio", codec,
+                log.warning("note: the %s (%s) is re-encoded as %s: %s files %s %s audio", named or "audio", codec,
                             "Opus" if target == "libopus" else "AAC", kind, why, codec)
+            _describe_as(self._stream, ins, default)
         except BaseException:
             self._in.close()
             raise

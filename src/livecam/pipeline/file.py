@@ -411,7 +411,7 @@ def _say_dropped_streams(kinds: Sequence[str], keep_audio: bool, chapters: int =
         more = ", ".join(f"{n} {'more ' if kind in ('audio', 'video') else ''}{kind}"
                          f"{'' if kind == 'chapter' else ' stream'}{'s' if n > 1 else ''}" for kind, n in counts.items())
         log.warning("note: the output has the input's video%s; not copied: %s",
-                    " and its first audio stream" if keep_audio else "", more)
+                    " and its audio" if keep_audio else "", more)
 
 
 def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quiet: bool,
