@@ -58,11 +58,12 @@ class VideoInfo:
     rotation: int  # display rotation in degrees, counterclockwise (0, 90, 180, -90)
     codec: str
     audio_codec: str | None  # of the audio track an output gets first (audio_order); None: no audio
-    other_streams: tuple[str, ...]  # e.g. ("subtitle", "data"): what the output drops
+    other_streams: tuple[str, ...]  # e.g. ("data", "attachment"): what the output drops
     origin: float = 0.0  # seconds of the input's timestamps that are 0 on frames()'s timeline
     sample_aspect: Fraction | None = None  # of non-square pixels (DV, DVD), as displayed; None: square
     colour: Colour | None = None  # range, primaries, transfer, matrix (what players assume when untagged)
     chapters: tuple[Chapter, ...] = ()
+    subtitles: tuple[str, ...] = ()  # codec of each subtitle stream (video_writer.subtitle_fate: which are kept)
     cut_short: str | None = None  # why the file is known truncated before decoding (cut_short()); None: not known
 
     @property
@@ -612,13 +613,14 @@ class VideoReader:
         kept_audio = audio_order(c)  # an unknown audio codec: not kept
         audio = c.streams[kept_audio[0]].codec_context.name if kept_audio else None
         chapters = _chapters(c, origin)
-        others: list[str] = [s.type for s in c.streams if s.type not in ("video", "audio")
+        others: list[str] = [s.type for s in c.streams if s.type not in ("video", "audio", "subtitle")
                              and not (chapters and _is_chapter_track(s))]
         others += ["video"] * (len(c.streams.video) - 1) + ["audio"] * (len(c.streams.audio) - len(kept_audio))
         return VideoInfo(path=self.path, width=w, height=h, rate=rate, time_base=as_fraction(tb),
                          start_time=max(0.0, start), frames=_shown_frames(vs.frames, duration, rate),
                          duration=duration,
                          rotation=rotation, codec=cc.name, audio_codec=audio, other_streams=tuple(others),
+                         subtitles=tuple(s.codec_context.name or "unknown" for s in c.streams.subtitles),
                          origin=origin, sample_aspect=sar, chapters=chapters,
                          cut_short=cut_short(c, self.path),
                          colour=Colour.described(cc, cc.format.name if cc.format else None, cc.height))

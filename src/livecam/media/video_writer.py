@@ -25,6 +25,8 @@ import av
 import numpy as np
 from av.audio.frame import AudioFrame
 from av.audio.stream import AudioStream
+from av.subtitles.codeccontext import SubtitleCodecContext
+from av.subtitles.stream import SubtitleStream
 from av.video.codeccontext import VideoCodecContext
 from av.video.stream import VideoStream
 
@@ -34,7 +36,7 @@ from livecam.media.colour import LIMITED, Colour, ColourConverter, tag
 from livecam.native_stderr import dropping
 from livecam.media.containers import local_path, open_container
 from livecam.media.images import UNMARKABLE_FORMATS, WRITE_FORMATS
-from livecam.media.video_reader import Chapter, Fitter, Timeline, audio_order, timeline_origin
+from livecam.media.video_reader import Chapter, Fitter, Timeline, audio_order, is_default, timeline_origin
 
 log = logging.getLogger("livecam")
 
@@ -268,6 +270,7 @@ class OutputSpec:
     colour: Colour | None = None  # the input's (VideoInfo.colour); None: what players assume for the size
     lookahead: int | None = None  # frames the encoder may look ahead (its memory); None: the preset's
     chapters: tuple[Chapter, ...] = ()  # the input's (VideoInfo.chapters), written when chapters_writable()
+    subtitles_from: Path | None = None  # input whose subtitle streams are kept (subtitle_fate)
 
     @property
     def shown_path(self) -> Path:
@@ -413,6 +416,8 @@ class VideoWriter:
         self.packet_times: list[tuple[int, int | None]] = []
         self._last_pts: int | None = None
         self._last_time: float | None = None
+        self._audio: _Track | None = None
+        self._subtitles: list[_SubtitleTrack] = []
         self._out = open_output(spec.path, spec.format, spec.metadata, spec.shown_path, spec.chapters)
         try:
             codec = av.Codec(spec.encoder, "w")
@@ -440,16 +445,17 @@ class VideoWriter:
                                            else encoder_options(spec.encoder, spec.quality)),
                                         **lookahead_options(spec.encoder, spec.lookahead)}
             self._video = vs
-            self._audio: _Track | None = None
             if spec.audio is not None:
                 self._audio = _SamplesTrack(self._out, spec.audio)
             elif spec.audio_from is not None:
                 self._audio = _Tracks(self._out, spec.audio_from)
+            if spec.subtitles_from is not None:
+                self._subtitles = input_subtitle_tracks(self._out, spec.subtitles_from)
         except OSError as exc:
-            self._close_quietly()
+            self.abort()
             raise output_error(spec.shown_path, exc) from exc
         except BaseException:
-            self._close_quietly()
+            self.abort()
             raise
 
     @property
@@ -480,6 +486,8 @@ class VideoWriter:
                 self._mux_video(packet)
             if self._audio is not None:
                 self._audio.pump(time_s + _AUDIO_LEAD_S)
+            for track in self._subtitles:
+                track.pump(time_s)
         except OSError as exc:
             raise output_error(self.spec.shown_path, exc) from exc
         except av.error.FFmpegError as exc:
@@ -495,11 +503,13 @@ class VideoWriter:
                 packets = self._video.encode(None)
             for packet in packets:
                 self._mux_video(packet)
+            end = None  # a partial video's audio and subtitles are cut where it stops
+            if partial or self.spec.audio is not None:
+                end = (self._last_time or 0.0) + 1.0 / float(self.spec.rate or 30)
             if self._audio is not None:
-                end = None
-                if partial or self.spec.audio is not None:
-                    end = (self._last_time or 0.0) + 1.0 / float(self.spec.rate or 30)
                 self._audio.pump(end, final=True)
+            for track in self._subtitles:
+                track.pump(end if partial else None, final=True)
             self._out.close()
         except OSError as exc:
             self._close_quietly()
@@ -511,8 +521,7 @@ class VideoWriter:
             self._close_quietly()
             raise out_of_memory(self.spec.shown_path) from exc
         finally:
-            if self._audio is not None:
-                self._audio.close()
+            self._close_inputs()
 
     def _mux_video(self, packet: av.Packet) -> None:
         if packet.pts is not None:
@@ -534,8 +543,13 @@ class VideoWriter:
     def abort(self) -> None:
         """Close without caring about the file (the caller removes it)."""
         self._close_quietly()
+        self._close_inputs()
+
+    def _close_inputs(self) -> None:
         if self._audio is not None:
             self._audio.close()
+        for track in self._subtitles:
+            track.close()
 
     def _close_quietly(self) -> None:
         try:
@@ -612,7 +626,7 @@ class _AudioTrack:
         try:
             ins = self._in.streams[index]
             assert isinstance(ins, AudioStream)
-            self._in_stream = ins
+            self._in_stream: av.stream.Stream = ins
             tb = ins.time_base or Fraction(1, 90000)
             self._tb = Fraction(tb.numerator, tb.denominator)
             self._timeline = Timeline(timeline_origin(self._in), 1024 / (ins.codec_context.sample_rate or 48000))
@@ -648,6 +662,7 @@ class _AudioTrack:
                 log.warning("note: the %s (%s) is re-encoded as %s: %s files %s %s audio", named or "audio", codec,
                             "Opus" if target == "libopus" else "AAC", kind, why, codec)
             _describe_as(self._stream, ins, default)
+            self._target: av.stream.Stream = self._stream
         except BaseException:
             self._in.close()
             raise
@@ -704,7 +719,7 @@ class _AudioTrack:
                 return
             if packet.dts is not None:
                 self._last_dts = packet.dts
-            packet.stream = self._stream
+            packet.stream = self._target
             self._out.mux(packet)
             return
         try:
@@ -745,6 +760,123 @@ class _AudioTrack:
                         "gaps there", self._corrupt, "s" if self._corrupt != 1 else "")
             self._corrupt = 0
         self._in.close()
+
+
+# Subtitles: what each container holds as it is (None: whatever its muxer takes), and what the
+# text ones become where they are not held as they are (bitmap subtitles cannot be converted).
+SUBTITLE_COPY_CODECS: dict[str, frozenset[str] | None] = {
+    "mp4": frozenset({"mov_text"}), "mov": frozenset({"mov_text"}), "webm": frozenset({"webvtt"}), "matroska": None,
+}
+SUBTITLE_TEXT_TARGET: dict[str, str] = {"mp4": "mov_text", "mov": "mov_text", "webm": "webvtt", "matroska": "subrip"}
+TEXT_SUBTITLES: frozenset[str] = frozenset({"subrip", "srt", "ass", "ssa", "webvtt", "mov_text", "text"})
+
+
+def subtitle_fate(codec: str, fmt: str) -> Literal["copy", "convert"] | None:
+    """How a subtitle stream in `codec` goes into a `fmt` file: copied as it is, converted (a text
+    one: MP4/MOV mov_text, WebM WebVTT; where this PyAV can encode subtitles), or None: left out."""
+    allowed = SUBTITLE_COPY_CODECS.get(fmt, frozenset())
+    if allowed is None or codec in allowed:
+        return "copy"
+    return "convert" if fmt in SUBTITLE_TEXT_TARGET and _convertible(codec) else None
+
+
+def _convertible(codec: str) -> bool:
+    return codec in TEXT_SUBTITLES and hasattr(SubtitleCodecContext, "encode_subtitle")  # PyAV 15+
+
+
+class _SubtitleTrack(_AudioTrack):
+    """One subtitle stream of the input, on the video's timeline exactly as the audio is (the same
+    origin and restarts; cut where a partial video stops), copied (subtitle_fate) or, a text one
+    the container does not hold, converted cue by cue; its language, title and default mark kept.
+    `mode` is None when it is left out (the trial mux refused it: said by the caller's note)."""
+
+    def __init__(self, out: av.container.OutputContainer, source: Path, index: int) -> None:
+        self._in = open_container(local_path(source))
+        self._last_dts = None
+        self._out_of_order = 0
+        self._corrupt = 0
+        self.mode = None
+        self._out = out
+        self._pending = None
+        self._done = True  # until it is known to be kept
+        try:
+            ins = self._in.streams[index]
+            assert isinstance(ins, SubtitleStream)
+            self._sub_in = ins
+            self._in_stream = ins
+            tb = ins.time_base or Fraction(1, 1000)
+            self._tb = Fraction(tb.numerator, tb.denominator)
+            self._timeline = Timeline(timeline_origin(self._in), 1.0)
+            self._packets = self._in.demux(ins)
+            fmt = out.format.name
+            fate = subtitle_fate(ins.codec_context.name, fmt)
+            if fate == "copy" and not _can_copy(source, fmt, index):  # mov_text in Matroska
+                fate = "convert" if _convertible(ins.codec_context.name) else None
+                if fate is None:
+                    log.warning("note: the input's subtitle stream %d (%s) is not copied: the output's muxer "
+                                "refuses it", index, ins.codec_context.name)
+            if fate == "copy":
+                self._target = out.add_stream_from_template(ins)
+            elif fate == "convert":
+                ins.codec_context.open()  # the decoder's ASS header, which the text encoders read
+                stream = cast(SubtitleStream, out.add_stream(SUBTITLE_TEXT_TARGET[fmt]))
+                stream.codec_context.time_base = Fraction(1, 1000)
+                stream.time_base = Fraction(1, 1000)
+                stream.codec_context.subtitle_header = ins.codec_context.subtitle_header
+                self._target = self._sub_out = stream
+            else:
+                self._in.close()
+                return
+            self.mode = fate
+            self._done = False
+            _describe_as(self._target, ins, is_default(ins))
+        except BaseException:
+            self._in.close()
+            raise
+
+    def _mux(self, packet: av.Packet, start: float | None = None) -> None:
+        if self.mode == "copy" or start is None:
+            super()._mux(packet, start)
+            return
+        try:
+            cues = self._sub_in.decode2(packet)
+            if cues is None or not len(cues):
+                return
+            encoded = self._sub_out.codec_context.encode_subtitle(cues)
+        except av.error.FFmpegError as exc:  # a damaged cue: left out, counted like a corrupt packet
+            log.debug("skipped an unconvertible subtitle (%s)", str(exc).splitlines()[0])
+            self._corrupt += 1
+            return
+        encoded.pts = encoded.dts = int(round(start * 1000))
+        encoded.duration = int(round(float((packet.duration or 0) * self._tb) * 1000)) or \
+            max(0, cues.end_display_time - cues.start_display_time)
+        encoded.time_base = Fraction(1, 1000)
+        encoded.stream = self._sub_out
+        self._out.mux(encoded)
+
+    def close(self) -> None:
+        if self._corrupt:
+            log.warning("warning: skipped %d damaged subtitle%s", self._corrupt, "s" if self._corrupt != 1 else "")
+            self._corrupt = 0
+        self._in.close()
+
+
+def input_subtitle_tracks(out: av.container.OutputContainer, source: Path) -> list[_SubtitleTrack]:
+    """Every subtitle stream of `source` that `out`'s container can hold (subtitle_fate), in the
+    input's order, added to `out` to be muxed with pump() as the video advances."""
+    with open_container(local_path(source)) as probe:
+        indices = [s.index for s in probe.streams.subtitles]
+    tracks: list[_SubtitleTrack] = []
+    try:
+        for index in indices:
+            track = _SubtitleTrack(out, source, index)
+            if track.mode is not None:
+                tracks.append(track)
+    except BaseException:
+        for track in tracks:
+            track.close()
+        raise
+    return tracks
 
 
 class _SamplesTrack:
