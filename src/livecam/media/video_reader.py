@@ -586,9 +586,15 @@ def audio_order(container: av.container.InputContainer) -> list[int]:
     """The indices of the audio streams an output keeps, in the order it gets them: the one the
     input marks default first (what a player plays), then the others in the input's order.
     A stream whose codec FFmpeg does not know is left out (it cannot be copied or decoded)."""
-    streams = [s for s in container.streams.audio if s.codec_context.name]
+    streams = [s for s in container.streams.audio if s.codec_context is not None and s.codec_context.name]
     streams.sort(key=lambda s: not is_default(s))  # stable: the input's order otherwise
     return [s.index for s in streams]
+
+
+def codec_name(stream: av.stream.Stream) -> str:
+    """FFmpeg's name for `stream`'s codec; "" when it does not know it (a damaged codec id leaves
+    PyAV without a codec context)."""
+    return (stream.codec_context.name or "") if stream.codec_context is not None else ""
 
 
 def is_default(stream: av.stream.Stream) -> bool:
@@ -653,7 +659,7 @@ class VideoReader:
                          start_time=max(0.0, start), frames=_shown_frames(vs.frames, duration, rate),
                          duration=duration,
                          rotation=rotation, codec=cc.name, audio_codec=audio, other_streams=tuple(others),
-                         subtitles=tuple(s.codec_context.name or "unknown" for s in c.streams.subtitles),
+                         subtitles=tuple(codec_name(s) for s in c.streams.subtitles),
                          origin=origin, sample_aspect=sar, chapters=chapters,
                          cut_short=cut_short(c, self.path),
                          colour=Colour.described(cc, cc.format.name if cc.format else None, cc.height))

@@ -36,7 +36,8 @@ from livecam.media.colour import LIMITED, Colour, ColourConverter, tag
 from livecam.native_stderr import dropping
 from livecam.media.containers import local_path, open_container
 from livecam.media.images import UNMARKABLE_FORMATS, WRITE_FORMATS
-from livecam.media.video_reader import Chapter, Fitter, Timeline, audio_order, is_default, timeline_origin
+from livecam.media.video_reader import (Chapter, Fitter, Timeline, audio_order, codec_name, is_default,
+                                         timeline_origin)
 
 log = logging.getLogger("livecam")
 
@@ -775,6 +776,8 @@ def subtitle_fate(codec: str, fmt: str) -> Literal["copy", "convert"] | None:
     """How a subtitle stream in `codec` goes into a `fmt` file: copied as it is, converted (a text
     one: MP4/MOV mov_text, WebM WebVTT; where this PyAV can encode subtitles), or None: left out."""
     allowed = SUBTITLE_COPY_CODECS.get(fmt, frozenset())
+    if not codec:  # unknown (a damaged codec id)
+        return None
     if allowed is None or codec in allowed:
         return "copy"
     return "convert" if fmt in SUBTITLE_TEXT_TARGET and _convertible(codec) else None
@@ -865,7 +868,7 @@ def input_subtitle_tracks(out: av.container.OutputContainer, source: Path) -> li
     """Every subtitle stream of `source` that `out`'s container can hold (subtitle_fate), in the
     input's order, added to `out` to be muxed with pump() as the video advances."""
     with open_container(local_path(source)) as probe:
-        indices = [s.index for s in probe.streams.subtitles]
+        indices = [s.index for s in probe.streams.subtitles if subtitle_fate(codec_name(s), out.format.name)]
     tracks: list[_SubtitleTrack] = []
     try:
         for index in indices:
