@@ -464,6 +464,12 @@ class VideoWriter:
         """'copy', 'reencode', 'encode' (given samples) or None (no audio)."""
         return self._audio.mode if self._audio is not None else None
 
+    @property
+    def tracks(self) -> tuple[int, int]:
+        """How many audio and subtitle tracks the output holds besides its video."""
+        audio = self._audio.count if isinstance(self._audio, _Tracks) else int(self.audio_mode is not None)
+        return audio, len(self._subtitles)
+
     def write(self, image: np.ndarray, time_s: float) -> None:
         pts = int(round(time_s / self.spec.time_base))
         if self._last_pts is not None and pts <= self._last_pts:

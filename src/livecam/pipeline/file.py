@@ -380,6 +380,7 @@ class VideoResult:
     stats: RunStats
     audio: str | None  # copy, reencode or None
     partial: bool
+    tracks: tuple[int, int] = (1, 0)  # audio and subtitle tracks written (VideoWriter.tracks)
 
 
 def process_video(job: VideoJob, engine: FileEngine, *, quiet: bool = False,
@@ -490,7 +491,7 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
     if stats.processed and not stats.with_faces:
         log.warning("warning: no %s was found in any of the %d processed frames; the video was "
                     "copied without swaps", job.processing.analysis.wanted_faces, stats.processed)
-    return VideoResult(output=job.output, stats=stats, audio=writer.audio_mode, partial=False)
+    return VideoResult(output=job.output, stats=stats, audio=writer.audio_mode, partial=False, tracks=writer.tracks)
 
 
 def _finish_partial(writer: VideoWriter, output: AtomicOutput, job: VideoJob, exc: BaseException) -> Path | None:
