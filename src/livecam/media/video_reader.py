@@ -591,6 +591,18 @@ def audio_order(container: av.container.InputContainer) -> list[int]:
     return [s.index for s in streams]
 
 
+def container_duration(container: av.container.InputContainer) -> float | None:
+    """The container's duration in seconds, None when unknown. Matroska's (and WebM's) is measured
+    from timestamp 0, not from the first frame: an MKV starting at 10 s said 11 s for 1 s of video,
+    and the read was called cut short at 1 s."""
+    if not container.duration:
+        return None
+    seconds = container.duration / av.time_base
+    if "matroska" in container.format.name and container.start_time:
+        seconds -= max(0.0, container.start_time / av.time_base)
+    return seconds if seconds > 0 else None
+
+
 def codec_name(stream: av.stream.Stream) -> str:
     """FFmpeg's name for `stream`'s codec; "" when it does not know it (a damaged codec id leaves
     PyAV without a codec context)."""
@@ -643,7 +655,7 @@ class VideoReader:
             raise InputError(f"{self.path}: the video stream has no frame size; the file is corrupt")
         rate = as_fraction(vs.average_rate or vs.guessed_rate or vs.base_rate or Fraction(30))
         tb = vs.time_base or Fraction(1, 90000)
-        duration = float(vs.duration * tb) if vs.duration else (c.duration / av.time_base if c.duration else None)
+        duration = float(vs.duration * tb) if vs.duration else container_duration(c)
         origin = timeline_origin(c)
         start = float(vs.start_time * tb) - origin if vs.start_time is not None else 0.0
         rotation = _stream_rotation(vs)
