@@ -1,10 +1,11 @@
 """Video output with PyAV, the one writer (`video`, `run --output FILE`, `demo`, `bench`):
 encoder and container checks, frame encoding with the input's timestamps (frames of another size
-letterboxed, non-square pixels kept), every audio track (the default one first) copied where the container is commonly played with
-its codec (AUDIO_COPY_CODECS) or re-encoded, or given samples encoded; provenance tags.
+letterboxed, non-square pixels kept), every audio track (the default one first) copied where the
+container is commonly played with its codec (AUDIO_COPY_CODECS) or re-encoded, or given samples
+encoded; subtitles copied or converted (subtitle_fate); provenance tags.
 
-The writer owns its output container and must be used from one thread. Each audio track is read
-from its own opening of the input file, put on the reader's timeline and interleaved as the video
+The writer owns its output container and must be used from one thread. Each audio and subtitle
+track is read from its own opening of the input file, put on the reader's timeline and interleaved as the video
 advances, so nothing is buffered beyond about a second of audio. Errors name the user's output
 (OutputSpec.target), never the temporary file being written.
 """
