@@ -431,6 +431,17 @@ def test_bitmap_subtitles_an_mp4_cannot_hold_are_named_as_left_out(tmp_path: Pat
         "note: the output has the input's video; not copied: 1 subtitle stream"]
 
 
+@pytest.mark.parametrize("ext", [".mp4", ".webm"])
+def test_an_ass_track_without_its_header_is_converted_too(tmp_path: Path, ext: str) -> None:
+    # The text encoders would not open without an ASS header, failing the run at its first frame
+    # ('encoding out.mp4 failed: Invalid data found when processing input').
+    src = make_clip(tmp_path / "subs.mkv", frames=8, size=(64, 48), subtitle=True)  # an ASS track, no header
+    out = tmp_path / f"out{ext}"
+    result = process_video(_opts(src, out, encoder="libvpx-vp9" if ext == ".webm" else "libx264"),
+                           InvertEngine(face=False), quiet=True)
+    assert probe(out)["streams"] == ["video", "audio", "subtitle"] and result.tracks == (1, 1)
+
+
 def test_mp4_text_subtitles_become_srt_in_matroska(tmp_path: Path) -> None:
     base = make_timed_clip(tmp_path / "base.mkv", frames=30, size=(64, 48), audio_codec=None)
     mkv = _with_subtitles(base, tmp_path / "subs.mkv", tmp_path, shift=0.0)

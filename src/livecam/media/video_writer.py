@@ -794,6 +794,28 @@ def _convertible(codec: str) -> bool:
     return codec in TEXT_SUBTITLES and hasattr(SubtitleCodecContext, "encode_subtitle")  # PyAV 15+
 
 
+# The least ASS header the text encoders take (one default style), for a track that has none.
+_ASS_HEADER = (b"[Script Info]\nScriptType: v4.00+\nPlayResX: 384\nPlayResY: 288\n\n[V4+ Styles]\n"
+               b"Format: Name, Fontname, Fontsize, PrimaryColour, SecondaryColour, OutlineColour, BackColour, "
+               b"Bold, Italic, Underline, StrikeOut, ScaleX, ScaleY, Spacing, Angle, BorderStyle, Outline, "
+               b"Shadow, Alignment, MarginL, MarginR, MarginV, Encoding\n"
+               b"Style: Default,Arial,16,&Hffffff,&Hffffff,&H0,&H0,0,0,0,0,100,100,0,0,1,1,0,2,10,10,10,1\n\n"
+               b"[Events]\nFormat: Layer, Start, End, Style, Name, MarginL, MarginR, MarginV, Effect, Text\n")
+
+
+def _encoder_opens(name: str, header: bytes) -> bool:
+    """Whether the subtitle encoder `name` opens with `header` (a stream added to an output that
+    then fails to open fails the whole file, at its first packet)."""
+    try:
+        ctx = cast(SubtitleCodecContext, av.CodecContext.create(name, "w"))
+        ctx.time_base = Fraction(1, 1000)
+        ctx.subtitle_header = header
+        ctx.open()
+        return True
+    except (av.error.FFmpegError, ValueError):
+        return False
+
+
 class _SubtitleTrack(_AudioTrack):
     """One subtitle stream of the input, on the video's timeline exactly as the audio is (the same
     origin and restarts; cut where a partial video stops), copied (subtitle_fate) or, a text one
@@ -829,10 +851,16 @@ class _SubtitleTrack(_AudioTrack):
                 self._target = out.add_stream_from_template(ins)
             elif fate == "convert":
                 ins.codec_context.open()  # the decoder's ASS header, which the text encoders read
+                header = ins.codec_context.subtitle_header or _ASS_HEADER  # an ASS track without one
+                if not _encoder_opens(SUBTITLE_TEXT_TARGET[fmt], header):  # before the stream exists
+                    log.warning("note: the input's subtitle stream %d (%s) is not copied: it cannot be "
+                                "converted to %s", index, ins.codec_context.name, SUBTITLE_TEXT_TARGET[fmt])
+                    self._in.close()
+                    return
                 stream = cast(SubtitleStream, out.add_stream(SUBTITLE_TEXT_TARGET[fmt]))
                 stream.codec_context.time_base = Fraction(1, 1000)
                 stream.time_base = Fraction(1, 1000)
-                stream.codec_context.subtitle_header = ins.codec_context.subtitle_header
+                stream.codec_context.subtitle_header = header
                 self._target = self._sub_out = stream
             else:
                 self._in.close()
