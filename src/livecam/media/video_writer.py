@@ -620,6 +620,8 @@ class _AudioTrack:
     Opus for WebM) with one line saying so; its language and title kept. `named`: how notes name
     it among several ('audio track 2'), empty for the only one."""
 
+    _kind = "audio"  # how warnings name its packets
+
     def __init__(self, out: av.container.OutputContainer, source: Path, index: int, *, default: bool = True,
                  named: str = "") -> None:
         self._in = open_container(local_path(source))  # damaged tags must not stop the audio
@@ -723,7 +725,7 @@ class _AudioTrack:
             if packet.dts is not None and self._last_dts is not None and packet.dts <= self._last_dts:
                 self._out_of_order += 1
                 if self._out_of_order == 1:
-                    log.warning("warning: skipped audio packets whose timestamps go backwards (damaged input)")
+                    log.warning("warning: skipped %s packets whose timestamps go backwards (damaged input)", self._kind)
                 return
             if packet.dts is not None:
                 self._last_dts = packet.dts
@@ -820,7 +822,9 @@ class _SubtitleTrack(_AudioTrack):
     """One subtitle stream of the input, on the video's timeline exactly as the audio is (the same
     origin and restarts; cut where a partial video stops), copied (subtitle_fate) or, a text one
     the container does not hold, converted cue by cue; its language, title and default mark kept.
-    `mode` is None when it is left out (the trial mux refused it: said by the caller's note)."""
+    `mode` is None when it is left out (its muxer or encoder refused it: said in a note)."""
+
+    _kind = "subtitle"
 
     def __init__(self, out: av.container.OutputContainer, source: Path, index: int) -> None:
         self._in = open_container(local_path(source))
