@@ -793,7 +793,7 @@ def subtitle_fate(codec: str, fmt: str) -> Literal["copy", "convert"] | None:
 
 
 def _convertible(codec: str) -> bool:
-    return codec in TEXT_SUBTITLES and hasattr(SubtitleCodecContext, "encode_subtitle")  # PyAV 15+
+    return codec in TEXT_SUBTITLES and hasattr(SubtitleCodecContext, "encode_subtitle")  # newer PyAVs only
 
 
 # The least ASS header the text encoders take (one default style), for a track that has none.
