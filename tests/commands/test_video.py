@@ -408,3 +408,16 @@ def test_a_truncated_faststart_input_is_refused_before_any_model_loads(tmp_path:
     with pytest.raises(InputError, match=r"cut short: .*--keep-partial"):
         check_job(job)
     check_job(replace(job, keep_partial=True))
+
+
+def test_the_summary_counts_the_audio_and_subtitle_tracks(tmp_path: Path, isolated_env: dict[str, str]) -> None:
+    from tests.pipeline.test_file import _two_audio_tracks, _with_subtitles
+
+    one = make_clip(tmp_path / "one.mkv", frames=30, size=(96, 64))
+    clip = _with_subtitles(_two_audio_tracks(one, tmp_path / "two.mkv"), tmp_path / "all.mkv", tmp_path, 0.0)
+    out = tmp_path / "out.mkv"
+    proc, _ = _start_patched(["video", str(clip), str(out), "--source", "face.jpg", "--no-watermark"], tmp_path,
+                             isolated_env, delay=0.0)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    assert "2 audio tracks copied, 1 subtitle track" in stderr, stderr

@@ -242,6 +242,6 @@ def test_audio_timestamps_that_go_backwards_are_dropped_not_fatal(tmp_path: Path
         writer.write(np.zeros((64, 96, 3), np.uint8), i / 30)
     with av.open(str(clip)) as c:  # an early audio packet arriving again, as damaged input can make it
         early = next(p for p in c.demux(c.streams.audio[0]) if p.dts is not None and p.size)
-        writer._audio._mux(early)  # type: ignore[union-attr]
+        writer._audio.tracks[0]._mux(early)  # type: ignore[union-attr]
     writer.close()
     assert count_frames(spec.path) == 20 and probe(spec.path)["audio_duration"] > 0.5

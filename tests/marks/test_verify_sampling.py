@@ -80,3 +80,20 @@ def test_reading_stops_at_the_second_marked_frame(long_clip: Path, tmp_path: Pat
         found = evidence.examine(path, marker)  # type: ignore[arg-type]
         assert found.marked and found.watermark.found and found.watermark.frames_marked == wm.VIDEO_MIN_FRAMES
         assert marker.indices[-1] == 16
+
+
+def test_only_the_frames_read_are_converted_to_bgr(long_clip: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every frame was converted to BGR (about 5 ms at 1080p) though at most 90 are read; now the
+    # others are decoded only (the end still reached, so a cut-short file is still known).
+    from livecam.media.video_reader import VideoDecoder
+
+    converted: list[int] = []
+    to_bgr = VideoDecoder._to_bgr
+    monkeypatch.setattr(VideoDecoder, "_to_bgr", lambda self, frame: converted.append(1) or to_bgr(self, frame))
+    for path, read in ((long_clip, evidence.MAX_VIDEO_FRAMES),
+                       (tagged_copy(long_clip, tmp_path / "tagged.mp4"), evidence.SETTLED_FRAMES)):
+        converted.clear()
+        found = evidence.examine(path, CountingMarker())  # type: ignore[arg-type]
+        assert found.watermark.frames_read == read and not found.watermark.cut_short
+        assert len(converted) == read

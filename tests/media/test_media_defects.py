@@ -655,3 +655,15 @@ def test_an_opaque_gif_is_not_called_transparent(tmp_path: Path, caplog: pytest.
     notes = [r.getMessage() for r in caplog.records if "transparency" in r.getMessage()]
     assert notes == ["note: clear.gif has transparency (bgra), which the output cannot hold; its frames are "
                      "written opaque, showing the colours under the transparent parts"], notes
+
+
+def test_an_mkv_starting_late_is_not_called_cut_short(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Matroska's duration counts from timestamp 0: one starting at 10 s said 11 s for its 1 s, and
+    # reading it warned 'ended at 1.00 s of the 11.01 s its header announces (damaged or cut short)'.
+    from tests.videos import make_timed_clip
+
+    clip = make_timed_clip(tmp_path / "late.mkv", start=10.0, frames=30, size=(64, 48))
+    with caplog.at_level(logging.WARNING, logger="livecam"), VideoReader(clip) as reader:
+        assert reader.info.duration == pytest.approx(1.0, abs=0.05)
+        assert sum(1 for _ in reader.frames()) == 30
+    assert not [r.getMessage() for r in caplog.records if "cut short" in r.getMessage()]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import Counter
 import os
 import subprocess
 import sys
@@ -30,7 +31,7 @@ from livecam.media.provenance import label_box
 from livecam.media.video_reader import VideoReader
 from livecam.settings import ProcessingSettings, RuntimeSettings, VideoJob
 from tests.doubles import NoModels
-from tests.videos import clip_with_chapters, count_frames, make_clip, probe, read_index
+from tests.videos import clip_with_chapters, count_frames, make_clip, make_timed_clip, probe, read_index
 
 SQUARE = (slice(20, 44), slice(40, 72))  # rows, cols the fake engine inverts
 
@@ -274,30 +275,190 @@ def test_no_audio_and_other_streams_dropped(tmp_path: Path, caplog: pytest.LogCa
     out = tmp_path / "out.mkv"
     with caplog.at_level(logging.WARNING, logger="livecam"):
         process_video(_opts(src, out, audio=False), InvertEngine(face=False), quiet=True)
-    assert probe(out)["streams"] == ["video"]
-    assert [r.getMessage() for r in caplog.records if "not copied" in r.getMessage()] == [
-        "note: the output has the input's video; not copied: 1 subtitle stream"]
+    assert probe(out)["streams"] == ["video", "subtitle"]  # Matroska holds it as it is
+    assert not [r.getMessage() for r in caplog.records if "not copied" in r.getMessage()]
 
 
-def test_a_second_audio_track_is_named_as_the_one_not_copied(tmp_path: Path,
-                                                             caplog: pytest.LogCaptureFixture) -> None:
-    # It said "the input's audio stream is not copied to the output", then "audio copied".
-    one = make_clip(tmp_path / "one.mkv", frames=8, size=(64, 48))
-    src = tmp_path / "two.mkv"
+def _two_audio_tracks(one: Path, src: Path) -> Path:
+    """`one`'s video and its audio twice: 'Commentary' (eng) first, then 'Main' (fra), which is
+    marked default."""
     with av.open(str(one)) as i, av.open(str(src), "w") as o:
         streams = {s.index: [o.add_stream_from_template(s)] for s in i.streams}
-        streams[1].append(o.add_stream_from_template(i.streams[1]))  # the same sound twice
+        streams[1].append(o.add_stream_from_template(i.streams[1]))
+        for stream, (lang, title, default) in zip(streams[1], [("eng", "Commentary", False), ("fra", "Main", True)]):
+            stream.metadata.update({"language": lang, "title": title})
+            stream.disposition = av.stream.Disposition.default if default else av.stream.Disposition(0)
         for packet in i.demux():
             if packet.dts is not None:
                 for stream in streams[packet.stream.index]:
                     packet.stream = stream
                     o.mux(packet)
-    out = tmp_path / "out.mkv"
+    return src
+
+
+@pytest.mark.parametrize("ext", [".mp4", ".mkv"])
+def test_every_audio_track_is_kept_the_default_one_first(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                                        ext: str) -> None:
+    # Only the first audio track was kept (not the one marked default), and the rest were dropped.
+    one = make_clip(tmp_path / "one.mkv", frames=8, size=(64, 48))
+    src = _two_audio_tracks(one, tmp_path / "two.mkv")
+    out = tmp_path / f"out{ext}"
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        result = process_video(_opts(src, out), InvertEngine(face=False), quiet=True)
+    assert result.audio == "copy"
+    with av.open(str(out)) as o:
+        tracks = [(s.metadata.get("title") or s.metadata.get("name"), s.language,
+                   bool(s.disposition & av.stream.Disposition.default)) for s in o.streams.audio]
+        packets = Counter(p.stream.index for p in o.demux(*o.streams.audio) if p.size)
+    assert tracks == [("Main", "fra", True), ("Commentary", "eng", False)]
+    assert len(packets) == 2 and min(packets.values()) > 5  # both hold their sound
+    assert not [r.getMessage() for r in caplog.records if "not copied" in r.getMessage()]
+    # the pictures are what a run on the one-track input gives
+    single = tmp_path / f"single{ext}"
+    process_video(_opts(one, single), InvertEngine(face=False), quiet=True)
+    assert [np.abs(a.astype(int) - b.astype(int)).max() for a, b in
+            zip(probe(out)["images"], probe(single)["images"])] == [0] * 8
+
+
+def test_a_track_the_container_cannot_hold_is_reencoded_beside_a_copied_one(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    aac = make_clip(tmp_path / "aac.mkv", frames=8, size=(64, 48))
+    pcm = make_clip(tmp_path / "pcm.mkv", frames=8, size=(64, 48), audio_codec="pcm_s16le")
+    src = tmp_path / "both.mkv"
+    with av.open(str(aac)) as a, av.open(str(pcm)) as p, av.open(str(src), "w") as o:
+        video, first = o.add_stream_from_template(a.streams.video[0]), o.add_stream_from_template(a.streams.audio[0])
+        second = o.add_stream_from_template(p.streams.audio[0])
+        second.disposition = av.stream.Disposition.default  # the PCM one is the default
+        first.disposition = av.stream.Disposition(0)
+        for packet in a.demux():
+            if packet.dts is not None:
+                packet.stream = video if packet.stream.type == "video" else first
+                o.mux(packet)
+        for packet in p.demux(p.streams.audio[0]):
+            if packet.dts is not None:
+                packet.stream = second
+                o.mux(packet)
+    out = tmp_path / "out.mp4"
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        result = process_video(_opts(src, out), InvertEngine(face=False), quiet=True)
+    assert result.audio == "reencode"
+    with av.open(str(out)) as o:
+        assert [(s.codec_context.name, bool(s.disposition & av.stream.Disposition.default))
+                for s in o.streams.audio] == [("aac", True), ("aac", False)]
+    assert [r.getMessage() for r in caplog.records if "re-encoded" in r.getMessage()] == [
+        "note: the audio track 2 (pcm_s16le) is re-encoded as AAC: MP4 files are not commonly played with "
+        "pcm_s16le audio"]
+
+
+_CUES = [(0.2, 0.5, "Hello there"), (0.6, 0.9, "Second line")]
+
+
+def _with_subtitles(base: Path, src: Path, tmp_path: Path, shift: float) -> Path:
+    """`base` (starting at `shift` s) with an SRT track of _CUES (on base's clock), language eng,
+    title 'English'."""
+    srt = tmp_path / "cues.srt"
+
+    def at(t: float) -> str:
+        ms = int(round(t * 1000))
+        return f"00:00:{ms // 1000:02d},{ms % 1000:03d}"
+    srt.write_text("".join(f"{i + 1}\n{at(a + shift)} --> {at(b + shift)}\n{text}\n\n"
+                           for i, (a, b, text) in enumerate(_CUES)))
+    with av.open(str(base)) as i, av.open(str(srt)) as s, av.open(str(src), "w") as o:
+        streams = {st.index: o.add_stream_from_template(st) for st in i.streams}
+        sub = o.add_stream_from_template(s.streams.subtitles[0])
+        sub.metadata.update({"language": "eng", "title": "English"})
+        for packet in i.demux():
+            if packet.dts is not None:
+                packet.stream = streams[packet.stream.index]
+                o.mux(packet)
+        for packet in s.demux(s.streams.subtitles[0]):
+            if packet.dts is not None:
+                packet.stream = sub
+                o.mux(packet)
+    return src
+
+
+def _cues(path: Path) -> tuple[str, list[tuple[float, float, str]], tuple[str | None, str | None]]:
+    """(codec, [(start, end, text)], (language, title)) of the first subtitle stream of `path`."""
+    with av.open(str(path)) as c:
+        st = c.streams.subtitles[0]
+        cues = []
+        for packet in c.demux(st):
+            if packet.pts is None or not packet.size:
+                continue
+            cue = st.decode2(packet)
+            if cue is None or not len(cue):  # MP4's empty samples between cues
+                continue
+            text = b"".join(r.ass for r in cue).decode().split(",", 8)[-1]
+            start = float(packet.pts * packet.time_base)
+            cues.append((round(start, 3), round(start + float(packet.duration * packet.time_base), 3), text))
+        return st.codec_context.name, cues, (st.language, st.metadata.get("title") or st.metadata.get("name"))
+
+
+@pytest.mark.parametrize("ext,codec", [(".mkv", "srt"), (".mp4", "mov_text"), (".webm", "webvtt")])
+def test_subtitles_are_kept_on_the_video_s_timeline(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                                    ext: str, codec: str) -> None:
+    # Subtitle streams were left out with a note. The input starts at 10 s, which the output's
+    # timeline (video and audio) moves to 0: the cues move with them. Matroska keeps the SRT as it is.
+    base = make_timed_clip(tmp_path / "base.mkv", start=10.0, frames=30, size=(64, 48), audio_codec="libopus")
+    src = _with_subtitles(base, tmp_path / "subs.mkv", tmp_path, shift=10.0)
+    assert _cues(src)[1] == [(a + 10, b + 10, text) for a, b, text in _CUES]
+    out = tmp_path / f"out{ext}"
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        process_video(_opts(src, out, encoder="libvpx-vp9" if ext == ".webm" else "libx264"),
+                      InvertEngine(face=False), quiet=True)
+    assert _cues(out) == (codec, _CUES, ("eng", "English"))
+    assert probe(out)["audio_start"] == pytest.approx(0.0, abs=0.03)  # the audio moved just as far
+    assert not [r.getMessage() for r in caplog.records if "not copied" in r.getMessage()]
+
+
+def test_bitmap_subtitles_an_mp4_cannot_hold_are_named_as_left_out(tmp_path: Path,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    base = make_clip(tmp_path / "base.mkv", frames=8, size=(64, 48), audio=False)
+    src = tmp_path / "dvd.mkv"
+    with av.open(str(base)) as i, av.open(str(src), "w") as o:
+        video = o.add_stream_from_template(i.streams.video[0])
+        o.add_stream("dvdsub")  # DVD subtitles are pictures: MP4 holds none, none can be converted
+        for packet in i.demux():
+            if packet.dts is not None:
+                packet.stream = video
+                o.mux(packet)
+    out = tmp_path / "out.mp4"
     with caplog.at_level(logging.WARNING, logger="livecam"):
         process_video(_opts(src, out), InvertEngine(face=False), quiet=True)
-    assert probe(out)["streams"] == ["video", "audio"]
+    assert probe(out)["streams"] == ["video"]
     assert [r.getMessage() for r in caplog.records if "not copied" in r.getMessage()] == [
-        "note: the output has the input's video and its first audio stream; not copied: 1 more audio stream"]
+        "note: the output has the input's video; not copied: 1 subtitle stream"]
+
+
+@pytest.mark.parametrize("ext", [".mp4", ".webm"])
+def test_an_ass_track_without_its_header_is_converted_too(tmp_path: Path, ext: str) -> None:
+    # The text encoders would not open without an ASS header, failing the run at its first frame
+    # ('encoding out.mp4 failed: Invalid data found when processing input').
+    src = make_clip(tmp_path / "subs.mkv", frames=8, size=(64, 48), subtitle=True)  # an ASS track, no header
+    out = tmp_path / f"out{ext}"
+    result = process_video(_opts(src, out, encoder="libvpx-vp9" if ext == ".webm" else "libx264"),
+                           InvertEngine(face=False), quiet=True)
+    assert probe(out)["streams"] == ["video", "audio", "subtitle"] and result.tracks == (1, 1)
+
+
+def test_mp4_text_subtitles_become_srt_in_matroska(tmp_path: Path) -> None:
+    base = make_timed_clip(tmp_path / "base.mkv", frames=30, size=(64, 48), audio_codec=None)
+    mkv = _with_subtitles(base, tmp_path / "subs.mkv", tmp_path, shift=0.0)
+    mp4 = tmp_path / "subs.mp4"
+    process_video(_opts(mkv, mp4), InvertEngine(face=False), quiet=True)
+    out = tmp_path / "out.mkv"
+    process_video(_opts(mp4, out), InvertEngine(face=False), quiet=True)  # Matroska has no mov_text
+    assert _cues(out)[:2] == ("srt", _CUES)  # SRT, as FFmpeg names it read from Matroska
+
+
+def test_subtitles_of_a_partial_video_stop_where_it_stops(tmp_path: Path) -> None:
+    base = make_timed_clip(tmp_path / "base.mkv", frames=30, size=(64, 48), audio_codec=None)
+    src = _with_subtitles(base, tmp_path / "subs.mkv", tmp_path, shift=0.0)
+    out = tmp_path / "out.mkv"
+    with pytest.raises(RuntimeError):  # fails at frame 15 (0.5 s): the cue at 0.6 s is not kept
+        process_video(_opts(src, out, keep_partial=True), InvertEngine(fail_at=15), quiet=True)
+    assert _cues(out)[1] == _CUES[:1]
 
 
 def test_variable_frame_rate_keeps_timestamps(tmp_path: Path) -> None:

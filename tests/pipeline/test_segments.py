@@ -204,3 +204,14 @@ def test_chapters_are_copied_by_a_segmented_run_too(tmp_path: Path) -> None:
     split = job_for(clip, tmp_path / "split.mkv", "libx264")
     process_segmented(split, SmoothingEngine(), segment_seconds=1.0, overlap_seconds=0.5)
     assert _chapters(split.output) == [("Intro", 0.0, 1.0), ("Main", 1.0, 2.0)]
+
+
+def test_subtitles_are_copied_by_a_segmented_run_too(tmp_path: Path) -> None:
+    from tests.pipeline.test_file import _CUES, _cues, _with_subtitles
+    from tests.videos import make_timed_clip
+
+    base = make_timed_clip(tmp_path / "base.mkv", frames=60, size=(64, 48), audio_codec=None)
+    clip = _with_subtitles(base, tmp_path / "subs.mkv", tmp_path, shift=0.0)
+    split = job_for(clip, tmp_path / "split.mp4", "libx264")
+    process_segmented(split, SmoothingEngine(), segment_seconds=1.0, overlap_seconds=0.5)
+    assert _cues(split.output) == ("mov_text", _CUES, ("eng", "English"))

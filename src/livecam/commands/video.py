@@ -117,6 +117,11 @@ def run_video(job: VideoJob, cluster: ClusterSettings | None = None) -> None:
     output_done()  # written and valid: a signal from now on is not an interruption
     stats = result.stats
     audio = {"copy": "audio copied", "reencode": "audio re-encoded", None: "no audio"}[result.audio]
+    sounds, subtitles = result.tracks
+    if result.audio is not None and sounds > 1:  # "2 audio tracks copied"
+        audio = f"{sounds} {audio.replace('audio', 'audio tracks', 1)}"
+    if subtitles:
+        audio += f", {subtitles} subtitle track{'s' if subtitles > 1 else ''}"
     log.info("wrote %s: %d frames (%d processed, %d with a face) in %.1f s, %.1f fps, %s",
              result.output, stats.frames, stats.processed, stats.with_faces, stats.seconds, stats.fps, audio)
 

@@ -159,7 +159,10 @@ def _video_watermark(path: Path, marker: wm.Watermarker, settled: bool = False) 
         info = reader.info
         try:
             fps = float(info.rate or 30)
-            frames = _first_runs(reader.frames(), fps) if settled else _sampled(reader.frames(), fps, info.expected_frames)
+            # lazy: only the frames read for the mark are converted to BGR; the rest are decoded
+            # all the same, so a file that ends early is still known
+            decoded = reader.frames(lazy=True)
+            frames = _first_runs(decoded, fps) if settled else _sampled(decoded, fps, info.expected_frames)
             for image in frames:
                 reading = marker.read(image)
                 read += 1
@@ -193,8 +196,8 @@ def _sampled(frames: Iterator[Any], fps: float, total: int | None) -> Iterator[n
 
 def _first_runs(frames: Iterator[Any], fps: float) -> Iterator[np.ndarray]:
     """The frames livecam video marks (watermark.mark_frame), SETTLED_FRAMES at most: its first
-    runs. The rest is still decoded, not read for the mark (cheap: about 1 ms a 320x240 frame),
-    so a file that ends early says so as when every sample is read."""
+    runs. The rest is still decoded (not converted to BGR: frames(lazy=True)), not read for the
+    mark, so a file that ends early says so as when every sample is read."""
     taken = 0
     for index, frame in enumerate(frames):
         if taken < SETTLED_FRAMES and wm.mark_frame(index, fps):

@@ -20,7 +20,7 @@ import av
 
 from livecam.errors import OutputError
 from livecam.media.video_reader import Chapter
-from livecam.media.video_writer import input_audio_track, open_output, tag_for_players
+from livecam.media.video_writer import input_audio_track, input_subtitle_tracks, open_output, tag_for_players
 
 
 @dataclass(frozen=True)
@@ -41,14 +41,16 @@ def _params(stream: av.video.stream.VideoStream) -> tuple[Any, ...]:
 
 def join_parts(parts: Sequence[EncodedPart], path: Path, *, fmt: str, metadata: dict[str, str],
                audio_from: Path | None, shown: Path, audio_end: float | None = None,
-               chapters: Sequence[Chapter] = ()) -> str | None:
+               chapters: Sequence[Chapter] = (), subtitles_from: Path | None = None) -> str | None:
     """Write `parts` in order into a `fmt` file at `path` (a temporary name: the caller commits
-    it), with the first audio stream of `audio_from` (cut at `audio_end` seconds when given).
+    it), with the audio tracks of `audio_from` (audio_order) (cut at `audio_end` seconds when given).
+    The subtitles of `subtitles_from` are kept as VideoWriter keeps them (cut there too).
     Returns the audio mode ('copy', 'reencode' or None). Errors name `shown`."""
     if not parts:
         raise OutputError(f"nothing to write to {shown}: no video part was encoded")
     out = open_output(path, fmt, metadata, shown, chapters)
     audio = None
+    subtitles: list[Any] = []
     try:
         first = av.open(io.BytesIO(parts[0].data), "r", format=parts[0].format)
         try:
@@ -63,6 +65,8 @@ def join_parts(parts: Sequence[EncodedPart], path: Path, *, fmt: str, metadata: 
             first.close()
         if audio_from is not None:
             audio = input_audio_track(out, audio_from)
+        if subtitles_from is not None:
+            subtitles = input_subtitle_tracks(out, subtitles_from)
         last_dts: int | None = None
         for part in parts:
             with av.open(io.BytesIO(part.data), "r", format=part.format) as container:
@@ -91,11 +95,15 @@ def join_parts(parts: Sequence[EncodedPart], path: Path, *, fmt: str, metadata: 
                     out.mux(packet)
                     if audio is not None:
                         audio.pump(float(pts * part.time_base))
+                    for track in subtitles:
+                        track.pump(float(pts * part.time_base))
                 if count != len(part.times):
                     raise OutputError(f"cannot join {part.name} into {shown}: it holds {count} packets where its "
                                       f"encoder reported {len(part.times)} (damaged in transfer?)")
         if audio is not None:
             audio.pump(audio_end, final=True)
+        for track in subtitles:
+            track.pump(audio_end, final=True)
         out.close()
     except OSError as exc:
         _close_quietly(out)
@@ -111,6 +119,8 @@ def join_parts(parts: Sequence[EncodedPart], path: Path, *, fmt: str, metadata: 
     finally:
         if audio is not None:
             audio.close()
+        for track in subtitles:
+            track.close()
     return audio.mode if audio is not None else None
 
 

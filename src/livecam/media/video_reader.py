@@ -13,13 +13,14 @@ FILE` (camera.VideoFileSource) uses it too.
 from __future__ import annotations
 
 import errno
+import functools
 import logging
 import os
 import stat
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable, Iterator, cast
+from typing import Callable, Iterator, Literal, cast, overload
 
 import av
 import numpy as np
@@ -57,12 +58,13 @@ class VideoInfo:
     duration: float | None  # seconds, of the video stream (or the container)
     rotation: int  # display rotation in degrees, counterclockwise (0, 90, 180, -90)
     codec: str
-    audio_codec: str | None
-    other_streams: tuple[str, ...]  # e.g. ("subtitle", "data"): what the output drops
+    audio_codec: str | None  # of the audio track an output gets first (audio_order); None: no audio
+    other_streams: tuple[str, ...]  # e.g. ("data", "attachment"): what the output drops
     origin: float = 0.0  # seconds of the input's timestamps that are 0 on frames()'s timeline
     sample_aspect: Fraction | None = None  # of non-square pixels (DV, DVD), as displayed; None: square
     colour: Colour | None = None  # range, primaries, transfer, matrix (what players assume when untagged)
     chapters: tuple[Chapter, ...] = ()
+    subtitles: tuple[str, ...] = ()  # codec of each subtitle stream (video_writer.subtitle_fate: which are kept)
     cut_short: str | None = None  # why the file is known truncated before decoding (cut_short()); None: not known
 
     @property
@@ -79,6 +81,26 @@ class VideoInfo:
 class DecodedFrame:
     image: np.ndarray  # HxWx3 BGR uint8, upright
     time: float  # presentation time in seconds
+
+
+class LazyFrame:
+    """A decoded frame whose upright BGR image (as DecodedFrame's) is made when first asked for:
+    a reader that looks at a few frames of many (`livecam verify`) skips the others' conversion
+    (about 5 ms a 1080p frame). It holds the decoder's frame until then."""
+
+    __slots__ = ("time", "_make", "_image")
+
+    def __init__(self, time: float, make: Callable[[], np.ndarray]) -> None:
+        self.time = time
+        self._make: Callable[[], np.ndarray] | None = make
+        self._image: np.ndarray | None = None
+
+    @property
+    def image(self) -> np.ndarray:
+        if self._image is None:
+            assert self._make is not None
+            self._image, self._make = self._make(), None
+        return self._image
 
 
 def _describe(exc: BaseException) -> str:
@@ -408,6 +430,17 @@ class VideoDecoder:
         self._raw_last: float | None = None  # the last frame's input time, for one without a timestamp
 
     def __iter__(self) -> Iterator[DecodedFrame]:
+        for frame in self._ready():
+            time = self._stamp(frame)
+            yield DecodedFrame(image=self._image(frame), time=time)
+
+    def lazy(self) -> Iterator[LazyFrame]:
+        """The same frames, their images converted only when asked for (LazyFrame)."""
+        for frame in self._ready():
+            yield LazyFrame(self._stamp(frame), functools.partial(self._image, frame))
+
+    def _ready(self) -> Iterator[av.VideoFrame]:
+        """The decoded (and deinterlaced) frames in order, damage handled by the rule above."""
         c, vs = self._container, self._stream
         vs.thread_type = "AUTO"  # frame + slice threads in the decoder
         deinterlacer = Deinterlacer(self.name, as_fraction(vs.time_base or Fraction(1, 90000)))
@@ -423,19 +456,17 @@ class VideoDecoder:
                         continue
                     for frame in decoded:
                         self._bad_in_a_row = 0
-                        for ready in deinterlacer.push(cast(av.VideoFrame, frame)):
-                            yield self._decoded(ready)
+                        yield from deinterlacer.push(cast(av.VideoFrame, frame))
                 break
             except av.error.EOFError:
                 break
             except av.error.FFmpegError as exc:
                 # A demux error: resume reading after it (a fresh generator continues from there).
                 self._bad_packet(self.last_time, exc)
-        for ready in deinterlacer.flush():
-            yield self._decoded(ready)
+        yield from deinterlacer.flush()
 
-    def _decoded(self, frame: av.VideoFrame) -> DecodedFrame:
-        """`frame` as an upright BGR image of the one size, at its time on the timeline."""
+    def _stamp(self, frame: av.VideoFrame) -> float:
+        """`frame`'s time on the timeline (and the notes its format calls for, once)."""
         t = float(frame.pts * frame.time_base) if frame.pts is not None and frame.time_base else None
         if t is None:  # no timestamp: one nominal frame after the last
             t = self._raw_last + self.timeline.step if self._raw_last is not None else self.timeline.origin
@@ -452,13 +483,16 @@ class VideoDecoder:
             self._said_depth = True
             log.warning("note: %s has %d bits a sample; livecam works in 8, so the output has 8 bits (smooth "
                         "gradients may band) and keeps the input's colour tags", self.name, bits)
+        self.last_time = self.timeline.map(t)
+        return self.last_time
+
+    def _image(self, frame: av.VideoFrame) -> np.ndarray:
+        """`frame` as an upright BGR image of the one size."""
         try:
-            image = self.fitter.fit(upright_image(frame, self._to_bgr(frame)))
+            return self.fitter.fit(upright_image(frame, self._to_bgr(frame)))
         except av.error.FFmpegError as exc:  # conversion: no packet is at fault
             _raise_if_out_of_memory(exc)
             raise
-        self.last_time = self.timeline.map(t)
-        return DecodedFrame(image=image, time=self.last_time)
 
     def _to_bgr(self, frame: av.VideoFrame) -> np.ndarray:
         """BGR by the frame's own colour description (the stream's where it says nothing)."""
@@ -548,6 +582,38 @@ def _chapters(container: av.container.InputContainer, origin: float) -> tuple[Ch
 AVDISCARD_ALL = 48
 
 
+def audio_order(container: av.container.InputContainer) -> list[int]:
+    """The indices of the audio streams an output keeps, in the order it gets them: the one the
+    input marks default first (what a player plays), then the others in the input's order.
+    A stream whose codec FFmpeg does not know is left out (it cannot be copied or decoded)."""
+    streams = [s for s in container.streams.audio if s.codec_context is not None and s.codec_context.name]
+    streams.sort(key=lambda s: not is_default(s))  # stable: the input's order otherwise
+    return [s.index for s in streams]
+
+
+def container_duration(container: av.container.InputContainer) -> float | None:
+    """The container's duration in seconds, None when unknown. Matroska's (and WebM's) is measured
+    from timestamp 0, not from the first frame: an MKV starting at 10 s said 11 s for 1 s of video,
+    and the read was called cut short at 1 s."""
+    if not container.duration:
+        return None
+    seconds = container.duration / av.time_base
+    if "matroska" in container.format.name and container.start_time:
+        seconds -= max(0.0, container.start_time / av.time_base)
+    return seconds if seconds > 0 else None
+
+
+def codec_name(stream: av.stream.Stream) -> str:
+    """FFmpeg's name for `stream`'s codec; "" when it does not know it (a damaged codec id leaves
+    PyAV without a codec context)."""
+    return (stream.codec_context.name or "") if stream.codec_context is not None else ""
+
+
+def is_default(stream: av.stream.Stream) -> bool:
+    """Whether the input marks `stream` as the one of its kind to play (disposition default)."""
+    return bool(stream.disposition & av.stream.Disposition.default)
+
+
 def _is_chapter_track(stream: av.stream.Stream) -> bool:
     """Whether `stream` is an MP4/MOV's chapter track: the chapters themselves, which FFmpeg reads
     into container.chapters() (and livecam copies) and turns into a data stream it never demuxes;
@@ -589,35 +655,44 @@ class VideoReader:
             raise InputError(f"{self.path}: the video stream has no frame size; the file is corrupt")
         rate = as_fraction(vs.average_rate or vs.guessed_rate or vs.base_rate or Fraction(30))
         tb = vs.time_base or Fraction(1, 90000)
-        duration = float(vs.duration * tb) if vs.duration else (c.duration / av.time_base if c.duration else None)
+        duration = float(vs.duration * tb) if vs.duration else container_duration(c)
         origin = timeline_origin(c)
         start = float(vs.start_time * tb) - origin if vs.start_time is not None else 0.0
         rotation = _stream_rotation(vs)
         w, h = (cc.height, cc.width) if rotation in (90, -90, 270) else (cc.width, cc.height)
         sar = sample_aspect(vs, rotation)
-        audio_cc = c.streams.audio[0].codec_context if c.streams.audio else None
-        audio = audio_cc.name if audio_cc is not None else None  # an unknown audio codec: no audio
+        kept_audio = audio_order(c)  # an unknown audio codec: not kept
+        audio = c.streams[kept_audio[0]].codec_context.name if kept_audio else None
         chapters = _chapters(c, origin)
-        others: list[str] = [s.type for s in c.streams if s.type not in ("video", "audio")
+        others: list[str] = [s.type for s in c.streams if s.type not in ("video", "audio", "subtitle")
                              and not (chapters and _is_chapter_track(s))]
-        others += ["video"] * (len(c.streams.video) - 1) + ["audio"] * max(0, len(c.streams.audio) - 1)
+        others += ["video"] * (len(c.streams.video) - 1) + ["audio"] * (len(c.streams.audio) - len(kept_audio))
         return VideoInfo(path=self.path, width=w, height=h, rate=rate, time_base=as_fraction(tb),
                          start_time=max(0.0, start), frames=_shown_frames(vs.frames, duration, rate),
                          duration=duration,
                          rotation=rotation, codec=cc.name, audio_codec=audio, other_streams=tuple(others),
+                         subtitles=tuple(codec_name(s) for s in c.streams.subtitles),
                          origin=origin, sample_aspect=sar, chapters=chapters,
                          cut_short=cut_short(c, self.path),
                          colour=Colour.described(cc, cc.format.name if cc.format else None, cc.height))
 
-    def frames(self) -> Iterator[DecodedFrame]:
-        """Decoded frames in presentation order, on a timeline from 0 (see VideoDecoder)."""
+    @overload
+    def frames(self) -> Iterator[DecodedFrame]: ...
+
+    @overload
+    def frames(self, *, lazy: Literal[True]) -> Iterator[LazyFrame]: ...
+
+    def frames(self, *, lazy: bool = False) -> Iterator[DecodedFrame | LazyFrame]:
+        """Decoded frames in presentation order, on a timeline from 0 (see VideoDecoder); `lazy`:
+        as LazyFrames, converted to BGR only when their image is asked for. The checks that the
+        read reached the end are the same."""
         info = self.info
         decoder = VideoDecoder(self._container, self._stream, self.path.name, size=(info.width, info.height),
                                rate=info.rate, origin=info.origin)
         step = decoder.timeline.step
         count = 0
         try:
-            for frame in decoder:
+            for frame in decoder.lazy() if lazy else decoder:
                 count += 1
                 yield frame
         except BaseException:  # an error, or the consumer stopped early

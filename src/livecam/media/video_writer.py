@@ -1,10 +1,11 @@
 """Video output with PyAV, the one writer (`video`, `run --output FILE`, `demo`, `bench`):
 encoder and container checks, frame encoding with the input's timestamps (frames of another size
-letterboxed, non-square pixels kept), audio copied where the container is commonly played with
-its codec (AUDIO_COPY_CODECS) or re-encoded, or given samples encoded; provenance tags.
+letterboxed, non-square pixels kept), every audio track (the default one first) copied where the
+container is commonly played with its codec (AUDIO_COPY_CODECS) or re-encoded, or given samples
+encoded; subtitles copied or converted (subtitle_fate); provenance tags.
 
-The writer owns its output container and must be used from one thread. Audio is read from a
-second opening of the input file, put on the reader's timeline and interleaved as the video
+The writer owns its output container and must be used from one thread. Each audio and subtitle
+track is read from its own opening of the input file, put on the reader's timeline and interleaved as the video
 advances, so nothing is buffered beyond about a second of audio. Errors name the user's output
 (OutputSpec.target), never the temporary file being written.
 """
@@ -25,6 +26,8 @@ import av
 import numpy as np
 from av.audio.frame import AudioFrame
 from av.audio.stream import AudioStream
+from av.subtitles.codeccontext import SubtitleCodecContext
+from av.subtitles.stream import SubtitleStream
 from av.video.codeccontext import VideoCodecContext
 from av.video.stream import VideoStream
 
@@ -34,7 +37,8 @@ from livecam.media.colour import LIMITED, Colour, ColourConverter, tag
 from livecam.native_stderr import dropping
 from livecam.media.containers import local_path, open_container
 from livecam.media.images import UNMARKABLE_FORMATS, WRITE_FORMATS
-from livecam.media.video_reader import Chapter, Fitter, Timeline, timeline_origin
+from livecam.media.video_reader import (Chapter, Fitter, Timeline, audio_order, codec_name, is_default,
+                                         timeline_origin)
 
 log = logging.getLogger("livecam")
 
@@ -260,7 +264,7 @@ class OutputSpec:
     encoder: str = "libx264"
     quality: int = 18
     metadata: dict[str, str] = field(default_factory=dict)
-    audio_from: Path | None = None  # input whose first audio stream is kept
+    audio_from: Path | None = None  # input whose audio tracks are kept (audio_order)
     target: Path | None = None  # the user's output, named in messages (`path` is its temporary file)
     sample_aspect: Fraction | None = None  # of non-square pixels, kept in the output (VideoInfo's)
     live: bool = False  # encoder settings that keep up with a live stream (no look-ahead)
@@ -268,6 +272,7 @@ class OutputSpec:
     colour: Colour | None = None  # the input's (VideoInfo.colour); None: what players assume for the size
     lookahead: int | None = None  # frames the encoder may look ahead (its memory); None: the preset's
     chapters: tuple[Chapter, ...] = ()  # the input's (VideoInfo.chapters), written when chapters_writable()
+    subtitles_from: Path | None = None  # input whose subtitle streams are kept (subtitle_fate)
 
     @property
     def shown_path(self) -> Path:
@@ -336,10 +341,66 @@ def open_output(path: Path, fmt: str, metadata: dict[str, str], shown: Path,
     return out
 
 
+def _describe_as(stream: av.stream.Stream, ins: av.stream.Stream, default: bool) -> None:
+    """Give an output `stream` the input's language and title, and mark it default or not (the
+    first audio track is the default one, whatever its place in the input). An MP4/MOV keeps a
+    track's title in 'name' (as FFmpeg reads it back) and players show its handler name, so the
+    title goes in both there."""
+    title = ins.metadata.get("title") or ins.metadata.get("name")  # Matroska's, MP4's
+    if ins.metadata.get("language"):
+        stream.metadata["language"] = ins.metadata["language"]
+    if title:
+        stream.metadata["title"] = title
+        if stream.container.format.name in ("mp4", "mov"):
+            stream.metadata["handler_name"] = title
+    try:
+        stream.disposition = av.stream.Disposition.default if default else av.stream.Disposition(0)
+    except (AttributeError, TypeError):  # a PyAV whose disposition is read-only: the muxer's choice
+        pass
+
+
+class _Tracks:
+    """Every audio track an input's audio gives an output (audio_order), as one _Track."""
+
+    def __init__(self, out: av.container.OutputContainer, source: Path) -> None:
+        self.tracks: list[_AudioTrack] = []
+        try:
+            with open_container(local_path(source)) as probe:
+                order = audio_order(probe)
+                # notes name a track by its place among the input's audio tracks, and its language
+                names = {s.index: f"audio track {n + 1}" + (f" ({s.language})" if s.language not in (None, "und")
+                                                             else "") for n, s in enumerate(probe.streams.audio)}
+            for index in order:
+                default = not any(t.mode for t in self.tracks)  # the first track kept is the default one
+                self.tracks.append(_AudioTrack(out, source, index, default=default,
+                                               named=names[index] if len(order) > 1 else ""))
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def mode(self) -> str | None:
+        """'reencode' when any track is re-encoded, 'copy' when all are copied, None when none is kept."""
+        modes = {t.mode for t in self.tracks} - {None}
+        return "reencode" if "reencode" in modes else "copy" if modes else None
+
+    @property
+    def count(self) -> int:
+        return sum(1 for t in self.tracks if t.mode)
+
+    def pump(self, until: float | None, final: bool = False) -> None:
+        for track in self.tracks:
+            track.pump(until, final)
+
+    def close(self) -> None:
+        for track in self.tracks:
+            track.close()
+
+
 def input_audio_track(out: av.container.OutputContainer, source: Path) -> _Track:
-    """The first audio stream of `source` added to `out`, to be muxed with pump() as the video
-    advances (copied or re-encoded, as VideoWriter does it)."""
-    return _AudioTrack(out, source)
+    """Every audio stream of `source` (audio_order: the default one first) added to `out`, to be
+    muxed with pump() as the video advances (copied or re-encoded, as VideoWriter does it)."""
+    return _Tracks(out, source)
 
 
 class VideoWriter:
@@ -357,6 +418,8 @@ class VideoWriter:
         self.packet_times: list[tuple[int, int | None]] = []
         self._last_pts: int | None = None
         self._last_time: float | None = None
+        self._audio: _Track | None = None
+        self._subtitles: list[_SubtitleTrack] = []
         self._out = open_output(spec.path, spec.format, spec.metadata, spec.shown_path, spec.chapters)
         try:
             codec = av.Codec(spec.encoder, "w")
@@ -384,22 +447,29 @@ class VideoWriter:
                                            else encoder_options(spec.encoder, spec.quality)),
                                         **lookahead_options(spec.encoder, spec.lookahead)}
             self._video = vs
-            self._audio: _Track | None = None
             if spec.audio is not None:
                 self._audio = _SamplesTrack(self._out, spec.audio)
             elif spec.audio_from is not None:
-                self._audio = _AudioTrack(self._out, spec.audio_from)
+                self._audio = _Tracks(self._out, spec.audio_from)
+            if spec.subtitles_from is not None:
+                self._subtitles = input_subtitle_tracks(self._out, spec.subtitles_from)
         except OSError as exc:
-            self._close_quietly()
+            self.abort()
             raise output_error(spec.shown_path, exc) from exc
         except BaseException:
-            self._close_quietly()
+            self.abort()
             raise
 
     @property
     def audio_mode(self) -> str | None:
         """'copy', 'reencode', 'encode' (given samples) or None (no audio)."""
         return self._audio.mode if self._audio is not None else None
+
+    @property
+    def tracks(self) -> tuple[int, int]:
+        """How many audio and subtitle tracks the output holds besides its video."""
+        audio = self._audio.count if isinstance(self._audio, _Tracks) else int(self.audio_mode is not None)
+        return audio, len(self._subtitles)
 
     def write(self, image: np.ndarray, time_s: float) -> None:
         pts = int(round(time_s / self.spec.time_base))
@@ -424,6 +494,8 @@ class VideoWriter:
                 self._mux_video(packet)
             if self._audio is not None:
                 self._audio.pump(time_s + _AUDIO_LEAD_S)
+            for track in self._subtitles:
+                track.pump(time_s)
         except OSError as exc:
             raise output_error(self.spec.shown_path, exc) from exc
         except av.error.FFmpegError as exc:
@@ -439,11 +511,13 @@ class VideoWriter:
                 packets = self._video.encode(None)
             for packet in packets:
                 self._mux_video(packet)
+            end = None  # a partial video's audio and subtitles are cut where it stops
+            if partial or self.spec.audio is not None:
+                end = (self._last_time or 0.0) + 1.0 / float(self.spec.rate or 30)
             if self._audio is not None:
-                end = None
-                if partial or self.spec.audio is not None:
-                    end = (self._last_time or 0.0) + 1.0 / float(self.spec.rate or 30)
                 self._audio.pump(end, final=True)
+            for track in self._subtitles:
+                track.pump(end if partial else None, final=True)
             self._out.close()
         except OSError as exc:
             self._close_quietly()
@@ -455,8 +529,7 @@ class VideoWriter:
             self._close_quietly()
             raise out_of_memory(self.spec.shown_path) from exc
         finally:
-            if self._audio is not None:
-                self._audio.close()
+            self._close_inputs()
 
     def _mux_video(self, packet: av.Packet) -> None:
         if packet.pts is not None:
@@ -478,8 +551,13 @@ class VideoWriter:
     def abort(self) -> None:
         """Close without caring about the file (the caller removes it)."""
         self._close_quietly()
+        self._close_inputs()
+
+    def _close_inputs(self) -> None:
         if self._audio is not None:
             self._audio.close()
+        for track in self._subtitles:
+            track.close()
 
     def _close_quietly(self) -> None:
         try:
@@ -514,15 +592,15 @@ def reencoded_layout(channels: int) -> str:
     return "5.1" if channels >= 6 else "stereo" if channels >= 2 else "mono"
 
 
-def _can_copy(source: Path, fmt: str) -> bool:
-    """Whether the `fmt` muxer really accepts the first audio stream of `source` copied as is.
+def _can_copy(source: Path, fmt: str, index: int) -> bool:
+    """Whether the `fmt` muxer really accepts the stream `index` of `source` copied as is.
 
     FFmpeg's codec query is not enough: it says yes to Opus in MOV, whose header then fails
     (EINVAL) only once frames are being written. So a throwaway in-memory file of that format
     gets the stream and its first packet; any refusal means re-encoding."""
     try:
         with open_container(local_path(source)) as src:
-            ins = src.streams.audio[0]
+            ins = src.streams[index]
             with av.open(io.BytesIO(), mode="w", format=fmt) as trial:
                 stream = trial.add_stream_from_template(ins)
                 for packet in src.demux(ins):
@@ -536,12 +614,16 @@ def _can_copy(source: Path, fmt: str) -> bool:
 
 
 class _AudioTrack:
-    """The input's first audio stream, on the video's timeline (the same origin, the same
+    """One audio stream of the input (`index`), on the video's timeline (the same origin, the same
     handling of restarting timestamps), copied packet by packet when the output container is
     commonly read with its codec (AUDIO_COPY_CODECS) and accepts it, else re-encoded (AAC, or
-    Opus for WebM) with one line saying so."""
+    Opus for WebM) with one line saying so; its language and title kept. `named`: how notes name
+    it among several ('audio track 2'), empty for the only one."""
 
-    def __init__(self, out: av.container.OutputContainer, source: Path) -> None:
+    _kind = "audio"  # how warnings name its packets
+
+    def __init__(self, out: av.container.OutputContainer, source: Path, index: int, *, default: bool = True,
+                 named: str = "") -> None:
         self._in = open_container(local_path(source))  # damaged tags must not stop the audio
         self._last_dts: int | None = None
         self._out_of_order = 0
@@ -552,8 +634,9 @@ class _AudioTrack:
         self._pending: tuple[av.Packet, float] | None = None
         self._done = False
         try:
-            ins = self._in.streams.audio[0]
-            self._in_stream = ins
+            ins = self._in.streams[index]
+            assert isinstance(ins, AudioStream)
+            self._in_stream: av.stream.Stream = ins
             tb = ins.time_base or Fraction(1, 90000)
             self._tb = Fraction(tb.numerator, tb.denominator)
             self._timeline = Timeline(timeline_origin(self._in), 1024 / (ins.codec_context.sample_rate or 48000))
@@ -563,11 +646,14 @@ class _AudioTrack:
             self._pending = self._next_packet()
             if self._pending is None:
                 self._done = True
-                log.warning("note: the input's audio stream holds no sound, so the output has no audio")
+                if named:
+                    log.warning("note: the input's %s holds no sound, so the output leaves it out", named)
+                else:
+                    log.warning("note: the input's audio stream holds no sound, so the output has no audio")
                 return
             codec = ins.codec_context.codec.canonical_name
             fmt = out.format.name
-            holds = codec in out.supported_codecs and _can_copy(source, fmt)
+            holds = codec in out.supported_codecs and _can_copy(source, fmt, index)
             if holds and copies_audio(codec, fmt):
                 self.mode = "copy"
                 self._stream = out.add_stream_from_template(ins)
@@ -583,8 +669,10 @@ class _AudioTrack:
                 self._next_pts: int | None = None
                 kind = {"mp4": "MP4", "mov": "MOV", "webm": "WebM", "matroska": "Matroska"}.get(fmt, fmt)
                 why = "are not commonly played with" if holds else "cannot hold"
-                log.warning("note: the audio (%s) is re-encoded as %s: %s files %s %s audio", codec,
+                log.warning("note: the %s (%s) is re-encoded as %s: %s files %s %s audio", named or "audio", codec,
                             "Opus" if target == "libopus" else "AAC", kind, why, codec)
+            _describe_as(self._stream, ins, default)
+            self._target: av.stream.Stream = self._stream
         except BaseException:
             self._in.close()
             raise
@@ -637,11 +725,11 @@ class _AudioTrack:
             if packet.dts is not None and self._last_dts is not None and packet.dts <= self._last_dts:
                 self._out_of_order += 1
                 if self._out_of_order == 1:
-                    log.warning("warning: skipped audio packets whose timestamps go backwards (damaged input)")
+                    log.warning("warning: skipped %s packets whose timestamps go backwards (damaged input)", self._kind)
                 return
             if packet.dts is not None:
                 self._last_dts = packet.dts
-            packet.stream = self._stream
+            packet.stream = self._target
             self._out.mux(packet)
             return
         try:
@@ -682,6 +770,155 @@ class _AudioTrack:
                         "gaps there", self._corrupt, "s" if self._corrupt != 1 else "")
             self._corrupt = 0
         self._in.close()
+
+
+# Subtitles: what each container holds as it is (None: whatever its muxer takes), and what the
+# text ones become where they are not held as they are (bitmap subtitles cannot be converted).
+SUBTITLE_COPY_CODECS: dict[str, frozenset[str] | None] = {
+    "mp4": frozenset({"mov_text"}), "mov": frozenset({"mov_text"}), "webm": frozenset({"webvtt"}), "matroska": None,
+}
+SUBTITLE_TEXT_TARGET: dict[str, str] = {"mp4": "mov_text", "mov": "mov_text", "webm": "webvtt", "matroska": "subrip"}
+TEXT_SUBTITLES: frozenset[str] = frozenset({"subrip", "srt", "ass", "ssa", "webvtt", "mov_text", "text"})
+
+
+def subtitle_fate(codec: str, fmt: str) -> Literal["copy", "convert"] | None:
+    """How a subtitle stream in `codec` goes into a `fmt` file: copied as it is, converted (a text
+    one: MP4/MOV mov_text, WebM WebVTT; where this PyAV can encode subtitles), or None: left out."""
+    allowed = SUBTITLE_COPY_CODECS.get(fmt, frozenset())
+    if not codec:  # unknown (a damaged codec id)
+        return None
+    if allowed is None or codec in allowed:
+        return "copy"
+    return "convert" if fmt in SUBTITLE_TEXT_TARGET and _convertible(codec) else None
+
+
+def _convertible(codec: str) -> bool:
+    return codec in TEXT_SUBTITLES and hasattr(SubtitleCodecContext, "encode_subtitle")  # newer PyAVs only
+
+
+# The least ASS header the text encoders take (one default style), for a track that has none.
+_ASS_HEADER = (b"[Script Info]\nScriptType: v4.00+\nPlayResX: 384\nPlayResY: 288\n\n[V4+ Styles]\n"
+               b"Format: Name, Fontname, Fontsize, PrimaryColour, SecondaryColour, OutlineColour, BackColour, "
+               b"Bold, Italic, Underline, StrikeOut, ScaleX, ScaleY, Spacing, Angle, BorderStyle, Outline, "
+               b"Shadow, Alignment, MarginL, MarginR, MarginV, Encoding\n"
+               b"Style: Default,Arial,16,&Hffffff,&Hffffff,&H0,&H0,0,0,0,0,100,100,0,0,1,1,0,2,10,10,10,1\n\n"
+               b"[Events]\nFormat: Layer, Start, End, Style, Name, MarginL, MarginR, MarginV, Effect, Text\n")
+
+
+def _encoder_opens(name: str, header: bytes) -> bool:
+    """Whether the subtitle encoder `name` opens with `header` (a stream added to an output that
+    then fails to open fails the whole file, at its first packet)."""
+    try:
+        ctx = cast(SubtitleCodecContext, av.CodecContext.create(name, "w"))
+        ctx.time_base = Fraction(1, 1000)
+        ctx.subtitle_header = header
+        ctx.open()
+        return True
+    except (av.error.FFmpegError, ValueError):
+        return False
+
+
+class _SubtitleTrack(_AudioTrack):
+    """One subtitle stream of the input, on the video's timeline exactly as the audio is (the same
+    origin and restarts; cut where a partial video stops), copied (subtitle_fate) or, a text one
+    the container does not hold, converted cue by cue; its language, title and default mark kept.
+    `mode` is None when it is left out (its muxer or encoder refused it: said in a note)."""
+
+    _kind = "subtitle"
+
+    def __init__(self, out: av.container.OutputContainer, source: Path, index: int) -> None:
+        self._in = open_container(local_path(source))
+        self._last_dts = None
+        self._out_of_order = 0
+        self._corrupt = 0
+        self.mode = None
+        self._out = out
+        self._pending = None
+        self._done = True  # until it is known to be kept
+        try:
+            ins = self._in.streams[index]
+            assert isinstance(ins, SubtitleStream)
+            self._sub_in = ins
+            self._in_stream = ins
+            tb = ins.time_base or Fraction(1, 1000)
+            self._tb = Fraction(tb.numerator, tb.denominator)
+            self._timeline = Timeline(timeline_origin(self._in), 1.0)
+            self._packets = self._in.demux(ins)
+            fmt = out.format.name
+            fate = subtitle_fate(ins.codec_context.name, fmt)
+            if fate == "copy" and not _can_copy(source, fmt, index):  # mov_text in Matroska
+                fate = "convert" if _convertible(ins.codec_context.name) else None
+                if fate is None:
+                    log.warning("note: the input's subtitle stream %d (%s) is not copied: the output's muxer "
+                                "refuses it", index, ins.codec_context.name)
+            if fate == "copy":
+                self._target = out.add_stream_from_template(ins)
+            elif fate == "convert":
+                ins.codec_context.open()  # the decoder's ASS header, which the text encoders read
+                header = ins.codec_context.subtitle_header or _ASS_HEADER  # an ASS track without one
+                if not _encoder_opens(SUBTITLE_TEXT_TARGET[fmt], header):  # before the stream exists
+                    log.warning("note: the input's subtitle stream %d (%s) is not copied: it cannot be "
+                                "converted to %s", index, ins.codec_context.name, SUBTITLE_TEXT_TARGET[fmt])
+                    self._in.close()
+                    return
+                stream = cast(SubtitleStream, out.add_stream(SUBTITLE_TEXT_TARGET[fmt]))
+                stream.codec_context.time_base = Fraction(1, 1000)
+                stream.time_base = Fraction(1, 1000)
+                stream.codec_context.subtitle_header = header
+                self._target = self._sub_out = stream
+            else:
+                self._in.close()
+                return
+            self.mode = fate
+            self._done = False
+            _describe_as(self._target, ins, is_default(ins))
+        except BaseException:
+            self._in.close()
+            raise
+
+    def _mux(self, packet: av.Packet, start: float | None = None) -> None:
+        if self.mode == "copy" or start is None:
+            super()._mux(packet, start)
+            return
+        try:
+            cues = self._sub_in.decode2(packet)
+            if cues is None or not len(cues):
+                return
+            encoded = self._sub_out.codec_context.encode_subtitle(cues)
+        except av.error.FFmpegError as exc:  # a damaged cue: left out, counted like a corrupt packet
+            log.debug("skipped an unconvertible subtitle (%s)", str(exc).splitlines()[0])
+            self._corrupt += 1
+            return
+        encoded.pts = encoded.dts = int(round(start * 1000))
+        encoded.duration = int(round(float((packet.duration or 0) * self._tb) * 1000)) or \
+            max(0, cues.end_display_time - cues.start_display_time)
+        encoded.time_base = Fraction(1, 1000)
+        encoded.stream = self._sub_out
+        self._out.mux(encoded)
+
+    def close(self) -> None:
+        if self._corrupt:
+            log.warning("warning: skipped %d damaged subtitle%s", self._corrupt, "s" if self._corrupt != 1 else "")
+            self._corrupt = 0
+        self._in.close()
+
+
+def input_subtitle_tracks(out: av.container.OutputContainer, source: Path) -> list[_SubtitleTrack]:
+    """Every subtitle stream of `source` that `out`'s container can hold (subtitle_fate), in the
+    input's order, added to `out` to be muxed with pump() as the video advances."""
+    with open_container(local_path(source)) as probe:
+        indices = [s.index for s in probe.streams.subtitles if subtitle_fate(codec_name(s), out.format.name)]
+    tracks: list[_SubtitleTrack] = []
+    try:
+        for index in indices:
+            track = _SubtitleTrack(out, source, index)
+            if track.mode is not None:
+                tracks.append(track)
+    except BaseException:
+        for track in tracks:
+            track.close()
+        raise
+    return tracks
 
 
 class _SamplesTrack:

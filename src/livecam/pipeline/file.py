@@ -44,7 +44,8 @@ from livecam.errors import Interrupted
 from livecam.frame import FramePacket
 from livecam.media.containers import frame_rate
 from livecam.media.video_reader import VideoReader, check_whole
-from livecam.media.video_writer import OutputSpec, VideoWriter, chapters_writable, container_format
+from livecam.media.video_writer import (OutputSpec, VideoWriter, chapters_writable, container_format,
+                                         subtitle_fate)
 from livecam.pipeline.budget import default_in_flight, plan_video
 from livecam.pipeline.contracts import FileEngine
 from livecam.pipeline.progress import Counter, Progress
@@ -379,6 +380,7 @@ class VideoResult:
     stats: RunStats
     audio: str | None  # copy, reencode or None
     partial: bool
+    tracks: tuple[int, int] = (1, 0)  # audio and subtitle tracks written (VideoWriter.tracks)
 
 
 def process_video(job: VideoJob, engine: FileEngine, *, quiet: bool = False,
@@ -400,18 +402,21 @@ def process_video(job: VideoJob, engine: FileEngine, *, quiet: bool = False,
                             watermark=watermark, sign=sign, counter=progress, lanes=lanes)
 
 
-def _say_dropped_streams(kinds: Sequence[str], keep_audio: bool, chapters: int = 0) -> None:
+def _say_dropped_streams(kinds: Sequence[str], keep_audio: bool, chapters: int = 0,
+                         subtitles: Sequence[str] = (), fmt: str = "") -> None:
     """One line for the streams the output leaves out (and the chapters, where this PyAV cannot
     write them: chapters_writable()); it said "the input's audio stream is not copied" for a
     second audio track beside "audio copied"."""
     counts = Tally(kind for kind in kinds if keep_audio or kind != "audio")  # --no-audio: asked for
+    # subtitles the output's container cannot hold (bitmap ones outside Matroska)
+    counts.update("subtitle" for codec in subtitles if subtitle_fate(codec, fmt) is None)
     if chapters and not chapters_writable():
         counts["chapter"] = chapters
     if counts:
         more = ", ".join(f"{n} {'more ' if kind in ('audio', 'video') else ''}{kind}"
                          f"{'' if kind == 'chapter' else ' stream'}{'s' if n > 1 else ''}" for kind, n in counts.items())
         log.warning("note: the output has the input's video%s; not copied: %s",
-                    " and its first audio stream" if keep_audio else "", more)
+                    " and its audio" if keep_audio else "", more)
 
 
 def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quiet: bool,
@@ -421,7 +426,8 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
     info = reader.info
     check_whole(info, keep_partial=job.keep_partial)
     keep_audio = job.audio and info.audio_codec is not None
-    _say_dropped_streams(info.other_streams, keep_audio, len(info.chapters))
+    _say_dropped_streams(info.other_streams, keep_audio, len(info.chapters), info.subtitles,
+                         container_format(job.output))
     if job.fps is not None:
         rate = frame_rate(job.fps)
         time_base = 1 / rate
@@ -439,7 +445,7 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
     spec = OutputSpec(path=output.temp, format=container_format(job.output),
                       width=info.width, height=info.height, rate=rate, time_base=time_base,
                       encoder=job.encoder, quality=job.quality, metadata=dict(CONTAINER_METADATA),
-                      audio_from=job.input if keep_audio else None, target=job.output,
+                      audio_from=job.input if keep_audio else None, subtitles_from=job.input, target=job.output,
                       sample_aspect=info.sample_aspect, colour=info.colour, lookahead=plan.lookahead,
                       chapters=info.chapters)
     workers, in_flight = plan.workers, plan.frames_in_flight
@@ -485,7 +491,7 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
     if stats.processed and not stats.with_faces:
         log.warning("warning: no %s was found in any of the %d processed frames; the video was "
                     "copied without swaps", job.processing.analysis.wanted_faces, stats.processed)
-    return VideoResult(output=job.output, stats=stats, audio=writer.audio_mode, partial=False)
+    return VideoResult(output=job.output, stats=stats, audio=writer.audio_mode, partial=False, tracks=writer.tracks)
 
 
 def _finish_partial(writer: VideoWriter, output: AtomicOutput, job: VideoJob, exc: BaseException) -> Path | None:

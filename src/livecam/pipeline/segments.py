@@ -204,7 +204,7 @@ def _segment_frames(reader: VideoReader | ChunkReader, segment: Segment, engine:
 def write_joined(plan: SegmentPlan, results: Sequence[SegmentResult], *,
                  sign: Callable[[Path], None] | None = None, partial: bool = False) -> str | None:
     """Join the parts of plan.job (in segment order) into its output through one AtomicOutput,
-    with the input's audio, the synthetic-media tags and (sign) C2PA credentials. partial: a
+    with the input's audio and subtitles, the synthetic-media tags and (sign) C2PA credentials. partial: a
     leading run of the segments only (--keep-partial), the audio cut where the video stops.
     Returns the audio mode."""
     job = plan.job
@@ -218,7 +218,7 @@ def write_joined(plan: SegmentPlan, results: Sequence[SegmentResult], *,
     with AtomicOutput(job.output, force=job.force) as output:
         mode = join_parts([r.part for r in results], output.temp, fmt=container_format(job.output),
                           metadata=dict(CONTAINER_METADATA), audio_from=job.input if keep_audio else None,
-                          shown=job.output, audio_end=end, chapters=info.chapters)
+                          shown=job.output, audio_end=end, chapters=info.chapters, subtitles_from=job.input)
         if sign is not None:
             sign(output.temp)
     return mode
