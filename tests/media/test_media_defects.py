@@ -625,7 +625,9 @@ def test_an_encoder_too_large_or_small_for_the_frames_is_refused_before_any_mode
     if not encoder_available(encoder):
         pytest.skip(f"{encoder} is not in this FFmpeg build")
     assert encoder_fits(encoder, *fits) and _opens(encoder, *fits)  # the table matches the encoder
-    assert not encoder_fits(encoder, *too_small) and not _opens(encoder, *too_small)
+    assert not encoder_fits(encoder, *too_small)
+    if encoder == "libx265":  # SVT-AV1 in PyAV 19's FFmpeg opens 2 px wide (18's refused it): the table keeps the stricter limit
+        assert not _opens(encoder, *too_small)
     with pytest.raises(InputError) as info:
         check_encoder(encoder, tmp_path / "out.mkv", too_small)
     assert f"{encoder} encodes frames of at least" in info.value.message and "use --video-encoder libx264" in info.value.message
