@@ -1165,7 +1165,8 @@ class MeshSwapper:
             polygons.append((region, 0.25 * float(np.ptp(region[:, 0])), False))
             weights.append(weight)
         for (poly, feather, is_mouth_mask), weight in zip(polygons, weights):
-            found = masks.polygon_mask_box(roi_hw, poly, feather)
+            # The eyes' and inner mouth's fade follows their outline at sub-pixel precision.
+            found = masks.polygon_mask_box(roi_hw, poly, feather, exact=not is_mouth_mask)
             if found is None:
                 continue
             keep, (x1, y1, x2, y2) = found
