@@ -95,6 +95,11 @@ _SHADING_RADIUS = 0.1
 # ...and the low-frequency a and b, by this much: regional colour (warm brows and lids in the
 # target, cooler ones in the source) would otherwise leave pale grey patches round the eyes.
 _SHADING_CHROMA = 1.0
+# The face's rim (this fraction of the face size inside the oval) takes the target's own
+# low-frequency colour there fully (color.match_shading on the rim alone, at this blur): the
+# skin statistics leave the rim out, so where FaceMesh puts a turned-away side's outline along
+# the nose (group6.jpg's pale woman) her shadowed cheek stayed beside bright swapped skin.
+_RIM, _RIM_RADIUS = 0.03, 0.02
 _PYRAMID_MIN = 48  # stop halving the source texture below this face size
 # Sharpness: the warped source (a softer photo, or a level of its pyramid) is unsharpened
 # (Gaussian of this sigma, px) until its Laplacian variance on the skin matches the target's,
@@ -156,6 +161,10 @@ _SHAPE_MIN_PX = 0.3  # below this largest offset nothing is warped
 # lip edge round the swapped lips.
 _SPREAD_ROUNDS = 8
 _HALVE_ROUNDS = 8
+# A triangle squashed under this fraction of its area counts as folded too: astronaut.png's
+# lip corner triangle (185, 61, 57) under obama2.jpg's lips kept 9%, and the source's skin
+# there became a dark streak at the lower lip's corner.
+_SQUASH = 0.25
 # Pose gate: 2-D landmarks cannot tell a turned head from a different face, so the transfer
 # weakens as the two faces' yaw (nose tip across the cheeks, -1..1) differs by LOW to HIGH.
 _YAW_LOW, _YAW_HIGH = 0.3, 0.7
@@ -397,7 +406,8 @@ def _unfold(offsets: np.ndarray, tgt: np.ndarray, src: PreparedSource,
     """Change `offsets` (in place) where they would turn triangles of the target's mesh over
     (see _SPREAD_ROUNDS); with no offsets nothing folds, so this ends with none folded."""
     triangles = src.triangles
-    sign = np.sign(_area2(tgt[triangles]))
+    before = _area2(tgt[triangles])
+    sign, least = np.sign(before), _SQUASH * np.abs(before)
     n = len(offsets)
     free = src.shape_weight > 0.0
     for members in groups:
@@ -405,7 +415,7 @@ def _unfold(offsets: np.ndarray, tgt: np.ndarray, src: PreparedSource,
     start, end = src.edges[:, 0], src.edges[:, 1]
     degree = np.maximum(np.bincount(start, minlength=n), 1)
     for round_ in range(_SPREAD_ROUNDS + _HALVE_ROUNDS + n):
-        bad = _area2((tgt + offsets)[triangles]) * sign < 0.0
+        bad = _area2((tgt + offsets)[triangles]) * sign < least
         if not bad.any():
             return
         hit = np.zeros(n, dtype=bool)
@@ -979,6 +989,10 @@ class MeshSwapper:
                 if _SHADING > 0.0:
                     warped = color.match_shading(warped, target, skin, _SHADING_RADIUS * size,
                                                  _SHADING, _SHADING_CHROMA)
+                if _RIM > 0.0:
+                    rim = self._rim(inside, alpha, kept, moved, size)
+                    warped = color.match_shading(warped, target, rim, _RIM_RADIUS * size,
+                                                 1.0, 1.0)
             if lips is not None and table is not None:
                 _match_lips(warped, original, lips, local, moved, size)
             warped = _match_detail(warped, target, skin, True)
@@ -989,6 +1003,21 @@ class MeshSwapper:
             alpha *= blend
         # Weights 0 keep the target's pixel exactly (the kept mouth relies on it).
         frame[y1:y2, x1:x2] = cv2.blendLinear(warped, target, alpha, 1.0 - alpha)
+
+    def _rim(self, inside: np.ndarray, alpha: np.ndarray,
+             kept: list[tuple[np.ndarray, masks.Box, bool]], moved: np.ndarray,
+             size: float) -> np.ndarray:
+        """float32 weights of the face's rim: within _RIM of the face size inside the moved
+        oval, where the swap shows, leaving out the kept eyes and mouth (and a feather's
+        width round them: an eye at the rim would darken the skin beside it)."""
+        wide = _edge_ramp(alpha.shape[:2], moved[self._oval], max(1.0, _RIM * size))
+        # (the ramp reaches 1 only up to rounding: 1 - 1e-7 on some turned regions)
+        rim = ((inside > 0.0) & (wide < 0.999) & (alpha > 0.0)).astype(np.float32)
+        pad = int(np.ceil(_DETAIL_FEATHER * size)) + 1
+        for keep, (x1, y1, x2, y2), _ in kept:
+            near = cv2.dilate((keep > 0.0).astype(np.uint8), np.ones((2 * pad + 1,) * 2, np.uint8))
+            rim[y1:y2, x1:x2][near > 0] = 0.0
+        return rim
 
     def _warp(self, levels: tuple[np.ndarray, ...], src: PreparedSource, local: np.ndarray,
               size: float, roi_hw: tuple[int, int], original: np.ndarray | None = None
@@ -1165,7 +1194,8 @@ class MeshSwapper:
             polygons.append((region, 0.25 * float(np.ptp(region[:, 0])), False))
             weights.append(weight)
         for (poly, feather, is_mouth_mask), weight in zip(polygons, weights):
-            found = masks.polygon_mask_box(roi_hw, poly, feather)
+            # The eyes' and inner mouth's fade follows their outline at sub-pixel precision.
+            found = masks.polygon_mask_box(roi_hw, poly, feather, exact=not is_mouth_mask)
             if found is None:
                 continue
             keep, (x1, y1, x2, y2) = found
