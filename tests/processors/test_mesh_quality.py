@@ -34,6 +34,22 @@ def analysed() -> Callable[[Path], tuple[np.ndarray, Face]]:
     return analyse
 
 
+def obama_on_group6(faces_dir: Path, swapper: MeshSwapper,
+                    leftmost_only: bool = False) -> tuple[np.ndarray, np.ndarray, list[Face]]:
+    """(the swapped group6.jpg, group6.jpg, the faces swapped) with obama.jpg put by `swapper` on
+    its six faces, or on the leftmost only."""
+    detector, mesh = embedded_analysis()
+    src_image = cv2.imread(str(faces_dir / "obama.jpg"))
+    src_face = max(mesh.refine(src_image, detector.detect(src_image)), key=lambda f: f.area)
+    group = cv2.imread(str(faces_dir / "group6.jpg"))
+    faces = [f for f in mesh.refine(group, detector.detect(group)) if f.landmarks is not None]
+    assert len(faces) == 6
+    if leftmost_only:
+        faces = [min(faces, key=lambda f: float(f.bbox[0]))]
+    swapper.prepare([SourceIdentity((faces_dir / "obama.jpg",), src_image, src_face, None)])
+    return swapper.process(FramePacket(index=0, image=group.copy(), faces=faces)).image, group, faces
+
+
 def swap(analysed: Any, source: Path, target: Path) -> tuple[np.ndarray, np.ndarray, Face]:
     """(swapped target, target, target face) with the default mesh swapper."""
     src_image, src_face = analysed(source)
@@ -159,15 +175,7 @@ def test_real_photos_the_lips_take_the_targets_lightness(faces_dir: Path) -> Non
     the target's landmarks): half of the lightness left his lips' on theirs: the pale woman's
     dark red lips came out 27 levels lighter, the others' 20-41 darker. The median over the six
     faces of how far the output's lips are from the target's: 27 before, 9 after."""
-    detector, mesh = embedded_analysis()
-    src_image = cv2.imread(str(faces_dir / "obama.jpg"))
-    src_face = max(mesh.refine(src_image, detector.detect(src_image)), key=lambda f: f.area)
-    group = cv2.imread(str(faces_dir / "group6.jpg"))
-    faces = [f for f in mesh.refine(group, detector.detect(group)) if f.landmarks is not None]
-    assert len(faces) == 6
-    swapper = MeshSwapper(SwapSettings(), shape_strength=0.0)
-    swapper.prepare([SourceIdentity((faces_dir / "obama.jpg",), src_image, src_face, None)])
-    out = swapper.process(FramePacket(index=0, image=group.copy(), faces=faces)).image
+    out, group, faces = obama_on_group6(faces_dir, MeshSwapper(SwapSettings(), shape_strength=0.0))
     errors = [abs(lip_lightness(out, f, group) - lip_lightness(group, f, group)) for f in faces]
     assert float(np.median(errors)) < 12.0, errors
 
@@ -217,15 +225,8 @@ def test_real_photos_a_thin_closed_mouth_keeps_a_smooth_lip_line(faces_dir: Path
     mouth's fade started at its rasterised pixels, so the target's dark line between the lips
     came out as a pixel zigzag. Its wobble is within 1.5 times her own: before 2.1 times
     (0.44 against 0.21), after 1.1."""
-    detector, mesh = embedded_analysis()
-    src_image = cv2.imread(str(faces_dir / "obama.jpg"))
-    src_face = max(mesh.refine(src_image, detector.detect(src_image)), key=lambda f: f.area)
-    group = cv2.imread(str(faces_dir / "group6.jpg"))
-    faces = [f for f in mesh.refine(group, detector.detect(group)) if f.landmarks is not None]
-    face = min(faces, key=lambda f: float(f.bbox[0]))
-    swapper = MeshSwapper(SwapSettings())
-    swapper.prepare([SourceIdentity((faces_dir / "obama.jpg",), src_image, src_face, None)])
-    out = swapper.process(FramePacket(index=0, image=group.copy(), faces=[face])).image
+    out, group, faces = obama_on_group6(faces_dir, MeshSwapper(SwapSettings()), leftmost_only=True)
+    face = faces[0]
     ratio = lip_line_zigzag(out, face) / lip_line_zigzag(group, face)
     assert ratio < 1.5, f"the line between the lips zigzags {ratio:.2f} times as much as hers"
 
@@ -285,15 +286,7 @@ def test_real_photos_no_seam_where_the_face_meets_the_unswapped_side(faces_dir: 
     to bright swapped skin, a visible seam. Across the face oval the lightness step, beyond
     her own photo's step at the same place, averages 5.6 levels before and 1.0 after (at
     most 2.5); over all six faces the median falls from 4.0 to 1.1."""
-    detector, mesh = embedded_analysis()
-    src_image = cv2.imread(str(faces_dir / "obama.jpg"))
-    src_face = max(mesh.refine(src_image, detector.detect(src_image)), key=lambda f: f.area)
-    group = cv2.imread(str(faces_dir / "group6.jpg"))
-    faces = [f for f in mesh.refine(group, detector.detect(group)) if f.landmarks is not None]
-    assert len(faces) == 6
-    swapper = MeshSwapper(SwapSettings())
-    swapper.prepare([SourceIdentity((faces_dir / "obama.jpg",), src_image, src_face, None)])
-    out = swapper.process(FramePacket(index=0, image=group.copy(), faces=faces)).image
+    out, group, faces = obama_on_group6(faces_dir, MeshSwapper(SwapSettings()))
     excess = [float(np.maximum(seam_steps(out, f) - seam_steps(group, f), 0.0).mean()) for f in faces]
     pale = min(range(6), key=lambda i: abs(float(faces[i].bbox[0]) - 266) + abs(float(faces[i].bbox[1]) - 165))
     assert excess[pale] < 2.5, excess
