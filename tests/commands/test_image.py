@@ -467,7 +467,8 @@ def test_an_upside_down_photo_is_swapped(tmp_path: Path, faces_dir: Path, isolat
     assert result.returncode == 0, result.stderr
     assert "1 face swapped" in result.stderr, result.stderr
     before, after = read_image(target), read_image(out)
-    changed = np.abs(after.astype(int) - before).max(axis=2) > 25
+    # (12: the colour matched by lightness changes less by much; upright, the same share changes)
+    changed = np.abs(after.astype(int) - before).max(axis=2) > 12
     h = before.shape[0]
     assert changed[h // 2:].mean() > 0.01 and changed[: h // 4].mean() < 0.001  # biden's face is in the lower half now
 

@@ -855,7 +855,8 @@ class _SubtitleTrack(_AudioTrack):
                 self._target = out.add_stream_from_template(ins)
             elif fate == "convert":
                 ins.codec_context.open()  # the decoder's ASS header, which the text encoders read
-                header = ins.codec_context.subtitle_header or _ASS_HEADER  # an ASS track without one
+                # subtitle_header, encode_subtitle: PyAV 18 and later (typed there only; _convertible checks)
+                header = cast(Any, ins.codec_context).subtitle_header or _ASS_HEADER  # an ASS track without one
                 if not _encoder_opens(SUBTITLE_TEXT_TARGET[fmt], header):  # before the stream exists
                     log.warning("note: the input's subtitle stream %d (%s) is not copied: it cannot be "
                                 "converted to %s", index, ins.codec_context.name, SUBTITLE_TEXT_TARGET[fmt])
@@ -864,7 +865,7 @@ class _SubtitleTrack(_AudioTrack):
                 stream = cast(SubtitleStream, out.add_stream(SUBTITLE_TEXT_TARGET[fmt]))
                 stream.codec_context.time_base = Fraction(1, 1000)
                 stream.time_base = Fraction(1, 1000)
-                stream.codec_context.subtitle_header = header
+                cast(Any, stream.codec_context).subtitle_header = header
                 self._target = self._sub_out = stream
             else:
                 self._in.close()
@@ -884,7 +885,7 @@ class _SubtitleTrack(_AudioTrack):
             cues = self._sub_in.decode2(packet)
             if cues is None or not len(cues):
                 return
-            encoded = self._sub_out.codec_context.encode_subtitle(cues)
+            encoded = cast(Any, self._sub_out.codec_context).encode_subtitle(cues)
         except av.error.FFmpegError as exc:  # a damaged cue: left out, counted like a corrupt packet
             log.debug("skipped an unconvertible subtitle (%s)", str(exc).splitlines()[0])
             self._corrupt += 1
