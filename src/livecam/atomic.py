@@ -42,6 +42,14 @@ class OutputConflictError(OutputExistsError):
         self.kept = kept
 
 
+
+def trailing_slash_problem(given: str) -> str | None:
+    """Why an output file name given as `given` names a folder instead: its trailing slash, which
+    Path drops (`out.jpg/` wrote the file out.jpg); None without one."""
+    if not given.endswith(("/", os.sep)):
+        return None
+    return f"{given!r} ends in a slash, which means a folder; give the file name without it ({Path(given)})"
+
 @dataclass(frozen=True)
 class _Identity:
     """A file as it was seen: a new file at the same path differs (inode numbers are reused, so

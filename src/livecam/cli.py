@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterator, Sequence
 import click
 
 from livecam import __version__, native_stderr
+from livecam.atomic import trailing_slash_problem
 from livecam.errors import EXIT_BROKEN_PIPE, EXIT_FAILURE, EXIT_INTERRUPTED, Interrupted, LivecamError
 from livecam.pipeline.signals import ignore_stop_signals, interrupted, output_done, stop_signals
 from livecam.pipeline.budget import check_execution_threads
@@ -513,18 +514,20 @@ def _file_output(output: str, input: Path, command: str) -> Path:
         raise click.BadParameter(f"'-' (standard output) is not a file; outputs are written to a file, whole or "
                                  f"not at all: give a file name such as {example}", param_hint="OUTPUT")
     path = Path(output)
-    if output.endswith(("/", os.sep)) and not input.is_dir() and not path.is_dir():
-        raise click.BadParameter(f"{output!r} ends in a slash, which means a folder; give the file name "
-                                 f"without it ({path})", param_hint="OUTPUT")
+    problem = trailing_slash_problem(output)
+    if problem and not input.is_dir() and not path.is_dir():
+        raise click.BadParameter(problem, param_hint="OUTPUT")
     return path
 
 
 def _stats_json(value: str | None) -> Path | None:
     """--stats-json as a Path; a trailing slash means a folder, as for OUTPUT (`s.jsonl/` wrote s.jsonl)."""
-    if value is not None and value.endswith(("/", os.sep)) and not Path(value).is_dir():
-        raise click.BadParameter(f"{value!r} ends in a slash, which means a folder; give the file name "
-                                 f"without it ({Path(value)})", param_hint="--stats-json")
-    return None if value is None else Path(value)
+    if value is None:
+        return None
+    problem = trailing_slash_problem(value)
+    if problem and not Path(value).is_dir():
+        raise click.BadParameter(problem, param_hint="--stats-json")
+    return Path(value)
 
 
 def _require_source(processing: ProcessingSettings) -> None:

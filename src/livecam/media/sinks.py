@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable, Protocol
 
 import numpy as np
 
-from livecam.atomic import folder_of
+from livecam.atomic import folder_of, trailing_slash_problem
 from livecam.errors import DeviceError, InputError
 from livecam.media.provenance import CONTAINER_METADATA
 
@@ -209,9 +209,9 @@ def make_sink(output: str, *, fps: float = 30.0, force: bool = False) -> Sink:
     from livecam.media.video_writer import CONTAINERS
 
     path = Path(spec)
-    if spec.endswith(("/", os.sep)):  # Path drops it: `rec.mp4/` recorded to the file rec.mp4
-        raise InputError(f"--output {output!r} ends in a slash, which means a folder; give the file name "
-                         f"without it ({path})")
+    problem = trailing_slash_problem(spec)  # `rec.mp4/` recorded to the file rec.mp4
+    if problem:
+        raise InputError(f"--output {problem}")
     if path.suffix.lower() not in CONTAINERS:  # the writer's list, so both say the same
         raise InputError(f"--output {output!r}: expected window, virtual-camera, none or a video file name "
                          f"ending in {', '.join(sorted(CONTAINERS))}")
