@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes.util
 import importlib.util
+import logging
 import sys
 from pathlib import Path
 
@@ -129,6 +130,24 @@ def test_a_virtual_camera_opens_at_even_sides(monkeypatch: pytest.MonkeyPatch) -
     sink.close()
     assert fake.opened[-1] == (852, 480) and fake.sent == [(480, 852, 3)]
     assert fake.frames[-1].min() == 255
+
+
+def test_a_stream_under_48x32_is_sent_scaled_up_to_the_virtual_cameras_minimum(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    # v4l2loopback before 0.13 refuses frames under 48x32: a 40x20 stream failed to open.
+    fake = FakeVirtualCam("/dev/video9")
+    fake.sizes = {(640, 480), (48, 32)}  # what an old v4l2loopback takes of these
+    monkeypatch.setitem(sys.modules, "pyvirtualcam", fake)
+    sink = make_sink("virtual-camera", fps=30)
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        for _ in range(2):
+            sink.write(np.full((20, 40, 3), 255, np.uint8))
+    sink.close()
+    assert fake.opened[-1] == (48, 32) and fake.sent == [(32, 48, 3), (32, 48, 3)]
+    frame = fake.frames[-1]
+    assert frame[4:28, :].min() == 255  # the picture fills the width, its aspect kept (48x24)
+    assert frame[:3].max() == 0 and frame[-3:].max() == 0  # black bars above and below
+    assert not caplog.records  # not the "changes its picture size" warning: the stream never changed
 
 
 def test_a_virtual_camera_that_refuses_the_stream_size_is_not_called_missing(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,6 +16,8 @@ if TYPE_CHECKING:  # (PyAV loads with it: only once a frame of another size come
 log = logging.getLogger("livecam")
 
 INSTALL_HINT = "pip install 'livecam[virtualcam]'"
+# v4l2loopback before 0.13 (Debian 12, Ubuntu 22.04) refuses frames under 48x32.
+MIN_WIDTH, MIN_HEIGHT = 48, 32
 
 
 def backend_hint() -> str:
@@ -39,6 +41,7 @@ class VirtualCameraSink:
         self.fps = fps
         self._cam: Any = None
         self._size: tuple[int, int] | None = None
+        self._stream_size: tuple[int, int] | None = None  # the first frame's, when under the minimum
         self._fitter: Fitter | None = None
         # The device's size is known only at the first frame; open it once now, so a missing
         # backend is reported before any model loads rather than after.
@@ -53,7 +56,12 @@ class VirtualCameraSink:
     def _open(self, width: int, height: int) -> None:
         # even sides: v4l2loopback's 4:2:0 frame of an odd width is a buffer length Chrome
         # (Meet, Teams on the web) refuses ("Dequeued v4l2 buffer contains invalid length")
-        width, height = max(2, width & ~1), max(2, height & ~1)
+        stream = (width, height)
+        width, height = max(MIN_WIDTH, width & ~1), max(MIN_HEIGHT, height & ~1)
+        if stream[0] < MIN_WIDTH or stream[1] < MIN_HEIGHT:
+            self._stream_size = stream  # every frame is letterboxed up to the device, unannounced
+            log.info("the stream's %dx%d is under the virtual camera's %dx%d minimum: sent scaled up, with "
+                     "black bars", *stream, width, height)
         try:
             self._cam = self._pvc.Camera(width=width, height=height, fps=self.fps, fmt=self._pvc.PixelFormat.BGR)
         except Exception as exc:  # noqa: BLE001 - as in _connect
@@ -71,7 +79,11 @@ class VirtualCameraSink:
             self._open(image_bgr.shape[1], image_bgr.shape[0])
         assert self._cam is not None and self._size is not None  # _open sets both or raises
         width, height = self._size
-        if image_bgr.shape[1] - width in (0, 1) and image_bgr.shape[0] - height in (0, 1):
+        if (image_bgr.shape[1], image_bgr.shape[0]) == self._stream_size:
+            from livecam.media.video_reader import letterbox
+
+            image_bgr = letterbox(image_bgr, width, height)
+        elif image_bgr.shape[1] - width in (0, 1) and image_bgr.shape[0] - height in (0, 1):
             image_bgr = image_bgr[:height, :width]  # the odd row or column
         else:
             # the device's size is fixed: a frame of another size is letterboxed (it was stretched)
