@@ -63,6 +63,22 @@ def test_variadic_options_take_only_their_own_choices() -> None:
         "in.mp4", "out.mp4", "--execution-provider", "cuda", "--execution-provider", "cpu"]
 
 
+@pytest.mark.parametrize("argv", [
+    ["image", "in.jpg", "out.jpg", "-s", "x.jpg", "--frame-processor", "face_swapper", "face_enhance"],
+    ["image", "--frame-processor", "face_swapper", "face_enhance", "in.jpg", "out.jpg", "-s", "x.jpg"],
+])
+def test_a_mistyped_value_after_a_variadic_flag_is_named_with_the_fix(argv: list[str]) -> None:
+    # It was taken as a positional argument: "Got unexpected extra argument (face_enhance)",
+    # or, before INPUT, "(out.jpg)", a word the user had right.
+    result = run_cli(argv)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("livecam: error: 'face_enhance' is not a --frame-processor value; "
+                                    "did you mean face_enhancer?"), result.stderr
+    # a word far from every choice is still click's own message
+    other = run_cli(["image", "in.jpg", "out.jpg", "-s", "x.jpg", "--frame-processor", "face_swapper", "extra"])
+    assert other.returncode == 2 and "unexpected extra argument (extra)" in other.stderr, other.stderr
+
+
 def _float_options() -> list[tuple[str, str]]:
     """(command path, option) for every option of every command that takes a number with a point."""
     import click

@@ -7,6 +7,7 @@ code (see errors.py).
 from __future__ import annotations
 
 import contextlib
+import difflib
 import errno
 import logging
 import math
@@ -129,7 +130,9 @@ class GivenPath(click.Path):
         return super().convert(value, param, ctx)
 
 
-def expand_variadic(args: Sequence[str]) -> list[str]:
+def expand_variadic(args: Sequence[str], strays: list[tuple[str, str]] | None = None) -> list[str]:
+    """args with each value after a variadic flag given its own flag; `strays` (when given)
+    collects (flag, word) for a word right after a flag's values that is not one of them."""
     out: list[str] = []
     i = 0
     while i < len(args):
@@ -146,7 +149,21 @@ def expand_variadic(args: Sequence[str]) -> list[str]:
         while i < len(args) and args[i] in choices:
             out.extend([arg, args[i]])
             i += 1
+        if strays is not None and i < len(args) and not args[i].startswith("-"):
+            strays.append((arg, args[i]))
     return out
+
+
+def mistyped_variadic_value(strays: Sequence[tuple[str, str]]) -> str:
+    """For a usage error: a word right after a variadic flag's values that is close to one of
+    its choices (`--frame-processor face_swapper face_enhance`) was taken as a positional
+    argument, and click said only "Got unexpected extra argument"; '' when there is none."""
+    for flag, word in strays:
+        choices = VARIADIC_OPTIONS[flag]()
+        close = difflib.get_close_matches(word, choices, n=1, cutoff=0.75)
+        if close:
+            return f"{word!r} is not a {flag} value; did you mean {close[0]}? (choose from {', '.join(choices)})"
+    return ""
 
 
 class StdoutClosed(Exception):
@@ -197,7 +214,8 @@ class LivecamGroup(click.Group):
                 raise click.exceptions.Abort() from exc
 
     def main(self, args: Sequence[str] | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
-        argv = expand_variadic(list(sys.argv[1:] if args is None else args))
+        strays: list[tuple[str, str]] = []
+        argv = expand_variadic(list(sys.argv[1:] if args is None else args), strays)
         kwargs.pop("standalone_mode", None)
         verbose = any(a in ("-v", "--verbose") or (a.startswith("-v") and set(a[1:]) == {"v"}) for a in argv)
         try:
@@ -212,6 +230,9 @@ class LivecamGroup(click.Group):
             moved = _global_usage(self, exc)
             if moved:  # `livecam run ... --offline` only said "No such option"
                 message, where = message.rstrip("."), f"; {moved}"
+            mistyped = mistyped_variadic_value(strays)
+            if mistyped:
+                message = mistyped
             click.echo(f"livecam: error: {message}{where}", err=True)
             sys.exit(exc.exit_code)
         except click.ClickException as exc:
