@@ -30,6 +30,7 @@ from livecam.errors import InputError, OutputError, OutputExistsError
 
 # errno values that mean "no more bytes fit": no partial result is worth keeping then.
 DISK_FULL = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
+FULL = "the disk is full (or over quota)"  # what ENOSPC and EDQUOT mean to a user
 _MAX_SUFFIX = 16  # characters of the output's extension kept on the temporary name
 
 
@@ -88,7 +89,7 @@ def os_error_message(path: Path, exc: OSError) -> str:
     folder = folder_of(path)
     code = exc.errno
     if code in (errno.ENOSPC, errno.EDQUOT):
-        return f"writing {path} failed: the disk is full (or over quota); free some space or choose another folder"
+        return f"writing {path} failed: {FULL}; free some space or choose another folder"
     if code == errno.EFBIG:
         return (f"writing {path} failed: the file grew past the file size limit of this file system or "
                 f"process (ulimit -f); choose another folder or a lower --video-quality")

@@ -157,3 +157,41 @@ def test_an_identity_that_cannot_be_made_stops_the_command_before_any_frame(
                                       "--swap-model", "mesh", "--no-watermark"])
     assert result.exit_code == 1, result.output
     assert "cannot create the C2PA identity" in result.output and not out.exists()
+
+
+@pytest.mark.parametrize("step", ["mkdir", "write"])
+def test_a_full_disk_while_making_the_identity_says_so_and_offers_no_c2pa(
+        tmp_path: Path, faces_dir: Path, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
+    """ENOSPC while the local identity was written said "writing .../local-signer.pem failed: the
+    disk is full ...; free some space or choose another folder": no word of --no-c2pa."""
+    import errno
+    import os
+
+    from click.testing import CliRunner
+
+    from livecam.cli import cli
+
+    folder = tmp_path / "c2pa"
+    monkeypatch.setenv("LIVECAM_C2PA_DIR", str(folder))
+    monkeypatch.setenv("LIVECAM_MODELS_DIR", str(tmp_path / "models"))
+    monkeypatch.setenv("LIVECAM_CACHE_DIR", str(tmp_path / "cache"))
+
+    def full(*a: object, **kw: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    if step == "mkdir":
+        real_mkdir = os.mkdir
+        monkeypatch.setattr(os, "mkdir", lambda p, *a, **kw: full() if Path(p) == folder else real_mkdir(p, *a, **kw))
+    else:
+        monkeypatch.setattr(os, "fsync", full)  # the kernel says ENOSPC when the bytes are flushed
+    out = tmp_path / "out.jpg"
+    result = CliRunner().invoke(cli, ["image", str(faces_dir / "obama.jpg"), str(out), "-s",
+                                      str(faces_dir / "biden.jpg"), "--swap-model", "mesh"])
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)  # no traceback
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0] == (f"livecam: error: cannot create the C2PA identity in {folder}: the disk is full (or over "
+                        f"quota); free some space, set LIVECAM_C2PA_DIR to a folder on another disk, or pass "
+                        f"--no-c2pa to write the output without content credentials")
+    assert not out.exists() and not any(p.name.startswith(".livecam") for p in tmp_path.rglob("*"))
