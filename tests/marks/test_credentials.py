@@ -195,3 +195,41 @@ def test_a_full_disk_while_making_the_identity_says_so_and_offers_no_c2pa(
                         f"quota); free some space, set LIVECAM_C2PA_DIR to a folder on another disk, or pass "
                         f"--no-c2pa to write the output without content credentials")
     assert not out.exists() and not any(p.name.startswith(".livecam") for p in tmp_path.rglob("*"))
+
+
+def test_an_output_folder_removed_before_signing_is_named_not_the_temporary_file(
+        tmp_path: Path, faces_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The folder deleted while `livecam video` ran (here: once the video is encoded, before it
+    is signed) gave "writing FOLDER/.livecam-1a2b3c4d.part.mp4 failed: ...": livecam's hidden
+    temporary file, not the output the user asked for."""
+    import shutil
+
+    from click.testing import CliRunner
+
+    from livecam.cli import cli
+    from livecam.media.video_writer import VideoWriter
+    from tests.videos import make_clip
+
+    monkeypatch.setenv("LIVECAM_C2PA_DIR", str(tmp_path / "c2pa"))
+    monkeypatch.setenv("LIVECAM_MODELS_DIR", str(tmp_path / "models"))
+    monkeypatch.setenv("LIVECAM_CACHE_DIR", str(tmp_path / "cache"))
+    folder = tmp_path / "results"
+    folder.mkdir()
+    out = folder / "out.mp4"
+    real_close = VideoWriter.close
+
+    def close_then_remove_the_folder(self: VideoWriter, **kw: bool) -> None:
+        real_close(self, **kw)
+        shutil.rmtree(folder)  # what a user's `rm -r results` meanwhile does
+
+    monkeypatch.setattr(VideoWriter, "close", close_then_remove_the_folder)
+    clip = make_clip(tmp_path / "in.mp4", frames=3, audio=False)
+    result = CliRunner().invoke(cli, ["-q", "video", str(clip), str(out), "-s", str(faces_dir / "biden.jpg"),
+                                      "--swap-model", "mesh", "--no-watermark"])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)  # no traceback
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0] == (f"livecam: error: writing {out} failed: the folder {folder} no longer exists; "
+                        f"create it and run again")
+    assert not folder.exists()  # nothing written anywhere else either

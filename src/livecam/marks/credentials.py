@@ -259,7 +259,7 @@ class Signing:
         fmt = mime_type(output)
         if fmt is None:
             return
-        with AtomicOutput(temp, force=True, what="signed output") as out, open(temp, "rb") as src, \
+        with AtomicOutput(temp, force=True, shown=output) as out, open(temp, "rb") as src, \
                 open(out.temp, "wb") as dest:
             self._sign(src, dest, fmt, output.name)
 
