@@ -30,6 +30,7 @@ from livecam.errors import InputError, OutputError, OutputExistsError
 
 # errno values that mean "no more bytes fit": no partial result is worth keeping then.
 DISK_FULL = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
+FULL = "the disk is full (or over quota)"  # what ENOSPC and EDQUOT mean to a user
 _MAX_SUFFIX = 16  # characters of the output's extension kept on the temporary name
 
 
@@ -88,7 +89,7 @@ def os_error_message(path: Path, exc: OSError) -> str:
     folder = folder_of(path)
     code = exc.errno
     if code in (errno.ENOSPC, errno.EDQUOT):
-        return f"writing {path} failed: the disk is full (or over quota); free some space or choose another folder"
+        return f"writing {path} failed: {FULL}; free some space or choose another folder"
     if code == errno.EFBIG:
         return (f"writing {path} failed: the file grew past the file size limit of this file system or "
                 f"process (ulimit -f); choose another folder or a lower --video-quality")
@@ -132,8 +133,12 @@ def _link_no_clobber(src: Path, dst: Path) -> bool:
 class AtomicOutput:
     """A file written through `temp` and renamed onto `path` by `commit()` (or a clean exit)."""
 
-    def __init__(self, path: Path, *, force: bool = False, what: str = "", cache: bool = False) -> None:
+    def __init__(self, path: Path, *, force: bool = False, what: str = "", cache: bool = False,
+                 shown: Path | None = None) -> None:
         self.path = Path(path)
+        # the path messages name: a file rewritten while it is still another output's temporary
+        # file (signing) is reported as that output, never by its hidden name
+        self.shown = Path(shown) if shown is not None else self.path
         self.force = force or cache
         # cache: a file only livecam writes (a cache entry): whatever is at the path at the end is
         # replaced, since any copy will do and a set-aside copy would only litter the folder.
@@ -155,7 +160,7 @@ class AtomicOutput:
         else:
             self.discard()
         if isinstance(exc, OSError) and not isinstance(exc, (FileExistsError,)):
-            raise output_error(self.path, exc) from exc
+            raise output_error(self.shown, exc) from exc
 
     def open(self) -> None:
         """Check the path and reserve the temporary name (O_EXCL: never someone else's file)."""
@@ -164,7 +169,7 @@ class AtomicOutput:
         try:
             fd = os.open(self.temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
         except OSError as exc:
-            raise output_error(self.path, exc) from None
+            raise output_error(self.shown, exc) from None
         os.close(fd)
 
     def write_bytes(self, data: bytes) -> None:
@@ -175,7 +180,7 @@ class AtomicOutput:
                 fh.flush()
                 os.fsync(fh.fileno())
         except OSError as exc:
-            raise output_error(self.path, exc) from exc
+            raise output_error(self.shown, exc) from exc
 
     def commit(self) -> Path:
         """Rename the finished temporary file onto the output path; returns the path.
@@ -197,7 +202,7 @@ class AtomicOutput:
                     kept=kept)
         except OSError as exc:
             self.discard()
-            raise output_error(self.path, exc) from exc
+            raise output_error(self.shown, exc) from exc
         self.committed = True
         return self.path
 

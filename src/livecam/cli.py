@@ -659,7 +659,7 @@ def run(ctx: click.Context, **kw: Any) -> None:
               help="With --cluster: length of the segments the workers share.")
 @click.option("--overlap-seconds", type=FiniteRange(min=0),
               help="With --cluster: frames before each segment that warm up the face tracker "
-                   "(default: from --smoothing, about 2.7 s at 0.5).")
+                   "(default: from --smoothing, about 2.7 s at 0.5) and the label's placement (at least 1 s).")
 @click.option("--workers", type=click.IntRange(min=1),
               help="With --cluster: worker processes (default: one per GPU, or per --execution-threads cores).")
 @click.option("--ship-input", type=click.Choice(SHIP_INPUT),

@@ -491,3 +491,30 @@ def test_help_names_the_formats_read_and_written() -> None:
     assert result.returncode == 0
     text = " ".join(result.stdout.split())
     assert "reads JPEG, PNG, WebP, TIFF, BMP, GIF; writes JPEG, PNG, WebP, TIFF" in text, text
+
+
+def test_a_video_given_as_the_source_face_is_told_how_to_take_a_frame_of_it(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # `--source clip.mp4` was told "(`livecam video` swaps the faces in videos)": the hint for a
+    # video given to `livecam image` as its input, useless for the face to put in.
+    from livecam.settings import IMAGE_READ_FORMATS
+    from tests.videos import make_clip
+
+    formats = ", ".join(IMAGE_READ_FORMATS)
+    clip = make_clip(tmp_path / "my clip.mp4", frames=2, audio=False)
+    out = tmp_path / "o.jpg"
+    result = run_cli(["image", str(faces_dir / "obama.jpg"), str(out), "-s", str(clip), "--swap-model", "mesh"],
+                     env=isolated_env)
+    assert result.returncode == 2
+    line = only_error_line(result.stderr)
+    assert line == (f"livecam: error: {clip} is a video, not a photo; a source photo must be a still image of "
+                    f"the face ({formats}): save one frame of the video as a photo first, e.g. "
+                    f"`ffmpeg -ss 5 -i '{clip}' -frames:v 1 face.jpg` (the frame 5 seconds in), and give face.jpg"), line
+    # the same video as the input to swap faces in keeps its own hint
+    result = run_cli(["image", str(clip), str(out), "-s", str(faces_dir / "biden.jpg"), "--swap-model", "mesh"],
+                     env=isolated_env)
+    assert result.returncode == 2
+    line = only_error_line(result.stderr)
+    assert line.endswith(f"is a video, not a photo; give a {formats} image (`livecam video` swaps "
+                         f"the faces in videos)"), line
+    no_leftovers(tmp_path, clip)

@@ -157,3 +157,79 @@ def test_an_identity_that_cannot_be_made_stops_the_command_before_any_frame(
                                       "--swap-model", "mesh", "--no-watermark"])
     assert result.exit_code == 1, result.output
     assert "cannot create the C2PA identity" in result.output and not out.exists()
+
+
+@pytest.mark.parametrize("step", ["mkdir", "write"])
+def test_a_full_disk_while_making_the_identity_says_so_and_offers_no_c2pa(
+        tmp_path: Path, faces_dir: Path, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
+    """ENOSPC while the local identity was written said "writing .../local-signer.pem failed: the
+    disk is full ...; free some space or choose another folder": no word of --no-c2pa."""
+    import errno
+    import os
+
+    from click.testing import CliRunner
+
+    from livecam.cli import cli
+
+    folder = tmp_path / "c2pa"
+    monkeypatch.setenv("LIVECAM_C2PA_DIR", str(folder))
+    monkeypatch.setenv("LIVECAM_MODELS_DIR", str(tmp_path / "models"))
+    monkeypatch.setenv("LIVECAM_CACHE_DIR", str(tmp_path / "cache"))
+
+    def full(*a: object, **kw: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    if step == "mkdir":
+        real_mkdir = os.mkdir
+        monkeypatch.setattr(os, "mkdir", lambda p, *a, **kw: full() if Path(p) == folder else real_mkdir(p, *a, **kw))
+    else:
+        monkeypatch.setattr(os, "fsync", full)  # the kernel says ENOSPC when the bytes are flushed
+    out = tmp_path / "out.jpg"
+    result = CliRunner().invoke(cli, ["image", str(faces_dir / "obama.jpg"), str(out), "-s",
+                                      str(faces_dir / "biden.jpg"), "--swap-model", "mesh"])
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)  # no traceback
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0] == (f"livecam: error: cannot create the C2PA identity in {folder}: the disk is full (or over "
+                        f"quota); free some space, set LIVECAM_C2PA_DIR to a folder on another disk, or pass "
+                        f"--no-c2pa to write the output without content credentials")
+    assert not out.exists() and not any(p.name.startswith(".livecam") for p in tmp_path.rglob("*"))
+
+
+def test_an_output_folder_removed_before_signing_is_named_not_the_temporary_file(
+        tmp_path: Path, faces_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The folder deleted while `livecam video` ran (here: once the video is encoded, before it
+    is signed) gave "writing FOLDER/.livecam-1a2b3c4d.part.mp4 failed: ...": livecam's hidden
+    temporary file, not the output the user asked for."""
+    import shutil
+
+    from click.testing import CliRunner
+
+    from livecam.cli import cli
+    from livecam.media.video_writer import VideoWriter
+    from tests.videos import make_clip
+
+    monkeypatch.setenv("LIVECAM_C2PA_DIR", str(tmp_path / "c2pa"))
+    monkeypatch.setenv("LIVECAM_MODELS_DIR", str(tmp_path / "models"))
+    monkeypatch.setenv("LIVECAM_CACHE_DIR", str(tmp_path / "cache"))
+    folder = tmp_path / "results"
+    folder.mkdir()
+    out = folder / "out.mp4"
+    real_close = VideoWriter.close
+
+    def close_then_remove_the_folder(self: VideoWriter, **kw: bool) -> None:
+        real_close(self, **kw)
+        shutil.rmtree(folder)  # what a user's `rm -r results` meanwhile does
+
+    monkeypatch.setattr(VideoWriter, "close", close_then_remove_the_folder)
+    clip = make_clip(tmp_path / "in.mp4", frames=3, audio=False)
+    result = CliRunner().invoke(cli, ["-q", "video", str(clip), str(out), "-s", str(faces_dir / "biden.jpg"),
+                                      "--swap-model", "mesh", "--no-watermark"])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)  # no traceback
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0] == (f"livecam: error: writing {out} failed: the folder {folder} no longer exists; "
+                        f"create it and run again")
+    assert not folder.exists()  # nothing written anywhere else either

@@ -146,19 +146,39 @@ def test_label_goes_where_faces_cover_it_least_when_every_corner_has_one() -> No
 
 
 def test_label_in_a_video_moves_only_when_a_face_comes_near_it() -> None:
-    # A face crossing the picture: the label stays bottom-right until the face comes near,
-    # moves once, and does not come back when the face leaves (it would jump back and forth).
+    # A face crossing the picture at 30 fps: the label stays bottom-right until the face comes
+    # near and moves once (it would jump back and forth as the face passed each corner).
     h, w = 360, 640
     placement = provenance.LabelPlacement()
     corners = []
-    for x in range(0, w - 120, 20):
+    for i, x in enumerate(range(0, w - 120, 20)):
         img = _noise(h, w)
         face = (x, h - 140, x + 120, h - 4)
         before = img.copy()
-        corners.append(placement.draw(img, [face]))
+        corners.append(placement.draw(img, [face], i / 30))
         changed = np.any(img != before, axis=2)
         assert not changed[face[1]:face[3], face[0]:face[2]].any()
     assert corners[0] == "bottom-right" and corners[-1] != "bottom-right"
     moves = sum(a != b for a, b in zip(corners, corners[1:]))
     assert moves == 1  # right -> left as it passes; never back and forth
     assert corners[:len(corners) // 3] == ["bottom-right"] * (len(corners) // 3)
+
+
+def test_label_in_a_video_goes_back_a_second_after_the_face_left_and_only_that_second_decides() -> None:
+    # Bounded memory is what lets a cluster segment, which sees only the second before its start
+    # (observe(): its warm-up), place the label as the whole-file run does.
+    h, w = 360, 640
+    near = [(w - 200, h - 150, w, h)]  # a face at the bottom-right corner, for 0.2 s from 0.5 s
+    faces = [near if 15 <= i <= 21 else [] for i in range(120)]
+    whole = provenance.LabelPlacement()
+    corners = [whole.draw(_noise(h, w), faces[i], i / 30) for i in range(120)]
+    assert corners[:15] == ["bottom-right"] * 15
+    assert set(corners[15:50]) == {"bottom-left"}  # away while the face was near in the last second
+    assert corners[52:] == ["bottom-right"] * 68  # back once 21/30 s is more than a second ago
+    assert sum(a != b for a, b in zip(corners, corners[1:])) == 2
+    segment = provenance.LabelPlacement()  # starts at frame 40, having seen 10..39
+    for i in range(10, 40):
+        segment.observe(i / 30, faces[i])
+    assert [segment.draw(_noise(h, w), faces[i], i / 30) for i in range(40, 120)] == corners[40:]
+    cold = provenance.LabelPlacement()  # without the look back it would start bottom-right
+    assert cold.draw(_noise(h, w), faces[40], 40 / 30) == "bottom-right" != corners[40]

@@ -215,3 +215,61 @@ def test_subtitles_are_copied_by_a_segmented_run_too(tmp_path: Path) -> None:
     split = job_for(clip, tmp_path / "split.mp4", "libx264")
     process_segmented(split, SmoothingEngine(), segment_seconds=1.0, overlap_seconds=0.5)
     assert _cues(split.output) == ("mov_text", _CUES, ("eng", "English"))
+
+
+class FaceInTheCorner(NoModels):
+    """contracts.FileEngine that finds one face, in the bottom-right corner, from 0.5 s to 0.8 s
+    (no smoothing: the warm-up has nothing to warm but the label), and changes no pixel."""
+
+    smooths = False
+    box = np.array([100.0, 70.0, 160.0, 120.0])
+
+    def analyse(self, packet: FramePacket, track: bool) -> None:
+        from types import SimpleNamespace
+
+        assert packet.pts is not None
+        packet.faces = [SimpleNamespace(bbox=self.box)] if 0.5 - 1e-6 <= packet.pts <= 0.8 + 1e-6 else []  # type: ignore[list-item]
+
+    def detect(self, packet: FramePacket) -> None:
+        self.analyse(packet, track=False)
+
+    def track(self, packet: FramePacket) -> None:
+        pass
+
+    def process(self, packet: FramePacket) -> None:
+        pass
+
+
+def _label_corners(images: list[np.ndarray], plain: list[np.ndarray]) -> list[str]:
+    """Per frame, the corner the label darkens (against the unlabelled input frame)."""
+    from livecam.media.provenance import CORNERS, label_box
+
+    def darkened(image: np.ndarray, before: np.ndarray, corner: str) -> float:
+        x1, y1, x2, y2 = label_box(image.shape, corner)
+        return float(before[y1:y2, x1:x2].mean()) - float(image[y1:y2, x1:x2].mean())
+
+    return [max(CORNERS, key=lambda c: darkened(image, before, c)) for image, before in zip(images, plain)]
+
+
+@pytest.mark.parametrize("smoothing", [0.5, 0.0])  # 0: no warm-up for the tracker, one for the label
+def test_the_label_does_not_jump_at_a_segment_join(tmp_path: Path, smoothing: float) -> None:
+    """A face near the bottom-right corner just before a join moved the label away; the next
+    segment started bottom-right again (each segment had its own placement from scratch), so the
+    label jumped there while the whole-file run kept it away."""
+    codec, options, _, _, encoder = CASES["h264-bframes-long-gop"]
+    clip = make_coded_clip(tmp_path / "in.mp4", codec=codec, options=options, audio_codec=None)
+    whole = job_for(clip, tmp_path / "whole.mp4", encoder, label=True)
+    whole = replace(whole, processing=replace(whole.processing, analysis=replace(
+        whole.processing.analysis, smoothing=smoothing)))
+    process_video(whole, FaceInTheCorner(), quiet=True)
+    split = replace(whole, output=tmp_path / "split.mp4")
+    plan, _ = process_segmented(split, FaceInTheCorner(), segment_seconds=1.0)  # the default overlap
+    join = plan.segments[1].first
+    assert join == 30
+    plain = probe(clip)["images"]
+    a = _label_corners(probe(whole.output)["images"], plain)
+    b = _label_corners(probe(split.output)["images"], plain)
+    assert b == a  # the segmented run places it as the whole-file run does, across the joins too
+    # away from the face from 0.5 s over the join, back a second after the face left (0.8 s)
+    assert a[0] == "bottom-right" and a[join - 1] == a[join] == "bottom-left" and a[-1] == "bottom-right"
+    assert sum(x != y for x, y in zip(a, a[1:])) == 2

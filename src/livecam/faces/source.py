@@ -88,7 +88,7 @@ def analyse_source(paths: Sequence[Path | str], analyser: Any, *, cache: SourceC
     faces: list[Face] = []
     for raw_path in paths:
         path = Path(raw_path)
-        image = read_image(path)
+        image = read_image(path, face_photo=role)
         bgr = flatten(image)
         face, count = _analyse_one(path, bgr, analyser, cache, role)
         if need_landmarks and face.landmarks is None:

@@ -18,6 +18,7 @@ on the C2PA trust list.
 from __future__ import annotations
 
 import datetime
+import errno
 import io
 import json
 import logging
@@ -27,8 +28,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from livecam import __version__
-from livecam.atomic import AtomicOutput, OutputConflictError
-from livecam.errors import InputError, OutputError
+from livecam.atomic import FULL, AtomicOutput, OutputConflictError
+from livecam.errors import InputError, LivecamError, OutputError
 from livecam.media.provenance import DIGITAL_SOURCE_TYPE
 
 log = logging.getLogger("livecam")
@@ -150,20 +151,32 @@ def local_identity(folder: Path) -> Identity:
     if not path.is_file():
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            with AtomicOutput(path, what="C2PA identity") as out:
+            with AtomicOutput(path, what="C2PA identity ") as out:
                 out.write_bytes(_generate_identity())
                 os.chmod(out.temp, 0o600)  # the private key is in it
             log.warning("note: created a self-signed C2PA signing identity in %s; outputs' content "
                         "credentials are valid but not trusted (give --c2pa-cert/--c2pa-key for that)", path)
         except OutputConflictError:
             pass  # another livecam made one at the same moment: use that one
-        except OSError as exc:
-            raise OutputError(f"cannot create the C2PA identity in {folder} ({exc.strerror or exc}); "
-                              f"set LIVECAM_C2PA_DIR to a writable folder or pass --no-c2pa") from exc
+        except (OSError, LivecamError) as exc:
+            cause = exc if isinstance(exc, OSError) else exc.__cause__ or exc.__context__  # AtomicOutput's
+            if not isinstance(cause, OSError):
+                raise
+            raise OutputError(_identity_problem(folder, cause)) from exc
     data = path.read_bytes()
     marker = b"-----BEGIN CERTIFICATE-----"
     start = data.index(marker)
     return Identity(data[start:], data[:start], "ES256", self_signed=True, origin=path)
+
+
+def _identity_problem(folder: Path, exc: OSError) -> str:
+    """Why the local identity could not be written in `folder`, with the ways out: another
+    folder, or --no-c2pa (a full disk named only the file and said "free some space")."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return (f"cannot create the C2PA identity in {folder}: {FULL}; free some space, set LIVECAM_C2PA_DIR "
+                f"to a folder on another disk, or pass --no-c2pa to write the output without content credentials")
+    return (f"cannot create the C2PA identity in {folder} ({exc.strerror or exc}); set LIVECAM_C2PA_DIR to a "
+            f"writable folder or pass --no-c2pa")
 
 
 def _generate_identity() -> bytes:
@@ -246,7 +259,7 @@ class Signing:
         fmt = mime_type(output)
         if fmt is None:
             return
-        with AtomicOutput(temp, force=True, what="signed output") as out, open(temp, "rb") as src, \
+        with AtomicOutput(temp, force=True, shown=output) as out, open(temp, "rb") as src, \
                 open(out.temp, "wb") as dest:
             self._sign(src, dest, fmt, output.name)
 

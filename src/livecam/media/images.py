@@ -15,6 +15,7 @@ import contextlib
 import io
 import logging
 import os
+import shlex
 import struct
 import tempfile
 import zlib
@@ -76,12 +77,14 @@ _ENCODE_PARAMS: dict[str, list[int]] = {
 # ------------------------------------------------------------------------------------- reading
 
 
-def read_image(path: Path | str) -> np.ndarray:
+def read_image(path: Path | str, *, face_photo: str = "") -> np.ndarray:
     """The image at `path` as HxWx3 BGR or HxWx4 BGRA uint8, upright per its EXIF orientation.
 
     Raises InputError (one line naming the file) for a missing, empty, unsupported, corrupt or
-    oversized file."""
-    return _read(Path(path))[0]
+    oversized file. `face_photo` ("source", "reference"): the file is a photo of the face to use,
+    so a video given there is told how to take one of its frames as a photo (not to use
+    `livecam video`, which is for a video to swap faces in)."""
+    return _read(Path(path), face_photo)[0]
 
 
 def read_image_and_profile(path: Path | str) -> tuple[np.ndarray, bytes | None]:
@@ -97,12 +100,12 @@ def read_image_and_profile(path: Path | str) -> tuple[np.ndarray, bytes | None]:
     return image, profile
 
 
-def _read(path: Path) -> tuple[np.ndarray, bytes | None, int]:
+def _read(path: Path, face_photo: str = "") -> tuple[np.ndarray, bytes | None, int]:
     """(BGR or BGRA uint8 pixels, RGB ICC profile or None, the decoded bits a sample)."""
     data = _read_bytes(path)
     fmt = md.sniff_format(data)
     if fmt is None:
-        raise InputError(_unreadable_message(path, data))
+        raise InputError(_unreadable_message(path, data, face_photo))
     size = md.declared_size(data)
     if size is None or size[0] <= 0 or size[1] <= 0:
         raise InputError(f"{path} looks like a {fmt.upper()} file but its header is damaged; "
@@ -160,9 +163,10 @@ _HEIF_BRANDS = {b"heic": "HEIC", b"heix": "HEIC", b"heim": "HEIC", b"heis": "HEI
                 b"msf1": "HEIF", b"avif": "AVIF", b"avis": "AVIF"}
 
 
-def _unreadable_message(path: Path, data: bytes) -> str:
+def _unreadable_message(path: Path, data: bytes, face_photo: str = "") -> str:
     """What to do with a file that is no image livecam reads: a phone's HEIC photo, or a video
-    given to `livecam image` (both were "not an image livecam can read; check the file")."""
+    given to `livecam image` (both were "not an image livecam can read; check the file") or as
+    the photo of a face (read_image's `face_photo`)."""
     if data[4:8] == b"ftyp":
         if data[8:11] in (b"M4A", b"M4B", b"M4P"):  # iTunes audio (a song, an audiobook)
             return f"{path} is an audio file, not a photo; give a {', '.join(IMAGE_READ_FORMATS)} image"
@@ -172,8 +176,12 @@ def _unreadable_message(path: Path, data: bytes) -> str:
                     f"(on a phone: share or export it as JPEG)")
     if data[4:8] in (b"ftyp", b"moov", b"mdat") or data[:4] == b"\x1a\x45\xdf\xa3" \
             or (data[:4] == b"RIFF" and data[8:12] == b"AVI "):
-        return (f"{path} is a video, not a photo; give a {', '.join(IMAGE_READ_FORMATS)} image "
-                f"(`livecam video` swaps the faces in videos)")
+        formats = ", ".join(IMAGE_READ_FORMATS)
+        instead = (f"a {face_photo} photo must be a still image of the face ({formats}): save one frame of "
+                   f"the video as a photo first, e.g. `ffmpeg -ss 5 -i {shlex.quote(str(path))} -frames:v 1 "
+                   f"face.jpg` (the frame 5 seconds in), and give face.jpg" if face_photo
+                   else f"give a {formats} image (`livecam video` swaps the faces in videos)")
+        return f"{path} is a video, not a photo; {instead}"
     return f"{path} is not an image livecam can read (expected {', '.join(IMAGE_READ_FORMATS)}); check the file or convert it"
 
 

@@ -7,13 +7,16 @@ WebP EXIF/XMP chunks. The XMP packet uses the IPTC digital source type for media
 with a trained model. BMP and TIFF outputs carry only the visible label.
 
 The visible label goes bottom-right unless a face is near that corner (then the next free
-corner of CORNERS); in a video it stays in one corner until a face comes near it
-(LabelPlacement), so it does not jump from frame to frame.
+corner of CORNERS); in a video it leaves a corner when a face comes near and goes (back) to one
+only once no face has come near it for a second (LabelPlacement), so it does not jump from frame
+to frame, nor at the joins of a cluster's segments.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
+import time
 from pathlib import Path
 from typing import Sequence, Union
 
@@ -138,7 +141,11 @@ CORNERS: tuple[str, ...] = ("bottom-right", "bottom-left", "top-right", "top-lef
 def _label_layout(shape: tuple[int, ...], corner: str = CORNERS[0]
                   ) -> tuple[tuple[int, int, int, int], float, int, tuple[int, int]]:
     """Box (x1, y1, x2, y2), font scale, thickness and text origin for an image shape."""
-    h, w = shape[:2]
+    return _layout(shape[0], shape[1], corner)
+
+
+@functools.lru_cache(maxsize=64)  # a video asks for the same few on every frame
+def _layout(h: int, w: int, corner: str) -> tuple[tuple[int, int, int, int], float, int, tuple[int, int]]:
     # Text about 1.8% of the shorter side tall, never under 8 px: readable, unobtrusive.
     text_h = max(8.0, 0.018 * min(h, w))
     (_, base_h), _ = cv2.getTextSize(LABEL_TEXT, _FONT, 1.0, 1)
@@ -161,29 +168,27 @@ def label_box(shape: tuple[int, ...], corner: str = CORNERS[0]) -> tuple[int, in
     return _label_layout(shape, corner)[0]
 
 
-def _covered(box: tuple[int, int, int, int], faces: Sequence[Box]) -> float:
-    """How much of the label box the face boxes cover, each grown by the label's height (so
-    that the label does not touch a face either): the sum of the overlaps, in pixels."""
+def _boxes(faces: Sequence[Box]) -> np.ndarray:
+    """The faces' x1, y1, x2, y2 as one (n, 4) array (a video's label weighs a second of them)."""
+    return np.array([[float(v) for v in face[:4]] for face in faces], dtype=np.float64).reshape(-1, 4)
+
+
+def _covered(box: tuple[int, int, int, int], faces: np.ndarray) -> float:
+    """How much of the label box the face boxes (_boxes) cover, each grown by the label's height
+    (so that the label does not touch a face either): the sum of the overlaps, in pixels."""
     x1, y1, x2, y2 = box
     grow = y2 - y1
-    total = 0.0
-    for fx1, fy1, fx2, fy2 in (tuple(float(v) for v in face[:4]) for face in faces):
-        ox = min(x2, fx2 + grow) - max(x1, fx1 - grow)
-        oy = min(y2, fy2 + grow) - max(y1, fy1 - grow)
-        total += max(0.0, ox) * max(0.0, oy)
-    return total
+    ox = np.minimum(x2, faces[:, 2] + grow) - np.maximum(x1, faces[:, 0] - grow)
+    oy = np.minimum(y2, faces[:, 3] + grow) - np.maximum(y1, faces[:, 1] - grow)
+    return float((np.maximum(ox, 0.0) * np.maximum(oy, 0.0)).sum())
 
 
-def label_corner(shape: tuple[int, ...], faces: Sequence[Box] = (), current: str | None = None) -> str:
+def label_corner(shape: tuple[int, ...], faces: Sequence[Box] = ()) -> str:
     """The corner the label goes in, for an image of this shape whose faces have these boxes
-    (x1, y1, x2, y2): `current` (the previous frame's corner) while no face comes near the label
-    there, so that it does not jump between frames; otherwise the first of CORNERS where no
-    face comes near it, or, when faces are near every corner, the one they cover least."""
-    if current is not None and not _covered(label_box(shape, current), faces):
-        return current
-    order = ([current] if current is not None else []) + [c for c in CORNERS if c != current]
-    return min(order, key=lambda corner: (_covered(label_box(shape, corner), faces),
-                                          corner != current, CORNERS.index(corner)))
+    (x1, y1, x2, y2): the first of CORNERS where no face comes near it, or, when faces are near
+    every corner, the one they cover least."""
+    boxes = _boxes(faces)
+    return min(CORNERS, key=lambda corner: (_covered(label_box(shape, corner), boxes), CORNERS.index(corner)))
 
 
 def draw_label(image: np.ndarray, faces: Sequence[Box] = (), corner: str | None = None) -> str:
@@ -207,19 +212,43 @@ def draw_label(image: np.ndarray, faces: Sequence[Box] = (), corner: str | None 
     return corner
 
 
-class LabelPlacement:
-    """The label's corner over the frames of one video: it stays where it is until a face comes
-    near it (label_corner's `current`), so it does not move from frame to frame. Frames may
-    come from several worker threads, hence the lock; their order then decides the corner only
-    on the frames where a face crosses into it."""
+LABEL_MEMORY_S = 1.0  # a video's label goes (back) to a corner once no face has come near it for this long
 
-    def __init__(self) -> None:
-        self._corner: str | None = None
+
+class LabelPlacement:
+    """The label's corner over the frames of one video: the first of CORNERS that no face came
+    near in the last LABEL_MEMORY_S seconds (label_corner of all their faces). The label leaves
+    a corner on the frame a face comes near it and goes (back) to one only once it has been
+    clear that long, so it does not jump from frame to frame. Only those seconds decide, not the
+    whole past: a cluster segment that saw them before its start (observe(), its warm-up frames)
+    places the label as a whole-file run does, without a jump at the join (a corner kept since
+    the start of the video restarted bottom-right in every segment).
+
+    Frames may come from several worker threads, hence the lock; an earlier frame still in a
+    worker is then missing from the window, which can matter only where a face was near a
+    corner in those few frames and not in this one."""
+
+    def __init__(self, memory_s: float = LABEL_MEMORY_S) -> None:
+        self.memory_s = memory_s
+        self._seen: dict[float, tuple[tuple[float, ...], ...]] = {}  # the faces of recent frames by time
         self._lock = threading.Lock()
 
-    def draw(self, image: np.ndarray, faces: Sequence[Box] = ()) -> str:
-        """draw_label() at this video's corner, moved when a face comes near it."""
+    def observe(self, at: float, faces: Sequence[Box] = ()) -> None:
+        """Remember the faces of the frame at time `at` without drawing (a segment's warm-up)."""
         with self._lock:
-            self._corner = label_corner(image.shape, faces, self._corner)
-            corner = self._corner
-        return draw_label(image, corner=corner)
+            self._remember(at, faces)
+
+    def draw(self, image: np.ndarray, faces: Sequence[Box] = (), at: float | None = None) -> str:
+        """draw_label() in the corner the faces of the last memory_s seconds up to this frame
+        (at its time `at`; None: now, a live frame) leave free; returns that corner."""
+        when = time.perf_counter() if at is None else at
+        with self._lock:
+            self._remember(when, faces)
+            recent = [box for t, boxes in self._seen.items() if when - self.memory_s < t <= when for box in boxes]
+        return draw_label(image, corner=label_corner(image.shape, recent))
+
+    def _remember(self, at: float, faces: Sequence[Box]) -> None:
+        self._seen[at] = tuple(tuple(float(v) for v in face[:4]) for face in faces)
+        # kept: what frames near this one may still need (a looped source's time goes back: its old
+        # frames are forgotten too)
+        self._seen = {t: boxes for t, boxes in self._seen.items() if abs(t - at) <= 2 * self.memory_s}

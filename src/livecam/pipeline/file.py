@@ -220,7 +220,8 @@ class FilePipeline:
 
     def __init__(self, frames: Iterable[TimedFrame], write: Callable[[FramePacket], None], engine: FileEngine, *,
                  workers: int = 1, max_in_flight: int = 6, frame_range: tuple[int, int | None] | None = None,
-                 label: bool = True, watermark: Callable[[int, np.ndarray], np.ndarray] | None = None,
+                 label: bool | LabelPlacement = True,
+                 watermark: Callable[[int, np.ndarray], np.ndarray] | None = None,
                  progress: Counter | None = None, stop: threading.Event | None = None,
                  on_warm: Callable[[], None] | None = None, lanes: Sequence[FileEngine] = (),
                  first_index: int = 0, keep_partial: bool = True) -> None:
@@ -233,7 +234,8 @@ class FilePipeline:
         self.workers = len(self.lanes) or max(1, workers)
         self.max_in_flight = max_in_flight
         self.frame_range = frame_range  # frames outside it skip the engine (labelled all the same)
-        self.label = LabelPlacement() if label else None  # one corner for the video, unless a face comes there
+        # the label's corner over the video (a cluster segment passes the one its warm-up fed)
+        self.label = label if isinstance(label, LabelPlacement) else LabelPlacement() if label else None
         self.watermark = watermark  # (index, image) -> image; marks.watermark's video cadence
         self.progress = progress
         self.on_warm = on_warm
@@ -338,7 +340,7 @@ class FilePipeline:
         if self.label is not None:
             if not packet.image.flags.writeable:
                 packet.image = packet.image.copy()
-            self.label.draw(packet.image, [face.bbox for face in packet.faces])
+            self.label.draw(packet.image, [face.bbox for face in packet.faces], packet.pts)
         if self.watermark is not None:  # last: the mark covers the pixels as written
             packet.image = self.watermark(packet.index, packet.image)
         self.reorder.push(packet.index, packet)

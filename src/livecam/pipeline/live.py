@@ -198,7 +198,7 @@ class LivePipeline:
         # stage that can work at once is in flight, so frames do not wait in queues (latency
         # stays the sum of the stage times) while every stage is kept busy (throughput).
         self._credits = None if self.live else threading.Semaphore(options.workers + 1)
-        self._label = LabelPlacement() if options.label else None  # one corner, unless a face comes there
+        self._label = LabelPlacement() if options.label else None  # keeps off the faces of the last second
         self._stats_file: IO[str] | None = None
         self._stats_stream = False  # a pipe, FIFO or terminal: its reader may fall behind
         self._stats_left_out = 0
@@ -360,7 +360,7 @@ class LivePipeline:
         if self.stats_overlay:
             draw_overlay(image, self.metrics.overlay_lines())
         if self._label is not None:
-            self._label.draw(image, [face.bbox for face in packet.faces])
+            self._label.draw(image, [face.bbox for face in packet.faces], packet.pts)
         if self._mark_here is not None:
             image = self._mark_here(self._marked, image)
             self._marked += 1

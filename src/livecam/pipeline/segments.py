@@ -4,8 +4,8 @@
         write_joined (parts in order, exact timestamps, the input's audio once, one AtomicOutput)
 
 `run_segment` decodes the segment from the input path (seeking to a keyframe before it),
-warms the tracker on the overlap frames before it (detection and tracking only, nothing
-written), then runs the segment's frames through the same FilePipeline and VideoWriter as a
+warms the tracker and the label's placement on the overlap frames before it (detection and
+tracking only, nothing written; at least the label's LABEL_MEMORY_S with a label), then runs the segment's frames through the same FilePipeline and VideoWriter as a
 whole-file run, numbered as in the whole file (so --frame-range and the watermark's cadence
 count as they would there). The encoded part comes back as bytes with its packets' exact
 timestamps. A worker that cannot read the input (no shared storage) is given a Chunk instead
@@ -30,7 +30,7 @@ from livecam.faces.tracking import params_for_strength
 from livecam.frame import FramePacket
 from livecam.media.chunks import Chunk, ChunkReader, cut_chunk
 from livecam.media.join import EncodedPart, join_parts
-from livecam.media.provenance import CONTAINER_METADATA
+from livecam.media.provenance import CONTAINER_METADATA, LABEL_MEMORY_S, LabelPlacement
 from livecam.media.segments import Segment, index_packets, plan_segments
 from livecam.media.video_reader import DecodedFrame, VideoInfo, VideoReader
 from livecam.media.video_writer import OutputSpec, VideoWriter, container_format
@@ -95,6 +95,8 @@ def plan_job(job: VideoJob, segment_seconds: float, overlap_seconds: float | Non
     check_segmentable(job)
     overlap = default_overlap_seconds(job.processing.analysis.smoothing) if overlap_seconds is None \
         else overlap_seconds
+    if job.label:  # the label's corner depends on the faces of the second before a frame
+        overlap = max(overlap, LABEL_MEMORY_S)
     segments = plan_segments(index_packets(job.input), segment_seconds, overlap)
     with VideoReader(job.input) as reader:
         info = reader.info
@@ -149,15 +151,16 @@ def run_segment(job: VideoJob, segment: Segment, engine: FileEngine, *, name: st
                           quality=job.quality, target=job.output, sample_aspect=info.sample_aspect,
                           colour=info.colour)
         engine.reset_tracking()  # what this worker's previous segment left says nothing about this one
+        label = LabelPlacement() if job.label else None
         writer = VideoWriter(spec)
         try:
-            stats = run_frames(_segment_frames(reader, segment, engine, job, name),
+            stats = run_frames(_segment_frames(reader, segment, engine, job, name, label),
                                lambda p: writer.write(p.image, packet_time(p)), engine,
                                workers=job.processing.runtime.execution_threads,
                                max_in_flight=frames_in_flight(info.width * info.height * 3,
                                                               job.processing.runtime.execution_threads,
                                                               job.max_memory_gb),
-                               frame_range=job.frame_range, label=job.label,
+                               frame_range=job.frame_range, label=label if label is not None else False,
                                watermark=watermark.video_marker(float(info.rate)) if watermark else None,
                                progress=_Reporting(report) if report is not None else None, stop=stop,
                                first_index=segment.first, keep_partial=False)  # a failed part is aborted
@@ -174,9 +177,9 @@ def run_segment(job: VideoJob, segment: Segment, engine: FileEngine, *, name: st
 
 
 def _segment_frames(reader: VideoReader | ChunkReader, segment: Segment, engine: FileEngine, job: VideoJob,
-                    name: str) -> Iterator[DecodedFrame]:
+                    name: str, label: LabelPlacement | None = None) -> Iterator[DecodedFrame]:
     """The segment's frames from the input, after the warm-up frames have been detected and
-    tracked (in this thread, before the first frame is handed on)."""
+    tracked and their faces shown to `label` (in this thread, before the first frame is handed on)."""
     warm_index = segment.warm
     started = False
     for frame in reader.frames_from(segment.seek_pts):
@@ -192,10 +195,13 @@ def _segment_frames(reader: VideoReader | ChunkReader, segment: Segment, engine:
                                  f"where {first_time:.3f} s was expected; run this file without --cluster")
             started = True
         if role == "warm":
-            if engine.smooths and in_range(warm_index, job.frame_range):
+            if (engine.smooths or label is not None) and in_range(warm_index, job.frame_range):
                 packet = FramePacket(index=warm_index, image=frame.image, pts=frame.time)
                 engine.detect(packet)
-                engine.track(packet)
+                if engine.smooths:
+                    engine.track(packet)
+                if label is not None:
+                    label.observe(frame.time, [face.bbox for face in packet.faces])
             warm_index += 1
             continue
         yield frame
