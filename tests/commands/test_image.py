@@ -517,4 +517,15 @@ def test_a_video_given_as_the_source_face_is_told_how_to_take_a_frame_of_it(
     line = only_error_line(result.stderr)
     assert line.endswith(f"is a video, not a photo; give a {formats} image (`livecam video` swaps "
                          f"the faces in videos)"), line
-    no_leftovers(tmp_path, clip)
+    # an animated GIF as the source face: not "use `livecam video`" either
+    from tests.videos import make_animation
+
+    gif = make_animation(tmp_path / "face.gif", frames=2)
+    result = run_cli(["image", str(faces_dir / "obama.jpg"), str(out), "-s", str(gif), "--swap-model", "mesh"],
+                     env=isolated_env)
+    assert result.returncode == 2
+    line = only_error_line(result.stderr)
+    assert line == (f"livecam: error: {gif} is an animated GIF, not one picture; a source photo must be one still "
+                    f"image of the face: save the frame you want as its own image (e.g. `ffmpeg -i {gif} -frames:v 1 "
+                    f"face.png` takes the first) and give that"), line
+    no_leftovers(tmp_path, clip, gif)

@@ -121,7 +121,7 @@ def _read(path: Path, face_photo: str = "") -> tuple[np.ndarray, bytes | None, i
                          f"livecam accepts; save it as an 8-bit image or scale it down first")
     frames = _frame_count(data, fmt)
     if frames > 1:
-        raise InputError(_many_frames_message(path, fmt, frames))
+        raise InputError(_many_frames_message(path, fmt, frames, face_photo))
     # Decoders disagree on EXIF orientation (OpenCV 5 turns TIFFs upright even with
     # IMREAD_UNCHANGED, 4.x does not): they are given bytes that say "as stored", and the
     # orientation is applied here, once, whatever the OpenCV version.
@@ -299,10 +299,14 @@ def _tiff_pages(data: bytes, limit: int) -> int:
     return pages
 
 
-def _many_frames_message(path: Path, fmt: str, frames: int) -> str:
+def _many_frames_message(path: Path, fmt: str, frames: int, face_photo: str = "") -> str:
     if fmt == "tiff":
         return f"{path} holds several pages, not one picture; save the page you want as its own image"
     name = {"webp": "WebP"}.get(fmt, fmt.upper())
+    if face_photo:  # `livecam video` is for swapping the faces in its frames, not for taking one
+        return (f"{path} is an animated {name}, not one picture; a {face_photo} photo must be one still image "
+                f"of the face: save the frame you want as its own image (e.g. `ffmpeg -i {shlex.quote(str(path))} "
+                f"-frames:v 1 face.png` takes the first) and give that")
     if fmt == "webp":  # the FFmpeg of PyAV 18 and older decodes WebP stills only: a GIF always works
         return (f"{path} is an animated WebP, not one picture; to swap the faces in its frames convert it to "
                 f"an animated GIF (e.g. `magick {path.name} {path.stem}.gif`) and use "
