@@ -50,7 +50,7 @@ from livecam.frame import FramePacket
 from livecam.media.containers import frame_rate
 from livecam.media.video_reader import VideoReader, check_whole
 from livecam.media.video_writer import (OutputSpec, VideoWriter, chapters_writable, container_format,
-                                         subtitle_fate)
+                                         dropped_attachments, subtitle_fate)
 from livecam.pipeline.budget import default_in_flight, plan_video
 from livecam.pipeline.contracts import FileEngine
 from livecam.pipeline.progress import Counter, Progress
@@ -442,18 +442,21 @@ def process_video(job: VideoJob, engine: FileEngine, *, quiet: bool = False,
 
 
 def _say_dropped_streams(kinds: Sequence[str], keep_audio: bool, chapters: int = 0,
-                         subtitles: Sequence[str] = (), fmt: str = "") -> None:
+                         subtitles: Sequence[str] = (), fmt: str = "", attachments: Sequence[str] = ()) -> None:
     """One line for the streams the output leaves out (and the chapters, where this PyAV cannot
-    write them: chapters_writable()); it said "the input's audio stream is not copied" for a
+    write them: chapters_writable(); and the attached files, where the container cannot hold
+    them, named with the fix); it said "the input's audio stream is not copied" for a
     second audio track beside "audio copied"."""
     counts = Tally(kind for kind in kinds if keep_audio or kind != "audio")  # --no-audio: asked for
     # subtitles the output's container cannot hold (bitmap ones outside Matroska)
     counts.update("subtitle" for codec in subtitles if subtitle_fate(codec, fmt) is None)
     if chapters and not chapters_writable():
         counts["chapter"] = chapters
-    if counts:
-        more = ", ".join(f"{n} {'more ' if kind in ('audio', 'video') else ''}{kind}"
-                         f"{'' if kind == 'chapter' else ' stream'}{'s' if n > 1 else ''}" for kind, n in counts.items())
+    files = dropped_attachments(attachments, fmt)
+    if counts or files:
+        more = ", ".join([f"{n} {'more ' if kind in ('audio', 'video') else ''}{kind}"
+                          f"{'' if kind == 'chapter' else ' stream'}{'s' if n > 1 else ''}" for kind, n in counts.items()]
+                         + ([files] if files else []))
         log.warning("note: the output has the input's video%s; not copied: %s",
                     " and its audio" if keep_audio else "", more)
 
@@ -466,7 +469,7 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
     check_whole(info, keep_partial=job.keep_partial)
     keep_audio = job.audio and info.audio_codec is not None
     _say_dropped_streams(info.other_streams, keep_audio, len(info.chapters), info.subtitles,
-                         container_format(job.output))
+                         container_format(job.output), info.attachments)
     if job.fps is not None:
         rate = frame_rate(job.fps)
         time_base = 1 / rate
@@ -485,6 +488,7 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
                       width=info.width, height=info.height, rate=rate, time_base=time_base,
                       encoder=job.encoder, quality=job.quality, metadata=dict(CONTAINER_METADATA),
                       audio_from=job.input if keep_audio else None, subtitles_from=job.input, target=job.output,
+                      attachments_from=job.input,
                       sample_aspect=info.sample_aspect, colour=info.colour, lookahead=plan.lookahead,
                       chapters=info.chapters)
     workers, in_flight = plan.workers, plan.frames_in_flight
