@@ -4,6 +4,8 @@ Matroska output; named in the one 'not copied' note, with the fix, where the out
 from __future__ import annotations
 
 import logging
+import shutil
+import subprocess
 from pathlib import Path
 
 import av
@@ -87,8 +89,8 @@ def test_an_output_that_cannot_hold_them_says_so_in_one_line_with_the_fix(tmp_pa
     assert _attached_files(out) == [] and probe(out)["streams"] == ["video", "audio"]
     notes = _notes(caplog)
     assert len(notes) == 1 and "\n" not in notes[0]
-    assert notes[0].endswith(f"not copied: 2 attached files (Font.ttf, cover.jpg): {kind} files cannot hold "
-                             "them; write a .mkv output to keep them"), notes[0]
+    assert notes[0].endswith(f"not copied: 2 attached files (Font.ttf, cover.jpg): {kind} outputs leave them "
+                             "out; write a .mkv output to keep them"), notes[0]
 
 
 def test_a_pyav_that_cannot_write_them_says_so(tmp_path: Path, attached: Path, caplog: pytest.LogCaptureFixture,
@@ -108,3 +110,15 @@ def test_a_segmented_run_keeps_them_too(tmp_path: Path, attached: Path) -> None:
     process_segmented(_opts(attached, out), InvertEngine(face=False), segment_seconds=0.2, overlap_seconds=0.0)
     assert _attached_files(out) == [("Font.ttf", "font/ttf", FONT), ("cover.jpg", "image/jpeg", COVER)]
     assert probe(out)["frames"] == 12
+
+
+@pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="ffmpeg (the command) builds the MP4 with cover art")
+def test_an_mp4_s_cover_art_goes_into_an_mkv_output_as_a_cover_file(tmp_path: Path) -> None:
+    plain = make_clip(tmp_path / "plain.mp4", frames=6, size=(64, 48))
+    (tmp_path / "cover.jpg").write_bytes(COVER)
+    src = tmp_path / "covered.mp4"
+    subprocess.run(["ffmpeg", "-loglevel", "error", "-i", str(plain), "-i", str(tmp_path / "cover.jpg"), "-map", "0",
+                    "-map", "1", "-c", "copy", "-disposition:v:1", "attached_pic", str(src)], check=True)
+    out = tmp_path / "out.mkv"
+    process_video(_opts(src, out), InvertEngine(face=False), quiet=True)
+    assert _attached_files(out) == [("cover.jpg", "image/jpeg", COVER)]

@@ -354,7 +354,7 @@ def dropped_attachments(names: Sequence[str], fmt: str) -> str | None:
     if not names or attachments_writable(fmt):
         return None
     shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-    why = (f"{FORMAT_NAMES.get(fmt, fmt)} files cannot hold them; write a .mkv output to keep them"
+    why = (f"{FORMAT_NAMES.get(fmt, fmt)} outputs leave them out; write a .mkv output to keep them"
            if fmt not in ATTACHMENT_FORMATS else "this PyAV cannot write them; install a newer PyAV (av) to keep them")
     return f"{len(names)} attached file{'s' if len(names) > 1 else ''} ({shown}): {why}"
 
