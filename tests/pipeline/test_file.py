@@ -583,6 +583,39 @@ def test_fps_above_the_input_rate_processes_each_frame_once_and_repeats_the_resu
         assert np.array_equal(corner, 255 - source[-4:, -4:] if index % 7 < 2 else source[-4:, -4:]), index
 
 
+def test_fps_above_the_input_rate_embeds_the_watermark_once_per_repeated_frame() -> None:
+    # A marker that says its cadence (marks.watermark.VideoMarker): the marked ticks of one input
+    # frame share one embed (the costly part), and every marked output frame carries the mark.
+    class Marker:
+        def __init__(self) -> None:
+            self.embedded: list[int] = []
+
+        def marks(self, index: int) -> bool:
+            return index % 15 < 4  # runs of 4, as at 30 fps
+
+        def __call__(self, index: int, image: np.ndarray) -> np.ndarray:
+            if not self.marks(index):
+                return image
+            self.embedded.append(index)
+            out = image.copy()
+            out[-4:, -4:] = 255 - out[-4:, -4:]
+            return out
+
+    src = _ten_fps_frames()
+    inputs = [f.image.copy() for f in src]
+    written: list[tuple[int, np.ndarray]] = []
+    marker = Marker()
+    run_frames(retime(src, Fraction(30), Fraction(10)), lambda p: written.append((p.index, p.image.copy())),
+               InvertEngine(), workers=2, watermark=marker, label=False)
+    marked_ticks = [i for i in range(30) if marker.marks(i)]
+    assert sorted(marker.embedded) == sorted({min(i for i in marked_ticks if _shown(i) == _shown(t))
+                                              for t in marked_ticks})  # the first marked tick of each frame
+    assert len(marker.embedded) == 4 < len(marked_ticks) == 8
+    for index, image in written:
+        source = inputs[_shown(index)][-4:, -4:]
+        assert np.array_equal(image[-4:, -4:], 255 - source if marker.marks(index) else source), index
+
+
 def test_fps_above_the_input_rate_with_a_frame_range_and_smoothing() -> None:
     # --frame-range counts output frames: 3..6 cuts input frame 1 (ticks 2-4) and 2 (ticks 5-7)
     engine = SmoothedInvertEngine()

@@ -26,7 +26,8 @@ their in-flight slots, so the memory bound is unchanged.
 A frame that --fps shows on several output ticks (retime) travels as one packet carrying the
 later ticks' times (FramePacket.repeats) and holds one slot: the engine processes it once, the
 worker labels it once and pushes one packet per tick (the same array, marked by the watermark
-at each tick's own index), and the encoder gives the slot back after its last tick.
+at each tick's own index: one embed for all its marked ticks where the marker is Cadenced), and
+the encoder gives the slot back after its last tick.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from collections import Counter as Tally, deque
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -124,6 +125,13 @@ class WorkQueue(BoundedQueue["FramePacket | None"]):
             item = self._items.popleft()
             self._cond.notify_all()  # room for the decode thread
             return item, False
+
+
+@runtime_checkable
+class Cadenced(Protocol):
+    """A watermark step that says which output frames it marks (marks.watermark.VideoMarker)."""
+
+    def marks(self, index: int) -> bool: ...
 
 
 class TimedFrame(Protocol):
@@ -371,9 +379,14 @@ class FilePipeline:
         counted = {"processed": 1.0} if "processed" in packet.timings else {}  # the stage times once
         ticks = [packet] + [FramePacket(index=packet.index + n, image=shown, pts=time, faces=packet.faces,
                                         timings=dict(counted)) for n, time in enumerate(packet.repeats, 1)]
+        marked: np.ndarray | None = None  # `shown` marked: the same for every tick the cadence marks
         for tick in ticks:
             if self.watermark is not None:  # last: the mark covers the pixels as written; its cadence per tick
-                tick.image = self.watermark(tick.index, shown)
+                if marked is not None and isinstance(self.watermark, Cadenced) and self.watermark.marks(tick.index):
+                    tick.image = marked  # one embed for the repeats of a frame (it is the costly part)
+                else:
+                    tick.image = self.watermark(tick.index, shown)
+                    marked = tick.image if tick.image is not shown else marked
             self.reorder.push(tick.index, tick)
 
     def _encode(self) -> None:
