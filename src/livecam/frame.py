@@ -18,6 +18,9 @@ class FramePacket:
     faces: list[Face] = field(default_factory=list)  # filled by analyse
     timings: dict[str, float] = field(default_factory=dict)  # ms per stage
     pts: float | None = None  # presentation time in seconds, for file sources
+    # presentation times of the output frames after this one that show it (--fps above the
+    # input's rate): the file pipeline processes it once and writes the result on each
+    repeats: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         img = self.image

@@ -83,6 +83,17 @@ def test_video_cadence_marks_runs_twice_a_second_from_frame_0() -> None:
             assert len(marked) >= min(2, int(fps))
 
 
+def test_the_video_marker_says_the_frames_it_marks(marker: wm.Watermarker) -> None:
+    # pipeline/file.py gives the repeats of a frame (--fps) one embed where `marks` says so
+    from livecam.pipeline.file import Cadenced
+
+    video = marker.video_marker(30.0)
+    assert isinstance(video, Cadenced)
+    image = np.full((48, 64, 3), 120, np.uint8)
+    assert [i for i in range(20) if video.marks(i)] == [i for i in range(20) if wm.mark_frame(i, 30.0)]
+    assert [i for i in range(20) if video(i, image) is not image] == [0, 1, 2, 3, 15, 16, 17, 18]
+
+
 def test_chance_false_positive_rate_is_small() -> None:
     assert wm.false_positive_rate() < 2e-5
 

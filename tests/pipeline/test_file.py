@@ -23,6 +23,7 @@ from livecam.frame import FramePacket
 from livecam.pipeline.file import (
     OutFrame,
     frames_in_flight,
+    packet_time,
     process_video,
     retime,
     run_frames,
@@ -500,11 +501,179 @@ def test_retime_repeats_and_drops_nearest_frames() -> None:
 
     src = [F(np.full(2, i), i / 30) for i in range(6)]
     doubled = list(retime(src, Fraction(60), Fraction(30)))
-    assert [int(f.image[0]) for f in doubled] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
-    # a repeat is its own array: frames are processed in place
-    assert len({id(f.image) for f in doubled}) == 12 and doubled[0].image is src[0].image
+    # a repeated frame comes once, with the times of the ticks that repeat it
+    assert [int(f.image[0]) for f in doubled] == [0, 1, 2, 3, 4, 5]
+    assert [f.image is s.image for f, s in zip(doubled, src)] == [True] * 6
+    ticks = [t for f in doubled for t in (f.time, *f.repeats)]
+    assert [round(t * 60, 6) for t in ticks] == list(range(12))
     assert [int(f.image[0]) for f in retime(src, Fraction(15), Fraction(30))] == [0, 2, 4]
     assert [round(f.time * 15, 6) for f in retime(src, Fraction(15), Fraction(30))] == [0, 1, 2]
+    assert all(not f.repeats for f in retime(src, Fraction(15), Fraction(30)))
+
+
+class SmoothedInvertEngine(InvertEngine):
+    """InvertEngine through the ordered step (--smoothing): keeps what track() saw, in order."""
+
+    smooths = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tracked: list[tuple[int, float | None]] = []
+
+    def detect(self, packet: FramePacket) -> None:
+        self.analyse(packet, track=False)
+
+    def track(self, packet: FramePacket) -> None:
+        self.tracked.append((packet.index, packet.pts))
+
+
+def _ten_fps_frames() -> list[OutFrame]:
+    """Ten 10 fps frames, each a different grey with noise (so a swap, a label, a mark show)."""
+    rng = np.random.default_rng(7)
+    return [OutFrame(rng.integers(0, 200, (64, 96, 3), dtype=np.uint8), i / 10) for i in range(10)]
+
+
+def _shown(tick: int, frames: int = 10) -> int:
+    """The 10 fps input frame nearest to 30 fps output tick `tick` (what retime shows there)."""
+    return min(frames - 1, round(tick / 3))
+
+
+def _run_at_30(engine: InvertEngine, **kw):  # type: ignore[no-untyped-def]
+    """The ten frames retimed to 30 fps through run_frames: (stats, written (index, pts, image),
+    the input images, the watermark's calls)."""
+    src = _ten_fps_frames()
+    inputs = [f.image.copy() for f in src]
+    written: list[tuple[int, float, np.ndarray]] = []
+    marked: list[int] = []
+
+    def mark(index: int, image: np.ndarray) -> np.ndarray:  # a cadence by output index, as video_marker's
+        marked.append(index)
+        if index % 7 >= 2:
+            return image
+        out = image.copy()
+        out[-4:, -4:] = 255 - out[-4:, -4:]
+        return out
+
+    def write(packet: FramePacket) -> None:
+        written.append((packet.index, packet_time(packet), packet.image.copy()))
+
+    stats = run_frames(retime(src, Fraction(30), Fraction(10)), write, engine, watermark=mark, **kw)
+    return stats, written, inputs, marked
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_fps_above_the_input_rate_processes_each_frame_once_and_repeats_the_result(workers: int) -> None:
+    engine = InvertEngine()
+    stats, written, inputs, marked = _run_at_30(engine, workers=workers, max_in_flight=4)
+    assert [w[0] for w in written] == list(range(30))
+    assert [w[1] for w in written] == pytest.approx([i / 30 for i in range(30)], abs=1e-9)
+    firsts = [i for i in range(30) if i == 0 or _shown(i) != _shown(i - 1)]
+    assert sorted(engine.seen) == firsts and len(firsts) == 10  # the engine once per input frame
+    assert stats.frames == 30 and stats.processed == 30 and stats.with_faces == 30  # output frames, as before
+    assert sorted(marked) == list(range(30))  # the watermark's cadence is per output frame
+    rows, cols = SQUARE
+    x1, y1, x2, y2 = label_box(inputs[0].shape)
+    for index, _, image in written:
+        source = inputs[_shown(index)]
+        first = written[firsts[_shown(index)]][2]
+        assert np.array_equal(image[rows, cols], 255 - source[rows, cols])  # swapped, once
+        assert np.array_equal(image[:-4, :-4], first[:-4, :-4])  # a repeat shows its original's pixels
+        assert not np.array_equal(image[y1:y2, x1:x2], source[y1:y2, x1:x2])  # labelled
+        corner = image[-4:, -4:]
+        assert np.array_equal(corner, 255 - source[-4:, -4:] if index % 7 < 2 else source[-4:, -4:]), index
+
+
+def test_fps_above_the_input_rate_embeds_the_watermark_once_per_repeated_frame() -> None:
+    # A marker that says its cadence (marks.watermark.VideoMarker): the marked ticks of one input
+    # frame share one embed (the costly part), and every marked output frame carries the mark.
+    class Marker:
+        def __init__(self) -> None:
+            self.embedded: list[int] = []
+
+        def marks(self, index: int) -> bool:
+            return index % 15 < 4  # runs of 4, as at 30 fps
+
+        def __call__(self, index: int, image: np.ndarray) -> np.ndarray:
+            if not self.marks(index):
+                return image
+            self.embedded.append(index)
+            out = image.copy()
+            out[-4:, -4:] = 255 - out[-4:, -4:]
+            return out
+
+    src = _ten_fps_frames()
+    inputs = [f.image.copy() for f in src]
+    written: list[tuple[int, np.ndarray]] = []
+    marker = Marker()
+    run_frames(retime(src, Fraction(30), Fraction(10)), lambda p: written.append((p.index, p.image.copy())),
+               InvertEngine(), workers=2, watermark=marker, label=False)
+    marked_ticks = [i for i in range(30) if marker.marks(i)]
+    assert sorted(marker.embedded) == sorted({min(i for i in marked_ticks if _shown(i) == _shown(t))
+                                              for t in marked_ticks})  # the first marked tick of each frame
+    assert len(marker.embedded) == 4 < len(marked_ticks) == 8
+    for index, image in written:
+        source = inputs[_shown(index)][-4:, -4:]
+        assert np.array_equal(image[-4:, -4:], 255 - source if marker.marks(index) else source), index
+
+
+def test_fps_above_the_input_rate_with_a_frame_range_and_smoothing() -> None:
+    # --frame-range counts output frames: 3..6 cuts input frame 1 (ticks 2-4) and 2 (ticks 5-7)
+    engine = SmoothedInvertEngine()
+    stats, written, inputs, _ = _run_at_30(engine, workers=2, frame_range=(3, 7), label=False)
+    assert [w[0] for w in written] == list(range(30))
+    assert sorted(engine.seen) == [3, 5] and stats.processed == 4
+    assert engine.tracked == [(3, pytest.approx(3 / 30)), (5, pytest.approx(5 / 30))]  # in order, once each
+    rows, cols = SQUARE
+    swapped = [i for i, _, image in written
+               if not np.array_equal(image[rows, cols], inputs[_shown(i)][rows, cols])]
+    assert swapped == [3, 4, 5, 6]
+
+
+def test_fps_above_the_input_rate_tracks_each_frame_once_in_order() -> None:
+    engine = SmoothedInvertEngine()
+    stats, written, _, _ = _run_at_30(engine, workers=3, max_in_flight=5)
+    assert [w[0] for w in written] == list(range(30)) and stats.frames == 30
+    firsts = [i for i in range(30) if i == 0 or _shown(i) != _shown(i - 1)]
+    assert [i for i, _ in engine.tracked] == firsts and len(firsts) == 10
+    assert [t for _, t in engine.tracked] == pytest.approx([i / 30 for i in firsts])
+
+
+def test_fps_above_the_input_rate_keeps_frames_in_flight_bounded() -> None:
+    alive, peak = 0, 0
+    lock = threading.Lock()
+
+    def frames():  # type: ignore[no-untyped-def]
+        nonlocal alive, peak
+        for i in range(60):
+            with lock:
+                alive += 1
+                peak = max(peak, alive)
+            yield OutFrame(np.zeros((8, 8, 3), np.uint8), i / 10)
+
+    def write(packet: FramePacket) -> None:
+        nonlocal alive
+        time.sleep(0.001)
+        if packet.index == 179 or _shown(packet.index + 1, 60) != _shown(packet.index, 60):  # its last tick
+            with lock:
+                alive -= 1
+
+    stats = run_frames(retime(frames(), Fraction(30), Fraction(10)), write, InvertEngine(face=False),
+                       workers=3, max_in_flight=6, label=False)
+    assert stats.frames == 180 and peak <= 6 + 1  # + the one retime reads ahead (the next, to find the nearest)
+
+
+def test_a_10fps_clip_at_30fps_goes_through_the_engine_once_per_input_frame(tmp_path: Path) -> None:
+    clip = make_clip(tmp_path / "ten.mp4", frames=10, size=(128, 96), fps=10, stamp=True)
+    out = tmp_path / "thirty.mp4"
+    engine = InvertEngine()
+    result = process_video(_opts(clip, out, workers=2, label=False, fps=30.0), engine, quiet=True)
+    assert len(engine.seen) == 10
+    info = probe(out)
+    assert info["frames"] == 30 == result.stats.frames and info["rate"] == 30
+    assert info["times"] == pytest.approx([i / 30 for i in range(30)], abs=1e-3)
+    assert [read_index(img) for img in info["images"]] == [_shown(i) for i in range(30)]
+    src = probe(clip)["images"]
+    assert all(_square_diff(img, src[_shown(i)]) > 60 for i, img in enumerate(info["images"]))  # all swapped
 
 
 def test_a_frame_repeated_by_fps_is_processed_once_per_output_frame(tmp_path: Path, clip: Path) -> None:

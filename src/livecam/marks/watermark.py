@@ -220,11 +220,9 @@ class Watermarker:
         marked = np.clip(out[0, :, 0].transpose(1, 2, 0), -1.0, 1.0)
         return Residual((marked - small[0, :, 0].transpose(1, 2, 0)) * 127.5)
 
-    def video_marker(self, fps: float, run: int = RUN_FRAMES) -> Callable[[int, np.ndarray], np.ndarray]:
+    def video_marker(self, fps: float, run: int = RUN_FRAMES) -> VideoMarker:
         """(frame index, image) -> the image, marked on the frames mark_frame() picks."""
-        def mark(index: int, image: np.ndarray) -> np.ndarray:
-            return self.embed(image) if mark_frame(index, fps, run) else image
-        return mark
+        return VideoMarker(self, fps, run)
 
     def read(self, image: np.ndarray) -> Reading:
         """Decode an HxWx3 uint8 BGR frame (any size; an alpha channel is ignored)."""
@@ -233,6 +231,23 @@ class Watermarker:
         version, word = min(KNOWN_PAYLOADS.items(), key=lambda kv: int(np.sum(bits != kv[1])))
         return Reading(bits=bits, errors=int(np.sum(bits != word)), version=version,
                        confidence=float(np.mean(np.abs(logits))))
+
+
+@dataclass(frozen=True, eq=False)
+class VideoMarker:
+    """A video's watermark step: (frame index, image) -> the image, marked (a new array) on the
+    frames mark_frame() picks. `marks` tells which, so a frame that --fps repeats on several
+    marked output frames is embedded once (pipeline/file.py)."""
+
+    watermarker: Watermarker
+    fps: float
+    run: int = RUN_FRAMES
+
+    def marks(self, index: int) -> bool:
+        return mark_frame(index, self.fps, self.run)
+
+    def __call__(self, index: int, image: np.ndarray) -> np.ndarray:
+        return self.watermarker.embed(image) if self.marks(index) else image
 
 
 def open_watermarker(runtime: Any, providers: Any = None, workers: int = 1, threads: int | None = None) -> Watermarker:

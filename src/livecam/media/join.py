@@ -20,7 +20,8 @@ import av
 
 from livecam.errors import OutputError
 from livecam.media.video_reader import Chapter
-from livecam.media.video_writer import input_audio_track, input_subtitle_tracks, open_output, tag_for_players
+from livecam.media.video_writer import (copy_attachments, input_audio_track, input_subtitle_tracks, open_output,
+                                         tag_for_players)
 
 
 @dataclass(frozen=True)
@@ -41,10 +42,12 @@ def _params(stream: av.video.stream.VideoStream) -> tuple[Any, ...]:
 
 def join_parts(parts: Sequence[EncodedPart], path: Path, *, fmt: str, metadata: dict[str, str],
                audio_from: Path | None, shown: Path, audio_end: float | None = None,
-               chapters: Sequence[Chapter] = (), subtitles_from: Path | None = None) -> str | None:
+               chapters: Sequence[Chapter] = (), subtitles_from: Path | None = None,
+               attachments_from: Path | None = None) -> str | None:
     """Write `parts` in order into a `fmt` file at `path` (a temporary name: the caller commits
     it), with the audio tracks of `audio_from` (audio_order) (cut at `audio_end` seconds when given).
-    The subtitles of `subtitles_from` are kept as VideoWriter keeps them (cut there too).
+    The subtitles of `subtitles_from` are kept as VideoWriter keeps them (cut there too), and the
+    attached files of `attachments_from` (copy_attachments).
     Returns the audio mode ('copy', 'reencode' or None). Errors name `shown`."""
     if not parts:
         raise OutputError(f"nothing to write to {shown}: no video part was encoded")
@@ -67,6 +70,8 @@ def join_parts(parts: Sequence[EncodedPart], path: Path, *, fmt: str, metadata: 
             audio = input_audio_track(out, audio_from)
         if subtitles_from is not None:
             subtitles = input_subtitle_tracks(out, subtitles_from)
+        if attachments_from is not None:
+            copy_attachments(out, attachments_from)
         last_dts: int | None = None
         for part in parts:
             with av.open(io.BytesIO(part.data), "r", format=part.format) as container:

@@ -59,12 +59,13 @@ class VideoInfo:
     rotation: int  # display rotation in degrees, counterclockwise (0, 90, 180, -90)
     codec: str
     audio_codec: str | None  # of the audio track an output gets first (audio_order); None: no audio
-    other_streams: tuple[str, ...]  # e.g. ("data", "attachment"): what the output drops
+    other_streams: tuple[str, ...]  # e.g. ("data", "video"): what the output drops
     origin: float = 0.0  # seconds of the input's timestamps that are 0 on frames()'s timeline
     sample_aspect: Fraction | None = None  # of non-square pixels (DV, DVD), as displayed; None: square
     colour: Colour | None = None  # range, primaries, transfer, matrix (what players assume when untagged)
     chapters: tuple[Chapter, ...] = ()
     subtitles: tuple[str, ...] = ()  # codec of each subtitle stream (video_writer.subtitle_fate: which are kept)
+    attachments: tuple[str, ...] = ()  # names of the attached files (attachment_streams): a Matroska output keeps them
     cut_short: str | None = None  # why the file is known truncated before decoding (cut_short()); None: not known
 
     @property
@@ -609,6 +610,58 @@ def codec_name(stream: av.stream.Stream) -> str:
     return (stream.codec_context.name or "") if stream.codec_context is not None else ""
 
 
+@dataclass(frozen=True)
+class Attachment:
+    """A file attached to a container (Matroska: fonts that ASS subtitles use, cover art)."""
+
+    name: str
+    mimetype: str
+    data: bytes
+
+
+# Attached pictures (cover art) by codec: the MIME type and the file name extension an
+# attachment of that picture gets when the input does not name it (an MP4's cover art)
+_PICTURES: dict[str, tuple[str, str]] = {"mjpeg": ("image/jpeg", ".jpg"), "png": ("image/png", ".png"),
+                                         "bmp": ("image/bmp", ".bmp"), "gif": ("image/gif", ".gif"),
+                                         "webp": ("image/webp", ".webp")}
+
+
+def _attached_picture(stream: av.stream.Stream) -> bool:
+    """Whether `stream` is cover art livecam can carry as an attachment: an attached picture
+    named by the input (FFmpeg reads Matroska's image attachments as these) or of a picture codec."""
+    if stream.type != "video" or not stream.disposition & av.stream.Disposition.attached_pic:
+        return False
+    return bool(stream.metadata.get("filename")) or codec_name(stream) in _PICTURES
+
+
+def attachment_streams(container: av.container.InputContainer) -> list[av.stream.Stream]:
+    """The files attached to `container`: its attachment streams and its cover pictures."""
+    return [s for s in container.streams if s.type == "attachment" or _attached_picture(s)]
+
+
+def attachment_name(stream: av.stream.Stream) -> str:
+    """The file name an attachment has in the input, or one from its kind (a cover's codec)."""
+    if stream.metadata.get("filename"):
+        return stream.metadata["filename"]
+    ext = _PICTURES.get(codec_name(stream), ("", ".bin"))[1]
+    return f"cover{ext}" if stream.type == "video" else f"attachment{stream.index}{ext}"
+
+
+def read_attachments(container: av.container.InputContainer) -> list[Attachment]:
+    """Every file attached to `container` with its bytes: an attachment stream's are its header
+    data; a picture's, the one packet FFmpeg gives for it (queued before any other)."""
+    found = []
+    for stream in attachment_streams(container):
+        mime = stream.metadata.get("mimetype") or _PICTURES.get(codec_name(stream), ("application/octet-stream",))[0]
+        if isinstance(stream, av.stream.AttachmentStream):
+            data = stream.data
+        else:
+            data = next((bytes(p) for p in container.demux(stream) if p.size), b"")
+        if data:
+            found.append(Attachment(attachment_name(stream), mime, data))
+    return found
+
+
 def is_default(stream: av.stream.Stream) -> bool:
     """Whether the input marks `stream` as the one of its kind to play (disposition default)."""
     return bool(stream.disposition & av.stream.Disposition.default)
@@ -664,13 +717,16 @@ class VideoReader:
         kept_audio = audio_order(c)  # an unknown audio codec: not kept
         audio = c.streams[kept_audio[0]].codec_context.name if kept_audio else None
         chapters = _chapters(c, origin)
-        others: list[str] = [s.type for s in c.streams if s.type not in ("video", "audio", "subtitle")
+        attached = attachment_streams(c)  # kept apart: a Matroska output copies them
+        others: list[str] = [s.type for s in c.streams if s.type not in ("video", "audio", "subtitle", "attachment")
                              and not (chapters and _is_chapter_track(s))]
-        others += ["video"] * (len(c.streams.video) - 1) + ["audio"] * (len(c.streams.audio) - len(kept_audio))
+        others += ["video"] * (len(c.streams.video) - 1 - sum(s.type == "video" for s in attached))
+        others += ["audio"] * (len(c.streams.audio) - len(kept_audio))
         return VideoInfo(path=self.path, width=w, height=h, rate=rate, time_base=as_fraction(tb),
                          start_time=max(0.0, start), frames=_shown_frames(vs.frames, duration, rate),
                          duration=duration,
                          rotation=rotation, codec=cc.name, audio_codec=audio, other_streams=tuple(others),
+                         attachments=tuple(attachment_name(s) for s in attached),
                          subtitles=tuple(codec_name(s) for s in c.streams.subtitles),
                          origin=origin, sample_aspect=sar, chapters=chapters,
                          cut_short=cut_short(c, self.path),

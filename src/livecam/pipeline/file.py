@@ -22,6 +22,12 @@ One-Euro filter), processes the first and puts the others at the head of the wor
 free worker; a worker whose frame must wait for an earlier one does not wait, it takes the next
 frame. So no worker idles on the order and no extra thread is needed; the waiting frames hold
 their in-flight slots, so the memory bound is unchanged.
+
+A frame that --fps shows on several output ticks (retime) travels as one packet carrying the
+later ticks' times (FramePacket.repeats) and holds one slot: the engine processes it once, the
+worker labels it once and pushes one packet per tick (the same array, marked by the watermark
+at each tick's own index: one embed for all its marked ticks where the marker is Cadenced), and
+the encoder gives the slot back after its last tick.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from collections import Counter as Tally, deque
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -45,7 +51,7 @@ from livecam.frame import FramePacket
 from livecam.media.containers import frame_rate
 from livecam.media.video_reader import VideoReader, check_whole
 from livecam.media.video_writer import (OutputSpec, VideoWriter, chapters_writable, container_format,
-                                         subtitle_fate)
+                                         dropped_attachments, subtitle_fate)
 from livecam.pipeline.budget import default_in_flight, plan_video
 from livecam.pipeline.contracts import FileEngine
 from livecam.pipeline.progress import Counter, Progress
@@ -67,7 +73,8 @@ class InOrder:
 
     add() returns the packets that became ready (already stepped, in order): none when an
     earlier one is still missing, several when this one completed a run. Indices from `first`
-    must all arrive (the frame range is contiguous and nothing is dropped)."""
+    must all arrive (the frame range is contiguous and nothing is dropped); a packet with
+    repeats stands for its own index and the next len(repeats) ones."""
 
     def __init__(self, step: Callable[[FramePacket], None], first: int = 0) -> None:
         self._step = step
@@ -82,7 +89,7 @@ class InOrder:
             while self._next in self._waiting:
                 ready.append(self._waiting.pop(self._next))
                 self._step(ready[-1])
-                self._next += 1
+                self._next += 1 + len(ready[-1].repeats)  # a repeated frame holds its ticks' indices
             return ready
 
     @property
@@ -120,6 +127,13 @@ class WorkQueue(BoundedQueue["FramePacket | None"]):
             return item, False
 
 
+@runtime_checkable
+class Cadenced(Protocol):
+    """A watermark step that says which output frames it marks (marks.watermark.VideoMarker)."""
+
+    def marks(self, index: int) -> bool: ...
+
+
 class TimedFrame(Protocol):
     @property
     def image(self) -> np.ndarray: ...
@@ -132,6 +146,7 @@ class TimedFrame(Protocol):
 class OutFrame:
     image: np.ndarray
     time: float
+    repeats: tuple[float, ...] = ()  # times of the later output ticks that show it (retime)
 
 
 @dataclass
@@ -173,27 +188,24 @@ def packet_time(packet: FramePacket) -> float:
 def retime(frames: Iterable[TimedFrame], fps: Fraction, input_rate: Fraction) -> Iterator[OutFrame]:
     """Constant `fps` output from any input timing: each output tick shows the input frame
     nearest to it (frames are dropped or repeated); the first tick is the first frame's time.
-    Repeats are copies of a copy taken before the frame is handed out: the pipeline processes each
-    frame in place, and one array on three ticks (--fps 30 on a 10 fps clip) had the swap, label
-    and watermark applied to it up to three times."""
+    A frame shown on several ticks comes once, at its first tick, with the later ticks' times
+    in `repeats`: the pipeline processes it once and writes its result on each (--fps 30 on a
+    10 fps clip had swapped and enhanced three identical frames for every input frame)."""
     step = 1.0 / float(fps)
     prev: TimedFrame | None = None
     t0 = 0.0
     k = 0
 
     def ticks(until: float) -> Iterator[OutFrame]:
-        """prev on every tick before `until`: its own array first, then copies of a pristine copy
-        taken before it went out (one at a time: the frames in flight stay bounded)."""
+        """prev, once, if any tick before `until` shows it."""
         nonlocal k
         assert prev is not None
-        n = 0
-        while t0 + (k + n) * step < until:
-            n += 1
-        pristine = prev.image.copy() if n > 1 else None
-        for i in range(n):
-            image = prev.image if pristine is None or i == 0 else pristine if i == n - 1 else pristine.copy()
-            yield OutFrame(image, t0 + k * step)
+        times = []
+        while t0 + k * step < until:
+            times.append(t0 + k * step)
             k += 1
+        if times:
+            yield OutFrame(prev.image, times[0], tuple(times[1:]))
 
     for frame in frames:
         if prev is None:
@@ -203,6 +215,16 @@ def retime(frames: Iterable[TimedFrame], fps: Fraction, input_rate: Fraction) ->
         prev = frame
     if prev is not None:
         yield from ticks(prev.time + 1.0 / float(input_rate or fps) - 1e-9)
+
+
+def range_runs(first: int, count: int, frame_range: tuple[int, int | None] | None) -> list[tuple[int, int]]:
+    """The indices [first, first + count) cut where frame_range starts or ends: (start, end)
+    runs each wholly inside or outside it (a repeated frame whose ticks straddle a bound is
+    processed for the ticks inside only, as when every tick was its own frame)."""
+    end = first + count
+    cuts = {first, end} | {b for b in (frame_range or ()) if b is not None and first < b < end}
+    ordered = sorted(cuts)
+    return list(zip(ordered, ordered[1:]))
 
 
 class FilePipeline:
@@ -279,10 +301,7 @@ class FilePipeline:
             index = self.first_index
             while True:
                 # Take the slot before decoding, so a decoded frame always has one.
-                while not self.slots.acquire(timeout=POLL_S):
-                    if stop.is_set():
-                        return
-                if stop.is_set():
+                if not self._take_slot():
                     return
                 try:
                     frame = next(source, None)
@@ -297,14 +316,31 @@ class FilePipeline:
                 if frame is None:
                     self.slots.release()
                     return
-                packet = FramePacket(index=index, image=frame.image, pts=frame.time)
-                index += 1
-                if not put_until(self.work, packet, stop):
-                    return
+                times = (frame.time, *(frame.repeats if isinstance(frame, OutFrame) else ()))
+                runs = range_runs(index, len(times), self.frame_range)
+                # Where the frame range starts or ends inside a repeated frame, each later run
+                # gets its own copy (runs are processed in place) and its own slot.
+                pristine = frame.image.copy() if len(runs) > 1 else None
+                for n, (start, end) in enumerate(runs):
+                    if n and not self._take_slot():
+                        return
+                    image = frame.image if pristine is None or n == 0 else pristine.copy()
+                    packet = FramePacket(index=start, image=image, pts=times[start - index],
+                                         repeats=times[start - index + 1:end - index])
+                    if not put_until(self.work, packet, stop):
+                        return
+                index += len(times)
         finally:
             for _ in range(self.workers):  # one end-of-stream sentinel per worker
                 if not put_until(self.work, None, stop):
                     break
+
+    def _take_slot(self) -> bool:
+        """One in-flight slot; False when the run stops first."""
+        while not self.slots.acquire(timeout=POLL_S):
+            if self.stages.stop.is_set():
+                return False
+        return not self.stages.stop.is_set()
 
     def _work(self, engine: FileEngine) -> None:
         try:
@@ -341,18 +377,34 @@ class FilePipeline:
             if not packet.image.flags.writeable:
                 packet.image = packet.image.copy()
             self.label.draw(packet.image, [face.bbox for face in packet.faces], packet.pts)
-        if self.watermark is not None:  # last: the mark covers the pixels as written
-            packet.image = self.watermark(packet.index, packet.image)
-        self.reorder.push(packet.index, packet)
+        shown = packet.image  # on every tick of the packet (its repeats share the array: written, never changed)
+        counted = {"processed": 1.0} if "processed" in packet.timings else {}  # the stage times once
+        ticks = [packet] + [FramePacket(index=packet.index + n, image=shown, pts=time, faces=packet.faces,
+                                        timings=dict(counted)) for n, time in enumerate(packet.repeats, 1)]
+        marked: np.ndarray | None = None  # `shown` marked: the same for every tick the cadence marks
+        for tick in ticks:
+            if self.watermark is not None:  # last: the mark covers the pixels as written; its cadence per tick
+                if marked is not None and isinstance(self.watermark, Cadenced) and self.watermark.marks(tick.index):
+                    tick.image = marked  # one embed for the repeats of a frame (it is the costly part)
+                else:
+                    tick.image = self.watermark(tick.index, shown)
+                    marked = tick.image if tick.image is not shown else marked
+            self.reorder.push(tick.index, tick)
 
     def _encode(self) -> None:
         stop, stats = self.stages.stop, self.stats
+        owed = 0  # repeats of the last decoded packet still to write; its slot is given back after them
         while not stop.is_set():
             for packet in self.reorder.pop_ready(timeout=POLL_S):
                 if stop.is_set():
                     return
                 self.write(packet)
-                self.slots.release()
+                if packet.repeats:
+                    owed = len(packet.repeats)
+                elif owed:
+                    owed -= 1
+                if not owed:
+                    self.slots.release()
                 stats.frames += 1
                 if self.on_warm is not None and stats.frames == self.max_in_flight:
                     self.on_warm()
@@ -405,18 +457,21 @@ def process_video(job: VideoJob, engine: FileEngine, *, quiet: bool = False,
 
 
 def _say_dropped_streams(kinds: Sequence[str], keep_audio: bool, chapters: int = 0,
-                         subtitles: Sequence[str] = (), fmt: str = "") -> None:
+                         subtitles: Sequence[str] = (), fmt: str = "", attachments: Sequence[str] = ()) -> None:
     """One line for the streams the output leaves out (and the chapters, where this PyAV cannot
-    write them: chapters_writable()); it said "the input's audio stream is not copied" for a
+    write them: chapters_writable(); and the attached files, where the container cannot hold
+    them, named with the fix); it said "the input's audio stream is not copied" for a
     second audio track beside "audio copied"."""
     counts = Tally(kind for kind in kinds if keep_audio or kind != "audio")  # --no-audio: asked for
     # subtitles the output's container cannot hold (bitmap ones outside Matroska)
     counts.update("subtitle" for codec in subtitles if subtitle_fate(codec, fmt) is None)
     if chapters and not chapters_writable():
         counts["chapter"] = chapters
-    if counts:
-        more = ", ".join(f"{n} {'more ' if kind in ('audio', 'video') else ''}{kind}"
-                         f"{'' if kind == 'chapter' else ' stream'}{'s' if n > 1 else ''}" for kind, n in counts.items())
+    files = dropped_attachments(attachments, fmt)
+    if counts or files:
+        more = ", ".join([f"{n} {'more ' if kind in ('audio', 'video') else ''}{kind}"
+                          f"{'' if kind == 'chapter' else ' stream'}{'s' if n > 1 else ''}" for kind, n in counts.items()]
+                         + ([files] if files else []))
         log.warning("note: the output has the input's video%s; not copied: %s",
                     " and its audio" if keep_audio else "", more)
 
@@ -429,7 +484,7 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
     check_whole(info, keep_partial=job.keep_partial)
     keep_audio = job.audio and info.audio_codec is not None
     _say_dropped_streams(info.other_streams, keep_audio, len(info.chapters), info.subtitles,
-                         container_format(job.output))
+                         container_format(job.output), info.attachments)
     if job.fps is not None:
         rate = frame_rate(job.fps)
         time_base = 1 / rate
@@ -448,6 +503,7 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
                       width=info.width, height=info.height, rate=rate, time_base=time_base,
                       encoder=job.encoder, quality=job.quality, metadata=dict(CONTAINER_METADATA),
                       audio_from=job.input if keep_audio else None, subtitles_from=job.input, target=job.output,
+                      attachments_from=job.input,
                       sample_aspect=info.sample_aspect, colour=info.colour, lookahead=plan.lookahead,
                       chapters=info.chapters)
     workers, in_flight = plan.workers, plan.frames_in_flight

@@ -224,7 +224,8 @@ def write_joined(plan: SegmentPlan, results: Sequence[SegmentResult], *,
     with AtomicOutput(job.output, force=job.force) as output:
         mode = join_parts([r.part for r in results], output.temp, fmt=container_format(job.output),
                           metadata=dict(CONTAINER_METADATA), audio_from=job.input if keep_audio else None,
-                          shown=job.output, audio_end=end, chapters=info.chapters, subtitles_from=job.input)
+                          shown=job.output, audio_end=end, chapters=info.chapters, subtitles_from=job.input,
+                          attachments_from=job.input)
         if sign is not None:
             sign(output.temp)
     return mode
