@@ -54,6 +54,9 @@ class InvertEngine(NoModels):
         packet.faces = [Face(bbox=[40, 20, 72, 44], score=0.9, kps=np.full((5, 2), 50.0))] if self.face else []
         packet.timings["detect"] = 1.0
 
+    def detect(self, packet: FramePacket) -> None:  # a segment's warm-up frames, for the label
+        self.analyse(packet, track=False)
+
     def process(self, packet: FramePacket) -> None:
         if self.fail_at is not None and packet.index == self.fail_at:
             raise RuntimeError("processor exploded")
