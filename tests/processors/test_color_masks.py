@@ -231,3 +231,26 @@ def test_chroma_by_lightness_gives_the_face_the_targets_colourful_shadows() -> N
     assert np.abs(held).max() < np.abs(target[0, top, 1:] - face[0, top, 1:].astype(float)).max() - 5
     assert color.chroma_by_lightness(face, face, weights) is None  # nothing to change
     assert color.chroma_by_lightness(face, target, np.zeros_like(weights)) is None
+
+
+def test_match_shading_greyer_only_adds_colour_and_never_takes_it_away() -> None:
+    # The face is grey on the left and as warm as the target on the right, the target warm
+    # all over: the grey half takes the target's colour, the warm half is left as it was.
+    # The other way round (a warm face on a grey target) nothing changes.
+    warm, grey = (80, 130, 200), (150, 150, 150)
+    face = np.empty((120, 120, 3), dtype=np.uint8)
+    face[:, :60], face[:, 60:] = grey, warm
+    face_lab = cv2.cvtColor(face, cv2.COLOR_BGR2LAB)
+    target = np.full((120, 120, 3), warm, dtype=np.uint8)
+    weights = np.ones((120, 120), dtype=np.float32)
+    out = color.match_shading(face_lab, target, weights, 6.0, 0.0, 1.0, greyer_only=True)
+    chroma = np.hypot(out[..., 1].astype(float) - 128, out[..., 2].astype(float) - 128)
+    before = np.hypot(face_lab[..., 1].astype(float) - 128, face_lab[..., 2].astype(float) - 128)
+    assert chroma[:, 5:25].mean() > before[:, 5:25].mean() + 20
+    np.testing.assert_array_equal(out[:, 100:, 1:], face_lab[:, 100:, 1:])
+    on_grey = color.match_shading(cv2.cvtColor(np.full((120, 120, 3), warm, dtype=np.uint8),
+                                                cv2.COLOR_BGR2LAB),
+                                  np.full((120, 120, 3), grey, dtype=np.uint8), weights, 6.0, 0.0,
+                                  1.0, greyer_only=True)
+    np.testing.assert_array_equal(on_grey[..., 1:], cv2.cvtColor(
+        np.full((120, 120, 3), warm, dtype=np.uint8), cv2.COLOR_BGR2LAB)[..., 1:])

@@ -216,7 +216,10 @@ def test_a_face_at_the_size_threshold_does_not_pop_between_frames() -> None:
         return float(np.abs(out.astype(int) - frame.astype(int))[region].mean())
 
     full = change(28.5)  # fully swapped from 28 px
-    assert full > 0.85 * change(40.0)  # (the measure itself shrinks a little with the face)
+    # (the measure itself shrinks a little with the face: 0.88 of it, 0.85 since the fine
+    # colour match of session 11 changes a larger face's random colours a little more; a swap
+    # still fading in would be near half)
+    assert full > 0.8 * change(40.0)
     assert change(23.8) == 0.0  # under the threshold: untouched, as before
     assert 0.0 < change(24.2) < 0.1 * full
 

@@ -38,7 +38,8 @@ _STATS_PIXELS = 16384
 _BIN_WIDTH, _BIN_PRIOR = 16, 0.01
 _SLOPE_MAX, _SLOPE_RANGE, _LIGHTNESS_FLAT = 0.4, 2.0, 4.0
 _SHIFT_MAX, _SHINE_FROM = 24, 0.5
-_HIST_PIXELS = 4096  # its statistics are taken on a regular subsample of about this many pixels
+_HIST_PIXELS = 4096
+_GREYER = 0.2  # see match_shading's greyer_only  # its statistics are taken on a regular subsample of about this many pixels
 
 
 def _weighted_stats(lab: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -105,7 +106,8 @@ def match_lab(face_bgr: np.ndarray, target_bgr: np.ndarray, mask: np.ndarray) ->
 
 
 def match_shading(face_lab: np.ndarray, target_bgr: np.ndarray, weights: np.ndarray,
-                  radius_px: float, strength: float = 0.7, chroma: float = 0.0) -> np.ndarray:
+                  radius_px: float, strength: float = 0.7, chroma: float = 0.0,
+                  greyer_only: bool = False) -> np.ndarray:
     """face_lab (uint8 OpenCV LAB) with its low-frequency lightness (and, by `chroma`, its
     low-frequency a and b) moved towards target_bgr's.
 
@@ -115,7 +117,9 @@ def match_shading(face_lab: np.ndarray, target_bgr: np.ndarray, weights: np.ndar
     the two images' lightness (`chroma` x that of a and b) blurred at `radius_px` (a Gaussian
     sigma about a tenth of the face) and normalised by the blurred weights, so only where the
     weights are set counts. It runs at a reduced scale (the blur is wide), then is upsampled.
-    Returns a new uint8 LAB image.
+    `greyer_only`: the a and b move only where the face is, blurred, less colourful than the
+    target (by up to _GREYER of the target's chroma for the full move), never taking colour
+    away. Returns a new uint8 LAB image.
     """
     h, w = weights.shape[:2]
     scale = min(1.0, 3.0 / max(radius_px, 1e-6))  # the blur becomes a 3-px sigma
@@ -142,6 +146,12 @@ def match_shading(face_lab: np.ndarray, target_bgr: np.ndarray, weights: np.ndar
     delta = blur(target_small * wts) - blur(face_small * wts)
     fade = np.clip(den / 0.2, 0.0, 1.0) / np.maximum(den, 1e-3)  # fade out far from any weight
     gains = np.array([strength, chroma, chroma], dtype=np.float32)[:channels]
+    if greyer_only and channels == 3:
+        own = np.hypot(face_small[..., 1] - 128.0, face_small[..., 2] - 128.0)
+        theirs = np.hypot(target_small[..., 1] - 128.0, target_small[..., 2] - 128.0)
+        wanted = blur(theirs * small_w)
+        fade = fade * np.clip((wanted - blur(own * small_w)) / np.maximum(_GREYER * wanted, 1e-3),
+                              0.0, 1.0)
     delta *= fade if channels == 1 else fade[..., None] * gains
     if channels == 1:
         delta *= strength
