@@ -3,6 +3,7 @@ that keeps what it is given. Moved out of the package: nothing but tests uses th
 
 from __future__ import annotations
 
+import threading
 import time
 from types import MappingProxyType
 from typing import Mapping
@@ -23,6 +24,24 @@ def read_index(image: np.ndarray) -> int:
     """The index stamped by stamp_index (median of the block, robust to light filtering)."""
     block = np.median(image[:4, :4].reshape(-1, 3).astype(np.int64), axis=0)
     return int(block[0]) | (int(block[1]) << 8) | (int(block[2]) << 16)
+
+
+class InFlight:
+    """Counts the frames made and not yet written, and the most at once: what a file pipeline's
+    memory bound promises (made() as the decoder yields a frame, written() as it leaves)."""
+
+    def __init__(self) -> None:
+        self.alive = self.peak = 0
+        self._lock = threading.Lock()
+
+    def made(self) -> None:
+        with self._lock:
+            self.alive += 1
+            self.peak = max(self.peak, self.alive)
+
+    def written(self) -> None:
+        with self._lock:
+            self.alive -= 1
 
 
 class NoModels:

@@ -498,33 +498,28 @@ def test_a_video_given_as_the_source_face_is_told_how_to_take_a_frame_of_it(
     # `--source clip.mp4` was told "(`livecam video` swaps the faces in videos)": the hint for a
     # video given to `livecam image` as its input, useless for the face to put in.
     from livecam.settings import IMAGE_READ_FORMATS
-    from tests.videos import make_clip
+    from tests.videos import make_animation, make_clip
 
     formats = ", ".join(IMAGE_READ_FORMATS)
     clip = make_clip(tmp_path / "my clip.mp4", frames=2, audio=False)
+    gif = make_animation(tmp_path / "face.gif", frames=2)
     out = tmp_path / "o.jpg"
-    result = run_cli(["image", str(faces_dir / "obama.jpg"), str(out), "-s", str(clip), "--swap-model", "mesh"],
-                     env=isolated_env)
-    assert result.returncode == 2
-    line = only_error_line(result.stderr)
+
+    def error_line(target: Path, source: Path) -> str:
+        result = run_cli(["image", str(target), str(out), "-s", str(source), "--swap-model", "mesh"], env=isolated_env)
+        assert result.returncode == 2, result.stderr
+        return only_error_line(result.stderr)
+
+    line = error_line(faces_dir / "obama.jpg", clip)
     assert line == (f"livecam: error: {clip} is a video, not a photo; a source photo must be a still image of "
                     f"the face ({formats}): save one frame of the video as a photo first, e.g. "
                     f"`ffmpeg -ss 5 -i '{clip}' -frames:v 1 face.jpg` (the frame 5 seconds in), and give face.jpg"), line
     # the same video as the input to swap faces in keeps its own hint
-    result = run_cli(["image", str(clip), str(out), "-s", str(faces_dir / "biden.jpg"), "--swap-model", "mesh"],
-                     env=isolated_env)
-    assert result.returncode == 2
-    line = only_error_line(result.stderr)
+    line = error_line(clip, faces_dir / "biden.jpg")
     assert line.endswith(f"is a video, not a photo; give a {formats} image (`livecam video` swaps "
                          f"the faces in videos)"), line
     # an animated GIF as the source face: not "use `livecam video`" either
-    from tests.videos import make_animation
-
-    gif = make_animation(tmp_path / "face.gif", frames=2)
-    result = run_cli(["image", str(faces_dir / "obama.jpg"), str(out), "-s", str(gif), "--swap-model", "mesh"],
-                     env=isolated_env)
-    assert result.returncode == 2
-    line = only_error_line(result.stderr)
+    line = error_line(faces_dir / "obama.jpg", gif)
     assert line == (f"livecam: error: {gif} is an animated GIF, not one picture; a source photo must be one still "
                     f"image of the face: save the frame you want as its own image (e.g. `ffmpeg -i {gif} -frames:v 1 "
                     f"face.png` takes the first) and give that"), line

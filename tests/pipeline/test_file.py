@@ -31,7 +31,7 @@ from livecam.pipeline.file import (
 from livecam.media.provenance import label_box
 from livecam.media.video_reader import VideoReader
 from livecam.settings import ProcessingSettings, RuntimeSettings, VideoJob
-from tests.doubles import NoModels
+from tests.doubles import InFlight, NoModels
 from tests.videos import clip_with_chapters, count_frames, make_clip, make_timed_clip, probe, read_index
 
 SQUARE = (slice(20, 44), slice(40, 72))  # rows, cols the fake engine inverts
@@ -103,30 +103,23 @@ def test_frames_come_out_in_order_with_four_workers_and_uneven_delays(tmp_path: 
 
 def test_frames_in_flight_are_bounded() -> None:
     """However long the input, at most max_in_flight frames exist between decode and write."""
-    alive = 0
-    peak = 0
-    lock = threading.Lock()
+    flight = InFlight()
 
     def frames():  # type: ignore[no-untyped-def]
-        nonlocal alive, peak
         for i in range(200):
-            with lock:
-                alive += 1
-                peak = max(peak, alive)
+            flight.made()
             yield OutFrame(np.zeros((8, 8, 3), np.uint8), i / 30)
 
     written: list[int] = []
 
     def write(packet: FramePacket) -> None:
-        nonlocal alive
         time.sleep(0.001)  # a slow encoder: the decoder must wait, not pile up frames
         written.append(packet.index)
-        with lock:
-            alive -= 1
+        flight.written()
 
     stats = run_frames(frames(), write, InvertEngine(face=False), workers=3, max_in_flight=6, label=False)
     assert written == list(range(200)) and stats.frames == 200
-    assert peak <= 6
+    assert flight.peak <= 6
 
 
 def test_frames_in_flight_budget(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -642,27 +635,21 @@ def test_fps_above_the_input_rate_tracks_each_frame_once_in_order() -> None:
 
 
 def test_fps_above_the_input_rate_keeps_frames_in_flight_bounded() -> None:
-    alive, peak = 0, 0
-    lock = threading.Lock()
+    flight = InFlight()
 
     def frames():  # type: ignore[no-untyped-def]
-        nonlocal alive, peak
         for i in range(60):
-            with lock:
-                alive += 1
-                peak = max(peak, alive)
+            flight.made()
             yield OutFrame(np.zeros((8, 8, 3), np.uint8), i / 10)
 
     def write(packet: FramePacket) -> None:
-        nonlocal alive
         time.sleep(0.001)
         if packet.index == 179 or _shown(packet.index + 1, 60) != _shown(packet.index, 60):  # its last tick
-            with lock:
-                alive -= 1
+            flight.written()
 
     stats = run_frames(retime(frames(), Fraction(30), Fraction(10)), write, InvertEngine(face=False),
                        workers=3, max_in_flight=6, label=False)
-    assert stats.frames == 180 and peak <= 6 + 1  # + the one retime reads ahead (the next, to find the nearest)
+    assert stats.frames == 180 and flight.peak <= 6 + 1  # + the one retime reads ahead (the next, to find the nearest)
 
 
 def test_a_10fps_clip_at_30fps_goes_through_the_engine_once_per_input_frame(tmp_path: Path) -> None:

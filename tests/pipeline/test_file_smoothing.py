@@ -22,6 +22,7 @@ from livecam.pipeline.engine import Engine
 from livecam.pipeline.file import InOrder, OutFrame, run_frames
 from livecam.runtime.providers import ProviderChoice
 from livecam.settings import AnalysisSettings, ProcessingSettings, RuntimeSettings, SwapSettings
+from tests.doubles import InFlight
 
 CPU = ProviderChoice(names=("cpu",), ort_providers=(("CPUExecutionProvider", ()),))
 FPS = 30.0
@@ -193,30 +194,24 @@ def test_variable_frame_rate_timestamps_feed_the_filter() -> None:
 
 
 def test_frames_in_flight_stay_bounded_while_waiting_for_order() -> None:
-    alive = peak = 0
-    lock = threading.Lock()
+    flight = InFlight()
 
     def source():  # type: ignore[no-untyped-def]
-        nonlocal alive, peak
         for i in range(120):
-            with lock:
-                alive += 1
-                peak = max(peak, alive)
+            flight.made()
             yield OutFrame(frame(i), i / FPS)
 
     written: list[int] = []
 
     def write(packet: FramePacket) -> None:
-        nonlocal alive
         written.append(packet.index)
-        with lock:
-            alive -= 1
+        flight.written()
 
     # Every 10th frame is slow to detect: the frames after it wait for it in the ordered step.
     engine = fake_engine(0.5, NoisyDetector(delay=lambda i: 0.02 if i % 10 == 0 else 0.0))
     stats = run_frames(source(), write, engine, workers=4, max_in_flight=7, label=False)
     assert written == list(range(120)) and stats.frames == stats.processed == 120
-    assert peak <= 7
+    assert flight.peak <= 7
 
 
 @pytest.mark.parametrize("where", ["detect", "track"])
