@@ -221,6 +221,30 @@ def test_a_ts_recording_starting_at_10_hours_with_non_square_pixels(tmp_path: Pa
     assert info["frames"] == 60 and info["times"][0] < 0.1 and info["audio_duration"] == pytest.approx(2.0, abs=0.1)
 
 
+def test_a_raw_h264_stream_plays_at_the_rate_it_declares(tmp_path: Path, isolated_env: dict[str, str]) -> None:
+    """A dashcam's or Raspberry Pi camera's .h264 has no timestamps, only the rate in its SPS:
+    a 10 fps one came out at FFmpeg's 25 fps default, 2.5 times too fast."""
+    import av
+
+    source = tmp_path / "cam.h264"
+    with av.open(str(source), "w", format="h264") as out:
+        vs = out.add_stream("libx264", rate=10)
+        vs.width, vs.height, vs.pix_fmt = 96, 64, "yuv420p"
+        for i in range(12):
+            frame = av.VideoFrame.from_ndarray(np.full((64, 96, 3), 20 * i, np.uint8), format="bgr24")
+            frame.pts = i
+            out.mux(vs.encode(frame))
+        out.mux(vs.encode())
+    out_path = tmp_path / "out.mp4"
+    proc, _ = _start_patched(["video", str(source), str(out_path), "--source", "face.jpg"], tmp_path, isolated_env,
+                             delay=0.0)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    info = probe(out_path)
+    assert info["frames"] == 12 and info["rate"] == 10
+    assert info["times"][-1] == pytest.approx(1.1, abs=0.01)
+
+
 def test_a_full_range_clip_keeps_its_grey_and_its_colour_tags(tmp_path: Path, isolated_env: dict[str, str]) -> None:
     """The whole `video` path: a full-range BT.709 grey came out darker, with no colour tags."""
     from tests.videos import colour_tags, make_flat_clip
