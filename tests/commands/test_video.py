@@ -373,6 +373,9 @@ def test_no_face_of_the_reference_person_says_so(tmp_path: Path, faces_dir: Path
 @pytest.mark.parametrize("args,text", [
     (["video", "in.mp4", "out.mp4"], "missing --source PATH"),
     (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--frame-range", "9:3"], "Invalid value for --frame-range"),
+    # two words said only "Got unexpected extra argument (5)"
+    (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--frame-range", "2", "5"],
+     "Invalid value for --frame-range: expected START:END frame numbers with END > START, in one word (2:END)"),
     (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--keep-fps", "--fps", "25"], "exclude each other"),
     # nan and inf passed click's range and failed mid-run as internal errors; a rate under 1/2002
     # became a division by zero
