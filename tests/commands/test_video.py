@@ -224,17 +224,9 @@ def test_a_ts_recording_starting_at_10_hours_with_non_square_pixels(tmp_path: Pa
 def test_a_raw_h264_stream_plays_at_the_rate_it_declares(tmp_path: Path, isolated_env: dict[str, str]) -> None:
     """A dashcam's or Raspberry Pi camera's .h264 has no timestamps, only the rate in its SPS:
     a 10 fps one came out at FFmpeg's 25 fps default, 2.5 times too fast."""
-    import av
+    from tests.videos import make_raw_h264
 
-    source = tmp_path / "cam.h264"
-    with av.open(str(source), "w", format="h264") as out:
-        vs = out.add_stream("libx264", rate=10)
-        vs.width, vs.height, vs.pix_fmt = 96, 64, "yuv420p"
-        for i in range(12):
-            frame = av.VideoFrame.from_ndarray(np.full((64, 96, 3), 20 * i, np.uint8), format="bgr24")
-            frame.pts = i
-            out.mux(vs.encode(frame))
-        out.mux(vs.encode())
+    source = make_raw_h264(tmp_path / "cam.h264", frames=12, fps=10)
     out_path = tmp_path / "out.mp4"
     proc, _ = _start_patched(["video", str(source), str(out_path), "--source", "face.jpg"], tmp_path, isolated_env,
                              delay=0.0)
