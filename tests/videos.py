@@ -372,3 +372,17 @@ def clip_with_chapters(path: Path) -> Path:
             out.mux(stream.encode(frame))
         out.mux(stream.encode())
     return path
+
+
+def make_raw_h264(path: Path, frames: int = 12, fps: int = 10) -> Path:
+    """A raw H.264 stream (a dashcam's, a Raspberry Pi camera's .h264): no container, no
+    timestamps, its rate only in the SPS; frame i a flat grey of 20 * i."""
+    with av.open(str(path), "w", format="h264") as out:
+        vs = out.add_stream("libx264", rate=fps)
+        vs.width, vs.height, vs.pix_fmt = 96, 64, "yuv420p"
+        for i in range(frames):
+            frame = av.VideoFrame.from_ndarray(np.full((64, 96, 3), 20 * i % 256, np.uint8), format="bgr24")
+            frame.pts = i
+            out.mux(vs.encode(frame))
+        out.mux(vs.encode())
+    return path

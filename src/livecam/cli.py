@@ -568,7 +568,10 @@ def _parse_resolution(value: str) -> tuple[int, int]:
                                  param_hint="--resolution") from None
 
 
-def _parse_frame_range(value: str | None) -> tuple[int, int | None] | None:
+def _parse_frame_range(ctx: click.Context, param: click.Parameter,
+                       value: str | None) -> tuple[int, int | None] | None:
+    """A click callback, so a value is checked before click looks for extra arguments:
+    `--frame-range 2 5` said only "Got unexpected extra argument (5)"."""
     if value is None:
         return None
     start, sep, end = value.partition(":")
@@ -578,8 +581,9 @@ def _parse_frame_range(value: str | None) -> tuple[int, int | None] | None:
         if not sep or s < 0 or (e is not None and e <= s):
             raise ValueError
     except ValueError:
-        raise click.BadParameter(f"expected START:END frame numbers with END > START, got {value!r}",
-                                 param_hint="--frame-range") from None
+        one_word = f", in one word ({start}:END)" if not sep and start.isdigit() else ""
+        raise click.BadParameter(f"expected START:END frame numbers with END > START{one_word}, got {value!r}",
+                                 ctx, param_hint="--frame-range") from None
     return s, e
 
 
@@ -642,7 +646,7 @@ def run(ctx: click.Context, **kw: Any) -> None:
 @click.option("--fps", type=FiniteRange(0.01, 1000), help="Output frame rate instead.")
 @click.option("--audio/--no-audio", default=True, show_default=True, help="Keep the audio.")
 @click.option("--keep-partial", is_flag=True, help="On Ctrl-C or error, keep a valid shorter video.")
-@click.option("--frame-range", metavar="START:END",
+@click.option("--frame-range", metavar="START:END", callback=_parse_frame_range,
               help="Output frames START (from 0) up to END (excluded) to process, numbered after --fps; "
                    "the rest is copied through.")
 @click.option("--max-memory", type=FiniteRange(min=0.1),
@@ -677,7 +681,7 @@ def video(ctx: click.Context, input: Path, output: str, **kw: Any) -> None:
     _require_source(processing)
     job = VideoJob(input=input, output=_file_output(output, input, "video"), processing=processing, force=kw["force"], label=kw["label"],
                    encoder=kw["video_encoder"], quality=kw["video_quality"], fps=kw["fps"], audio=kw["audio"],
-                   keep_partial=kw["keep_partial"], frame_range=_parse_frame_range(kw["frame_range"]),
+                   keep_partial=kw["keep_partial"], frame_range=kw["frame_range"],
                    max_memory_gb=kw["max_memory"], watermark=kw["watermark"], c2pa=_c2pa(kw),
                    pattern=kw["pattern"], skip_existing=kw["skip_existing"])
     from livecam.commands.video import run_video

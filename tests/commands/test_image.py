@@ -524,3 +524,29 @@ def test_a_video_given_as_the_source_face_is_told_how_to_take_a_frame_of_it(
                     f"image of the face: save the frame you want as its own image (e.g. `ffmpeg -i {gif} -frames:v 1 "
                     f"face.png` takes the first) and give that"), line
     no_leftovers(tmp_path, clip, gif)
+
+
+@pytest.mark.parametrize("fmt, codec, name", [
+    ("mpegts", "libx264", "rec.ts"), ("vob", "mpeg2video", "clip.mpg"), ("flv", "flv", "clip.flv"),
+    ("asf", "wmv2", "clip.wmv"), ("h264", "libx264", "cam.h264"), ("yuv4mpegpipe", "rawvideo", "clip.y4m"),
+])
+def test_a_video_livecam_video_reads_is_called_a_video_in_any_container(
+        tmp_path: Path, isolated_env: dict[str, str], fmt: str, codec: str, name: str) -> None:
+    # only MP4/MOV, Matroska and AVI were: a .ts, .mpg, .flv, .wmv, .y4m or a dashcam's .h264
+    # given to `livecam image` was "not an image livecam can read; check the file"
+    import av
+
+    clip = tmp_path / name
+    with av.open(str(clip), "w", format=fmt) as out:
+        vs = out.add_stream(codec, rate=25)
+        vs.width, vs.height, vs.pix_fmt = 64, 48, "yuv420p"
+        for i in range(3):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 60 * i, np.uint8), format="bgr24")
+            frame.pts = i
+            out.mux(vs.encode(frame))
+        out.mux(vs.encode())
+    result = run_cli(["image", str(clip), str(tmp_path / "o.jpg"), "-s", "face.jpg"], env=isolated_env)
+    assert result.returncode == 2
+    line = only_error_line(result.stderr)
+    assert line.startswith(f"livecam: error: {clip} is a video, not a photo; ") and "`livecam video`" in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]

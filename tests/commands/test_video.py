@@ -221,6 +221,22 @@ def test_a_ts_recording_starting_at_10_hours_with_non_square_pixels(tmp_path: Pa
     assert info["frames"] == 60 and info["times"][0] < 0.1 and info["audio_duration"] == pytest.approx(2.0, abs=0.1)
 
 
+def test_a_raw_h264_stream_plays_at_the_rate_it_declares(tmp_path: Path, isolated_env: dict[str, str]) -> None:
+    """A dashcam's or Raspberry Pi camera's .h264 has no timestamps, only the rate in its SPS:
+    a 10 fps one came out at FFmpeg's 25 fps default, 2.5 times too fast."""
+    from tests.videos import make_raw_h264
+
+    source = make_raw_h264(tmp_path / "cam.h264", frames=12, fps=10)
+    out_path = tmp_path / "out.mp4"
+    proc, _ = _start_patched(["video", str(source), str(out_path), "--source", "face.jpg"], tmp_path, isolated_env,
+                             delay=0.0)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    info = probe(out_path)
+    assert info["frames"] == 12 and info["rate"] == 10
+    assert info["times"][-1] == pytest.approx(1.1, abs=0.01)
+
+
 def test_a_full_range_clip_keeps_its_grey_and_its_colour_tags(tmp_path: Path, isolated_env: dict[str, str]) -> None:
     """The whole `video` path: a full-range BT.709 grey came out darker, with no colour tags."""
     from tests.videos import colour_tags, make_flat_clip
@@ -349,6 +365,9 @@ def test_no_face_of_the_reference_person_says_so(tmp_path: Path, faces_dir: Path
 @pytest.mark.parametrize("args,text", [
     (["video", "in.mp4", "out.mp4"], "missing --source PATH"),
     (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--frame-range", "9:3"], "Invalid value for --frame-range"),
+    # two words said only "Got unexpected extra argument (5)"
+    (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--frame-range", "2", "5"],
+     "Invalid value for --frame-range: expected START:END frame numbers with END > START, in one word (2:END)"),
     (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--keep-fps", "--fps", "25"], "exclude each other"),
     # nan and inf passed click's range and failed mid-run as internal errors; a rate under 1/2002
     # became a division by zero

@@ -272,3 +272,20 @@ def test_the_engines_lanes_are_the_workers_of_one_file_and_of_a_folder(tmp_path:
             assert set(lane.threads) <= {f"livecam-lane-{k}"}
     assert count_frames(tmp_path / "one.mp4") == 12
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.mp4", "b.mp4"]
+
+
+def test_a_folder_of_raw_camera_streams_is_a_batch_at_their_own_rates(tmp_path: Path,
+                                                                      isolated_env: dict[str, str]) -> None:
+    """A dashcam's folder of .h264 files was "no files with a video extension"; each is written
+    as .mp4 at the rate its stream declares (10 fps here, not FFmpeg's 25 fps default)."""
+    from tests.videos import make_raw_h264
+
+    folder = tmp_path / "dashcam"
+    folder.mkdir()
+    make_raw_h264(folder / "trip.h264", frames=12, fps=10)
+    out = tmp_path / "out"
+    code, lines = _run(["video", str(folder), str(out), *FAST], tmp_path, isolated_env)
+    assert code == 0, lines
+    assert [p.name for p in out.iterdir()] == ["trip.mp4"]
+    info = probe(out / "trip.mp4")
+    assert info["frames"] == 12 and info["rate"] == 10

@@ -216,6 +216,8 @@ def test_declared_size_of_every_format() -> None:
     (b"\x00\x00\x00\x1cftypavif\x00\x00\x00\x00avifmif1miaf", "is an AVIF image"),
     (b"\x00\x00\x00\x20ftypisom\x00\x00\x02\x00isomiso2avc1mp41", "is a video, not a photo.*`livecam video`"),
     (b"\x1a\x45\xdf\xa3\x01\x00\x00\x00\x00\x00\x00\x1f\x42\x86\x81\x01", "is a video"),
+    # a Windows icon opens with 00 00 01, as an MPEG start code does, but is no video
+    (b"\x00\x00\x01\x00\x01\x00\x10\x10\x00\x00\x01\x00\x20\x00", "not an image livecam can read"),
 ])
 def test_unreadable_files_give_one_line_input_errors(tmp_path: Path, content: bytes, what: str) -> None:
     path = tmp_path / "photo.jpg"

@@ -239,7 +239,8 @@ class VideoFileSource:
     def open(self) -> None:
         import av
 
-        from livecam.media.video_reader import VideoDecoder, open_input, timeline_origin, video_stream_of
+        from livecam.media.video_reader import (VideoDecoder, open_input, stream_rate, timeline_origin,
+                                                  video_stream_of)
 
         try:
             if "://" in self.location:  # a stream URL: opened once, no file checks
@@ -257,7 +258,7 @@ class VideoFileSource:
                 self._container = None
             raise
         cc = stream.codec_context
-        rate = stream.average_rate or stream.guessed_rate
+        rate = stream_rate(self._container, stream)
         self.fps = float(rate) if rate else None
         # size=None: the first frame (turned upright) sets the size later ones are fitted to.
         self._decoder = VideoDecoder(self._container, stream, self.name, size=None,

@@ -163,6 +163,19 @@ _HEIF_BRANDS = {b"heic": "HEIC", b"heix": "HEIC", b"heim": "HEIC", b"heis": "HEI
                 b"msf1": "HEIF", b"avif": "AVIF", b"avis": "AVIF"}
 
 
+def _is_video(data: bytes) -> bool:
+    """Whether a file's first bytes are those of a video container or stream `livecam video`
+    reads: MP4/MOV (a QuickTime file may open with a wide, free or skip atom), Matroska/WebM, AVI,
+    MPEG-TS (.ts; .m2ts/.mts with a 4-byte prefix to each 188-byte packet), MPEG-PS (.mpg, .vob),
+    FLV, ASF (.wmv), Y4M, and a raw H.264/HEVC/MPEG stream (a start code; an icon's 00 00 01 00
+    is no NAL unit). A .ts, .wmv or dashcam .h264 was "not an image livecam can read"."""
+    ts = all(data[i:i + 1] == b"\x47" for i in (0, 188)) or all(data[i:i + 1] == b"\x47" for i in (4, 196))
+    start_code = data.startswith(b"\x00\x00\x00\x01") or (data.startswith(b"\x00\x00\x01") and data[3:4] != b"\x00")
+    return (data[4:8] in (b"ftyp", b"moov", b"mdat", b"wide", b"free", b"skip") or data[:4] == b"\x1a\x45\xdf\xa3"
+            or (data[:4] == b"RIFF" and data[8:12] == b"AVI ") or ts or start_code or data[:3] == b"FLV"
+            or data[:8] == b"\x30\x26\xb2\x75\x8e\x66\xcf\x11" or data[:9] == b"YUV4MPEG2")
+
+
 def _unreadable_message(path: Path, data: bytes, face_photo: str = "") -> str:
     """What to do with a file that is no image livecam reads: a phone's HEIC photo, or a video
     given to `livecam image` (both were "not an image livecam can read; check the file") or as
@@ -174,8 +187,7 @@ def _unreadable_message(path: Path, data: bytes, face_photo: str = "") -> str:
         if kind is not None:
             return (f"{path} is {'an' if kind == 'AVIF' else 'a'} {kind} image, which livecam cannot read; convert it to JPEG or PNG first "
                     f"(on a phone: share or export it as JPEG)")
-    if data[4:8] in (b"ftyp", b"moov", b"mdat") or data[:4] == b"\x1a\x45\xdf\xa3" \
-            or (data[:4] == b"RIFF" and data[8:12] == b"AVI "):
+    if _is_video(data):
         formats = ", ".join(IMAGE_READ_FORMATS)
         instead = (f"a {face_photo} photo must be a still image of the face ({formats}): save one frame of "
                    f"the video as a photo first, e.g. `ffmpeg -ss 5 -i {shlex.quote(str(path))} -frames:v 1 "

@@ -242,6 +242,22 @@ def _frame_count(stream: av.video.stream.VideoStream) -> int | None:
     return max(1, round(seconds * float(rate))) if rate else None
 
 
+# AVFormatContext flag of formats whose packets carry no timestamps (raw .h264/.hevc streams).
+AVFMT_NOTIMESTAMPS = 0x80
+
+
+def stream_rate(container: av.container.InputContainer, stream: av.video.stream.VideoStream) -> Fraction | None:
+    """The frames a second `stream` plays at. A raw H.264/HEVC stream (a dashcam's or a Raspberry
+    Pi camera's .h264) has no timestamps: FFmpeg's demuxer then reports its own 25 fps default as
+    the average, while the rate the stream declares (its SPS timing) is the codec's, which players
+    and FFmpeg's own outputs use; a 10 fps clip came out 2.5 times too fast. None: unknown."""
+    declared = stream.codec_context.framerate
+    if container.format.flags & AVFMT_NOTIMESTAMPS and declared:
+        return Fraction(declared)
+    rate = stream.average_rate or stream.guessed_rate or stream.base_rate
+    return Fraction(rate) if rate else None
+
+
 def timeline_origin(container: av.container.InputContainer) -> float:
     """Where the output timeline's 0 lies in the input, in seconds: the earliest start of any of
     its streams (an MPEG-TS starts anywhere, an MKV may be offset), as FFmpeg's outputs do."""
@@ -706,7 +722,7 @@ class VideoReader:
         cc = vs.codec_context
         if not cc.width or not cc.height:
             raise InputError(f"{self.path}: the video stream has no frame size; the file is corrupt")
-        rate = as_fraction(vs.average_rate or vs.guessed_rate or vs.base_rate or Fraction(30))
+        rate = as_fraction(stream_rate(c, vs) or Fraction(30))
         tb = vs.time_base or Fraction(1, 90000)
         duration = float(vs.duration * tb) if vs.duration else container_duration(c)
         origin = timeline_origin(c)
