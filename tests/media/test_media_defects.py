@@ -669,3 +669,47 @@ def test_an_mkv_starting_late_is_not_called_cut_short(tmp_path: Path, caplog: py
         assert reader.info.duration == pytest.approx(1.0, abs=0.05)
         assert sum(1 for _ in reader.frames()) == 30
     assert not [r.getMessage() for r in caplog.records if "cut short" in r.getMessage()]
+
+
+def _avi_with_b_frames(path: Path, frames: int = 10) -> Path:
+    """A 25 fps H.264 AVI with two B-frames between references, frame i a grey of level 20 i, and
+    0.4 s of PCM audio from 0."""
+    with av.open(str(path), "w") as out:
+        vs = out.add_stream("libx264", rate=25)
+        vs.width, vs.height, vs.pix_fmt = 64, 48, "yuv420p"
+        vs.codec_context.options = {"preset": "ultrafast", "x264-params": "bframes=2:b-adapt=0"}
+        audio = out.add_stream("pcm_s16le", rate=8000)
+        audio.layout = "mono"
+        for i in range(frames):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 20 * i, np.uint8), format="bgr24")
+            frame.pts, frame.time_base = i, Fraction(1, 25)
+            for packet in vs.encode(frame):
+                out.mux(packet)
+        for packet in vs.encode():
+            out.mux(packet)
+        sound = av.AudioFrame.from_ndarray(np.zeros((1, 3200), np.int16), format="s16", layout="mono")
+        sound.sample_rate, sound.pts = 8000, 0
+        for packet in [*audio.encode(sound), *audio.encode()]:
+            out.mux(packet)
+    return path
+
+
+def test_an_avi_with_b_frames_keeps_its_frame_times_and_audio_sync(tmp_path: Path,
+                                                                   isolated_env: dict[str, str]) -> None:
+    # AVI's times are decode times, handed out of order with reordered frames: the output began
+    # at 0.04 s with 0.08 s missing, the video a frame late against the audio.
+    from livecam.samples import sample_path
+    from tests.conftest import run_cli
+
+    source = _avi_with_b_frames(tmp_path / "in.avi")
+    with av.open(str(source)) as c:
+        assert c.streams.video[0].codec_context.has_b_frames
+    out = tmp_path / "out.mkv"  # the PCM copied: the audio keeps its exact start
+    made = run_cli(["video", str(source), str(out), "--source", str(sample_path("astronaut")), "--swap-model", "mesh",
+                    "--no-label", "--no-watermark", "--no-c2pa"], env=isolated_env)
+    assert made.returncode == 0, made.stderr
+    info = probe(out)
+    assert info["times"] == pytest.approx([i / 25 for i in range(10)], abs=1e-3)
+    assert [round(float(image.mean()) / 20) for image in info["images"]] == list(range(10))  # in order
+    assert info["audio_start"] == pytest.approx(0.0, abs=1e-3)
+    assert info["audio_duration"] == pytest.approx(0.4, abs=0.03)

@@ -12,8 +12,10 @@ FILE` (camera.VideoFileSource) uses it too.
 
 from __future__ import annotations
 
+import collections
 import errno
 import functools
+import heapq
 import logging
 import os
 import stat
@@ -412,6 +414,43 @@ class Deinterlacer:
                 ready.append(out)
 
 
+class DecodeTimes:
+    """Presentation times for an AVI stream that reorders frames (B-frames). AVI stores none: the
+    demuxer guesses each packet's as its decode time plus the decoder's delay, and a decoder that
+    reorders (H.264) hands those out with the wrong frames, out of order. The frames come out in
+    presentation order, so the n-th takes the smallest time not yet taken (seen within LOOKAHEAD
+    frames, held back till then), less that delay: the first frame at the first decode time, with
+    the audio, and a frame the decoder drops in damaged data leaves its gap."""
+
+    LOOKAHEAD = 8  # frames; more than a B-frame's time moves (3 with two B-frames)
+
+    def __init__(self) -> None:
+        self._held: collections.deque[av.VideoFrame] = collections.deque()
+        self._times: list[int] = []  # a heap
+        self._delay: int | None = None
+
+    def sent(self, packet: av.Packet) -> None:
+        if self._delay is None and packet.pts is not None and packet.dts is not None:
+            self._delay = packet.pts - packet.dts
+
+    def frame(self, frame: av.VideoFrame) -> list[av.VideoFrame]:
+        """The frames ready to go on, with their times."""
+        self._held.append(frame)
+        if frame.pts is not None:
+            heapq.heappush(self._times, frame.pts)
+        return [self._next()] if len(self._held) > self.LOOKAHEAD else []
+
+    def flush(self) -> list[av.VideoFrame]:
+        """The frames held back, at the end of the stream."""
+        return [self._next() for _ in range(len(self._held))]
+
+    def _next(self) -> av.VideoFrame:
+        frame = self._held.popleft()
+        if frame.pts is not None:
+            frame.pts = heapq.heappop(self._times) - (self._delay or 0)
+        return frame
+
+
 class VideoDecoder:
     """The one decode loop (files for `video`, `demo`, `bench`; files and URLs for `run
     --camera`): frames of one stream, upright, of one size, on one timeline from 0.
@@ -461,11 +500,14 @@ class VideoDecoder:
         c, vs = self._container, self._stream
         vs.thread_type = "AUTO"  # frame + slice threads in the decoder
         deinterlacer = Deinterlacer(self.name, as_fraction(vs.time_base or Fraction(1, 90000)))
+        times = DecodeTimes() if c.format.name == "avi" and vs.codec_context.has_b_frames else None
         while True:
             try:
                 for packet in c.demux(vs):
                     if self._restamp is not None:
                         self._restamp(packet)
+                    if times is not None:
+                        times.sent(packet)
                     try:
                         decoded = packet.decode()
                     except av.error.FFmpegError as exc:
@@ -473,13 +515,16 @@ class VideoDecoder:
                         continue
                     for frame in decoded:
                         self._bad_in_a_row = 0
-                        yield from deinterlacer.push(cast(av.VideoFrame, frame))
+                        for ready in times.frame(cast(av.VideoFrame, frame)) if times is not None else [frame]:
+                            yield from deinterlacer.push(cast(av.VideoFrame, ready))
                 break
             except av.error.EOFError:
                 break
             except av.error.FFmpegError as exc:
                 # A demux error: resume reading after it (a fresh generator continues from there).
                 self._bad_packet(self.last_time, exc)
+        for ready in times.flush() if times is not None else []:
+            yield from deinterlacer.push(ready)
         yield from deinterlacer.flush()
 
     def _stamp(self, frame: av.VideoFrame) -> float:
