@@ -237,6 +237,28 @@ def test_a_raw_h264_stream_plays_at_the_rate_it_declares(tmp_path: Path, isolate
     assert info["times"][-1] == pytest.approx(1.1, abs=0.01)
 
 
+def test_an_odd_sized_video_says_the_output_loses_its_last_column_and_row(tmp_path: Path,
+                                                                           isolated_env: dict[str, str]) -> None:
+    """A 97x65 input came out 96x64 without a word (4:2:0 needs even sides)."""
+    import av
+
+    source = tmp_path / "odd.mkv"
+    with av.open(str(source), "w") as out:
+        vs = out.add_stream("ffv1", rate=10)
+        vs.width, vs.height, vs.pix_fmt = 97, 65, "yuv444p"
+        for i in range(3):
+            out.mux(vs.encode(av.VideoFrame.from_ndarray(np.full((65, 97, 3), 40 * i, np.uint8), format="bgr24")))
+        out.mux(vs.encode())
+    out_path = tmp_path / "out.mp4"
+    proc, _ = _start_patched(["video", str(source), str(out_path), "--source", "face.jpg"], tmp_path, isolated_env,
+                             delay=0.0)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    assert probe(out_path)["size"] == (96, 64)
+    assert ("note: the output is 96x64, the input 97x65: video is encoded with even sides (4:2:0 colour), so its "
+            "last column and row of pixels are left out") in stderr, stderr
+
+
 def test_a_full_range_clip_keeps_its_grey_and_its_colour_tags(tmp_path: Path, isolated_env: dict[str, str]) -> None:
     """The whole `video` path: a full-range BT.709 grey came out darker, with no colour tags."""
     from tests.videos import colour_tags, make_flat_clip

@@ -186,10 +186,16 @@ def encoder_sizes(name: str) -> tuple[int, int, int]:
     return ENCODER_SIZES.get(name, (2, 1 << 20, 1 << 20))
 
 
+def encoded_size(width: int, height: int) -> tuple[int, int]:
+    """The size the writer encodes a width x height video at: even sides, as 4:2:0 chroma
+    needs (an odd last column or row is left out)."""
+    return width & ~1, height & ~1
+
+
 def encoder_fits(name: str, width: int, height: int) -> bool:
     """Whether `name` opens for frames of `width` x `height` (made even, as the writer does)."""
     least, most_w, most_h = encoder_sizes(name)
-    w, h = width & ~1, height & ~1
+    w, h = encoded_size(width, height)
     return least <= min(w, h) and w <= most_w and h <= most_h
 
 
@@ -208,7 +214,7 @@ def check_encoder(name: str, output: Path, size: tuple[int, int] | None = None) 
                          f"use --video-encoder {' or '.join(fits) or 'libvpx-vp9'} or another extension")
     if size is not None and not encoder_fits(name, *size):
         least, most_w, most_h = encoder_sizes(name)
-        limits = f"at least {least} pixels a side" if min(size[0] & ~1, size[1] & ~1) < least else \
+        limits = f"at least {least} pixels a side" if min(encoded_size(*size)) < least else \
             (f"at most {most_w} pixels a side" if most_w == most_h else f"at most {most_w}x{most_h} pixels")
         others = [e for e in fits if encoder_fits(e, *size)]
         fix = f"use --video-encoder {' or '.join(others)}" if others else "no encoder here takes it; resize the video first"
@@ -464,8 +470,7 @@ class VideoWriter:
             codec = av.Codec(spec.encoder, "w")
             _quiet_encoder_logs(spec.encoder)
             vs = add_video_stream(self._out, spec.encoder, spec.rate)
-            # Even sizes: 4:2:0 chroma needs them; an odd last row/column is dropped.
-            self._w, self._h = spec.width & ~1, spec.height & ~1
+            self._w, self._h = encoded_size(spec.width, spec.height)
             self._fitter = Fitter((self._w, self._h), spec.shown_path.name)
             vs.width, vs.height = self._w, self._h
             vs.pix_fmt = _pix_fmt(codec)
