@@ -81,6 +81,17 @@ _LIP_INSET = 2
 # The lips' own colour shift (see _match_lips) is blurred across their outline by a Gaussian of
 # this fraction of the face size, at least MIN px.
 _LIP_EDGE, _LIP_EDGE_MIN = 0.01, 0.8
+# ...then the lower lip's lighting, and the skin's under it down to _UNDER_LIP x face size, is
+# the target's there (their LAB blurred by a Gaussian of _LIP_LIGHT x face size, at least 1
+# px): a source lit from the front (obama2.jpg) has a pale top and a shadowed rim on its lower
+# lip and a shadow under it, which one shift for the whole lip ring carried onto the target.
+# (The upper lip's too moved FaceMesh's lips on obama.jpg-on-biden.jpg towards Biden's: the
+# proportions test in tests/processors/test_mesh_identity.py went over its bound.)
+_LIP_LIGHT, _UNDER_LIP = 0.01, 0.04
+# Thin dark lines (a black-hat with a disc of _LINE_SIZE x face size) under the lower lip, down
+# to _LINE_DEPTH x face size, that the warped source has beyond the target's are lightened away:
+# the source's shadow under the lip, its low frequencies matched, was left a thin dark line.
+_LINE_SIZE, _LINE_DEPTH = 0.02, 0.06
 # Glasses: thin dark lines (a morphological black-hat with a square this fraction of the face
 # size) that the target has and the warped source lacks, by LOW..HIGH grey levels, are kept
 # from the target over the eye band; only when the band between the eyes (a glasses bridge)
@@ -538,6 +549,64 @@ def _match_lips(warped: np.ndarray, target: np.ndarray, lips: tuple[np.ndarray, 
         return
     delta = wanted - own
     part = warped[y1:y2, x1:x2].astype(np.float32) + weight[..., None] * delta.astype(np.float32)
+    warped[y1:y2, x1:x2] = np.clip(part + 0.5, 0, 255).astype(np.uint8)
+
+
+def _under_lip(shape_hw: tuple[int, int], outer: np.ndarray, depth: float,
+               ring: np.ndarray, opening: np.ndarray) -> np.ndarray:
+    """bool: the lower lip (`ring` below the line between the mouth corners) and, with
+    `depth` > 0, the skin under it: inside the outer lip contour moved `depth` px down, outside
+    the lips and their opening, below that line."""
+    below = np.zeros(shape_hw, dtype=bool)
+    if depth > 0.0:
+        skin = np.zeros(shape_hw, dtype=np.uint8)
+        cv2.fillPoly(skin, [np.round((outer + (0.0, depth) - 0.5) * 16.0).astype(np.int32)], 1,
+                     shift=4)
+        below = (skin > 0) & (ring == 0) & (opening == 0)
+    else:
+        below = ring > 0
+    below[:max(int(np.ceil((outer[0, 1] + outer[len(outer) // 2, 1]) / 2.0)), 0)] = False
+    return below
+
+
+def _match_lip_lighting(warped: np.ndarray, theirs_bgr: np.ndarray, moved: np.ndarray,
+                        size: float) -> None:
+    """Give the warped lower lip (8-bit LAB, in place) and the skin under it the target's
+    lighting there (see _LIP_LIGHT), and lighten away the thin dark lines the source
+    has there beyond the target's (_LINE_SIZE). theirs_bgr: the target, its lips moved with
+    the shape change onto the `moved` lips (the skin under them as the skin's shading takes
+    it); a smile's teeth in its lip ring do not count."""
+    h, w = warped.shape[:2]
+    sigma = max(1.0, _LIP_LIGHT * size)
+    pad = int(max(_UNDER_LIP, _LINE_DEPTH) * size + 3.0 * sigma) + 1
+    outer_all = moved[mesh_indices.LIPS_OUTER]
+    lo, hi = outer_all.min(axis=0), outer_all.max(axis=0)
+    x1, y1 = max(int(lo[0]) - pad, 0), max(int(lo[1]) - pad, 0)
+    x2, y2 = min(int(hi[0]) + pad + 1, w), min(int(hi[1]) + pad + 1, h)
+    if x2 - x1 < 4 or y2 - y1 < 4:
+        return
+    part = warped[y1:y2, x1:x2].astype(np.float32)
+    theirs = cv2.cvtColor(np.ascontiguousarray(theirs_bgr[y1:y2, x1:x2]), cv2.COLOR_BGR2LAB)
+    ring, opening = _lip_ring(part.shape[:2], moved - (x1, y1))
+    lip = ring > 0
+    if int(lip.sum()) < 8:
+        return
+    outer = outer_all - (x1, y1)
+    lower = _under_lip(part.shape[:2], outer, 0.0, ring, opening)
+    region = (lower & ~_teeth(theirs, lip)) | _under_lip(part.shape[:2], outer,
+                                                         _UNDER_LIP * size, ring, opening)
+    weight = region.astype(np.float32)
+    den = cv2.GaussianBlur(weight, (0, 0), sigma)
+    shift = (cv2.GaussianBlur(theirs.astype(np.float32) * weight[..., None], (0, 0), sigma)
+             - cv2.GaussianBlur(part * weight[..., None], (0, 0), sigma))
+    shift /= np.maximum(den, 1e-3)[..., None]
+    part += np.clip(den * 2.0 - 0.5, 0.0, 1.0)[..., None] * shift
+    k = 2 * max(1, int(round(_LINE_SIZE * size / 2.0))) + 1
+    disc = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))
+    lines = (cv2.morphologyEx(np.clip(part[..., 0], 0.0, 255.0), cv2.MORPH_BLACKHAT, disc)
+             - cv2.morphologyEx(theirs[..., 0].astype(np.float32), cv2.MORPH_BLACKHAT, disc))
+    band = _under_lip(part.shape[:2], outer, _LINE_DEPTH * size, ring, opening)
+    part[..., 0] += cv2.GaussianBlur(band.astype(np.float32), (0, 0), 1.0) * np.maximum(lines, 0.0)
     warped[y1:y2, x1:x2] = np.clip(part + 0.5, 0, 255).astype(np.uint8)
 
 
@@ -1007,6 +1076,12 @@ class MeshSwapper:
                                                  1.0, 1.0)
             if lips is not None and table is not None:
                 _match_lips(warped, original, lips, local, moved, size)
+                # The target's own lips, moved with the shape change onto the moved lips.
+                theirs = original
+                if motion is not None:
+                    theirs = original.copy()
+                    self._move_pixels(original, theirs, motion, lips[1])
+                _match_lip_lighting(warped, theirs, moved, size)
             warped = _match_detail(warped, target, skin, True)
             warped = cv2.cvtColor(warped, cv2.COLOR_LAB2BGR)
         else:
