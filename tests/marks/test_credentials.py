@@ -179,9 +179,9 @@ def test_a_full_disk_while_making_the_identity_says_so_and_offers_no_c2pa(
     def full(*a: object, **kw: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    if step == "mkdir":
-        real_mkdir = os.mkdir
-        monkeypatch.setattr(os, "mkdir", lambda p, *a, **kw: full() if Path(p) == folder else real_mkdir(p, *a, **kw))
+    if step == "mkdir":  # Path.mkdir, not os.mkdir: Python 3.10's pathlib holds its own reference to it
+        real_mkdir = Path.mkdir
+        monkeypatch.setattr(Path, "mkdir", lambda p, *a, **kw: full() if p == folder else real_mkdir(p, *a, **kw))
     else:
         monkeypatch.setattr(os, "fsync", full)  # the kernel says ENOSPC when the bytes are flushed
     out = tmp_path / "out.jpg"
