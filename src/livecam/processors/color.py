@@ -38,8 +38,8 @@ _STATS_PIXELS = 16384
 _BIN_WIDTH, _BIN_PRIOR = 16, 0.01
 _SLOPE_MAX, _SLOPE_RANGE, _LIGHTNESS_FLAT = 0.4, 2.0, 4.0
 _SHIFT_MAX, _SHINE_FROM = 24, 0.5
-_HIST_PIXELS = 4096
-_GREYER = 0.2  # see match_shading's greyer_only  # its statistics are taken on a regular subsample of about this many pixels
+_HIST_PIXELS = 4096  # its statistics are taken on a regular subsample of about this many pixels
+_GREYER = 0.2  # see match_shading's greyer_only
 
 
 def _weighted_stats(lab: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
