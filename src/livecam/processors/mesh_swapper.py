@@ -557,7 +557,7 @@ def _under_lip(shape_hw: tuple[int, int], outer: np.ndarray, depth: float,
     """bool: the lower lip (`ring` below the line between the mouth corners) and, with
     `depth` > 0, the skin under it: inside the outer lip contour moved `depth` px down, outside
     the lips and their opening, below that line."""
-    below = np.zeros(shape_hw, dtype=bool)
+    below: np.ndarray = np.zeros(shape_hw, dtype=bool)
     if depth > 0.0:
         skin = np.zeros(shape_hw, dtype=np.uint8)
         cv2.fillPoly(skin, [np.round((outer + (0.0, depth) - 0.5) * 16.0).astype(np.int32)], 1,
@@ -586,14 +586,15 @@ def _match_lip_lighting(warped: np.ndarray, theirs_bgr: np.ndarray, moved: np.nd
     if x2 - x1 < 4 or y2 - y1 < 4:
         return
     part = warped[y1:y2, x1:x2].astype(np.float32)
+    hw = (y2 - y1, x2 - x1)
     theirs = cv2.cvtColor(np.ascontiguousarray(theirs_bgr[y1:y2, x1:x2]), cv2.COLOR_BGR2LAB)
-    ring, opening = _lip_ring(part.shape[:2], moved - (x1, y1))
+    ring, opening = _lip_ring(hw, moved - (x1, y1))
     lip = ring > 0
     if int(lip.sum()) < 8:
         return
     outer = outer_all - (x1, y1)
-    lower = _under_lip(part.shape[:2], outer, 0.0, ring, opening)
-    region = (lower & ~_teeth(theirs, lip)) | _under_lip(part.shape[:2], outer,
+    lower = _under_lip(hw, outer, 0.0, ring, opening)
+    region = (lower & ~_teeth(theirs, lip)) | _under_lip(hw, outer,
                                                          _UNDER_LIP * size, ring, opening)
     weight = region.astype(np.float32)
     den = cv2.GaussianBlur(weight, (0, 0), sigma)
@@ -605,7 +606,7 @@ def _match_lip_lighting(warped: np.ndarray, theirs_bgr: np.ndarray, moved: np.nd
     disc = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))
     lines = (cv2.morphologyEx(np.clip(part[..., 0], 0.0, 255.0), cv2.MORPH_BLACKHAT, disc)
              - cv2.morphologyEx(theirs[..., 0].astype(np.float32), cv2.MORPH_BLACKHAT, disc))
-    band = _under_lip(part.shape[:2], outer, _LINE_DEPTH * size, ring, opening)
+    band = _under_lip(hw, outer, _LINE_DEPTH * size, ring, opening)
     part[..., 0] += cv2.GaussianBlur(band.astype(np.float32), (0, 0), 1.0) * np.maximum(lines, 0.0)
     warped[y1:y2, x1:x2] = np.clip(part + 0.5, 0, 255).astype(np.uint8)
 
