@@ -255,9 +255,9 @@ def stream_rate(container: av.container.InputContainer, stream: av.video.stream.
     and FFmpeg's own outputs use; a 10 fps clip came out 2.5 times too fast. None: unknown."""
     declared = stream.codec_context.framerate
     if container.format.flags & AVFMT_NOTIMESTAMPS and declared:
-        return Fraction(declared)
+        return as_fraction(declared)
     rate = stream.average_rate or stream.guessed_rate or stream.base_rate
-    return Fraction(rate) if rate else None
+    return as_fraction(rate) if rate else None
 
 
 def timeline_origin(container: av.container.InputContainer) -> float:
