@@ -5,8 +5,8 @@
 
 `run_segment` decodes the segment from the input path (seeking to a keyframe before it),
 warms the tracker and the label's placement on the overlap frames before it (detection and
-tracking only, nothing written; at least the label's LABEL_MEMORY_S with a label), then runs the segment's frames through the same FilePipeline and VideoWriter as a
-whole-file run, numbered as in the whole file (so --frame-range and the watermark's cadence
+tracking only, nothing written; at least the label's LABEL_MEMORY_S with a label), then runs
+the segment's frames through the same FilePipeline and VideoWriter as a whole-file run, numbered as in the whole file (so --frame-range and the watermark's cadence
 count as they would there). The encoded part comes back as bytes with its packets' exact
 timestamps. A worker that cannot read the input (no shared storage) is given a Chunk instead
 (media.chunks: the segment's packets stream-copied on the driver, exact timestamps beside them),
