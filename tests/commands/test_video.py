@@ -138,6 +138,14 @@ def _start_patched(args: list[str], tmp_path: Path, env: dict[str, str], delay: 
     return proc, marker
 
 
+def _run_patched(args: list[str], tmp_path: Path, env: dict[str, str], timeout: float = 120) -> str:
+    """The patched CLI run to its end without delays; asserts it succeeded, returns its stderr."""
+    proc, _ = _start_patched(args, tmp_path, env, delay=0.0)
+    _, stderr = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, stderr
+    return stderr
+
+
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_halfway_leaves_no_output(tmp_path: Path, small_clip: Path, isolated_env: dict[str, str],
@@ -175,26 +183,19 @@ def test_patched_cli_run_completes_with_progress_lines(tmp_path: Path, small_cli
                                                        isolated_env: dict[str, str]) -> None:
     """Not a terminal: a summary line instead of a bar; -q would hide everything but errors."""
     out = tmp_path / "out.mp4"
-    proc, _ = _start_patched(["video", str(small_clip), str(out), "--source", "face.jpg", "--no-label",
-                              "--max-memory", "1", "--execution-threads", "3"], tmp_path, isolated_env, delay=0.0)
-    _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 0, stderr
+    stderr = _run_patched(["video", str(small_clip), str(out), "--source", "face.jpg", "--no-label",
+                           "--max-memory", "1", "--execution-threads", "3"], tmp_path, isolated_env, timeout=60)
     assert "wrote" in stderr and "60 frames" in stderr and "\r" not in stderr
     assert probe(out)["frames"] == 60
-    quiet, _ = _start_patched(["-q", "video", str(small_clip), str(out), "--source", "face.jpg", "--force"],
-                              tmp_path, isolated_env, delay=0.0)
-    _, stderr = quiet.communicate(timeout=60)
-    assert quiet.returncode == 0 and stderr == ""
+    assert _run_patched(["-q", "video", str(small_clip), str(out), "--source", "face.jpg", "--force"],
+                        tmp_path, isolated_env, timeout=60) == ""
 
 
 def test_webm_output_works_without_an_encoder_option(tmp_path: Path, small_clip: Path,
                                                      isolated_env: dict[str, str]) -> None:
     """--video-encoder auto picks what the container holds: VP9 (and Opus audio) for .webm."""
     out = tmp_path / "out.webm"
-    proc, _ = _start_patched(["video", str(small_clip), str(out), "--source", "face.jpg"], tmp_path, isolated_env,
-                             delay=0.0)
-    _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 0, stderr
+    _run_patched(["video", str(small_clip), str(out), "--source", "face.jpg"], tmp_path, isolated_env)
     info = probe(out)
     assert info["codec"] == "vp9" and info["audio_codec"] == "opus" and info["frames"] == 60
 
@@ -210,10 +211,7 @@ def test_a_ts_recording_starting_at_10_hours_with_non_square_pixels(tmp_path: Pa
     source = make_timed_clip(tmp_path / "rec.ts", start=36000.0, frames=60, fmt="mpegts",
                              sample_aspect=Fraction(8, 9))
     out = tmp_path / "out.mp4"
-    proc, _ = _start_patched(["video", str(source), str(out), "--source", "face.jpg"], tmp_path, isolated_env,
-                             delay=0.0)
-    _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 0, stderr
+    _run_patched(["video", str(source), str(out), "--source", "face.jpg"], tmp_path, isolated_env)
     with av.open(str(out)) as c:
         assert (c.duration or 0) / av.time_base == pytest.approx(2.0, abs=0.15)
         assert c.streams.video[0].sample_aspect_ratio == Fraction(8, 9)
@@ -228,10 +226,7 @@ def test_a_raw_h264_stream_plays_at_the_rate_it_declares(tmp_path: Path, isolate
 
     source = make_raw_h264(tmp_path / "cam.h264", frames=12, fps=10)
     out_path = tmp_path / "out.mp4"
-    proc, _ = _start_patched(["video", str(source), str(out_path), "--source", "face.jpg"], tmp_path, isolated_env,
-                             delay=0.0)
-    _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 0, stderr
+    _run_patched(["video", str(source), str(out_path), "--source", "face.jpg"], tmp_path, isolated_env)
     info = probe(out_path)
     assert info["frames"] == 12 and info["rate"] == 10
     assert info["times"][-1] == pytest.approx(1.1, abs=0.01)
@@ -250,10 +245,7 @@ def test_an_odd_sized_video_says_the_output_loses_its_last_column_and_row(tmp_pa
             out.mux(vs.encode(av.VideoFrame.from_ndarray(np.full((65, 97, 3), 40 * i, np.uint8), format="bgr24")))
         out.mux(vs.encode())
     out_path = tmp_path / "out.mp4"
-    proc, _ = _start_patched(["video", str(source), str(out_path), "--source", "face.jpg"], tmp_path, isolated_env,
-                             delay=0.0)
-    _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 0, stderr
+    stderr = _run_patched(["video", str(source), str(out_path), "--source", "face.jpg"], tmp_path, isolated_env)
     assert probe(out_path)["size"] == (96, 64)
     assert ("note: the output is 96x64, the input 97x65: video is encoded with even sides (4:2:0 colour), so its "
             "last column and row of pixels are left out") in stderr, stderr
@@ -265,10 +257,8 @@ def test_a_full_range_clip_keeps_its_grey_and_its_colour_tags(tmp_path: Path, is
 
     source = make_flat_clip(tmp_path / "full.mkv", luma=100, colour=(2, 1, 1, 1), frames=10)
     out = tmp_path / "out.mp4"
-    proc, _ = _start_patched(["video", str(source), str(out), "--source", "face.jpg", "--no-label", "--no-watermark"], tmp_path,
-                             isolated_env, delay=0.0)
-    _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 0, stderr
+    _run_patched(["video", str(source), str(out), "--source", "face.jpg", "--no-label", "--no-watermark"],
+                 tmp_path, isolated_env)
     assert colour_tags(out) == (2, 1, 1, 1)
     images = probe(out)["images"]
     assert len(images) == 10 and all(np.abs(image.astype(int) - 100).max() <= 1 for image in images)
@@ -291,10 +281,8 @@ def test_frame_range_counts_the_frames_written_at_the_fps_asked(tmp_path: Path, 
                                                                isolated_env: dict[str, str]) -> None:
     """60 frames at 30 fps become 120 at --fps 60, and --frame-range 80:100 is inside them."""
     out = tmp_path / "out.mp4"
-    proc, _ = _start_patched(["video", str(small_clip), str(out), "--source", "face.jpg", "--fps", "60",
-                              "--frame-range", "80:100", "--no-label"], tmp_path, isolated_env, delay=0.0)
-    _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 0, stderr
+    stderr = _run_patched(["video", str(small_clip), str(out), "--source", "face.jpg", "--fps", "60",
+                           "--frame-range", "80:100", "--no-label"], tmp_path, isolated_env)
     assert "120 frames (20 processed" in stderr
     assert probe(out)["frames"] == 120
 
@@ -457,8 +445,6 @@ def test_the_summary_counts_the_audio_and_subtitle_tracks(tmp_path: Path, isolat
     one = make_clip(tmp_path / "one.mkv", frames=30, size=(96, 64))
     clip = _with_subtitles(_two_audio_tracks(one, tmp_path / "two.mkv"), tmp_path / "all.mkv", tmp_path, 0.0)
     out = tmp_path / "out.mkv"
-    proc, _ = _start_patched(["video", str(clip), str(out), "--source", "face.jpg", "--no-watermark"], tmp_path,
-                             isolated_env, delay=0.0)
-    _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 0, stderr
+    stderr = _run_patched(["video", str(clip), str(out), "--source", "face.jpg", "--no-watermark"], tmp_path,
+                          isolated_env)
     assert "2 audio tracks copied, 1 subtitle track" in stderr, stderr
