@@ -5,11 +5,12 @@ container is commonly played with its codec (AUDIO_COPY_CODECS) or re-encoded, o
 encoded; subtitles copied or converted (subtitle_fate); provenance tags.
 
 The writer owns its output container and must be used from one thread. Each audio and subtitle
-track is read from its own opening of the input file, put on the reader's timeline and interleaved as the video
-advances, so nothing is buffered beyond about a second of audio. Each opening demuxes the whole
-file again, which costs little: 3 AAC tracks beside 8 Mb/s 720p H.264 took 0.07 s of CPU per 10 s
-of video (0.015 s in one demux pass of all three), against 37 s for `livecam video` on that clip. Errors name the user's output
-(OutputSpec.target), never the temporary file being written.
+track is read from its own opening of the input file, put on the reader's timeline and
+interleaved as the video advances, so nothing is buffered beyond about a second of audio. Each
+opening demuxes the whole file again, which costs little: 3 AAC tracks beside 8 Mb/s 720p H.264
+took 0.07 s of CPU per 10 s of video (0.015 s in one demux pass of all three), against 37 s for
+`livecam video` on that clip. Errors name the user's output (OutputSpec.target), never the
+temporary file being written.
 """
 
 from __future__ import annotations
