@@ -386,3 +386,30 @@ def make_raw_h264(path: Path, frames: int = 12, fps: int = 10) -> Path:
             out.mux(vs.encode(frame))
         out.mux(vs.encode())
     return path
+
+
+def _boxes(data: bytes) -> list[bytes]:
+    """The MP4 boxes that `data` (a file, or a box's payload) holds, each whole (32-bit sizes)."""
+    found, pos = [], 0
+    while pos < len(data):
+        size = int.from_bytes(data[pos:pos + 4], "big")
+        found.append(data[pos:pos + size])
+        pos += size
+    return found
+
+
+def cover_first(path: Path) -> Path:
+    """`path` (an MP4 with cover art, its index last, as FFmpeg writes it) rewritten with the
+    index's metadata (udta) before its tracks: FFmpeg then gives the cover as stream 0, before the
+    video. Only boxes inside the index move, so the media data's offsets stay right."""
+    rewritten = []
+    for top in _boxes(path.read_bytes()):
+        if top[4:8] == b"moov":
+            inner = _boxes(top[8:])
+            udta = [b for b in inner if b[4:8] == b"udta"]
+            rest = [b for b in inner if b[4:8] != b"udta"]
+            first = next(i for i, b in enumerate(rest) if b[4:8] == b"trak")
+            top = top[:8] + b"".join(rest[:first] + udta + rest[first:])
+        rewritten.append(top)
+    path.write_bytes(b"".join(rewritten))
+    return path

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO_ROOT, run_cli, unwritable_folder, wait_for_file
-from tests.videos import make_audio_only, make_clip, probe, read_index
+from tests.videos import cover_first, make_audio_only, make_clip, make_timed_clip, probe, read_index
 
 # Runs the real CLI with the engine replaced by a slow one that touches MARKER at frame 10, so a
 # test can interrupt it halfway through without any model (and asks for 3 GB at frame HOG_AT).
@@ -448,3 +448,20 @@ def test_the_summary_counts_the_audio_and_subtitle_tracks(tmp_path: Path, isolat
     stderr = _run_patched(["video", str(clip), str(out), "--source", "face.jpg", "--no-watermark"], tmp_path,
                           isolated_env)
     assert "2 audio tracks copied, 1 subtitle track" in stderr, stderr
+
+
+def test_an_mp4_with_its_cover_art_first_is_swapped_from_its_video(tmp_path: Path,
+                                                                   isolated_env: dict[str, str]) -> None:
+    # the cover is stream 0 (its metadata before its tracks): the run reads the 10 frames of the
+    # video, never the picture, and the one note names the cover the MP4 output leaves out
+    src = cover_first(make_timed_clip(tmp_path / "covered.mp4", frames=10, cover=(256, 256)))
+    out = tmp_path / "out.mp4"
+    stderr = _run_patched(["video", str(src), str(out), "--source", "face.jpg", "--no-watermark"], tmp_path,
+                          isolated_env)
+    info = probe(out)
+    assert info["streams"] == ["video", "audio"] and info["size"] == (96, 64)
+    assert [read_index(image) for image in info["images"]] == list(range(10))
+    assert f"wrote {out}: 10 frames (10 processed" in stderr, stderr
+    notes = [line for line in stderr.splitlines() if "not copied" in line]
+    assert len(notes) == 1 and notes[0].endswith("not copied: 1 attached file (cover.jpg): MP4 outputs leave them "
+                                                 "out; write a .mkv output to keep them"), stderr

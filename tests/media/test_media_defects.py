@@ -19,7 +19,7 @@ import pytest
 from livecam.media.video_reader import VideoReader
 from livecam.media.video_writer import OutputSpec, VideoWriter, container_format
 from tests.conftest import REPO_ROOT
-from tests.videos import clip_with_chapters, make_clip, make_timed_clip, probe, read_index
+from tests.videos import clip_with_chapters, cover_first, make_clip, make_timed_clip, probe, read_index
 
 
 def transcode(source: Path, output: Path) -> VideoWriter:
@@ -102,6 +102,21 @@ def test_cover_art_is_never_chosen_over_the_video(tmp_path: Path) -> None:
         assert c.streams.video[1].disposition & av.stream.Disposition.attached_pic  # the fixture holds
         chosen = select_video_stream(c)
         assert chosen is not None and chosen.codec_context.name == "h264"
+    assert probe(transcode(path, tmp_path / "out.mp4").spec.path)["frames"] == 10
+
+
+def test_cover_art_first_in_the_file_is_no_frame_and_the_video_is_read_whole(tmp_path: Path) -> None:
+    # an MP4 whose metadata comes before its tracks gives its cover as stream 0, before the video
+    path = cover_first(make_timed_clip(tmp_path / "cover.mp4", frames=10, cover=(256, 256)))
+    with av.open(str(path)) as c:
+        first = c.streams[0]
+        assert first.type == "video" and first.disposition & av.stream.Disposition.attached_pic  # the fixture holds
+    with VideoReader(path) as reader:
+        info = reader.info
+        assert (info.codec, info.width, info.height, info.frames) == ("h264", 96, 64, 10)
+        assert info.attachments == ("cover.jpg",) and info.other_streams == ()
+        images = [f.image for f in reader.frames()]
+    assert [read_index(image) for image in images] == list(range(10))  # the 256x256 cover is none of them
     assert probe(transcode(path, tmp_path / "out.mp4").spec.path)["frames"] == 10
 
 

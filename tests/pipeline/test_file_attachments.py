@@ -18,7 +18,7 @@ from livecam.media.video_reader import VideoReader
 from livecam.pipeline.file import process_video
 from livecam.pipeline.segments import process_segmented
 from tests.pipeline.test_file import InvertEngine, _opts
-from tests.videos import make_clip, probe
+from tests.videos import cover_first, make_clip, make_timed_clip, probe, read_index
 
 FONT = bytes(range(256)) * 40 + b"a font's bytes, as the file holds them"
 COVER = cv2.imencode(".jpg", np.full((32, 32, 3), 90, np.uint8))[1].tobytes()
@@ -110,6 +110,16 @@ def test_a_segmented_run_keeps_them_too(tmp_path: Path, attached: Path) -> None:
     process_segmented(_opts(attached, out), InvertEngine(face=False), segment_seconds=0.2, overlap_seconds=0.0)
     assert _attached_files(out) == [("Font.ttf", "font/ttf", FONT), ("cover.jpg", "image/jpeg", COVER)]
     assert probe(out)["frames"] == 12
+
+
+def test_a_segmented_run_of_an_mp4_with_its_cover_first_reads_the_video_and_keeps_the_cover(tmp_path: Path) -> None:
+    # the cover is stream 0; every segment seeks in and decodes the video, the join keeps the cover
+    src = cover_first(make_timed_clip(tmp_path / "covered.mp4", frames=30, cover=(256, 256)))
+    out = tmp_path / "joined.mkv"
+    process_segmented(_opts(src, out), InvertEngine(face=False), segment_seconds=0.3, overlap_seconds=0.0)
+    info = probe(out)
+    assert info["size"] == (96, 64) and [read_index(image) for image in info["images"]] == list(range(30))
+    assert [name for name, _, _ in _attached_files(out)] == ["cover.jpg"]
 
 
 @pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="ffmpeg (the command) builds the MP4 with cover art")
