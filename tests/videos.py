@@ -386,3 +386,14 @@ def make_raw_h264(path: Path, frames: int = 12, fps: int = 10) -> Path:
             out.mux(vs.encode(frame))
         out.mux(vs.encode())
     return path
+
+
+def label_corners(images: Sequence[np.ndarray], plain: Sequence[np.ndarray]) -> list[str]:
+    """Per frame, the corner the visible label darkens (against the unlabelled input frame)."""
+    from livecam.media.provenance import CORNERS, label_box
+
+    def darkened(image: np.ndarray, before: np.ndarray, corner: str) -> float:
+        x1, y1, x2, y2 = label_box(image.shape, corner)
+        return float(before[y1:y2, x1:x2].mean()) - float(image[y1:y2, x1:x2].mean())
+
+    return [max(CORNERS, key=lambda c: darkened(image, before, c)) for image, before in zip(images, plain)]
