@@ -413,3 +413,14 @@ def cover_first(path: Path) -> Path:
         rewritten.append(top)
     path.write_bytes(b"".join(rewritten))
     return path
+
+
+def label_corners(images: Sequence[np.ndarray], plain: Sequence[np.ndarray]) -> list[str]:
+    """Per frame, the corner the visible label darkens (against the unlabelled input frame)."""
+    from livecam.media.provenance import CORNERS, label_box
+
+    def darkened(image: np.ndarray, before: np.ndarray, corner: str) -> float:
+        x1, y1, x2, y2 = label_box(image.shape, corner)
+        return float(before[y1:y2, x1:x2].mean()) - float(image[y1:y2, x1:x2].mean())
+
+    return [max(CORNERS, key=lambda c: darkened(image, before, c)) for image, before in zip(images, plain)]

@@ -21,6 +21,8 @@ class FramePacket:
     # presentation times of the output frames after this one that show it (--fps above the
     # input's rate): the file pipeline processes it once and writes the result on each
     repeats: tuple[float, ...] = ()
+    # the visible label's corner, decided by the file pipeline in frame order (None: not yet)
+    label_corner: str | None = None
 
     def __post_init__(self) -> None:
         img = self.image

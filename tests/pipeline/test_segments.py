@@ -21,7 +21,7 @@ from livecam.pipeline.file import process_video
 from livecam.pipeline.segments import default_overlap_seconds, plan_job, process_segmented
 from livecam.settings import ProcessingSettings, RuntimeSettings, VideoJob
 from tests.doubles import NoModels
-from tests.videos import _write_tone, probe, stamp_index, synthetic_frame
+from tests.videos import _write_tone, label_corners, probe, stamp_index, synthetic_frame
 
 
 class SmoothingEngine(NoModels):
@@ -240,17 +240,6 @@ class FaceInTheCorner(NoModels):
         pass
 
 
-def _label_corners(images: list[np.ndarray], plain: list[np.ndarray]) -> list[str]:
-    """Per frame, the corner the label darkens (against the unlabelled input frame)."""
-    from livecam.media.provenance import CORNERS, label_box
-
-    def darkened(image: np.ndarray, before: np.ndarray, corner: str) -> float:
-        x1, y1, x2, y2 = label_box(image.shape, corner)
-        return float(before[y1:y2, x1:x2].mean()) - float(image[y1:y2, x1:x2].mean())
-
-    return [max(CORNERS, key=lambda c: darkened(image, before, c)) for image, before in zip(images, plain)]
-
-
 @pytest.mark.parametrize("smoothing", [0.5, 0.0])  # 0: no warm-up for the tracker, one for the label
 def test_the_label_does_not_jump_at_a_segment_join(tmp_path: Path, smoothing: float) -> None:
     """A face near the bottom-right corner just before a join moved the label away; the next
@@ -267,8 +256,8 @@ def test_the_label_does_not_jump_at_a_segment_join(tmp_path: Path, smoothing: fl
     join = plan.segments[1].first
     assert join == 30
     plain = probe(clip)["images"]
-    a = _label_corners(probe(whole.output)["images"], plain)
-    b = _label_corners(probe(split.output)["images"], plain)
+    a = label_corners(probe(whole.output)["images"], plain)
+    b = label_corners(probe(split.output)["images"], plain)
     assert b == a  # the segmented run places it as the whole-file run does, across the joins too
     # away from the face from 0.5 s over the join, back a second after the face left (0.8 s)
     assert a[0] == "bottom-right" and a[join - 1] == a[join] == "bottom-left" and a[-1] == "bottom-right"

@@ -224,9 +224,11 @@ class LabelPlacement:
     places the label as a whole-file run does, without a jump at the join (a corner kept since
     the start of the video restarted bottom-right in every segment).
 
-    Frames may come from several worker threads, hence the lock; an earlier frame still in a
-    worker is then missing from the window, which can matter only where a face was near a
-    corner in those few frames and not in this one."""
+    Frames are placed in frame order, each once its faces are known, so every earlier frame of
+    the window is in it and no later one: the file pipeline, whose workers finish frames in any
+    order, decides each frame's corner in an in-order step and draws it after processing
+    (FilePipeline._place), so the corners do not depend on its worker count or timing. The
+    calls may come from several threads (one at a time), hence the lock."""
 
     def __init__(self, memory_s: float = LABEL_MEMORY_S) -> None:
         self.memory_s = memory_s
@@ -234,18 +236,22 @@ class LabelPlacement:
         self._lock = threading.Lock()
 
     def observe(self, at: float, faces: Sequence[Box] = ()) -> None:
-        """Remember the faces of the frame at time `at` without drawing (a segment's warm-up)."""
+        """Remember the faces of the frame at time `at` without placing it (a segment's warm-up)."""
         with self._lock:
             self._remember(at, faces)
 
-    def draw(self, image: np.ndarray, faces: Sequence[Box] = (), at: float | None = None) -> str:
-        """draw_label() in the corner the faces of the last memory_s seconds up to this frame
-        (at its time `at`; None: now, a live frame) leave free; returns that corner."""
+    def place(self, shape: tuple[int, ...], faces: Sequence[Box] = (), at: float | None = None) -> str:
+        """The corner for the next frame (of this image shape; its faces, its time `at`; None:
+        now, a live frame): the one the faces of the last memory_s seconds up to it leave free."""
         when = time.perf_counter() if at is None else at
         with self._lock:
             self._remember(when, faces)
             recent = [box for t, boxes in self._seen.items() if when - self.memory_s < t <= when for box in boxes]
-        return draw_label(image, corner=label_corner(image.shape, recent))
+        return label_corner(shape, recent)
+
+    def draw(self, image: np.ndarray, faces: Sequence[Box] = (), at: float | None = None) -> str:
+        """draw_label() in the corner place() gives this frame; returns that corner."""
+        return draw_label(image, corner=self.place(image.shape, faces, at))
 
     def _remember(self, at: float, faces: Sequence[Box]) -> None:
         self._seen[at] = tuple(tuple(float(v) for v in face[:4]) for face in faces)

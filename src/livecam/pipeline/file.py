@@ -23,6 +23,14 @@ free worker; a worker whose frame must wait for an earlier one does not wait, it
 frame. So no worker idles on the order and no extra thread is needed; the waiting frames hold
 their in-flight slots, so the memory bound is unchanged.
 
+The label's corner depends on the faces of the second before a frame (LabelPlacement), so it
+is decided by a second InOrder step, `placing`, which takes every frame as soon as its faces are
+known (after analyse; tracked: as the ordered step releases it; outside --frame-range: at once)
+and places it in frame order; the worker draws it after processing, waiting if needed until
+that frame has been placed (only for the faces of earlier frames, never for their swaps: see
+_placed for why this cannot deadlock). So the corners are those of a one-worker run whatever
+the worker count and timing, and the watermark still goes on last, over the label.
+
 A frame that --fps shows on several output ticks (retime) travels as one packet carrying the
 later ticks' times (FramePacket.repeats) and holds one slot: the engine processes it once, the
 worker labels it once and pushes one packet per tick (the same array, marked by the watermark
@@ -57,7 +65,7 @@ from livecam.pipeline.contracts import FileEngine
 from livecam.pipeline.progress import Counter, Progress
 from livecam.pipeline.queues import BoundedQueue, ReorderBuffer, put_until
 from livecam.pipeline.stages import POLL_S, Stages
-from livecam.media.provenance import CONTAINER_METADATA, LabelPlacement
+from livecam.media.provenance import CONTAINER_METADATA, LabelPlacement, draw_label
 from livecam.settings import VideoJob
 
 if TYPE_CHECKING:
@@ -80,21 +88,28 @@ class InOrder:
         self._step = step
         self._next = first
         self._waiting: dict[int, FramePacket] = {}
-        self._lock = threading.Lock()
+        self._cond = threading.Condition()
 
     def add(self, packet: FramePacket) -> list[FramePacket]:
-        with self._lock:  # also makes the (non-thread-safe) tracker's calls one at a time
+        with self._cond:  # also makes the (non-thread-safe) tracker's calls one at a time
             self._waiting[packet.index] = packet
             ready = []
             while self._next in self._waiting:
                 ready.append(self._waiting.pop(self._next))
                 self._step(ready[-1])
                 self._next += 1 + len(ready[-1].repeats)  # a repeated frame holds its ticks' indices
+            if ready:
+                self._cond.notify_all()
             return ready
+
+    def wait(self, packet: FramePacket, timeout: float) -> bool:
+        """Whether `packet` has been stepped, waiting up to `timeout` seconds for it."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._next > packet.index, timeout)
 
     @property
     def waiting(self) -> int:
-        with self._lock:
+        with self._cond:
             return len(self._waiting)
 
 
@@ -258,6 +273,8 @@ class FilePipeline:
         self.frame_range = frame_range  # frames outside it skip the engine (labelled all the same)
         # the label's corner over the video (a cluster segment passes the one its warm-up fed)
         self.label = label if isinstance(label, LabelPlacement) else LabelPlacement() if label else None
+        # its corner, decided in frame order as each frame's faces become known (_finish draws it)
+        self.placing = InOrder(self._place, first_index) if self.label is not None else None
         self.watermark = watermark  # (index, image) -> image; marks.watermark's video cadence
         self.progress = progress
         self.on_warm = on_warm
@@ -351,21 +368,52 @@ class FilePipeline:
                     continue
                 if packet is None:
                     break
-                if tracked:
+                if tracked:  # placed by the worker that tracked it
                     self._process(engine, packet)
                 elif not in_range(packet.index, self.frame_range):
+                    self._faces_known(packet)
                     self._finish(packet)
                 elif self.ordered is None:
                     engine.analyse(packet, track=False)
+                    self._faces_known(packet)
                     self._process(engine, packet)
                 else:
                     engine.detect(packet)
                     ready = self.ordered.add(packet)  # often none (an earlier frame is missing), sometimes several
+                    for each in ready:
+                        self._faces_known(each)
                     if ready:
                         self.work.put_ready(ready[1:])  # for any free worker
                         self._process(engine, ready[0])
         finally:
             self.reorder.finish()
+
+    def _faces_known(self, packet: FramePacket) -> None:
+        """Hand a frame whose faces are final (process keeps them) to the label's in-order step."""
+        if self.placing is not None:
+            self.placing.add(packet)
+
+    def _place(self, packet: FramePacket) -> None:
+        """The label's corner for `packet` (the `placing` step: in frame order, so every earlier
+        frame's faces are in the placement and no later one's, as in a one-worker run)."""
+        assert self.label is not None
+        packet.label_corner = self.label.place(packet.image.shape, [face.bbox for face in packet.faces], packet.pts)
+
+    def _placed(self, packet: FramePacket) -> bool:
+        """Wait until the label's corner for `packet` is decided; False when the run stops first.
+
+        This cannot deadlock: a worker waits only with a frame already handed to `placing`, and
+        only for earlier frames. The work queue is FIFO and fed in frame order, so every earlier
+        frame left it before this one, and the worker that took it hands it on without waiting
+        for anything: at once outside --frame-range, after analyse untracked, and tracked when
+        the ordered step releases it (whichever worker completes a run; the ready lane's frames
+        were handed on then). An error in any thread or Ctrl-C sets the stop event, which ends
+        the wait within POLL_S."""
+        assert self.placing is not None
+        while not self.placing.wait(packet, POLL_S):
+            if self.stages.stop.is_set():
+                return False
+        return True
 
     def _process(self, engine: FileEngine, packet: FramePacket) -> None:
         engine.process(packet)
@@ -374,9 +422,11 @@ class FilePipeline:
 
     def _finish(self, packet: FramePacket) -> None:
         if self.label is not None:
+            if not self._placed(packet):
+                return  # the run is stopping
             if not packet.image.flags.writeable:
                 packet.image = packet.image.copy()
-            self.label.draw(packet.image, [face.bbox for face in packet.faces], packet.pts)
+            draw_label(packet.image, corner=packet.label_corner)
         shown = packet.image  # on every tick of the packet (its repeats share the array: written, never changed)
         counted = {"processed": 1.0} if "processed" in packet.timings else {}  # the stage times once
         ticks = [packet] + [FramePacket(index=packet.index + n, image=shown, pts=time, faces=packet.faces,
