@@ -10,6 +10,7 @@ from typing import Mapping
 
 import numpy as np
 
+from livecam.frame import FramePacket
 from livecam.runtime.providers import ProviderChoice
 
 CPU = ProviderChoice(names=("cpu",), ort_providers=(("CPUExecutionProvider", ()),))
@@ -56,6 +57,19 @@ class NoModels:
 
     def reset_tracking(self) -> None:
         pass
+
+
+class FlipEngine(NoModels):
+    """contracts.FileEngine without models: finds no face and inverts a patch (rows 100-107,
+    columns 0-7) away from the index stamp, so a processed frame is told from its input."""
+
+    smooths = False
+
+    def analyse(self, packet: FramePacket, track: bool) -> None:
+        packet.faces = []
+
+    def process(self, packet: FramePacket) -> None:
+        packet.image[100:108, :8] = 255 - packet.image[100:108, :8]
 
 
 class SyntheticSource:

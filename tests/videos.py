@@ -123,10 +123,8 @@ def make_clip(
             else:
                 frame.pts = i
                 frame.time_base = 1 / rate
-            for packet in vs.encode(frame):
-                out.mux(packet)
-        for packet in vs.encode():
-            out.mux(packet)
+            out.mux(vs.encode(frame))
+        out.mux(vs.encode())
         if as_ is not None:
             duration = (timestamps[-1] + 1 / fps) if timestamps is not None else frames / fps
             _write_tone(out, as_, duration, audio_rate)
@@ -261,10 +259,8 @@ def make_timed_clip(path: Path, *, start: float = 0.0, frames: int = 30, size: t
             stamp_index(image, i)
             frame = av.VideoFrame.from_ndarray(image, format="bgr24")
             frame.pts, frame.time_base = first + i, Fraction(1, fps)
-            for packet in vs.encode(frame):
-                out.mux(packet)
-        for packet in vs.encode():
-            out.mux(packet)
+            out.mux(vs.encode(frame))
+        out.mux(vs.encode())
         if as_ is not None:
             _write_tone(out, as_, frames / fps, audio_rate, start=start)
     return path
@@ -293,10 +289,8 @@ def make_flat_clip(path: Path, *, luma: int, pix_fmt: str = "yuv420p", codec: st
             if colour is not None:
                 frame.color_range, frame.color_primaries, frame.color_trc, frame.colorspace = colour
             frame.pts, frame.time_base = i, Fraction(1, 25)
-            for packet in vs.encode(frame):
-                out.mux(packet)
-        for packet in vs.encode():
-            out.mux(packet)
+            out.mux(vs.encode(frame))
+        out.mux(vs.encode())
     return path
 
 
@@ -319,10 +313,8 @@ def make_animation(path: Path, frames: int = 3, size: tuple[int, int] = (96, 48)
             stamp_index(image, i)
             frame = av.VideoFrame.from_ndarray(image, format="bgr24")
             frame.pts, frame.time_base = i, Fraction(1, 10)
-            for packet in vs.encode(frame):
-                out.mux(packet)
-        for packet in vs.encode():
-            out.mux(packet)
+            out.mux(vs.encode(frame))
+        out.mux(vs.encode())
     return path
 
 
@@ -342,10 +334,8 @@ def make_interlaced_clip(path: Path, frames: int = 8, size: tuple[int, int] = (9
                 image[row::2, x:x + 8] = 255
             frame = av.VideoFrame.from_ndarray(image, format="bgr24")
             frame.pts, frame.time_base = i, Fraction(1, 25)
-            for packet in vs.encode(frame):
-                out.mux(packet)
-        for packet in vs.encode():
-            out.mux(packet)
+            out.mux(vs.encode(frame))
+        out.mux(vs.encode())
     return path
 
 

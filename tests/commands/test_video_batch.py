@@ -18,7 +18,7 @@ from livecam.errors import EXIT_USAGE, InputError, LivecamError
 from livecam.frame import FramePacket
 from livecam.pipeline.progress import Parts
 from livecam.settings import C2paSettings, ProcessingSettings, RuntimeSettings, VideoJob
-from tests.doubles import NoModels
+from tests.doubles import FlipEngine
 from tests.conftest import REPO_ROOT, run_cli, wait_for_file
 from tests.videos import count_frames, make_audio_only, make_clip, probe, read_index
 
@@ -128,16 +128,6 @@ def test_sigterm_mid_batch_keeps_the_finished_files_and_nothing_of_the_current_o
     assert lines[0].endswith(f"no output written; 1 of 2 files were written to {out} before it")
     assert sorted(p.name for p in out.iterdir()) == ["a.mp4"]  # no b, no temporary file
     assert count_frames(out / "a.mp4") == 30
-
-
-class FlipEngine(NoModels):
-    smooths = False
-
-    def analyse(self, packet: FramePacket, track: bool) -> None:
-        packet.faces = []
-
-    def process(self, packet: FramePacket) -> None:
-        packet.image[100:108, :8] = 255 - packet.image[100:108, :8]
 
 
 def _folder_job(clips: Path, out: Path, **kw: object) -> VideoJob:

@@ -19,20 +19,8 @@ from livecam.pipeline.batch import FileOutcome, is_folder_run, plan_folder, run_
 from livecam.pipeline.engine import Engine
 from livecam.pipeline.progress import Parts, Progress
 from livecam.settings import AnalysisSettings, ProcessingSettings, RuntimeSettings, VideoJob
-from tests.doubles import CPU, NoModels
+from tests.doubles import CPU, FlipEngine
 from tests.videos import make_clip, probe, read_index
-
-
-class FlipEngine(NoModels):
-    """contracts.FileEngine without models: inverts a patch away from the index stamp."""
-
-    smooths = False
-
-    def analyse(self, packet: FramePacket, track: bool) -> None:
-        packet.faces = []
-
-    def process(self, packet: FramePacket) -> None:
-        packet.image[100:108, :8] = 255 - packet.image[100:108, :8]
 
 
 def _template(folder: Path, out: Path, **kw: object) -> VideoJob:
