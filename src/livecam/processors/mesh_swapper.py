@@ -1310,30 +1310,34 @@ class MeshSwapper:
         roi_hw = alpha.shape[:2]
         skin = alpha >= 0.99
         detail = max(1.0, _DETAIL_FEATHER * size)
-        polygons: list[tuple[np.ndarray, float, bool]] = []
+        # (outline, feather, is it the --mouth-mask region, does its fade start at the outline
+        # at sub-pixel precision)
+        polygons: list[tuple[np.ndarray, float, bool, bool]] = []
         if self.keep_eyes:
-            polygons += [(local[eye], detail, False) for eye in self._eyes]
+            polygons += [(local[eye], detail, False, True) for eye in self._eyes]
         closed = [(eye_region(local[eye]), closed_weight) for eye in self._eyes
                   if self.keep_eyes and (closed_weight := eye_closed(local[eye])) > 0.0]
         if self.settings.mouth_mask is not None:
             mouth = masks.mouth_polygon(local, kps, int(self.settings.mouth_mask))
-            polygons.append((mouth, max(1.0, _MOUTH_FEATHER * size), True))
+            polygons.append((mouth, max(1.0, _MOUTH_FEATHER * size), True, False))
         elif self.keep_mouth_interior:
-            polygons.append((local[self._lips_inner], detail, False))
+            polygons.append((local[self._lips_inner], detail, False, True))
         kept = []
         weights = [1.0] * len(polygons)
         for region, weight in closed:
-            polygons.append((region, 0.25 * float(np.ptp(region[:, 0])), False))
+            polygons.append((region, 0.25 * float(np.ptp(region[:, 0])), False, True))
             weights.append(weight)
         if opener > 0.0 and self.keep_mouth_interior and self.settings.mouth_mask is None:
             outer = local[mesh_indices.LIPS_OUTER]
             feather = _MOUTH_CORNER_FEATHER * float(np.linalg.norm(outer[len(outer) // 2] - outer[0]))
             for region in mouth_corner_regions(outer):
-                polygons.append((region, max(1.0, feather), False))
+                # (a broad, soft region: its rasterised pixels do not show, and the exact
+                # outline distance cost a few ms per frame on a large face)
+                polygons.append((region, max(1.0, feather), False, False))
                 weights.append(opener)
-        for (poly, feather, is_mouth_mask), weight in zip(polygons, weights):
+        for (poly, feather, is_mouth_mask, exact), weight in zip(polygons, weights):
             # The eyes' and inner mouth's fade follows their outline at sub-pixel precision.
-            found = masks.polygon_mask_box(roi_hw, poly, feather, exact=not is_mouth_mask)
+            found = masks.polygon_mask_box(roi_hw, poly, feather, exact=exact)
             if found is None:
                 continue
             keep, (x1, y1, x2, y2) = found
