@@ -160,6 +160,64 @@ def test_a_target_with_closed_eyes_keeps_its_own_eye_region() -> None:
     assert np.any(out[eye_surroundings(open_face, frame.shape[:2])] != frame[eye_surroundings(open_face, frame.shape[:2])])
 
 
+LIPS_INNER, LIPS_OUTER = mesh_indices.LIPS_INNER, mesh_indices.LIPS_OUTER
+
+
+def with_closed_mouth(face: Face) -> Face:
+    """The same face with its lips together: the inner lip ring flattened onto its middle."""
+    lm = face.landmarks.copy()
+    middle = lm[LIPS_INNER, 1].mean()
+    lm[LIPS_INNER, 1] = middle + (lm[LIPS_INNER, 1] - middle) * 0.1
+    return face.with_(landmarks=lm)
+
+
+def closed_mouth_source(size: int = 300) -> SourceIdentity:
+    """A source with its lips together and a dark line between them running out past their
+    corners (a closed mouth's creases)."""
+    face = with_closed_mouth(make_face(2.0, (size / 2, size / 2)))
+    image = skin_image(size, size, seed=5)
+    outer = face.landmarks[LIPS_OUTER]
+    y = int(face.landmarks[LIPS_INNER, 1].mean())
+    cv2.line(image, (int(outer[0, 0]) - 6, y), (int(outer[len(outer) // 2, 0]) + 6, y), (30, 25, 40), 3)
+    return SourceIdentity(paths=(Path("closed.png"),), image=image, face=face, embedding=None)
+
+
+def mouth_corners(face: Face, shape: tuple[int, int]) -> np.ndarray:
+    """Discs of 0.1 mouth widths round the outer lip corners."""
+    outer = face.landmarks[LIPS_OUTER]
+    corners = (outer[0], outer[len(outer) // 2])
+    radius = int(0.1 * float(np.linalg.norm(corners[1] - corners[0])))
+    disc = np.zeros(shape, np.uint8)
+    for c in corners:
+        cv2.circle(disc, (int(c[0]), int(c[1])), radius, 1, -1)
+    return disc > 0
+
+
+def test_mouth_opener_of_the_synthetic_faces() -> None:
+    from livecam.processors.mesh_swapper import mouth_opener
+    face = make_face(2.0, (320, 240))
+    closed = closed_mouth_source().face
+    assert mouth_opener(face.landmarks[LIPS_INNER], closed.landmarks[LIPS_INNER]) == 1.0
+    assert mouth_opener(closed.landmarks[LIPS_INNER], face.landmarks[LIPS_INNER]) == 0.0
+    assert mouth_opener(face.landmarks[LIPS_INNER], face.landmarks[LIPS_INNER]) == 0.0
+
+
+def test_an_open_mouth_keeps_its_own_corners_under_a_closed_mouth_source() -> None:
+    # The closed mouth's dark line and creases, stretched over the open corners, were dark
+    # smudges beside them; the target's corners stay its own (its skin here).
+    face = make_face(2.5, (320, 260))
+    frame = skin_image(520, 640, (120, 160, 215), seed=6)
+    region = mouth_corners(face, frame.shape[:2])
+    out = swapped(SwapSettings(), frame, [face], closed_mouth_source()).image
+    diff = np.abs(out.astype(int) - frame.astype(int)).max(axis=2)[region]
+    assert np.percentile(diff, 95) < 12
+    # A closed target mouth takes the source's corners as before.
+    closed = with_closed_mouth(face)
+    out = swapped(SwapSettings(), frame, [closed], closed_mouth_source()).image
+    diff = np.abs(out.astype(int) - frame.astype(int)).max(axis=2)[mouth_corners(closed, frame.shape[:2])]
+    assert np.percentile(diff, 95) > 30
+
+
 # ---------------------------------------------------------------- 4. glasses
 
 

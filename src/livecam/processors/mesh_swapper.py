@@ -16,8 +16,8 @@ could leave grid-cell steps past it where a turned-away side is squeezed), so no
 the oval changes. A source face cut off by its photo's edge fades out at that edge.
 The warped face is colour-matched to the target's skin (LAB mean/std, then the target's
 low-frequency lighting), triangles turned away from the camera fade out, and the target's eyes
-and inner mouth (and, with --mouth-mask, its lips and more) are kept so that blinks, gaze and
-speech follow the target. All work is inside the face's region of interest.
+and inner mouth (and, with --mouth-mask, its lips and more; on a mouth open wider than the
+source's, its mouth corners) are kept so that blinks, gaze and speech follow the target. All work is inside the face's region of interest.
 
 The tells of a classical swap are taken from the target too: the source's forehead is used only
 where it is skin (a fringe falls back to the target's forehead), a closed eye keeps the whole
@@ -74,6 +74,14 @@ _EYE_CLOSED_LOW, _EYE_CLOSED_HIGH = 0.06, 0.1
 # That region: an ellipse round the eye, half-axes as fractions of the eye's width.
 _EYE_REGION = (0.75, 0.4)
 _MOUTH_FEATHER = 0.04  # soft edge round the --mouth-mask region (lips and below)
+# A target's mouth open wider than the source's (the inner lip ring's openness, as
+# eye_openness, over the source's by LOW..HIGH) keeps its own mouth corners: a closed-mouth
+# source's dark lip line and corner creases, stretched over an open mouth's corners, became
+# dark smudges beside them (biden.jpg onto obama2.jpg, astronaut.png).
+_MOUTH_OPENER_LOW, _MOUTH_OPENER_HIGH = 0.05, 0.15
+# That region: an ellipse round each outer lip corner, half-axes (along the mouth, across) and
+# its feather as fractions of the mouth's width.
+_MOUTH_CORNER, _MOUTH_CORNER_FEATHER = (0.15, 0.12), 0.1
 # The lips' lightness is measured this many px inside their contours (FaceMesh's are off by a
 # pixel or two at any face size; an inset growing with the face left little of a large face's
 # thin lips, and the measure jumped with the roll).
@@ -912,6 +920,28 @@ def eye_region(ring: np.ndarray, points: int = 24) -> np.ndarray:
     return (centre + np.cos(t)[:, None] * rx * along + np.sin(t)[:, None] * ry * across)
 
 
+def mouth_opener(target_inner: np.ndarray, source_inner: np.ndarray) -> float:
+    """0..1: how much wider the target's mouth is open than the source's (inner lip rings,
+    mesh_indices.LIPS_INNER order: corner, lower lip, corner, upper lip back, as an eye's)."""
+    more = eye_openness(target_inner) - eye_openness(source_inner)
+    return float(np.clip((more - _MOUTH_OPENER_LOW) / (_MOUTH_OPENER_HIGH - _MOUTH_OPENER_LOW),
+                         0.0, 1.0))
+
+
+def mouth_corner_regions(outer: np.ndarray, points: int = 16) -> list[np.ndarray]:
+    """The ellipses (Nx2 each) round the two corners of an outer lip ring
+    (mesh_indices.LIPS_OUTER order: the corners at 0 and half way)."""
+    a, b = outer[0], outer[len(outer) // 2]
+    along = b - a
+    width = float(np.linalg.norm(along))
+    along = along / max(width, 1e-9)
+    across = np.array([-along[1], along[0]])
+    t = np.linspace(0.0, 2.0 * np.pi, points, endpoint=False)
+    ring = (np.cos(t)[:, None] * _MOUTH_CORNER[0] * width * along
+            + np.sin(t)[:, None] * _MOUTH_CORNER[1] * width * across)
+    return [a + ring, b + ring]
+
+
 class MeshSwapper:
     """Frame processor "face_swapper" for --swap-model mesh."""
 
@@ -1024,7 +1054,8 @@ class MeshSwapper:
         cv2.multiply(alpha, inside, dst=alpha)
         original = frame[y1:y2, x1:x2]
         shown = alpha.copy()  # how much of the source shows, before the kept eyes and mouth
-        skin, kept = self._apply_keep(alpha, moved, face.kps - (x1, y1), size)
+        opener = mouth_opener(moved[self._lips_inner], src.landmarks[self._lips_inner])
+        skin, kept = self._apply_keep(alpha, moved, face.kps - (x1, y1), size, opener)
         target = original
         if motion is not None:
             # The target's kept eyes and inner mouth follow the moved landmarks. Only there:
@@ -1269,32 +1300,44 @@ class MeshSwapper:
         alpha[y1:y2, x1:x2] *= 1.0 - keep
         skin[y1:y2, x1:x2] &= keep <= 0.0
 
-    def _apply_keep(self, alpha: np.ndarray, local: np.ndarray, kps: np.ndarray,
-                    size: float) -> tuple[np.ndarray, list[tuple[np.ndarray, masks.Box, bool]]]:
-        """Zero `alpha` (in place) where the target's eyes and mouth are kept; returns the
-        weights for colour statistics (inside the face, away from its edge, eyes and mouth) and
-        each kept region's weights, box and whether it is the --mouth-mask region."""
+    def _apply_keep(self, alpha: np.ndarray, local: np.ndarray, kps: np.ndarray, size: float,
+                    opener: float = 0.0
+                    ) -> tuple[np.ndarray, list[tuple[np.ndarray, masks.Box, bool]]]:
+        """Zero `alpha` (in place) where the target's eyes and mouth are kept (its mouth corners
+        by `opener`, see mouth_opener); returns the weights for colour statistics (inside the
+        face, away from its edge, eyes and mouth) and each kept region's weights, box and
+        whether it is the --mouth-mask region."""
         roi_hw = alpha.shape[:2]
         skin = alpha >= 0.99
         detail = max(1.0, _DETAIL_FEATHER * size)
-        polygons: list[tuple[np.ndarray, float, bool]] = []
+        # (outline, feather, is it the --mouth-mask region, does its fade start at the outline
+        # at sub-pixel precision)
+        polygons: list[tuple[np.ndarray, float, bool, bool]] = []
         if self.keep_eyes:
-            polygons += [(local[eye], detail, False) for eye in self._eyes]
+            polygons += [(local[eye], detail, False, True) for eye in self._eyes]
         closed = [(eye_region(local[eye]), closed_weight) for eye in self._eyes
                   if self.keep_eyes and (closed_weight := eye_closed(local[eye])) > 0.0]
         if self.settings.mouth_mask is not None:
             mouth = masks.mouth_polygon(local, kps, int(self.settings.mouth_mask))
-            polygons.append((mouth, max(1.0, _MOUTH_FEATHER * size), True))
+            polygons.append((mouth, max(1.0, _MOUTH_FEATHER * size), True, False))
         elif self.keep_mouth_interior:
-            polygons.append((local[self._lips_inner], detail, False))
+            polygons.append((local[self._lips_inner], detail, False, True))
         kept = []
         weights = [1.0] * len(polygons)
         for region, weight in closed:
-            polygons.append((region, 0.25 * float(np.ptp(region[:, 0])), False))
+            polygons.append((region, 0.25 * float(np.ptp(region[:, 0])), False, True))
             weights.append(weight)
-        for (poly, feather, is_mouth_mask), weight in zip(polygons, weights):
+        if opener > 0.0 and self.keep_mouth_interior and self.settings.mouth_mask is None:
+            outer = local[mesh_indices.LIPS_OUTER]
+            feather = _MOUTH_CORNER_FEATHER * float(np.linalg.norm(outer[len(outer) // 2] - outer[0]))
+            for region in mouth_corner_regions(outer):
+                # (a broad, soft region: its rasterised pixels do not show, and the exact
+                # outline distance cost a few ms per frame on a large face)
+                polygons.append((region, max(1.0, feather), False, False))
+                weights.append(opener)
+        for (poly, feather, is_mouth_mask, exact), weight in zip(polygons, weights):
             # The eyes' and inner mouth's fade follows their outline at sub-pixel precision.
-            found = masks.polygon_mask_box(roi_hw, poly, feather, exact=not is_mouth_mask)
+            found = masks.polygon_mask_box(roi_hw, poly, feather, exact=exact)
             if found is None:
                 continue
             keep, (x1, y1, x2, y2) = found
