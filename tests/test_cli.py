@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +14,7 @@ from livecam import __version__
 from livecam.cli import expand_variadic
 from livecam.errors import EXIT_BROKEN_PIPE
 from tests.conftest import run_cli
+from tests.videos import make_clip
 
 COMMANDS = [[], ["run"], ["video"], ["image"], ["bench"], ["demo"], ["doctor"], ["models"],
             ["models", "list"], ["models", "download"], ["models", "verify"], ["models", "where"],
@@ -152,3 +155,22 @@ def test_ctrl_c_while_the_models_load_is_one_line(tmp_path, monkeypatch, capsys)
     assert stopped.value.code == 130
     assert capsys.readouterr().err == "livecam: interrupted\n"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_tilde_the_shell_left_after_an_equals_sign_is_the_home_folder(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # the shell leaves `--source=~/face.jpg` as it is: the photo was "not found", and an output
+    # under ~ was refused with "the output folder ~ does not exist; create it first"
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(faces_dir / "obama.jpg", home / "face.jpg")
+    make_clip(home / "clip.mp4", frames=3, size=(160, 120), fps=10, audio=False, source_image=faces_dir / "biden.jpg")
+    env = dict(isolated_env, HOME=str(home))
+    image = run_cli(["image", str(faces_dir / "biden.jpg"), "~/out.png", "--source=~/face.jpg"],
+                    env=env, cwd=tmp_path)
+    assert image.returncode == 0, image.stderr
+    live = run_cli(["run", "--source=~/face.jpg", "--camera=~/clip.mp4", "--output=~/rec.mp4",
+                    "--stats-json=~/s.jsonl"], env=env, cwd=tmp_path, timeout=300)
+    assert live.returncode == 0, live.stderr
+    assert all((home / name).is_file() for name in ("out.png", "rec.mp4", "s.jsonl"))
+    assert not (tmp_path / "~").exists()

@@ -118,6 +118,8 @@ class GivenPath(click.Path):
     def _convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str) and not value:  # (click takes an empty environment variable for unset)
             self.fail("the path is empty (an unset shell variable?); give a file or folder name", param, ctx)
+        if isinstance(value, str):
+            value = home_expanded(value)
         if isinstance(value, (str, Path)):
             try:
                 os.stat(value)
@@ -128,6 +130,13 @@ class GivenPath(click.Path):
                               f"{len(os.fsencode(value))} in all; the usual limits are 255 and 4096); "
                               f"give a shorter one", param, ctx)
         return super().convert(value, param, ctx)
+
+
+def home_expanded(value: str) -> str:
+    """`value` with a leading ~ or ~user as the shell expands it. The shell leaves it as it is after
+    `=` (`--source=~/face.jpg`) or in quotes: the file was "not found" and an output's folder "~
+    does not exist; create it first", which made a folder named ~ in the current one."""
+    return os.path.expanduser(value)
 
 
 def expand_variadic(args: Sequence[str], strays: list[tuple[str, str]] | None = None) -> list[str]:
@@ -622,8 +631,9 @@ def run(ctx: click.Context, **kw: Any) -> None:
     """Swap faces live: camera (or a clip) in, window / virtual camera / file out."""
     processing = _processing(ctx, kw)
     _require_source(processing)
-    job = LiveJob(processing=processing, camera=kw["camera"], resolution=_parse_resolution(kw["resolution"]),
-                  fps=kw["fps"], realtime=kw["realtime"], mirror=kw["mirror"], output=kw["output"],
+    job = LiveJob(processing=processing, camera=home_expanded(kw["camera"]),
+                  resolution=_parse_resolution(kw["resolution"]), fps=kw["fps"], realtime=kw["realtime"],
+                  mirror=kw["mirror"], output=home_expanded(kw["output"]),
                   queue_depth=kw["queue_depth"], duration=kw["duration"], max_frames=kw["max_frames"],
                   stats=kw["stats"], stats_json=_stats_json(kw["stats_json"]), max_latency_ms=kw["max_latency_ms"],
                   degrade=kw["degrade"], label=kw["label"], force=kw["force"],
