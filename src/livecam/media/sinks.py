@@ -209,6 +209,8 @@ def make_sink(output: str, *, fps: float = 30.0, force: bool = False) -> Sink:
     from livecam.media.video_writer import CONTAINERS
 
     path = Path(spec)
+    if path.is_dir():  # `--output clips/`: "give the file name without the slash" named the folder again
+        raise InputError(f"--output {spec}: that is a folder; give a file name such as {path / 'rec.mp4'}")
     problem = trailing_slash_problem(spec)  # `rec.mp4/` recorded to the file rec.mp4
     if problem:
         raise InputError(f"--output {problem}")
