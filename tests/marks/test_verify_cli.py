@@ -99,6 +99,21 @@ def test_unreadable_and_missing_files_exit_2(tmp_path: Path, isolated_env: dict[
     assert all("error" in item for item in found)
 
 
+def test_a_file_that_is_neither_an_image_nor_a_video_is_not_called_a_bad_video(
+        tmp_path: Path, isolated_env: dict[str, str]) -> None:
+    # `livecam verify *` over a folder of downloads: a text file or a phone's HEIC photo was
+    # "cannot read it as a video ...; expected a video file such as .mp4", as if the video were damaged
+    notes = tmp_path / "notes.txt"
+    notes.write_text("shopping list\n")
+    heic = tmp_path / "IMG_0001.HEIC"
+    heic.write_bytes(b"\x00\x00\x00\x18ftypheic\x00\x00\x00\x00mif1heic" + bytes(2000))
+    code, (text, phone) = verify([notes, heic], isolated_env)
+    assert code == 2
+    assert text["error"].startswith(f"{notes} is neither an image nor a video livecam can read"), text
+    assert ".mp4" in text["error"] and "PNG" in text["error"], text
+    assert phone["error"].startswith(f"{heic} is a HEIC image, which livecam cannot read; convert it"), phone
+
+
 def test_a_renamed_marked_photo_is_read_as_a_photo_and_a_folder_is_called_a_folder(
         tmp_path: Path, photo: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
     # Without a photo extension the file was read as a video ("is a still image, not a video;
