@@ -174,3 +174,18 @@ def test_a_tilde_the_shell_left_after_an_equals_sign_is_the_home_folder(
     assert live.returncode == 0, live.stderr
     assert all((home / name).is_file() for name in ("out.png", "rec.mp4", "s.jsonl"))
     assert not (tmp_path / "~").exists()
+
+
+@pytest.mark.parametrize("command, argv", [
+    ("image", ["-s", "face.jpg", "-t", "target.jpg", "-o", "out.jpg"]),
+    ("image", ["--source", "face.jpg", "target.jpg", "--output", "out.jpg"]),
+    ("video", ["-s", "face.jpg", "-i", "in.mp4", "-o", "out.mp4"]),
+])
+def test_the_file_flags_of_other_face_swappers_are_told_the_arguments(command: str, argv: list[str]) -> None:
+    # roop and Deep-Live-Cam take `-s FACE -t TARGET -o OUTPUT`: livecam said only "No such option '-t'"
+    result = run_cli([command, *argv])
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert (f"takes the input and the output as arguments, without a flag: `livecam {command} INPUT OUTPUT "
+            f"--source FACE.jpg`") in result.stderr, result.stderr
+    # run has -o/--output and no input argument: no such hint there
+    assert "as arguments" not in run_cli(["run", "-o", "none", "-s", "x.jpg", "-t", "x"]).stderr

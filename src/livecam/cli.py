@@ -236,7 +236,7 @@ class LivecamGroup(click.Group):
         except click.UsageError as exc:  # one line like every other error, not click's three
             where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
             message = exc.format_message()
-            moved = _global_usage(self, exc)
+            moved = _global_usage(self, exc) or _arguments_usage(exc)
             if moved:  # `livecam run ... --offline` only said "No such option"
                 message, where = message.rstrip("."), f"; {moved}"
             mistyped = mistyped_variadic_value(strays)
@@ -288,6 +288,22 @@ def _global_usage(group: click.Group, exc: click.UsageError) -> str:
             return (f"{exc.option_name} is an option of livecam itself: put it before the command, "
                     f"`livecam {exc.option_name}{value} {command} ...`")
     return ""
+
+
+# The flags other face swappers (roop, Deep-Live-Cam) take for the files: `-s FACE -t TARGET -o OUTPUT`.
+_FILE_FLAGS = ("-t", "--target", "-i", "--input", "-o", "--output")
+
+
+def _arguments_usage(exc: click.UsageError) -> str:
+    """For `-t TARGET` or `-o OUTPUT` given to a command that takes its input and output as
+    arguments (image, video): how to give them; else ''."""
+    if not isinstance(exc, click.NoSuchOption) or exc.ctx is None or exc.option_name not in _FILE_FLAGS:
+        return ""
+    names = [p.human_readable_name for p in exc.ctx.command.params if isinstance(p, click.Argument)]
+    if names != ["INPUT", "OUTPUT"]:
+        return ""
+    return (f"`{exc.ctx.command_path}` takes the input and the output as arguments, without a flag: "
+            f"`{exc.ctx.command_path} INPUT OUTPUT --source FACE.jpg`")
 
 
 def _print_cause_chain(exc: BaseException) -> None:
