@@ -239,6 +239,10 @@ class LivecamGroup(click.Group):
             moved = _global_usage(self, exc) or _arguments_usage(exc)
             if moved:  # `livecam run ... --offline` only said "No such option"
                 message, where = message.rstrip("."), f"; {moved}"
+            if exc.ctx is not None and exc.ctx.command.name == "image" and message.startswith("Got unexpected extra"):
+                # `livecam image *.jpg out/ -s face.jpg`, or the face given as an argument
+                where = ("; `livecam image` takes one INPUT image and one OUTPUT file, with the face photo after "
+                         "--source: run it once per image")
             mistyped = mistyped_variadic_value(strays)
             if mistyped:
                 message = mistyped
