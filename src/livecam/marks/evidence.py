@@ -128,7 +128,9 @@ def is_still_image(path: Path) -> bool:
 
 
 def _image_tags(path: Path) -> tuple[str, ...]:
-    data = path.read_bytes()
+    from livecam.media.images import read_image_bytes
+
+    data = read_image_bytes(path)  # a 3 GB .jpg was read whole (4 GB of memory) before being refused
     found = []
     if provenance.DIGITAL_SOURCE_TYPE in (provenance.read_xmp(data) or ""):
         found.append("XMP DigitalSourceType compositeWithTrainedAlgorithmicMedia")

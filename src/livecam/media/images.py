@@ -102,7 +102,7 @@ def read_image_and_profile(path: Path | str) -> tuple[np.ndarray, bytes | None]:
 
 def _read(path: Path, face_photo: str = "") -> tuple[np.ndarray, bytes | None, int]:
     """(BGR or BGRA uint8 pixels, RGB ICC profile or None, the decoded bits a sample)."""
-    data = _read_bytes(path)
+    data = read_image_bytes(path)
     fmt = md.sniff_format(data)
     if fmt is None:
         raise InputError(unreadable_message(path, data, face_photo))
@@ -481,7 +481,9 @@ def _native_stderr_to_log() -> Iterator[list[str]]:
             log.debug("image decoder: %s", " | ".join(said.splitlines()))
 
 
-def _read_bytes(path: Path) -> bytes:
+def read_image_bytes(path: Path) -> bytes:
+    """The bytes of an image file (or a pipe), refused in one line when the file is missing, a
+    folder, empty, unreadable or larger than any image livecam reads (before it is read)."""
     if not path.exists():
         raise InputError(f"{path} does not exist; check the path")
     if path.is_dir():
