@@ -189,3 +189,11 @@ def test_the_file_flags_of_other_face_swappers_are_told_the_arguments(command: s
             f"--source FACE.jpg`") in result.stderr, result.stderr
     # run has -o/--output and no input argument: no such hint there
     assert "as arguments" not in run_cli(["run", "-o", "none", "-s", "x.jpg", "-t", "x"]).stderr
+
+
+def test_a_file_name_starting_with_a_dash_says_how_to_give_it() -> None:
+    # `livecam image in.jpg -out.jpg` said only "No such option '-o'"
+    result = run_cli(["image", "in.jpg", "-out.jpg", "-s", "face.jpg"])
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "'-out.jpg' starts with a dash, so it is read as options; give it as ./-out.jpg" in result.stderr
+    assert "starts with a dash" not in run_cli(["image", "in.jpg", "out.jpg", "-x"]).stderr  # a mistyped flag

@@ -236,7 +236,7 @@ class LivecamGroup(click.Group):
         except click.UsageError as exc:  # one line like every other error, not click's three
             where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
             message = exc.format_message()
-            moved = _global_usage(self, exc) or _arguments_usage(exc)
+            moved = _dash_name(argv, exc) or _global_usage(self, exc) or _arguments_usage(exc)
             if moved:  # `livecam run ... --offline` only said "No such option"
                 message, where = message.rstrip("."), f"; {moved}"
             if exc.ctx is not None and exc.ctx.command.name == "image" and message.startswith("Got unexpected extra"):
@@ -291,6 +291,17 @@ def _global_usage(group: click.Group, exc: click.UsageError) -> str:
             command = exc.ctx.command_path.split(" ", 1)[-1]
             return (f"{exc.option_name} is an option of livecam itself: put it before the command, "
                     f"`livecam {exc.option_name}{value} {command} ...`")
+    return ""
+
+
+def _dash_name(argv: Sequence[str], exc: click.UsageError) -> str:
+    """For a file name starting with a dash (`-out.jpg`), which click reads as options (`-o`):
+    how to give it; else ''."""
+    if not isinstance(exc, click.NoSuchOption) or not exc.option_name or exc.option_name.startswith("--"):
+        return ""
+    for word in argv:
+        if word.startswith(exc.option_name) and len(word) > 2 and "." in word[2:]:
+            return f"{word!r} starts with a dash, so it is read as options; give it as ./{word}"
     return ""
 
 
