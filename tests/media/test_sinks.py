@@ -209,11 +209,14 @@ def test_frames_a_recording_cannot_hold_are_one_clear_line_and_leave_nothing(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_recording_is_a_complete_synthetic_tagged_video(tmp_path: Path) -> None:
+def test_recording_is_a_complete_synthetic_tagged_video(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     out = tmp_path / "rec.mp4"
     sink = make_sink(str(out), fps=30)
-    result = run_live_pipeline(FakeEngine(), SyntheticSource(frames=20, fps=100, width=65, height=49), sink,
-                               opts())
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        result = run_live_pipeline(FakeEngine(), SyntheticSource(frames=20, fps=100, width=65, height=49), sink,
+                                   opts())
+    # said once, as `livecam video` says it (a 65x49 clip was recorded at 64x48 without a word)
+    assert caplog.text.count("note: the output is 64x48, the input 65x49: video is encoded with even sides") == 1
     assert out.is_file() and not list(tmp_path.glob(".rec*"))  # no temporary file left
     with av.open(str(out)) as container:
         tags = {k.lower(): v for k, v in container.metadata.items()}
