@@ -141,6 +141,19 @@ def test_stdout_closed_by_its_reader_exits_quietly(command: list[str]) -> None:
     assert proc.stderr == ""  # no traceback, no "Exception ignored ... BrokenPipeError"
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("command", [["models", "list"], ["--help"]], ids=" ".join)
+def test_stdout_on_a_full_disk_is_one_line_not_an_internal_error(command: list[str]) -> None:
+    # `livecam verify --json *.mp4 > report.json` on a full disk: "internal error: OSError ...
+    # please report it"
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "livecam", *command], stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert proc.stderr == ("livecam: error: cannot write to standard output (No space left on device); free some "
+                           "space where it goes or send it elsewhere\n"), proc.stderr
+
+
 def test_ctrl_c_while_the_models_load_is_one_line(tmp_path, monkeypatch, capsys) -> None:
     # click's own KeyboardInterrupt handling printed an empty line before "livecam: interrupted"
     from livecam.cli import cli

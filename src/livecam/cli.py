@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator, Sequence
 import click
 
 from livecam import __version__, native_stderr
-from livecam.atomic import trailing_slash_problem
+from livecam.atomic import DISK_FULL, trailing_slash_problem
 from livecam.errors import EXIT_BROKEN_PIPE, EXIT_FAILURE, EXIT_INTERRUPTED, Interrupted, LivecamError
 from livecam.pipeline.signals import ignore_stop_signals, interrupted, output_done, stop_signals
 from livecam.pipeline.budget import check_execution_threads
@@ -181,28 +181,39 @@ class StdoutClosed(Exception):
     LivecamGroup.main."""
 
 
+class StdoutFull(Exception):
+    """stdout's disk is full (`livecam verify --json *.mp4 > report.json`): it was "internal error:
+    OSError ... please report it", exit 1, which `verify` also gives an unmarked file."""
+
+
 @contextlib.contextmanager
 def _stdout_reader_gone() -> Iterator[None]:
-    """Turns EPIPE into StdoutClosed: every other pipe livecam writes (a --stats-json FIFO) has its
-    own LivecamError, so an EPIPE reaching the CLI is stdout's."""
+    """Turns EPIPE into StdoutClosed, and no space left into StdoutFull: every other file livecam
+    writes (outputs, a --stats-json FIFO) has its own LivecamError, so one reaching the CLI is stdout's."""
     try:
         yield
     except OSError as exc:
+        if exc.errno in DISK_FULL:
+            raise StdoutFull(exc.strerror or str(exc)) from exc
         if exc.errno != errno.EPIPE:
             raise
         raise StdoutClosed() from exc
 
 
-def _quiet_exit_stdout_closed() -> None:
-    """Exit like `git log | head -1`: no line (nobody asked for more), status 141. stdout points at
-    the null device first, so Python's own flush at exit finds no broken pipe to complain about
-    ("Exception ignored ... BrokenPipeError")."""
+def _stdout_to_devnull() -> None:
+    """Point stdout at the null device, so Python's own flush at exit finds no broken pipe or full
+    disk to complain about ("Exception ignored ... BrokenPipeError")."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
     except (OSError, ValueError, AttributeError):  # no stdout to point anywhere: nothing will flush to it
         pass
+
+
+def _quiet_exit_stdout_closed() -> None:
+    """Exit like `git log | head -1`: no line (nobody asked for more), status 141."""
+    _stdout_to_devnull()
     sys.exit(EXIT_BROKEN_PIPE)
 
 
@@ -233,6 +244,11 @@ class LivecamGroup(click.Group):
             sys.exit(exc.exit_code)
         except StdoutClosed:
             _quiet_exit_stdout_closed()
+        except StdoutFull as exc:
+            _stdout_to_devnull()
+            click.echo(f"livecam: error: cannot write to standard output ({exc}); free some space where it goes "
+                       f"or send it elsewhere", err=True)
+            sys.exit(EXIT_FAILURE)
         except click.UsageError as exc:  # one line like every other error, not click's three
             where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
             message = exc.format_message()
