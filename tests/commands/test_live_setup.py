@@ -151,6 +151,13 @@ def test_camera_options_a_file_has_no_use_for_are_named_not_silently_ignored(
     one = live_command.ignored_options(job(tmp_path, source, clip, fps=5.0), VideoFileSource(str(clip)))
     assert one == ["--fps is for a camera's capture; c.mp4 plays at its own size and frame rate"]
     assert live_command.ignored_options(LiveJob(processing=ProcessingSettings(sources=())), camera) == []
+    # --output none --watermark ran the watermark encoder for frames nobody sees, without a word
+    marks = live_command.ignored_options(job(tmp_path, source, clip, output="none", label=True, watermark=True),
+                                         VideoFileSource(str(clip)))
+    assert marks == ["--label/--no-label and --watermark/--no-watermark are for frames shown or recorded; "
+                     "--output none shows and records none"]
+    assert live_command.ignored_options(job(tmp_path, source, clip, output="rec.mp4", label=True, watermark=True),
+                                        VideoFileSource(str(clip))) == []
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")

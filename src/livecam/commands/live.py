@@ -67,14 +67,20 @@ def check_files(job: LiveJob, sink: Sink) -> None:
 
 
 def ignored_options(job: LiveJob, source: FrameSource) -> list[str]:
-    """Options given that this source has no use for (they were silently ignored): a camera's
-    capture size and rate for a file or URL, real-time pacing for a camera."""
+    """Options given that this source or output has no use for (they were silently ignored): a
+    camera's capture size and rate for a file or URL, real-time pacing for a camera, the label
+    and the watermark for --output none (which still ran the watermark encoder for nobody)."""
     if isinstance(source, CameraSource):
         flags = registry.given(job, {"realtime": "--realtime/--no-realtime"})
-        return [f"{registry.listed(flags)} for a video file or URL; a camera always runs in real time"] if flags else []
-    flags = registry.given(job, {"resolution": "--resolution", "fps": "--fps"})
-    return ([f"{registry.listed(flags)} for a camera's capture; {source.name} plays at its own size and frame rate"]
-            if flags else [])
+        said = [f"{registry.listed(flags)} for a video file or URL; a camera always runs in real time"] if flags else []
+    else:
+        flags = registry.given(job, {"resolution": "--resolution", "fps": "--fps"})
+        said = ([f"{registry.listed(flags)} for a camera's capture; {source.name} plays at its own size and frame "
+                 f"rate"] if flags else [])
+    marks = registry.given(job, {"label": "--label/--no-label", "watermark": "--watermark/--no-watermark"})
+    if marks and job.output.strip().lower() == "none":
+        said.append(f"{registry.listed(marks)} for frames shown or recorded; --output none shows and records none")
+    return said
 
 
 def warm_frames(engine: FrameEngine, images: Sequence[np.ndarray], track: bool, process: bool = True,
