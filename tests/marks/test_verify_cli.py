@@ -167,3 +167,19 @@ def test_a_cut_short_marked_photo_still_shows_its_tags(tmp_path: Path, photo: Pa
     junk = tmp_path / "half.jpg"  # no tags: still unreadable
     junk.write_bytes((faces_dir / "obama.jpg").read_bytes()[:3000])
     assert verify([junk], isolated_env)[0] == 2
+
+
+@pytest.mark.parametrize("failures, state, words", [
+    (("assertion.dataHash.mismatch",), "Invalid", "INVALID: assertion.dataHash.mismatch;"),
+    ((), "Invalid", "INVALID: validation state Invalid;"),
+    ((), "", "INVALID: validation state not given;"),
+])
+def test_an_invalid_manifest_always_says_why(failures: tuple[str, ...], state: str, words: str) -> None:
+    # without failure codes the line read "INVALID: ; actions ..." (an operator-precedence slip)
+    from livecam.commands.verify import report
+    from livecam.marks.credentials import Credentials
+    from livecam.marks.evidence import Evidence
+
+    credentials = Credentials(True, state=state, failures=failures, generator="livecam 0.1.0", signer="livecam")
+    line = report(Evidence(Path("x.jpg"), "image", credentials=credentials)).splitlines()[2]
+    assert line == f"  C2PA:      manifest by livecam 0.1.0, signed by livecam, {words} actions none", line
