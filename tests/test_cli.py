@@ -154,6 +154,15 @@ def test_stdout_on_a_full_disk_is_one_line_not_an_internal_error(command: list[s
                            "space where it goes or send it elsewhere\n"), proc.stderr
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_stderr_on_a_full_disk_keeps_the_exit_code() -> None:
+    # the error line could not be written, and the exit code of a bad input became 1
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "livecam", "image", "in.jpg", "out.jpg", "-s", "missing.jpg"],
+                              stdout=subprocess.PIPE, stderr=full, text=True, timeout=120)
+    assert proc.returncode == 2
+
+
 def test_ctrl_c_while_the_models_load_is_one_line(tmp_path, monkeypatch, capsys) -> None:
     # click's own KeyboardInterrupt handling printed an empty line before "livecam: interrupted"
     from livecam.cli import cli

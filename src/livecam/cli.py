@@ -217,6 +217,15 @@ def _quiet_exit_stdout_closed() -> None:
     sys.exit(EXIT_BROKEN_PIPE)
 
 
+def _say(line: str) -> None:
+    """One line on stderr. A stderr that cannot take it (`2> log` on a full disk) must not change the
+    command's exit code (a bad input's 2 became 1)."""
+    try:
+        click.echo(line, err=True)
+    except OSError:
+        pass
+
+
 class LivecamGroup(click.Group):
     """Adds variadic options and turns every error into one line and an exit code."""
 
@@ -246,8 +255,8 @@ class LivecamGroup(click.Group):
             _quiet_exit_stdout_closed()
         except StdoutFull as exc:
             _stdout_to_devnull()
-            click.echo(f"livecam: error: cannot write to standard output ({exc}); free some space where it goes "
-                       f"or send it elsewhere", err=True)
+            _say(f"livecam: error: cannot write to standard output ({exc}); free some space where it goes "
+                 f"or send it elsewhere")
             sys.exit(EXIT_FAILURE)
         except click.UsageError as exc:  # one line like every other error, not click's three
             where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
@@ -262,32 +271,29 @@ class LivecamGroup(click.Group):
             mistyped = mistyped_variadic_value(strays)
             if mistyped:
                 message = mistyped
-            click.echo(f"livecam: error: {message}{where}", err=True)
+            _say(f"livecam: error: {message}{where}")
             sys.exit(exc.exit_code)
         except click.ClickException as exc:
             exc.show()
             sys.exit(exc.exit_code)
         except (click.exceptions.Abort, KeyboardInterrupt):
-            click.echo("livecam: interrupted", err=True)
+            _say("livecam: interrupted")
             sys.exit(EXIT_INTERRUPTED)
         except LivecamError as exc:
             if interrupted() and not isinstance(exc, Interrupted):  # e.g. an import cut short by Ctrl-C
-                click.echo("livecam: interrupted", err=True)
+                _say("livecam: interrupted")
                 sys.exit(EXIT_INTERRUPTED)
-            click.echo(f"livecam: error: {exc.message}", err=True)
+            _say(f"livecam: error: {exc.message}")
             if verbose:
                 _print_cause_chain(exc)
             sys.exit(exc.exit_code)
         except Exception as exc:  # noqa: BLE001 - the last line of defence: no tracebacks
             if interrupted():  # an error raised by the interrupt (or the cleanup after it)
-                click.echo("livecam: interrupted", err=True)
+                _say("livecam: interrupted")
                 sys.exit(EXIT_INTERRUPTED)
             first = str(exc).splitlines()[0] if str(exc) else ""
-            click.echo(
-                f"livecam: internal error: {type(exc).__name__}: {first} "
-                f"(rerun with -v for details and please report it)",
-                err=True,
-            )
+            _say(f"livecam: internal error: {type(exc).__name__}: {first} "
+                 f"(rerun with -v for details and please report it)")
             if verbose:
                 traceback.print_exc()
             sys.exit(EXIT_FAILURE)
