@@ -143,3 +143,27 @@ def test_force_replaces_a_link_at_the_output_and_never_its_target(tmp_path: Path
     assert not out.is_symlink() and out.read_bytes() == b"frames"
     assert sorted(p.name for p in tmp_path.iterdir()) == (["out.mp4"] if dangling else ["elsewhere.mp4", "out.mp4"])
     assert dangling or target.read_bytes() == b"theirs"
+
+
+@pytest.mark.parametrize("code", [errno.EPERM, errno.EACCES, errno.EBUSY])
+def test_a_result_that_cannot_replace_the_old_output_is_kept_beside_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int) -> None:
+    # --force over a file that cannot be replaced (immutable, another user's in /tmp, open in a
+    # player on Windows) deleted the finished result: a whole recording or video lost at the end
+    out = tmp_path / "rec.mp4"
+    out.write_bytes(b"old")
+    real_replace = os.replace
+
+    def refuse(src: object, dst: object) -> None:
+        if Path(str(dst)) == out:
+            raise OSError(code, os.strerror(code))
+        real_replace(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(OutputError, match=f"cannot replace {out} .*; the result was kept as "
+                                          f"{tmp_path / 'rec.livecam-1.mp4'}$"):
+        with AtomicOutput(out, force=True) as target:
+            target.write_bytes(b"an hour of frames")
+    assert out.read_bytes() == b"old"
+    assert (tmp_path / "rec.livecam-1.mp4").read_bytes() == b"an hour of frames"
+    assert _hidden(tmp_path) == []

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +14,7 @@ from livecam import __version__
 from livecam.cli import expand_variadic
 from livecam.errors import EXIT_BROKEN_PIPE
 from tests.conftest import run_cli
+from tests.videos import make_clip
 
 COMMANDS = [[], ["run"], ["video"], ["image"], ["bench"], ["demo"], ["doctor"], ["models"],
             ["models", "list"], ["models", "download"], ["models", "verify"], ["models", "where"],
@@ -138,6 +141,28 @@ def test_stdout_closed_by_its_reader_exits_quietly(command: list[str]) -> None:
     assert proc.stderr == ""  # no traceback, no "Exception ignored ... BrokenPipeError"
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("command", [["models", "list"], ["--help"]], ids=" ".join)
+def test_stdout_on_a_full_disk_is_one_line_not_an_internal_error(command: list[str]) -> None:
+    # `livecam verify --json *.mp4 > report.json` on a full disk: "internal error: OSError ...
+    # please report it"
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "livecam", *command], stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert proc.stderr == ("livecam: error: cannot write to standard output (No space left on device); free some "
+                           "space where it goes or send it elsewhere\n"), proc.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_stderr_on_a_full_disk_keeps_the_exit_code() -> None:
+    # the error line could not be written, and the exit code of a bad input became 1
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "livecam", "image", "in.jpg", "out.jpg", "-s", "missing.jpg"],
+                              stdout=subprocess.PIPE, stderr=full, text=True, timeout=120)
+    assert proc.returncode == 2
+
+
 def test_ctrl_c_while_the_models_load_is_one_line(tmp_path, monkeypatch, capsys) -> None:
     # click's own KeyboardInterrupt handling printed an empty line before "livecam: interrupted"
     from livecam.cli import cli
@@ -152,3 +177,45 @@ def test_ctrl_c_while_the_models_load_is_one_line(tmp_path, monkeypatch, capsys)
     assert stopped.value.code == 130
     assert capsys.readouterr().err == "livecam: interrupted\n"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_tilde_the_shell_left_after_an_equals_sign_is_the_home_folder(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # the shell leaves `--source=~/face.jpg` as it is: the photo was "not found", and an output
+    # under ~ was refused with "the output folder ~ does not exist; create it first"
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(faces_dir / "obama.jpg", home / "face.jpg")
+    make_clip(home / "clip.mp4", frames=3, size=(160, 120), fps=10, audio=False, source_image=faces_dir / "biden.jpg")
+    env = dict(isolated_env, HOME=str(home))
+    image = run_cli(["image", str(faces_dir / "biden.jpg"), "~/out.png", "--source=~/face.jpg"],
+                    env=env, cwd=tmp_path)
+    assert image.returncode == 0, image.stderr
+    live = run_cli(["run", "--source=~/face.jpg", "--camera=~/clip.mp4", "--output=~/rec.mp4",
+                    "--stats-json=~/s.jsonl"], env=env, cwd=tmp_path, timeout=300)
+    assert live.returncode == 0, live.stderr
+    assert all((home / name).is_file() for name in ("out.png", "rec.mp4", "s.jsonl"))
+    assert not (tmp_path / "~").exists()
+
+
+@pytest.mark.parametrize("command, argv", [
+    ("image", ["-s", "face.jpg", "-t", "target.jpg", "-o", "out.jpg"]),
+    ("image", ["--source", "face.jpg", "target.jpg", "--output", "out.jpg"]),
+    ("video", ["-s", "face.jpg", "-i", "in.mp4", "-o", "out.mp4"]),
+])
+def test_the_file_flags_of_other_face_swappers_are_told_the_arguments(command: str, argv: list[str]) -> None:
+    # roop and Deep-Live-Cam take `-s FACE -t TARGET -o OUTPUT`: livecam said only "No such option '-t'"
+    result = run_cli([command, *argv])
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert (f"takes the input and the output as arguments, without a flag: `livecam {command} INPUT OUTPUT "
+            f"--source FACE.jpg`") in result.stderr, result.stderr
+    # run has -o/--output and no input argument: no such hint there
+    assert "as arguments" not in run_cli(["run", "-o", "none", "-s", "x.jpg", "-t", "x"]).stderr
+
+
+def test_a_file_name_starting_with_a_dash_says_how_to_give_it() -> None:
+    # `livecam image in.jpg -out.jpg` said only "No such option '-o'"
+    result = run_cli(["image", "in.jpg", "-out.jpg", "-s", "face.jpg"])
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "'-out.jpg' starts with a dash, so it is read as options; give it as ./-out.jpg" in result.stderr
+    assert "starts with a dash" not in run_cli(["image", "in.jpg", "out.jpg", "-x"]).stderr  # a mistyped flag

@@ -11,7 +11,7 @@
 - removal of the temporary file on every exit path that does not commit;
 - the final rename, which never replaces a file that was not there when the output was opened
   (or that --force did not cover): a file that appeared meanwhile is kept, the result is kept
-  under a free name the error gives (exit 2);
+  under a free name the error gives (exit 2), as it is when --force cannot replace the old file;
 - messages that name the user's path, never the temporary file.
 
 Nothing here imports OpenCV or PyAV: models/ and faces/ use it too.
@@ -192,7 +192,7 @@ class AtomicOutput:
         try:
             current = _Identity.of(self.path)
             if current is not None and (self.cache or (self.force and current == self._covered)):
-                os.replace(self.temp, self.path)
+                self._replace()
             elif not _link_no_clobber(self.temp, self.path):
                 kept = self._keep_aside()
                 self.committed = True
@@ -205,6 +205,23 @@ class AtomicOutput:
             raise output_error(self.shown, exc) from exc
         self.committed = True
         return self.path
+
+    def _replace(self) -> None:
+        """The --force rename onto the old output. When the old file cannot be replaced (it is
+        immutable, another user's in a sticky folder such as /tmp, open in a player on Windows),
+        the finished result is kept beside it: an hour's recording or video was deleted."""
+        try:
+            os.replace(self.temp, self.path)
+        except OSError as exc:
+            if exc.errno in DISK_FULL or self.cache:
+                raise
+            try:
+                kept = self._keep_aside()
+            except OSError:
+                raise exc from None
+            self.committed = True
+            raise OutputError(f"cannot replace {self.shown} ({exc.strerror or exc}); the result was kept as "
+                              f"{kept}") from exc
 
     def discard(self) -> None:
         """Remove the temporary file (nothing at the output path is touched)."""

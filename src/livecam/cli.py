@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator, Sequence
 import click
 
 from livecam import __version__, native_stderr
-from livecam.atomic import trailing_slash_problem
+from livecam.atomic import DISK_FULL, trailing_slash_problem
 from livecam.errors import EXIT_BROKEN_PIPE, EXIT_FAILURE, EXIT_INTERRUPTED, Interrupted, LivecamError
 from livecam.pipeline.signals import ignore_stop_signals, interrupted, output_done, stop_signals
 from livecam.pipeline.budget import check_execution_threads
@@ -118,6 +118,8 @@ class GivenPath(click.Path):
     def _convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str) and not value:  # (click takes an empty environment variable for unset)
             self.fail("the path is empty (an unset shell variable?); give a file or folder name", param, ctx)
+        if isinstance(value, str):
+            value = home_expanded(value)
         if isinstance(value, (str, Path)):
             try:
                 os.stat(value)
@@ -128,6 +130,13 @@ class GivenPath(click.Path):
                               f"{len(os.fsencode(value))} in all; the usual limits are 255 and 4096); "
                               f"give a shorter one", param, ctx)
         return super().convert(value, param, ctx)
+
+
+def home_expanded(value: str) -> str:
+    """`value` with a leading ~ or ~user as the shell expands it. The shell leaves it as it is after
+    `=` (`--source=~/face.jpg`) or in quotes: the file was "not found" and an output's folder "~
+    does not exist; create it first", which made a folder named ~ in the current one."""
+    return os.path.expanduser(value)
 
 
 def expand_variadic(args: Sequence[str], strays: list[tuple[str, str]] | None = None) -> list[str]:
@@ -172,29 +181,49 @@ class StdoutClosed(Exception):
     LivecamGroup.main."""
 
 
+class StdoutFull(Exception):
+    """stdout's disk is full (`livecam verify --json *.mp4 > report.json`): it was "internal error:
+    OSError ... please report it", exit 1, which `verify` also gives an unmarked file."""
+
+
 @contextlib.contextmanager
 def _stdout_reader_gone() -> Iterator[None]:
-    """Turns EPIPE into StdoutClosed: every other pipe livecam writes (a --stats-json FIFO) has its
-    own LivecamError, so an EPIPE reaching the CLI is stdout's."""
+    """Turns EPIPE into StdoutClosed, and no space left into StdoutFull: every other file livecam
+    writes (outputs, a --stats-json FIFO) has its own LivecamError, so one reaching the CLI is stdout's."""
     try:
         yield
     except OSError as exc:
+        if exc.errno in DISK_FULL:
+            raise StdoutFull(exc.strerror or str(exc)) from exc
         if exc.errno != errno.EPIPE:
             raise
         raise StdoutClosed() from exc
 
 
-def _quiet_exit_stdout_closed() -> None:
-    """Exit like `git log | head -1`: no line (nobody asked for more), status 141. stdout points at
-    the null device first, so Python's own flush at exit finds no broken pipe to complain about
-    ("Exception ignored ... BrokenPipeError")."""
+def _stdout_to_devnull() -> None:
+    """Point stdout at the null device, so Python's own flush at exit finds no broken pipe or full
+    disk to complain about ("Exception ignored ... BrokenPipeError")."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
     except (OSError, ValueError, AttributeError):  # no stdout to point anywhere: nothing will flush to it
         pass
+
+
+def _quiet_exit_stdout_closed() -> None:
+    """Exit like `git log | head -1`: no line (nobody asked for more), status 141."""
+    _stdout_to_devnull()
     sys.exit(EXIT_BROKEN_PIPE)
+
+
+def _say(line: str) -> None:
+    """One line on stderr. A stderr that cannot take it (`2> log` on a full disk) must not change the
+    command's exit code (a bad input's 2 became 1)."""
+    try:
+        click.echo(line, err=True)
+    except OSError:
+        pass
 
 
 class LivecamGroup(click.Group):
@@ -224,41 +253,47 @@ class LivecamGroup(click.Group):
             sys.exit(exc.exit_code)
         except StdoutClosed:
             _quiet_exit_stdout_closed()
+        except StdoutFull as exc:
+            _stdout_to_devnull()
+            _say(f"livecam: error: cannot write to standard output ({exc}); free some space where it goes "
+                 f"or send it elsewhere")
+            sys.exit(EXIT_FAILURE)
         except click.UsageError as exc:  # one line like every other error, not click's three
             where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
             message = exc.format_message()
-            moved = _global_usage(self, exc)
+            moved = _dash_name(argv, exc) or _global_usage(self, exc) or _arguments_usage(exc)
             if moved:  # `livecam run ... --offline` only said "No such option"
                 message, where = message.rstrip("."), f"; {moved}"
+            if exc.ctx is not None and exc.ctx.command.name == "image" and message.startswith("Got unexpected extra"):
+                # `livecam image *.jpg out/ -s face.jpg`, or the face given as an argument
+                where = ("; `livecam image` takes one INPUT image and one OUTPUT file, with the face photo after "
+                         "--source: run it once per image")
             mistyped = mistyped_variadic_value(strays)
             if mistyped:
                 message = mistyped
-            click.echo(f"livecam: error: {message}{where}", err=True)
+            _say(f"livecam: error: {message}{where}")
             sys.exit(exc.exit_code)
         except click.ClickException as exc:
             exc.show()
             sys.exit(exc.exit_code)
         except (click.exceptions.Abort, KeyboardInterrupt):
-            click.echo("livecam: interrupted", err=True)
+            _say("livecam: interrupted")
             sys.exit(EXIT_INTERRUPTED)
         except LivecamError as exc:
             if interrupted() and not isinstance(exc, Interrupted):  # e.g. an import cut short by Ctrl-C
-                click.echo("livecam: interrupted", err=True)
+                _say("livecam: interrupted")
                 sys.exit(EXIT_INTERRUPTED)
-            click.echo(f"livecam: error: {exc.message}", err=True)
+            _say(f"livecam: error: {exc.message}")
             if verbose:
                 _print_cause_chain(exc)
             sys.exit(exc.exit_code)
         except Exception as exc:  # noqa: BLE001 - the last line of defence: no tracebacks
             if interrupted():  # an error raised by the interrupt (or the cleanup after it)
-                click.echo("livecam: interrupted", err=True)
+                _say("livecam: interrupted")
                 sys.exit(EXIT_INTERRUPTED)
             first = str(exc).splitlines()[0] if str(exc) else ""
-            click.echo(
-                f"livecam: internal error: {type(exc).__name__}: {first} "
-                f"(rerun with -v for details and please report it)",
-                err=True,
-            )
+            _say(f"livecam: internal error: {type(exc).__name__}: {first} "
+                 f"(rerun with -v for details and please report it)")
             if verbose:
                 traceback.print_exc()
             sys.exit(EXIT_FAILURE)
@@ -279,6 +314,33 @@ def _global_usage(group: click.Group, exc: click.UsageError) -> str:
             return (f"{exc.option_name} is an option of livecam itself: put it before the command, "
                     f"`livecam {exc.option_name}{value} {command} ...`")
     return ""
+
+
+def _dash_name(argv: Sequence[str], exc: click.UsageError) -> str:
+    """For a file name starting with a dash (`-out.jpg`), which click reads as options (`-o`):
+    how to give it; else ''."""
+    if not isinstance(exc, click.NoSuchOption) or not exc.option_name or exc.option_name.startswith("--"):
+        return ""
+    for word in argv:
+        if word.startswith(exc.option_name) and len(word) > 2 and "." in word[2:]:
+            return f"{word!r} starts with a dash, so it is read as options; give it as ./{word}"
+    return ""
+
+
+# The flags other face swappers (roop, Deep-Live-Cam) take for the files: `-s FACE -t TARGET -o OUTPUT`.
+_FILE_FLAGS = ("-t", "--target", "-i", "--input", "-o", "--output")
+
+
+def _arguments_usage(exc: click.UsageError) -> str:
+    """For `-t TARGET` or `-o OUTPUT` given to a command that takes its input and output as
+    arguments (image, video): how to give them; else ''."""
+    if not isinstance(exc, click.NoSuchOption) or exc.ctx is None or exc.option_name not in _FILE_FLAGS:
+        return ""
+    names = [p.human_readable_name for p in exc.ctx.command.params if isinstance(p, click.Argument)]
+    if names != ["INPUT", "OUTPUT"]:
+        return ""
+    return (f"`{exc.ctx.command_path}` takes the input and the output as arguments, without a flag: "
+            f"`{exc.ctx.command_path} INPUT OUTPUT --source FACE.jpg`")
 
 
 def _print_cause_chain(exc: BaseException) -> None:
@@ -622,8 +684,9 @@ def run(ctx: click.Context, **kw: Any) -> None:
     """Swap faces live: camera (or a clip) in, window / virtual camera / file out."""
     processing = _processing(ctx, kw)
     _require_source(processing)
-    job = LiveJob(processing=processing, camera=kw["camera"], resolution=_parse_resolution(kw["resolution"]),
-                  fps=kw["fps"], realtime=kw["realtime"], mirror=kw["mirror"], output=kw["output"],
+    job = LiveJob(processing=processing, camera=home_expanded(kw["camera"]),
+                  resolution=_parse_resolution(kw["resolution"]), fps=kw["fps"], realtime=kw["realtime"],
+                  mirror=kw["mirror"], output=home_expanded(kw["output"]),
                   queue_depth=kw["queue_depth"], duration=kw["duration"], max_frames=kw["max_frames"],
                   stats=kw["stats"], stats_json=_stats_json(kw["stats_json"]), max_latency_ms=kw["max_latency_ms"],
                   degrade=kw["degrade"], label=kw["label"], force=kw["force"],

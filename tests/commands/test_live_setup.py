@@ -4,6 +4,7 @@ checks it makes before any model loads, and SIGTERM while the models load."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -14,6 +15,8 @@ import pytest
 from livecam.commands import live as live_command
 from livecam.errors import InputError, OutputExistsError
 from livecam.settings import LiveJob, ProcessingSettings, RuntimeSettings, SwapSettings
+from tests.commands.test_image import only_error_line
+from tests.conftest import run_cli
 from tests.videos import make_clip
 
 
@@ -148,6 +151,13 @@ def test_camera_options_a_file_has_no_use_for_are_named_not_silently_ignored(
     one = live_command.ignored_options(job(tmp_path, source, clip, fps=5.0), VideoFileSource(str(clip)))
     assert one == ["--fps is for a camera's capture; c.mp4 plays at its own size and frame rate"]
     assert live_command.ignored_options(LiveJob(processing=ProcessingSettings(sources=())), camera) == []
+    # --output none --watermark ran the watermark encoder for frames nobody sees, without a word
+    marks = live_command.ignored_options(job(tmp_path, source, clip, output="none", label=True, watermark=True),
+                                         VideoFileSource(str(clip)))
+    assert marks == ["--label/--no-label and --watermark/--no-watermark are for frames shown or recorded; "
+                     "--output none shows and records none"]
+    assert live_command.ignored_options(job(tmp_path, source, clip, output="rec.mp4", label=True, watermark=True),
+                                        VideoFileSource(str(clip))) == []
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
@@ -180,9 +190,25 @@ def test_stats_json_spelled_differently_from_the_recording_is_still_the_recordin
                                          output=str(recording)), make_sink(str(recording)))
     photo = tmp_path / "me.jpg"
     photo.write_bytes((faces_dir / "obama.jpg").read_bytes())
-    with pytest.raises(InputError, match="--source, --reference or --map photo"):  # --force once overwrote it
+    with pytest.raises(InputError, match="is a --source photo"):  # --force once overwrote it
         live_command.check_files(job(tmp_path, photo, clip, stats_json=photo, force=True, output="none"),
                                  make_sink("none"))
+    assert photo.read_bytes() == (faces_dir / "obama.jpg").read_bytes()
+
+
+def test_stats_json_never_replaces_a_photo_of_a_source_folder(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # `--source faces/ --stats-json faces/me.jpg --force` wrote the stats over the photo: only a
+    # --source file was compared, not the photos of a --source folder
+    folder = tmp_path / "faces"
+    folder.mkdir()
+    photo = folder / "me.jpg"
+    shutil.copy(faces_dir / "obama.jpg", photo)
+    clip = make_clip(tmp_path / "c.mp4", frames=2, audio=False)
+    result = run_cli(["run", "--source", str(folder), "--camera", str(clip), "--output", "none",
+                      "--stats-json", str(photo), "--force"], env=isolated_env)
+    line = only_error_line(result.stderr)
+    assert result.returncode == 2 and f"--stats-json: the output {photo} is a --source photo" in line, line
     assert photo.read_bytes() == (faces_dir / "obama.jpg").read_bytes()
 
 

@@ -52,6 +52,16 @@ def test_models_verify_on_an_empty_folder_passes(isolated_env) -> None:
     assert all(f"{name}: verified" in result.stdout for name in EMBEDDED)
 
 
+def test_models_verify_of_a_named_model_that_is_missing_fails(isolated_env) -> None:
+    # `livecam models verify inswapper_128 && livecam run ...` went on (exit 0) without the model
+    result = run_cli(["models", "verify", "w600k_r50", "face_landmark", "det_10g"], env=isolated_env)
+    assert result.returncode == 3
+    assert "w600k_r50: missing" in result.stdout and "face_landmark: verified" in result.stdout
+    assert result.stderr == ("livecam: error: w600k_r50, det_10g are not downloaded "
+                             "(`livecam models download w600k_r50 det_10g`)\n"), result.stderr
+    assert run_cli(["models", "verify", "face_landmark"], env=isolated_env).returncode == 0
+
+
 def test_models_verify_reports_a_truncated_model_with_exit_3(isolated_env) -> None:
     models = Path(isolated_env["LIVECAM_MODELS_DIR"])
     models.mkdir(parents=True)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,24 @@ def test_a_gif_of_one_frame_is_a_still_image_for_livecam_video(
     line = only_error_line(result.stderr)
     assert result.returncode == 2 and "still.gif is a still image (a GIF of one frame)" in line, line
     assert "`livecam image`" in line and not out.exists()
+
+
+def test_a_folder_or_several_images_given_to_livecam_image_say_it_takes_one(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # `livecam image photos/ out/` was "photos is a folder, not an image file", and
+    # `livecam image *.jpg out/` (or the face as an argument) only "Got unexpected extra argument"
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    shutil.copy(faces_dir / "biden.jpg", photos / "a.jpg")
+    (tmp_path / "out").mkdir()
+    folder = run_cli(["image", str(photos), str(tmp_path / "out"), "-s", str(faces_dir / "obama.jpg")],
+                     env=isolated_env)
+    line = only_error_line(folder.stderr)
+    assert folder.returncode == 2 and f"{photos} is a folder; `livecam image` changes one image a run" in line, line
+    assert "`livecam video`" in line, line
+    several = run_cli(["image", str(faces_dir / "obama.jpg"), str(photos / "a.jpg"), str(tmp_path / "out.png")],
+                      env=isolated_env)
+    line = only_error_line(several.stderr)
+    assert several.returncode == 2 and "takes one INPUT image and one OUTPUT file, with the face photo after " \
+        "--source" in line, line
+    assert list((tmp_path / "out").iterdir()) == [] and not (tmp_path / "out.png").exists()

@@ -99,6 +99,21 @@ def test_unreadable_and_missing_files_exit_2(tmp_path: Path, isolated_env: dict[
     assert all("error" in item for item in found)
 
 
+def test_a_file_that_is_neither_an_image_nor_a_video_is_not_called_a_bad_video(
+        tmp_path: Path, isolated_env: dict[str, str]) -> None:
+    # `livecam verify *` over a folder of downloads: a text file or a phone's HEIC photo was
+    # "cannot read it as a video ...; expected a video file such as .mp4", as if the video were damaged
+    notes = tmp_path / "notes.txt"
+    notes.write_text("shopping list\n")
+    heic = tmp_path / "IMG_0001.HEIC"
+    heic.write_bytes(b"\x00\x00\x00\x18ftypheic\x00\x00\x00\x00mif1heic" + bytes(2000))
+    code, (text, phone) = verify([notes, heic], isolated_env)
+    assert code == 2
+    assert text["error"].startswith(f"{notes} is neither an image nor a video livecam can read"), text
+    assert ".mp4" in text["error"] and "PNG" in text["error"], text
+    assert phone["error"].startswith(f"{heic} is a HEIC image, which livecam cannot read; convert it"), phone
+
+
 def test_a_renamed_marked_photo_is_read_as_a_photo_and_a_folder_is_called_a_folder(
         tmp_path: Path, photo: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
     # Without a photo extension the file was read as a video ("is a still image, not a video;
@@ -152,3 +167,19 @@ def test_a_cut_short_marked_photo_still_shows_its_tags(tmp_path: Path, photo: Pa
     junk = tmp_path / "half.jpg"  # no tags: still unreadable
     junk.write_bytes((faces_dir / "obama.jpg").read_bytes()[:3000])
     assert verify([junk], isolated_env)[0] == 2
+
+
+@pytest.mark.parametrize("failures, state, words", [
+    (("assertion.dataHash.mismatch",), "Invalid", "INVALID: assertion.dataHash.mismatch;"),
+    ((), "Invalid", "INVALID: validation state Invalid;"),
+    ((), "", "INVALID: validation state not given;"),
+])
+def test_an_invalid_manifest_always_says_why(failures: tuple[str, ...], state: str, words: str) -> None:
+    # without failure codes the line read "INVALID: ; actions ..." (an operator-precedence slip)
+    from livecam.commands.verify import report
+    from livecam.marks.credentials import Credentials
+    from livecam.marks.evidence import Evidence
+
+    credentials = Credentials(True, state=state, failures=failures, generator="livecam 0.1.0", signer="livecam")
+    line = report(Evidence(Path("x.jpg"), "image", credentials=credentials)).splitlines()[2]
+    assert line == f"  C2PA:      manifest by livecam 0.1.0, signed by livecam, {words} actions none", line

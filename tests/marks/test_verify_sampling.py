@@ -97,3 +97,17 @@ def test_only_the_frames_read_are_converted_to_bgr(long_clip: Path, tmp_path: Pa
         found = evidence.examine(path, CountingMarker())  # type: ignore[arg-type]
         assert found.watermark.frames_read == read and not found.watermark.cut_short
         assert len(converted) == read
+
+
+def test_an_image_too_large_to_read_is_refused_before_it_is_read(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # `livecam verify` read a 3 GB .jpg whole (4 GB of memory, 30 s) for its tags, then refused it
+    from livecam.errors import InputError
+    from livecam.media.images import MAX_FILE_BYTES
+
+    big = tmp_path / "big.jpg"
+    with big.open("wb") as f:
+        f.truncate(MAX_FILE_BYTES + 1)  # sparse: no disk used
+    monkeypatch.setattr(Path, "read_bytes", lambda self: pytest.fail(f"{self} was read whole"))
+    with pytest.raises(InputError, match="big.jpg is 1.0 GB, too large for an image"):
+        evidence.examine(big, marker=None)  # type: ignore[arg-type]

@@ -32,10 +32,19 @@ def test_output_none_and_bad_outputs(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 def test_a_recording_name_ending_in_a_slash_is_refused_not_written_without_it(tmp_path: Path) -> None:
     # `--output rec.mp4/` (a folder, by its slash) recorded to the file rec.mp4, as Path drops the slash.
-    for spec in (f"{tmp_path / 'rec.mp4'}/", f"{tmp_path}/"):
-        with pytest.raises(InputError, match=r"ends in a slash, which means a folder; give the file name"):
-            make_sink(spec)
+    with pytest.raises(InputError, match=r"ends in a slash, which means a folder; give the file name"):
+        make_sink(f"{tmp_path / 'rec.mp4'}/")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["clips", "clips/", "clips.mp4"])
+def test_a_recording_named_as_a_folder_that_exists_asks_for_a_file_in_it(tmp_path: Path, name: str) -> None:
+    # `--output clips/` was told to "give the file name without the slash (clips)", and `clips`
+    # then to give "a video file name ending in .mp4"
+    (tmp_path / name).mkdir()
+    folder = tmp_path / name.rstrip("/")
+    with pytest.raises(InputError, match=f"that is a folder; give a file name such as {folder / 'rec.mp4'}$"):
+        make_sink(str(tmp_path / name))
 
 
 def test_auto_output_without_a_display_asks_for_another_output(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -200,11 +209,14 @@ def test_frames_a_recording_cannot_hold_are_one_clear_line_and_leave_nothing(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_recording_is_a_complete_synthetic_tagged_video(tmp_path: Path) -> None:
+def test_recording_is_a_complete_synthetic_tagged_video(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     out = tmp_path / "rec.mp4"
     sink = make_sink(str(out), fps=30)
-    result = run_live_pipeline(FakeEngine(), SyntheticSource(frames=20, fps=100, width=65, height=49), sink,
-                               opts())
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        result = run_live_pipeline(FakeEngine(), SyntheticSource(frames=20, fps=100, width=65, height=49), sink,
+                                   opts())
+    # said once, as `livecam video` says it (a 65x49 clip was recorded at 64x48 without a word)
+    assert caplog.text.count("note: the output is 64x48, the input 65x49: video is encoded with even sides") == 1
     assert out.is_file() and not list(tmp_path.glob(".rec*"))  # no temporary file left
     with av.open(str(out)) as container:
         tags = {k.lower(): v for k, v in container.metadata.items()}

@@ -10,7 +10,7 @@ import cv2
 import numpy as np
 import pytest
 
-from livecam.errors import InputError, ModelError
+from livecam.errors import InputError, ModelError, NoFaceError
 from livecam.frame import FramePacket
 from livecam.media.images import read_image
 from livecam.pipeline.engine import Engine, choose_swap_model
@@ -214,6 +214,28 @@ def test_a_source_a_processor_refuses_is_skipped_when_cycling(tmp_path: Path, mo
         assert engine.next_source() == "c.jpg"
     assert swapper.prepared == ["c.jpg"] and engine.sources == ["c.jpg"]
     assert "skipping source b.jpg" in caplog.text
+
+
+def test_a_source_folder_starts_with_its_first_photo_that_has_a_face(
+        tmp_path: Path, faces_dir: Path, cache_env: None, caplog: pytest.LogCaptureFixture) -> None:
+    # a faceless or damaged first photo (by name) refused the whole folder, while `n` skips such
+    # photos with a warning
+    folder = tmp_path / "faces"
+    folder.mkdir()
+    cv2.imwrite(str(folder / "a_blank.png"), np.full((120, 120, 3), 128, np.uint8))
+    (folder / "b_cut.jpg").write_bytes((faces_dir / "obama.jpg").read_bytes()[:600])
+    shutil.copy(small(faces_dir, "biden.jpg", tmp_path), folder / "c_biden.png")
+    shutil.copy(small(faces_dir, "obama2.jpg", tmp_path), folder / "d_obama.png")
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        engine = Engine.create(settings(tmp_path, (folder,)), live=True, progress=False)
+    assert engine.sources[0].paths == (folder / "c_biden.png",)
+    assert "skipping source a_blank.png" in caplog.text and "skipping source b_cut.jpg" in caplog.text
+    assert engine.next_source() == "d_obama.png"
+    assert engine.next_source() == "c_biden.png"
+    for name in ("c_biden.png", "d_obama.png"):
+        (folder / name).unlink()
+    with pytest.raises(NoFaceError, match=f"none of the 2 photos in source folder {folder} has a face"):
+        Engine.create(settings(tmp_path, (folder,)), live=True, progress=False)
 
 
 def test_an_image_gives_its_sessions_every_core_whatever_execution_threads_says(

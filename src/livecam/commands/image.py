@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 
+from livecam.errors import InputError
 from livecam.frame import FramePacket
 from livecam.marks.credentials import available, signing_for
 from livecam.marks.watermark import open_watermarker
@@ -35,6 +36,9 @@ def check_given_identity(c2pa: C2paSettings) -> None:
 def run_image(job: ImageJob) -> None:
     from livecam.pipeline.engine import Engine
 
+    if job.input.is_dir():  # "is a folder, not an image file" left a folder run (as `video` takes) to guess
+        raise InputError(f"{job.input} is a folder; `livecam image` changes one image a run: give one of its "
+                         f"images (a folder in, a folder out is for videos: `livecam video`)")
     image, profile = read_image_and_profile(job.input)
     check_output_path(job.output, force=job.force, input_path=job.input, processing=job.processing,
                       size=(image.shape[1], image.shape[0]))

@@ -17,7 +17,7 @@ from livecam.marks.credentials import signing_for
 from livecam.marks.live_marker import LiveMarker
 from livecam.marks.watermark import open_watermarker
 from livecam.media.camera import CameraSource, FrameSource, VideoFileSource, camera_device_problem, open_source
-from livecam.media.images import check_output_folder, same_file
+from livecam.media.images import check_not_an_input, check_output_folder, same_file
 from livecam.media.sinks import FileRecorderSink, Sink, make_sink
 from livecam.pipeline.live import STATS_TO_STDOUT, LiveRun, run_live_pipeline, stats_stream
 from livecam.pipeline.metrics import ResourceProbe
@@ -49,10 +49,10 @@ def check_files(job: LiveJob, sink: Sink) -> None:
     if same_file(path, camera) or (recording is not None and (path.resolve() == recording.resolve()
                                                               or same_file(path, recording))):
         raise InputError(f"--stats-json {path}: that is the --camera or --output file; give another name")
-    analysis = job.processing.analysis
-    photos = [*job.processing.sources, *analysis.reference, *(p for pair in analysis.face_map for p in pair)]
-    if any(same_file(path, Path(photo)) for photo in photos):  # --force would overwrite the photo
-        raise InputError(f"--stats-json {path}: that is a --source, --reference or --map photo; give another name")
+    try:  # --force would overwrite the photo (one in a --source folder too)
+        check_not_an_input(path, processing=job.processing)
+    except InputError as exc:
+        raise InputError(f"--stats-json: {exc.message}") from exc
     if stats_stream(path):  # a FIFO, a device, /dev/stdout even after `> file`: nothing to replace
         if not os.access(path, os.W_OK):
             raise InputError(f"--stats-json {path}: not writable by this user; give a file name such as stats.jsonl")
@@ -67,14 +67,20 @@ def check_files(job: LiveJob, sink: Sink) -> None:
 
 
 def ignored_options(job: LiveJob, source: FrameSource) -> list[str]:
-    """Options given that this source has no use for (they were silently ignored): a camera's
-    capture size and rate for a file or URL, real-time pacing for a camera."""
+    """Options given that this source or output has no use for (they were silently ignored): a
+    camera's capture size and rate for a file or URL, real-time pacing for a camera, the label
+    and the watermark for --output none (which still ran the watermark encoder for nobody)."""
     if isinstance(source, CameraSource):
         flags = registry.given(job, {"realtime": "--realtime/--no-realtime"})
-        return [f"{registry.listed(flags)} for a video file or URL; a camera always runs in real time"] if flags else []
-    flags = registry.given(job, {"resolution": "--resolution", "fps": "--fps"})
-    return ([f"{registry.listed(flags)} for a camera's capture; {source.name} plays at its own size and frame rate"]
-            if flags else [])
+        said = [f"{registry.listed(flags)} for a video file or URL; a camera always runs in real time"] if flags else []
+    else:
+        flags = registry.given(job, {"resolution": "--resolution", "fps": "--fps"})
+        said = ([f"{registry.listed(flags)} for a camera's capture; {source.name} plays at its own size and frame "
+                 f"rate"] if flags else [])
+    marks = registry.given(job, {"label": "--label/--no-label", "watermark": "--watermark/--no-watermark"})
+    if marks and job.output.strip().lower() == "none":
+        said.append(f"{registry.listed(marks)} for frames shown or recorded; --output none shows and records none")
+    return said
 
 
 def warm_frames(engine: FrameEngine, images: Sequence[np.ndarray], track: bool, process: bool = True,

@@ -123,16 +123,23 @@ def verify_models(settings: RuntimeSettings, names: tuple[str, ...]) -> int:
     for n in wanted:
         store.spec(n)  # unknown names: a usage error before any hashing
     failed = 0
+    missing: list[str] = []  # of the models named: a script's `models verify X && ...` went on without X
     for name in wanted:
         st = store.verify(name)
         if st.state == CORRUPT:
             failed += 1
+        if st.state == MISSING and names:
+            missing.append(name)
         where = "" if st.state == MISSING else f" {st.path}"
         detail = f": {st.detail}" if st.detail else ""  # the detail may hold parentheses itself
         line = f"{name}: {st.state}{where}{detail}"
         click.echo(line, err=st.state == CORRUPT)
-    if failed:
-        click.echo(f"livecam: error: {failed} model file{'' if failed == 1 else 's'} failed verification", err=True)
+    problems = [f"{failed} model file{'' if failed == 1 else 's'} failed verification"] if failed else []
+    if missing:
+        problems.append(f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not downloaded "
+                        f"(`livecam models download {' '.join(missing)}`)")
+    if problems:
+        click.echo(f"livecam: error: {'; '.join(problems)}", err=True)
         return EXIT_MODEL
     return 0
 

@@ -44,8 +44,10 @@ def report(evidence: Evidence) -> str:
     cred = evidence.credentials
     if cred.present:
         signer = f"signed by {cred.signer or 'an unnamed signer'}"
+        # without failure codes, the state itself (it was "INVALID: " and nothing)
+        reasons = ", ".join(f for f in cred.failures if f) or f"validation state {cred.state or 'not given'}"
         trust = {"Trusted": "on the trust list", "Valid": "signer not on the C2PA trust list"}.get(
-            cred.state, "INVALID: " + ", ".join(f for f in cred.failures if f) or cred.state)
+            cred.state, f"INVALID: {reasons}")
         c2pa = (f"manifest by {cred.generator or 'an unknown tool'}, {signer}, {trust}; actions "
                 f"{', '.join(cred.actions) or 'none'}"
                 + (f" ({cred.digital_source_type.rsplit('/', 1)[-1]})" if cred.digital_source_type else ""))

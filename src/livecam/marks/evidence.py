@@ -128,7 +128,9 @@ def is_still_image(path: Path) -> bool:
 
 
 def _image_tags(path: Path) -> tuple[str, ...]:
-    data = path.read_bytes()
+    from livecam.media.images import read_image_bytes
+
+    data = read_image_bytes(path)  # a 3 GB .jpg was read whole (4 GB of memory) before being refused
     found = []
     if provenance.DIGITAL_SOURCE_TYPE in (provenance.read_xmp(data) or ""):
         found.append("XMP DigitalSourceType compositeWithTrainedAlgorithmicMedia")
@@ -140,9 +142,18 @@ def _image_tags(path: Path) -> tuple[str, ...]:
 
 
 def _video_tags(path: Path) -> tuple[str, ...]:
+    from livecam.media.images import heif_kind, is_video, unreadable_message
     from livecam.media.video_reader import container_tags
 
-    tags = container_tags(path)  # InputError: not a readable video
+    try:
+        tags = container_tags(path)
+    except InputError:
+        with path.open("rb") as f:
+            head = f.read(512)
+        # neither kind, or a phone's HEIC: "cannot read it as a video ... expected a video file"
+        if head and (heif_kind(head) is not None or not is_video(head)):
+            raise InputError(unreadable_message(path, head, videos_too=True)) from None
+        raise
     return tuple(f"container {key}={tags[key]!r}" for key in ("synthetic", "ai_generated", "comment")
                  if key in tags and (tags[key] == "true" or tags[key] == provenance.DESCRIPTION))
 

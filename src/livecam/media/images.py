@@ -102,10 +102,10 @@ def read_image_and_profile(path: Path | str) -> tuple[np.ndarray, bytes | None]:
 
 def _read(path: Path, face_photo: str = "") -> tuple[np.ndarray, bytes | None, int]:
     """(BGR or BGRA uint8 pixels, RGB ICC profile or None, the decoded bits a sample)."""
-    data = _read_bytes(path)
+    data = read_image_bytes(path)
     fmt = md.sniff_format(data)
     if fmt is None:
-        raise InputError(_unreadable_message(path, data, face_photo))
+        raise InputError(unreadable_message(path, data, face_photo))
     size = md.declared_size(data)
     if size is None or size[0] <= 0 or size[1] <= 0:
         raise InputError(f"{path} looks like a {fmt.upper()} file but its header is damaged; "
@@ -163,7 +163,12 @@ _HEIF_BRANDS = {b"heic": "HEIC", b"heix": "HEIC", b"heim": "HEIC", b"heis": "HEI
                 b"msf1": "HEIF", b"avif": "AVIF", b"avis": "AVIF"}
 
 
-def _is_video(data: bytes) -> bool:
+def heif_kind(data: bytes) -> str | None:
+    """"HEIC", "HEIF" or "AVIF" for a file whose first bytes are a still image's ISO box; else None."""
+    return _HEIF_BRANDS.get(data[8:12]) if data[4:8] == b"ftyp" else None
+
+
+def is_video(data: bytes) -> bool:
     """Whether a file's first bytes are those of a video container or stream `livecam video`
     reads: MP4/MOV (a QuickTime file may open with a wide, free or skip atom), Matroska/WebM, AVI,
     MPEG-TS (.ts; .m2ts/.mts with a 4-byte prefix to each 188-byte packet), MPEG-PS (.mpg, .vob),
@@ -176,24 +181,28 @@ def _is_video(data: bytes) -> bool:
             or data[:8] == b"\x30\x26\xb2\x75\x8e\x66\xcf\x11" or data[:9] == b"YUV4MPEG2")
 
 
-def _unreadable_message(path: Path, data: bytes, face_photo: str = "") -> str:
+def unreadable_message(path: Path, data: bytes, face_photo: str = "", *, videos_too: bool = False) -> str:
     """What to do with a file that is no image livecam reads: a phone's HEIC photo, or a video
     given to `livecam image` (both were "not an image livecam can read; check the file") or as
-    the photo of a face (read_image's `face_photo`)."""
+    the photo of a face (read_image's `face_photo`). `videos_too`: where a video would do as well
+    (`livecam verify`), for a file that is not one either."""
     if data[4:8] == b"ftyp":
         if data[8:11] in (b"M4A", b"M4B", b"M4P"):  # iTunes audio (a song, an audiobook)
             return f"{path} is an audio file, not a photo; give a {', '.join(IMAGE_READ_FORMATS)} image"
-        kind = _HEIF_BRANDS.get(data[8:12])
+        kind = heif_kind(data)
         if kind is not None:
             return (f"{path} is {'an' if kind == 'AVIF' else 'a'} {kind} image, which livecam cannot read; convert it to JPEG or PNG first "
                     f"(on a phone: share or export it as JPEG)")
-    if _is_video(data):
+    if is_video(data):
         formats = ", ".join(IMAGE_READ_FORMATS)
         instead = (f"a {face_photo} photo must be a still image of the face ({formats}): save one frame of "
                    f"the video as a photo first, e.g. `ffmpeg -ss 5 -i {shlex.quote(str(path))} -frames:v 1 "
                    f"face.jpg` (the frame 5 seconds in), and give face.jpg" if face_photo
                    else f"give a {formats} image (`livecam video` swaps the faces in videos)")
         return f"{path} is a video, not a photo; {instead}"
+    if videos_too:
+        return (f"{path} is neither an image nor a video livecam can read (expected a {', '.join(IMAGE_READ_FORMATS)} "
+                f"image, or a video such as .mp4, .mkv, .mov or .webm); check the file or convert it")
     return f"{path} is not an image livecam can read (expected {', '.join(IMAGE_READ_FORMATS)}); check the file or convert it"
 
 
@@ -472,7 +481,9 @@ def _native_stderr_to_log() -> Iterator[list[str]]:
             log.debug("image decoder: %s", " | ".join(said.splitlines()))
 
 
-def _read_bytes(path: Path) -> bytes:
+def read_image_bytes(path: Path) -> bytes:
+    """The bytes of an image file (or a pipe), refused in one line when the file is missing, a
+    folder, empty, unreadable or larger than any image livecam reads (before it is read)."""
     if not path.exists():
         raise InputError(f"{path} does not exist; check the path")
     if path.is_dir():

@@ -96,7 +96,7 @@ class FileRecorderSink:
 
     def _open(self, width: int, height: int) -> VideoWriter:
         from livecam.media.containers import frame_rate
-        from livecam.media.video_writer import OutputSpec, VideoWriter, encoder_fits, encoder_sizes
+        from livecam.media.video_writer import OutputSpec, VideoWriter, encoder_fits, encoder_sizes, say_trimmed
 
         # Known only now (the stream's first frame): 1 px became 0 in 4:2:0 ("internal error:
         # IndexError"), past the encoder's side it failed to open ("out of memory").
@@ -106,6 +106,7 @@ class FileRecorderSink:
                              f"{self.codec} cannot record (it takes {least}x{least} to {most_w}x{most_h}); give "
                              f"the camera another --resolution, or use --output window or --output none")
         self._output.open()
+        say_trimmed(width, height)  # a 321x241 clip was recorded at 320x240 without a word
         spec = OutputSpec(path=self._output.temp, format=self.format, width=width, height=height,
                           rate=frame_rate(self.fps), time_base=Fraction(1, 1000),
                           encoder=self.codec, metadata=dict(CONTAINER_METADATA), target=self.path, live=True)
@@ -209,6 +210,8 @@ def make_sink(output: str, *, fps: float = 30.0, force: bool = False) -> Sink:
     from livecam.media.video_writer import CONTAINERS
 
     path = Path(spec)
+    if path.is_dir():  # `--output clips/`: "give the file name without the slash" named the folder again
+        raise InputError(f"--output {spec}: that is a folder; give a file name such as {path / 'rec.mp4'}")
     problem = trailing_slash_problem(spec)  # `rec.mp4/` recorded to the file rec.mp4
     if problem:
         raise InputError(f"--output {problem}")

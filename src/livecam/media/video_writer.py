@@ -193,6 +193,16 @@ def encoded_size(width: int, height: int) -> tuple[int, int]:
     return width & ~1, height & ~1
 
 
+def say_trimmed(width: int, height: int) -> None:
+    """A note when the output (a video's, a recording's) loses the input's odd last column or row."""
+    size = encoded_size(width, height)
+    if size != (width, height):
+        lost = " and ".join(side for side, odd in (("column", width % 2), ("row", height % 2)) if odd)
+        log.warning("note: the output is %dx%d, the input %dx%d: video is encoded with even sides (4:2:0 colour), "
+                    "so its last %s of pixels %s left out", *size, width, height, lost,
+                    "are" if " and " in lost else "is")
+
+
 def encoder_fits(name: str, width: int, height: int) -> bool:
     """Whether `name` opens for frames of `width` x `height` (made even, as the writer does)."""
     least, most_w, most_h = encoder_sizes(name)

@@ -14,11 +14,11 @@ import time
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TypeVar
 
 import numpy as np
 
-from livecam.errors import InputError, ProviderStartError
+from livecam.errors import InputError, NoFaceError, ProviderStartError
 from livecam.faces.analyser import FaceAnalyser
 from livecam.faces.face import Face
 from livecam.faces.source import SourceCache, SourceIdentity, analyse_source, check_photo_options
@@ -175,6 +175,7 @@ class Engine:
             live=live, intra_op_threads=threads, still=still)
         cache = SourceCache(user_cache_dir() / "sources")
         sources: list[SourceIdentity] = []
+        start = 0  # the photo of a --source folder the run starts with
         if analysis.face_map:
             references = []
             for source_path, reference_path in analysis.face_map:
@@ -186,9 +187,15 @@ class Engine:
         else:
             if analysis.reference:
                 analyser.set_references([_reference_embedding(analysis.reference, analyser, cache)], map_mode=False)
-            if swapping:
-                first = cycle[:1] if live and len(cycle) > 1 and _is_folder(settings.sources) else cycle
-                sources.append(analyse_source(first, analyser, cache=cache, need_landmarks=need_landmarks))
+            if swapping and live and len(cycle) > 1 and _is_folder(settings.sources):
+                found = _first_usable_source(cycle, range(len(cycle)), analyser, cache, need_landmarks, processors)
+                if found is None:
+                    raise NoFaceError(f"none of the {len(cycle)} photos in source folder {settings.sources[0]} "
+                                      f"has a face livecam can use; add a clear, frontal photo of one face")
+                start, identity = found
+                sources.append(identity)
+            elif swapping:
+                sources.append(analyse_source(cycle, analyser, cache=cache, need_landmarks=need_landmarks))
         names["analysis"] = analyser.describe()
         for processor in processors:
             processor.prepare(sources)
@@ -202,6 +209,7 @@ class Engine:
                      cycle=cycle if live and _is_folder(settings.sources) else (), cache=cache,
                      model_names=names, recipe=recipe)
         engine.described_only = described
+        engine._cycle_index = start  # `n` goes on from the photo the run started with
         return engine
 
     # ---- lanes ---------------------------------------------------------------------------------------
@@ -446,25 +454,18 @@ class Engine:
             if len(self._cycle) < 2:
                 return None
             need_landmarks = self.swap_model == "mesh"  # the source mesh the mesh swapper warps from
-            for step in range(1, len(self._cycle)):
-                index = (self._cycle_index + step) % len(self._cycle)
-                path = self._cycle[index]
-                try:
-                    identity = analyse_source([path], self.analyser, cache=self._cache,
-                                              need_landmarks=need_landmarks)
-                    # A processor refuses a source before it changes anything (the mesh swapper:
-                    # a face it cannot mesh); the live session goes on with the next photo.
-                    for processor in self.processors + [p for lane in self._lanes for p in lane.processors]:
-                        processor.prepare([identity])
-                except InputError as exc:
-                    log.warning("skipping source %s: %s", path.name, exc.message)
-                    continue
-                self.sources = [identity]
-                for lane in self._lanes:
-                    lane.sources = [identity]
-                self._cycle_index = index
-                return path.name
-            return None
+            count = len(self._cycle)
+            found = _first_usable_source(self._cycle, [(self._cycle_index + step) % count for step in range(1, count)],
+                                         self.analyser, self._cache, need_landmarks,
+                                         self.processors + [p for lane in self._lanes for p in lane.processors])
+            if found is None:
+                return None
+            index, identity = found
+            self.sources = [identity]
+            for lane in self._lanes:
+                lane.sources = [identity]
+            self._cycle_index = index
+            return self._cycle[index].name
 
     def describe(self) -> str:
         """One line: the models and the provider in use."""
@@ -473,6 +474,27 @@ class Engine:
                   if name != "analysis"]
         parts.append(f"provider {self.providers.primary}")
         return "; ".join(p for p in parts if p)
+
+
+def _first_usable_source(cycle: Sequence[Path], order: Iterable[int], analyser: FaceAnalyser,
+                         cache: SourceCache | None, need_landmarks: bool,
+                         processors: Sequence[FrameProcessor]) -> tuple[int, SourceIdentity] | None:
+    """The first photo of a --source folder's `cycle`, taken in `order` (indexes), whose face the
+    run can use, with its index; None when there is none. A photo without one is skipped with a
+    warning, at the start of a run as on `n` (a faceless first photo refused the whole folder)."""
+    for index in order:
+        path = cycle[index]
+        try:
+            identity = analyse_source([path], analyser, cache=cache, need_landmarks=need_landmarks)
+            # A processor refuses a source before it changes anything (the mesh swapper: a face
+            # it cannot mesh); the live session goes on with the next photo.
+            for processor in processors:
+                processor.prepare([identity])
+        except InputError as exc:
+            log.warning("skipping source %s: %s", path.name, exc.message)
+            continue
+        return index, identity
+    return None
 
 
 def _is_folder(sources: Sequence[Path]) -> bool:

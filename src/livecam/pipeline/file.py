@@ -59,7 +59,7 @@ from livecam.frame import FramePacket
 from livecam.media.containers import frame_rate
 from livecam.media.video_reader import VideoReader, check_whole
 from livecam.media.video_writer import (OutputSpec, VideoWriter, chapters_writable, container_format,
-                                         dropped_attachments, encoded_size, subtitle_fate)
+                                         dropped_attachments, say_trimmed, subtitle_fate)
 from livecam.pipeline.budget import default_in_flight, plan_video
 from livecam.pipeline.contracts import FileEngine
 from livecam.pipeline.progress import Counter, Progress
@@ -526,16 +526,6 @@ def _say_dropped_streams(kinds: Sequence[str], keep_audio: bool, chapters: int =
                     " and its audio" if keep_audio else "", more)
 
 
-def _say_trimmed(width: int, height: int) -> None:
-    """A note when the output loses the input's odd last column or row (encoded_size)."""
-    size = encoded_size(width, height)
-    if size != (width, height):
-        lost = " and ".join(side for side, odd in (("column", width % 2), ("row", height % 2)) if odd)
-        log.warning("note: the output is %dx%d, the input %dx%d: video is encoded with even sides (4:2:0 colour), "
-                    "so its last %s of pixels %s left out", *size, width, height, lost,
-                    "are" if " and " in lost else "is")
-
-
 def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quiet: bool,
                  stop: threading.Event | None, on_warm: Callable[[], None] | None,
                  watermark: Watermarker | None, sign: Callable[[Path], None] | None,
@@ -545,7 +535,7 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
     keep_audio = job.audio and info.audio_codec is not None
     _say_dropped_streams(info.other_streams, keep_audio, len(info.chapters), info.subtitles,
                          container_format(job.output), info.attachments)
-    _say_trimmed(info.width, info.height)
+    say_trimmed(info.width, info.height)
     if job.fps is not None:
         rate = frame_rate(job.fps)
         time_base = 1 / rate
