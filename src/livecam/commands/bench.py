@@ -38,6 +38,7 @@ from livecam.frame import FramePacket
 from livecam.pipeline.contracts import ForwardingEngine
 from livecam.marks.live_marker import LiveMarker
 from livecam.marks.watermark import open_watermarker
+from livecam.processors.base import MIN_EYE_DISTANCE, usable
 from livecam.settings import BenchJob, LiveJob
 
 if TYPE_CHECKING:
@@ -129,6 +130,7 @@ class RecordingEngine(ForwardingEngine):
         # live pipeline's "output", land in them too.
         self.records: list[dict[str, float]] = []
         self.faces: list[int] = []
+        self.changed: list[int] = []  # of those, the faces big enough to change (processors.base.usable)
         self._lock = threading.Lock()
 
     def process(self, packet: FramePacket) -> None:
@@ -138,11 +140,12 @@ class RecordingEngine(ForwardingEngine):
         with self._lock:
             self.records.append(packet.timings)
             self.faces.append(len(packet.faces))
+            self.changed.append(sum(usable(face) for face in packet.faces))
 
     def for_lane(self, lane: Engine) -> "RecordingEngine":
         """A recorder of `lane` (Engine.lanes()) that keeps its records with this one's."""
         other = RecordingEngine(lane)
-        other.records, other.faces, other._lock = self.records, self.faces, self._lock
+        other.records, other.faces, other.changed, other._lock = self.records, self.faces, self.changed, self._lock
         return other
 
 
@@ -317,7 +320,8 @@ def run_live_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None 
         "frames": summary["frames"], "fps": summary["fps"], "dropped": summary["dropped"],
         "latency_ms_p50": summary["latency_ms_p50"], "latency_ms_p95": summary["latency_ms_p95"],
         "cpu_ms_per_frame": round(cpu * 1000.0 / max(1, summary["frames"]), 2),
-        "stages": stages, "faces_per_frame": _faces(recording.faces), "gpu_mb": gpu_memory_mb(),
+        "stages": stages, "faces_per_frame": _faces(recording.faces),
+        "faces_changed_per_frame": _faces(recording.changed), "gpu_mb": gpu_memory_mb(),
         **({"marked_frames": len(marks), "unmarked_frames": live_marker.unmarked,
             "marked_read_back": _read_back(job, engine, kept)} if live_marker else {}),
     }
@@ -420,7 +424,8 @@ def run_video_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None
         "latency_ms_p50": None, "latency_ms_p95": None,
         "cpu_ms_per_frame": round(cpu * 1000.0 / max(1, stats.frames), 2),
         "stages": with_watermark(stage_table(recording.records, ("decode", decode), ("encode", encode)), marks),
-        "faces_per_frame": _faces(recording.faces), "gpu_mb": gpu_memory_mb(),
+        "faces_per_frame": _faces(recording.faces), "faces_changed_per_frame": _faces(recording.changed),
+        "gpu_mb": gpu_memory_mb(),
     }
 
 
@@ -515,6 +520,10 @@ def _run_bench(job: BenchJob) -> None:
         if not result["faces_per_frame"]:
             log.warning("warning: no face was found in the clip's frames, so these figures leave the swap out; "
                         "use a photo where the face fills more of the frame, or --input a clip with a face")
+        elif not result["faces_changed_per_frame"]:
+            log.warning("warning: the faces in the clip's frames are all too small to change (under %g px between "
+                        "the eyes), so these figures leave the swap out; use a larger --resolution, a photo where "
+                        "the face fills more of the frame, or --input a clip with larger faces", MIN_EYE_DISTANCE)
         reports[name] = {
             "mode": job.mode, "input": str(job.input) if job.input else "generated", "resolution": size,
             "engine": engines[name].describe(), "workers": job.processing.runtime.execution_threads,
@@ -545,7 +554,8 @@ def _on_provider(job: BenchJob, provider: str) -> BenchJob:
 # ----------------------------------------------------------------------------- comparing runs
 
 
-_SCALARS = ("fps", "latency_ms_p50", "latency_ms_p95", "cpu_ms_per_frame", "faces_per_frame", "gpu_mb", "dropped",
+_SCALARS = ("fps", "latency_ms_p50", "latency_ms_p95", "cpu_ms_per_frame", "faces_per_frame",
+            "faces_changed_per_frame", "gpu_mb", "dropped",
             "marked_read_back")
 
 
