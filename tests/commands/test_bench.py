@@ -84,6 +84,7 @@ def test_faces_too_small_to_change_are_said_so(faces_dir: Path, isolated_env: di
     report = json.loads(result.stdout)
     assert report["faces_per_frame"] == 1.0 and report["faces_changed_per_frame"] == 0.0
     assert "the faces in the clip's frames are all too small to change (under 24 px" in result.stderr
+    assert "so these figures leave out what the processors do to a face" in result.stderr
     assert _bench(["--source", str(faces_dir / "obama.jpg"), "--resolution", "480x360"],
                   isolated_env)["faces_changed_per_frame"] == 1.0
 

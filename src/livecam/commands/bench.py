@@ -38,6 +38,7 @@ from livecam.frame import FramePacket
 from livecam.pipeline.contracts import ForwardingEngine
 from livecam.marks.live_marker import LiveMarker
 from livecam.marks.watermark import open_watermarker
+from livecam.processors import registry
 from livecam.processors.base import MIN_EYE_DISTANCE, usable
 from livecam.settings import BenchJob, LiveJob
 
@@ -229,14 +230,26 @@ def with_default_source(job: BenchJob) -> tuple[BenchJob, np.ndarray | None]:
     """Without --source (or --map), the demo's bundled sample photos stand in, so `livecam bench`
     runs as it is: one face is put in, and (without --input) the clip is made of the other (a
     portrait whose face every detector finds at any --resolution). Returns the job and that
-    clip photo (None: the clip comes from --source as usual)."""
+    clip photo (None: the clip comes from --source as usual). Without a swapper, no face is put
+    in: the clip is made of the --source photo (which then leaves the job: it is no source face),
+    else of the sample portrait."""
     processing = job.processing
+    swapping = registry.swaps(processing.frame_processors)
+    if not swapping and processing.sources:
+        if job.input is not None:
+            return job, None  # the run warns that --source goes unused
+        return replace(job, processing=replace(processing, sources=())), _source_photo(job)
     if processing.sources or processing.analysis.face_map:
         return job, None
     from livecam.media.images import read_image
     from livecam.samples import sample_path
 
     source, target = sample_path("astronaut"), sample_path("grace_hopper")
+    if not swapping:
+        if job.input is not None:
+            return job, None
+        log.info("no --source given: a clip of the bundled sample photo %s", target.name)
+        return job, read_image(target)
     job = replace(job, processing=replace(processing, sources=(source,)))
     if job.input is not None:  # the clip is the user's: only the face to put in is the sample's
         log.info("no --source given: putting the bundled sample photo %s on the faces of %s", source.name,
@@ -522,8 +535,9 @@ def _run_bench(job: BenchJob) -> None:
                         "use a photo where the face fills more of the frame, or --input a clip with a face")
         elif not result["faces_changed_per_frame"]:
             log.warning("warning: the faces in the clip's frames are all too small to change (under %g px between "
-                        "the eyes), so these figures leave the swap out; use a larger --resolution, a photo where "
-                        "the face fills more of the frame, or --input a clip with larger faces", MIN_EYE_DISTANCE)
+                        "the eyes), so these figures leave out what the processors do to a face; use a larger "
+                        "--resolution, a photo where the face fills more of the frame, or --input a clip with "
+                        "larger faces", MIN_EYE_DISTANCE)
         reports[name] = {
             "mode": job.mode, "input": str(job.input) if job.input else "generated", "resolution": size,
             "engine": engines[name].describe(), "workers": job.processing.runtime.execution_threads,

@@ -383,6 +383,7 @@ _NEURAL_ONLY = ("--pixel-boost", "--face-mask", "--face-mask-blur", "--face-mask
 def _unused_options(settings: ProcessingSettings, swap_model: str | None, runs: bool) -> tuple[str, ...]:
     flags = given(settings.swap, _OPTIONS)
     if not runs:
+        flags = (["--source"] if settings.sources else []) + flags  # the photo is the swapper's alone
         return (f"warning: {listed(flags)} for the face swapper, which this run does not use "
                 "(add --frame-processor face_swapper)",) if flags else ()
     if swap_model == "mesh":
