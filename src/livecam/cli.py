@@ -352,6 +352,8 @@ def _names(choices: tuple[str, ...]) -> Callable[[click.Context, click.Parameter
     """Click callback: repeated and/or comma-separated names from `choices`, in order, once each."""
     def parse(ctx: click.Context, param: click.Parameter, values: Any) -> tuple[str, ...]:
         names = [n.strip().lower() for v in values or () for n in str(v).split(",") if n.strip()]
+        if values and not names:  # "" (an unset shell variable) or ",": not the default without a word
+            raise click.BadParameter(f"no names given; choose from {', '.join(choices)}, or leave the option out")
         bad = [n for n in names if n not in choices]
         if bad:
             raise click.BadParameter(f"unknown {', '.join(bad)}; choose from {', '.join(choices)}")

@@ -278,6 +278,18 @@ def test_cli_rejects_unknown_mask_names():
     assert result.exit_code == 2 and "unknown hair" in result.output
 
 
+@pytest.mark.parametrize("option", ["--face-mask", "--face-mask-areas", "--face-mask-regions"])
+@pytest.mark.parametrize("value", ["", ",", " , "])
+def test_cli_rejects_an_empty_list_of_mask_names(isolated_env, option, value):
+    # An unset shell variable (--face-mask-regions "$PARTS") quietly meant the default.
+    from tests.conftest import run_cli
+
+    result = run_cli(["image", "in.jpg", "out.jpg", "-s", "face.jpg", option, value], env=isolated_env)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"livecam: error: Invalid value for '{option}': no names given; choose from ")
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
 def test_models_list_shows_the_mask_models(isolated_env):
     from tests.conftest import run_cli
 
