@@ -361,6 +361,16 @@ def _names(choices: tuple[str, ...]) -> Callable[[click.Context, click.Parameter
     return parse
 
 
+def _padding(ctx: click.Context, param: click.Parameter, value: Any) -> tuple[float, ...]:
+    """Click callback: TOP RIGHT BOTTOM LEFT that leave some of the box (at 100% or more on one
+    axis the box mask is empty and nothing would be swapped)."""
+    top, right, bottom, left = (float(v) for v in value)
+    if top + bottom >= 100 or left + right >= 100:
+        raise click.BadParameter(f"{top:g} {right:g} {bottom:g} {left:g} leaves nothing of the box to swap; "
+                                 f"TOP + BOTTOM and RIGHT + LEFT must each stay under 100 (% of the crop)")
+    return (top, right, bottom, left)
+
+
 def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """Options shared by run, video, image and bench."""
     options = [
@@ -410,7 +420,9 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      show_default=True,
                      help="Feather of the masks' edges (0 hard, 1 wide; the default is insightface's own paste mask)."),
         click.option("--face-mask-padding", type=FiniteRange(0, 100), nargs=4, default=(0, 0, 0, 0),
-                     metavar="TOP RIGHT BOTTOM LEFT", help="Shrink the box mask by these percentages of the crop."),
+                     callback=_padding, metavar="TOP RIGHT BOTTOM LEFT",
+                     help="Shrink the box mask by these percentages of the crop (TOP + BOTTOM and RIGHT + LEFT "
+                          "under 100)."),
         click.option("--face-mask-areas", multiple=True, callback=_names(FACE_MASK_AREAS), metavar="AREAS",
                      help="For --face-mask area: " + ",".join(FACE_MASK_AREAS) + " (default all)."),
         click.option("--face-mask-regions", multiple=True, callback=_names(FACE_MASK_REGIONS), metavar="REGIONS",
@@ -498,7 +510,7 @@ def _processing(ctx: click.Context, kw: dict[str, Any], *, smoothing_allowed: bo
                           color_match=kw.pop("color_match"), blend=kw.pop("blend"),
                           pixel_boost=int(boost) if (boost := kw.pop("pixel_boost")) is not None else None,
                           face_mask=kw.pop("face_mask") or ("box",), face_mask_blur=kw.pop("face_mask_blur"),
-                          face_mask_padding=tuple(float(v) for v in kw.pop("face_mask_padding")),  # type: ignore[arg-type]
+                          face_mask_padding=kw.pop("face_mask_padding"),
                           face_mask_areas=kw.pop("face_mask_areas") or FACE_MASK_AREAS,
                           face_mask_regions=kw.pop("face_mask_regions") or DEFAULT_FACE_MASK_REGIONS),
         enhance=EnhanceSettings(model=kw.pop("enhancer_model"), blend=kw.pop("enhancer_blend"),

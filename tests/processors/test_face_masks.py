@@ -278,6 +278,19 @@ def test_cli_rejects_unknown_mask_names():
     assert result.exit_code == 2 and "unknown hair" in result.output
 
 
+@pytest.mark.parametrize("padding", [("50", "0", "50", "0"), ("0", "60", "0", "40"), ("100", "0", "0", "0")])
+def test_cli_rejects_a_padding_that_leaves_no_box(isolated_env, padding):
+    # It ran, said "1 face swapped" and wrote the target unchanged.
+    from tests.conftest import run_cli
+
+    result = run_cli(["image", "in.jpg", "out.jpg", "-s", "face.jpg", "--face-mask-padding", *padding], env=isolated_env)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (f"livecam: error: Invalid value for '--face-mask-padding': {' '.join(padding)} leaves "
+                             "nothing of the box to swap; TOP + BOTTOM and RIGHT + LEFT must each stay under 100 "
+                             "(% of the crop) (see `livecam image --help`)\n")
+    assert _parsed(["--face-mask-padding", "49", "0", "50", "99"]).face_mask_padding == (49.0, 0.0, 50.0, 99.0)
+
+
 @pytest.mark.parametrize("option", ["--face-mask", "--face-mask-areas", "--face-mask-regions"])
 @pytest.mark.parametrize("value", ["", ",", " , "])
 def test_cli_rejects_an_empty_list_of_mask_names(isolated_env, option, value):
