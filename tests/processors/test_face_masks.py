@@ -464,3 +464,21 @@ def test_the_governors_mask_step_keeps_the_box_and_drops_the_occluder(sessions, 
     again = FramePacket(index=1, image=frame.copy(), faces=[FACE])
     sw.process(again)
     assert np.array_equal(again.image[covered], frame[covered])  # back on: the occluded half is kept
+
+
+@pytest.mark.parametrize("types", [("occlusion",), ("region",), ("occlusion", "region")])
+def test_the_governors_mask_step_without_the_box_falls_back_to_it(sessions, frame, types):
+    # A mask of models alone, with the models off, was "everything": the whole crop square,
+    # background and all, was pasted with a hard edge on every live frame the step lasted.
+    settings = SwapSettings(face_mask=types, **NO_COLOR)
+    masker = FaceMasker(settings, occluder=Occluder(sessions["xseg"]), parser=FaceParser(sessions["hair_skin"]))
+    sw = InswapperSwapper(sessions["swap"], settings, emap=np.eye(512, dtype=np.float32), masker=masker)
+    sw.prepare([_source(1)])
+    sw.set_mask_models(False)
+    packet = FramePacket(index=0, image=frame.copy(), faces=[FACE])
+    sw.process(packet)
+    assert np.array_equal(packet.image, _swap(sessions, frame, SwapSettings(**NO_COLOR)))  # the plain box swap
+    sw.set_mask_models(True)
+    again = FramePacket(index=1, image=frame.copy(), faces=[FACE])
+    sw.process(again)
+    assert not np.array_equal(again.image, packet.image)  # back on: the models' mask again

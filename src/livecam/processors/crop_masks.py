@@ -82,20 +82,29 @@ class FaceMasker:
     def box_only(self) -> bool:
         return self._types == ("box",) and self._settings.mouth_mask is None
 
+    def _types_now(self, models_on: bool) -> tuple[str, ...]:
+        """The mask types in effect: without the mask models (the governor's step), the others; the
+        box where none is left, as a mask of models alone would otherwise paste the whole crop
+        square, background and all."""
+        if models_on:
+            return self._types
+        return tuple(t for t in self._types if t not in ("occlusion", "region")) or ("box",)
+
     def mask(self, crop: np.ndarray, matrix: np.ndarray, face: Face, frame_shape: tuple[int, ...]) -> CropMask:
         s = self._settings
         size = crop.shape[0]
+        models_on = self.models_on  # read once: the governor may switch it between two faces
+        types = self._types_now(models_on)
         box = (inswapper_mask(matrix, size, frame_shape, feather=self._feather, padding=s.face_mask_padding)
-               if "box" in self._types else None)
-        if box is not None and self.box_only:
+               if "box" in types else None)
+        if box is not None and types == ("box",) and s.mouth_mask is None:
             return box
         parts: list[np.ndarray] = [np.ones((size, size), dtype=np.float32)]  # no mask type but box: all
-        models_on = self.models_on  # read once: the governor may switch it between two faces
-        if models_on and self._occluder is not None and "occlusion" in self._types:
+        if self._occluder is not None and "occlusion" in types:
             parts.append(self._occluder.visible(crop))
-        if models_on and self._parser is not None and "region" in self._types:
+        if self._parser is not None and "region" in types:
             parts.append(self._parser.regions(crop, s.face_mask_regions))
-        if "area" in self._types:
+        if "area" in types:
             landmarks = None if face.landmarks is None else _to_crop(face.landmarks, matrix)
             parts.append(area_mask((size, size), landmarks, _to_crop(face.kps, matrix), s.face_mask_areas))
         inside = np.stack(parts).min(axis=0)
