@@ -122,6 +122,18 @@ def test_a_source_without_the_swapper_is_said_unused_once(setup: dict) -> None:
     assert (np.abs(enhanced - target)[face].max(axis=2) > 4).mean() > 0.3 and np.array_equal(enhanced[far], target[far])
 
 
+def test_a_map_without_the_swapper_chooses_faces_and_says_its_sources_go_unused(setup: dict) -> None:
+    # --map's REFERENCE picks the faces to enhance; its SOURCE photos were checked, then unused without a word.
+    target = setup["target"]
+    result = run_cli(["--unverified-models", "image", str(target), str(setup["tmp"] / "mapped.png"), *EXACT,
+                      "--frame-processor", "face_enhancer", "--enhancer-model", "gpen_bfr_256", "--blend", "0.5",
+                      "--map", f"{setup['source']}={target}"], env=setup["env"])
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("warning: --map's SOURCE and --blend are for the face swapper, which this run does "
+                               "not use (add --frame-processor face_swapper)") == 1, result.stderr
+    assert "1 face enhanced" in result.stderr
+
+
 @pytest.mark.parametrize("source", [True, False])
 def test_bench_of_the_enhancer_alone_takes_its_clip_from_the_source_photo(setup: dict, faces_dir: Path,
                                                                          source: bool) -> None:
