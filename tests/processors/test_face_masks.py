@@ -278,6 +278,30 @@ def test_cli_rejects_unknown_mask_names():
     assert result.exit_code == 2 and "unknown hair" in result.output
 
 
+@pytest.mark.parametrize("masks", [["area"], ["box", "area"]])
+def test_the_mouth_mask_on_an_area_mask_of_the_mouth_alone_is_refused(tmp_path, faces_dir, isolated_env, masks):
+    # The one area swapped is the one kept: it ran, said "1 face swapped" and wrote the target unchanged.
+    from pathlib import Path
+
+    from tests.commands.test_image import small
+    from tests.conftest import run_cli
+    from tests.standins.arcface import build_arcface
+
+    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
+    models.mkdir()
+    build_arcface(models / "w600k_r50.onnx")
+    build_inswapper(models / "inswapper_128.onnx")
+    target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
+    out = tmp_path / "o.png"
+    result = run_cli(["--unverified-models", "image", str(target), str(out), "-s", str(source), "--swap-model",
+                      "inswapper_128", "--face-mask", *masks, "--face-mask-areas", "mouth", "--mouth-mask"],
+                     env=isolated_env)
+    assert result.returncode == 2 and not out.exists()
+    assert result.stderr.splitlines()[-1] == (
+        "livecam: error: --mouth-mask keeps the target's mouth, and --face-mask area with --face-mask-areas mouth "
+        "swaps only the mouth: nothing would be swapped; leave one of them out")
+
+
 @pytest.mark.parametrize("padding", [("50", "0", "50", "0"), ("0", "60", "0", "40"), ("100", "0", "0", "0")])
 def test_cli_rejects_a_padding_that_leaves_no_box(isolated_env, padding):
     # It ran, said "1 face swapped" and wrote the target unchanged.

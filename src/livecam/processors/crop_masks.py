@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import cv2
 import numpy as np
 
-from livecam.errors import ModelError
+from livecam.errors import InputError, ModelError
 from livecam.faces.face import Face
 from livecam.processors.face_parser import PARSER_MODEL, FaceParser
 from livecam.processors.masks import area_mask, mouth_polygon, polygon_mask
@@ -66,6 +66,9 @@ class FaceMasker:
         if "region" in types and parser is None:
             raise ModelError(f"--face-mask region needs the {PARSER_MODEL} model; "
                              f"run `livecam models download {PARSER_MODEL}`")
+        if "area" in types and settings.face_mask_areas == ("mouth",) and settings.mouth_mask is not None:
+            raise InputError("--mouth-mask keeps the target's mouth, and --face-mask area with --face-mask-areas "
+                             "mouth swaps only the mouth: nothing would be swapped; leave one of them out")
         self._settings = settings
         self._types = types
         self._occluder = occluder
