@@ -68,9 +68,13 @@ def warn_mesh_fallback(missing: Sequence[str], store: Any = None) -> None:
         log.warning("warning: %s; until then the embedded mesh swapper is used", line)
     missing = [n for n, d in zip(missing, damaged or [""] * len(missing)) if not d]
     if missing:
+        # auto takes the fp16 file on fp16-friendly providers only; one that is here is the other way
+        fp16 = (", or run the inswapper_128_fp16 that is here with --swap-model inswapper_128_fp16"
+                if missing == ["inswapper_128"] and store is not None and store.can_provide("inswapper_128_fp16")
+                else "")
         log.warning("warning: %s not available here, so the embedded mesh swapper is used; for the neural "
-                    "swap run `livecam models download %s --accept-license`",
-                    " and ".join(missing), " ".join(missing))
+                    "swap run `livecam models download %s --accept-license`%s",
+                    " and ".join(missing), " ".join(missing), fp16)
 
 
 def choose_swap_model(choice: str, store: ModelStore, providers: ProviderChoice) -> str:
