@@ -414,11 +414,23 @@ def _names(choices: tuple[str, ...]) -> Callable[[click.Context, click.Parameter
     """Click callback: repeated and/or comma-separated names from `choices`, in order, once each."""
     def parse(ctx: click.Context, param: click.Parameter, values: Any) -> tuple[str, ...]:
         names = [n.strip().lower() for v in values or () for n in str(v).split(",") if n.strip()]
+        if values and not names:  # "" (an unset shell variable) or ",": not the default without a word
+            raise click.BadParameter(f"no names given; choose from {', '.join(choices)}, or leave the option out")
         bad = [n for n in names if n not in choices]
         if bad:
             raise click.BadParameter(f"unknown {', '.join(bad)}; choose from {', '.join(choices)}")
         return tuple(dict.fromkeys(names))
     return parse
+
+
+def _padding(ctx: click.Context, param: click.Parameter, value: Any) -> tuple[float, ...]:
+    """Click callback: TOP RIGHT BOTTOM LEFT that leave some of the box (at 100% or more on one
+    axis the box mask is empty and nothing would be swapped)."""
+    top, right, bottom, left = (float(v) for v in value)
+    if top + bottom >= 100 or left + right >= 100:
+        raise click.BadParameter(f"{top:g} {right:g} {bottom:g} {left:g} leaves nothing of the box to swap; "
+                                 f"TOP + BOTTOM and RIGHT + LEFT must each stay under 100 (% of the crop)")
+    return (top, right, bottom, left)
 
 
 def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -470,7 +482,9 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      show_default=True,
                      help="Feather of the masks' edges (0 hard, 1 wide; the default is insightface's own paste mask)."),
         click.option("--face-mask-padding", type=FiniteRange(0, 100), nargs=4, default=(0, 0, 0, 0),
-                     metavar="TOP RIGHT BOTTOM LEFT", help="Shrink the box mask by these percentages of the crop."),
+                     callback=_padding, metavar="TOP RIGHT BOTTOM LEFT",
+                     help="Shrink the box mask by these percentages of the crop (TOP + BOTTOM and RIGHT + LEFT "
+                          "under 100)."),
         click.option("--face-mask-areas", multiple=True, callback=_names(FACE_MASK_AREAS), metavar="AREAS",
                      help="For --face-mask area: " + ",".join(FACE_MASK_AREAS) + " (default all)."),
         click.option("--face-mask-regions", multiple=True, callback=_names(FACE_MASK_REGIONS), metavar="REGIONS",
@@ -558,7 +572,7 @@ def _processing(ctx: click.Context, kw: dict[str, Any], *, smoothing_allowed: bo
                           color_match=kw.pop("color_match"), blend=kw.pop("blend"),
                           pixel_boost=int(boost) if (boost := kw.pop("pixel_boost")) is not None else None,
                           face_mask=kw.pop("face_mask") or ("box",), face_mask_blur=kw.pop("face_mask_blur"),
-                          face_mask_padding=tuple(float(v) for v in kw.pop("face_mask_padding")),  # type: ignore[arg-type]
+                          face_mask_padding=kw.pop("face_mask_padding"),
                           face_mask_areas=kw.pop("face_mask_areas") or FACE_MASK_AREAS,
                           face_mask_regions=kw.pop("face_mask_regions") or DEFAULT_FACE_MASK_REGIONS),
         enhance=EnhanceSettings(model=kw.pop("enhancer_model"), blend=kw.pop("enhancer_blend"),

@@ -74,6 +74,21 @@ def test_without_source_the_bundled_sample_photo_is_used(isolated_env: dict[str,
     assert "mesh" in report["engine"]
 
 
+def test_faces_too_small_to_change_are_said_so(faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # biden.jpg letterboxed into 320x240: a face is found in every frame, but under 24 px between
+    # the eyes, so no processor changes it; the table showed the swapper's 0.03 ms and
+    # "faces per frame 1.0" without a word.
+    result = run_cli(["bench", "--frames", "10", "--json", "--resolution", "320x240", "--source",
+                      str(faces_dir / "biden.jpg")], env=isolated_env, timeout=180)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["faces_per_frame"] == 1.0 and report["faces_changed_per_frame"] == 0.0
+    assert "the faces in the clip's frames are all too small to change (under 24 px" in result.stderr
+    assert "so these figures leave out what the processors do to a face" in result.stderr
+    assert _bench(["--source", str(faces_dir / "obama.jpg"), "--resolution", "480x360"],
+                  isolated_env)["faces_changed_per_frame"] == 1.0
+
+
 def test_a_clip_without_any_face_is_said_so(tmp_path: Path, faces_dir: Path,
                                             isolated_env: dict[str, str]) -> None:
     # A clip with no face: the figures leave the swap out; the table showed them without a word.

@@ -11,6 +11,7 @@ import pytest
 from livecam.media import provenance
 from livecam.media.images import read_image
 from tests.conftest import run_cli, unwritable_folder
+from tests.videos import make_clip
 
 
 def small(faces_dir: Path, name: str, folder: Path, *, alpha: bool = False) -> Path:
@@ -295,6 +296,22 @@ def test_options_the_run_does_not_use_are_each_warned_once(tmp_path: Path, faces
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("--pixel-boost and --face-mask-blur are for the neural swapper; the mesh swapper") == 1
     assert result.stderr.count("--enhancer-model is for the face enhancer, which this run does not use") == 1
+
+
+@pytest.mark.parametrize("command", ["image", "run"])
+def test_det_size_with_blazeface_is_warned_once(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str],
+                                                command: str) -> None:
+    # --det-size only sizes SCRFD; with the embedded BlazeFace (no det_10g) it was ignored without a word.
+    target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
+    io = ([str(target), str(tmp_path / "o.png")] if command == "image"
+          else ["--camera", str(make_clip(tmp_path / "c.mp4", frames=3, audio=False, source_image=target)),
+                "--output", "none"])
+    for det_size, warned in (("320", 1), (None, 0)):
+        result = run_cli([command, *io, "-s", str(source), "--force", *(["--det-size", det_size] if det_size else [])],
+                         env=isolated_env)
+        assert result.returncode == 0, result.stderr
+        assert result.stderr.count("warning: --det-size sizes the SCRFD detector (det_10g); this run's embedded "
+                                   "BlazeFace has a fixed input size, so it is ignored") == warned, result.stderr
 
 
 def test_the_input_photo_is_never_the_output_even_with_force(tmp_path: Path, faces_dir: Path,

@@ -372,6 +372,28 @@ def test_no_face_of_the_reference_person_says_so(tmp_path: Path, faces_dir: Path
     assert "no face of the --reference person (within --reference-distance 0) was found in any of the 4" in proc.stderr
 
 
+def test_faces_all_too_small_to_change_are_said_so(tmp_path: Path, faces_dir: Path,
+                                                   isolated_env: dict[str, str]) -> None:
+    # The group's faces at 400x276 are found but are under 24 px between the eyes: the neural
+    # swapper left every frame as it was while the summary said "4 with a face", without a word.
+    from tests.standins.arcface import build_arcface
+    from tests.standins.inswapper import build_inswapper
+
+    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
+    models.mkdir()
+    build_arcface(models / "w600k_r50.onnx")
+    build_inswapper(models / "inswapper_128.onnx")
+    clip = make_clip(tmp_path / "in.mp4", frames=4, size=(400, 276), audio=False,
+                     source_image=faces_dir / "group6.jpg", moving_crop=False)
+    out = tmp_path / "out.mp4"
+    proc = run_cli(["--unverified-models", "video", str(clip), str(out), "-s", str(faces_dir / "biden.jpg"),
+                    "--swap-model", "inswapper_128", "--many-faces", "--no-label"], env=isolated_env)
+    assert proc.returncode == 0, proc.stderr
+    assert "(4 processed, 4 with a face)" in proc.stderr
+    assert ("warning: the faces found in 4 of the 4 processed frames are all too small to change (under 24 px "
+            "between the eyes), so none was changed; use a video where they are larger") in proc.stderr
+
+
 @pytest.mark.parametrize("args,text", [
     (["video", "in.mp4", "out.mp4"], "missing --source PATH"),
     (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--frame-range", "9:3"], "Invalid value for --frame-range"),

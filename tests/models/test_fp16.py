@@ -288,3 +288,18 @@ def test_a_copy_the_cpu_cannot_run_is_refused_in_one_line(store: ModelStore, mon
     message = info.value.message
     assert "\n" not in message and "gpen_bfr_256" in message and "cannot be checked on the CPU" in message
     assert message.endswith("; use --enhancer-precision fp32") and _cached(store) == []
+
+
+@pytest.mark.parametrize("choice", ["fp16", "auto"])
+def test_a_file_of_another_model_is_its_own_error_before_any_conversion(
+        store: ModelStore, conversions: list[str], caplog: pytest.LogCaptureFixture, choice: str) -> None:
+    # gpen_bfr_256's file under gpen_bfr_512's name: it was converted and its fp16 copy kept before
+    # the signature check refused it (and auto warned of an fp16 problem, then failed in fp32).
+    BUILDERS["gpen_bfr_256"](store.root / "gpen_bfr_512.onnx", 0)
+    with caplog.at_level(logging.WARNING, logger="livecam"), \
+            pytest.raises(ModelError, match=r"does not look like model gpen_bfr_512 .*\[1,3,256,256\]"):
+        if choice == "auto":
+            fp16.choose(store, "gpen_bfr_512", "auto", "cuda")
+        else:
+            store.precision_path("gpen_bfr_512", "fp16")
+    assert conversions == [] and _cached(store) == [] and "fp32" not in caplog.text  # no "auto runs it in fp32"

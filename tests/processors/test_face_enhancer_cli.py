@@ -4,6 +4,7 @@ exact signatures: the enhancer changes pixels inside the face and nothing outsid
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Callable
 
@@ -107,6 +108,46 @@ def test_video_swap_then_enhance(tmp_path: Path, faces_dir: Path, setup: dict) -
         face = np.abs(a[200:330, 320:460] - b[200:330, 320:460]).mean()
         background = np.abs(a[:, :150] - b[:, :150]).mean()
         assert background < 1.0 and face > 4.0, (i, face, background)
+
+
+def test_a_source_without_the_swapper_is_said_unused_once(setup: dict) -> None:
+    # --source with the enhancer alone was taken without a word (even a photo that does not exist).
+    enhanced = _image(setup, "enhanced.png", "--frame-processor", "face_enhancer", "--enhancer-model", "gpen_bfr_256",
+                      "-s", str(setup["tmp"] / "missing.jpg"), swap_model=None)
+    assert setup["stderr"].count("--source") == 1
+    assert ("warning: --source is for the face swapper, which this run does not use (add --frame-processor "
+            "face_swapper)") in setup["stderr"]
+    face, far = _regions(enhanced)
+    target = read_image(setup["target"]).astype(int)
+    assert (np.abs(enhanced - target)[face].max(axis=2) > 4).mean() > 0.3 and np.array_equal(enhanced[far], target[far])
+
+
+def test_a_map_without_the_swapper_chooses_faces_and_says_its_sources_go_unused(setup: dict) -> None:
+    # --map's REFERENCE picks the faces to enhance; its SOURCE photos were checked, then unused without a word.
+    target = setup["target"]
+    result = run_cli(["--unverified-models", "image", str(target), str(setup["tmp"] / "mapped.png"), *EXACT,
+                      "--frame-processor", "face_enhancer", "--enhancer-model", "gpen_bfr_256", "--blend", "0.5",
+                      "--map", f"{setup['source']}={target}"], env=setup["env"])
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("warning: --map's SOURCE and --blend are for the face swapper, which this run does "
+                               "not use (add --frame-processor face_swapper)") == 1, result.stderr
+    assert "1 face enhanced" in result.stderr
+
+
+@pytest.mark.parametrize("source", [True, False])
+def test_bench_of_the_enhancer_alone_takes_its_clip_from_the_source_photo(setup: dict, faces_dir: Path,
+                                                                         source: bool) -> None:
+    # Without a swapper, bench's --source photo makes the clip (no warning that it goes unused);
+    # without one, the sample portrait does, and no sample face is put in as a source.
+    given = ["-s", str(faces_dir / "obama.jpg")] if source else []
+    result = run_cli(["--unverified-models", "bench", "--frames", "10", "--resolution", "480x360", "--json",
+                      "--frame-processor", "face_enhancer", "--enhancer-model", "gpen_bfr_256", *given],
+                     env=setup["env"], timeout=180)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["faces_changed_per_frame"] == 1.0 and report["processors"] == ["face_enhancer"]
+    assert "warning: --source" not in result.stderr and "warning: no face" not in result.stderr
+    assert ("grace_hopper" in result.stderr) != source and "astronaut" not in result.stderr
 
 
 def test_models_list_shows_the_enhancers_with_their_licences(isolated_env: dict[str, str]) -> None:

@@ -278,6 +278,55 @@ def test_cli_rejects_unknown_mask_names():
     assert result.exit_code == 2 and "unknown hair" in result.output
 
 
+@pytest.mark.parametrize("masks", [["area"], ["box", "area"]])
+def test_the_mouth_mask_on_an_area_mask_of_the_mouth_alone_is_refused(tmp_path, faces_dir, isolated_env, masks):
+    # The one area swapped is the one kept: it ran, said "1 face swapped" and wrote the target unchanged.
+    from pathlib import Path
+
+    from tests.commands.test_image import small
+    from tests.conftest import run_cli
+    from tests.standins.arcface import build_arcface
+
+    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
+    models.mkdir()
+    build_arcface(models / "w600k_r50.onnx")
+    build_inswapper(models / "inswapper_128.onnx")
+    target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
+    out = tmp_path / "o.png"
+    result = run_cli(["--unverified-models", "image", str(target), str(out), "-s", str(source), "--swap-model",
+                      "inswapper_128", "--face-mask", *masks, "--face-mask-areas", "mouth", "--mouth-mask"],
+                     env=isolated_env)
+    assert result.returncode == 2 and not out.exists()
+    assert result.stderr.splitlines()[-1] == (
+        "livecam: error: --mouth-mask keeps the target's mouth, and --face-mask area with --face-mask-areas mouth "
+        "swaps only the mouth: nothing would be swapped; leave one of them out")
+
+
+@pytest.mark.parametrize("padding", [("50", "0", "50", "0"), ("0", "60", "0", "40"), ("100", "0", "0", "0")])
+def test_cli_rejects_a_padding_that_leaves_no_box(isolated_env, padding):
+    # It ran, said "1 face swapped" and wrote the target unchanged.
+    from tests.conftest import run_cli
+
+    result = run_cli(["image", "in.jpg", "out.jpg", "-s", "face.jpg", "--face-mask-padding", *padding], env=isolated_env)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (f"livecam: error: Invalid value for '--face-mask-padding': {' '.join(padding)} leaves "
+                             "nothing of the box to swap; TOP + BOTTOM and RIGHT + LEFT must each stay under 100 "
+                             "(% of the crop) (see `livecam image --help`)\n")
+    assert _parsed(["--face-mask-padding", "49", "0", "50", "99"]).face_mask_padding == (49.0, 0.0, 50.0, 99.0)
+
+
+@pytest.mark.parametrize("option", ["--face-mask", "--face-mask-areas", "--face-mask-regions"])
+@pytest.mark.parametrize("value", ["", ",", " , "])
+def test_cli_rejects_an_empty_list_of_mask_names(isolated_env, option, value):
+    # An unset shell variable (--face-mask-regions "$PARTS") quietly meant the default.
+    from tests.conftest import run_cli
+
+    result = run_cli(["image", "in.jpg", "out.jpg", "-s", "face.jpg", option, value], env=isolated_env)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"livecam: error: Invalid value for '{option}': no names given; choose from ")
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
 def test_models_list_shows_the_mask_models(isolated_env):
     from tests.conftest import run_cli
 
@@ -439,3 +488,21 @@ def test_the_governors_mask_step_keeps_the_box_and_drops_the_occluder(sessions, 
     again = FramePacket(index=1, image=frame.copy(), faces=[FACE])
     sw.process(again)
     assert np.array_equal(again.image[covered], frame[covered])  # back on: the occluded half is kept
+
+
+@pytest.mark.parametrize("types", [("occlusion",), ("region",), ("occlusion", "region")])
+def test_the_governors_mask_step_without_the_box_falls_back_to_it(sessions, frame, types):
+    # A mask of models alone, with the models off, was "everything": the whole crop square,
+    # background and all, was pasted with a hard edge on every live frame the step lasted.
+    settings = SwapSettings(face_mask=types, **NO_COLOR)
+    masker = FaceMasker(settings, occluder=Occluder(sessions["xseg"]), parser=FaceParser(sessions["hair_skin"]))
+    sw = InswapperSwapper(sessions["swap"], settings, emap=np.eye(512, dtype=np.float32), masker=masker)
+    sw.prepare([_source(1)])
+    sw.set_mask_models(False)
+    packet = FramePacket(index=0, image=frame.copy(), faces=[FACE])
+    sw.process(packet)
+    assert np.array_equal(packet.image, _swap(sessions, frame, SwapSettings(**NO_COLOR)))  # the plain box swap
+    sw.set_mask_models(True)
+    again = FramePacket(index=1, image=frame.copy(), faces=[FACE])
+    sw.process(again)
+    assert not np.array_equal(again.image, packet.image)  # back on: the models' mask again

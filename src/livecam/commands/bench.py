@@ -38,6 +38,8 @@ from livecam.frame import FramePacket
 from livecam.pipeline.contracts import ForwardingEngine
 from livecam.marks.live_marker import LiveMarker
 from livecam.marks.watermark import open_watermarker
+from livecam.processors import registry
+from livecam.processors.base import MIN_EYE_DISTANCE, usable
 from livecam.settings import BenchJob, LiveJob
 
 if TYPE_CHECKING:
@@ -129,6 +131,7 @@ class RecordingEngine(ForwardingEngine):
         # live pipeline's "output", land in them too.
         self.records: list[dict[str, float]] = []
         self.faces: list[int] = []
+        self.changed: list[int] = []  # of those, the faces big enough to change (processors.base.usable)
         self._lock = threading.Lock()
 
     def process(self, packet: FramePacket) -> None:
@@ -138,11 +141,12 @@ class RecordingEngine(ForwardingEngine):
         with self._lock:
             self.records.append(packet.timings)
             self.faces.append(len(packet.faces))
+            self.changed.append(sum(usable(face) for face in packet.faces))
 
     def for_lane(self, lane: Engine) -> "RecordingEngine":
         """A recorder of `lane` (Engine.lanes()) that keeps its records with this one's."""
         other = RecordingEngine(lane)
-        other.records, other.faces, other._lock = self.records, self.faces, self._lock
+        other.records, other.faces, other.changed, other._lock = self.records, self.faces, self.changed, self._lock
         return other
 
 
@@ -226,14 +230,26 @@ def with_default_source(job: BenchJob) -> tuple[BenchJob, np.ndarray | None]:
     """Without --source (or --map), the demo's bundled sample photos stand in, so `livecam bench`
     runs as it is: one face is put in, and (without --input) the clip is made of the other (a
     portrait whose face every detector finds at any --resolution). Returns the job and that
-    clip photo (None: the clip comes from --source as usual)."""
+    clip photo (None: the clip comes from --source as usual). Without a swapper, no face is put
+    in: the clip is made of the --source photo (which then leaves the job: it is no source face),
+    else of the sample portrait."""
     processing = job.processing
+    swapping = registry.swaps(processing.frame_processors)
+    if not swapping and processing.sources:
+        if job.input is not None:
+            return job, None  # the run warns that --source goes unused
+        return replace(job, processing=replace(processing, sources=())), _source_photo(job)
     if processing.sources or processing.analysis.face_map:
         return job, None
     from livecam.media.images import read_image
     from livecam.samples import sample_path
 
     source, target = sample_path("astronaut"), sample_path("grace_hopper")
+    if not swapping:
+        if job.input is not None:
+            return job, None
+        log.info("no --source given: a clip of the bundled sample photo %s", target.name)
+        return job, read_image(target)
     job = replace(job, processing=replace(processing, sources=(source,)))
     if job.input is not None:  # the clip is the user's: only the face to put in is the sample's
         log.info("no --source given: putting the bundled sample photo %s on the faces of %s", source.name,
@@ -317,7 +333,8 @@ def run_live_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None 
         "frames": summary["frames"], "fps": summary["fps"], "dropped": summary["dropped"],
         "latency_ms_p50": summary["latency_ms_p50"], "latency_ms_p95": summary["latency_ms_p95"],
         "cpu_ms_per_frame": round(cpu * 1000.0 / max(1, summary["frames"]), 2),
-        "stages": stages, "faces_per_frame": _faces(recording.faces), "gpu_mb": gpu_memory_mb(),
+        "stages": stages, "faces_per_frame": _faces(recording.faces),
+        "faces_changed_per_frame": _faces(recording.changed), "gpu_mb": gpu_memory_mb(),
         **({"marked_frames": len(marks), "unmarked_frames": live_marker.unmarked,
             "marked_read_back": _read_back(job, engine, kept)} if live_marker else {}),
     }
@@ -420,7 +437,8 @@ def run_video_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None
         "latency_ms_p50": None, "latency_ms_p95": None,
         "cpu_ms_per_frame": round(cpu * 1000.0 / max(1, stats.frames), 2),
         "stages": with_watermark(stage_table(recording.records, ("decode", decode), ("encode", encode)), marks),
-        "faces_per_frame": _faces(recording.faces), "gpu_mb": gpu_memory_mb(),
+        "faces_per_frame": _faces(recording.faces), "faces_changed_per_frame": _faces(recording.changed),
+        "gpu_mb": gpu_memory_mb(),
     }
 
 
@@ -515,6 +533,11 @@ def _run_bench(job: BenchJob) -> None:
         if not result["faces_per_frame"]:
             log.warning("warning: no face was found in the clip's frames, so these figures leave the swap out; "
                         "use a photo where the face fills more of the frame, or --input a clip with a face")
+        elif not result["faces_changed_per_frame"]:
+            log.warning("warning: the faces in the clip's frames are all too small to change (under %g px between "
+                        "the eyes), so these figures leave out what the processors do to a face; use a larger "
+                        "--resolution, a photo where the face fills more of the frame, or --input a clip with "
+                        "larger faces", MIN_EYE_DISTANCE)
         reports[name] = {
             "mode": job.mode, "input": str(job.input) if job.input else "generated", "resolution": size,
             "engine": engines[name].describe(), "workers": job.processing.runtime.execution_threads,
@@ -545,7 +568,8 @@ def _on_provider(job: BenchJob, provider: str) -> BenchJob:
 # ----------------------------------------------------------------------------- comparing runs
 
 
-_SCALARS = ("fps", "latency_ms_p50", "latency_ms_p95", "cpu_ms_per_frame", "faces_per_frame", "gpu_mb", "dropped",
+_SCALARS = ("fps", "latency_ms_p50", "latency_ms_p95", "cpu_ms_per_frame", "faces_per_frame",
+            "faces_changed_per_frame", "gpu_mb", "dropped",
             "marked_read_back")
 
 

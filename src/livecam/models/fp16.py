@@ -70,6 +70,7 @@ def choose(store: ModelStore, name: str, choice: str, provider: str) -> str:
     if precision != "fp16" or choice == "fp16":
         return precision
     fp32 = store.path(name)  # a missing model is an error whatever the precision
+    store.describe(name)  # so is a file of another model (not a warning, then the same error in fp32)
     try:
         converted(store, name, fp32)
     except ModelError as exc:
@@ -131,6 +132,7 @@ def converted(store: ModelStore, name: str, fp32: Path) -> Path:
         return copy
     if verdict is not None:
         raise _refused(name, verdict)
+    store.describe(name)  # a file of another model is said as such, before a conversion of it is made and kept
     return _convert_and_check(name, fp32, copy, record)
 
 

@@ -28,7 +28,7 @@ from livecam.processors.base import FastModelSwitch, FrameProcessor, MaskModelSw
 from livecam.runtime.lanes import LaneThread, lane_count, uses_lanes
 from livecam.runtime.providers import FP16_FRIENDLY, PROFILE_FRAME_H, PROFILE_FRAME_W, ProviderChoice, user_cache_dir
 from livecam.runtime.sessions import cpu_threads_per_session, usable_choice
-from livecam.settings import ProcessingSettings
+from livecam.settings import AnalysisSettings, ProcessingSettings
 
 if TYPE_CHECKING:
     from livecam.models.store import ModelStore
@@ -68,9 +68,13 @@ def warn_mesh_fallback(missing: Sequence[str], store: Any = None) -> None:
         log.warning("warning: %s; until then the embedded mesh swapper is used", line)
     missing = [n for n, d in zip(missing, damaged or [""] * len(missing)) if not d]
     if missing:
+        # auto takes the fp16 file on fp16-friendly providers only; one that is here is the other way
+        fp16 = (", or run the inswapper_128_fp16 that is here with --swap-model inswapper_128_fp16"
+                if missing == ["inswapper_128"] and store is not None and store.can_provide("inswapper_128_fp16")
+                else "")
         log.warning("warning: %s not available here, so the embedded mesh swapper is used; for the neural "
-                    "swap run `livecam models download %s --accept-license`",
-                    " and ".join(missing), " ".join(missing))
+                    "swap run `livecam models download %s --accept-license`%s",
+                    " and ".join(missing), " ".join(missing), fp16)
 
 
 def choose_swap_model(choice: str, store: ModelStore, providers: ProviderChoice) -> str:
@@ -203,6 +207,10 @@ class Engine:
         warn_mesh_fallback(fallback_missing, store)
         for line in registry.unused_option_warnings(settings, swap_model):  # said once, not per lane
             log.warning("%s", line)
+        if analyser.det_size is None and analysis.det_size != AnalysisSettings().det_size:
+            log.warning("warning: --det-size sizes the SCRFD detector (det_10g); this run's embedded BlazeFace has a "
+                        "fixed input size, so it is ignored (SCRFD runs with --detector scrfd, or by default once "
+                        "det_10g is in the models folder)")
         recipe = LaneRecipe(store, tuple(chosen), threads, need_landmarks,
                             bool(analysis.reference or analysis.face_map), live)
         engine = cls(settings, analyser, processors, sources, providers=providers, swap_model=swap_model,

@@ -65,6 +65,7 @@ from livecam.pipeline.contracts import FileEngine
 from livecam.pipeline.progress import Counter, Progress
 from livecam.pipeline.queues import BoundedQueue, ReorderBuffer, put_until
 from livecam.pipeline.stages import POLL_S, Stages
+from livecam.processors.base import MIN_EYE_DISTANCE, usable
 from livecam.media.provenance import CONTAINER_METADATA, LabelPlacement, draw_label
 from livecam.settings import VideoJob
 
@@ -169,6 +170,7 @@ class RunStats:
     frames: int = 0  # written
     processed: int = 0  # went through the engine
     with_faces: int = 0
+    changed: int = 0  # with a face big enough for the processors to change (processors.base.usable)
     interrupted: bool = False
     seconds: float = 0.0
     stage_ms: dict[str, float] = field(default_factory=dict)  # summed over processed frames
@@ -461,6 +463,7 @@ class FilePipeline:
                 if packet.timings.pop("processed", None):
                     stats.processed += 1
                     stats.with_faces += bool(packet.faces)
+                    stats.changed += any(usable(face) for face in packet.faces)
                     for stage, ms in packet.timings.items():
                         stats.stage_ms[stage] = stats.stage_ms.get(stage, 0.0) + ms
                 if self.progress is not None:
@@ -600,6 +603,10 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
     if stats.processed and not stats.with_faces:
         log.warning("warning: no %s was found in any of the %d processed frames; the video was "
                     "copied without swaps", job.processing.analysis.wanted_faces, stats.processed)
+    elif stats.with_faces and not stats.changed:  # found, but every one left as it is
+        log.warning("warning: the faces found in %d of the %d processed frames are all too small to change "
+                    "(under %g px between the eyes), so none was changed; use a video where they are larger",
+                    stats.with_faces, stats.processed, MIN_EYE_DISTANCE)
     return VideoResult(output=job.output, stats=stats, audio=writer.audio_mode, partial=False, tracks=writer.tracks)
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import cv2
 import numpy as np
 
-from livecam.errors import ModelError
+from livecam.errors import InputError, ModelError
 from livecam.faces.face import Face
 from livecam.processors.face_parser import PARSER_MODEL, FaceParser
 from livecam.processors.masks import area_mask, mouth_polygon, polygon_mask
@@ -66,6 +66,9 @@ class FaceMasker:
         if "region" in types and parser is None:
             raise ModelError(f"--face-mask region needs the {PARSER_MODEL} model; "
                              f"run `livecam models download {PARSER_MODEL}`")
+        if "area" in types and settings.face_mask_areas == ("mouth",) and settings.mouth_mask is not None:
+            raise InputError("--mouth-mask keeps the target's mouth, and --face-mask area with --face-mask-areas "
+                             "mouth swaps only the mouth: nothing would be swapped; leave one of them out")
         self._settings = settings
         self._types = types
         self._occluder = occluder
@@ -82,20 +85,29 @@ class FaceMasker:
     def box_only(self) -> bool:
         return self._types == ("box",) and self._settings.mouth_mask is None
 
+    def _types_now(self, models_on: bool) -> tuple[str, ...]:
+        """The mask types in effect: without the mask models (the governor's step), the others; the
+        box where none is left, as a mask of models alone would otherwise paste the whole crop
+        square, background and all."""
+        if models_on:
+            return self._types
+        return tuple(t for t in self._types if t not in ("occlusion", "region")) or ("box",)
+
     def mask(self, crop: np.ndarray, matrix: np.ndarray, face: Face, frame_shape: tuple[int, ...]) -> CropMask:
         s = self._settings
         size = crop.shape[0]
+        models_on = self.models_on  # read once: the governor may switch it between two faces
+        types = self._types_now(models_on)
         box = (inswapper_mask(matrix, size, frame_shape, feather=self._feather, padding=s.face_mask_padding)
-               if "box" in self._types else None)
-        if box is not None and self.box_only:
+               if "box" in types else None)
+        if box is not None and types == ("box",) and s.mouth_mask is None:
             return box
         parts: list[np.ndarray] = [np.ones((size, size), dtype=np.float32)]  # no mask type but box: all
-        models_on = self.models_on  # read once: the governor may switch it between two faces
-        if models_on and self._occluder is not None and "occlusion" in self._types:
+        if self._occluder is not None and "occlusion" in types:
             parts.append(self._occluder.visible(crop))
-        if models_on and self._parser is not None and "region" in self._types:
+        if self._parser is not None and "region" in types:
             parts.append(self._parser.regions(crop, s.face_mask_regions))
-        if "area" in self._types:
+        if "area" in types:
             landmarks = None if face.landmarks is None else _to_crop(face.landmarks, matrix)
             parts.append(area_mask((size, size), landmarks, _to_crop(face.kps, matrix), s.face_mask_areas))
         inside = np.stack(parts).min(axis=0)

@@ -383,6 +383,9 @@ _NEURAL_ONLY = ("--pixel-boost", "--face-mask", "--face-mask-blur", "--face-mask
 def _unused_options(settings: ProcessingSettings, swap_model: str | None, runs: bool) -> tuple[str, ...]:
     flags = given(settings.swap, _OPTIONS)
     if not runs:
+        # The photos to put in are the swapper's alone (--map's REFERENCE still chooses the faces).
+        flags = (["--source"] if settings.sources else []) + (["--map's SOURCE"] if settings.analysis.face_map
+                                                              else []) + flags
         return (f"warning: {listed(flags)} for the face swapper, which this run does not use "
                 "(add --frame-processor face_swapper)",) if flags else ()
     if swap_model == "mesh":
