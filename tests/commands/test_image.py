@@ -93,7 +93,7 @@ def test_a_corrupt_inswapper_is_called_corrupt_when_auto_falls_back(
     lines = [line for line in result.stderr.splitlines() if "mesh swapper" in line]
     corrupt = [line for line in lines if "inswapper_128.onnx is corrupt" in line]
     assert len(corrupt) == 1, lines
-    assert "delete it and run `livecam models download inswapper_128`" in corrupt[0]
+    assert "delete it and run `livecam models download inswapper_128 --accept-license`" in corrupt[0]
     assert "livecam models verify" in corrupt[0]
     assert not any("inswapper_128 and" in line or "inswapper_128 not available" in line for line in lines), lines
 

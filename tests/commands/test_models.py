@@ -58,7 +58,7 @@ def test_models_verify_of_a_named_model_that_is_missing_fails(isolated_env) -> N
     assert result.returncode == 3
     assert "w600k_r50: missing" in result.stdout and "face_landmark: verified" in result.stdout
     assert result.stderr == ("livecam: error: w600k_r50, det_10g are not downloaded "
-                             "(`livecam models download w600k_r50 det_10g`)\n"), result.stderr
+                             "(`livecam models download w600k_r50 det_10g --accept-license`)\n"), result.stderr
     assert run_cli(["models", "verify", "face_landmark"], env=isolated_env).returncode == 0
 
 
@@ -224,7 +224,7 @@ def test_doctor_says_how_to_fix_a_corrupt_model(tmp_path, monkeypatch, capsys) -
     monkeypatch.setattr(doctor_module, "probe_cameras", lambda: [])
     assert doctor_module.run_doctor(RuntimeSettings(models_dir=models, offline=True)) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("inswapper_128 "))
-    assert "corrupt" in line and "delete it and run `livecam models download inswapper_128`" in line
+    assert "corrupt" in line and "delete it and run `livecam models download inswapper_128 --accept-license`" in line
 
 
 @pytest.mark.parametrize("file_name", ["blazeface_short_range.onnx", "blazeface_full_range.onnx",

@@ -12,7 +12,7 @@ import pytest
 
 from livecam.errors import DownloadError, LicenseNotAcceptedError, ModelError
 from livecam.models import store as store_module
-from livecam.models.catalog import ArchiveSpec
+from livecam.models.catalog import ArchiveSpec, download_command
 from livecam.models.store import ModelStore, extract_members
 from livecam.settings import RuntimeSettings
 from tests.models.conftest import FAST
@@ -144,6 +144,25 @@ def test_offline_never_touches_the_network(server, models_dir) -> None:
     assert info.value.exit_code == 3
     assert "livecam models download m" in info.value.message and "offline" in info.value.message
     assert server.state.log == []
+
+
+@pytest.mark.parametrize("licensed", [False, True])
+def test_the_offline_message_gives_the_download_command_that_works(server, models_dir, licensed: bool) -> None:
+    """A licensed model's command carries --accept-license: without it (and no terminal to ask
+    on) the download the message advises is refused."""
+    data = payload(1000)
+    offline = RuntimeSettings(models_dir=models_dir, offline=True, quiet=True)
+    store = make_store(offline, spec_for("m", (server.serve("/m.onnx", data),), data, needs_acceptance=licensed))
+    with pytest.raises(ModelError) as info:
+        store.path("m")
+    flag = " --accept-license" if licensed else ""
+    assert f"`livecam models download m{flag}` while online" in info.value.message
+
+
+def test_download_commands_name_the_licence_flag_only_where_a_licence_needs_it() -> None:
+    assert download_command("gfpgan_1.4", "bisenet_resnet_34") == "livecam models download gfpgan_1.4 bisenet_resnet_34"
+    assert download_command("gfpgan_1.4", "xseg_1") == "livecam models download gfpgan_1.4 xseg_1 --accept-license"
+    assert download_command("not_a_model") == "livecam models download not_a_model"
 
 
 def test_licence_must_be_accepted_before_downloading(server, online, models_dir) -> None:

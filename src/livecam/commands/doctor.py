@@ -11,7 +11,7 @@ import click
 
 from livecam import __version__
 from livecam.errors import LivecamError, ProviderError
-from livecam.models.catalog import DEFAULT_RUN_MODELS
+from livecam.models.catalog import DEFAULT_RUN_MODELS, download_command
 from livecam.models.store import CORRUPT, MISSING, PRESENT, VERIFIED, ModelStore, free_bytes
 from livecam.pipeline.engine import PROBE_MODEL
 from livecam.runtime.providers import (NO_ONNXRUNTIME, available_names, driver_cuda_version, ort_cuda_version,
@@ -221,8 +221,8 @@ def run_doctor(settings: RuntimeSettings) -> int:
     width = max(len(n) for n in store.names())
     for name in store.names():
         st = store.state(name)
-        note = {PRESENT: " (run `livecam models verify`)", MISSING: f" (`livecam models download {name}`)",
-                CORRUPT: f"; delete it and run `livecam models download {name}`"}
+        note = {PRESENT: " (run `livecam models verify`)", MISSING: f" (`{download_command(name)}`)",
+                CORRUPT: f"; delete it and run `{download_command(name)}`"}
         detail = f" ({st.detail})" if st.detail and st.state == CORRUPT else ""
         bundled = " embedded" if store.spec(name).bundled else ""
         if bundled:  # part of the package: only a reinstall brings it back

@@ -10,6 +10,7 @@ import click
 
 from livecam.atomic import AtomicOutput, check_new_output
 from livecam.errors import EXIT_MODEL, InputError, LicenseNotAcceptedError, ModelError
+from livecam.models.catalog import download_command
 from livecam.models.store import (CORRUPT, MISSING, PRESENT, UNPINNED, VERIFIED, ModelState, ModelStore,
                                   tty_confirm)
 from livecam.settings import RuntimeSettings
@@ -68,7 +69,7 @@ def download_models(settings: RuntimeSettings, names: tuple[str, ...], accept: b
     if settings.offline and fetch:
         listed = [s.name for s in fetch]
         raise ModelError(f"offline mode forbids downloading {', '.join(listed)}; run "
-                         f"`livecam models download {' '.join(listed)}` without --offline/LIVECAM_OFFLINE")
+                         f"`{download_command(*listed)}` without --offline/LIVECAM_OFFLINE")
     if not settings.accept_license:
         refused: list[str] = []
         by_licence: dict[str, list] = {}
@@ -84,7 +85,7 @@ def download_models(settings: RuntimeSettings, names: tuple[str, ...], accept: b
             raise LicenseNotAcceptedError(
                 f"{', '.join(refused)} {'needs its' if len(refused) == 1 else 'need their'} licence accepted "
                 f"before downloading; "
-                f"rerun with --accept-license (`livecam models download --accept-license {' '.join(refused)}`)")
+                f"rerun with --accept-license (`{download_command(*refused)}`)")
         settings = replace(settings, accept_license=True)  # what was asked above now counts as accepted
         store = ModelStore(settings, progress=not settings.quiet, confirm=lambda spec: False)
     for spec in specs:
@@ -137,7 +138,7 @@ def verify_models(settings: RuntimeSettings, names: tuple[str, ...]) -> int:
     problems = [f"{failed} model file{'' if failed == 1 else 's'} failed verification"] if failed else []
     if missing:
         problems.append(f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not downloaded "
-                        f"(`livecam models download {' '.join(missing)}`)")
+                        f"(`{download_command(*missing)}`)")
     if problems:
         click.echo(f"livecam: error: {'; '.join(problems)}", err=True)
         return EXIT_MODEL

@@ -16,6 +16,7 @@ import numpy as np
 from livecam.errors import ModelError
 from livecam.faces.align import ARCFACE_112, align_matrix, to_bgr, warp_crop
 from livecam.faces.face import EMBEDDING_SIZE, Face
+from livecam.models.catalog import download_command
 from livecam.runtime.providers import MAX_BATCH
 
 CROP_SIZE = 112
@@ -41,7 +42,7 @@ class ArcFaceEmbedder:
             raise ModelError(
                 f"the ArcFace model should take one [N,3,112,112] input and give one [N,512] output, "
                 f"it takes {[i.shape for i in inputs]} and gives {len(outputs)} outputs; use insightface's "
-                "w600k_r50.onnx (`livecam models download w600k_r50`)"
+                f"w600k_r50.onnx (`{download_command('w600k_r50')}`)"
             )
         self._input_name = inputs[0].name
         self._output_name = outputs[0].name

@@ -31,6 +31,7 @@ from livecam.errors import InputError, ModelError
 from livecam.faces.align import to_bgr, to_blob
 from livecam.faces.face import Face
 from livecam.faces.nms import nms
+from livecam.models.catalog import download_command
 from livecam.runtime.graphs import Front
 from livecam.runtime.providers import PROFILE_FRAME_H, PROFILE_FRAME_W, frame_in_profile
 
@@ -96,7 +97,7 @@ class ScrfdDetector:
             raise ModelError(
                 f"the SCRFD model should have 1 input and 9 outputs (scores, boxes, keypoints for strides "
                 f"8/16/32), it has {len(inputs)} and {len(outputs)}; use insightface's det_10g.onnx "
-                "(`livecam models download det_10g`)"
+                f"(`{download_command('det_10g')}`)"
             )
         self._input_name = inputs[0].name
         self._output_names = [o.name for o in outputs]

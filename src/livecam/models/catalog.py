@@ -323,6 +323,15 @@ def _build() -> Mapping[str, ModelSpec]:
 
 CATALOG: Mapping[str, ModelSpec] = _build()
 
+
+def download_command(*names: str, catalog: Mapping[str, ModelSpec] | None = None) -> str:
+    """The command that fetches these models (of `catalog`, by default CATALOG), `--accept-license`
+    included where a licence needs it: without the flag and a terminal to ask on, the download is
+    refused."""
+    known = CATALOG if catalog is None else catalog
+    licensed = any(known[name].needs_acceptance for name in names if name in known)
+    return f"livecam models download {' '.join(names)}" + (" --accept-license" if licensed else "")
+
 # What the default run (embedded models, mesh swapper) opens: short range to try `auto`'s
 # accelerator on (pipeline.engine.PROBE_MODEL), full range to find faces in every command,
 # FaceMesh for the landmarks.

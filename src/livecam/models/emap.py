@@ -15,6 +15,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from livecam.errors import ModelError
+from livecam.models.catalog import download_command
 
 # Field numbers from onnx.proto.
 _MODEL_GRAPH = 7
@@ -149,5 +150,5 @@ def read_last_initializer(model_path: Path | str) -> tuple[str, np.ndarray]:
     except (OSError, ValueError, IndexError, KeyError) as exc:
         raise ModelError(
             f"cannot read the last initializer (emap) of {path}: {exc}; the file is damaged or "
-            f"not an inswapper model; delete it and run `livecam models download {path.stem}`"
+            f"not an inswapper model; delete it and run `{download_command(path.stem)}`"
         ) from exc

@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping
 from livecam.atomic import AtomicOutput
 from livecam.errors import DownloadError, InputError, LicenseNotAcceptedError, ModelError
 from livecam.models import catalog as catalog_module
-from livecam.models.catalog import ArchiveSpec, ModelSpec, TensorSpec
+from livecam.models.catalog import ArchiveSpec, ModelSpec, TensorSpec, download_command
 from livecam.models.download import DownloadPolicy, download, sha256_file
 from livecam.runtime.providers import import_onnxruntime
 from livecam.settings import RuntimeSettings
@@ -335,7 +335,7 @@ class ModelStore:
         """MISSING or CORRUPT (by size) without hashing anything; None when the size is right."""
         if path.is_dir():
             return ModelState(spec.name, CORRUPT, path, "a folder, not the model file; move it away and run "
-                                                        f"`livecam models download {spec.name}`")
+                                                        f"`{download_command(spec.name, catalog={spec.name: spec})}`")
         if not path.is_file():
             return ModelState(spec.name, MISSING, path)
         size = path.stat().st_size
@@ -400,27 +400,27 @@ class ModelStore:
     def _fix_hint(self, spec: ModelSpec) -> str:
         if spec.bundled:
             return "reinstall livecam to restore the embedded models"
-        return f"delete it and run `livecam models download {spec.name}`"
+        return f"delete it and run `{download_command(spec.name, catalog={spec.name: spec})}`"
 
     # ---- downloading ------------------------------------------------------------------------
     def _ensure_downloadable(self, spec: ModelSpec) -> None:
         where = self.root / spec.file_name
         if where.is_dir():  # the download would fail on the rename, after fetching it all
             raise ModelError(f"{where} is a folder, where model {spec.name}'s file goes; move it away and "
-                             f"run `livecam models download {spec.name}`")
+                             f"run `{download_command(spec.name, catalog={spec.name: spec})}`")
         if not spec.downloadable:
             raise ModelError(f"model {spec.name} is missing ({where}) and cannot be downloaded; "
                              f"put {spec.file_name} into {self.root}")
         if self.settings.offline:
             raise ModelError(f"model {spec.name} is missing ({where}) and offline mode forbids downloading it; "
-                             f"run `livecam models download {spec.name}` while online, "
+                             f"run `{download_command(spec.name, catalog={spec.name: spec})}` while online, "
                              f"or copy {spec.file_name} into {self.root}")
         if spec.needs_acceptance and not self.settings.accept_license:
             if self.confirm is None or not self.confirm(spec):
                 raise LicenseNotAcceptedError(
                     f"model {spec.name} is licensed \"{spec.licence}\" ({spec.licence_url}); to accept it "
                     f"and download, rerun with --accept-license or run "
-                    f"`livecam models download {spec.name} --accept-license`")
+                    f"`{download_command(spec.name, catalog={spec.name: spec})}`")
 
     def _download_lock(self, spec: ModelSpec) -> Any:
         from filelock import FileLock, Timeout

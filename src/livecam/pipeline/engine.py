@@ -23,6 +23,7 @@ from livecam.faces.analyser import FaceAnalyser
 from livecam.faces.face import Face
 from livecam.faces.source import SourceCache, SourceIdentity, analyse_source, check_photo_options
 from livecam.frame import FramePacket
+from livecam.models.catalog import download_command
 from livecam.processors import registry
 from livecam.processors.base import FastModelSwitch, FrameProcessor, MaskModelSwitch, Warmable
 from livecam.runtime.lanes import LaneThread, lane_count, uses_lanes
@@ -73,8 +74,7 @@ def warn_mesh_fallback(missing: Sequence[str], store: Any = None) -> None:
                 if missing == ["inswapper_128"] and store is not None and store.can_provide("inswapper_128_fp16")
                 else "")
         log.warning("warning: %s not available here, so the embedded mesh swapper is used; for the neural "
-                    "swap run `livecam models download %s --accept-license`%s",
-                    " and ".join(missing), " ".join(missing), fp16)
+                    "swap run `%s`%s", " and ".join(missing), download_command(*missing), fp16)
 
 
 def choose_swap_model(choice: str, store: ModelStore, providers: ProviderChoice) -> str:

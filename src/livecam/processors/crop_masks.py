@@ -19,6 +19,7 @@ import numpy as np
 
 from livecam.errors import InputError, ModelError
 from livecam.faces.face import Face
+from livecam.models.catalog import download_command
 from livecam.processors.face_parser import PARSER_MODEL, FaceParser
 from livecam.processors.masks import area_mask, mouth_polygon, polygon_mask
 from livecam.processors.occluder import OCCLUDER_MODEL, Occluder
@@ -62,10 +63,10 @@ class FaceMasker:
         types = settings.face_mask or ("box",)
         if "occlusion" in types and occluder is None:
             raise ModelError(f"--face-mask occlusion needs the {OCCLUDER_MODEL} model; "
-                             f"run `livecam models download {OCCLUDER_MODEL}`")
+                             f"run `{download_command(OCCLUDER_MODEL)}`")
         if "region" in types and parser is None:
             raise ModelError(f"--face-mask region needs the {PARSER_MODEL} model; "
-                             f"run `livecam models download {PARSER_MODEL}`")
+                             f"run `{download_command(PARSER_MODEL)}`")
         if "area" in types and settings.face_mask_areas == ("mouth",) and settings.mouth_mask is not None:
             raise InputError("--mouth-mask keeps the target's mouth, and --face-mask area with --face-mask-areas "
                              "mouth swaps only the mouth: nothing would be swapped; leave one of them out")

@@ -39,6 +39,7 @@ from livecam.faces.align import FFHQ_512, align_matrix, arcface_template, to_blo
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
 from livecam.models import fp16
+from livecam.models.catalog import download_command
 from livecam.processors.base import presence, usable
 from livecam.processors.paste import CropMask, align_crop, feathered_box, paste
 from livecam.processors.registry import BuildContext, ProcessorSpec, given, listed
@@ -120,7 +121,7 @@ class Restorer:
             raise ModelError(
                 f"this file is not a {name} model: expected input `input` [1,3,{size},{size}], got "
                 f"{[(i.name, i.shape) for i in inputs.values()]}; delete it and run "
-                f"`livecam models download {name}`")
+                f"`{download_command(name)}`")
         self._input_dtype = input_dtype(image_in.type)
         # A symbolic or missing first dimension means the export takes any batch size.
         self.batched = not (isinstance(shape[0], int) and shape[0] > 0) and not one_shape

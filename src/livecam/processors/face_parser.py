@@ -18,6 +18,7 @@ import cv2
 import numpy as np
 
 from livecam.errors import ModelError
+from livecam.models.catalog import download_command
 
 PARSER_MODEL = "bisenet_resnet_34"
 PARSER_SIZE = 512
@@ -42,7 +43,7 @@ class FaceParser:
             raise ModelError(f"the face parser must take one [1,3,{PARSER_SIZE},{PARSER_SIZE}] input and give "
                              f"[1,{PARSER_CLASSES},{PARSER_SIZE},{PARSER_SIZE}] logits, got "
                              f"{[(i.name, i.shape) for i in inputs]} -> {[(o.name, o.shape) for o in outputs]}; "
-                             f"run `livecam models download {PARSER_MODEL}`")
+                             f"run `{download_command(PARSER_MODEL)}`")
         self._session = session
         self._input, self._output = inputs[0].name, logits
 
@@ -54,7 +55,7 @@ class FaceParser:
         logits = np.asarray(self._session.run([self._output], {self._input: blob})[0])
         if logits.shape[1:2] != (PARSER_CLASSES,):
             raise ModelError(f"the face parser gave {list(logits.shape)}, not {PARSER_CLASSES} class logits; "
-                             f"run `livecam models download {PARSER_MODEL}`")
+                             f"run `{download_command(PARSER_MODEL)}`")
         return logits[0].argmax(axis=0).astype(np.uint8)
 
     def regions(self, crop: np.ndarray, names: Sequence[str]) -> np.ndarray:

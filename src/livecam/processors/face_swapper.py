@@ -45,6 +45,7 @@ from livecam.faces.align import align_matrix, arcface_template, to_blob, warp_cr
 from livecam.faces.face import EMBEDDING_SIZE, Face
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
+from livecam.models.catalog import download_command
 from livecam.processors.base import FrameProcessor, presence, usable
 from livecam.models.emap import read_last_initializer
 from livecam.processors.crop_masks import FaceMasker, build_masker
@@ -212,7 +213,7 @@ class NeuralSwapper:
             if emap.shape != (EMBEDDING_SIZE, EMBEDDING_SIZE):
                 raise ModelError(
                     f"the inswapper's last initializer (emap) must be 512x512, got {emap.shape}; the "
-                    f"file is not an inswapper model; delete it and run `livecam models download inswapper_128`")
+                    f"file is not an inswapper model; delete it and run `{download_command('inswapper_128')}`")
             self._emap = emap
         self._latents: dict[int, np.ndarray] = {}
 
@@ -235,8 +236,8 @@ class NeuralSwapper:
                 photo = source.paths[0] if source.paths else "the source photo"
                 raise ModelError(
                     f"the {self.kind.label} swapper needs the source face's ArcFace embedding, but {photo} "
-                    f"was analysed without one; install w600k_r50 with `livecam models download "
-                    f"w600k_r50` or use --swap-model mesh")
+                    f"was analysed without one; install w600k_r50 with "
+                    f"`{download_command('w600k_r50')}` or use --swap-model mesh")
             latents[key] = self.latent(source.embedding)
         if not latents:
             raise InputError("the face swapper needs at least one source face; pass --source PHOTO")

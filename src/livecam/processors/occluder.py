@@ -16,6 +16,7 @@ import cv2
 import numpy as np
 
 from livecam.errors import ModelError
+from livecam.models.catalog import download_command
 
 OCCLUDER_MODEL = "xseg_1"
 OCCLUDER_SIZE = 256
@@ -28,7 +29,7 @@ class Occluder:
         if len(shape) != 4 or shape[1:] != (OCCLUDER_SIZE, OCCLUDER_SIZE, 3) or len(outputs) != 1:
             raise ModelError(f"the occluder must take one NHWC [1,{OCCLUDER_SIZE},{OCCLUDER_SIZE},3] input and give "
                              f"one mask, got {[(i.name, i.shape) for i in inputs]}; "
-                             f"run `livecam models download {OCCLUDER_MODEL}`")
+                             f"run `{download_command(OCCLUDER_MODEL)}`")
         self._session = session
         self._input, self._output = inputs[0].name, outputs[0].name
 
@@ -40,7 +41,7 @@ class Occluder:
         out = np.asarray(self._session.run([self._output], {self._input: blob})[0], dtype=np.float32)
         if out.size != OCCLUDER_SIZE * OCCLUDER_SIZE:
             raise ModelError(f"the occluder gave a {list(out.shape)} mask, not [1,{OCCLUDER_SIZE},{OCCLUDER_SIZE},1]; "
-                             f"run `livecam models download {OCCLUDER_MODEL}`")
+                             f"run `{download_command(OCCLUDER_MODEL)}`")
         mask = np.clip(out.reshape(OCCLUDER_SIZE, OCCLUDER_SIZE), 0.0, 1.0)
         shrink = cv2.INTER_AREA if size < OCCLUDER_SIZE else cv2.INTER_LINEAR
         return cv2.resize(mask, (size, size), interpolation=shrink)
