@@ -584,3 +584,45 @@ def test_a_stats_reader_that_falls_behind_does_not_freeze_the_run(tmp_path: Path
     assert all(json.loads(line) for line in data.decode().splitlines())  # whole lines only
     assert "its reader is not keeping up; lines are left out until it does" in caplog.text
     assert "lines left out while its reader was behind" in caplog.text
+
+
+def _face(eye_distance: float) -> Any:
+    from livecam.faces.face import Face
+
+    kps = np.array([[100, 100], [100 + eye_distance, 100], [110, 120], [100, 130], [120, 130]], np.float32)
+    return Face(bbox=np.array((80, 80, 160, 160), np.float32), score=0.9, kps=kps)
+
+
+def test_small_faces_notice_waits_for_them_to_stay_too_small_and_speaks_once(
+        caplog: pytest.LogCaptureFixture) -> None:
+    from livecam.pipeline.live import SmallFacesNotice
+
+    notice = SmallFacesNotice(after_s=2.0)
+    small, big = [_face(12)], [_face(12), _face(40)]
+    for faces, now in ((small, 0.0), (small, 1.9), (big, 2.5), (small, 3.0), ([], 4.0), (small, 4.5), (small, 6.4)):
+        notice.see(faces, now)  # never 2 s in a row of only small faces: a big one or none came between
+    assert not notice.said and not caplog.records
+    notice.see(small, 6.5)
+    notice.see(small * 2, 9.0)
+    warnings = [r.getMessage() for r in caplog.records]
+    assert notice.said and len(warnings) == 1, warnings
+    assert warnings[0] == ("warning: the face in view is too small to change (under 24 px between the eyes); "
+                           "come closer to the camera or give a higher --resolution")
+
+
+@pytest.mark.parametrize("eye_distance", [10.0, 40.0])
+def test_a_live_run_says_when_the_faces_in_view_stay_too_small(
+        eye_distance: float, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Sitting far from the camera, the face is found but never swapped, and nothing said why.
+    import livecam.pipeline.live as live
+
+    monkeypatch.setattr(live, "SMALL_FACES_NOTICE_S", 0.05)
+
+    class FaceEngine(FakeEngine):
+        def analyse(self, packet: FramePacket, track: bool = True) -> None:
+            super().analyse(packet, track)
+            packet.faces = [_face(eye_distance)]
+
+    run_live_pipeline(FaceEngine(), SyntheticSource(frames=30, fps=100, width=320, height=240), MemorySink(), opts())
+    said = [r.getMessage() for r in caplog.records if "too small to change" in r.getMessage()]
+    assert len(said) == (1 if eye_distance < 24 else 0), said

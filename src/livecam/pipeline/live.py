@@ -52,12 +52,40 @@ from livecam.pipeline.queues import DropOldestQueue, ReorderBuffer, put_until
 from livecam.pipeline.signals import SIGNAL_NAMES, stop_signals
 from livecam.pipeline.stages import POLL_S, Stages
 from livecam.processors import registry
+from livecam.processors.base import MIN_EYE_DISTANCE, usable
 from livecam.media.provenance import LabelPlacement
 from livecam.settings import LiveJob
 
 log = logging.getLogger("livecam")
 
 END = object()  # end-of-stream sentinel
+
+SMALL_FACES_NOTICE_S = 2.0  # faces in view, all too small to change, this long: said once
+
+
+class SmallFacesNotice:
+    """Says once when every face in view has been too small to change (processors.base.usable)
+    for SMALL_FACES_NOTICE_S: in the window nothing else tells someone sitting far from the
+    camera why their face is not swapped."""
+
+    def __init__(self, after_s: float | None = None) -> None:
+        self.after_s = SMALL_FACES_NOTICE_S if after_s is None else after_s
+        self.said = False
+        self._since: float | None = None  # when the faces in view last became all too small
+
+    def see(self, faces: Sequence[Any], now: float) -> None:
+        if self.said:
+            return
+        if not faces or any(usable(face) for face in faces):
+            self._since = None
+        elif self._since is None:
+            self._since = now
+        elif now - self._since >= self.after_s:
+            self.said = True
+            log.warning("warning: the face%s in view %s too small to change (under %g px between the eyes); "
+                        "come closer to the camera or give a higher --resolution",
+                        "" if len(faces) == 1 else "s", "is" if len(faces) == 1 else "are", MIN_EYE_DISTANCE)
+
 
 STATS_TO_STDOUT = Path("-")  # --stats-json -: `run` prints nothing else there
 # names of the process's own streams: written as streams, whatever they point at (after `>` or
@@ -199,6 +227,7 @@ class LivePipeline:
         # stays the sum of the stage times) while every stage is kept busy (throughput).
         self._credits = None if self.live else threading.Semaphore(options.workers + 1)
         self._label = LabelPlacement() if options.label else None  # keeps off the faces of the last second
+        self._small_faces = SmallFacesNotice()
         self._stats_file: IO[str] | None = None
         self._stats_stream = False  # a pipe, FIFO or terminal: its reader may fall behind
         self._stats_left_out = 0
@@ -375,6 +404,7 @@ class LivePipeline:
         packet.timings["output"] = (done - t0) * 1000.0
         depths = {"analyse": self.q_analyse.qsize(), "process": self.q_process.qsize(), "reorder": len(self.reorder)}
         self.metrics.frame(packet, done, depths, processed_at=processed_at)
+        self._small_faces.see(packet.faces, done)
         if self._credits is not None:
             self._credits.release()
 
