@@ -99,7 +99,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip(f"setuptools {setuptools.__version__} here; building livecam needs >= 77 (pip install -e '.[dev]')")
     # from a copy: setuptools builds in the tree, and a stale build/lib there would fill the gaps
     tree = tmp_path_factory.mktemp("tree")
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy2(ROOT / name, tree / name)
     shutil.copytree(SRC, tree / "src" / "livecam", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     out = tmp_path_factory.mktemp("wheel")
@@ -124,7 +124,7 @@ def test_wheel_holds_every_module_and_data_file(wheel: Path) -> None:
     missing = sorted(f for f in expected if f"livecam/{f}" not in names)
     assert not missing, f"the wheel lacks: {missing}"
     licences = sorted(n.rsplit("/", 1)[1] for n in names if ".dist-info/licenses/" in n)
-    assert licences == ["LICENSE-APACHE-2.0.txt", "LICENSE-MIT-invisible-watermark.txt", "NOTICE.md"]
+    assert licences == ["LICENSE", "LICENSE-APACHE-2.0.txt", "LICENSE-MIT-invisible-watermark.txt", "NOTICE.md"]
 
 
 def test_wheel_metadata_says_what_pyproject_says(wheel: Path) -> None:
