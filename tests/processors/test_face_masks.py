@@ -281,17 +281,11 @@ def test_cli_rejects_unknown_mask_names():
 @pytest.mark.parametrize("masks", [["area"], ["box", "area"]])
 def test_the_mouth_mask_on_an_area_mask_of_the_mouth_alone_is_refused(tmp_path, faces_dir, isolated_env, masks):
     # The one area swapped is the one kept: it ran, said "1 face swapped" and wrote the target unchanged.
-    from pathlib import Path
-
-    from tests.commands.test_image import small
     from tests.conftest import run_cli
-    from tests.standins.arcface import build_arcface
+    from tests.processors.test_face_enhancer_cli import cli_setup
 
-    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
-    models.mkdir()
-    build_arcface(models / "w600k_r50.onnx")
-    build_inswapper(models / "inswapper_128.onnx")
-    target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
+    setup = cli_setup(tmp_path, faces_dir, isolated_env, lambda models: None)  # ArcFace and inswapper stand-ins
+    target, source = setup["target"], setup["source"]
     out = tmp_path / "o.png"
     result = run_cli(["--unverified-models", "image", str(target), str(out), "-s", str(source), "--swap-model",
                       "inswapper_128", "--face-mask", *masks, "--face-mask-areas", "mouth", "--mouth-mask"],
