@@ -264,8 +264,7 @@ def stream_rate(container: av.container.InputContainer, stream: av.video.stream.
 def plausible_rate(rate: Fraction) -> Fraction | None:
     """`rate`, or None (unknown) when it is faster than any camera gives (settings.CAMERA_FPS).
     Faster, a file's "rate" is its time base: a two-frame animated PNG (no average) reported
-    100000 fps, its 1/100000 s tick, a one-frame GIF 100; `run --camera` printed it and sized its
-    marking queue by it. Slow rates are kept: a slideshow GIF's 0.5 fps is real (taken as 30, its
+    100000 fps, its 1/100000 s tick; `run --camera` printed it and sized its marking queue by it. Slow rates are kept: a slideshow GIF's 0.5 fps is real (taken as 30, its
     last frame was cut from 2 s to 1/30 s)."""
     return rate if 0 < rate <= CAMERA_FPS[1] else None
 
