@@ -116,6 +116,20 @@ def test_no_number_option_takes_nan_or_inf() -> None:
     assert "'nan' is not a finite number" in run_cli(["image", "a.jpg", "b.jpg", "-s", "f.jpg", "--blend", "nan"]).stderr
 
 
+@pytest.mark.parametrize("command", ["image", "video", "run"])
+def test_blend_0_a_swap_that_changes_nothing_is_a_usage_error(command: str, tmp_path: Path, faces_dir: Path) -> None:
+    # `image --blend 0` wrote the photo unchanged yet said "1 face swapped", with the watermark
+    # and the XMP/EXIF tags of an AI edit that never happened
+    out = tmp_path / "out.jpg"
+    given = {"image": ["image", str(faces_dir / "biden.jpg"), str(out)],
+             "video": ["video", str(faces_dir / "biden.jpg"), str(out)],
+             "run": ["run", "--camera", str(faces_dir / "biden.jpg"), "--output", str(out)]}[command]
+    result = run_cli([*given, "-s", str(faces_dir / "obama.jpg"), "--swap-model", "mesh", "--blend", "0"])
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert "Invalid value for '--blend': 0.0 is not in the range 0<x<=1" in lines[0] and not out.exists()
+
+
 def _option_type(path: str, flag: str) -> object:
     from livecam.cli import cli
 

@@ -475,8 +475,10 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="For --face-mask area: " + ",".join(FACE_MASK_AREAS) + " (default all)."),
         click.option("--face-mask-regions", multiple=True, callback=_names(FACE_MASK_REGIONS), metavar="REGIONS",
                      help="For --face-mask region: " + ",".join(FACE_MASK_REGIONS) + " (default all but glasses)."),
-        click.option("--blend", type=FiniteRange(0, 1), default=1.0, show_default=True,
-                     help="Opacity of the swapped face."),
+        # Not 0: it left every face as it was while the output still said "1 face swapped" and
+        # carried the AI-edit watermark and credentials of a swap that never happened.
+        click.option("--blend", type=FiniteRange(0, 1, min_open=True), default=1.0, show_default=True,
+                     help="Opacity of the swapped face (above 0)."),
         click.option("--pixel-boost", type=click.Choice(PIXEL_BOOSTS), default=None,
                      help="Neural swapper crop size N, a multiple of the model's size (inswapper 128: 128-512; "
                           "HyperSwap 256: 256 or 512): the face is swapped as (N/size)^2 sub-pixel-shifted tiles, "
