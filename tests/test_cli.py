@@ -130,6 +130,24 @@ def test_blend_0_a_swap_that_changes_nothing_is_a_usage_error(command: str, tmp_
     assert "Invalid value for '--blend': 0.0 is not in the range 0<x<=1" in lines[0] and not out.exists()
 
 
+def test_a_file_name_with_a_newline_or_an_escape_keeps_every_message_on_one_line(tmp_path: Path,
+                                                                                  faces_dir: Path) -> None:
+    # "wrote a<newline>b.jpg (1 face swapped ...)" came out as two lines, and so did the error
+    # naming such a file; an escape character reached the terminal as a colour change
+    missing = tmp_path / "no\nsuch.jpg"
+    refused = run_cli(["image", str(missing), str(tmp_path / "out.jpg"), "-s", str(faces_dir / "obama.jpg")])
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "no\\nsuch.jpg does not exist" in refused.stderr, refused.stderr
+    out = tmp_path / "o\nut\x1b[31m.jpg"
+    made = run_cli(["image", str(faces_dir / "biden.jpg"), str(out), "-s", str(faces_dir / "obama.jpg"),
+                    "--swap-model", "mesh", "--no-c2pa"])
+    assert made.returncode == 0 and out.exists(), made.stderr
+    wrote = [line for line in made.stderr.splitlines() if "wrote" in line]
+    assert wrote and wrote[0].startswith("livecam: wrote ") and "o\\nut\\x1b[31m.jpg (1 face swapped" in wrote[0], \
+        made.stderr
+    assert "\x1b" not in made.stderr
+
+
 def _option_type(path: str, flag: str) -> object:
     from livecam.cli import cli
 

@@ -12,6 +12,7 @@ import errno
 import logging
 import math
 import os
+import re
 import sys
 import threading
 import traceback
@@ -217,11 +218,26 @@ def _quiet_exit_stdout_closed() -> None:
     sys.exit(EXIT_BROKEN_PIPE)
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def one_line(text: str) -> str:
+    """`text` with its control characters escaped as Python writes them (a newline as \\n, an
+    escape as \\x1b): a file name holding a newline split the one-line "wrote ..." and error
+    messages over two lines. Every stderr message passes here (_say, _OneLineFormatter)."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+class _OneLineFormatter(logging.Formatter):
+    def formatMessage(self, record: logging.LogRecord) -> str:  # (a -v traceback after it keeps its lines)
+        return one_line(super().formatMessage(record))
+
+
 def _say(line: str) -> None:
     """One line on stderr. A stderr that cannot take it (`2> log` on a full disk) must not change the
     command's exit code (a bad input's 2 became 1)."""
     try:
-        click.echo(line, err=True)
+        click.echo(one_line(line), err=True)
     except OSError:
         pass
 
@@ -354,7 +370,7 @@ def _print_cause_chain(exc: BaseException) -> None:
 def _setup_logging(verbose: int, quiet: bool) -> None:
     level = logging.ERROR if quiet else (logging.DEBUG if verbose else logging.INFO)
     handler = logging.StreamHandler(native_stderr.StderrNow())  # (not captured with fd 2)
-    handler.setFormatter(logging.Formatter("livecam: %(message)s"))
+    handler.setFormatter(_OneLineFormatter("livecam: %(message)s"))
     log.handlers[:] = [handler]
     log.setLevel(level)
     log.propagate = False
@@ -933,7 +949,7 @@ def _stranded_error(args: threading.ExceptHookArgs, previous: Callable[[threadin
         previous(args)  # a pipeline thread hands its errors to the caller: one escaping it is a bug
         return
     try:
-        click.echo(f"livecam: error: {exc.message}", err=True)
+        click.echo(one_line(f"livecam: error: {exc.message}"), err=True)
         sys.stdout.flush()
         sys.stderr.flush()
     except (OSError, ValueError):  # a closed stream: the exit status still says it
