@@ -186,6 +186,26 @@ def test_stdout_on_a_full_disk_is_one_line_not_an_internal_error(command: list[s
                            "space where it goes or send it elsewhere\n"), proc.stderr
 
 
+@pytest.mark.parametrize("command", [["verify", "{photo}"], ["models", "list"], ["--version"]], ids=" ".join)
+def test_a_closed_stdout_is_one_line_and_a_failure_not_silence(command: list[str], faces_dir: Path) -> None:
+    # `livecam verify photo.jpg >&-` printed nothing and exited 0: the report was lost unseen
+    argv = [word.format(photo=faces_dir / "biden.jpg") for word in command]
+    proc = subprocess.run(["sh", "-c", '"$0" -m livecam "$@" >&-', sys.executable, *argv],
+                          stderr=subprocess.PIPE, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert proc.stderr == ("livecam: error: cannot write to standard output (it is closed); send it to a file, "
+                           "or to /dev/null to drop it\n"), proc.stderr
+
+
+def test_a_closed_stdout_fails_only_a_command_that_writes_there(tmp_path: Path) -> None:
+    # a bad input keeps its exit code and line; nothing was to be written to stdout
+    proc = subprocess.run(["sh", "-c", '"$0" -m livecam "$@" >&-', sys.executable, "image", str(tmp_path / "in.jpg"),
+                           str(tmp_path / "out.jpg"), "-s", str(tmp_path / "face.jpg")],
+                          stderr=subprocess.PIPE, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "in.jpg does not exist" in proc.stderr, \
+        proc.stderr
+
+
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 def test_stderr_on_a_full_disk_keeps_the_exit_code() -> None:
     # the error line could not be written, and the exit code of a bad input became 1

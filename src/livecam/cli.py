@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import errno
+import io
 import logging
 import math
 import os
@@ -182,9 +183,26 @@ class StdoutClosed(Exception):
     LivecamGroup.main."""
 
 
-class StdoutFull(Exception):
-    """stdout's disk is full (`livecam verify --json *.mp4 > report.json`): it was "internal error:
-    OSError ... please report it", exit 1, which `verify` also gives an unmarked file."""
+class StdoutUnwritable(Exception):
+    """stdout cannot be written: its disk is full (`livecam verify --json *.mp4 > report.json`: it
+    was "internal error: OSError ... please report it", exit 1, which `verify` also gives an
+    unmarked file), or the command was started without one (`>&-`: nothing printed, exit 0)."""
+
+    def __init__(self, reason: str, fix: str) -> None:
+        super().__init__(reason)
+        self.reason, self.fix = reason, fix
+
+
+class _ClosedStdout(io.TextIOBase):
+    """sys.stdout for a process started without one: Python leaves it None, and click.echo then
+    dropped every line (`livecam verify f >&-` printed nothing, exit 0). A write fails as one to
+    the closed descriptor does (EBADF); a command that writes nothing there is unaffected."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "it is closed")
 
 
 @contextlib.contextmanager
@@ -195,7 +213,10 @@ def _stdout_reader_gone() -> Iterator[None]:
         yield
     except OSError as exc:
         if exc.errno in DISK_FULL:
-            raise StdoutFull(exc.strerror or str(exc)) from exc
+            raise StdoutUnwritable(exc.strerror or str(exc), "free some space where it goes or send it elsewhere") \
+                from exc
+        if exc.errno == errno.EBADF and isinstance(sys.stdout, _ClosedStdout):
+            raise StdoutUnwritable("it is closed", "send it to a file, or to /dev/null to drop it") from exc
         if exc.errno != errno.EPIPE:
             raise
         raise StdoutClosed() from exc
@@ -263,16 +284,17 @@ class LivecamGroup(click.Group):
         argv = expand_variadic(list(sys.argv[1:] if args is None else args), strays)
         kwargs.pop("standalone_mode", None)
         verbose = any(a in ("-v", "--verbose") or (a.startswith("-v") and set(a[1:]) == {"v"}) for a in argv)
+        if sys.stdout is None:  # started with stdout closed (`>&-`)
+            sys.stdout = _ClosedStdout()
         try:
             rv = super().main(args=argv, standalone_mode=False, **kwargs)
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
         except StdoutClosed:
             _quiet_exit_stdout_closed()
-        except StdoutFull as exc:
+        except StdoutUnwritable as exc:
             _stdout_to_devnull()
-            _say(f"livecam: error: cannot write to standard output ({exc}); free some space where it goes "
-                 f"or send it elsewhere")
+            _say(f"livecam: error: cannot write to standard output ({exc.reason}); {exc.fix}")
             sys.exit(EXIT_FAILURE)
         except click.UsageError as exc:  # one line like every other error, not click's three
             where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
