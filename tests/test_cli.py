@@ -116,6 +116,38 @@ def test_no_number_option_takes_nan_or_inf() -> None:
     assert "'nan' is not a finite number" in run_cli(["image", "a.jpg", "b.jpg", "-s", "f.jpg", "--blend", "nan"]).stderr
 
 
+@pytest.mark.parametrize("command", ["image", "video", "run"])
+def test_blend_0_a_swap_that_changes_nothing_is_a_usage_error(command: str, tmp_path: Path, faces_dir: Path) -> None:
+    # `image --blend 0` wrote the photo unchanged yet said "1 face swapped", with the watermark
+    # and the XMP/EXIF tags of an AI edit that never happened
+    out = tmp_path / "out.jpg"
+    given = {"image": ["image", str(faces_dir / "biden.jpg"), str(out)],
+             "video": ["video", str(faces_dir / "biden.jpg"), str(out)],
+             "run": ["run", "--camera", str(faces_dir / "biden.jpg"), "--output", str(out)]}[command]
+    result = run_cli([*given, "-s", str(faces_dir / "obama.jpg"), "--swap-model", "mesh", "--blend", "0"])
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert "Invalid value for '--blend': 0.0 is not in the range 0<x<=1" in lines[0] and not out.exists()
+
+
+def test_a_file_name_with_a_newline_or_an_escape_keeps_every_message_on_one_line(tmp_path: Path,
+                                                                                  faces_dir: Path) -> None:
+    # "wrote a<newline>b.jpg (1 face swapped ...)" came out as two lines, and so did the error
+    # naming such a file; an escape character reached the terminal as a colour change
+    missing = tmp_path / "no\nsuch.jpg"
+    refused = run_cli(["image", str(missing), str(tmp_path / "out.jpg"), "-s", str(faces_dir / "obama.jpg")])
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "no\\nsuch.jpg does not exist" in refused.stderr, refused.stderr
+    out = tmp_path / "o\nut\x1b[31m.jpg"
+    made = run_cli(["image", str(faces_dir / "biden.jpg"), str(out), "-s", str(faces_dir / "obama.jpg"),
+                    "--swap-model", "mesh", "--no-c2pa"])
+    assert made.returncode == 0 and out.exists(), made.stderr
+    wrote = [line for line in made.stderr.splitlines() if "wrote" in line]
+    assert wrote and wrote[0].startswith("livecam: wrote ") and "o\\nut\\x1b[31m.jpg (1 face swapped" in wrote[0], \
+        made.stderr
+    assert "\x1b" not in made.stderr
+
+
 def _option_type(path: str, flag: str) -> object:
     from livecam.cli import cli
 
@@ -152,6 +184,26 @@ def test_stdout_on_a_full_disk_is_one_line_not_an_internal_error(command: list[s
     assert proc.returncode == 1
     assert proc.stderr == ("livecam: error: cannot write to standard output (No space left on device); free some "
                            "space where it goes or send it elsewhere\n"), proc.stderr
+
+
+@pytest.mark.parametrize("command", [["verify", "{photo}"], ["models", "list"], ["--version"]], ids=" ".join)
+def test_a_closed_stdout_is_one_line_and_a_failure_not_silence(command: list[str], faces_dir: Path) -> None:
+    # `livecam verify photo.jpg >&-` printed nothing and exited 0: the report was lost unseen
+    argv = [word.format(photo=faces_dir / "biden.jpg") for word in command]
+    proc = subprocess.run(["sh", "-c", '"$0" -m livecam "$@" >&-', sys.executable, *argv],
+                          stderr=subprocess.PIPE, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert proc.stderr == ("livecam: error: cannot write to standard output (it is closed); send it to a file, "
+                           "or to /dev/null to drop it\n"), proc.stderr
+
+
+def test_a_closed_stdout_fails_only_a_command_that_writes_there(tmp_path: Path) -> None:
+    # a bad input keeps its exit code and line; nothing was to be written to stdout
+    proc = subprocess.run(["sh", "-c", '"$0" -m livecam "$@" >&-', sys.executable, "image", str(tmp_path / "in.jpg"),
+                           str(tmp_path / "out.jpg"), "-s", str(tmp_path / "face.jpg")],
+                          stderr=subprocess.PIPE, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "in.jpg does not exist" in proc.stderr, \
+        proc.stderr
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")

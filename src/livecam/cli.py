@@ -9,9 +9,11 @@ from __future__ import annotations
 import contextlib
 import difflib
 import errno
+import io
 import logging
 import math
 import os
+import re
 import sys
 import threading
 import traceback
@@ -181,9 +183,26 @@ class StdoutClosed(Exception):
     LivecamGroup.main."""
 
 
-class StdoutFull(Exception):
-    """stdout's disk is full (`livecam verify --json *.mp4 > report.json`): it was "internal error:
-    OSError ... please report it", exit 1, which `verify` also gives an unmarked file."""
+class StdoutUnwritable(Exception):
+    """stdout cannot be written: its disk is full (`livecam verify --json *.mp4 > report.json`: it
+    was "internal error: OSError ... please report it", exit 1, which `verify` also gives an
+    unmarked file), or the command was started without one (`>&-`: nothing printed, exit 0)."""
+
+    def __init__(self, reason: str, fix: str) -> None:
+        super().__init__(reason)
+        self.reason, self.fix = reason, fix
+
+
+class _ClosedStdout(io.TextIOBase):
+    """sys.stdout for a process started without one: Python leaves it None, and click.echo then
+    dropped every line (`livecam verify f >&-` printed nothing, exit 0). A write fails as one to
+    the closed descriptor does (EBADF); a command that writes nothing there is unaffected."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "it is closed")
 
 
 @contextlib.contextmanager
@@ -194,7 +213,10 @@ def _stdout_reader_gone() -> Iterator[None]:
         yield
     except OSError as exc:
         if exc.errno in DISK_FULL:
-            raise StdoutFull(exc.strerror or str(exc)) from exc
+            raise StdoutUnwritable(exc.strerror or str(exc), "free some space where it goes or send it elsewhere") \
+                from exc
+        if exc.errno == errno.EBADF and isinstance(sys.stdout, _ClosedStdout):
+            raise StdoutUnwritable("it is closed", "send it to a file, or to /dev/null to drop it") from exc
         if exc.errno != errno.EPIPE:
             raise
         raise StdoutClosed() from exc
@@ -217,11 +239,26 @@ def _quiet_exit_stdout_closed() -> None:
     sys.exit(EXIT_BROKEN_PIPE)
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def one_line(text: str) -> str:
+    """`text` with its control characters escaped as Python writes them (a newline as \\n, an
+    escape as \\x1b): a file name holding a newline split the one-line "wrote ..." and error
+    messages over two lines. Every stderr message passes here (_say, _OneLineFormatter)."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+class _OneLineFormatter(logging.Formatter):
+    def formatMessage(self, record: logging.LogRecord) -> str:  # (a -v traceback after it keeps its lines)
+        return one_line(super().formatMessage(record))
+
+
 def _say(line: str) -> None:
     """One line on stderr. A stderr that cannot take it (`2> log` on a full disk) must not change the
     command's exit code (a bad input's 2 became 1)."""
     try:
-        click.echo(line, err=True)
+        click.echo(one_line(line), err=True)
     except OSError:
         pass
 
@@ -247,16 +284,17 @@ class LivecamGroup(click.Group):
         argv = expand_variadic(list(sys.argv[1:] if args is None else args), strays)
         kwargs.pop("standalone_mode", None)
         verbose = any(a in ("-v", "--verbose") or (a.startswith("-v") and set(a[1:]) == {"v"}) for a in argv)
+        if sys.stdout is None:  # started with stdout closed (`>&-`)
+            sys.stdout = _ClosedStdout()
         try:
             rv = super().main(args=argv, standalone_mode=False, **kwargs)
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
         except StdoutClosed:
             _quiet_exit_stdout_closed()
-        except StdoutFull as exc:
+        except StdoutUnwritable as exc:
             _stdout_to_devnull()
-            _say(f"livecam: error: cannot write to standard output ({exc}); free some space where it goes "
-                 f"or send it elsewhere")
+            _say(f"livecam: error: cannot write to standard output ({exc.reason}); {exc.fix}")
             sys.exit(EXIT_FAILURE)
         except click.UsageError as exc:  # one line like every other error, not click's three
             where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
@@ -354,7 +392,7 @@ def _print_cause_chain(exc: BaseException) -> None:
 def _setup_logging(verbose: int, quiet: bool) -> None:
     level = logging.ERROR if quiet else (logging.DEBUG if verbose else logging.INFO)
     handler = logging.StreamHandler(native_stderr.StderrNow())  # (not captured with fd 2)
-    handler.setFormatter(logging.Formatter("livecam: %(message)s"))
+    handler.setFormatter(_OneLineFormatter("livecam: %(message)s"))
     log.handlers[:] = [handler]
     log.setLevel(level)
     log.propagate = False
@@ -489,8 +527,10 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="For --face-mask area: " + ",".join(FACE_MASK_AREAS) + " (default all)."),
         click.option("--face-mask-regions", multiple=True, callback=_names(FACE_MASK_REGIONS), metavar="REGIONS",
                      help="For --face-mask region: " + ",".join(FACE_MASK_REGIONS) + " (default all but glasses)."),
-        click.option("--blend", type=FiniteRange(0, 1), default=1.0, show_default=True,
-                     help="Opacity of the swapped face."),
+        # Not 0: it left every face as it was while the output still said "1 face swapped" and
+        # carried the AI-edit watermark and credentials of a swap that never happened.
+        click.option("--blend", type=FiniteRange(0, 1, min_open=True), default=1.0, show_default=True,
+                     help="Opacity of the swapped face (above 0)."),
         click.option("--pixel-boost", type=click.Choice(PIXEL_BOOSTS), default=None,
                      help="Neural swapper crop size N, a multiple of the model's size (inswapper 128: 128-512; "
                           "HyperSwap 256: 256 or 512): the face is swapped as (N/size)^2 sub-pixel-shifted tiles, "
@@ -945,7 +985,7 @@ def _stranded_error(args: threading.ExceptHookArgs, previous: Callable[[threadin
         previous(args)  # a pipeline thread hands its errors to the caller: one escaping it is a bug
         return
     try:
-        click.echo(f"livecam: error: {exc.message}", err=True)
+        click.echo(one_line(f"livecam: error: {exc.message}"), err=True)
         sys.stdout.flush()
         sys.stderr.flush()
     except (OSError, ValueError):  # a closed stream: the exit status still says it

@@ -89,3 +89,28 @@ def test_a_camera_that_falters_or_changes_its_frames_runs_on(
         stream = container.streams.video[0]
         assert (stream.codec_context.width, stream.codec_context.height) == (320, 240)
         assert sum(1 for _ in container.decode(video=0)) == 45
+
+
+def test_a_gif_of_one_frame_as_the_camera_is_refused_as_a_photo_is_and_a_two_frame_one_plays(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # `run --camera still.gif` played its one frame "at 100 FPS", where `--camera photo.jpg`
+    # and `livecam video still.gif` are refused with a pointer to `livecam image`
+    from PIL import Image
+
+    from tests.commands.test_image import only_error_line
+    from tests.conftest import run_cli
+
+    still, anim = tmp_path / "still.gif", tmp_path / "anim.gif"
+    Image.new("RGB", (64, 48), (90, 120, 150)).save(still)
+    Image.new("RGB", (64, 48), (90, 120, 150)).save(anim, save_all=True, duration=100,
+                                                    append_images=[Image.new("RGB", (64, 48), (150, 90, 60))])
+    args = ["--swap-model", "mesh", "-s", str(faces_dir / "obama.jpg"), "--no-realtime", "--no-watermark", "--no-c2pa"]
+    refused = run_cli(["run", "--camera", str(still), "--output", str(tmp_path / "still.mp4"), *args],
+                      env=isolated_env)
+    line = only_error_line(refused.stderr)
+    assert refused.returncode == 2 and f"{still} is a still image (a GIF of one frame)" in line, line
+    assert "`livecam image`" in line and not (tmp_path / "still.mp4").exists()
+    played = run_cli(["run", "--camera", str(anim), "--output", str(tmp_path / "anim.mp4"), *args], env=isolated_env)
+    assert played.returncode == 0, played.stderr
+    with av.open(str(tmp_path / "anim.mp4")) as recording:
+        assert sum(1 for _ in recording.decode(video=0)) == 2

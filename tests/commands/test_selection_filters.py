@@ -126,8 +126,9 @@ def test_the_filters_work_in_video_and_run(tmp_path, faces_dir, isolated_env, co
         assert result.returncode == 0, result.stderr
         return _frames(out)[0]
 
-    # Against the same clip through the same command untouched (blend 0): only the swap differs.
-    untouched = encoded(tmp_path / "b0.mp4", "--blend", "0", "--many-faces")
+    # Against the same clip through the same command untouched (no face large enough to change;
+    # --blend 0 is refused): only the swap differs.
+    untouched = encoded(tmp_path / "b0.mp4", "--face-min-size", "10000")
     one = _changed(untouched, encoded(tmp_path / "rl.mp4", "--face-selector-order", "right-left"), boxes)
     assert one[right] > 6, one
     assert all(c < 3 for i, c in enumerate(one) if i != right), one  # re-encoding noise only

@@ -409,3 +409,31 @@ def test_a_camera_stream_that_is_not_8_bit_pictures_is_one_clear_line(monkeypatc
         with pytest.raises(DeviceError, match=f"camera 0 \\(V4L2\\) {said}, not 8-bit pictures .*ordinary camera"):
             source.read()
     source.close()
+
+
+def _animation(path: Path, durations_ms: list[int]) -> Path:
+    from PIL import Image
+
+    frames = [Image.new("RGB", (64, 48), (40 * i, 90, 200 - 40 * i)) for i in range(len(durations_ms))]
+    frames[0].save(path, save_all=True, append_images=frames[1:], duration=durations_ms, loop=0)
+    return path
+
+
+@pytest.mark.parametrize("name, durations_ms, fps", [
+    ("two.png", [100, 100], None),  # no average rate: FFmpeg's guess is the 1/100000 s tick
+    ("anim.png", [100] * 4, 10.0), ("anim.gif", [100] * 4, 10.0), ("slides.gif", [2000] * 3, 0.5)])
+def test_a_camera_file_rate_is_its_frames_rate_never_its_time_base(tmp_path: Path, name: str,
+                                                                    durations_ms: list[int], fps: float | None) -> None:
+    # `run --camera two.png` said "at 100000 FPS" and sized its marking queue by that; `video`
+    # (the same stream_rate) takes an unknown rate as 30.
+    clip = _animation(tmp_path / name, durations_ms)
+    source = VideoFileSource(str(clip), realtime=False)
+    source.open()
+    assert source.fps == fps
+    frames = 0
+    while source.read() is not None:
+        frames += 1
+    source.close()
+    assert frames == len(durations_ms)
+    with VideoReader(clip) as reader:
+        assert float(reader.info.rate) == (fps or 30)

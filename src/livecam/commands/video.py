@@ -16,7 +16,7 @@ from livecam.errors import InputError, LivecamError, OutputExistsError
 from livecam.commands.image import check_given_identity
 from livecam.marks.credentials import signing_for
 from livecam.marks.watermark import open_watermarker
-from livecam.media.images import check_not_an_input, check_output_folder, still_gif
+from livecam.media.images import check_not_an_input, check_output_folder, refuse_still_gif
 from livecam.pipeline.signals import output_done, stop_signals
 from livecam.media.video_reader import VideoReader, check_whole
 from livecam.media.video_writer import check_encoder, container_format, out_of_memory, resolve_encoder
@@ -42,8 +42,7 @@ def check_job(job: VideoJob) -> tuple[VideoJob, int | None]:
         raise InputError(f"the output {job.output} is a folder; give a file name such as "
                          f"{job.output / (job.input.stem + '.mp4')}")
     container_format(job.output)
-    if still_gif(job.input):  # a one-frame video came out, where a PNG is refused the same way
-        raise InputError(f"{job.input} is a still image (a GIF of one frame), not a video; use `livecam image` for images")
+    refuse_still_gif(job.input)
     with VideoReader(job.input) as reader:  # opens, finds the video stream; decodes nothing yet
         info = reader.info
     if info.width < 2 or info.height < 2:  # 4:2:0 output needs even sizes: 1 px would become 0

@@ -31,6 +31,7 @@ from livecam.errors import InputError
 from livecam.media.colour import Colour, ColourConverter
 from livecam.media.containers import as_fraction, local_path, open_container
 from livecam.media.metadata import PNG_SIGNATURE, apng_frames
+from livecam.settings import CAMERA_FPS
 
 log = logging.getLogger("livecam")
 
@@ -255,9 +256,17 @@ def stream_rate(container: av.container.InputContainer, stream: av.video.stream.
     and FFmpeg's own outputs use; a 10 fps clip came out 2.5 times too fast. None: unknown."""
     declared = stream.codec_context.framerate
     if container.format.flags & AVFMT_NOTIMESTAMPS and declared:
-        return as_fraction(declared)
+        return plausible_rate(as_fraction(declared))
     rate = stream.average_rate or stream.guessed_rate or stream.base_rate
-    return as_fraction(rate) if rate else None
+    return plausible_rate(as_fraction(rate)) if rate else None
+
+
+def plausible_rate(rate: Fraction) -> Fraction | None:
+    """`rate`, or None (unknown) when it is faster than any camera gives (settings.CAMERA_FPS).
+    Faster, a file's "rate" is its time base: a two-frame animated PNG (no average) reported
+    100000 fps, its 1/100000 s tick; `run --camera` printed it and sized its marking queue by it. Slow rates are kept: a slideshow GIF's 0.5 fps is real (taken as 30, its
+    last frame was cut from 2 s to 1/30 s)."""
+    return rate if 0 < rate <= CAMERA_FPS[1] else None
 
 
 def timeline_origin(container: av.container.InputContainer) -> float:
