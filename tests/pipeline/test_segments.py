@@ -225,10 +225,12 @@ class FaceInTheCorner(NoModels):
     box = np.array([100.0, 70.0, 160.0, 120.0])
 
     def analyse(self, packet: FramePacket, track: bool) -> None:
-        from types import SimpleNamespace
+        from livecam.faces.face import Face
 
         assert packet.pts is not None
-        packet.faces = [SimpleNamespace(bbox=self.box)] if 0.5 - 1e-6 <= packet.pts <= 0.8 + 1e-6 else []  # type: ignore[list-item]
+        kps = np.array([[115, 85], [145, 85], [130, 95], [118, 108], [142, 108]], np.float32)
+        face = Face(bbox=self.box.astype(np.float32), score=0.9, kps=kps)
+        packet.faces = [face] if 0.5 - 1e-6 <= packet.pts <= 0.8 + 1e-6 else []
 
     def detect(self, packet: FramePacket) -> None:
         self.analyse(packet, track=False)
