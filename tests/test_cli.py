@@ -130,6 +130,16 @@ def test_blend_0_a_swap_that_changes_nothing_is_a_usage_error(command: str, tmp_
     assert "Invalid value for '--blend': 0.0 is not in the range 0<x<=1" in lines[0] and not out.exists()
 
 
+def test_enhancer_blend_0_an_enhancer_that_changes_nothing_is_a_usage_error(tmp_path: Path, faces_dir: Path) -> None:
+    # the enhancer ran on every face and changed none (face_enhancer alone: a labelled copy)
+    out = tmp_path / "out.jpg"
+    result = run_cli(["image", str(faces_dir / "biden.jpg"), str(out), "--frame-processor", "face_enhancer",
+                      "--enhancer-blend", "0"])
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert "Invalid value for '--enhancer-blend': 0.0 is not in the range 0<x<=1" in lines[0] and not out.exists()
+
+
 def test_a_file_name_with_a_newline_or_an_escape_keeps_every_message_on_one_line(tmp_path: Path,
                                                                                   faces_dir: Path) -> None:
     # "wrote a<newline>b.jpg (1 face swapped ...)" came out as two lines, and so did the error

@@ -538,8 +538,9 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
                           "size; the mesh swapper ignores it)."),
         click.option("--enhancer-model", type=click.Choice(ENHANCER_MODELS), default="gfpgan_1.4", show_default=True,
                      help="Face enhancer (--frame-processor face_enhancer): gpen_bfr_256 is the fastest."),
-        click.option("--enhancer-blend", type=FiniteRange(0, 1), default=0.8, show_default=True,
-                     help="Mix of the restored face over the swapped one."),
+        # Not 0, as --blend: the enhancer would change nothing yet run, and be reported, on every face
+        click.option("--enhancer-blend", type=FiniteRange(0, 1, min_open=True), default=0.8, show_default=True,
+                     help="Mix of the restored face over the swapped one (above 0)."),
         click.option("--enhancer-weight", type=FiniteRange(0, 1), default=None,
                      help="CodeFormer's fidelity: 0 restores most, 1 (default) keeps the input face most."),
         click.option("--enhancer-precision", type=click.Choice(ENHANCER_PRECISIONS), default="auto", show_default=True,
