@@ -164,6 +164,9 @@ _SPECULAR_RADIUS, _SPECULAR_NOSE = 0.04, 0.15
 # The filled spots get the grain of the skin round them (see _regrain): its high-pass
 # (original minus a Gaussian of _GRAIN_SIGMA px) measured within _GRAIN_RING hole-growth widths.
 _GRAIN_SIGMA, _GRAIN_RING = 1.5, 4
+# ...and the chroma of the skin round them only (see _skin_chroma): pixels whose a and b are
+# within this many of the skin's standard deviations of its mean.
+_SKIN_CHROMA_Z = 2.0
 # Teeth in the source's lip ring (see _fill_lip_gaps): this much lighter than the lips' median,
 # under this fraction of their median chroma.
 _TOOTH_L, _TOOTH_CHROMA = 15.0, 0.7
@@ -858,7 +861,31 @@ def _fill_highlights(crop: np.ndarray, landmarks: np.ndarray, alpha: np.ndarray)
     grow = 2 * max(1, round(radius / 8)) + 1
     hole = cv2.dilate(spots.astype(np.uint8), np.ones((grow, grow), np.uint8))
     filled = cv2.inpaint(np.ascontiguousarray(crop), hole, 3.0, cv2.INPAINT_TELEA)
+    filled = _skin_chroma(filled, lab, hole > 0, skin, radius)
     return _regrain(filled, crop, hole > 0, skin, grow)
+
+
+def _skin_chroma(filled: np.ndarray, lab: np.ndarray, hole: np.ndarray, skin: np.ndarray,
+                 sigma: float) -> np.ndarray:
+    """`filled` with the chroma (a, b) inside `hole` taken from skin-coloured pixels only:
+    their Gaussian-weighted (`sigma` px) mean, where a and b are within _SKIN_CHROMA_Z standard
+    deviations of the skin's (`lab`: the source crop, float Lab). The inpaint also draws from
+    the hole's edge that is not skin: Biden's nose shine touches his nostril and the shine's
+    own bluish rim, and its fill's bottom rows came out grey-blue (9 units of a, b from the
+    skin round it). Lightness stays the inpaint's: the shading towards the nostril is real."""
+    ab = lab[..., 1:]
+    mean, std = ab[skin].mean(axis=0), np.maximum(ab[skin].std(axis=0), 1.0)
+    source = (skin & ~hole & (np.abs(ab - mean) <= _SKIN_CHROMA_Z * std).all(axis=2))
+    weight = cv2.GaussianBlur(source.astype(np.float32), (0, 0), sigma)
+    near = hole & (weight > 1e-3)
+    if not near.any():
+        return filled
+    blurred = cv2.GaussianBlur(ab * source[..., None], (0, 0), sigma)
+    out = cv2.cvtColor(filled, cv2.COLOR_BGR2LAB)
+    out[..., 1:][near] = np.round(blurred[near] / weight[near][:, None]).astype(np.uint8)
+    result = filled.copy()  # a round trip through Lab would shift the pixels outside the hole
+    result[near] = cv2.cvtColor(out, cv2.COLOR_LAB2BGR)[near]
+    return result
 
 
 def _regrain(filled: np.ndarray, crop: np.ndarray, hole: np.ndarray, skin: np.ndarray,
