@@ -11,7 +11,8 @@
 - removal of the temporary file on every exit path that does not commit;
 - the final rename, which never replaces a file that was not there when the output was opened
   (or that --force did not cover): a file that appeared meanwhile is kept, the result is kept
-  under a free name the error gives (exit 2), as it is when --force cannot replace the old file;
+  under a free name the error gives (exit 2), and so is the result when --force cannot replace the
+  old file (exit 1: an OutputError);
 - messages that name the user's path, never the temporary file.
 
 Nothing here imports OpenCV or PyAV: models/ and faces/ use it too.
