@@ -475,8 +475,8 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """Options shared by run, video, image and bench."""
     options = [
         click.option("--source", "-s", "sources", multiple=True, type=GivenPath(path_type=Path),
-                     help="Photo of the face to put in (repeatable: the neural swapper (inswapper, HyperSwap) averages photos of one person, the "
-                          "mesh swapper uses the first; "
+                     help="Photo of the face to put in (repeatable: the neural swapper (inswapper, HyperSwap) "
+                          "averages photos of one person, the mesh swapper uses the first; "
                           "for `run`, a folder cycles with the n key)."),
         click.option("--execution-provider", "providers", multiple=True,
                      type=click.Choice(PROVIDER_CHOICES, case_sensitive=False),

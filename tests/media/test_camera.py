@@ -437,3 +437,14 @@ def test_a_camera_file_rate_is_its_frames_rate_never_its_time_base(tmp_path: Pat
     assert frames == len(durations_ms)
     with VideoReader(clip) as reader:
         assert float(reader.info.rate) == (fps or 30)
+
+
+def test_a_slow_motion_rate_is_kept_and_a_time_base_is_not_taken_for_one() -> None:
+    # phones store slow motion at up to 960 fps: such a clip was once read as "unknown, 30"
+    from fractions import Fraction
+
+    from livecam.media.video_reader import plausible_rate
+
+    assert plausible_rate(Fraction(960)) == 960 and plausible_rate(Fraction(240000, 1001)) == Fraction(240000, 1001)
+    assert plausible_rate(Fraction(1, 2)) == Fraction(1, 2)
+    assert plausible_rate(Fraction(100000)) is None and plausible_rate(Fraction(90000)) is None

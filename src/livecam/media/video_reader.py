@@ -31,7 +31,6 @@ from livecam.errors import InputError
 from livecam.media.colour import Colour, ColourConverter
 from livecam.media.containers import as_fraction, local_path, open_container
 from livecam.media.metadata import PNG_SIGNATURE, apng_frames
-from livecam.settings import CAMERA_FPS
 
 log = logging.getLogger("livecam")
 
@@ -261,12 +260,16 @@ def stream_rate(container: av.container.InputContainer, stream: av.video.stream.
     return plausible_rate(as_fraction(rate)) if rate else None
 
 
+# Phones store slow-motion clips at up to 960 fps; a "rate" above this is a file's time base.
+MAX_FILE_FPS = 1000
+
+
 def plausible_rate(rate: Fraction) -> Fraction | None:
-    """`rate`, or None (unknown) when it is faster than any camera gives (settings.CAMERA_FPS).
-    Faster, a file's "rate" is its time base: a two-frame animated PNG (no average) reported
-    100000 fps, its 1/100000 s tick; `run --camera` printed it and sized its marking queue by it. Slow rates are kept: a slideshow GIF's 0.5 fps is real (taken as 30, its
-    last frame was cut from 2 s to 1/30 s)."""
-    return rate if 0 < rate <= CAMERA_FPS[1] else None
+    """`rate`, or None (unknown) when it is faster than MAX_FILE_FPS: then it is the file's time
+    base (a two-frame animated PNG, with no average, reported 100000 fps, its 1/100000 s tick;
+    `run --camera` printed it and sized its marking queue by it). Slow rates are kept: a slideshow
+    GIF's 0.5 fps is real (taken as 30, its last frame was cut from 2 s to 1/30 s)."""
+    return rate if 0 < rate <= MAX_FILE_FPS else None
 
 
 def timeline_origin(container: av.container.InputContainer) -> float:
