@@ -144,20 +144,22 @@ def test_camera_options_a_file_has_no_use_for_are_named_not_silently_ignored(
         live_command.run_live(job(tmp_path, source, clip, output="none"))
     assert not any("camera's capture" in r.getMessage() for r in caplog.records)
     from livecam.media.camera import CameraSource, VideoFileSource
+    from livecam.media.sinks import NullSink, make_sink
 
     camera = CameraSource(0)
-    assert live_command.ignored_options(job(tmp_path, source, clip), camera) == [  # realtime=False given
+    none = NullSink()
+    assert live_command.ignored_options(job(tmp_path, source, clip), camera, none) == [  # realtime=False given
         "--realtime/--no-realtime is for a video file or URL; a camera always runs in real time"]
-    one = live_command.ignored_options(job(tmp_path, source, clip, fps=5.0), VideoFileSource(str(clip)))
+    one = live_command.ignored_options(job(tmp_path, source, clip, fps=5.0), VideoFileSource(str(clip)), none)
     assert one == ["--fps is for a camera's capture; c.mp4 plays at its own size and frame rate"]
-    assert live_command.ignored_options(LiveJob(processing=ProcessingSettings(sources=())), camera) == []
+    assert live_command.ignored_options(LiveJob(processing=ProcessingSettings(sources=())), camera, none) == []
     # --output none --watermark ran the watermark encoder for frames nobody sees, without a word
     marks = live_command.ignored_options(job(tmp_path, source, clip, output="none", label=True, watermark=True),
-                                         VideoFileSource(str(clip)))
+                                         VideoFileSource(str(clip)), none)
     assert marks == ["--label/--no-label and --watermark/--no-watermark are for frames shown or recorded; "
                      "--output none shows and records none"]
     assert live_command.ignored_options(job(tmp_path, source, clip, output="rec.mp4", label=True, watermark=True),
-                                        VideoFileSource(str(clip))) == []
+                                        VideoFileSource(str(clip)), make_sink(str(tmp_path / "rec.mp4"))) == []
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")

@@ -18,7 +18,7 @@ from livecam.marks.live_marker import LiveMarker
 from livecam.marks.watermark import open_watermarker
 from livecam.media.camera import CameraSource, FrameSource, VideoFileSource, camera_device_problem, open_source
 from livecam.media.images import check_not_an_input, check_output_folder, same_file
-from livecam.media.sinks import FileRecorderSink, Sink, make_sink
+from livecam.media.sinks import FileRecorderSink, NullSink, Sink, make_sink
 from livecam.pipeline.live import STATS_TO_STDOUT, LiveRun, run_live_pipeline, stats_stream
 from livecam.pipeline.metrics import ResourceProbe
 from livecam.processors import registry
@@ -66,7 +66,7 @@ def check_files(job: LiveJob, sink: Sink) -> None:
         raise InputError(f"--stats-json {path}: {exc.message}") from exc
 
 
-def ignored_options(job: LiveJob, source: FrameSource) -> list[str]:
+def ignored_options(job: LiveJob, source: FrameSource, sink: Sink) -> list[str]:
     """Options given that this source or output has no use for (they were silently ignored): a
     camera's capture size and rate for a file or URL, real-time pacing for a camera, the label
     and the watermark for --output none (which still ran the watermark encoder for nobody)."""
@@ -78,7 +78,7 @@ def ignored_options(job: LiveJob, source: FrameSource) -> list[str]:
         said = ([f"{registry.listed(flags)} for a camera's capture; {source.name} plays at its own size and frame "
                  f"rate"] if flags else [])
     marks = registry.given(job, {"label": "--label/--no-label", "watermark": "--watermark/--no-watermark"})
-    if marks and job.output.strip().lower() == "none":
+    if marks and isinstance(sink, NullSink):
         said.append(f"{registry.listed(marks)} for frames shown or recorded; --output none shows and records none")
     return said
 
@@ -123,9 +123,9 @@ def _run_live(job: LiveJob) -> None:
     source = open_source(job.camera, job.resolution, job.fps, job.realtime)
     if isinstance(source, CameraSource) and (problem := camera_device_problem(source.index)):
         raise DeviceError(problem)
-    for ignored in ignored_options(job, source):
-        log.warning("warning: %s", ignored)
     sink = make_sink(job.output, fps=job.fps, force=job.force)
+    for ignored in ignored_options(job, source, sink):
+        log.warning("warning: %s", ignored)
     check_files(job, sink)
     local_file = isinstance(source, VideoFileSource) and "://" not in source.location
     # a given signing identity is checked now, before the models load; a local file is the parent ingredient
