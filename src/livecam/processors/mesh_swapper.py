@@ -17,7 +17,8 @@ the oval changes. A source face cut off by its photo's edge fades out at that ed
 The warped face is colour-matched to the target's skin (LAB mean/std, then the target's
 low-frequency lighting), triangles turned away from the camera fade out, and the target's eyes
 and inner mouth (and, with --mouth-mask, its lips and more; on a mouth open wider than the
-source's, its mouth corners) are kept so that blinks, gaze and speech follow the target. All work is inside the face's region of interest.
+source's, its mouth corners) are kept so that blinks, gaze and speech follow the target. All
+work is inside the face's region of interest.
 
 The tells of a classical swap are taken from the target too: the source's forehead is used only
 where it is skin (a fringe falls back to the target's forehead), a closed eye keeps the whole
@@ -961,16 +962,23 @@ def eye_closed(ring: np.ndarray) -> float:
                          / (_EYE_CLOSED_HIGH - _EYE_CLOSED_LOW), 0.0, 1.0))
 
 
-def eye_region(ring: np.ndarray, points: int = 24) -> np.ndarray:
-    """The ellipse round an eye (its lids, lashes and the skin next to them), Nx2."""
+def _corner_ellipse(ring: np.ndarray, centre: np.ndarray, half_axes: tuple[float, float],
+                    points: int) -> np.ndarray:
+    """Nx2: an ellipse at `centre`, along the line through a ring's corners (ring[0] and the one
+    half way: an eye's, a lip ring's), its half-axes (along, across) fractions of their distance."""
     a, b = ring[0], ring[len(ring) // 2]
-    centre, along = (a + b) / 2.0, b - a
+    along = b - a
     width = float(np.linalg.norm(along))
     along = along / max(width, 1e-9)
     across = np.array([-along[1], along[0]])
     t = np.linspace(0.0, 2.0 * np.pi, points, endpoint=False)
-    rx, ry = _EYE_REGION[0] * width, _EYE_REGION[1] * width
+    rx, ry = half_axes[0] * width, half_axes[1] * width
     return (centre + np.cos(t)[:, None] * rx * along + np.sin(t)[:, None] * ry * across)
+
+
+def eye_region(ring: np.ndarray, points: int = 24) -> np.ndarray:
+    """The ellipse round an eye (its lids, lashes and the skin next to them), Nx2."""
+    return _corner_ellipse(ring, (ring[0] + ring[len(ring) // 2]) / 2.0, _EYE_REGION, points)
 
 
 def mouth_opener(target_inner: np.ndarray, source_inner: np.ndarray) -> float:
@@ -984,15 +992,7 @@ def mouth_opener(target_inner: np.ndarray, source_inner: np.ndarray) -> float:
 def mouth_corner_regions(outer: np.ndarray, points: int = 16) -> list[np.ndarray]:
     """The ellipses (Nx2 each) round the two corners of an outer lip ring
     (mesh_indices.LIPS_OUTER order: the corners at 0 and half way)."""
-    a, b = outer[0], outer[len(outer) // 2]
-    along = b - a
-    width = float(np.linalg.norm(along))
-    along = along / max(width, 1e-9)
-    across = np.array([-along[1], along[0]])
-    t = np.linspace(0.0, 2.0 * np.pi, points, endpoint=False)
-    ring = (np.cos(t)[:, None] * _MOUTH_CORNER[0] * width * along
-            + np.sin(t)[:, None] * _MOUTH_CORNER[1] * width * across)
-    return [a + ring, b + ring]
+    return [_corner_ellipse(outer, corner, _MOUTH_CORNER, points) for corner in (outer[0], outer[len(outer) // 2])]
 
 
 class MeshSwapper:
