@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from livecam import __version__
-from livecam.cli import expand_variadic
+from livecam.cli_usage import expand_variadic
 from livecam.errors import EXIT_BROKEN_PIPE
 from tests.conftest import run_cli
 from tests.videos import make_clip
@@ -105,7 +105,7 @@ def _float_options() -> list[tuple[str, str]]:
 def test_no_number_option_takes_nan_or_inf() -> None:
     """nan passes every range comparison: `--blend nan` wrote an image with undefined blending
     and `--fps nan` failed mid-run; every float option is a FiniteRange."""
-    from livecam.cli import FiniteRange
+    from livecam.cli_params import FiniteRange
 
     options = _float_options()
     assert ("image", "--blend") in options and ("run", "--max-latency-ms") in options

@@ -38,13 +38,13 @@ def real_stderr(path: Path) -> Iterator[Path]:
 
 
 def livecam_logging(monkeypatch: pytest.MonkeyPatch) -> logging.Logger:
-    from livecam.cli import _setup_logging
+    from livecam.console import setup_logging
 
     log = logging.getLogger("livecam")
     monkeypatch.setattr(log, "handlers", list(log.handlers))
     monkeypatch.setattr(log, "level", log.level)
     monkeypatch.setattr(log, "propagate", log.propagate)
-    _setup_logging(0, False)
+    setup_logging(0, False)
     return log
 
 

@@ -6,26 +6,34 @@ code (see errors.py).
 
 from __future__ import annotations
 
-import contextlib
-import difflib
-import errno
-import io
 import logging
-import math
 import os
-import re
 import sys
 import threading
 import traceback
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import click
 
-from livecam import __version__, native_stderr
-from livecam.atomic import DISK_FULL, trailing_slash_problem
+from livecam import __version__
+from livecam.atomic import trailing_slash_problem
+from livecam.cli_params import FiniteRange, GivenPath, ProcessorChoice, home_expanded
+from livecam.cli_usage import expand_variadic, usage_message
+from livecam.console import (
+    ClosedStdout,
+    StdoutClosed,
+    StdoutUnwritable,
+    one_line,
+    print_cause_chain,
+    say,
+    setup_logging,
+    stdout_failures,
+    stdout_to_devnull,
+)
 from livecam.errors import EXIT_BROKEN_PIPE, EXIT_FAILURE, EXIT_INTERRUPTED, Interrupted, LivecamError
-from livecam.pipeline.signals import ignore_stop_signals, interrupted, output_done, stop_signals
+from livecam.interrupt import interrupted, output_done
+from livecam.pipeline.signals import ignore_stop_signals, stop_signals
 from livecam.pipeline.budget import check_execution_threads
 from livecam.processors import registry
 from livecam.runtime.providers import CHOICES as PROVIDER_CHOICES
@@ -61,206 +69,11 @@ from livecam.settings import (
 
 log = logging.getLogger("livecam")
 
-# Options that take several values after one flag (`--frame-processor face_swapper face_enhancer`).
-# Only values from the option's own choices are taken, so positional arguments are never eaten.
-# Callables, so the processor registry is only asked when the option is used.
-VARIADIC_OPTIONS: dict[str, Callable[[], Sequence[str]]] = {
-    "--frame-processor": registry.names,
-    "--execution-provider": lambda: PROVIDER_CHOICES,
-    "--face-mask": lambda: FACE_MASK_TYPES,
-}
-
-
-class ProcessorChoice(click.Choice):
-    """--frame-processor's choices: the registered processors, looked up on first use (finding
-    them imports the processor modules, which --help and `livecam models` need not pay for)."""
-
-    def __init__(self) -> None:
-        super().__init__(())
-
-    @property  # type: ignore[override]
-    def choices(self) -> Sequence[str]:
-        return registry.names()
-
-    @choices.setter
-    def choices(self, value: Sequence[str]) -> None:
-        pass  # click.Choice.__init__ assigns; the registry is the one source
-
-
-class FiniteRange(click.FloatRange):
-    """click.FloatRange that also refuses nan and inf: they pass its comparisons, and went on
-    to fail deep in a run as an internal error (--fps nan, --max-memory inf)."""
-
-    name = "float range"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        number = super().convert(value, param, ctx)
-        if not math.isfinite(number):
-            self.fail(f"{value!r} is not a finite number", param, ctx)
-        return number
-
-
-class GivenPath(click.Path):
-    """click.Path that refuses an empty value: Path("") is the current folder, so an unset shell
-    variable (`livecam video "$IN" out/`) ran on every video there, and `demo ""` wrote into it.
-    A refused value that came from an environment variable names it (LIVECAM_MODELS_DIR naming a
-    file said only "Invalid value for '--models-dir'", an option the user never typed)."""
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        try:
-            return self._convert(value, param, ctx)
-        except click.BadParameter as exc:
-            source = ctx.get_parameter_source(param.name) if ctx is not None and param is not None and param.name \
-                else None
-            envvar = getattr(param, "envvar", None)
-            if source is click.core.ParameterSource.ENVIRONMENT and isinstance(envvar, str):
-                raise click.BadParameter(f"{exc.message} (from ${envvar})", ctx, param) from None
-            raise
-
-    def _convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, str) and not value:  # (click takes an empty environment variable for unset)
-            self.fail("the path is empty (an unset shell variable?); give a file or folder name", param, ctx)
-        if isinstance(value, str):
-            value = home_expanded(value)
-        if isinstance(value, (str, Path)):
-            try:
-                os.stat(value)
-            except OSError as exc:  # the path checks below every command raised it: an internal error
-                if exc.errno == errno.ENAMETOOLONG:
-                    longest = max(len(os.fsencode(part)) for part in Path(value).parts)
-                    self.fail(f"the name is longer than the file system allows ({longest} bytes in one part, "
-                              f"{len(os.fsencode(value))} in all; the usual limits are 255 and 4096); "
-                              f"give a shorter one", param, ctx)
-        return super().convert(value, param, ctx)
-
-
-def home_expanded(value: str) -> str:
-    """`value` with a leading ~ or ~user as the shell expands it. The shell leaves it as it is after
-    `=` (`--source=~/face.jpg`) or in quotes: the file was "not found" and an output's folder "~
-    does not exist; create it first", which made a folder named ~ in the current one."""
-    return os.path.expanduser(value)
-
-
-def expand_variadic(args: Sequence[str], strays: list[tuple[str, str]] | None = None) -> list[str]:
-    """args with each value after a variadic flag given its own flag; `strays` (when given)
-    collects (flag, word) for a word right after a flag's values that is not one of them."""
-    out: list[str] = []
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        out.append(arg)
-        i += 1
-        lookup = VARIADIC_OPTIONS.get(arg)
-        if lookup is None:
-            continue
-        choices = lookup()
-        if i < len(args):  # the first value always belongs to the flag (click validates it)
-            out.append(args[i])
-            i += 1
-        while i < len(args) and args[i] in choices:
-            out.extend([arg, args[i]])
-            i += 1
-        if strays is not None and i < len(args) and not args[i].startswith("-"):
-            strays.append((arg, args[i]))
-    return out
-
-
-def mistyped_variadic_value(strays: Sequence[tuple[str, str]]) -> str:
-    """For a usage error: a word right after a variadic flag's values that is close to one of
-    its choices (`--frame-processor face_swapper face_enhance`) was taken as a positional
-    argument, and click said only "Got unexpected extra argument"; '' when there is none."""
-    for flag, word in strays:
-        choices = VARIADIC_OPTIONS[flag]()
-        close = difflib.get_close_matches(word, choices, n=1, cutoff=0.75)
-        if close:
-            return f"{word!r} is not a {flag} value; did you mean {close[0]}? (choose from {', '.join(choices)})"
-    return ""
-
-
-class StdoutClosed(Exception):
-    """stdout's reader went away (`livecam models list | head -1`). Not an OSError, so click (which
-    would exit 1 for it, the code `livecam verify` gives an unmarked file) lets it through to
-    LivecamGroup.main."""
-
-
-class StdoutUnwritable(Exception):
-    """stdout cannot be written: its disk is full (`livecam verify --json *.mp4 > report.json`: it
-    was "internal error: OSError ... please report it", exit 1, which `verify` also gives an
-    unmarked file), or the command was started without one (`>&-`: nothing printed, exit 0)."""
-
-    def __init__(self, reason: str, fix: str) -> None:
-        super().__init__(reason)
-        self.reason, self.fix = reason, fix
-
-
-class _ClosedStdout(io.TextIOBase):
-    """sys.stdout for a process started without one: Python leaves it None, and click.echo then
-    dropped every line (`livecam verify f >&-` printed nothing, exit 0). A write fails as one to
-    the closed descriptor does (EBADF); a command that writes nothing there is unaffected."""
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, text: str) -> int:
-        raise OSError(errno.EBADF, "it is closed")
-
-
-@contextlib.contextmanager
-def _stdout_reader_gone() -> Iterator[None]:
-    """Turns EPIPE into StdoutClosed, and no space left into StdoutFull: every other file livecam
-    writes (outputs, a --stats-json FIFO) has its own LivecamError, so one reaching the CLI is stdout's."""
-    try:
-        yield
-    except OSError as exc:
-        if exc.errno in DISK_FULL:
-            raise StdoutUnwritable(exc.strerror or str(exc), "free some space where it goes or send it elsewhere") \
-                from exc
-        if exc.errno == errno.EBADF and isinstance(sys.stdout, _ClosedStdout):
-            raise StdoutUnwritable("it is closed", "send it to a file, or to /dev/null to drop it") from exc
-        if exc.errno != errno.EPIPE:
-            raise
-        raise StdoutClosed() from exc
-
-
-def _stdout_to_devnull() -> None:
-    """Point stdout at the null device, so Python's own flush at exit finds no broken pipe or full
-    disk to complain about ("Exception ignored ... BrokenPipeError")."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):  # no stdout to point anywhere: nothing will flush to it
-        pass
-
 
 def _quiet_exit_stdout_closed() -> None:
     """Exit like `git log | head -1`: no line (nobody asked for more), status 141."""
-    _stdout_to_devnull()
+    stdout_to_devnull()
     sys.exit(EXIT_BROKEN_PIPE)
-
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-def one_line(text: str) -> str:
-    """`text` with its control characters escaped as Python writes them (a newline as \\n, an
-    escape as \\x1b): a file name holding a newline split the one-line "wrote ..." and error
-    messages over two lines. Every stderr message passes here (_say, _OneLineFormatter)."""
-    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
-
-
-class _OneLineFormatter(logging.Formatter):
-    def formatMessage(self, record: logging.LogRecord) -> str:  # (a -v traceback after it keeps its lines)
-        return one_line(super().formatMessage(record))
-
-
-def _say(line: str) -> None:
-    """One line on stderr. A stderr that cannot take it (`2> log` on a full disk) must not change the
-    command's exit code (a bad input's 2 became 1)."""
-    try:
-        click.echo(one_line(line), err=True)
-    except OSError:
-        pass
 
 
 class LivecamGroup(click.Group):
@@ -269,11 +82,11 @@ class LivecamGroup(click.Group):
     # --help and --version write while the context is made, a command's output while it is invoked
     def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
                      **extra: Any) -> click.Context:
-        with _stdout_reader_gone():
+        with stdout_failures():
             return super().make_context(info_name, args, parent, **extra)
 
     def invoke(self, ctx: click.Context) -> Any:
-        with _stdout_reader_gone():
+        with stdout_failures():
             try:
                 return super().invoke(ctx)
             except KeyboardInterrupt as exc:  # click's main prints an empty line for it before ours
@@ -285,7 +98,7 @@ class LivecamGroup(click.Group):
         kwargs.pop("standalone_mode", None)
         verbose = any(a in ("-v", "--verbose") or (a.startswith("-v") and set(a[1:]) == {"v"}) for a in argv)
         if sys.stdout is None:  # started with stdout closed (`>&-`)
-            sys.stdout = _ClosedStdout()
+            sys.stdout = ClosedStdout()
         try:
             rv = super().main(args=argv, standalone_mode=False, **kwargs)
         except click.exceptions.Exit as exc:
@@ -293,44 +106,32 @@ class LivecamGroup(click.Group):
         except StdoutClosed:
             _quiet_exit_stdout_closed()
         except StdoutUnwritable as exc:
-            _stdout_to_devnull()
-            _say(f"livecam: error: cannot write to standard output ({exc.reason}); {exc.fix}")
+            stdout_to_devnull()
+            say(f"livecam: error: cannot write to standard output ({exc.reason}); {exc.fix}")
             sys.exit(EXIT_FAILURE)
         except click.UsageError as exc:  # one line like every other error, not click's three
-            where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
-            message = exc.format_message()
-            moved = _dash_name(argv, exc) or _global_usage(self, exc) or _arguments_usage(exc)
-            if moved:  # `livecam run ... --offline` only said "No such option"
-                message, where = message.rstrip("."), f"; {moved}"
-            if exc.ctx is not None and exc.ctx.command.name == "image" and message.startswith("Got unexpected extra"):
-                # `livecam image *.jpg out/ -s face.jpg`, or the face given as an argument
-                where = ("; `livecam image` takes one INPUT image and one OUTPUT file, with the face photo after "
-                         "--source: run it once per image")
-            mistyped = mistyped_variadic_value(strays)
-            if mistyped:
-                message = mistyped
-            _say(f"livecam: error: {message}{where}")
+            say(f"livecam: error: {usage_message(self, argv, strays, exc)}")
             sys.exit(exc.exit_code)
         except click.ClickException as exc:
             exc.show()
             sys.exit(exc.exit_code)
         except (click.exceptions.Abort, KeyboardInterrupt):
-            _say("livecam: interrupted")
+            say("livecam: interrupted")
             sys.exit(EXIT_INTERRUPTED)
         except LivecamError as exc:
             if interrupted() and not isinstance(exc, Interrupted):  # e.g. an import cut short by Ctrl-C
-                _say("livecam: interrupted")
+                say("livecam: interrupted")
                 sys.exit(EXIT_INTERRUPTED)
-            _say(f"livecam: error: {exc.message}")
+            say(f"livecam: error: {exc.message}")
             if verbose:
-                _print_cause_chain(exc)
+                print_cause_chain(exc)
             sys.exit(exc.exit_code)
         except Exception as exc:  # noqa: BLE001 - the last line of defence: no tracebacks
             if interrupted():  # an error raised by the interrupt (or the cleanup after it)
-                _say("livecam: interrupted")
+                say("livecam: interrupted")
                 sys.exit(EXIT_INTERRUPTED)
             first = str(exc).splitlines()[0] if str(exc) else ""
-            _say(f"livecam: internal error: {type(exc).__name__}: {first} "
+            say(f"livecam: internal error: {type(exc).__name__}: {first} "
                  f"(rerun with -v for details and please report it)")
             if verbose:
                 traceback.print_exc()
@@ -338,64 +139,6 @@ class LivecamGroup(click.Group):
         if isinstance(rv, int):
             sys.exit(rv)
         sys.exit(0)
-
-
-def _global_usage(group: click.Group, exc: click.UsageError) -> str:
-    """For an option of livecam itself given after the command: where it goes; else ''."""
-    if not isinstance(exc, click.NoSuchOption) or exc.ctx is None:
-        return ""
-    for param in group.params:
-        if exc.option_name in (*param.opts, *param.secondary_opts):
-            flag = isinstance(param, click.Option) and (param.is_flag or param.count)
-            value = "" if flag else f" {(param.name or 'value').upper()}"
-            command = exc.ctx.command_path.split(" ", 1)[-1]
-            return (f"{exc.option_name} is an option of livecam itself: put it before the command, "
-                    f"`livecam {exc.option_name}{value} {command} ...`")
-    return ""
-
-
-def _dash_name(argv: Sequence[str], exc: click.UsageError) -> str:
-    """For a file name starting with a dash (`-out.jpg`), which click reads as options (`-o`):
-    how to give it; else ''."""
-    if not isinstance(exc, click.NoSuchOption) or not exc.option_name or exc.option_name.startswith("--"):
-        return ""
-    for word in argv:
-        if word.startswith(exc.option_name) and len(word) > 2 and "." in word[2:]:
-            return f"{word!r} starts with a dash, so it is read as options; give it as ./{word}"
-    return ""
-
-
-# The flags other face swappers (roop, Deep-Live-Cam) take for the files: `-s FACE -t TARGET -o OUTPUT`.
-_FILE_FLAGS = ("-t", "--target", "-i", "--input", "-o", "--output")
-
-
-def _arguments_usage(exc: click.UsageError) -> str:
-    """For `-t TARGET` or `-o OUTPUT` given to a command that takes its input and output as
-    arguments (image, video): how to give them; else ''."""
-    if not isinstance(exc, click.NoSuchOption) or exc.ctx is None or exc.option_name not in _FILE_FLAGS:
-        return ""
-    names = [p.human_readable_name for p in exc.ctx.command.params if isinstance(p, click.Argument)]
-    if names != ["INPUT", "OUTPUT"]:
-        return ""
-    return (f"`{exc.ctx.command_path}` takes the input and the output as arguments, without a flag: "
-            f"`{exc.ctx.command_path} INPUT OUTPUT --source FACE.jpg`")
-
-
-def _print_cause_chain(exc: BaseException) -> None:
-    cause = exc.__cause__ or exc.__context__
-    while cause is not None:
-        click.echo(f"  caused by {type(cause).__name__}: {cause}", err=True)
-        cause = cause.__cause__ or cause.__context__
-    traceback.print_exception(exc)
-
-
-def _setup_logging(verbose: int, quiet: bool) -> None:
-    level = logging.ERROR if quiet else (logging.DEBUG if verbose else logging.INFO)
-    handler = logging.StreamHandler(native_stderr.StderrNow())  # (not captured with fd 2)
-    handler.setFormatter(_OneLineFormatter("livecam: %(message)s"))
-    log.handlers[:] = [handler]
-    log.setLevel(level)
-    log.propagate = False
 
 
 @click.group(cls=LivecamGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -415,7 +158,7 @@ def cli(ctx: click.Context, models_dir: Path | None, offline: bool, accept_licen
 
     Use it only with the consent of the people whose faces you use.
     """
-    _setup_logging(verbose, quiet)
+    setup_logging(verbose, quiet)
     if unverified_models:
         log.warning("warning: --unverified-models: model files are used without checking their SHA-256")
     ctx.obj = RuntimeSettings(models_dir=models_dir, offline=offline, accept_license=accept_license,

@@ -50,3 +50,27 @@ def _send(signum: int) -> None:
     import os  # (loaded at interpreter start-up)
 
     os.kill(os.getpid(), signum)
+
+
+def process_handler() -> "InterruptOnce | None":
+    """The process's InterruptOnce, when one is installed and this is the main thread."""
+    import signal  # (at call time: this module loads before anything but built-in modules)
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    handler = signal.getsignal(signal.SIGINT)
+    return handler if isinstance(handler, InterruptOnce) else None
+
+
+def output_done() -> None:
+    """The command's output is complete: a signal from now on is ignored and the run reported done."""
+    handler = process_handler()
+    if handler is not None:
+        handler.done = True
+
+
+def interrupted() -> bool:
+    """Whether SIGINT/SIGTERM interrupted this process (under pipeline.signals.stop_signals())."""
+    handler = process_handler()
+    return handler is not None and handler.received is not None

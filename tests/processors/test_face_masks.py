@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from livecam.cli import _processing, expand_variadic, processing_options
+from livecam.cli import _processing, processing_options
+from livecam.cli_usage import expand_variadic
 from livecam.errors import ModelError
 from livecam.faces.face import Face
 from livecam.frame import FramePacket

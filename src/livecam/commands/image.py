@@ -16,7 +16,7 @@ from livecam.frame import FramePacket
 from livecam.marks.credentials import available, signing_for
 from livecam.marks.watermark import open_watermarker
 from livecam.media.images import check_output_path, read_image_and_profile, split_alpha, write_image_atomic
-from livecam.pipeline.signals import output_done
+from livecam.interrupt import output_done
 from livecam.processors import registry
 from livecam.processors.base import MIN_EYE_DISTANCE, usable
 from livecam.settings import C2paSettings, ImageJob

@@ -17,7 +17,8 @@ from livecam.commands.image import check_given_identity
 from livecam.marks.credentials import signing_for
 from livecam.marks.watermark import open_watermarker
 from livecam.media.images import check_not_an_input, check_output_folder, refuse_still_gif
-from livecam.pipeline.signals import output_done, stop_signals
+from livecam.interrupt import output_done
+from livecam.pipeline.signals import stop_signals
 from livecam.media.video_reader import VideoReader, check_whole
 from livecam.media.video_writer import check_encoder, container_format, out_of_memory, resolve_encoder
 from livecam.pipeline.address_space import AddressSpaceCap

@@ -10,7 +10,8 @@ from typing import Callable
 
 from livecam.marks.credentials import signing_for
 from livecam.pipeline.segments import check_segmentable
-from livecam.pipeline.signals import output_done, stop_signals
+from livecam.interrupt import output_done
+from livecam.pipeline.signals import stop_signals
 from livecam.settings import ClusterSettings, VideoJob
 
 log = logging.getLogger("livecam")

@@ -4,8 +4,9 @@
                                     # KeyboardInterrupt once; later ones are ignored (cleanup runs)
     with stop_signals(on_stop):     # the first stop signal calls on_stop(name) for a clean
                                     # stop; later ones are ignored (the stop has deadlines)
-    output_done()                   # the output is finished: later signals are ignored, exit 0
-    interrupted()                   # whether an interrupt arrived (an error after it is the interrupt)
+
+livecam.interrupt holds the rest: output_done() (the output is finished: later signals are ignored,
+exit 0) and interrupted() (whether an interrupt arrived: an error after it is the interrupt).
 
 Either way SIGXFSZ is ignored, so a file size limit becomes an error livecam reports and cleans
 up after instead of killing the process. Outside the main thread nothing is installed (Python
@@ -21,7 +22,7 @@ import threading
 from types import FrameType
 from typing import Any, Callable, Iterator
 
-from livecam.interrupt import InterruptOnce
+from livecam.interrupt import InterruptOnce, process_handler
 
 SIGNAL_NAMES = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
 # SIGHUP (the terminal or SSH session closed) stops like SIGTERM: by default it killed the process
@@ -29,26 +30,6 @@ SIGNAL_NAMES = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
 STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
 if hasattr(signal, "SIGHUP"):
     SIGNAL_NAMES[signal.SIGHUP] = "SIGHUP"
-
-
-def _process_handler() -> InterruptOnce | None:
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    handler = signal.getsignal(signal.SIGINT)
-    return handler if isinstance(handler, InterruptOnce) else None
-
-
-def output_done() -> None:
-    """The command's output is complete: a signal from now on is ignored and the run reported done."""
-    handler = _process_handler()
-    if handler is not None:
-        handler.done = True
-
-
-def interrupted() -> bool:
-    """Whether SIGINT/SIGTERM interrupted this process (under stop_signals())."""
-    handler = _process_handler()
-    return handler is not None and handler.received is not None
 
 
 @contextlib.contextmanager
@@ -69,7 +50,7 @@ def stop_signals(on_stop: Callable[[str], None] | None = None) -> Iterator[None]
 
     wanted: list[tuple[str, Any]] = [("SIGXFSZ", signal.SIG_IGN)]
     if on_stop is None:
-        once = _process_handler() or InterruptOnce()  # nested: the process's one handler and state
+        once = process_handler() or InterruptOnce()  # nested: the process's one handler and state
         wanted += [(name, once) for name in STOP_SIGNALS]
     else:
         wanted += [(name, clean_stop) for name in STOP_SIGNALS]

@@ -154,7 +154,7 @@ def import_onnxruntime() -> ModuleType:
     not installed. An import cut short by Ctrl-C is the interrupt it was: C extensions (numpy's
     import_array, ...) turn it into an ImportError."""
     from livecam.native_stderr import dropping
-    from livecam.pipeline.signals import interrupted
+    from livecam.interrupt import interrupted
 
     try:
         with dropping(_IMPORT_NOISE, active="onnxruntime" not in sys.modules):

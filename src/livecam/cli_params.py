@@ -1,0 +1,84 @@
+"""The click parameter types of livecam's options: a choice read from the processor registry, a
+float range without nan or inf, and a path that is never empty and has ~ expanded."""
+
+from __future__ import annotations
+
+import errno
+import math
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import click
+
+from livecam.processors import registry
+
+
+class ProcessorChoice(click.Choice):
+    """--frame-processor's choices: the registered processors, looked up on first use (finding
+    them imports the processor modules, which --help and `livecam models` need not pay for)."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property  # type: ignore[override]
+    def choices(self) -> Sequence[str]:
+        return registry.names()
+
+    @choices.setter
+    def choices(self, value: Sequence[str]) -> None:
+        pass  # click.Choice.__init__ assigns; the registry is the one source
+
+
+class FiniteRange(click.FloatRange):
+    """click.FloatRange that also refuses nan and inf: they pass its comparisons, and went on
+    to fail deep in a run as an internal error (--fps nan, --max-memory inf)."""
+
+    name = "float range"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+class GivenPath(click.Path):
+    """click.Path that refuses an empty value: Path("") is the current folder, so an unset shell
+    variable (`livecam video "$IN" out/`) ran on every video there, and `demo ""` wrote into it.
+    A refused value that came from an environment variable names it (LIVECAM_MODELS_DIR naming a
+    file said only "Invalid value for '--models-dir'", an option the user never typed)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return self._convert(value, param, ctx)
+        except click.BadParameter as exc:
+            source = ctx.get_parameter_source(param.name) if ctx is not None and param is not None and param.name \
+                else None
+            envvar = getattr(param, "envvar", None)
+            if source is click.core.ParameterSource.ENVIRONMENT and isinstance(envvar, str):
+                raise click.BadParameter(f"{exc.message} (from ${envvar})", ctx, param) from None
+            raise
+
+    def _convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value:  # (click takes an empty environment variable for unset)
+            self.fail("the path is empty (an unset shell variable?); give a file or folder name", param, ctx)
+        if isinstance(value, str):
+            value = home_expanded(value)
+        if isinstance(value, (str, Path)):
+            try:
+                os.stat(value)
+            except OSError as exc:  # the path checks below every command raised it: an internal error
+                if exc.errno == errno.ENAMETOOLONG:
+                    longest = max(len(os.fsencode(part)) for part in Path(value).parts)
+                    self.fail(f"the name is longer than the file system allows ({longest} bytes in one part, "
+                              f"{len(os.fsencode(value))} in all; the usual limits are 255 and 4096); "
+                              f"give a shorter one", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+def home_expanded(value: str) -> str:
+    """`value` with a leading ~ or ~user as the shell expands it. The shell leaves it as it is after
+    `=` (`--source=~/face.jpg`) or in quotes: the file was "not found" and an output's folder "~
+    does not exist; create it first", which made a folder named ~ in the current one."""
+    return os.path.expanduser(value)

@@ -1,0 +1,117 @@
+"""Reading the command line before click does, and the one-line usage messages click gets wrong:
+variadic options (`--frame-processor face_swapper face_enhancer`), a mistyped value after them,
+livecam's own options given after the command, a file name starting with a dash, roop-style
+`-t/-o` flags."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Callable, Sequence
+
+import click
+
+from livecam.processors import registry
+from livecam.runtime.providers import CHOICES as PROVIDER_CHOICES
+from livecam.settings import FACE_MASK_TYPES
+
+# Options that take several values after one flag (`--frame-processor face_swapper face_enhancer`).
+# Only values from the option's own choices are taken, so positional arguments are never eaten.
+# Callables, so the processor registry is only asked when the option is used.
+VARIADIC_OPTIONS: dict[str, Callable[[], Sequence[str]]] = {
+    "--frame-processor": registry.names,
+    "--execution-provider": lambda: PROVIDER_CHOICES,
+    "--face-mask": lambda: FACE_MASK_TYPES,
+}
+
+
+def expand_variadic(args: Sequence[str], strays: list[tuple[str, str]] | None = None) -> list[str]:
+    """args with each value after a variadic flag given its own flag; `strays` (when given)
+    collects (flag, word) for a word right after a flag's values that is not one of them."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        out.append(arg)
+        i += 1
+        lookup = VARIADIC_OPTIONS.get(arg)
+        if lookup is None:
+            continue
+        choices = lookup()
+        if i < len(args):  # the first value always belongs to the flag (click validates it)
+            out.append(args[i])
+            i += 1
+        while i < len(args) and args[i] in choices:
+            out.extend([arg, args[i]])
+            i += 1
+        if strays is not None and i < len(args) and not args[i].startswith("-"):
+            strays.append((arg, args[i]))
+    return out
+
+
+def mistyped_variadic_value(strays: Sequence[tuple[str, str]]) -> str:
+    """For a usage error: a word right after a variadic flag's values that is close to one of
+    its choices (`--frame-processor face_swapper face_enhance`) was taken as a positional
+    argument, and click said only "Got unexpected extra argument"; '' when there is none."""
+    for flag, word in strays:
+        choices = VARIADIC_OPTIONS[flag]()
+        close = difflib.get_close_matches(word, choices, n=1, cutoff=0.75)
+        if close:
+            return f"{word!r} is not a {flag} value; did you mean {close[0]}? (choose from {', '.join(choices)})"
+    return ""
+
+
+def global_usage(group: click.Group, exc: click.UsageError) -> str:
+    """For an option of livecam itself given after the command: where it goes; else ''."""
+    if not isinstance(exc, click.NoSuchOption) or exc.ctx is None:
+        return ""
+    for param in group.params:
+        if exc.option_name in (*param.opts, *param.secondary_opts):
+            flag = isinstance(param, click.Option) and (param.is_flag or param.count)
+            value = "" if flag else f" {(param.name or 'value').upper()}"
+            command = exc.ctx.command_path.split(" ", 1)[-1]
+            return (f"{exc.option_name} is an option of livecam itself: put it before the command, "
+                    f"`livecam {exc.option_name}{value} {command} ...`")
+    return ""
+
+
+def dash_name(argv: Sequence[str], exc: click.UsageError) -> str:
+    """For a file name starting with a dash (`-out.jpg`), which click reads as options (`-o`):
+    how to give it; else ''."""
+    if not isinstance(exc, click.NoSuchOption) or not exc.option_name or exc.option_name.startswith("--"):
+        return ""
+    for word in argv:
+        if word.startswith(exc.option_name) and len(word) > 2 and "." in word[2:]:
+            return f"{word!r} starts with a dash, so it is read as options; give it as ./{word}"
+    return ""
+
+
+# The flags other face swappers (roop, Deep-Live-Cam) take for the files: `-s FACE -t TARGET -o OUTPUT`.
+_FILE_FLAGS = ("-t", "--target", "-i", "--input", "-o", "--output")
+
+
+def arguments_usage(exc: click.UsageError) -> str:
+    """For `-t TARGET` or `-o OUTPUT` given to a command that takes its input and output as
+    arguments (image, video): how to give them; else ''."""
+    if not isinstance(exc, click.NoSuchOption) or exc.ctx is None or exc.option_name not in _FILE_FLAGS:
+        return ""
+    names = [p.human_readable_name for p in exc.ctx.command.params if isinstance(p, click.Argument)]
+    if names != ["INPUT", "OUTPUT"]:
+        return ""
+    return (f"`{exc.ctx.command_path}` takes the input and the output as arguments, without a flag: "
+            f"`{exc.ctx.command_path} INPUT OUTPUT --source FACE.jpg`")
+
+
+def usage_message(group: click.Group, argv: Sequence[str], strays: Sequence[tuple[str, str]],
+                  exc: click.UsageError) -> str:
+    """click's usage error as livecam's one line (its own is three), with how to fix it where the
+    mistake is a known one."""
+    where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
+    message = exc.format_message()
+    moved = dash_name(argv, exc) or global_usage(group, exc) or arguments_usage(exc)
+    if moved:  # `livecam run ... --offline` only said "No such option"
+        message, where = message.rstrip("."), f"; {moved}"
+    if exc.ctx is not None and exc.ctx.command.name == "image" and message.startswith("Got unexpected extra"):
+        # `livecam image *.jpg out/ -s face.jpg`, or the face given as an argument
+        where = ("; `livecam image` takes one INPUT image and one OUTPUT file, with the face photo after "
+                 "--source: run it once per image")
+    return mistyped_variadic_value(strays) or f"{message}{where}"
