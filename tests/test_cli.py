@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from livecam import __version__
-from livecam.cli_usage import expand_variadic
 from livecam.errors import EXIT_BROKEN_PIPE
 from tests.conftest import run_cli
 from tests.videos import make_clip
@@ -56,14 +55,6 @@ def test_unknown_provider_lists_choices() -> None:
     result = run_cli(["image", "a.jpg", "b.jpg", "-s", "x.jpg", "--execution-provider", "vulkan"])
     assert result.returncode == 2
     assert "cuda" in result.stderr and "Traceback" not in result.stderr
-
-
-def test_variadic_options_take_only_their_own_choices() -> None:
-    argv = ["video", "--frame-processor", "face_swapper", "face_enhancer", "in.mp4", "out.mp4",
-            "--execution-provider", "cuda", "cpu"]
-    assert expand_variadic(argv) == [
-        "video", "--frame-processor", "face_swapper", "--frame-processor", "face_enhancer",
-        "in.mp4", "out.mp4", "--execution-provider", "cuda", "--execution-provider", "cpu"]
 
 
 @pytest.mark.parametrize("argv", [
