@@ -90,9 +90,11 @@ def make_coded_clip(path: Path, *, codec: str, options: dict[str, str], frames: 
 def job_for(clip: Path, output: Path, encoder: str, **changes: object) -> VideoJob:
     runtime = RuntimeSettings(execution_threads=2, quiet=True)
     # quality 4: near-lossless, so the encoder's own differences at the cuts (each part starts
-    # with a keyframe) stay under a grey level and what is compared is the processing
+    # with a keyframe) stay under a grey level and what is compared is the processing; libx264
+    # lossless (0): its lossy output differs from run to run under load (its threaded look-ahead
+    # with the input's millisecond timestamps), by up to 6 levels at quality 4
     job = VideoJob(input=clip, output=output, processing=ProcessingSettings(sources=(), runtime=runtime),
-                   encoder=encoder, quality=4, watermark=False, label=False)
+                   encoder=encoder, quality=0 if encoder == "libx264" else 4, watermark=False, label=False)
     return replace(job, **changes)  # type: ignore[arg-type]
 
 
