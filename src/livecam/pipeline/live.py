@@ -632,6 +632,7 @@ class LivePipeline:
             stats.flush()
         except OSError as exc:
             self._stats_file = None
+            _close_failed(stats)
             path = self.options.job.stats_json
             if exc.errno == errno.EPIPE:  # a FIFO's reader (or a pipe's) went away
                 why = "its reader closed it (broken pipe); keep the reader open until the run ends"
@@ -649,6 +650,14 @@ class LivePipeline:
 
 
 STATS_SUMMARY_WAIT_S = 2.0  # how long the summary line waits for a stream's reader
+
+
+def _close_failed(stream: IO[str]) -> None:
+    """Close a stats file whose write failed. Its close flushes the unwritten line again, which
+    fails the same way; the descriptor is released all the same. (Dropped unclosed, it was closed
+    only when collected: "ResourceWarning: unclosed file", its descriptor held till then.)"""
+    with contextlib.suppress(OSError):
+        stream.close()
 
 
 def _writable(fd: int, wait_s: float) -> bool:
