@@ -118,43 +118,44 @@ def run_live(job: LiveJob) -> None:
 def _run_live(job: LiveJob) -> None:
     # Cheap checks first (output, --camera), then the models and the source identity, and only
     # then the camera, so a bad option never waits for model loading or holds the device. A
-    # local video file holds nothing: it is opened first, so a damaged one is reported at once;
-    # a camera index with no device node (Linux) is reported at once too.
+    # local video file holds nothing: it is opened next, before anything else is said (the
+    # warnings, the C2PA note), so a damaged one or a GIF of one frame is one line; a camera
+    # index with no device node (Linux) is reported at once too.
     source = open_source(job.camera, job.resolution, job.fps, job.realtime)
     if isinstance(source, CameraSource) and (problem := camera_device_problem(source.index)):
         raise DeviceError(problem)
     sink = make_sink(job.output, fps=job.fps, force=job.force)
-    for ignored in ignored_options(job, source, sink):
-        log.warning("warning: %s", ignored)
     check_files(job, sink)
     local_file = isinstance(source, VideoFileSource) and "://" not in source.location
-    # a given signing identity is checked now, before the models load; a local file is the parent ingredient
-    signing = (signing_for(job.c2pa, Path(job.camera) if local_file else None, (), outputs=(sink.path,))
-               if isinstance(sink, FileRecorderSink) else None)
-    from livecam.pipeline.engine import Engine
-
     if local_file:
         source.open()
     try:
+        for ignored in ignored_options(job, source, sink):
+            log.warning("warning: %s", ignored)
+        # a given signing identity is checked now, before the models load; a local file is the parent ingredient
+        signing = (signing_for(job.c2pa, Path(job.camera) if local_file else None, (), outputs=(sink.path,))
+                   if isinstance(sink, FileRecorderSink) else None)
+        from livecam.pipeline.engine import Engine
+
         engine = Engine.create(job.processing, live=True, progress=not job.processing.runtime.quiet, lanes=True)
         log.info("%s", engine.describe())
         warm_up(engine)
         if not local_file:
             source.open()
+        recording = isinstance(sink, FileRecorderSink)
+        # every frame marked on the marking thread with a change the encoder refreshes beside the
+        # stream (marks.live_marker, marks.marking_sink); one intra-op thread: it runs on idle time
+        marker = (LiveMarker(open_watermarker(job.processing.runtime, engine.providers, threads=1),
+                             recording_fps=float(source.fps or job.fps) if recording else None)
+                  if job.watermarked(recording) else None)
     except BaseException:
-        source.close()
+        source.close()  # (from here on the pipeline releases it)
         raise
     if hasattr(sink, "fps"):
         sink.fps = float(source.fps or job.fps)  # the source's real rate is known once it is open
-    recording = isinstance(sink, FileRecorderSink)
     if isinstance(sink, FileRecorderSink) and signing is not None:
         signed = replace(signing, models=tuple(engine.model_names.values()))
         sink.sign = lambda temp: signed.sign_file(temp, sink.path)
-    # every frame marked on the marking thread with a change the encoder refreshes beside the
-    # stream (marks.live_marker, marks.marking_sink); one intra-op thread: it runs on idle time
-    marker = (LiveMarker(open_watermarker(job.processing.runtime, engine.providers, threads=1),
-                         recording_fps=float(source.fps or job.fps) if recording else None)
-              if job.watermarked(recording) else None)
     # The pipeline releases the source and finalises the sink whatever happens.
     try:
         run_live_pipeline(engine, source, sink, LiveRun(job, recording=recording, watermark=marker,
