@@ -34,6 +34,7 @@ class FakeEngine:
         self.enabled = {name: True for name in processors}
         self.detect_every = 1
         self.det_size = 640
+        self.sparse_detection_saves = True
         self.fail_in = fail_in
         self.fail_at = fail_at
         self.jitter = jitter

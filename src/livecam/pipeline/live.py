@@ -196,6 +196,7 @@ class LivePipeline:
                                     lossless=options.recording, on_drop=lambda: self.metrics.drop("marking busy"))
         self._probe = probe
         steps = default_steps(engine, detect_every=job.processing.analysis.detect_every, det_size=engine.det_size,
+                              sparse_detection=engine.sparse_detection_saves,
                               switch_enhancers=lambda on: self._hold_enhancer(not on))
         slower = options.watermark_slower if options.watermark is not None else None
         if slower is not None:  # first: the frames stay marked, the encoder just runs less often
