@@ -160,6 +160,13 @@ def test_camera_options_a_file_has_no_use_for_are_named_not_silently_ignored(
                      "--output none shows and records none"]
     assert live_command.ignored_options(job(tmp_path, source, clip, output="rec.mp4", label=True, watermark=True),
                                         VideoFileSource(str(clip)), make_sink(str(tmp_path / "rec.mp4"))) == []
+    # --output none --stats drew the overlay on frames nobody sees, without a word
+    stats = live_command.ignored_options(job(tmp_path, source, clip, output="none", stats=True),
+                                         VideoFileSource(str(clip)), none)
+    assert stats == ["--stats is for frames shown or recorded; --output none shows and records none "
+                     "(--stats-json - prints the metrics)"]
+    assert live_command.ignored_options(job(tmp_path, source, clip, output="rec.mp4", stats=True),
+                                        VideoFileSource(str(clip)), make_sink(str(tmp_path / "rec.mp4"))) == []
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")

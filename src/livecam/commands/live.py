@@ -68,8 +68,9 @@ def check_files(job: LiveJob, sink: Sink) -> None:
 
 def ignored_options(job: LiveJob, source: FrameSource, sink: Sink) -> list[str]:
     """Options given that this source or output has no use for (they were silently ignored): a
-    camera's capture size and rate for a file or URL, real-time pacing for a camera, the label
-    and the watermark for --output none (which still ran the watermark encoder for nobody)."""
+    camera's capture size and rate for a file or URL, real-time pacing for a camera, the label,
+    the watermark and the --stats overlay for --output none (which still ran the watermark encoder
+    for nobody; --stats-json is where a headless run's metrics go)."""
     if isinstance(source, CameraSource):
         flags = registry.given(job, {"realtime": "--realtime/--no-realtime"})
         said = [f"{registry.listed(flags)} for a video file or URL; a camera always runs in real time"] if flags else []
@@ -77,9 +78,11 @@ def ignored_options(job: LiveJob, source: FrameSource, sink: Sink) -> list[str]:
         flags = registry.given(job, {"resolution": "--resolution", "fps": "--fps"})
         said = ([f"{registry.listed(flags)} for a camera's capture; {source.name} plays at its own size and frame "
                  f"rate"] if flags else [])
-    marks = registry.given(job, {"label": "--label/--no-label", "watermark": "--watermark/--no-watermark"})
+    marks = registry.given(job, {"label": "--label/--no-label", "watermark": "--watermark/--no-watermark",
+                                 "stats": "--stats"})
     if marks and isinstance(sink, NullSink):
-        said.append(f"{registry.listed(marks)} for frames shown or recorded; --output none shows and records none")
+        said.append(f"{registry.listed(marks)} for frames shown or recorded; --output none shows and records none"
+                    + (" (--stats-json - prints the metrics)" if "--stats" in marks else ""))
     return said
 
 
