@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import run_cli
-from tests.videos import make_clip, read_index
+from tests.videos import count_frames, make_clip, read_index
 
 
 @pytest.fixture
@@ -103,6 +104,33 @@ def test_stats_json_to_dev_stdout_appended_to_a_file_by_the_shell(tmp_path: Path
     assert proc.returncode == 0, proc.stderr
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert lines[0] == {"earlier": "run"} and lines[-1]["summary"]["frames"] == 6
+
+
+@pytest.mark.parametrize("stats", ["-", "/dev/stdout"])
+def test_stats_json_to_stdout_cut_short_by_its_reader_exits_quietly_with_the_recording_kept(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str], stats: str) -> None:
+    # `livecam run --stats-json - | head -1` ended "error: --stats-json -: its reader closed it
+    # (broken pipe); keep the reader open", exit 1: stdout's reader going away is 141 without a
+    # line, as for every command (README's exit codes); the recording is finished all the same
+    from livecam.errors import EXIT_BROKEN_PIPE
+
+    if stats != "-" and not Path(stats).exists():
+        pytest.skip(f"needs {stats}")
+    clip = make_clip(tmp_path / "c.mp4", frames=45, size=(96, 64), fps=15, audio=False)  # 3 s in real time
+    rec = tmp_path / "rec.mp4"
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # as head after its first line
+    try:
+        proc = subprocess.run([sys.executable, "-m", "livecam", "run", "--camera", str(clip), "--output", str(rec),
+                               "--swap-model", "mesh", "--stats-json", stats, "--no-c2pa",
+                               "--source", str(faces_dir / "obama.jpg")],
+                              env=isolated_env, cwd=tmp_path, stdout=write_end, stderr=subprocess.PIPE, text=True,
+                              timeout=300)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == EXIT_BROKEN_PIPE, proc.stderr
+    assert "livecam: error" not in proc.stderr and "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr
+    assert count_frames(rec) > 0
 
 
 def test_a_stats_file_name_ending_in_a_slash_is_refused(tmp_path: Path, isolated_env: dict[str, str]) -> None:

@@ -91,6 +91,7 @@ STATS_TO_STDOUT = Path("-")  # --stats-json -: `run` prints nothing else there
 # names of the process's own streams: written as streams, whatever they point at (after `>` or
 # `>>`, a regular file the shell opened: appended to, never replaced, needs no --force)
 STREAM_NAMES = (Path("/dev/stdout"), Path("/dev/stderr"))
+STDOUT_NAMES = (STATS_TO_STDOUT, Path("/dev/stdout"))
 FD_FOLDERS = (Path("/dev/fd"), Path("/proc/self/fd"))
 
 
@@ -635,6 +636,11 @@ class LivePipeline:
             self._stats_file = None
             _close_failed(stats)
             path = self.options.job.stats_json
+            if exc.errno == errno.EPIPE and path in STDOUT_NAMES:
+                # stdout's reader went away (`| head -1`): the run ends as any command's output cut
+                # short does, cli.py's exit 141 without a line (a recording is finished all the same)
+                self.stages.fail(exc)
+                return
             if exc.errno == errno.EPIPE:  # a FIFO's reader (or a pipe's) went away
                 why = "its reader closed it (broken pipe); keep the reader open until the run ends"
             else:
