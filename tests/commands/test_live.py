@@ -133,6 +133,24 @@ def test_stats_json_to_stdout_cut_short_by_its_reader_exits_quietly_with_the_rec
     assert count_frames(rec) > 0
 
 
+@pytest.mark.parametrize("stats", ["-", "/dev/stdout"])
+def test_stats_json_to_a_closed_stdout_is_refused_before_the_models_load(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str], stats: str) -> None:
+    # `livecam run --stats-json - >&-` loaded the models and ran, writing its lines to whatever file
+    # took descriptor 1 (the --camera file, read-only here), and ended "writing failed (Bad file
+    # descriptor); free space on that disk"; /dev/stdout was "not writable by this user"
+    clip = make_clip(tmp_path / "c.mp4", frames=6, size=(96, 64), audio=False)
+    before = clip.read_bytes()
+    proc = subprocess.run(["sh", "-c", 'exec "$0" "$@" >&-', sys.executable, "-m", "livecam", "run", "--camera",
+                           str(clip), "--no-realtime", "--output", "none", "--swap-model", "mesh", "--stats-json",
+                           stats, "--source", str(faces_dir / "obama.jpg")],
+                          env=isolated_env, cwd=tmp_path, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.splitlines() == [f"livecam: error: --stats-json {stats}: standard output is closed (the "
+                                        f"command was started with >&-); give a file name such as stats.jsonl"]
+    assert clip.read_bytes() == before
+
+
 def test_a_stats_file_name_ending_in_a_slash_is_refused(tmp_path: Path, isolated_env: dict[str, str]) -> None:
     # `--stats-json s.jsonl/` (a folder, by its slash) wrote the file s.jsonl: Path drops the slash
     clip = make_clip(tmp_path / "c.mp4", frames=2, audio=False)

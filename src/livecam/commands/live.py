@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from livecam.errors import DeviceError, InputError, OutputExistsError
+from livecam.errors import DeviceError, InputError, OutputError, OutputExistsError
 from livecam.frame import FramePacket
 from livecam.marks.credentials import signing_for
 from livecam.marks.live_marker import LiveMarker
@@ -19,7 +20,7 @@ from livecam.marks.watermark import open_watermarker
 from livecam.media.camera import CameraSource, FrameSource, VideoFileSource, camera_device_problem, open_source
 from livecam.media.images import check_not_an_input, check_output_folder, same_file
 from livecam.media.sinks import FileRecorderSink, NullSink, Sink, make_sink
-from livecam.pipeline.live import STATS_TO_STDOUT, LiveRun, run_live_pipeline, stats_stream
+from livecam.pipeline.live import STATS_TO_STDOUT, STDOUT_NAMES, LiveRun, run_live_pipeline, stats_stream
 from livecam.pipeline.metrics import ResourceProbe
 from livecam.processors import registry
 from livecam.settings import LiveJob
@@ -33,13 +34,19 @@ log = logging.getLogger("livecam")
 
 def check_files(job: LiveJob, sink: Sink) -> None:
     """--stats-json and the recording, checked before any model loads: an existing stats file is
-    kept unless --force (a FIFO or /dev/stdout is written as it is), and neither may be the
+    kept unless --force (a FIFO or /dev/stdout is written as it is, stdout only if the process has
+    one), and neither may be the
     --camera file (it would be overwritten), nor the stats file a photo the run uses."""
     camera = Path(job.camera)
     recording = sink.path if isinstance(sink, FileRecorderSink) else None
     if recording is not None and same_file(recording, camera):
         raise InputError(f"--output {recording} is the --camera file; record to another file")
     path = job.stats_json
+    if path in STDOUT_NAMES and sys.__stdout__ is None:
+        # started without stdout (`>&-`): descriptor 1 is then whatever file was opened first (the
+        # --camera file), and the lines went there
+        raise OutputError(f"--stats-json {path}: standard output is closed (the command was started with >&-); "
+                          f"give a file name such as stats.jsonl")
     if path is None or path == STATS_TO_STDOUT:
         return
     if path.is_dir():
