@@ -79,6 +79,10 @@ def test_camera_argument_picks_the_right_source(tmp_path: Path) -> None:
         open_source(str(tmp_path / "missing.mp4"), (640, 480), 30, None)
     with pytest.raises(InputError, match="is a folder; give a video file in it"):  # once "no such ... file"
         open_source(str(tmp_path), (640, 480), 30, None)
+    # a scheme is any case (RFC 3986), FFmpeg's protocols lower case only: "HTTP://host/x" was
+    # taken for a URL, loaded the models, then failed "Protocol not found"
+    url = open_source("HTTP://Example.com/Live?Key=A", (640, 480), 30, None)
+    assert isinstance(url, VideoFileSource) and url.location == "http://Example.com/Live?Key=A"
 
 
 def test_a_file_that_is_not_a_video_is_an_input_error(tmp_path: Path) -> None:

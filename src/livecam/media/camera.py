@@ -353,6 +353,9 @@ def open_source(camera: str, resolution: tuple[int, int], fps: float, realtime: 
         return CameraSource(int(spec), resolution, fps)
     if (index := device_camera_index(spec, dev)) is not None:
         return CameraSource(index, resolution, fps)
+    if spec.lower().startswith(URL_SCHEMES):  # a scheme is any case; FFmpeg's protocol names are lower case
+        scheme, sep, rest = spec.partition("://")
+        spec = scheme.lower() + sep + rest
     if spec and not spec.lower().startswith(URL_SCHEMES) and Path(spec).is_dir():  # was "no such ... file"
         raise InputError(f"--camera {camera!r} is a folder; give a video file in it, a camera index such as 0, "
                          f"or an rtsp:// or http:// URL")
