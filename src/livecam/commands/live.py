@@ -35,8 +35,8 @@ log = logging.getLogger("livecam")
 def check_files(job: LiveJob, sink: Sink) -> None:
     """--stats-json and the recording, checked before any model loads: an existing stats file is
     kept unless --force (a FIFO or /dev/stdout is written as it is, stdout only if the process has
-    one), and neither may be the
-    --camera file (it would be overwritten), nor the stats file a photo the run uses."""
+    one), and neither may be the --camera file (it would be overwritten), nor the stats file a
+    photo the run uses."""
     camera = Path(job.camera)
     recording = sink.path if isinstance(sink, FileRecorderSink) else None
     if recording is not None and same_file(recording, camera):
