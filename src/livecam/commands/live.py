@@ -153,6 +153,9 @@ def _run_live(job: LiveJob) -> None:
         if not local_file:
             source.open()
         recording = isinstance(sink, FileRecorderSink)
+        if recording and isinstance(source, VideoFileSource) and source.has_audio:
+            log.warning("warning: %s's sound is not recorded (`livecam run` records the pictures); `livecam video` "
+                        "keeps it", source.name)
         # every frame marked on the marking thread with a change the encoder refreshes beside the
         # stream (marks.live_marker, marks.marking_sink); one intra-op thread: it runs on idle time
         marker = (LiveMarker(open_watermarker(job.processing.runtime, engine.providers, threads=1),

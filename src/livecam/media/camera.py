@@ -232,6 +232,7 @@ class VideoFileSource:
         self._start_pts: float | None = None
         self.last_pts: float | None = None  # timestamp (s) of the frame read last, for tracking
         self._read = 0  # frames read so far
+        self.has_audio = False  # known once open: a recording keeps the pictures only
         self._piped_mp4 = False  # an MP4/MOV read through a pipe: its index may be out of reach
 
     @property
@@ -262,6 +263,7 @@ class VideoFileSource:
                 self._container.close()
                 self._container = None
             raise
+        self.has_audio = bool(self._container.streams.audio)
         cc = stream.codec_context
         rate = stream_rate(self._container, stream)
         self.fps = float(rate) if rate else None
