@@ -35,9 +35,11 @@ FULL = "the disk is full (or over quota)"  # what ENOSPC and EDQUOT mean to a us
 _MAX_SUFFIX = 16  # characters of the output's extension kept on the temporary name
 
 
-class OutputConflictError(OutputExistsError):
+class OutputConflictError(OutputError):
     """A file appeared at the output path while livecam was writing it; the result was kept
-    under another name (`kept`)."""
+    under another name (`kept`). Exit 1, as when --force cannot replace the old file (the result
+    kept the same way): the command was right when given, putting its output in place failed.
+    (It was an OutputExistsError, exit 2, a usage error.)"""
 
     def __init__(self, message: str, *, kept: Path | None) -> None:
         super().__init__(message)

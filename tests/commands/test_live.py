@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import run_cli
-from tests.videos import make_clip, read_index
+from tests.videos import count_frames, make_clip, read_index
 
 
 @pytest.fixture
@@ -103,6 +104,51 @@ def test_stats_json_to_dev_stdout_appended_to_a_file_by_the_shell(tmp_path: Path
     assert proc.returncode == 0, proc.stderr
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert lines[0] == {"earlier": "run"} and lines[-1]["summary"]["frames"] == 6
+
+
+@pytest.mark.parametrize("stats", ["-", "/dev/stdout"])
+def test_stats_json_to_stdout_cut_short_by_its_reader_exits_quietly_with_the_recording_kept(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str], stats: str) -> None:
+    # `livecam run --stats-json - | head -1` ended "error: --stats-json -: its reader closed it
+    # (broken pipe); keep the reader open", exit 1: stdout's reader going away is 141 without a
+    # line, as for every command (README's exit codes); the recording is finished all the same
+    from livecam.errors import EXIT_BROKEN_PIPE
+
+    if stats != "-" and not Path(stats).exists():
+        pytest.skip(f"needs {stats}")
+    clip = make_clip(tmp_path / "c.mp4", frames=45, size=(96, 64), fps=15, audio=False)  # 3 s in real time
+    rec = tmp_path / "rec.mp4"
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # as head after its first line
+    try:
+        proc = subprocess.run([sys.executable, "-m", "livecam", "run", "--camera", str(clip), "--output", str(rec),
+                               "--swap-model", "mesh", "--stats-json", stats, "--no-c2pa",
+                               "--source", str(faces_dir / "obama.jpg")],
+                              env=isolated_env, cwd=tmp_path, stdout=write_end, stderr=subprocess.PIPE, text=True,
+                              timeout=300)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == EXIT_BROKEN_PIPE, proc.stderr
+    assert "livecam: error" not in proc.stderr and "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr
+    assert count_frames(rec) > 0
+
+
+@pytest.mark.parametrize("stats", ["-", "/dev/stdout"])
+def test_stats_json_to_a_closed_stdout_is_refused_before_the_models_load(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str], stats: str) -> None:
+    # `livecam run --stats-json - >&-` loaded the models and ran, writing its lines to whatever file
+    # took descriptor 1 (the --camera file, read-only here), and ended "writing failed (Bad file
+    # descriptor); free space on that disk"; /dev/stdout was "not writable by this user"
+    clip = make_clip(tmp_path / "c.mp4", frames=6, size=(96, 64), audio=False)
+    before = clip.read_bytes()
+    proc = subprocess.run(["sh", "-c", 'exec "$0" "$@" >&-', sys.executable, "-m", "livecam", "run", "--camera",
+                           str(clip), "--no-realtime", "--output", "none", "--swap-model", "mesh", "--stats-json",
+                           stats, "--source", str(faces_dir / "obama.jpg")],
+                          env=isolated_env, cwd=tmp_path, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.splitlines() == [f"livecam: error: --stats-json {stats}: standard output is closed (the "
+                                        f"command was started with >&-); give a file name such as stats.jsonl"]
+    assert clip.read_bytes() == before
 
 
 def test_a_stats_file_name_ending_in_a_slash_is_refused(tmp_path: Path, isolated_env: dict[str, str]) -> None:
@@ -204,7 +250,7 @@ def test_a_recording_never_replaces_a_file_that_appeared_during_the_run(tmp_path
         time.sleep(0.01)
     rec.write_bytes(b"someone else's file")
     _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 2, stderr
+    assert proc.returncode == 1, stderr  # as when --force cannot replace the old file (it was 2)
     assert rec.read_bytes() == b"someone else's file"
     kept = tmp_path / "rec.livecam-1.mp4"
     assert f"the result was kept as {kept}" in stderr and "Traceback" not in stderr

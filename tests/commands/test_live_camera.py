@@ -110,6 +110,11 @@ def test_a_gif_of_one_frame_as_the_camera_is_refused_as_a_photo_is_and_a_two_fra
     line = only_error_line(refused.stderr)
     assert refused.returncode == 2 and f"{still} is a still image (a GIF of one frame)" in line, line
     assert "`livecam image`" in line and not (tmp_path / "still.mp4").exists()
+    # the refusal comes first: not after the C2PA note of a new signing identity, nor after the
+    # warning that a file has no use for --resolution
+    first = run_cli(["run", "--camera", str(still), "--output", str(tmp_path / "still.mp4"), "--resolution", "320x240",
+                     *args[:-1]], env=isolated_env)
+    assert first.returncode == 2 and "is a still image" in only_error_line(first.stderr)
     played = run_cli(["run", "--camera", str(anim), "--output", str(tmp_path / "anim.mp4"), *args], env=isolated_env)
     assert played.returncode == 0, played.stderr
     with av.open(str(tmp_path / "anim.mp4")) as recording:

@@ -160,6 +160,30 @@ def test_camera_options_a_file_has_no_use_for_are_named_not_silently_ignored(
                      "--output none shows and records none"]
     assert live_command.ignored_options(job(tmp_path, source, clip, output="rec.mp4", label=True, watermark=True),
                                         VideoFileSource(str(clip)), make_sink(str(tmp_path / "rec.mp4"))) == []
+    # --output none --stats drew the overlay on frames nobody sees, without a word
+    stats = live_command.ignored_options(job(tmp_path, source, clip, output="none", stats=True),
+                                         VideoFileSource(str(clip)), none)
+    assert stats == ["--stats is for frames shown or recorded; --output none shows and records none "
+                     "(--stats-json - prints the metrics)"]
+    assert live_command.ignored_options(job(tmp_path, source, clip, output="rec.mp4", stats=True),
+                                        VideoFileSource(str(clip)), make_sink(str(tmp_path / "rec.mp4"))) == []
+
+
+def test_recording_a_clip_with_sound_says_the_sound_is_not_recorded(
+        tmp_path: Path, captured: dict[str, Any], caplog: pytest.LogCaptureFixture, cache_env: None,
+        faces_dir: Path) -> None:
+    # `run --camera talk.mp4 --output rec.mp4` recorded the pictures only, without a word (`livecam
+    # video` keeps every audio track)
+    source = faces_dir / "obama.jpg"
+    sound = make_clip(tmp_path / "sound.mp4", frames=2, audio=True)
+    silent = make_clip(tmp_path / "silent.mp4", frames=2, audio=False)
+    said = "sound.mp4's sound is not recorded (`livecam run` records the pictures); `livecam video` keeps it"
+    for camera, output, warned in ((sound, str(tmp_path / "a.mp4"), True), (silent, str(tmp_path / "b.mp4"), False),
+                                   (sound, "none", False)):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="livecam"):
+            live_command.run_live(job(tmp_path, source, camera, output=output))
+        assert any(said in r.getMessage() for r in caplog.records) is warned, (camera, output, caplog.text)
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")

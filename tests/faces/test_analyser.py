@@ -146,6 +146,45 @@ def test_detect_every_n_carries_and_refits_faces() -> None:
     assert analyser.detector.calls == 3
 
 
+class CountedRuns:
+    """A model session that counts its runs (the real work a frame costs)."""
+
+    def __init__(self, session: object) -> None:
+        self.session = session
+        self.runs = 0
+
+    def run(self, *args: object, **kwargs: object) -> object:
+        self.runs += 1
+        return self.session.run(*args, **kwargs)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.session, name)
+
+
+@pytest.mark.parametrize("need_landmarks", [False, True])
+def test_sparse_detection_saves_says_whether_detecting_every_2nd_frame_runs_fewer_models(
+        tmp_path: Path, faces_dir: Path, need_landmarks: bool) -> None:
+    # The governor's "detect every 2nd frame" re-fits carried faces with FaceMesh: with the
+    # embedded BlazeFace and no processor that needs landmarks that is one model run for one
+    # (the same 192 px input), so the step saved nothing; with landmarks it saves the detection.
+    from livecam.media.images import read_image
+
+    photo = read_image(faces_dir / "obama.jpg")
+    runs = {}
+    for every in (1, 2):
+        analyser = _real_analyser(tmp_path, live=True, need_landmarks=need_landmarks)
+        detector, mesh = CountedRuns(analyser.detector.session), CountedRuns(analyser.landmarker.session)  # type: ignore[attr-defined, union-attr]
+        analyser.detector.session, analyser.landmarker.session = detector, mesh  # type: ignore[attr-defined, union-attr]
+        analyser.set_detect_every(every)
+        for i in range(6):
+            assert len(analyser.analyse(photo, timestamp=i / 30, track=True)) == 1
+        runs[every] = detector.runs + mesh.runs
+        assert detector.runs == 6 // every
+    assert analyser.det_size is None  # BlazeFace
+    assert analyser.sparse_detection_saves is (runs[2] < runs[1]), runs
+    assert analyser.sparse_detection_saves is need_landmarks
+
+
 def test_det_size_knob_reaches_the_detector() -> None:
     analyser = make([face_at(0)])
     analyser.set_det_size(320)
@@ -169,14 +208,15 @@ def test_pick_detector_means_the_same_in_every_command() -> None:
     assert pick_detector("blazeface", FakeStore({"det_10g"})) == "blazeface_full_range"
 
 
-def _real_analyser(tmp_path: Path, live: bool = False, **settings: object) -> FaceAnalyser:
+def _real_analyser(tmp_path: Path, live: bool = False, need_landmarks: bool = True,
+                   **settings: object) -> FaceAnalyser:
     from livecam.models.store import ModelStore
     from livecam.runtime.providers import resolve_providers
     from livecam.settings import RuntimeSettings
 
     store = ModelStore(RuntimeSettings(models_dir=tmp_path / "models", offline=True), progress=False)
     return FaceAnalyser.create(AnalysisSettings(**settings), store, resolve_providers(["cpu"]),
-                               need_landmarks=True, need_embedding=False, live=live, intra_op_threads=1)
+                               need_landmarks=need_landmarks, need_embedding=False, live=live, intra_op_threads=1)
 
 
 def test_embedded_models_on_real_photos(tmp_path: Path, faces_dir: Path) -> None:

@@ -79,6 +79,10 @@ def test_camera_argument_picks_the_right_source(tmp_path: Path) -> None:
         open_source(str(tmp_path / "missing.mp4"), (640, 480), 30, None)
     with pytest.raises(InputError, match="is a folder; give a video file in it"):  # once "no such ... file"
         open_source(str(tmp_path), (640, 480), 30, None)
+    # a scheme is any case (RFC 3986), FFmpeg's protocols lower case only: "HTTP://host/x" was
+    # taken for a URL, loaded the models, then failed "Protocol not found"
+    url = open_source("HTTP://Example.com/Live?Key=A", (640, 480), 30, None)
+    assert isinstance(url, VideoFileSource) and url.location == "http://Example.com/Live?Key=A"
 
 
 def test_a_file_that_is_not_a_video_is_an_input_error(tmp_path: Path) -> None:
@@ -187,6 +191,46 @@ def test_a_pipe_plays_as_a_camera_file(tmp_path: Path) -> None:
         source.close()
     feeder.join(timeout=10)
     assert [read_clip_index(image) for image in images] == list(range(12))
+
+
+def test_an_mp4_with_its_index_at_the_end_through_a_pipe_says_so(tmp_path: Path) -> None:
+    # `cat rec.mp4 | livecam run --camera /dev/stdin`: a pipe cannot seek back from the index (moov,
+    # written last by most recorders) to the frames, so every packet read was garbage: a short
+    # clip could play "0 frames" with exit 0, a longer one ended "too damaged to read further;
+    # re-copy or re-export it"
+    import os
+    import threading
+
+    import cv2
+
+    noise = tmp_path / "noise.png"  # frames that do not compress: a big file from a short clip
+    cv2.imwrite(str(noise), np.random.default_rng(0).integers(0, 256, (480, 640, 3), dtype=np.uint8))
+    clip = make_clip(tmp_path / "c.mp4", frames=30, size=(320, 240), audio=False, source_image=noise)
+    data = clip.read_bytes()
+    # the index last, past what FFmpeg's buffer keeps (about 1 MB; a smaller file plays)
+    assert data.find(b"moov") > data.find(b"mdat") and len(data) > 1_200_000
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+
+    def feed() -> None:
+        try:
+            with open(fifo, "wb") as writer:
+                writer.write(clip.read_bytes())
+        except BrokenPipeError:  # the source gave up before the end
+            pass
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    source = open_source(str(fifo), (640, 480), 30, False)
+    try:
+        with pytest.raises(InputError, match=r"^pipe: no frame could be read: an MP4 or MOV through a pipe needs its "
+                                             r"index \(moov\) first.*-movflags \+faststart"):
+            source.open()
+            while source.read() is not None:
+                pass
+    finally:
+        source.close()
+    feeder.join(timeout=10)
 
 
 def test_a_stream_url_that_goes_quiet_is_a_stall_not_damage(tmp_path: Path,

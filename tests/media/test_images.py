@@ -12,6 +12,7 @@ import cv2
 import numpy as np
 import pytest
 
+from livecam.atomic import OutputConflictError
 from livecam.media import provenance
 from livecam.errors import EXIT_USAGE, InputError, OutputError, OutputExistsError
 from livecam.media import images
@@ -474,7 +475,7 @@ def test_image_writes_go_through_atomic_output(tmp_path: Path, monkeypatch: pyte
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(images, "encode_image", encode_while_someone_writes)
-    with pytest.raises(OutputExistsError, match="appeared while livecam was writing it"):
+    with pytest.raises(OutputConflictError, match="appeared while livecam was writing it"):
         images.write_image_atomic(out, _pattern(), force=False, label=False)
     assert out.read_bytes() == b"theirs"
 

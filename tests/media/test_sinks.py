@@ -491,7 +491,7 @@ def test_a_file_that_appears_during_a_recording_is_kept_and_the_result_set_aside
     out.write_bytes(b"someone else's file")
     with pytest.raises(OutputConflictError, match=r"rec\.mp4 appeared while livecam was writing it") as caught:
         sink.close()
-    assert out.read_bytes() == b"someone else's file" and caught.value.exit_code == 2
+    assert out.read_bytes() == b"someone else's file" and caught.value.exit_code == 1
     assert caught.value.kept is not None and caught.value.kept.name == "rec.livecam-1.mp4"
     with av.open(str(caught.value.kept)) as container:
         assert sum(1 for _ in container.decode(video=0)) == 3

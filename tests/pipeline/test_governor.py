@@ -66,6 +66,10 @@ def test_steps_that_cannot_help_are_left_out_and_no_degrade_does_nothing() -> No
     # A detector with a fixed input (BlazeFace, det_size None): a smaller det size changes
     # nothing, so it is no step (it used to be applied, logged and counted as a degradation).
     assert [s.name for s in default_steps(engine, detect_every=1, det_size=None)] == ["detect every 2nd frame"]
+    # A carried frame that costs what a detection does (BlazeFace without landmarks:
+    # FaceAnalyser.sparse_detection_saves) saves nothing: no step, the ladder goes on past it.
+    assert [s.name for s in default_steps(engine, detect_every=1, det_size=640, sparse_detection=False)] == \
+        ["detect at 320"]
     gov = make(engine, enabled=False)
     assert gov.observe(500.0, 1.0) is None and engine.calls == []
     assert make(engine).observe(None, 1.0) is None
@@ -102,6 +106,19 @@ def test_pipeline_degrades_and_recovers_when_the_processor_cost_is_switched(tmp_
     lines = [json.loads(line) for line in stats.read_text().splitlines()]
     assert any(r.get("degraded") == ["enhancer off"] for r in lines[:-1])
     assert lines[-1]["summary"]["degradations"] == result.summary["degradations"]
+
+
+def test_the_pipeline_asks_the_engine_whether_sparse_detection_saves_work() -> None:
+    # with the default BlazeFace and a processor that needs no landmarks, "detect every 2nd
+    # frame" was applied and counted as a degradation while the analysis took as long
+    engine = FakeEngine(processors=("face_swapper", "face_enhancer"))
+    engine.det_size = None  # type: ignore[assignment]
+    engine.sparse_detection_saves = False
+    pipeline = LivePipeline(engine, SyntheticSource(frames=1), MemorySink(), opts())
+    assert [s.name for s in pipeline.governor.steps] == ["enhancer off"]
+    engine.sparse_detection_saves = True
+    pipeline = LivePipeline(engine, SyntheticSource(frames=1), MemorySink(), opts())
+    assert [s.name for s in pipeline.governor.steps] == ["enhancer off", "detect every 2nd frame"]
 
 
 def test_mask_models_go_first_and_come_back_last() -> None:

@@ -34,6 +34,7 @@ class FakeEngine:
         self.enabled = {name: True for name in processors}
         self.detect_every = 1
         self.det_size = 640
+        self.sparse_detection_saves = True
         self.fail_in = fail_in
         self.fail_at = fail_at
         self.jitter = jitter
@@ -408,7 +409,12 @@ def test_stats_json_fifo_waits_for_its_reader_and_a_stop_still_ends_the_wait(tmp
     assert not stuck, "the run did not stop while --stats-json waited for a FIFO reader"
     # with a reader, the lines arrive through the FIFO
     got: list[str] = []
-    reader = threading.Thread(target=lambda: got.extend(open(fifo, encoding="utf-8").read().splitlines()))
+
+    def read_all() -> None:
+        with open(fifo, encoding="utf-8") as lines:
+            got.extend(lines.read().splitlines())
+
+    reader = threading.Thread(target=read_all)
     reader.start()
     result = run_live_pipeline(FakeEngine(), SyntheticSource(frames=20, fps=100), MemorySink(),
                                opts(stats_json=fifo, interval_s=0.2))
@@ -451,6 +457,33 @@ def test_stats_json_write_failures_say_the_cause_and_the_fix(tmp_path: Path) -> 
         run_live_pipeline(FakeEngine(), SyntheticSource(frames=400, fps=100), MemorySink(),
                           opts(stats_json=fifo, interval_s=0.05))
     reader.join(5.0)
+
+
+def test_stats_json_broken_pipe_closes_the_file(tmp_path: Path) -> None:
+    # the failed file was dropped unclosed: "ResourceWarning: unclosed file" when it was collected
+    # (pytest: an unraisable-exception warning), and its descriptor held until then
+    import gc
+    import warnings
+
+    from livecam.errors import OutputError
+
+    fifo = tmp_path / "stats.fifo"
+    os.mkfifo(fifo)
+
+    def read_one_line_and_go() -> None:
+        with open(fifo, encoding="utf-8") as reader:
+            reader.readline()
+
+    reader = threading.Thread(target=read_one_line_and_go)
+    reader.start()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        with pytest.raises(OutputError, match="broken pipe"):
+            run_live_pipeline(FakeEngine(), SyntheticSource(frames=400, fps=100), MemorySink(),
+                              opts(stats_json=fifo, interval_s=0.05))
+        reader.join(5.0)
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
 
 
 class OneThreadSink(MemorySink):

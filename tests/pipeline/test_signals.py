@@ -27,6 +27,7 @@ DRIVER = textwrap.dedent("""
     class Engine:
         processor_names = ("face_swapper",)
         det_size = 640
+        sparse_detection_saves = True
         def analyse(self, packet, track=True): pass
         def process(self, packet): time.sleep(0.01)
         def set_enabled(self, name, on): pass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from livecam.errors import DeviceError, InputError, OutputExistsError
+from livecam.errors import DeviceError, InputError, OutputError, OutputExistsError
 from livecam.frame import FramePacket
 from livecam.marks.credentials import signing_for
 from livecam.marks.live_marker import LiveMarker
@@ -19,7 +20,7 @@ from livecam.marks.watermark import open_watermarker
 from livecam.media.camera import CameraSource, FrameSource, VideoFileSource, camera_device_problem, open_source
 from livecam.media.images import check_not_an_input, check_output_folder, same_file
 from livecam.media.sinks import FileRecorderSink, NullSink, Sink, make_sink
-from livecam.pipeline.live import STATS_TO_STDOUT, LiveRun, run_live_pipeline, stats_stream
+from livecam.pipeline.live import STATS_TO_STDOUT, STDOUT_NAMES, LiveRun, run_live_pipeline, stats_stream
 from livecam.pipeline.metrics import ResourceProbe
 from livecam.processors import registry
 from livecam.settings import LiveJob
@@ -33,13 +34,19 @@ log = logging.getLogger("livecam")
 
 def check_files(job: LiveJob, sink: Sink) -> None:
     """--stats-json and the recording, checked before any model loads: an existing stats file is
-    kept unless --force (a FIFO or /dev/stdout is written as it is), and neither may be the
-    --camera file (it would be overwritten), nor the stats file a photo the run uses."""
+    kept unless --force (a FIFO or /dev/stdout is written as it is, stdout only if the process has
+    one), and neither may be the --camera file (it would be overwritten), nor the stats file a
+    photo the run uses."""
     camera = Path(job.camera)
     recording = sink.path if isinstance(sink, FileRecorderSink) else None
     if recording is not None and same_file(recording, camera):
         raise InputError(f"--output {recording} is the --camera file; record to another file")
     path = job.stats_json
+    if path in STDOUT_NAMES and sys.__stdout__ is None:
+        # started without stdout (`>&-`): descriptor 1 is then whatever file was opened first (the
+        # --camera file), and the lines went there
+        raise OutputError(f"--stats-json {path}: standard output is closed (the command was started with >&-); "
+                          f"give a file name such as stats.jsonl")
     if path is None or path == STATS_TO_STDOUT:
         return
     if path.is_dir():
@@ -68,8 +75,9 @@ def check_files(job: LiveJob, sink: Sink) -> None:
 
 def ignored_options(job: LiveJob, source: FrameSource, sink: Sink) -> list[str]:
     """Options given that this source or output has no use for (they were silently ignored): a
-    camera's capture size and rate for a file or URL, real-time pacing for a camera, the label
-    and the watermark for --output none (which still ran the watermark encoder for nobody)."""
+    camera's capture size and rate for a file or URL, real-time pacing for a camera, the label,
+    the watermark and the --stats overlay for --output none (which still ran the watermark encoder
+    for nobody; --stats-json is where a headless run's metrics go)."""
     if isinstance(source, CameraSource):
         flags = registry.given(job, {"realtime": "--realtime/--no-realtime"})
         said = [f"{registry.listed(flags)} for a video file or URL; a camera always runs in real time"] if flags else []
@@ -77,9 +85,11 @@ def ignored_options(job: LiveJob, source: FrameSource, sink: Sink) -> list[str]:
         flags = registry.given(job, {"resolution": "--resolution", "fps": "--fps"})
         said = ([f"{registry.listed(flags)} for a camera's capture; {source.name} plays at its own size and frame "
                  f"rate"] if flags else [])
-    marks = registry.given(job, {"label": "--label/--no-label", "watermark": "--watermark/--no-watermark"})
+    marks = registry.given(job, {"label": "--label/--no-label", "watermark": "--watermark/--no-watermark",
+                                 "stats": "--stats"})
     if marks and isinstance(sink, NullSink):
-        said.append(f"{registry.listed(marks)} for frames shown or recorded; --output none shows and records none")
+        said.append(f"{registry.listed(marks)} for frames shown or recorded; --output none shows and records none"
+                    + (" (--stats-json - prints the metrics)" if "--stats" in marks else ""))
     return said
 
 
@@ -118,43 +128,47 @@ def run_live(job: LiveJob) -> None:
 def _run_live(job: LiveJob) -> None:
     # Cheap checks first (output, --camera), then the models and the source identity, and only
     # then the camera, so a bad option never waits for model loading or holds the device. A
-    # local video file holds nothing: it is opened first, so a damaged one is reported at once;
-    # a camera index with no device node (Linux) is reported at once too.
+    # local video file holds nothing: it is opened next, before anything else is said (the
+    # warnings, the C2PA note), so a damaged one or a GIF of one frame is one line; a camera
+    # index with no device node (Linux) is reported at once too.
     source = open_source(job.camera, job.resolution, job.fps, job.realtime)
     if isinstance(source, CameraSource) and (problem := camera_device_problem(source.index)):
         raise DeviceError(problem)
     sink = make_sink(job.output, fps=job.fps, force=job.force)
-    for ignored in ignored_options(job, source, sink):
-        log.warning("warning: %s", ignored)
     check_files(job, sink)
     local_file = isinstance(source, VideoFileSource) and "://" not in source.location
-    # a given signing identity is checked now, before the models load; a local file is the parent ingredient
-    signing = (signing_for(job.c2pa, Path(job.camera) if local_file else None, (), outputs=(sink.path,))
-               if isinstance(sink, FileRecorderSink) else None)
-    from livecam.pipeline.engine import Engine
-
     if local_file:
         source.open()
     try:
+        for ignored in ignored_options(job, source, sink):
+            log.warning("warning: %s", ignored)
+        # a given signing identity is checked now, before the models load; a local file is the parent ingredient
+        signing = (signing_for(job.c2pa, Path(job.camera) if local_file else None, (), outputs=(sink.path,))
+                   if isinstance(sink, FileRecorderSink) else None)
+        from livecam.pipeline.engine import Engine
+
         engine = Engine.create(job.processing, live=True, progress=not job.processing.runtime.quiet, lanes=True)
         log.info("%s", engine.describe())
         warm_up(engine)
         if not local_file:
             source.open()
+        recording = isinstance(sink, FileRecorderSink)
+        if recording and isinstance(source, VideoFileSource) and source.has_audio:
+            log.warning("warning: %s's sound is not recorded (`livecam run` records the pictures); `livecam video` "
+                        "keeps it", source.name)
+        # every frame marked on the marking thread with a change the encoder refreshes beside the
+        # stream (marks.live_marker, marks.marking_sink); one intra-op thread: it runs on idle time
+        marker = (LiveMarker(open_watermarker(job.processing.runtime, engine.providers, threads=1),
+                             recording_fps=float(source.fps or job.fps) if recording else None)
+                  if job.watermarked(recording) else None)
     except BaseException:
-        source.close()
+        source.close()  # (from here on the pipeline releases it)
         raise
     if hasattr(sink, "fps"):
         sink.fps = float(source.fps or job.fps)  # the source's real rate is known once it is open
-    recording = isinstance(sink, FileRecorderSink)
     if isinstance(sink, FileRecorderSink) and signing is not None:
         signed = replace(signing, models=tuple(engine.model_names.values()))
         sink.sign = lambda temp: signed.sign_file(temp, sink.path)
-    # every frame marked on the marking thread with a change the encoder refreshes beside the
-    # stream (marks.live_marker, marks.marking_sink); one intra-op thread: it runs on idle time
-    marker = (LiveMarker(open_watermarker(job.processing.runtime, engine.providers, threads=1),
-                         recording_fps=float(source.fps or job.fps) if recording else None)
-              if job.watermarked(recording) else None)
     # The pipeline releases the source and finalises the sink whatever happens.
     try:
         run_live_pipeline(engine, source, sink, LiveRun(job, recording=recording, watermark=marker,

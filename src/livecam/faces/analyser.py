@@ -181,6 +181,16 @@ class FaceAnalyser:
         """Detect on every nth tracked frame (1: every frame)."""
         self._detect_every = max(1, int(n))
 
+    @property
+    def sparse_detection_saves(self) -> bool:
+        """Whether detecting on every 2nd frame saves work. A carried frame runs FaceMesh on each
+        face in place of the detection: that saves the detection where FaceMesh runs on every
+        frame anyway (a processor needs landmarks) or the detector costs several FaceMesh runs
+        (SCRFD, at a det size). The embedded BlazeFace alone is one run of the same 192 px input
+        as FaceMesh: carrying only swapped one run for another (one per face, so more with
+        several faces), and analysis took as long."""
+        return self.need_landmarks or self.det_size is not None
+
     def set_det_size(self, size: int) -> None:
         """Change the detector's input size (SCRFD only; BlazeFace has a fixed input)."""
         setter = getattr(self.detector, "set_det_size", None)

@@ -231,6 +231,9 @@ class VideoFileSource:
         self._start_wall: float | None = None
         self._start_pts: float | None = None
         self.last_pts: float | None = None  # timestamp (s) of the frame read last, for tracking
+        self._read = 0  # frames read so far
+        self.has_audio = False  # known once open: a recording keeps the pictures only
+        self._piped_mp4 = False  # an MP4/MOV read through a pipe: its index may be out of reach
 
     @property
     def bad_packets(self) -> int:
@@ -253,12 +256,14 @@ class VideoFileSource:
             else:  # a file: the checks and messages of `livecam video`
                 refuse_still_gif(Path(self.location))
                 self._container = open_input(Path(self.location), once=True)  # read once: a pipe will do
+                self._piped_mp4 = not Path(self.location).is_file() and "mp4" in self._container.format.name
             stream = video_stream_of(self._container, self.location)
         except BaseException:
             if self._container is not None:
                 self._container.close()
                 self._container = None
             raise
+        self.has_audio = bool(self._container.streams.audio)
         cc = stream.codec_context
         rate = stream_rate(self._container, stream)
         self.fps = float(rate) if rate else None
@@ -277,7 +282,13 @@ class VideoFileSource:
         try:
             frame = next(self._frames)
         except StopIteration:
+            if self._read == 0 and self._piped_mp4 and self.bad_packets:
+                raise InputError(self._index_out_of_reach()) from None
             return None
+        except InputError as exc:  # (the decoder's "too damaged")
+            if self._read == 0 and self._piped_mp4:
+                raise InputError(self._index_out_of_reach()) from exc
+            raise
         except av.error.ExitError as exc:
             # PyAV's read timeout (the URL's): the stream went quiet, as a camera that stops
             # delivering frames; what was recorded so far is kept as it is then.
@@ -285,11 +296,20 @@ class VideoFileSource:
                               "the stream is still live") from exc
         except av.FFmpegError as exc:
             raise InputError(f"{self.name}: the video could not be decoded further ({exc})") from exc
+        self._read += 1
         self.last_pts = frame.time
         if self.realtime:
             self._pace(frame.time)
         image: np.ndarray = frame.image
         return image
+
+    def _index_out_of_reach(self) -> str:
+        """Why no frame of a piped MP4/MOV could be read: most recorders write the index (moov)
+        after the frames, and a pipe cannot seek back to them once it is read (a small file still
+        fits FFmpeg's buffer); every packet was garbage, said as damage to re-copy."""
+        return (f"{self.name}: no frame could be read: an MP4 or MOV through a pipe needs its index (moov) first, "
+                f"and this one has it at the end; give --camera the file itself, or remux it once with "
+                f"`ffmpeg -i IN.mp4 -c copy -movflags +faststart OUT.mp4`")
 
     def _pace(self, t: float) -> None:
         """Sleep until the frame at `t` seconds is due."""
@@ -335,6 +355,9 @@ def open_source(camera: str, resolution: tuple[int, int], fps: float, realtime: 
         return CameraSource(int(spec), resolution, fps)
     if (index := device_camera_index(spec, dev)) is not None:
         return CameraSource(index, resolution, fps)
+    if spec.lower().startswith(URL_SCHEMES):  # a scheme is any case; FFmpeg's protocol names are lower case
+        scheme, sep, rest = spec.partition("://")
+        spec = scheme.lower() + sep + rest
     if spec and not spec.lower().startswith(URL_SCHEMES) and Path(spec).is_dir():  # was "no such ... file"
         raise InputError(f"--camera {camera!r} is a folder; give a video file in it, a camera index such as 0, "
                          f"or an rtsp:// or http:// URL")

@@ -9,7 +9,8 @@ mypy); tests drive the pipelines with small fakes that satisfy only the one they
                    sessions and C2PA), and the lanes (one engine per worker; none on the
                    shared session pool): files
     Knobs          what the live governor turns
-    LiveEngine     FrameEngine + Knobs + the live controls (n key, banner, det-size step)
+    LiveEngine     FrameEngine + Knobs + the live controls (n key, banner, det-size and
+                   every-2nd-frame steps)
 
 Thread rules (Engine's docstring): analyse(track=False), detect and process are thread-safe;
 analyse(track=True), track, next_source and the knobs belong to one thread each.
@@ -89,6 +90,10 @@ class LiveEngine(FrameEngine, Knobs, Protocol):
     def det_size(self) -> int | None:
         """The detector's input size; None when it is fixed (no det-size step for the governor)."""
 
+    @property
+    def sparse_detection_saves(self) -> bool:
+        """Whether detecting every 2nd frame saves work (else the governor leaves that step out)."""
+
     def next_source(self) -> str | None:
         """Switch to the next photo of a --source folder; its name, or None when there is none."""
 
@@ -165,6 +170,10 @@ class ForwardingEngine:
     @property
     def det_size(self) -> int | None:
         return self.engine.det_size
+
+    @property
+    def sparse_detection_saves(self) -> bool:
+        return self.engine.sparse_detection_saves
 
     def next_source(self) -> str | None:
         return self.engine.next_source()

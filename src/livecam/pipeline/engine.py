@@ -455,6 +455,11 @@ class Engine:
         """The detector's input size, or None when it has a fixed one (BlazeFace)."""
         return self.analyser.det_size
 
+    @property
+    def sparse_detection_saves(self) -> bool:
+        """Whether detecting every 2nd frame saves work (FaceAnalyser.sparse_detection_saves)."""
+        return self.analyser.sparse_detection_saves
+
     def next_source(self) -> str | None:
         """Switch to the next photo of a --source folder (live); returns its name, or None when
         there is nothing to cycle. Photos without a usable face are skipped with a warning."""

@@ -497,7 +497,7 @@ def process_video(job: VideoJob, engine: FileEngine, *, quiet: bool = False,
     """Decode, process and encode job.input into job.output through an AtomicOutput.
 
     On success the temporary file is renamed onto the output, never over a file that appeared
-    there during the run (OutputConflictError, exit 2, naming where the result was kept). On an
+    there during the run (OutputConflictError, exit 1, naming where the result was kept). On an
     error or interrupt it is removed, or with keep_partial finalised as a valid shorter video and
     renamed the same way; then the error (Interrupted for Ctrl-C) is raised. `watermark` marks
     frames at its video cadence (None: --no-watermark); `sign` adds C2PA content credentials to

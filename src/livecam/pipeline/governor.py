@@ -3,8 +3,8 @@
 Once per interval the pipeline reports the p95 latency from capture to processed of that
 interval (the output's own time left out: no step makes a slow display or encoder faster). Over
 budget -> apply the next step (the fastest enhancer model where the run holds it, enhancer off,
-then detection every 2nd frame with tracking in between, then detection at 320); under 80% of
-the budget for `recover_s` -> undo the last step.
+then detection every 2nd frame with tracking in between where that saves work, then detection
+at 320); under 80% of the budget for `recover_s` -> undo the last step.
 After a change the next interval is not judged, because it still holds frames processed before
 the change; nor is the first interval with frames (model warm-up). The clock is injectable so tests need not sleep.
 """
@@ -41,9 +41,12 @@ class Step:
 
 
 def default_steps(engine: Knobs, *, detect_every: int = 1, det_size: int | None = 640,
+                  sparse_detection: bool = True,
                   switch_enhancers: Callable[[bool], None] | None = None) -> list[Step]:
     """The degradation ladder for this engine; steps that cannot help are left out (det_size
-    None: the detector's input is fixed, so a smaller det size would change nothing).
+    None: the detector's input is fixed, so a smaller det size would change nothing;
+    sparse_detection False: a carried frame costs what a detection does, so detecting every 2nd
+    frame would save nothing: LiveEngine.sparse_detection_saves).
     `switch_enhancers(on)` turns the run's enhancers (processors.registry) on or off; by default
     straight through the engine (the live pipeline combines it with the e key)."""
     steps: list[Step] = []
@@ -62,7 +65,7 @@ def default_steps(engine: Knobs, *, detect_every: int = 1, det_size: int | None 
             steps.append(Step(f"enhancer {fast}", lambda: engine.set_fast_enhancer(True),
                               lambda: engine.set_fast_enhancer(False)))
         steps.append(Step("enhancer off", lambda: turn(False), lambda: turn(True)))
-    if detect_every < 2:
+    if detect_every < 2 and sparse_detection:
         steps.append(Step("detect every 2nd frame", lambda: engine.set_detect_every(2),
                           lambda: engine.set_detect_every(detect_every)))
     if det_size is not None and LOW_DET_SIZE in det_sizes(det_size)[1:]:

@@ -91,6 +91,7 @@ STATS_TO_STDOUT = Path("-")  # --stats-json -: `run` prints nothing else there
 # names of the process's own streams: written as streams, whatever they point at (after `>` or
 # `>>`, a regular file the shell opened: appended to, never replaced, needs no --force)
 STREAM_NAMES = (Path("/dev/stdout"), Path("/dev/stderr"))
+STDOUT_NAMES = (STATS_TO_STDOUT, Path("/dev/stdout"))
 FD_FOLDERS = (Path("/dev/fd"), Path("/proc/self/fd"))
 
 
@@ -196,6 +197,7 @@ class LivePipeline:
                                     lossless=options.recording, on_drop=lambda: self.metrics.drop("marking busy"))
         self._probe = probe
         steps = default_steps(engine, detect_every=job.processing.analysis.detect_every, det_size=engine.det_size,
+                              sparse_detection=engine.sparse_detection_saves,
                               switch_enhancers=lambda on: self._hold_enhancer(not on))
         slower = options.watermark_slower if options.watermark is not None else None
         if slower is not None:  # first: the frames stay marked, the encoder just runs less often
@@ -632,7 +634,13 @@ class LivePipeline:
             stats.flush()
         except OSError as exc:
             self._stats_file = None
+            _close_failed(stats)
             path = self.options.job.stats_json
+            if exc.errno == errno.EPIPE and path in STDOUT_NAMES:
+                # stdout's reader went away (`| head -1`): the run ends as any command's output cut
+                # short does, cli.py's exit 141 without a line (a recording is finished all the same)
+                self.stages.fail(exc)
+                return
             if exc.errno == errno.EPIPE:  # a FIFO's reader (or a pipe's) went away
                 why = "its reader closed it (broken pipe); keep the reader open until the run ends"
             else:
@@ -649,6 +657,14 @@ class LivePipeline:
 
 
 STATS_SUMMARY_WAIT_S = 2.0  # how long the summary line waits for a stream's reader
+
+
+def _close_failed(stream: IO[str]) -> None:
+    """Close a stats file whose write failed. Its close flushes the unwritten line again, which
+    fails the same way; the descriptor is released all the same. (Dropped unclosed, it was closed
+    only when collected: "ResourceWarning: unclosed file", its descriptor held till then.)"""
+    with contextlib.suppress(OSError):
+        stream.close()
 
 
 def _writable(fd: int, wait_s: float) -> bool:
