@@ -107,7 +107,7 @@ def match_lab(face_bgr: np.ndarray, target_bgr: np.ndarray, mask: np.ndarray) ->
 
 def match_shading(face_lab: np.ndarray, target_bgr: np.ndarray, weights: np.ndarray,
                   radius_px: float, strength: float = 0.7, chroma: float = 0.0,
-                  greyer_only: bool = False) -> np.ndarray:
+                  greyer_only: bool = False, darken_only: bool = False) -> np.ndarray:
     """face_lab (uint8 OpenCV LAB) with its low-frequency lightness (and, by `chroma`, its
     low-frequency a and b) moved towards target_bgr's.
 
@@ -119,7 +119,7 @@ def match_shading(face_lab: np.ndarray, target_bgr: np.ndarray, weights: np.ndar
     weights are set counts. It runs at a reduced scale (the blur is wide), then is upsampled.
     `greyer_only`: the a and b move only where the face is, blurred, less colourful than the
     target (by up to _GREYER of the target's chroma for the full move), never taking colour
-    away. Returns a new uint8 LAB image.
+    away. `darken_only` (lightness only): the face only darkens. Returns a new uint8 LAB image.
     """
     h, w = weights.shape[:2]
     scale = min(1.0, 3.0 / max(radius_px, 1e-6))  # the blur becomes a 3-px sigma
@@ -155,6 +155,8 @@ def match_shading(face_lab: np.ndarray, target_bgr: np.ndarray, weights: np.ndar
     delta *= fade if channels == 1 else fade[..., None] * gains
     if channels == 1:
         delta *= strength
+        if darken_only:
+            np.minimum(delta, 0.0, out=delta)
         full = cv2.resize(delta, (w, h), interpolation=cv2.INTER_LINEAR)
         lightness = cv2.add(cv2.extractChannel(face_lab, 0), full, dtype=cv2.CV_8U)  # saturating
         _, a, b = cv2.split(face_lab)

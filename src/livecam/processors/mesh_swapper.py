@@ -121,6 +121,12 @@ _SHADING_CHROMA = 1.0
 # left grey patches on a woman's chin and upper lip, smaller than the broad match sees. (At
 # 0.03 the turned-face parity of tests/faces/test_rolls.py went over its bound.)
 _SHADING_FINE = 0.05
+# ...and, as the two faces are turned apart (turned_apart), their lightness at that radius too,
+# darkening only, by up to this much: a frontally lit source's light cheeks, smaller than the
+# broad match sees, stayed on a face turned away (group6.jpg's two most turned faces' cheeks
+# 8 levels lighter than their own under obama.jpg). Lightening too, or all the way, took more
+# of the source's modelling away: the recogniser's transfer on turned faces fell.
+_TURNED_DARKEN = 0.5
 # The face's rim (this fraction of the face size inside the oval) takes the target's own
 # low-frequency colour there fully (color.match_shading on the rim alone, at this blur): the
 # skin statistics leave the rim out, so where FaceMesh puts a turned-away side's outline along
@@ -341,6 +347,12 @@ def _yaw(lm: np.ndarray) -> float:
     return 0.0 if n < 1e-9 else 2.0 * float((lm[_NOSE_TIP] - left) @ axis) / n - 1.0
 
 
+def turned_apart(a: np.ndarray, b: np.ndarray) -> float:
+    """0..1: how differently two faces' landmarks are turned (their yaws differing by
+    _YAW_LOW .. _YAW_HIGH)."""
+    return float(np.clip((abs(_yaw(a) - _yaw(b)) - _YAW_LOW) / (_YAW_HIGH - _YAW_LOW), 0.0, 1.0))
+
+
 def _two_point_similarity(a: np.ndarray, b: np.ndarray, a2: np.ndarray, b2: np.ndarray,
                           points: np.ndarray) -> np.ndarray:
     """points moved by the similarity taking a to a2 and b to b2."""
@@ -406,8 +418,7 @@ def shape_offsets(src: PreparedSource, tgt_lm: np.ndarray, strength: float, size
     """
     lm = src.landmarks
     tgt = np.asarray(tgt_lm, dtype=np.float64)
-    gate = float(np.clip((_YAW_HIGH - abs(_yaw(lm) - _yaw(tgt))) / (_YAW_HIGH - _YAW_LOW), 0, 1))
-    strength = float(np.clip(strength, 0.0, 1.0)) * gate
+    strength = float(np.clip(strength, 0.0, 1.0)) * (1.0 - turned_apart(lm, tgt))
     if strength <= 0.0 or size <= 0.0:
         return None
     m = _affine_fit(lm, tgt)
@@ -1155,6 +1166,10 @@ class MeshSwapper:
                 if _SHADING_FINE > 0.0:
                     warped = color.match_shading(warped, target, lit, _SHADING_FINE * size,
                                                  0.0, 1.0, greyer_only=True)
+                    turned = turned_apart(src.landmarks, local)
+                    if turned > 0.0 and _TURNED_DARKEN > 0.0:
+                        warped = color.match_shading(warped, target, lit, _SHADING_FINE * size,
+                                                     turned * _TURNED_DARKEN, darken_only=True)
                 if _RIM > 0.0:
                     rim = self._rim(inside, alpha, kept, moved, size)
                     warped = color.match_shading(warped, target, rim, _RIM_RADIUS * size,
