@@ -85,7 +85,7 @@ def test_tensorrt_without_its_libraries_says_so(monkeypatch) -> None:
     monkeypatch.setattr(providers_module, "missing_nvidia_driver", lambda: None)
     said = "EP Error ... Please install TensorRT libraries as mentioned in the GPU requirements page"
     cause, fix = start_failure("tensorrt", [], said)
-    assert cause == "the TensorRT libraries are missing" and "pip install tensorrt" in fix
+    assert cause == "the TensorRT libraries are missing" and "pip install 'livecam[tensorrt]'" in fix
     assert "--execution-provider cuda" in fix
 
 

@@ -176,9 +176,11 @@ def available_encoders() -> list[str]:
 # width, largest height): outside them they fail to open, after the models loaded, with a generic
 # error (libx264's read as "out of memory"; libx265 and SVT-AV1 gave "Invalid argument", SVT-AV1
 # with lines of its own). Measured with PyAV 18's encoders; one not listed takes 2 px and up.
+# SVT-AV1's 26: the one in PyAV 15 and 16 (the oldest livecam takes) kills the process (SIGFPE)
+# or hangs on frames under 26 px wide; 17's takes 4.
 ENCODER_SIZES: dict[str, tuple[int, int, int]] = {
     "libx264": (2, 16384, 16384), "libx265": (16, 1 << 20, 1 << 20), "libvpx": (2, 16383, 16383),
-    "mpeg4": (2, 8191, 8191), "libsvtav1": (4, 16384, 8704),
+    "mpeg4": (2, 8191, 8191), "libsvtav1": (26, 16384, 8704),
 }
 
 

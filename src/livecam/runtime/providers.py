@@ -38,7 +38,7 @@ FP16_FRIENDLY: frozenset[str] = frozenset({"cuda", "tensorrt", "coreml"})
 
 INSTALL_HINTS: dict[str, str] = {
     "cuda": "pip uninstall -y onnxruntime && pip install 'livecam[cuda]' (CUDA and cuDNN come with it; an NVIDIA driver is needed)",
-    "tensorrt": "pip uninstall -y onnxruntime && pip install 'livecam[cuda]' tensorrt",
+    "tensorrt": "pip uninstall -y onnxruntime && pip install 'livecam[tensorrt]' (TensorRT 10 for onnxruntime-gpu's CUDA)",
     "rocm": "install onnxruntime-rocm from AMD's ROCm wheel index instead of onnxruntime",
     "coreml": "on macOS, pip install 'livecam[cpu]' (the standard onnxruntime has CoreML)",
     "directml": "pip uninstall -y onnxruntime && pip install 'livecam[directml]' (Windows only)",
@@ -395,7 +395,7 @@ def start_failure(name: str, missing_libraries: list[str], ort_said: str = "") -
                     f"{supported[0]} (onnxruntime.ai lists them)")
         if name == "tensorrt" and "TensorRT libraries" in ort_said:
             return ("the TensorRT libraries are missing",
-                    "pip install tensorrt and put its libraries on LD_LIBRARY_PATH (PATH on Windows), "
+                    "pip install 'livecam[tensorrt]' (or put TensorRT 10's libraries on LD_LIBRARY_PATH, PATH on Windows), "
                     "or use --execution-provider cuda")
     return FALLBACK_CAUSES.get(name, "it could not start"), "run `livecam doctor` to see what is missing"
 
