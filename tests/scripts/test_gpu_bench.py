@@ -70,6 +70,9 @@ def test_real_onnxruntime_gpu_without_a_driver_fails_fast() -> None:
     assert proc.stderr.count("\n") == 1 and "NVIDIA driver" in proc.stderr and not proc.stdout
 
 
+@pytest.mark.skipif(not any(p.is_file() for p in gpu_bench.FACES),
+                    reason="needs ../shared/faces/obama.jpg: the stand-in detector finds no face in the script's "
+                           "synthetic fallback picture (only the full-size replicas report one anywhere)")
 def test_smoke_run_on_the_cpu_writes_every_part(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, str(SCRIPT), "--smoke", "--provider", "cpu", "--out", str(tmp_path / "out"),
                            "--work", str(tmp_path / "work"), "--repo-json", str(tmp_path / "gpu-h200.json")],
