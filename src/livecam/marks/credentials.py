@@ -301,12 +301,19 @@ class Signing:
                title: str) -> None:
         # No thumbnails: the input's would put the unswapped original inside the output.
         context = c2pa.Context.from_dict({"builder": {"thumbnail": {"enabled": False}}})
-        with c2pa.Builder(json.dumps(self.manifest(title, parent is not None)), context) as builder:
+        with c2pa.Builder(json.dumps(self.manifest(_unicode(title), parent is not None)), context) as builder:
             if parent is not None:
                 with open(parent, "rb") as ingredient:
-                    builder.add_ingredient(json.dumps({"title": parent.name, "relationship": "parentOf",
+                    builder.add_ingredient(json.dumps({"title": _unicode(parent.name), "relationship": "parentOf",
                                                        "label": "input"}), content_mime_type(parent), ingredient)
             builder.sign(signer, fmt, source, dest)
+
+
+def _unicode(name: str) -> str:
+    """A file name as text C2PA takes: a name that is not UTF-8 (bytes Python keeps as lone
+    surrogates) made the manifest's JSON invalid, so such an output failed to be written and such
+    an input was left out as the parent ingredient (the output claimed to be created, not edited)."""
+    return os.fsencode(name).decode("utf-8", "replace")
 
 
 def _first_line(exc: BaseException) -> str:
