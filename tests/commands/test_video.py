@@ -287,6 +287,21 @@ def test_frame_range_counts_the_frames_written_at_the_fps_asked(tmp_path: Path, 
     assert probe(out)["frames"] == 120
 
 
+def test_a_one_frame_clip_is_counted_as_one_frame(tmp_path: Path, faces_dir: Path,
+                                                  isolated_env: dict[str, str]) -> None:
+    # "wrote out.mp4: 1 frames", "no face was found in any of the 1 processed frames", "has about 1 frames"
+    clip = make_clip(tmp_path / "one.mp4", frames=1, audio=False)  # a gradient, no face
+    out = tmp_path / "out.mp4"
+    args = ["video", str(clip), str(out), "-s", str(faces_dir / "biden.jpg"), "--no-watermark", "--no-c2pa"]
+    proc = run_cli(args, env=isolated_env)
+    assert proc.returncode == 0, proc.stderr
+    assert f"wrote {out}: 1 frame (1 processed, 0 with a face)" in proc.stderr, proc.stderr
+    assert "warning: no face was found in the one processed frame; the video was copied" in proc.stderr
+    refused = run_cli([*args, "--force", "--frame-range", "1:2"], env=isolated_env)
+    assert refused.returncode == 2
+    assert refused.stderr.endswith("--frame-range starts at frame 1 but one.mp4 has about 1 frame\n"), refused.stderr
+
+
 def _embedded_models_present() -> bool:
     default = REPO_ROOT / "src" / "livecam" / "models" / "default"
     return all((default / f"{name}.onnx").is_file() for name in ("blazeface_short_range", "face_landmark"))
