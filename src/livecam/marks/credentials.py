@@ -259,9 +259,19 @@ class Signing:
         fmt = mime_type(output)
         if fmt is None:
             return
-        with AtomicOutput(temp, force=True, shown=output) as out, open(temp, "rb") as src, \
-                open(out.temp, "wb") as dest:
-            self._sign(src, dest, fmt, output.name)
+        try:
+            with AtomicOutput(temp, force=True, shown=output) as out, open(temp, "rb") as src, \
+                    open(out.temp, "wb") as dest:
+                self._sign(src, dest, fmt, output.name)
+        except OutputError as exc:
+            # The signed copy is written beside the finished file: a video that fitted the disk
+            # was lost at its end with only "the disk is full", no word of why or of --no-c2pa.
+            cause = exc.__cause__
+            if isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise OutputError(f"writing {output} failed while signing its content credentials, which "
+                                  f"needs room for a second copy of it: {FULL}; free some space, choose "
+                                  f"another folder, or pass --no-c2pa") from cause
+            raise
 
     def _sign(self, source: Any, dest: Any, fmt: str, title: str) -> None:
         import c2pa
