@@ -277,3 +277,27 @@ def test_a_32_bit_unsigned_tiff_an_old_opencv_cannot_decode_says_so(
     signed.write_bytes(plain_tiff(np.full((2, 2, 3), 7, np.int32), 2, 2))
     with pytest.raises(InputError, match="truncated or corrupt"):
         images.read_image(signed)
+
+
+@pytest.mark.parametrize("kind", ["lossless", "lossy", "extended"])
+def test_a_webp_cut_short_in_its_size_fields_is_called_damaged(tmp_path: Path, kind: str) -> None:
+    # A partial download of 20 bytes (RIFF, WEBP and the VP8L chunk's header, nothing after) was
+    # "internal error: IndexError: index out of range" in livecam image, its --source and verify.
+    import io
+
+    import cv2
+    from PIL import Image
+
+    picture = np.random.default_rng(3).integers(0, 255, (24, 32, 3), dtype=np.uint8)
+    if kind == "extended":  # VP8X: alpha
+        buf = io.BytesIO()
+        Image.fromarray(picture).convert("RGBA").save(buf, "WEBP")
+        data = buf.getvalue()
+    else:
+        quality = 101 if kind == "lossless" else 80  # above 100: lossless (VP8L), else lossy (VP8)
+        data = cv2.imencode(".webp", picture, [cv2.IMWRITE_WEBP_QUALITY, quality])[1].tobytes()
+    path = tmp_path / "cut.webp"
+    for length in range(12, 40):  # the chunk header and the size fields after it, byte by byte
+        path.write_bytes(data[:length])
+        with pytest.raises(InputError):
+            images.read_image(path)
