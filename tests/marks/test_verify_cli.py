@@ -112,6 +112,11 @@ def test_unreadable_and_missing_files_exit_2(tmp_path: Path, isolated_env: dict[
     assert all("error" in item for item in found)
 
 
+def test_a_dash_for_standard_input_says_to_give_a_file(isolated_env: dict[str, str]) -> None:
+    code, (dash,) = verify([Path("-")], isolated_env)  # was "-: no such file"
+    assert code == 2 and dash["error"].startswith("'-' (standard input) is not a file;"), dash
+
+
 def test_a_file_that_is_neither_an_image_nor_a_video_is_not_called_a_bad_video(
         tmp_path: Path, isolated_env: dict[str, str]) -> None:
     # `livecam verify *` over a folder of downloads: a text file or a phone's HEIC photo was
