@@ -629,7 +629,8 @@ def _finish_partial(writer: VideoWriter, output: AtomicOutput, job: VideoJob, ex
             except OutputConflictError as conflict:  # a file appeared at the output: kept beside it
                 log.warning("warning: %s", conflict.message)
                 kept = conflict.kept
-            log.warning("partial video with %s kept in %s", wording.counted(writer.frames_written, "frame"), kept)
+            if not isinstance(exc, KeyboardInterrupt):  # the interrupt's own one line says where
+                log.warning("partial video with %s kept in %s", wording.counted(writer.frames_written, "frame"), kept)
             return kept
         except BaseException:  # noqa: BLE001 - fall through to removal; the original error wins
             pass
