@@ -301,3 +301,20 @@ def test_a_webp_cut_short_in_its_size_fields_is_called_damaged(tmp_path: Path, k
         path.write_bytes(data[:length])
         with pytest.raises(InputError):
             images.read_image(path)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
+def test_an_rgba_tiff_written_by_opencv_keeps_its_transparency(tmp_path: Path, dtype: type) -> None:
+    # OpenCV writes a BGRA picture as a 4-sample RGB TIFF without ExtraSamples (and reads it back
+    # with its alpha): livecam took it for a decoder's padding and made it opaque without a word.
+    import cv2
+
+    top = np.iinfo(dtype).max
+    picture = np.full((8, 6, 4), top // 2, dtype)
+    picture[:4, :, 3] = 0  # the top half transparent
+    picture[4:, :, 3] = top
+    path = tmp_path / "cutout.tif"
+    assert cv2.imwrite(str(path), picture)
+    image = images.read_image(path)
+    assert image.shape == (8, 6, 4)
+    assert image[:4, :, 3].max() == 0 and image[4:, :, 3].min() == 255
