@@ -303,6 +303,23 @@ def test_a_one_frame_clip_is_counted_as_one_frame(tmp_path: Path, faces_dir: Pat
     assert refused.stderr.endswith("--frame-range starts at frame 1 but one.mp4 has about 1 frame\n"), refused.stderr
 
 
+def test_a_frame_range_past_the_end_of_a_cut_short_file_says_nothing_was_swapped(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # The header announces 60 frames, so --frame-range 40:50 passed the check before the run; the
+    # file held about 15: "wrote out.mp4: 15 frames (0 processed, ...)", exit 0, not a word more.
+    whole = make_clip(tmp_path / "whole.mkv", frames=60, audio=False)
+    cut = tmp_path / "cut.mkv"
+    cut.write_bytes(whole.read_bytes()[:whole.stat().st_size // 4])
+    out = tmp_path / "out.mp4"
+    proc = run_cli(["video", str(cut), str(out), "-s", str(faces_dir / "biden.jpg"), "--frame-range", "40:50",
+                    "--no-watermark", "--no-c2pa"], env=isolated_env)
+    assert proc.returncode == 0, proc.stderr
+    written = probe(out)["frames"]
+    assert 0 < written < 40
+    assert (f"warning: --frame-range starts at frame 40 but cut.mkv ended after {written} frames, so no frame was "
+            f"processed; the video was copied without swaps") in proc.stderr, proc.stderr
+
+
 def _embedded_models_present() -> bool:
     default = REPO_ROOT / "src" / "livecam" / "models" / "default"
     return all((default / f"{name}.onnx").is_file() for name in ("blazeface_short_range", "face_landmark"))

@@ -603,7 +603,11 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
         raise
     output.commit()  # OutputConflictError when a file appeared at job.output meanwhile
     one = stats.processed == 1  # "in any of the 1 processed frames"
-    if stats.processed and not stats.with_faces:
+    if job.frame_range is not None and not stats.processed:  # the header promised more frames than there were
+        log.warning("warning: --frame-range starts at frame %d but %s ended after %s, so no frame was processed; "
+                    "the video was copied without swaps", job.frame_range[0], job.input.name,
+                    wording.counted(stats.frames, "frame"))
+    elif stats.processed and not stats.with_faces:
         log.warning("warning: no %s was found in %s; the video was copied without swaps",
                     job.processing.analysis.wanted_faces,
                     "the one processed frame" if one else f"any of the {stats.processed} processed frames")
