@@ -34,6 +34,18 @@ def test_models_where_prints_the_folder(isolated_env, tmp_path) -> None:
     assert result.stdout.strip() == str(other)
 
 
+def test_a_models_folder_with_a_newline_in_its_name_keeps_one_line_a_row(isolated_env, tmp_path) -> None:
+    # stdout printed the folder as it is: `models list` had a row split in two, `models where` two lines
+    odd = tmp_path / "my\nmodels"
+    where = run_cli(["--models-dir", str(odd), "models", "where"], env=isolated_env)
+    assert where.stdout == f"{tmp_path}/my\\nmodels\n", where.stdout
+    listed = run_cli(["--models-dir", str(odd), "models", "list"], env=isolated_env)
+    rows = listed.stdout.splitlines()
+    assert listed.returncode == 0 and len(rows) == 1 + len(catalog_module.CATALOG), listed.stdout
+    assert rows[-1].split()[0] in catalog_module.CATALOG
+    assert any(row.endswith(f"{tmp_path}/my\\nmodels/inswapper_128.onnx") for row in rows), listed.stdout
+
+
 def test_models_list_shows_every_model_with_state_and_licence(isolated_env) -> None:
     result = run_cli(["models", "list"], env=isolated_env)
     assert result.returncode == 0, result.stderr

@@ -172,7 +172,8 @@ def test_interrupt_with_keep_partial_leaves_a_valid_shorter_video(tmp_path: Path
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
-    assert "kept" in stderr
+    kept = [line for line in stderr.splitlines() if "kept" in line]  # once: it was a warning, then the error again
+    assert len(kept) == 1 and kept[0].startswith("livecam: error: interrupted after "), stderr
     info = probe(out)
     assert 0 < info["frames"] < 60
     assert [read_index(img) for img in info["images"]] == list(range(info["frames"]))
@@ -285,6 +286,38 @@ def test_frame_range_counts_the_frames_written_at_the_fps_asked(tmp_path: Path, 
                            "--frame-range", "80:100", "--no-label"], tmp_path, isolated_env)
     assert "120 frames (20 processed" in stderr
     assert probe(out)["frames"] == 120
+
+
+def test_a_one_frame_clip_is_counted_as_one_frame(tmp_path: Path, faces_dir: Path,
+                                                  isolated_env: dict[str, str]) -> None:
+    # "wrote out.mp4: 1 frames", "no face was found in any of the 1 processed frames", "has about 1 frames"
+    clip = make_clip(tmp_path / "one.mp4", frames=1, audio=False)  # a gradient, no face
+    out = tmp_path / "out.mp4"
+    args = ["video", str(clip), str(out), "-s", str(faces_dir / "biden.jpg"), "--no-watermark", "--no-c2pa"]
+    proc = run_cli(args, env=isolated_env)
+    assert proc.returncode == 0, proc.stderr
+    assert f"wrote {out}: 1 frame (1 processed, 0 with a face)" in proc.stderr, proc.stderr
+    assert "warning: no face was found in the one processed frame; the video was copied" in proc.stderr
+    refused = run_cli([*args, "--force", "--frame-range", "1:2"], env=isolated_env)
+    assert refused.returncode == 2
+    assert refused.stderr.endswith("--frame-range starts at frame 1 but one.mp4 has about 1 frame\n"), refused.stderr
+
+
+def test_a_frame_range_past_the_end_of_a_cut_short_file_says_nothing_was_swapped(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # The header announces 60 frames, so --frame-range 40:50 passed the check before the run; the
+    # file held about 15: "wrote out.mp4: 15 frames (0 processed, ...)", exit 0, not a word more.
+    whole = make_clip(tmp_path / "whole.mkv", frames=60, audio=False)
+    cut = tmp_path / "cut.mkv"
+    cut.write_bytes(whole.read_bytes()[:whole.stat().st_size // 4])
+    out = tmp_path / "out.mp4"
+    proc = run_cli(["video", str(cut), str(out), "-s", str(faces_dir / "biden.jpg"), "--frame-range", "40:50",
+                    "--no-watermark", "--no-c2pa"], env=isolated_env)
+    assert proc.returncode == 0, proc.stderr
+    written = probe(out)["frames"]
+    assert 0 < written < 40
+    assert (f"warning: --frame-range starts at frame 40 but cut.mkv ended after {written} frames, so no frame was "
+            f"processed; the video was copied without swaps") in proc.stderr, proc.stderr
 
 
 def _embedded_models_present() -> bool:

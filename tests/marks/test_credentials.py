@@ -51,6 +51,45 @@ def test_signed_image_has_a_valid_livecam_manifest(tmp_path: Path, local: cr.Ide
     assert "self-signed" in found.signer
 
 
+def test_file_names_that_are_not_utf8_are_signed_and_the_input_stays_the_parent(tmp_path: Path,
+                                                                                local: cr.Identity) -> None:
+    # A Latin-1 name (b"caf\xe9.jpg") made the manifest's JSON invalid: such an output was not
+    # written at all ("could not sign ... pass --no-c2pa") and such an input was dropped as the
+    # parent, so the output claimed to be created from nothing instead of edited from it.
+    source = tmp_path / "caf\udce9.jpg"  # how Python names the bytes b"caf\xe9.jpg"
+    source.write_bytes(encoded(".jpg"))
+    out = tmp_path / "out\udce9.jpg"
+    out.write_bytes(cr.Signing(local, source, ("mesh",)).sign_bytes(encoded(".jpg"), out))
+    found = cr.read_credentials(out)
+    assert found.by_livecam and found.state == "Valid", found
+    assert found.actions == ("c2pa.opened", "c2pa.edited"), found.actions
+
+
+def test_a_disk_too_full_for_the_signed_copy_says_so_and_offers_no_c2pa(tmp_path: Path, local: cr.Identity,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # Signing writes a second copy of the finished file: a video that fitted the disk was lost at
+    # its very end with only "the disk is full; free some space or choose another folder".
+    import errno
+
+    from livecam.errors import OutputError
+
+    out = tmp_path / "out.jpg"
+    temp = tmp_path / ".livecam-0.part.jpg"
+    temp.write_bytes(encoded(".jpg"))
+
+    class Full(io.BytesIO):  # the signed copy: ENOSPC when its last bytes are flushed, on close
+        def close(self) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cr, "open", lambda path, mode="r": Full() if "w" in mode else open(path, mode), raising=False)
+    with pytest.raises(OutputError) as caught:
+        cr.Signing(local, None, ()).sign_file(temp, out)
+    assert caught.value.message == (
+        f"writing {out} failed while signing its content credentials, which needs room for a second copy of it: "
+        f"the disk is full (or over quota); free some space, choose another folder, or pass --no-c2pa")
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "c2pa") == [temp.name]  # no signed half-copy
+
+
 def test_local_identity_is_made_once_private_and_reported_self_signed(tmp_path: Path) -> None:
     env = {"LIVECAM_C2PA_DIR": str(tmp_path / "c2pa")}
     first, second = cr.load_identity(None, None, environ=env), cr.load_identity(None, None, environ=env)

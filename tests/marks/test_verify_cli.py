@@ -91,12 +91,30 @@ def test_unmarked_photo_exits_1(faces_dir: Path, isolated_env: dict[str, str]) -
     assert result.returncode == 1 and "NOT MARKED" in result.stdout
 
 
+def test_a_file_name_with_a_newline_or_an_escape_stays_on_its_line(tmp_path: Path, faces_dir: Path,
+                                                                    isolated_env: dict[str, str]) -> None:
+    # The report printed the name as it is: a newline split "NAME: NOT MARKED" over two lines
+    # and an escape sequence reached the terminal (stderr messages were escaped, stdout was not).
+    odd = tmp_path / "a\nb.jpg"
+    odd.write_bytes((faces_dir / "obama.jpg").read_bytes())
+    result = run_cli(["verify", str(odd), str(tmp_path / "gone\x1b[31m.png")], env=isolated_env)
+    lines = result.stdout.splitlines()
+    assert result.returncode == 2 and len(lines) == 5, result.stdout
+    assert lines[0] == f"{tmp_path}/a\\nb.jpg: NOT MARKED: no livecam mark found (image)"
+    assert lines[4].startswith(f"{tmp_path}/gone\\x1b[31m.png: UNREADABLE: ") and "\x1b" not in result.stdout
+
+
 def test_unreadable_and_missing_files_exit_2(tmp_path: Path, isolated_env: dict[str, str]) -> None:
     junk = tmp_path / "junk.mp4"
     junk.write_bytes(b"not a video at all")
     code, found = verify([junk, tmp_path / "missing.png"], isolated_env)
     assert code == 2
     assert all("error" in item for item in found)
+
+
+def test_a_dash_for_standard_input_says_to_give_a_file(isolated_env: dict[str, str]) -> None:
+    code, (dash,) = verify([Path("-")], isolated_env)  # was "-: no such file"
+    assert code == 2 and dash["error"].startswith("'-' (standard input) is not a file;"), dash
 
 
 def test_a_file_that_is_neither_an_image_nor_a_video_is_not_called_a_bad_video(

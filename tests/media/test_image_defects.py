@@ -277,3 +277,44 @@ def test_a_32_bit_unsigned_tiff_an_old_opencv_cannot_decode_says_so(
     signed.write_bytes(plain_tiff(np.full((2, 2, 3), 7, np.int32), 2, 2))
     with pytest.raises(InputError, match="truncated or corrupt"):
         images.read_image(signed)
+
+
+@pytest.mark.parametrize("kind", ["lossless", "lossy", "extended"])
+def test_a_webp_cut_short_in_its_size_fields_is_called_damaged(tmp_path: Path, kind: str) -> None:
+    # A partial download of 20 bytes (RIFF, WEBP and the VP8L chunk's header, nothing after) was
+    # "internal error: IndexError: index out of range" in livecam image, its --source and verify.
+    import io
+
+    import cv2
+    from PIL import Image
+
+    picture = np.random.default_rng(3).integers(0, 255, (24, 32, 3), dtype=np.uint8)
+    if kind == "extended":  # VP8X: alpha
+        buf = io.BytesIO()
+        Image.fromarray(picture).convert("RGBA").save(buf, "WEBP")
+        data = buf.getvalue()
+    else:
+        quality = 101 if kind == "lossless" else 80  # above 100: lossless (VP8L), else lossy (VP8)
+        data = cv2.imencode(".webp", picture, [cv2.IMWRITE_WEBP_QUALITY, quality])[1].tobytes()
+    path = tmp_path / "cut.webp"
+    for length in range(12, 40):  # the chunk header and the size fields after it, byte by byte
+        path.write_bytes(data[:length])
+        with pytest.raises(InputError):
+            images.read_image(path)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
+def test_an_rgba_tiff_written_by_opencv_keeps_its_transparency(tmp_path: Path, dtype: type) -> None:
+    # OpenCV writes a BGRA picture as a 4-sample RGB TIFF without ExtraSamples (and reads it back
+    # with its alpha): livecam took it for a decoder's padding and made it opaque without a word.
+    import cv2
+
+    top = np.iinfo(dtype).max
+    picture = np.full((8, 6, 4), top // 2, dtype)
+    picture[:4, :, 3] = 0  # the top half transparent
+    picture[4:, :, 3] = top
+    path = tmp_path / "cutout.tif"
+    assert cv2.imwrite(str(path), picture)
+    image = images.read_image(path)
+    assert image.shape == (8, 6, 4)
+    assert image[:4, :, 3].max() == 0 and image[4:, :, 3].min() == 255

@@ -9,11 +9,18 @@ from pathlib import Path
 import click
 
 from livecam.atomic import AtomicOutput, check_new_output
+from livecam.cli import one_line  # (moving with cli.py's message helpers)
 from livecam.errors import EXIT_MODEL, InputError, LicenseNotAcceptedError, ModelError
 from livecam.models.catalog import download_command
 from livecam.models.store import (CORRUPT, MISSING, PRESENT, UNPINNED, VERIFIED, ModelState, ModelStore,
                                   tty_confirm)
 from livecam.settings import RuntimeSettings
+
+
+def _echo(line: str, err: bool = False) -> None:
+    """One line of output with its control characters escaped, as every stderr message is: a
+    models folder or a model's detail could hold a newline or a terminal escape."""
+    click.echo(one_line(line), err=err)
 
 
 def _size(n: int | None) -> str:
@@ -36,11 +43,11 @@ def list_models(settings: RuntimeSettings) -> None:
         rows.append((name, _size(size), licence, state, str(st.path)))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for row in rows:
-        click.echo("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:4])) + "  " + row[4])
+        _echo("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:4])) + "  " + row[4])
 
 
 def where_models(settings: RuntimeSettings) -> None:
-    click.echo(str(ModelStore(settings, progress=False).root))
+    _echo(str(ModelStore(settings, progress=False).root))
 
 
 def download_models(settings: RuntimeSettings, names: tuple[str, ...], accept: bool, every: bool = False) -> None:
@@ -53,7 +60,7 @@ def download_models(settings: RuntimeSettings, names: tuple[str, ...], accept: b
     specs = [store.spec(n) for n in wanted]  # unknown names fail here, before anything is fetched
     for spec in specs:
         if spec.bundled:
-            click.echo(f"{spec.name}: embedded in the package, nothing to download")
+            _echo(f"{spec.name}: embedded in the package, nothing to download")
     # What has to be fetched: missing files, and files that turn out corrupt (a present file not
     # hashed yet is hashed now: asking for a download is asking for a good file).
     states: dict[str, ModelState] = {}
@@ -78,7 +85,7 @@ def download_models(settings: RuntimeSettings, names: tuple[str, ...], accept: b
                 by_licence.setdefault(spec.licence, []).append(spec)
         for group in by_licence.values():  # one question per licence, naming every model under it
             group_names = ", ".join(s.name for s in group)
-            click.echo(f"{group_names}: licence {group[0].licence} ({group[0].licence_url})", err=True)
+            _echo(f"{group_names}: licence {group[0].licence} ({group[0].licence_url})", err=True)
             if not tty_confirm(group[0]):
                 refused.extend(s.name for s in group)
         if refused:
@@ -93,20 +100,20 @@ def download_models(settings: RuntimeSettings, names: tuple[str, ...], accept: b
             continue
         st = states[spec.name]
         if st.state in (VERIFIED, UNPINNED):
-            click.echo(f"{spec.name}: already present ({st.state})")
+            _echo(f"{spec.name}: already present ({st.state})")
             continue
         if spec.needs_acceptance:  # to be fetched, so accepted by now (flag or question)
-            click.echo(f"{spec.name}: licence {spec.licence} ({spec.licence_url}) accepted", err=True)
+            _echo(f"{spec.name}: licence {spec.licence} ({spec.licence_url}) accepted", err=True)
         if st.state == CORRUPT:
             path = _replace_corrupt(store, spec.name, st.path)
         else:
             path = store.path(spec.name)
-        click.echo(f"{spec.name}: {path}")
+        _echo(f"{spec.name}: {path}")
 
 
 def _replace_corrupt(store: ModelStore, name: str, bad: Path) -> Path:
     """Download `name` over its corrupt file; the old file is put back if the download fails."""
-    click.echo(f"{name}: {bad} is corrupt; downloading a fresh copy", err=True)
+    _echo(f"{name}: {bad} is corrupt; downloading a fresh copy", err=True)
     aside = bad.with_name(f".{bad.name}.corrupt")
     os.replace(bad, aside)
     try:
@@ -134,13 +141,13 @@ def verify_models(settings: RuntimeSettings, names: tuple[str, ...]) -> int:
         where = "" if st.state == MISSING else f" {st.path}"
         detail = f": {st.detail}" if st.detail else ""  # the detail may hold parentheses itself
         line = f"{name}: {st.state}{where}{detail}"
-        click.echo(line, err=st.state == CORRUPT)
+        _echo(line, err=st.state == CORRUPT)
     problems = [f"{failed} model file{'' if failed == 1 else 's'} failed verification"] if failed else []
     if missing:
         problems.append(f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not downloaded "
                         f"(`{download_command(*missing)}`)")
     if problems:
-        click.echo(f"livecam: error: {'; '.join(problems)}", err=True)
+        _echo(f"livecam: error: {'; '.join(problems)}", err=True)
         return EXIT_MODEL
     return 0
 
@@ -166,4 +173,4 @@ def convert_model(settings: RuntimeSettings, checkpoint: Path, output: Path | No
         if problem:
             raise ModelError(f"the converted model does not look like GFPGAN v1.4 ({problem}); "
                              f"is {checkpoint} GFPGANv1.4.pth?")
-    click.echo(str(target))
+    _echo(str(target))

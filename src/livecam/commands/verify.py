@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from livecam.cli import one_line  # (moving with cli.py's message helpers; a file name may hold a newline)
 from livecam.errors import EXIT_USAGE, LivecamError
 from livecam.marks.evidence import Evidence, examine
 from livecam.marks.watermark import open_watermarker
@@ -27,7 +28,7 @@ def run_verify(runtime: RuntimeSettings, files: tuple[Path, ...], as_json: bool)
             status = EXIT_USAGE
             results.append({"file": str(path), "error": exc.message})
             if not as_json:
-                click.echo(f"{path}: UNREADABLE: {exc.message}")
+                click.echo(one_line(f"{path}: UNREADABLE: {exc.message}"))
             continue
         if not evidence.marked:
             status = max(status, 1)
@@ -57,4 +58,4 @@ def report(evidence: Evidence) -> str:
              f"  watermark: {evidence.watermark.describe()}",
              f"  C2PA:      {c2pa}",
              f"  metadata:  {', '.join(evidence.metadata) or 'no livecam tags'}"]
-    return "\n".join(lines)
+    return "\n".join(one_line(line) for line in lines)  # one line per line, whatever a name holds

@@ -28,6 +28,7 @@ from livecam.pipeline.file import process_video
 from livecam.pipeline.segments import check_segmentable
 from livecam.pipeline.progress import Parts, Progress
 from livecam.settings import ClusterSettings, VideoJob
+from livecam.wording import counted
 
 if TYPE_CHECKING:
     from livecam.pipeline.contracts import FileEngine
@@ -69,7 +70,7 @@ def check_job(job: VideoJob) -> tuple[VideoJob, int | None]:
     if job.frame_range is not None and total is not None and job.frame_range[0] >= total:
         at = f" at {job.fps:g} fps" if job.fps is not None else ""
         raise InputError(f"--frame-range starts at frame {job.frame_range[0]} but {job.input.name} has about "
-                         f"{total} frames{at}")
+                         f"{counted(total, 'frame')}{at}")
     return job, total
 
 
@@ -122,8 +123,9 @@ def run_video(job: VideoJob, cluster: ClusterSettings | None = None) -> None:
         audio = f"{sounds} {audio.replace('audio', 'audio tracks', 1)}"
     if subtitles:
         audio += f", {subtitles} subtitle track{'s' if subtitles > 1 else ''}"
-    log.info("wrote %s: %d frames (%d processed, %d with a face) in %.1f s, %.1f fps, %s",
-             result.output, stats.frames, stats.processed, stats.with_faces, stats.seconds, stats.fps, audio)
+    log.info("wrote %s: %s (%d processed, %d with a face) in %.1f s, %.1f fps, %s",
+             result.output, counted(stats.frames, "frame"), stats.processed, stats.with_faces, stats.seconds, stats.fps,
+             audio)
 
 
 def run_folder(template: VideoJob, cluster: ClusterSettings | None = None) -> None:

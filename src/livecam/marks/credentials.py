@@ -259,9 +259,19 @@ class Signing:
         fmt = mime_type(output)
         if fmt is None:
             return
-        with AtomicOutput(temp, force=True, shown=output) as out, open(temp, "rb") as src, \
-                open(out.temp, "wb") as dest:
-            self._sign(src, dest, fmt, output.name)
+        try:
+            with AtomicOutput(temp, force=True, shown=output) as out, open(temp, "rb") as src, \
+                    open(out.temp, "wb") as dest:
+                self._sign(src, dest, fmt, output.name)
+        except OutputError as exc:
+            # The signed copy is written beside the finished file: a video that fitted the disk
+            # was lost at its end with only "the disk is full", no word of why or of --no-c2pa.
+            cause = exc.__cause__
+            if isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise OutputError(f"writing {output} failed while signing its content credentials, which "
+                                  f"needs room for a second copy of it: {FULL}; free some space, choose "
+                                  f"another folder, or pass --no-c2pa") from cause
+            raise
 
     def _sign(self, source: Any, dest: Any, fmt: str, title: str) -> None:
         import c2pa
@@ -301,12 +311,19 @@ class Signing:
                title: str) -> None:
         # No thumbnails: the input's would put the unswapped original inside the output.
         context = c2pa.Context.from_dict({"builder": {"thumbnail": {"enabled": False}}})
-        with c2pa.Builder(json.dumps(self.manifest(title, parent is not None)), context) as builder:
+        with c2pa.Builder(json.dumps(self.manifest(_unicode(title), parent is not None)), context) as builder:
             if parent is not None:
                 with open(parent, "rb") as ingredient:
-                    builder.add_ingredient(json.dumps({"title": parent.name, "relationship": "parentOf",
+                    builder.add_ingredient(json.dumps({"title": _unicode(parent.name), "relationship": "parentOf",
                                                        "label": "input"}), content_mime_type(parent), ingredient)
             builder.sign(signer, fmt, source, dest)
+
+
+def _unicode(name: str) -> str:
+    """A file name as text C2PA takes: a name that is not UTF-8 (bytes Python keeps as lone
+    surrogates) made the manifest's JSON invalid, so such an output failed to be written and such
+    an input was left out as the parent ingredient (the output claimed to be created, not edited)."""
+    return os.fsencode(name).decode("utf-8", "replace")
 
 
 def _first_line(exc: BaseException) -> str:

@@ -92,6 +92,9 @@ def examine(path: Path, marker: wm.Watermarker) -> Evidence:
     if path.is_dir():
         raise InputError(f"{path} is a folder; give the files in it, such as {path / '*'}")
     if not path.exists():
+        if str(path) == "-":  # the usual spelling of standard input, which was "-: no such file"
+            raise InputError("'-' (standard input) is not a file; verify reads files: save what you "
+                             "would pipe in to a file first and give that file")
         raise InputError(f"{path}: no such file")
     if not path.is_file():
         raise InputError(f"{path} is not a regular file; give an image or a video file")

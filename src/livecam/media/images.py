@@ -147,7 +147,8 @@ def _read(path: Path, face_photo: str = "") -> tuple[np.ndarray, bytes | None, i
     if fmt == "tiff" and (image.ndim == 2 or image.shape[2] in (1, 3)) and _tiff_declares_alpha(data):
         log.warning("note: %s is a grey TIFF with transparency, which livecam reads without it (as opaque); "
                     "save it as a PNG to keep the transparency", path.name)
-    if fmt == "tiff" and image.ndim == 3 and image.shape[2] == 4 and not _tiff_declares_alpha(data):
+    if fmt == "tiff" and image.ndim == 3 and image.shape[2] == 4 and not _tiff_declares_alpha(data) \
+            and not _tiff_stores_rgba(data):
         # libtiff's RGBA reader (a CMYK TIFF's) adds an opaque alpha the file does not hold: the
         # outputs then had an alpha channel no opaque input gives them
         image = image[..., :3]
@@ -382,6 +383,7 @@ def _short_value_offset(tiff: bytes, tag: int = md.TAG_ORIENTATION) -> int | Non
 # TIFF PhotometricInterpretation values of L*a*b* pixels: CIELab (a*, b* signed), ICCLab (a*, b*
 # offset by half the range), ITULab (fax ranges, not read).
 _CIELAB, _ICCLAB, _ITULAB = 8, 9, 10
+_RGB = 2  # PhotometricInterpretation of RGB pixels
 _TAG_PHOTOMETRIC = 0x0106
 _TAG_SAMPLE_FORMAT = 0x0153  # 1 unsigned, 2 signed, 3 floating point
 _TAG_EXTRA_SAMPLES, _ASSOCIATED_ALPHA, _UNASSOCIATED_ALPHA = 0x0152, 1, 2
@@ -420,6 +422,15 @@ def _tiff_declares_alpha(data: bytes) -> bool:
     at = _short_value_offset(data, _TAG_EXTRA_SAMPLES)
     end = "<" if data[:2] == b"II" else ">"
     return at is not None and struct.unpack(end + "H", data[at:at + 2])[0] in (_ASSOCIATED_ALPHA, _UNASSOCIATED_ALPHA)
+
+
+def _tiff_stores_rgba(data: bytes) -> bool:
+    """Whether a TIFF stores four samples a pixel as RGB: the fourth is the file's own, its alpha
+    even without ExtraSamples (OpenCV writes its BGRA pictures so, and reads them back with it;
+    livecam dropped that transparency without a word)."""
+    tags = md.tiff_ifd0(data)
+    end = "<" if data[:2] == b"II" else ">"
+    return _first_short(tags.get(_TAG_PHOTOMETRIC, 0), end) == _RGB and _first_short(tags.get(277, 1), end) == 4
 
 
 def _tiff_samples_as_stored(data: bytes, lab: bool) -> bytes:

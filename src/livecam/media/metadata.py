@@ -136,15 +136,16 @@ def _webp_size(data: bytes) -> tuple[int, int] | None:
     chunks = riff_chunks(data)
     if not chunks:
         return None
-    fourcc, start, _ = chunks[0]
-    if fourcc == b"VP8X":
+    fourcc, start, end = chunks[0]
+    # A file cut short inside the size fields declares nothing (a 20-byte VP8L was an IndexError).
+    if fourcc == b"VP8X" and end - start >= 10:
         w = int.from_bytes(data[start + 4:start + 7], "little") + 1
         h = int.from_bytes(data[start + 7:start + 10], "little") + 1
         return w, h
-    if fourcc == b"VP8L" and data[start] == 0x2F:
+    if fourcc == b"VP8L" and end - start >= 5 and data[start] == 0x2F:
         bits = int.from_bytes(data[start + 1:start + 5], "little")
         return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
-    if fourcc == b"VP8 " and data[start + 3:start + 6] == b"\x9d\x01\x2a":
+    if fourcc == b"VP8 " and end - start >= 10 and data[start + 3:start + 6] == b"\x9d\x01\x2a":
         w, h = struct.unpack("<HH", data[start + 6:start + 10])
         return w & 0x3FFF, h & 0x3FFF
     return None

@@ -26,6 +26,7 @@ from livecam.models.catalog import ArchiveSpec, ModelSpec, TensorSpec, download_
 from livecam.models.download import DownloadPolicy, download, sha256_file
 from livecam.runtime.providers import import_onnxruntime
 from livecam.settings import RuntimeSettings
+from livecam.wording import counted
 
 log = logging.getLogger("livecam")
 
@@ -659,21 +660,17 @@ def _copy_limited(src: Any, out: Any, limit: int) -> int:
     return copied
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
-
-
 def signature_problem(spec: ModelSpec, inputs: list[Any], outputs: list[Any]) -> str:
     """'' when the ORT inputs/outputs fit the spec, else what differs, in a few words."""
     if len(inputs) != len(spec.inputs):
-        return (f"expected {_count(len(spec.inputs), 'input')} ({'; '.join(t.describe() for t in spec.inputs)}), "
+        return (f"expected {counted(len(spec.inputs), 'input')} ({'; '.join(t.describe() for t in spec.inputs)}), "
                 f"found {len(inputs)} ({'; '.join(_describe_arg(a) for a in inputs)})")
     for i, want in enumerate(spec.inputs):
         arg = _by_name(inputs, want.name) if want.name else inputs[i]
         if arg is None or not _fits(want, arg):
             return f"expected input {want.describe()}, found {'; '.join(_describe_arg(a) for a in inputs)}"
     if len(outputs) != len(spec.outputs) and not (spec.extra_outputs and len(outputs) > len(spec.outputs)):
-        return f"expected {_count(len(spec.outputs), 'output')}, found {len(outputs)}"
+        return f"expected {counted(len(spec.outputs), 'output')}, found {len(outputs)}"
     unused = list(outputs)
     for want in spec.outputs:
         match = next((a for a in unused if (want.name is None or a.name == want.name) and _fits(want, a)), None)

@@ -68,6 +68,7 @@ from livecam.pipeline.stages import POLL_S, Stages
 from livecam.processors.base import MIN_EYE_DISTANCE, usable
 from livecam.media.provenance import CONTAINER_METADATA, LabelPlacement, draw_label
 from livecam.settings import VideoJob
+from livecam import wording
 
 if TYPE_CHECKING:
     from livecam.marks.watermark import Watermarker
@@ -587,8 +588,9 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
         output.discard()  # the writer may have created the file before failing; no-op once committed
         if isinstance(exc, KeyboardInterrupt):
             done = writer.frames_written if writer is not None else 0
-            where = f"; the first {done} frames were kept in {kept}" if kept else "; no output written"
-            raise Interrupted(f"interrupted after {done} frames{where}") from exc
+            where = (f"; the first {wording.counted(done, 'frame')} {'was' if done == 1 else 'were'} kept in {kept}"
+                     if kept else "; no output written")
+            raise Interrupted(f"interrupted after {wording.counted(done, 'frame')}{where}") from exc
         raise
     if own is not None:
         own.close()
@@ -600,13 +602,20 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
         output.discard()
         raise
     output.commit()  # OutputConflictError when a file appeared at job.output meanwhile
-    if stats.processed and not stats.with_faces:
-        log.warning("warning: no %s was found in any of the %d processed frames; the video was "
-                    "copied without swaps", job.processing.analysis.wanted_faces, stats.processed)
+    one = stats.processed == 1  # "in any of the 1 processed frames"
+    if job.frame_range is not None and not stats.processed:  # the header promised more frames than there were
+        log.warning("warning: --frame-range starts at frame %d but %s ended after %s, so no frame was processed; "
+                    "the video was copied without swaps", job.frame_range[0], job.input.name,
+                    wording.counted(stats.frames, "frame"))
+    elif stats.processed and not stats.with_faces:
+        log.warning("warning: no %s was found in %s; the video was copied without swaps",
+                    job.processing.analysis.wanted_faces,
+                    "the one processed frame" if one else f"any of the {stats.processed} processed frames")
     elif stats.with_faces and not stats.changed:  # found, but every one left as it is
-        log.warning("warning: the faces found in %d of the %d processed frames are all too small to change "
-                    "(under %g px between the eyes), so none was changed; use a video where they are larger",
-                    stats.with_faces, stats.processed, MIN_EYE_DISTANCE)
+        log.warning("warning: the faces found in %s are all too small to change (under %g px between the eyes), "
+                    "so none was changed; use a video where they are larger",
+                    "the one processed frame" if one
+                    else f"{stats.with_faces} of the {stats.processed} processed frames", MIN_EYE_DISTANCE)
     return VideoResult(output=job.output, stats=stats, audio=writer.audio_mode, partial=False, tracks=writer.tracks)
 
 
@@ -624,7 +633,8 @@ def _finish_partial(writer: VideoWriter, output: AtomicOutput, job: VideoJob, ex
             except OutputConflictError as conflict:  # a file appeared at the output: kept beside it
                 log.warning("warning: %s", conflict.message)
                 kept = conflict.kept
-            log.warning("partial video with %d frames kept in %s", writer.frames_written, kept)
+            if not isinstance(exc, KeyboardInterrupt):  # the interrupt's own one line says where
+                log.warning("partial video with %s kept in %s", wording.counted(writer.frames_written, "frame"), kept)
             return kept
         except BaseException:  # noqa: BLE001 - fall through to removal; the original error wins
             pass
