@@ -1,5 +1,5 @@
-"""What livecam writes to the terminal: one-line messages, the log's format, and what becomes of
-stdout when it cannot be written. cli.py decides the exit codes; commands/ print through here too."""
+"""What livecam writes to the terminal: one-line messages (counted: "1 frame", "2 frames"), the
+log's format, and what becomes of stdout when it cannot be written. cli.py decides the exit codes; commands/ print through here too."""
 
 from __future__ import annotations
 
@@ -85,6 +85,12 @@ def one_line(text: str) -> str:
     escape as \\x1b): a file name holding a newline split the one-line "wrote ..." and error
     messages over two lines. Every stderr message passes here (_say, OneLineFormatter)."""
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def counted(n: int, noun: str) -> str:
+    """`n` and `noun`, plural unless `n` is 1 (a regular English plural: noun + s): a one-frame
+    clip was "1 frames" in the summary, the interrupt and the no-face warning."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 class OneLineFormatter(logging.Formatter):

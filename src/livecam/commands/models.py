@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from livecam.atomic import AtomicOutput, check_new_output
-from livecam.cli import one_line  # (moving with cli.py's message helpers)
+from livecam.console import one_line
 from livecam.errors import EXIT_MODEL, InputError, LicenseNotAcceptedError, ModelError
 from livecam.models.catalog import download_command
 from livecam.models.store import (CORRUPT, MISSING, PRESENT, UNPINNED, VERIFIED, ModelState, ModelStore,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from livecam.cli import one_line  # (moving with cli.py's message helpers; a file name may hold a newline)
+from livecam.console import one_line  # a file name may hold a newline
 from livecam.errors import EXIT_USAGE, LivecamError
 from livecam.marks.evidence import Evidence, examine
 from livecam.marks.watermark import open_watermarker

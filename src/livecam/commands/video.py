@@ -28,7 +28,7 @@ from livecam.pipeline.file import process_video
 from livecam.pipeline.segments import check_segmentable
 from livecam.pipeline.progress import Parts, Progress
 from livecam.settings import ClusterSettings, VideoJob
-from livecam.wording import counted
+from livecam.console import counted
 
 if TYPE_CHECKING:
     from livecam.pipeline.contracts import FileEngine

@@ -26,7 +26,7 @@ from livecam.models.catalog import ArchiveSpec, ModelSpec, TensorSpec, download_
 from livecam.models.download import DownloadPolicy, download, sha256_file
 from livecam.runtime.providers import import_onnxruntime
 from livecam.settings import RuntimeSettings
-from livecam.wording import counted
+from livecam.console import counted
 
 log = logging.getLogger("livecam")
 

@@ -68,7 +68,7 @@ from livecam.pipeline.stages import POLL_S, Stages
 from livecam.processors.base import MIN_EYE_DISTANCE, usable
 from livecam.media.provenance import CONTAINER_METADATA, LabelPlacement, draw_label
 from livecam.settings import VideoJob
-from livecam import wording
+from livecam.console import counted
 
 if TYPE_CHECKING:
     from livecam.marks.watermark import Watermarker
@@ -588,9 +588,9 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
         output.discard()  # the writer may have created the file before failing; no-op once committed
         if isinstance(exc, KeyboardInterrupt):
             done = writer.frames_written if writer is not None else 0
-            where = (f"; the first {wording.counted(done, 'frame')} {'was' if done == 1 else 'were'} kept in {kept}"
+            where = (f"; the first {counted(done, 'frame')} {'was' if done == 1 else 'were'} kept in {kept}"
                      if kept else "; no output written")
-            raise Interrupted(f"interrupted after {wording.counted(done, 'frame')}{where}") from exc
+            raise Interrupted(f"interrupted after {counted(done, 'frame')}{where}") from exc
         raise
     if own is not None:
         own.close()
@@ -606,7 +606,7 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
     if job.frame_range is not None and not stats.processed:  # the header promised more frames than there were
         log.warning("warning: --frame-range starts at frame %d but %s ended after %s, so no frame was processed; "
                     "the video was copied without swaps", job.frame_range[0], job.input.name,
-                    wording.counted(stats.frames, "frame"))
+                    counted(stats.frames, "frame"))
     elif stats.processed and not stats.with_faces:
         log.warning("warning: no %s was found in %s; the video was copied without swaps",
                     job.processing.analysis.wanted_faces,
@@ -634,7 +634,7 @@ def _finish_partial(writer: VideoWriter, output: AtomicOutput, job: VideoJob, ex
                 log.warning("warning: %s", conflict.message)
                 kept = conflict.kept
             if not isinstance(exc, KeyboardInterrupt):  # the interrupt's own one line says where
-                log.warning("partial video with %s kept in %s", wording.counted(writer.frames_written, "frame"), kept)
+                log.warning("partial video with %s kept in %s", counted(writer.frames_written, "frame"), kept)
             return kept
         except BaseException:  # noqa: BLE001 - fall through to removal; the original error wins
             pass

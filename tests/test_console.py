@@ -1,0 +1,15 @@
+"""console: how messages count things and keep to one line."""
+
+from __future__ import annotations
+
+from livecam.console import counted, one_line
+
+
+def test_one_is_singular_and_every_other_count_plural() -> None:
+    assert counted(1, "frame") == "1 frame"
+    assert [counted(n, "frame") for n in (0, 2, 11)] == ["0 frames", "2 frames", "11 frames"]
+
+
+def test_control_characters_are_escaped_as_python_writes_them() -> None:
+    assert one_line("a\nb\x1b[31mc\td") == "a\\nb\\x1b[31mc\\td"
+    assert one_line("plain é ü") == "plain é ü"  # printable text, accents included, stays
