@@ -53,8 +53,11 @@ def test_pattern_chooses_file_names_and_a_folder_with_nothing_to_do_is_one_clear
     _files(clips, {"a.mp4": 1, "b.mkv": 1, "c.gif": 1})
     assert [j.input.name for j in plan_folder(_template(clips, out), "*.gif", skip_existing=False).jobs] == ["c.gif"]
     assert [j.output.name for j in plan_folder(_template(clips, out), "*.gif", skip_existing=False).jobs] == ["c.mp4"]
-    with pytest.raises(InputError, match=r"no files matching '\*.mov' in .*clips"):
+    with pytest.raises(InputError, match=r"no files matching '\*.mov' in .*clips; check the pattern") as exc:
         plan_folder(_template(clips, out), "*.mov", skip_existing=False)
+    assert "give --pattern" not in str(exc.value)  # it was given
+    with pytest.raises(InputError, match=r"--pattern is case-sensitive: 'b.mkv' differs only in case"):
+        plan_folder(_template(clips, out), "*.MKV", skip_existing=False)
     with pytest.raises(InputError, match="not paths; subfolders are not searched"):
         plan_folder(_template(clips, out), "sub/*.mp4", skip_existing=False)
     with pytest.raises(InputError, match="is the input folder"):

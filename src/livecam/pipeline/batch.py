@@ -105,9 +105,14 @@ def plan_folder(template: VideoJob, pattern: str | None, *, skip_existing: bool)
         raise InputError(f"cannot list the input folder {folder}: {exc.strerror or exc}") from exc
     matched = [p for p in entries
                if (fnmatch.fnmatchcase(p.name, pattern) if pattern else p.suffix.lower() in suffixes)]
+    if not matched and pattern:
+        other_case = [p.name for p in entries if fnmatch.fnmatch(p.name.lower(), pattern.lower())]
+        fix = (f"--pattern is case-sensitive: {other_case[0]!r} differs only in case" if other_case
+               else "check the pattern (shell style: '*.mp4', 'take-??.mov')")
+        raise InputError(f"no files matching {pattern!r} in {folder}; {fix}")
     if not matched:
-        wanted = f"matching {pattern!r}" if pattern else f"with a video extension ({', '.join(suffixes)})"
-        raise InputError(f"no files {wanted} in {folder}; give --pattern to choose others")
+        raise InputError(f"no files with a video extension ({', '.join(suffixes)}) in {folder}; "
+                         "give --pattern to choose others")
     matched.sort(key=lambda p: (-_size(p), p.name))  # the longest work first: fewer idle minutes at the end
     jobs: list[VideoJob] = []
     decided: list[FileOutcome] = []
