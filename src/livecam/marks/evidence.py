@@ -64,7 +64,8 @@ class WatermarkFinding:
         if self.found:
             return (f"found in {what} (livecam payload v{self.version}, {self.best_errors} of 32 bits off; "
                     f"at most {wm.MAX_BIT_ERRORS} allowed)")
-        return f"not found ({what}; closest frame {self.best_errors} of 32 bits off)"
+        closest = "" if self.frames_read == 1 else "closest frame "  # an image has no other frame to be closer
+        return f"not found ({what}; {closest}{self.best_errors} of 32 bits off)"
 
 
 @dataclass(frozen=True)
