@@ -34,8 +34,8 @@ the same triangles and grid, so the face's features sit where the source person 
 the outline, pose and expression stay the target's. `shape_strength` (0..1) sets how far;
 --blend scales it too (the opacity of the whole swap: 0 leaves the frame exactly as it was).
 
-The modules, each with one job (swapper.py uses the other five; source.py, shape.py and texture.py
-build on warp.py and regions.py):
+The modules, one job each, each importing only those listed before it (shape.py names source.py's
+PreparedSource for type checking only):
 - warp.py: the piecewise-affine warp (triangulation, sampling maps, facing weights, the motion of
   the target's own pixels);
 - shape.py: the shape transfer (shape_offsets, shape_weights, turned_apart);
