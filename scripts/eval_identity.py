@@ -48,7 +48,7 @@ import numpy as np
 from livecam.faces.face import Face
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
-from livecam.processors.mesh_swapper import MeshSwapper
+from livecam.processors.mesh.swapper import MeshSwapper
 from livecam.settings import SwapSettings
 
 REPO = Path(__file__).resolve().parent.parent

@@ -119,7 +119,7 @@ def embedded() -> Any:
 def swap_photo(embedded: Any) -> Any:
     from livecam.faces.source import SourceIdentity
     from livecam.frame import FramePacket
-    from livecam.processors.mesh_swapper import MeshSwapper
+    from livecam.processors.mesh.swapper import MeshSwapper
     from livecam.settings import SwapSettings
     from tests.conftest import FACES_DIR
 

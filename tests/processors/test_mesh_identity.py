@@ -14,8 +14,9 @@ from livecam.faces.face import Face
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
 from livecam.processors import masks
-from livecam.processors.mesh_swapper import (MeshSwapper, PreparedSource, prepare_source,
-                                             shape_offsets)
+from livecam.processors.mesh.shape import shape_offsets
+from livecam.processors.mesh.source import PreparedSource, prepare_source
+from livecam.processors.mesh.swapper import MeshSwapper
 from livecam.settings import SwapSettings
 from tests.processors.test_mesh_swapper import (TEMPLATE, inside, make_face, make_source,
                                                 pattern)

@@ -13,7 +13,8 @@ from livecam.faces import mesh_indices
 from livecam.faces.face import Face
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
-from livecam.processors.mesh_swapper import MeshSwapper, prepare_source
+from livecam.processors.mesh.source import prepare_source
+from livecam.processors.mesh.swapper import MeshSwapper
 from livecam.settings import SwapSettings
 from tests.processors.test_mesh_identity import embedded_analysis
 

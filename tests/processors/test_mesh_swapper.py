@@ -15,7 +15,9 @@ from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
 from livecam.processors import masks
 from livecam.processors.base import FrameProcessor
-from livecam.processors.mesh_swapper import MeshSwapper, piecewise_affine_maps, prepare_source, triangulate
+from livecam.processors.mesh.source import prepare_source
+from livecam.processors.mesh.swapper import MeshSwapper
+from livecam.processors.mesh.warp import piecewise_affine_maps, triangulate
 from livecam.settings import SwapSettings
 
 MODELS = Path(__file__).resolve().parents[2] / "src" / "livecam" / "models" / "default"

@@ -138,7 +138,7 @@ def eye_surroundings(face: Face, shape: tuple[int, int]) -> np.ndarray:
 
 
 def test_eye_openness_of_the_synthetic_faces() -> None:
-    from livecam.processors.mesh_swapper import eye_openness
+    from livecam.processors.mesh.regions import eye_openness
     face = make_face(2.0, (320, 240))
     assert eye_openness(face.landmarks[EYES[0]]) > 0.2
     assert eye_openness(with_closed_eyes(face).landmarks[EYES[0]]) < 0.04
@@ -194,7 +194,7 @@ def mouth_corners(face: Face, shape: tuple[int, int]) -> np.ndarray:
 
 
 def test_mouth_opener_of_the_synthetic_faces() -> None:
-    from livecam.processors.mesh_swapper import mouth_opener
+    from livecam.processors.mesh.regions import mouth_opener
     face = make_face(2.0, (320, 240))
     closed = closed_mouth_source().face
     assert mouth_opener(face.landmarks[LIPS_INNER], closed.landmarks[LIPS_INNER]) == 1.0

@@ -356,7 +356,7 @@ InswapperSwapper = NeuralSwapper  # the name from before HyperSwap, used by othe
 def _build(ctx: BuildContext) -> FrameProcessor:
     model = ctx.swap_model or "mesh"
     if model == "mesh":
-        from livecam.processors.mesh_swapper import MeshSwapper
+        from livecam.processors.mesh.swapper import MeshSwapper
 
         return MeshSwapper(ctx.settings.swap)
     from livecam.runtime.lanes import uses_device_fronts

@@ -4,7 +4,8 @@ Every module of livecam.processors that defines a module-level `PROCESSOR = Proc
 is a frame processor; its name is what `--frame-processor` takes. Adding a processor is adding
 one such module: the CLI's choices, the engine (models, landmarks, description), the governor's
 "enhancer off" step and the live e key all come from here. Helper modules (paste, color, masks,
-...) define no PROCESSOR and are ignored.
+...) and subpackages (mesh/: the mesh swapper's parts, whose __init__ defines nothing) define no
+PROCESSOR and are ignored.
 
 The modules are imported on the first question, not when this module is imported: the CLI's
 --help and `livecam models` stay free of OpenCV and numpy.
