@@ -43,6 +43,7 @@ def test_no_driver_is_one_line_naming_it(monkeypatch: pytest.MonkeyPatch, capsys
     assert "no NVIDIA driver: libcuda.so.1 cannot be loaded" in one_line_exit_2(capsys)
 
 
+@pytest.mark.filterwarnings("ignore:Specified provider .CUDAExecutionProvider. is not in available:UserWarning")  # the fallback it tests
 def test_a_session_that_falls_back_to_the_cpu_is_refused(monkeypatch: pytest.MonkeyPatch,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     """onnxruntime-gpu lists CUDA whatever the machine has; only the session says where it runs."""
