@@ -434,15 +434,8 @@ def test_stats_json_dash_is_stdout_not_a_file_named_dash(tmp_path: Path, capfd: 
     os.fstat(1)  # stdout itself is still open
 
 
-def test_stats_json_write_failures_say_the_cause_and_the_fix(tmp_path: Path) -> None:
-    # "writing failed (Broken pipe)" / "(No space left on device)": the cause without the fix
-    from livecam.errors import OutputError
-
-    if Path("/dev/full").exists():
-        with pytest.raises(OutputError, match=r"^--stats-json /dev/full: writing failed \(No space left on device\); "
-                                              r"free space on that disk or give another file$"):
-            run_live_pipeline(FakeEngine(), SyntheticSource(frames=20, fps=100), MemorySink(),
-                              opts(stats_json=Path("/dev/full"), interval_s=0.05))
+def _fifo_read_once(tmp_path: Path) -> tuple[Path, threading.Thread]:
+    """A FIFO and a started thread that reads one line from it and closes it (a reader gone)."""
     fifo = tmp_path / "stats.fifo"
     os.mkfifo(fifo)
 
@@ -452,6 +445,19 @@ def test_stats_json_write_failures_say_the_cause_and_the_fix(tmp_path: Path) -> 
 
     reader = threading.Thread(target=read_one_line_and_go)
     reader.start()
+    return fifo, reader
+
+
+def test_stats_json_write_failures_say_the_cause_and_the_fix(tmp_path: Path) -> None:
+    # "writing failed (Broken pipe)" / "(No space left on device)": the cause without the fix
+    from livecam.errors import OutputError
+
+    if Path("/dev/full").exists():
+        with pytest.raises(OutputError, match=r"^--stats-json /dev/full: writing failed \(No space left on device\); "
+                                              r"free space on that disk or give another file$"):
+            run_live_pipeline(FakeEngine(), SyntheticSource(frames=20, fps=100), MemorySink(),
+                              opts(stats_json=Path("/dev/full"), interval_s=0.05))
+    fifo, reader = _fifo_read_once(tmp_path)
     with pytest.raises(OutputError, match=r"^--stats-json .*stats.fifo: its reader closed it \(broken pipe\); "
                                           r"keep the reader open until the run ends$"):
         run_live_pipeline(FakeEngine(), SyntheticSource(frames=400, fps=100), MemorySink(),
@@ -467,15 +473,7 @@ def test_stats_json_broken_pipe_closes_the_file(tmp_path: Path) -> None:
 
     from livecam.errors import OutputError
 
-    fifo = tmp_path / "stats.fifo"
-    os.mkfifo(fifo)
-
-    def read_one_line_and_go() -> None:
-        with open(fifo, encoding="utf-8") as reader:
-            reader.readline()
-
-    reader = threading.Thread(target=read_one_line_and_go)
-    reader.start()
+    fifo, reader = _fifo_read_once(tmp_path)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ResourceWarning)
         with pytest.raises(OutputError, match="broken pipe"):
