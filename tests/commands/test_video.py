@@ -487,3 +487,19 @@ def test_an_mp4_with_its_cover_art_first_is_swapped_from_its_video(tmp_path: Pat
     notes = [line for line in stderr.splitlines() if "not copied" in line]
     assert len(notes) == 1 and notes[0].endswith("not copied: 1 attached file (cover.jpg): MP4 outputs leave them "
                                                  "out; write a .mkv output to keep them"), stderr
+
+
+def test_video_quality_for_an_encoder_without_a_quality_setting_is_said(tmp_path: Path, small_clip: Path,
+                                                                        isolated_env: dict[str, str]) -> None:
+    """--video-quality with an encoder livecam has no quality setting for (FFV1) was silently ignored."""
+    from livecam.media.video_writer import encoder_available, quality_ignored
+
+    if not encoder_available("ffv1"):
+        pytest.skip("ffv1 is not in this FFmpeg build")
+    out = tmp_path / "out.mkv"
+    base = ["video", str(small_clip), str(out), "--source", "face.jpg", "--video-encoder", "ffv1", "--force"]
+    warned = _run_patched([*base, "--video-quality", "30"], tmp_path, isolated_env)
+    assert "warning: --video-quality has no setting in the ffv1 encoder, so it is ignored" in warned
+    assert probe(out)["codec"] == "ffv1"
+    assert "--video-quality" not in _run_patched(base, tmp_path, isolated_env)  # not given: nothing to say
+    assert not any(quality_ignored(e) for e in ("libx264", "libx265", "libvpx-vp9", "libsvtav1", "mpeg4"))
