@@ -173,6 +173,11 @@ def _settings(ctx: click.Context) -> RuntimeSettings:
     return settings
 
 
+def _given(ctx: click.Context, name: str) -> bool:
+    """Whether the user gave the option `name` (on the command line or in its variable), not left its default."""
+    return ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
+
+
 def _runtime(ctx: click.Context, providers: tuple[str, ...], threads: int, explicit_threads: bool = False) -> RuntimeSettings:
     base: RuntimeSettings = ctx.obj
     check_execution_threads(threads)  # 64 on 2 cores only adds memory and contention
@@ -568,10 +573,13 @@ def _cluster(kw: dict[str, Any]) -> ClusterSettings | None:
 @file_job_options
 @click.pass_context
 def image(ctx: click.Context, input: Path, output: str, **kw: Any) -> None:
+    # One frame: nothing to smooth across, and its models get every core (commands/image.py).
+    unused = [flag for flag, given in (("--smoothing", _given(ctx, "smoothing")),
+                                       ("--execution-threads", kw["execution_threads"] is not None)) if given]
     processing = _processing(ctx, kw, smoothing_allowed=False)
     _require_source(processing)
     job = ImageJob(input=input, output=_file_output(output, input, "image"), processing=processing, force=kw["force"], label=kw["label"],
-                   watermark=kw["watermark"], c2pa=_c2pa(kw))
+                   watermark=kw["watermark"], c2pa=_c2pa(kw), unused=tuple(unused))
     from livecam.commands.image import run_image
 
     return run_image(job)
