@@ -369,6 +369,14 @@ def _processing(ctx: click.Context, kw: dict[str, Any], *, smoothing_allowed: bo
     )
 
 
+def _pattern(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Click callback of video's --pattern: an empty one (an unset shell variable) took every video."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("the pattern is empty (an unset shell variable?); give file names such as "
+                                 "'*.mp4', or leave the option out for every video")
+    return value
+
+
 def _cluster_address(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """Click callback of video's and doctor's --cluster: None when not given; an empty or unknown
     address is a usage error (`--cluster ""`, an unset shell variable, ran on this machine)."""
@@ -517,7 +525,7 @@ def run(ctx: click.Context, **kw: Any) -> None:
                    "the rest is copied through.")
 @click.option("--max-memory", type=FiniteRange(min=0.1),
               help="Most memory the run may hold, in GB, models included [default: the RAM available].")
-@click.option("--pattern", metavar="GLOB",
+@click.option("--pattern", metavar="GLOB", callback=_pattern,
               help="With a folder INPUT: the file names to take, e.g. '*.mp4' (default: every video extension).")
 @click.option("--skip-existing", is_flag=True,
               help="Keep an output that is already there and go on (resumes a folder run).")

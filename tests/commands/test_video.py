@@ -407,6 +407,8 @@ def test_faces_all_too_small_to_change_are_said_so(tmp_path: Path, faces_dir: Pa
     (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--fps", "0.0001"], "Invalid value for '--fps'"),
     (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--max-memory", "inf"], "Invalid value for '--max-memory'"),
     (["image", "in.jpg"], "Missing argument 'OUTPUT'"),
+    # an empty --pattern (an unset shell variable) ran every video of the folder
+    (["video", "in", "out", "-s", "f.jpg", "--pattern", ""], "Invalid value for '--pattern': the pattern is empty"),
 ])
 def test_usage_errors_are_one_line_too(args: list[str], text: str, isolated_env: dict[str, str]) -> None:
     proc = run_cli(args, env=isolated_env)
