@@ -610,7 +610,8 @@ def image(ctx: click.Context, input: Path, output: str, **kw: Any) -> None:
 @click.option("--watermark", is_flag=True,
               help="Run without and with the watermark, alternating (see --rounds), side by side; marked "
                    "as the outputs are (live: every frame, the encoder beside the stream; video: runs twice "
-                   "a second). The cost shows as the watermark stages.")
+                   "a second). The cost shows as the watermark stages. With --compare-providers: every "
+                   "provider runs marked.")
 @click.pass_context
 def bench(ctx: click.Context, **kw: Any) -> None:
     """Measure the real pipeline on a recorded clip: per-stage ms, FPS, latency, memory.
