@@ -571,8 +571,8 @@ def test_a_video_livecam_video_reads_is_called_a_video_in_any_container(
 
 def test_options_an_image_has_no_use_for_are_said(tmp_path: Path, faces_dir: Path,
                                                   isolated_env: dict[str, str]) -> None:
-    # --smoothing, --execution-threads (one frame) and --reference-distance without --reference or
-    # --map were dropped without a word.
+    # --smoothing, --execution-threads (one frame), --reference-distance without --reference or
+    # --map, and --many-faces with --map were dropped without a word.
     target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
     base = ["image", str(target), str(tmp_path / "o.png"), "-s", str(source), "--swap-model", "mesh", "--force",
             "--no-watermark", "--no-c2pa"]
@@ -588,6 +588,11 @@ def test_options_an_image_has_no_use_for_are_said(tmp_path: Path, faces_dir: Pat
     models = Path(isolated_env["LIVECAM_MODELS_DIR"])
     models.mkdir(exist_ok=True)
     build_arcface(models / "w600k_r50.onnx")
-    used = run_cli(["--unverified-models", *base, "--reference", str(target), "--reference-distance", "2"],
-                   env=isolated_env)
-    assert used.returncode == 0 and "ignored" not in used.stderr, used.stderr
+    base.remove("-s")
+    base.remove(str(source))
+    mapped = run_cli(["--unverified-models", *base, "--map", f"{source}={target}", "--reference-distance", "2",
+                      "--many-faces"], env=isolated_env)
+    assert mapped.returncode == 0, mapped.stderr
+    assert mapped.stderr.count("warning: --many-faces is ignored with --map, which swaps every face of its "
+                               "REFERENCE people") == 1, mapped.stderr
+    assert "--reference-distance" not in mapped.stderr  # --map uses it
