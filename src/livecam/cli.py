@@ -173,6 +173,11 @@ def _settings(ctx: click.Context) -> RuntimeSettings:
     return settings
 
 
+def _given(ctx: click.Context, name: str) -> bool:
+    """Whether the user gave the option `name` (on the command line or in its variable), not left its default."""
+    return ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
+
+
 def _runtime(ctx: click.Context, providers: tuple[str, ...], threads: int, explicit_threads: bool = False) -> RuntimeSettings:
     base: RuntimeSettings = ctx.obj
     check_execution_threads(threads)  # 64 on 2 cores only adds memory and contention
@@ -364,6 +369,14 @@ def _processing(ctx: click.Context, kw: dict[str, Any], *, smoothing_allowed: bo
     )
 
 
+def _pattern(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Click callback of video's --pattern: an empty one (an unset shell variable) took every video."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("the pattern is empty (an unset shell variable?); give file names such as "
+                                 "'*.mp4', or leave the option out for every video")
+    return value
+
+
 def _cluster_address(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """Click callback of video's and doctor's --cluster: None when not given; an empty or unknown
     address is a usage error (`--cluster ""`, an unset shell variable, ran on this machine)."""
@@ -512,7 +525,7 @@ def run(ctx: click.Context, **kw: Any) -> None:
                    "the rest is copied through.")
 @click.option("--max-memory", type=FiniteRange(min=0.1),
               help="Most memory the run may hold, in GB, models included [default: the RAM available].")
-@click.option("--pattern", metavar="GLOB",
+@click.option("--pattern", metavar="GLOB", callback=_pattern,
               help="With a folder INPUT: the file names to take, e.g. '*.mp4' (default: every video extension).")
 @click.option("--skip-existing", is_flag=True,
               help="Keep an output that is already there and go on (resumes a folder run).")
@@ -568,10 +581,13 @@ def _cluster(kw: dict[str, Any]) -> ClusterSettings | None:
 @file_job_options
 @click.pass_context
 def image(ctx: click.Context, input: Path, output: str, **kw: Any) -> None:
+    # One frame: nothing to smooth across, and its models get every core (commands/image.py).
+    unused = [flag for flag, given in (("--smoothing", _given(ctx, "smoothing")),
+                                       ("--execution-threads", kw["execution_threads"] is not None)) if given]
     processing = _processing(ctx, kw, smoothing_allowed=False)
     _require_source(processing)
     job = ImageJob(input=input, output=_file_output(output, input, "image"), processing=processing, force=kw["force"], label=kw["label"],
-                   watermark=kw["watermark"], c2pa=_c2pa(kw))
+                   watermark=kw["watermark"], c2pa=_c2pa(kw), unused=tuple(unused))
     from livecam.commands.image import run_image
 
     return run_image(job)
@@ -594,7 +610,8 @@ def image(ctx: click.Context, input: Path, output: str, **kw: Any) -> None:
 @click.option("--watermark", is_flag=True,
               help="Run without and with the watermark, alternating (see --rounds), side by side; marked "
                    "as the outputs are (live: every frame, the encoder beside the stream; video: runs twice "
-                   "a second). The cost shows as the watermark stages.")
+                   "a second). The cost shows as the watermark stages. With --compare-providers: every "
+                   "provider runs marked.")
 @click.pass_context
 def bench(ctx: click.Context, **kw: Any) -> None:
     """Measure the real pipeline on a recorded clip: per-stage ms, FPS, latency, memory.

@@ -140,7 +140,9 @@ class FileJob:
 
 @dataclass(frozen=True)
 class ImageJob(FileJob):
-    pass
+    # Options given that one frame has no use for (--smoothing, --execution-threads): said once
+    # the models load, so a bad input or photo is still the one line
+    unused: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -368,3 +368,15 @@ def test_a_baseline_larger_than_any_report_is_refused_without_reading_it_all(
     big.write_text(" " * 4096)
     with pytest.raises(InputError, match=r"big\.json is over \d+ MB, not a livecam bench JSON report"):
         bench.read_baseline(big)
+
+
+def test_frames_beyond_the_input_clip_are_said(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # `--frames 40` on a 15-frame clip measured 12 frames without a word (the JSON's "frames" alone said so)
+    clip = make_clip(tmp_path / "c.mp4", frames=15, size=(160, 120), audio=False, source_image=faces_dir / "obama.jpg")
+    base = ["bench", "--json", "--source", str(faces_dir / "biden.jpg"), "--input", str(clip)]
+    short = run_cli([*base, "--frames", "40"], env=isolated_env)
+    assert short.returncode == 0 and json.loads(short.stdout)["frames"] == 12, short.stderr
+    assert short.stderr.count("warning: --input c.mp4 has 15 frames, so 12 are measured after the 3 warm-up frames, "
+                              "not the 40 of --frames") == 1, short.stderr
+    enough = run_cli([*base, "--frames", "10"], env=isolated_env)
+    assert enough.returncode == 0 and "--frames" not in enough.stderr, enough.stderr

@@ -567,3 +567,32 @@ def test_a_video_livecam_video_reads_is_called_a_video_in_any_container(
     line = only_error_line(result.stderr)
     assert line.startswith(f"livecam: error: {clip} is a video, not a photo; ") and "`livecam video`" in line, line
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def test_options_an_image_has_no_use_for_are_said(tmp_path: Path, faces_dir: Path,
+                                                  isolated_env: dict[str, str]) -> None:
+    # --smoothing, --execution-threads (one frame), --reference-distance without --reference or
+    # --map, and --many-faces with --map were dropped without a word.
+    target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
+    base = ["image", str(target), str(tmp_path / "o.png"), "-s", str(source), "--swap-model", "mesh", "--force",
+            "--no-watermark", "--no-c2pa"]
+    result = run_cli([*base, "--smoothing", "0.2", "--execution-threads", "2", "--reference-distance", "0.4"],
+                     env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("warning: --smoothing and --execution-threads are for videos and live runs; an image "
+                               "is one frame, whose models get every core, so they are ignored") == 1, result.stderr
+    assert result.stderr.count("warning: --reference-distance is how close a face must be to the --reference or "
+                               "--map person; this run gives neither, so it is ignored") == 1, result.stderr
+    from tests.standins.arcface import build_arcface  # --reference recognises people with ArcFace
+
+    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
+    models.mkdir(exist_ok=True)
+    build_arcface(models / "w600k_r50.onnx")
+    base.remove("-s")
+    base.remove(str(source))
+    mapped = run_cli(["--unverified-models", *base, "--map", f"{source}={target}", "--reference-distance", "2",
+                      "--many-faces"], env=isolated_env)
+    assert mapped.returncode == 0, mapped.stderr
+    assert mapped.stderr.count("warning: --many-faces is ignored with --map, which swaps every face of its "
+                               "REFERENCE people") == 1, mapped.stderr
+    assert "--reference-distance" not in mapped.stderr  # --map uses it

@@ -440,6 +440,8 @@ def test_faces_all_too_small_to_change_are_said_so(tmp_path: Path, faces_dir: Pa
     (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--fps", "0.0001"], "Invalid value for '--fps'"),
     (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--max-memory", "inf"], "Invalid value for '--max-memory'"),
     (["image", "in.jpg"], "Missing argument 'OUTPUT'"),
+    # an empty --pattern (an unset shell variable) ran every video of the folder
+    (["video", "in", "out", "-s", "f.jpg", "--pattern", ""], "Invalid value for '--pattern': the pattern is empty"),
 ])
 def test_usage_errors_are_one_line_too(args: list[str], text: str, isolated_env: dict[str, str]) -> None:
     proc = run_cli(args, env=isolated_env)
@@ -520,3 +522,19 @@ def test_an_mp4_with_its_cover_art_first_is_swapped_from_its_video(tmp_path: Pat
     notes = [line for line in stderr.splitlines() if "not copied" in line]
     assert len(notes) == 1 and notes[0].endswith("not copied: 1 attached file (cover.jpg): MP4 outputs leave them "
                                                  "out; write a .mkv output to keep them"), stderr
+
+
+def test_video_quality_for_an_encoder_without_a_quality_setting_is_said(tmp_path: Path, small_clip: Path,
+                                                                        isolated_env: dict[str, str]) -> None:
+    """--video-quality with an encoder livecam has no quality setting for (FFV1) was silently ignored."""
+    from livecam.media.video_writer import encoder_available, quality_ignored
+
+    if not encoder_available("ffv1"):
+        pytest.skip("ffv1 is not in this FFmpeg build")
+    out = tmp_path / "out.mkv"
+    base = ["video", str(small_clip), str(out), "--source", "face.jpg", "--video-encoder", "ffv1", "--force"]
+    warned = _run_patched([*base, "--video-quality", "30"], tmp_path, isolated_env)
+    assert "warning: --video-quality has no setting in the ffv1 encoder, so it is ignored" in warned
+    assert probe(out)["codec"] == "ffv1"
+    assert "--video-quality" not in _run_patched(base, tmp_path, isolated_env)  # not given: nothing to say
+    assert not any(quality_ignored(e) for e in ("libx264", "libx265", "libvpx-vp9", "libsvtav1", "mpeg4"))

@@ -124,6 +124,11 @@ def test_options_a_run_does_not_use_are_each_said_once() -> None:
                                                         "face_mask_regions": ("skin",)})
     assert lines == ["warning: --face-mask-regions shapes the region mask, which this run does not use "
                      "(add --face-mask region)"]
+    # the padding shrinks the box only: with area or region masks alone it did nothing, unsaid
+    lines = _warnings(swap_only, "inswapper_128",
+                      swap={"face_mask": ("area",), "face_mask_padding": (20.0, 0.0, 0.0, 0.0)})
+    assert lines == ["warning: --face-mask-padding shapes the box mask, which this run does not use "
+                     "(add --face-mask box)"]
     # CodeFormer's fidelity on another enhancer
     [line] = _warnings(both, "inswapper_128", enhance={"weight": 0.5})
     assert "--enhancer-weight is CodeFormer's fidelity; gfpgan_1.4 has no such input" in line

@@ -453,13 +453,14 @@ def _faces(counts: list[int]) -> float | None:
 # ----------------------------------------------------------------------------- report
 
 
-def _input_size(path: Path) -> str:
+def _input_size(path: Path) -> tuple[str, int | None]:
+    """The clip's WIDTHxHEIGHT and the frames it holds (None: unknown)."""
     from livecam.media.video_reader import VideoReader
 
     with VideoReader(path) as reader:
         if reader.info.frames is not None and reader.info.frames <= WARMUP_FRAMES:
             raise _too_short(path)
-        return f"{reader.info.width}x{reader.info.height}"
+        return f"{reader.info.width}x{reader.info.height}", reader.info.expected_frames
 
 
 def _too_short(path: Path) -> InputError:
@@ -497,10 +498,16 @@ def _run_bench(job: BenchJob) -> None:
         check_clip_memory(job.resolution)
         size = f"{job.resolution[0]}x{job.resolution[1]}"
     else:
-        size = _input_size(job.input)  # an unreadable clip is reported before any model loads
-        if job.resolution != BenchJob(processing=job.processing).resolution:  # it was silently ignored
+        size, held = _input_size(job.input)  # an unreadable clip is reported before any model loads
+        defaults = BenchJob(processing=job.processing)
+        if job.resolution != defaults.resolution:  # it was silently ignored
             log.warning("warning: --resolution sizes the generated clip; --input %s is measured at its own %s",
                         job.input.name, size)
+        if held is not None and job.frames != defaults.frames and held - WARMUP_FRAMES < job.frames:
+            # the run ends with the clip: it measured fewer frames than asked without a word
+            log.warning("warning: --input %s has %d frames, so %d are measured after the %d warm-up frames, "
+                        "not the %d of --frames; give a longer clip", job.input.name, held, held - WARMUP_FRAMES,
+                        WARMUP_FRAMES, job.frames)
     if baseline is not None and (baseline.get("mode"), baseline.get("resolution")) != (job.mode, size):
         log.warning("warning: --baseline %s was measured in %s mode at %s, this run is %s mode at %s: its "
                     "ratios compare different work; save a baseline of the same mode and size",

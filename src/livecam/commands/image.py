@@ -49,6 +49,9 @@ def run_image(job: ImageJob) -> None:
     engine = Engine.create(job.processing, live=False, progress=not job.processing.runtime.quiet, workers=1,
                            still=True)
     log.debug("models: %s", engine.describe())
+    if job.unused:
+        log.warning("warning: %s for videos and live runs; an image is one frame, whose models get every core, "
+                    "so %s ignored", registry.listed(list(job.unused)), "it is" if len(job.unused) == 1 else "they are")
     signing = signing_for(job.c2pa, job.input, tuple(engine.model_names.values()), outputs=(job.output,))
     packet = FramePacket(index=0, image=bgr.copy())
     engine.analyse(packet, track=False)

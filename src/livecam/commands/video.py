@@ -20,13 +20,15 @@ from livecam.media.images import check_not_an_input, check_output_folder, refuse
 from livecam.interrupt import output_done
 from livecam.pipeline.signals import stop_signals
 from livecam.media.video_reader import VideoReader, check_whole
-from livecam.media.video_writer import check_encoder, container_format, out_of_memory, resolve_encoder
+from livecam.media.video_writer import (check_encoder, container_format, out_of_memory, quality_ignored,
+                                        resolve_encoder)
 from livecam.pipeline.address_space import AddressSpaceCap
 from livecam.pipeline.budget import plan_video
 from livecam.pipeline.batch import FileOutcome, is_folder_run, make_output_folder, plan_folder, run_batch, summarize
 from livecam.pipeline.file import process_video
 from livecam.pipeline.segments import check_segmentable
 from livecam.pipeline.progress import Parts, Progress
+from livecam.processors.registry import given
 from livecam.settings import ClusterSettings, VideoJob
 from livecam.console import counted
 
@@ -74,6 +76,15 @@ def check_job(job: VideoJob) -> tuple[VideoJob, int | None]:
     return job, total
 
 
+def say_ignored_quality(jobs: Sequence[VideoJob]) -> None:
+    """--video-quality given for an encoder it has no setting for (ffv1, prores...): said once,
+    where it was silently ignored."""
+    encoders = sorted({job.encoder for job in jobs if quality_ignored(job.encoder)})
+    if encoders and any(given(job, {"quality": "--video-quality"}) for job in jobs):
+        log.warning("warning: --video-quality has no setting in the %s encoder, so it is ignored (%s encodes at "
+                    "its own defaults)", " and ".join(encoders), "they" if len(encoders) > 1 else "it")
+
+
 def create_engine(job: VideoJob) -> FileEngine:
     """Build the processing engine (models load here) and say which models and provider it
     uses; a separate function so tests can swap it."""
@@ -95,6 +106,7 @@ def run_video(job: VideoJob, cluster: ClusterSettings | None = None) -> None:
         return None
     job = replace(job, encoder=resolve_encoder(job.encoder, job.output))
     job, _ = check_job(job)
+    say_ignored_quality([job])
     if cluster is not None:  # --cluster: segments on Ray workers (commands/video_cluster.py)
         from livecam.commands.video_cluster import run_video_on_cluster
 
@@ -152,6 +164,7 @@ def run_folder(template: VideoJob, cluster: ClusterSettings | None = None) -> No
             outcomes.append(FileOutcome(job, error=exc))
             continue
         jobs.append(job)
+    say_ignored_quality(jobs)
     started = time.perf_counter()
     if jobs:
         total = None if None in totals else sum(t for t in totals if t is not None)

@@ -88,9 +88,25 @@ def container_format(path: Path) -> str:
     return fmt
 
 
+# FFmpeg's own MPEG encoders take no CRF: left alone they aim at 200 kb/s whatever the
+# frame size (--video-quality did nothing, and a 1080p mpeg4 output was blocks). Their constant
+# quality is a fixed quantiser (qmin = qmax, 1 best .. 31 worst).
+QSCALE_ENCODERS: frozenset[str] = frozenset({"mpeg4", "mpeg2video"})
+
+
+def mpeg_qscale(quality: int) -> int:
+    """The MPEG quantiser that matches a CRF-like `quality` (0..51): H.264's quantiser step is
+    0.625 * 2^(QP/6), MPEG's is 2 * qscale, so qscale = 0.3125 * 2^(QP/6) (CRF 18 -> 2, 23 -> 4)."""
+    return min(31, max(1, round(0.3125 * 2 ** (quality / 6))))
+
+
 def encoder_options(name: str, quality: int) -> dict[str, str]:
-    """Private options that give `name` a CRF-like `quality` (0 best .. 51 worst)."""
+    """Private options that give `name` a CRF-like `quality` (0 best .. 51 worst); {} for an
+    encoder with no quality setting livecam knows (quality_ignored)."""
     q63 = str(round(quality * 63 / 51))
+    if name in QSCALE_ENCODERS:
+        q = str(mpeg_qscale(quality))
+        return {"qmin": q, "qmax": q}
     if name in ("libx264", "libx265"):
         # `faster`: quicker than x264's default at nearly the same fidelity for a given CRF
         # (`veryfast` is about twice as quick again, at -0.2 dB PSNR and visibly more noise).
@@ -114,6 +130,11 @@ def encoder_options(name: str, quality: int) -> dict[str, str]:
     if name.endswith("_videotoolbox"):
         return {"q:v": str(max(1, 100 - quality * 2))}
     return {}
+
+
+def quality_ignored(name: str) -> bool:
+    """Whether `name` is one of the encoders --video-quality has no setting for (ffv1, prores...)."""
+    return not encoder_options(name, 0)  # the options of the others depend on the quality
 
 
 def _quiet_encoder_logs(name: str) -> None:
@@ -309,6 +330,8 @@ def live_encoder_options(codec: str) -> dict[str, str]:
     if codec in ("libvpx-vp9", "libvpx"):
         # Real-time speed, constant quality (zero target bitrate), no look-ahead (no added delay).
         return {"deadline": "realtime", "cpu-used": "8", "row-mt": "1", "lag-in-frames": "0", "crf": "30", "b": "0"}
+    if codec in QSCALE_ENCODERS:  # 200 kb/s otherwise; CRF 23 is what the live libx264 gets (its default)
+        return encoder_options(codec, 23)
     return {}
 
 

@@ -211,6 +211,12 @@ class Engine:
             log.warning("warning: --det-size sizes the SCRFD detector (det_10g); this run's embedded BlazeFace has a "
                         "fixed input size, so it is ignored (SCRFD runs with --detector scrfd, or by default once "
                         "det_10g is in the models folder)")
+        if not (analysis.reference or analysis.face_map) and \
+                analysis.reference_distance != AnalysisSettings().reference_distance:
+            log.warning("warning: --reference-distance is how close a face must be to the --reference or --map "
+                        "person; this run gives neither, so it is ignored")
+        if analysis.face_map and analysis.many_faces:  # map mode swaps every face of the mapped people
+            log.warning("warning: --many-faces is ignored with --map, which swaps every face of its REFERENCE people")
         recipe = LaneRecipe(store, tuple(chosen), threads, need_landmarks,
                             bool(analysis.reference or analysis.face_map), live)
         engine = cls(settings, analyser, processors, sources, providers=providers, swap_model=swap_model,

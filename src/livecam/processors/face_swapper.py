@@ -393,9 +393,10 @@ def _unused_options(settings: ProcessingSettings, swap_model: str | None, runs: 
         ignored = [f for f in flags if f in _NEURAL_ONLY]
         return (f"warning: {listed(ignored)} for the neural swapper; the mesh swapper, which blends by "
                 f"its own mask at its own size, ignores {'it' if len(ignored) == 1 else 'them'}",) if ignored else ()
-    # --face-mask-areas / --face-mask-regions shape the area / region mask only
+    # --face-mask-padding / --face-mask-areas / --face-mask-regions shape the box / area / region mask only
     return tuple(f"warning: {flag} shapes the {kind} mask, which this run does not use (add --face-mask {kind})"
-                 for flag, kind in (("--face-mask-areas", "area"), ("--face-mask-regions", "region"))
+                 for flag, kind in (("--face-mask-padding", "box"), ("--face-mask-areas", "area"),
+                                    ("--face-mask-regions", "region"))
                  if flag in flags and kind not in settings.swap.face_mask)
 
 
