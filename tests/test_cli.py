@@ -44,6 +44,13 @@ def test_unknown_option_is_usage_error() -> None:
     assert late.stderr.count("\n") == 1, late.stderr
 
 
+def test_quiet_and_verbose_together_are_a_usage_error() -> None:
+    # both were taken: "only errors" and every error with its traceback
+    result = run_cli(["-q", "-v", "image", "a.jpg", "b.jpg", "--source", "c.jpg"])
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "-q/--quiet and -v/--verbose ask for opposite things; give one of them" in result.stderr
+
+
 def test_missing_source_is_usage_error(tmp_path) -> None:
     result = run_cli(["image", str(tmp_path / "a.jpg"), str(tmp_path / "b.jpg")])
     assert result.returncode == 2

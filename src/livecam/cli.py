@@ -158,6 +158,8 @@ def cli(ctx: click.Context, models_dir: Path | None, offline: bool, accept_licen
 
     Use it only with the consent of the people whose faces you use.
     """
+    if verbose and quiet:  # "only errors" and "more detail": the errors came with their tracebacks
+        raise click.UsageError("-q/--quiet and -v/--verbose ask for opposite things; give one of them")
     setup_logging(verbose, quiet)
     if unverified_models:
         log.warning("warning: --unverified-models: model files are used without checking their SHA-256")
@@ -522,7 +524,7 @@ def run(ctx: click.Context, **kw: Any) -> None:
 @click.option("--keep-partial", is_flag=True, help="On Ctrl-C or error, keep a valid shorter video.")
 @click.option("--frame-range", metavar="START:END", callback=_parse_frame_range,
               help="Output frames START (from 0) up to END (excluded) to process, numbered after --fps; "
-                   "the rest is copied through.")
+                   "the rest is passed through unchanged (re-encoded with the rest of the video).")
 @click.option("--max-memory", type=FiniteRange(min=0.1),
               help="Most memory the run may hold, in GB, models included [default: the RAM available].")
 @click.option("--pattern", metavar="GLOB", callback=_pattern,
