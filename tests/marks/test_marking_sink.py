@@ -213,7 +213,16 @@ def test_ctrl_c_during_a_recording_stuck_on_a_stalled_disk_leaves_no_temporary_f
     monkeypatch.setattr(threading, "excepthook", lambda args: (stranded.append(args.exc_value), release.set()))
     # 4 FPS: a backlog of 2 frames, full after the 4th frame
     when = 0.1 if loop == "returned" else 2.0
-    threading.Thread(target=lambda: (time.sleep(when), os.kill(os.getpid(), signal.SIGINT)), daemon=True).start()
+    before = signal.getsignal(signal.SIGINT)
+
+    def interrupt() -> None:  # timed from when the run handles Ctrl-C: before that (under load) it escaped the test
+        deadline = time.monotonic() + 60
+        while signal.getsignal(signal.SIGINT) is before and time.monotonic() < deadline:
+            time.sleep(0.005)
+        time.sleep(when)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
     recorder = FileRecorderSink(tmp_path / "rec.mp4", fps=4)
     expected: tuple[type[BaseException], str] = (
         (OutputError, "finished nothing") if loop == "returned" else (Interrupted, "did not answer"))
