@@ -55,6 +55,7 @@ from livecam.pipeline.signals import kept_stop_handlers
 from livecam.pipeline.segments import (SegmentPlan, SegmentResult, cut_segment, plan_job, readable_here,
                                        run_segment, write_joined)
 from livecam.settings import ClusterSettings, VideoJob
+from livecam.console import counted
 
 log = logging.getLogger("livecam")
 
@@ -351,8 +352,7 @@ class _Driver:
                     ray.kill(w, no_restart=True)
                 raise InputError(refusal)
         nodes = sum(1 for node in ray.nodes() if node.get("Alive"))
-        log.info("cluster: %d worker%s on %d node%s", count, "s" if count != 1 else "", nodes,
-                 "s" if nodes != 1 else "")
+        log.info("cluster: %s on %s", counted(count, "worker"), counted(nodes, "node"))
         return workers
 
     def run(self, outcomes: dict[int, FileOutcome]) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from livecam.atomic import AtomicOutput, check_new_output
-from livecam.console import one_line
+from livecam.console import counted, one_line
 from livecam.errors import EXIT_MODEL, InputError, LicenseNotAcceptedError, ModelError
 from livecam.models.catalog import download_command
 from livecam.models.store import (CORRUPT, MISSING, PRESENT, UNPINNED, VERIFIED, ModelState, ModelStore,
@@ -142,7 +142,7 @@ def verify_models(settings: RuntimeSettings, names: tuple[str, ...]) -> int:
         detail = f": {st.detail}" if st.detail else ""  # the detail may hold parentheses itself
         line = f"{name}: {st.state}{where}{detail}"
         _echo(line, err=st.state == CORRUPT)
-    problems = [f"{failed} model file{'' if failed == 1 else 's'} failed verification"] if failed else []
+    problems = [f"{counted(failed, 'model file')} failed verification"] if failed else []
     if missing:
         problems.append(f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not downloaded "
                         f"(`{download_command(*missing)}`)")

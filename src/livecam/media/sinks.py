@@ -20,6 +20,7 @@ import numpy as np
 from livecam.atomic import folder_of, trailing_slash_problem
 from livecam.errors import DeviceError, InputError
 from livecam.media.provenance import CONTAINER_METADATA
+from livecam.console import counted
 
 if TYPE_CHECKING:  # PyAV loads only when a recording starts
     from livecam.media.video_writer import VideoWriter
@@ -177,7 +178,7 @@ class FileRecorderSink:
             self._output.discard()
             return
         self._output.commit()
-        log.info("recorded %d frame%s to %s", self.written, "" if self.written == 1 else "s", self.path)
+        log.info("recorded %s to %s", counted(self.written, "frame"), self.path)
 
 
 def display_available() -> bool:

@@ -31,6 +31,7 @@ from livecam.errors import InputError
 from livecam.media.colour import Colour, ColourConverter
 from livecam.media.containers import as_fraction, local_path, open_container
 from livecam.media.metadata import PNG_SIGNATURE, apng_frames
+from livecam.console import counted
 
 log = logging.getLogger("livecam")
 
@@ -592,8 +593,8 @@ class VideoDecoder:
         `lost` says what that cost the output."""
         if self.bad_packets > self._reported:
             where = f", the first near {self._first_bad:.2f} s" if self._first_bad is not None else ""
-            log.warning("warning: skipped %d corrupt video packet%s in %s%s (damaged data); %s", self.bad_packets,
-                        "s" if self.bad_packets != 1 else "", self.name, where, lost)
+            log.warning("warning: skipped %s in %s%s (damaged data); %s", counted(self.bad_packets, "corrupt video packet"),
+                        self.name, where, lost)
             self._reported = self.bad_packets
 
 

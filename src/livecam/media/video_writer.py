@@ -35,6 +35,7 @@ from av.video.codeccontext import VideoCodecContext
 from av.video.stream import VideoStream
 
 from livecam.atomic import output_error
+from livecam.console import counted
 from livecam.errors import InputError, OutputError
 from livecam.media.colour import LIMITED, Colour, ColourConverter, tag
 from livecam.native_stderr import dropping
@@ -847,8 +848,8 @@ class _AudioTrack:
 
     def close(self) -> None:
         if self._corrupt:  # one line for all of them, as for video packets
-            log.warning("warning: skipped %d corrupt audio packet%s (damaged data); the output's sound has "
-                        "gaps there", self._corrupt, "s" if self._corrupt != 1 else "")
+            log.warning("warning: skipped %s (damaged data); the output's sound has gaps there",
+                        counted(self._corrupt, "corrupt audio packet"))
             self._corrupt = 0
         self._in.close()
 
@@ -980,7 +981,7 @@ class _SubtitleTrack(_AudioTrack):
 
     def close(self) -> None:
         if self._corrupt:
-            log.warning("warning: skipped %d damaged subtitle%s", self._corrupt, "s" if self._corrupt != 1 else "")
+            log.warning("warning: skipped %s", counted(self._corrupt, "damaged subtitle"))
             self._corrupt = 0
         self._in.close()
 

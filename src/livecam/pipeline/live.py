@@ -55,6 +55,7 @@ from livecam.processors import registry
 from livecam.processors.base import MIN_EYE_DISTANCE, usable
 from livecam.media.provenance import LabelPlacement
 from livecam.settings import LiveJob
+from livecam.console import counted
 
 log = logging.getLogger("livecam")
 
@@ -560,8 +561,8 @@ class LivePipeline:
         summary = self.metrics.summary(degradations=list(self.governor.events), stop_reason=stop_reason)
         self._write_stats({"summary": summary}, wait_s=STATS_SUMMARY_WAIT_S)
         if self._stats_left_out:
-            log.warning("--stats-json %s: %d line%s left out while its reader was behind", self.options.job.stats_json,
-                        self._stats_left_out, "" if self._stats_left_out == 1 else "s")
+            log.warning("--stats-json %s: %s left out while its reader was behind", self.options.job.stats_json,
+                        counted(self._stats_left_out, "line"))
         if self._stats_file is not None:
             self._stats_file.close()
             self._stats_file = None
