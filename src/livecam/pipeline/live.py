@@ -347,7 +347,7 @@ class LivePipeline:
 
     # -- output loop (caller's thread) ----------------------------------------------------------
     def _output_loop(self) -> str:
-        opts, job = self.options, self.options.job
+        job = self.options.job
         # --duration counts from the first frame shown or recorded: a run always has one (a
         # duration shorter than the wait for it, such as 1e-9, recorded nothing and exited 0).
         first_at: float | None = None
