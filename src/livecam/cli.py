@@ -475,7 +475,8 @@ def _parse_frame_range(ctx: click.Context, param: click.Parameter,
               help="window, virtual-camera, none, or a FILE.mp4 to record (auto: window when a display exists).")
 @click.option("--queue-depth", type=click.IntRange(1, 2), default=1, show_default=True,
               help="Frames each live queue holds: 1 for the lowest latency, 2 to ride out uneven stage times.")
-@click.option("--duration", type=FiniteRange(min=0, min_open=True), help="Stop after SECONDS.")
+@click.option("--duration", type=FiniteRange(min=0, min_open=True),
+              help="Stop SECONDS after the first frame shown or recorded (at least that frame).")
 @click.option("--max-frames", type=click.IntRange(min=1), help="Stop after N frames.")
 @click.option("--stats", is_flag=True, help="Draw live metrics on the output.")
 @click.option("--stats-json", type=GivenPath(dir_okay=False, path_type=str),  # str: Path drops a trailing slash

@@ -23,6 +23,9 @@ class FramePacket:
     repeats: tuple[float, ...] = ()
     # the visible label's corner, decided by the file pipeline in frame order (None: not yet)
     label_corner: str | None = None
+    # faces big enough to change that the swapper left as they were (their paste mask came out
+    # empty, e.g. none of the --face-mask-regions visible): processors.base.changed_faces
+    left_as_is: int = 0
 
     def __post_init__(self) -> None:
         img = self.image

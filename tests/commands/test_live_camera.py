@@ -119,3 +119,14 @@ def test_a_gif_of_one_frame_as_the_camera_is_refused_as_a_photo_is_and_a_two_fra
     assert played.returncode == 0, played.stderr
     with av.open(str(tmp_path / "anim.mp4")) as recording:
         assert sum(1 for _ in recording.decode(video=0)) == 2
+
+
+def test_a_tiny_duration_records_the_first_frame(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # --duration 1e-9 stopped the run before its first frame: "no frame was recorded", no file, exit 0.
+    rec = tmp_path / "rec.mp4"
+    proc = run_fake_camera("plain", ["--output", str(rec), "--duration", "1e-9", "--no-c2pa"], faces_dir,
+                           isolated_env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert f"recorded 1 frame to {rec}" in proc.stderr and "(duration)" in proc.stderr
+    with av.open(str(rec)) as container:
+        assert sum(1 for _ in container.decode(video=0)) == 1

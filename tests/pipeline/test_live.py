@@ -203,6 +203,14 @@ def test_max_frames_and_duration_stop_the_run() -> None:
     assert livecam_threads() == []
 
 
+def test_a_duration_shorter_than_the_first_frames_wait_still_gives_that_frame() -> None:
+    # --duration 1e-9 ended the run before any frame came: nothing recorded, exit 0.
+    sink = MemorySink()
+    result = run_live_pipeline(FakeEngine(process_s=0.05), SyntheticSource(fps=50), sink, opts(duration=1e-9))
+    assert result.stop_reason == "duration" and sink.written == 1
+    assert livecam_threads() == []
+
+
 def test_mirror_flips_frames() -> None:
     sink = MemorySink()
     run_live_pipeline(FakeEngine(), SyntheticSource(frames=5, fps=100), sink, opts(mirror=True))

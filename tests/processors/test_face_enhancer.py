@@ -220,3 +220,26 @@ def test_group_photo_faces_from_the_embedded_detector_go_in_one_call(faces_dir, 
     for face in faces:
         x1, y1, x2, y2 = face.bbox.astype(int)
         assert np.any(out_batched[y1:y2, x1:x2] != frame[y1:y2, x1:x2])
+
+
+@pytest.mark.parametrize("size", [0, 60])
+def test_the_mouth_kept_by_the_mouth_mask_is_not_enhanced(models, two_faces, size):
+    """--mouth-mask keeps the target's mouth through the swapper; the enhancer after it re-rendered
+    the whole crop, the kept mouth too. Now its paste-back leaves that mouth out."""
+    from livecam.processors.masks import mouth_polygon
+
+    frame, faces = two_faces
+    session = cpu_session(models["random"])
+    out = _run(FaceEnhancer(session, EnhanceSettings(blend=1.0), mouth_mask=size), frame, faces)
+    plain = _run(FaceEnhancer(session, EnhanceSettings(blend=1.0)), frame, faces)
+    for face in faces:
+        mouth = np.zeros(frame.shape[:2], np.uint8)
+        cv2.fillPoly(mouth, [np.round(mouth_polygon(None, face.kps, size)).astype(np.int32)], 1)
+        inside = cv2.erode(mouth, np.ones((3, 3), np.uint8)).astype(bool)  # whole pixels of the polygon
+        assert inside.sum() > 200
+        assert np.array_equal(out[inside], frame[inside])
+        assert (np.abs(plain[inside].astype(int) - frame[inside]).max(axis=1) > 4).mean() > 0.3  # it would change
+        # The rest of the face is enhanced as before.
+        face_px = _crop_region(face, frame.shape, inset=200) & ~cv2.dilate(mouth, np.ones((41, 41), np.uint8)).astype(bool)
+        assert np.array_equal(out[face_px], plain[face_px])
+        assert (np.abs(out[face_px].astype(int) - frame[face_px]).max(axis=1) > 4).mean() > 0.3

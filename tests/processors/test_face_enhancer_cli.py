@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Callable
 
+import cv2
 import numpy as np
 import pytest
 
@@ -159,3 +160,18 @@ def test_models_list_shows_the_enhancers_with_their_licences(isolated_env: dict[
     assert "NTU S-Lab" in rows["codeformer"] and "needs --accept-license" in rows["codeformer"]
     assert "non-commercial" in rows["gpen_bfr_256"] and "needs --accept-license" in rows["gpen_bfr_512"]
     assert "needs --accept-license" not in rows["gfpgan_1.4"]
+
+
+def test_the_enhancer_after_the_swapper_keeps_the_mouth_mask_mouth(setup: dict) -> None:
+    # With --mouth-mask the swapper kept the target's mouth, and the enhancer then re-rendered it.
+    target = read_image(setup["target"]).astype(int)
+    plain = _image(setup, "plain.png")
+    kept = _image(setup, "kept.png", "--mouth-mask")
+    enhanced = _image(setup, "enhanced.png", "--mouth-mask", "--frame-processor", "face_swapper", "face_enhancer",
+                      "--enhancer-model", "gpen_bfr_256", "--enhancer-blend", "1")
+    mouth = ((kept == target).all(axis=2) & (plain != target).any(axis=2)).astype(np.uint8)
+    inside = cv2.erode(mouth, np.ones((7, 7), np.uint8)).astype(bool)  # away from the two masks' fades
+    assert inside.sum() > 500
+    assert np.array_equal(enhanced[inside], target[inside])
+    face, _ = _regions(target)
+    assert (np.abs(enhanced - kept)[face].max(axis=2) > 4).mean() > 0.3  # the rest of the face is enhanced

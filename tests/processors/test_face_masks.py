@@ -501,3 +501,51 @@ def test_the_governors_mask_step_without_the_box_falls_back_to_it(sessions, fram
     again = FramePacket(index=1, image=frame.copy(), faces=[FACE])
     sw.process(again)
     assert not np.array_equal(again.image, packet.image)  # back on: the models' mask again
+
+
+@pytest.mark.parametrize("types", [("region",), ("box", "region")])
+def test_a_face_whose_region_mask_is_empty_is_left_and_not_counted(sessions, frame, types):
+    # Regions the parser does not see there (glasses, on a crop of hair and skin): the face
+    # stayed exactly the target's, but was still counted as swapped.
+    from livecam.processors.base import changed_faces
+
+    settings = SwapSettings(face_mask=types, face_mask_regions=("glasses",), **NO_COLOR)
+    sw = InswapperSwapper(sessions["swap"], settings, emap=np.eye(512, dtype=np.float32),
+                          masker=FaceMasker(settings, parser=FaceParser(sessions["hair_skin"])))
+    sw.prepare([_source(1)])
+    packet = FramePacket(index=0, image=frame.copy(), faces=[FACE, FACE.with_(kps=FACE.kps + np.float32([350, 0]))])
+    sw.process(packet)
+    assert np.array_equal(packet.image, frame)
+    assert changed_faces(packet) == 0
+    skin = SwapSettings(face_mask=types, face_mask_regions=("skin",), **NO_COLOR)
+    sw = InswapperSwapper(sessions["swap"], skin, emap=np.eye(512, dtype=np.float32),
+                          masker=FaceMasker(skin, parser=FaceParser(sessions["hair_skin"])))
+    sw.prepare([_source(1)])
+    packet = FramePacket(index=0, image=frame.copy(), faces=[FACE])
+    sw.process(packet)
+    assert not np.array_equal(packet.image, frame) and changed_faces(packet) == 1
+
+
+def test_an_image_whose_region_mask_is_empty_says_no_face_was_swapped(tmp_path, faces_dir, isolated_env):
+    from pathlib import Path
+
+    from livecam.media.images import read_image
+    from tests.commands.test_image import small
+    from tests.conftest import run_cli
+    from tests.standins.arcface import build_arcface
+
+    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
+    models.mkdir()
+    build_arcface(models / "w600k_r50.onnx")
+    build_inswapper(models / "inswapper_128.onnx")
+    build_bisenet(models / "bisenet_resnet_34.onnx")  # hair above, skin below: never glasses
+    target, source, out = (small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path),
+                           tmp_path / "out.png")
+    result = run_cli(["--unverified-models", "image", str(target), str(out), "-s", str(source), "--no-watermark",
+                      "--no-c2pa", "--no-label", "--swap-model", "inswapper_128", "--face-mask", "box", "region",
+                      "--face-mask-regions", "glasses"], env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    assert np.array_equal(read_image(out), read_image(target))
+    assert "(0 faces swapped," in result.stderr
+    assert (f"warning: --face-mask left nothing to swap of the face found in {target}: none of the parts it keeps "
+            "is there; choose other --face-mask types, regions or areas") in result.stderr

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 
+from livecam.console import counted
 from livecam.errors import InputError
 from livecam.frame import FramePacket
 from livecam.marks.credentials import available, signing_for
@@ -18,7 +19,7 @@ from livecam.marks.watermark import open_watermarker
 from livecam.media.images import check_output_path, read_image_and_profile, split_alpha, write_image_atomic
 from livecam.interrupt import output_done
 from livecam.processors import registry
-from livecam.processors.base import MIN_EYE_DISTANCE, usable
+from livecam.processors.base import MIN_EYE_DISTANCE, changed_faces, usable
 from livecam.settings import C2paSettings, ImageJob
 
 log = logging.getLogger("livecam")
@@ -68,6 +69,11 @@ def run_image(job: ImageJob) -> None:
                     MIN_EYE_DISTANCE, job.output)
     else:
         engine.process(packet)
+        if packet.left_as_is == count:  # usable faces, each left by the swapper: its paste mask was empty
+            log.warning("warning: --face-mask left nothing to swap of the %s found in %s: none of the parts "
+                        "it keeps is there; choose other --face-mask types, regions or areas",
+                        "face" if count == 1 else counted(count, "face"), job.input)
+        count = changed_faces(packet)
     marker = open_watermarker(job.processing.runtime, engine.providers) if job.watermark else None
     write_image_atomic(job.output, packet.image, force=job.force, label=job.label, alpha=alpha,
                        watermark=marker.embed if marker else None, icc=profile,
@@ -76,5 +82,5 @@ def run_image(job: ImageJob) -> None:
     output_done()  # written and valid: a signal from now on is not an interruption
     done = "swapped" if registry.swaps(job.processing.frame_processors) else "enhanced"
     skipped = f", {small} too small to change" if small and count else ""
-    log.info("wrote %s (%d face%s %s%s, %.1f s; %s)", job.output, count, "" if count == 1 else "s",
+    log.info("wrote %s (%s %s%s, %.1f s; %s)", job.output, counted(count, "face"),
              done, skipped, time.perf_counter() - start, engine.describe())

@@ -347,13 +347,19 @@ class LivePipeline:
 
     # -- output loop (caller's thread) ----------------------------------------------------------
     def _output_loop(self) -> str:
-        opts, job = self.options, self.options.job
-        started = time.perf_counter()
+        job = self.options.job
+        # --duration counts from the first frame shown or recorded: a run always has one (a
+        # duration shorter than the wait for it, such as 1e-9, recorded nothing and exited 0).
+        first_at: float | None = None
+
+        def duration_over(now: float) -> bool:
+            return job.duration is not None and first_at is not None and now - first_at >= job.duration
+
         while True:
             if self._stop.is_set():
                 return "interrupted" if self._interrupted else "stopped"
             now = time.perf_counter()
-            if job.duration is not None and now - started >= job.duration:
+            if duration_over(now):
                 return "duration"
             for key in self.sink.poll():
                 if self._on_key(key):
@@ -376,8 +382,12 @@ class LivePipeline:
                     items = items[-1:]
                 for packet, processed_at in items:
                     self._emit(packet, processed_at)
+                    shown = time.perf_counter()
+                    first_at = shown if first_at is None else first_at
                     if job.max_frames is not None and self.metrics.frames >= job.max_frames:
                         return "max frames"
+                    if duration_over(shown):
+                        return "duration"
             elif self.reorder.done:
                 return "end of stream"
             now = time.perf_counter()

@@ -23,6 +23,12 @@ def usable(face: Face) -> bool:
     return face.eye_distance >= MIN_EYE_DISTANCE
 
 
+def changed_faces(packet: FramePacket) -> int:
+    """How many of packet.faces the processors changed: the usable ones, less those the swapper
+    left as they were (FramePacket.left_as_is). What a summary counts as swapped or enhanced."""
+    return sum(usable(face) for face in packet.faces) - packet.left_as_is
+
+
 def presence(face: Face) -> float:
     """0..1: how much of a processor's change a face gets, by its size: 0 where not usable,
     rising linearly to 1 at FULL_EYE_DISTANCE (multiplies the opacity)."""

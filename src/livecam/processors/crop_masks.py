@@ -55,6 +55,20 @@ def _support(alpha8: np.ndarray) -> tuple[int, int, int, int] | None:
     return int(cols[0]), int(rows[0]), int(cols[-1]), int(rows[-1])
 
 
+def kept_mouth(face: Face, matrix: np.ndarray, size: int, mouth_mask: int) -> np.ndarray:
+    """--mouth-mask SIZE: 1 on the target's mouth (grown towards the chin by SIZE), fading out
+    over 8% of the eye distance (at least 2 frame px) outside it, in the pixels of the size x
+    size crop `matrix` maps the frame to. What every paste-back over a swapped face leaves out
+    (the swapper's mask, the enhancer's), so the kept mouth stays the target's."""
+    landmarks = None if face.landmarks is None else _to_crop(face.landmarks, matrix)
+    polygon = mouth_polygon(landmarks, _to_crop(face.kps, matrix), int(mouth_mask))
+    crop_per_frame_px = float(np.hypot(matrix[0, 0], matrix[0, 1]))
+    kept = polygon_mask((size, size), polygon, max(2.0, 0.08 * face.eye_distance) * crop_per_frame_px)
+    # Grown a crop pixel: the paste's bilinear warp then keeps every frame pixel inside the
+    # polygon exactly (as the frame-space mask it replaces did).
+    return cv2.dilate(kept, np.ones((3, 3), np.uint8))
+
+
 class FaceMasker:
     """Builds each face's paste mask from the swap settings and the mask models it was given."""
 
@@ -114,25 +128,13 @@ class FaceMasker:
         inside = np.stack(parts).min(axis=0)
         weight = _feather_inwards(inside.astype(np.float32), s.face_mask_blur * size / _FEATHER_DIVISOR)
         if s.mouth_mask is not None:
-            weight = weight * (1.0 - self._kept_mouth(face, matrix, size))
+            weight = weight * (1.0 - kept_mouth(face, matrix, size, s.mouth_mask))
         base = box.alpha8.astype(np.float32) if box is not None else np.float32(255.0)
         alpha8 = np.rint(weight * base).astype(np.uint8)
         # The box's support where there is one: the same paste region, so the same warp (OpenCV's
         # fixed-point warp can round a level differently at another offset). No exact interior:
         # paste weighs every pixel.
         return CropMask(alpha8, box.support if box is not None else _support(alpha8), None)
-
-
-    def _kept_mouth(self, face: Face, matrix: np.ndarray, size: int) -> np.ndarray:
-        """--mouth-mask: 1 on the target's mouth (grown towards the chin by its SIZE), fading out
-        over 8% of the eye distance (at least 2 frame px) outside it, in crop pixels."""
-        landmarks = None if face.landmarks is None else _to_crop(face.landmarks, matrix)
-        polygon = mouth_polygon(landmarks, _to_crop(face.kps, matrix), int(self._settings.mouth_mask or 0))
-        crop_per_frame_px = float(np.hypot(matrix[0, 0], matrix[0, 1]))
-        kept = polygon_mask((size, size), polygon, max(2.0, 0.08 * face.eye_distance) * crop_per_frame_px)
-        # Grown a crop pixel: the paste's bilinear warp then keeps every frame pixel inside the
-        # polygon exactly (as the frame-space mask it replaces did).
-        return cv2.dilate(kept, np.ones((3, 3), np.uint8))
 
 
 def build_masker(ctx: BuildContext) -> FaceMasker:

@@ -4,7 +4,9 @@ faces the swapper touched.
 Per frame: every usable face of packet.faces (no second detection) is aligned to the chosen
 model's template from the same input frame, all crops go through the model in one call when its
 batch dimension is dynamic (else back to back), and each restored crop is pasted back through a
-feathered crop-space mask inside the face's region only, mixed with `blend`.
+feathered crop-space mask inside the face's region only, mixed with `blend`. When the swapper
+runs with --mouth-mask, that mask leaves out the kept mouth (crop_masks.kept_mouth, the swapper's
+own cut), so the target's mouth stays as it was.
 
 The four models differ only in what `EnhancerModel` holds. What they share, as their publisher's
 own code runs these files: NCHW RGB input `input` in [-1, 1] ((x/255 - 0.5) / 0.5), the restored
@@ -36,11 +38,13 @@ import numpy as np
 
 from livecam.errors import ModelError
 from livecam.faces.align import FFHQ_512, align_matrix, arcface_template, to_blob
+from livecam.faces.face import Face
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
 from livecam.models import fp16
 from livecam.models.catalog import download_command
 from livecam.processors.base import presence, usable
+from livecam.processors.crop_masks import kept_mouth
 from livecam.processors.paste import CropMask, align_crop, feathered_box, paste
 from livecam.processors.registry import BuildContext, ProcessorSpec, given, listed
 from livecam.runtime import graphs
@@ -170,10 +174,12 @@ class FaceEnhancer:
     name = "face_enhancer"
 
     def __init__(self, session: Any, settings: EnhanceSettings, fast_session: Any = None, *, joined: Any = None,
-                 fast_joined: Any = None, one_shape: bool = False) -> None:
+                 fast_joined: Any = None, one_shape: bool = False, mouth_mask: int | None = None) -> None:
         """`joined`, `fast_joined`: the models with their pixel front, or None; `one_shape`: one
-        crop a call (Restorer)."""
+        crop a call (Restorer); `mouth_mask`: the swapper's --mouth-mask SIZE, whose kept mouth
+        the restored face is not pasted over (None: off)."""
         self._settings = settings
+        self._mouth_mask = mouth_mask
         self._chosen = Restorer(settings.model, session, settings, joined, one_shape)
         self._fast = (Restorer(FASTEST, fast_session, settings, fast_joined, one_shape)
                       if fast_session is not None else None)
@@ -223,11 +229,21 @@ class FaceEnhancer:
             # All crops from the same input frame, so batched and single calls agree.
             crops = [align_crop(image, m, model.size) for m in matrices]  # bilinear, replicated border
             for face, matrix, planes in zip(faces, matrices, restorer.restore_planes(crops)):
+                mask = self._mask(restorer.mask, face, matrix)
                 # BGRA with the paste mask as alpha, built in one merge (paste() takes it as is).
-                restored = cv2.merge((*planes, restorer.mask.alpha8))
-                paste(image, restored, matrix, restorer.mask, opacity=blend * presence(face))
+                restored = cv2.merge((*planes, mask.alpha8))
+                paste(image, restored, matrix, mask, opacity=blend * presence(face))
         packet.timings[self.name] = (time.perf_counter() - start) * 1000.0
         return packet
+
+    def _mask(self, mask: CropMask, face: Face, matrix: np.ndarray) -> CropMask:
+        """The restorer's paste mask, less the kept mouth with --mouth-mask (no exact interior
+        then: paste weighs every pixel)."""
+        if self._mouth_mask is None:
+            return mask
+        keep = kept_mouth(face, matrix, mask.alpha8.shape[0], self._mouth_mask)
+        alpha8 = np.rint(mask.alpha8 * (1.0 - keep)).astype(np.uint8)
+        return CropMask(alpha8, mask.support, None)
 
 
 # ---- registration (livecam.processors.registry) ---------------------------------------------------
@@ -237,8 +253,10 @@ def _build(ctx: BuildContext) -> FaceEnhancer:
     session, joined = ctx.open_model(settings.model, _front(ctx, settings.model), precision=precision)
     fast, fast_joined = _fast_sessions(ctx) if ctx.live else (None, None)
     # On a GPU lane one shape, joined or not (the join may fail)
+    # --mouth-mask is the swapper's; without a swapper it keeps nothing (and is said unused).
+    mouth_mask = ctx.settings.swap.mouth_mask if ctx.swap_model is not None else None
     return FaceEnhancer(session, settings, fast, joined=joined, fast_joined=fast_joined,
-                        one_shape=_on_gpu_lane(ctx))
+                        one_shape=_on_gpu_lane(ctx), mouth_mask=mouth_mask)
 
 
 _OPTIONS = {"model": "--enhancer-model", "blend": "--enhancer-blend", "weight": "--enhancer-weight",

@@ -309,11 +309,12 @@ class NeuralSwapper:
         landmark areas stay), or on again."""
         self._masker.models_on = bool(on)
 
-    def swap_face(self, image: np.ndarray, face: Face, latent: np.ndarray) -> float:
-        """Swap one face in place; returns the ms its paste mask took (bench's face_mask stage)."""
+    def swap_face(self, image: np.ndarray, face: Face, latent: np.ndarray) -> tuple[float, bool]:
+        """Swap one face in place; returns the ms its paste mask took (bench's face_mask stage)
+        and whether the face was changed (not: no valid alignment, an empty paste mask)."""
         aligned = self.align(image, face)
         if not _valid_matrix(aligned.matrix):
-            return 0.0
+            return 0.0, False
         fake = self.swap_crop(aligned, latent)
         settings = self._settings
         if settings.color_match:
@@ -322,9 +323,11 @@ class NeuralSwapper:
         masked = time.perf_counter()
         mask = self._masker.mask(aligned.crop, aligned.matrix, face, image.shape)  # --face-mask, --mouth-mask
         mask_ms = (time.perf_counter() - masked) * 1000.0
+        if not mask.alpha8.any():  # e.g. none of the --face-mask-regions visible: nothing to paste
+            return mask_ms, False
         paste(image, fake, aligned.matrix, mask,
               opacity=float(np.clip(settings.blend, 0.0, 1.0)) * presence(face))
-        return mask_ms
+        return mask_ms, True
 
     def process(self, packet: FramePacket) -> FramePacket:
         start = time.perf_counter()
@@ -340,7 +343,9 @@ class NeuralSwapper:
             if latent is None:
                 log.debug("face_swapper: no source %d, using the first", face.source_key)
                 latent = latents[min(latents)]
-            mask_ms += self.swap_face(packet.image, face, latent)
+            took, changed = self.swap_face(packet.image, face, latent)
+            mask_ms += took
+            packet.left_as_is += not changed
         if not self._masker.box_only:  # the occluder, the parser and the areas, shown apart by bench
             packet.timings["face_mask"] = mask_ms
         packet.timings[self.name] = (time.perf_counter() - start) * 1000.0
