@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from livecam.console import counted, one_line
+from livecam.console import agree, counted, one_line
 
 
 def test_one_is_singular_and_every_other_count_plural() -> None:
     assert counted(1, "frame") == "1 frame"
     assert [counted(n, "frame") for n in (0, 2, 11)] == ["0 frames", "2 frames", "11 frames"]
+
+
+def test_the_words_that_agree_with_a_count_follow_counted() -> None:
+    # "the face is too small", "the faces are too small": one rule for 1, 0 and many, as counted's
+    assert [agree(n, "is", "are") for n in (1, 0, 2, 11)] == ["is", "are", "are", "are"]
+    assert [f"the {agree(n, 'face', 'faces')} {agree(n, 'is', 'are')}" for n in (1, 3)] == [
+        "the face is", "the faces are"]
 
 
 def test_control_characters_are_escaped_as_python_writes_them() -> None:

@@ -1,4 +1,4 @@
-"""What livecam writes to the terminal: one-line messages (counted: "1 frame", "2 frames"), the
+"""What livecam writes to the terminal: one-line messages (counted: "1 frame", "2 frames"; agree: "is", "are"), the
 log's format, and what becomes of stdout when it cannot be written. cli.py decides the exit codes; commands/ print through here too."""
 
 from __future__ import annotations
@@ -90,7 +90,13 @@ def one_line(text: str) -> str:
 def counted(n: int, noun: str) -> str:
     """`n` and `noun`, plural unless `n` is 1 (a regular English plural: noun + s): a one-frame
     clip was "1 frames" in the summary, the interrupt and the no-face warning."""
-    return f"{n} {noun}" + ("" if n == 1 else "s")
+    return f"{n} {agree(n, noun, noun + 's')}"
+
+
+def agree(n: int, one: str, many: str) -> str:
+    """`one` when `n` is 1, else `many` (0 included), as counted() decides: the words that agree
+    with a count not written beside them ("the face is" / "the faces are", "it is" / "they are")."""
+    return one if n == 1 else many
 
 
 class OneLineFormatter(logging.Formatter):
