@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from livecam.console import agree, counted, one_line
+import os
+
+from livecam.console import agree, as_utf8, counted, one_line
 
 
 def test_one_is_singular_and_every_other_count_plural() -> None:
@@ -20,3 +22,9 @@ def test_the_words_that_agree_with_a_count_follow_counted() -> None:
 def test_control_characters_are_escaped_as_python_writes_them() -> None:
     assert one_line("a\nb\x1b[31mc\td") == "a\\nb\\x1b[31mc\\td"
     assert one_line("plain é ü") == "plain é ü"  # printable text, accents included, stays
+
+
+def test_bytes_of_a_name_that_are_not_utf8_are_written_as_python_writes_bytes() -> None:
+    name = os.fsdecode(b"bad\xffname \xc3\xa9.jpg")  # 0xff is not UTF-8; the \xc3\xa9 of "é" is
+    assert as_utf8(name) == "bad\\xffname é.jpg"
+    assert as_utf8("plain é") == "plain é" and as_utf8("\ud800") == "\\ud800"  # any lone surrogate: valid text

@@ -87,6 +87,16 @@ def one_line(text: str) -> str:
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
+def as_utf8(text: str) -> str:
+    """`text` as valid UTF-8: the bytes of a file name that are not UTF-8, which Python keeps as
+    lone surrogates (0xff as \\udcff, what `verify --json` wrote, and no strict parser takes), as
+    Python writes bytes: \\xff."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate no file name's byte became
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def counted(n: int, noun: str) -> str:
     """`n` and `noun`, plural unless `n` is 1 (a regular English plural: noun + s): a one-frame
     clip was "1 frames" in the summary, the interrupt and the no-face warning."""

@@ -4,6 +4,7 @@ models, mesh swapper), on unmarked files and on unreadable ones: verdicts and ex
 from __future__ import annotations
 
 import json
+import os
 import struct
 from pathlib import Path
 
@@ -104,6 +105,23 @@ def test_a_file_name_with_a_newline_or_an_escape_stays_on_its_line(tmp_path: Pat
     assert result.returncode == 2 and len(lines) == 5, result.stdout
     assert lines[0] == f"{tmp_path}/a\\nb.jpg: NOT MARKED: no livecam mark found (image)"
     assert lines[4].startswith(f"{tmp_path}/gone\\x1b[31m.png: UNREADABLE: ") and "\x1b" not in result.stdout
+
+
+def test_a_file_name_that_is_not_utf8_is_valid_utf8_in_the_json_and_exact_in_hex(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # The byte 0xff was written as the lone surrogate "\\udcff", which is not UTF-8 (strict JSON
+    # readers refuse it; Python's own gives a string that cannot be encoded)
+    odd = Path(os.fsdecode(bytes(tmp_path) + b"/bad\xffname.jpg"))
+    odd.write_bytes((faces_dir / "obama.jpg").read_bytes())
+    gone = Path(os.fsdecode(bytes(tmp_path) + b"/gone\xfe.png"))
+    code, (found, missing) = verify([odd, gone], isolated_env)
+    assert code == 2 and found["kind"] == "image" and "error" in missing
+    assert found["file"] == f"{tmp_path}/bad\\xffname.jpg" and missing["file"] == f"{tmp_path}/gone\\xfe.png"
+    assert missing["error"] == f"{tmp_path}/gone\\xfe.png: no such file"
+    assert bytes.fromhex(found["file_hex"]) == os.fsencode(odd) and bytes.fromhex(missing["file_hex"]) == os.fsencode(gone)
+    json.dumps([found, missing], ensure_ascii=False).encode("utf-8")  # no lone surrogate anywhere
+    _, (plain,) = verify([faces_dir / "obama.jpg"], isolated_env)
+    assert plain["file"] == str(faces_dir / "obama.jpg") and "file_hex" not in plain  # a UTF-8 name: as it is
 
 
 def test_unreadable_and_missing_files_exit_2(tmp_path: Path, isolated_env: dict[str, str]) -> None:

@@ -81,7 +81,8 @@ class Evidence:
         return bool(self.metadata) or self.credentials.by_livecam or self.watermark.found
 
     def as_dict(self) -> dict[str, Any]:
-        return {"file": str(self.path), "kind": self.kind, "marked": self.marked,
+        """The findings, for `verify --json` (which names the file: commands/verify.py)."""
+        return {"kind": self.kind, "marked": self.marked,
                 "metadata": list(self.metadata),
                 "c2pa": {**asdict(self.credentials), "valid": self.credentials.valid,
                          "by_livecam": self.credentials.by_livecam},
