@@ -347,7 +347,7 @@ class LivePipeline:
 
     # -- output loop (caller's thread) ----------------------------------------------------------
     def _output_loop(self) -> str:
-        opts, job = self.options, self.options.job
+        job = self.options.job
         started = time.perf_counter()
         while True:
             if self._stop.is_set():
