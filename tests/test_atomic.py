@@ -99,6 +99,25 @@ def test_a_removed_output_folder_is_one_line_naming_the_output(tmp_path: Path) -
     assert "no longer exists" in info.value.message
 
 
+def test_a_folder_that_takes_no_new_name_is_not_called_removed(tmp_path: Path) -> None:
+    # /proc answers ENOENT to a new name though it exists: it was "the folder /proc no longer
+    # exists; create it and run again" (the demo writing into /proc with --force)
+    out = tmp_path / "result.mp4"
+    assert os_error_message(out, OSError(errno.ENOENT, "No such file or directory")) == (
+        f"cannot write {out}: {tmp_path} is on a kernel file system, which takes no new files; "
+        "choose another output path")
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="Linux's /proc")
+def test_an_output_in_proc_is_one_line_with_the_fix() -> None:
+    out = Path("/proc/result.mp4")
+    with pytest.raises((InputError, OutputError)) as info:
+        with AtomicOutput(out) as target:
+            target.write_bytes(b"x")
+    message = info.value.message
+    assert message.startswith(f"cannot write {out}") and message.endswith("; choose another output path"), message
+
+
 def test_a_folder_as_output_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="is a folder"):
         AtomicOutput(tmp_path).open()

@@ -32,6 +32,7 @@ from livecam.errors import InputError, OutputError, OutputExistsError
 # errno values that mean "no more bytes fit": no partial result is worth keeping then.
 DISK_FULL = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
 FULL = "the disk is full (or over quota)"  # what ENOSPC and EDQUOT mean to a user
+NO_NEW_FILES = "a kernel file system, which takes no new files"  # /proc, /sys/kernel: ENOENT to a new name
 _MAX_SUFFIX = 16  # characters of the output's extension kept on the temporary name
 
 
@@ -87,6 +88,18 @@ def check_new_output(path: Path, *, force: bool, what: str = "") -> None:
         raise OutputExistsError(f"{what}{path} exists; add --force to overwrite it or choose another name")
 
 
+def refusal(exc: OSError) -> str:
+    """Why a folder that exists took no new file or folder, in os_error_message's words. A
+    kernel's folder (/proc) answers ENOENT: it was "(No such file or directory)" there."""
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    if exc.errno == errno.EROFS:
+        return "it is on a read-only file system"
+    if exc.errno == errno.ENOENT:
+        return NO_NEW_FILES
+    return exc.strerror or str(exc)
+
+
 def os_error_message(path: Path, exc: OSError) -> str:
     """One line for an OSError met while writing `path`, naming `path` (not a temporary file)."""
     folder = folder_of(path)
@@ -96,6 +109,8 @@ def os_error_message(path: Path, exc: OSError) -> str:
     if code == errno.EFBIG:
         return (f"writing {path} failed: the file grew past the file size limit of this file system or "
                 f"process (ulimit -f); choose another folder or a lower --video-quality")
+    if code == errno.ENOENT and folder.is_dir():
+        return f"cannot write {path}: {folder} is on {NO_NEW_FILES}; choose another output path"
     if code == errno.ENOENT:
         return f"writing {path} failed: the folder {folder} no longer exists; create it and run again"
     if code in (errno.EACCES, errno.EPERM):

@@ -1,4 +1,4 @@
-"""What livecam writes to the terminal: one-line messages (counted: "1 frame", "2 frames"), the
+"""What livecam writes to the terminal: one-line messages (counted: "1 frame", "2 frames"; agree: "is", "are"), the
 log's format, and what becomes of stdout when it cannot be written. cli.py decides the exit codes; commands/ print through here too."""
 
 from __future__ import annotations
@@ -87,10 +87,26 @@ def one_line(text: str) -> str:
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
+def as_utf8(text: str) -> str:
+    """`text` as valid UTF-8: the bytes of a file name that are not UTF-8, which Python keeps as
+    lone surrogates (0xff as \\udcff, what `verify --json` wrote, and no strict parser takes), as
+    Python writes bytes: \\xff."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate no file name's byte became
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def counted(n: int, noun: str) -> str:
     """`n` and `noun`, plural unless `n` is 1 (a regular English plural: noun + s): a one-frame
     clip was "1 frames" in the summary, the interrupt and the no-face warning."""
-    return f"{n} {noun}" + ("" if n == 1 else "s")
+    return f"{n} {agree(n, noun, noun + 's')}"
+
+
+def agree(n: int, one: str, many: str) -> str:
+    """`one` when `n` is 1, else `many` (0 included), as counted() decides: the words that agree
+    with a count not written beside them ("the face is" / "the faces are", "it is" / "they are")."""
+    return one if n == 1 else many
 
 
 class OneLineFormatter(logging.Formatter):

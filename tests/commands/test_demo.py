@@ -270,3 +270,13 @@ def test_a_folder_the_demo_cannot_create_is_a_usage_error(tmp_path: Path) -> Non
     with pytest.raises(InputError) as info:
         demo.prepare_folder(unwritable_folder(tmp_path) / "demo", force=False)
     assert info.value.exit_code == EXIT_USAGE and "cannot create the folder" in info.value.message
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="Linux's /proc")
+def test_a_demo_folder_in_proc_names_the_problem_not_a_missing_file() -> None:
+    from livecam.errors import InputError
+
+    with pytest.raises(InputError) as info:
+        demo.prepare_folder(Path("/proc/livecam-demo"), force=False)
+    message = info.value.message
+    assert message.startswith("cannot create the folder /proc/livecam-demo (") and "No such file" not in message

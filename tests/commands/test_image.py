@@ -355,6 +355,21 @@ def test_unwritable_output_folder_is_refused_before_any_model_loads(tmp_path: Pa
     assert f"the output folder {folder} is not writable" in only_error_line(result.stderr)
 
 
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="Linux's /proc")
+@pytest.mark.parametrize("command", ["image", "video"])
+def test_an_output_in_proc_is_one_line_naming_the_problem_and_the_fix(command: str, tmp_path: Path, faces_dir: Path,
+                                                                      isolated_env: dict[str, str]) -> None:
+    # as root it was "the output folder /proc is not writable (No such file or directory)"
+    target = small(faces_dir, "obama.jpg", tmp_path)
+    given = target if command == "image" else make_clip(tmp_path / "in.mp4", frames=2, audio=False)
+    out = "/proc/o.jpg" if command == "image" else "/proc/o.mp4"
+    result = run_cli([command, str(given), out, "-s", str(target)], env=isolated_env)
+    assert result.returncode == 2, result.stderr
+    line = only_error_line(result.stderr)
+    assert line.startswith("livecam: error: the output folder /proc is not writable (") and "No such file" not in line
+    assert line.endswith("); choose another output path"), line
+
+
 def test_no_face_of_the_reference_person_says_so(tmp_path: Path, faces_dir: Path,
                                                 isolated_env: dict[str, str]) -> None:
     from tests.standins.arcface import build_arcface

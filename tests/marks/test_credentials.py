@@ -4,6 +4,7 @@ by c2pa's own Reader; bad identities are refused with one clear line."""
 from __future__ import annotations
 
 import io
+import logging
 from pathlib import Path
 
 import cv2
@@ -173,6 +174,41 @@ def test_the_local_identity_is_made_before_the_work_when_an_output_gets_signed(
     _blocked(tmp_path, monkeypatch)
     with pytest.raises(OutputError, match="cannot create the C2PA identity"):
         cr.signing_for(C2paSettings(), None, (), outputs=(tmp_path / "out.jpg",))
+
+
+UNSIGNED_WARNING = ("warning: no C2PA content credentials in {} outputs: c2pa-python cannot write them there; "
+                    "the watermark and metadata are still written; write .mp4 or .mov to have them too")
+
+
+def test_outputs_c2pa_cannot_be_written_into_are_said_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    # c2pa-python writes no WebM or Matroska: those outputs went without credentials, unsaid
+    from livecam.settings import C2paSettings
+
+    monkeypatch.setenv("LIVECAM_C2PA_DIR", str(tmp_path / "c2pa"))
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        cr.signing_for(C2paSettings(), None, (), outputs=[tmp_path / n for n in ("a.webm", "b.MKV", "c.webm", "d.mp4")])
+    warned = [r.getMessage() for r in caplog.records if r.getMessage().startswith("warning:")]
+    assert warned == [UNSIGNED_WARNING.format(".mkv and .webm")]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        cr.signing_for(C2paSettings(), None, (), outputs=(tmp_path / "e.mp4", tmp_path / "f.mov"))
+        cr.signing_for(C2paSettings(enabled=False), None, (), outputs=(tmp_path / "g.webm",))  # --no-c2pa: asked for
+    assert not [r for r in caplog.records if r.getMessage().startswith("warning:")]
+
+
+def test_a_webm_video_says_it_has_no_credentials_and_keeps_the_other_marks(tmp_path: Path, faces_dir: Path,
+                                                                         isolated_env: dict[str, str]) -> None:
+    from tests.conftest import run_cli
+    from tests.videos import make_clip
+
+    out = tmp_path / "out.webm"
+    result = run_cli(["video", str(make_clip(tmp_path / "in.mp4", frames=2, audio=False)), str(out),
+                      "-s", str(faces_dir / "biden.jpg"), "--swap-model", "mesh"], env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("livecam: " + UNSIGNED_WARNING.format(".webm")) == 1, result.stderr
+    verified = run_cli(["verify", str(out)], env=isolated_env)
+    assert verified.returncode == 0 and "MARKED as made with livecam" in verified.stdout, verified.stdout
 
 
 @pytest.mark.parametrize("command", ["video", "image"])

@@ -4,10 +4,13 @@ models, mesh swapper), on unmarked files and on unreadable ones: verdicts and ex
 from __future__ import annotations
 
 import json
+import os
+import struct
 from pathlib import Path
 
 import av
 import cv2
+import numpy as np
 import pytest
 
 from tests.conftest import run_cli
@@ -104,6 +107,23 @@ def test_a_file_name_with_a_newline_or_an_escape_stays_on_its_line(tmp_path: Pat
     assert lines[4].startswith(f"{tmp_path}/gone\\x1b[31m.png: UNREADABLE: ") and "\x1b" not in result.stdout
 
 
+def test_a_file_name_that_is_not_utf8_is_valid_utf8_in_the_json_and_exact_in_hex(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # The byte 0xff was written as the lone surrogate "\\udcff", which is not UTF-8 (strict JSON
+    # readers refuse it; Python's own gives a string that cannot be encoded)
+    odd = Path(os.fsdecode(bytes(tmp_path) + b"/bad\xffname.jpg"))
+    odd.write_bytes((faces_dir / "obama.jpg").read_bytes())
+    gone = Path(os.fsdecode(bytes(tmp_path) + b"/gone\xfe.png"))
+    code, (found, missing) = verify([odd, gone], isolated_env)
+    assert code == 2 and found["kind"] == "image" and "error" in missing
+    assert found["file"] == f"{tmp_path}/bad\\xffname.jpg" and missing["file"] == f"{tmp_path}/gone\\xfe.png"
+    assert missing["error"] == f"{tmp_path}/gone\\xfe.png: no such file"
+    assert bytes.fromhex(found["file_hex"]) == os.fsencode(odd) and bytes.fromhex(missing["file_hex"]) == os.fsencode(gone)
+    json.dumps([found, missing], ensure_ascii=False).encode("utf-8")  # no lone surrogate anywhere
+    _, (plain,) = verify([faces_dir / "obama.jpg"], isolated_env)
+    assert plain["file"] == str(faces_dir / "obama.jpg") and "file_hex" not in plain  # a UTF-8 name: as it is
+
+
 def test_unreadable_and_missing_files_exit_2(tmp_path: Path, isolated_env: dict[str, str]) -> None:
     junk = tmp_path / "junk.mp4"
     junk.write_bytes(b"not a video at all")
@@ -130,6 +150,36 @@ def test_a_file_that_is_neither_an_image_nor_a_video_is_not_called_a_bad_video(
     assert text["error"].startswith(f"{notes} is neither an image nor a video livecam can read"), text
     assert ".mp4" in text["error"] and "PNG" in text["error"], text
     assert phone["error"].startswith(f"{heic} is a HEIC image, which livecam cannot read; convert it"), phone
+
+
+def _icon(path: Path, image: np.ndarray) -> Path:
+    """A .ico holding one PNG (what current icon tools write); FFmpeg reads it as a one-frame video."""
+    png = cv2.imencode(".png", image)[1].tobytes()
+    h, w = image.shape[:2]
+    entry = struct.pack("<BBBBHHII", w % 256, h % 256, 0, 0, 1, 32, len(png), 6 + 16)
+    path.write_bytes(struct.pack("<HHH", 0, 1, 1) + entry + png)
+    return path
+
+
+def _gif(path: Path, frames: int) -> Path:
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("gif", rate=10)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "rgb8"
+        for i in range(frames):
+            out.mux(stream.encode(av.VideoFrame.from_ndarray(np.full((48, 64, 3), 60 * i, np.uint8), format="rgb24")))
+        out.mux(stream.encode(None))
+    return path
+
+
+def test_an_icon_and_a_gif_of_one_frame_are_called_images(tmp_path: Path, isolated_env: dict[str, str]) -> None:
+    # FFmpeg reads both as one-frame videos: the report said "(video)" above "watermark: ... the image"
+    icon = _icon(tmp_path / "favicon.ico", np.full((48, 64, 3), 90, np.uint8))
+    still, clip = _gif(tmp_path / "still.gif", 1), _gif(tmp_path / "anim.gif", 3)
+    code, found = verify([icon, still, clip], isolated_env)
+    assert code == 1 and [f["kind"] for f in found] == ["image", "image", "video"], found
+    text = run_cli(["verify", str(icon), str(still)], env=isolated_env).stdout.splitlines()
+    assert [line for line in text if not line.startswith(" ")] == [
+        f"{icon}: NOT MARKED: no livecam mark found (image)", f"{still}: NOT MARKED: no livecam mark found (image)"]
 
 
 def test_a_renamed_marked_photo_is_read_as_a_photo_and_a_folder_is_called_a_folder(

@@ -290,6 +290,28 @@ def test_unwritable_folder(tmp_path: Path) -> None:
         images.write_image_atomic(folder / "o.png", _pattern(), force=False, label=False)
 
 
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="Linux's /proc")
+def test_an_output_in_proc_names_the_problem_not_a_missing_file() -> None:
+    # it was "the output folder /proc is not writable (No such file or directory)", to root
+    with pytest.raises(InputError) as info:
+        images.check_output_path(Path("/proc/o.png"), force=False)
+    message = info.value.message
+    assert message.startswith("the output folder /proc is not writable (") and "No such file" not in message
+    assert message.endswith("); choose another output path"), message
+
+
+def test_a_folder_that_answers_enoent_is_called_a_kernel_file_system(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_new_name(**kw: object) -> None:
+        raise FileNotFoundError(2, "No such file or directory")
+
+    monkeypatch.setattr(images.tempfile, "TemporaryFile", no_new_name)
+    with pytest.raises(InputError) as info:
+        images.check_output_path(tmp_path / "o.png", force=False)
+    assert info.value.message == (f"the output folder {tmp_path} is not writable (a kernel file system, which "
+                                  "takes no new files); choose another output path")
+
+
 def test_failed_write_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def broken_replace(src: object, dst: object) -> None:
         raise OSError(28, "No space left on device")

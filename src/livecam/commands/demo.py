@@ -25,7 +25,7 @@ import click
 import cv2
 import numpy as np
 
-from livecam.atomic import AtomicOutput
+from livecam.atomic import AtomicOutput, refusal
 from livecam.errors import InputError, OutputError, OutputExistsError
 from livecam.marks.credentials import signing_for
 from livecam.marks.watermark import open_watermarker
@@ -169,7 +169,7 @@ def prepare_folder(folder: Path, *, force: bool) -> Path | None:
         folder.mkdir(parents=True)
     except OSError as exc:
         # a usage error (exit 2), as image's and video's unwritable output folders are; it was exit 1
-        raise InputError(f"cannot create the folder {folder}: {exc.strerror or exc}; give another folder") from exc
+        raise InputError(f"cannot create the folder {folder} ({refusal(exc)}); give another folder") from exc
     return top
 
 

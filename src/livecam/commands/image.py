@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 
-from livecam.console import counted
+from livecam.console import agree, counted
 from livecam.errors import InputError
 from livecam.frame import FramePacket
 from livecam.marks.credentials import available, signing_for
@@ -52,7 +52,7 @@ def run_image(job: ImageJob) -> None:
     log.debug("models: %s", engine.describe())
     if job.unused:
         log.warning("warning: %s for videos and live runs; an image is one frame, whose models get every core, "
-                    "so %s ignored", registry.listed(list(job.unused)), "it is" if len(job.unused) == 1 else "they are")
+                    "so %s ignored", registry.listed(list(job.unused)), agree(len(job.unused), "it is", "they are"))
     signing = signing_for(job.c2pa, job.input, tuple(engine.model_names.values()), outputs=(job.output,))
     packet = FramePacket(index=0, image=bgr.copy())
     engine.analyse(packet, track=False)
@@ -63,9 +63,9 @@ def run_image(job: ImageJob) -> None:
         log.warning("warning: no %s found in %s; writing it unchanged to %s",
                     job.processing.analysis.wanted_faces, job.input, job.output)
     elif not count:
-        log.warning("warning: the face%s found in %s %s too small to change (under %g px between "
+        log.warning("warning: the %s found in %s %s too small to change (under %g px between "
                     "the eyes); writing it unchanged to %s; use a larger image",
-                    "" if small == 1 else "s", job.input, "is" if small == 1 else "are",
+                    agree(small, "face", "faces"), job.input, agree(small, "is", "are"),
                     MIN_EYE_DISTANCE, job.output)
     else:
         engine.process(packet)

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from livecam.atomic import AtomicOutput, check_new_output
-from livecam.console import counted, one_line
+from livecam.console import agree, counted, one_line
 from livecam.errors import EXIT_MODEL, InputError, LicenseNotAcceptedError, ModelError
 from livecam.models.catalog import download_command
 from livecam.models.store import (CORRUPT, MISSING, PRESENT, UNPINNED, VERIFIED, ModelState, ModelStore,
@@ -144,7 +144,7 @@ def verify_models(settings: RuntimeSettings, names: tuple[str, ...]) -> int:
         _echo(line, err=st.state == CORRUPT)
     problems = [f"{counted(failed, 'model file')} failed verification"] if failed else []
     if missing:
-        problems.append(f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not downloaded "
+        problems.append(f"{', '.join(missing)} {agree(len(missing), 'is', 'are')} not downloaded "
                         f"(`{download_command(*missing)}`)")
     if problems:
         _echo(f"livecam: error: {'; '.join(problems)}", err=True)

@@ -6,11 +6,12 @@ Exit status: 0 when every file is marked, 1 when one is not, 2 when one cannot b
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import click
 
-from livecam.console import one_line  # a file name may hold a newline
+from livecam.console import as_utf8, one_line  # a file name may hold a newline, or bytes that are not UTF-8
 from livecam.errors import EXIT_USAGE, LivecamError
 from livecam.marks.evidence import Evidence, examine
 from livecam.marks.watermark import open_watermarker
@@ -26,18 +27,37 @@ def run_verify(runtime: RuntimeSettings, files: tuple[Path, ...], as_json: bool)
             evidence = examine(path, marker)
         except LivecamError as exc:
             status = EXIT_USAGE
-            results.append({"file": str(path), "error": exc.message})
+            results.append({**_named(path), "error": exc.message})
             if not as_json:
                 click.echo(one_line(f"{path}: UNREADABLE: {exc.message}"))
             continue
         if not evidence.marked:
             status = max(status, 1)
-        results.append(evidence.as_dict())
+        results.append({**_named(path), **evidence.as_dict()})
         if not as_json:
             click.echo(report(evidence))
     if as_json:
-        click.echo(json.dumps(results, indent=2))
+        click.echo(json.dumps(_utf8(results), indent=2))
     return status
+
+
+def _named(path: Path) -> dict[str, str]:
+    """How the JSON names a file: "file", its name as text (as_utf8: a byte that is not UTF-8 as
+    \\xff), and for such a name "file_hex" too, its exact bytes, which a literal "\\xff" in a
+    name cannot be told from otherwise."""
+    text = as_utf8(str(path))
+    return {"file": text} if text == str(path) else {"file": text, "file_hex": os.fsencode(path).hex()}
+
+
+def _utf8(value: object) -> object:
+    """`value` with every string valid UTF-8 (as_utf8): a name is in the error messages too."""
+    if isinstance(value, str):
+        return as_utf8(value)
+    if isinstance(value, dict):
+        return {key: _utf8(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_utf8(item) for item in value]
+    return value
 
 
 def report(evidence: Evidence) -> str:

@@ -20,7 +20,8 @@ log = logging.getLogger("livecam")
 def cluster_signer(job: VideoJob, models: tuple[str, ...]) -> Callable[[Path], None] | None:
     """C2PA credentials for a joined output (on the driver, over the finished temporary file),
     naming the models the workers used; None with --no-c2pa."""
-    signing = signing_for(job.c2pa, job.input, models, outputs=(job.output,))
+    # no outputs: the local identity was made, and a .webm said unsigned, before the run started
+    signing = signing_for(job.c2pa, job.input, models)
     if signing is None:
         return None
     return lambda temp: signing.sign_file(temp, job.output)

@@ -390,13 +390,19 @@ def signing_for(settings: Any, input: Path | None, models: tuple[str, ...],
     """The Signing for an output under these settings.C2paSettings, or None when --no-c2pa or
     when c2pa-python is missing (said once, as a warning: the other marks are still written).
     When one of `outputs` is a kind that gets signed, the local identity is made (or refused)
-    now, before the work: made at the end, a failure (a read-only home) lost the whole output."""
+    now, before the work: made at the end, a failure (a read-only home) lost the whole output;
+    the kinds C2PA cannot be written into (.webm, .mkv) are said once, as a warning."""
     if not settings.enabled:
         return None
     if not available():
         log.warning("warning: no C2PA content credentials: c2pa-python is not installed "
                     "(pip install 'livecam[c2pa]'); the watermark and metadata are still written")
         return None
+    unsigned = sorted({path.suffix.lower() or "extension-less" for path in outputs if mime_type(path) is None})
+    if unsigned:  # c2pa-python has no WebM or Matroska: those outputs went without them, unsaid
+        log.warning("warning: no C2PA content credentials in %s outputs: c2pa-python cannot write them there; "
+                    "the watermark and metadata are still written; write .mp4 or .mov to have them too",
+                    " and ".join(unsigned))
     given = settings.cert or settings.key or os.environ.get("LIVECAM_C2PA_CERT") or os.environ.get("LIVECAM_C2PA_KEY")
     # a given identity is checked now, before any work; the local one when an output will be signed
     signing = Signing(load_identity(settings.cert, settings.key) if given else None, input, models)

@@ -81,7 +81,8 @@ class Evidence:
         return bool(self.metadata) or self.credentials.by_livecam or self.watermark.found
 
     def as_dict(self) -> dict[str, Any]:
-        return {"file": str(self.path), "kind": self.kind, "marked": self.marked,
+        """The findings, for `verify --json` (which names the file: commands/verify.py)."""
+        return {"kind": self.kind, "marked": self.marked,
                 "metadata": list(self.metadata),
                 "c2pa": {**asdict(self.credentials), "valid": self.credentials.valid,
                          "by_livecam": self.credentials.by_livecam},
@@ -113,9 +114,9 @@ def examine(path: Path, marker: wm.Watermarker) -> Evidence:
         reading = marker.read(image[:, :, :3] if image.ndim == 3 else image)
         finding = WatermarkFinding(1, int(reading.marked), reading.errors, reading.version)
         return Evidence(path, "image", tags, credentials, finding)
-    tags, credentials = _video_tags(path), cr.read_credentials(path)
+    (tags, picture), credentials = _video_tags(path), cr.read_credentials(path)
     settled = bool(tags) or credentials.by_livecam
-    return Evidence(path, "video", tags, credentials, _video_watermark(path, marker, settled))
+    return Evidence(path, "image" if picture else "video", tags, credentials, _video_watermark(path, marker, settled))
 
 
 def is_still_image(path: Path) -> bool:
@@ -145,12 +146,14 @@ def _image_tags(path: Path) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _video_tags(path: Path) -> tuple[str, ...]:
+def _video_tags(path: Path) -> tuple[tuple[str, ...], bool]:
+    """The livecam tags in a file read as a video, and whether it is one picture (an icon, a GIF
+    of one frame: an image, read the video's way)."""
     from livecam.media.images import heif_kind, is_video, unreadable_message
     from livecam.media.video_reader import container_tags
 
     try:
-        tags = container_tags(path)
+        tags, picture = container_tags(path)
     except InputError:
         with path.open("rb") as f:
             head = f.read(512)
@@ -159,7 +162,7 @@ def _video_tags(path: Path) -> tuple[str, ...]:
             raise InputError(unreadable_message(path, head, videos_too=True)) from None
         raise
     return tuple(f"container {key}={tags[key]!r}" for key in ("synthetic", "ai_generated", "comment")
-                 if key in tags and (tags[key] == "true" or tags[key] == provenance.DESCRIPTION))
+                 if key in tags and (tags[key] == "true" or tags[key] == provenance.DESCRIPTION)), picture
 
 
 def _video_watermark(path: Path, marker: wm.Watermarker, settled: bool = False) -> WatermarkFinding:

@@ -27,7 +27,7 @@ import numpy as np
 
 from livecam import native_stderr
 from livecam.media import provenance
-from livecam.atomic import AtomicOutput, check_new_output
+from livecam.atomic import AtomicOutput, check_new_output, refusal
 from livecam.errors import InputError, OutputError
 from livecam.media import metadata as md
 from livecam.settings import IMAGE_READ_FORMATS, IMAGE_WRITE_FORMATS
@@ -695,7 +695,7 @@ def check_output_folder(path: Path) -> None:
         with tempfile.TemporaryFile(dir=folder):
             pass
     except OSError as exc:
-        raise InputError(f"the output folder {folder} is not writable ({exc.strerror or exc}); "
+        raise InputError(f"the output folder {folder} is not writable ({refusal(exc)}); "
                          "choose another output path") from exc
 
 

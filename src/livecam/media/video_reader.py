@@ -37,6 +37,8 @@ log = logging.getLogger("livecam")
 
 # Demuxers that read still images: those files belong to `livecam image` (an animated GIF is a clip).
 _IMAGE_FORMATS = ("image2", "png_pipe", "jpeg_pipe", "webp_pipe", "bmp_pipe", "tiff_pipe")
+# Demuxers of pictures open_input lets through, read as one-frame videos: icons (.ico, .cur).
+_PICTURE_FORMATS = ("ico",)
 
 
 @dataclass(frozen=True)  # not slotted: pickled with VideoInfo into a chunk (frozen + slots: no unpickling on 3.10)
@@ -158,11 +160,16 @@ def open_input(path: Path, *, once: bool = False) -> av.container.InputContainer
     return container
 
 
-def container_tags(path: Path) -> dict[str, str]:
-    """The container's metadata tags (keys lower-cased), for `livecam verify`; InputError when
-    the file is not a readable video."""
+def container_tags(path: Path) -> tuple[dict[str, str], bool]:
+    """The container's metadata tags (keys lower-cased), and whether it holds one picture that
+    FFmpeg reads as a one-frame video (an icon, a GIF of one frame), for `livecam verify`, which
+    called those "(video)"; InputError when the file is not a readable video."""
+    from livecam.media.images import still_gif  # (OpenCV: not loaded for a video's sake)
+
     with open_input(path) as container:
-        return {str(k).lower(): str(v) for k, v in container.metadata.items()}
+        tags = {str(k).lower(): str(v) for k, v in container.metadata.items()}
+        demuxer = container.format.name
+    return tags, demuxer in _PICTURE_FORMATS or (demuxer == "gif" and still_gif(path))
 
 
 def _animated_png(path: Path) -> bool:

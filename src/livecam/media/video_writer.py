@@ -35,7 +35,7 @@ from av.video.codeccontext import VideoCodecContext
 from av.video.stream import VideoStream
 
 from livecam.atomic import output_error
-from livecam.console import counted
+from livecam.console import agree, counted
 from livecam.errors import InputError, OutputError
 from livecam.media.colour import LIMITED, Colour, ColourConverter, tag
 from livecam.native_stderr import dropping
@@ -221,10 +221,10 @@ def say_trimmed(width: int, height: int) -> None:
     """A note when the output (a video's, a recording's) loses the input's odd last column or row."""
     size = encoded_size(width, height)
     if size != (width, height):
-        lost = " and ".join(side for side, odd in (("column", width % 2), ("row", height % 2)) if odd)
+        sides = [side for side, odd in (("column", width % 2), ("row", height % 2)) if odd]
         log.warning("note: the output is %dx%d, the input %dx%d: video is encoded with even sides (4:2:0 colour), "
-                    "so its last %s of pixels %s left out", *size, width, height, lost,
-                    "are" if " and " in lost else "is")
+                    "so its last %s of pixels %s left out", *size, width, height, " and ".join(sides),
+                    agree(len(sides), "is", "are"))
 
 
 def encoder_fits(name: str, width: int, height: int) -> bool:

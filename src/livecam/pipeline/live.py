@@ -55,7 +55,7 @@ from livecam.processors import registry
 from livecam.processors.base import MIN_EYE_DISTANCE, usable
 from livecam.media.provenance import LabelPlacement
 from livecam.settings import LiveJob
-from livecam.console import counted
+from livecam.console import agree, counted
 
 log = logging.getLogger("livecam")
 
@@ -83,9 +83,9 @@ class SmallFacesNotice:
             self._since = now
         elif now - self._since >= self.after_s:
             self.said = True
-            log.warning("warning: the face%s in view %s too small to change (under %g px between the eyes); "
+            log.warning("warning: the %s in view %s too small to change (under %g px between the eyes); "
                         "come closer to the camera or give a higher --resolution",
-                        "" if len(faces) == 1 else "s", "is" if len(faces) == 1 else "are", MIN_EYE_DISTANCE)
+                        agree(len(faces), "face", "faces"), agree(len(faces), "is", "are"), MIN_EYE_DISTANCE)
 
 
 STATS_TO_STDOUT = Path("-")  # --stats-json -: `run` prints nothing else there

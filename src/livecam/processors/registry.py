@@ -20,6 +20,8 @@ import pkgutil
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal
 
+from livecam.console import agree
+
 if TYPE_CHECKING:
     from livecam.models.store import ModelStore
     from livecam.processors.base import FrameProcessor
@@ -84,7 +86,7 @@ def given(options: Any, flags: dict[str, str]) -> list[str]:
 def listed(flags: list[str]) -> str:
     """'--a', '--a and --b', '--a, --b and --c', with 'is'/'are' to follow."""
     names = flags[0] if len(flags) == 1 else ", ".join(flags[:-1]) + " and " + flags[-1]
-    return f"{names} {'is' if len(flags) == 1 else 'are'}"
+    return f"{names} {agree(len(flags), 'is', 'are')}"
 
 
 @dataclass(frozen=True)
