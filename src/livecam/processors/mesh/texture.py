@@ -36,6 +36,11 @@ _SPECULAR_CHROMA = 0.6
 # the source's own light skin texture (freckles' gaps, a cheek's sheen).
 _SPECULAR_LOCAL, _SPECULAR_LOCAL_CHROMA, _SPECULAR_LOCAL_Z = 20.0, 0.85, 1.5
 _SPECULAR_RADIUS, _SPECULAR_NOSE = 0.04, 0.15
+# A shine found so, of at least (_SPECULAR_SEED x _SPECULAR_RADIUS)^2 px, takes in the pixels
+# joined to it that are _SPECULAR_RIM grey levels over the skin round them (and as colourless):
+# its rim, a thin light line left along Biden's nostril. (Smaller finds are noise: grown, they
+# took blobs of test_mesh_swapper's synthetic pattern.)
+_SPECULAR_RIM, _SPECULAR_SEED = 10.0, 0.5
 # The filled spots are at least as light as the lit skin round them (see _skin_lightness): the
 # Gaussian-weighted (_SPECULAR_RADIUS) mean of the skin within _LIT_BELOW standard deviations
 # under the skin's mean lightness (and not over _SPECULAR_LOCAL_Z above it: a shine's rim).
@@ -148,9 +153,12 @@ def fill_highlights(crop: np.ndarray, landmarks: np.ndarray, alpha: np.ndarray) 
         nose = np.zeros((h, w), dtype=np.uint8)
         tip = np.round((landmarks[mesh_indices.NOSE_TIP].mean(axis=0) - 0.5) * 16.0).astype(np.int32)
         cv2.circle(nose, (int(tip[0]), int(tip[1])), int(_SPECULAR_NOSE * size * 16), 1, -1, shift=4)
-        spots |= (skin & (nose > 0) & (lightness > mean + _SPECULAR_LOCAL_Z * std)
-                  & (lightness - cv2.GaussianBlur(lightness, (0, 0), radius) > _SPECULAR_LOCAL)
-                  & (chroma < _SPECULAR_LOCAL_CHROMA * cv2.GaussianBlur(chroma, (0, 0), radius)))
+        lighter = lightness - cv2.GaussianBlur(lightness, (0, 0), radius)
+        near = (skin & (nose > 0)
+                & (chroma < _SPECULAR_LOCAL_CHROMA * cv2.GaussianBlur(chroma, (0, 0), radius)))
+        shine = near & (lightness > mean + _SPECULAR_LOCAL_Z * std) & (lighter > _SPECULAR_LOCAL)
+        spots |= shine | _grow_into(shine, near & (lighter > _SPECULAR_RIM),
+                                    (_SPECULAR_SEED * radius) ** 2)
     if not spots.any():
         return crop
     # Grown by 1/200 of the face (at least a pixel): a shine's soft rim is lighter too.
@@ -161,6 +169,18 @@ def fill_highlights(crop: np.ndarray, landmarks: np.ndarray, alpha: np.ndarray) 
                              (mean - _LIT_BELOW * std, mean + _SPECULAR_LOCAL_Z * std))
     filled = _skin_chroma(filled, lab, hole > 0, skin, radius)
     return _regrain(filled, crop, hole > 0, skin, grow)
+
+
+def _grow_into(seeds: np.ndarray, weak: np.ndarray, least: float) -> np.ndarray:
+    """bool: the components of `seeds` of at least `least` px and the pixels of `weak` joined
+    to them (8-connected)."""
+    _, labels, stats, _ = cv2.connectedComponentsWithStats(seeds.astype(np.uint8), connectivity=8)
+    big = np.isin(labels, np.nonzero(stats[1:, cv2.CC_STAT_AREA] >= least)[0] + 1)
+    if not big.any():
+        return big
+    _, labels = cv2.connectedComponents((big | weak).astype(np.uint8), connectivity=8)
+    joined = np.unique(labels[big])
+    return np.isin(labels, joined[joined > 0])
 
 
 def _skin_lightness(filled: np.ndarray, lab: np.ndarray, hole: np.ndarray, skin: np.ndarray,
