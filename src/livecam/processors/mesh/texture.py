@@ -36,6 +36,15 @@ _SPECULAR_CHROMA = 0.6
 # the source's own light skin texture (freckles' gaps, a cheek's sheen).
 _SPECULAR_LOCAL, _SPECULAR_LOCAL_CHROMA, _SPECULAR_LOCAL_Z = 20.0, 0.85, 1.5
 _SPECULAR_RADIUS, _SPECULAR_NOSE = 0.04, 0.15
+# A shine found so, of at least (_SPECULAR_SEED x _SPECULAR_RADIUS)^2 px, takes in the pixels
+# joined to it that are _SPECULAR_RIM grey levels over the skin round them (and as colourless):
+# its rim, a thin light line left along Biden's nostril. (Smaller finds are noise: grown, they
+# took blobs of test_mesh_swapper's synthetic pattern.)
+_SPECULAR_RIM, _SPECULAR_SEED = 10.0, 0.5
+# The filled spots are at least as light as the lit skin round them (see _skin_lightness): the
+# Gaussian-weighted (_SPECULAR_RADIUS) mean of the skin within _LIT_BELOW standard deviations
+# under the skin's mean lightness (and not over _SPECULAR_LOCAL_Z above it: a shine's rim).
+_LIT_BELOW = 1.0
 # The filled spots get the grain of the skin round them (see _regrain): its high-pass
 # (original minus a Gaussian of _GRAIN_SIGMA px) measured within _GRAIN_RING hole-growth widths.
 _GRAIN_SIGMA, _GRAIN_RING = 1.5, 4
@@ -144,17 +153,56 @@ def fill_highlights(crop: np.ndarray, landmarks: np.ndarray, alpha: np.ndarray) 
         nose = np.zeros((h, w), dtype=np.uint8)
         tip = np.round((landmarks[mesh_indices.NOSE_TIP].mean(axis=0) - 0.5) * 16.0).astype(np.int32)
         cv2.circle(nose, (int(tip[0]), int(tip[1])), int(_SPECULAR_NOSE * size * 16), 1, -1, shift=4)
-        spots |= (skin & (nose > 0) & (lightness > mean + _SPECULAR_LOCAL_Z * std)
-                  & (lightness - cv2.GaussianBlur(lightness, (0, 0), radius) > _SPECULAR_LOCAL)
-                  & (chroma < _SPECULAR_LOCAL_CHROMA * cv2.GaussianBlur(chroma, (0, 0), radius)))
+        lighter = lightness - cv2.GaussianBlur(lightness, (0, 0), radius)
+        near = (skin & (nose > 0)
+                & (chroma < _SPECULAR_LOCAL_CHROMA * cv2.GaussianBlur(chroma, (0, 0), radius)))
+        shine = near & (lightness > mean + _SPECULAR_LOCAL_Z * std) & (lighter > _SPECULAR_LOCAL)
+        spots |= shine | _grow_into(shine, near & (lighter > _SPECULAR_RIM),
+                                    (_SPECULAR_SEED * radius) ** 2)
     if not spots.any():
         return crop
     # Grown by 1/200 of the face (at least a pixel): a shine's soft rim is lighter too.
     grow = 2 * max(1, round(radius / 8)) + 1
     hole = cv2.dilate(spots.astype(np.uint8), np.ones((grow, grow), np.uint8))
     filled = cv2.inpaint(np.ascontiguousarray(crop), hole, 3.0, cv2.INPAINT_TELEA)
+    filled = _skin_lightness(filled, lab, hole > 0, skin, radius,
+                             (mean - _LIT_BELOW * std, mean + _SPECULAR_LOCAL_Z * std))
     filled = _skin_chroma(filled, lab, hole > 0, skin, radius)
     return _regrain(filled, crop, hole > 0, skin, grow)
+
+
+def _grow_into(seeds: np.ndarray, weak: np.ndarray, least: float) -> np.ndarray:
+    """bool: the components of `seeds` of at least `least` px and the pixels of `weak` joined
+    to them (8-connected)."""
+    _, labels, stats, _ = cv2.connectedComponentsWithStats(seeds.astype(np.uint8), connectivity=8)
+    big = np.isin(labels, np.nonzero(stats[1:, cv2.CC_STAT_AREA] >= least)[0] + 1)
+    if not big.any():
+        return big
+    _, labels = cv2.connectedComponents((big | weak).astype(np.uint8), connectivity=8)
+    joined = np.unique(labels[big])
+    return np.isin(labels, joined[joined > 0])
+
+
+def _skin_lightness(filled: np.ndarray, lab: np.ndarray, hole: np.ndarray, skin: np.ndarray,
+                    sigma: float, lit: tuple[float, float]) -> np.ndarray:
+    """`filled` with the lightness inside `hole` raised, where it is lower, to the Gaussian-
+    weighted (`sigma` px) mean of the skin round it whose lightness lies within `lit` (`lab`:
+    the source crop, float Lab). A shine sits where the skin faces the light, so the skin
+    under it is no darker than the lit skin round it; the inpaint drew from the hole's dark
+    edge too (Biden's nose shine lies between his nose's crease and his nostril), and its fill
+    came out a dark patch on the target's nose wing."""
+    lightness = lab[..., 0]
+    source = skin & ~hole & (lightness >= lit[0]) & (lightness <= lit[1])
+    weight = cv2.GaussianBlur(source.astype(np.float32), (0, 0), sigma)
+    near = hole & (weight > 1e-3)
+    if not near.any():
+        return filled
+    level = cv2.GaussianBlur(lightness * source, (0, 0), sigma)[near] / weight[near]
+    out = cv2.cvtColor(filled, cv2.COLOR_BGR2LAB)
+    out[..., 0][near] = np.maximum(out[..., 0][near], np.round(level).astype(np.uint8))
+    result = filled.copy()  # a round trip through Lab would shift the pixels outside the hole
+    result[near] = cv2.cvtColor(out, cv2.COLOR_LAB2BGR)[near]
+    return result
 
 
 def _skin_chroma(filled: np.ndarray, lab: np.ndarray, hole: np.ndarray, skin: np.ndarray,
@@ -164,7 +212,7 @@ def _skin_chroma(filled: np.ndarray, lab: np.ndarray, hole: np.ndarray, skin: np
     deviations of the skin's (`lab`: the source crop, float Lab). The inpaint also draws from
     the hole's edge that is not skin: Biden's nose shine touches his nostril and the shine's
     own bluish rim, and its fill's bottom rows came out grey-blue (9 units of a, b from the
-    skin round it). Lightness stays the inpaint's: the shading towards the nostril is real."""
+    skin round it). Lightness is the inpaint's (see _skin_lightness for its floor)."""
     ab = lab[..., 1:]
     mean, std = ab[skin].mean(axis=0), np.maximum(ab[skin].std(axis=0), 1.0)
     source = (skin & ~hole & (np.abs(ab - mean) <= _SKIN_CHROMA_Z * std).all(axis=2))
