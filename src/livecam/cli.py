@@ -629,6 +629,10 @@ def bench(ctx: click.Context, **kw: Any) -> None:
     if listed.strip() and not compare:  # "," or " ": a comparison asked for, of nothing
         raise click.BadParameter(f"{listed!r} names no provider; list them as cpu,cuda",
                                  param_hint="--compare-providers")
+    unknown = [p for p in compare if p not in PROVIDER_CHOICES]  # a typo, found before the clip is made
+    if unknown:
+        raise click.BadParameter(f"unknown execution provider {unknown[0]!r}; choose from {', '.join(PROVIDER_CHOICES)}",
+                                 param_hint="--compare-providers")
     job = BenchJob(processing=processing, mode=mode, input=bench_input, frames=frames,
                    resolution=resolution, json=as_json, compare_providers=compare, rounds=kw.pop("rounds"),
                    baseline=kw.pop("baseline"), watermark=kw.pop("watermark"))
