@@ -35,6 +35,7 @@ import numpy as np
 from livecam.commands.live import warm_frames
 from livecam.errors import InputError
 from livecam.frame import FramePacket
+from livecam.media.paths import why_missing
 from livecam.pipeline.contracts import ForwardingEngine
 from livecam.marks.live_marker import LiveMarker
 from livecam.marks.watermark import open_watermarker
@@ -481,9 +482,9 @@ def _run_bench(job: BenchJob) -> None:
     from livecam.pipeline.engine import Engine
 
     if job.input is not None and not job.input.is_file():
-        what = "is a folder" if job.input.is_dir() else "does not exist"
-        raise InputError(f"--input {job.input} {what}; give a video file or leave it out "
-                         f"to use a generated clip")
+        fix = "give a video file or leave it out to use a generated clip"
+        what = f"is a folder; {fix}" if job.input.is_dir() else why_missing(job.input, fix)
+        raise InputError(f"--input {job.input} {what}")
     if job.compare_providers and job.processing.runtime.providers not in ((), ("auto",)):
         # each compared run sets its own provider: --execution-provider was silently dropped
         raise InputError(f"--execution-provider {' '.join(job.processing.runtime.providers)} and "
