@@ -279,3 +279,16 @@ def test_a_file_name_starting_with_a_dash_says_how_to_give_it() -> None:
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert "'-out.jpg' starts with a dash, so it is read as options; give it as ./-out.jpg" in result.stderr
     assert "starts with a dash" not in run_cli(["image", "in.jpg", "out.jpg", "-x"]).stderr  # a mistyped flag
+
+
+def test_a_folder_for_a_file_option_or_a_file_for_a_folder_one_names_the_fix(tmp_path: Path) -> None:
+    # click's own words, "File 'x' is a directory." and "Directory 'x' is a file.", said no fix
+    folder, photo = tmp_path / "stats", tmp_path / "face.jpg"
+    folder.mkdir()
+    photo.write_bytes(b"x")
+    result = run_cli(["bench", "--baseline", str(folder)])
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert f"'{folder}' is a folder, not a file; give a file name" in result.stderr, result.stderr
+    result = run_cli(["demo", str(photo)])
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert f"'{photo}' is a file, not a folder; give the name of a folder" in result.stderr, result.stderr

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import math
 import os
+import stat
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -67,13 +68,18 @@ class GivenPath(click.Path):
             value = home_expanded(value)
         if isinstance(value, (str, Path)):
             try:
-                os.stat(value)
+                is_dir = stat.S_ISDIR(os.stat(value).st_mode)
             except OSError as exc:  # the path checks below every command raised it: an internal error
                 if exc.errno == errno.ENAMETOOLONG:
                     longest = max(len(os.fsencode(part)) for part in Path(value).parts)
                     self.fail(f"the name is longer than the file system allows ({longest} bytes in one part, "
                               f"{len(os.fsencode(value))} in all; the usual limits are 255 and 4096); "
                               f"give a shorter one", param, ctx)
+            else:  # click's own words ("Directory 'x' is a file.") named no fix
+                if is_dir and not self.dir_okay:
+                    self.fail(f"{os.fspath(value)!r} is a folder, not a file; give a file name", param, ctx)
+                if not is_dir and not self.file_okay:
+                    self.fail(f"{os.fspath(value)!r} is a file, not a folder; give the name of a folder", param, ctx)
         return super().convert(value, param, ctx)
 
 
