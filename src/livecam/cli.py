@@ -562,15 +562,15 @@ def video(ctx: click.Context, input: Path, output: str, **kw: Any) -> None:
                    pattern=kw["pattern"], skip_existing=kw["skip_existing"])
     from livecam.commands.video import run_video
 
-    return run_video(job, cluster=_cluster(kw))
+    return run_video(job, cluster=_cluster(ctx, kw))
 
 
-def _cluster(kw: dict[str, Any]) -> ClusterSettings | None:
+def _cluster(ctx: click.Context, kw: dict[str, Any]) -> ClusterSettings | None:
     """--cluster and its options (None: this machine; the options then are a usage error)."""
     address = kw["cluster"]
-    if address is None or address.lower() == "none":
-        given = [f"--{k.replace('_', '-')}" for k in ("overlap_seconds", "workers", "ship_input")
-                 if kw[k] is not None]
+    if address is None or address.lower() == "none":  # (--segment-seconds has a default: given, not set)
+        given = [f"--{k.replace('_', '-')}" for k in ("segment_seconds", "overlap_seconds", "workers", "ship_input")
+                 if _given(ctx, k)]
         if given:
             raise click.UsageError(f"{' and '.join(given)} apply to --cluster runs only: add --cluster ADDR")
         return None
