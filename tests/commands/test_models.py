@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -308,6 +309,14 @@ def test_models_convert_without_the_extra_says_what_to_install(tmp_path, monkeyp
     assert "nope.pth" in missing.value.message
     with pytest.raises(InputError, match="is a folder"):  # once "not found"
         convert_model(settings, tmp_path, None, False)
+    # -o naming the checkpoint with --force replaced the user's checkpoint with its conversion
+    with pytest.raises(InputError, match="is the input; write to another file"):
+        convert_model(settings, checkpoint, tmp_path / "." / checkpoint.name, True)
+    assert checkpoint.read_bytes() == b"x"
+    fifo = tmp_path / "pipe.pth"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="pipe.pth is not a regular file"):  # was "not found"
+        convert_model(settings, fifo, None, False)
 
 
 def test_models_convert_refuses_to_overwrite_without_force(isolated_env, tmp_path) -> None:
