@@ -292,3 +292,19 @@ def test_a_folder_for_a_file_option_or_a_file_for_a_folder_one_names_the_fix(tmp
     result = run_cli(["demo", str(photo)])
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert f"'{photo}' is a file, not a folder; give the name of a folder" in result.stderr, result.stderr
+
+
+def test_a_signer_given_with_no_c2pa_is_a_usage_error_not_ignored(tmp_path: Path, faces_dir: Path,
+                                                                  isolated_env: dict[str, str]) -> None:
+    out = tmp_path / "out.jpg"
+    key = tmp_path / "key.pem"
+    key.write_text("x")
+    result = run_cli(["image", str(faces_dir / "biden.jpg"), str(out), "-s", str(faces_dir / "obama.jpg"),
+                      "--no-c2pa", "--c2pa-key", str(key)], env=isolated_env)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "--no-c2pa turns off the signing --c2pa-key would do" in result.stderr and not out.exists()
+    # set in the environment, a signer is a default that --no-c2pa simply does not use
+    env = {**isolated_env, "LIVECAM_C2PA_KEY": str(key), "LIVECAM_C2PA_CERT": str(key)}
+    result = run_cli(["image", str(faces_dir / "biden.jpg"), str(out), "-s", str(faces_dir / "obama.jpg"),
+                      "--no-c2pa", "--no-watermark"], env=env)
+    assert result.returncode == 0 and out.is_file(), result.stderr

@@ -336,7 +336,12 @@ def c2pa_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
-def _c2pa(kw: dict[str, Any]) -> C2paSettings:
+def _c2pa(ctx: click.Context, kw: dict[str, Any]) -> C2paSettings:
+    # a signer typed beside --no-c2pa was ignored without a word (one set in the environment is a default)
+    typed = [f"--{k.replace('_', '-')}" for k in ("c2pa_cert", "c2pa_key")
+             if ctx.get_parameter_source(k) is click.core.ParameterSource.COMMANDLINE]
+    if not kw["c2pa"] and typed:
+        raise click.UsageError(f"--no-c2pa turns off the signing {' and '.join(typed)} would do: give one or the other")
     return C2paSettings(enabled=kw["c2pa"], cert=kw["c2pa_cert"], key=kw["c2pa_key"])
 
 
@@ -503,7 +508,7 @@ def run(ctx: click.Context, **kw: Any) -> None:
                   queue_depth=kw["queue_depth"], duration=kw["duration"], max_frames=kw["max_frames"],
                   stats=kw["stats"], stats_json=_stats_json(kw["stats_json"]), max_latency_ms=kw["max_latency_ms"],
                   degrade=kw["degrade"], label=kw["label"], force=kw["force"],
-                  watermark=kw["watermark"], c2pa=_c2pa(kw))
+                  watermark=kw["watermark"], c2pa=_c2pa(ctx, kw))
     from livecam.commands.live import run_live
 
     return run_live(job)
@@ -558,7 +563,7 @@ def video(ctx: click.Context, input: Path, output: str, **kw: Any) -> None:
     job = VideoJob(input=input, output=_file_output(output, input, "video"), processing=processing, force=kw["force"], label=kw["label"],
                    encoder=kw["video_encoder"], quality=kw["video_quality"], fps=kw["fps"], audio=kw["audio"],
                    keep_partial=kw["keep_partial"], frame_range=kw["frame_range"],
-                   max_memory_gb=kw["max_memory"], watermark=kw["watermark"], c2pa=_c2pa(kw),
+                   max_memory_gb=kw["max_memory"], watermark=kw["watermark"], c2pa=_c2pa(ctx, kw),
                    pattern=kw["pattern"], skip_existing=kw["skip_existing"])
     from livecam.commands.video import run_video
 
@@ -589,7 +594,7 @@ def image(ctx: click.Context, input: Path, output: str, **kw: Any) -> None:
     processing = _processing(ctx, kw, smoothing_allowed=False)
     _require_source(processing)
     job = ImageJob(input=input, output=_file_output(output, input, "image"), processing=processing, force=kw["force"], label=kw["label"],
-                   watermark=kw["watermark"], c2pa=_c2pa(kw), unused=tuple(unused))
+                   watermark=kw["watermark"], c2pa=_c2pa(ctx, kw), unused=tuple(unused))
     from livecam.commands.image import run_image
 
     return run_image(job)
@@ -650,7 +655,7 @@ def demo(ctx: click.Context, output_dir: Path, force: bool, **kw: Any) -> None:
     """See a real swap in one command: bundled photos, no camera, GPU or network needed."""
     from livecam.commands.demo import run_demo
 
-    return run_demo(DemoJob(output_dir=output_dir, runtime=ctx.obj, force=force, c2pa=_c2pa(kw)))
+    return run_demo(DemoJob(output_dir=output_dir, runtime=ctx.obj, force=force, c2pa=_c2pa(ctx, kw)))
 
 
 @cli.command()
