@@ -270,3 +270,14 @@ def test_a_folder_the_demo_cannot_create_is_a_usage_error(tmp_path: Path) -> Non
     with pytest.raises(InputError) as info:
         demo.prepare_folder(unwritable_folder(tmp_path) / "demo", force=False)
     assert info.value.exit_code == EXIT_USAGE and "cannot create the folder" in info.value.message
+
+
+def test_a_link_to_nothing_as_the_demo_folder_is_named_not_file_exists(tmp_path: Path) -> None:
+    # mkdir on a link to a missing folder, or on a loop of links, said "cannot create the folder X: File exists"
+    from livecam.errors import InputError
+
+    (tmp_path / "out").symlink_to(tmp_path / "gone")
+    with pytest.raises(InputError) as info:
+        demo.prepare_folder(tmp_path / "out", force=False)
+    assert info.value.message == (f"{tmp_path / 'out'} is a link to {tmp_path / 'gone'}, which does not exist; "
+                                  f"fix or remove the link")

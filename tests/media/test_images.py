@@ -269,6 +269,14 @@ def test_a_link_to_nothing_or_a_loop_of_links_is_named_as_such(tmp_path: Path) -
         images.read_image(tmp_path / "a.jpg")
 
 
+def test_an_output_folder_that_is_a_link_to_nothing_says_so(tmp_path: Path) -> None:
+    # "the output folder X does not exist; create it first": creating it fails, X being a link
+    (tmp_path / "out").symlink_to(tmp_path / "gone")
+    with pytest.raises(InputError, match=r"the output folder .*out is a link to .*gone, which does not exist; fix or "
+                                         r"remove the link$"):
+        images.check_output_path(tmp_path / "out" / "o.png", force=False)
+
+
 def test_existing_output_needs_force(tmp_path: Path) -> None:
     out = tmp_path / "o.png"
     out.write_bytes(b"keep me")

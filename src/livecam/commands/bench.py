@@ -35,7 +35,7 @@ import numpy as np
 from livecam.commands.live import warm_frames
 from livecam.errors import InputError
 from livecam.frame import FramePacket
-from livecam.media.paths import why_missing
+from livecam.paths import why_missing
 from livecam.pipeline.contracts import ForwardingEngine
 from livecam.marks.live_marker import LiveMarker
 from livecam.marks.watermark import open_watermarker

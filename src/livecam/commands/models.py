@@ -12,6 +12,7 @@ from livecam.atomic import AtomicOutput, check_new_output
 from livecam.console import counted, one_line
 from livecam.errors import EXIT_MODEL, InputError, LicenseNotAcceptedError, ModelError
 from livecam.models.catalog import download_command
+from livecam.paths import why_missing
 from livecam.models.store import (CORRUPT, MISSING, PRESENT, UNPINNED, VERIFIED, ModelState, ModelStore,
                                   tty_confirm)
 from livecam.settings import RuntimeSettings
@@ -154,7 +155,6 @@ def verify_models(settings: RuntimeSettings, names: tuple[str, ...]) -> int:
 
 def convert_model(settings: RuntimeSettings, checkpoint: Path, output: Path | None, force: bool) -> None:
     from livecam.media.images import check_not_an_input  # media/ loads OpenCV: not for `models list`
-    from livecam.media.paths import why_missing
 
     if checkpoint.is_dir():  # was reported as "not found"
         raise InputError(f"checkpoint {checkpoint} is a folder; give the GFPGANv1.4.pth file in it")

@@ -32,7 +32,7 @@ from livecam.media.metadata import sniff_format
 from livecam.errors import InputError
 from livecam.marks import credentials as cr
 from livecam.marks import watermark as wm
-from livecam.media.paths import why_missing
+from livecam.paths import why_missing
 
 DENSE_SECONDS = 2.0
 MAX_VIDEO_FRAMES = 90

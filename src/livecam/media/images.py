@@ -30,7 +30,7 @@ from livecam.media import provenance
 from livecam.atomic import AtomicOutput, check_new_output
 from livecam.errors import InputError, OutputError
 from livecam.media import metadata as md
-from livecam.media.paths import why_missing
+from livecam.paths import why_missing
 from livecam.settings import IMAGE_READ_FORMATS, IMAGE_WRITE_FORMATS
 
 if TYPE_CHECKING:
@@ -689,7 +689,7 @@ def check_output_folder(path: Path) -> None:
     created and dropped: os.access says yes to root on read-only mounts and ignores ACLs."""
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.exists():
-        raise InputError(f"the output folder {folder} does not exist; create it first")
+        raise InputError(f"the output folder {folder} {why_missing(folder, 'create it first')}")
     if not folder.is_dir():
         raise InputError(f"cannot write {path}: {folder} is not a folder")
     try:

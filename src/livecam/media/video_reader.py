@@ -31,7 +31,7 @@ from livecam.errors import InputError
 from livecam.media.colour import Colour, ColourConverter
 from livecam.media.containers import as_fraction, local_path, open_container
 from livecam.media.metadata import PNG_SIGNATURE, apng_frames
-from livecam.media.paths import why_missing
+from livecam.paths import why_missing
 from livecam.console import counted
 
 log = logging.getLogger("livecam")

@@ -27,6 +27,7 @@ from livecam.models.download import DownloadPolicy, download, sha256_file
 from livecam.runtime.providers import import_onnxruntime
 from livecam.settings import RuntimeSettings
 from livecam.console import counted
+from livecam.paths import why_missing
 
 log = logging.getLogger("livecam")
 
@@ -432,6 +433,8 @@ class ModelStore:
         from filelock import FileLock, Timeout
 
         unit = spec.archive.file_name if spec.archive else spec.file_name
+        if self.root.is_symlink() and not self.root.exists():  # mkdir said "File exists"
+            raise ModelError(f"the models folder {self.root} {why_missing(self.root)}")
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

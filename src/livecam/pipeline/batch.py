@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from livecam.errors import EXIT_FAILURE, InputError, Interrupted, LivecamError
-from livecam.media.paths import why_missing
+from livecam.paths import why_missing
 from livecam.media.video_writer import CONTAINERS
 from livecam.pipeline.file import process_video
 from livecam.settings import VideoJob

@@ -23,7 +23,7 @@ from livecam.faces.analyser import FaceAnalyser
 from livecam.faces.face import Face
 from livecam.faces.source import SourceCache, SourceIdentity, analyse_source, check_photo_options
 from livecam.frame import FramePacket
-from livecam.media.paths import why_missing
+from livecam.paths import why_missing
 from livecam.models.catalog import download_command
 from livecam.processors import registry
 from livecam.processors.base import FastModelSwitch, FrameProcessor, MaskModelSwitch, Warmable

@@ -1,10 +1,10 @@
-"""media/paths.py: what a path that does not resolve really is."""
+"""paths.py: what a path that does not resolve really is."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from livecam.media.paths import why_missing
+from livecam.paths import why_missing
 
 
 def test_a_plain_missing_path_gets_the_callers_fix(tmp_path: Path) -> None:
