@@ -361,6 +361,17 @@ def test_a_baseline_that_is_no_report_is_not_named_as_the_file_to_overwrite(tmp_
         read_baseline(broken)
 
 
+def test_a_baseline_that_is_a_loop_of_links_is_named_as_such(tmp_path: Path) -> None:
+    # "cannot be read (Too many levels of symbolic links); save a report with ..." said no fix that works
+    from livecam.commands.bench import read_baseline
+    from livecam.errors import InputError
+
+    (tmp_path / "a.json").symlink_to("b.json")
+    (tmp_path / "b.json").symlink_to("a.json")
+    with pytest.raises(InputError, match=r"a\.json is a link in a loop of links .*; fix or remove the link$"):
+        read_baseline(tmp_path / "a.json")
+
+
 def test_a_baseline_larger_than_any_report_is_refused_without_reading_it_all(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # `--baseline /dev/zero` read until memory ran out (an internal MemoryError after a minute)

@@ -610,9 +610,9 @@ def read_baseline(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as stream:  # bounded: /dev/zero or a huge file must not fill the memory
             raw = stream.read(MAX_BASELINE_BYTES + 1)
-    except FileNotFoundError:
-        raise InputError(f"--baseline {path} does not exist; save one first with {hint}") from None
     except OSError as exc:
+        if not path.exists():  # missing, a link to nothing or a loop of links
+            raise InputError(f"--baseline {path} {why_missing(path, f'save one first with {hint}')}") from None
         raise InputError(f"--baseline {path} cannot be read ({exc.strerror or exc}); save a report with {hint}") from None
     if len(raw) > MAX_BASELINE_BYTES:
         raise InputError(f"--baseline {path} is over {MAX_BASELINE_BYTES // 2**20} MB, not a livecam bench JSON "
