@@ -11,7 +11,7 @@ import os
 import re
 import sys
 import traceback
-from typing import Iterator
+from typing import Iterator, TextIO
 
 import click
 
@@ -85,6 +85,15 @@ def one_line(text: str) -> str:
     escape as \\x1b): a file name holding a newline split the one-line "wrote ..." and error
     messages over two lines. Every stderr message passes here (_say, OneLineFormatter)."""
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def is_terminal(stream: TextIO) -> bool:
+    """Whether progress on `stream` is a bar (a terminal) or a line now and then (a log, a pipe, a
+    CI job: a bar's carriage returns make one endless line there)."""
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
 
 
 def counted(n: int, noun: str) -> str:

@@ -314,7 +314,10 @@ def test_direct_mirror_is_used_when_the_archive_cannot_be_had(server, models_dir
     assert "404" in info.value.message
 
 
-def test_progress_bar_shows_bytes_and_rate_unless_quiet(server, models_dir, capsys) -> None:
+def test_progress_bar_shows_bytes_and_rate_unless_quiet(server, models_dir, capsys, monkeypatch) -> None:
+    from livecam.models import download as download_module
+
+    monkeypatch.setattr(download_module, "is_terminal", lambda stream: True)  # a bar on a terminal only
     data = payload(SIZE, seed=23)
     spec = spec_for("m", (server.serve("/m.onnx", data),), data)
     loud = RuntimeSettings(models_dir=models_dir)
@@ -325,6 +328,18 @@ def test_progress_bar_shows_bytes_and_rate_unless_quiet(server, models_dir, caps
     quiet = RuntimeSettings(models_dir=models_dir, quiet=True)
     ModelStore(quiet, progress=True, catalog={"m": spec}, policy=FAST).path("m")
     assert capsys.readouterr().err == ""
+
+
+def test_a_download_logged_to_a_file_gets_lines_not_a_bar(server, models_dir, capsys, caplog) -> None:
+    # stderr not a terminal (a CI job, a Docker build, 2>log): the bar's carriage returns made one
+    # endless line of redrawn bars there
+    data = payload(SIZE, seed=24)
+    spec = spec_for("m", (server.serve("/m.onnx", data),), data)
+    with caplog.at_level("INFO", logger="livecam"):
+        ModelStore(RuntimeSettings(models_dir=models_dir), progress=True, catalog={"m": spec}, policy=FAST).path("m")
+    err = capsys.readouterr().err
+    assert "\r" not in err and "B/s" not in err, repr(err)
+    assert "m.onnx: downloading, 0.3 of 0.3 MB (100%)" in [r.getMessage() for r in caplog.records]
 
 
 def test_no_network_says_its_reason_once_and_leaves_no_lock_file(online, models_dir) -> None:

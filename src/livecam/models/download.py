@@ -22,11 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Literal
 
+from livecam.console import is_terminal
 from livecam.errors import DownloadError
 
 log = logging.getLogger("livecam")
 
 CHUNK = 1 << 20
+LINE_INTERVAL_S = 10.0  # progress lines where stderr is no terminal
 USER_AGENT = "livecam-model-download"
 
 
@@ -218,8 +220,10 @@ def _copy(response: BinaryIO, out: BinaryIO, *, start: int, total: int | None, l
           progress: bool) -> None:
     from tqdm import tqdm
 
+    bar_shown = progress and is_terminal(sys.stderr)
+    next_line = time.monotonic()  # elsewhere a line now and then (the first at once)
     with tqdm(total=total, initial=start, unit="B", unit_scale=True, unit_divisor=1024, desc=label,
-              disable=not progress, file=sys.stderr, leave=False, dynamic_ncols=True) as bar:
+              disable=not bar_shown, file=sys.stderr, leave=False, dynamic_ncols=True) as bar:
         while True:
             try:
                 block = response.read(CHUNK)
@@ -229,6 +233,11 @@ def _copy(response: BinaryIO, out: BinaryIO, *, start: int, total: int | None, l
                 break
             out.write(block)
             bar.update(len(block))
+            if progress and not bar_shown and time.monotonic() >= next_line:
+                next_line = time.monotonic() + LINE_INTERVAL_S
+                got = out.tell() / 1e6
+                log.info("%s: downloading, %s", label, f"{got:.1f} of {total / 1e6:.1f} MB ({100 * out.tell() / total:.0f}%)"
+                         if total else f"{got:.1f} MB")
     if total is not None and out.tell() < total:
         raise _Retry(f"connection closed at {out.tell()} of {total} bytes")
 
