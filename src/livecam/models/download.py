@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Literal
 
+from livecam.atomic import DISK_FULL
 from livecam.console import is_terminal
 from livecam.errors import DownloadError
 
@@ -82,6 +83,9 @@ def download(
     if not urls:
         raise DownloadError(f"no download address is known for {label}")
     part = part_path(dest)
+    if part.is_dir():  # was "server ignored the resume request", then "Is a directory; free some disk space"
+        raise DownloadError(f"{part} is a folder, where the partial download goes; move it away and run the "
+                            f"download again")
     reasons: list[str] = []
     for url in urls:
         try:
@@ -93,8 +97,10 @@ def download(
                 reasons.append(reason)
             continue
         except OSError as exc:  # network errors are handled inside; this is the local disk
-            raise DownloadError(f"cannot write {part}: {exc.strerror or exc}; free some disk space or "
-                                f"choose another folder with --models-dir (the partial file resumes later)") from exc
+            # disk space is the fix only for a full disk (a file not ours, a read-only one, were told it too)
+            fix = ("free some disk space or choose another folder with --models-dir (the partial file resumes later)"
+                   if exc.errno in DISK_FULL else "choose another folder with --models-dir")
+            raise DownloadError(f"cannot write {part}: {exc.strerror or exc}; {fix}") from exc
         os.replace(part, dest)
         return dest
     raise DownloadError(f"could not download {label}: " + "; ".join(reasons))
