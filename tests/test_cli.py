@@ -308,3 +308,12 @@ def test_a_signer_given_with_no_c2pa_is_a_usage_error_not_ignored(tmp_path: Path
     result = run_cli(["image", str(faces_dir / "biden.jpg"), str(out), "-s", str(faces_dir / "obama.jpg"),
                       "--no-c2pa", "--no-watermark"], env=env)
     assert result.returncode == 0 and out.is_file(), result.stderr
+
+
+def test_a_bad_livecam_offline_names_the_variable_not_an_option_never_typed(isolated_env: dict[str, str]) -> None:
+    # "Invalid value for '--offline': 'maybe' is not a valid boolean. Recognized values: , 0, 1, ..."
+    result = run_cli(["models", "where"], env={**isolated_env, "LIVECAM_OFFLINE": "maybe"})
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "'maybe' is neither on nor off; give 1 (or yes, true, on) or 0 (or no, false, off) " \
+           "(from $LIVECAM_OFFLINE)" in result.stderr, result.stderr
+    assert run_cli(["models", "where"], env={**isolated_env, "LIVECAM_OFFLINE": "yes"}).returncode == 0

@@ -18,7 +18,7 @@ import click
 
 from livecam import __version__
 from livecam.atomic import trailing_slash_problem
-from livecam.cli_params import FiniteRange, GivenPath, ProcessorChoice, home_expanded
+from livecam.cli_params import EnvFlag, FiniteRange, GivenPath, ProcessorChoice, home_expanded
 from livecam.cli_usage import expand_variadic, usage_message
 from livecam.console import (
     ClosedStdout,
@@ -145,7 +145,7 @@ class LivecamGroup(click.Group):
 @click.version_option(__version__, "--version", prog_name="livecam")
 @click.option("--models-dir", type=GivenPath(file_okay=False, path_type=Path), envvar="LIVECAM_MODELS_DIR",
               help="Folder holding the models [env LIVECAM_MODELS_DIR].")
-@click.option("--offline", is_flag=True, envvar="LIVECAM_OFFLINE", help="Never touch the network [env LIVECAM_OFFLINE=1].")
+@click.option("--offline", is_flag=True, type=EnvFlag(), envvar="LIVECAM_OFFLINE", help="Never touch the network [env LIVECAM_OFFLINE=1].")
 @click.option("--accept-license", is_flag=True, help="Accept the licences of models downloaded on first use.")
 @click.option("--unverified-models", is_flag=True,
               help="Use model files whose SHA-256 differs from the catalog (benchmark replicas).")

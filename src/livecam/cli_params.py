@@ -44,11 +44,10 @@ class FiniteRange(click.FloatRange):
         return number
 
 
-class GivenPath(click.Path):
-    """click.Path that refuses an empty value: Path("") is the current folder, so an unset shell
-    variable (`livecam video "$IN" out/`) ran on every video there, and `demo ""` wrote into it.
-    A refused value that came from an environment variable names it (LIVECAM_MODELS_DIR naming a
-    file said only "Invalid value for '--models-dir'", an option the user never typed)."""
+class NamesItsVariable(click.ParamType):
+    """A refused value that came from an environment variable names it (LIVECAM_MODELS_DIR naming a
+    file, LIVECAM_OFFLINE=maybe, said only "Invalid value for '--models-dir'" or '--offline', options
+    the user never typed). Subclasses convert in _convert."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         try:
@@ -60,6 +59,25 @@ class GivenPath(click.Path):
             if source is click.core.ParameterSource.ENVIRONMENT and isinstance(envvar, str):
                 raise click.BadParameter(f"{exc.message} (from ${envvar})", ctx, param) from None
             raise
+
+    def _convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        return super().convert(value, param, ctx)  # the click type after this one
+
+
+class EnvFlag(NamesItsVariable, click.types.BoolParamType):
+    """An on/off flag also set by an environment variable (--offline, LIVECAM_OFFLINE=1)."""
+
+    def _convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super()._convert(value, param, ctx)
+        except click.BadParameter:  # click's list of what it takes began with an empty string
+            self.fail(f"{value!r} is neither on nor off; give 1 (or yes, true, on) or 0 (or no, false, off)",
+                      param, ctx)
+
+
+class GivenPath(NamesItsVariable, click.Path):
+    """click.Path that refuses an empty value: Path("") is the current folder, so an unset shell
+    variable (`livecam video "$IN" out/`) ran on every video there, and `demo ""` wrote into it."""
 
     def _convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str) and not value:  # (click takes an empty environment variable for unset)
@@ -80,7 +98,7 @@ class GivenPath(click.Path):
                     self.fail(f"{os.fspath(value)!r} is a folder, not a file; give a file name", param, ctx)
                 if not is_dir and not self.file_okay:
                     self.fail(f"{os.fspath(value)!r} is a file, not a folder; give the name of a folder", param, ctx)
-        return super().convert(value, param, ctx)
+        return click.Path.convert(self, value, param, ctx)  # (super() is NamesItsVariable: it calls this)
 
 
 def home_expanded(value: str) -> str:
