@@ -279,3 +279,41 @@ def test_a_file_name_starting_with_a_dash_says_how_to_give_it() -> None:
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert "'-out.jpg' starts with a dash, so it is read as options; give it as ./-out.jpg" in result.stderr
     assert "starts with a dash" not in run_cli(["image", "in.jpg", "out.jpg", "-x"]).stderr  # a mistyped flag
+
+
+def test_a_folder_for_a_file_option_or_a_file_for_a_folder_one_names_the_fix(tmp_path: Path) -> None:
+    # click's own words, "File 'x' is a directory." and "Directory 'x' is a file.", said no fix
+    folder, photo = tmp_path / "stats", tmp_path / "face.jpg"
+    folder.mkdir()
+    photo.write_bytes(b"x")
+    result = run_cli(["bench", "--baseline", str(folder)])
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert f"'{folder}' is a folder, not a file; give a file name" in result.stderr, result.stderr
+    result = run_cli(["demo", str(photo)])
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert f"'{photo}' is a file, not a folder; give the name of a folder" in result.stderr, result.stderr
+
+
+def test_a_signer_given_with_no_c2pa_is_a_usage_error_not_ignored(tmp_path: Path, faces_dir: Path,
+                                                                  isolated_env: dict[str, str]) -> None:
+    out = tmp_path / "out.jpg"
+    key = tmp_path / "key.pem"
+    key.write_text("x")
+    result = run_cli(["image", str(faces_dir / "biden.jpg"), str(out), "-s", str(faces_dir / "obama.jpg"),
+                      "--no-c2pa", "--c2pa-key", str(key)], env=isolated_env)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "--no-c2pa turns off the signing --c2pa-key would do" in result.stderr and not out.exists()
+    # set in the environment, a signer is a default that --no-c2pa simply does not use
+    env = {**isolated_env, "LIVECAM_C2PA_KEY": str(key), "LIVECAM_C2PA_CERT": str(key)}
+    result = run_cli(["image", str(faces_dir / "biden.jpg"), str(out), "-s", str(faces_dir / "obama.jpg"),
+                      "--no-c2pa", "--no-watermark"], env=env)
+    assert result.returncode == 0 and out.is_file(), result.stderr
+
+
+def test_a_bad_livecam_offline_names_the_variable_not_an_option_never_typed(isolated_env: dict[str, str]) -> None:
+    # "Invalid value for '--offline': 'maybe' is not a valid boolean. Recognized values: , 0, 1, ..."
+    result = run_cli(["models", "where"], env={**isolated_env, "LIVECAM_OFFLINE": "maybe"})
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "'maybe' is neither on nor off; give 1 (or yes, true, on) or 0 (or no, false, off) " \
+           "(from $LIVECAM_OFFLINE)" in result.stderr, result.stderr
+    assert run_cli(["models", "where"], env={**isolated_env, "LIVECAM_OFFLINE": "yes"}).returncode == 0

@@ -11,7 +11,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "src" / "livecam"
 # Higher imports lower or equal, never the reverse. A unit is a subpackage or a top-level module.
 RANKS: dict[str, int] = {
     "livecam": 0, "errors": 0, "native_stderr": 0, "machine": 0, "interrupt": 0, "samples": 0,
-    "atomic": 1, "settings": 1, "console": 2,
+    "atomic": 1, "paths": 1, "settings": 1, "console": 2,
     "runtime": 2, "models": 3, "media": 4,
     "faces": 5, "frame": 5, "marks": 5,
     "processors": 6, "pipeline": 7, "cluster": 8, "commands": 9,

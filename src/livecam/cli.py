@@ -18,7 +18,7 @@ import click
 
 from livecam import __version__
 from livecam.atomic import trailing_slash_problem
-from livecam.cli_params import FiniteRange, GivenPath, ProcessorChoice, home_expanded
+from livecam.cli_params import EnvFlag, FiniteRange, GivenPath, ProcessorChoice, home_expanded
 from livecam.cli_usage import expand_variadic, usage_message
 from livecam.console import (
     ClosedStdout,
@@ -145,7 +145,7 @@ class LivecamGroup(click.Group):
 @click.version_option(__version__, "--version", prog_name="livecam")
 @click.option("--models-dir", type=GivenPath(file_okay=False, path_type=Path), envvar="LIVECAM_MODELS_DIR",
               help="Folder holding the models [env LIVECAM_MODELS_DIR].")
-@click.option("--offline", is_flag=True, envvar="LIVECAM_OFFLINE", help="Never touch the network [env LIVECAM_OFFLINE=1].")
+@click.option("--offline", is_flag=True, type=EnvFlag(), envvar="LIVECAM_OFFLINE", help="Never touch the network [env LIVECAM_OFFLINE=1].")
 @click.option("--accept-license", is_flag=True, help="Accept the licences of models downloaded on first use.")
 @click.option("--unverified-models", is_flag=True,
               help="Use model files whose SHA-256 differs from the catalog (benchmark replicas).")
@@ -336,7 +336,12 @@ def c2pa_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
-def _c2pa(kw: dict[str, Any]) -> C2paSettings:
+def _c2pa(ctx: click.Context, kw: dict[str, Any]) -> C2paSettings:
+    # a signer typed beside --no-c2pa was ignored without a word (one set in the environment is a default)
+    typed = [f"--{k.replace('_', '-')}" for k in ("c2pa_cert", "c2pa_key")
+             if ctx.get_parameter_source(k) is click.core.ParameterSource.COMMANDLINE]
+    if not kw["c2pa"] and typed:
+        raise click.UsageError(f"--no-c2pa turns off the signing {' and '.join(typed)} would do: give one or the other")
     return C2paSettings(enabled=kw["c2pa"], cert=kw["c2pa_cert"], key=kw["c2pa_key"])
 
 
@@ -504,7 +509,7 @@ def run(ctx: click.Context, **kw: Any) -> None:
                   queue_depth=kw["queue_depth"], duration=kw["duration"], max_frames=kw["max_frames"],
                   stats=kw["stats"], stats_json=_stats_json(kw["stats_json"]), max_latency_ms=kw["max_latency_ms"],
                   degrade=kw["degrade"], label=kw["label"], force=kw["force"],
-                  watermark=kw["watermark"], c2pa=_c2pa(kw))
+                  watermark=kw["watermark"], c2pa=_c2pa(ctx, kw))
     from livecam.commands.live import run_live
 
     return run_live(job)
@@ -559,19 +564,19 @@ def video(ctx: click.Context, input: Path, output: str, **kw: Any) -> None:
     job = VideoJob(input=input, output=_file_output(output, input, "video"), processing=processing, force=kw["force"], label=kw["label"],
                    encoder=kw["video_encoder"], quality=kw["video_quality"], fps=kw["fps"], audio=kw["audio"],
                    keep_partial=kw["keep_partial"], frame_range=kw["frame_range"],
-                   max_memory_gb=kw["max_memory"], watermark=kw["watermark"], c2pa=_c2pa(kw),
+                   max_memory_gb=kw["max_memory"], watermark=kw["watermark"], c2pa=_c2pa(ctx, kw),
                    pattern=kw["pattern"], skip_existing=kw["skip_existing"])
     from livecam.commands.video import run_video
 
-    return run_video(job, cluster=_cluster(kw))
+    return run_video(job, cluster=_cluster(ctx, kw))
 
 
-def _cluster(kw: dict[str, Any]) -> ClusterSettings | None:
+def _cluster(ctx: click.Context, kw: dict[str, Any]) -> ClusterSettings | None:
     """--cluster and its options (None: this machine; the options then are a usage error)."""
     address = kw["cluster"]
-    if address is None or address.lower() == "none":
-        given = [f"--{k.replace('_', '-')}" for k in ("overlap_seconds", "workers", "ship_input")
-                 if kw[k] is not None]
+    if address is None or address.lower() == "none":  # (--segment-seconds has a default: given, not set)
+        given = [f"--{k.replace('_', '-')}" for k in ("segment_seconds", "overlap_seconds", "workers", "ship_input")
+                 if _given(ctx, k)]
         if given:
             raise click.UsageError(f"{' and '.join(given)} apply to --cluster runs only: add --cluster ADDR")
         return None
@@ -590,7 +595,7 @@ def image(ctx: click.Context, input: Path, output: str, **kw: Any) -> None:
     processing = _processing(ctx, kw, smoothing_allowed=False)
     _require_source(processing)
     job = ImageJob(input=input, output=_file_output(output, input, "image"), processing=processing, force=kw["force"], label=kw["label"],
-                   watermark=kw["watermark"], c2pa=_c2pa(kw), unused=tuple(unused))
+                   watermark=kw["watermark"], c2pa=_c2pa(ctx, kw), unused=tuple(unused))
     from livecam.commands.image import run_image
 
     return run_image(job)
@@ -630,6 +635,10 @@ def bench(ctx: click.Context, **kw: Any) -> None:
     if listed.strip() and not compare:  # "," or " ": a comparison asked for, of nothing
         raise click.BadParameter(f"{listed!r} names no provider; list them as cpu,cuda",
                                  param_hint="--compare-providers")
+    unknown = [p for p in compare if p not in PROVIDER_CHOICES]  # a typo, found before the clip is made
+    if unknown:
+        raise click.BadParameter(f"unknown execution provider {unknown[0]!r}; choose from {', '.join(PROVIDER_CHOICES)}",
+                                 param_hint="--compare-providers")
     job = BenchJob(processing=processing, mode=mode, input=bench_input, frames=frames,
                    resolution=resolution, json=as_json, compare_providers=compare, rounds=kw.pop("rounds"),
                    baseline=kw.pop("baseline"), watermark=kw.pop("watermark"))
@@ -647,7 +656,7 @@ def demo(ctx: click.Context, output_dir: Path, force: bool, **kw: Any) -> None:
     """See a real swap in one command: bundled photos, no camera, GPU or network needed."""
     from livecam.commands.demo import run_demo
 
-    return run_demo(DemoJob(output_dir=output_dir, runtime=ctx.obj, force=force, c2pa=_c2pa(kw)))
+    return run_demo(DemoJob(output_dir=output_dir, runtime=ctx.obj, force=force, c2pa=_c2pa(ctx, kw)))
 
 
 @cli.command()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import math
 import os
+import stat
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -43,11 +44,10 @@ class FiniteRange(click.FloatRange):
         return number
 
 
-class GivenPath(click.Path):
-    """click.Path that refuses an empty value: Path("") is the current folder, so an unset shell
-    variable (`livecam video "$IN" out/`) ran on every video there, and `demo ""` wrote into it.
-    A refused value that came from an environment variable names it (LIVECAM_MODELS_DIR naming a
-    file said only "Invalid value for '--models-dir'", an option the user never typed)."""
+class NamesItsVariable(click.ParamType):
+    """A refused value that came from an environment variable names it (LIVECAM_MODELS_DIR naming a
+    file, LIVECAM_OFFLINE=maybe, said only "Invalid value for '--models-dir'" or '--offline', options
+    the user never typed). Subclasses convert in _convert."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         try:
@@ -61,20 +61,44 @@ class GivenPath(click.Path):
             raise
 
     def _convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        return super().convert(value, param, ctx)  # the click type after this one
+
+
+class EnvFlag(NamesItsVariable, click.types.BoolParamType):
+    """An on/off flag also set by an environment variable (--offline, LIVECAM_OFFLINE=1)."""
+
+    def _convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super()._convert(value, param, ctx)
+        except click.BadParameter:  # click's list of what it takes began with an empty string
+            self.fail(f"{value!r} is neither on nor off; give 1 (or yes, true, on) or 0 (or no, false, off)",
+                      param, ctx)
+
+
+class GivenPath(NamesItsVariable, click.Path):
+    """click.Path that refuses an empty value: Path("") is the current folder, so an unset shell
+    variable (`livecam video "$IN" out/`) ran on every video there, and `demo ""` wrote into it."""
+
+    def _convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str) and not value:  # (click takes an empty environment variable for unset)
             self.fail("the path is empty (an unset shell variable?); give a file or folder name", param, ctx)
         if isinstance(value, str):
             value = home_expanded(value)
         if isinstance(value, (str, Path)):
             try:
-                os.stat(value)
+                is_dir = stat.S_ISDIR(os.stat(value).st_mode)
             except OSError as exc:  # the path checks below every command raised it: an internal error
                 if exc.errno == errno.ENAMETOOLONG:
                     longest = max(len(os.fsencode(part)) for part in Path(value).parts)
                     self.fail(f"the name is longer than the file system allows ({longest} bytes in one part, "
                               f"{len(os.fsencode(value))} in all; the usual limits are 255 and 4096); "
                               f"give a shorter one", param, ctx)
-        return super().convert(value, param, ctx)
+            else:  # click's own words ("Directory 'x' is a file.") named no fix
+                if is_dir and not self.dir_okay:
+                    self.fail(f"{os.fspath(value)!r} is a folder, not a file; give a file name", param, ctx)
+                if not is_dir and not self.file_okay:
+                    self.fail(f"{os.fspath(value)!r} is a file, not a folder; give the name of a folder", param, ctx)
+        return click.Path.convert(self, value, param, ctx)  # (super() is NamesItsVariable: it calls this)
 
 
 def home_expanded(value: str) -> str:

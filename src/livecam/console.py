@@ -11,7 +11,7 @@ import os
 import re
 import sys
 import traceback
-from typing import Iterator
+from typing import Iterator, TextIO
 
 import click
 
@@ -95,6 +95,15 @@ def as_utf8(text: str) -> str:
         return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     except UnicodeEncodeError:  # a lone surrogate no file name's byte became
         return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def is_terminal(stream: TextIO) -> bool:
+    """Whether progress on `stream` is a bar (a terminal) or a line now and then (a log, a pipe, a
+    CI job: a bar's carriage returns make one endless line there)."""
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
 
 
 def counted(n: int, noun: str) -> str:

@@ -121,6 +121,10 @@ def test_errors_come_before_any_model_loads(tmp_path: Path, isolated_env: dict[s
     result = run_cli(["bench", "--frames", "10", "--compare-providers", ","], env=isolated_env)
     assert result.returncode == 2 and "--compare-providers" in result.stderr and "names no provider" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+    # a mistyped provider was found after the clip was made, as a provider problem (exit 4), not a usage error
+    result = run_cli(["bench", "--frames", "10", "--compare-providers", "cpu,cdua"], env=isolated_env)
+    assert result.returncode == 2 and "unknown execution provider 'cdua'" in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
 
 
 def test_generated_clip_moves_and_is_copied() -> None:
@@ -355,6 +359,17 @@ def test_a_baseline_that_is_no_report_is_not_named_as_the_file_to_overwrite(tmp_
     broken.write_text("{")
     with pytest.raises(InputError, match=r"> before\.json`"):
         read_baseline(broken)
+
+
+def test_a_baseline_that_is_a_loop_of_links_is_named_as_such(tmp_path: Path) -> None:
+    # "cannot be read (Too many levels of symbolic links); save a report with ..." said no fix that works
+    from livecam.commands.bench import read_baseline
+    from livecam.errors import InputError
+
+    (tmp_path / "a.json").symlink_to("b.json")
+    (tmp_path / "b.json").symlink_to("a.json")
+    with pytest.raises(InputError, match=r"a\.json is a link in a loop of links .*; fix or remove the link$"):
+        read_baseline(tmp_path / "a.json")
 
 
 def test_a_baseline_larger_than_any_report_is_refused_without_reading_it_all(

@@ -280,3 +280,14 @@ def test_a_demo_folder_in_proc_names_the_problem_not_a_missing_file() -> None:
         demo.prepare_folder(Path("/proc/livecam-demo"), force=False)
     message = info.value.message
     assert message.startswith("cannot create the folder /proc/livecam-demo (") and "No such file" not in message
+
+
+def test_a_link_to_nothing_as_the_demo_folder_is_named_not_file_exists(tmp_path: Path) -> None:
+    # mkdir on a link to a missing folder, or on a loop of links, said "cannot create the folder X: File exists"
+    from livecam.errors import InputError
+
+    (tmp_path / "out").symlink_to(tmp_path / "gone")
+    with pytest.raises(InputError) as info:
+        demo.prepare_folder(tmp_path / "out", force=False)
+    assert info.value.message == (f"{tmp_path / 'out'} is a link to {tmp_path / 'gone'}, which does not exist; "
+                                  f"fix or remove the link")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -239,6 +240,22 @@ def test_doctor_says_how_to_fix_a_corrupt_model(tmp_path, monkeypatch, capsys) -
     assert "corrupt" in line and "delete it and run `livecam models download inswapper_128 --accept-license`" in line
 
 
+def test_a_folder_in_a_models_place_gets_one_repair_move_it_away(tmp_path, monkeypatch, capsys) -> None:
+    # doctor said "(a folder, not the model file; move it away and run `...`); delete it and run `...`":
+    # the repair twice, the second deleting what may be the user's folder; a run needing it the same
+    models = tmp_path / "m"
+    (models / "inswapper_128.onnx").mkdir(parents=True)
+    monkeypatch.setattr(doctor_module, "probe_cameras", lambda: [])
+    assert doctor_module.run_doctor(RuntimeSettings(models_dir=models, offline=True)) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("inswapper_128 "))
+    command = "`livecam models download inswapper_128 --accept-license`"
+    assert line.split(None, 1)[1] == f"corrupt (a folder, not the model file); move it away and run {command}"
+    from livecam.models.store import ModelStore
+
+    damage = ModelStore(RuntimeSettings(models_dir=models, offline=True), progress=False).damage("inswapper_128")
+    assert "delete it" not in damage and damage.count("run `livecam models download") == 1, damage
+
+
 @pytest.mark.parametrize("file_name", ["blazeface_short_range.onnx", "blazeface_full_range.onnx",
                                        "face_landmark.onnx"])
 def test_doctor_fails_when_any_model_of_the_default_run_is_broken(tmp_path, monkeypatch, capsys,
@@ -292,6 +309,14 @@ def test_models_convert_without_the_extra_says_what_to_install(tmp_path, monkeyp
     assert "nope.pth" in missing.value.message
     with pytest.raises(InputError, match="is a folder"):  # once "not found"
         convert_model(settings, tmp_path, None, False)
+    # -o naming the checkpoint with --force replaced the user's checkpoint with its conversion
+    with pytest.raises(InputError, match="is the input; write to another file"):
+        convert_model(settings, checkpoint, tmp_path / "." / checkpoint.name, True)
+    assert checkpoint.read_bytes() == b"x"
+    fifo = tmp_path / "pipe.pth"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="pipe.pth is not a regular file"):  # was "not found"
+        convert_model(settings, fifo, None, False)
 
 
 def test_models_convert_refuses_to_overwrite_without_force(isolated_env, tmp_path) -> None:

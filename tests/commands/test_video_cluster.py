@@ -58,6 +58,11 @@ def test_cluster_options_without_a_cluster_are_a_usage_error(tmp_path: Path, cli
                    env=env)
     assert proc.returncode == 2
     assert "--ship-input apply to --cluster runs only" in proc.stderr
+    # --segment-seconds, which has a default, was taken and ignored where the other three were refused
+    proc = run_cli(["video", str(clip), str(tmp_path / "out.mp4"), "--source", str(clip), "--segment-seconds", "5"],
+                   env=env)
+    assert proc.returncode == 2 and "--segment-seconds apply to --cluster runs only" in proc.stderr, proc.stderr
+    assert not (tmp_path / "out.mp4").exists()
     assert not (tmp_path / "out.mp4").exists()
 
 

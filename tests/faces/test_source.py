@@ -240,3 +240,19 @@ def test_real_photos_a_profile_source_is_reported_and_a_frontal_one_is_not(
         with caplog.at_level("WARNING", logger="livecam"):
             identity = analyse_source([faces_dir / name], analyser, need_landmarks=True)
         assert ("is turned to the side" in caplog.text) is warned, (name, identity.face.yaw)
+
+
+def test_a_reference_or_map_photo_that_is_a_link_to_nothing_or_a_fifo_is_named_as_such(tmp_path: Path) -> None:
+    # both were "--map photo X does not exist; check the path" while `ls` listed X
+    import os
+
+    from livecam.faces.source import check_photo_options
+    from livecam.settings import AnalysisSettings
+
+    (tmp_path / "ref.jpg").symlink_to(tmp_path / "moved.jpg")
+    with pytest.raises(InputError, match=r"--reference photo .*ref\.jpg is a link to .*moved\.jpg, which does not "
+                                         r"exist; fix or remove the link$"):
+        check_photo_options(AnalysisSettings(reference=(tmp_path / "ref.jpg",)))
+    os.mkfifo(tmp_path / "pipe.jpg")
+    with pytest.raises(InputError, match=r"--map photo .*pipe\.jpg is not a regular file; give a photo file$"):
+        check_photo_options(AnalysisSettings(face_map=((tmp_path / "pipe.jpg", tmp_path / "pipe.jpg"),)))

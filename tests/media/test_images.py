@@ -256,6 +256,27 @@ def test_missing_folder_and_truncated_files(tmp_path: Path) -> None:
         images.read_image(tmp_path / "cut.png")
 
 
+def test_a_link_to_nothing_or_a_loop_of_links_is_named_as_such(tmp_path: Path) -> None:
+    # both were "X does not exist; check the path" while `ls` listed X
+    (tmp_path / "face.jpg").symlink_to(tmp_path / "moved.jpg")
+    with pytest.raises(InputError) as info:
+        images.read_image(tmp_path / "face.jpg")
+    assert info.value.message == (f"{tmp_path / 'face.jpg'} is a link to {tmp_path / 'moved.jpg'}, which does not "
+                                  f"exist; fix or remove the link")
+    (tmp_path / "a.jpg").symlink_to("b.jpg")
+    (tmp_path / "b.jpg").symlink_to("a.jpg")
+    with pytest.raises(InputError, match=r"a\.jpg is a link in a loop of links .*; fix or remove the link$"):
+        images.read_image(tmp_path / "a.jpg")
+
+
+def test_an_output_folder_that_is_a_link_to_nothing_says_so(tmp_path: Path) -> None:
+    # "the output folder X does not exist; create it first": creating it fails, X being a link
+    (tmp_path / "out").symlink_to(tmp_path / "gone")
+    with pytest.raises(InputError, match=r"the output folder .*out is a link to .*gone, which does not exist; fix or "
+                                         r"remove the link$"):
+        images.check_output_path(tmp_path / "out" / "o.png", force=False)
+
+
 def test_existing_output_needs_force(tmp_path: Path) -> None:
     out = tmp_path / "o.png"
     out.write_bytes(b"keep me")

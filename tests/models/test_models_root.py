@@ -36,3 +36,16 @@ def test_another_projects_pyproject_is_not_a_checkout(tmp_path, monkeypatch) -> 
     fake_pkg.mkdir(parents=True)
     monkeypatch.setattr(store_module, "PACKAGE_DIR", fake_pkg)
     assert checkout_root() is None
+
+
+def test_a_models_folder_that_is_a_link_to_nothing_is_named_before_any_download(tmp_path) -> None:
+    # "cannot create the models folder X: File exists; pass --models-dir": X is a link to a folder that is gone
+    import pytest
+
+    from livecam.errors import ModelError
+    from livecam.models.store import ModelStore
+
+    (tmp_path / "models").symlink_to(tmp_path / "gone")
+    store = ModelStore(RuntimeSettings(models_dir=tmp_path / "models", accept_license=True), progress=False)
+    with pytest.raises(ModelError, match=r"the models folder .*models is a link to .*gone, which does not exist"):
+        store.path("gfpgan_1.4")

@@ -302,6 +302,34 @@ def test_a_disk_write_failure_is_a_clear_error(server, online, models_dir, monke
     assert "No space left on device" in info.value.message and not (models_dir / "m.onnx").exists()
 
 
+def test_only_a_full_disk_is_told_to_free_space_and_a_folder_as_the_part_is_named(server, online, models_dir,
+                                                                                   monkeypatch) -> None:
+    # every write error said "free some disk space"; a folder at NAME.part first said "server ignored
+    # the resume request; starting again from zero", then that
+    import errno
+
+    from livecam.models import download as download_module
+
+    data = payload(SIZE, seed=25)
+    spec = spec_for("m", (server.serve("/m.onnx", data),), data)
+    (models_dir / "m.onnx.part").mkdir(parents=True)
+    with pytest.raises(DownloadError) as info:
+        make_store(online, spec).path("m")
+    assert info.value.message == (f"{models_dir / 'm.onnx.part'} is a folder, where the partial download goes; "
+                                  f"move it away and run the download again")
+    assert server.state.log == []
+    (models_dir / "m.onnx.part").rmdir()
+
+    def refused(*args, **kwargs):
+        raise OSError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(download_module, "_copy", refused)
+    with pytest.raises(DownloadError) as info:
+        make_store(online, spec).path("m")
+    assert "Permission denied; choose another folder with --models-dir" in info.value.message
+    assert "disk space" not in info.value.message
+
+
 def test_direct_mirror_is_used_when_the_archive_cannot_be_had(server, models_dir) -> None:
     det, rec = payload(5000, 21), payload(7000, 22)
     det_spec, rec_spec = _archive_catalog(server, {"det.onnx": det, "rec.onnx": rec}, det, rec)
@@ -314,7 +342,10 @@ def test_direct_mirror_is_used_when_the_archive_cannot_be_had(server, models_dir
     assert "404" in info.value.message
 
 
-def test_progress_bar_shows_bytes_and_rate_unless_quiet(server, models_dir, capsys) -> None:
+def test_progress_bar_shows_bytes_and_rate_unless_quiet(server, models_dir, capsys, monkeypatch) -> None:
+    from livecam.models import download as download_module
+
+    monkeypatch.setattr(download_module, "is_terminal", lambda stream: True)  # a bar on a terminal only
     data = payload(SIZE, seed=23)
     spec = spec_for("m", (server.serve("/m.onnx", data),), data)
     loud = RuntimeSettings(models_dir=models_dir)
@@ -325,6 +356,18 @@ def test_progress_bar_shows_bytes_and_rate_unless_quiet(server, models_dir, caps
     quiet = RuntimeSettings(models_dir=models_dir, quiet=True)
     ModelStore(quiet, progress=True, catalog={"m": spec}, policy=FAST).path("m")
     assert capsys.readouterr().err == ""
+
+
+def test_a_download_logged_to_a_file_gets_lines_not_a_bar(server, models_dir, capsys, caplog) -> None:
+    # stderr not a terminal (a CI job, a Docker build, 2>log): the bar's carriage returns made one
+    # endless line of redrawn bars there
+    data = payload(SIZE, seed=24)
+    spec = spec_for("m", (server.serve("/m.onnx", data),), data)
+    with caplog.at_level("INFO", logger="livecam"):
+        ModelStore(RuntimeSettings(models_dir=models_dir), progress=True, catalog={"m": spec}, policy=FAST).path("m")
+    err = capsys.readouterr().err
+    assert "\r" not in err and "B/s" not in err, repr(err)
+    assert "m.onnx: downloading, 0.3 of 0.3 MB (100%)" in [r.getMessage() for r in caplog.records]
 
 
 def test_no_network_says_its_reason_once_and_leaves_no_lock_file(online, models_dir) -> None:

@@ -35,6 +35,7 @@ import numpy as np
 from livecam.commands.live import warm_frames
 from livecam.errors import InputError
 from livecam.frame import FramePacket
+from livecam.paths import why_missing
 from livecam.pipeline.contracts import ForwardingEngine
 from livecam.marks.live_marker import LiveMarker
 from livecam.marks.watermark import open_watermarker
@@ -481,9 +482,9 @@ def _run_bench(job: BenchJob) -> None:
     from livecam.pipeline.engine import Engine
 
     if job.input is not None and not job.input.is_file():
-        what = "is a folder" if job.input.is_dir() else "does not exist"
-        raise InputError(f"--input {job.input} {what}; give a video file or leave it out "
-                         f"to use a generated clip")
+        fix = "give a video file or leave it out to use a generated clip"
+        what = f"is a folder; {fix}" if job.input.is_dir() else why_missing(job.input, fix)
+        raise InputError(f"--input {job.input} {what}")
     if job.compare_providers and job.processing.runtime.providers not in ((), ("auto",)):
         # each compared run sets its own provider: --execution-provider was silently dropped
         raise InputError(f"--execution-provider {' '.join(job.processing.runtime.providers)} and "
@@ -609,9 +610,9 @@ def read_baseline(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as stream:  # bounded: /dev/zero or a huge file must not fill the memory
             raw = stream.read(MAX_BASELINE_BYTES + 1)
-    except FileNotFoundError:
-        raise InputError(f"--baseline {path} does not exist; save one first with {hint}") from None
     except OSError as exc:
+        if not path.exists():  # missing, a link to nothing or a loop of links
+            raise InputError(f"--baseline {path} {why_missing(path, f'save one first with {hint}')}") from None
         raise InputError(f"--baseline {path} cannot be read ({exc.strerror or exc}); save a report with {hint}") from None
     if len(raw) > MAX_BASELINE_BYTES:
         raise InputError(f"--baseline {path} is over {MAX_BASELINE_BYTES // 2**20} MB, not a livecam bench JSON "

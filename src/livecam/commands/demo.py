@@ -27,6 +27,7 @@ import numpy as np
 
 from livecam.atomic import AtomicOutput, refusal
 from livecam.errors import InputError, OutputError, OutputExistsError
+from livecam.paths import why_missing
 from livecam.marks.credentials import signing_for
 from livecam.marks.watermark import open_watermarker
 from livecam.media.images import read_image, write_image_atomic
@@ -162,6 +163,8 @@ def prepare_folder(folder: Path, *, force: bool) -> Path | None:
                 raise InputError(f"{folder / name} is a folder where the demo writes its file {name}; "
                                  f"move it away or give another folder")
         return None
+    if folder.is_symlink():  # a link to nothing or in a loop: mkdir said "File exists"
+        raise InputError(f"{folder} {why_missing(folder)}")
     top = folder
     while not top.parent.exists() and top.parent != top:
         top = top.parent

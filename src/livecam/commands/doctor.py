@@ -222,7 +222,7 @@ def run_doctor(settings: RuntimeSettings) -> int:
     for name in store.names():
         st = store.state(name)
         note = {PRESENT: " (run `livecam models verify`)", MISSING: f" (`{download_command(name)}`)",
-                CORRUPT: f"; delete it and run `{download_command(name)}`"}
+                CORRUPT: f"; {store.fix_hint(store.spec(name), st.path)}"}
         detail = f" ({st.detail})" if st.detail and st.state == CORRUPT else ""
         bundled = " embedded" if store.spec(name).bundled else ""
         if bundled:  # part of the package: only a reinstall brings it back

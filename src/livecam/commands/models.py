@@ -12,6 +12,7 @@ from livecam.atomic import AtomicOutput, check_new_output
 from livecam.console import agree, counted, one_line
 from livecam.errors import EXIT_MODEL, InputError, LicenseNotAcceptedError, ModelError
 from livecam.models.catalog import download_command
+from livecam.paths import why_missing
 from livecam.models.store import (CORRUPT, MISSING, PRESENT, UNPINNED, VERIFIED, ModelState, ModelStore,
                                   tty_confirm)
 from livecam.settings import RuntimeSettings
@@ -153,12 +154,17 @@ def verify_models(settings: RuntimeSettings, names: tuple[str, ...]) -> int:
 
 
 def convert_model(settings: RuntimeSettings, checkpoint: Path, output: Path | None, force: bool) -> None:
+    from livecam.media.images import check_not_an_input  # media/ loads OpenCV: not for `models list`
+
     if checkpoint.is_dir():  # was reported as "not found"
         raise InputError(f"checkpoint {checkpoint} is a folder; give the GFPGANv1.4.pth file in it")
-    if not checkpoint.is_file():
-        raise InputError(f"checkpoint {checkpoint} not found; download GFPGANv1.4.pth first")
+    if not checkpoint.exists():
+        raise InputError(f"checkpoint {checkpoint} {why_missing(checkpoint, 'download GFPGANv1.4.pth first')}")
+    if not checkpoint.is_file():  # a FIFO or a device was "not found"
+        raise InputError(f"checkpoint {checkpoint} is not a regular file; give the GFPGANv1.4.pth file")
     store = ModelStore(settings, progress=False)
     target = output or store.root / store.spec("gfpgan_1.4").file_name
+    check_not_an_input(target, checkpoint)  # -o CHECKPOINT --force replaced the checkpoint with its conversion
     check_new_output(target, force=force)
     try:
         import torch  # noqa: F401 - only to give a clear message when it is missing

@@ -20,6 +20,7 @@ from livecam.atomic import AtomicOutput
 from livecam.errors import InputError, LivecamError, NoFaceError
 from livecam.faces.arcface import normalise
 from livecam.faces.face import Face
+from livecam.paths import why_missing
 
 if TYPE_CHECKING:
     from livecam.settings import AnalysisSettings
@@ -125,8 +126,13 @@ def check_photo_options(analysis: AnalysisSettings) -> None:
     for option, raw in named:
         path = Path(raw)
         if not path.is_file():
-            what = "is a folder, not a photo" if path.is_dir() else "does not exist"
-            raise InputError(f"{option} photo {path} {what}; check the path")
+            if path.is_dir():
+                what = "is a folder, not a photo; check the path"
+            elif path.exists():  # a FIFO or a device was said "not to exist"
+                what = "is not a regular file; give a photo file"
+            else:
+                what = why_missing(path)
+            raise InputError(f"{option} photo {path} {what}")
 
 
 def _analyse_one(path: Path, bgr: np.ndarray, analyser: Any, cache: SourceCache | None,

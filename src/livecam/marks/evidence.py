@@ -32,6 +32,7 @@ from livecam.media.metadata import sniff_format
 from livecam.errors import InputError
 from livecam.marks import credentials as cr
 from livecam.marks import watermark as wm
+from livecam.paths import why_missing
 
 DENSE_SECONDS = 2.0
 MAX_VIDEO_FRAMES = 90
@@ -97,7 +98,7 @@ def examine(path: Path, marker: wm.Watermarker) -> Evidence:
         if str(path) == "-":  # the usual spelling of standard input, which was "-: no such file"
             raise InputError("'-' (standard input) is not a file; verify reads files: save what you "
                              "would pipe in to a file first and give that file")
-        raise InputError(f"{path}: no such file")
+        raise InputError(f"{path} {why_missing(path, 'give an image or a video file')}")
     if not path.is_file():
         raise InputError(f"{path} is not a regular file; give an image or a video file")
     if is_still_image(path):

@@ -30,6 +30,7 @@ from livecam.media import provenance
 from livecam.atomic import AtomicOutput, check_new_output, refusal
 from livecam.errors import InputError, OutputError
 from livecam.media import metadata as md
+from livecam.paths import why_missing
 from livecam.settings import IMAGE_READ_FORMATS, IMAGE_WRITE_FORMATS
 
 if TYPE_CHECKING:
@@ -504,7 +505,7 @@ def read_image_bytes(path: Path) -> bytes:
     """The bytes of an image file (or a pipe), refused in one line when the file is missing, a
     folder, empty, unreadable or larger than any image livecam reads (before it is read)."""
     if not path.exists():
-        raise InputError(f"{path} does not exist; check the path")
+        raise InputError(f"{path} {why_missing(path)}")
     if path.is_dir():
         raise InputError(f"{path} is a folder, not an image file")
     try:
@@ -688,7 +689,7 @@ def check_output_folder(path: Path) -> None:
     created and dropped: os.access says yes to root on read-only mounts and ignores ACLs."""
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.exists():
-        raise InputError(f"the output folder {folder} does not exist; create it first")
+        raise InputError(f"the output folder {folder} {why_missing(folder, 'create it first')}")
     if not folder.is_dir():
         raise InputError(f"cannot write {path}: {folder} is not a folder")
     try:

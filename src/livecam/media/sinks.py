@@ -21,6 +21,7 @@ from livecam.atomic import folder_of, trailing_slash_problem
 from livecam.errors import DeviceError, InputError
 from livecam.media.provenance import CONTAINER_METADATA
 from livecam.console import counted
+from livecam.paths import why_missing
 
 if TYPE_CHECKING:  # PyAV loads only when a recording starts
     from livecam.media.video_writer import VideoWriter
@@ -71,7 +72,8 @@ class FileRecorderSink:
         what = "--output "
         check_new_output(path, force=force, what=what)
         if not folder_of(path).exists():
-            raise InputError(f"--output {path}: the folder {folder_of(path)} does not exist")
+            folder = folder_of(path)
+            raise InputError(f"--output {path}: the folder {folder} {why_missing(folder, 'create it first')}")
         try:
             check_output_folder(path)  # writable, checked before any model loads
             # H.264, or VP9 for .webm (which cannot hold H.264); checked now, before any model loads.

@@ -31,6 +31,7 @@ from livecam.errors import InputError
 from livecam.media.colour import Colour, ColourConverter
 from livecam.media.containers import as_fraction, local_path, open_container
 from livecam.media.metadata import PNG_SIGNATURE, apng_frames
+from livecam.paths import why_missing
 from livecam.console import counted
 
 log = logging.getLogger("livecam")
@@ -125,7 +126,7 @@ def open_input(path: Path, *, once: bool = False) -> av.container.InputContainer
     its display rotation and its audio."""
     path = Path(path)
     if not path.exists():
-        raise InputError(f"input video not found: {path}; check the path")
+        raise InputError(f"input video {path} {why_missing(path)}")
     if path.is_dir():
         raise InputError(f"input {path} is a folder; expected a video file such as .mp4, .mkv, .mov or .webm")
     if not os.access(path, os.R_OK):

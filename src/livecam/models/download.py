@@ -22,11 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Literal
 
+from livecam.atomic import DISK_FULL
+from livecam.console import is_terminal
 from livecam.errors import DownloadError
 
 log = logging.getLogger("livecam")
 
 CHUNK = 1 << 20
+LINE_INTERVAL_S = 10.0  # progress lines where stderr is no terminal
 USER_AGENT = "livecam-model-download"
 
 
@@ -80,6 +83,9 @@ def download(
     if not urls:
         raise DownloadError(f"no download address is known for {label}")
     part = part_path(dest)
+    if part.is_dir():  # was "server ignored the resume request", then "Is a directory; free some disk space"
+        raise DownloadError(f"{part} is a folder, where the partial download goes; move it away and run the "
+                            f"download again")
     reasons: list[str] = []
     for url in urls:
         try:
@@ -91,8 +97,10 @@ def download(
                 reasons.append(reason)
             continue
         except OSError as exc:  # network errors are handled inside; this is the local disk
-            raise DownloadError(f"cannot write {part}: {exc.strerror or exc}; free some disk space or "
-                                f"choose another folder with --models-dir (the partial file resumes later)") from exc
+            # disk space is the fix only for a full disk (a file not ours, a read-only one, were told it too)
+            fix = ("free some disk space or choose another folder with --models-dir (the partial file resumes later)"
+                   if exc.errno in DISK_FULL else "choose another folder with --models-dir")
+            raise DownloadError(f"cannot write {part}: {exc.strerror or exc}; {fix}") from exc
         os.replace(part, dest)
         return dest
     raise DownloadError(f"could not download {label}: " + "; ".join(reasons))
@@ -218,8 +226,10 @@ def _copy(response: BinaryIO, out: BinaryIO, *, start: int, total: int | None, l
           progress: bool) -> None:
     from tqdm import tqdm
 
+    bar_shown = progress and is_terminal(sys.stderr)
+    next_line = time.monotonic()  # elsewhere a line now and then (the first at once)
     with tqdm(total=total, initial=start, unit="B", unit_scale=True, unit_divisor=1024, desc=label,
-              disable=not progress, file=sys.stderr, leave=False, dynamic_ncols=True) as bar:
+              disable=not bar_shown, file=sys.stderr, leave=False, dynamic_ncols=True) as bar:
         while True:
             try:
                 block = response.read(CHUNK)
@@ -229,6 +239,11 @@ def _copy(response: BinaryIO, out: BinaryIO, *, start: int, total: int | None, l
                 break
             out.write(block)
             bar.update(len(block))
+            if progress and not bar_shown and time.monotonic() >= next_line:
+                next_line = time.monotonic() + LINE_INTERVAL_S
+                got = out.tell() / 1e6
+                log.info("%s: downloading, %s", label, f"{got:.1f} of {total / 1e6:.1f} MB ({100 * out.tell() / total:.0f}%)"
+                         if total else f"{got:.1f} MB")
     if total is not None and out.tell() < total:
         raise _Retry(f"connection closed at {out.tell()} of {total} bytes")
 

@@ -15,7 +15,7 @@ import shutil
 import sys
 import threading
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Mapping
 
@@ -27,6 +27,7 @@ from livecam.models.download import DownloadPolicy, download, sha256_file
 from livecam.runtime.providers import import_onnxruntime
 from livecam.settings import RuntimeSettings
 from livecam.console import counted
+from livecam.paths import why_missing
 
 log = logging.getLogger("livecam")
 
@@ -171,7 +172,7 @@ class ModelStore:
         state = self._absent_or_wrong_size(spec, self.file_path(name))
         if state is None or state.state == MISSING:
             return ""
-        return (f"{state.path} is corrupt ({state.detail}); {self._fix_hint(spec)}"
+        return (f"{state.path} is corrupt ({state.detail}); {self.fix_hint(spec, state.path)}"
                 + ("" if spec.bundled else " (`livecam models verify` checks every model)"))
 
     # ---- the main entry point ---------------------------------------------------------------
@@ -231,7 +232,7 @@ class ModelStore:
             cause = exc.__cause__
             reason = str(cause).splitlines()[0][:160] if cause is not None and str(cause) else "unreadable"
             raise ModelError(f"model file {path} cannot be loaded as {name} ({reason}); "
-                             f"{self._fix_hint(self.spec(name))}") from exc
+                             f"{self.fix_hint(self.spec(name))}") from exc
         self.check_signature(name, session)
         if front is None:
             return session
@@ -310,7 +311,7 @@ class ModelStore:
         problem = signature_problem(spec, session.get_inputs(), session.get_outputs())
         if problem:
             raise ModelError(f"{self.file_path(name)} does not look like model {name} ({problem}); "
-                             f"{self._fix_hint(spec)}")
+                             f"{self.fix_hint(spec)}")
 
     def state(self, name: str) -> ModelState:
         """Cheap state for listings: uses the verification memo, hashes only small embedded files."""
@@ -334,9 +335,8 @@ class ModelStore:
     @staticmethod
     def _absent_or_wrong_size(spec: ModelSpec, path: Path, hint: str = "") -> ModelState | None:
         """MISSING or CORRUPT (by size) without hashing anything; None when the size is right."""
-        if path.is_dir():
-            return ModelState(spec.name, CORRUPT, path, "a folder, not the model file; move it away and run "
-                                                        f"`{download_command(spec.name, catalog={spec.name: spec})}`")
+        if path.is_dir():  # the repair (fix_hint: move it away) is added where it is shown
+            return ModelState(spec.name, CORRUPT, path, "a folder, not the model file")
         if not path.is_file():
             return ModelState(spec.name, MISSING, path)
         size = path.stat().st_size
@@ -348,20 +348,21 @@ class ModelStore:
         """Full re-hash (ignores the memo); unpinned files get their signature checked instead."""
         spec = self.spec(name)
         path = self.file_path(name)
-        early = self._absent_or_wrong_size(spec, path, f", truncated or not this model; {self._fix_hint(spec)}")
+        early = self._absent_or_wrong_size(spec, path, ", truncated or not this model")
         if early is not None:
-            return early
+            fixed = replace(early, detail=f"{early.detail}; {self.fix_hint(spec, path)}")
+            return early if early.state == MISSING else fixed
         if spec.sha256 is None:
             problem = self._load_problem(spec, path)
             if problem:
-                return ModelState(name, CORRUPT, path, f"{problem}; {self._fix_hint(spec)}")
+                return ModelState(name, CORRUPT, path, f"{problem}; {self.fix_hint(spec)}")
             return ModelState(name, UNPINNED, path, spec.pin_note or "no published SHA-256; signature checked")
         got = sha256_file(path)
         if not spec.bundled:
             self._memo_record(path, got)
         if got != spec.sha256:
             return ModelState(name, CORRUPT, path, f"SHA-256 {got[:12]}... differs from the catalog's "
-                                                   f"{spec.sha256[:12]}...; {self._fix_hint(spec)}")
+                                                   f"{spec.sha256[:12]}...; {self.fix_hint(spec)}")
         return ModelState(name, VERIFIED, path)
 
     def load_problem(self, name: str, path: Path) -> str:
@@ -396,12 +397,17 @@ class ModelStore:
         if self.settings.unverified_models:
             log.warning("warning: %s: %s; used anyway because of --unverified-models", path, problem)
             return
-        raise ModelError(f"model file {path} is invalid: {problem}; {self._fix_hint(spec)}")
+        raise ModelError(f"model file {path} is invalid: {problem}; {self.fix_hint(spec)}")
 
-    def _fix_hint(self, spec: ModelSpec) -> str:
+    def fix_hint(self, spec: ModelSpec, path: Path | None = None) -> str:
+        """The repair of a bad model file: a folder in its place is moved away (it may hold the
+        user's own files), a file deleted, before downloading it again."""
         if spec.bundled:
             return "reinstall livecam to restore the embedded models"
-        return f"delete it and run `{download_command(spec.name, catalog={spec.name: spec})}`"
+        command = download_command(spec.name, catalog={spec.name: spec})
+        if path is not None and path.is_dir():
+            return f"move it away and run `{command}`"
+        return f"delete it and run `{command}`"
 
     # ---- downloading ------------------------------------------------------------------------
     def _ensure_downloadable(self, spec: ModelSpec) -> None:
@@ -427,6 +433,8 @@ class ModelStore:
         from filelock import FileLock, Timeout
 
         unit = spec.archive.file_name if spec.archive else spec.file_name
+        if self.root.is_symlink() and not self.root.exists():  # mkdir said "File exists"
+            raise ModelError(f"the models folder {self.root} {why_missing(self.root)}")
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

@@ -18,12 +18,12 @@ import contextlib
 import fnmatch
 import functools
 import logging
-import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from livecam.errors import EXIT_FAILURE, InputError, Interrupted, LivecamError
+from livecam.paths import why_missing
 from livecam.media.video_writer import CONTAINERS
 from livecam.pipeline.file import process_video
 from livecam.settings import VideoJob
@@ -121,8 +121,7 @@ def plan_folder(template: VideoJob, pattern: str | None, *, skip_existing: bool)
         job = replace(template, input=path, output=out_folder / output_name(path))
         other = taken.setdefault(job.output, path)
         if _broken_link(path):
-            decided.append(FileOutcome(job, error=InputError(
-                f"{path.name} is a link to {os.readlink(path)}, which does not exist; fix or remove the link")))
+            decided.append(FileOutcome(job, error=InputError(f"{path.name} {why_missing(path)}")))
         elif other != path:
             decided.append(FileOutcome(job, error=InputError(
                 f"{path.name} and {other.name} would both be written to {job.output}; rename one, or choose "

@@ -23,6 +23,7 @@ from livecam.faces.analyser import FaceAnalyser
 from livecam.faces.face import Face
 from livecam.faces.source import SourceCache, SourceIdentity, analyse_source, check_photo_options
 from livecam.frame import FramePacket
+from livecam.paths import why_missing
 from livecam.models.catalog import download_command
 from livecam.processors import registry
 from livecam.processors.base import FastModelSwitch, FrameProcessor, MaskModelSwitch, Warmable
@@ -527,7 +528,7 @@ def _expand_sources(sources: Sequence[Path], live: bool) -> list[Path]:
     paths = [Path(s) for s in sources]
     for path in paths:
         if not path.exists():
-            raise InputError(f"source {path} does not exist; check the path")
+            raise InputError(f"source {path} {why_missing(path)}")
     if any(p.is_dir() for p in paths):
         if not live:
             raise InputError(f"source {next(p for p in paths if p.is_dir())} is a folder; a folder of "

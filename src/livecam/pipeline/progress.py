@@ -14,6 +14,8 @@ import time
 from types import TracebackType
 from typing import Callable, Hashable, Protocol, TextIO
 
+from livecam.console import is_terminal
+
 log = logging.getLogger("livecam")
 
 
@@ -45,7 +47,7 @@ class Progress:
         self._last_line = self._start
         self._bar = None
         stream = stream if stream is not None else sys.stderr
-        self._mode = "off" if quiet else ("bar" if _isatty(stream) else "lines")
+        self._mode = "off" if quiet else ("bar" if is_terminal(stream) else "lines")
         if self._mode == "bar":
             from tqdm import tqdm
 
@@ -89,13 +91,6 @@ class Progress:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
-
-
-def _isatty(stream: TextIO) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False
 
 
 class Parts:
