@@ -395,3 +395,30 @@ def test_frames_beyond_the_input_clip_are_said(tmp_path: Path, faces_dir: Path, 
                               "not the 40 of --frames") == 1, short.stderr
     enough = run_cli([*base, "--frames", "10"], env=isolated_env)
     assert enough.returncode == 0 and "--frames" not in enough.stderr, enough.stderr
+
+
+def test_faces_the_face_mask_left_as_they_were_are_not_counted_as_changed(faces_dir: Path,
+                                                                         isolated_env: dict[str, str]) -> None:
+    # --face-mask-regions glasses on a face without glasses (the stand-in parser: hair above, skin
+    # below): the swapper left every face as it was, while faces_changed_per_frame counted faces
+    # by size only (1.0) and nothing was said.
+    from tests.standins.arcface import build_arcface
+    from tests.standins.inswapper import build_inswapper
+    from tests.standins.masks import build_bisenet
+
+    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
+    models.mkdir()
+    build_arcface(models / "w600k_r50.onnx")
+    build_inswapper(models / "inswapper_128.onnx")
+    build_bisenet(models / "bisenet_resnet_34.onnx")
+    args = ["--unverified-models", "bench", "--frames", "10", "--json", "--source", str(faces_dir / "obama.jpg"),
+            "--resolution", "480x360", "--swap-model", "inswapper_128", "--face-mask", "box", "region"]
+    result = run_cli([*args, "--face-mask-regions", "glasses"], env=isolated_env, timeout=180)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["faces_per_frame"] == 1.0 and report["faces_changed_per_frame"] == 0.0
+    assert report["faces_usable_per_frame"] == 1.0  # big enough: the masks left them, not their size
+    assert result.stderr.count("warning: --face-mask left nothing to swap of the faces in the clip's frames") == 1
+    skin = run_cli([*args, "--face-mask-regions", "skin"], env=isolated_env, timeout=180)
+    assert skin.returncode == 0, skin.stderr
+    assert json.loads(skin.stdout)["faces_changed_per_frame"] == 1.0 and "left nothing" not in skin.stderr

@@ -296,7 +296,7 @@ def test_a_one_frame_clip_is_counted_as_one_frame(tmp_path: Path, faces_dir: Pat
     args = ["video", str(clip), str(out), "-s", str(faces_dir / "biden.jpg"), "--no-watermark", "--no-c2pa"]
     proc = run_cli(args, env=isolated_env)
     assert proc.returncode == 0, proc.stderr
-    assert f"wrote {out}: 1 frame (1 processed, 0 with a face)" in proc.stderr, proc.stderr
+    assert f"wrote {out}: 1 frame (1 processed, 0 with a face, 0 faces swapped)" in proc.stderr, proc.stderr
     assert "warning: no face was found in the one processed frame; the video was copied" in proc.stderr
     refused = run_cli([*args, "--force", "--frame-range", "1:2"], env=isolated_env)
     assert refused.returncode == 2
@@ -422,9 +422,38 @@ def test_faces_all_too_small_to_change_are_said_so(tmp_path: Path, faces_dir: Pa
     proc = run_cli(["--unverified-models", "video", str(clip), str(out), "-s", str(faces_dir / "biden.jpg"),
                     "--swap-model", "inswapper_128", "--many-faces", "--no-label"], env=isolated_env)
     assert proc.returncode == 0, proc.stderr
-    assert "(4 processed, 4 with a face)" in proc.stderr
+    assert "(4 processed, 4 with a face, 0 faces swapped)" in proc.stderr
     assert ("warning: the faces found in 4 of the 4 processed frames are all too small to change (under 24 px "
             "between the eyes), so none was changed; use a video where they are larger") in proc.stderr
+
+
+def test_a_video_whose_face_masks_left_every_face_says_none_was_swapped(tmp_path: Path, faces_dir: Path,
+                                                                        isolated_env: dict[str, str]) -> None:
+    # --face-mask-regions glasses on faces without glasses (the stand-in parser: hair above, skin
+    # below): the swapper left every face as it was, while the summary counted faces by size
+    # only and said nothing. Now it counts the faces swapped and warns once, as `image` does.
+    from tests.standins.arcface import build_arcface
+    from tests.standins.inswapper import build_inswapper
+    from tests.standins.masks import build_bisenet
+
+    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
+    models.mkdir()
+    build_arcface(models / "w600k_r50.onnx")
+    build_inswapper(models / "inswapper_128.onnx")
+    build_bisenet(models / "bisenet_resnet_34.onnx")
+    clip = make_clip(tmp_path / "in.mp4", frames=4, size=(320, 240), audio=False, source_image=faces_dir / "obama.jpg")
+    args = ["--unverified-models", "video", str(clip), "-s", str(faces_dir / "biden.jpg"), "--swap-model",
+            "inswapper_128", "--no-label", "--no-watermark", "--no-c2pa", "--face-mask", "box", "region"]
+    proc = run_cli([*args[:3], str(tmp_path / "out.mp4"), *args[3:], "--face-mask-regions", "glasses"],
+                   env=isolated_env)
+    assert proc.returncode == 0, proc.stderr
+    assert "(4 processed, 4 with a face, 0 faces swapped)" in proc.stderr
+    warning = ("warning: --face-mask left nothing to swap of the faces found in 4 of the 4 processed frames: none "
+               "of the parts it keeps is there; choose other --face-mask types, regions or areas")
+    assert proc.stderr.count(warning) == 1, proc.stderr
+    skin = run_cli([*args[:3], str(tmp_path / "skin.mp4"), *args[3:], "--face-mask-regions", "skin"], env=isolated_env)
+    assert skin.returncode == 0, skin.stderr
+    assert "(4 processed, 4 with a face, 4 faces swapped)" in skin.stderr and "left nothing" not in skin.stderr
 
 
 @pytest.mark.parametrize("args,text", [

@@ -10,10 +10,14 @@ from livecam.errors import ModelError
 from livecam.faces.align import FFHQ_512, align_matrix, invert, warp_crop
 from livecam.faces.face import Face
 from livecam.frame import FramePacket
+from livecam.processors.crop_masks import FaceMasker
 from livecam.processors.face_enhancer import FaceEnhancer
-from livecam.settings import EnhanceSettings
+from livecam.processors.face_parser import FaceParser
+from livecam.processors.occluder import Occluder
+from livecam.settings import EnhanceSettings, SwapSettings
 from tests.standins.gfpgan import build_gfpgan
 from tests.standins.inswapper import build_inswapper
+from tests.standins.masks import build_bisenet, build_xseg
 from tests.standins import cpu_session
 
 OBAMA_KPS = np.array([[436, 214], [540, 214], [490, 270], [450, 320], [530, 320]], dtype=np.float32)
@@ -47,6 +51,8 @@ def models(tmp_path_factory):
         "random": build_gfpgan(d / "random.onnx", kind="random"),
         "random_dynamic": build_gfpgan(d / "random_dynamic.onnx", kind="random", dynamic_batch=True),
         "inswapper": build_inswapper(d / "inswapper.onnx"),
+        "xseg": build_xseg(d / "xseg_1.onnx"),  # crop columns right of the middle: covered
+        "hair_skin": build_bisenet(d / "bisenet.onnx", top=17, bottom=1),  # top half of the crop hair, bottom skin
     }
 
 
@@ -230,7 +236,8 @@ def test_the_mouth_kept_by_the_mouth_mask_is_not_enhanced(models, two_faces, siz
 
     frame, faces = two_faces
     session = cpu_session(models["random"])
-    out = _run(FaceEnhancer(session, EnhanceSettings(blend=1.0), mouth_mask=size), frame, faces)
+    out = _run(FaceEnhancer(session, EnhanceSettings(blend=1.0), masker=FaceMasker(SwapSettings(mouth_mask=size))),
+               frame, faces)
     plain = _run(FaceEnhancer(session, EnhanceSettings(blend=1.0)), frame, faces)
     for face in faces:
         mouth = np.zeros(frame.shape[:2], np.uint8)
@@ -243,3 +250,65 @@ def test_the_mouth_kept_by_the_mouth_mask_is_not_enhanced(models, two_faces, siz
         face_px = _crop_region(face, frame.shape, inset=200) & ~cv2.dilate(mouth, np.ones((41, 41), np.uint8)).astype(bool)
         assert np.array_equal(out[face_px], plain[face_px])
         assert (np.abs(out[face_px].astype(int) - frame[face_px]).max(axis=1) > 4).mean() > 0.3
+
+
+def _in_crop(face: Face, shape, crop_mask: np.ndarray) -> np.ndarray:
+    """Frame pixels whose place in the face's 512 crop is set in `crop_mask` (nearest crop pixel)."""
+    m = align_matrix(face.kps, FFHQ_512)
+    ys, xs = np.mgrid[0:shape[0], 0:shape[1]].astype(np.float64)
+    u = np.rint(m[0, 0] * xs + m[0, 1] * ys + m[0, 2]).astype(int)
+    v = np.rint(m[1, 0] * xs + m[1, 1] * ys + m[1, 2]).astype(int)
+    inside = (u >= 0) & (u < 512) & (v >= 0) & (v < 512)
+    out = np.zeros(shape[:2], bool)
+    out[inside] = crop_mask[v[inside], u[inside]].astype(bool)
+    return out
+
+
+@pytest.mark.parametrize("swap", [
+    SwapSettings(face_mask=("box", "occlusion")),  # the hand over the face stays in front
+    SwapSettings(face_mask=("box", "region")),  # the hair (not a chosen region) stays the target's
+    SwapSettings(face_mask=("box", "area"), face_mask_areas=("lower-face",)),  # the eyes stay
+    SwapSettings(face_mask=("occlusion", "region", "area"), face_mask_areas=("upper-face", "lower-face"),
+                 mouth_mask=20),
+], ids=["occlusion", "region", "area", "all"])
+def test_what_the_swappers_face_mask_keeps_is_not_enhanced(models, two_faces, swap):
+    """--face-mask occlusion, region and area keep parts of the face as the target's through the
+    swapper; the enhancer after it re-rendered its whole crop, those parts too (a hand over the
+    face restored into skin). Its paste-back now leaves out the same kept target."""
+    frame, faces = two_faces
+    session = cpu_session(models["random"])
+    masker = FaceMasker(swap, occluder=Occluder(cpu_session(models["xseg"])),
+                        parser=FaceParser(cpu_session(models["hair_skin"])))
+    out = _run(FaceEnhancer(session, EnhanceSettings(blend=1.0), masker=masker), frame, faces)
+    plain = _run(FaceEnhancer(session, EnhanceSettings(blend=1.0)), frame, faces)
+    grow = np.ones((13, 13), np.uint8)  # 6 crop px (2.5 frame px here): past the bilinear footprint
+    for face in faces:
+        crop = warp_crop(frame, align_matrix(face.kps, FFHQ_512), 512)
+        changeable = masker.changeable(crop, align_matrix(face.kps, FFHQ_512), face)
+        assert changeable is not None
+        box = np.zeros((512, 512), np.uint8)
+        box[80:432, 80:432] = 1  # inside the enhancer's own feathered box (fully opaque there)
+        kept = _in_crop(face, frame.shape, cv2.erode(((changeable == 0) & (box == 1)).astype(np.uint8), grow))
+        free = _in_crop(face, frame.shape, cv2.erode(((changeable == 1) & (box == 1)).astype(np.uint8), grow))
+        assert kept.sum() > 500 and free.sum() > 500
+        assert (np.abs(plain[kept].astype(int) - frame[kept]).max(axis=1) > 4).mean() > 0.3  # it would change
+        assert np.array_equal(out[kept], frame[kept])
+        assert np.array_equal(out[free], plain[free])  # the rest is enhanced as before
+
+
+def test_the_swappers_mask_models_step_reaches_the_enhancer(models, two_faces):
+    """The live governor's "mask models off" step: the enhancer's kept target follows the
+    swapper's (the occluder off: the covered half is enhanced again)."""
+    frame, faces = two_faces
+    session = cpu_session(models["random"])
+    swap = SwapSettings(face_mask=("box", "occlusion"))
+    enhancer = FaceEnhancer(session, EnhanceSettings(blend=1.0),
+                            masker=FaceMasker(swap, occluder=Occluder(cpu_session(models["xseg"]))))
+    assert enhancer.uses_mask_models
+    kept = _run(enhancer, frame, faces)
+    plain = _run(FaceEnhancer(session, EnhanceSettings(blend=1.0)), frame, faces)
+    assert not np.array_equal(kept, plain)
+    enhancer.set_mask_models(False)
+    assert np.array_equal(_run(enhancer, frame, faces), plain)
+    enhancer.set_mask_models(True)
+    assert np.array_equal(_run(enhancer, frame, faces), kept)

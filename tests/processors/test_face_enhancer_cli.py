@@ -175,3 +175,33 @@ def test_the_enhancer_after_the_swapper_keeps_the_mouth_mask_mouth(setup: dict) 
     assert np.array_equal(enhanced[inside], target[inside])
     face, _ = _regions(target)
     assert (np.abs(enhanced - kept)[face].max(axis=2) > 4).mean() > 0.3  # the rest of the face is enhanced
+
+
+def test_the_enhancer_after_the_swapper_keeps_what_its_face_mask_kept(tmp_path: Path, faces_dir: Path,
+                                                                      isolated_env: dict[str, str]) -> None:
+    """--face-mask occlusion keeps what covers the face (the stand-in occluder: the right half of
+    any crop) as the target's through the swapper; the enhancer after it restored it all the
+    same. Now it leaves out the same part. The enhancer alone keeps nothing (the options are
+    the swapper's, said unused) and pastes as before."""
+    from tests.standins.masks import build_xseg
+
+    setup = cli_setup(tmp_path, faces_dir, isolated_env,
+                      lambda models: (build_enhancer(models / "gpen_bfr_512.onnx", "gpen_bfr_512", kind="random"),
+                                      build_xseg(models / "xseg_1.onnx")))
+    target = read_image(setup["target"]).astype(int)
+    occlusion = ("--face-mask", "box", "occlusion")
+    enhance = ("--frame-processor", "face_swapper", "face_enhancer", "--enhancer-model", "gpen_bfr_512",
+               "--enhancer-blend", "1")
+    swapped = _image(setup, "swapped.png", *occlusion)
+    both = _image(setup, "both.png", *enhance, *occlusion)
+    plain = _image(setup, "plain.png", *enhance)
+    face, _ = _regions(target)
+    kept = np.all(swapped == target, axis=2)[face]  # what the swapper left as it was
+    assert 0.2 < kept.mean() < 0.8
+    assert (np.abs(plain - target)[face].max(axis=2) > 4)[kept].mean() > 0.3  # an enhancer changes it
+    assert (both == target)[face].all(axis=2)[kept].mean() > 0.97  # but not after that swapper
+    assert (np.abs(both - swapped)[face].max(axis=2) > 4)[~kept].mean() > 0.3  # the swapped part: enhanced
+    alone = ("--frame-processor", "face_enhancer", "--enhancer-model", "gpen_bfr_512", "--enhancer-blend", "1")
+    masked_alone = _image(setup, "alone_masked.png", *alone, *occlusion, swap_model=None)
+    assert "--source and --face-mask are for the face swapper, which this run does not use" in setup["stderr"]
+    assert np.array_equal(masked_alone, _image(setup, "alone.png", *alone, swap_model=None))

@@ -40,7 +40,7 @@ from livecam.pipeline.contracts import ForwardingEngine
 from livecam.marks.live_marker import LiveMarker
 from livecam.marks.watermark import open_watermarker
 from livecam.processors import registry
-from livecam.processors.base import MIN_EYE_DISTANCE, usable
+from livecam.processors.base import MIN_EYE_DISTANCE, changed_faces, usable
 from livecam.settings import BenchJob, LiveJob
 
 if TYPE_CHECKING:
@@ -132,7 +132,8 @@ class RecordingEngine(ForwardingEngine):
         # live pipeline's "output", land in them too.
         self.records: list[dict[str, float]] = []
         self.faces: list[int] = []
-        self.changed: list[int] = []  # of those, the faces big enough to change (processors.base.usable)
+        self.usable: list[int] = []  # of those, the faces big enough to change (processors.base.usable)
+        self.changed: list[int] = []  # and of those, the faces changed (processors.base.changed_faces)
         self._lock = threading.Lock()
 
     def process(self, packet: FramePacket) -> None:
@@ -142,12 +143,14 @@ class RecordingEngine(ForwardingEngine):
         with self._lock:
             self.records.append(packet.timings)
             self.faces.append(len(packet.faces))
-            self.changed.append(sum(usable(face) for face in packet.faces))
+            self.usable.append(sum(usable(face) for face in packet.faces))
+            self.changed.append(changed_faces(packet))
 
     def for_lane(self, lane: Engine) -> "RecordingEngine":
         """A recorder of `lane` (Engine.lanes()) that keeps its records with this one's."""
         other = RecordingEngine(lane)
-        other.records, other.faces, other.changed, other._lock = self.records, self.faces, self.changed, self._lock
+        other.records, other.faces, other.usable, other.changed = self.records, self.faces, self.usable, self.changed
+        other._lock = self._lock
         return other
 
 
@@ -335,7 +338,8 @@ def run_live_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None 
         "latency_ms_p50": summary["latency_ms_p50"], "latency_ms_p95": summary["latency_ms_p95"],
         "cpu_ms_per_frame": round(cpu * 1000.0 / max(1, summary["frames"]), 2),
         "stages": stages, "faces_per_frame": _faces(recording.faces),
-        "faces_changed_per_frame": _faces(recording.changed), "gpu_mb": gpu_memory_mb(),
+        "faces_usable_per_frame": _faces(recording.usable), "faces_changed_per_frame": _faces(recording.changed),
+        "gpu_mb": gpu_memory_mb(),
         **({"marked_frames": len(marks), "unmarked_frames": live_marker.unmarked,
             "marked_read_back": _read_back(job, engine, kept)} if live_marker else {}),
     }
@@ -438,8 +442,8 @@ def run_video_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None
         "latency_ms_p50": None, "latency_ms_p95": None,
         "cpu_ms_per_frame": round(cpu * 1000.0 / max(1, stats.frames), 2),
         "stages": with_watermark(stage_table(recording.records, ("decode", decode), ("encode", encode)), marks),
-        "faces_per_frame": _faces(recording.faces), "faces_changed_per_frame": _faces(recording.changed),
-        "gpu_mb": gpu_memory_mb(),
+        "faces_per_frame": _faces(recording.faces), "faces_usable_per_frame": _faces(recording.usable),
+        "faces_changed_per_frame": _faces(recording.changed), "gpu_mb": gpu_memory_mb(),
     }
 
 
@@ -541,11 +545,15 @@ def _run_bench(job: BenchJob) -> None:
         if not result["faces_per_frame"]:
             log.warning("warning: no face was found in the clip's frames, so these figures leave the swap out; "
                         "use a photo where the face fills more of the frame, or --input a clip with a face")
-        elif not result["faces_changed_per_frame"]:
+        elif not result["faces_usable_per_frame"]:
             log.warning("warning: the faces in the clip's frames are all too small to change (under %g px between "
                         "the eyes), so these figures leave out what the processors do to a face; use a larger "
                         "--resolution, a photo where the face fills more of the frame, or --input a clip with "
                         "larger faces", MIN_EYE_DISTANCE)
+        elif not result["faces_changed_per_frame"]:  # each left by the swapper: its paste mask was empty
+            log.warning("warning: --face-mask left nothing to swap of the faces in the clip's frames: none of the "
+                        "parts it keeps is there, so these figures leave out the paste-back; choose other "
+                        "--face-mask types, regions or areas")
         reports[name] = {
             "mode": job.mode, "input": str(job.input) if job.input else "generated", "resolution": size,
             "engine": engines[name].describe(), "workers": job.processing.runtime.execution_threads,
@@ -577,7 +585,7 @@ def _on_provider(job: BenchJob, provider: str) -> BenchJob:
 
 
 _SCALARS = ("fps", "latency_ms_p50", "latency_ms_p95", "cpu_ms_per_frame", "faces_per_frame",
-            "faces_changed_per_frame", "gpu_mb", "dropped",
+            "faces_usable_per_frame", "faces_changed_per_frame", "gpu_mb", "dropped",
             "marked_read_back")
 
 

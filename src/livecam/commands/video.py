@@ -28,6 +28,7 @@ from livecam.pipeline.batch import FileOutcome, is_folder_run, make_output_folde
 from livecam.pipeline.file import process_video
 from livecam.pipeline.segments import check_segmentable
 from livecam.pipeline.progress import Parts, Progress
+from livecam.processors import registry
 from livecam.processors.registry import given
 from livecam.settings import ClusterSettings, VideoJob
 from livecam.console import counted
@@ -135,9 +136,10 @@ def run_video(job: VideoJob, cluster: ClusterSettings | None = None) -> None:
         audio = f"{sounds} {audio.replace('audio', 'audio tracks', 1)}"
     if subtitles:
         audio += f", {subtitles} subtitle track{'s' if subtitles > 1 else ''}"
-    log.info("wrote %s: %s (%d processed, %d with a face) in %.1f s, %.1f fps, %s",
-             result.output, counted(stats.frames, "frame"), stats.processed, stats.with_faces, stats.seconds, stats.fps,
-             audio)
+    done = "swapped" if registry.swaps(job.processing.frame_processors) else "enhanced"  # as `image` says
+    log.info("wrote %s: %s (%d processed, %d with a face, %s %s) in %.1f s, %.1f fps, %s",
+             result.output, counted(stats.frames, "frame"), stats.processed, stats.with_faces,
+             counted(stats.faces_changed, "face"), done, stats.seconds, stats.fps, audio)
 
 
 def run_folder(template: VideoJob, cluster: ClusterSettings | None = None) -> None:

@@ -65,7 +65,7 @@ from livecam.pipeline.contracts import FileEngine
 from livecam.pipeline.progress import Counter, Progress
 from livecam.pipeline.queues import BoundedQueue, ReorderBuffer, put_until
 from livecam.pipeline.stages import POLL_S, Stages
-from livecam.processors.base import MIN_EYE_DISTANCE, usable
+from livecam.processors.base import MIN_EYE_DISTANCE, changed_faces, usable
 from livecam.media.provenance import CONTAINER_METADATA, LabelPlacement, draw_label
 from livecam.settings import VideoJob
 from livecam.console import counted
@@ -171,7 +171,8 @@ class RunStats:
     frames: int = 0  # written
     processed: int = 0  # went through the engine
     with_faces: int = 0
-    changed: int = 0  # with a face big enough for the processors to change (processors.base.usable)
+    usable: int = 0  # with a face big enough for the processors to change (processors.base.usable)
+    faces_changed: int = 0  # faces the processors changed, summed over the frames (processors.base.changed_faces)
     interrupted: bool = False
     seconds: float = 0.0
     stage_ms: dict[str, float] = field(default_factory=dict)  # summed over processed frames
@@ -464,7 +465,8 @@ class FilePipeline:
                 if packet.timings.pop("processed", None):
                     stats.processed += 1
                     stats.with_faces += bool(packet.faces)
-                    stats.changed += any(usable(face) for face in packet.faces)
+                    stats.usable += any(usable(face) for face in packet.faces)
+                    stats.faces_changed += changed_faces(packet)
                     for stage, ms in packet.timings.items():
                         stats.stage_ms[stage] = stats.stage_ms.get(stage, 0.0) + ms
                 if self.progress is not None:
@@ -611,11 +613,15 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
         log.warning("warning: no %s was found in %s; the video was copied without swaps",
                     job.processing.analysis.wanted_faces,
                     "the one processed frame" if one else f"any of the {stats.processed} processed frames")
-    elif stats.with_faces and not stats.changed:  # found, but every one left as it is
+    elif stats.with_faces and not stats.usable:  # found, but every one left as it is
         log.warning("warning: the faces found in %s are all too small to change (under %g px between the eyes), "
                     "so none was changed; use a video where they are larger",
                     "the one processed frame" if one
                     else f"{stats.with_faces} of the {stats.processed} processed frames", MIN_EYE_DISTANCE)
+    elif stats.usable and not stats.faces_changed:  # each left by the swapper: its paste mask was empty
+        log.warning("warning: --face-mask left nothing to swap of the faces found in %s: none of the parts it "
+                    "keeps is there; choose other --face-mask types, regions or areas",
+                    "the one processed frame" if one else f"{stats.usable} of the {stats.processed} processed frames")
     return VideoResult(output=job.output, stats=stats, audio=writer.audio_mode, partial=False, tracks=writer.tracks)
 
 

@@ -8,6 +8,9 @@ occlusion: XSeg's "face seen" (processors/occluder.py); region: the chosen BiSeN
 occlusion, region and area judge the TARGET's crop (what covers the target stays in front).
 Their intersection is feathered inwards only: a pixel they exclude stays exactly the target's.
 --mouth-mask cuts the target's mouth out of the same mask (kept exactly, fading outwards).
+What all but the box keep is the kept target (FaceMasker.changeable, its complement): the face
+enhancer after the swapper cuts its own paste mask by it too, so what the user kept stays the
+target's pixels through the whole chain.
 """
 
 from __future__ import annotations
@@ -108,15 +111,22 @@ class FaceMasker:
             return self._types
         return tuple(t for t in self._types if t not in ("occlusion", "region")) or ("box",)
 
-    def mask(self, crop: np.ndarray, matrix: np.ndarray, face: Face, frame_shape: tuple[int, ...]) -> CropMask:
+    def changeable(self, crop: np.ndarray, matrix: np.ndarray, face: Face) -> np.ndarray | None:
+        """The complement of the kept target, in the pixels of `crop` (any size; `matrix` maps the
+        frame to it): 0 on what the user asked to keep as the target's (what covers the face with
+        occlusion, the parts left out of --face-mask-regions or --face-mask-areas, the mouth kept
+        by --mouth-mask), 1 where a processor may change the face, feathered inwards in between;
+        None where nothing is kept (the box alone). The one mask every paste-back over a swapped
+        face is cut by: the swapper's (mask) and the enhancer's after it, so neither re-renders
+        what the user kept. The occluder and the parser judge `crop` itself."""
+        return self._changeable(crop, matrix, face, self._types_now(self.models_on))
+
+    def _changeable(self, crop: np.ndarray, matrix: np.ndarray, face: Face,
+                    types: tuple[str, ...]) -> np.ndarray | None:
         s = self._settings
         size = crop.shape[0]
-        models_on = self.models_on  # read once: the governor may switch it between two faces
-        types = self._types_now(models_on)
-        box = (inswapper_mask(matrix, size, frame_shape, feather=self._feather, padding=s.face_mask_padding)
-               if "box" in types else None)
-        if box is not None and types == ("box",) and s.mouth_mask is None:
-            return box
+        if not set(types) - {"box"} and s.mouth_mask is None:
+            return None
         parts: list[np.ndarray] = [np.ones((size, size), dtype=np.float32)]  # no mask type but box: all
         if self._occluder is not None and "occlusion" in types:
             parts.append(self._occluder.visible(crop))
@@ -129,6 +139,18 @@ class FaceMasker:
         weight = _feather_inwards(inside.astype(np.float32), s.face_mask_blur * size / _FEATHER_DIVISOR)
         if s.mouth_mask is not None:
             weight = weight * (1.0 - kept_mouth(face, matrix, size, s.mouth_mask))
+        return weight
+
+    def mask(self, crop: np.ndarray, matrix: np.ndarray, face: Face, frame_shape: tuple[int, ...]) -> CropMask:
+        s = self._settings
+        size = crop.shape[0]
+        types = self._types_now(self.models_on)  # read once: the governor may switch it between two faces
+        box = (inswapper_mask(matrix, size, frame_shape, feather=self._feather, padding=s.face_mask_padding)
+               if "box" in types else None)
+        weight = self._changeable(crop, matrix, face, types)
+        if weight is None:
+            assert box is not None  # _types_now leaves the box where no other type is in effect
+            return box
         base = box.alpha8.astype(np.float32) if box is not None else np.float32(255.0)
         alpha8 = np.rint(weight * base).astype(np.uint8)
         # The box's support where there is one: the same paste region, so the same warp (OpenCV's
@@ -137,11 +159,13 @@ class FaceMasker:
         return CropMask(alpha8, box.support if box is not None else _support(alpha8), None)
 
 
-def build_masker(ctx: BuildContext) -> FaceMasker:
-    """The masker for a run, opening the mask models its --face-mask types need (only their
-    descriptions on the run's own engine beside lanes: BuildContext.describe_only; its masker
-    then never runs, but still says it uses models, for the governor's step)."""
-    types = ctx.settings.swap.face_mask
+def build_masker(ctx: BuildContext, settings: SwapSettings | None = None) -> FaceMasker:
+    """The masker for a run (of `settings`, default the run's swap settings), opening the mask
+    models its --face-mask types need (only their descriptions on the run's own engine beside
+    lanes: BuildContext.describe_only; its masker then never runs, but still says it uses
+    models, for the governor's step)."""
+    settings = ctx.settings.swap if settings is None else settings
+    types = settings.face_mask
     occluder = Occluder(ctx.open_model(OCCLUDER_MODEL)[0]) if "occlusion" in types else None
     parser = FaceParser(ctx.open_model(PARSER_MODEL)[0]) if "region" in types else None
-    return FaceMasker(ctx.settings.swap, occluder, parser)
+    return FaceMasker(settings, occluder, parser)

@@ -4,9 +4,11 @@ faces the swapper touched.
 Per frame: every usable face of packet.faces (no second detection) is aligned to the chosen
 model's template from the same input frame, all crops go through the model in one call when its
 batch dimension is dynamic (else back to back), and each restored crop is pasted back through a
-feathered crop-space mask inside the face's region only, mixed with `blend`. When the swapper
-runs with --mouth-mask, that mask leaves out the kept mouth (crop_masks.kept_mouth, the swapper's
-own cut), so the target's mouth stays as it was.
+feathered crop-space mask inside the face's region only, mixed with `blend`. After the swapper,
+that mask is cut by what the swapper kept as the target's (crop_masks.FaceMasker.changeable,
+the swapper's own cut, judged on the enhancer's crop: --face-mask occlusion, region and area,
+--mouth-mask), so what the user kept stays the target's pixels; the enhancer alone keeps nothing
+(those options are the swapper's, and said unused without it).
 
 The four models differ only in what `EnhancerModel` holds. What they share, as their publisher's
 own code runs these files: NCHW RGB input `input` in [-1, 1] ((x/255 - 0.5) / 0.5), the restored
@@ -44,13 +46,13 @@ from livecam.frame import FramePacket
 from livecam.models import fp16
 from livecam.models.catalog import download_command
 from livecam.processors.base import presence, usable
-from livecam.processors.crop_masks import kept_mouth
+from livecam.processors.crop_masks import FaceMasker, build_masker
 from livecam.processors.paste import CropMask, align_crop, feathered_box, paste
 from livecam.processors.registry import BuildContext, ProcessorSpec, given, listed
 from livecam.runtime import graphs
 from livecam.runtime.providers import MAX_BATCH
 from livecam.runtime.sessions import input_dtype
-from livecam.settings import EnhanceSettings, ProcessingSettings
+from livecam.settings import EnhanceSettings, ProcessingSettings, SwapSettings
 
 log = logging.getLogger("livecam")
 
@@ -174,12 +176,12 @@ class FaceEnhancer:
     name = "face_enhancer"
 
     def __init__(self, session: Any, settings: EnhanceSettings, fast_session: Any = None, *, joined: Any = None,
-                 fast_joined: Any = None, one_shape: bool = False, mouth_mask: int | None = None) -> None:
+                 fast_joined: Any = None, one_shape: bool = False, masker: FaceMasker | None = None) -> None:
         """`joined`, `fast_joined`: the models with their pixel front, or None; `one_shape`: one
-        crop a call (Restorer); `mouth_mask`: the swapper's --mouth-mask SIZE, whose kept mouth
-        the restored face is not pasted over (None: off)."""
+        crop a call (Restorer); `masker`: the swapper's, whose kept target the restored face is
+        not pasted over (None: nothing kept)."""
         self._settings = settings
-        self._mouth_mask = mouth_mask
+        self._masker = masker
         self._chosen = Restorer(settings.model, session, settings, joined, one_shape)
         self._fast = (Restorer(FASTEST, fast_session, settings, fast_joined, one_shape)
                       if fast_session is not None else None)
@@ -201,6 +203,15 @@ class FaceEnhancer:
 
     def set_fast_model(self, on: bool) -> None:
         self._active = self._fast if on and self._fast is not None else self._chosen
+
+    @property
+    def uses_mask_models(self) -> bool:
+        return self._masker is not None and self._masker.uses_models
+
+    def set_mask_models(self, on: bool) -> None:
+        """The live governor's step, as the swapper takes it (their masks keep the same parts)."""
+        if self._masker is not None:
+            self._masker.models_on = bool(on)
 
     def prepare(self, sources: Sequence[SourceIdentity]) -> None:
         """Nothing per source: the enhancer only looks at the frame."""
@@ -228,21 +239,21 @@ class FaceEnhancer:
             matrices = [align_matrix(f.kps, model.template) for f in faces]
             # All crops from the same input frame, so batched and single calls agree.
             crops = [align_crop(image, m, model.size) for m in matrices]  # bilinear, replicated border
-            for face, matrix, planes in zip(faces, matrices, restorer.restore_planes(crops)):
-                mask = self._mask(restorer.mask, face, matrix)
+            for face, matrix, crop, planes in zip(faces, matrices, crops, restorer.restore_planes(crops)):
+                mask = self._mask(restorer.mask, crop, face, matrix)
                 # BGRA with the paste mask as alpha, built in one merge (paste() takes it as is).
                 restored = cv2.merge((*planes, mask.alpha8))
                 paste(image, restored, matrix, mask, opacity=blend * presence(face))
         packet.timings[self.name] = (time.perf_counter() - start) * 1000.0
         return packet
 
-    def _mask(self, mask: CropMask, face: Face, matrix: np.ndarray) -> CropMask:
-        """The restorer's paste mask, less the kept mouth with --mouth-mask (no exact interior
-        then: paste weighs every pixel)."""
-        if self._mouth_mask is None:
+    def _mask(self, mask: CropMask, crop: np.ndarray, face: Face, matrix: np.ndarray) -> CropMask:
+        """The restorer's paste mask, less the target the swapper kept (no exact interior then:
+        paste weighs every pixel)."""
+        changeable = self._masker.changeable(crop, matrix, face) if self._masker is not None else None
+        if changeable is None:
             return mask
-        keep = kept_mouth(face, matrix, mask.alpha8.shape[0], self._mouth_mask)
-        alpha8 = np.rint(mask.alpha8 * (1.0 - keep)).astype(np.uint8)
+        alpha8 = np.rint(mask.alpha8 * changeable).astype(np.uint8)
         return CropMask(alpha8, mask.support, None)
 
 
@@ -253,10 +264,21 @@ def _build(ctx: BuildContext) -> FaceEnhancer:
     session, joined = ctx.open_model(settings.model, _front(ctx, settings.model), precision=precision)
     fast, fast_joined = _fast_sessions(ctx) if ctx.live else (None, None)
     # On a GPU lane one shape, joined or not (the join may fail)
-    # --mouth-mask is the swapper's; without a swapper it keeps nothing (and is said unused).
-    mouth_mask = ctx.settings.swap.mouth_mask if ctx.swap_model is not None else None
     return FaceEnhancer(session, settings, fast, joined=joined, fast_joined=fast_joined,
-                        one_shape=_on_gpu_lane(ctx), mouth_mask=mouth_mask)
+                        one_shape=_on_gpu_lane(ctx), masker=_kept_by_swapper(ctx))
+
+
+def _kept_by_swapper(ctx: BuildContext) -> FaceMasker | None:
+    """A masker of what the run's swapper keeps as the target's, or None where it keeps nothing.
+    The mask options are the swapper's: without a swapper they keep nothing (and are said
+    unused); the mesh swapper ignores --face-mask but keeps the --mouth-mask mouth."""
+    if ctx.swap_model is None:
+        return None
+    swap = ctx.settings.swap
+    if ctx.swap_model == "mesh":
+        swap = SwapSettings(mouth_mask=swap.mouth_mask)
+    masker = build_masker(ctx, swap)
+    return None if masker.box_only else masker
 
 
 _OPTIONS = {"model": "--enhancer-model", "blend": "--enhancer-blend", "weight": "--enhancer-weight",
