@@ -8,6 +8,7 @@ read back with `read_index`.
 
 from __future__ import annotations
 
+import struct
 from fractions import Fraction
 from pathlib import Path
 from typing import Sequence
@@ -414,3 +415,12 @@ def label_corners(images: Sequence[np.ndarray], plain: Sequence[np.ndarray]) -> 
         return float(before[y1:y2, x1:x2].mean()) - float(image[y1:y2, x1:x2].mean())
 
     return [max(CORNERS, key=lambda c: darkened(image, before, c)) for image, before in zip(images, plain)]
+
+
+def make_icon(path: Path, image: np.ndarray) -> Path:
+    """A .ico holding one PNG (what current icon tools write); FFmpeg reads it as a one-frame video."""
+    png = cv2.imencode(".png", image)[1].tobytes()
+    h, w = image.shape[:2]
+    entry = struct.pack("<BBBBHHII", w % 256, h % 256, 0, 0, 1, 32, len(png), 6 + 16)
+    path.write_bytes(struct.pack("<HHH", 0, 1, 1) + entry + png)
+    return path

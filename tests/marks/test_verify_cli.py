@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 from pathlib import Path
 
 import av
@@ -14,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import run_cli
-from tests.videos import make_clip
+from tests.videos import make_clip, make_icon
 
 
 def swap_args(faces_dir: Path) -> list[str]:
@@ -152,15 +151,6 @@ def test_a_file_that_is_neither_an_image_nor_a_video_is_not_called_a_bad_video(
     assert phone["error"].startswith(f"{heic} is a HEIC image, which livecam cannot read; convert it"), phone
 
 
-def _icon(path: Path, image: np.ndarray) -> Path:
-    """A .ico holding one PNG (what current icon tools write); FFmpeg reads it as a one-frame video."""
-    png = cv2.imencode(".png", image)[1].tobytes()
-    h, w = image.shape[:2]
-    entry = struct.pack("<BBBBHHII", w % 256, h % 256, 0, 0, 1, 32, len(png), 6 + 16)
-    path.write_bytes(struct.pack("<HHH", 0, 1, 1) + entry + png)
-    return path
-
-
 def _gif(path: Path, frames: int) -> Path:
     with av.open(str(path), "w") as out:
         stream = out.add_stream("gif", rate=10)
@@ -173,7 +163,7 @@ def _gif(path: Path, frames: int) -> Path:
 
 def test_an_icon_and_a_gif_of_one_frame_are_called_images(tmp_path: Path, isolated_env: dict[str, str]) -> None:
     # FFmpeg reads both as one-frame videos: the report said "(video)" above "watermark: ... the image"
-    icon = _icon(tmp_path / "favicon.ico", np.full((48, 64, 3), 90, np.uint8))
+    icon = make_icon(tmp_path / "favicon.ico", np.full((48, 64, 3), 90, np.uint8))
     still, clip = _gif(tmp_path / "still.gif", 1), _gif(tmp_path / "anim.gif", 3)
     code, found = verify([icon, still, clip], isolated_env)
     assert code == 1 and [f["kind"] for f in found] == ["image", "image", "video"], found

@@ -32,12 +32,13 @@ from livecam.media.colour import Colour, ColourConverter
 from livecam.media.containers import as_fraction, local_path, open_container
 from livecam.media.metadata import PNG_SIGNATURE, apng_frames
 from livecam.console import counted
+from livecam.settings import IMAGE_READ_FORMATS
 
 log = logging.getLogger("livecam")
 
 # Demuxers that read still images: those files belong to `livecam image` (an animated GIF is a clip).
 _IMAGE_FORMATS = ("image2", "png_pipe", "jpeg_pipe", "webp_pipe", "bmp_pipe", "tiff_pipe")
-# Demuxers of pictures open_input lets through, read as one-frame videos: icons (.ico, .cur).
+# Demuxers of pictures open_input lets through, read as one-frame videos (picture_kind): icons (.ico, .cur).
 _PICTURE_FORMATS = ("ico",)
 
 
@@ -162,14 +163,44 @@ def open_input(path: Path, *, once: bool = False) -> av.container.InputContainer
 
 def container_tags(path: Path) -> tuple[dict[str, str], bool]:
     """The container's metadata tags (keys lower-cased), and whether it holds one picture that
-    FFmpeg reads as a one-frame video (an icon, a GIF of one frame), for `livecam verify`, which
-    called those "(video)"; InputError when the file is not a readable video."""
-    from livecam.media.images import still_gif  # (OpenCV: not loaded for a video's sake)
-
+    FFmpeg reads as a one-frame video (picture_kind), for `livecam verify`, which called those
+    "(video)"; InputError when the file is not a readable video."""
     with open_input(path) as container:
         tags = {str(k).lower(): str(v) for k, v in container.metadata.items()}
         demuxer = container.format.name
-    return tags, demuxer in _PICTURE_FORMATS or (demuxer == "gif" and still_gif(path))
+    return tags, picture_kind(path, demuxer) is not None
+
+
+def picture_kind(path: Path, demuxer: str) -> str | None:
+    """What a file FFmpeg's `demuxer` reads as a one-frame video is when it is one picture: "an
+    icon" (.ico, .cur), "a GIF of one frame"; None for a video. The one rule of `verify` (an
+    image) and `video`/`run --camera` (refused, as a PNG is)."""
+    from livecam.media.images import still_gif  # (OpenCV: not loaded for a video's sake)
+
+    if demuxer in _PICTURE_FORMATS:
+        return "an icon"
+    return "a GIF of one frame" if demuxer == "gif" and still_gif(path) else None
+
+
+def refuse_picture(path: Path) -> None:
+    """The InputError `livecam video` and `run --camera FILE` give a picture FFmpeg reads as a
+    one-frame video (picture_kind): it came out as a one-frame video, where a PNG is refused.
+    Not in open_input: `verify` reads such a picture's tags through it. A file that does not
+    open is left to open_input, which names the problem; a pipe is not opened here."""
+    if not path.is_file():
+        return
+    try:
+        with open_container(local_path(path)) as container:
+            demuxer = container.format.name
+    except (av.error.FFmpegError, OSError):
+        return
+    kind = picture_kind(path, demuxer)
+    if kind is None:
+        return
+    # the pointer to `livecam image` is true only for a kind it reads
+    fix = ("use `livecam image` for images" if kind != "an icon" or "ICO" in IMAGE_READ_FORMATS else
+           "save it as a PNG and use `livecam image` for images (it does not read icons)")
+    raise InputError(f"{path} is a still image ({kind}), not a video; {fix}")
 
 
 def _animated_png(path: Path) -> bool:
