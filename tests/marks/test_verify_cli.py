@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import av
@@ -121,6 +123,20 @@ def test_a_file_name_that_is_not_utf8_is_valid_utf8_in_the_json_and_exact_in_hex
     json.dumps([found, missing], ensure_ascii=False).encode("utf-8")  # no lone surrogate anywhere
     _, (plain,) = verify([faces_dir / "obama.jpg"], isolated_env)
     assert plain["file"] == str(faces_dir / "obama.jpg") and "file_hex" not in plain  # a UTF-8 name: as it is
+
+
+def test_a_file_name_that_is_not_utf8_is_valid_utf8_in_the_report(tmp_path: Path, faces_dir: Path,
+                                                                   isolated_env: dict[str, str]) -> None:
+    # the plain report wrote the name's byte 0xff as it is, which no UTF-8 reader takes
+    odd = Path(os.fsdecode(bytes(tmp_path) + b"/bad\xffname.jpg"))
+    odd.write_bytes((faces_dir / "obama.jpg").read_bytes())
+    gone = Path(os.fsdecode(bytes(tmp_path) + b"/gone\xfe.png"))
+    result = subprocess.run([sys.executable, "-m", "livecam", "verify", str(odd), str(gone)], env=isolated_env,
+                            capture_output=True, timeout=120)
+    lines = result.stdout.decode("utf-8").splitlines()  # strict
+    assert result.returncode == 2 and len(lines) == 5, lines
+    assert lines[0] == f"{tmp_path}/bad\\xffname.jpg: NOT MARKED: no livecam mark found (image)"
+    assert lines[4] == f"{tmp_path}/gone\\xfe.png: UNREADABLE: {tmp_path}/gone\\xfe.png: no such file"
 
 
 def test_unreadable_and_missing_files_exit_2(tmp_path: Path, isolated_env: dict[str, str]) -> None:
