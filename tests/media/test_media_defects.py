@@ -542,6 +542,25 @@ def test_a_video_with_transparency_says_the_output_is_opaque_once(
                      "written opaque, showing the colours under the transparent parts"]
 
 
+def test_a_webm_with_vp9_alpha_says_the_output_is_opaque(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # WebM keeps VP9's alpha beside the picture, which FFmpeg's own decoder does not read: the
+    # frames came out opaque yuv420p and the cut-out lost its transparency unsaid
+    source = tmp_path / "cutout.webm"
+    with av.open(str(source), "w") as out:
+        stream = out.add_stream("libvpx-vp9", rate=10)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuva420p"
+        for _ in range(3):
+            rgba = np.full((48, 64, 4), 128, np.uint8)
+            rgba[:, :32, 3] = 0
+            out.mux(stream.encode(av.VideoFrame.from_ndarray(rgba, format="rgba")))
+        out.mux(stream.encode())
+    with caplog.at_level(logging.WARNING, logger="livecam"), VideoReader(source) as reader:
+        assert len(list(reader.frames())) == 3
+    notes = [r.getMessage() for r in caplog.records if "transparency" in r.getMessage()]
+    assert notes == ["note: cutout.webm has transparency (VP9 alpha), which the output cannot hold; its frames are "
+                     "written opaque, showing the colours under the transparent parts"], notes
+
+
 def _song_with_cover(path: Path) -> Path:
     """A music file: AAC with an attached picture (cover art) and no video."""
     with av.open(str(path), "w", format="mp4") as out:

@@ -396,6 +396,15 @@ def _transparent(frame: av.VideoFrame) -> bool:
     return any(c.is_alpha for c in frame.format.components)
 
 
+def _stored_alpha(stream: av.video.stream.VideoStream) -> str | None:
+    """"VP9 alpha" (or VP8) for a WebM whose transparency is stored beside the picture (the
+    stream's alpha_mode tag): FFmpeg's own VP8/VP9 decoders read the picture only, so its frames
+    come out opaque yuv420p and _transparent never saw it; None otherwise."""
+    if any(str(key).lower() == "alpha_mode" and str(value) == "1" for key, value in stream.metadata.items()):
+        return f"{stream.codec_context.name.upper()} alpha"
+    return None
+
+
 class Deinterlacer:
     """Interlaced frames (fields of two moments woven together: broadcast, DV, camcorders) made
     progressive with FFmpeg's bwdif, one frame per frame (timestamps and count kept); progressive
@@ -528,6 +537,7 @@ class VideoDecoder:
         self.colour = Colour.described(cc, cc.format.name if cc.format else None, cc.height or 0)
         self._converter = ColourConverter()
         self.bad_packets = 0
+        self._alpha_beside = _stored_alpha(stream)
         self._said_alpha = False
         self._said_depth = False
         self._bad_in_a_row = 0
@@ -584,12 +594,12 @@ class VideoDecoder:
         if t is None:  # no timestamp: one nominal frame after the last
             t = self._raw_last + self.timeline.step if self._raw_last is not None else self.timeline.origin
         self._raw_last = t
-        if not self._said_alpha and _transparent(frame):
+        if not self._said_alpha and (self._alpha_beside or _transparent(frame)):
             # the output's encoders hold none: said once, as for a JPEG given a transparent image
             self._said_alpha = True
             log.warning("note: %s has transparency (%s), which the output cannot hold; its frames are "
                         "written opaque, showing the colours under the transparent parts", self.name,
-                        frame.format.name)
+                        self._alpha_beside or frame.format.name)
         bits = max(c.bits for c in frame.format.components)
         if not self._said_depth and bits > 8:
             # every frame goes through 8-bit BGR: a phone's 10-bit HDR clip came out 8-bit unsaid
