@@ -1,6 +1,6 @@
 """Video input with PyAV: open and check a file, then decode its frames in order as BGR arrays.
 
-Frames come out upright (the display rotation phones record is applied), of one size (a
+Frames come out upright (the display rotation phones record is applied, and a mirror), of one size (a
 resolution change mid-stream is letterboxed into the first), with their own presentation time on
 a timeline that starts at 0 and never runs back (an MPEG-TS starting at 10 h, concatenated
 segments whose timestamps restart), so variable frame rate survives. The stream read is the one
@@ -17,6 +17,7 @@ import errno
 import functools
 import heapq
 import logging
+import math
 import os
 import stat
 from dataclasses import dataclass
@@ -988,9 +989,27 @@ def _snap(degrees: float) -> int:
 
 
 def upright_image(frame: av.VideoFrame, image: np.ndarray) -> np.ndarray:
-    """The frame's BGR `image`, turned by its display rotation (phones record sideways and say so)."""
-    k = int(round(float(getattr(frame, "rotation", 0) or 0) / 90.0)) % 4
+    """The frame's BGR `image` as players show it: mirrored where its display matrix mirrors (a
+    selfie app's), then turned by its display rotation (phones record sideways and say so)."""
+    degrees = float(getattr(frame, "rotation", 0) or 0)
+    matrix = _display_matrix(frame)
+    mirrored = matrix is not None and matrix[0] * matrix[4] - matrix[1] * matrix[3] < 0
+    if mirrored and matrix is not None:
+        # matrix = mirror x rotation: FFmpeg's rotation of it (a mirror alone read as -180, and
+        # the output came out upside down) is the rotation's, whose first row is the matrix's negated
+        degrees = -math.degrees(math.atan2(-matrix[1], -matrix[0]))
+        image = image[:, ::-1]
+    k = int(round(degrees / 90.0)) % 4
     if k:
         # rotation is counterclockwise degrees, as np.rot90 turns for positive k.
-        image = np.ascontiguousarray(np.rot90(image, k))
-    return image
+        image = np.rot90(image, k)
+    return np.ascontiguousarray(image) if k or mirrored else image
+
+
+def _display_matrix(frame: av.VideoFrame) -> tuple[int, ...] | None:
+    """The frame's 3x3 display matrix (FFmpeg's: a, b, u, c, d, v, x, y, w), or None."""
+    for item in getattr(frame, "side_data", None) or ():
+        if getattr(getattr(item, "type", None), "name", None) == "DISPLAYMATRIX":
+            data = bytes(item)
+            return tuple(int(v) for v in np.frombuffer(data, "=i4")) if len(data) == 36 else None
+    return None
