@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import run_cli
-from tests.videos import make_clip, make_icon
+from tests.videos import make_clip, make_icon, make_vp9_alpha
 
 
 def swap_args(faces_dir: Path) -> list[str]:
@@ -137,6 +137,22 @@ def test_a_file_name_that_is_not_utf8_is_valid_utf8_in_the_report(tmp_path: Path
     assert result.returncode == 2 and len(lines) == 5, lines
     assert lines[0] == f"{tmp_path}/bad\\xffname.jpg: NOT MARKED: no livecam mark found (image)"
     assert lines[4] == f"{tmp_path}/gone\\xfe.png: UNREADABLE: {tmp_path}/gone\\xfe.png: no such file"
+
+
+
+def test_reading_a_video_says_nothing_of_an_output_verify_does_not_write(tmp_path: Path,
+                                                                        isolated_env: dict[str, str]) -> None:
+    # the reader's notes for `video` came too: "has transparency, which the output cannot hold",
+    # "skipped 2 corrupt video packets ...; the output leaves out what they held"
+    cutout = make_vp9_alpha(tmp_path / "cutout.webm", frames=8)
+    damaged = make_clip(tmp_path / "damaged.mp4", frames=30, size=(96, 64), audio=False, stamp=True)
+    data = bytearray(damaged.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 600] = np.random.default_rng(1).integers(0, 256, 600, np.uint8).tobytes()  # noise
+    damaged.write_bytes(bytes(data))
+    result = run_cli(["verify", str(cutout), str(damaged)], env=isolated_env)
+    assert result.returncode == 1, result.stderr
+    assert "corrupt video packet" in result.stderr and "output" not in result.stderr, result.stderr
 
 
 def test_unreadable_and_missing_files_exit_2(tmp_path: Path, isolated_env: dict[str, str]) -> None:

@@ -545,15 +545,9 @@ def test_a_video_with_transparency_says_the_output_is_opaque_once(
 def test_a_webm_with_vp9_alpha_says_the_output_is_opaque(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     # WebM keeps VP9's alpha beside the picture, which FFmpeg's own decoder does not read: the
     # frames came out opaque yuv420p and the cut-out lost its transparency unsaid
-    source = tmp_path / "cutout.webm"
-    with av.open(str(source), "w") as out:
-        stream = out.add_stream("libvpx-vp9", rate=10)
-        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuva420p"
-        for _ in range(3):
-            rgba = np.full((48, 64, 4), 128, np.uint8)
-            rgba[:, :32, 3] = 0
-            out.mux(stream.encode(av.VideoFrame.from_ndarray(rgba, format="rgba")))
-        out.mux(stream.encode())
+    from tests.videos import make_vp9_alpha
+
+    source = make_vp9_alpha(tmp_path / "cutout.webm")
     with caplog.at_level(logging.WARNING, logger="livecam"), VideoReader(source) as reader:
         assert len(list(reader.frames())) == 3
     notes = [r.getMessage() for r in caplog.records if "transparency" in r.getMessage()]

@@ -1,6 +1,6 @@
 """Video input with PyAV: open and check a file, then decode its frames in order as BGR arrays.
 
-Frames come out upright (the display rotation phones record is applied, and a mirror), of one size (a
+Frames come out upright (the display rotation phones record is applied), of one size (a
 resolution change mid-stream is letterboxed into the first), with their own presentation time on
 a timeline that starts at 0 and never runs back (an MPEG-TS starting at 10 h, concatenated
 segments whose timestamps restart), so variable frame rate survives. The stream read is the one
@@ -17,7 +17,6 @@ import errno
 import functools
 import heapq
 import logging
-import math
 import os
 import stat
 from dataclasses import dataclass
@@ -526,8 +525,9 @@ class VideoDecoder:
 
     def __init__(self, container: av.container.InputContainer, stream: av.video.stream.VideoStream,
                  name: str, *, size: tuple[int, int] | None, rate: Fraction | None, origin: float,
-                 restamp: Callable[[av.Packet], None] | None = None) -> None:
+                 restamp: Callable[[av.Packet], None] | None = None, writes: bool = True) -> None:
         self._container = container
+        self.writes = writes  # an output is made of these frames: what it loses is said (not for `verify`)
         self._restamp = restamp  # puts a packet's own timestamps back (a stream-copied chunk's: media.chunks)
         self._stream = stream
         self.name = name
@@ -595,14 +595,14 @@ class VideoDecoder:
         if t is None:  # no timestamp: one nominal frame after the last
             t = self._raw_last + self.timeline.step if self._raw_last is not None else self.timeline.origin
         self._raw_last = t
-        if not self._said_alpha and (self._alpha_beside or _transparent(frame)):
+        if self.writes and not self._said_alpha and (self._alpha_beside or _transparent(frame)):
             # the output's encoders hold none: said once, as for a JPEG given a transparent image
             self._said_alpha = True
             log.warning("note: %s has transparency (%s), which the output cannot hold; its frames are "
                         "written opaque, showing the colours under the transparent parts", self.name,
                         self._alpha_beside or frame.format.name)
         bits = max(c.bits for c in frame.format.components)
-        if not self._said_depth and bits > 8:
+        if self.writes and not self._said_depth and bits > 8:
             # every frame goes through 8-bit BGR: a phone's 10-bit HDR clip came out 8-bit unsaid
             self._said_depth = True
             log.warning("note: %s has %d bits a sample; livecam works in 8, so the output has 8 bits (smooth "
@@ -637,13 +637,16 @@ class VideoDecoder:
             raise InputError(f"{self.name}: more than {self.MAX_BAD_IN_A_ROW} corrupt video packets in a row; "
                              f"the video is too damaged to read further ({_describe(exc)}); re-copy or re-export it")
 
-    def report(self, lost: str = "the output leaves out what they held") -> None:
+    def report(self, lost: str | None = None) -> None:
         """One warning for the corrupt packets skipped so far (none when there were none);
-        `lost` says what that cost the output."""
+        `lost` says what that cost (by default what the output leaves out, where one is made)."""
         if self.bad_packets > self._reported:
             where = f", the first near {self._first_bad:.2f} s" if self._first_bad is not None else ""
-            log.warning("warning: skipped %s in %s%s (damaged data); %s", counted(self.bad_packets, "corrupt video packet"),
-                        self.name, where, lost)
+            if lost is None and self.writes:
+                lost = "the output leaves out what they held"
+            cost = f"; {lost}" if lost else ""
+            log.warning("warning: skipped %s in %s%s (damaged data)%s", counted(self.bad_packets, "corrupt video packet"),
+                        self.name, where, cost)
             self._reported = self.bad_packets
 
 
@@ -812,8 +815,10 @@ def _shown_frames(counted: int | None, duration: float | None, rate: Fraction) -
 class VideoReader:
     """Owns one input container; `frames()` may be consumed by a thread other than the opener's."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, writes: bool = True) -> None:
+        """`writes`: an output is made of the frames (VideoDecoder.writes); False for `verify`."""
         self.path = Path(path)
+        self.writes = writes
         self._container = open_input(self.path)
         try:
             self.info = self._inspect()
@@ -867,7 +872,7 @@ class VideoReader:
         read reached the end are the same."""
         info = self.info
         decoder = VideoDecoder(self._container, self._stream, self.path.name, size=(info.width, info.height),
-                               rate=info.rate, origin=info.origin)
+                               rate=info.rate, origin=info.origin, writes=self.writes)
         step = decoder.timeline.step
         count = 0
         try:
@@ -895,13 +900,13 @@ class VideoReader:
                     "the file looks truncated; re-copy or re-export it"
                 )
             # The same damage as the skipped packets: said in their one line.
-            decoder.report(f"{expected - count} of the {expected} frames could not be decoded; the output "
-                           "skips them")
+            decoder.report(f"{expected - count} of the {expected} frames could not be decoded"
+                           + ("; the output skips them" if self.writes else ""))
         elif not expected and not reached_end:
             # No frame count (Matroska, WebM): a demuxer that loses sync in damaged data just
             # ends, silently; say so, so that a shorter output is never a surprise.
             ended = (f"{self.path.name} ended at {(last_time or 0.0) + step:.2f} s of the {end:.2f} s its header "
-                     "announces (damaged or cut short); the output stops there")
+                     "announces (damaged or cut short)" + ("; the output stops there" if self.writes else ""))
             if self.bad_packets:
                 decoder.report(ended)
             else:
@@ -916,7 +921,7 @@ class VideoReader:
             self._container.seek(seek_pts, stream=self._stream, backward=True, any_frame=False)
         info = self.info
         decoder = VideoDecoder(self._container, self._stream, self.path.name, size=(info.width, info.height),
-                               rate=info.rate, origin=info.origin)
+                               rate=info.rate, origin=info.origin, writes=self.writes)
         try:
             yield from decoder
         finally:
@@ -989,27 +994,9 @@ def _snap(degrees: float) -> int:
 
 
 def upright_image(frame: av.VideoFrame, image: np.ndarray) -> np.ndarray:
-    """The frame's BGR `image` as players show it: mirrored where its display matrix mirrors (a
-    selfie app's), then turned by its display rotation (phones record sideways and say so)."""
-    degrees = float(getattr(frame, "rotation", 0) or 0)
-    matrix = _display_matrix(frame)
-    mirrored = matrix is not None and matrix[0] * matrix[4] - matrix[1] * matrix[3] < 0
-    if mirrored and matrix is not None:
-        # matrix = mirror x rotation: FFmpeg's rotation of it (a mirror alone read as -180, and
-        # the output came out upside down) is the rotation's, whose first row is the matrix's negated
-        degrees = -math.degrees(math.atan2(-matrix[1], -matrix[0]))
-        image = image[:, ::-1]
-    k = int(round(degrees / 90.0)) % 4
+    """The frame's BGR `image`, turned by its display rotation (phones record sideways and say so)."""
+    k = int(round(float(getattr(frame, "rotation", 0) or 0) / 90.0)) % 4
     if k:
         # rotation is counterclockwise degrees, as np.rot90 turns for positive k.
-        image = np.rot90(image, k)
-    return np.ascontiguousarray(image) if k or mirrored else image
-
-
-def _display_matrix(frame: av.VideoFrame) -> tuple[int, ...] | None:
-    """The frame's 3x3 display matrix (FFmpeg's: a, b, u, c, d, v, x, y, w), or None."""
-    for item in getattr(frame, "side_data", None) or ():
-        if getattr(getattr(item, "type", None), "name", None) == "DISPLAYMATRIX":
-            data = bytes(item)
-            return tuple(int(v) for v in np.frombuffer(data, "=i4")) if len(data) == 36 else None
-    return None
+        image = np.ascontiguousarray(np.rot90(image, k))
+    return image
