@@ -1,6 +1,6 @@
 """Video input with PyAV: open and check a file, then decode its frames in order as BGR arrays.
 
-Frames come out upright (the display rotation phones record is applied), of one size (a
+Frames come out upright (the display rotation phones record is applied, and a mirror), of one size (a
 resolution change mid-stream is letterboxed into the first), with their own presentation time on
 a timeline that starts at 0 and never runs back (an MPEG-TS starting at 10 h, concatenated
 segments whose timestamps restart), so variable frame rate survives. The stream read is the one
@@ -17,12 +17,14 @@ import errno
 import functools
 import heapq
 import logging
+import math
 import os
 import stat
+import struct
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable, Iterator, Literal, cast, overload
+from typing import BinaryIO, Callable, Iterator, Literal, cast, overload
 
 import av
 import numpy as np
@@ -539,6 +541,7 @@ class VideoDecoder:
         self._converter = ColourConverter()
         self.bad_packets = 0
         self._alpha_beside = _stored_alpha(stream)
+        self._mirror = track_mirror(container, stream)
         self._said_alpha = False
         self._said_depth = False
         self._bad_in_a_row = 0
@@ -613,7 +616,7 @@ class VideoDecoder:
     def _image(self, frame: av.VideoFrame) -> np.ndarray:
         """`frame` as an upright BGR image of the one size."""
         try:
-            return self.fitter.fit(upright_image(frame, self._to_bgr(frame)))
+            return self.fitter.fit(upright_image(frame, self._to_bgr(frame), self._mirror))
         except av.error.FFmpegError as exc:  # conversion: no packet is at fault
             _raise_if_out_of_memory(exc)
             raise
@@ -993,10 +996,68 @@ def _snap(degrees: float) -> int:
     return {0: 0, 1: 90, 2: 180, 3: -90}[k]
 
 
-def upright_image(frame: av.VideoFrame, image: np.ndarray) -> np.ndarray:
-    """The frame's BGR `image`, turned by its display rotation (phones record sideways and say so)."""
-    k = int(round(float(getattr(frame, "rotation", 0) or 0) / 90.0)) % 4
+def upright_image(frame: av.VideoFrame, image: np.ndarray, mirror: tuple[int, int] | None = None) -> np.ndarray:
+    """The frame's BGR `image`, turned by its display rotation (phones record sideways and say
+    so); with `mirror` (track_mirror's), mirrored left-right first and turned as that says."""
+    degrees = float(getattr(frame, "rotation", 0) or 0)
+    if mirror is not None:
+        image = image[:, ::-1]
+        degrees = -math.degrees(math.atan2(mirror[1], mirror[0]))
+    k = int(round(degrees / 90.0)) % 4
     if k:
         # rotation is counterclockwise degrees, as np.rot90 turns for positive k.
-        image = np.ascontiguousarray(np.rot90(image, k))
-    return image
+        image = np.rot90(image, k)
+    return np.ascontiguousarray(image) if k or mirror is not None else image
+
+
+def track_mirror(container: av.container.InputContainer, stream: av.stream.Stream) -> tuple[int, int] | None:
+    """For an MP4/MOV track whose display matrix mirrors (a selfie app's), the first row of that
+    matrix less its mirror (what FFmpeg's rotation is read from); None when it does not mirror.
+    FFmpeg reads a mirror as a turn by 180 degrees (such a clip came out upside down), and PyAV
+    gives the matrix only as frame side data, whose reading ties every frame in a reference cycle
+    (collecting those crashed PyAV 18.1); so the track header (tkhd) is read from the file."""
+    if "mov" not in container.format.name.split(","):
+        return None
+    name = container.name  # local_path's: "file:" before a name that looks like a URL
+    if name.startswith("file:") and not os.path.exists(name):
+        name = name[len("file:"):]
+    if not os.path.isfile(name):  # a pipe is read once, by the demuxer
+        return None
+    try:
+        with open(name, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            moov = next((b for b in _boxes(f, 0, f.tell()) if b[0] == b"moov"), None)
+            traks = [b for b in _boxes(f, moov[1], moov[2]) if b[0] == b"trak"] if moov else []
+            if stream.index >= len(traks):  # the mov demuxer makes one stream of each track, in order
+                return None
+            tkhd = next((b for b in _boxes(f, *traks[stream.index][1:]) if b[0] == b"tkhd"), None)
+            if tkhd is None:
+                return None
+            f.seek(tkhd[1])
+            header = f.read(52 + 36)
+    except OSError:
+        return None
+    at = 52 if header[:1] == b"\x01" else 40  # version 1: 64-bit times
+    if len(header) < at + 36:
+        return None
+    a, b, _, c, d = struct.unpack_from(">5i", header, at)
+    return (-a, -b) if a * d - b * c < 0 else None
+
+
+def _boxes(f: BinaryIO, start: int, end: int) -> Iterator[tuple[bytes, int, int]]:
+    """The ISO-BMFF boxes between `start` and `end` of `f`: type, payload start, box end."""
+    pos = start
+    while pos + 8 <= end:
+        f.seek(pos)
+        head = f.read(16)
+        if len(head) < 8:
+            return
+        size, kind, skip = int.from_bytes(head[:4], "big"), head[4:8], 8
+        if size == 1:
+            size, skip = int.from_bytes(head[8:16], "big"), 16
+        elif size == 0:  # to the end
+            size = end - pos
+        if size < skip:
+            return
+        yield kind, pos + skip, min(pos + size, end)
+        pos += size
