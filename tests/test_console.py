@@ -28,3 +28,10 @@ def test_bytes_of_a_name_that_are_not_utf8_are_written_as_python_writes_bytes() 
     name = os.fsdecode(b"bad\xffname \xc3\xa9.jpg")  # 0xff is not UTF-8; the \xc3\xa9 of "é" is
     assert as_utf8(name) == "bad\\xffname é.jpg"
     assert as_utf8("plain é") == "plain é" and as_utf8("\ud800") == "\\ud800"  # any lone surrogate: valid text
+
+
+def test_a_line_for_the_terminal_is_valid_utf8_whatever_bytes_a_name_holds() -> None:
+    # `verify`'s report wrote the byte 0xff raw (not UTF-8), and stderr as the surrogate \udcff
+    line = one_line(os.fsdecode(b"bad\xff\nname.mp4: error"))
+    assert line == "bad\\xff\\nname.mp4: error"
+    line.encode("utf-8")  # strict: no lone surrogate left

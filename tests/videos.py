@@ -8,6 +8,7 @@ read back with `read_index`.
 
 from __future__ import annotations
 
+import struct
 from fractions import Fraction
 from pathlib import Path
 from typing import Sequence
@@ -414,3 +415,51 @@ def label_corners(images: Sequence[np.ndarray], plain: Sequence[np.ndarray]) -> 
         return float(before[y1:y2, x1:x2].mean()) - float(image[y1:y2, x1:x2].mean())
 
     return [max(CORNERS, key=lambda c: darkened(image, before, c)) for image, before in zip(images, plain)]
+
+
+def make_icon(path: Path, image: np.ndarray) -> Path:
+    """A .ico holding one PNG (what current icon tools write); FFmpeg reads it as a one-frame video."""
+    png = cv2.imencode(".png", image)[1].tobytes()
+    h, w = image.shape[:2]
+    entry = struct.pack("<BBBBHHII", w % 256, h % 256, 0, 0, 1, 32, len(png), 6 + 16)
+    path.write_bytes(struct.pack("<HHH", 0, 1, 1) + entry + png)
+    return path
+
+
+def make_vp9_alpha(path: Path, frames: int = 3) -> Path:
+    """A WebM cut-out: VP9 with alpha (its left half transparent), which WebM stores beside the picture."""
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libvpx-vp9", rate=10)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuva420p"
+        for _ in range(frames):
+            rgba = np.full((48, 64, 4), 128, np.uint8)
+            rgba[:, :32, 3] = 0
+            out.mux(stream.encode(av.VideoFrame.from_ndarray(rgba, format="rgba")))
+        out.mux(stream.encode())
+    return path
+
+
+def set_display_matrix(path: Path, a: int, b: int, c: int, d: int) -> Path:
+    """Write the 2x2 part (in whole units) of an MP4's display matrix into its one track header,
+    in place, the translation set so the picture stays in view: a mirror, which PyAV cannot set."""
+    data = bytearray(path.read_bytes())
+    at = data.index(b"tkhd") + 4
+    assert data[at] == 0, "a version-0 tkhd"
+    matrix = at + 4 + 4 * 5 + 8 + 8  # version/flags, times, track, reserved, duration, reserved, layer..volume
+    width, height = (struct.unpack(">I", data[matrix + 36 + i:matrix + 40 + i])[0] >> 16 for i in (0, 4))
+    x = -min(0, a * width, c * height, a * width + c * height)
+    y = -min(0, b * width, d * height, b * width + d * height)
+    struct.pack_into(">9i", data, matrix, a << 16, b << 16, 0, c << 16, d << 16, 0, x << 16, y << 16, 1 << 30)
+    path.write_bytes(data)
+    return path
+
+
+def as_displayed(image: np.ndarray, a: int, b: int, c: int, d: int) -> np.ndarray:
+    """`image` as a player shows it under the display matrix's 2x2 part (ISO 14496-12: a pixel at
+    p, q goes to a*p + c*q, b*p + d*q), worked out pixel by pixel."""
+    h, w = image.shape[:2]
+    q, p = np.mgrid[0:h, 0:w]
+    x, y = a * p + c * q, b * p + d * q
+    out = np.zeros((y.max() - y.min() + 1, x.max() - x.min() + 1, *image.shape[2:]), image.dtype)
+    out[y - y.min(), x - x.min()] = image[q, p]
+    return out

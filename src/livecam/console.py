@@ -83,8 +83,10 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 def one_line(text: str) -> str:
     """`text` with its control characters escaped as Python writes them (a newline as \\n, an
     escape as \\x1b): a file name holding a newline split the one-line "wrote ..." and error
-    messages over two lines. Every stderr message passes here (_say, OneLineFormatter)."""
-    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+    messages over two lines; and valid UTF-8 (as_utf8: a name's byte 0xff as \\xff, which
+    `verify`'s report wrote raw, and stderr as \\udcff). Every stderr message passes here
+    (_say, OneLineFormatter), and `verify`'s report."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], as_utf8(text))
 
 
 def as_utf8(text: str) -> str:

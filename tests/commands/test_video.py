@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO_ROOT, run_cli, unwritable_folder, wait_for_file
-from tests.videos import cover_first, make_audio_only, make_clip, make_timed_clip, probe, read_index
+from tests.videos import cover_first, make_audio_only, make_clip, make_icon, make_timed_clip, probe, read_index
 
 # Runs the real CLI with the engine replaced by a slow one that touches MARKER at frame 10, so a
 # test can interrupt it halfway through without any model (and asks for 3 GB at frame HOG_AT).
@@ -65,7 +65,7 @@ def _one_line(stderr: str) -> str:
 
 @pytest.mark.parametrize("case", ["missing", "truncated", "not_a_video", "no_video_stream", "unwritable_folder",
                                   "output_exists", "bad_encoder", "webm_with_h264", "output_is_a_folder",
-                                  "output_is_the_input", "one_pixel_wide", "too_wide_for_libx264"])
+                                  "output_is_the_input", "one_pixel_wide", "too_wide_for_libx264", "icon"])
 def test_bad_input_exits_nonzero_with_one_line_and_no_output(tmp_path: Path, small_clip: Path, case: str,
                                                              isolated_env: dict[str, str]) -> None:
     src, out = small_clip, tmp_path / "out.mp4"
@@ -106,6 +106,9 @@ def test_bad_input_exits_nonzero_with_one_line_and_no_output(tmp_path: Path, sma
     elif case == "too_wide_for_libx264":  # was "out of memory", exit 1, once the models had loaded
         src = make_clip(tmp_path / "wide.mkv", frames=2, size=(16400, 16), audio=False, codec="ffv1")
         expect_text = "libx264 encodes frames of at most 16384 pixels a side, and this video is 16400x16; use --video-encoder libx265"
+    elif case == "icon":  # FFmpeg reads it as a one-frame video: it came out as one, where a PNG is refused
+        src = make_icon(tmp_path / "favicon.ico", np.full((48, 64, 3), 90, np.uint8))
+        expect_text = "favicon.ico is a still image (an icon), not a video; save it as a PNG and use `livecam image`"
     elif case == "output_is_the_input":
         src = tmp_path / "in.mp4"
         src.write_bytes(small_clip.read_bytes())

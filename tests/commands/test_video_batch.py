@@ -125,7 +125,7 @@ def test_sigterm_mid_batch_keeps_the_finished_files_and_nothing_of_the_current_o
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in stderr, stderr
     assert lines[0].startswith("livecam: error: b.mkv: interrupted after ")
-    assert lines[0].endswith(f"no output written; 1 of 2 files were written to {out} before it")
+    assert lines[0].endswith(f"no output written; 1 of 2 files was written to {out} before it")  # was "were"
     assert sorted(p.name for p in out.iterdir()) == ["a.mp4"]  # no b, no temporary file
     assert count_frames(out / "a.mp4") == 30
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import av
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import run_cli
-from tests.videos import make_clip
+from tests.videos import make_clip, make_icon, make_vp9_alpha
 
 
 def swap_args(faces_dir: Path) -> list[str]:
@@ -124,6 +125,36 @@ def test_a_file_name_that_is_not_utf8_is_valid_utf8_in_the_json_and_exact_in_hex
     assert plain["file"] == str(faces_dir / "obama.jpg") and "file_hex" not in plain  # a UTF-8 name: as it is
 
 
+def test_a_file_name_that_is_not_utf8_is_valid_utf8_in_the_report(tmp_path: Path, faces_dir: Path,
+                                                                   isolated_env: dict[str, str]) -> None:
+    # the plain report wrote the name's byte 0xff as it is, which no UTF-8 reader takes
+    odd = Path(os.fsdecode(bytes(tmp_path) + b"/bad\xffname.jpg"))
+    odd.write_bytes((faces_dir / "obama.jpg").read_bytes())
+    gone = Path(os.fsdecode(bytes(tmp_path) + b"/gone\xfe.png"))
+    result = subprocess.run([sys.executable, "-m", "livecam", "verify", str(odd), str(gone)], env=isolated_env,
+                            capture_output=True, timeout=120)
+    lines = result.stdout.decode("utf-8").splitlines()  # strict
+    assert result.returncode == 2 and len(lines) == 5, lines
+    assert lines[0] == f"{tmp_path}/bad\\xffname.jpg: NOT MARKED: no livecam mark found (image)"
+    assert lines[4] == f"{tmp_path}/gone\\xfe.png: UNREADABLE: {tmp_path}/gone\\xfe.png: no such file"
+
+
+
+def test_reading_a_video_says_nothing_of_an_output_verify_does_not_write(tmp_path: Path,
+                                                                        isolated_env: dict[str, str]) -> None:
+    # the reader's notes for `video` came too: "has transparency, which the output cannot hold",
+    # "skipped 2 corrupt video packets ...; the output leaves out what they held"
+    cutout = make_vp9_alpha(tmp_path / "cutout.webm", frames=8)
+    damaged = make_clip(tmp_path / "damaged.mp4", frames=30, size=(96, 64), audio=False, stamp=True)
+    data = bytearray(damaged.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 600] = np.random.default_rng(1).integers(0, 256, 600, np.uint8).tobytes()  # noise
+    damaged.write_bytes(bytes(data))
+    result = run_cli(["verify", str(cutout), str(damaged)], env=isolated_env)
+    assert result.returncode == 1, result.stderr
+    assert "corrupt video packet" in result.stderr and "output" not in result.stderr, result.stderr
+
+
 def test_unreadable_and_missing_files_exit_2(tmp_path: Path, isolated_env: dict[str, str]) -> None:
     junk = tmp_path / "junk.mp4"
     junk.write_bytes(b"not a video at all")
@@ -152,15 +183,6 @@ def test_a_file_that_is_neither_an_image_nor_a_video_is_not_called_a_bad_video(
     assert phone["error"].startswith(f"{heic} is a HEIC image, which livecam cannot read; convert it"), phone
 
 
-def _icon(path: Path, image: np.ndarray) -> Path:
-    """A .ico holding one PNG (what current icon tools write); FFmpeg reads it as a one-frame video."""
-    png = cv2.imencode(".png", image)[1].tobytes()
-    h, w = image.shape[:2]
-    entry = struct.pack("<BBBBHHII", w % 256, h % 256, 0, 0, 1, 32, len(png), 6 + 16)
-    path.write_bytes(struct.pack("<HHH", 0, 1, 1) + entry + png)
-    return path
-
-
 def _gif(path: Path, frames: int) -> Path:
     with av.open(str(path), "w") as out:
         stream = out.add_stream("gif", rate=10)
@@ -173,7 +195,7 @@ def _gif(path: Path, frames: int) -> Path:
 
 def test_an_icon_and_a_gif_of_one_frame_are_called_images(tmp_path: Path, isolated_env: dict[str, str]) -> None:
     # FFmpeg reads both as one-frame videos: the report said "(video)" above "watermark: ... the image"
-    icon = _icon(tmp_path / "favicon.ico", np.full((48, 64, 3), 90, np.uint8))
+    icon = make_icon(tmp_path / "favicon.ico", np.full((48, 64, 3), 90, np.uint8))
     still, clip = _gif(tmp_path / "still.gif", 1), _gif(tmp_path / "anim.gif", 3)
     code, found = verify([icon, still, clip], isolated_env)
     assert code == 1 and [f["kind"] for f in found] == ["image", "image", "video"], found

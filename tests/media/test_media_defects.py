@@ -542,6 +542,19 @@ def test_a_video_with_transparency_says_the_output_is_opaque_once(
                      "written opaque, showing the colours under the transparent parts"]
 
 
+def test_a_webm_with_vp9_alpha_says_the_output_is_opaque(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # WebM keeps VP9's alpha beside the picture, which FFmpeg's own decoder does not read: the
+    # frames came out opaque yuv420p and the cut-out lost its transparency unsaid
+    from tests.videos import make_vp9_alpha
+
+    source = make_vp9_alpha(tmp_path / "cutout.webm")
+    with caplog.at_level(logging.WARNING, logger="livecam"), VideoReader(source) as reader:
+        assert len(list(reader.frames())) == 3
+    notes = [r.getMessage() for r in caplog.records if "transparency" in r.getMessage()]
+    assert notes == ["note: cutout.webm has transparency (VP9 alpha), which the output cannot hold; its frames are "
+                     "written opaque, showing the colours under the transparent parts"], notes
+
+
 def _song_with_cover(path: Path) -> Path:
     """A music file: AAC with an attached picture (cover art) and no video."""
     with av.open(str(path), "w", format="mp4") as out:

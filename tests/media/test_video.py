@@ -23,7 +23,7 @@ from livecam.media.video_writer import (
 )
 from livecam.media.provenance import CONTAINER_METADATA
 from tests.conftest import REPO_ROOT
-from tests.videos import make_audio_only, make_clip, probe, read_index
+from tests.videos import as_displayed, make_audio_only, make_clip, probe, read_index, set_display_matrix
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +56,21 @@ def test_rotation_metadata_is_applied(tmp_path: Path) -> None:
     # Displayed = stored turned 90 degrees counterclockwise (FFmpeg's display-matrix convention).
     assert np.abs(upright.astype(int) - np.rot90(stored).astype(int)).mean() < 2
 
+
+
+@pytest.mark.parametrize("matrix", [(-1, 0, 0, 1), (1, 0, 0, -1), (0, 1, 1, 0), (0, -1, -1, 0), (0, -1, 1, 0)],
+                         ids=["mirror", "upside-down mirror", "mirror and quarter turn", "the other diagonal",
+                              "turn"])
+def test_a_mirroring_display_matrix_is_shown_as_players_show_it(tmp_path: Path, matrix: tuple[int, ...]) -> None:
+    # FFmpeg reads a mirror as a turn by 180 degrees: a selfie app's mirrored clip came out upside down
+    plain = make_clip(tmp_path / "plain.mp4", frames=2, size=(96, 64), audio=False, stamp=True)
+    shown = tmp_path / "shown.mp4"  # the same encoded pictures, only the matrix differs
+    shown.write_bytes(plain.read_bytes())
+    set_display_matrix(shown, *matrix)
+    with VideoReader(plain) as a, VideoReader(shown) as b:
+        stored = next(a.frames()).image
+        upright = next(b.frames()).image
+    assert np.array_equal(upright, as_displayed(stored, *matrix))
 
 def test_variable_frame_rate_timestamps_are_kept(tmp_path: Path) -> None:
     times = [0.0, 0.04, 0.1, 0.3, 0.31, 0.5]

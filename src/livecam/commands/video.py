@@ -16,10 +16,10 @@ from livecam.errors import InputError, LivecamError, OutputExistsError
 from livecam.commands.image import check_given_identity
 from livecam.marks.credentials import signing_for
 from livecam.marks.watermark import open_watermarker
-from livecam.media.images import check_not_an_input, check_output_folder, refuse_still_gif
+from livecam.media.images import check_not_an_input, check_output_folder
 from livecam.interrupt import output_done
 from livecam.pipeline.signals import stop_signals
-from livecam.media.video_reader import VideoReader, check_whole
+from livecam.media.video_reader import VideoReader, check_whole, refuse_picture
 from livecam.media.video_writer import (check_encoder, container_format, out_of_memory, quality_ignored,
                                         resolve_encoder)
 from livecam.pipeline.address_space import AddressSpaceCap
@@ -47,7 +47,7 @@ def check_job(job: VideoJob) -> tuple[VideoJob, int | None]:
         raise InputError(f"the output {job.output} is a folder; give a file name such as "
                          f"{job.output / (job.input.stem + '.mp4')}")
     container_format(job.output)
-    refuse_still_gif(job.input)
+    refuse_picture(job.input)
     with VideoReader(job.input) as reader:  # opens, finds the video stream; decodes nothing yet
         info = reader.info
     if info.width < 2 or info.height < 2:  # 4:2:0 output needs even sizes: 1 px would become 0

@@ -174,7 +174,7 @@ def _video_watermark(path: Path, marker: wm.Watermarker, settled: bool = False) 
     read = marked = 0
     best, version = 32, 0
     cut_short = False
-    with VideoReader(path) as reader:
+    with VideoReader(path, writes=False) as reader:  # no output: nothing said of what one would lose
         info = reader.info
         try:
             fps = float(info.rate or 30)

@@ -242,9 +242,8 @@ class VideoFileSource:
     def open(self) -> None:
         import av
 
-        from livecam.media.images import refuse_still_gif
-        from livecam.media.video_reader import (VideoDecoder, open_input, stream_rate, timeline_origin,
-                                                  video_stream_of)
+        from livecam.media.video_reader import (VideoDecoder, open_input, refuse_picture, stream_rate,
+                                                  timeline_origin, video_stream_of)
 
         try:
             if "://" in self.location:  # a stream URL: opened once, no file checks
@@ -254,7 +253,7 @@ class VideoFileSource:
                     raise InputError(f"--camera {self.location}: could not open the stream ({exc}); check the "
                                      "URL and that the stream is live") from exc
             else:  # a file: the checks and messages of `livecam video`
-                refuse_still_gif(Path(self.location))
+                refuse_picture(Path(self.location))
                 self._container = open_input(Path(self.location), once=True)  # read once: a pipe will do
                 self._piped_mp4 = not Path(self.location).is_file() and "mp4" in self._container.format.name
             stream = video_stream_of(self._container, self.location)

@@ -260,14 +260,6 @@ def still_gif(path: Path) -> bool:
     return frames == 1 and whole
 
 
-def refuse_still_gif(path: Path) -> None:
-    """The InputError `livecam video` and `run --camera` give a GIF of one frame: FFmpeg reads it
-    as a one-frame video (it came out as one, or played 'at 100 FPS'), where a PNG is refused.
-    (Not in open_input: `verify` reads every GIF's tags through it.)"""
-    if still_gif(path):
-        raise InputError(f"{path} is a still image (a GIF of one frame), not a video; use `livecam image` for images")
-
-
 # The smallest GIF: 1x1, a 2-colour global table, one image (what tells whether OpenCV reads GIF).
 _TINY_GIF = (b"GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff"
              b",\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;")

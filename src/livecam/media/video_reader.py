@@ -1,6 +1,6 @@
 """Video input with PyAV: open and check a file, then decode its frames in order as BGR arrays.
 
-Frames come out upright (the display rotation phones record is applied), of one size (a
+Frames come out upright (the display rotation phones record is applied, and a mirror), of one size (a
 resolution change mid-stream is letterboxed into the first), with their own presentation time on
 a timeline that starts at 0 and never runs back (an MPEG-TS starting at 10 h, concatenated
 segments whose timestamps restart), so variable frame rate survives. The stream read is the one
@@ -17,12 +17,14 @@ import errno
 import functools
 import heapq
 import logging
+import math
 import os
 import stat
+import struct
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable, Iterator, Literal, cast, overload
+from typing import BinaryIO, Callable, Iterator, Literal, cast, overload
 
 import av
 import numpy as np
@@ -33,12 +35,13 @@ from livecam.media.containers import as_fraction, local_path, open_container
 from livecam.media.metadata import PNG_SIGNATURE, apng_frames
 from livecam.paths import why_missing
 from livecam.console import counted
+from livecam.settings import IMAGE_READ_FORMATS
 
 log = logging.getLogger("livecam")
 
 # Demuxers that read still images: those files belong to `livecam image` (an animated GIF is a clip).
 _IMAGE_FORMATS = ("image2", "png_pipe", "jpeg_pipe", "webp_pipe", "bmp_pipe", "tiff_pipe")
-# Demuxers of pictures open_input lets through, read as one-frame videos: icons (.ico, .cur).
+# Demuxers of pictures open_input lets through, read as one-frame videos (picture_kind): icons (.ico, .cur).
 _PICTURE_FORMATS = ("ico",)
 
 
@@ -163,14 +166,44 @@ def open_input(path: Path, *, once: bool = False) -> av.container.InputContainer
 
 def container_tags(path: Path) -> tuple[dict[str, str], bool]:
     """The container's metadata tags (keys lower-cased), and whether it holds one picture that
-    FFmpeg reads as a one-frame video (an icon, a GIF of one frame), for `livecam verify`, which
-    called those "(video)"; InputError when the file is not a readable video."""
-    from livecam.media.images import still_gif  # (OpenCV: not loaded for a video's sake)
-
+    FFmpeg reads as a one-frame video (picture_kind), for `livecam verify`, which called those
+    "(video)"; InputError when the file is not a readable video."""
     with open_input(path) as container:
         tags = {str(k).lower(): str(v) for k, v in container.metadata.items()}
         demuxer = container.format.name
-    return tags, demuxer in _PICTURE_FORMATS or (demuxer == "gif" and still_gif(path))
+    return tags, picture_kind(path, demuxer) is not None
+
+
+def picture_kind(path: Path, demuxer: str) -> str | None:
+    """What a file FFmpeg's `demuxer` reads as a one-frame video is when it is one picture: "an
+    icon" (.ico, .cur), "a GIF of one frame"; None for a video. The one rule of `verify` (an
+    image) and `video`/`run --camera` (refused, as a PNG is)."""
+    from livecam.media.images import still_gif  # (OpenCV: not loaded for a video's sake)
+
+    if demuxer in _PICTURE_FORMATS:
+        return "an icon"
+    return "a GIF of one frame" if demuxer == "gif" and still_gif(path) else None
+
+
+def refuse_picture(path: Path) -> None:
+    """The InputError `livecam video` and `run --camera FILE` give a picture FFmpeg reads as a
+    one-frame video (picture_kind): it came out as a one-frame video, where a PNG is refused.
+    Not in open_input: `verify` reads such a picture's tags through it. A file that does not
+    open is left to open_input, which names the problem; a pipe is not opened here."""
+    if not path.is_file():
+        return
+    try:
+        with open_container(local_path(path)) as container:
+            demuxer = container.format.name
+    except (av.error.FFmpegError, OSError):
+        return
+    kind = picture_kind(path, demuxer)
+    if kind is None:
+        return
+    # the pointer to `livecam image` is true only for a kind it reads
+    fix = ("use `livecam image` for images" if kind != "an icon" or "ICO" in IMAGE_READ_FORMATS else
+           "save it as a PNG and use `livecam image` for images (it does not read icons)")
+    raise InputError(f"{path} is a still image ({kind}), not a video; {fix}")
 
 
 def _animated_png(path: Path) -> bool:
@@ -366,6 +399,15 @@ def _transparent(frame: av.VideoFrame) -> bool:
     return any(c.is_alpha for c in frame.format.components)
 
 
+def _stored_alpha(stream: av.video.stream.VideoStream) -> str | None:
+    """"VP9 alpha" (or VP8) for a WebM whose transparency is stored beside the picture (the
+    stream's alpha_mode tag): FFmpeg's own VP8/VP9 decoders read the picture only, so its frames
+    come out opaque yuv420p and _transparent never saw it; None otherwise."""
+    if any(str(key).lower() == "alpha_mode" and str(value) == "1" for key, value in stream.metadata.items()):
+        return f"{stream.codec_context.name.upper()} alpha"
+    return None
+
+
 class Deinterlacer:
     """Interlaced frames (fields of two moments woven together: broadcast, DV, camcorders) made
     progressive with FFmpeg's bwdif, one frame per frame (timestamps and count kept); progressive
@@ -486,8 +528,9 @@ class VideoDecoder:
 
     def __init__(self, container: av.container.InputContainer, stream: av.video.stream.VideoStream,
                  name: str, *, size: tuple[int, int] | None, rate: Fraction | None, origin: float,
-                 restamp: Callable[[av.Packet], None] | None = None) -> None:
+                 restamp: Callable[[av.Packet], None] | None = None, writes: bool = True) -> None:
         self._container = container
+        self.writes = writes  # an output is made of these frames: what it loses is said (not for `verify`)
         self._restamp = restamp  # puts a packet's own timestamps back (a stream-copied chunk's: media.chunks)
         self._stream = stream
         self.name = name
@@ -498,6 +541,8 @@ class VideoDecoder:
         self.colour = Colour.described(cc, cc.format.name if cc.format else None, cc.height or 0)
         self._converter = ColourConverter()
         self.bad_packets = 0
+        self._alpha_beside = _stored_alpha(stream)
+        self._mirror = track_mirror(container, stream)
         self._said_alpha = False
         self._said_depth = False
         self._bad_in_a_row = 0
@@ -554,14 +599,14 @@ class VideoDecoder:
         if t is None:  # no timestamp: one nominal frame after the last
             t = self._raw_last + self.timeline.step if self._raw_last is not None else self.timeline.origin
         self._raw_last = t
-        if not self._said_alpha and _transparent(frame):
+        if self.writes and not self._said_alpha and (self._alpha_beside or _transparent(frame)):
             # the output's encoders hold none: said once, as for a JPEG given a transparent image
             self._said_alpha = True
             log.warning("note: %s has transparency (%s), which the output cannot hold; its frames are "
                         "written opaque, showing the colours under the transparent parts", self.name,
-                        frame.format.name)
+                        self._alpha_beside or frame.format.name)
         bits = max(c.bits for c in frame.format.components)
-        if not self._said_depth and bits > 8:
+        if self.writes and not self._said_depth and bits > 8:
             # every frame goes through 8-bit BGR: a phone's 10-bit HDR clip came out 8-bit unsaid
             self._said_depth = True
             log.warning("note: %s has %d bits a sample; livecam works in 8, so the output has 8 bits (smooth "
@@ -572,7 +617,7 @@ class VideoDecoder:
     def _image(self, frame: av.VideoFrame) -> np.ndarray:
         """`frame` as an upright BGR image of the one size."""
         try:
-            return self.fitter.fit(upright_image(frame, self._to_bgr(frame)))
+            return self.fitter.fit(upright_image(frame, self._to_bgr(frame), self._mirror))
         except av.error.FFmpegError as exc:  # conversion: no packet is at fault
             _raise_if_out_of_memory(exc)
             raise
@@ -596,13 +641,16 @@ class VideoDecoder:
             raise InputError(f"{self.name}: more than {self.MAX_BAD_IN_A_ROW} corrupt video packets in a row; "
                              f"the video is too damaged to read further ({_describe(exc)}); re-copy or re-export it")
 
-    def report(self, lost: str = "the output leaves out what they held") -> None:
+    def report(self, lost: str | None = None) -> None:
         """One warning for the corrupt packets skipped so far (none when there were none);
-        `lost` says what that cost the output."""
+        `lost` says what that cost (by default what the output leaves out, where one is made)."""
         if self.bad_packets > self._reported:
             where = f", the first near {self._first_bad:.2f} s" if self._first_bad is not None else ""
-            log.warning("warning: skipped %s in %s%s (damaged data); %s", counted(self.bad_packets, "corrupt video packet"),
-                        self.name, where, lost)
+            if lost is None and self.writes:
+                lost = "the output leaves out what they held"
+            cost = f"; {lost}" if lost else ""
+            log.warning("warning: skipped %s in %s%s (damaged data)%s", counted(self.bad_packets, "corrupt video packet"),
+                        self.name, where, cost)
             self._reported = self.bad_packets
 
 
@@ -771,8 +819,10 @@ def _shown_frames(counted: int | None, duration: float | None, rate: Fraction) -
 class VideoReader:
     """Owns one input container; `frames()` may be consumed by a thread other than the opener's."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, writes: bool = True) -> None:
+        """`writes`: an output is made of the frames (VideoDecoder.writes); False for `verify`."""
         self.path = Path(path)
+        self.writes = writes
         self._container = open_input(self.path)
         try:
             self.info = self._inspect()
@@ -826,7 +876,7 @@ class VideoReader:
         read reached the end are the same."""
         info = self.info
         decoder = VideoDecoder(self._container, self._stream, self.path.name, size=(info.width, info.height),
-                               rate=info.rate, origin=info.origin)
+                               rate=info.rate, origin=info.origin, writes=self.writes)
         step = decoder.timeline.step
         count = 0
         try:
@@ -854,13 +904,13 @@ class VideoReader:
                     "the file looks truncated; re-copy or re-export it"
                 )
             # The same damage as the skipped packets: said in their one line.
-            decoder.report(f"{expected - count} of the {expected} frames could not be decoded; the output "
-                           "skips them")
+            decoder.report(f"{expected - count} of the {expected} frames could not be decoded"
+                           + ("; the output skips them" if self.writes else ""))
         elif not expected and not reached_end:
             # No frame count (Matroska, WebM): a demuxer that loses sync in damaged data just
             # ends, silently; say so, so that a shorter output is never a surprise.
             ended = (f"{self.path.name} ended at {(last_time or 0.0) + step:.2f} s of the {end:.2f} s its header "
-                     "announces (damaged or cut short); the output stops there")
+                     "announces (damaged or cut short)" + ("; the output stops there" if self.writes else ""))
             if self.bad_packets:
                 decoder.report(ended)
             else:
@@ -875,7 +925,7 @@ class VideoReader:
             self._container.seek(seek_pts, stream=self._stream, backward=True, any_frame=False)
         info = self.info
         decoder = VideoDecoder(self._container, self._stream, self.path.name, size=(info.width, info.height),
-                               rate=info.rate, origin=info.origin)
+                               rate=info.rate, origin=info.origin, writes=self.writes)
         try:
             yield from decoder
         finally:
@@ -947,10 +997,68 @@ def _snap(degrees: float) -> int:
     return {0: 0, 1: 90, 2: 180, 3: -90}[k]
 
 
-def upright_image(frame: av.VideoFrame, image: np.ndarray) -> np.ndarray:
-    """The frame's BGR `image`, turned by its display rotation (phones record sideways and say so)."""
-    k = int(round(float(getattr(frame, "rotation", 0) or 0) / 90.0)) % 4
+def upright_image(frame: av.VideoFrame, image: np.ndarray, mirror: tuple[int, int] | None = None) -> np.ndarray:
+    """The frame's BGR `image`, turned by its display rotation (phones record sideways and say
+    so); with `mirror` (track_mirror's), mirrored left-right first and turned as that says."""
+    degrees = float(getattr(frame, "rotation", 0) or 0)
+    if mirror is not None:
+        image = image[:, ::-1]
+        degrees = -math.degrees(math.atan2(mirror[1], mirror[0]))
+    k = int(round(degrees / 90.0)) % 4
     if k:
         # rotation is counterclockwise degrees, as np.rot90 turns for positive k.
-        image = np.ascontiguousarray(np.rot90(image, k))
-    return image
+        image = np.rot90(image, k)
+    return np.ascontiguousarray(image) if k or mirror is not None else image
+
+
+def track_mirror(container: av.container.InputContainer, stream: av.stream.Stream) -> tuple[int, int] | None:
+    """For an MP4/MOV track whose display matrix mirrors (a selfie app's), the first row of that
+    matrix less its mirror (what FFmpeg's rotation is read from); None when it does not mirror.
+    FFmpeg reads a mirror as a turn by 180 degrees (such a clip came out upside down), and PyAV
+    gives the matrix only as frame side data, whose reading ties every frame in a reference cycle
+    (collecting those crashed PyAV 18.1); so the track header (tkhd) is read from the file."""
+    if "mov" not in container.format.name.split(","):
+        return None
+    name = container.name  # local_path's: "file:" before a name that looks like a URL
+    if name.startswith("file:") and not os.path.exists(name):
+        name = name[len("file:"):]
+    if not os.path.isfile(name):  # a pipe is read once, by the demuxer
+        return None
+    try:
+        with open(name, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            moov = next((b for b in _boxes(f, 0, f.tell()) if b[0] == b"moov"), None)
+            traks = [b for b in _boxes(f, moov[1], moov[2]) if b[0] == b"trak"] if moov else []
+            if stream.index >= len(traks):  # the mov demuxer makes one stream of each track, in order
+                return None
+            tkhd = next((b for b in _boxes(f, *traks[stream.index][1:]) if b[0] == b"tkhd"), None)
+            if tkhd is None:
+                return None
+            f.seek(tkhd[1])
+            header = f.read(52 + 36)
+    except OSError:
+        return None
+    at = 52 if header[:1] == b"\x01" else 40  # version 1: 64-bit times
+    if len(header) < at + 36:
+        return None
+    a, b, _, c, d = struct.unpack_from(">5i", header, at)
+    return (-a, -b) if a * d - b * c < 0 else None
+
+
+def _boxes(f: BinaryIO, start: int, end: int) -> Iterator[tuple[bytes, int, int]]:
+    """The ISO-BMFF boxes between `start` and `end` of `f`: type, payload start, box end."""
+    pos = start
+    while pos + 8 <= end:
+        f.seek(pos)
+        head = f.read(16)
+        if len(head) < 8:
+            return
+        size, kind, skip = int.from_bytes(head[:4], "big"), head[4:8], 8
+        if size == 1:
+            size, skip = int.from_bytes(head[8:16], "big"), 16
+        elif size == 0:  # to the end
+            size = end - pos
+        if size < skip:
+            return
+        yield kind, pos + skip, min(pos + size, end)
+        pos += size

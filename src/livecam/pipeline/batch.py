@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
+from livecam.console import agree
 from livecam.errors import EXIT_FAILURE, InputError, Interrupted, LivecamError
 from livecam.paths import why_missing
 from livecam.media.video_writer import CONTAINERS
@@ -192,7 +193,8 @@ def run_batch(jobs: Sequence[VideoJob], engine: FileEngine, *, parts: Parts | No
         what = exc.message if isinstance(exc, Interrupted) else "interrupted; no output written"
         name = current.input.name if current is not None else "the first file"
         folder = current.output.parent if current is not None else Path(".")
-        raise Interrupted(f"{name}: {what}; {written} of {len(jobs)} files were written to {folder} before it") from exc
+        raise Interrupted(f"{name}: {what}; {written} of {len(jobs)} files {agree(written, 'was', 'were')} written to "
+                          f"{folder} before it") from exc
     return outcomes
 
 
