@@ -89,14 +89,9 @@ def run_measured(args: list[str], env: dict[str, str], timeout: float = 300) -> 
 @pytest.fixture
 def standin_models(tmp_path: Path) -> Path:
     """A models folder with stand-ins of ArcFace (w600k_r50) and inswapper_128 (the neural path)."""
-    from tests.standins.arcface import build_arcface
-    from tests.standins.inswapper import build_inswapper
+    from tests.standins import build_swap_models
 
-    folder = tmp_path / "standins"
-    folder.mkdir()
-    build_arcface(folder / "w600k_r50.onnx")
-    build_inswapper(folder / "inswapper_128.onnx")
-    return folder
+    return build_swap_models(tmp_path / "standins")
 
 
 def wait_for_file(path: Path, proc: subprocess.Popen[str], timeout: float = 60) -> None:

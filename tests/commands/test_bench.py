@@ -402,15 +402,9 @@ def test_faces_the_face_mask_left_as_they_were_are_not_counted_as_changed(faces_
     # --face-mask-regions glasses on a face without glasses (the stand-in parser: hair above, skin
     # below): the swapper left every face as it was, while faces_changed_per_frame counted faces
     # by size only (1.0) and nothing was said.
-    from tests.standins.arcface import build_arcface
-    from tests.standins.inswapper import build_inswapper
-    from tests.standins.masks import build_bisenet
+    from tests.standins import build_swap_models
 
-    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
-    models.mkdir()
-    build_arcface(models / "w600k_r50.onnx")
-    build_inswapper(models / "inswapper_128.onnx")
-    build_bisenet(models / "bisenet_resnet_34.onnx")
+    build_swap_models(Path(isolated_env["LIVECAM_MODELS_DIR"]), face_parser=True)
     args = ["--unverified-models", "bench", "--frames", "10", "--json", "--source", str(faces_dir / "obama.jpg"),
             "--resolution", "480x360", "--swap-model", "inswapper_128", "--face-mask", "box", "region"]
     result = run_cli([*args, "--face-mask-regions", "glasses"], env=isolated_env, timeout=180)

@@ -435,15 +435,9 @@ def test_a_video_whose_face_masks_left_every_face_says_none_was_swapped(tmp_path
     # --face-mask-regions glasses on faces without glasses (the stand-in parser: hair above, skin
     # below): the swapper left every face as it was, while the summary counted faces by size
     # only and said nothing. Now it counts the faces swapped and warns once, as `image` does.
-    from tests.standins.arcface import build_arcface
-    from tests.standins.inswapper import build_inswapper
-    from tests.standins.masks import build_bisenet
+    from tests.standins import build_swap_models
 
-    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
-    models.mkdir()
-    build_arcface(models / "w600k_r50.onnx")
-    build_inswapper(models / "inswapper_128.onnx")
-    build_bisenet(models / "bisenet_resnet_34.onnx")
+    build_swap_models(Path(isolated_env["LIVECAM_MODELS_DIR"]), face_parser=True)
     clip = make_clip(tmp_path / "in.mp4", frames=4, size=(320, 240), audio=False, source_image=faces_dir / "obama.jpg")
     args = ["--unverified-models", "video", str(clip), "-s", str(faces_dir / "biden.jpg"), "--swap-model",
             "inswapper_128", "--no-label", "--no-watermark", "--no-c2pa", "--face-mask", "box", "region"]

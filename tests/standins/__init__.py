@@ -27,3 +27,18 @@ def cpu_session(path: str | Path) -> onnxruntime.InferenceSession:
     opts.intra_op_num_threads = 1
     opts.log_severity_level = 3
     return onnxruntime.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+
+
+def build_swap_models(folder: Path, *, face_parser: bool = False) -> Path:
+    """A models folder with stand-ins of what the neural swap loads: ArcFace (w600k_r50) and
+    inswapper_128, and with `face_parser` the region mask's parser (bisenet_resnet_34)."""
+    from tests.standins.arcface import build_arcface
+    from tests.standins.inswapper import build_inswapper
+    from tests.standins.masks import build_bisenet
+
+    folder.mkdir(parents=True, exist_ok=True)
+    build_arcface(folder / "w600k_r50.onnx")
+    build_inswapper(folder / "inswapper_128.onnx")
+    if face_parser:
+        build_bisenet(folder / "bisenet_resnet_34.onnx")
+    return folder
