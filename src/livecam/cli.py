@@ -22,6 +22,7 @@ from livecam.cli_params import EnvFlag, FiniteRange, GivenPath, ProcessorChoice,
 from livecam.cli_usage import expand_variadic, usage_message
 from livecam.console import (
     ClosedStdout,
+    agree,
     StdoutClosed,
     StdoutUnwritable,
     one_line,
@@ -578,7 +579,8 @@ def _cluster(ctx: click.Context, kw: dict[str, Any]) -> ClusterSettings | None:
         given = [f"--{k.replace('_', '-')}" for k in ("segment_seconds", "overlap_seconds", "workers", "ship_input")
                  if _given(ctx, k)]
         if given:
-            raise click.UsageError(f"{' and '.join(given)} apply to --cluster runs only: add --cluster ADDR")
+            raise click.UsageError(f"{' and '.join(given)} {agree(len(given), 'applies', 'apply')} to --cluster runs only: "
+                                   "add --cluster ADDR")
         return None
     return ClusterSettings(address=address, workers=kw["workers"], segment_seconds=kw["segment_seconds"],
                            overlap_seconds=kw["overlap_seconds"], ship_input=kw["ship_input"] or "auto")

@@ -53,16 +53,18 @@ def test_cluster_options_without_a_cluster_are_a_usage_error(tmp_path: Path, cli
     env = {k: v for k, v in isolated_env.items() if k != "LIVECAM_CLUSTER"}
     proc = run_cli(["video", str(clip), str(tmp_path / "out.mp4"), "--source", str(clip), "--workers", "2"], env=env)
     assert proc.returncode == 2
-    assert "--workers apply to --cluster runs only" in proc.stderr
+    assert "--workers applies to --cluster runs only" in proc.stderr
     proc = run_cli(["video", str(clip), str(tmp_path / "out.mp4"), "--source", str(clip), "--ship-input", "chunks"],
                    env=env)
     assert proc.returncode == 2
-    assert "--ship-input apply to --cluster runs only" in proc.stderr
+    assert "--ship-input applies to --cluster runs only" in proc.stderr
     # --segment-seconds, which has a default, was taken and ignored where the other three were refused
     proc = run_cli(["video", str(clip), str(tmp_path / "out.mp4"), "--source", str(clip), "--segment-seconds", "5"],
                    env=env)
-    assert proc.returncode == 2 and "--segment-seconds apply to --cluster runs only" in proc.stderr, proc.stderr
-    assert not (tmp_path / "out.mp4").exists()
+    assert proc.returncode == 2 and "--segment-seconds applies to --cluster runs only" in proc.stderr, proc.stderr
+    proc = run_cli(["video", str(clip), str(tmp_path / "out.mp4"), "--source", str(clip), "--workers", "2",
+                    "--ship-input", "chunks"], env=env)
+    assert proc.returncode == 2 and "--workers and --ship-input apply to --cluster runs only" in proc.stderr
     assert not (tmp_path / "out.mp4").exists()
 
 
