@@ -72,7 +72,7 @@ def test_bad_input_exits_nonzero_with_one_line_and_no_output(tmp_path: Path, sma
     extra: list[str] = []
     expect_code, expect_text = 2, ""
     if case == "missing":
-        src, expect_text = tmp_path / "nope.mp4", "not found"
+        src, expect_text = tmp_path / "nope.mp4", "does not exist; check the path"
     elif case == "truncated":
         data = small_clip.read_bytes()
         src = tmp_path / "cut.mp4"

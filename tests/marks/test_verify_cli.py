@@ -118,7 +118,7 @@ def test_a_file_name_that_is_not_utf8_is_valid_utf8_in_the_json_and_exact_in_hex
     code, (found, missing) = verify([odd, gone], isolated_env)
     assert code == 2 and found["kind"] == "image" and "error" in missing
     assert found["file"] == f"{tmp_path}/bad\\xffname.jpg" and missing["file"] == f"{tmp_path}/gone\\xfe.png"
-    assert missing["error"] == f"{tmp_path}/gone\\xfe.png: no such file"
+    assert missing["error"] == f"{tmp_path}/gone\\xfe.png does not exist; give an image or a video file"
     assert bytes.fromhex(found["file_hex"]) == os.fsencode(odd) and bytes.fromhex(missing["file_hex"]) == os.fsencode(gone)
     json.dumps([found, missing], ensure_ascii=False).encode("utf-8")  # no lone surrogate anywhere
     _, (plain,) = verify([faces_dir / "obama.jpg"], isolated_env)
@@ -136,7 +136,7 @@ def test_a_file_name_that_is_not_utf8_is_valid_utf8_in_the_report(tmp_path: Path
     lines = result.stdout.decode("utf-8").splitlines()  # strict
     assert result.returncode == 2 and len(lines) == 5, lines
     assert lines[0] == f"{tmp_path}/bad\\xffname.jpg: NOT MARKED: no livecam mark found (image)"
-    assert lines[4] == f"{tmp_path}/gone\\xfe.png: UNREADABLE: {tmp_path}/gone\\xfe.png: no such file"
+    assert lines[4] == f"{tmp_path}/gone\\xfe.png: UNREADABLE: {tmp_path}/gone\\xfe.png does not exist; give an image or a video file"
 
 
 
