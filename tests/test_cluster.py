@@ -22,16 +22,19 @@ import shutil
 import subprocess
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
+import numpy as np
 import pytest
 
 from livecam.errors import LivecamError
+from livecam.faces.face import Face
 from livecam.frame import FramePacket
 from livecam.pipeline.file import process_video
 from livecam.pipeline.progress import Progress
 from livecam.settings import C2paSettings, ClusterSettings
 from tests.conftest import REPO_ROOT, run_cli
+from tests.doubles import NoModels
 from tests.pipeline.test_segments import CASES, SmoothingEngine, job_for, make_coded_clip
 from tests.videos import probe
 
@@ -78,6 +81,49 @@ class RefusingEngine(SmoothingEngine):
 
 def refusing_engine(attempts: Path, at: int, job: object) -> RefusingEngine:
     return RefusingEngine(attempts, at)
+
+
+class MaskedEngine(NoModels):
+    """One face big enough to change in every frame; process() changes it, or leaves it as it
+    is (`leave`: as the swapper does where its --face-mask came out empty)."""
+
+    smooths = False
+
+    def __init__(self, leave: bool) -> None:
+        self.leave = leave
+
+    def analyse(self, packet: FramePacket, track: bool) -> None:
+        kps = np.array([[50, 50], [90, 50], [70, 65], [55, 80], [85, 80]], np.float32)  # 40 px between the eyes
+        packet.faces = [Face(bbox=np.array([30.0, 20.0, 110.0, 100.0], np.float32), score=0.9, kps=kps)]
+
+    def detect(self, packet: FramePacket) -> None:
+        self.analyse(packet, track=False)
+
+    def process(self, packet: FramePacket) -> None:
+        if self.leave:
+            packet.left_as_is = len(packet.faces)
+        else:
+            packet.image[16:40, 40:80] = 255
+
+
+def masked_engine(leave: bool, job: object) -> MaskedEngine:
+    return MaskedEngine(leave)
+
+
+def on_test_engines(monkeypatch: pytest.MonkeyPatch, factory: Callable[[Any], Any]) -> list[list[str]]:
+    """livecam.cluster.run_on_cluster as the commands call it, with the test's engine factory
+    (the workers' engines); the inputs of every call are kept."""
+    import livecam.cluster
+
+    ran: list[list[str]] = []
+    real = livecam.cluster.run_on_cluster
+
+    def on_test_cluster(jobs, cluster, progress=None, **kw):  # type: ignore[no-untyped-def]
+        ran.append([j.input.name for j in jobs])
+        return real(jobs, cluster, progress, **{**kw, "engine_factory": factory})
+
+    monkeypatch.setattr(livecam.cluster, "run_on_cluster", on_test_cluster)
+    return ran
 
 
 @pytest.fixture(scope="module")
@@ -209,7 +255,6 @@ def test_a_folder_runs_every_segment_on_the_cluster_and_sums_up(tmp_path: Path, 
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """`livecam video FOLDER OUT --cluster ADDR`: the folder's runner is the cluster's (one queue
     for both files' segments); a corrupt file is its own failure, the good ones are written."""
-    import livecam.cluster
     from livecam.commands.video import run_folder
 
     folder = tmp_path / "clips"
@@ -217,14 +262,7 @@ def test_a_folder_runs_every_segment_on_the_cluster_and_sums_up(tmp_path: Path, 
     shutil.copy(clip, folder / "a.mp4")
     shutil.copy(clip, folder / "b.mp4")
     (folder / "c.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42" + os.urandom(2000))
-    ran: list[list[str]] = []
-    real = livecam.cluster.run_on_cluster
-
-    def on_test_cluster(jobs, cluster, progress=None, **kw):  # type: ignore[no-untyped-def]
-        ran.append([j.input.name for j in jobs])
-        return real(jobs, cluster, progress, **{**kw, "engine_factory": smoothing_engine})
-
-    monkeypatch.setattr(livecam.cluster, "run_on_cluster", on_test_cluster)
+    ran = on_test_engines(monkeypatch, smoothing_engine)
     template = job_for(folder, tmp_path / "out", "libx264", c2pa=C2paSettings(enabled=False))
     with pytest.raises(LivecamError) as failed:
         run_folder(template, settings(driver))
@@ -304,3 +342,29 @@ def test_version_mismatch_names_the_node_and_both_versions() -> None:
     assert "node gpu-7" in message and "ray 2.59.1 (here 2.60.0)" in message and "livecam" not in message.split(";")[0]
     both = version_mismatch(want, {"livecam": "1.1.0", "ray": "2.59.1", "python": "3.12", "node": "n"})
     assert both is not None and "livecam 1.1.0 (here 1.2.0)" in both and "ray 2.59.1 (here 2.60.0)" in both
+
+
+@pytest.mark.parametrize("leave", [False, True], ids=["swapped", "masks left every face"])
+def test_a_cluster_run_says_how_many_faces_it_swapped_as_one_machine_does(
+        tmp_path: Path, clip: Path, driver: str, leave: bool, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """`video --cluster`'s summary counts the faces changed, summed over the segments (it said
+    '90 frames on the cluster' and nothing of the faces), and a run whose --face-mask left every
+    face as it was warns once, as `video` without --cluster does."""
+    from livecam.commands.video_cluster import run_video_on_cluster
+
+    here = process_video(job_for(clip, tmp_path / "here.mp4", "libx264"), MaskedEngine(leave), quiet=True)
+    assert here.stats.faces_changed == (0 if leave else 90)
+    on_test_engines(monkeypatch, functools.partial(masked_engine, leave))
+    job = job_for(clip, tmp_path / "cluster.mp4", "libx264", c2pa=C2paSettings(enabled=False))
+    caplog.clear()  # the run here warned too
+    with caplog.at_level("INFO", logger="livecam"):
+        run_video_on_cluster(job, settings(driver))
+    said = [r.getMessage() for r in caplog.records]
+    wrote = [line for line in said if line.startswith(f"wrote {job.output}: ")]
+    assert len(wrote) == 1, said
+    assert wrote[0].startswith(f"wrote {job.output}: 90 frames ({here.stats.faces_changed} faces swapped) on the "
+                               f"cluster {driver} in "), wrote
+    warning = ("warning: --face-mask left nothing to swap of the faces found in 90 of the 90 processed frames: "
+               "none of the parts it keeps is there; choose other --face-mask types, regions or areas")
+    assert said.count(warning) == (1 if leave else 0), said  # once for the file, not once a segment

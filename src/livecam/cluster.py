@@ -39,7 +39,7 @@ import socket
 import sys
 import time
 import uuid
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -48,12 +48,13 @@ from livecam import __version__
 from livecam.errors import InputError, Interrupted, LivecamError
 from livecam.native_stderr import dropping
 from livecam.media.chunks import Chunk
-from livecam.pipeline.batch import FileOutcome
+from livecam.pipeline.batch import FileOutcome, naming
 from livecam.pipeline.contracts import FileEngine
+from livecam.pipeline.file import say_unchanged
 from livecam.pipeline.progress import Progress
 from livecam.pipeline.signals import kept_stop_handlers
-from livecam.pipeline.segments import (SegmentPlan, SegmentResult, cut_segment, plan_job, readable_here,
-                                       run_segment, write_joined)
+from livecam.pipeline.segments import (SegmentPlan, SegmentResult, cut_segment, joined_stats, plan_job,
+                                       readable_here, run_segment, write_joined)
 from livecam.settings import ClusterSettings, VideoJob
 from livecam.console import counted
 
@@ -283,13 +284,15 @@ def default_workers(ray: Any, threads: int) -> int:
 def run_on_cluster(jobs: Sequence[VideoJob], cluster: ClusterSettings, progress: Progress | None = None, *,
                    engine_factory: EngineFactory = build_engine,
                    sign_for: Callable[[VideoJob, tuple[str, ...]], Callable[[Path], None] | None] | None = None,
-                   ) -> list[FileOutcome]:
+                   folder: bool = False) -> list[FileOutcome]:
     """Every job (encoders resolved, outputs checked) on the cluster; one FileOutcome per job, in
     order. A file that cannot be planned or whose segment fails gets its error; the others go
     on. Raises InputError when the cluster cannot be reached or its versions differ, Interrupted
     on Ctrl-C (after killing the workers; --keep-partial files keep their leading segments).
     `progress` (None: one made here unless the jobs are quiet) is advanced to the frames written
-    so far over all jobs; `sign_for(job, model_names)` gives the C2PA signer of an output."""
+    so far over all jobs; `sign_for(job, model_names)` gives the C2PA signer of an output. A
+    joined file's warning (nothing changed in it: file.say_unchanged) starts with its name when
+    the jobs are a `folder` run's, as run_batch's do."""
     outcomes: dict[int, FileOutcome] = {}
     plans: dict[int, SegmentPlan] = {}
     for i, job in enumerate(jobs):
@@ -305,7 +308,7 @@ def run_on_cluster(jobs: Sequence[VideoJob], cluster: ClusterSettings, progress:
             progress = Progress(total, label=jobs[0].output.name if len(jobs) == 1 else "videos")
         try:
             with connected(cluster.address, cpus=os.cpu_count() if cluster.address == "local" else None) as ray:
-                _Driver(ray, plans, cluster, threads, engine_factory, sign_for, progress).run(outcomes)
+                _Driver(ray, plans, cluster, threads, engine_factory, sign_for, progress, folder).run(outcomes)
         finally:
             if own_bar and progress is not None:
                 progress.close()
@@ -316,7 +319,7 @@ class _Driver:
     def __init__(self, ray: Any, plans: dict[int, SegmentPlan], cluster: ClusterSettings, threads: int,
                  factory: EngineFactory,
                  sign_for: Callable[[VideoJob, tuple[str, ...]], Callable[[Path], None] | None] | None,
-                 progress: Progress | None) -> None:
+                 progress: Progress | None, folder: bool) -> None:
         self.ray = ray
         self.plans = plans
         self.cluster = cluster
@@ -324,6 +327,7 @@ class _Driver:
         self.factory = factory
         self.sign_for = sign_for
         self.progress = progress
+        self.folder = folder
         self.parts: dict[int, dict[int, SegmentResult]] = {i: {} for i in plans}
         self.models: dict[int, tuple[str, ...]] = {}
         self.chunked: set[tuple[int, int]] = set()  # (worker, file): that worker gets the file in chunks
@@ -456,7 +460,10 @@ class _Driver:
             write_joined(plan, results, sign=sign)
         except LivecamError as exc:
             return FileOutcome(job=plan.job, error=exc)
-        return FileOutcome(job=plan.job, frames=sum(r.frames for r in results))
+        stats = joined_stats(results)
+        with naming(plan.job.input.name) if self.folder else nullcontext():
+            say_unchanged(stats, plan.job)
+        return FileOutcome(job=plan.job, frames=stats.frames, faces_changed=stats.faces_changed)
 
     def _keep_partial(self, outcomes: dict[int, FileOutcome]) -> list[Path]:
         kept = []

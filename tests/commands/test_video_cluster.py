@@ -95,6 +95,8 @@ def test_a_local_cluster_run_from_the_environment_ignores_ray_address(tmp_path: 
                    env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "WARNING" not in proc.stderr, proc.stderr
+    # the faces swapped, summed over the segments, as `video` without --cluster counts them
+    assert f"wrote {out}: 60 frames (60 faces swapped) on the cluster local in " in proc.stderr, proc.stderr
     a, b = probe(src), probe(out)
     assert b["frames"] == a["frames"] == 60
     assert b["times"] == a["times"]

@@ -136,10 +136,10 @@ def run_video(job: VideoJob, cluster: ClusterSettings | None = None) -> None:
         audio = f"{sounds} {audio.replace('audio', 'audio tracks', 1)}"
     if subtitles:
         audio += f", {subtitles} subtitle track{'s' if subtitles > 1 else ''}"
-    done = "swapped" if registry.swaps(job.processing.frame_processors) else "enhanced"  # as `image` says
-    log.info("wrote %s: %s (%d processed, %d with a face, %s %s) in %.1f s, %.1f fps, %s",
+    log.info("wrote %s: %s (%d processed, %d with a face, %s) in %.1f s, %.1f fps, %s",
              result.output, counted(stats.frames, "frame"), stats.processed, stats.with_faces,
-             counted(stats.faces_changed, "face"), done, stats.seconds, stats.fps, audio)
+             registry.changed(stats.faces_changed, job.processing.frame_processors), stats.seconds, stats.fps,
+             audio)
 
 
 def run_folder(template: VideoJob, cluster: ClusterSettings | None = None) -> None:
@@ -195,7 +195,7 @@ def pick_runner(cluster: ClusterSettings | None) -> Runner:
 
         signing_for(template.c2pa, None, (), outputs=[job.output for job in jobs])  # the local identity now
         with stop_signals(), batch_progress(template, jobs, total) as parts:
-            return run_on_cluster(jobs, cluster, parts.progress, sign_for=cluster_signer)
+            return run_on_cluster(jobs, cluster, parts.progress, sign_for=cluster_signer, folder=True)
 
     return on_cluster
 

@@ -8,10 +8,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from livecam.console import counted
 from livecam.marks.credentials import signing_for
 from livecam.pipeline.segments import check_segmentable
 from livecam.interrupt import output_done
 from livecam.pipeline.signals import stop_signals
+from livecam.processors import registry
 from livecam.settings import ClusterSettings, VideoJob
 
 log = logging.getLogger("livecam")
@@ -39,5 +41,7 @@ def run_video_on_cluster(job: VideoJob, cluster: ClusterSettings) -> None:
     if outcome.error is not None:
         raise outcome.error
     output_done()  # written and valid: a signal from now on is not an interruption
-    log.info("wrote %s: %d frames on the cluster %s in %.1f s", job.output, outcome.frames, cluster.address,
+    # the count `video` gives without --cluster, summed over the segments (the driver warned as it joined)
+    log.info("wrote %s: %s (%s) on the cluster %s in %.1f s", job.output, counted(outcome.frames, "frame"),
+             registry.changed(outcome.faces_changed, job.processing.frame_processors), cluster.address,
              time.monotonic() - started)

@@ -53,6 +53,7 @@ def video_suffixes() -> tuple[str, ...]:
 class FileOutcome:
     job: VideoJob
     frames: int = 0  # frames written
+    faces_changed: int = 0  # the faces the processors changed, summed over the frames (RunStats')
     error: LivecamError | None = None  # None: the output was written (or skipped)
     skipped: bool = False  # --skip-existing found the output already there
 
@@ -177,7 +178,7 @@ def run_batch(jobs: Sequence[VideoJob], engine: FileEngine, *, parts: Parts | No
             counter = parts.counter(job.input) if parts is not None else None
             file_sign = functools.partial(sign, job) if sign is not None else None
             try:
-                with _naming(job.input.name):
+                with naming(job.input.name):
                     result = process_video(job, engine, quiet=True, on_warm=on_warm, watermark=watermark,
                                            sign=file_sign, progress=counter, lanes=lanes)
             except Interrupted:
@@ -209,7 +210,7 @@ def _as_error(exc: Exception) -> LivecamError:
 
 
 @contextlib.contextmanager
-def _naming(name: str) -> Iterator[None]:
+def naming(name: str) -> Iterator[None]:
     """Warnings logged while one file of a batch runs start with its name, so they say which."""
     prefix = name.replace("%", "%%") + ": "
 

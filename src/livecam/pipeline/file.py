@@ -604,6 +604,14 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
         output.discard()
         raise
     output.commit()  # OutputConflictError when a file appeared at job.output meanwhile
+    say_unchanged(stats, job)
+    return VideoResult(output=job.output, stats=stats, audio=writer.audio_mode, partial=False, tracks=writer.tracks)
+
+
+def say_unchanged(stats: RunStats, job: VideoJob) -> None:
+    """The one warning a written video gets when it came out as it went in: no frame in
+    --frame-range, no face found, every face too small, or every face left by --face-mask. Said
+    once per file, whole-file run (process_video) or segments joined (livecam.cluster)."""
     one = stats.processed == 1  # "in any of the 1 processed frames"
     if job.frame_range is not None and not stats.processed:  # the header promised more frames than there were
         log.warning("warning: --frame-range starts at frame %d but %s ended after %s, so no frame was processed; "
@@ -622,7 +630,6 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
         log.warning("warning: --face-mask left nothing to swap of the faces found in %s: none of the parts it "
                     "keeps is there; choose other --face-mask types, regions or areas",
                     "the one processed frame" if one else f"{stats.usable} of the {stats.processed} processed frames")
-    return VideoResult(output=job.output, stats=stats, audio=writer.audio_mode, partial=False, tracks=writer.tracks)
 
 
 def _finish_partial(writer: VideoWriter, output: AtomicOutput, job: VideoJob, exc: BaseException) -> Path | None:

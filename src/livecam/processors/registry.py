@@ -20,7 +20,7 @@ import pkgutil
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal
 
-from livecam.console import agree
+from livecam.console import agree, counted
 
 if TYPE_CHECKING:
     from livecam.models.store import ModelStore
@@ -159,6 +159,12 @@ def with_role(selected: Iterable[str], role: Role) -> tuple[str, ...]:
 def swaps(selected: Iterable[str]) -> bool:
     """Whether `selected` puts a source face in (and so needs --source)."""
     return bool(with_role(selected, "swapper"))
+
+
+def changed(count: int, selected: Iterable[str]) -> str:
+    """How a summary counts the faces `selected` changed: "3 faces swapped" ("enhanced" without
+    a swapper); every summary of `image` and `video` says it so."""
+    return f"{counted(count, 'face')} {'swapped' if swaps(selected) else 'enhanced'}"
 
 
 def names_with_role(role: Role) -> tuple[str, ...]:
