@@ -254,7 +254,8 @@ def test_doctor_lists_every_node_with_its_versions(ray_cluster: str) -> None:
 def test_a_folder_runs_every_segment_on_the_cluster_and_sums_up(tmp_path: Path, clip: Path, driver: str,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """`livecam video FOLDER OUT --cluster ADDR`: the folder's runner is the cluster's (one queue
-    for both files' segments); a corrupt file is its own failure, the good ones are written."""
+    for both files' segments); a corrupt file is its own failure, the good ones are written, and
+    the total counts the faces swapped in them, as a folder run on this machine does."""
     from livecam.commands.video import run_folder
 
     folder = tmp_path / "clips"
@@ -262,12 +263,14 @@ def test_a_folder_runs_every_segment_on_the_cluster_and_sums_up(tmp_path: Path, 
     shutil.copy(clip, folder / "a.mp4")
     shutil.copy(clip, folder / "b.mp4")
     (folder / "c.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42" + os.urandom(2000))
-    ran = on_test_engines(monkeypatch, smoothing_engine)
+    ran = on_test_engines(monkeypatch, functools.partial(masked_engine, False))
     template = job_for(folder, tmp_path / "out", "libx264", c2pa=C2paSettings(enabled=False))
     with pytest.raises(LivecamError) as failed:
         run_folder(template, settings(driver))
     assert sorted(ran[0]) == ["a.mp4", "b.mp4"]  # c.mp4 failed its checks before any worker
     assert "1 failed" in failed.value.message and failed.value.exit_code == 2
+    assert failed.value.message.startswith(f"2 of 3 files written to {tmp_path / 'out'} (180 frames in ")
+    assert " fps, 180 faces swapped), 1 failed" in failed.value.message  # the segments' counts, summed
     for name in ("a.mp4", "b.mp4"):
         assert probe(tmp_path / "out" / name)["frames"] == 90
     assert not (tmp_path / "out" / "c.mp4").exists()

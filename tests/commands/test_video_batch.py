@@ -11,10 +11,12 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import livecam.commands.video as video
 from livecam.errors import EXIT_USAGE, InputError, LivecamError
+from livecam.faces.face import Face
 from livecam.frame import FramePacket
 from livecam.pipeline.progress import Parts
 from livecam.settings import C2paSettings, ProcessingSettings, RuntimeSettings, VideoJob
@@ -279,3 +281,31 @@ def test_a_folder_of_raw_camera_streams_is_a_batch_at_their_own_rates(tmp_path: 
     assert [p.name for p in out.iterdir()] == ["trip.mp4"]
     info = probe(out / "trip.mp4")
     assert info["frames"] == 12 and info["rate"] == 10
+
+
+class OneFaceEngine(FlipEngine):
+    """A FlipEngine that finds one face big enough to change in every frame (40 px between the
+    eyes) and changes it."""
+
+    def analyse(self, packet: FramePacket, track: bool) -> None:
+        kps = np.array([[50, 50], [90, 50], [70, 65], [55, 80], [85, 80]], np.float32)
+        packet.faces = [Face(bbox=np.array([30.0, 20.0, 110.0, 100.0], np.float32), score=0.9, kps=kps)]
+
+
+def test_the_folder_summary_counts_the_faces_swapped_in_every_file(tmp_path: Path, one_bar: list[Parts],
+                                                                    monkeypatch: pytest.MonkeyPatch,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """A folder run's total says how many faces were swapped, as one file's summary does ('20
+    faces swapped'); it gave the frames only."""
+    monkeypatch.setattr(video, "create_engine", lambda job: OneFaceEngine())
+    clips = tmp_path / "clips"
+    clips.mkdir()
+    make_clip(clips / "a.mp4", frames=12, audio=False)
+    make_clip(clips / "b.mp4", frames=8, audio=False)
+    out = tmp_path / "out"
+    with caplog.at_level("INFO", logger="livecam"):
+        video.run_video(_folder_job(clips, out))
+    said = [r.getMessage() for r in caplog.records]
+    total = [line for line in said if line.startswith(f"2 of 2 files written to {out} (20 frames in ")]
+    assert len(total) == 1, said
+    assert total[0].endswith(" fps, 20 faces swapped)"), total

@@ -27,6 +27,7 @@ from livecam.errors import EXIT_FAILURE, InputError, Interrupted, LivecamError
 from livecam.paths import why_missing
 from livecam.media.video_writer import CONTAINERS
 from livecam.pipeline.file import process_video
+from livecam.processors import registry
 from livecam.settings import VideoJob
 
 if TYPE_CHECKING:
@@ -188,7 +189,7 @@ def run_batch(jobs: Sequence[VideoJob], engine: FileEngine, *, parts: Parts | No
                 log.debug("%s failed", job.input, exc_info=True)
                 outcomes.append(FileOutcome(job, frames=counter.done if counter is not None else 0, error=error))
                 continue
-            outcomes.append(FileOutcome(job, frames=result.stats.frames))
+            outcomes.append(FileOutcome(job, frames=result.stats.frames, faces_changed=result.stats.faces_changed))
     except (Interrupted, KeyboardInterrupt) as exc:
         written = sum(not o.failed for o in outcomes)
         what = exc.message if isinstance(exc, Interrupted) else "interrupted; no output written"
@@ -239,7 +240,9 @@ def summarize(outcomes: Sequence[FileOutcome], seconds: float) -> LivecamError |
     folder = outcomes[0].job.output.parent if outcomes else Path(".")
     total = f"{written} of {len(outcomes)} files written to {folder}"
     if frames:
-        total += f" ({frames} frames in {seconds:.1f} s, {frames / max(seconds, 1e-9):.1f} fps)"
+        faces = registry.changed(sum(o.faces_changed for o in outcomes if not o.failed),
+                                 outcomes[0].job.processing.frame_processors)  # one template: the same for all
+        total += f" ({frames} frames in {seconds:.1f} s, {frames / max(seconds, 1e-9):.1f} fps, {faces})"
     if skipped:
         total += f", {skipped} skipped (output already there)"
     if failed:
