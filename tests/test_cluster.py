@@ -371,3 +371,29 @@ def test_a_cluster_run_says_how_many_faces_it_swapped_as_one_machine_does(
     warning = ("warning: --face-mask left nothing to swap of the faces found in 90 of the 90 processed frames: "
                "none of the parts it keeps is there; choose other --face-mask types, regions or areas")
     assert said.count(warning) == (1 if leave else 0), said  # once for the file, not once a segment
+
+
+def test_a_mirrored_selfie_clip_sent_in_chunks_comes_out_as_players_show_it(tmp_path: Path, driver: str) -> None:
+    """A selfie app's MP4 (its track header's display matrix mirrors) given to workers as chunks
+    (--ship-input chunks: the segments' packets in Matroska, which holds no mirror) comes out
+    mirrored as players show it, as `video` without --cluster writes it; it came out unmirrored."""
+    from dataclasses import replace
+
+    from livecam.cluster import run_on_cluster
+    from tests.videos import as_displayed, make_clip, set_display_matrix
+
+    plain = make_clip(tmp_path / "plain.mp4", frames=60, size=(160, 120), audio=False, stamp=True)
+    selfie = tmp_path / "selfie.mp4"  # the same encoded pictures, only the matrix differs
+    selfie.write_bytes(plain.read_bytes())
+    set_display_matrix(selfie, -1, 0, 0, 1)
+    job = job_for(selfie, tmp_path / "out.mp4", "libx264")
+    [outcome] = run_on_cluster([job], replace(settings(driver), ship_input="chunks"), Progress(60, quiet=True),
+                               engine_factory=functools.partial(masked_engine, True))  # changes no pixel
+    assert outcome.error is None and outcome.frames == 60
+    stored = probe(plain)["images"]
+    written = probe(job.output)["images"]
+    assert len(written) == 60
+    for i, (image, before) in enumerate(zip(written, stored)):
+        shown = as_displayed(before, -1, 0, 0, 1)
+        assert np.abs(image.astype(int) - shown).mean() < 2, i  # lossless libx264 (quality 0), yuv420p twice
+        assert np.abs(image.astype(int) - before).mean() > 10, i  # the stored picture is not what players show

@@ -88,3 +88,25 @@ def test_a_rotated_inputs_chunk_decodes_upright(tmp_path: Path) -> None:
         got = _frames(reader, segment.seek_pts)
     assert len(got) == len(wanted) and got[0][1].shape == (160, 96, 3)
     assert all(np.array_equal(a, b) for (_, a), (_, b) in zip(wanted, got))
+
+
+@pytest.mark.parametrize("matrix", [(-1, 0, 0, 1), (1, 0, 0, -1)], ids=["mirror", "upside-down mirror"])
+def test_a_mirrored_selfie_clips_chunk_decodes_as_players_show_it(tmp_path: Path, matrix: tuple[int, ...]) -> None:
+    """A selfie app's mirroring display matrix lives in the MP4's track header, which the
+    chunk's Matroska does not carry: a worker given chunks wrote the clip unmirrored and upside
+    down while one reading the path (and `video` without --cluster) showed it as players do."""
+    from tests.videos import as_displayed, make_clip, set_display_matrix
+
+    plain = make_clip(tmp_path / "plain.mp4", frames=60, size=(160, 96), fps=30, audio=False, stamp=True)
+    selfie = tmp_path / "selfie.mp4"  # the same encoded pictures, only the matrix differs
+    selfie.write_bytes(plain.read_bytes())
+    set_display_matrix(selfie, *matrix)
+    segment = plan_segments(index_packets(selfie), segment_seconds=1.0, overlap_seconds=0.3)[1]
+    with VideoReader(plain) as reader:
+        stored = _frames(reader, segment.seek_pts)
+    with VideoReader(selfie) as reader:
+        info = reader.info
+    with ChunkReader(cut_chunk(selfie, segment, info, name="s")) as reader:
+        got = _frames(reader, segment.seek_pts)
+    assert len(got) == len(stored) > 0
+    assert all(np.array_equal(image, as_displayed(wanted, *matrix)) for (_, image), (_, wanted) in zip(got, stored))

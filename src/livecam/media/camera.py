@@ -243,7 +243,7 @@ class VideoFileSource:
         import av
 
         from livecam.media.video_reader import (VideoDecoder, open_input, refuse_picture, stream_rate,
-                                                  timeline_origin, video_stream_of)
+                                                  timeline_origin, track_mirror, video_stream_of)
 
         try:
             if "://" in self.location:  # a stream URL: opened once, no file checks
@@ -268,7 +268,8 @@ class VideoFileSource:
         self.fps = float(rate) if rate else None
         # size=None: the first frame (turned upright) sets the size later ones are fitted to.
         self._decoder = VideoDecoder(self._container, stream, self.name, size=None,
-                                     rate=as_fraction(rate) if rate else None, origin=timeline_origin(self._container))
+                                     rate=as_fraction(rate) if rate else None, origin=timeline_origin(self._container),
+                                     mirror=track_mirror(self._container, stream))
         self._frames = iter(self._decoder)
         log.info("%s: %dx%d at %s FPS, %s", self.name, cc.width, cc.height,
                  f"{self.fps:g}" if self.fps else "unknown", "real time" if self.realtime else "as fast as possible")

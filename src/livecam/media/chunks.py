@@ -107,7 +107,7 @@ class ChunkReader:
         info = self.info
         decoder = VideoDecoder(self._container, self._container.streams.video[0], info.path.name,
                                size=(info.width, info.height), rate=info.rate, origin=info.origin,
-                               restamp=self._restamp)
+                               mirror=info.mirror, restamp=self._restamp)
         try:
             yield from decoder
         finally:

@@ -76,6 +76,9 @@ class VideoInfo:
     subtitles: tuple[str, ...] = ()  # codec of each subtitle stream (video_writer.subtitle_fate: which are kept)
     attachments: tuple[str, ...] = ()  # names of the attached files (attachment_streams): a Matroska output keeps them
     cut_short: str | None = None  # why the file is known truncated before decoding (cut_short()); None: not known
+    # a mirroring display matrix (a selfie app's MP4/MOV), as track_mirror reads it from the file: what
+    # every decoder of this input turns its frames by, a chunk's too (media/chunks), whose Matroska has none
+    mirror: tuple[int, int] | None = None
 
     @property
     def expected_frames(self) -> int | None:
@@ -528,7 +531,8 @@ class VideoDecoder:
 
     def __init__(self, container: av.container.InputContainer, stream: av.video.stream.VideoStream,
                  name: str, *, size: tuple[int, int] | None, rate: Fraction | None, origin: float,
-                 restamp: Callable[[av.Packet], None] | None = None, writes: bool = True) -> None:
+                 mirror: tuple[int, int] | None, restamp: Callable[[av.Packet], None] | None = None,
+                 writes: bool = True) -> None:
         self._container = container
         self.writes = writes  # an output is made of these frames: what it loses is said (not for `verify`)
         self._restamp = restamp  # puts a packet's own timestamps back (a stream-copied chunk's: media.chunks)
@@ -542,7 +546,7 @@ class VideoDecoder:
         self._converter = ColourConverter()
         self.bad_packets = 0
         self._alpha_beside = _stored_alpha(stream)
-        self._mirror = track_mirror(container, stream)
+        self._mirror = mirror  # VideoInfo.mirror's (track_mirror): the stream's own frames do not say it
         self._said_alpha = False
         self._said_depth = False
         self._bad_in_a_row = 0
@@ -861,7 +865,7 @@ class VideoReader:
                          attachments=tuple(attachment_name(s) for s in attached),
                          subtitles=tuple(codec_name(s) for s in c.streams.subtitles),
                          origin=origin, sample_aspect=sar, chapters=chapters,
-                         cut_short=cut_short(c, self.path),
+                         cut_short=cut_short(c, self.path), mirror=track_mirror(c, vs),
                          colour=Colour.described(cc, cc.format.name if cc.format else None, cc.height))
 
     @overload
@@ -876,7 +880,7 @@ class VideoReader:
         read reached the end are the same."""
         info = self.info
         decoder = VideoDecoder(self._container, self._stream, self.path.name, size=(info.width, info.height),
-                               rate=info.rate, origin=info.origin, writes=self.writes)
+                               rate=info.rate, origin=info.origin, mirror=info.mirror, writes=self.writes)
         step = decoder.timeline.step
         count = 0
         try:
@@ -925,7 +929,7 @@ class VideoReader:
             self._container.seek(seek_pts, stream=self._stream, backward=True, any_frame=False)
         info = self.info
         decoder = VideoDecoder(self._container, self._stream, self.path.name, size=(info.width, info.height),
-                               rate=info.rate, origin=info.origin, writes=self.writes)
+                               rate=info.rate, origin=info.origin, mirror=info.mirror, writes=self.writes)
         try:
             yield from decoder
         finally:
