@@ -397,3 +397,21 @@ def test_a_mirrored_selfie_clip_sent_in_chunks_comes_out_as_players_show_it(tmp_
         shown = as_displayed(before, -1, 0, 0, 1)
         assert np.abs(image.astype(int) - shown).mean() < 2, i  # lossless libx264 (quality 0), yuv420p twice
         assert np.abs(image.astype(int) - before).mean() > 10, i  # the stored picture is not what players show
+
+
+def test_a_local_run_starts_its_own_ray_where_another_cluster_runs(tmp_path: Path, clip: Path, ray_cluster: str,
+                                                                  faces_dir: Path) -> None:
+    """`--cluster local` starts Ray for this run even where a cluster was started on the machine
+    (here the module's, in a child process); ray.init without an address joins the last one
+    started (`ray start`'s, another user's), which refused livecam's num_cpus ('cannot connect to
+    the Ray cluster at 'local'') and would otherwise have run the video there."""
+    out = tmp_path / "out.mp4"
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.update(LIVECAM_MODELS_DIR=str(tmp_path / "models"), LIVECAM_CACHE_DIR=str(tmp_path / "cache"),
+               LIVECAM_OFFLINE="1")
+    proc = run_cli(["video", str(clip), str(out), "--source", str(faces_dir / "obama.jpg"), "--swap-model", "mesh",
+                    "--execution-threads", "1", "--segment-seconds", "1", "--no-c2pa", "--cluster", "local"],
+                   env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert f"wrote {out}: 90 frames (0 faces swapped) on the cluster local in " in proc.stderr, proc.stderr
+    assert probe(out)["frames"] == 90

@@ -239,8 +239,8 @@ def connected(address: str, *, cpus: int | None = None) -> Iterator[Any]:
                               "include_dashboard": False}
     try:
         with kept_stop_handlers():  # Ray's core takes SIGTERM over (a stack dump and abort)
-            if address == "local":
-                ray.init(num_cpus=cpus, **kwargs)
+            if address == "local":  # a new Ray, always: without an address Ray joins the last `ray start`'s
+                ray.init(address="local", num_cpus=cpus, **kwargs)
             else:
                 if address.startswith("ray://"):  # Ray Client takes fewer options
                     kwargs = {"logging_level": logging.WARNING, "log_to_driver": False}
