@@ -455,10 +455,18 @@ def test_a_video_whose_face_masks_left_every_face_says_none_was_swapped(tmp_path
 
 @pytest.mark.parametrize("args,text", [
     (["video", "in.mp4", "out.mp4"], "missing --source PATH"),
-    (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--frame-range", "9:3"], "Invalid value for --frame-range"),
+    # each names its one problem: -1:5 said "expected START:END frame numbers with END > START"
+    (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--frame-range", "9:3"],
+     "Invalid value for --frame-range: END must be more than START (END is excluded), got '9:3'"),
+    (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--frame-range", "5:5"],
+     "Invalid value for --frame-range: END must be more than START (END is excluded), got '5:5'"),
+    (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--frame-range", "-1:5"],
+     "Invalid value for --frame-range: START must be 0 or more, got '-1:5'"),
+    (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--frame-range", "a:b"],
+     "Invalid value for --frame-range: expected START:END frame numbers, such as 10:250, got 'a:b'"),
     # two words said only "Got unexpected extra argument (5)"
     (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--frame-range", "2", "5"],
-     "Invalid value for --frame-range: expected START:END frame numbers with END > START, in one word (2:END)"),
+     "Invalid value for --frame-range: expected START:END frame numbers, in one word (2:END), got '2'"),
     (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--keep-fps", "--fps", "25"], "exclude each other"),
     # nan and inf passed click's range and failed mid-run as internal errors; a rate under 1/2002
     # became a division by zero
