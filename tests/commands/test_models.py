@@ -429,21 +429,27 @@ def test_doctor_says_when_the_models_folder_cannot_be_written(tmp_path: Path, mo
 
 def test_doctor_says_when_outputs_cannot_get_content_credentials(tmp_path, monkeypatch, capsys) -> None:
     # A C2PA folder that cannot be written (read-only home; here a file in its path): every
-    # livecam image and video failed with "cannot create the C2PA identity", doctor said nothing.
+    # livecam image and video failed with "cannot create the C2PA identity", doctor said nothing,
+    # then said the line and "ready", exit 0.
     pytest.importorskip("c2pa")
     blocker = tmp_path / "file"
     blocker.write_text("")
     monkeypatch.setattr(doctor_module, "probe_cameras", lambda: [])
     monkeypatch.delenv("LIVECAM_C2PA_CERT", raising=False)
     monkeypatch.delenv("LIVECAM_C2PA_KEY", raising=False)
-    for folder, expected in ((blocker / "c2pa", f"NOT possible: the local identity cannot be made in {blocker / 'c2pa'}"),
-                             (tmp_path / "new" / "c2pa", "local identity to be made in")):
+    for folder, expected, code in (
+            (blocker / "c2pa", f"NOT possible: the local identity cannot be made in {blocker / 'c2pa'}", 1),
+            (tmp_path / "new" / "c2pa", "local identity to be made in", 0)):
         monkeypatch.setenv("LIVECAM_C2PA_DIR", str(folder))
-        assert doctor_module.run_doctor(RuntimeSettings(models_dir=tmp_path / "m", offline=True)) == 0
-        line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("Content credentials (C2PA): "))
+        assert doctor_module.run_doctor(RuntimeSettings(models_dir=tmp_path / "m", offline=True)) == code
+        lines = capsys.readouterr().out.splitlines()
+        line = next(x for x in lines if x.startswith("Content credentials (C2PA): "))
         assert expected in line, line
-        if "NOT" in line:
+        if code:
             assert line.endswith("set LIVECAM_C2PA_DIR to a writable folder or pass --no-c2pa")
+            assert lines[-1] == "Default run (embedded models, CPU): NOT ready; see the content credentials line above"
+        else:
+            assert lines[-1] == "Default run (embedded models, CPU): ready"
 
 
 def test_a_folder_where_a_model_file_goes_is_named_not_downloaded_over(isolated_env, tmp_path) -> None:
