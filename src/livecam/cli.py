@@ -640,10 +640,15 @@ def bench(ctx: click.Context, **kw: Any) -> None:
     resolution, as_json = _parse_resolution(kw.pop("resolution")), kw.pop("as_json")
     processing = _processing(ctx, kw, default_threads=file_workers() if mode == "video" else 1)
     listed = kw.pop("compare_providers")
-    compare = tuple(dict.fromkeys(p.strip().lower() for p in listed.split(",") if p.strip()))
+    named = [p.strip().lower() for p in listed.split(",") if p.strip()]
+    compare = tuple(dict.fromkeys(named))
     if listed.strip() and not compare:  # "," or " ": a comparison asked for, of nothing
         raise click.BadParameter(f"{listed!r} names no provider; list them as cpu,cuda",
                                  param_hint="--compare-providers")
+    twice = next((p for p in compare if named.count(p) > 1), None)
+    if twice:  # cpu,cpu ran one plain bench, the comparison silently dropped
+        raise click.BadParameter(f"{listed!r} names {twice} twice; list each provider once (--rounds repeats the "
+                                 "runs)", param_hint="--compare-providers")
     unknown = [p for p in compare if p not in PROVIDER_CHOICES]  # a typo, found before the clip is made
     if unknown:
         raise click.BadParameter(f"unknown execution provider {unknown[0]!r}; choose from {', '.join(PROVIDER_CHOICES)}",

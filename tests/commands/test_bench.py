@@ -121,6 +121,12 @@ def test_errors_come_before_any_model_loads(tmp_path: Path, isolated_env: dict[s
     result = run_cli(["bench", "--frames", "10", "--compare-providers", ","], env=isolated_env)
     assert result.returncode == 2 and "--compare-providers" in result.stderr and "names no provider" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+    # cpu,cpu ran a plain bench, the comparison asked for silently dropped
+    result = run_cli(["bench", "--frames", "10", "--compare-providers", "cpu,auto,CPU"], env=isolated_env)
+    assert result.returncode == 2 and result.stderr.startswith(
+        "livecam: error: Invalid value for --compare-providers: 'cpu,auto,CPU' names cpu twice; list each provider "
+        "once (--rounds repeats the runs)"), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
     # a mistyped provider was found after the clip was made, as a provider problem (exit 4), not a usage error
     result = run_cli(["bench", "--frames", "10", "--compare-providers", "cpu,cdua"], env=isolated_env)
     assert result.returncode == 2 and "unknown execution provider 'cdua'" in result.stderr, result.stderr
