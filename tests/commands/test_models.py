@@ -407,6 +407,15 @@ def test_a_plain_download_fetches_the_default_set_and_all_fetches_every_model(is
         assert (models / "extra.onnx").read_bytes() == extra
 
 
+def test_offline_download_all_is_one_short_line(isolated_env) -> None:
+    # LIVECAM_OFFLINE=1 `models download --all` named every model twice: a line of 600 characters
+    result = run_cli(["models", "download", "--all"], env=isolated_env)
+    missing = [s for s in catalog_module.CATALOG.values() if s.downloadable and not s.bundled]
+    assert result.returncode == 3 and result.stderr == (
+        f"livecam: error: offline mode forbids downloading {len(missing)} missing models; run `livecam models "
+        f"download --all --accept-license` without --offline/LIVECAM_OFFLINE\n"), result.stderr
+
+
 def test_doctor_says_when_the_models_folder_cannot_be_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # a read-only models folder was reported as fine; the first download then failed
     import errno

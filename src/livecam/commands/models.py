@@ -76,8 +76,11 @@ def download_models(settings: RuntimeSettings, names: tuple[str, ...], accept: b
                              f"move it away and run the download again")
     if settings.offline and fetch:
         listed = [s.name for s in fetch]
-        raise ModelError(f"offline mode forbids downloading {', '.join(listed)}; run "
-                         f"`{download_command(*listed)}` without --offline/LIVECAM_OFFLINE")
+        # --all: a count and the command again; every model's name twice made a line of 600 characters
+        what = counted(len(listed), "missing model") if every else ", ".join(listed)
+        raise ModelError(f"offline mode forbids downloading {what}; run "
+                         f"`{download_command(*listed, catalog=store.catalog, every=every)}` without "
+                         f"--offline/LIVECAM_OFFLINE")
     if not settings.accept_license:
         refused: list[str] = []
         by_licence: dict[str, list] = {}
