@@ -416,6 +416,28 @@ def test_offline_download_all_is_one_short_line(isolated_env) -> None:
         f"download --all --accept-license` without --offline/LIVECAM_OFFLINE\n"), result.stderr
 
 
+@pytest.mark.parametrize("variable", ["HTTPS_PROXY", "http_proxy"])
+def test_a_refused_proxy_fails_at_once_naming_it(isolated_env, tmp_path, variable) -> None:
+    # A proxy that is not running (a stale HTTPS_PROXY) was retried 5 times per mirror, half a
+    # minute of back-off each, then "connection refused" without naming the proxy.
+    import socket
+
+    scheme = variable.split("_")[0].lower()
+    data = payload(1000, 33)
+    urls = (f"{scheme}://livecam-test.invalid/a/m.onnx", f"{scheme}://mirror.invalid/b/m.onnx")
+    catalog = tmp_path / "catalog.json"
+    catalog.write_text(catalog_to_json([spec_for("m", urls, data)]))
+    env = {k: v for k, v in env_without_offline(isolated_env).items() if k.lower() != "no_proxy"}
+    with socket.socket() as closed:  # bound, never listening: a connection to it is refused
+        closed.bind(("127.0.0.1", 0))
+        proxy = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        result = run_patched(catalog, ["models", "download", "m"], {**env, variable: proxy})
+    assert result.returncode == 3 and result.stderr == (
+        f"livecam: error: could not download m.onnx: the proxy {proxy} ({variable}) refused the connection; "
+        f"start it, or correct or unset {variable}\n"), result.stderr
+    assert not list(Path(env["LIVECAM_MODELS_DIR"]).glob("*m.onnx*"))
+
+
 def test_doctor_says_when_the_models_folder_cannot_be_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # a read-only models folder was reported as fine; the first download then failed
     import errno

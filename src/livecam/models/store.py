@@ -23,7 +23,7 @@ from livecam.atomic import AtomicOutput
 from livecam.errors import DownloadError, InputError, LicenseNotAcceptedError, ModelError
 from livecam.models import catalog as catalog_module
 from livecam.models.catalog import ArchiveSpec, ModelSpec, TensorSpec, download_command
-from livecam.models.download import DownloadPolicy, download, sha256_file
+from livecam.models.download import DownloadPolicy, ProxyRefused, download, sha256_file
 from livecam.runtime.providers import import_onnxruntime
 from livecam.settings import RuntimeSettings
 from livecam.console import counted
@@ -466,6 +466,8 @@ class ModelStore:
             try:
                 self._fetch_archive(spec.archive)
                 return
+            except ProxyRefused:  # the direct mirrors are behind the same proxy
+                raise
             except DownloadError as exc:
                 errors.append(exc.message)
                 if not spec.urls:
