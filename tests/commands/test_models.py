@@ -256,6 +256,29 @@ def test_a_folder_in_a_models_place_gets_one_repair_move_it_away(tmp_path, monke
     assert "delete it" not in damage and damage.count("run `livecam models download") == 1, damage
 
 
+def test_a_fifo_in_a_models_place_is_named_not_missing(tmp_path, monkeypatch, capsys, isolated_env) -> None:
+    # doctor, `models verify` and a run needing it said "missing" while `ls` showed the file
+    from livecam.errors import ModelError
+    from livecam.models.store import ModelStore
+
+    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
+    models.mkdir(parents=True)
+    os.mkfifo(models / "inswapper_128.onnx")
+    command = "`livecam models download inswapper_128 --accept-license`"
+    monkeypatch.setattr(doctor_module, "probe_cameras", lambda: [])
+    settings = RuntimeSettings(models_dir=models, offline=True)
+    doctor_module.run_doctor(settings)
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("inswapper_128 "))
+    assert line.split(None, 1)[1] == f"corrupt (not a regular file); delete it and run {command}"
+    verify = run_cli(["models", "verify", "inswapper_128"], env=isolated_env)
+    assert verify.returncode == 3 and verify.stderr.startswith(
+        f"inswapper_128: corrupt {models / 'inswapper_128.onnx'}: not a regular file; delete it and run {command}\n")
+    with pytest.raises(ModelError) as info:
+        ModelStore(settings, progress=False).path("inswapper_128")
+    assert info.value.message == (f"{models / 'inswapper_128.onnx'} is not a regular file, where model "
+                                  f"inswapper_128's file goes; delete it and run {command}")
+
+
 @pytest.mark.parametrize("file_name", ["blazeface_short_range.onnx", "blazeface_full_range.onnx",
                                        "face_landmark.onnx"])
 def test_doctor_fails_when_any_model_of_the_default_run_is_broken(tmp_path, monkeypatch, capsys,
