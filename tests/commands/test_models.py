@@ -352,6 +352,21 @@ def test_models_convert_refuses_to_overwrite_without_force(isolated_env, tmp_pat
     assert existing.read_bytes() == b"keep me"
 
 
+@pytest.mark.parametrize("name,message", [
+    # the missing folders were made; other outputs refuse a folder that is not there
+    ("new/dir/out.onnx", "the output folder {tmp}/new/dir does not exist; create it first"),
+    # any extension was written
+    ("out.txt", "cannot write an ONNX model to {tmp}/out.txt (extension .txt); name it out.onnx"),
+    ("out", "cannot write an ONNX model to {tmp}/out (extension missing); name it out.onnx"),
+])
+def test_models_convert_refuses_a_missing_folder_and_another_extension(name, message, isolated_env, tmp_path) -> None:
+    checkpoint = tmp_path / "GFPGANv1.4.pth"
+    checkpoint.write_bytes(b"x")
+    result = run_cli(["models", "convert", str(checkpoint), "-o", str(tmp_path / name)], env=isolated_env)
+    assert result.returncode == 2 and result.stderr == f"livecam: error: {message.format(tmp=tmp_path)}\n"
+    assert not (tmp_path / "new").exists() and not list(tmp_path.glob("out*"))
+
+
 @pytest.mark.parametrize("fault", ["truncated", "random_bytes", "wrong_kind"])
 def test_a_bad_swapper_model_stops_livecam_image_before_processing(fault, faces_dir, isolated_env, tmp_path) -> None:
     """Issue 9's model faults through a real command: exit 3, the file named, no output written.
@@ -385,7 +400,7 @@ def test_models_convert_checks_the_result_and_renames_it_into_place(tmp_path, mo
     import types
 
     from livecam.commands.models import convert_model
-    from livecam.errors import ModelError
+    from livecam.errors import InputError, ModelError
 
     monkeypatch.setitem(sys.modules, "torch", types.ModuleType("torch"))  # the real one is not needed
     produced = {"kind": "good"}
@@ -405,6 +420,10 @@ def test_models_convert_checks_the_result_and_renames_it_into_place(tmp_path, mo
     with pytest.raises(ModelError):
         convert_model(settings, checkpoint, target, False)
     assert not target.exists() and not (tmp_path / "other.onnx.part").exists()
+    produced["kind"] = "good"  # -o into a missing folder made it, and wrote the model there
+    with pytest.raises(InputError, match="does not exist; create it first"):
+        convert_model(settings, checkpoint, tmp_path / "new" / "gfpgan.onnx", False)
+    assert not (tmp_path / "new").exists()
 
 
 def test_a_plain_download_fetches_the_default_set_and_all_fetches_every_model(isolated_env, tmp_path) -> None:

@@ -157,7 +157,7 @@ def verify_models(settings: RuntimeSettings, names: tuple[str, ...]) -> int:
 
 
 def convert_model(settings: RuntimeSettings, checkpoint: Path, output: Path | None, force: bool) -> None:
-    from livecam.media.images import check_not_an_input  # media/ loads OpenCV: not for `models list`
+    from livecam.media.images import check_not_an_input, check_output_folder  # (OpenCV: not for `models list`)
 
     if checkpoint.is_dir():  # was reported as "not found"
         raise InputError(f"checkpoint {checkpoint} is a folder; give the GFPGANv1.4.pth file in it")
@@ -169,6 +169,11 @@ def convert_model(settings: RuntimeSettings, checkpoint: Path, output: Path | No
     target = output or store.root / store.spec("gfpgan_1.4").file_name
     check_not_an_input(target, checkpoint)  # -o CHECKPOINT --force replaced the checkpoint with its conversion
     check_new_output(target, force=force)
+    if output is not None:  # made its missing folders and wrote any extension; the models folder is made
+        if output.suffix.lower() != ".onnx":
+            raise InputError(f"cannot write an ONNX model to {output} (extension {output.suffix or 'missing'}); "
+                             f"name it {output.stem}.onnx")
+        check_output_folder(output)
     try:
         import torch  # noqa: F401 - only to give a clear message when it is missing
         from livecam.models.convert import convert_gfpgan
