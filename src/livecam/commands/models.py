@@ -94,7 +94,7 @@ def download_models(settings: RuntimeSettings, names: tuple[str, ...], accept: b
                 refused.extend(s.name for s in group)
         if refused:
             raise LicenseNotAcceptedError(
-                f"{', '.join(refused)} {'needs its' if len(refused) == 1 else 'need their'} licence accepted "
+                f"{', '.join(refused)} {agree(len(refused), 'needs its', 'need their')} licence accepted "
                 f"before downloading; "
                 f"rerun with --accept-license (`{download_command(*refused)}`)")
         settings = replace(settings, accept_license=True)  # what was asked above now counts as accepted
