@@ -278,9 +278,9 @@ def test_watermark_shows_as_a_stage_in_both_modes(faces_dir: Path, isolated_env:
 
 def test_compare_providers_with_one_provider_is_the_plain_report(faces_dir: Path,
                                                                  isolated_env: dict[str, str]) -> None:
-    # `--compare-providers cpu` (or `cpu,cpu`, the same name twice) once ended in "internal error: KeyError"
+    # `--compare-providers cpu` once ended in "internal error: KeyError" (`cpu,cpu` is a usage error now)
     report = _bench(["--source", str(faces_dir / "obama.jpg"), "--resolution", "320x240",
-                     "--compare-providers", "cpu,CPU"], isolated_env)
+                     "--compare-providers", "CPU"], isolated_env)
     assert "provider cpu" in report["engine"] and report["frames"] == 10 and report["fps"] > 0
 
 
