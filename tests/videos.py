@@ -214,6 +214,16 @@ def make_audio_only(path: Path) -> Path:
     return path
 
 
+def make_empty_recording(path: Path) -> Path:
+    """A video file written with its header and no frame (a recording stopped at once): Matroska
+    and WebM keep a video track FFmpeg cannot open, MP4 and MOV no track at all."""
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=30)
+        stream.width, stream.height, stream.pix_fmt = 64, 64, "yuv420p"
+        out.start_encoding()
+    return path
+
+
 def make_timed_clip(path: Path, *, start: float = 0.0, frames: int = 30, size: tuple[int, int] = (96, 64),
                     fps: int = 30, audio_codec: str | None = "aac", audio_rate: int = 48000,
                     sample_aspect: Fraction | None = None, fmt: str | None = None,

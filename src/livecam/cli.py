@@ -459,13 +459,20 @@ def _parse_frame_range(ctx: click.Context, param: click.Parameter,
     try:
         s = int(start) if start else 0
         e = int(end) if end else None
-        if not sep or s < 0 or (e is not None and e <= s):
-            raise ValueError
     except ValueError:
-        one_word = f", in one word ({start}:END)" if not sep and start.isdigit() else ""
-        raise click.BadParameter(f"expected START:END frame numbers with END > START{one_word}, got {value!r}",
-                                 ctx, param_hint="--frame-range") from None
-    return s, e
+        s, e = 0, None
+        sep = ""  # not numbers: said as a missing colon is
+    # The one problem the value has: -1:5 said "expected ... with END > START", which it is.
+    if not sep:
+        one_word = f", in one word ({start}:END)" if start.isdigit() and not end else ", such as 10:250"
+        problem = f"expected START:END frame numbers{one_word}"
+    elif s < 0:
+        problem = "START must be 0 or more"
+    elif e is not None and e <= s:
+        problem = "END must be more than START (END is excluded)"
+    else:
+        return s, e
+    raise click.BadParameter(f"{problem}, got {value!r}", ctx, param_hint="--frame-range")
 
 
 @cli.command()
@@ -633,10 +640,15 @@ def bench(ctx: click.Context, **kw: Any) -> None:
     resolution, as_json = _parse_resolution(kw.pop("resolution")), kw.pop("as_json")
     processing = _processing(ctx, kw, default_threads=file_workers() if mode == "video" else 1)
     listed = kw.pop("compare_providers")
-    compare = tuple(dict.fromkeys(p.strip().lower() for p in listed.split(",") if p.strip()))
+    named = [p.strip().lower() for p in listed.split(",") if p.strip()]
+    compare = tuple(dict.fromkeys(named))
     if listed.strip() and not compare:  # "," or " ": a comparison asked for, of nothing
         raise click.BadParameter(f"{listed!r} names no provider; list them as cpu,cuda",
                                  param_hint="--compare-providers")
+    twice = next((p for p in compare if named.count(p) > 1), None)
+    if twice:  # cpu,cpu ran one plain bench, the comparison silently dropped
+        raise click.BadParameter(f"{listed!r} names {twice} twice; list each provider once (--rounds repeats the "
+                                 "runs)", param_hint="--compare-providers")
     unknown = [p for p in compare if p not in PROVIDER_CHOICES]  # a typo, found before the clip is made
     if unknown:
         raise click.BadParameter(f"unknown execution provider {unknown[0]!r}; choose from {', '.join(PROVIDER_CHOICES)}",

@@ -121,6 +121,12 @@ def test_errors_come_before_any_model_loads(tmp_path: Path, isolated_env: dict[s
     result = run_cli(["bench", "--frames", "10", "--compare-providers", ","], env=isolated_env)
     assert result.returncode == 2 and "--compare-providers" in result.stderr and "names no provider" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+    # cpu,cpu ran a plain bench, the comparison asked for silently dropped
+    result = run_cli(["bench", "--frames", "10", "--compare-providers", "cpu,auto,CPU"], env=isolated_env)
+    assert result.returncode == 2 and result.stderr.startswith(
+        "livecam: error: Invalid value for --compare-providers: 'cpu,auto,CPU' names cpu twice; list each provider "
+        "once (--rounds repeats the runs)"), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
     # a mistyped provider was found after the clip was made, as a provider problem (exit 4), not a usage error
     result = run_cli(["bench", "--frames", "10", "--compare-providers", "cpu,cdua"], env=isolated_env)
     assert result.returncode == 2 and "unknown execution provider 'cdua'" in result.stderr, result.stderr
@@ -272,9 +278,9 @@ def test_watermark_shows_as_a_stage_in_both_modes(faces_dir: Path, isolated_env:
 
 def test_compare_providers_with_one_provider_is_the_plain_report(faces_dir: Path,
                                                                  isolated_env: dict[str, str]) -> None:
-    # `--compare-providers cpu` (or `cpu,cpu`, the same name twice) once ended in "internal error: KeyError"
+    # `--compare-providers cpu` once ended in "internal error: KeyError" (`cpu,cpu` is a usage error now)
     report = _bench(["--source", str(faces_dir / "obama.jpg"), "--resolution", "320x240",
-                     "--compare-providers", "cpu,CPU"], isolated_env)
+                     "--compare-providers", "CPU"], isolated_env)
     assert "provider cpu" in report["engine"] and report["frames"] == 10 and report["fps"] > 0
 
 

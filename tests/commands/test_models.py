@@ -256,6 +256,29 @@ def test_a_folder_in_a_models_place_gets_one_repair_move_it_away(tmp_path, monke
     assert "delete it" not in damage and damage.count("run `livecam models download") == 1, damage
 
 
+def test_a_fifo_in_a_models_place_is_named_not_missing(tmp_path, monkeypatch, capsys, isolated_env) -> None:
+    # doctor, `models verify` and a run needing it said "missing" while `ls` showed the file
+    from livecam.errors import ModelError
+    from livecam.models.store import ModelStore
+
+    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
+    models.mkdir(parents=True)
+    os.mkfifo(models / "inswapper_128.onnx")
+    command = "`livecam models download inswapper_128 --accept-license`"
+    monkeypatch.setattr(doctor_module, "probe_cameras", lambda: [])
+    settings = RuntimeSettings(models_dir=models, offline=True)
+    doctor_module.run_doctor(settings)
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("inswapper_128 "))
+    assert line.split(None, 1)[1] == f"corrupt (not a regular file); delete it and run {command}"
+    verify = run_cli(["models", "verify", "inswapper_128"], env=isolated_env)
+    assert verify.returncode == 3 and verify.stderr.startswith(
+        f"inswapper_128: corrupt {models / 'inswapper_128.onnx'}: not a regular file; delete it and run {command}\n")
+    with pytest.raises(ModelError) as info:
+        ModelStore(settings, progress=False).path("inswapper_128")
+    assert info.value.message == (f"{models / 'inswapper_128.onnx'} is not a regular file, where model "
+                                  f"inswapper_128's file goes; delete it and run {command}")
+
+
 @pytest.mark.parametrize("file_name", ["blazeface_short_range.onnx", "blazeface_full_range.onnx",
                                        "face_landmark.onnx"])
 def test_doctor_fails_when_any_model_of_the_default_run_is_broken(tmp_path, monkeypatch, capsys,
@@ -329,6 +352,21 @@ def test_models_convert_refuses_to_overwrite_without_force(isolated_env, tmp_pat
     assert existing.read_bytes() == b"keep me"
 
 
+@pytest.mark.parametrize("name,message", [
+    # the missing folders were made; other outputs refuse a folder that is not there
+    ("new/dir/out.onnx", "the output folder {tmp}/new/dir does not exist; create it first"),
+    # any extension was written
+    ("out.txt", "cannot write an ONNX model to {tmp}/out.txt (extension .txt); name it out.onnx"),
+    ("out", "cannot write an ONNX model to {tmp}/out (extension missing); name it out.onnx"),
+])
+def test_models_convert_refuses_a_missing_folder_and_another_extension(name, message, isolated_env, tmp_path) -> None:
+    checkpoint = tmp_path / "GFPGANv1.4.pth"
+    checkpoint.write_bytes(b"x")
+    result = run_cli(["models", "convert", str(checkpoint), "-o", str(tmp_path / name)], env=isolated_env)
+    assert result.returncode == 2 and result.stderr == f"livecam: error: {message.format(tmp=tmp_path)}\n"
+    assert not (tmp_path / "new").exists() and not list(tmp_path.glob("out*"))
+
+
 @pytest.mark.parametrize("fault", ["truncated", "random_bytes", "wrong_kind"])
 def test_a_bad_swapper_model_stops_livecam_image_before_processing(fault, faces_dir, isolated_env, tmp_path) -> None:
     """Issue 9's model faults through a real command: exit 3, the file named, no output written.
@@ -362,7 +400,7 @@ def test_models_convert_checks_the_result_and_renames_it_into_place(tmp_path, mo
     import types
 
     from livecam.commands.models import convert_model
-    from livecam.errors import ModelError
+    from livecam.errors import InputError, ModelError
 
     monkeypatch.setitem(sys.modules, "torch", types.ModuleType("torch"))  # the real one is not needed
     produced = {"kind": "good"}
@@ -382,6 +420,10 @@ def test_models_convert_checks_the_result_and_renames_it_into_place(tmp_path, mo
     with pytest.raises(ModelError):
         convert_model(settings, checkpoint, target, False)
     assert not target.exists() and not (tmp_path / "other.onnx.part").exists()
+    produced["kind"] = "good"  # -o into a missing folder made it, and wrote the model there
+    with pytest.raises(InputError, match="does not exist; create it first"):
+        convert_model(settings, checkpoint, tmp_path / "new" / "gfpgan.onnx", False)
+    assert not (tmp_path / "new").exists()
 
 
 def test_a_plain_download_fetches_the_default_set_and_all_fetches_every_model(isolated_env, tmp_path) -> None:
@@ -407,6 +449,37 @@ def test_a_plain_download_fetches_the_default_set_and_all_fetches_every_model(is
         assert (models / "extra.onnx").read_bytes() == extra
 
 
+def test_offline_download_all_is_one_short_line(isolated_env) -> None:
+    # LIVECAM_OFFLINE=1 `models download --all` named every model twice: a line of 600 characters
+    result = run_cli(["models", "download", "--all"], env=isolated_env)
+    missing = [s for s in catalog_module.CATALOG.values() if s.downloadable and not s.bundled]
+    assert result.returncode == 3 and result.stderr == (
+        f"livecam: error: offline mode forbids downloading {len(missing)} missing models; run `livecam models "
+        f"download --all --accept-license` without --offline/LIVECAM_OFFLINE\n"), result.stderr
+
+
+@pytest.mark.parametrize("variable", ["HTTPS_PROXY", "http_proxy"])
+def test_a_refused_proxy_fails_at_once_naming_it(isolated_env, tmp_path, variable) -> None:
+    # A proxy that is not running (a stale HTTPS_PROXY) was retried 5 times per mirror, half a
+    # minute of back-off each, then "connection refused" without naming the proxy.
+    import socket
+
+    scheme = variable.split("_")[0].lower()
+    data = payload(1000, 33)
+    urls = (f"{scheme}://livecam-test.invalid/a/m.onnx", f"{scheme}://mirror.invalid/b/m.onnx")
+    catalog = tmp_path / "catalog.json"
+    catalog.write_text(catalog_to_json([spec_for("m", urls, data)]))
+    env = {k: v for k, v in env_without_offline(isolated_env).items() if k.lower() != "no_proxy"}
+    with socket.socket() as closed:  # bound, never listening: a connection to it is refused
+        closed.bind(("127.0.0.1", 0))
+        proxy = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        result = run_patched(catalog, ["models", "download", "m"], {**env, variable: proxy})
+    assert result.returncode == 3 and result.stderr == (
+        f"livecam: error: could not download m.onnx: the proxy {proxy} ({variable}) refused the connection; "
+        f"start it, or correct or unset {variable}\n"), result.stderr
+    assert not list(Path(env["LIVECAM_MODELS_DIR"]).glob("*m.onnx*"))
+
+
 def test_doctor_says_when_the_models_folder_cannot_be_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # a read-only models folder was reported as fine; the first download then failed
     import errno
@@ -429,21 +502,27 @@ def test_doctor_says_when_the_models_folder_cannot_be_written(tmp_path: Path, mo
 
 def test_doctor_says_when_outputs_cannot_get_content_credentials(tmp_path, monkeypatch, capsys) -> None:
     # A C2PA folder that cannot be written (read-only home; here a file in its path): every
-    # livecam image and video failed with "cannot create the C2PA identity", doctor said nothing.
+    # livecam image and video failed with "cannot create the C2PA identity", doctor said nothing,
+    # then said the line and "ready", exit 0.
     pytest.importorskip("c2pa")
     blocker = tmp_path / "file"
     blocker.write_text("")
     monkeypatch.setattr(doctor_module, "probe_cameras", lambda: [])
     monkeypatch.delenv("LIVECAM_C2PA_CERT", raising=False)
     monkeypatch.delenv("LIVECAM_C2PA_KEY", raising=False)
-    for folder, expected in ((blocker / "c2pa", f"NOT possible: the local identity cannot be made in {blocker / 'c2pa'}"),
-                             (tmp_path / "new" / "c2pa", "local identity to be made in")):
+    for folder, expected, code in (
+            (blocker / "c2pa", f"NOT possible: the local identity cannot be made in {blocker / 'c2pa'}", 1),
+            (tmp_path / "new" / "c2pa", "local identity to be made in", 0)):
         monkeypatch.setenv("LIVECAM_C2PA_DIR", str(folder))
-        assert doctor_module.run_doctor(RuntimeSettings(models_dir=tmp_path / "m", offline=True)) == 0
-        line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("Content credentials (C2PA): "))
+        assert doctor_module.run_doctor(RuntimeSettings(models_dir=tmp_path / "m", offline=True)) == code
+        lines = capsys.readouterr().out.splitlines()
+        line = next(x for x in lines if x.startswith("Content credentials (C2PA): "))
         assert expected in line, line
-        if "NOT" in line:
+        if code:
             assert line.endswith("set LIVECAM_C2PA_DIR to a writable folder or pass --no-c2pa")
+            assert lines[-1] == "Default run (embedded models, CPU): NOT ready; see the content credentials line above"
+        else:
+            assert lines[-1] == "Default run (embedded models, CPU): ready"
 
 
 def test_a_folder_where_a_model_file_goes_is_named_not_downloaded_over(isolated_env, tmp_path) -> None:

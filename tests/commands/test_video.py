@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO_ROOT, run_cli, unwritable_folder, wait_for_file
-from tests.videos import cover_first, make_audio_only, make_clip, make_icon, make_timed_clip, probe, read_index
+from tests.videos import (cover_first, make_audio_only, make_clip, make_empty_recording, make_icon, make_timed_clip,
+                          probe, read_index)
 
 # Runs the real CLI with the engine replaced by a slow one that touches MARKER at frame 10, so a
 # test can interrupt it halfway through without any model (and asks for 3 GB at frame HOG_AT).
@@ -65,7 +66,8 @@ def _one_line(stderr: str) -> str:
 
 @pytest.mark.parametrize("case", ["missing", "truncated", "not_a_video", "no_video_stream", "unwritable_folder",
                                   "output_exists", "bad_encoder", "webm_with_h264", "output_is_a_folder",
-                                  "output_is_the_input", "one_pixel_wide", "too_wide_for_libx264", "icon"])
+                                  "output_is_the_input", "one_pixel_wide", "too_wide_for_libx264", "icon",
+                                  "no_frames.mkv", "no_frames.mp4"])
 def test_bad_input_exits_nonzero_with_one_line_and_no_output(tmp_path: Path, small_clip: Path, case: str,
                                                              isolated_env: dict[str, str]) -> None:
     src, out = small_clip, tmp_path / "out.mp4"
@@ -85,6 +87,13 @@ def test_bad_input_exits_nonzero_with_one_line_and_no_output(tmp_path: Path, sma
     elif case == "no_video_stream":
         src = make_audio_only(tmp_path / "tone.m4a")
         expect_text = "no video stream"
+    elif case.startswith("no_frames"):  # said "(End of file)" (MKV) and "it holds: nothing" (MP4)
+        src = make_empty_recording(tmp_path / case)
+        why = " (nor any other stream)" if case.endswith("mp4") else \
+            ": it ends before the first one (an empty recording, or one cut short)"
+        expect_text = f"{src} has no video frames{why}; give a video with frames"
+        checked = run_cli(["verify", str(src)], env=isolated_env)
+        assert checked.returncode == 2 and checked.stdout == f"{src}: UNREADABLE: {expect_text}\n", checked.stdout
     elif case == "unwritable_folder":
         out = unwritable_folder(tmp_path) / "out.mp4"
         expect_text = "is not writable"  # a usage problem, found before any model loads
@@ -455,10 +464,18 @@ def test_a_video_whose_face_masks_left_every_face_says_none_was_swapped(tmp_path
 
 @pytest.mark.parametrize("args,text", [
     (["video", "in.mp4", "out.mp4"], "missing --source PATH"),
-    (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--frame-range", "9:3"], "Invalid value for --frame-range"),
+    # each names its one problem: -1:5 said "expected START:END frame numbers with END > START"
+    (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--frame-range", "9:3"],
+     "Invalid value for --frame-range: END must be more than START (END is excluded), got '9:3'"),
+    (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--frame-range", "5:5"],
+     "Invalid value for --frame-range: END must be more than START (END is excluded), got '5:5'"),
+    (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--frame-range", "-1:5"],
+     "Invalid value for --frame-range: START must be 0 or more, got '-1:5'"),
+    (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--frame-range", "a:b"],
+     "Invalid value for --frame-range: expected START:END frame numbers, such as 10:250, got 'a:b'"),
     # two words said only "Got unexpected extra argument (5)"
     (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--frame-range", "2", "5"],
-     "Invalid value for --frame-range: expected START:END frame numbers with END > START, in one word (2:END)"),
+     "Invalid value for --frame-range: expected START:END frame numbers, in one word (2:END), got '2'"),
     (["video", "in.mp4", "out.mp4", "-s", "f.jpg", "--keep-fps", "--fps", "25"], "exclude each other"),
     # nan and inf passed click's range and failed mid-run as internal errors; a rate under 1/2002
     # became a division by zero

@@ -136,26 +136,26 @@ def models_folder_problem(root: Path) -> str:
                                       f"pass --models-dir")
 
 
-def credentials_state() -> str:
+def credentials_state() -> tuple[str, bool]:
     """Whether outputs can get C2PA content credentials from the local identity (made on the first
-    signed output): with a read-only home every livecam image and video failed at once, while
-    doctor said nothing. Not a readiness problem (a live run to a window signs nothing)."""
+    signed output), and whether that is a readiness problem: with a read-only home every livecam
+    image and video failed at once, while doctor said nothing, then said "ready" beside the line."""
     import os
 
     from livecam.marks import credentials
 
     if not credentials.available():
-        return "off: c2pa-python is not installed (pip install 'livecam[c2pa]')"
+        return "off: c2pa-python is not installed (pip install 'livecam[c2pa]')", False
     if os.environ.get("LIVECAM_C2PA_CERT") or os.environ.get("LIVECAM_C2PA_KEY"):
-        return "signed with LIVECAM_C2PA_CERT / LIVECAM_C2PA_KEY"
+        return "signed with LIVECAM_C2PA_CERT / LIVECAM_C2PA_KEY", False
     folder = credentials.local_folder(os.environ)
     if (folder / credentials.LOCAL_IDENTITY).is_file():
-        return f"local identity in {folder}"
+        return f"local identity in {folder}", False
     reason = unwritable(folder)
     if reason is None:
-        return f"local identity to be made in {folder} on the first signed output"
+        return f"local identity to be made in {folder} on the first signed output", False
     return (f"NOT possible: the local identity cannot be made in {folder} ({reason}), so livecam image, video "
-            f"and recordings will fail; set LIVECAM_C2PA_DIR to a writable folder or pass --no-c2pa")
+            f"and recordings will fail; set LIVECAM_C2PA_DIR to a writable folder or pass --no-c2pa"), True
 
 
 def window_state() -> str:
@@ -239,11 +239,13 @@ def run_doctor(settings: RuntimeSettings) -> int:
     echo("Cameras: " + (", ".join(cameras) if cameras else f"none opened (indexes {CAMERA_INDEXES[0]}-"
                                                              f"{CAMERA_INDEXES[-1]} tried)"))
     echo("Window (--output window): " + window_state())
-    echo("Content credentials (C2PA): " + credentials_state())
-    if ready:
+    credentials_line, unsigned = credentials_state()
+    echo("Content credentials (C2PA): " + credentials_line)
+    if ready and not unsigned:
         echo("Default run (embedded models, CPU): ready")
         return 0
-    echo("Default run (embedded models, CPU): NOT ready; see the PROBLEM lines and model states above")
+    seen = ["the PROBLEM lines and model states"] * (not ready) + ["the content credentials line"] * unsigned
+    echo(f"Default run (embedded models, CPU): NOT ready; see {' and '.join(seen)} above")
     return 1
 
 

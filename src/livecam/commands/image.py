@@ -72,7 +72,7 @@ def run_image(job: ImageJob) -> None:
         if packet.left_as_is == count:  # usable faces, each left by the swapper: its paste mask was empty
             log.warning("warning: --face-mask left nothing to swap of the %s found in %s: none of the parts "
                         "it keeps is there; choose other --face-mask types, regions or areas",
-                        "face" if count == 1 else counted(count, "face"), job.input)
+                        agree(count, "face", counted(count, "face")), job.input)
         count = changed_faces(packet)
     marker = open_watermarker(job.processing.runtime, engine.providers) if job.watermark else None
     write_image_atomic(job.output, packet.image, force=job.force, label=job.label, alpha=alpha,

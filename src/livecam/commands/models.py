@@ -76,8 +76,11 @@ def download_models(settings: RuntimeSettings, names: tuple[str, ...], accept: b
                              f"move it away and run the download again")
     if settings.offline and fetch:
         listed = [s.name for s in fetch]
-        raise ModelError(f"offline mode forbids downloading {', '.join(listed)}; run "
-                         f"`{download_command(*listed)}` without --offline/LIVECAM_OFFLINE")
+        # --all: a count and the command again; every model's name twice made a line of 600 characters
+        what = counted(len(listed), "missing model") if every else ", ".join(listed)
+        raise ModelError(f"offline mode forbids downloading {what}; run "
+                         f"`{download_command(*listed, catalog=store.catalog, every=every)}` without "
+                         f"--offline/LIVECAM_OFFLINE")
     if not settings.accept_license:
         refused: list[str] = []
         by_licence: dict[str, list] = {}
@@ -91,7 +94,7 @@ def download_models(settings: RuntimeSettings, names: tuple[str, ...], accept: b
                 refused.extend(s.name for s in group)
         if refused:
             raise LicenseNotAcceptedError(
-                f"{', '.join(refused)} {'needs its' if len(refused) == 1 else 'need their'} licence accepted "
+                f"{', '.join(refused)} {agree(len(refused), 'needs its', 'need their')} licence accepted "
                 f"before downloading; "
                 f"rerun with --accept-license (`{download_command(*refused)}`)")
         settings = replace(settings, accept_license=True)  # what was asked above now counts as accepted
@@ -154,7 +157,7 @@ def verify_models(settings: RuntimeSettings, names: tuple[str, ...]) -> int:
 
 
 def convert_model(settings: RuntimeSettings, checkpoint: Path, output: Path | None, force: bool) -> None:
-    from livecam.media.images import check_not_an_input  # media/ loads OpenCV: not for `models list`
+    from livecam.media.images import check_not_an_input, check_output_folder  # (OpenCV: not for `models list`)
 
     if checkpoint.is_dir():  # was reported as "not found"
         raise InputError(f"checkpoint {checkpoint} is a folder; give the GFPGANv1.4.pth file in it")
@@ -166,6 +169,11 @@ def convert_model(settings: RuntimeSettings, checkpoint: Path, output: Path | No
     target = output or store.root / store.spec("gfpgan_1.4").file_name
     check_not_an_input(target, checkpoint)  # -o CHECKPOINT --force replaced the checkpoint with its conversion
     check_new_output(target, force=force)
+    if output is not None:  # made its missing folders and wrote any extension; the models folder is made
+        if output.suffix.lower() != ".onnx":
+            raise InputError(f"cannot write an ONNX model to {output} (extension {output.suffix or 'missing'}); "
+                             f"name it {output.stem}.onnx")
+        check_output_folder(output)
     try:
         import torch  # noqa: F401 - only to give a clear message when it is missing
         from livecam.models.convert import convert_gfpgan

@@ -43,6 +43,8 @@ log = logging.getLogger("livecam")
 _IMAGE_FORMATS = ("image2", "png_pipe", "jpeg_pipe", "webp_pipe", "bmp_pipe", "tiff_pipe")
 # Demuxers of pictures open_input lets through, read as one-frame videos (picture_kind): icons (.ico, .cur).
 _PICTURE_FORMATS = ("ico",)
+# What a video without one frame is told, however its container shows it.
+NO_FRAMES, GIVE_FRAMES = "has no video frames", "give a video with frames"
 
 
 @dataclass(frozen=True)  # not slotted: pickled with VideoInfo into a chunk (frozen + slots: no unpickling on 3.10)
@@ -146,6 +148,9 @@ def open_input(path: Path, *, once: bool = False) -> av.container.InputContainer
         raise InputError(f"input video {path} is empty (0 bytes); expected a video file")
     try:
         container = open_container(local_path(path))
+    except av.error.EOFError as exc:  # a Matroska/WebM recording stopped before its first frame said "(End of file)"
+        raise InputError(f"{path} {NO_FRAMES}: it ends before the first one (an empty recording, or one "
+                         f"cut short); {GIVE_FRAMES}") from exc
     except av.error.FFmpegError as exc:
         raise InputError(
             f"cannot read {path} as a video ({_describe(exc)}): the file is not a video, or is truncated "
@@ -260,8 +265,10 @@ def video_stream_of(container: av.container.InputContainer, name: str) -> av.vid
     """The stream select_video_stream picks, or the one InputError every command gives (`video`,
     `run --camera FILE`) when there is none or its codec is unknown."""
     stream = select_video_stream(container)
+    if not container.streams:  # an MP4 recording stopped before its first frame keeps no track: "it holds: nothing"
+        raise InputError(f"{name} {NO_FRAMES} (nor any other stream); {GIVE_FRAMES}")
     if stream is None:
-        kinds = ", ".join(sorted({s.type for s in container.streams})) or "nothing"
+        kinds = ", ".join(sorted({s.type for s in container.streams}))
         raise InputError(f"{name} has no video stream (it holds: {kinds}); give a video file")
     if all(s.disposition & av.stream.Disposition.attached_pic for s in container.streams.video):
         # a song's cover art: taken as a one-frame video, the output was that picture alone

@@ -324,13 +324,14 @@ def _build() -> Mapping[str, ModelSpec]:
 CATALOG: Mapping[str, ModelSpec] = _build()
 
 
-def download_command(*names: str, catalog: Mapping[str, ModelSpec] | None = None) -> str:
+def download_command(*names: str, catalog: Mapping[str, ModelSpec] | None = None, every: bool = False) -> str:
     """The command that fetches these models (of `catalog`, by default CATALOG), `--accept-license`
     included where a licence needs it: without the flag and a terminal to ask on, the download is
-    refused."""
+    refused. `every`: they are all the missing ones, fetched by `--all` rather than named."""
     known = CATALOG if catalog is None else catalog
     licensed = any(known[name].needs_acceptance for name in names if name in known)
-    return f"livecam models download {' '.join(names)}" + (" --accept-license" if licensed else "")
+    asked = "--all" if every else " ".join(names)
+    return f"livecam models download {asked}" + (" --accept-license" if licensed else "")
 
 # What the default run (embedded models, mesh swapper) opens: short range to try `auto`'s
 # accelerator on (pipeline.engine.PROBE_MODEL), full range to find faces in every command,

@@ -51,6 +51,11 @@ class _NextUrl(Exception):
     """A permanent failure for this URL (404, wrong size): try the next mirror."""
 
 
+class ProxyRefused(DownloadError):
+    """A download given up at the proxy's first refusal: every mirror (all https) goes through the
+    same proxy, so no other is tried, nor the store's other source of the model."""
+
+
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -111,6 +116,23 @@ def _no_network(reason: object) -> bool:
     if isinstance(reason, socket.gaierror):
         return True
     return isinstance(reason, OSError) and reason.errno in (errno.ENETUNREACH, errno.ENETDOWN)
+
+
+def _proxy_refusal(url: str, reason: object) -> str | None:
+    """Why the proxy `url` goes through refused the connection, with the fix: retried 5 times per
+    mirror, a proxy that is not running (a stale HTTPS_PROXY) took half a minute to say
+    "connection refused" without naming the proxy. None when not refused or not proxied."""
+    if not (isinstance(reason, OSError) and reason.errno == errno.ECONNREFUSED):
+        return None
+    parts = urllib.parse.urlsplit(url)
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if proxy is None or urllib.request.proxy_bypass(parts.hostname or ""):
+        return None
+    variable = next((v for v in (f"{parts.scheme}_proxy", f"{parts.scheme.upper()}_PROXY") if os.environ.get(v)),
+                    None)
+    if variable is None:  # the system's settings (macOS, Windows)
+        return f"the proxy {proxy} refused the connection; start it, or correct the system's proxy settings"
+    return f"the proxy {proxy} ({variable}) refused the connection; start it, or correct or unset {variable}"
 
 
 def _fetch_verified(url: str, part: Path, *, size: int | None, sha256: str | None, label: str,
@@ -188,6 +210,9 @@ def _fetch_once(url: str, part: Path, *, size: int | None, label: str, progress:
         raise _NextUrl(f"HTTP {exc.code} {exc.reason}") from exc
     except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
         reason = getattr(exc, "reason", exc)
+        refused = _proxy_refusal(url, reason)
+        if refused is not None:
+            raise ProxyRefused(f"could not download {label}: {refused}") from exc
         if _no_network(reason):
             # Retrying cannot help a machine without a network (or DNS): next mirror at once,
             # instead of half a minute of back-off per address before the same error.

@@ -23,7 +23,7 @@ from livecam.atomic import AtomicOutput
 from livecam.errors import DownloadError, InputError, LicenseNotAcceptedError, ModelError
 from livecam.models import catalog as catalog_module
 from livecam.models.catalog import ArchiveSpec, ModelSpec, TensorSpec, download_command
-from livecam.models.download import DownloadPolicy, download, sha256_file
+from livecam.models.download import DownloadPolicy, ProxyRefused, download, sha256_file
 from livecam.runtime.providers import import_onnxruntime
 from livecam.settings import RuntimeSettings
 from livecam.console import counted
@@ -337,6 +337,8 @@ class ModelStore:
         """MISSING or CORRUPT (by size) without hashing anything; None when the size is right."""
         if path.is_dir():  # the repair (fix_hint: move it away) is added where it is shown
             return ModelState(spec.name, CORRUPT, path, "a folder, not the model file")
+        if path.exists() and not path.is_file():  # a FIFO, a socket, a device: it was "missing"
+            return ModelState(spec.name, CORRUPT, path, "not a regular file")
         if not path.is_file():
             return ModelState(spec.name, MISSING, path)
         size = path.stat().st_size
@@ -415,6 +417,9 @@ class ModelStore:
         if where.is_dir():  # the download would fail on the rename, after fetching it all
             raise ModelError(f"{where} is a folder, where model {spec.name}'s file goes; move it away and "
                              f"run `{download_command(spec.name, catalog={spec.name: spec})}`")
+        if where.exists() and not where.is_file():  # a FIFO: "is missing" while `ls` shows it
+            raise ModelError(f"{where} is not a regular file, where model {spec.name}'s file goes; "
+                             f"{self.fix_hint(spec, where)}")
         if not spec.downloadable:
             raise ModelError(f"model {spec.name} is missing ({where}) and cannot be downloaded; "
                              f"put {spec.file_name} into {self.root}")
@@ -466,6 +471,8 @@ class ModelStore:
             try:
                 self._fetch_archive(spec.archive)
                 return
+            except ProxyRefused:  # the direct mirrors are behind the same proxy
+                raise
             except DownloadError as exc:
                 errors.append(exc.message)
                 if not spec.urls:

@@ -68,7 +68,7 @@ from livecam.pipeline.stages import POLL_S, Stages
 from livecam.processors.base import MIN_EYE_DISTANCE, changed_faces, usable
 from livecam.media.provenance import CONTAINER_METADATA, LabelPlacement, draw_label
 from livecam.settings import VideoJob
-from livecam.console import counted
+from livecam.console import agree, counted
 
 if TYPE_CHECKING:
     from livecam.marks.watermark import Watermarker
@@ -590,7 +590,7 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
         output.discard()  # the writer may have created the file before failing; no-op once committed
         if isinstance(exc, KeyboardInterrupt):
             done = writer.frames_written if writer is not None else 0
-            where = (f"; the first {counted(done, 'frame')} {'was' if done == 1 else 'were'} kept in {kept}"
+            where = (f"; the first {counted(done, 'frame')} {agree(done, 'was', 'were')} kept in {kept}"
                      if kept else "; no output written")
             raise Interrupted(f"interrupted after {counted(done, 'frame')}{where}") from exc
         raise

@@ -40,6 +40,7 @@ from typing import Any, Sequence
 import cv2
 import numpy as np
 
+from livecam.console import agree
 from livecam.errors import InputError, ModelError
 from livecam.faces.align import align_matrix, arcface_template, to_blob, warp_crop
 from livecam.faces.face import EMBEDDING_SIZE, Face
@@ -397,7 +398,7 @@ def _unused_options(settings: ProcessingSettings, swap_model: str | None, runs: 
     if swap_model == "mesh":
         ignored = [f for f in flags if f in _NEURAL_ONLY]
         return (f"warning: {listed(ignored)} for the neural swapper; the mesh swapper, which blends by "
-                f"its own mask at its own size, ignores {'it' if len(ignored) == 1 else 'them'}",) if ignored else ()
+                f"its own mask at its own size, ignores {agree(len(ignored), 'it', 'them')}",) if ignored else ()
     # --face-mask-padding / --face-mask-areas / --face-mask-regions shape the box / area / region mask only
     return tuple(f"warning: {flag} shapes the {kind} mask, which this run does not use (add --face-mask {kind})"
                  for flag, kind in (("--face-mask-padding", "box"), ("--face-mask-areas", "area"),
