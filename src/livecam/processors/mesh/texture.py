@@ -1,6 +1,7 @@
 """The mesh swapper's texture repairs: once per source, its fringe, white spots and the teeth in
 its lip ring (the source's texture cleaned of what would give the swap away); per face, the warped
-lips' colour and lighting and the warped texture's sharpness matched to the target's."""
+lips' colour and lighting, the skin over the upper lip's lighting and grain, and the warped
+texture's sharpness matched to the target's."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import numpy as np
 
 from livecam.faces import mesh_indices
 from livecam.processors import color, masks
-from livecam.processors.mesh.regions import DETAIL_FEATHER, cheek_discs, lip_ring, under_lip
+from livecam.processors.mesh.regions import (DETAIL_FEATHER, cheek_discs, lip_ring, over_lip,
+                                             under_lip)
 
 # Below its forehead line (see regions.clip_forehead) the source's forehead is taken only where it
 # is skin: pixels further than _SKIN_DIST (in the cheeks' own per-channel LAB standard deviations,
@@ -66,6 +68,18 @@ _LIP_INSET = 2
 # towards Biden's: the proportions test in tests/processors/test_mesh_identity.py went over its
 # bound.)
 _LIP_LIGHT, _UNDER_LIP = 0.01, 0.04
+# The skin over the upper lip (up to _OVER_LIP x face size over the outer lip contour) is
+# darkened, never lightened, to the target's lighting there (Gaussian of _OVER_LIP_LIGHT x face
+# size): a smiling source lit from the front (obama.jpg) has a light, taut upper lip that stayed
+# pale under a target's nose shadow (biden.jpg). Both ways, or at 0.01 face sizes, it copied the
+# target's stubble and creases and the recogniser saw less of the source.
+_OVER_LIP, _OVER_LIP_LIGHT = 0.07, 0.03
+# Where that skin is taller on the target than on the source (upper_lip_stretch, over
+# _STRETCH_LOW..HIGH for the full effect), the warp stretches the source's pores into streaks:
+# there its grain (L minus a Gaussian of _OVER_LIP_GRAIN x face size) is the target's own.
+# Not on a squeezed or unstretched source (biden.jpg onto obama2.jpg would take his stubble).
+_OVER_LIP_GRAIN = 0.01
+_STRETCH_LOW, _STRETCH_HIGH = 1.0, 1.2
 # Thin dark lines (a black-hat with a disc of _LINE_SIZE x face size) under the lower lip, down
 # to _LINE_DEPTH x face size, that the warped source has beyond the target's are lightened away:
 # the source's shadow under the lip, its low frequencies matched, was left a thin dark line.
@@ -373,6 +387,57 @@ def match_lip_lighting(warped: np.ndarray, theirs_bgr: np.ndarray, moved: np.nda
     band = under_lip(hw, outer, _LINE_DEPTH * size, ring, opening)
     part[..., 0] += cv2.GaussianBlur(band.astype(np.float32), (0, 0), 1.0) * np.maximum(lines, 0.0)
     warped[y1:y2, x1:x2] = np.clip(part + 0.5, 0, 255).astype(np.uint8)
+
+
+def match_upper_lip_lighting(warped: np.ndarray, theirs_bgr: np.ndarray, moved: np.ndarray,
+                             size: float, stretch: float) -> None:
+    """Darken the warped skin over the upper lip (8-bit LAB, in place; down to _OVER_LIP x face
+    size over the outer lip contour) to the target's lighting there (_OVER_LIP_LIGHT), and
+    where the source's skin there is stretched (`stretch`: see upper_lip_stretch) give it the
+    target's own fine grain (_OVER_LIP_GRAIN) instead of its own. theirs_bgr: as
+    match_lip_lighting's."""
+    h, w = warped.shape[:2]
+    sigma = max(1.0, _OVER_LIP_LIGHT * size)
+    pad = int(3.0 * sigma) + 1
+    outer_all = moved[mesh_indices.LIPS_OUTER]
+    lo = outer_all.min(axis=0)
+    corners = max(outer_all[0, 1], outer_all[len(outer_all) // 2, 1])
+    # (the region reaches _OVER_LIP over the lips, down to the corners' line, and its blur pad)
+    x1, y1 = max(int(lo[0]) - pad, 0), max(int(lo[1] - _OVER_LIP * size) - pad, 0)
+    x2, y2 = min(int(outer_all[:, 0].max()) + pad + 1, w), min(int(corners) + pad + 1, h)
+    if x2 - x1 < 4 or y2 - y1 < 4:
+        return
+    hw = (y2 - y1, x2 - x1)
+    ring, opening = lip_ring(hw, moved - (x1, y1))
+    region = over_lip(hw, outer_all - (x1, y1), _OVER_LIP * size, ring, opening)
+    if int(region.sum()) < 8:
+        return
+    lightness = warped[y1:y2, x1:x2, 0].astype(np.float32)
+    theirs = cv2.cvtColor(np.ascontiguousarray(theirs_bgr[y1:y2, x1:x2]),
+                          cv2.COLOR_BGR2LAB)[..., 0].astype(np.float32)
+    weight = region.astype(np.float32)
+    den = cv2.GaussianBlur(weight, (0, 0), sigma)
+    shift = (cv2.GaussianBlur(theirs * weight, (0, 0), sigma)
+             - cv2.GaussianBlur(lightness * weight, (0, 0), sigma)) / np.maximum(den, 1e-3)
+    np.minimum(shift, 0.0, out=shift)
+    feather = cv2.GaussianBlur(weight, (0, 0), max(1.0, DETAIL_FEATHER * size))
+    lightness += feather * np.clip(den * 2.0 - 0.5, 0.0, 1.0) * shift
+    grain = float(np.clip((stretch - _STRETCH_LOW) / (_STRETCH_HIGH - _STRETCH_LOW), 0.0, 1.0))
+    if grain > 0.0:
+        fine = max(1.0, _OVER_LIP_GRAIN * size)
+        lightness += (grain * feather) * ((theirs - cv2.GaussianBlur(theirs, (0, 0), fine))
+                                          - (lightness - cv2.GaussianBlur(lightness, (0, 0), fine)))
+    warped[y1:y2, x1:x2, 0] = np.clip(lightness + 0.5, 0, 255).astype(np.uint8)
+
+
+def upper_lip_stretch(source: np.ndarray, source_size: float, moved: np.ndarray,
+                      size: float) -> float:
+    """How much taller (relative to the face size) the skin over the upper lip is on the
+    target (`moved` landmarks) than on the source: from the upper lip's top to under the
+    nose (FaceMesh 0 and 2)."""
+    def height(lm: np.ndarray, face: float) -> float:
+        return float(np.linalg.norm(lm[0] - lm[2])) / max(face, 1e-6)
+    return height(moved, size) / max(height(source, source_size), 1e-6)
 
 
 def _laplacians(grey: np.ndarray, mask: np.ndarray) -> np.ndarray:
