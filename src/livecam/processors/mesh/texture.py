@@ -43,6 +43,14 @@ _SPECULAR_RADIUS, _SPECULAR_NOSE = 0.04, 0.15
 # its rim, a thin light line left along Biden's nostril. (Smaller finds are noise: grown, they
 # took blobs of test_mesh_swapper's synthetic pattern.)
 _SPECULAR_RIM, _SPECULAR_SEED = 10.0, 0.5
+# ...and, within _SPECULAR_REACH face sizes of such a shine, the pixels of a nose lit from one
+# side (whose skin's lightness spreads widely) that pass the nose's test at _SPECULAR_FAINT_Z
+# standard deviations only, with the components they join: obama2.jpg's shine on his other nose
+# wing (L 195-205 against his 1.5-deviation bound of 203) stayed a light crescent on every
+# target. Without a grown shine nearby nothing is added (at 1.0 deviations everywhere, obama.jpg's
+# own wing shine was filled and the proportions test went over its bound, and blobs of
+# test_mesh_swapper's synthetic pattern were filled).
+_SPECULAR_FAINT_Z, _SPECULAR_REACH = 1.0, 0.04
 # The filled spots are at least as light as the lit skin round them (see _skin_lightness): the
 # Gaussian-weighted (_SPECULAR_RADIUS) mean of the skin within _LIT_BELOW standard deviations
 # under the skin's mean lightness (and not over _SPECULAR_LOCAL_Z above it: a shine's rim).
@@ -171,8 +179,13 @@ def fill_highlights(crop: np.ndarray, landmarks: np.ndarray, alpha: np.ndarray) 
         near = (skin & (nose > 0)
                 & (chroma < _SPECULAR_LOCAL_CHROMA * cv2.GaussianBlur(chroma, (0, 0), radius)))
         shine = near & (lightness > mean + _SPECULAR_LOCAL_Z * std) & (lighter > _SPECULAR_LOCAL)
-        spots |= shine | _grow_into(shine, near & (lighter > _SPECULAR_RIM),
-                                    (_SPECULAR_SEED * radius) ** 2)
+        grown = _grow_into(shine, near & (lighter > _SPECULAR_RIM), (_SPECULAR_SEED * radius) ** 2)
+        spots |= shine | grown
+        if grown.any():
+            faint = near & (lightness > mean + _SPECULAR_FAINT_Z * std) & (lighter > _SPECULAR_LOCAL)
+            reach = 2 * int(_SPECULAR_REACH * size) + 1
+            spots |= _touching(faint, cv2.dilate(grown.astype(np.uint8), cv2.getStructuringElement(
+                cv2.MORPH_ELLIPSE, (reach, reach))) > 0)
     if not spots.any():
         return crop
     # Grown by 1/200 of the face (at least a pixel): a shine's soft rim is lighter too.
@@ -183,6 +196,13 @@ def fill_highlights(crop: np.ndarray, landmarks: np.ndarray, alpha: np.ndarray) 
                              (mean - _LIT_BELOW * std, mean + _SPECULAR_LOCAL_Z * std))
     filled = _skin_chroma(filled, lab, hole > 0, skin, radius)
     return _regrain(filled, crop, hole > 0, skin, grow)
+
+
+def _touching(candidates: np.ndarray, zone: np.ndarray) -> np.ndarray:
+    """bool: the components of `candidates` (8-connected) with a pixel in `zone`."""
+    _, labels = cv2.connectedComponents(candidates.astype(np.uint8), connectivity=8)
+    hit = np.unique(labels[candidates & zone])
+    return np.isin(labels, hit[hit > 0])
 
 
 def _grow_into(seeds: np.ndarray, weak: np.ndarray, least: float) -> np.ndarray:
