@@ -48,11 +48,8 @@ NOSE_PAIRS = (("obama2", "biden"), ("obama2", "astronaut"), ("obama2", "obama"),
               ("biden", "obama2"), ("obama", "biden"))
 
 
-# The nose-wing triangles of test_mesh_quality's _NOSE_WING (image right) and their mirror
-# images (image left; FaceMesh's symmetric points).
-_MIRROR = {440: 220, 360: 131, 363: 134, 344: 115, 438: 218, 439: 219, 278: 48, 279: 49,
-           309: 79, 457: 237}
-NOSE_WINGS = (np.vectorize(_MIRROR.get)(quality._NOSE_WING), quality._NOSE_WING)
+# The nose wings' mesh triangles (image left, right), as test_mesh_quality has them.
+NOSE_WINGS = (quality._OTHER_WING, quality._NOSE_WING)
 
 
 def mean_lightness(image: np.ndarray, region: np.ndarray) -> float:
@@ -127,7 +124,7 @@ def main() -> None:
                   f"{quality.coherence(out, region):.3f} / {quality.coherence(tgt, region):.3f}")
     if "nose" in only:
         print("nose wings: pair, lift output - target (left, right), light lines output / target "
-              "(left, right)")
+              "(left, right), shine on the left wing output / target")
         for source, target in NOSE_PAIRS:
             out, tgt, face = swapped(source, target)
             lifts, lines = [], []
@@ -135,7 +132,8 @@ def main() -> None:
                 lifts.append(wing_lift(out, face, side) - wing_lift(tgt, face, side))
                 lines.append((wing_tophat(out, face, side), wing_tophat(tgt, face, side)))
             print(f"  {source:>6} on {target:<9} {lifts[0]:+6.1f} {lifts[1]:+6.1f}   "
-                  + "  ".join(f"{o:.2f} / {t:.2f}" for o, t in lines))
+                  + "  ".join(f"{o:.2f} / {t:.2f}" for o, t in lines)
+                  + f"   {quality.wing_light(out, face):.1%} / {quality.wing_light(tgt, face):.1%}")
     if "cheeks" in only:
         print("turned cheeks (group6.jpg's two most turned faces): source, lighter by")
         for source in ("obama.jpg", "obama2.jpg"):

@@ -628,7 +628,7 @@ def test_real_photos_a_smiles_upper_lip_is_not_pale_and_streaky_under_the_nose(
     nose's shade): the smile's taut, light upper lip came out pale on Biden, and stretched to
     his taller upper lip its pores became vertical streaks. Over the skin above the upper lip
     (upper_lip_skin), the output's mean L minus Biden's own, before: obama.jpg +4.1,
-    obama2.jpg +10.3; after: +0.8, +3.5. The streaks (coherence; Biden's own 0.28), before:
+    obama2.jpg +10.3; after: +0.8, +3.6. The streaks (coherence; Biden's own 0.28), before:
     0.48, 0.44; after: 0.29, 0.32."""
     out, target, face = swap(analysed, faces_dir / source, faces_dir / "biden.jpg")
     region = upper_lip_skin(face, target.shape[:2])
