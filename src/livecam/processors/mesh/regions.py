@@ -84,6 +84,18 @@ def under_lip(shape_hw: tuple[int, int], outer: np.ndarray, depth: float,
     return below
 
 
+def over_lip(shape_hw: tuple[int, int], outer: np.ndarray, depth: float,
+             ring: np.ndarray, opening: np.ndarray) -> np.ndarray:
+    """bool: the skin over the upper lip: inside the outer lip contour moved `depth` px up,
+    outside the lips and their opening, above the line between the mouth corners."""
+    skin = np.zeros(shape_hw, dtype=np.uint8)
+    cv2.fillPoly(skin, [np.round((outer - (0.0, depth) - 0.5) * 16.0).astype(np.int32)], 1,
+                 shift=4)
+    over: np.ndarray = (skin > 0) & (ring == 0) & (opening == 0)
+    over[max(int(np.ceil((outer[0, 1] + outer[len(outer) // 2, 1]) / 2.0)), 0):] = False
+    return over
+
+
 def cheek_discs(shape_hw: tuple[int, int], kps: np.ndarray, size: float) -> np.ndarray:
     """bool mask of two discs on the cheeks (between each eye and mouth corner, a little
     outwards), where the source's skin colour is sampled."""

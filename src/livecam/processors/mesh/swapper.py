@@ -24,7 +24,8 @@ from livecam.processors.mesh.regions import (DETAIL_FEATHER, MOUTH_CORNER_FEATHE
                                              mouth_opener)
 from livecam.processors.mesh.shape import SHAPE_STRENGTH, shape_offsets, turned_apart
 from livecam.processors.mesh.source import PreparedSource, prepare_source
-from livecam.processors.mesh.texture import match_detail, match_lip_lighting, match_lips
+from livecam.processors.mesh.texture import (match_detail, match_lip_lighting, match_lips,
+                                             match_upper_lip_lighting, upper_lip_stretch)
 from livecam.processors.mesh.warp import (Motion, affine_inverses, bilinear_remap, facing_weights,
                                           grid_motion, move_pixels, piecewise_affine_maps)
 from livecam.settings import SwapSettings
@@ -251,6 +252,8 @@ class MeshSwapper:
                     theirs = original.copy()
                     move_pixels(original, theirs, motion, lips[1])
                 match_lip_lighting(warped, theirs, moved, size)
+                match_upper_lip_lighting(warped, theirs, moved, size,
+                                         upper_lip_stretch(src.landmarks, src.size, moved, size))
             warped = match_detail(warped, target, skin, True)
             warped = cv2.cvtColor(warped, cv2.COLOR_LAB2BGR)
         else:

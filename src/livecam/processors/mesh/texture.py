@@ -1,6 +1,7 @@
 """The mesh swapper's texture repairs: once per source, its fringe, white spots and the teeth in
 its lip ring (the source's texture cleaned of what would give the swap away); per face, the warped
-lips' colour and lighting and the warped texture's sharpness matched to the target's."""
+lips' colour and lighting, the skin over the upper lip's lighting and grain, and the warped
+texture's sharpness matched to the target's."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import numpy as np
 
 from livecam.faces import mesh_indices
 from livecam.processors import color, masks
-from livecam.processors.mesh.regions import DETAIL_FEATHER, cheek_discs, lip_ring, under_lip
+from livecam.processors.mesh.regions import (DETAIL_FEATHER, cheek_discs, lip_ring, over_lip,
+                                             under_lip)
 
 # Below its forehead line (see regions.clip_forehead) the source's forehead is taken only where it
 # is skin: pixels further than _SKIN_DIST (in the cheeks' own per-channel LAB standard deviations,
@@ -41,6 +43,14 @@ _SPECULAR_RADIUS, _SPECULAR_NOSE = 0.04, 0.15
 # its rim, a thin light line left along Biden's nostril. (Smaller finds are noise: grown, they
 # took blobs of test_mesh_swapper's synthetic pattern.)
 _SPECULAR_RIM, _SPECULAR_SEED = 10.0, 0.5
+# ...and, within _SPECULAR_REACH face sizes of such a shine, the pixels of a nose lit from one
+# side (whose skin's lightness spreads widely) that pass the nose's test at _SPECULAR_FAINT_Z
+# standard deviations only, with the components they join: obama2.jpg's shine on his other nose
+# wing (L 195-205 against his 1.5-deviation bound of 203) stayed a light crescent on every
+# target. Without a grown shine nearby nothing is added (at 1.0 deviations everywhere, obama.jpg's
+# own wing shine was filled and the proportions test went over its bound, and blobs of
+# test_mesh_swapper's synthetic pattern were filled).
+_SPECULAR_FAINT_Z, _SPECULAR_REACH = 1.0, 0.04
 # The filled spots are at least as light as the lit skin round them (see _skin_lightness): the
 # Gaussian-weighted (_SPECULAR_RADIUS) mean of the skin within _LIT_BELOW standard deviations
 # under the skin's mean lightness (and not over _SPECULAR_LOCAL_Z above it: a shine's rim).
@@ -66,6 +76,18 @@ _LIP_INSET = 2
 # towards Biden's: the proportions test in tests/processors/test_mesh_identity.py went over its
 # bound.)
 _LIP_LIGHT, _UNDER_LIP = 0.01, 0.04
+# The skin over the upper lip (up to _OVER_LIP x face size over the outer lip contour) is
+# darkened, never lightened, to the target's lighting there (Gaussian of _OVER_LIP_LIGHT x face
+# size): a smiling source lit from the front (obama.jpg) has a light, taut upper lip that stayed
+# pale under a target's nose shadow (biden.jpg). Both ways, or at 0.01 face sizes, it copied the
+# target's stubble and creases and the recogniser saw less of the source.
+_OVER_LIP, _OVER_LIP_LIGHT = 0.07, 0.03
+# Where that skin is taller on the target than on the source (upper_lip_stretch, over
+# _STRETCH_LOW..HIGH for the full effect), the warp stretches the source's pores into streaks:
+# there its grain (L minus a Gaussian of _OVER_LIP_GRAIN x face size) is the target's own.
+# Not on a squeezed or unstretched source (biden.jpg onto obama2.jpg would take his stubble).
+_OVER_LIP_GRAIN = 0.01
+_STRETCH_LOW, _STRETCH_HIGH = 1.0, 1.2
 # Thin dark lines (a black-hat with a disc of _LINE_SIZE x face size) under the lower lip, down
 # to _LINE_DEPTH x face size, that the warped source has beyond the target's are lightened away:
 # the source's shadow under the lip, its low frequencies matched, was left a thin dark line.
@@ -157,8 +179,13 @@ def fill_highlights(crop: np.ndarray, landmarks: np.ndarray, alpha: np.ndarray) 
         near = (skin & (nose > 0)
                 & (chroma < _SPECULAR_LOCAL_CHROMA * cv2.GaussianBlur(chroma, (0, 0), radius)))
         shine = near & (lightness > mean + _SPECULAR_LOCAL_Z * std) & (lighter > _SPECULAR_LOCAL)
-        spots |= shine | _grow_into(shine, near & (lighter > _SPECULAR_RIM),
-                                    (_SPECULAR_SEED * radius) ** 2)
+        grown = _grow_into(shine, near & (lighter > _SPECULAR_RIM), (_SPECULAR_SEED * radius) ** 2)
+        spots |= shine | grown
+        if grown.any():
+            faint = near & (lightness > mean + _SPECULAR_FAINT_Z * std) & (lighter > _SPECULAR_LOCAL)
+            reach = 2 * int(_SPECULAR_REACH * size) + 1
+            spots |= _touching(faint, cv2.dilate(grown.astype(np.uint8), cv2.getStructuringElement(
+                cv2.MORPH_ELLIPSE, (reach, reach))) > 0)
     if not spots.any():
         return crop
     # Grown by 1/200 of the face (at least a pixel): a shine's soft rim is lighter too.
@@ -169,6 +196,13 @@ def fill_highlights(crop: np.ndarray, landmarks: np.ndarray, alpha: np.ndarray) 
                              (mean - _LIT_BELOW * std, mean + _SPECULAR_LOCAL_Z * std))
     filled = _skin_chroma(filled, lab, hole > 0, skin, radius)
     return _regrain(filled, crop, hole > 0, skin, grow)
+
+
+def _touching(candidates: np.ndarray, zone: np.ndarray) -> np.ndarray:
+    """bool: the components of `candidates` (8-connected) with a pixel in `zone`."""
+    _, labels = cv2.connectedComponents(candidates.astype(np.uint8), connectivity=8)
+    hit = np.unique(labels[candidates & zone])
+    return np.isin(labels, hit[hit > 0])
 
 
 def _grow_into(seeds: np.ndarray, weak: np.ndarray, least: float) -> np.ndarray:
@@ -373,6 +407,57 @@ def match_lip_lighting(warped: np.ndarray, theirs_bgr: np.ndarray, moved: np.nda
     band = under_lip(hw, outer, _LINE_DEPTH * size, ring, opening)
     part[..., 0] += cv2.GaussianBlur(band.astype(np.float32), (0, 0), 1.0) * np.maximum(lines, 0.0)
     warped[y1:y2, x1:x2] = np.clip(part + 0.5, 0, 255).astype(np.uint8)
+
+
+def match_upper_lip_lighting(warped: np.ndarray, theirs_bgr: np.ndarray, moved: np.ndarray,
+                             size: float, stretch: float) -> None:
+    """Darken the warped skin over the upper lip (8-bit LAB, in place; down to _OVER_LIP x face
+    size over the outer lip contour) to the target's lighting there (_OVER_LIP_LIGHT), and
+    where the source's skin there is stretched (`stretch`: see upper_lip_stretch) give it the
+    target's own fine grain (_OVER_LIP_GRAIN) instead of its own. theirs_bgr: as
+    match_lip_lighting's."""
+    h, w = warped.shape[:2]
+    sigma = max(1.0, _OVER_LIP_LIGHT * size)
+    pad = int(3.0 * sigma) + 1
+    outer_all = moved[mesh_indices.LIPS_OUTER]
+    lo = outer_all.min(axis=0)
+    corners = max(outer_all[0, 1], outer_all[len(outer_all) // 2, 1])
+    # (the region reaches _OVER_LIP over the lips, down to the corners' line, and its blur pad)
+    x1, y1 = max(int(lo[0]) - pad, 0), max(int(lo[1] - _OVER_LIP * size) - pad, 0)
+    x2, y2 = min(int(outer_all[:, 0].max()) + pad + 1, w), min(int(corners) + pad + 1, h)
+    if x2 - x1 < 4 or y2 - y1 < 4:
+        return
+    hw = (y2 - y1, x2 - x1)
+    ring, opening = lip_ring(hw, moved - (x1, y1))
+    region = over_lip(hw, outer_all - (x1, y1), _OVER_LIP * size, ring, opening)
+    if int(region.sum()) < 8:
+        return
+    lightness = warped[y1:y2, x1:x2, 0].astype(np.float32)
+    theirs = cv2.cvtColor(np.ascontiguousarray(theirs_bgr[y1:y2, x1:x2]),
+                          cv2.COLOR_BGR2LAB)[..., 0].astype(np.float32)
+    weight = region.astype(np.float32)
+    den = cv2.GaussianBlur(weight, (0, 0), sigma)
+    shift = (cv2.GaussianBlur(theirs * weight, (0, 0), sigma)
+             - cv2.GaussianBlur(lightness * weight, (0, 0), sigma)) / np.maximum(den, 1e-3)
+    np.minimum(shift, 0.0, out=shift)
+    feather = cv2.GaussianBlur(weight, (0, 0), max(1.0, DETAIL_FEATHER * size))
+    lightness += feather * np.clip(den * 2.0 - 0.5, 0.0, 1.0) * shift
+    grain = float(np.clip((stretch - _STRETCH_LOW) / (_STRETCH_HIGH - _STRETCH_LOW), 0.0, 1.0))
+    if grain > 0.0:
+        fine = max(1.0, _OVER_LIP_GRAIN * size)
+        lightness += (grain * feather) * ((theirs - cv2.GaussianBlur(theirs, (0, 0), fine))
+                                          - (lightness - cv2.GaussianBlur(lightness, (0, 0), fine)))
+    warped[y1:y2, x1:x2, 0] = np.clip(lightness + 0.5, 0, 255).astype(np.uint8)
+
+
+def upper_lip_stretch(source: np.ndarray, source_size: float, moved: np.ndarray,
+                      size: float) -> float:
+    """How much taller (relative to the face size) the skin over the upper lip is on the
+    target (`moved` landmarks) than on the source: from the upper lip's top to under the
+    nose (FaceMesh 0 and 2)."""
+    def height(lm: np.ndarray, face: float) -> float:
+        return float(np.linalg.norm(lm[0] - lm[2])) / max(face, 1e-6)
+    return height(moved, size) / max(height(source, source_size), 1e-6)
 
 
 def _laplacians(grey: np.ndarray, mask: np.ndarray) -> np.ndarray:
