@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import threading
+
 import av
 import numpy as np
 from av.video.reformatter import VideoReformatter
@@ -84,10 +86,12 @@ def _is_rgb(pix_fmt: str) -> bool:
 
 
 class ColourConverter:
-    """YUV frames to BGR arrays and back, for one stream (keeps its swscale context)."""
+    """YUV frames to BGR arrays and back, for one stream (keeps its swscale context). to_bgr may
+    be called from several threads (the file pipeline's workers convert the frames they take)."""
 
     def __init__(self) -> None:
         self._sws = VideoReformatter()
+        self._sws_lock = threading.Lock()  # one swscale context: one conversion at a time
         self._decoding, self._encoding = _interpolation(encode=False), _interpolation(encode=True)
         # No ACCURATE_RND in this PyAV (before 18; what Python 3.10 gets): swscale's fast path is
         # 2-5 levels off on a flat grey, so the common 4:2:0 case is converted by bgr_to_yuv420p.
@@ -95,12 +99,13 @@ class ColourConverter:
 
     def to_bgr(self, frame: av.VideoFrame, colour: Colour) -> np.ndarray:
         """Full-range BGR, converted with `colour`'s matrix and range (RGB and grey as they are)."""
-        if _is_rgb(frame.format.name):
-            image: np.ndarray = frame.to_ndarray(format="bgr24")
-            return image
-        bgr = self._sws.reformat(frame, format="bgr24", src_colorspace=_SWS_MATRIX.get(colour.matrix, 5),
-                                 src_color_range=colour.range, dst_color_range=FULL,
-                                 interpolation=self._decoding)
+        with self._sws_lock:
+            if _is_rgb(frame.format.name):
+                image: np.ndarray = frame.to_ndarray(format="bgr24")
+                return image
+            bgr = self._sws.reformat(frame, format="bgr24", src_colorspace=_SWS_MATRIX.get(colour.matrix, 5),
+                                     src_color_range=colour.range, dst_color_range=FULL,
+                                     interpolation=self._decoding)
         image = bgr.to_ndarray()
         return image
 
