@@ -305,6 +305,47 @@ def make_flat_clip(path: Path, *, luma: int, pix_fmt: str = "yuv420p", codec: st
     return path
 
 
+def make_colour_clip(path: Path, *, colour: tuple[int, int, int, int], pix_fmt: str = "yuv420p", frames: int = 6,
+                     size: tuple[int, int] = (128, 96)) -> Path:
+    """A clip of smoothly varied colour (luma 80-170, chroma 100-156: inside every matrix's
+    gamut at either range, so BGR holds it unclipped), its planes moving a little each frame,
+    written losslessly (x264 at qp 0) and tagged with `colour` as make_flat_clip's."""
+    w, h = size
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float64)
+    with av.open(str(path), "w") as out:
+        vs = out.add_stream("libx264", rate=25)
+        vs.width, vs.height, vs.pix_fmt = w, h, pix_fmt
+        cc = vs.codec_context
+        cc.color_range, cc.color_primaries, cc.color_trc, cc.colorspace = colour
+        cc.options = {"preset": "ultrafast", "qp": "0"}
+        for i in range(frames):
+            luma = 125 + 45 * np.sin((xx + 3 * i) / 9.0) * np.cos(yy / 13.0)
+            cy, cx = yy[::2, ::2], xx[::2, ::2]
+            u = 128 + 28 * np.sin((cx - 2 * i) / 7.0 + cy / 11.0)
+            v = 128 + 28 * np.cos(cy / 6.0 - (cx + i) / 17.0)
+            frame = av.VideoFrame(w, h, pix_fmt)
+            for plane, values in zip(frame.planes, (luma, u, v)):
+                rows = np.zeros((plane.buffer_size // plane.line_size, plane.line_size), np.uint8)
+                rows[:values.shape[0], :values.shape[1]] = np.rint(values)
+                plane.update(rows.tobytes())
+            frame.color_range, frame.color_primaries, frame.color_trc, frame.colorspace = colour
+            frame.pts, frame.time_base = i, Fraction(1, 25)
+            out.mux(vs.encode(frame))
+        out.mux(vs.encode())
+    return path
+
+
+def luma_planes(path: Path) -> list[np.ndarray]:
+    """The Y plane of every frame of an 8-bit YUV clip, as decoded (no conversion to RGB)."""
+    with av.open(str(path)) as c:
+        planes = []
+        for frame in c.decode(video=0):
+            plane = frame.planes[0]
+            rows = np.frombuffer(memoryview(plane), np.uint8)[:plane.line_size * frame.height]
+            planes.append(rows.reshape(frame.height, plane.line_size)[:, :frame.width].copy())
+        return planes
+
+
 def colour_tags(path: Path) -> tuple[int, int, int, int]:
     """(range, primaries, transfer, matrix) of the first video stream, as ffprobe reports them."""
     with av.open(str(path)) as c:

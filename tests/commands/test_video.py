@@ -277,6 +277,25 @@ def test_a_full_range_clip_keeps_its_grey_and_its_colour_tags(tmp_path: Path, is
     assert len(images) == 10 and all(np.abs(image.astype(int) - 100).max() <= 1 for image in images)
 
 
+@pytest.mark.parametrize("colour, pix_fmt", [((1, 1, 1, 1), "yuv420p"),  # limited-range BT.709, as HD video is
+                                           ((2, 6, 6, 6), "yuvj420p")])  # full-range BT.601, as a webcam's
+def test_a_lossless_run_gives_back_the_inputs_brightness(tmp_path: Path, isolated_env: dict[str, str],
+                                                         colour: tuple[int, int, int, int], pix_fmt: str) -> None:
+    """`video --video-quality 0` (lossless) on a clip of varied colour came back 1.1 levels darker
+    in luma: decoding to BGR truncated (swscale's fast path) where it should round."""
+    from tests.videos import luma_planes, make_colour_clip
+
+    source = make_colour_clip(tmp_path / "in.mkv", colour=colour, pix_fmt=pix_fmt)
+    out = tmp_path / "out.mkv"
+    _run_patched(["video", str(source), str(out), "--source", "face.jpg", "--video-quality", "0", "--no-label",
+                  "--no-watermark"], tmp_path, isolated_env)  # (96 rows: the stand-in engine's mark is below them)
+    before, after = luma_planes(source), luma_planes(out)
+    assert len(after) == len(before) == 6
+    shift = np.mean([a.astype(float) - b for a, b in zip(after, before)])
+    assert abs(shift) < 0.25, shift
+    assert max(int(np.abs(a.astype(int) - b).max()) for a, b in zip(after, before)) <= 1
+
+
 def test_piped_input_is_refused_saying_what_to_do(tmp_path: Path, small_clip: Path,
                                                  isolated_env: dict[str, str]) -> None:
     """`cat clip.mp4 | livecam video /dev/stdin out.mp4` said "is empty (0 bytes)"."""

@@ -101,6 +101,27 @@ def test_frames_come_out_in_order_with_four_workers_and_uneven_delays(tmp_path: 
     assert not list(tmp_path.glob(".*part*"))  # no temporary file left
 
 
+@pytest.mark.parametrize("fps", [None, 15, 60])
+def test_the_workers_convert_the_frames_not_the_decode_thread(tmp_path: Path, clip: Path, fps: int | None,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # The one decode thread converted every frame to BGR, which capped a run's frame rate, and
+    # kept the fast conversion that truncates (1.1 levels darker) because an exact one cost more.
+    from livecam.media.colour import ColourConverter
+
+    threads: list[str] = []
+    to_bgr = ColourConverter.to_bgr
+    monkeypatch.setattr(ColourConverter, "to_bgr",
+                        lambda self, frame, colour: threads.append(threading.current_thread().name)
+                        or to_bgr(self, frame, colour))
+    out = tmp_path / "out.mp4"
+    result = process_video(_opts(clip, out, workers=3, label=False, fps=fps), InvertEngine(), quiet=True)
+    assert result.stats.frames == {None: 30, 15: 15, 60: 60}[fps]
+    assert len(threads) == {None: 30, 15: 15, 60: 30}[fps]  # each shown frame converted once, none dropped ones
+    assert set(threads) <= {f"livecam-worker-{i}" for i in range(3)}, Counter(threads)
+    assert [read_index(img) for img in probe(out)["images"]][:4] == {None: [0, 1, 2, 3], 15: [0, 2, 4, 6],
+                                                                      60: [0, 0, 1, 1]}[fps]
+
+
 def test_frames_in_flight_are_bounded() -> None:
     """However long the input, at most max_in_flight frames exist between decode and write."""
     flight = InFlight()

@@ -178,9 +178,9 @@ def _video_watermark(path: Path, marker: wm.Watermarker, settled: bool = False) 
         info = reader.info
         try:
             fps = float(info.rate or 30)
-            # lazy: only the frames read for the mark are converted to BGR; the rest are decoded
-            # all the same, so a file that ends early is still known
-            decoded = reader.frames(lazy=True)
+            # only the frames read for the mark are converted to BGR (a frame's image is made when
+            # asked for); the rest are decoded all the same, so a file that ends early is still known
+            decoded = reader.frames()
             frames = _first_runs(decoded, fps) if settled else _sampled(decoded, fps, info.expected_frames)
             for image in frames:
                 reading = marker.read(image)
@@ -215,7 +215,7 @@ def _sampled(frames: Iterator[Any], fps: float, total: int | None) -> Iterator[n
 
 def _first_runs(frames: Iterator[Any], fps: float) -> Iterator[np.ndarray]:
     """The frames livecam video marks (watermark.mark_frame), SETTLED_FRAMES at most: its first
-    runs. The rest is still decoded (not converted to BGR: frames(lazy=True)), not read for the
+    runs. The rest is still decoded (not converted to BGR: DecodedFrame), not read for the
     mark, so a file that ends early says so as when every sample is read."""
     taken = 0
     for index, frame in enumerate(frames):

@@ -281,6 +281,7 @@ class VideoFileSource:
             raise DeviceError(f"{self.name} is not open")
         try:
             frame = next(self._frames)
+            image: np.ndarray = frame.image  # converted now, in this thread (a failure is the decoding's)
         except StopIteration:
             if self._read == 0 and self._piped_mp4 and self.bad_packets:
                 raise InputError(self._index_out_of_reach()) from None
@@ -300,7 +301,6 @@ class VideoFileSource:
         self.last_pts = frame.time
         if self.realtime:
             self._pace(frame.time)
-        image: np.ndarray = frame.image
         return image
 
     def _index_out_of_reach(self) -> str:

@@ -7,7 +7,8 @@ segments whose timestamps restart), so variable frame rate survives. The stream 
 a user means (not cover art, not a one-frame thumbnail track). Corrupt packets are skipped and
 summarised in one warning; a file that cannot be opened, has no video stream, or ends well
 before its header says is an InputError. `VideoDecoder` is the one decode loop: `run --camera
-FILE` (camera.VideoFileSource) uses it too.
+FILE` (camera.VideoFileSource) uses it too. A frame's BGR image is made when first asked for, in
+the thread that asks: the file pipeline's workers, not its one decode thread.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import struct
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator, Literal, cast, overload
+from typing import BinaryIO, Callable, Iterator, cast
 
 import av
 import numpy as np
@@ -92,16 +93,12 @@ class VideoInfo:
         return None
 
 
-@dataclass(frozen=True, slots=True)
 class DecodedFrame:
-    image: np.ndarray  # HxWx3 BGR uint8, upright
-    time: float  # presentation time in seconds
-
-
-class LazyFrame:
-    """A decoded frame whose upright BGR image (as DecodedFrame's) is made when first asked for:
-    a reader that looks at a few frames of many (`livecam verify`) skips the others' conversion
-    (about 5 ms a 1080p frame). It holds the decoder's frame until then."""
+    """A decoded frame: its presentation time in seconds, and its image (HxWx3 BGR uint8,
+    upright, of the stream's one size), made when first asked for, in whichever thread asks: the
+    file pipeline's workers convert the frames they take (the decode thread is one), and a reader
+    that looks at a few frames of many (`livecam verify`) skips the others' conversion. It holds
+    the decoder's frame until then. One thread at a time may ask for the image."""
 
     __slots__ = ("time", "_make", "_image")
 
@@ -368,17 +365,22 @@ class Fitter:
         self.fitted = 0
 
     def fit(self, image: np.ndarray) -> np.ndarray:
+        size = self.place(image.shape[1], image.shape[0])
+        return image if size is None else letterbox(image, *size)
+
+    def place(self, width: int, height: int) -> tuple[int, int] | None:
+        """The size an image of width x height is letterboxed into, None when it has the one
+        size (fit, decided before the image exists: the decoder decides in order, a worker fits)."""
         if self.size is None:
-            self.size = (image.shape[1], image.shape[0])
+            self.size = (width, height)
         w, h = self.size
-        if image.shape[1] == w and image.shape[0] == h:
-            return image
+        if width == w and height == h:
+            return None
         if self.fitted == 0:
             log.warning("warning: %s changes its picture size (%dx%d, then %dx%d); later frames are scaled "
-                        "to fit the first size, their aspect kept (black bars)", self.name, w, h,
-                        image.shape[1], image.shape[0])
+                        "to fit the first size, their aspect kept (black bars)", self.name, w, h, width, height)
         self.fitted += 1
-        return letterbox(image, w, h)
+        return self.size
 
 
 def letterbox(image: np.ndarray, width: int, height: int) -> np.ndarray:
@@ -565,12 +567,11 @@ class VideoDecoder:
     def __iter__(self) -> Iterator[DecodedFrame]:
         for frame in self._ready():
             time = self._stamp(frame)
-            yield DecodedFrame(image=self._image(frame), time=time)
-
-    def lazy(self) -> Iterator[LazyFrame]:
-        """The same frames, their images converted only when asked for (LazyFrame)."""
-        for frame in self._ready():
-            yield LazyFrame(self._stamp(frame), functools.partial(self._image, frame))
+            # what needs the frames in order (the turn, the one size and its warning) is decided here
+            turns = quarter_turns(frame, self._mirror)
+            shape = (frame.width, frame.height) if turns % 2 == 0 else (frame.height, frame.width)
+            fit = self.fitter.place(*shape)
+            yield DecodedFrame(time, functools.partial(self._image, frame, turns, fit))
 
     def _ready(self) -> Iterator[av.VideoFrame]:
         """The decoded (and deinterlaced) frames in order, damage handled by the rule above."""
@@ -625,10 +626,11 @@ class VideoDecoder:
         self.last_time = self.timeline.map(t)
         return self.last_time
 
-    def _image(self, frame: av.VideoFrame) -> np.ndarray:
-        """`frame` as an upright BGR image of the one size."""
+    def _image(self, frame: av.VideoFrame, turns: int, fit: tuple[int, int] | None) -> np.ndarray:
+        """`frame` as an upright BGR image of the one size (any thread: see DecodedFrame)."""
         try:
-            return self.fitter.fit(upright_image(frame, self._to_bgr(frame), self._mirror))
+            image = upright(self._to_bgr(frame), turns, self._mirror is not None)
+            return image if fit is None else letterbox(image, *fit)
         except av.error.FFmpegError as exc:  # conversion: no packet is at fault
             _raise_if_out_of_memory(exc)
             raise
@@ -875,23 +877,17 @@ class VideoReader:
                          cut_short=cut_short(c, self.path), mirror=track_mirror(c, vs),
                          colour=Colour.described(cc, cc.format.name if cc.format else None, cc.height))
 
-    @overload
-    def frames(self) -> Iterator[DecodedFrame]: ...
-
-    @overload
-    def frames(self, *, lazy: Literal[True]) -> Iterator[LazyFrame]: ...
-
-    def frames(self, *, lazy: bool = False) -> Iterator[DecodedFrame | LazyFrame]:
-        """Decoded frames in presentation order, on a timeline from 0 (see VideoDecoder); `lazy`:
-        as LazyFrames, converted to BGR only when their image is asked for. The checks that the
-        read reached the end are the same."""
+    def frames(self) -> Iterator[DecodedFrame]:
+        """Decoded frames in presentation order, on a timeline from 0 (see VideoDecoder), each
+        converted to BGR when its image is first asked for; then the checks that the read
+        reached the end."""
         info = self.info
         decoder = VideoDecoder(self._container, self._stream, self.path.name, size=(info.width, info.height),
                                rate=info.rate, origin=info.origin, mirror=info.mirror, writes=self.writes)
         step = decoder.timeline.step
         count = 0
         try:
-            for frame in decoder.lazy() if lazy else decoder:
+            for frame in decoder:
                 count += 1
                 yield frame
         except BaseException:  # an error, or the consumer stopped early
@@ -1008,18 +1004,24 @@ def _snap(degrees: float) -> int:
     return {0: 0, 1: 90, 2: 180, 3: -90}[k]
 
 
-def upright_image(frame: av.VideoFrame, image: np.ndarray, mirror: tuple[int, int] | None = None) -> np.ndarray:
-    """The frame's BGR `image`, turned by its display rotation (phones record sideways and say
-    so); with `mirror` (track_mirror's), mirrored left-right first and turned as that says."""
+def quarter_turns(frame: av.VideoFrame, mirror: tuple[int, int] | None = None) -> int:
+    """Counterclockwise quarter turns (0-3) that make the frame upright: its display rotation
+    (phones record sideways and say so), or with `mirror` (track_mirror's) the turn that follows
+    the mirror."""
     degrees = float(getattr(frame, "rotation", 0) or 0)
     if mirror is not None:
-        image = image[:, ::-1]
         degrees = -math.degrees(math.atan2(mirror[1], mirror[0]))
-    k = int(round(degrees / 90.0)) % 4
-    if k:
-        # rotation is counterclockwise degrees, as np.rot90 turns for positive k.
-        image = np.rot90(image, k)
-    return np.ascontiguousarray(image) if k or mirror is not None else image
+    return int(round(degrees / 90.0)) % 4
+
+
+def upright(image: np.ndarray, turns: int, mirrored: bool = False) -> np.ndarray:
+    """A frame's BGR `image` mirrored left-right first when `mirrored`, then turned `turns`
+    quarter turns counterclockwise (quarter_turns')."""
+    if mirrored:
+        image = image[:, ::-1]
+    if turns:
+        image = np.rot90(image, turns)  # counterclockwise for positive k, as the rotation is
+    return np.ascontiguousarray(image) if turns or mirrored else image
 
 
 def track_mirror(container: av.container.InputContainer, stream: av.stream.Stream) -> tuple[int, int] | None:

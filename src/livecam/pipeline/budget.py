@@ -10,8 +10,10 @@ once they are resident. It sizes everything whose bytes grow with the frame size
     decoder     FFmpeg's frame threads and reference frames          ~1.5 B/px x (threads + 11)
     encoder     x264's frame pool, look-ahead included               ~52 B/px + 2.8 B/px a look-ahead frame
     workers     each: model activations + two working copies          WORKER_BYTES + 6 B/px
+                (or, before them, its frame's conversion to BGR: ~6.5 B/px)
     in flight   decoded BGR frames in the work queue, the workers,    3 B/px each
-                the reorder buffer and the encoder's input
+                the reorder buffer and the encoder's input (one in the
+                queue holds its 1.5 B/px YUV: a worker converts it)
 
 (measured with PyAV's libx264 at the `faster` preset, 1080p and 4K). When the budget is tight the
 encoder's look-ahead shrinks first (x264's preset looks 20 frames ahead), then the frames in

@@ -1,7 +1,11 @@
 """The file pipeline: decode thread -> N processing workers -> encode thread, in frame order.
 
-    reader.frames() --decode thread--> work queue --N workers: detect, [track], process, label-->
+    reader.frames() --decode thread--> work queue --N workers: [convert], detect, [track], process, label-->
         ReorderBuffer --encode thread--> writer.write() (video + interleaved audio)
+
+The decode thread only decodes: a frame's BGR image is made by the worker that takes it (a
+video_reader.DecodedFrame converts when first asked for), so the one decode thread does not cap
+the run's frame rate with the colour conversion.
 
 Memory is bounded by a semaphore of `max_in_flight` slots: the decode thread takes one per
 frame and the encode thread gives it back once that frame is written, so at most that many
@@ -115,7 +119,21 @@ class InOrder:
             return len(self._waiting)
 
 
-class WorkQueue(BoundedQueue["FramePacket | None"]):
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """A frame as the decode thread hands it on: its packet is made by the worker that takes it
+    (which converts its image)."""
+
+    index: int
+    frame: TimedFrame
+    pts: float
+    repeats: tuple[float, ...] = ()
+
+    def packet(self) -> FramePacket:
+        return FramePacket(index=self.index, image=self.frame.image, pts=self.pts, repeats=self.repeats)
+
+
+class WorkQueue(BoundedQueue["Decoded | None"]):
     """The workers' queue: decoded frames (bounded, FIFO, put_wait from the decode thread; None
     ends the stream) and, served first, frames that passed the ordered tracking step and only
     wait to be processed (the oldest in flight, which the encoder needs next; whichever worker
@@ -130,8 +148,8 @@ class WorkQueue(BoundedQueue["FramePacket | None"]):
             self._ready.extend(packets)
             self._cond.notify_all()
 
-    def get(self, timeout: float) -> tuple[FramePacket | None, bool]:
-        """(item, True) for a tracked frame to process, (item, False) for a decoded one; raises
+    def get(self, timeout: float) -> tuple[FramePacket | Decoded | None, bool]:
+        """(packet, True) for a tracked frame to process, (item, False) for a decoded one; raises
         queue.Empty after timeout. A worker that gets None (end of stream) may stop: tracked
         frames are only added by a worker that has not stopped, and come out before None."""
         with self._cond:
@@ -164,6 +182,25 @@ class OutFrame:
     image: np.ndarray
     time: float
     repeats: tuple[float, ...] = ()  # times of the later output ticks that show it (retime)
+
+
+@dataclass(frozen=True, slots=True)
+class Retimed:
+    """An input frame on the output's ticks (retime): shown at `time` and at `repeats`; its
+    image is the input frame's, made when asked for (by a worker)."""
+
+    frame: TimedFrame
+    time: float
+    repeats: tuple[float, ...] = ()
+
+    @property
+    def image(self) -> np.ndarray:
+        return self.frame.image
+
+
+def ticks_of(frame: TimedFrame) -> tuple[float, ...]:
+    """The output times that show `frame`: its own, then its repeats' (OutFrame, Retimed)."""
+    return (frame.time, *(frame.repeats if isinstance(frame, (OutFrame, Retimed)) else ()))
 
 
 @dataclass
@@ -204,7 +241,7 @@ def packet_time(packet: FramePacket) -> float:
     return packet.pts
 
 
-def retime(frames: Iterable[TimedFrame], fps: Fraction, input_rate: Fraction) -> Iterator[OutFrame]:
+def retime(frames: Iterable[TimedFrame], fps: Fraction, input_rate: Fraction) -> Iterator[Retimed]:
     """Constant `fps` output from any input timing: each output tick shows the input frame
     nearest to it (frames are dropped or repeated); the first tick is the first frame's time.
     A frame shown on several ticks comes once, at its first tick, with the later ticks' times
@@ -215,7 +252,7 @@ def retime(frames: Iterable[TimedFrame], fps: Fraction, input_rate: Fraction) ->
     t0 = 0.0
     k = 0
 
-    def ticks(until: float) -> Iterator[OutFrame]:
+    def ticks(until: float) -> Iterator[Retimed]:
         """prev, once, if any tick before `until` shows it."""
         nonlocal k
         assert prev is not None
@@ -224,7 +261,7 @@ def retime(frames: Iterable[TimedFrame], fps: Fraction, input_rate: Fraction) ->
             times.append(t0 + k * step)
             k += 1
         if times:
-            yield OutFrame(prev.image, times[0], tuple(times[1:]))
+            yield Retimed(prev, times[0], tuple(times[1:]))
 
     for frame in frames:
         if prev is None:
@@ -337,18 +374,18 @@ class FilePipeline:
                 if frame is None:
                     self.slots.release()
                     return
-                times = (frame.time, *(frame.repeats if isinstance(frame, OutFrame) else ()))
+                times = ticks_of(frame)
                 runs = range_runs(index, len(times), self.frame_range)
                 # Where the frame range starts or ends inside a repeated frame, each later run
-                # gets its own copy (runs are processed in place) and its own slot.
+                # gets its own copy (runs are processed in place) and its own slot: that rare
+                # frame is converted here.
                 pristine = frame.image.copy() if len(runs) > 1 else None
                 for n, (start, end) in enumerate(runs):
                     if n and not self._take_slot():
                         return
-                    image = frame.image if pristine is None or n == 0 else pristine.copy()
-                    packet = FramePacket(index=start, image=image, pts=times[start - index],
-                                         repeats=times[start - index + 1:end - index])
-                    if not put_until(self.work, packet, stop):
+                    own = frame if pristine is None or n == 0 else OutFrame(pristine.copy(), frame.time)
+                    decoded = Decoded(start, own, times[start - index], times[start - index + 1:end - index])
+                    if not put_until(self.work, decoded, stop):
                         return
                 index += len(times)
         finally:
@@ -367,11 +404,12 @@ class FilePipeline:
         try:
             while not self.stages.stop.is_set():
                 try:
-                    packet, tracked = self.work.get(timeout=POLL_S)
+                    item, tracked = self.work.get(timeout=POLL_S)
                 except queue.Empty:
                     continue
-                if packet is None:
+                if item is None:
                     break
+                packet = item.packet() if isinstance(item, Decoded) else item  # converted here, not in the decode thread
                 if tracked:  # placed by the worker that tracked it
                     self._process(engine, packet)
                 elif not in_range(packet.index, self.frame_range):
