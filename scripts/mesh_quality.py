@@ -9,7 +9,10 @@ from there), so a before/after pair is two runs of this script on two commits:
                  moved up 0.07 face sizes (off the lips, above the corners' line): mean Lab L of
                  the output minus the target's own there ("L+"), and the mean structure-tensor
                  coherence of L there (Sobel, Gaussian 2 px; 0 isotropic, 1 one streak direction)
-                 of the output and the target ("streaks").
+                 of the output and the target ("streaks"); and that skin against the cheeks
+                 beside the nose (discs of 0.05 face sizes at FaceMesh 203/423, 205/425, on the
+                 skin): its mean L and mean chroma minus their medians, output / target
+                 ("band"; a grey, moustache-like band is lower in both).
   nose wings     SOURCE on TARGET: per nose wing (image left, right), the nose-wing triangles'
                  mean L minus the median L of the skin round them (0.06 face sizes), output
                  minus target ("lift"), and the mean white top-hat (5 px disc) of L over them
@@ -115,13 +118,17 @@ def main() -> None:
         return out, tgt, face
 
     if "lip" in only:
-        print("upper lip: pair, L+ (output - target), streaks output / target")
+        print("upper lip: pair, L+ (output - target), streaks output / target, band against "
+              "the cheeks: L, chroma output / target")
         for source, target in LIP_PAIRS:
             out, tgt, face = swapped(source, target)
             region = quality.upper_lip_skin(face, tgt.shape[:2])
             lift = mean_lightness(out, region) - mean_lightness(tgt, region)
+            (out_l, out_c), (tgt_l, tgt_c) = (quality.upper_lip_band(image, face)
+                                              for image in (out, tgt))
             print(f"  {source:>6} on {target:<9} {lift:+6.1f}   "
-                  f"{quality.coherence(out, region):.3f} / {quality.coherence(tgt, region):.3f}")
+                  f"{quality.coherence(out, region):.3f} / {quality.coherence(tgt, region):.3f}   "
+                  f"{out_l:+6.1f} {out_c:+5.1f} / {tgt_l:+6.1f} {tgt_c:+5.1f}")
     if "nose" in only:
         print("nose wings: pair, lift output - target (left, right), light lines output / target "
               "(left, right), shine on the left wing output / target")

@@ -88,6 +88,13 @@ _OVER_LIP, _OVER_LIP_LIGHT = 0.07, 0.03
 # Not on a squeezed or unstretched source (biden.jpg onto obama2.jpg would take his stubble).
 _OVER_LIP_GRAIN = 0.01
 _STRETCH_LOW, _STRETCH_HIGH = 1.0, 1.2
+# Darkened skin there takes the target's colour (a and b, local means as for L), fully where it
+# was darkened by _OVER_LIP_TINT levels or more: on a pale target (astronaut.png) the source's
+# colour at a lower lightness was a grey, moustache-like band under the nose. The target's grain
+# is held within _GRAIN_CLIP of its robust deviations (1.4826 x the median absolute value over
+# that skin): her nostrils' and creases' edges, away from where the source's nose puts them,
+# came with it as dark lines.
+_OVER_LIP_TINT, _GRAIN_CLIP = 4.0, 2.5
 # Thin dark lines (a black-hat with a disc of _LINE_SIZE x face size) under the lower lip, down
 # to _LINE_DEPTH x face size, that the warped source has beyond the target's are lightened away:
 # the source's shadow under the lip, its low frequencies matched, was left a thin dark line.
@@ -412,9 +419,10 @@ def match_lip_lighting(warped: np.ndarray, theirs_bgr: np.ndarray, moved: np.nda
 def match_upper_lip_lighting(warped: np.ndarray, theirs_bgr: np.ndarray, moved: np.ndarray,
                              size: float, stretch: float) -> None:
     """Darken the warped skin over the upper lip (8-bit LAB, in place; down to _OVER_LIP x face
-    size over the outer lip contour) to the target's lighting there (_OVER_LIP_LIGHT), and
-    where the source's skin there is stretched (`stretch`: see upper_lip_stretch) give it the
-    target's own fine grain (_OVER_LIP_GRAIN) instead of its own. theirs_bgr: as
+    size over the outer lip contour) to the target's lighting there (_OVER_LIP_LIGHT), with
+    the target's colour where darkened (_OVER_LIP_TINT), and where the source's skin there is
+    stretched (`stretch`: see upper_lip_stretch) give it the target's own fine grain
+    (_OVER_LIP_GRAIN, held within _GRAIN_CLIP) instead of its own. theirs_bgr: as
     match_lip_lighting's."""
     h, w = warped.shape[:2]
     sigma = max(1.0, _OVER_LIP_LIGHT * size)
@@ -432,22 +440,33 @@ def match_upper_lip_lighting(warped: np.ndarray, theirs_bgr: np.ndarray, moved: 
     region = over_lip(hw, outer_all - (x1, y1), _OVER_LIP * size, ring, opening)
     if int(region.sum()) < 8:
         return
-    lightness = warped[y1:y2, x1:x2, 0].astype(np.float32)
+    ours = warped[y1:y2, x1:x2].astype(np.float32)
     theirs = cv2.cvtColor(np.ascontiguousarray(theirs_bgr[y1:y2, x1:x2]),
-                          cv2.COLOR_BGR2LAB)[..., 0].astype(np.float32)
+                          cv2.COLOR_BGR2LAB).astype(np.float32)
     weight = region.astype(np.float32)
-    den = cv2.GaussianBlur(weight, (0, 0), sigma)
-    shift = (cv2.GaussianBlur(theirs * weight, (0, 0), sigma)
-             - cv2.GaussianBlur(lightness * weight, (0, 0), sigma)) / np.maximum(den, 1e-3)
-    np.minimum(shift, 0.0, out=shift)
+    den = np.maximum(cv2.GaussianBlur(weight, (0, 0), sigma), 1e-3)
+
+    def towards_theirs(channel: int) -> np.ndarray:
+        """The target's local mean of `channel` over the region minus the warped skin's."""
+        return (cv2.GaussianBlur(theirs[..., channel] * weight, (0, 0), sigma)
+                - cv2.GaussianBlur(ours[..., channel] * weight, (0, 0), sigma)) / den
+
+    shift = np.minimum(towards_theirs(0), 0.0)
     feather = cv2.GaussianBlur(weight, (0, 0), max(1.0, DETAIL_FEATHER * size))
+    tint = feather * np.clip(-shift / _OVER_LIP_TINT, 0.0, 1.0)
+    for channel in (1, 2):
+        ours[..., channel] += tint * towards_theirs(channel)
+    lightness = ours[..., 0]
     lightness += feather * np.clip(den * 2.0 - 0.5, 0.0, 1.0) * shift
     grain = float(np.clip((stretch - _STRETCH_LOW) / (_STRETCH_HIGH - _STRETCH_LOW), 0.0, 1.0))
     if grain > 0.0:
         fine = max(1.0, _OVER_LIP_GRAIN * size)
-        lightness += (grain * feather) * ((theirs - cv2.GaussianBlur(theirs, (0, 0), fine))
+        their_grain = theirs[..., 0] - cv2.GaussianBlur(theirs[..., 0], (0, 0), fine)
+        bound = _GRAIN_CLIP * 1.4826 * float(np.median(np.abs(their_grain[region])))
+        np.clip(their_grain, -bound, bound, out=their_grain)
+        lightness += (grain * feather) * (their_grain
                                           - (lightness - cv2.GaussianBlur(lightness, (0, 0), fine)))
-    warped[y1:y2, x1:x2, 0] = np.clip(lightness + 0.5, 0, 255).astype(np.uint8)
+    warped[y1:y2, x1:x2] = np.clip(ours + 0.5, 0, 255).astype(np.uint8)
 
 
 def upper_lip_stretch(source: np.ndarray, source_size: float, moved: np.ndarray,
