@@ -113,6 +113,23 @@ def test_given_certificate_and_key_are_used(tmp_path: Path, local: cr.Identity) 
     assert cr.read_credentials(out).valid
 
 
+def test_a_traditional_pem_key_signs(tmp_path: Path, local: cr.Identity) -> None:
+    # "BEGIN EC PRIVATE KEY", as `openssl ecparam -genkey` writes it: the refusal message offers
+    # it, yet c2pa refused it when signing ("expecting PRIVATE KEY")
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    traditional = load_pem_private_key(local.key_pem, None).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption())
+    assert traditional.startswith(b"-----BEGIN EC PRIVATE KEY-----")
+    cert, key = tmp_path / "chain.pem", tmp_path / "key.pem"
+    cert.write_bytes(local.chain_pem)
+    key.write_bytes(traditional)
+    out = tmp_path / "out.jpg"
+    out.write_bytes(cr.Signing(cr.load_identity(cert, key, environ={}), None, ()).sign_bytes(encoded(".jpg"), out))
+    assert cr.read_credentials(out).valid
+
+
 def test_half_an_identity_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="both"):
         cr.load_identity(tmp_path / "chain.pem", None, environ={})

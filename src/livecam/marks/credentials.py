@@ -120,21 +120,28 @@ def load_identity(cert: Path | None, key: Path | None, *, environ: dict[str, str
         except OSError as exc:
             raise InputError(f"cannot read the C2PA certificate or key ({exc.strerror or exc}): check "
                              f"--c2pa-cert {cert} and --c2pa-key {key}") from exc
-        return Identity(chain, key_pem, _key_algorithm(key_pem, key), self_signed=False, origin=cert)
+        pkcs8, algorithm = _signing_key(key_pem, key)
+        return Identity(chain, pkcs8, algorithm, self_signed=False, origin=cert)
     return local_identity(local_folder(env))
 
 
-def _key_algorithm(key_pem: bytes, where: Path) -> str:
+def _signing_key(key_pem: bytes, where: Path) -> tuple[bytes, str]:
+    """The key as PKCS#8 PEM, and its algorithm. c2pa reads PKCS#8 only: a traditional key
+    ("BEGIN EC PRIVATE KEY", as `openssl ecparam -genkey` writes) was refused at signing time."""
+    from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
     try:
-        algorithm = algorithm_for(load_pem_private_key(key_pem, password=None))
+        private = load_pem_private_key(key_pem, password=None)
     except (ValueError, TypeError) as exc:
         raise InputError(f"{where} is not an unencrypted PEM private key; give the signer's key "
                          f"(PKCS#8 or traditional PEM, no passphrase)") from exc
+    algorithm = algorithm_for(private)
     if not algorithm:
         raise InputError(f"{where}: C2PA signs with EC P-256/384/521, RSA or Ed25519 keys only")
-    return algorithm
+    pkcs8 = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption())
+    return pkcs8, algorithm
 
 
 def local_folder(env: Any) -> Path:
