@@ -192,9 +192,12 @@ def _runtime(ctx: click.Context, providers: tuple[str, ...], threads: int, expli
 def _parse_map(values: tuple[str, ...]) -> tuple[tuple[Path, Path], ...]:
     pairs = []
     for value in values:
-        source, sep, reference = value.partition("=")
-        if not sep or not source or not reference:
+        splits = [(value[:at], value[at + 1:]) for at, char in enumerate(value) if char == "="]
+        splits = [(source, reference) for source, reference in splits if source and reference]
+        if not splits:
             raise click.BadParameter(f"expected SOURCE=REFERENCE, got {value!r}", param_hint="--map")
+        # a photo's name may hold '=' itself (face=1.jpg): the split naming two files that exist
+        source, reference = next(((s, r) for s, r in splits if Path(s).is_file() and Path(r).is_file()), splits[0])
         pairs.append((Path(source), Path(reference)))
     return tuple(pairs)
 

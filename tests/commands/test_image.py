@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import cv2
@@ -191,6 +192,21 @@ def test_one_line_for_a_bad_source_or_a_missing_arcface_with_auto_models(
         assert result.returncode == 2, result.stderr
         assert "photo " + str(tmp_path / "who.jpg") + " does not exist" in only_error_line(result.stderr)
     no_leftovers(tmp_path)
+
+
+def test_a_map_photo_whose_name_holds_an_equals_sign_is_found(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # --map split at the first '=': 'take=2.jpg=target.jpg' said "photo take does not exist"
+    target, photo = faces_dir / "obama.jpg", faces_dir / "biden.jpg"
+    for source, reference in ((tmp_path / "take=2.jpg", target), (photo, tmp_path / "who=me.jpg")):
+        for named in (source, reference):
+            if not named.exists():
+                shutil.copyfile(photo, named)
+        result = run_cli(["image", str(target), str(tmp_path / "o.png"), "--map", f"{source}={reference}"],
+                         env=isolated_env)
+        # past the photos to the model --map needs (none here): both were found
+        assert result.returncode == 3, result.stderr
+        assert "--map needs the ArcFace model w600k_r50" in only_error_line(result.stderr)
 
 
 def test_an_unreadable_source_photo_is_the_one_line_even_with_the_mesh_fallback(

@@ -113,9 +113,39 @@ def test_given_certificate_and_key_are_used(tmp_path: Path, local: cr.Identity) 
     assert cr.read_credentials(out).valid
 
 
+def test_a_traditional_pem_key_signs(tmp_path: Path, local: cr.Identity) -> None:
+    # "BEGIN EC PRIVATE KEY", as `openssl ecparam -genkey` writes it: the refusal message offers
+    # it, yet c2pa refused it when signing ("expecting PRIVATE KEY")
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    traditional = load_pem_private_key(local.key_pem, None).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption())
+    assert traditional.startswith(b"-----BEGIN EC PRIVATE KEY-----")
+    cert, key = tmp_path / "chain.pem", tmp_path / "key.pem"
+    cert.write_bytes(local.chain_pem)
+    key.write_bytes(traditional)
+    out = tmp_path / "out.jpg"
+    out.write_bytes(cr.Signing(cr.load_identity(cert, key, environ={}), None, ()).sign_bytes(encoded(".jpg"), out))
+    assert cr.read_credentials(out).valid
+
+
 def test_half_an_identity_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="both"):
         cr.load_identity(tmp_path / "chain.pem", None, environ={})
+
+
+def test_an_unreadable_file_from_the_environment_names_its_variable(tmp_path: Path, local: cr.Identity) -> None:
+    # it said "check --c2pa-cert X and --c2pa-key Y", options never typed, and not which one failed
+    cert = tmp_path / "chain.pem"
+    cert.write_bytes(local.chain_pem)
+    with pytest.raises(InputError) as info:
+        cr.load_identity(None, None, environ={"LIVECAM_C2PA_CERT": str(cert), "LIVECAM_C2PA_KEY": str(tmp_path)})
+    message = str(info.value)
+    assert "LIVECAM_C2PA_KEY" in message and str(tmp_path) in message and "--c2pa" not in message.split(";")[0]
+    assert str(cert) not in message
+    with pytest.raises(InputError, match=r"\(--c2pa-cert\) .*missing\.pem"):
+        cr.load_identity(tmp_path / "missing.pem", cert, environ={})
 
 
 def test_a_key_that_is_not_pem_is_refused(tmp_path: Path, local: cr.Identity) -> None:

@@ -47,6 +47,13 @@ def test_a_recording_named_as_a_folder_that_exists_asks_for_a_file_in_it(tmp_pat
         make_sink(str(tmp_path / name))
 
 
+@pytest.mark.parametrize("value", ["", " "])
+def test_an_empty_output_is_named_empty(value: str) -> None:
+    # `--output "$REC"` with REC unset said "--output : that is a folder" (the current one)
+    with pytest.raises(InputError, match=r"^--output is empty; give window, virtual-camera, none or a file name"):
+        make_sink(value)
+
+
 def test_auto_output_without_a_display_asks_for_another_output(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("sys.platform", "linux")
     monkeypatch.delenv("DISPLAY", raising=False)

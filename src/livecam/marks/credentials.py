@@ -109,32 +109,48 @@ def algorithm_for(key: Any) -> str:
 def load_identity(cert: Path | None, key: Path | None, *, environ: dict[str, str] | None = None) -> Identity:
     """The identity to sign with (see the module docstring for the order)."""
     env = os.environ if environ is None else environ
+    # where each came from, for the message: a path from the environment was called --c2pa-cert
+    cert_from = "--c2pa-cert" if cert else "LIVECAM_C2PA_CERT"
+    key_from = "--c2pa-key" if key else "LIVECAM_C2PA_KEY"
     cert = cert or (Path(env["LIVECAM_C2PA_CERT"]) if env.get("LIVECAM_C2PA_CERT") else None)
     key = key or (Path(env["LIVECAM_C2PA_KEY"]) if env.get("LIVECAM_C2PA_KEY") else None)
     if (cert is None) != (key is None):
         raise InputError("C2PA signing needs both a certificate chain and its private key: give --c2pa-cert "
                          "and --c2pa-key (or LIVECAM_C2PA_CERT and LIVECAM_C2PA_KEY) together")
     if cert is not None and key is not None:
-        try:
-            chain, key_pem = cert.read_bytes(), key.read_bytes()
-        except OSError as exc:
-            raise InputError(f"cannot read the C2PA certificate or key ({exc.strerror or exc}): check "
-                             f"--c2pa-cert {cert} and --c2pa-key {key}") from exc
-        return Identity(chain, key_pem, _key_algorithm(key_pem, key), self_signed=False, origin=cert)
+        chain = _read_pem(cert, f"certificate chain ({cert_from})")
+        key_pem = _read_pem(key, f"private key ({key_from})")
+        pkcs8, algorithm = _signing_key(key_pem, key)
+        return Identity(chain, pkcs8, algorithm, self_signed=False, origin=cert)
     return local_identity(local_folder(env))
 
 
-def _key_algorithm(key_pem: bytes, where: Path) -> str:
+def _read_pem(path: Path, what: str) -> bytes:
+    """One of the two files, named with where it was given when it cannot be read."""
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read the C2PA {what} {path}: {exc.strerror or exc}; give a readable "
+                         f"PEM file, or pass --no-c2pa") from exc
+
+
+def _signing_key(key_pem: bytes, where: Path) -> tuple[bytes, str]:
+    """The key as PKCS#8 PEM, and its algorithm. c2pa reads PKCS#8 only: a traditional key
+    ("BEGIN EC PRIVATE KEY", as `openssl ecparam -genkey` writes) was refused at signing time."""
+    from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
     try:
-        algorithm = algorithm_for(load_pem_private_key(key_pem, password=None))
+        private = load_pem_private_key(key_pem, password=None)
     except (ValueError, TypeError) as exc:
         raise InputError(f"{where} is not an unencrypted PEM private key; give the signer's key "
                          f"(PKCS#8 or traditional PEM, no passphrase)") from exc
+    algorithm = algorithm_for(private)
     if not algorithm:
         raise InputError(f"{where}: C2PA signs with EC P-256/384/521, RSA or Ed25519 keys only")
-    return algorithm
+    pkcs8 = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption())
+    return pkcs8, algorithm
 
 
 def local_folder(env: Any) -> Path:

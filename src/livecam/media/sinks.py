@@ -192,6 +192,8 @@ def display_available() -> bool:
 def make_sink(output: str, *, fps: float = 30.0, force: bool = False) -> Sink:
     """The sink for --output (auto, window, virtual-camera, none or FILE.mp4)."""
     spec = output.strip()
+    if not spec:  # `--output "$REC"` unset: Path("") is the current folder, "that is a folder"
+        raise InputError("--output is empty; give window, virtual-camera, none or a file name such as rec.mp4")
     key = spec.lower()
     if key == "auto":
         if not display_available():
