@@ -164,7 +164,9 @@ def cli(ctx: click.Context, models_dir: Path | None, offline: bool, accept_licen
     setup_logging(verbose, quiet)
     if unverified_models:
         log.warning("warning: --unverified-models: model files are used without checking their SHA-256")
+    from_env = ctx.get_parameter_source("models_dir") is click.core.ParameterSource.ENVIRONMENT
     ctx.obj = RuntimeSettings(models_dir=models_dir, offline=offline, accept_license=accept_license,
+                              models_dir_from="LIVECAM_MODELS_DIR" if from_env else "--models-dir",
                               unverified_models=unverified_models, verbose=verbose, quiet=quiet)
 
 
@@ -185,8 +187,9 @@ def _runtime(ctx: click.Context, providers: tuple[str, ...], threads: int, expli
     base: RuntimeSettings = ctx.obj
     check_execution_threads(threads)  # 64 on 2 cores only adds memory and contention
     return RuntimeSettings(providers=providers or ("auto",), execution_threads=threads, explicit_threads=explicit_threads,
-                           models_dir=base.models_dir, offline=base.offline, accept_license=base.accept_license,
-                           unverified_models=base.unverified_models, verbose=base.verbose, quiet=base.quiet)
+                           models_dir=base.models_dir, models_dir_from=base.models_dir_from, offline=base.offline,
+                           accept_license=base.accept_license, unverified_models=base.unverified_models,
+                           verbose=base.verbose, quiet=base.quiet)
 
 
 def _parse_map(values: tuple[str, ...]) -> tuple[tuple[Path, Path], ...]:

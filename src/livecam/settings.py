@@ -37,6 +37,7 @@ class RuntimeSettings:
     providers: tuple[str, ...] = ("auto",)
     execution_threads: int = 1
     models_dir: Path | None = None  # None: checkout models/ or the user data folder
+    models_dir_from: str = "--models-dir"  # or "LIVECAM_MODELS_DIR": where models_dir was given, for messages
     offline: bool = False
     accept_license: bool = False
     unverified_models: bool = False  # accept models whose hash differs (replicas for benchmarks)

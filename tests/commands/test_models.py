@@ -487,16 +487,16 @@ def test_doctor_says_when_the_models_folder_cannot_be_written(tmp_path: Path, mo
 
     from livecam.commands.doctor import models_folder_problem
 
-    assert models_folder_problem(tmp_path / "new" / "models") == ""  # created on the first download
+    assert models_folder_problem(RuntimeSettings(models_dir=tmp_path / "new" / "models")) == ""  # made on first download
     blocker = tmp_path / "file"
     blocker.write_text("")
-    assert "NOT writable" in models_folder_problem(blocker / "models")
+    assert "NOT writable" in models_folder_problem(RuntimeSettings(models_dir=blocker / "models"))
 
     def read_only(*args: object, **kwargs: object) -> None:  # EROFS as a read-only mount gives it, even to root
         raise OSError(errno.EROFS, "Read-only file system")
 
     monkeypatch.setattr(tempfile, "TemporaryFile", read_only)
-    problem = models_folder_problem(tmp_path)
+    problem = models_folder_problem(RuntimeSettings(models_dir=tmp_path))
     assert "NOT writable (Read-only file system)" in problem and "--models-dir" in problem
 
 

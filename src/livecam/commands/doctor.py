@@ -12,7 +12,8 @@ import click
 from livecam import __version__
 from livecam.errors import LivecamError, ProviderError
 from livecam.models.catalog import DEFAULT_RUN_MODELS, download_command
-from livecam.models.store import CORRUPT, MISSING, PRESENT, VERIFIED, ModelStore, free_bytes
+from livecam.models.store import (CORRUPT, MISSING, PRESENT, VERIFIED, ModelStore, free_bytes, models_root,
+                                  other_models_root)
 from livecam.pipeline.engine import PROBE_MODEL
 from livecam.runtime.providers import (NO_ONNXRUNTIME, available_names, driver_cuda_version, ort_cuda_version,
                                       import_onnxruntime, resolve_providers)
@@ -127,13 +128,13 @@ def unwritable(root: Path) -> str | None:
     return None
 
 
-def models_folder_problem(root: Path) -> str:
+def models_folder_problem(settings: RuntimeSettings) -> str:
     """'' when downloads can write in the models folder (or create it), else why not and the fix:
     a read-only folder was only found out when a download failed. Not a readiness problem: the
     embedded models need no writing."""
-    reason = unwritable(root)
-    return "" if reason is None else (f"; NOT writable ({reason}): downloads will fail; make it writable or "
-                                      f"pass --models-dir")
+    reason = unwritable(models_root(settings))
+    return "" if reason is None else (f"; NOT writable ({reason}): downloads will fail; make it writable, or "
+                                      f"{other_models_root(settings)}")
 
 
 def credentials_state() -> tuple[str, bool]:
@@ -217,7 +218,7 @@ def run_doctor(settings: RuntimeSettings) -> int:
     store = ModelStore(settings, progress=False)
     free = free_bytes(store.root)
     echo(f"Models folder: {store.root} (free disk: {'unknown' if free is None else f'{free / 1e9:.1f} GB'})"
-         + models_folder_problem(store.root))
+         + models_folder_problem(settings))
     width = max(len(n) for n in store.names())
     for name in store.names():
         st = store.state(name)

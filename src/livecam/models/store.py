@@ -61,6 +61,22 @@ def models_root(settings: RuntimeSettings) -> Path:
     return Path(user_data_dir("livecam")) / "models"
 
 
+def models_root_named(settings: RuntimeSettings) -> str:
+    """The models folder and where it came from, for a message: a user who set LIVECAM_MODELS_DIR
+    was told to "pass --models-dir", an option never typed."""
+    where = "the default" if settings.models_dir is None else settings.models_dir_from
+    return f"the models folder {models_root(settings)} ({where})"
+
+
+def other_models_root(settings: RuntimeSettings) -> str:
+    """How to use another models folder, given where this one came from."""
+    if settings.models_dir is None:
+        return "pass --models-dir (or set LIVECAM_MODELS_DIR) to use another one"
+    if settings.models_dir_from == "LIVECAM_MODELS_DIR":
+        return "set LIVECAM_MODELS_DIR to another folder"
+    return "give --models-dir another folder"
+
+
 def tty_confirm(spec: ModelSpec) -> bool:
     """Ask on the terminal whether the user accepts a model's licence (never without a TTY)."""
     if not (sys.stdin.isatty() and sys.stderr.isatty()):
@@ -439,12 +455,12 @@ class ModelStore:
 
         unit = spec.archive.file_name if spec.archive else spec.file_name
         if self.root.is_symlink() and not self.root.exists():  # mkdir said "File exists"
-            raise ModelError(f"the models folder {self.root} {why_missing(self.root)}")
+            raise ModelError(f"{models_root_named(self.settings)} {why_missing(self.root)}")
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise ModelError(f"cannot create the models folder {self.root}: {exc.strerror}; "
-                             f"pass --models-dir to use another one") from exc
+            raise ModelError(f"cannot create {models_root_named(self.settings)}: {exc.strerror}; "
+                             f"{other_models_root(self.settings)}") from exc
         path = self.root / f".{unit}.lock"
         try:  # the lock is the first file written there: an unwritable folder shows here
             if _TidyLock.usable():
@@ -461,8 +477,8 @@ class ModelStore:
                 lock.acquire()
             return _Held(lock)
         except OSError as exc:
-            raise ModelError(f"cannot write in the models folder {self.root} ({exc.strerror or exc}); make it "
-                             f"writable or pass --models-dir to use another one") from exc
+            raise ModelError(f"cannot write in {models_root_named(self.settings)}: {exc.strerror or exc}; make "
+                             f"it writable, or {other_models_root(self.settings)}") from exc
 
     def _fetch(self, spec: ModelSpec) -> None:
         self._check_free_space(spec)
@@ -492,8 +508,8 @@ class ModelStore:
         free = free_bytes(self.root)
         if free is not None and need and free < need:
             raise DownloadError(f"not enough free disk space for {spec.name} in {self.root}: "
-                                f"{need / 1e6:.0f} MB needed, {free / 1e6:.0f} MB free; free some space "
-                                f"or choose another folder with --models-dir")
+                                f"{need / 1e6:.0f} MB needed, {free / 1e6:.0f} MB free; free some space, "
+                                f"or {other_models_root(self.settings)}")
 
     def _fetch_archive(self, archive: ArchiveSpec) -> None:
         """Download the zip, take only the catalogued members still missing, delete the zip."""
