@@ -319,18 +319,31 @@ def test_frame_range_counts_the_frames_written_at_the_fps_asked(tmp_path: Path, 
     assert probe(out)["frames"] == 120
 
 
-@pytest.mark.parametrize("fps", ["0.01", "1"])
-def test_an_fps_that_keeps_one_frame_is_refused_before_the_output_outlasts_the_input(
-        tmp_path: Path, fps: str, isolated_env: dict[str, str]) -> None:
+@pytest.mark.parametrize("fps, refused", [("0.01", True), ("0.4", True), ("1", False)])
+def test_an_fps_whose_one_frame_outlasts_the_input_is_refused(tmp_path: Path, fps: str, refused: bool, faces_dir: Path,
+                                                              isolated_env: dict[str, str]) -> None:
     # a 1 s clip at --fps 0.01 gave one frame shown for 100 s: a file a hundred times the input's length
     clip = make_clip(tmp_path / "one_second.mp4", frames=30, fps=30, audio=False)
     out = tmp_path / "out.mp4"
-    proc = run_cli(["video", str(clip), str(out), "-s", "face.jpg", "--no-watermark", "--no-c2pa", "--fps", fps],
+    proc = run_cli(["video", str(clip), str(out), "-s", str(faces_dir / "obama.jpg"), "--no-watermark", "--no-c2pa", "--fps", fps],
                    env=isolated_env)
+    if not refused:  # one frame of 1 s for a 1 s clip: as long as the input
+        assert proc.returncode == 0, proc.stderr
+        assert probe(out)["frames"] == 1
+        return
     assert proc.returncode == 2, proc.stderr
-    assert _one_line(proc.stderr) == (f"livecam: error: --fps {fps} keeps at most one frame of one_second.mp4 (1 s "
-                                      f"long); give --fps above 1 (one over its length)")
+    assert _one_line(proc.stderr) == (f"livecam: error: --fps {fps} would show one frame of one_second.mp4 (1 s "
+                                      f"long) for {1 / float(fps):.3g} s; give --fps 1 or more (one over its length)")
     assert not out.exists()
+
+
+def test_a_one_frame_clip_keeps_its_frame_at_any_fps(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    clip = make_clip(tmp_path / "one.mp4", frames=1, fps=30, audio=False)
+    out = tmp_path / "out.mp4"
+    proc = run_cli(["video", str(clip), str(out), "-s", str(faces_dir / "obama.jpg"), "--no-watermark", "--no-c2pa", "--fps", "24"],
+                   env=isolated_env)
+    assert proc.returncode == 0, proc.stderr
+    assert probe(out)["frames"] == 1
 
 
 def test_a_one_frame_clip_is_counted_as_one_frame(tmp_path: Path, faces_dir: Path,

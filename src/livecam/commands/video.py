@@ -66,10 +66,11 @@ def check_job(job: VideoJob) -> tuple[VideoJob, int | None]:
     if workers < threads:
         job = replace(job, processing=replace(job.processing, runtime=replace(job.processing.runtime,
                                                                                 execution_threads=workers)))
-    if job.fps is not None and info.duration and info.duration * job.fps <= 1 + 1e-9:
-        # its one frame was shown for a whole 1/fps: a 1 s clip at --fps 0.01 became 100 s long
-        raise InputError(f"--fps {job.fps:g} keeps at most one frame of {job.input.name} ({info.duration:.3g} s "
-                         f"long); give --fps above {1 / info.duration:.3g} (one over its length)")
+    if job.fps is not None and info.duration and info.duration * job.fps < 0.5:
+        # its one frame was shown for a whole 1/fps: a 1 s clip at --fps 0.01 became 100 s long. A rate
+        # whose one frame lasts under twice the input is kept: a one-frame clip is one frame at any rate.
+        raise InputError(f"--fps {job.fps:g} would show one frame of {job.input.name} ({info.duration:.3g} s "
+                         f"long) for {1 / job.fps:.3g} s; give --fps {1 / info.duration:.3g} or more (one over its length)")
     # Frame numbers count the frames written: with --fps, the retimed ones.
     total = info.expected_frames
     if job.fps is not None and info.duration:
