@@ -270,6 +270,8 @@ def test_the_label_does_not_jump_at_a_segment_join(tmp_path: Path, smoothing: fl
 
 def test_the_joined_output_keeps_the_inputs_start_timecode(tmp_path: Path) -> None:
     """The join writes the input's timecode once, as the whole-file run does (a tmcd track in a MOV)."""
+    if int(av.__version__.split(".")[0]) < 18:
+        pytest.skip(f"PyAV {av.__version__} writes no timecode for a stream added from a template")
     clip = make_clip(tmp_path / "in.mov", frames=60, size=(96, 64), timecode="01:00:00:00")
     split = job_for(clip, tmp_path / "split.mov", "libx264")
     plan, _ = process_segmented(split, SmoothingEngine(), segment_seconds=1.0, overlap_seconds=0.5)
