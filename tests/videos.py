@@ -86,8 +86,12 @@ def make_clip(
     audio_codec: str = "aac",
     audio_rate: int = 44100,
     subtitle: bool = False,
+    timecode: str | None = None,
 ) -> Path:
     """Write a clip and return its path.
+
+    timecode: a start timecode (HH:MM:SS:FF), a tmcd track in an MP4/MOV (FFmpeg's muxer writes
+    one for a video stream's "timecode" tag), a TIMECODE tag in Matroska.
 
     timestamps: per-frame presentation times in seconds (variable frame rate); default i/fps.
     rotation: display rotation in degrees (counterclockwise, as PyAV's set_display_rotation).
@@ -107,6 +111,8 @@ def make_clip(
             vs.codec_context.time_base = Fraction(1, 1000)
         if rotation is not None:
             vs.set_display_rotation(rotation)
+        if timecode is not None:
+            vs.metadata["timecode"] = timecode
         as_ = None
         if audio:
             as_ = out.add_stream(audio_codec, rate=audio_rate)

@@ -627,3 +627,49 @@ def test_video_quality_for_an_encoder_without_a_quality_setting_is_said(tmp_path
     assert probe(out)["codec"] == "ffv1"
     assert "--video-quality" not in _run_patched(base, tmp_path, isolated_env)  # not given: nothing to say
     assert not any(quality_ignored(e) for e in ("libx264", "libx265", "libvpx-vp9", "libsvtav1", "mpeg4"))
+
+
+def _timecodes(path: Path) -> tuple[str | None, list[str]]:
+    """The video stream's timecode tag (Matroska's TIMECODE) and the timecode of each of
+    `path`'s timecode (tmcd) tracks, as FFmpeg reads them back."""
+    import av
+
+    def tag(metadata: dict[str, str]) -> str | None:
+        return next((v for k, v in metadata.items() if k.lower() == "timecode"), None)
+
+    with av.open(str(path)) as c:
+        tracks = [tag(dict(s.metadata)) for s in c.streams if s.type == "data"]
+        return tag(dict(c.streams.video[0].metadata)), [t for t in tracks if t is not None]
+
+
+@pytest.mark.parametrize("source, fps, timecode, args, output, expected", [
+    # an editor's MOV: its tmcd track kept as one, whatever --frame-range swaps (it cuts nothing)
+    ("in.mov", 25, "01:00:00:00", ["--frame-range", "5:10"], "out.mov", "01:00:00:00"),
+    # NTSC drop-frame, kept as it is, into an MP4 (whose muxer writes tmcd tracks too)
+    ("in.mp4", 29.97, "00:59:59;29", [], "out.mp4", "00:59:59;29"),
+    # --fps 50 counts 50 frames a second: frame 12 of 25 is frame 24 of 50 (Matroska: a TIMECODE tag)
+    ("in.mov", 25, "10:00:00:12", ["--fps", "50"], "out.mkv", "10:00:00:24"),
+])
+def test_the_output_keeps_the_inputs_start_timecode(tmp_path: Path, isolated_env: dict[str, str], source: str,
+                                                    fps: float, timecode: str, args: list[str], output: str,
+                                                    expected: str) -> None:
+    """An editor lines clips up by the timecode of their first frame (a MOV/MP4 tmcd track);
+    it was left out, said only as 'not copied: 1 data stream'."""
+    clip = make_clip(tmp_path / source, frames=20, size=(96, 64), fps=fps, timecode=timecode)
+    assert _timecodes(clip) == (timecode, [timecode])  # FFmpeg wrote the input's tmcd track
+    out = tmp_path / output
+    stderr = _run_patched(["video", str(clip), str(out), "--source", "face.jpg", "--no-watermark", *args],
+                          tmp_path, isolated_env)
+    assert "not copied" not in stderr, stderr
+    assert _timecodes(out) == (expected, [] if out.suffix == ".mkv" else [expected])
+
+
+def test_a_timecode_the_output_cannot_hold_is_said_left_out(tmp_path: Path, isolated_env: dict[str, str]) -> None:
+    """At --fps 0.4 a timecode counts no whole frame a second (FFmpeg's muxer refuses it): the
+    note names the track as a timecode, not as '1 data stream'."""
+    clip = make_clip(tmp_path / "in.mov", frames=25, size=(96, 64), fps=25, timecode="01:00:00:00")
+    out = tmp_path / "out.mov"
+    stderr = _run_patched(["video", str(clip), str(out), "--source", "face.jpg", "--no-watermark", "--fps", "0.4"],
+                          tmp_path, isolated_env)
+    assert "not copied: 1 timecode stream\n" in stderr, stderr
+    assert _timecodes(out) == (None, [])

@@ -21,7 +21,7 @@ from livecam.pipeline.file import process_video
 from livecam.pipeline.segments import default_overlap_seconds, plan_job, process_segmented
 from livecam.settings import ProcessingSettings, RuntimeSettings, VideoJob
 from tests.doubles import NoModels
-from tests.videos import _write_tone, label_corners, probe, stamp_index, synthetic_frame
+from tests.videos import _write_tone, label_corners, make_clip, probe, stamp_index, synthetic_frame
 
 
 class SmoothingEngine(NoModels):
@@ -266,3 +266,16 @@ def test_the_label_does_not_jump_at_a_segment_join(tmp_path: Path, smoothing: fl
     # away from the face from 0.5 s over the join, back a second after the face left (0.8 s)
     assert a[0] == "bottom-right" and a[join - 1] == a[join] == "bottom-left" and a[-1] == "bottom-right"
     assert sum(x != y for x, y in zip(a, a[1:])) == 2
+
+
+def test_the_joined_output_keeps_the_inputs_start_timecode(tmp_path: Path) -> None:
+    """The join writes the input's timecode once, as the whole-file run does (a tmcd track in a MOV)."""
+    if int(av.__version__.split(".")[0]) < 18:
+        pytest.skip(f"PyAV {av.__version__} writes no timecode for a stream added from a template")
+    clip = make_clip(tmp_path / "in.mov", frames=60, size=(96, 64), timecode="01:00:00:00")
+    split = job_for(clip, tmp_path / "split.mov", "libx264")
+    plan, _ = process_segmented(split, SmoothingEngine(), segment_seconds=1.0, overlap_seconds=0.5)
+    assert len(plan.segments) == 2
+    with av.open(str(split.output)) as c:
+        assert c.streams.video[0].metadata.get("timecode") == "01:00:00:00"
+        assert [s.metadata.get("timecode") for s in c.streams if s.type == "data"] == ["01:00:00:00"]

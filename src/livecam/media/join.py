@@ -21,7 +21,7 @@ import av
 from livecam.errors import OutputError
 from livecam.media.video_reader import Chapter
 from livecam.media.video_writer import (copy_attachments, input_audio_track, input_subtitle_tracks, open_output,
-                                         tag_for_players)
+                                         set_timecode, tag_for_players)
 
 
 @dataclass(frozen=True)
@@ -43,11 +43,11 @@ def _params(stream: av.video.stream.VideoStream) -> tuple[Any, ...]:
 def join_parts(parts: Sequence[EncodedPart], path: Path, *, fmt: str, metadata: dict[str, str],
                audio_from: Path | None, shown: Path, audio_end: float | None = None,
                chapters: Sequence[Chapter] = (), subtitles_from: Path | None = None,
-               attachments_from: Path | None = None) -> str | None:
+               attachments_from: Path | None = None, timecode: str | None = None) -> str | None:
     """Write `parts` in order into a `fmt` file at `path` (a temporary name: the caller commits
     it), with the audio tracks of `audio_from` (audio_order) (cut at `audio_end` seconds when given).
     The subtitles of `subtitles_from` are kept as VideoWriter keeps them (cut there too), and the
-    attached files of `attachments_from` (copy_attachments).
+    attached files of `attachments_from` (copy_attachments), and the start `timecode` (set_timecode).
     Returns the audio mode ('copy', 'reencode' or None). Errors name `shown`."""
     if not parts:
         raise OutputError(f"nothing to write to {shown}: no video part was encoded")
@@ -61,6 +61,7 @@ def join_parts(parts: Sequence[EncodedPart], path: Path, *, fmt: str, metadata: 
             expected = _params(template)
             video = out.add_stream_from_template(template)
             tag_for_players(out, video)
+            set_timecode(video, timecode, rate=template.average_rate)
             video.time_base = parts[0].time_base
             if template.sample_aspect_ratio:  # the muxer's own (MP4 'pasp'), as VideoWriter sets it
                 cast(Any, video).sample_aspect_ratio = template.sample_aspect_ratio

@@ -34,6 +34,7 @@ from livecam.errors import InputError
 from livecam.media.colour import Colour, ColourConverter
 from livecam.media.containers import as_fraction, local_path, open_container
 from livecam.media.metadata import PNG_SIGNATURE, apng_frames
+from livecam.media.timecode import start_timecode
 from livecam.paths import why_missing
 from livecam.console import counted
 from livecam.settings import IMAGE_READ_FORMATS
@@ -71,7 +72,7 @@ class VideoInfo:
     rotation: int  # display rotation in degrees, counterclockwise (0, 90, 180, -90)
     codec: str
     audio_codec: str | None  # of the audio track an output gets first (audio_order); None: no audio
-    other_streams: tuple[str, ...]  # e.g. ("data", "video"): what the output drops
+    other_streams: tuple[str, ...]  # e.g. ("data", "video", "timecode"): what the output drops
     origin: float = 0.0  # seconds of the input's timestamps that are 0 on frames()'s timeline
     sample_aspect: Fraction | None = None  # of non-square pixels (DV, DVD), as displayed; None: square
     colour: Colour | None = None  # range, primaries, transfer, matrix (what players assume when untagged)
@@ -82,6 +83,8 @@ class VideoInfo:
     # a mirroring display matrix (a selfie app's MP4/MOV), as track_mirror reads it from the file: what
     # every decoder of this input turns its frames by, a chunk's too (media/chunks), whose Matroska has none
     mirror: tuple[int, int] | None = None
+    # the start timecode (input_timecode), which the writer keeps; other_streams counts its track as "timecode"
+    timecode: str | None = None
 
     @property
     def expected_frames(self) -> int | None:
@@ -818,6 +821,27 @@ def _is_chapter_track(stream: av.stream.Stream) -> bool:
         int(getattr(stream, "discard", AVDISCARD_ALL)) == AVDISCARD_ALL
 
 
+def _timecode_tag(metadata: dict[str, str]) -> str | None:
+    """A "timecode" tag (Matroska's reads back as TIMECODE) when it holds a timecode."""
+    return start_timecode(next((v for k, v in metadata.items() if k.lower() == "timecode"), None))
+
+
+def _is_timecode_track(stream: av.stream.Stream) -> bool:
+    """Whether `stream` is an MP4/MOV's timecode (tmcd) track: a data stream FFmpeg reads the start
+    timecode of into its metadata (and into its video stream's)."""
+    return stream.type == "data" and _timecode_tag(dict(stream.metadata)) is not None
+
+
+def input_timecode(container: av.container.InputContainer, video: av.stream.Stream) -> str | None:
+    """The start timecode of `video` in `container`: its own "timecode" tag (FFmpeg copies a MOV's
+    tmcd track's there), else a timecode track's, else the container's (a Matroska TIMECODE tag,
+    an MXF's); None when the input has none."""
+    found = [_timecode_tag(dict(video.metadata))] + \
+        [_timecode_tag(dict(s.metadata)) for s in container.streams if _is_timecode_track(s)] + \
+        [_timecode_tag(dict(container.metadata))]
+    return next((tc for tc in found if tc is not None), None)
+
+
 def _shown_frames(counted: int | None, duration: float | None, rate: Fraction) -> int | None:
     """The header's frame count, or the frames its duration shows when that is clearly fewer: an
     MP4 cut without re-encoding (`ffmpeg -ss 1.5 -c copy`, an editor's trim) keeps the frames from
@@ -863,7 +887,8 @@ class VideoReader:
         audio = c.streams[kept_audio[0]].codec_context.name if kept_audio else None
         chapters = _chapters(c, origin)
         attached = attachment_streams(c)  # kept apart: a Matroska output copies them
-        others: list[str] = [s.type for s in c.streams if s.type not in ("video", "audio", "subtitle", "attachment")
+        others: list[str] = ["timecode" if _is_timecode_track(s) else s.type for s in c.streams
+                             if s.type not in ("video", "audio", "subtitle", "attachment")
                              and not (chapters and _is_chapter_track(s))]
         others += ["video"] * (len(c.streams.video) - 1 - sum(s.type == "video" for s in attached))
         others += ["audio"] * (len(c.streams.audio) - len(kept_audio))
@@ -875,6 +900,7 @@ class VideoReader:
                          subtitles=tuple(codec_name(s) for s in c.streams.subtitles),
                          origin=origin, sample_aspect=sar, chapters=chapters,
                          cut_short=cut_short(c, self.path), mirror=track_mirror(c, vs),
+                         timecode=input_timecode(c, vs),
                          colour=Colour.described(cc, cc.format.name if cc.format else None, cc.height))
 
     def frames(self) -> Iterator[DecodedFrame]:

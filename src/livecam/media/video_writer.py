@@ -2,7 +2,8 @@
 encoder and container checks, frame encoding with the input's timestamps (frames of another size
 letterboxed, non-square pixels kept), every audio track (the default one first) copied where the
 container is commonly played with its codec (AUDIO_COPY_CODECS) or re-encoded, or given samples
-encoded; subtitles copied or converted (subtitle_fate); provenance tags.
+encoded; subtitles copied or converted (subtitle_fate); the start timecode (set_timecode);
+provenance tags.
 
 The writer owns its output container and must be used from one thread. Each audio and subtitle
 track is read from its own opening of the input file, put on the reader's timeline and
@@ -273,6 +274,20 @@ def tag_for_players(out: av.container.OutputContainer, stream: VideoStream) -> N
         stream.codec_context.codec_tag = "hvc1"
 
 
+def set_timecode(stream: VideoStream, timecode: str | None, rate: Fraction | None = None) -> None:
+    """Give the output's video `stream` a start timecode (HH:MM:SS:FF, timecode.conform'd to its
+    rate): FFmpeg's MP4/MOV muxer writes it as a tmcd track, which editors read, Matroska and
+    WebM as a TIMECODE tag. None: none. `rate`: the frame rate of a stream added from a template,
+    which has none, and the MP4/MOV muxer counts the timecode's frames at it (without one it
+    refused the file, EINVAL; PyAV 18 passes it on from the codec context, PyAV 17 writes no
+    timecode for such a stream)."""
+    if timecode is None:
+        return
+    if rate:
+        stream.codec_context.framerate = rate
+    stream.metadata["timecode"] = timecode
+
+
 # Audio codecs copied as they are into each container: those its common players read. PCM in
 # MP4 plays as noise or not at all in many players (and Debian's ffmpeg 5.1), Vorbis in MP4 is
 # an oddity; FLAC in MP4 still needs FFmpeg's -strict; Opus in MP4 plays in browsers, VLC and
@@ -318,6 +333,7 @@ class OutputSpec:
     chapters: tuple[Chapter, ...] = ()  # the input's (VideoInfo.chapters), written when chapters_writable()
     subtitles_from: Path | None = None  # input whose subtitle streams are kept (subtitle_fate)
     attachments_from: Path | None = None  # input whose attached files are kept (copy_attachments)
+    timecode: str | None = None  # start timecode of the first frame (set_timecode), at `rate`
 
     @property
     def shown_path(self) -> Path:
@@ -507,6 +523,7 @@ class VideoWriter:
             codec = av.Codec(spec.encoder, "w")
             _quiet_encoder_logs(spec.encoder)
             vs = add_video_stream(self._out, spec.encoder, spec.rate)
+            set_timecode(vs, spec.timecode)
             self._w, self._h = encoded_size(spec.width, spec.height)
             self._fitter = Fitter((self._w, self._h), spec.shown_path.name)
             vs.width, vs.height = self._w, self._h

@@ -61,6 +61,7 @@ from livecam.atomic import DISK_FULL, AtomicOutput, OutputConflictError
 from livecam.errors import Interrupted
 from livecam.frame import FramePacket
 from livecam.media.containers import frame_rate
+from livecam.media.timecode import conform
 from livecam.media.video_reader import VideoReader, check_whole
 from livecam.media.video_writer import (OutputSpec, VideoWriter, chapters_writable, container_format,
                                          dropped_attachments, say_trimmed, subtitle_fate)
@@ -551,12 +552,17 @@ def process_video(job: VideoJob, engine: FileEngine, *, quiet: bool = False,
 
 
 def _say_dropped_streams(kinds: Sequence[str], keep_audio: bool, chapters: int = 0,
-                         subtitles: Sequence[str] = (), fmt: str = "", attachments: Sequence[str] = ()) -> None:
+                         subtitles: Sequence[str] = (), fmt: str = "", attachments: Sequence[str] = (),
+                         timecode: bool = False) -> None:
     """One line for the streams the output leaves out (and the chapters, where this PyAV cannot
     write them: chapters_writable(); and the attached files, where the container cannot hold
     them, named with the fix); it said "the input's audio stream is not copied" for a
-    second audio track beside "audio copied"."""
+    second audio track beside "audio copied". `timecode`: the output has the input's start
+    timecode, so one timecode track is not left out (it was counted as "1 data stream")."""
     counts = Tally(kind for kind in kinds if keep_audio or kind != "audio")  # --no-audio: asked for
+    if timecode and counts["timecode"]:
+        counts["timecode"] -= 1
+    counts = +counts  # without the kinds counted down to none
     # subtitles the output's container cannot hold (bitmap ones outside Matroska)
     counts.update("subtitle" for codec in subtitles if subtitle_fate(codec, fmt) is None)
     if chapters and not chapters_writable():
@@ -577,16 +583,18 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
     info = reader.info
     check_whole(info, keep_partial=job.keep_partial)
     keep_audio = job.audio and info.audio_codec is not None
+    rate = frame_rate(job.fps) if job.fps is not None else info.rate
+    # the output starts at the input's first frame (--frame-range swaps frames, it does not cut)
+    timecode = conform(info.timecode, info.rate, rate)
     _say_dropped_streams(info.other_streams, keep_audio, len(info.chapters), info.subtitles,
-                         container_format(job.output), info.attachments)
+                         container_format(job.output), info.attachments, timecode=timecode is not None)
     say_trimmed(info.width, info.height)
     if job.fps is not None:
-        rate = frame_rate(job.fps)
         time_base = 1 / rate
         frames: Iterable[TimedFrame] = retime(reader.frames(), rate, info.rate)
         total = int(round(info.duration * float(rate))) if info.duration else None
     else:
-        rate, time_base = info.rate, info.time_base
+        time_base = info.time_base
         frames = reader.frames()
         total = info.expected_frames
     # Sized now, with the models resident and before any frame is decoded; the encoder's
@@ -600,7 +608,7 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
                       audio_from=job.input if keep_audio else None, subtitles_from=job.input, target=job.output,
                       attachments_from=job.input,
                       sample_aspect=info.sample_aspect, colour=info.colour, lookahead=plan.lookahead,
-                      chapters=info.chapters)
+                      chapters=info.chapters, timecode=timecode)
     workers, in_flight = plan.workers, plan.frames_in_flight
     lanes = lanes[:workers]  # a lane is a worker: only as many as the memory holds
     marker = watermark.video_marker(float(rate)) if watermark is not None else None
