@@ -665,9 +665,9 @@ def test_the_output_keeps_the_inputs_start_timecode(tmp_path: Path, isolated_env
 
 
 def test_a_timecode_the_output_cannot_hold_is_said_left_out(tmp_path: Path, isolated_env: dict[str, str]) -> None:
-    """At --fps 0.4 a timecode counts no whole frame a second (FFmpeg's muxer refuses it): the
-    note names the track as a timecode, not as '1 data stream'."""
-    clip = make_clip(tmp_path / "in.mov", frames=25, size=(96, 64), fps=25, timecode="01:00:00:00")
+    """At --fps 0.4 (on a 2 s clip: a shorter one is refused) a timecode counts no whole frame a
+    second (FFmpeg's muxer refuses it): the note names the track as a timecode, not as '1 data stream'."""
+    clip = make_clip(tmp_path / "in.mov", frames=50, size=(96, 64), fps=25, timecode="01:00:00:00")
     out = tmp_path / "out.mov"
     stderr = _run_patched(["video", str(clip), str(out), "--source", "face.jpg", "--no-watermark", "--fps", "0.4"],
                           tmp_path, isolated_env)
