@@ -38,12 +38,9 @@ sys.path.insert(0, str(REPO))
 
 from livecam.faces import mesh_indices  # noqa: E402
 from livecam.faces.face import Face  # noqa: E402
-from livecam.faces.source import SourceIdentity  # noqa: E402
-from livecam.frame import FramePacket  # noqa: E402
 from livecam.processors.mesh.swapper import MeshSwapper  # noqa: E402
 from livecam.settings import SwapSettings  # noqa: E402
 from tests.processors import test_mesh_quality as quality  # noqa: E402
-from tests.processors.test_mesh_identity import embedded_analysis  # noqa: E402
 
 LIP_PAIRS = (("obama", "biden"), ("obama2", "biden"), ("biden", "obama"), ("biden", "obama2"),
              ("obama", "astronaut"), ("obama2", "astronaut"))
@@ -97,15 +94,7 @@ def main() -> None:
     parser.add_argument("--only", default="lip,nose,cheeks,proportions")
     args = parser.parse_args()
     only = set(args.only.split(","))
-    detector, mesh = embedded_analysis()
-    cache: dict[Path, tuple[np.ndarray, Face]] = {}
-
-    def analysed(path: Path) -> tuple[np.ndarray, Face]:
-        if path not in cache:
-            image = cv2.imread(str(path))
-            faces = [f for f in mesh.refine(image, detector.detect(image)) if f.landmarks is not None]
-            cache[path] = image, max(faces, key=lambda f: f.area)
-        return cache[path]
+    analysed = quality.analyser()
 
     def photo(name: str) -> Path:
         return args.faces_dir / (name + (".png" if name == "astronaut" else ".jpg"))
@@ -154,36 +143,16 @@ def main() -> None:
             print(f"  {source:<10} turned {excess[0]:+.1f} {excess[1]:+.1f};  all six (left to right) "
                   + " ".join(f"{e:+.1f}" for e in everyone))
     if "proportions" in only:
-        print(f"proportions (obama.jpg onto biden.jpg): {proportions(args.faces_dir, analysed):.4f}")
+        print(f"proportions (obama.jpg onto biden.jpg): {proportions(args.faces_dir):.4f}")
 
 
-def proportions(faces_dir: Path, analysed: object) -> float:
+def proportions(faces_dir: Path) -> float:
     """The proportions test's mismatch at shape strength 1 (its bound: 0.85 x the target's own)."""
-    from livecam.faces.align import estimate_similarity
-    from livecam.faces.mesh_indices import LEFT_EYE, LIPS_OUTER, RIGHT_EYE
+    from tests.processors.test_mesh_identity import proportion_mismatches
 
-    detector, mesh = embedded_analysis()
-
-    def analyse(image: np.ndarray) -> Face:
-        faces = [f for f in mesh.refine(image, detector.detect(image)) if f.landmarks is not None]
-        return max(faces, key=lambda f: f.area)
-
-    src_img, tgt_img = cv2.imread(str(faces_dir / "obama.jpg")), cv2.imread(str(faces_dir / "biden.jpg"))
-    src_face, tgt_face = analyse(src_img), analyse(tgt_img)
-    inner = np.concatenate([RIGHT_EYE, LEFT_EYE, LIPS_OUTER, [1, 4, 5, 195, 197, 6, 168]])
-
-    def mismatch(face: Face) -> float:
-        lm = face.landmarks.astype(np.float64)
-        m = estimate_similarity(src_face.landmarks, lm)
-        ref = src_face.landmarks.astype(np.float64) @ m[:, :2].T + m[:, 2]
-        return float(np.linalg.norm(lm[inner] - ref[inner], axis=1).mean())
-
-    swapper = MeshSwapper(SwapSettings(), shape_strength=1.0)
-    swapper.prepare([SourceIdentity((faces_dir / "obama.jpg",), src_img, src_face, None)])
-    out = swapper.process(FramePacket(index=0, image=tgt_img.copy(), faces=[tgt_face])).image
-    result = mismatch(analyse(out))
-    print(f"  (bound {0.85 * mismatch(tgt_face):.4f})")
-    return result
+    results, before = proportion_mismatches(faces_dir, (1.0,))
+    print(f"  (bound {0.85 * before:.4f})")
+    return results[1.0]
 
 
 if __name__ == "__main__":

@@ -199,10 +199,10 @@ def embedded_analysis() -> tuple[Any, Any]:
             FaceMesh(get_session(MODELS / "face_landmark.onnx", providers)))
 
 
-def test_real_photos_the_result_takes_the_source_proportions(faces_dir: Path) -> None:
-    """obama.jpg onto biden.jpg: FaceMesh run again on the result finds inner-face proportions
-    closer to Obama's than Biden's own were."""
-    pytest.importorskip("livecam.faces.facemesh")
+def proportion_mismatches(faces_dir: Path, strengths: tuple[float, ...]) -> tuple[dict[float, float], float]:
+    """obama.jpg onto biden.jpg at each shape strength: the inner-face landmarks FaceMesh finds on
+    the result against Obama's, after a similarity on the whole mesh (mean distance, px); and
+    Biden's own mismatch. Also scripts/mesh_quality.py's figure."""
     import cv2
 
     detector, mesh = embedded_analysis()
@@ -219,19 +219,25 @@ def test_real_photos_the_result_takes_the_source_proportions(faces_dir: Path) ->
     inner = np.concatenate([RIGHT_EYE, LEFT_EYE, LIPS_OUTER, [1, 4, 5, 195, 197, 6, 168]])
 
     def mismatch(face: Face) -> float:
-        """Inner-face landmarks of `face` against Obama's, after a similarity on the whole mesh."""
         lm = face.landmarks.astype(np.float64)
         m = estimate_similarity(src_face.landmarks, lm)
         ref = src_face.landmarks.astype(np.float64) @ m[:, :2].T + m[:, 2]
         return float(np.linalg.norm(lm[inner] - ref[inner], axis=1).mean())
 
     results = {}
-    for strength in (0.0, 1.0):
+    for strength in strengths:
         swapper = MeshSwapper(SwapSettings(), shape_strength=strength)
         swapper.prepare([source])
         out = swapper.process(FramePacket(index=0, image=tgt_img.copy(), faces=[tgt_face])).image
         results[strength] = mismatch(analyse(out))
-    before = mismatch(tgt_face)
+    return results, mismatch(tgt_face)
+
+
+def test_real_photos_the_result_takes_the_source_proportions(faces_dir: Path) -> None:
+    """obama.jpg onto biden.jpg: FaceMesh run again on the result finds inner-face proportions
+    closer to Obama's than Biden's own were."""
+    pytest.importorskip("livecam.faces.facemesh")
+    results, before = proportion_mismatches(faces_dir, (0.0, 1.0))
     assert results[1.0] < 0.85 * before
     assert results[1.0] < results[0.0]
 

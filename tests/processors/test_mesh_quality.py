@@ -21,6 +21,12 @@ from tests.processors.test_mesh_identity import embedded_analysis
 
 @pytest.fixture(scope="module")
 def analysed() -> Callable[[Path], tuple[np.ndarray, Face]]:
+    return analyser()
+
+
+def analyser() -> Callable[[Path], tuple[np.ndarray, Face]]:
+    """A photo's image and its largest face (embedded BlazeFace + FaceMesh), each read once
+    (the tests' and scripts/mesh_quality.py's)."""
     detector, mesh = embedded_analysis()
     cache: dict[Path, tuple[np.ndarray, Face]] = {}
 
@@ -465,15 +471,20 @@ _NOSE_WING = np.array([(360, 440, 363), (440, 360, 344), (438, 440, 344), (439, 
                        (278, 344, 279), (440, 309, 457), (440, 438, 309), (279, 344, 360)])
 
 
+def wing_mask(face: Face, triangles: Any, shape: tuple[int, ...]) -> tuple[float, np.ndarray]:
+    """(the face's size, px; a uint8 mask of `triangles`, FaceMesh triangles, filled with 1)."""
+    lm = face.landmarks
+    inside = np.zeros(shape[:2], np.uint8)
+    for tri in triangles:
+        cv2.fillConvexPoly(inside, np.round(lm[tri] - 0.5).astype(np.int32), 1)
+    return float(np.ptp(lm[mesh_indices.FACE_OVAL], axis=0).max()), inside
+
+
 def flat_share(image: np.ndarray, face: Face) -> float:
     """The share of the nose-wing triangles whose grain (local standard deviation over 5x5 px
     of the grey high-pass, original minus a Gaussian of 1.5 px) is under half the median grain
     of the swapped skin round them (0.08 face sizes)."""
-    lm = face.landmarks
-    size = float(np.ptp(lm[mesh_indices.FACE_OVAL], axis=0).max())
-    inside = np.zeros(image.shape[:2], np.uint8)
-    for tri in _NOSE_WING:
-        cv2.fillConvexPoly(inside, np.round(lm[tri] - 0.5).astype(np.int32), 1)
+    size, inside = wing_mask(face, _NOSE_WING, image.shape[:2])
     grow = int(0.08 * size) | 1
     ring = (cv2.dilate(inside, np.ones((grow, grow), np.uint8)) > 0) & (inside == 0)
     grey = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY).astype(np.float32)
@@ -544,11 +555,7 @@ def test_real_photos_the_filled_nose_shine_has_the_skins_colour_down_to_the_nost
 def nose_wing_lift(image: np.ndarray, face: Face) -> float:
     """How much lighter (Lab L) the nose-wing triangles (_NOSE_WING) are on average than the
     median of the skin round them (0.06 face sizes)."""
-    lm = face.landmarks
-    size = float(np.ptp(lm[mesh_indices.FACE_OVAL], axis=0).max())
-    inside = np.zeros(image.shape[:2], np.uint8)
-    for tri in _NOSE_WING:
-        cv2.fillConvexPoly(inside, np.round(lm[tri] - 0.5).astype(np.int32), 1)
+    size, inside = wing_mask(face, _NOSE_WING, image.shape[:2])
     grow = int(0.06 * size) | 1
     ring = (cv2.dilate(inside, np.ones((grow, grow), np.uint8)) > 0) & (inside == 0)
     lightness = cv2.cvtColor(image, cv2.COLOR_BGR2LAB).astype(np.float32)[..., 0]
@@ -682,11 +689,7 @@ def wing_light(image: np.ndarray, face: Face) -> float:
     """The share of the image-left nose wing (_OTHER_WING's triangles, grown by 0.03 face
     sizes) that is 15 levels of L lighter than the skin round it (L minus its Gaussian of 0.04
     face sizes): a shine left on it."""
-    lm = face.landmarks
-    size = float(np.ptp(lm[mesh_indices.FACE_OVAL], axis=0).max())
-    inside = np.zeros(image.shape[:2], np.uint8)
-    for tri in _OTHER_WING:
-        cv2.fillConvexPoly(inside, np.round(lm[tri] - 0.5).astype(np.int32), 1)
+    size, inside = wing_mask(face, _OTHER_WING, image.shape[:2])
     grow = int(0.03 * size) | 1
     zone = cv2.dilate(inside, np.ones((grow, grow), np.uint8)) > 0
     lightness = cv2.cvtColor(image, cv2.COLOR_BGR2LAB)[..., 0].astype(np.float32)
