@@ -150,19 +150,46 @@ def test_a_cache_entry_replaces_whatever_another_run_wrote_meanwhile(tmp_path: P
 
 
 @pytest.mark.parametrize("dangling", [True, False])
-def test_force_replaces_a_link_at_the_output_and_never_its_target(tmp_path: Path, dangling: bool) -> None:
-    """A dangling link at the output once made --force keep the result aside as 'appeared while
-    livecam was writing it'; the link is what gets replaced, a target that exists is untouched."""
-    target = tmp_path / "elsewhere.mp4"
+def test_force_writes_through_a_link_and_keeps_the_link(tmp_path: Path, dangling: bool) -> None:
+    """--force onto a link replaced the link with a file and left the linked file as it was; as
+    cp and ffmpeg -y do, the linked file (in another folder, reached through a chain of two
+    links) gets the result, written beside it, and the links stay. A dangling link is written
+    through when the folder it points into exists, as cp does."""
+    here, there = tmp_path / "here", tmp_path / "there"
+    here.mkdir()
+    there.mkdir()
+    target = there / "elsewhere.mp4"
     if not dangling:
         target.write_bytes(b"theirs")
-    out = tmp_path / "out.mp4"
-    out.symlink_to(target)
+    (here / "hop.mp4").symlink_to(Path("..") / "there" / "elsewhere.mp4")
+    out = here / "out.mp4"
+    out.symlink_to("hop.mp4")
+    with pytest.raises(OutputExistsError, match="--force"):  # a link is a name the user made, dangling or not
+        AtomicOutput(out).open()
     with AtomicOutput(out, force=True) as result:
+        assert result.temp.parent == there
         result.write_bytes(b"frames")
-    assert not out.is_symlink() and out.read_bytes() == b"frames"
-    assert sorted(p.name for p in tmp_path.iterdir()) == (["out.mp4"] if dangling else ["elsewhere.mp4", "out.mp4"])
-    assert dangling or target.read_bytes() == b"theirs"
+    assert out.is_symlink() and os.readlink(out) == "hop.mp4" and (here / "hop.mp4").is_symlink()
+    assert target.read_bytes() == b"frames" and not target.is_symlink()
+    assert sorted(p.name for p in here.iterdir()) == ["hop.mp4", "out.mp4"]
+    assert sorted(p.name for p in there.iterdir()) == ["elsewhere.mp4"]
+
+
+@pytest.mark.parametrize("case", ["missing_folder", "loop"])
+def test_a_link_that_cannot_be_written_through_is_one_line(tmp_path: Path, case: str) -> None:
+    # A link into a missing folder failed creating the temporary file, named as the link's folder.
+    out = tmp_path / "out.mp4"
+    if case == "loop":
+        (tmp_path / "other.mp4").symlink_to("out.mp4")
+        out.symlink_to("other.mp4")
+        expect = r"out\.mp4 is a link in a loop of links .*; fix or remove the link$"
+    else:
+        out.symlink_to(tmp_path / "gone" / "out.mp4")
+        expect = rf"out\.mp4 is a link into the folder {tmp_path / 'gone'}, which does not exist; create it or fix the link$"
+    with pytest.raises(InputError, match=expect):
+        with AtomicOutput(out, force=True) as result:
+            result.write_bytes(b"frames")
+    assert out.is_symlink() and _hidden(tmp_path) == []
 
 
 @pytest.mark.parametrize("code", [errno.EPERM, errno.EACCES, errno.EBUSY])

@@ -6,8 +6,10 @@
 
 `AtomicOutput` owns everything around a written file, so no writer repeats it:
 - the "exists and not --force" check, made when the output is opened;
-- a short temporary name beside the output (same folder, so the rename is atomic; short, so
-  an output name near the file system's 255-byte limit still fits);
+- writing through a link at the output path (`write_target`), as cp and ffmpeg -y do: the
+  file it leads to gets the result, the link stays a link;
+- a short temporary name beside the file written (same folder, so the rename is atomic; short,
+  so an output name near the file system's 255-byte limit still fits);
 - removal of the temporary file on every exit path that does not commit;
 - the final rename, which never replaces a file that was not there when the output was opened
   (or that --force did not cover): a file that appeared meanwhile is kept, the result is kept
@@ -28,6 +30,7 @@ from pathlib import Path
 from types import TracebackType
 
 from livecam.errors import InputError, OutputError, OutputExistsError
+from livecam.paths import why_missing
 
 # errno values that mean "no more bytes fit": no partial result is worth keeping then.
 DISK_FULL = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
@@ -58,8 +61,8 @@ def trailing_slash_problem(given: str) -> str | None:
 @dataclass(frozen=True)
 class _Identity:
     """A file as it was seen: a new file at the same path differs (inode numbers are reused, so
-    size and modification time count too). A link is itself (lstat): the rename replaces the
-    link, never its target, and a dangling link covered by --force is replaced too."""
+    size and modification time count too). Taken of the file written (`write_target`), never of
+    a link to it."""
 
     device: int
     inode: int
@@ -79,11 +82,32 @@ def folder_of(path: Path) -> Path:
     return path.parent if str(path.parent) else Path(".")
 
 
+def write_target(path: Path, *, what: str = "") -> Path:
+    """The file that writing `path` puts the result in: `path`, or where it is a link, the end of
+    its chain of links, resolved once (os.path.realpath). An output is written through a link, as
+    cp and ffmpeg -y do: the linked file gets the result and the link stays (the rename replaced
+    the link with a file and left the linked file as it was). A dangling link is written through
+    when the folder it points into exists, as cp does (the user made the link to say where the
+    output goes); one into a missing folder, or in a loop of links (why_missing's words), is
+    refused. Whether the linked file is an input is check_not_an_input's (os.path.samefile)."""
+    if not os.path.islink(path):
+        return path
+    target = Path(os.path.realpath(path))
+    if os.path.islink(target):  # realpath stops at a loop
+        raise InputError(f"{what}{path} {why_missing(path)}")
+    if not folder_of(target).is_dir():
+        raise InputError(f"{what}{path} is a link into the folder {folder_of(target)}, which does not exist; "
+                         f"create it or fix the link")
+    return target
+
+
 def check_new_output(path: Path, *, force: bool, what: str = "") -> None:
-    """The cheap checks before any work: not a folder, and not an existing file without --force.
+    """The cheap checks before any work: not a folder, a link that can be written through, and
+    not an existing file without --force (a link counts as one, dangling or not).
     `what` prefixes the message with the option that named the path (e.g. '--output ')."""
     if path.is_dir():
         raise InputError(f"{what}{path} is a folder; give a file name such as {path / ('out' + (path.suffix or '.mp4'))}")
+    write_target(path, what=what)
     if (path.exists() or path.is_symlink()) and not force:
         raise OutputExistsError(f"{what}{path} exists; add --force to overwrite it or choose another name")
 
@@ -149,7 +173,8 @@ def _link_no_clobber(src: Path, dst: Path) -> bool:
 
 
 class AtomicOutput:
-    """A file written through `temp` and renamed onto `path` by `commit()` (or a clean exit)."""
+    """A file written through `temp` and renamed onto `target` (`path`, or the file the link at
+    `path` leads to) by `commit()` (or a clean exit); messages name `path`."""
 
     def __init__(self, path: Path, *, force: bool = False, what: str = "", cache: bool = False,
                  shown: Path | None = None) -> None:
@@ -163,8 +188,10 @@ class AtomicOutput:
         self.cache = cache
         self.what = what
         self.committed = False
-        suffix = self.path.suffix if len(self.path.suffix) <= _MAX_SUFFIX else ""
-        self.temp = folder_of(self.path) / f".livecam-{secrets.token_hex(4)}.part{suffix}"
+        self.target = write_target(self.path, what=what)
+        suffix = self.target.suffix if len(self.target.suffix) <= _MAX_SUFFIX else ""
+        # beside the file written, so the rename stays on its file system
+        self.temp = folder_of(self.target) / f".livecam-{secrets.token_hex(4)}.part{suffix}"
         self._covered: _Identity | None = None  # the file --force allows replacing
 
     def __enter__(self) -> AtomicOutput:
@@ -183,7 +210,7 @@ class AtomicOutput:
     def open(self) -> None:
         """Check the path and reserve the temporary name (O_EXCL: never someone else's file)."""
         check_new_output(self.path, force=self.force, what=self.what)
-        self._covered = _Identity.of(self.path) if self.force else None
+        self._covered = _Identity.of(self.target) if self.force else None
         try:
             fd = os.open(self.temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
         except OSError as exc:
@@ -208,10 +235,10 @@ class AtomicOutput:
         if self.committed:
             return self.path
         try:
-            current = _Identity.of(self.path)
+            current = _Identity.of(self.target)
             if current is not None and (self.cache or (self.force and current == self._covered)):
                 self._replace()
-            elif not _link_no_clobber(self.temp, self.path):
+            elif not _link_no_clobber(self.temp, self.target):
                 kept = self._keep_aside()
                 self.committed = True
                 raise OutputConflictError(
@@ -229,7 +256,7 @@ class AtomicOutput:
         immutable, another user's in a sticky folder such as /tmp, open in a player on Windows),
         the finished result is kept beside it: an hour's recording or video was deleted."""
         try:
-            os.replace(self.temp, self.path)
+            os.replace(self.temp, self.target)
         except OSError as exc:
             if exc.errno in DISK_FULL or self.cache:
                 raise
@@ -250,9 +277,9 @@ class AtomicOutput:
                 pass
 
     def _keep_aside(self) -> Path:
-        stem, suffix = self.path.stem, self.path.suffix
+        stem, suffix = self.target.stem, self.target.suffix
         for n in range(1, 1000):
-            candidate = self.path.with_name(f"{stem}.livecam-{n}{suffix}")
+            candidate = self.target.with_name(f"{stem}.livecam-{n}{suffix}")
             try:
                 if _link_no_clobber(self.temp, candidate):
                     return candidate

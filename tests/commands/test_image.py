@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -343,6 +344,26 @@ def test_the_input_photo_is_never_the_output_even_with_force(tmp_path: Path, fac
         assert "is the input; write to another file" in only_error_line(result.stderr)
     assert target.read_bytes() == original
     no_leftovers(tmp_path, target, source, link)
+
+
+def test_force_onto_a_link_writes_the_linked_file_and_keeps_the_link(tmp_path: Path, faces_dir: Path,
+                                                                      isolated_env: dict[str, str]) -> None:
+    # `livecam image t.png latest.png --force`, latest.png a link into a gallery folder: the link
+    # became a plain file and the gallery kept the old picture (cp and ffmpeg -y write through it)
+    target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
+    gallery = tmp_path / "gallery"
+    gallery.mkdir()
+    linked = gallery / "today.png"
+    linked.write_bytes(b"yesterday's picture")
+    link = tmp_path / "latest.png"
+    link.symlink_to(linked)
+    result = run_cli(["image", str(target), str(link), "-s", str(source), "--swap-model", "mesh", "--force",
+                      "--no-watermark"], env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    assert link.is_symlink() and os.readlink(link) == str(linked)
+    assert read_image(linked).shape == read_image(target).shape
+    no_leftovers(tmp_path, target, source, link, gallery)
+    no_leftovers(gallery, linked)
 
 
 def test_force_never_replaces_a_source_reference_or_map_photo(tmp_path: Path, faces_dir: Path,

@@ -80,7 +80,7 @@ def test_existing_stats_json_is_kept_without_force_and_checked_before_models(
     # a link to a file in a missing folder failed only after the models loaded
     link = tmp_path / "link.jsonl"
     link.symlink_to(tmp_path / "gone" / "s.jsonl")
-    with pytest.raises(InputError, match=f"--stats-json {link}: the output folder {tmp_path / 'gone'} does not exist"):
+    with pytest.raises(InputError, match=f"--stats-json {link} is a link into the folder {tmp_path / 'gone'}, which does not exist"):
         live_command.run_live(job(tmp_path, tmp_path / "x.jpg", clip, output="none", stats_json=link))
     with pytest.raises(AssertionError, match="models were loaded"):  # --force: past the check
         live_command.run_live(job(tmp_path, tmp_path / "x.jpg", clip, output="none", stats_json=stats, force=True))

@@ -204,6 +204,24 @@ def test_patched_cli_run_completes_with_progress_lines(tmp_path: Path, small_cli
                         tmp_path, isolated_env, timeout=60) == ""
 
 
+def test_force_onto_a_link_writes_the_linked_file_and_keeps_the_link(tmp_path: Path, small_clip: Path,
+                                                                      isolated_env: dict[str, str]) -> None:
+    # the link became a plain file and the file it led to kept the old video (ffmpeg -y writes through it)
+    work = tmp_path / "work"  # tmp_path holds isolated_env's folders
+    edits = work / "edits"
+    edits.mkdir(parents=True)
+    linked = edits / "cut.mp4"
+    linked.write_bytes(b"the old cut")
+    link = work / "latest.mp4"
+    link.symlink_to(Path("edits") / "cut.mp4")
+    _run_patched(["video", str(small_clip), str(link), "--source", "face.jpg", "--force", "--no-watermark"],
+                 tmp_path, isolated_env)
+    assert link.is_symlink() and os.readlink(link) == str(Path("edits") / "cut.mp4")
+    assert probe(linked)["frames"] == 60
+    assert sorted(p.name for p in work.iterdir()) == ["edits", "latest.mp4"]
+    assert sorted(p.name for p in edits.iterdir()) == ["cut.mp4"]
+
+
 def test_webm_output_works_without_an_encoder_option(tmp_path: Path, small_clip: Path,
                                                      isolated_env: dict[str, str]) -> None:
     """--video-encoder auto picks what the container holds: VP9 (and Opus audio) for .webm."""

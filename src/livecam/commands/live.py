@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from livecam.atomic import write_target
 from livecam.errors import DeviceError, InputError, OutputError, OutputExistsError
 from livecam.frame import FramePacket
 from livecam.marks.credentials import signing_for
@@ -67,8 +68,9 @@ def check_files(job: LiveJob, sink: Sink) -> None:
     if path.exists() and not job.force:
         raise OutputExistsError(f"--stats-json {path}: the file exists; add --force to overwrite it or choose "
                                 f"another name")
-    try:  # a dangling link is written through: its target's folder must be there
-        check_output_folder(path.resolve() if path.is_symlink() else path)
+    write_target(path, what="--stats-json ")  # a link is written through (open "w"): it must lead somewhere
+    try:
+        check_output_folder(path)
     except InputError as exc:
         raise InputError(f"--stats-json {path}: {exc.message}") from exc
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from livecam import native_stderr
 from livecam.media import provenance
-from livecam.atomic import AtomicOutput, check_new_output, refusal
+from livecam.atomic import AtomicOutput, check_new_output, folder_of, refusal, write_target
 from livecam.errors import InputError, OutputError
 from livecam.media import metadata as md
 from livecam.paths import why_missing
@@ -677,9 +677,10 @@ def same_file(a: Path, b: Path) -> bool:
 
 
 def check_output_folder(path: Path) -> None:
-    """The folder that will hold `path` exists and takes a new file. A real (anonymous) file is
-    created and dropped: os.access says yes to root on read-only mounts and ignores ACLs."""
-    folder = path.parent if str(path.parent) else Path(".")
+    """The folder that will hold `path` (the linked file's, for a link) exists and takes a new
+    file. A real (anonymous) file is created and dropped: os.access says yes to root on
+    read-only mounts and ignores ACLs."""
+    folder = folder_of(write_target(path))
     if not folder.exists():
         raise InputError(f"the output folder {folder} {why_missing(folder, 'create it first')}")
     if not folder.is_dir():
