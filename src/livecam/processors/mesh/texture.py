@@ -464,8 +464,8 @@ def match_upper_lip_lighting(warped: np.ndarray, theirs_bgr: np.ndarray, moved: 
         their_grain = theirs[..., 0] - cv2.GaussianBlur(theirs[..., 0], (0, 0), fine)
         bound = _GRAIN_CLIP * 1.4826 * float(np.median(np.abs(their_grain[region])))
         np.clip(their_grain, -bound, bound, out=their_grain)
-        lightness += (grain * feather) * (their_grain
-                                          - (lightness - cv2.GaussianBlur(lightness, (0, 0), fine)))
+        own_grain = lightness - cv2.GaussianBlur(lightness, (0, 0), fine)
+        lightness += ((grain * feather) * (their_grain - own_grain)).astype(np.float32)
     warped[y1:y2, x1:x2] = np.clip(ours + 0.5, 0, 255).astype(np.uint8)
 
 
