@@ -19,6 +19,7 @@ from typing import Any, Sequence, cast
 import av
 
 from livecam.errors import OutputError
+from livecam.media.containers import as_fraction
 from livecam.media.video_reader import Chapter
 from livecam.media.video_writer import (copy_attachments, input_audio_track, input_subtitle_tracks, open_output,
                                          set_timecode, tag_for_players)
@@ -61,7 +62,8 @@ def join_parts(parts: Sequence[EncodedPart], path: Path, *, fmt: str, metadata: 
             expected = _params(template)
             video = out.add_stream_from_template(template)
             tag_for_players(out, video)
-            set_timecode(video, timecode, rate=template.average_rate)
+            rate = template.average_rate
+            set_timecode(video, timecode, rate=as_fraction(rate) if rate else None)
             video.time_base = parts[0].time_base
             if template.sample_aspect_ratio:  # the muxer's own (MP4 'pasp'), as VideoWriter sets it
                 cast(Any, video).sample_aspect_ratio = template.sample_aspect_ratio
