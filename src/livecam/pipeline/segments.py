@@ -32,7 +32,6 @@ from livecam.media.chunks import Chunk, ChunkReader, cut_chunk
 from livecam.media.join import EncodedPart, join_parts
 from livecam.media.provenance import CONTAINER_METADATA, LABEL_MEMORY_S, LabelPlacement
 from livecam.media.segments import Segment, index_packets, plan_segments
-from livecam.media.timecode import conform
 from livecam.media.video_reader import DecodedFrame, VideoInfo, VideoReader
 from livecam.media.video_writer import OutputSpec, VideoWriter, container_format
 from livecam.pipeline.contracts import FileEngine
@@ -237,7 +236,7 @@ def write_joined(plan: SegmentPlan, results: Sequence[SegmentResult], *,
                           metadata=dict(CONTAINER_METADATA), audio_from=job.input if keep_audio else None,
                           shown=job.output, audio_end=end, chapters=info.chapters, subtitles_from=job.input,
                           attachments_from=job.input,
-                          timecode=conform(info.timecode, info.rate, info.rate))
+                          timecode=info.timecode)  # the reader's, checked; the join keeps the input's rate
         if sign is not None:
             sign(output.temp)
     return mode
