@@ -67,20 +67,28 @@ def lip_ring(shape_hw: tuple[int, int], landmarks: np.ndarray) -> tuple[np.ndarr
     return ring, inner
 
 
+def _moved_lip_skin(shape_hw: tuple[int, int], outer: np.ndarray, shift_y: float,
+                    ring: np.ndarray, opening: np.ndarray) -> np.ndarray:
+    """bool: inside the outer lip contour moved `shift_y` px down (up when negative), outside the
+    lips and their opening."""
+    skin = np.zeros(shape_hw, dtype=np.uint8)
+    cv2.fillPoly(skin, [np.round((outer + (0.0, shift_y) - 0.5) * 16.0).astype(np.int32)], 1, shift=4)
+    moved: np.ndarray = (skin > 0) & (ring == 0) & (opening == 0)
+    return moved
+
+
+def _corners_row(outer: np.ndarray) -> int:
+    """The first pixel row at or below the line between the mouth corners."""
+    return max(int(np.ceil((outer[0, 1] + outer[len(outer) // 2, 1]) / 2.0)), 0)
+
+
 def under_lip(shape_hw: tuple[int, int], outer: np.ndarray, depth: float,
               ring: np.ndarray, opening: np.ndarray) -> np.ndarray:
     """bool: the lower lip (`ring` below the line between the mouth corners) and, with
     `depth` > 0, the skin under it: inside the outer lip contour moved `depth` px down, outside
     the lips and their opening, below that line."""
-    below: np.ndarray = np.zeros(shape_hw, dtype=bool)
-    if depth > 0.0:
-        skin = np.zeros(shape_hw, dtype=np.uint8)
-        cv2.fillPoly(skin, [np.round((outer + (0.0, depth) - 0.5) * 16.0).astype(np.int32)], 1,
-                     shift=4)
-        below = (skin > 0) & (ring == 0) & (opening == 0)
-    else:
-        below = ring > 0
-    below[:max(int(np.ceil((outer[0, 1] + outer[len(outer) // 2, 1]) / 2.0)), 0)] = False
+    below = _moved_lip_skin(shape_hw, outer, depth, ring, opening) if depth > 0.0 else ring > 0
+    below[:_corners_row(outer)] = False
     return below
 
 
@@ -88,11 +96,8 @@ def over_lip(shape_hw: tuple[int, int], outer: np.ndarray, depth: float,
              ring: np.ndarray, opening: np.ndarray) -> np.ndarray:
     """bool: the skin over the upper lip: inside the outer lip contour moved `depth` px up,
     outside the lips and their opening, above the line between the mouth corners."""
-    skin = np.zeros(shape_hw, dtype=np.uint8)
-    cv2.fillPoly(skin, [np.round((outer - (0.0, depth) - 0.5) * 16.0).astype(np.int32)], 1,
-                 shift=4)
-    over: np.ndarray = (skin > 0) & (ring == 0) & (opening == 0)
-    over[max(int(np.ceil((outer[0, 1] + outer[len(outer) // 2, 1]) / 2.0)), 0):] = False
+    over = _moved_lip_skin(shape_hw, outer, -depth, ring, opening)
+    over[_corners_row(outer):] = False
     return over
 
 
