@@ -105,7 +105,7 @@ def test_reader_rejects_bad_input(tmp_path: Path, clip: Path, case: str) -> None
     message = err.value.message
     assert "\n" not in message and str(path.name) in message
     expected = {"missing": "does not exist; check the path", "empty": "empty", "text": "not a video", "folder": "folder",
-                "truncated": "truncated", "audio_only": "no video stream", "image": "livecam image"}[case]
+                "truncated": "cut short", "audio_only": "no video stream", "image": "livecam image"}[case]
     assert expected in message
 
 

@@ -842,50 +842,76 @@ def test_chapters_this_pyav_cannot_write_are_named_in_the_not_copied_note(
 
 def _truncated_faststart(tmp_path: Path, frames: int = 60, keep: float = 0.6) -> Path:
     """A stamped MP4 with its index first (`-movflags +faststart`), cut to `keep` of its bytes."""
-    plain = make_clip(tmp_path / "plain.mp4", frames=frames, size=(128, 96), fps=30, audio=False, stamp=True)
-    fast = tmp_path / "fast.mp4"
-    with av.open(str(plain)) as src, av.open(str(fast), "w", options={"movflags": "+faststart"}) as dst:
-        out = dst.add_stream_from_template(src.streams.video[0])
-        for packet in src.demux(src.streams.video[0]):
-            if packet.dts is not None:
-                packet.stream = out
-                dst.mux(packet)
-    cut = tmp_path / "cut.mp4"
-    data = fast.read_bytes()
+    return _cut_recording(tmp_path, "faststart.mp4", frames=frames, keep=keep, audio=False)
+
+
+# How each kind of recording is made: the container written by make_clip, and the muxer options of
+# a remux (an index first, or fragments as a crash-safe recorder writes them).
+_RECORDINGS = {"faststart.mp4": ("mp4", {"movflags": "+faststart"}), "faststart.mov": ("mov", {"movflags": "+faststart"}),
+               "fragmented.mp4": ("mp4", {"movflags": "frag_keyframe+empty_moov"}), "mkv": ("mkv", None),
+               "webm": ("webm", None), "avi": ("avi", None), "mp4": ("mp4", None), "mov": ("mov", None)}
+
+
+def _cut_recording(tmp_path: Path, kind: str, frames: int = 60, keep: float = 0.6, audio: bool = True) -> Path:
+    """A stamped clip of `kind` (_RECORDINGS) cut to `keep` of its bytes, as a crash or a full disk leaves it."""
+    ext, options = _RECORDINGS[kind]
+    codecs = {"webm": ("libvpx-vp9", "libopus", 48000), "avi": ("libx264", "mp3", 44100)}.get(ext, ("libx264", "aac", 44100))
+    whole = make_clip(tmp_path / f"whole.{ext}", frames=frames, size=(128, 96), fps=30, audio=audio, stamp=True,
+                      codec=codecs[0], audio_codec=codecs[1], audio_rate=codecs[2])
+    if options is not None:
+        remuxed = tmp_path / f"remuxed.{ext}"
+        with av.open(str(whole)) as src, av.open(str(remuxed), "w", options=options) as dst:
+            streams = {s.index: dst.add_stream_from_template(s) for s in src.streams}
+            for packet in src.demux():
+                if packet.dts is not None:
+                    packet.stream = streams[packet.stream.index]
+                    dst.mux(packet)
+        whole = remuxed
+    cut = tmp_path / f"cut.{ext}"
+    data = whole.read_bytes()
     cut.write_bytes(data[: int(len(data) * keep)])
     return cut
 
 
-def test_keep_partial_keeps_every_frame_decoded_before_the_input_ends(tmp_path: Path) -> None:
-    # A truncated input ends the read with an InputError; the frames still being processed then
-    # were dropped (58 decoded, 52 kept): they are written before the error is raised.
+@pytest.mark.parametrize("kind", ["faststart.mp4", "faststart.mov", "fragmented.mp4", "mkv", "webm", "avi"])
+def test_a_cut_short_recording_is_written_up_to_its_cut_with_one_warning(
+        tmp_path: Path, kind: str, caplog: pytest.LogCaptureFixture) -> None:
+    # A cut MKV was written with a warning, a cut MP4 with its index first refused ("re-copy it,
+    # or give --keep-partial"), and with --keep-partial written and then failed, exit 2.
+    cut = _cut_recording(tmp_path, kind)
+    with VideoReader(cut) as reader:
+        decoded = [read_index(frame.image) for frame in reader.frames()]
+    assert decoded == list(range(len(decoded))) and 10 < len(decoded) < 60
+    caplog.clear()
+    out = tmp_path / "out.mkv"
+    engine = InvertEngine(delay=lambda i: 0.002 * (i % 3), face=False)
+    result = process_video(_opts(cut, out, workers=2), engine, quiet=True)
+    assert result.stats.frames == len(decoded) and not result.partial
+    info = probe(out)
+    assert [read_index(img) for img in info["images"]] == decoded
+    said = [r.getMessage() for r in caplog.records if "could be read" in r.getMessage()]
+    assert len(said) == 1 and f"{len(decoded)} " in said[0] and said[0].endswith("; the output stops there"), said
+    assert not [r for r in caplog.records if "corrupt" in r.getMessage()]
+    if kind != "fragmented.mp4":  # its one fragment stores the audio after the video: cut off first
+        assert info["audio_duration"] == pytest.approx(len(decoded) / 30, abs=0.1)
+
+
+@pytest.mark.parametrize("kind", ["mp4", "mov"])
+def test_a_recording_cut_before_its_index_was_written_is_refused_naming_the_index(tmp_path: Path, kind: str) -> None:
+    # It was "cannot read cut.mp4 as a video (Invalid data found when processing input): the file
+    # is not a video, or is truncated or corrupt", though it is one whose index is missing.
     from livecam.errors import InputError
 
-    cut = _truncated_faststart(tmp_path)
-    decoded = []
-    with pytest.raises(InputError, match="truncated"), VideoReader(cut) as reader:
-        for frame in reader.frames():
-            decoded.append(read_index(frame.image))
-    assert 0 < len(decoded) < 60
-    out = tmp_path / "out.mp4"
-    with pytest.raises(InputError, match="truncated"):
-        process_video(_opts(cut, out, workers=2, keep_partial=True), InvertEngine(delay=lambda i: 0.01),
-                      quiet=True)
-    assert [read_index(img) for img in probe(out)["images"]] == decoded
-
-
-def test_a_truncated_faststart_mp4_is_refused_before_any_frame_is_processed(tmp_path: Path) -> None:
-    # Its index comes first, so it opens; it was reported truncated only after every frame
-    # before the cut was processed.
-    from livecam.errors import InputError
-
-    cut = _truncated_faststart(tmp_path)
+    cut = _cut_recording(tmp_path, kind)
     engine = InvertEngine()
-    with pytest.raises(InputError, match=r"cut short: its index places media up to byte \d+ but the file ends "
-                                         r"at byte \d+ .*--keep-partial"):
+    with pytest.raises(InputError) as err:
         process_video(_opts(cut, tmp_path / "out.mp4"), engine, quiet=True)
-    assert engine.seen == []
-    assert not (tmp_path / "out.mp4").exists()
+    assert err.value.message == (
+        f"cannot read {cut}: its index (the moov box a recorder writes last) is missing, so its frames cannot be "
+        "found: the recording or copy was cut short (a crash, a full disk, an interrupted download); re-copy the "
+        "whole file, or rebuild its index with a repair tool such as untrunc, given a whole recording from the "
+        "same camera")
+    assert engine.seen == [] and not (tmp_path / "out.mp4").exists()
 
 
 def test_whole_mp4s_with_the_index_first_or_last_are_not_taken_for_truncated(tmp_path: Path) -> None:

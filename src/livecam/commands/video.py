@@ -19,7 +19,7 @@ from livecam.marks.watermark import open_watermarker
 from livecam.media.images import check_not_an_input, check_output_folder
 from livecam.interrupt import output_done
 from livecam.pipeline.signals import stop_signals
-from livecam.media.video_reader import VideoReader, check_whole, refuse_picture
+from livecam.media.video_reader import VideoReader, refuse_picture
 from livecam.media.video_writer import (check_encoder, container_format, out_of_memory, quality_ignored,
                                         resolve_encoder)
 from livecam.pipeline.address_space import AddressSpaceCap
@@ -53,8 +53,6 @@ def check_job(job: VideoJob) -> tuple[VideoJob, int | None]:
     if info.width < 2 or info.height < 2:  # 4:2:0 output needs even sizes: 1 px would become 0
         raise InputError(f"{job.input.name} is {info.width}x{info.height} pixels, too small to encode "
                          "(at least 2x2)")
-    if not job.keep_partial:  # a truncated input with --keep-partial is said once, by process_video
-        check_whole(info, keep_partial=False)
     check_not_an_input(job.output, job.input, job.processing)
     check_new_output(job.output, force=job.force)
     check_output_folder(job.output)

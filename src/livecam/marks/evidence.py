@@ -191,6 +191,7 @@ def _video_watermark(path: Path, marker: wm.Watermarker, settled: bool = False) 
                     version = reading.version
                     if marked >= wm.VIDEO_MIN_FRAMES:
                         break
+            cut_short = reader.ended_early  # read to its end: the frames read are all it holds
         except InputError:
             # Cut short (a partial download) or damaged at the end: the frames read are evidence
             # still, as are its tags; it was "UNREADABLE", exit 2, tags and all.

@@ -5,8 +5,10 @@ resolution change mid-stream is letterboxed into the first), with their own pres
 a timeline that starts at 0 and never runs back (an MPEG-TS starting at 10 h, concatenated
 segments whose timestamps restart), so variable frame rate survives. The stream read is the one
 a user means (not cover art, not a one-frame thumbnail track). Corrupt packets are skipped and
-summarised in one warning; a file that cannot be opened, has no video stream, or ends well
-before its header says is an InputError. `VideoDecoder` is the one decode loop: `run --camera
+summarised in one warning; a file that ends before its header says (cut short: a crash, a full
+disk, a partial download) gives the frames it holds and one warning saying how much was read;
+a file that cannot be opened (an MP4 cut before its index was written) or has no video stream is
+an InputError. `VideoDecoder` is the one decode loop: `run --camera
 FILE` (camera.VideoFileSource) uses it too. A frame's BGR image is made when first asked for, in
 the thread that asks: the file pipeline's workers, not its one decode thread.
 """
@@ -25,7 +27,7 @@ import struct
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator, cast
+from typing import Callable, Iterator, cast
 
 import av
 import numpy as np
@@ -33,6 +35,7 @@ import numpy as np
 from livecam.errors import InputError
 from livecam.media.colour import Colour, ColourConverter
 from livecam.media.containers import as_fraction, local_path, open_container
+from livecam.media.isobmff import boxes, missing_index
 from livecam.media.metadata import PNG_SIGNATURE, apng_frames
 from livecam.media.timecode import start_timecode
 from livecam.paths import why_missing
@@ -79,7 +82,7 @@ class VideoInfo:
     chapters: tuple[Chapter, ...] = ()
     subtitles: tuple[str, ...] = ()  # codec of each subtitle stream (video_writer.subtitle_fate: which are kept)
     attachments: tuple[str, ...] = ()  # names of the attached files (attachment_streams): a Matroska output keeps them
-    cut_short: str | None = None  # why the file is known truncated before decoding (cut_short()); None: not known
+    cut_short: str | None = None  # why the file is known truncated before decoding (cut_short()), for frames()'s warning
     # a mirroring display matrix (a selfie app's MP4/MOV), as track_mirror reads it from the file: what
     # every decoder of this input turns its frames by, a chunk's too (media/chunks), whose Matroska has none
     mirror: tuple[int, int] | None = None
@@ -152,6 +155,12 @@ def open_input(path: Path, *, once: bool = False) -> av.container.InputContainer
         raise InputError(f"{path} {NO_FRAMES}: it ends before the first one (an empty recording, or one "
                          f"cut short); {GIVE_FRAMES}") from exc
     except av.error.FFmpegError as exc:
+        no_index = missing_index(path)
+        if no_index is not None:
+            raise InputError(
+                f"cannot read {path}: {no_index}, so its frames cannot be found: the recording or copy was cut "
+                "short (a crash, a full disk, an interrupted download); re-copy the whole file, or rebuild its "
+                "index with a repair tool such as untrunc, given a whole recording from the same camera") from exc
         raise InputError(
             f"cannot read {path} as a video ({_describe(exc)}): the file is not a video, or is truncated "
             "or corrupt; expected a video file such as .mp4, .mkv, .mov or .webm"
@@ -673,10 +682,11 @@ class VideoDecoder:
 def cut_short(container: av.container.InputContainer, path: Path) -> str | None:
     """Why an MP4/MOV file is truncated, known from its index alone, or None.
 
-    An MP4 with its index at the end that is cut short has no index and does not open; one with
-    its index first (`-movflags +faststart`, what streaming sites serve) opens, and its sample
+    An MP4 with its index at the end that is cut short has no index and does not open
+    (isobmff.missing_index says so); one with its index first (`-movflags +faststart`, what streaming sites serve) opens, and its sample
     table places the samples at byte offsets: data the table places past the end of the file was
-    cut off. Only the mov demuxer's index lists every sample (Matroska's cues list keyframes);
+    cut off: said with what frames() could read (a fragmented MP4's index is read from its
+    fragments, the cut one's too). Only the mov demuxer's index lists every sample (Matroska's cues list keyframes);
     None where this PyAV has no Stream.index_entries."""
     if "mov" not in container.format.name.split(","):
         return None
@@ -694,17 +704,6 @@ def cut_short(container: av.container.InputContainer, path: Path) -> str | None:
         return None
     return (f"{path} is cut short: its index places media up to byte {end} but the file ends at byte {size} "
             f"({100 * size // end}% of it: an interrupted download or copy?)")
-
-
-def check_whole(info: VideoInfo, *, keep_partial: bool) -> None:
-    """Before any frame: an input known truncated (VideoInfo.cut_short) is refused, as its run
-    would fail at the cut; with --keep-partial it is processed up to the cut, said now."""
-    if info.cut_short is None:
-        return
-    if not keep_partial:
-        raise InputError(f"{info.cut_short}; re-copy or re-export it, or give --keep-partial to process the "
-                         "frames before the cut")
-    log.warning("warning: %s; --keep-partial keeps the frames before the cut", info.cut_short)
 
 
 def _chapters(container: av.container.InputContainer, origin: float) -> tuple[Chapter, ...]:
@@ -867,6 +866,7 @@ class VideoReader:
             self._container.close()
             raise
         self.bad_packets = 0
+        self.ended_early = False  # frames() read fewer frames than the header announces (cut short)
 
     def _inspect(self) -> VideoInfo:
         c = self._container
@@ -930,23 +930,26 @@ class VideoReader:
         end = info.start_time + (info.duration or 0.0)
         reached_end = not info.duration or decoder.timeline.restarts > 0 or (
             last_time is not None and last_time + step >= end - max(0.5, 0.05 * info.duration))
-        if expected and count < expected - max(2, expected // 50):
-            if not (self.bad_packets and reached_end):
-                raise InputError(
-                    f"{self.path} ended after {count} of the {expected} frames its header announces: "
-                    "the file looks truncated; re-copy or re-export it"
-                )
+        fewer = expected is not None and count < expected - max(2, expected // 50)
+        if expected is not None and fewer and self.bad_packets and reached_end and not info.cut_short:
             # The same damage as the skipped packets: said in their one line.
             decoder.report(f"{expected - count} of the {expected} frames could not be decoded"
                            + ("; the output skips them" if self.writes else ""))
-        elif not expected and not reached_end:
-            # No frame count (Matroska, WebM): a demuxer that loses sync in damaged data just
-            # ends, silently; say so, so that a shorter output is never a surprise.
-            ended = (f"{self.path.name} ended at {(last_time or 0.0) + step:.2f} s of the {end:.2f} s its header "
-                     "announces (damaged or cut short)" + ("; the output stops there" if self.writes else ""))
+        elif info.cut_short or fewer or (not expected and not reached_end):
+            # Cut short (a crash, a full disk, a partial download), or a demuxer that lost sync in
+            # damaged data and just ended: the frames read are the input, said in one line. A cut
+            # its index shows is said however close to the end the read got (a fragmented MP4's
+            # cut fragment lost its audio, stored after its video).
+            self.ended_early = True
+            frames = f"{count} of the {counted(expected, 'frame')}" if expected else counted(count, "frame")
+            read_to = (last_time or 0.0) + step
+            ended = (f"{info.cut_short}: {frames}, {read_to:.2f} s of {end:.2f} s, could be read" if info.cut_short
+                     else f"{self.path.name} ended at {read_to:.2f} s of the {end:.2f} s its header announces "
+                          f"(damaged or cut short): {frames} could be read") \
+                + ("; the output stops there" if self.writes else "")
             if self.bad_packets:
                 decoder.report(ended)
-            else:
+            elif self.writes:
                 log.warning("warning: %s", ended)
         decoder.report()  # nothing when said above or undamaged
 
@@ -1066,14 +1069,15 @@ def track_mirror(container: av.container.InputContainer, stream: av.stream.Strea
     try:
         with open(name, "rb") as f:
             f.seek(0, os.SEEK_END)
-            moov = next((b for b in _boxes(f, 0, f.tell()) if b[0] == b"moov"), None)
-            traks = [b for b in _boxes(f, moov[1], moov[2]) if b[0] == b"trak"] if moov else []
+            moov = next((b for b in boxes(f, 0, f.tell()) if b.kind == b"moov"), None)
+            traks = [b for b in boxes(f, moov.start, moov.end) if b.kind == b"trak"] if moov else []
             if stream.index >= len(traks):  # the mov demuxer makes one stream of each track, in order
                 return None
-            tkhd = next((b for b in _boxes(f, *traks[stream.index][1:]) if b[0] == b"tkhd"), None)
+            trak = traks[stream.index]
+            tkhd = next((b for b in boxes(f, trak.start, trak.end) if b.kind == b"tkhd"), None)
             if tkhd is None:
                 return None
-            f.seek(tkhd[1])
+            f.seek(tkhd.start)
             header = f.read(52 + 36)
     except OSError:
         return None
@@ -1082,22 +1086,3 @@ def track_mirror(container: av.container.InputContainer, stream: av.stream.Strea
         return None
     a, b, _, c, d = struct.unpack_from(">5i", header, at)
     return (-a, -b) if a * d - b * c < 0 else None
-
-
-def _boxes(f: BinaryIO, start: int, end: int) -> Iterator[tuple[bytes, int, int]]:
-    """The ISO-BMFF boxes between `start` and `end` of `f`: type, payload start, box end."""
-    pos = start
-    while pos + 8 <= end:
-        f.seek(pos)
-        head = f.read(16)
-        if len(head) < 8:
-            return
-        size, kind, skip = int.from_bytes(head[:4], "big"), head[4:8], 8
-        if size == 1:
-            size, skip = int.from_bytes(head[8:16], "big"), 16
-        elif size == 0:  # to the end
-            size = end - pos
-        if size < skip:
-            return
-        yield kind, pos + skip, min(pos + size, end)
-        pos += size

@@ -62,7 +62,7 @@ from livecam.errors import Interrupted
 from livecam.frame import FramePacket
 from livecam.media.containers import frame_rate
 from livecam.media.timecode import conform
-from livecam.media.video_reader import VideoReader, check_whole
+from livecam.media.video_reader import VideoReader
 from livecam.media.video_writer import (OutputSpec, VideoWriter, chapters_writable, container_format,
                                          dropped_attachments, say_trimmed, subtitle_fate)
 from livecam.pipeline.budget import default_in_flight, plan_video
@@ -293,7 +293,7 @@ class FilePipeline:
     been written: every thread, codec and buffer exists by then (the moment to cap memory).
     first_index numbers the first frame (frame_range and the watermark's cadence count in the
     whole file when a cluster worker runs one segment of it). keep_partial: an input that fails
-    (truncated, too damaged) ends there and the frames read before it are still processed and
+    (too damaged to read on) ends there and the frames read before it are still processed and
     written, for a caller that keeps a partial output; without it every stage stops at once, as
     the output will be thrown away."""
 
@@ -365,7 +365,7 @@ class FilePipeline:
                 try:
                     frame = next(source, None)
                 except Exception as exc:  # noqa: BLE001 - raised by run() once the frames before it are written
-                    # The input failed (truncated, too damaged): it ends here, and the frames
+                    # The input failed (too damaged to read on): it ends here, and the frames
                     # already read are still processed and written (--keep-partial keeps them);
                     # else nothing will keep them: every stage stops now.
                     if not self.keep_partial:
@@ -581,7 +581,6 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
                  watermark: Watermarker | None, sign: Callable[[Path], None] | None,
                  counter: Counter | None = None, lanes: Sequence[FileEngine] = ()) -> VideoResult:
     info = reader.info
-    check_whole(info, keep_partial=job.keep_partial)
     keep_audio = job.audio and info.audio_codec is not None
     rate = frame_rate(job.fps) if job.fps is not None else info.rate
     # the output starts at the input's first frame (--frame-range swaps frames, it does not cut)
