@@ -599,6 +599,13 @@ def test_a_video_cut_in_half_is_named_once_with_ffmpegs_reason(tmp_path: Path) -
         VideoReader(cut)
     message = info.value.message
     assert "Errno" not in message and message.count("cut.mp4") == 1, message
+    assert "its index (the moov box a recorder writes last) is missing" in message
+    noise = tmp_path / "noise.mp4"  # no MP4 at all: FFmpeg's reason, once
+    noise.write_bytes(np.random.default_rng(1).integers(0, 256, 4096, np.uint8).tobytes())
+    with pytest.raises(InputError) as info:
+        VideoReader(noise)
+    message = info.value.message
+    assert "Errno" not in message and message.count("noise.mp4") == 1, message
     assert "Invalid data found when processing input" in message and "truncated or corrupt" in message
 
 
