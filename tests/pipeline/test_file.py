@@ -499,6 +499,26 @@ def test_fps_option_resamples_to_a_constant_rate(tmp_path: Path, clip: Path) -> 
     assert info["times"] == pytest.approx([i / 15 for i in range(15)], abs=1e-3)
 
 
+@pytest.mark.parametrize("frames, rate, fps, written", [(31, 30, 7.0, 7), (10, 30, 4.0, 1), (60, 25, 24.0, 58),
+                                                         (30, 30, 7.5, 8)])
+def test_fps_output_is_as_long_as_the_input_within_half_an_output_frame(
+        tmp_path: Path, frames: int, rate: int, fps: float, written: int) -> None:
+    # 31 frames at 30 fps (1.03 s) at --fps 7 gave 8 frames, 1.14 s: every tick before the input's
+    # end was written, up to one output frame too long; 10 frames at 30 fps at --fps 4 gave 0.5 s.
+    src = make_clip(tmp_path / "in.mp4", frames=frames, size=(64, 48), fps=rate, stamp=True)
+    out = tmp_path / "out.mp4"
+    result = process_video(_opts(src, out, fps=fps), InvertEngine(face=False), quiet=True)
+    info = probe(out)
+    assert info["frames"] == result.stats.frames == written
+    length, output_length = frames / rate, written / fps
+    assert abs(output_length - length) <= 0.5 / fps + 1e-6
+    # each tick shows the input frame nearest to it
+    shown = [read_index(img) for img in info["images"]]
+    assert all(abs(index - i / fps * rate) <= 0.5 + 1e-6 for i, index in enumerate(shown)), shown
+    assert info["audio_duration"] == pytest.approx(probe(src)["audio_duration"], abs=1e-3)  # copied whole
+    assert abs(info["audio_duration"] - output_length) < 1 / fps
+
+
 @pytest.mark.parametrize("typed, rate", [(29.97, Fraction(30000, 1001)), (23.976, Fraction(24000, 1001)),
                                           (59.94, Fraction(60000, 1001)), (12.5, Fraction(25, 2))])
 def test_fps_typed_as_a_decimal_ntsc_rate_is_that_rate(tmp_path: Path, clip: Path, typed: float,

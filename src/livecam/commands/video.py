@@ -25,7 +25,7 @@ from livecam.media.video_writer import (check_encoder, container_format, out_of_
 from livecam.pipeline.address_space import AddressSpaceCap
 from livecam.pipeline.budget import plan_video
 from livecam.pipeline.batch import FileOutcome, is_folder_run, make_output_folder, plan_folder, run_batch, summarize
-from livecam.pipeline.file import process_video
+from livecam.pipeline.file import process_video, retimed_frames
 from livecam.pipeline.segments import check_segmentable
 from livecam.pipeline.progress import Parts, Progress
 from livecam.processors import registry
@@ -72,7 +72,7 @@ def check_job(job: VideoJob) -> tuple[VideoJob, int | None]:
     # Frame numbers count the frames written: with --fps, the retimed ones.
     total = info.expected_frames
     if job.fps is not None and info.duration:
-        total = max(1, int(round(info.duration * job.fps)))
+        total = retimed_frames(info.duration, job.fps)
     if job.frame_range is not None and total is not None and job.frame_range[0] >= total:
         at = f" at {job.fps:g} fps" if job.fps is not None else ""
         raise InputError(f"--frame-range starts at frame {job.frame_range[0]} but {job.input.name} has about "

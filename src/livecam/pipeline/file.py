@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import queue
 import threading
 import time
@@ -242,19 +243,37 @@ def packet_time(packet: FramePacket) -> float:
     return packet.pts
 
 
+# Seconds of float error forgiven where a tick's first half meets the input's end.
+_END_SLACK_S = 1e-6
+
+
+def retimed_frames(duration: float, fps: float) -> int:
+    """How many frames --fps `fps` makes of `duration` seconds: the ticks whose first half lies
+    before the end (retime's rule), at least one; so the output is never longer than the input by
+    more than half an output frame (1.03 s at --fps 7 was 8 frames, 1.14 s)."""
+    return max(1, math.floor((duration + _END_SLACK_S) * fps + 0.5))
+
+
 def retime(frames: Iterable[TimedFrame], fps: Fraction, input_rate: Fraction) -> Iterator[Retimed]:
     """Constant `fps` output from any input timing: each output tick shows the input frame
     nearest to it (frames are dropped or repeated); the first tick is the first frame's time.
     A frame shown on several ticks comes once, at its first tick, with the later ticks' times
     in `repeats`: the pipeline processes it once and writes its result on each (--fps 30 on a
-    10 fps clip had swapped and enhanced three identical frames for every input frame)."""
+    10 fps clip had swapped and enhanced three identical frames for every input frame).
+
+    The output ends where the input does (its last frame's time + one input frame) as closely as
+    the output's ticks allow: a tick is written when its first half lies before that end
+    (retimed_frames). The end is known at the last frame only, so a tick near the newest frame
+    waits until a later frame shows the end is past its first half (one held, when slowing down)."""
     step = 1.0 / float(fps)
+    nominal = 1.0 / float(input_rate or fps)  # the last frame's duration
+    held: deque[Retimed] = deque()  # ticks not yet known to lie before the end
     prev: TimedFrame | None = None
     t0 = 0.0
     k = 0
 
-    def ticks(until: float) -> Iterator[Retimed]:
-        """prev, once, if any tick before `until` shows it."""
+    def tick(until: float) -> None:
+        """prev, once, on every tick before `until` (held)."""
         nonlocal k
         assert prev is not None
         times = []
@@ -262,16 +281,30 @@ def retime(frames: Iterable[TimedFrame], fps: Fraction, input_rate: Fraction) ->
             times.append(t0 + k * step)
             k += 1
         if times:
-            yield Retimed(prev, times[0], tuple(times[1:]))
+            held.append(Retimed(prev, times[0], tuple(times[1:])))
+
+    def release(end: float, final: bool) -> Iterator[Retimed]:
+        """The held ticks whose first half lies before `end`: the input's end when `final`, else
+        where it reaches at least (a held frame's ticks go out together, or not yet)."""
+        while held:
+            shown = held[0]
+            times = [t for t in ticks_of(shown) if t == t0 or t + step / 2 <= end + _END_SLACK_S]
+            if not final and len(times) < 1 + len(shown.repeats):
+                return
+            held.popleft()
+            if times:
+                yield Retimed(shown.frame, times[0], tuple(times[1:]))
 
     for frame in frames:
         if prev is None:
             prev, t0 = frame, frame.time
             continue
-        yield from ticks((prev.time + frame.time) / 2 + 1e-9)
+        tick((prev.time + frame.time) / 2 + 1e-9)
         prev = frame
+        yield from release(frame.time + nominal, final=False)  # the end is no earlier than this frame's
     if prev is not None:
-        yield from ticks(prev.time + 1.0 / float(input_rate or fps) - 1e-9)
+        tick(prev.time + nominal)
+        yield from release(prev.time + nominal, final=True)
 
 
 def range_runs(first: int, count: int, frame_range: tuple[int, int | None] | None) -> list[tuple[int, int]]:
@@ -591,7 +624,7 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
     if job.fps is not None:
         time_base = 1 / rate
         frames: Iterable[TimedFrame] = retime(reader.frames(), rate, info.rate)
-        total = int(round(info.duration * float(rate))) if info.duration else None
+        total = retimed_frames(info.duration, float(rate)) if info.duration else None
     else:
         time_base = info.time_base
         frames = reader.frames()
