@@ -694,6 +694,30 @@ def test_an_opaque_gif_is_not_called_transparent(tmp_path: Path, caplog: pytest.
                      "written opaque, showing the colours under the transparent parts"], notes
 
 
+def test_an_mkv_whose_sound_runs_on_past_its_video_is_not_called_cut_short(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # The video's length was the container's, which spans the sound too: 1 s of video with sound
+    # from 0.5 s to 1.5 s warned "ended at 1.00 s of the 1.52 s its header announces (damaged or
+    # cut short): 30 frames could be read; the output stops there".
+    from tests.videos import _write_tone, synthetic_frame
+
+    clip = tmp_path / "late_sound.mkv"
+    with av.open(str(clip), "w") as out:
+        video = out.add_stream("libx264", rate=30)
+        video.width, video.height, video.pix_fmt = 64, 48, "yuv420p"
+        sound = out.add_stream("aac", rate=44100, layout="mono")
+        for i in range(30):
+            frame = av.VideoFrame.from_ndarray(synthetic_frame(i, (64, 48)), format="bgr24")
+            frame.pts, frame.time_base = i, Fraction(1, 30)
+            out.mux(video.encode(frame))
+        out.mux(video.encode())
+        _write_tone(out, sound, 1.0, 44100, start=0.5)
+    with caplog.at_level(logging.WARNING, logger="livecam"), VideoReader(clip) as reader:
+        assert reader.info.duration == pytest.approx(1.0, abs=0.05)
+        assert sum(1 for _ in reader.frames()) == 30 and not reader.ended_early
+    assert not [r.getMessage() for r in caplog.records if "cut short" in r.getMessage()]
+
+
 def test_an_mkv_starting_late_is_not_called_cut_short(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     # Matroska's duration counts from timestamp 0: one starting at 10 s said 11 s for its 1 s, and
     # reading it warned 'ended at 1.00 s of the 11.01 s its header announces (damaged or cut short)'.

@@ -295,14 +295,36 @@ def _frame_count(stream: av.video.stream.VideoStream) -> int | None:
     DURATION tag) times its rate; None when unknown."""
     if stream.frames:
         return int(stream.frames)
-    tag = stream.metadata.get("DURATION", "")
+    seconds = _tagged_end(stream)
     rate = stream.average_rate or stream.base_rate
+    if seconds is None:
+        return None
+    return max(1, round(seconds * float(rate))) if rate else None
+
+
+def _tagged_end(stream: av.stream.Stream) -> float | None:
+    """Where a Matroska stream ends, in seconds from 0, by its DURATION tag (FFmpeg's muxer writes
+    one for each stream); None without one."""
     try:
-        h, m, sec = tag.split(":")
+        h, m, sec = str(stream.metadata.get("DURATION", "")).split(":")
         seconds = int(h) * 3600 + int(m) * 60 + float(sec)
     except ValueError:
         return None
-    return max(1, round(seconds * float(rate))) if rate else None
+    return seconds if math.isfinite(seconds) and seconds > 0 else None
+
+
+def _stream_duration(container: av.container.InputContainer, stream: av.video.stream.VideoStream,
+                     tb: Fraction) -> float | None:
+    """The video stream's length in seconds: its own duration, else its DURATION tag less its
+    start (Matroska), else the container's. The container's spans every stream: an MKV whose
+    sound runs on 0.5 s past its video was called cut short ("ended at 1.00 s of the 1.52 s")."""
+    if stream.duration:
+        return float(stream.duration * tb)
+    end = _tagged_end(stream)
+    start = float(stream.start_time * tb) if stream.start_time is not None else 0.0
+    if end is not None and end > start:
+        return end - start
+    return container_duration(container)
 
 
 # AVFormatContext flag of formats whose packets carry no timestamps (raw .h264/.hevc streams).
@@ -877,7 +899,7 @@ class VideoReader:
             raise InputError(f"{self.path}: the video stream has no frame size; the file is corrupt")
         rate = as_fraction(stream_rate(c, vs) or Fraction(30))
         tb = vs.time_base or Fraction(1, 90000)
-        duration = float(vs.duration * tb) if vs.duration else container_duration(c)
+        duration = _stream_duration(c, vs, tb)
         origin = timeline_origin(c)
         start = float(vs.start_time * tb) - origin if vs.start_time is not None else 0.0
         rotation = _stream_rotation(vs)
