@@ -279,3 +279,23 @@ def test_the_joined_output_keeps_the_inputs_start_timecode(tmp_path: Path) -> No
     with av.open(str(split.output)) as c:
         assert c.streams.video[0].metadata.get("timecode") == "01:00:00:00"
         assert [s.metadata.get("timecode") for s in c.streams if s.type == "data"] == ["01:00:00:00"]
+
+
+@pytest.mark.parametrize("kind", ["faststart.mp4", "mkv"])
+def test_a_cut_short_input_is_said_once_by_a_segmented_run_too(tmp_path: Path, kind: str,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    # A whole-file run says how much of a cut recording could be read; a segmented run (its one
+    # demux pass, no decoding on the driver) wrote the frames before the cut without a word.
+    import logging
+
+    from tests.pipeline.test_file import _cut_recording
+    from tests.videos import read_index
+
+    cut = _cut_recording(tmp_path, kind)
+    out = tmp_path / "out.mkv"
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        _, results = process_segmented(job_for(cut, out, "libx264"), SmoothingEngine(), segment_seconds=0.4)
+    written = [read_index(image) for image in probe(out)["images"]]
+    assert written == list(range(len(written))) and 10 < len(written) < 60
+    said = [r.getMessage() for r in caplog.records if "could be read" in r.getMessage()]
+    assert len(said) == 1 and f"{len(written)} " in said[0] and said[0].endswith("; the output stops there"), said

@@ -874,6 +874,46 @@ def _shown_frames(counted: int | None, duration: float | None, rate: Fraction) -
     return shown if counted > shown + max(2, shown // 50) else counted
 
 
+@dataclass(frozen=True)
+class ReadEnd:
+    """How a read of a video's frames ended against what its header announces (VideoReader.frames
+    after decoding, a segmented run's plan after its one demux pass): a read short of it (cut
+    short: a crash, a full disk, a partial download; or a demuxer that lost sync in damaged data
+    and just ended) gives the frames read, said in one warning."""
+
+    info: VideoInfo
+    name: str
+    count: int  # frames read
+    read_to: float  # seconds on the timeline: the last frame's time + one frame
+    expected: int  # the header's frame count, 0 when unknown
+    fewer: bool  # clearly fewer frames than the header counts
+    reached_end: bool  # near enough the header's duration (damage in the middle still gets there)
+
+    @classmethod
+    def of(cls, info: VideoInfo, name: str, count: int, read_to: float, *, restarted: bool = False) -> "ReadEnd":
+        expected = info.frames or 0
+        end = info.start_time + (info.duration or 0.0)
+        reached = not info.duration or restarted or read_to >= end - max(0.5, 0.05 * info.duration)
+        return cls(info, name, count, read_to, expected, bool(expected) and count < expected - max(2, expected // 50),
+                   reached)
+
+    @property
+    def short(self) -> bool:
+        """Whether the read ended before the input does: a cut its index shows is one however
+        close to the end the read got (a fragmented MP4's cut fragment lost its audio, stored
+        after its video)."""
+        return self.info.cut_short is not None or self.fewer or (not self.expected and not self.reached_end)
+
+    def said(self, *, writes: bool) -> str:
+        """The one warning's text: why, and how much could be read."""
+        info, end = self.info, self.info.start_time + (self.info.duration or 0.0)
+        frames = f"{self.count} of the {counted(self.expected, 'frame')}" if self.expected else counted(self.count, "frame")
+        why = (f"{info.cut_short}: {frames}, {self.read_to:.2f} s of {end:.2f} s, could be read" if info.cut_short
+               else f"{self.name} ended at {self.read_to:.2f} s of the {end:.2f} s its header announces "
+                    f"(damaged or cut short): {frames} could be read")
+        return why + ("; the output stops there" if writes else "")
+
+
 class VideoReader:
     """Owns one input container; `frames()` may be consumed by a thread other than the opener's."""
 
@@ -946,29 +986,15 @@ class VideoReader:
         last_time = decoder.last_time
         if count == 0:
             raise InputError(f"{self.path}: no video frame could be decoded; the file is truncated or corrupt")
-        expected = info.frames
-        # Did decoding get to the end the header announces? Damage in the middle loses frames
-        # there (a decoder drops those that depend on a broken one) but still reaches the end.
-        end = info.start_time + (info.duration or 0.0)
-        reached_end = not info.duration or decoder.timeline.restarts > 0 or (
-            last_time is not None and last_time + step >= end - max(0.5, 0.05 * info.duration))
-        fewer = expected is not None and count < expected - max(2, expected // 50)
-        if expected is not None and fewer and self.bad_packets and reached_end and not info.cut_short:
+        ending = ReadEnd.of(info, self.path.name, count, (last_time or 0.0) + step,
+                            restarted=decoder.timeline.restarts > 0)
+        if ending.fewer and self.bad_packets and ending.reached_end and not info.cut_short:
             # The same damage as the skipped packets: said in their one line.
-            decoder.report(f"{expected - count} of the {expected} frames could not be decoded"
+            decoder.report(f"{ending.expected - count} of the {ending.expected} frames could not be decoded"
                            + ("; the output skips them" if self.writes else ""))
-        elif info.cut_short or fewer or (not expected and not reached_end):
-            # Cut short (a crash, a full disk, a partial download), or a demuxer that lost sync in
-            # damaged data and just ended: the frames read are the input, said in one line. A cut
-            # its index shows is said however close to the end the read got (a fragmented MP4's
-            # cut fragment lost its audio, stored after its video).
+        elif ending.short:
             self.ended_early = True
-            frames = f"{count} of the {counted(expected, 'frame')}" if expected else counted(count, "frame")
-            read_to = (last_time or 0.0) + step
-            ended = (f"{info.cut_short}: {frames}, {read_to:.2f} s of {end:.2f} s, could be read" if info.cut_short
-                     else f"{self.path.name} ended at {read_to:.2f} s of the {end:.2f} s its header announces "
-                          f"(damaged or cut short): {frames} could be read") \
-                + ("; the output stops there" if self.writes else "")
+            ended = ending.said(writes=self.writes)
             if self.bad_packets:
                 decoder.report(ended)
             elif self.writes:

@@ -16,6 +16,7 @@ what a cluster adds); livecam.cluster runs the same functions on Ray workers.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import tempfile
@@ -32,7 +33,7 @@ from livecam.media.chunks import Chunk, ChunkReader, cut_chunk
 from livecam.media.join import EncodedPart, join_parts
 from livecam.media.provenance import CONTAINER_METADATA, LABEL_MEMORY_S, LabelPlacement
 from livecam.media.segments import Segment, index_packets, plan_segments
-from livecam.media.video_reader import DecodedFrame, VideoInfo, VideoReader
+from livecam.media.video_reader import DecodedFrame, ReadEnd, VideoInfo, VideoReader
 from livecam.media.video_writer import OutputSpec, VideoWriter, container_format
 from livecam.pipeline.contracts import FileEngine
 from livecam.pipeline.file import RunStats, frames_in_flight, in_range, packet_time, run_frames
@@ -41,6 +42,8 @@ from livecam.settings import VideoJob
 
 if TYPE_CHECKING:
     from livecam.marks.watermark import Watermarker
+
+log = logging.getLogger("livecam")
 
 SETTLE_TIME_CONSTANTS = 5  # e^-5: under 1% of where the smoothing started is left after this
 
@@ -99,9 +102,15 @@ def plan_job(job: VideoJob, segment_seconds: float, overlap_seconds: float | Non
         else overlap_seconds
     if job.label:  # the label's corner depends on the faces of the second before a frame
         overlap = max(overlap, LABEL_MEMORY_S)
-    segments = plan_segments(index_packets(job.input), segment_seconds, overlap)
+    index = index_packets(job.input)
+    segments = plan_segments(index, segment_seconds, overlap)
     with VideoReader(job.input) as reader:
         info = reader.info
+    # a cut-short input is said once, as a whole-file run says it after decoding
+    read_to = float(max(index.pts) * index.time_base) - index.origin + 1 / float(info.rate)
+    ending = ReadEnd.of(info, job.input.name, len(index.pts), read_to)
+    if ending.short:
+        log.warning("warning: %s", ending.said(writes=True))
     return SegmentPlan(job=job, segments=tuple(segments), info=info, stamp=file_stamp(job.input))
 
 
