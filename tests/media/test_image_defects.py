@@ -318,3 +318,38 @@ def test_an_rgba_tiff_written_by_opencv_keeps_its_transparency(tmp_path: Path, d
     image = images.read_image(path)
     assert image.shape == (8, 6, 4)
     assert image[:4, :, 3].max() == 0 and image[4:, :, 3].min() == 255
+
+
+def grey_png(grey: np.ndarray, depth: int, key: int) -> bytes:
+    """A grey PNG (colour type 0) of `depth` bits whose tRNS chunk makes the level `key`
+    transparent; written by hand, as Pillow writes no 16-bit one."""
+    import zlib
+
+    def chunk(kind: bytes, payload: bytes) -> bytes:
+        return struct.pack(">I", len(payload)) + kind + payload + struct.pack(">I", zlib.crc32(kind + payload))
+
+    height, width = grey.shape
+    if depth == 16:
+        rows = [grey[y].astype(">u2").tobytes() for y in range(height)]
+    else:  # samples packed into bytes, most significant first
+        per = 8 // depth
+        rows = [bytes(sum(int(v) << (8 - depth * (i + 1)) for i, v in enumerate(grey[y, x:x + per]))
+                      for x in range(0, width, per)) for y in range(height)]
+    raw = b"".join(b"\0" + row for row in rows)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, depth, 0, 0, 0, 0))
+            + chunk(b"tRNS", struct.pack(">H", key)) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+@pytest.mark.parametrize("depth, levels", [(8, (200, 10)), (16, (51400, 2570)), (1, (0, 1)), (4, (12, 3))])
+def test_a_grey_png_keeps_the_transparency_of_its_colour_key(tmp_path: Path, depth: int, levels: tuple[int, int]) -> None:
+    # OpenCV reads a grey PNG without its tRNS colour key (an RGB one's it keeps): a logo's or a
+    # scanned signature's transparent background came out opaque, in the key's grey.
+    grey = np.full((8, 16), levels[0], np.uint16)
+    grey[:, 8:] = levels[1]
+    path = tmp_path / "key.png"
+    path.write_bytes(grey_png(grey, depth, key=levels[1]))
+    image = images.read_image(path)
+    white = (1 << depth) - 1
+    assert image.shape == (8, 16, 4)
+    assert (image[:, :8, 3] == 255).all() and (image[:, 8:, 3] == 0).all()
+    assert image[0, 0, 0] == round(levels[0] * 255 / white) and (image[0, 0, :3] == image[0, 0, 0]).all()

@@ -153,11 +153,30 @@ def _read(path: Path, face_photo: str = "") -> tuple[np.ndarray, bytes | None, i
         # libtiff's RGBA reader (a CMYK TIFF's) adds an opaque alpha the file does not hold: the
         # outputs then had an alpha channel no opaque input gives them
         image = image[..., :3]
+    if fmt == "png":
+        image = _grey_key_alpha(data, image)
     bits = 8 * image.dtype.itemsize
     image = _to_uint8_bgr(image if lab is None else _lab_to_bgr(image, lab))
     profile = md.icc_profile(data)
     rgb_profile = profile if profile is not None and md.icc_colour_space(profile) == b"RGB " else None
     return np.ascontiguousarray(apply_orientation(image, orientation)), rgb_profile, bits
+
+
+def _grey_key_alpha(data: bytes, image: np.ndarray) -> np.ndarray:
+    """A grey PNG whose tRNS chunk makes one grey level transparent (a colour key: logos, scanned
+    signatures) as grey + alpha: OpenCV reads grey PNGs without that transparency (an RGB one's
+    it keeps), so its transparent parts came out opaque, in the key's grey."""
+    if image.ndim != 2 or len(data) < 26 or data[25] != 0:  # colour type 0: grey without alpha
+        return image
+    key = next((data[start:end] for kind, start, end in md.png_chunks(data) if kind == b"tRNS"), b"")
+    if len(key) < 2:
+        return image
+    value, depth = int.from_bytes(key[:2], "big"), data[24]
+    if depth < 8:  # 1, 2 and 4-bit grey is decoded scaled to 8 bits (1-bit 1 is 255)
+        value = value * 255 // ((1 << depth) - 1)
+    opaque = np.iinfo(image.dtype).max
+    alpha = np.where(image == value, 0, opaque).astype(image.dtype)
+    return np.dstack([image, alpha])
 
 
 # ISO base media brands of still images (HEIF/HEIC from phones, AVIF); any other brand is a video.
