@@ -916,18 +916,26 @@ def test_a_cut_short_recording_is_written_up_to_its_cut_with_one_warning(
         assert info["audio_duration"] == pytest.approx(len(decoded) / 30, abs=0.1)
 
 
-@pytest.mark.parametrize("kind", ["mp4", "mov"])
-def test_a_recording_cut_before_its_index_was_written_is_refused_naming_the_index(tmp_path: Path, kind: str) -> None:
+@pytest.mark.parametrize("kind, keep, problem", [
+    ("mp4", 0.6, "its index (the moov box a recorder writes last) is missing"),
+    ("mov", 0.6, "its index (the moov box a recorder writes last) is missing"),
+    # FFmpeg opens these: "has no video stream (it holds: data)", "no video frame could be decoded",
+    # "the video stream's codec is unknown"
+    ("faststart.mp4", 0.01, "its index (the moov box) is cut off"),
+    ("faststart.mp4", 0.03, "its index (the moov box) is cut off"),
+    ("fragmented.mp4", 0.01, "its index (the moov box) is cut off")])
+def test_a_recording_cut_before_its_index_was_written_is_refused_naming_the_index(
+        tmp_path: Path, kind: str, keep: float, problem: str) -> None:
     # It was "cannot read cut.mp4 as a video (Invalid data found when processing input): the file
     # is not a video, or is truncated or corrupt", though it is one whose index is missing.
     from livecam.errors import InputError
 
-    cut = _cut_recording(tmp_path, kind)
+    cut = _cut_recording(tmp_path, kind, keep=keep)
     engine = InvertEngine()
     with pytest.raises(InputError) as err:
         process_video(_opts(cut, tmp_path / "out.mp4"), engine, quiet=True)
     assert err.value.message == (
-        f"cannot read {cut}: its index (the moov box a recorder writes last) is missing, so its frames cannot be "
+        f"cannot read {cut}: {problem}, so its frames cannot be "
         "found: the recording or copy was cut short (a crash, a full disk, an interrupted download); re-copy the "
         "whole file, or rebuild its index with a repair tool such as untrunc, given a whole recording from the "
         "same camera")

@@ -52,7 +52,9 @@ def missing_index(path: Path) -> str | None:
     if not top or top[0].kind not in _OPENING:
         return None
     moov = next((box for box in top if box.kind == b"moov"), None)
-    if moov is None and not any(box.kind == b"moof" for box in top):  # fragments carry their own index
+    kinds = {box.kind for box in top}
+    # fragments carry their own index; a still image (HEIC, AVIF) has its top-level meta box instead
+    if moov is None and not kinds & {b"moof", b"meta"}:
         return "its index (the moov box a recorder writes last) is missing"
     if moov is not None and not moov.whole:
         return "its index (the moov box) is cut off"

@@ -155,16 +155,17 @@ def open_input(path: Path, *, once: bool = False) -> av.container.InputContainer
         raise InputError(f"{path} {NO_FRAMES}: it ends before the first one (an empty recording, or one "
                          f"cut short); {GIVE_FRAMES}") from exc
     except av.error.FFmpegError as exc:
-        no_index = missing_index(path)
-        if no_index is not None:
-            raise InputError(
-                f"cannot read {path}: {no_index}, so its frames cannot be found: the recording or copy was cut "
-                "short (a crash, a full disk, an interrupted download); re-copy the whole file, or rebuild its "
-                "index with a repair tool such as untrunc, given a whole recording from the same camera") from exc
+        refusal = _index_refusal(path) if regular else None
+        if refusal is not None:
+            raise refusal from exc
         raise InputError(
             f"cannot read {path} as a video ({_describe(exc)}): the file is not a video, or is truncated "
             "or corrupt; expected a video file such as .mp4, .mkv, .mov or .webm"
         ) from exc
+    refusal = _index_refusal(path) if regular and "mov" in container.format.name.split(",") else None
+    if refusal is not None:  # FFmpeg opens an MP4 cut inside its index: "no video stream", "codec unknown"
+        container.close()
+        raise refusal
     if container.format.name == "png_pipe" and _animated_png(path):
         # FFmpeg takes a .png for a still; its own APNG demuxer reads the animation
         container.close()
@@ -179,6 +180,17 @@ def open_input(path: Path, *, once: bool = False) -> av.container.InputContainer
                              f"animated GIF or a video first (e.g. `magick {path.name} {path.stem}.gif`) and give that")
         raise InputError(f"{path} is a still image, not a video; use `livecam image` for images")
     return container
+
+
+def _index_refusal(path: Path) -> InputError | None:
+    """The InputError for an MP4/MOV whose index is missing or cut off (isobmff.missing_index),
+    with the fix; None when its index is whole or it is no MP4/MOV."""
+    problem = missing_index(path)
+    if problem is None:
+        return None
+    return InputError(f"cannot read {path}: {problem}, so its frames cannot be found: the recording or copy was cut "
+                      "short (a crash, a full disk, an interrupted download); re-copy the whole file, or rebuild its "
+                      "index with a repair tool such as untrunc, given a whole recording from the same camera")
 
 
 def container_tags(path: Path) -> tuple[dict[str, str], bool]:
