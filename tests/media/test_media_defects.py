@@ -240,6 +240,37 @@ def test_audio_at_a_rate_aac_does_not_take_is_resampled(tmp_path: Path) -> None:
     assert probe(out)["audio_duration"] == pytest.approx(1.0, abs=0.1)
 
 
+def test_audio_whose_rate_and_layout_change_midway_is_reencoded_whole(tmp_path: Path) -> None:
+    # Two TS recordings joined (a TV recording's stereo adverts before a 5.1 film): re-encoding the
+    # sound for WebM failed at the change with a traceback, "Frame does not match AudioResampler setup".
+    from tests.videos import _write_tone, synthetic_frame
+
+    parts = []
+    for n, (rate, layout) in enumerate([(48000, "mono"), (44100, "stereo")]):
+        part = tmp_path / f"part{n}.ts"
+        with av.open(str(part), "w") as out:
+            video = out.add_stream("libx264", rate=30)
+            video.width, video.height, video.pix_fmt = 64, 48, "yuv420p"
+            sound = out.add_stream("aac", rate=rate, layout=layout)
+            for i in range(30):
+                frame = av.VideoFrame.from_ndarray(synthetic_frame(i, (64, 48)), format="bgr24")
+                frame.pts, frame.time_base = i, Fraction(1, 30)
+                out.mux(video.encode(frame))
+            out.mux(video.encode())
+            _write_tone(out, sound, 1.0, rate)
+        parts.append(part.read_bytes())
+    joined = tmp_path / "joined.ts"
+    joined.write_bytes(b"".join(parts))
+    out = tmp_path / "out.webm"
+    assert transcode(joined, out).audio_mode == "reencode"
+    assert probe(out)["frames"] == 60
+    with av.open(str(out)) as c:
+        sound = np.concatenate([f.to_ndarray()[0] for f in c.decode(audio=0)])  # planar: the first channel
+    assert len(sound) == pytest.approx(2 * 48000, abs=0.1 * 48000)
+    loud = [float(np.sqrt(np.mean(sound[int(a * 48000):int(b * 48000)] ** 2))) for a, b in ((0.2, 0.8), (1.2, 1.8))]
+    assert min(loud) > 0.05, loud  # both parts' tone is there
+
+
 def test_a_file_name_with_a_colon_is_a_file_not_a_protocol(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # "2024-05-01T10:30.mp4" was "Protocol not found" (FFmpeg read "2024-05-01T10" as a URL scheme),
     # reading it and writing it; its audio too.

@@ -764,6 +764,7 @@ class _AudioTrack:
                 self._stream = out.add_stream(target, rate=rate, layout=layout)
                 self._resampler = av.AudioResampler(format=self._stream.codec_context.format, layout=layout,
                                                     rate=rate)
+                self._resampling: tuple[str, str, int] | None = None  # the input frames' format, layout, rate
                 self._fifo = av.AudioFifo()
                 self._next_pts: int | None = None
                 kind = FORMAT_NAMES.get(fmt, fmt)
@@ -840,10 +841,24 @@ class _AudioTrack:
         for frame in frames:
             if self._next_pts is None:
                 self._next_pts = int(round(max(0.0, start) * self._stream.codec_context.sample_rate))
-            for resampled in self._resampler.resample(frame):
+            for resampled in self._resample(frame):
                 resampled.pts = None  # the fifo checks continuity; timestamps are counted below
                 self._fifo.write(resampled)
         self._drain(final=False)
+
+    def _resample(self, frame: AudioFrame) -> list[AudioFrame]:
+        """`frame` in the output's format, rate and layout. Where the input's change mid-stream
+        (a TV recording's stereo adverts in a 5.1 film, TS files joined), the resampler made for
+        the first refused the first frame that differed ('Frame does not match AudioResampler
+        setup', a traceback): what the old one holds is flushed and a new one takes over."""
+        given = (frame.format.name, frame.layout.name, frame.sample_rate)
+        done: list[AudioFrame] = []
+        if self._resampling is not None and given != self._resampling:
+            done = self._resampler.resample(None)
+            cc = self._stream.codec_context
+            self._resampler = av.AudioResampler(format=cc.format, layout=cc.layout, rate=cc.sample_rate)
+        self._resampling = given
+        return done + self._resampler.resample(frame)
 
     def _drain(self, final: bool) -> None:
         cc = self._stream.codec_context
