@@ -712,6 +712,36 @@ def _can_copy(source: Path, fmt: str, index: int) -> bool:
         return False
 
 
+def _adts_setup(packet: bytes) -> tuple[int, int] | None:
+    """The sample rate index and channel configuration an AAC packet's ADTS header gives."""
+    if len(packet) < 7 or packet[0] != 0xFF or packet[1] & 0xF6 != 0xF0:
+        return None
+    return (packet[2] >> 2) & 0x0F, ((packet[2] & 0x01) << 2) | (packet[3] >> 6)
+
+
+def _changes_midway(source: Path, index: int) -> bool:
+    """Whether the AAC stream `index` of an MPEG-TS changes its sample rate or channels midway (TS
+    recordings joined, a TV channel's stereo adverts in a 5.1 film; each packet's ADTS header
+    says its own): copied, the output's one track header gives the first part's, and the rest did
+    not decode ('channel element is not allocated'), silent. One demux pass, no decoding, for
+    a TS only (MP4, MOV and Matroska state one set-up for the whole stream)."""
+    with open_container(local_path(source)) as src:
+        stream = src.streams[index]
+        if "mpegts" not in src.format.name.split(",") or stream.codec_context is None or \
+                stream.codec_context.codec.canonical_name != "aac":
+            return False
+        first: tuple[int, int] | None = None
+        try:
+            for packet in src.demux(stream):
+                setup = _adts_setup(bytes(packet)) if packet.size else None
+                if setup is not None and first is not None and setup != first:
+                    return True
+                first = first or setup
+        except av.error.FFmpegError:  # damaged data: the copy skips it as it does now
+            return False
+    return False
+
+
 class _AudioTrack:
     """One audio stream of the input (`index`), on the video's timeline (the same origin, the same
     handling of restarting timestamps), copied packet by packet when the output container is
@@ -753,7 +783,8 @@ class _AudioTrack:
             codec = ins.codec_context.codec.canonical_name
             fmt = out.format.name
             holds = codec in out.supported_codecs and _can_copy(source, fmt, index)
-            if holds and copies_audio(codec, fmt):
+            changes = holds and copies_audio(codec, fmt) and _changes_midway(source, index)
+            if holds and copies_audio(codec, fmt) and not changes:
                 self.mode = "copy"
                 self._stream = out.add_stream_from_template(ins)
             else:
@@ -768,9 +799,11 @@ class _AudioTrack:
                 self._fifo = av.AudioFifo()
                 self._next_pts: int | None = None
                 kind = FORMAT_NAMES.get(fmt, fmt)
-                why = "are not commonly played with" if holds else "cannot hold"
-                log.warning("note: the %s (%s) is re-encoded as %s: %s files %s %s audio", named or "audio", codec,
-                            "Opus" if target == "libopus" else "AAC", kind, why, codec)
+                why = ("its sample rate or channels change midway, which a copy into one track does not play"
+                       if changes else f"{kind} files {'are not commonly played with' if holds else 'cannot hold'} "
+                                       f"{codec} audio")
+                log.warning("note: the %s (%s) is re-encoded as %s: %s", named or "audio", codec,
+                            "Opus" if target == "libopus" else "AAC", why)
             _describe_as(self._stream, ins, default)
             self._target: av.stream.Stream = self._stream
         except BaseException:
@@ -843,6 +876,9 @@ class _AudioTrack:
                 self._next_pts = int(round(max(0.0, start) * self._stream.codec_context.sample_rate))
             for resampled in self._resample(frame):
                 resampled.pts = None  # the fifo checks continuity; timestamps are counted below
+                # and its frames' time base: a resampler passes a frame it need not change on with
+                # the decoder's (1/90000 from a TS), a new one after a change gives 1/rate
+                resampled.time_base = Fraction(1, self._stream.codec_context.sample_rate)
                 self._fifo.write(resampled)
         self._drain(final=False)
 
