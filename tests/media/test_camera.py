@@ -45,7 +45,7 @@ def test_video_file_source_reads_every_frame_as_bgr(tmp_path: Path) -> None:
         src.open()
         frames = []
         while (frame := src.read()) is not None:
-            frames.append(frame)
+            frames.append(frame.image)  # (a file's frames are converted when asked for)
         src.close()
         assert src.fps == pytest.approx(30)
         assert [read_clip_index(f) for f in frames] == list(range(12))
@@ -60,7 +60,8 @@ def test_a_phone_clip_recorded_sideways_is_shown_upright_as_livecam_video_reads_
     src = VideoFileSource(str(turned), realtime=False)
     src.open()
     try:
-        live = src.read()
+        frame = src.read()
+        live = frame.image if frame is not None else None
     finally:
         src.close()
     with VideoReader(turned) as reader:
@@ -137,7 +138,7 @@ def test_a_corrupt_packet_in_a_camera_file_is_skipped_not_fatal(tmp_path: Path,
     seen = []
     with caplog.at_level("WARNING", logger="livecam"):
         while (frame := src.read()) is not None:
-            seen.append(read_clip_index(frame))
+            seen.append(read_clip_index(frame.image))
     src.close()
     assert src.bad_packets == 1
     assert len(seen) >= 28 and seen[-1] == 29  # it read on to the end
@@ -158,7 +159,7 @@ def test_a_camera_file_that_changes_size_and_restarts_its_timestamps_reads_as_li
     src.open()
     shapes, times = [], []
     while (frame := src.read()) is not None:
-        shapes.append(frame.shape)
+        shapes.append(frame.image.shape)
         times.append(src.last_pts)
     src.close()
     assert len(shapes) == 40 and set(shapes) == {(64, 96, 3)}
@@ -185,8 +186,8 @@ def test_a_pipe_plays_as_a_camera_file(tmp_path: Path) -> None:
     source.open()
     try:
         images = []
-        while (image := source.read()) is not None:
-            images.append(image)
+        while (frame := source.read()) is not None:
+            images.append(frame.image)  # type: ignore[union-attr]
     finally:
         source.close()
     feeder.join(timeout=10)
@@ -265,7 +266,7 @@ def test_a_stream_url_that_goes_quiet_is_a_stall_not_damage(tmp_path: Path,
         frames = []
         with pytest.raises(DeviceError, match=r"stopped sending data \(nothing for 0.5 s\)"):
             while (frame := src.read()) is not None:
-                frames.append(frame)
+                frames.append(frame.image)
         src.close()
     finally:
         release.set()

@@ -8,7 +8,8 @@ a user means (not cover art, not a one-frame thumbnail track). Corrupt packets a
 summarised in one warning; a file that cannot be opened, has no video stream, or ends well
 before its header says is an InputError. `VideoDecoder` is the one decode loop: `run --camera
 FILE` (camera.VideoFileSource) uses it too. A frame's BGR image is made when first asked for, in
-the thread that asks: the file pipeline's workers, not its one decode thread.
+the thread that asks: the file pipeline's workers, not its one decode thread; the live
+pipeline's analyse thread, not its capture thread.
 """
 
 from __future__ import annotations
@@ -99,7 +100,8 @@ class VideoInfo:
 class DecodedFrame:
     """A decoded frame: its presentation time in seconds, and its image (HxWx3 BGR uint8,
     upright, of the stream's one size), made when first asked for, in whichever thread asks: the
-    file pipeline's workers convert the frames they take (the decode thread is one), and a reader
+    file pipeline's workers convert the frames they take (the decode thread is one), the live
+    pipeline's analyse thread those of `run --camera FILE` it takes, and a reader
     that looks at a few frames of many (`livecam verify`) skips the others' conversion. It holds
     the decoder's frame until then. One thread at a time may ask for the image."""
 
