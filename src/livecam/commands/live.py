@@ -144,8 +144,11 @@ def _run_live(job: LiveJob) -> None:
     try:
         for ignored in ignored_options(job, source, sink):
             log.warning("warning: %s", ignored)
-        # a given signing identity is checked now, before the models load; a local file is the parent ingredient
-        signing = (signing_for(job.c2pa, Path(job.camera) if local_file else None, (), outputs=(sink.path,))
+        # a given signing identity is checked now, before the models load; a local file is the parent
+        # ingredient, but not a pipe or FIFO: it was read once, and opening it again to sign waited
+        # for a writer that never came (the run hung after its last frame, the recording unwritten)
+        parent = Path(job.camera) if local_file and Path(job.camera).is_file() else None
+        signing = (signing_for(job.c2pa, parent, (), outputs=(sink.path,))
                    if isinstance(sink, FileRecorderSink) else None)
         from livecam.pipeline.engine import Engine
 
