@@ -80,6 +80,11 @@ def test_camera_argument_picks_the_right_source(tmp_path: Path) -> None:
         open_source(str(tmp_path / "missing.mp4"), (640, 480), 30, None)
     with pytest.raises(InputError, match="is a folder; give a video file in it"):  # once "no such ... file"
         open_source(str(tmp_path), (640, 480), 30, None)
+    # both were "no such camera index, file or URL", a file: URL even when its file is there
+    with pytest.raises(InputError, match="to read a video from standard input give --camera /dev/stdin"):
+        open_source("-", (640, 480), 30, None)
+    with pytest.raises(InputError, match="give the file's path itself, not a file: URL"):
+        open_source(clip.as_uri(), (640, 480), 30, None)
     # a scheme is any case (RFC 3986), FFmpeg's protocols lower case only: "HTTP://host/x" was
     # taken for a URL, loaded the models, then failed "Protocol not found"
     url = open_source("HTTP://Example.com/Live?Key=A", (640, 480), 30, None)

@@ -7,8 +7,8 @@ Threads and queues:
         [--> marking thread (marks.marking_sink, with a watermark: marks and writes in order)] --> sink
 
 The capture thread only reads; the analyse thread makes each packet (Captured: a file's frame is
-converted to BGR there, and mirrored). Queues hold 1 or 2 frames. For a live source (camera, real-time file) a full queue drops its
-oldest packet (counted by reason, and skipped in the reorder buffer), so nothing waits behind a
+converted to BGR there, and mirrored). Queues hold 1 or 2 frames. For a live source (camera,
+real-time file) a full queue drops its oldest packet (counted by reason, and skipped in the reorder buffer), so nothing waits behind a
 slow stage; for a --no-realtime file nothing is dropped: a frame is read only when one has left
 the pipeline (workers + 1 frames in flight), so it is read as fast as the pipeline can take it. One stop event,
 timeouts on every blocking call, an end-of-stream sentinel passed along by every stage. The
