@@ -484,7 +484,8 @@ def _parse_frame_range(ctx: click.Context, param: click.Parameter,
 @cli.command()
 @processing_options
 @click.option("--camera", default="0", show_default=True,
-              help="Camera index (on Linux also its /dev/videoN), or a video file path or URL.")
+              help="Camera index (on Linux also its /dev/videoN), or a video file path or URL (a file plays "
+                   "once: the run ends with it).")
 @click.option("--resolution", default="1280x720", show_default=True, help="Capture size WIDTHxHEIGHT.")
 @click.option("--fps", type=FiniteRange(*CAMERA_FPS), default=30.0, show_default=True, help="Capture rate.")
 @click.option("--realtime/--no-realtime", default=None,
