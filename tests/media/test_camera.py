@@ -81,7 +81,7 @@ def test_camera_argument_picks_the_right_source(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="is a folder; give a video file in it"):  # once "no such ... file"
         open_source(str(tmp_path), (640, 480), 30, None)
     # both were "no such camera index, file or URL", a file: URL even when its file is there
-    with pytest.raises(InputError, match="to read a video from standard input give --camera /dev/stdin"):
+    with pytest.raises(InputError, match="to read a video from a pipe give --camera /dev/stdin"):
         open_source("-", (640, 480), 30, None)
     with pytest.raises(InputError, match="give the file's path itself, not a file: URL"):
         open_source(clip.as_uri(), (640, 480), 30, None)

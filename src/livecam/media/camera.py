@@ -363,8 +363,9 @@ def open_source(camera: str, resolution: tuple[int, int], fps: float, realtime: 
     if spec.lower().startswith(URL_SCHEMES):  # a scheme is any case; FFmpeg's protocol names are lower case
         scheme, sep, rest = spec.partition("://")
         spec = scheme.lower() + sep + rest
-    if spec == "-":  # was "no such camera index, file or URL"
-        raise InputError("--camera -: to read a video from standard input give --camera /dev/stdin")
+    if spec == "-" and not Path(spec).exists():  # was "no such camera index, file or URL"
+        raise InputError("--camera '-' (standard input) is not a file; to read a video from a pipe give "
+                         "--camera /dev/stdin")
     if spec.lower().startswith("file:") and not Path(spec).exists():  # was "no such ... file" for a file that is there
         raise InputError(f"--camera {camera!r}: give the file's path itself, not a file: URL")
     if spec and not spec.lower().startswith(URL_SCHEMES) and Path(spec).is_dir():  # was "no such ... file"
