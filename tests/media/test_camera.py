@@ -498,3 +498,19 @@ def test_a_slow_motion_rate_is_kept_and_a_time_base_is_not_taken_for_one() -> No
     assert plausible_rate(Fraction(960)) == 960 and plausible_rate(Fraction(240000, 1001)) == Fraction(240000, 1001)
     assert plausible_rate(Fraction(1, 2)) == Fraction(1, 2)
     assert plausible_rate(Fraction(100000)) is None and plausible_rate(Fraction(90000)) is None
+
+
+def test_a_camera_file_that_ends_before_its_first_frame_is_an_input_error(tmp_path: Path) -> None:
+    # a Matroska recording cut after its header opened and played "0 frames", exit 0, nothing
+    # recorded; `livecam video` says the file is truncated or corrupt
+    whole = make_clip(tmp_path / "whole.mkv", frames=10, size=(320, 240), audio=False)
+    cut = tmp_path / "cut.mkv"
+    data = whole.read_bytes()
+    cut.write_bytes(data[:data.index(b"\x1f\x43\xb6\x75") + 40])  # the header, and the first frame cut short
+    source = VideoFileSource(str(cut), realtime=False)
+    source.open()
+    try:
+        with pytest.raises(InputError, match="cut.mkv: no video frame could be decoded; the file is truncated"):
+            source.read()
+    finally:
+        source.close()

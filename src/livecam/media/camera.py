@@ -290,6 +290,8 @@ class VideoFileSource:
         except StopIteration:
             if self._read == 0 and self._piped_mp4 and self.bad_packets:
                 raise InputError(self._index_out_of_reach()) from None
+            if self._read == 0:  # (it was "0 frames", exit 0, and no recording, as for a clip that plays)
+                raise InputError(self._nothing_decoded()) from None
             return None
         except InputError as exc:  # (the decoder's "too damaged")
             if self._read == 0 and self._piped_mp4:
@@ -307,6 +309,14 @@ class VideoFileSource:
         if self.realtime:
             self._pace(frame.time)
         return frame
+
+    def _nothing_decoded(self) -> str:
+        from livecam.media.video_reader import NONE_DECODED
+
+        if "://" in self.location:
+            return (f"{self.name}: the stream ended before its first video frame; check the URL and that the "
+                    f"stream is live")
+        return f"{self.name}: {NONE_DECODED}"
 
     def _index_out_of_reach(self) -> str:
         """Why no frame of a piped MP4/MOV could be read: most recorders write the index (moov)

@@ -48,6 +48,7 @@ _IMAGE_FORMATS = ("image2", "png_pipe", "jpeg_pipe", "webp_pipe", "bmp_pipe", "t
 _PICTURE_FORMATS = ("ico",)
 # What a video without one frame is told, however its container shows it.
 NO_FRAMES, GIVE_FRAMES = "has no video frames", "give a video with frames"
+NONE_DECODED = "no video frame could be decoded; the file is truncated or corrupt"  # (it opened, then ended)
 
 
 @dataclass(frozen=True)  # not slotted: pickled with VideoInfo into a chunk (frozen + slots: no unpickling on 3.10)
@@ -925,7 +926,7 @@ class VideoReader:
             self.bad_packets = decoder.bad_packets
         last_time = decoder.last_time
         if count == 0:
-            raise InputError(f"{self.path}: no video frame could be decoded; the file is truncated or corrupt")
+            raise InputError(f"{self.path}: {NONE_DECODED}")
         expected = info.frames
         # Did decoding get to the end the header announces? Damage in the middle loses frames
         # there (a decoder drops those that depend on a broken one) but still reaches the end.
