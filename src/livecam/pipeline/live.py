@@ -8,9 +8,10 @@ Threads and queues:
 
 The capture thread only reads; the analyse thread makes each packet (Captured: a file's frame is
 converted to BGR there, and mirrored). Queues hold 1 or 2 frames. For a live source (camera,
-real-time file) a full queue drops its oldest packet (counted by reason, and skipped in the reorder buffer), so nothing waits behind a
-slow stage; for a --no-realtime file nothing is dropped: a frame is read only when one has left
-the pipeline (workers + 1 frames in flight), so it is read as fast as the pipeline can take it. One stop event,
+real-time file) a full queue drops its oldest packet (counted by reason, and skipped in the
+reorder buffer), so nothing waits behind a slow stage; for a --no-realtime file nothing is
+dropped: a frame is read only when one has left the pipeline (workers + 1 frames in flight), so
+it is read as fast as the pipeline can take it. One stop event,
 timeouts on every blocking call, an end-of-stream sentinel passed along by every stage. The
 first exception in any stage sets the stop event and is re-raised to the caller after shutdown
 (stop, drain, join with timeout, release the source, finalise the sink, write the summary).
@@ -93,8 +94,9 @@ class SmallFacesNotice:
 class Captured:
     """A frame as the capture thread hands it on; the analyse thread makes its packet. A file's
     frame is converted to BGR only then (video_reader.DecodedFrame), and mirrored then, so the
-    capture thread only reads (its frame rate is not capped, nor its latency lengthened, by the
-    conversion) and a frame dropped while the analyse thread is busy is never converted."""
+    capture thread only reads (the conversion neither caps its rate nor delays its next read) and a
+    frame dropped while the analyse thread is busy is never converted. Latency still counts from
+    the read (captured_at), so it includes the conversion."""
 
     index: int
     frame: Frame
