@@ -124,15 +124,17 @@ def refusal(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def os_error_message(path: Path, exc: OSError) -> str:
-    """One line for an OSError met while writing `path`, naming `path` (not a temporary file)."""
+def os_error_message(path: Path, exc: OSError, smaller: str | None = None) -> str:
+    """One line for an OSError met while writing `path`, naming `path` (not a temporary file).
+    `smaller`: the option that makes the file smaller, for a size limit ("a lower --video-quality";
+    None where the command has none: a `run` recording was told to use that option it lacks)."""
     folder = folder_of(path)
     code = exc.errno
     if code in (errno.ENOSPC, errno.EDQUOT):
         return f"writing {path} failed: {FULL}; free some space or choose another folder"
     if code == errno.EFBIG:
         return (f"writing {path} failed: the file grew past the file size limit of this file system or "
-                f"process (ulimit -f); choose another folder or a lower --video-quality")
+                f"process (ulimit -f); choose another folder or {smaller or 'raise the limit'}")
     if code == errno.ENOENT and folder.is_dir():
         return f"cannot write {path}: {folder} is on {NO_NEW_FILES}; choose another output path"
     if code == errno.ENOENT:
@@ -146,11 +148,12 @@ def os_error_message(path: Path, exc: OSError) -> str:
     return f"writing {path} failed ({exc.strerror or exc}); check free space and permissions"
 
 
-def output_error(path: Path, exc: OSError) -> OutputError | InputError:
-    """The LivecamError for an OSError while writing `path` (a missing folder is the user's input)."""
+def output_error(path: Path, exc: OSError, smaller: str | None = None) -> OutputError | InputError:
+    """The LivecamError for an OSError while writing `path` (a missing folder is the user's input);
+    `smaller` as for os_error_message."""
     if exc.errno == errno.ENOENT:
-        return InputError(os_error_message(path, exc))
-    return OutputError(os_error_message(path, exc))
+        return InputError(os_error_message(path, exc, smaller))
+    return OutputError(os_error_message(path, exc, smaller))
 
 
 def _link_no_clobber(src: Path, dst: Path) -> bool:

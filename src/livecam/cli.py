@@ -18,7 +18,7 @@ import click
 
 from livecam import __version__
 from livecam.atomic import trailing_slash_problem
-from livecam.cli_params import EnvFlag, FiniteRange, GivenPath, ProcessorChoice, home_expanded
+from livecam.cli_params import EnvFlag, FiniteRange, GivenPath, NameOrPath, ProcessorChoice
 from livecam.cli_usage import expand_variadic, usage_message
 from livecam.console import (
     ClosedStdout,
@@ -483,14 +483,15 @@ def _parse_frame_range(ctx: click.Context, param: click.Parameter,
 
 @cli.command()
 @processing_options
-@click.option("--camera", default="0", show_default=True,
-              help="Camera index (on Linux also its /dev/videoN), or a video file path or URL.")
+@click.option("--camera", type=NameOrPath(), default="0", show_default=True,
+              help="Camera index (on Linux also its /dev/videoN), or a video file path or URL (a file plays "
+                   "once: the run ends with it).")
 @click.option("--resolution", default="1280x720", show_default=True, help="Capture size WIDTHxHEIGHT.")
 @click.option("--fps", type=FiniteRange(*CAMERA_FPS), default=30.0, show_default=True, help="Capture rate.")
 @click.option("--realtime/--no-realtime", default=None,
               help="File sources: play at their own rate (default) or as fast as possible.")
 @click.option("--mirror", is_flag=True, help="Flip horizontally (selfie view).")
-@click.option("--output", "-o", default="auto", show_default=True,
+@click.option("--output", "-o", type=NameOrPath(), default="auto", show_default=True,
               help="window, virtual-camera, none, or a FILE.mp4 to record (auto: window when a display exists).")
 @click.option("--queue-depth", type=click.IntRange(1, 2), default=1, show_default=True,
               help="Frames each live queue holds: 1 for the lowest latency, 2 to ride out uneven stage times.")
@@ -517,9 +518,9 @@ def run(ctx: click.Context, **kw: Any) -> None:
     """Swap faces live: camera (or a clip) in, window / virtual camera / file out."""
     processing = _processing(ctx, kw)
     _require_source(processing)
-    job = LiveJob(processing=processing, camera=home_expanded(kw["camera"]),
+    job = LiveJob(processing=processing, camera=kw["camera"],
                   resolution=_parse_resolution(kw["resolution"]), fps=kw["fps"], realtime=kw["realtime"],
-                  mirror=kw["mirror"], output=home_expanded(kw["output"]),
+                  mirror=kw["mirror"], output=kw["output"],
                   queue_depth=kw["queue_depth"], duration=kw["duration"], max_frames=kw["max_frames"],
                   stats=kw["stats"], stats_json=_stats_json(kw["stats_json"]), max_latency_ms=kw["max_latency_ms"],
                   degrade=kw["degrade"], label=kw["label"], force=kw["force"],

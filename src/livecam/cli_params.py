@@ -89,16 +89,39 @@ class GivenPath(NamesItsVariable, click.Path):
                 is_dir = stat.S_ISDIR(os.stat(value).st_mode)
             except OSError as exc:  # the path checks below every command raised it: an internal error
                 if exc.errno == errno.ENAMETOOLONG:
-                    longest = max(len(os.fsencode(part)) for part in Path(value).parts)
-                    self.fail(f"the name is longer than the file system allows ({longest} bytes in one part, "
-                              f"{len(os.fsencode(value))} in all; the usual limits are 255 and 4096); "
-                              f"give a shorter one", param, ctx)
+                    self.fail(too_long(os.fspath(value)), param, ctx)
             else:  # click's own words ("Directory 'x' is a file.") named no fix
                 if is_dir and not self.dir_okay:
                     self.fail(f"{os.fspath(value)!r} is a folder, not a file; give a file name", param, ctx)
                 if not is_dir and not self.file_okay:
                     self.fail(f"{os.fspath(value)!r} is a file, not a folder; give the name of a folder", param, ctx)
         return click.Path.convert(self, value, param, ctx)  # (super() is NamesItsVariable: it calls this)
+
+
+class NameOrPath(click.ParamType):
+    """`run`'s --camera and --output: a keyword, index or URL, or a file name. A file name has ~
+    expanded, and one longer than the file system allows is refused as GivenPath refuses it (it
+    was "internal error: OSError: [Errno 36] File name too long")."""
+
+    name = "text"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        value = home_expanded(str(value))
+        if "://" in value:  # a URL: a long token in it is no file name
+            return value
+        try:
+            os.stat(value)
+        except OSError as exc:
+            if exc.errno == errno.ENAMETOOLONG:
+                self.fail(too_long(value), param, ctx)
+        return value
+
+
+def too_long(value: str) -> str:
+    """What is said of a name longer than the file system allows (ENAMETOOLONG)."""
+    longest = max(len(os.fsencode(part)) for part in Path(value).parts)
+    return (f"the name is longer than the file system allows ({longest} bytes in one part, "
+            f"{len(os.fsencode(value))} in all; the usual limits are 255 and 4096); give a shorter one")
 
 
 def home_expanded(value: str) -> str:

@@ -257,3 +257,28 @@ def test_a_recording_never_replaces_a_file_that_appeared_during_the_run(tmp_path
     with av.open(str(kept)) as container:
         assert sum(1 for _ in container.decode(video=0)) > 0
     assert not list(tmp_path.glob(".livecam-*"))
+
+
+def test_a_recording_from_a_fifo_camera_is_finished(tmp_path: Path, faces_dir: Path,
+                                                               isolated_env: dict[str, str]) -> None:
+    # The C2PA signer opened the --camera file again to take it as the recording's parent
+    # ingredient: a FIFO, read once and closed by its writer, waited for another writer, so the
+    # run hung after its last frame and left a hidden part file when killed.
+    import threading
+
+    clip = make_clip(tmp_path / "clip.ts", frames=8, size=(160, 120), audio=False)
+    fifo = tmp_path / "camera.fifo"
+    os.mkfifo(fifo)
+
+    def feed() -> None:
+        with open(fifo, "wb") as writer:
+            writer.write(clip.read_bytes())
+
+    threading.Thread(target=feed, daemon=True).start()
+    rec = tmp_path / "rec.mp4"
+    proc = run_cli(["run", "--camera", str(fifo), "--no-realtime", "--output", str(rec), "--no-watermark",
+                    "--swap-model", "mesh", "--source", str(faces_dir / "obama.jpg")],
+                   env=isolated_env, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert count_frames(rec) == 8
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]

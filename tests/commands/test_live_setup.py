@@ -167,6 +167,12 @@ def test_camera_options_a_file_has_no_use_for_are_named_not_silently_ignored(
                      "(--stats-json - prints the metrics)"]
     assert live_command.ignored_options(job(tmp_path, source, clip, output="rec.mp4", stats=True),
                                         VideoFileSource(str(clip)), make_sink(str(tmp_path / "rec.mp4"))) == []
+    # --no-degrade --max-latency-ms 5 ran without the budget, without a word
+    budget = live_command.ignored_options(job(tmp_path, source, clip, degrade=False, max_latency_ms=5.0),
+                                          VideoFileSource(str(clip)), none)
+    assert budget == ["--max-latency-ms is the budget the governor defends; --no-degrade turns the governor off"]
+    assert live_command.ignored_options(job(tmp_path, source, clip, max_latency_ms=5.0),
+                                        VideoFileSource(str(clip)), none) == []
 
 
 def test_recording_a_clip_with_sound_says_the_sound_is_not_recorded(

@@ -86,7 +86,10 @@ def test_a_dash_for_standard_input_or_output_says_what_to_give(
 
 
 @pytest.mark.parametrize("args", [["image", "in.jpg", "N.png", "-s", "face.jpg"], ["video", "N.mp4", "o.mp4", "-s", "face.jpg"],
-                                  ["image", "in.jpg", "o.png", "-s", "N.jpg"]], ids=["output", "input", "source"])
+                                  ["image", "in.jpg", "o.png", "-s", "N.jpg"],
+                                  ["run", "--camera", "/dev/null", "--output", "N.mp4", "-s", "face.jpg"],
+                                  ["run", "--camera", "N.mp4", "--output", "none", "-s", "face.jpg"]],
+                         ids=["output", "input", "source", "run-output", "run-camera"])
 def test_a_name_longer_than_the_file_system_allows_is_a_usage_error(
         tmp_path: Path, isolated_env: dict[str, str], args: list[str]) -> None:
     # each was "internal error: OSError: [Errno 36] File name too long" (Path.is_dir raises it)

@@ -45,7 +45,7 @@ def test_video_file_source_reads_every_frame_as_bgr(tmp_path: Path) -> None:
         src.open()
         frames = []
         while (frame := src.read()) is not None:
-            frames.append(frame)
+            frames.append(frame.image)  # (a file's frames are converted when asked for)
         src.close()
         assert src.fps == pytest.approx(30)
         assert [read_clip_index(f) for f in frames] == list(range(12))
@@ -60,7 +60,8 @@ def test_a_phone_clip_recorded_sideways_is_shown_upright_as_livecam_video_reads_
     src = VideoFileSource(str(turned), realtime=False)
     src.open()
     try:
-        live = src.read()
+        frame = src.read()
+        live = frame.image if frame is not None else None
     finally:
         src.close()
     with VideoReader(turned) as reader:
@@ -79,6 +80,11 @@ def test_camera_argument_picks_the_right_source(tmp_path: Path) -> None:
         open_source(str(tmp_path / "missing.mp4"), (640, 480), 30, None)
     with pytest.raises(InputError, match="is a folder; give a video file in it"):  # once "no such ... file"
         open_source(str(tmp_path), (640, 480), 30, None)
+    # both were "no such camera index, file or URL", a file: URL even when its file is there
+    with pytest.raises(InputError, match="to read a video from a pipe give --camera /dev/stdin"):
+        open_source("-", (640, 480), 30, None)
+    with pytest.raises(InputError, match="give the file's path itself, not a file: URL"):
+        open_source(clip.as_uri(), (640, 480), 30, None)
     # a scheme is any case (RFC 3986), FFmpeg's protocols lower case only: "HTTP://host/x" was
     # taken for a URL, loaded the models, then failed "Protocol not found"
     url = open_source("HTTP://Example.com/Live?Key=A", (640, 480), 30, None)
@@ -137,7 +143,7 @@ def test_a_corrupt_packet_in_a_camera_file_is_skipped_not_fatal(tmp_path: Path,
     seen = []
     with caplog.at_level("WARNING", logger="livecam"):
         while (frame := src.read()) is not None:
-            seen.append(read_clip_index(frame))
+            seen.append(read_clip_index(frame.image))
     src.close()
     assert src.bad_packets == 1
     assert len(seen) >= 28 and seen[-1] == 29  # it read on to the end
@@ -158,7 +164,7 @@ def test_a_camera_file_that_changes_size_and_restarts_its_timestamps_reads_as_li
     src.open()
     shapes, times = [], []
     while (frame := src.read()) is not None:
-        shapes.append(frame.shape)
+        shapes.append(frame.image.shape)
         times.append(src.last_pts)
     src.close()
     assert len(shapes) == 40 and set(shapes) == {(64, 96, 3)}
@@ -185,8 +191,8 @@ def test_a_pipe_plays_as_a_camera_file(tmp_path: Path) -> None:
     source.open()
     try:
         images = []
-        while (image := source.read()) is not None:
-            images.append(image)
+        while (frame := source.read()) is not None:
+            images.append(frame.image)  # type: ignore[union-attr]
     finally:
         source.close()
     feeder.join(timeout=10)
@@ -265,7 +271,7 @@ def test_a_stream_url_that_goes_quiet_is_a_stall_not_damage(tmp_path: Path,
         frames = []
         with pytest.raises(DeviceError, match=r"stopped sending data \(nothing for 0.5 s\)"):
             while (frame := src.read()) is not None:
-                frames.append(frame)
+                frames.append(frame.image)
         src.close()
     finally:
         release.set()
@@ -492,3 +498,19 @@ def test_a_slow_motion_rate_is_kept_and_a_time_base_is_not_taken_for_one() -> No
     assert plausible_rate(Fraction(960)) == 960 and plausible_rate(Fraction(240000, 1001)) == Fraction(240000, 1001)
     assert plausible_rate(Fraction(1, 2)) == Fraction(1, 2)
     assert plausible_rate(Fraction(100000)) is None and plausible_rate(Fraction(90000)) is None
+
+
+def test_a_camera_file_that_ends_before_its_first_frame_is_an_input_error(tmp_path: Path) -> None:
+    # a Matroska recording cut after its header opened and played "0 frames", exit 0, nothing
+    # recorded; `livecam video` says the file is truncated or corrupt
+    whole = make_clip(tmp_path / "whole.mkv", frames=10, size=(320, 240), audio=False)
+    cut = tmp_path / "cut.mkv"
+    data = whole.read_bytes()
+    cut.write_bytes(data[:data.index(b"\x1f\x43\xb6\x75") + 40])  # the header, and the first frame cut short
+    source = VideoFileSource(str(cut), realtime=False)
+    source.open()
+    try:
+        with pytest.raises(InputError, match="cut.mkv: no video frame could be decoded; the file is truncated"):
+            source.read()
+    finally:
+        source.close()

@@ -355,6 +355,7 @@ def test_a_file_size_limit_is_one_line_naming_the_output(tmp_path: Path) -> None
     message = result.stdout.strip()
     assert result.returncode == 1, (result.stdout, result.stderr)
     assert message.count("\n") == 0 and str(out) in message and "file size limit" in message
+    assert "--video-quality" not in message  # `run` has no such option (it was the fix named)
     assert ".part" not in message and not out.exists()
     assert [p.name for p in tmp_path.iterdir()] == ["limit.py"]  # no temporary file left
 

@@ -665,3 +665,66 @@ def test_a_live_run_says_when_the_faces_in_view_stay_too_small(
     run_live_pipeline(FaceEngine(), SyntheticSource(frames=30, fps=100, width=320, height=240), MemorySink(), opts())
     said = [r.getMessage() for r in caplog.records if "too small to change" in r.getMessage()]
     assert len(said) == (1 if eye_distance < 24 else 0), said
+
+
+class CountingEngine(FakeEngine):
+    """A FakeEngine that counts the frames it analysed."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.analysed = 0
+
+    def analyse(self, packet: FramePacket, track: bool = True) -> None:
+        self.analysed += 1
+        super().analyse(packet, track)
+
+
+def test_a_camera_file_frame_is_converted_only_where_it_is_analysed(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # `run --camera FILE` converted every decoded frame to BGR in the capture thread (1.5-2 ms at
+    # 1080p), lengthening capture and capping its rate, and converted the frames the busy
+    # analyse stage then dropped too. Now the analyse thread converts what it takes.
+    from livecam.media import colour
+    from livecam.media.camera import VideoFileSource
+    from tests.videos import make_clip
+
+    clip = make_clip(tmp_path / "clip.mp4", frames=40, size=(96, 64), fps=80, audio=False)
+    converted_in: list[str] = []
+    exact = colour.yuv420p_to_bgr
+
+    def counting(*args: Any, **kwargs: Any) -> np.ndarray:
+        converted_in.append(threading.current_thread().name)
+        return exact(*args, **kwargs)
+
+    monkeypatch.setattr(colour, "yuv420p_to_bgr", counting)
+    source = VideoFileSource(str(clip), realtime=True)  # a live source: a busy stage drops frames
+    source.open()
+    engine = CountingEngine(analyse_s=0.04)
+    result = run_live_pipeline(engine, source, MemorySink(), opts(stall_timeout_s=10.0))
+    assert result.stop_reason == "end of stream"
+    assert result.summary["dropped"] > 0, "the test needs frames dropped while the analyse stage is busy"
+    assert len(converted_in) == engine.analysed  # the dropped frames were never converted
+    assert set(converted_in) == {"livecam-analyse"}
+
+
+@pytest.mark.parametrize("mirror", [False, True])
+def test_a_camera_file_gives_the_pixels_livecam_video_decodes(tmp_path: Path, mirror: bool) -> None:
+    # the conversion moved out of the capture thread: the pixels are the reader's, mirrored or not
+    from livecam.media.camera import VideoFileSource
+    from livecam.media.video_reader import VideoReader
+    from tests.videos import make_clip
+
+    clip = make_clip(tmp_path / "clip.mp4", frames=6, size=(96, 64), audio=False, stamp=True)
+    source = VideoFileSource(str(clip), realtime=False)
+    source.open()
+    sink = MemorySink()
+
+    class Untouched(FakeEngine):
+        def process(self, packet: FramePacket) -> None:
+            pass
+
+    run_live_pipeline(Untouched(), source, sink, opts(mirror=mirror))
+    with VideoReader(clip) as reader:
+        expected = [f.image[:, ::-1] if mirror else f.image for f in reader.frames()]
+    assert len(sink.frames) == len(expected) == 6
+    assert all(np.array_equal(got, want) for got, want in zip(sink.frames, expected))

@@ -44,6 +44,7 @@ from livecam.processors.base import MIN_EYE_DISTANCE, changed_faces, usable
 from livecam.settings import BenchJob, LiveJob
 
 if TYPE_CHECKING:
+    from livecam.media.camera import Frame
     from livecam.pipeline.engine import Engine
 
 log = logging.getLogger("livecam")
@@ -103,16 +104,18 @@ class GeneratedClip:
 
 
 class TimedSource:
-    """FrameSource over a generated clip or a decoded file, timing each read (capture stage)."""
+    """FrameSource over a generated clip or a decoded file, timing each read (capture stage). A
+    file's frames are handed on decoded, as `run --camera FILE` reads them: the pipeline converts
+    them (its "convert" stage)."""
 
-    def __init__(self, images: Iterator[np.ndarray], name: str, fps: float, times: list[float]) -> None:
+    def __init__(self, images: Iterator[Frame], name: str, fps: float, times: list[float]) -> None:
         self.name, self.live, self.fps, self.last_pts = name, False, fps, None
         self._images, self._times = images, times
 
     def open(self) -> None:
         pass
 
-    def read(self) -> np.ndarray | None:
+    def read(self) -> Frame | None:
         t0 = time.perf_counter()
         image = next(self._images, None)
         if image is not None:
@@ -295,8 +298,8 @@ def run_live_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None 
     reader = None
     if job.input is not None:
         frames, reader = _file_frames(job.input, job.frames + WARMUP_FRAMES)
-        images: Iterator[np.ndarray] = (f.image for f in frames)
-        warm = list(islice(images, WARMUP_FRAMES))
+        warm = [f.image for f in islice(frames, WARMUP_FRAMES)]
+        images: Iterator[Frame] = frames  # decoded; converted by the pipeline, as `run --camera FILE`'s
         fps = float(reader.info.rate or 30)
     else:
         photo = clip_photo if clip_photo is not None else _source_photo(job)

@@ -79,7 +79,8 @@ def ignored_options(job: LiveJob, source: FrameSource, sink: Sink) -> list[str]:
     """Options given that this source or output has no use for (they were silently ignored): a
     camera's capture size and rate for a file or URL, real-time pacing for a camera, the label,
     the watermark and the --stats overlay for --output none (which still ran the watermark encoder
-    for nobody; --stats-json is where a headless run's metrics go)."""
+    for nobody; --stats-json is where a headless run's metrics go), a latency budget with
+    --no-degrade."""
     if isinstance(source, CameraSource):
         flags = registry.given(job, {"realtime": "--realtime/--no-realtime"})
         said = [f"{registry.listed(flags)} for a video file or URL; a camera always runs in real time"] if flags else []
@@ -92,6 +93,8 @@ def ignored_options(job: LiveJob, source: FrameSource, sink: Sink) -> list[str]:
     if marks and isinstance(sink, NullSink):
         said.append(f"{registry.listed(marks)} for frames shown or recorded; --output none shows and records none"
                     + (" (--stats-json - prints the metrics)" if "--stats" in marks else ""))
+    if not job.degrade and registry.given(job, {"max_latency_ms": "--max-latency-ms"}):
+        said.append("--max-latency-ms is the budget the governor defends; --no-degrade turns the governor off")
     return said
 
 
@@ -144,8 +147,11 @@ def _run_live(job: LiveJob) -> None:
     try:
         for ignored in ignored_options(job, source, sink):
             log.warning("warning: %s", ignored)
-        # a given signing identity is checked now, before the models load; a local file is the parent ingredient
-        signing = (signing_for(job.c2pa, Path(job.camera) if local_file else None, (), outputs=(sink.path,))
+        # a given signing identity is checked now, before the models load; a local file is the parent
+        # ingredient, but not a pipe or FIFO: it was read once, and opening it again to sign waited
+        # for a writer that never came (the run hung after its last frame, the recording unwritten)
+        parent = Path(job.camera) if local_file and Path(job.camera).is_file() else None
+        signing = (signing_for(job.c2pa, parent, (), outputs=(sink.path,))
                    if isinstance(sink, FileRecorderSink) else None)
         from livecam.pipeline.engine import Engine
 

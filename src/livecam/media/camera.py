@@ -1,8 +1,10 @@
 """Frame sources for the live pipeline: a camera, or a video file or URL.
 
-Every source has the same small interface (FrameSource): `open()`, `read()` -> BGR uint8 image
-or None at the end of the stream, `close()`; `live` says whether the pipeline may drop frames
-(cameras and real-time files) or must take every one (files with --no-realtime).
+Every source has the same small interface (FrameSource): `open()`, `read()` -> a frame (a
+camera's BGR uint8 image, or a file's video_reader.DecodedFrame, converted to BGR when the
+pipeline first asks for its image) or None at the end of the stream, `close()`; `live` says
+whether the pipeline may drop frames (cameras and real-time files) or must take every one
+(files with --no-realtime).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Iterator, Protocol, TypeAlias
 
 import numpy as np
 
@@ -27,6 +29,10 @@ log = logging.getLogger("livecam")
 
 STALL_TIMEOUT_S = 2.0  # a camera that gives no frame for this long is an error
 URL_TIMEOUT_S = 5.0  # a stream URL that opens or sends nothing for this long is an error
+# What a source's read gives: an image, or a file's decoded frame whose BGR image is made when
+# first asked for (by the live pipeline's analyse thread, so the capture thread only decodes and a
+# frame the pipeline drops is never converted).
+Frame: TypeAlias = "np.ndarray | DecodedFrame"
 URL_SCHEMES = ("rtsp://", "rtmp://", "http://", "https://", "udp://", "tcp://", "srt://")
 
 
@@ -40,7 +46,7 @@ class FrameSource(Protocol):
     def fps(self) -> float | None: ...  # nominal rate, when known
 
     def open(self) -> None: ...
-    def read(self) -> np.ndarray | None: ...
+    def read(self) -> Frame | None: ...
     def close(self) -> None: ...
 
 
@@ -274,17 +280,18 @@ class VideoFileSource:
         log.info("%s: %dx%d at %s FPS, %s", self.name, cc.width, cc.height,
                  f"{self.fps:g}" if self.fps else "unknown", "real time" if self.realtime else "as fast as possible")
 
-    def read(self) -> np.ndarray | None:
+    def read(self) -> DecodedFrame | None:
         import av
 
         if self._frames is None:
             raise DeviceError(f"{self.name} is not open")
         try:
-            frame = next(self._frames)
-            image: np.ndarray = frame.image  # converted now, in this thread (a failure is the decoding's)
+            frame = next(self._frames)  # decoded only: its image is made by whoever first asks
         except StopIteration:
             if self._read == 0 and self._piped_mp4 and self.bad_packets:
                 raise InputError(self._index_out_of_reach()) from None
+            if self._read == 0:  # (it was "0 frames", exit 0, and no recording, as for a clip that plays)
+                raise InputError(self._nothing_decoded()) from None
             return None
         except InputError as exc:  # (the decoder's "too damaged")
             if self._read == 0 and self._piped_mp4:
@@ -301,7 +308,15 @@ class VideoFileSource:
         self.last_pts = frame.time
         if self.realtime:
             self._pace(frame.time)
-        return image
+        return frame
+
+    def _nothing_decoded(self) -> str:
+        from livecam.media.video_reader import NONE_DECODED
+
+        if "://" in self.location:
+            return (f"{self.name}: the stream ended before its first video frame; check the URL and that the "
+                    f"stream is live")
+        return f"{self.name}: {NONE_DECODED}"
 
     def _index_out_of_reach(self) -> str:
         """Why no frame of a piped MP4/MOV could be read: most recorders write the index (moov)
@@ -358,6 +373,11 @@ def open_source(camera: str, resolution: tuple[int, int], fps: float, realtime: 
     if spec.lower().startswith(URL_SCHEMES):  # a scheme is any case; FFmpeg's protocol names are lower case
         scheme, sep, rest = spec.partition("://")
         spec = scheme.lower() + sep + rest
+    if spec == "-" and not Path(spec).exists():  # was "no such camera index, file or URL"
+        raise InputError("--camera '-' (standard input) is not a file; to read a video from a pipe give "
+                         "--camera /dev/stdin")
+    if spec.lower().startswith("file:") and not Path(spec).exists():  # was "no such ... file" for a file that is there
+        raise InputError(f"--camera {camera!r}: give the file's path itself, not a file: URL")
     if spec and not spec.lower().startswith(URL_SCHEMES) and Path(spec).is_dir():  # was "no such ... file"
         raise InputError(f"--camera {camera!r} is a folder; give a video file in it, a camera index such as 0, "
                          f"or an rtsp:// or http:// URL")

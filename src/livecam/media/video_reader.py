@@ -10,7 +10,8 @@ disk, a partial download) gives the frames it holds and one warning saying how m
 a file that cannot be opened (an MP4 cut before its index was written) or has no video stream is
 an InputError. `VideoDecoder` is the one decode loop: `run --camera
 FILE` (camera.VideoFileSource) uses it too. A frame's BGR image is made when first asked for, in
-the thread that asks: the file pipeline's workers, not its one decode thread.
+the thread that asks: the file pipeline's workers, not its one decode thread; the live
+pipeline's analyse thread, not its capture thread.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ _IMAGE_FORMATS = ("image2", "png_pipe", "jpeg_pipe", "webp_pipe", "bmp_pipe", "t
 _PICTURE_FORMATS = ("ico",)
 # What a video without one frame is told, however its container shows it.
 NO_FRAMES, GIVE_FRAMES = "has no video frames", "give a video with frames"
+NONE_DECODED = "no video frame could be decoded; the file is truncated or corrupt"  # (it opened, then ended)
 
 
 @dataclass(frozen=True)  # not slotted: pickled with VideoInfo into a chunk (frozen + slots: no unpickling on 3.10)
@@ -102,7 +104,8 @@ class VideoInfo:
 class DecodedFrame:
     """A decoded frame: its presentation time in seconds, and its image (HxWx3 BGR uint8,
     upright, of the stream's one size), made when first asked for, in whichever thread asks: the
-    file pipeline's workers convert the frames they take (the decode thread is one), and a reader
+    file pipeline's workers convert the frames they take (the decode thread is one), the live
+    pipeline's analyse thread those of `run --camera FILE` it takes, and a reader
     that looks at a few frames of many (`livecam verify`) skips the others' conversion. It holds
     the decoder's frame until then. One thread at a time may ask for the image."""
 
@@ -997,7 +1000,7 @@ class VideoReader:
             self.bad_packets = decoder.bad_packets
         last_time = decoder.last_time
         if count == 0:
-            raise InputError(f"{self.path}: no video frame could be decoded; the file is truncated or corrupt")
+            raise InputError(f"{self.path}: {NONE_DECODED}")
         ending = ReadEnd.of(info, self.path.name, count, (last_time or 0.0) + step,
                             restarted=decoder.timeline.restarts > 0)
         if ending.fewer and self.bad_packets and ending.reached_end and not info.cut_short:

@@ -334,6 +334,7 @@ class OutputSpec:
     subtitles_from: Path | None = None  # input whose subtitle streams are kept (subtitle_fate)
     attachments_from: Path | None = None  # input whose attached files are kept (copy_attachments)
     timecode: str | None = None  # start timecode of the first frame (set_timecode), at `rate`
+    smaller: str | None = None  # the option that makes the file smaller, for a size limit (atomic.os_error_message)
 
     @property
     def shown_path(self) -> Path:
@@ -554,7 +555,7 @@ class VideoWriter:
             self.attachments = copy_attachments(self._out, spec.attachments_from) if spec.attachments_from else 0
         except OSError as exc:
             self.abort()
-            raise output_error(spec.shown_path, exc) from exc
+            raise output_error(spec.shown_path, exc, spec.smaller) from exc
         except BaseException:
             self.abort()
             raise
@@ -596,7 +597,7 @@ class VideoWriter:
             for track in self._subtitles:
                 track.pump(time_s)
         except OSError as exc:
-            raise output_error(self.spec.shown_path, exc) from exc
+            raise output_error(self.spec.shown_path, exc, self.spec.smaller) from exc
         except av.error.FFmpegError as exc:
             raise self._encoder_error("encoding", exc) from exc
         except MemoryError as exc:
@@ -620,7 +621,7 @@ class VideoWriter:
             self._out.close()
         except OSError as exc:
             self._close_quietly()
-            raise output_error(self.spec.shown_path, exc) from exc
+            raise output_error(self.spec.shown_path, exc, self.spec.smaller) from exc
         except av.error.FFmpegError as exc:
             self._close_quietly()
             raise self._encoder_error("finishing", exc) from exc

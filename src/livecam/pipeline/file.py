@@ -76,6 +76,8 @@ from livecam.media.provenance import CONTAINER_METADATA, LabelPlacement, draw_la
 from livecam.settings import VideoJob
 from livecam.console import agree, counted
 
+SMALLER = "a lower --video-quality"  # what makes `video`'s output smaller, for a size limit's message
+
 if TYPE_CHECKING:
     from livecam.marks.watermark import Watermarker
 
@@ -640,7 +642,7 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
                       audio_from=job.input if keep_audio else None, subtitles_from=job.input, target=job.output,
                       attachments_from=job.input,
                       sample_aspect=info.sample_aspect, colour=info.colour, lookahead=plan.lookahead,
-                      chapters=info.chapters, timecode=timecode)
+                      chapters=info.chapters, timecode=timecode, smaller=SMALLER)
     workers, in_flight = plan.workers, plan.frames_in_flight
     lanes = lanes[:workers]  # a lane is a worker: only as many as the memory holds
     marker = watermark.video_marker(float(rate)) if watermark is not None else None

@@ -6,10 +6,12 @@ Threads and queues:
         --ReorderBuffer--> output loop (the caller's thread: window keys, metrics, governor)
         [--> marking thread (marks.marking_sink, with a watermark: marks and writes in order)] --> sink
 
-Queues hold 1 or 2 packets. For a live source (camera, real-time file) a full queue drops its
-oldest packet (counted by reason, and skipped in the reorder buffer), so nothing waits behind a
-slow stage; for a --no-realtime file nothing is dropped: a frame is read only when one has left
-the pipeline (workers + 1 frames in flight), so it is read as fast as the pipeline can take it. One stop event,
+The capture thread only reads; the analyse thread makes each packet (Captured: a file's frame is
+converted to BGR there, and mirrored). Queues hold 1 or 2 frames. For a live source (camera,
+real-time file) a full queue drops its oldest packet (counted by reason, and skipped in the
+reorder buffer), so nothing waits behind a slow stage; for a --no-realtime file nothing is
+dropped: a frame is read only when one has left the pipeline (workers + 1 frames in flight), so
+it is read as fast as the pipeline can take it. One stop event,
 timeouts on every blocking call, an end-of-stream sentinel passed along by every stage. The
 first exception in any stage sets the stop event and is re-raised to the caller after shutdown
 (stop, drain, join with timeout, release the source, finalise the sink, write the summary).
@@ -42,7 +44,7 @@ import numpy as np
 from livecam.errors import DeviceError, Interrupted, OutputError
 from livecam.frame import FramePacket
 from livecam.marks.marking_sink import MarkingSink
-from livecam.media.camera import FrameSource
+from livecam.media.camera import Frame, FrameSource
 from livecam.media.exit_guard import THREAD_NAME as STRANDED_THREAD
 from livecam.media.sinks import Sink
 from livecam.pipeline.contracts import FrameEngine, LiveEngine
@@ -86,6 +88,31 @@ class SmallFacesNotice:
             log.warning("warning: the %s in view %s too small to change (under %g px between the eyes); "
                         "come closer to the camera or give a higher --resolution",
                         agree(len(faces), "face", "faces"), agree(len(faces), "is", "are"), MIN_EYE_DISTANCE)
+
+
+@dataclass(frozen=True, slots=True)
+class Captured:
+    """A frame as the capture thread hands it on; the analyse thread makes its packet. A file's
+    frame is converted to BGR only then (video_reader.DecodedFrame), and mirrored then, so the
+    capture thread only reads (the conversion neither caps its rate nor delays its next read) and a
+    frame dropped while the analyse thread is busy is never converted. Latency still counts from
+    the read (captured_at), so it includes the conversion."""
+
+    index: int
+    frame: Frame
+    captured_at: float
+    pts: float | None
+    mirror: bool  # the m key's state when it was captured
+
+    def packet(self) -> FramePacket:
+        t0 = time.perf_counter()
+        image = self.frame if isinstance(self.frame, np.ndarray) else self.frame.image
+        if self.mirror:
+            image = np.ascontiguousarray(image[:, ::-1])
+        packet = FramePacket(index=self.index, image=image, captured_at=self.captured_at, pts=self.pts)
+        if image is not self.frame:  # work done here, shown as a stage (--stats-json, the overlay, bench)
+            packet.timings["convert"] = (time.perf_counter() - t0) * 1000.0
+        return packet
 
 
 STATS_TO_STDOUT = Path("-")  # --stats-json -: `run` prints nothing else there
@@ -272,7 +299,7 @@ class LivePipeline:
     # -- stages -----------------------------------------------------------------------------
     def _dropper(self, reason: str) -> Callable[[Any], None]:
         def on_drop(item: Any) -> None:
-            if isinstance(item, FramePacket):
+            if isinstance(item, (FramePacket, Captured)):  # (not END)
                 self.metrics.drop(reason)
                 self.reorder.skip(item.index)
 
@@ -291,22 +318,20 @@ class LivePipeline:
                 if self._credits is not None and not self._credits.acquire(timeout=POLL_S):
                     self._last_progress = time.perf_counter()  # waiting on the pipeline, not the source
                     continue
-                image = self.source.read()
+                frame = self.source.read()
                 self._last_progress = time.perf_counter()
-                if image is None:
+                if frame is None:
                     break
-                if self.mirror:
-                    image = np.ascontiguousarray(image[:, ::-1])
-                packet = FramePacket(index=index, image=image, captured_at=time.perf_counter(),
-                                     pts=getattr(self.source, "last_pts", None))
+                captured = Captured(index, frame, time.perf_counter(), getattr(self.source, "last_pts", None),
+                                    self.mirror)
                 index += 1
                 self.metrics.captured_frame()
-                self._put(self.q_analyse, packet, lossless=not self.live)
+                self._put(self.q_analyse, captured, lossless=not self.live)
         finally:
             self._last_progress = float("inf")  # no stall once capture is over
         self._put(self.q_analyse, END, lossless=True)
 
-    def _take(self, q: DropOldestQueue[Any]) -> Iterator[FramePacket]:
+    def _take(self, q: DropOldestQueue[Any]) -> Iterator[Any]:
         """The packets from q until the stop event or END, which goes on to q_process (the next
         stage after analyse; the other workers after a process worker)."""
         while not self._stop.is_set():
@@ -320,7 +345,8 @@ class LivePipeline:
             yield packet
 
     def _analyse(self) -> None:
-        for packet in self._take(self.q_analyse):
+        for captured in self._take(self.q_analyse):
+            packet = captured.packet()  # the first stage that needs the pixels makes them
             t0 = time.perf_counter()
             self.engine.analyse(packet, track=True)
             packet.timings["analyse"] = (time.perf_counter() - t0) * 1000.0

@@ -36,7 +36,7 @@ from livecam.media.segments import Segment, index_packets, plan_segments
 from livecam.media.video_reader import DecodedFrame, ReadEnd, VideoInfo, VideoReader
 from livecam.media.video_writer import OutputSpec, VideoWriter, container_format
 from livecam.pipeline.contracts import FileEngine
-from livecam.pipeline.file import RunStats, frames_in_flight, in_range, packet_time, run_frames
+from livecam.pipeline.file import SMALLER, RunStats, frames_in_flight, in_range, packet_time, run_frames
 from livecam.pipeline.progress import Progress
 from livecam.settings import VideoJob
 
@@ -160,7 +160,7 @@ def run_segment(job: VideoJob, segment: Segment, engine: FileEngine, *, name: st
         spec = OutputSpec(path=Path(folder) / f"part{job.output.suffix}", format=fmt, width=info.width,
                           height=info.height, rate=info.rate, time_base=info.time_base, encoder=job.encoder,
                           quality=job.quality, target=job.output, sample_aspect=info.sample_aspect,
-                          colour=info.colour)
+                          colour=info.colour, smaller=SMALLER)
         engine.reset_tracking()  # what this worker's previous segment left says nothing about this one
         label = LabelPlacement() if job.label else None
         writer = VideoWriter(spec)
