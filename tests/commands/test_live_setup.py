@@ -102,7 +102,7 @@ def test_a_damaged_camera_file_is_reported_before_any_model_loads(tmp_path: Path
         raise AssertionError("models were loaded before the camera file was checked")
 
     monkeypatch.setattr("livecam.pipeline.engine.Engine.create", no_models)
-    with pytest.raises(InputError, match="cannot read .*cut.mp4 as a video"):
+    with pytest.raises(InputError, match="cannot read .*cut.mp4: its index .* is missing"):
         live_command.run_live(job(tmp_path, tmp_path / "x.jpg", cut, output="none"))
 
 
