@@ -186,7 +186,7 @@ class Worker:
                 # from different callers are not ordered).
                 import ray
 
-                ray.get(self._board.set.remote((task.file, task.number), result.frames))
+                ray.get(self._board.set.remote((task.file, task.number), result.stats.frames))
         except LivecamError as exc:
             result = SegmentFailure(message=f"{name}: {exc.message}", exit_code=exc.exit_code)
         names = tuple(self._engine.model_names.values()) if self._engine is not None else ()
@@ -292,12 +292,14 @@ def run_on_cluster(jobs: Sequence[VideoJob], cluster: ClusterSettings, progress:
     `progress` (None: one made here unless the jobs are quiet) is advanced to the frames written
     so far over all jobs; `sign_for(job, model_names)` gives the C2PA signer of an output. A
     joined file's warning (nothing changed in it: file.say_unchanged) starts with its name when
-    the jobs are a `folder` run's, as run_batch's do."""
+    the jobs are a `folder` run's, as run_batch's do (and so do the notes on what an output
+    leaves out, said as each file is planned)."""
     outcomes: dict[int, FileOutcome] = {}
     plans: dict[int, SegmentPlan] = {}
     for i, job in enumerate(jobs):
         try:
-            plans[i] = plan_job(job, cluster.segment_seconds, cluster.overlap_seconds)
+            with naming(job.input.name) if folder else nullcontext():  # its notes name the file
+                plans[i] = plan_job(job, cluster.segment_seconds, cluster.overlap_seconds)
         except LivecamError as exc:
             outcomes[i] = FileOutcome(job=job, error=exc)
     if plans:
@@ -463,7 +465,7 @@ class _Driver:
         stats = joined_stats(results)
         with naming(plan.job.input.name) if self.folder else nullcontext():
             say_unchanged(stats, plan.job)
-        return FileOutcome(job=plan.job, frames=stats.frames, faces_changed=stats.faces_changed)
+        return FileOutcome(job=plan.job, stats=stats)
 
     def _keep_partial(self, outcomes: dict[int, FileOutcome]) -> list[Path]:
         kept = []

@@ -17,8 +17,8 @@ import pytest
 from livecam.errors import InputError
 from livecam.frame import FramePacket
 from livecam.media.video_writer import encoder_available
-from livecam.pipeline.file import process_video
-from livecam.pipeline.segments import default_overlap_seconds, plan_job, process_segmented
+from livecam.pipeline.file import RunStats, process_video
+from livecam.pipeline.segments import SegmentResult, default_overlap_seconds, joined_stats, plan_job, process_segmented
 from livecam.settings import ProcessingSettings, RuntimeSettings, VideoJob
 from tests.doubles import NoModels
 from tests.videos import _write_tone, label_corners, make_clip, probe, stamp_index, synthetic_frame
@@ -279,3 +279,31 @@ def test_the_joined_output_keeps_the_inputs_start_timecode(tmp_path: Path) -> No
     with av.open(str(split.output)) as c:
         assert c.streams.video[0].metadata.get("timecode") == "01:00:00:00"
         assert [s.metadata.get("timecode") for s in c.streams if s.type == "data"] == ["01:00:00:00"]
+
+
+def test_a_joined_files_counts_are_every_field_of_its_segments_summed() -> None:
+    """joined_stats summed RunStats' fields by hand, one by one: seconds, stage_ms and interrupted
+    were left out, as any field added later would have been. Every field is set here."""
+    from dataclasses import fields
+
+    from livecam.media.join import EncodedPart
+
+    def stats(n: int) -> RunStats:
+        made = RunStats()
+        for f in fields(RunStats):
+            value = getattr(made, f.name)
+            setattr(made, f.name, True if isinstance(value, bool) else {"swap": float(n), f"own{n}": 1.0}
+                    if isinstance(value, dict) else type(value)(n))
+        return made
+
+    part = EncodedPart(data=b"", format="matroska", time_base=Fraction(1, 30), times=())
+    joined = joined_stats([SegmentResult(part, stats(2)), SegmentResult(part, stats(3))])
+    for f in fields(RunStats):
+        value = getattr(joined, f.name)
+        if isinstance(value, bool):
+            assert value is True, f.name
+        elif isinstance(value, dict):
+            assert value == {"swap": 5.0, "own2": 1.0, "own3": 1.0}, f.name
+        else:
+            assert value == 5, f.name
+    assert RunStats.total([]) == RunStats()

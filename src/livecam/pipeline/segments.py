@@ -35,7 +35,8 @@ from livecam.media.segments import Segment, index_packets, plan_segments
 from livecam.media.video_reader import DecodedFrame, VideoInfo, VideoReader
 from livecam.media.video_writer import OutputSpec, VideoWriter, container_format
 from livecam.pipeline.contracts import FileEngine
-from livecam.pipeline.file import RunStats, frames_in_flight, in_range, packet_time, run_frames
+from livecam.pipeline.file import (RunStats, frames_in_flight, in_range, packet_time, run_frames,
+                                   say_left_out)
 from livecam.pipeline.progress import Progress
 from livecam.settings import VideoJob
 
@@ -67,11 +68,7 @@ class SegmentResult:
     """A segment as encoded by a worker."""
 
     part: EncodedPart
-    frames: int
-    processed: int
-    with_faces: int
-    usable: int  # frames with a face big enough to change (as RunStats counts them)
-    faces_changed: int  # the faces changed, summed over the frames (as RunStats counts them)
+    stats: RunStats  # the segment's counts, as a whole-file run counts them
 
 
 @dataclass(frozen=True)
@@ -102,6 +99,7 @@ def plan_job(job: VideoJob, segment_seconds: float, overlap_seconds: float | Non
     segments = plan_segments(index_packets(job.input), segment_seconds, overlap)
     with VideoReader(job.input) as reader:
         info = reader.info
+    say_left_out(info, job, timecode=info.timecode is not None)  # once per file: the workers' logs are not shown
     return SegmentPlan(job=job, segments=tuple(segments), info=info, stamp=file_stamp(job.input))
 
 
@@ -175,15 +173,12 @@ def run_segment(job: VideoJob, segment: Segment, engine: FileEngine, *, name: st
                              "the file is damaged there: run it without --cluster")
         part = EncodedPart(data=spec.path.read_bytes(), format=fmt, time_base=info.time_base,
                            times=tuple(writer.packet_times), name=name)
-    return SegmentResult(part=part, frames=stats.frames, processed=stats.processed, with_faces=stats.with_faces,
-                         usable=stats.usable, faces_changed=stats.faces_changed)
+    return SegmentResult(part=part, stats=stats)
 
 
 def joined_stats(results: Sequence[SegmentResult]) -> RunStats:
     """A joined file's counts, its segments' summed: what a whole-file run's RunStats says."""
-    return RunStats(frames=sum(r.frames for r in results), processed=sum(r.processed for r in results),
-                    with_faces=sum(r.with_faces for r in results), usable=sum(r.usable for r in results),
-                    faces_changed=sum(r.faces_changed for r in results))
+    return RunStats.total(r.stats for r in results)
 
 
 def _segment_frames(reader: VideoReader | ChunkReader, segment: Segment, engine: FileEngine, job: VideoJob,
