@@ -307,3 +307,37 @@ def test_a_joined_files_counts_are_every_field_of_its_segments_summed() -> None:
         else:
             assert value == 5, f.name
     assert RunStats.total([]) == RunStats()
+
+
+class Appearing(SmoothingEngine):
+    """Puts someone else's file at `path` while frame 45 is processed (mid-run)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+
+    def process(self, packet: FramePacket) -> None:
+        if packet.index == 45:
+            self.path.write_bytes(b"someone else's file")
+        super().process(packet)
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_a_file_that_appears_at_the_output_during_a_segmented_run_is_kept(tmp_path: Path, force: bool) -> None:
+    """The join opened the output only at the end: a file that appeared during the run failed it
+    with 'exists; add --force' (exit 2, every segment's work lost), and with --force was replaced
+    though it was not there when the run started. A whole-file run keeps that file and the
+    result beside it (OutputConflictError, exit 1); so does a segmented one now."""
+    from livecam.atomic import OutputConflictError
+
+    codec, options, _, _, encoder = CASES["h264-bframes-long-gop"]
+    clip = make_coded_clip(tmp_path / "in.mp4", codec=codec, options=options, audio_codec=None)
+    job = job_for(clip, tmp_path / "out.mp4", encoder, force=force)
+    with pytest.raises(OutputConflictError) as conflict:
+        process_segmented(job, Appearing(job.output), segment_seconds=1.0, overlap_seconds=0.5)
+    assert conflict.value.exit_code == 1
+    assert job.output.read_bytes() == b"someone else's file"
+    kept = tmp_path / "out.livecam-1.mp4"
+    assert conflict.value.kept == kept and f"the result was kept as {kept}" in conflict.value.message
+    assert probe(kept)["frames"] == 90
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4", "out.livecam-1.mp4", "out.mp4"]

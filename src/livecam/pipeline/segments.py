@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence, Union
 
-from livecam.atomic import AtomicOutput
+from livecam.atomic import AtomicOutput, OutputStart
 from livecam.errors import InputError
 from livecam.faces.tracking import params_for_strength
 from livecam.frame import FramePacket
@@ -79,6 +79,7 @@ class SegmentPlan:
     segments: tuple[Segment, ...]
     info: VideoInfo | None = None  # the input's, as the driver read it (what a chunk carries)
     stamp: tuple[int, int] = (0, 0)  # the input's size and mtime (ns) on the driver
+    output: OutputStart | None = None  # the output as checked when planned (what --force covers)
 
     @property
     def frames(self) -> int:
@@ -100,7 +101,10 @@ def plan_job(job: VideoJob, segment_seconds: float, overlap_seconds: float | Non
     with VideoReader(job.input) as reader:
         info = reader.info
     say_left_out(info, job, timecode=info.timecode is not None)  # once per file: the workers' logs are not shown
-    return SegmentPlan(job=job, segments=tuple(segments), info=info, stamp=file_stamp(job.input))
+    # The join opens the output at the end: a file that appears meanwhile is kept (and the result
+    # beside it), as a whole-file run, which opens it at the start, keeps it.
+    output = OutputStart.check(job.output, force=job.force)
+    return SegmentPlan(job=job, segments=tuple(segments), info=info, stamp=file_stamp(job.input), output=output)
 
 
 def file_stamp(path: Path) -> tuple[int, int]:
@@ -226,7 +230,7 @@ def write_joined(plan: SegmentPlan, results: Sequence[SegmentResult], *,
     if partial and results:
         last = plan.segments[len(results) - 1]
         end = last.end_time
-    with AtomicOutput(job.output, force=job.force) as output:
+    with AtomicOutput(job.output, force=job.force, started=plan.output) as output:
         mode = join_parts([r.part for r in results], output.temp, fmt=container_format(job.output),
                           metadata=dict(CONTAINER_METADATA), audio_from=job.input if keep_audio else None,
                           shown=job.output, audio_end=end, chapters=info.chapters, subtitles_from=job.input,
