@@ -415,3 +415,35 @@ def test_a_local_run_starts_its_own_ray_where_another_cluster_runs(tmp_path: Pat
     assert proc.returncode == 0, proc.stderr
     assert f"wrote {out}: 90 frames (0 faces swapped) on the cluster local in " in proc.stderr, proc.stderr
     assert probe(out)["frames"] == 90
+
+
+def test_ctrl_c_in_a_folder_run_names_the_files_written_before_it(tmp_path: Path, clip: Path, driver: str,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C after one file of a folder was joined said 'interrupted; no output written' while that
+    file stayed written; a folder run on this machine says how many were written before it."""
+    import livecam.cluster
+    from livecam.commands.video import run_folder
+    from livecam.errors import Interrupted
+
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    shutil.copy(clip, folder / "a.mp4")
+    shutil.copy(clip, folder / "b.mp4")
+    joins: list[Path] = []
+    real = livecam.cluster.write_joined
+
+    def interrupted_at_the_second(plan, results, **kw):  # type: ignore[no-untyped-def]
+        joins.append(plan.job.output)
+        if len(joins) == 2:
+            raise KeyboardInterrupt  # as Ctrl-C lands in the driver, before the second file is joined
+        return real(plan, results, **kw)
+
+    monkeypatch.setattr(livecam.cluster, "write_joined", interrupted_at_the_second)
+    on_test_engines(monkeypatch, functools.partial(masked_engine, False))
+    template = job_for(folder, tmp_path / "out", "libx264", c2pa=C2paSettings(enabled=False))
+    with pytest.raises(Interrupted) as stopped:
+        run_folder(template, settings(driver))
+    assert stopped.value.message == f"interrupted; 1 of 2 files was written to {tmp_path / 'out'} before it"
+    assert stopped.value.exit_code == 130
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [joins[0].name]
+    assert probe(joins[0])["frames"] == 90

@@ -56,7 +56,7 @@ from livecam.pipeline.signals import kept_stop_handlers
 from livecam.pipeline.segments import (SegmentPlan, SegmentResult, cut_segment, joined_stats, plan_job,
                                        readable_here, run_segment, write_joined)
 from livecam.settings import ClusterSettings, VideoJob
-from livecam.console import counted
+from livecam.console import agree, counted
 
 log = logging.getLogger("livecam")
 
@@ -408,8 +408,23 @@ class _Driver:
             # The workers stop with this driver's connection (ray.shutdown in connected()): they
             # are its actors. ray.kill here would make Ray say on the terminal that it retries.
             kept = self._keep_partial(outcomes)
-            where = f"; partial videos kept: {', '.join(str(p) for p in kept)}" if kept else "; no output written"
-            raise Interrupted(f"interrupted{where}") from None
+            raise Interrupted(self._interrupted(outcomes, kept)) from None
+
+    def _interrupted(self, outcomes: dict[int, FileOutcome], kept: list[Path]) -> str:
+        """The one line for Ctrl-C: the partial videos kept and, in a folder run, the files
+        written before it (they stay, as a local folder run's do)."""
+        said = ["interrupted"]
+        if self.folder:
+            jobs = set(self.plans) | set(outcomes)  # each job was planned or failed its plan
+            written = sum(not o.failed for o in outcomes.values())
+            folder = next(iter(self.plans.values())).job.output.parent
+            said.append(f"{written} of {counted(len(jobs), 'file')} {agree(written, 'was', 'were')} written to "
+                        f"{folder} before it")
+        if kept:
+            said.append(f"partial videos kept: {', '.join(str(p) for p in kept)}")
+        elif not self.folder:
+            said.append("no output written")
+        return "; ".join(said)
 
     def _send(self, worker: Any, number: int, task: _Task) -> Any:
         """Start `task` on `worker` (number `number`) with the path or a chunk (ship_input)."""
