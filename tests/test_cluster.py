@@ -83,6 +83,19 @@ def refusing_engine(attempts: Path, at: int, job: object) -> RefusingEngine:
     return RefusingEngine(attempts, at)
 
 
+class BuggyEngine(SmoothingEngine):
+    """A bug (not livecam's own error) on one frame, its message on two lines."""
+
+    def process(self, packet: FramePacket) -> None:
+        if packet.index == 50:
+            raise ValueError("an index out of step\nwith its frame")
+        super().process(packet)
+
+
+def buggy_engine(job: object) -> BuggyEngine:
+    return BuggyEngine()
+
+
 class MaskedEngine(NoModels):
     """One face big enough to change in every frame; process() changes it, or leaves it as it
     is (`leave`: as the swapper does where its --face-mask came out empty)."""
@@ -447,3 +460,17 @@ def test_ctrl_c_in_a_folder_run_names_the_files_written_before_it(tmp_path: Path
     assert stopped.value.exit_code == 130
     assert [p.name for p in (tmp_path / "out").iterdir()] == [joins[0].name]
     assert probe(joins[0])["frames"] == 90
+
+
+def test_a_bug_in_a_worker_is_named_as_a_folder_run_here_names_it(tmp_path: Path, clip: Path, driver: str) -> None:
+    """An exception of the worker's code that is not livecam's own was said by the last line of
+    Ray's text ('the cluster worker failed (with its frame)': the second line of its message);
+    it is now the internal error a folder run on this machine gives, type and first line."""
+    from livecam.cluster import run_on_cluster
+
+    job = job_for(clip, tmp_path / "out.mp4", "libx264")
+    [outcome] = run_on_cluster([job], settings(driver), Progress(90, quiet=True), engine_factory=buggy_engine)
+    assert outcome.error is not None and outcome.error.exit_code == 1
+    assert outcome.error.message == ("in.mp4 segment 2 of 3 (frames 30-59): internal error: ValueError: an index out "
+                                     "of step (rerun with -v for details and please report it)")
+    assert not job.output.exists()

@@ -48,7 +48,7 @@ from livecam import __version__
 from livecam.errors import InputError, Interrupted, LivecamError
 from livecam.native_stderr import dropping
 from livecam.media.chunks import Chunk
-from livecam.pipeline.batch import FileOutcome, naming
+from livecam.pipeline.batch import FileOutcome, as_error, naming
 from livecam.pipeline.contracts import FileEngine
 from livecam.pipeline.file import say_unchanged
 from livecam.pipeline.progress import Progress
@@ -448,9 +448,15 @@ class _Driver:
         try:
             result, models = self.ray.get(ref)
         except self.ray.exceptions.RayError as exc:  # the worker died past its retries, or a bug
-            text = str(exc).strip().splitlines()
-            outcomes.setdefault(task.file, FileOutcome(job=plan.job, error=LivecamError(
-                f"{name}: the cluster worker failed ({text[-1] if text else type(exc).__name__})")))
+            log.debug("%s failed on the cluster: %s", name, exc)  # with -v: the worker's traceback
+            cause = getattr(exc, "cause", None)  # a RayTaskError's: what the worker's code raised
+            if isinstance(cause, Exception) and not isinstance(cause, self.ray.exceptions.RayError):
+                error = as_error(cause)  # as a folder run on this machine words it
+                error = LivecamError(f"{name}: {error.message}", exit_code=error.exit_code)
+            else:
+                text = str(exc).strip().splitlines()
+                error = LivecamError(f"{name}: the cluster worker failed ({text[-1] if text else type(exc).__name__})")
+            outcomes.setdefault(task.file, FileOutcome(job=plan.job, error=error))
             return not isinstance(exc, self.ray.exceptions.RayActorError)
         if isinstance(result, ChunkWanted):
             log.info("cluster: node %s does not read %s; sending it the segments' packets", result.node,

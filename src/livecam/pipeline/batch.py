@@ -192,7 +192,7 @@ def run_batch(jobs: Sequence[VideoJob], engine: FileEngine, *, parts: Parts | No
             except Interrupted:
                 raise
             except Exception as exc:  # noqa: BLE001 - one file's failure is its outcome, not the batch's end
-                error = _as_error(exc)
+                error = as_error(exc)
                 log.debug("%s failed", job.input, exc_info=True)
                 outcomes.append(FileOutcome(job, RunStats(frames=counter.done if counter is not None else 0),
                                             error=error))
@@ -208,7 +208,9 @@ def run_batch(jobs: Sequence[VideoJob], engine: FileEngine, *, parts: Parts | No
     return outcomes
 
 
-def _as_error(exc: Exception) -> LivecamError:
+def as_error(exc: Exception) -> LivecamError:
+    """A file's failure as its outcome's one line (a cluster worker's too): livecam's own error as
+    it is, running out of memory with its fix, anything else as an internal error."""
     if isinstance(exc, LivecamError):
         return exc
     if isinstance(exc, MemoryError):
