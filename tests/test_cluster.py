@@ -474,3 +474,18 @@ def test_a_bug_in_a_worker_is_named_as_a_folder_run_here_names_it(tmp_path: Path
     assert outcome.error.message == ("in.mp4 segment 2 of 3 (frames 30-59): internal error: ValueError: an index out "
                                      "of step (rerun with -v for details and please report it)")
     assert not job.output.exists()
+
+
+def test_a_segments_own_error_names_the_segment_once(tmp_path: Path, driver: str) -> None:
+    """A damaged input (cut short; --keep-partial lets it past check_job) whose last segment
+    decodes a frame fewer than planned: the message named the segment twice over."""
+    from livecam.cluster import run_on_cluster
+    from tests.pipeline.test_file import _truncated_faststart
+
+    job = job_for(_truncated_faststart(tmp_path), tmp_path / "out.mp4", "libx264", keep_partial=True)
+    [outcome] = run_on_cluster([job], settings(driver), Progress(None, quiet=True), engine_factory=smoothing_engine)
+    assert outcome.error is not None and outcome.error.exit_code == 2
+    message = outcome.error.message
+    assert message.startswith("cut.mp4 segment 2 of 2 (frames 30-37): decoded 7 frames where the plan has 8"), message
+    assert message.count("segment 2 of 2") == 1, message
+    assert not job.output.exists() and not list(tmp_path.glob(".livecam-*"))

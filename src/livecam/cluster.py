@@ -187,8 +187,9 @@ class Worker:
                 import ray
 
                 ray.get(self._board.set.remote((task.file, task.number), result.stats.frames))
-        except LivecamError as exc:
-            result = SegmentFailure(message=f"{name}: {exc.message}", exit_code=exc.exit_code)
+        except LivecamError as exc:  # named once: run_segment's own checks name the segment already
+            named = exc.message if exc.message.startswith(f"{name}: ") else f"{name}: {exc.message}"
+            result = SegmentFailure(message=named, exit_code=exc.exit_code)
         names = tuple(self._engine.model_names.values()) if self._engine is not None else ()
         return result, names
 
