@@ -341,3 +341,31 @@ def test_a_file_that_appears_at_the_output_during_a_segmented_run_is_kept(tmp_pa
     assert conflict.value.kept == kept and f"the result was kept as {kept}" in conflict.value.message
     assert probe(kept)["frames"] == 90
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4", "out.livecam-1.mp4", "out.mp4"]
+
+
+def test_a_cut_short_matroska_input_is_said_as_a_whole_file_run_says_it(tmp_path: Path,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    """A Matroska file cut in half (no frame count; its header's duration says 3 s): a whole-file
+    run warns that it ended early and the output stops there; a segmented run (the segments read
+    with frames_from, which checks no end) wrote the shorter video without a word."""
+    whole_clip = make_clip(tmp_path / "whole.mkv", frames=90, size=(96, 64), audio=True)
+    data = whole_clip.read_bytes()
+    clip = tmp_path / "half.mkv"
+    clip.write_bytes(data[: len(data) // 2])
+
+    def warnings() -> list[str]:
+        said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        caplog.clear()
+        return said
+
+    with caplog.at_level("WARNING", logger="livecam"):
+        here = process_video(job_for(clip, tmp_path / "here.mkv", "libx264"), SmoothingEngine(), quiet=True)
+        said_here = warnings()
+        plan, _ = process_segmented(job_for(clip, tmp_path / "split.mkv", "libx264"), SmoothingEngine(),
+                                    segment_seconds=1.0, overlap_seconds=0.5)
+        said_split = warnings()
+    ended = [line for line in said_here if "ended at" in line]
+    assert ended == ["warning: half.mkv ended at 1.50 s of the 3.02 s its header announces (damaged or cut short); "
+                     "the output stops there"], said_here
+    assert said_split == ended  # once, not once a segment
+    assert plan.frames == here.stats.frames == 45

@@ -550,8 +550,7 @@ class VideoDecoder:
         self._restamp = restamp  # puts a packet's own timestamps back (a stream-copied chunk's: media.chunks)
         self._stream = stream
         self.name = name
-        step = 1.0 / float(rate) if rate else 1 / 30
-        self.timeline = Timeline(origin, step)
+        self.timeline = Timeline(origin, frame_step(rate))
         self.fitter = Fitter(size, name)
         cc = stream.codec_context
         self.colour = Colour.described(cc, cc.format.name if cc.format else None, cc.height or 0)
@@ -853,6 +852,25 @@ def _shown_frames(counted: int | None, duration: float | None, rate: Fraction) -
     return shown if counted > shown + max(2, shown // 50) else counted
 
 
+def frame_step(rate: Fraction | None) -> float:
+    """The nominal time between two frames at `rate` (30 fps where the stream gives none)."""
+    return 1.0 / float(rate) if rate else 1 / 30
+
+
+def ended_early(info: VideoInfo, last_time: float | None, step: float, *, writes: bool) -> str | None:
+    """The words for a read of info's file whose last frame came at `last_time` (None: none; `step`
+    the time between frames) well short of the end its header announces (by more than 0.5 s or
+    5%), as when a demuxer loses sync in damaged data and just ends; None when it got there, or
+    the header gives no duration. `writes`: the frames go to an output, which stops there."""
+    if not info.duration:
+        return None
+    end = info.start_time + info.duration
+    if last_time is not None and last_time + step >= end - max(0.5, 0.05 * info.duration):
+        return None
+    return (f"{info.path.name} ended at {(last_time or 0.0) + step:.2f} s of the {end:.2f} s its header announces "
+            "(damaged or cut short)" + ("; the output stops there" if writes else ""))
+
+
 class VideoReader:
     """Owns one input container; `frames()` may be consumed by a thread other than the opener's."""
 
@@ -927,9 +945,8 @@ class VideoReader:
         expected = info.frames
         # Did decoding get to the end the header announces? Damage in the middle loses frames
         # there (a decoder drops those that depend on a broken one) but still reaches the end.
-        end = info.start_time + (info.duration or 0.0)
-        reached_end = not info.duration or decoder.timeline.restarts > 0 or (
-            last_time is not None and last_time + step >= end - max(0.5, 0.05 * info.duration))
+        ended = None if decoder.timeline.restarts else ended_early(info, last_time, step, writes=self.writes)
+        reached_end = ended is None
         if expected and count < expected - max(2, expected // 50):
             if not (self.bad_packets and reached_end):
                 raise InputError(
@@ -939,11 +956,9 @@ class VideoReader:
             # The same damage as the skipped packets: said in their one line.
             decoder.report(f"{expected - count} of the {expected} frames could not be decoded"
                            + ("; the output skips them" if self.writes else ""))
-        elif not expected and not reached_end:
+        elif not expected and ended is not None:
             # No frame count (Matroska, WebM): a demuxer that loses sync in damaged data just
             # ends, silently; say so, so that a shorter output is never a surprise.
-            ended = (f"{self.path.name} ended at {(last_time or 0.0) + step:.2f} s of the {end:.2f} s its header "
-                     "announces (damaged or cut short)" + ("; the output stops there" if self.writes else ""))
             if self.bad_packets:
                 decoder.report(ended)
             else:

@@ -16,6 +16,7 @@ what a cluster adds); livecam.cluster runs the same functions on Ray workers.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import tempfile
@@ -32,7 +33,7 @@ from livecam.media.chunks import Chunk, ChunkReader, cut_chunk
 from livecam.media.join import EncodedPart, join_parts
 from livecam.media.provenance import CONTAINER_METADATA, LABEL_MEMORY_S, LabelPlacement
 from livecam.media.segments import Segment, index_packets, plan_segments
-from livecam.media.video_reader import DecodedFrame, VideoInfo, VideoReader
+from livecam.media.video_reader import DecodedFrame, VideoInfo, VideoReader, ended_early, frame_step
 from livecam.media.video_writer import OutputSpec, VideoWriter, container_format
 from livecam.pipeline.contracts import FileEngine
 from livecam.pipeline.file import (RunStats, frames_in_flight, in_range, packet_time, run_frames,
@@ -42,6 +43,8 @@ from livecam.settings import VideoJob
 
 if TYPE_CHECKING:
     from livecam.marks.watermark import Watermarker
+
+log = logging.getLogger("livecam")
 
 SETTLE_TIME_CONSTANTS = 5  # e^-5: under 1% of where the smoothing started is left after this
 
@@ -97,9 +100,14 @@ def plan_job(job: VideoJob, segment_seconds: float, overlap_seconds: float | Non
         else overlap_seconds
     if job.label:  # the label's corner depends on the faces of the second before a frame
         overlap = max(overlap, LABEL_MEMORY_S)
-    segments = plan_segments(index_packets(job.input), segment_seconds, overlap)
+    index = index_packets(job.input)
+    segments = plan_segments(index, segment_seconds, overlap)
     with VideoReader(job.input) as reader:
         info = reader.info
+    if not info.frames:  # no frame count (Matroska, WebM): where a whole-file read says it ended early
+        ended = ended_early(info, index.seconds(index.frame_pts[-1]), frame_step(info.rate), writes=True)
+        if ended is not None:
+            log.warning("warning: %s", ended)
     say_left_out(info, job, timecode=info.timecode is not None)  # once per file: the workers' logs are not shown
     # The join opens the output at the end: a file that appears meanwhile is kept (and the result
     # beside it), as a whole-file run, which opens it at the start, keeps it.
