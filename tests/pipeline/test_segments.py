@@ -369,3 +369,32 @@ def test_a_cut_short_matroska_input_is_said_as_a_whole_file_run_says_it(tmp_path
                      "the output stops there"], said_here
     assert said_split == ended  # once, not once a segment
     assert plan.frames == here.stats.frames == 45
+
+
+def test_an_mkv_whose_audio_starts_before_its_video_is_not_called_cut_short(tmp_path: Path,
+                                                                            caplog: pytest.LogCaptureFixture) -> None:
+    """Audio from 0 s, video from 1 s to 3 s: the container's duration (3 s, from the timeline's
+    0) was taken as the video's and added to its 1 s start, so both a whole-file run and a
+    segmented one warned 'ended at 3.00 s of the 4.00 s its header announces (damaged or cut short)'."""
+    from livecam.media.video_reader import VideoReader
+
+    clip = tmp_path / "late.mkv"
+    with av.open(str(clip), "w") as out:
+        vs = out.add_stream("libx264", rate=30)
+        vs.width, vs.height, vs.pix_fmt = 96, 64, "yuv420p"
+        audio = out.add_stream("aac", rate=48000, layout="mono")
+        for i in range(60):
+            frame = av.VideoFrame.from_ndarray(synthetic_frame(i, (96, 64)), format="bgr24")
+            frame.pts, frame.time_base = 30 + i, Fraction(1, 30)
+            out.mux(vs.encode(frame))
+        out.mux(vs.encode())
+        _write_tone(out, audio, 3.0, 48000)
+    with VideoReader(clip) as reader:
+        assert reader.info.start_time == pytest.approx(1.0, abs=0.01)
+        assert reader.info.expected_frames in (60, 61)  # 2 s of video (and the AAC tail), not 3
+    with caplog.at_level("WARNING", logger="livecam"):
+        here = process_video(job_for(clip, tmp_path / "here.mkv", "libx264"), SmoothingEngine(), quiet=True)
+        process_segmented(job_for(clip, tmp_path / "split.mkv", "libx264"), SmoothingEngine(), segment_seconds=1.0,
+                          overlap_seconds=0.5)
+    assert here.stats.frames == 60
+    assert not [r.getMessage() for r in caplog.records if "ended at" in r.getMessage()]

@@ -895,9 +895,13 @@ class VideoReader:
             raise InputError(f"{self.path}: the video stream has no frame size; the file is corrupt")
         rate = as_fraction(stream_rate(c, vs) or Fraction(30))
         tb = vs.time_base or Fraction(1, 90000)
-        duration = float(vs.duration * tb) if vs.duration else container_duration(c)
         origin = timeline_origin(c)
         start = float(vs.start_time * tb) - origin if vs.start_time is not None else 0.0
+        duration = float(vs.duration * tb) if vs.duration else container_duration(c)
+        if not vs.duration and duration is not None and duration > start > 0:
+            # the container's span starts at the timeline's 0, with its first stream: an MKV whose
+            # audio starts 1 s before the video was called cut short 1 s before its end
+            duration -= start
         rotation = _stream_rotation(vs)
         w, h = (cc.height, cc.width) if rotation in (90, -90, 270) else (cc.width, cc.height)
         sar = sample_aspect(vs, rotation)
