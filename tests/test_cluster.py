@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import logging
 import os
 import shutil
 import subprocess
@@ -94,6 +95,24 @@ class BuggyEngine(SmoothingEngine):
 
 def buggy_engine(job: object) -> BuggyEngine:
     return BuggyEngine()
+
+
+class WarningEngine(SmoothingEngine):
+    """Warns as it is built (as Engine.create does of a swap model it fell back from) and on the
+    first frame of every segment (the same line each time)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        logging.getLogger("livecam").warning("warning: the engine's own warning, as it is built")
+
+    def process(self, packet: FramePacket) -> None:
+        if packet.index % 30 == 0:
+            logging.getLogger("livecam").warning("warning: a note on a segment's first frame")
+        super().process(packet)
+
+
+def warning_engine(job: object) -> WarningEngine:
+    return WarningEngine()
 
 
 class MaskedEngine(NoModels):
@@ -489,3 +508,19 @@ def test_a_segments_own_error_names_the_segment_once(tmp_path: Path, driver: str
     assert message.startswith("cut.mp4 segment 2 of 2 (frames 30-37): decoded 7 frames where the plan has 8"), message
     assert message.count("segment 2 of 2") == 1, message
     assert not job.output.exists() and not list(tmp_path.glob(".livecam-*"))
+
+
+def test_the_workers_warnings_are_said_by_the_driver_once_each(tmp_path: Path, clip: Path, driver: str,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    """A worker's log is not shown: the engine's warnings (the mesh swapper used as inswapper is
+    not there, options it ignores) and a segment's were never said; now each once, however many
+    workers built an engine and segments said it."""
+    from livecam.cluster import run_on_cluster
+
+    job = job_for(clip, tmp_path / "out.mp4", "libx264")
+    with caplog.at_level("WARNING", logger="livecam"):
+        [outcome] = run_on_cluster([job], settings(driver), Progress(90, quiet=True), engine_factory=warning_engine)
+    assert outcome.error is None and outcome.frames == 90
+    said = [r.getMessage() for r in caplog.records]
+    assert said.count("warning: the engine's own warning, as it is built") == 1, said
+    assert said.count("warning: a note on a segment's first frame") == 1, said

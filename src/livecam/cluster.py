@@ -20,6 +20,7 @@ store. `chunks` always sends chunks; `path` never (such a worker fails the file)
 Failures: a worker process that dies is restarted by Ray and its segment retried
 (max_restarts, max_task_retries); an error of livecam's own (a corrupt segment, a refused model)
 comes back as a value, is not retried, and fails only its file, naming file and segment.
+A worker's warnings come back with its result and the driver says each distinct one once.
 Ctrl-C kills the workers and writes nothing (with --keep-partial, each file's leading finished
 segments). Progress: workers set their segment's count of frames written on a small board
 actor; the driver sums the board, so a retried segment is not counted twice.
@@ -138,6 +139,24 @@ class Board:
         return sum(self._counts.values())
 
 
+@contextmanager
+def _warnings_said() -> Iterator[list[str]]:
+    """The warnings livecam logs in this process meanwhile, as lines (a worker runs one task at
+    a time: every thread's are its task's)."""
+    said: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            said.append(record.getMessage())
+
+    handler = Keep(logging.WARNING)
+    log.addHandler(handler)
+    try:
+        yield said
+    finally:
+        log.removeHandler(handler)
+
+
 class Worker:
     """One segment at a time with an engine built once (per processing settings)."""
 
@@ -156,9 +175,17 @@ class Worker:
         return {**versions(), "node": platform.node(), "pid": str(os.getpid())}
 
     def run(self, task: _Task, chunk: Chunk | None = None, may_ask: bool = True,
-            ) -> tuple[SegmentResult | SegmentFailure | ChunkWanted, tuple[str, ...]]:
+            ) -> tuple[SegmentResult | SegmentFailure | ChunkWanted, tuple[str, ...], tuple[str, ...]]:
         """The segment from `chunk`, or else from the input path; a node that does not read the
-        driver's file there answers ChunkWanted (may_ask) or fails the segment."""
+        driver's file there answers ChunkWanted (may_ask) or fails the segment. With it, the
+        engine's model names and the warnings logged here meanwhile (a worker's log is not
+        shown: the driver says them, each once)."""
+        with _warnings_said() as said:
+            result, names = self._run(task, chunk, may_ask)
+        return result, names, tuple(said)
+
+    def _run(self, task: _Task, chunk: Chunk | None, may_ask: bool,
+             ) -> tuple[SegmentResult | SegmentFailure | ChunkWanted, tuple[str, ...]]:
         plan, segment = task.plan, task.plan.segments[task.number]
         name = plan.name(segment)
         if chunk is None and not readable_here(plan):  # the driver's file is not on this node
@@ -334,6 +361,7 @@ class _Driver:
         self.parts: dict[int, dict[int, SegmentResult]] = {i: {} for i in plans}
         self.models: dict[int, tuple[str, ...]] = {}
         self.chunked: set[tuple[int, int]] = set()  # (worker, file): that worker gets the file in chunks
+        self.said: set[str] = set()  # the workers' warnings said so far
 
     def _workers(self, board: str) -> list[Any]:
         ray = self.ray
@@ -447,7 +475,7 @@ class _Driver:
         plan = task.plan
         name = plan.name(plan.segments[task.number])
         try:
-            result, models = self.ray.get(ref)
+            result, models, said = self.ray.get(ref)
         except self.ray.exceptions.RayError as exc:  # the worker died past its retries, or a bug
             log.debug("%s failed on the cluster: %s", name, exc)  # with -v: the worker's traceback
             cause = getattr(exc, "cause", None)  # a RayTaskError's: what the worker's code raised
@@ -459,6 +487,10 @@ class _Driver:
                 error = LivecamError(f"{name}: the cluster worker failed ({text[-1] if text else type(exc).__name__})")
             outcomes.setdefault(task.file, FileOutcome(job=plan.job, error=error))
             return not isinstance(exc, self.ray.exceptions.RayActorError)
+        for line in said:  # the engine's (every worker builds one) and the segments': each once
+            if line not in self.said:
+                self.said.add(line)
+                log.warning("%s", line)
         if isinstance(result, ChunkWanted):
             log.info("cluster: node %s does not read %s; sending it the segments' packets", result.node,
                      plan.job.input)
