@@ -524,3 +524,30 @@ def test_the_workers_warnings_are_said_by_the_driver_once_each(tmp_path: Path, c
     said = [r.getMessage() for r in caplog.records]
     assert said.count("warning: the engine's own warning, as it is built") == 1, said
     assert said.count("warning: a note on a segment's first frame") == 1, said
+
+
+def test_an_input_removed_after_it_was_planned_fails_only_its_file(tmp_path: Path, clip: Path, driver: str,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Moved away while the others were planned (before the workers start): the driver's order
+    by size read the file again and raised FileNotFoundError for the whole run."""
+    import livecam.cluster
+    from livecam.cluster import run_on_cluster
+
+    gone = tmp_path / "gone.mp4"
+    shutil.copy(clip, gone)
+    real = livecam.cluster.plan_job
+
+    def then_removed(job, *args, **kw):  # type: ignore[no-untyped-def]
+        plan = real(job, *args, **kw)
+        if job.input == gone:
+            gone.unlink()
+        return plan
+
+    monkeypatch.setattr(livecam.cluster, "plan_job", then_removed)
+    lost = job_for(gone, tmp_path / "lost.mp4", "libx264")
+    kept = job_for(clip, tmp_path / "kept.mp4", "libx264")
+    first, second = run_on_cluster([lost, kept], settings(driver), Progress(None, quiet=True),
+                                   engine_factory=smoothing_engine)
+    assert first.error is not None and "gone.mp4" in first.error.message and "does not exist" in first.error.message
+    assert not lost.output.exists()
+    assert second.error is None and probe(kept.output)["frames"] == 90

@@ -396,7 +396,7 @@ class _Driver:
         board = ray.remote(num_cpus=0)(Board).options(name=name).remote()
         workers = self._workers(name)
         # largest files first (the long pole starts early), each file's segments in order
-        order = sorted(self.plans, key=lambda i: -self.plans[i].job.input.stat().st_size)
+        order = sorted(self.plans, key=lambda i: -self.plans[i].stamp[0])  # the size as planned: a file may go
         queue = [_Task(i, self.plans[i], s.number) for i in order for s in self.plans[i].segments]
         running: dict[Any, tuple[int, _Task]] = {}
         idle = list(range(len(workers)))
