@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import logging
 import os
 import shutil
 import subprocess
@@ -81,6 +82,37 @@ class RefusingEngine(SmoothingEngine):
 
 def refusing_engine(attempts: Path, at: int, job: object) -> RefusingEngine:
     return RefusingEngine(attempts, at)
+
+
+class BuggyEngine(SmoothingEngine):
+    """A bug (not livecam's own error) on one frame, its message on two lines."""
+
+    def process(self, packet: FramePacket) -> None:
+        if packet.index == 50:
+            raise ValueError("an index out of step\nwith its frame")
+        super().process(packet)
+
+
+def buggy_engine(job: object) -> BuggyEngine:
+    return BuggyEngine()
+
+
+class WarningEngine(SmoothingEngine):
+    """Warns as it is built (as Engine.create does of a swap model it fell back from) and on the
+    first frame of every segment (the same line each time)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        logging.getLogger("livecam").warning("warning: the engine's own warning, as it is built")
+
+    def process(self, packet: FramePacket) -> None:
+        if packet.index % 30 == 0:
+            logging.getLogger("livecam").warning("warning: a note on a segment's first frame")
+        super().process(packet)
+
+
+def warning_engine(job: object) -> WarningEngine:
+    return WarningEngine()
 
 
 class MaskedEngine(NoModels):
@@ -415,3 +447,107 @@ def test_a_local_run_starts_its_own_ray_where_another_cluster_runs(tmp_path: Pat
     assert proc.returncode == 0, proc.stderr
     assert f"wrote {out}: 90 frames (0 faces swapped) on the cluster local in " in proc.stderr, proc.stderr
     assert probe(out)["frames"] == 90
+
+
+def test_ctrl_c_in_a_folder_run_names_the_files_written_before_it(tmp_path: Path, clip: Path, driver: str,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C after one file of a folder was joined said 'interrupted; no output written' while that
+    file stayed written; a folder run on this machine says how many were written before it."""
+    import livecam.cluster
+    from livecam.commands.video import run_folder
+    from livecam.errors import Interrupted
+
+    folder = tmp_path / "clips"
+    folder.mkdir()
+    shutil.copy(clip, folder / "a.mp4")
+    shutil.copy(clip, folder / "b.mp4")
+    joins: list[Path] = []
+    real = livecam.cluster.write_joined
+
+    def interrupted_at_the_second(plan, results, **kw):  # type: ignore[no-untyped-def]
+        joins.append(plan.job.output)
+        if len(joins) == 2:
+            raise KeyboardInterrupt  # as Ctrl-C lands in the driver, before the second file is joined
+        return real(plan, results, **kw)
+
+    monkeypatch.setattr(livecam.cluster, "write_joined", interrupted_at_the_second)
+    on_test_engines(monkeypatch, functools.partial(masked_engine, False))
+    template = job_for(folder, tmp_path / "out", "libx264", c2pa=C2paSettings(enabled=False))
+    with pytest.raises(Interrupted) as stopped:
+        run_folder(template, settings(driver))
+    assert stopped.value.message == f"interrupted; 1 of 2 files was written to {tmp_path / 'out'} before it"
+    assert stopped.value.exit_code == 130
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [joins[0].name]
+    assert probe(joins[0])["frames"] == 90
+
+
+def test_a_bug_in_a_worker_is_named_as_a_folder_run_here_names_it(tmp_path: Path, clip: Path, driver: str) -> None:
+    """An exception of the worker's code that is not livecam's own was said by the last line of
+    Ray's text ('the cluster worker failed (with its frame)': the second line of its message);
+    it is now the internal error a folder run on this machine gives, type and first line."""
+    from livecam.cluster import run_on_cluster
+
+    job = job_for(clip, tmp_path / "out.mp4", "libx264")
+    [outcome] = run_on_cluster([job], settings(driver), Progress(90, quiet=True), engine_factory=buggy_engine)
+    assert outcome.error is not None and outcome.error.exit_code == 1
+    assert outcome.error.message == ("in.mp4 segment 2 of 3 (frames 30-59): internal error: ValueError: an index out "
+                                     "of step (rerun with -v for details and please report it)")
+    assert not job.output.exists()
+
+
+def test_a_segments_own_error_names_the_segment_once(tmp_path: Path, driver: str) -> None:
+    """A damaged input (cut short; --keep-partial lets it past check_job) whose last segment
+    decodes a frame fewer than planned: the message named the segment twice over."""
+    from livecam.cluster import run_on_cluster
+    from tests.pipeline.test_file import _truncated_faststart
+
+    job = job_for(_truncated_faststart(tmp_path), tmp_path / "out.mp4", "libx264", keep_partial=True)
+    [outcome] = run_on_cluster([job], settings(driver), Progress(None, quiet=True), engine_factory=smoothing_engine)
+    assert outcome.error is not None and outcome.error.exit_code == 2
+    message = outcome.error.message
+    assert message.startswith("cut.mp4 segment 2 of 2 (frames 30-37): decoded 7 frames where the plan has 8"), message
+    assert message.count("segment 2 of 2") == 1, message
+    assert not job.output.exists() and not list(tmp_path.glob(".livecam-*"))
+
+
+def test_the_workers_warnings_are_said_by_the_driver_once_each(tmp_path: Path, clip: Path, driver: str,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    """A worker's log is not shown: the engine's warnings (the mesh swapper used as inswapper is
+    not there, options it ignores) and a segment's were never said; now each once, however many
+    workers built an engine and segments said it."""
+    from livecam.cluster import run_on_cluster
+
+    job = job_for(clip, tmp_path / "out.mp4", "libx264")
+    with caplog.at_level("WARNING", logger="livecam"):
+        [outcome] = run_on_cluster([job], settings(driver), Progress(90, quiet=True), engine_factory=warning_engine)
+    assert outcome.error is None and outcome.frames == 90
+    said = [r.getMessage() for r in caplog.records]
+    assert said.count("warning: the engine's own warning, as it is built") == 1, said
+    assert said.count("warning: a note on a segment's first frame") == 1, said
+
+
+def test_an_input_removed_after_it_was_planned_fails_only_its_file(tmp_path: Path, clip: Path, driver: str,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Moved away while the others were planned (before the workers start): the driver's order
+    by size read the file again and raised FileNotFoundError for the whole run."""
+    import livecam.cluster
+    from livecam.cluster import run_on_cluster
+
+    gone = tmp_path / "gone.mp4"
+    shutil.copy(clip, gone)
+    real = livecam.cluster.plan_job
+
+    def then_removed(job, *args, **kw):  # type: ignore[no-untyped-def]
+        plan = real(job, *args, **kw)
+        if job.input == gone:
+            gone.unlink()
+        return plan
+
+    monkeypatch.setattr(livecam.cluster, "plan_job", then_removed)
+    lost = job_for(gone, tmp_path / "lost.mp4", "libx264")
+    kept = job_for(clip, tmp_path / "kept.mp4", "libx264")
+    first, second = run_on_cluster([lost, kept], settings(driver), Progress(None, quiet=True),
+                                   engine_factory=smoothing_engine)
+    assert first.error is not None and "gone.mp4" in first.error.message and "does not exist" in first.error.message
+    assert not lost.output.exists()
+    assert second.error is None and probe(kept.output)["frames"] == 90

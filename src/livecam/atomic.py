@@ -175,12 +175,28 @@ def _link_no_clobber(src: Path, dst: Path) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class OutputStart:
+    """An output as checked when its run started, for a run that opens its AtomicOutput only at
+    the end (a cluster run's join, maybe hours later): --force covers the file that was there
+    then, and a file that appeared since is left alone (the result kept beside it), as for an
+    output opened at the start. `check` makes one."""
+
+    covered: _Identity | None  # the file --force allows replacing
+
+    @classmethod
+    def check(cls, path: Path, *, force: bool, what: str = "") -> OutputStart:
+        check_new_output(path, force=force, what=what)
+        return cls(_Identity.of(write_target(path, what=what)) if force else None)
+
+
 class AtomicOutput:
     """A file written through `temp` and renamed onto `target` (`path`, or the file the link at
-    `path` leads to) by `commit()` (or a clean exit); messages name `path`."""
+    `path` leads to) by `commit()` (or a clean exit); messages name `path`. `started`: the
+    output was checked when the run started (OutputStart), so open() does not check it again."""
 
     def __init__(self, path: Path, *, force: bool = False, what: str = "", cache: bool = False,
-                 shown: Path | None = None) -> None:
+                 shown: Path | None = None, started: OutputStart | None = None) -> None:
         self.path = Path(path)
         # the path messages name: a file rewritten while it is still another output's temporary
         # file (signing) is reported as that output, never by its hidden name
@@ -196,6 +212,7 @@ class AtomicOutput:
         # beside the file written, so the rename stays on its file system
         self.temp = folder_of(self.target) / f".livecam-{secrets.token_hex(4)}.part{suffix}"
         self._covered: _Identity | None = None  # the file --force allows replacing
+        self._started = started
 
     def __enter__(self) -> AtomicOutput:
         self.open()
@@ -212,8 +229,11 @@ class AtomicOutput:
 
     def open(self) -> None:
         """Check the path and reserve the temporary name (O_EXCL: never someone else's file)."""
-        check_new_output(self.path, force=self.force, what=self.what)
-        self._covered = _Identity.of(self.target) if self.force else None
+        if self._started is not None:  # checked at the start; what appeared since is commit()'s
+            self._covered = self._started.covered
+        else:
+            check_new_output(self.path, force=self.force, what=self.what)
+            self._covered = _Identity.of(self.target) if self.force else None
         try:
             fd = os.open(self.temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
         except OSError as exc:

@@ -20,6 +20,7 @@ store. `chunks` always sends chunks; `path` never (such a worker fails the file)
 Failures: a worker process that dies is restarted by Ray and its segment retried
 (max_restarts, max_task_retries); an error of livecam's own (a corrupt segment, a refused model)
 comes back as a value, is not retried, and fails only its file, naming file and segment.
+A worker's warnings come back with its result and the driver says each distinct one once.
 Ctrl-C kills the workers and writes nothing (with --keep-partial, each file's leading finished
 segments). Progress: workers set their segment's count of frames written on a small board
 actor; the driver sums the board, so a retried segment is not counted twice.
@@ -48,7 +49,7 @@ from livecam import __version__
 from livecam.errors import InputError, Interrupted, LivecamError
 from livecam.native_stderr import dropping
 from livecam.media.chunks import Chunk
-from livecam.pipeline.batch import FileOutcome, naming
+from livecam.pipeline.batch import FileOutcome, as_error, naming
 from livecam.pipeline.contracts import FileEngine
 from livecam.pipeline.file import say_unchanged
 from livecam.pipeline.progress import Progress
@@ -56,7 +57,7 @@ from livecam.pipeline.signals import kept_stop_handlers
 from livecam.pipeline.segments import (SegmentPlan, SegmentResult, cut_segment, joined_stats, plan_job,
                                        readable_here, run_segment, write_joined)
 from livecam.settings import ClusterSettings, VideoJob
-from livecam.console import counted
+from livecam.console import agree, counted
 
 log = logging.getLogger("livecam")
 
@@ -138,6 +139,24 @@ class Board:
         return sum(self._counts.values())
 
 
+@contextmanager
+def _warnings_said() -> Iterator[list[str]]:
+    """The warnings livecam logs in this process meanwhile, as lines (a worker runs one task at
+    a time: every thread's are its task's)."""
+    said: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            said.append(record.getMessage())
+
+    handler = Keep(logging.WARNING)
+    log.addHandler(handler)
+    try:
+        yield said
+    finally:
+        log.removeHandler(handler)
+
+
 class Worker:
     """One segment at a time with an engine built once (per processing settings)."""
 
@@ -156,9 +175,17 @@ class Worker:
         return {**versions(), "node": platform.node(), "pid": str(os.getpid())}
 
     def run(self, task: _Task, chunk: Chunk | None = None, may_ask: bool = True,
-            ) -> tuple[SegmentResult | SegmentFailure | ChunkWanted, tuple[str, ...]]:
+            ) -> tuple[SegmentResult | SegmentFailure | ChunkWanted, tuple[str, ...], tuple[str, ...]]:
         """The segment from `chunk`, or else from the input path; a node that does not read the
-        driver's file there answers ChunkWanted (may_ask) or fails the segment."""
+        driver's file there answers ChunkWanted (may_ask) or fails the segment. With it, the
+        engine's model names and the warnings logged here meanwhile (a worker's log is not
+        shown: the driver says them, each once)."""
+        with _warnings_said() as said:
+            result, names = self._run(task, chunk, may_ask)
+        return result, names, tuple(said)
+
+    def _run(self, task: _Task, chunk: Chunk | None, may_ask: bool,
+             ) -> tuple[SegmentResult | SegmentFailure | ChunkWanted, tuple[str, ...]]:
         plan, segment = task.plan, task.plan.segments[task.number]
         name = plan.name(segment)
         if chunk is None and not readable_here(plan):  # the driver's file is not on this node
@@ -186,9 +213,10 @@ class Worker:
                 # from different callers are not ordered).
                 import ray
 
-                ray.get(self._board.set.remote((task.file, task.number), result.frames))
-        except LivecamError as exc:
-            result = SegmentFailure(message=f"{name}: {exc.message}", exit_code=exc.exit_code)
+                ray.get(self._board.set.remote((task.file, task.number), result.stats.frames))
+        except LivecamError as exc:  # named once: run_segment's own checks name the segment already
+            named = exc.message if exc.message.startswith(f"{name}: ") else f"{name}: {exc.message}"
+            result = SegmentFailure(message=named, exit_code=exc.exit_code)
         names = tuple(self._engine.model_names.values()) if self._engine is not None else ()
         return result, names
 
@@ -292,12 +320,14 @@ def run_on_cluster(jobs: Sequence[VideoJob], cluster: ClusterSettings, progress:
     `progress` (None: one made here unless the jobs are quiet) is advanced to the frames written
     so far over all jobs; `sign_for(job, model_names)` gives the C2PA signer of an output. A
     joined file's warning (nothing changed in it: file.say_unchanged) starts with its name when
-    the jobs are a `folder` run's, as run_batch's do."""
+    the jobs are a `folder` run's, as run_batch's do (and so do the notes on what an output
+    leaves out, said as each file is planned)."""
     outcomes: dict[int, FileOutcome] = {}
     plans: dict[int, SegmentPlan] = {}
     for i, job in enumerate(jobs):
         try:
-            plans[i] = plan_job(job, cluster.segment_seconds, cluster.overlap_seconds)
+            with naming(job.input.name) if folder else nullcontext():  # its notes name the file
+                plans[i] = plan_job(job, cluster.segment_seconds, cluster.overlap_seconds)
         except LivecamError as exc:
             outcomes[i] = FileOutcome(job=job, error=exc)
     if plans:
@@ -331,6 +361,7 @@ class _Driver:
         self.parts: dict[int, dict[int, SegmentResult]] = {i: {} for i in plans}
         self.models: dict[int, tuple[str, ...]] = {}
         self.chunked: set[tuple[int, int]] = set()  # (worker, file): that worker gets the file in chunks
+        self.said: set[str] = set()  # the workers' warnings said so far
 
     def _workers(self, board: str) -> list[Any]:
         ray = self.ray
@@ -365,7 +396,7 @@ class _Driver:
         board = ray.remote(num_cpus=0)(Board).options(name=name).remote()
         workers = self._workers(name)
         # largest files first (the long pole starts early), each file's segments in order
-        order = sorted(self.plans, key=lambda i: -self.plans[i].job.input.stat().st_size)
+        order = sorted(self.plans, key=lambda i: -self.plans[i].stamp[0])  # the size as planned: a file may go
         queue = [_Task(i, self.plans[i], s.number) for i in order for s in self.plans[i].segments]
         running: dict[Any, tuple[int, _Task]] = {}
         idle = list(range(len(workers)))
@@ -406,8 +437,23 @@ class _Driver:
             # The workers stop with this driver's connection (ray.shutdown in connected()): they
             # are its actors. ray.kill here would make Ray say on the terminal that it retries.
             kept = self._keep_partial(outcomes)
-            where = f"; partial videos kept: {', '.join(str(p) for p in kept)}" if kept else "; no output written"
-            raise Interrupted(f"interrupted{where}") from None
+            raise Interrupted(self._interrupted(outcomes, kept)) from None
+
+    def _interrupted(self, outcomes: dict[int, FileOutcome], kept: list[Path]) -> str:
+        """The one line for Ctrl-C: the partial videos kept and, in a folder run, the files
+        written before it (they stay, as a local folder run's do)."""
+        said = ["interrupted"]
+        if self.folder:
+            jobs = set(self.plans) | set(outcomes)  # each job was planned or failed its plan
+            written = sum(not o.failed for o in outcomes.values())
+            folder = next(iter(self.plans.values())).job.output.parent
+            said.append(f"{written} of {counted(len(jobs), 'file')} {agree(written, 'was', 'were')} written to "
+                        f"{folder} before it")
+        if kept:
+            said.append(f"partial videos kept: {', '.join(str(p) for p in kept)}")
+        elif not self.folder:
+            said.append("no output written")
+        return "; ".join(said)
 
     def _send(self, worker: Any, number: int, task: _Task) -> Any:
         """Start `task` on `worker` (number `number`) with the path or a chunk (ship_input)."""
@@ -429,12 +475,22 @@ class _Driver:
         plan = task.plan
         name = plan.name(plan.segments[task.number])
         try:
-            result, models = self.ray.get(ref)
+            result, models, said = self.ray.get(ref)
         except self.ray.exceptions.RayError as exc:  # the worker died past its retries, or a bug
-            text = str(exc).strip().splitlines()
-            outcomes.setdefault(task.file, FileOutcome(job=plan.job, error=LivecamError(
-                f"{name}: the cluster worker failed ({text[-1] if text else type(exc).__name__})")))
+            log.debug("%s failed on the cluster: %s", name, exc)  # with -v: the worker's traceback
+            cause = getattr(exc, "cause", None)  # a RayTaskError's: what the worker's code raised
+            if isinstance(cause, Exception) and not isinstance(cause, self.ray.exceptions.RayError):
+                error = as_error(cause)  # as a folder run on this machine words it
+                error = LivecamError(f"{name}: {error.message}", exit_code=error.exit_code)
+            else:
+                text = str(exc).strip().splitlines()
+                error = LivecamError(f"{name}: the cluster worker failed ({text[-1] if text else type(exc).__name__})")
+            outcomes.setdefault(task.file, FileOutcome(job=plan.job, error=error))
             return not isinstance(exc, self.ray.exceptions.RayActorError)
+        for line in said:  # the engine's (every worker builds one) and the segments': each once
+            if line not in self.said:
+                self.said.add(line)
+                log.warning("%s", line)
         if isinstance(result, ChunkWanted):
             log.info("cluster: node %s does not read %s; sending it the segments' packets", result.node,
                      plan.job.input)
@@ -463,7 +519,7 @@ class _Driver:
         stats = joined_stats(results)
         with naming(plan.job.input.name) if self.folder else nullcontext():
             say_unchanged(stats, plan.job)
-        return FileOutcome(job=plan.job, frames=stats.frames, faces_changed=stats.faces_changed)
+        return FileOutcome(job=plan.job, stats=stats)
 
     def _keep_partial(self, outcomes: dict[int, FileOutcome]) -> list[Path]:
         kept = []

@@ -167,6 +167,15 @@ def test_one_bar_counts_every_frame_of_every_file(tmp_path: Path, one_bar: list[
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.mp4", "b.mov", "c.mkv"]
 
 
+def test_the_bar_of_a_folder_with_one_video_says_1_file(tmp_path: Path) -> None:
+    """Its status lines began "1 files: 20/20 frames"."""
+    job = _folder_job(tmp_path, tmp_path / "out")
+    one = video.batch_progress(job, [replace(job, input=tmp_path / "a.mp4")], 20).progress
+    assert one.status_line().startswith("1 file: 0/20 frames"), one.status_line()
+    two = video.batch_progress(job, [job, job], 20).progress
+    assert two.status_line().startswith("2 files: 0/20 frames"), two.status_line()
+
+
 def test_a_broken_link_is_a_failed_file_not_left_out(tmp_path: Path, one_bar: list[Parts],
                                                      caplog: pytest.LogCaptureFixture) -> None:
     # It was skipped without a word: "1 of 1 files written" for a folder of two videos.

@@ -171,3 +171,22 @@ def test_ctrl_c_with_keep_partial_keeps_the_leading_segments(tmp_path: Path, fac
     assert kept["frames"] in range(30, 240, 30)  # whole leading segments
     assert kept["times"] == probe(src)["times"][:kept["frames"]]
     assert kept["audio_duration"] == pytest.approx(kept["frames"] / 30, abs=0.05)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed (pip install '.[ray]')")
+def test_a_cluster_run_says_once_what_the_output_leaves_out(tmp_path: Path, faces_dir: Path,
+                                                            isolated_env: dict[str, str]) -> None:
+    """An MP4 with cover art (an attached file MP4 outputs cannot hold), in two segments: the
+    one note a run without --cluster gives, once for the file; --cluster said nothing of it."""
+    from tests.videos import cover_first, make_timed_clip
+
+    src = cover_first(make_timed_clip(tmp_path / "covered.mp4", frames=40, cover=(64, 64)))
+    out = tmp_path / "out.mp4"
+    proc = run_cli(["video", str(src), str(out), "--source", str(faces_dir / "obama.jpg"), "--swap-model", "mesh",
+                    "--execution-threads", "1", "--segment-seconds", "1", "--no-c2pa", "--cluster", "local"],
+                   env=isolated_env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    notes = [line for line in proc.stderr.splitlines() if "not copied" in line]
+    assert notes == ["livecam: note: the output has the input's video and its audio; not copied: 1 attached file "
+                     "(cover.jpg): MP4 outputs leave them out; write a .mkv output to keep them"], proc.stderr
+    assert probe(out)["frames"] == 40

@@ -16,6 +16,7 @@ from livecam.faces.face import Face
 from livecam.faces.tracking import FaceTracker
 from livecam.frame import FramePacket
 from livecam.pipeline.batch import FileOutcome, is_folder_run, plan_folder, run_batch, summarize
+from livecam.pipeline.file import RunStats
 from livecam.pipeline.engine import Engine
 from livecam.pipeline.progress import Parts, Progress
 from livecam.settings import AnalysisSettings, ProcessingSettings, RuntimeSettings, VideoJob
@@ -134,7 +135,7 @@ def test_run_batch_goes_on_after_a_broken_file_on_one_bar(tmp_path: Path, caplog
 
 def test_summary_exit_codes() -> None:
     job = _template(Path("clips"), Path("out"))
-    ok = FileOutcome(job, frames=5)
+    ok = FileOutcome(job, RunStats(frames=5))
     skipped = FileOutcome(job, skipped=True)
     assert summarize([ok, skipped], 1.0) is None
     bad = FileOutcome(job, error=InputError("broken"))

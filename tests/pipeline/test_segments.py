@@ -17,8 +17,8 @@ import pytest
 from livecam.errors import InputError
 from livecam.frame import FramePacket
 from livecam.media.video_writer import encoder_available
-from livecam.pipeline.file import process_video
-from livecam.pipeline.segments import default_overlap_seconds, plan_job, process_segmented
+from livecam.pipeline.file import RunStats, process_video
+from livecam.pipeline.segments import SegmentResult, default_overlap_seconds, joined_stats, plan_job, process_segmented
 from livecam.settings import ProcessingSettings, RuntimeSettings, VideoJob
 from tests.doubles import NoModels
 from tests.videos import _write_tone, label_corners, make_clip, probe, stamp_index, synthetic_frame
@@ -299,3 +299,122 @@ def test_a_cut_short_input_is_said_once_by_a_segmented_run_too(tmp_path: Path, k
     assert written == list(range(len(written))) and 10 < len(written) < 60
     said = [r.getMessage() for r in caplog.records if "could be read" in r.getMessage()]
     assert len(said) == 1 and f"{len(written)} " in said[0] and said[0].endswith("; the output stops there"), said
+
+
+def test_a_joined_files_counts_are_every_field_of_its_segments_summed() -> None:
+    """joined_stats summed RunStats' fields by hand, one by one: seconds, stage_ms and interrupted
+    were left out, as any field added later would have been. Every field is set here."""
+    from dataclasses import fields
+
+    from livecam.media.join import EncodedPart
+
+    def stats(n: int) -> RunStats:
+        made = RunStats()
+        for f in fields(RunStats):
+            value = getattr(made, f.name)
+            setattr(made, f.name, True if isinstance(value, bool) else {"swap": float(n), f"own{n}": 1.0}
+                    if isinstance(value, dict) else type(value)(n))
+        return made
+
+    part = EncodedPart(data=b"", format="matroska", time_base=Fraction(1, 30), times=())
+    joined = joined_stats([SegmentResult(part, stats(2)), SegmentResult(part, stats(3))])
+    for f in fields(RunStats):
+        value = getattr(joined, f.name)
+        if isinstance(value, bool):
+            assert value is True, f.name
+        elif isinstance(value, dict):
+            assert value == {"swap": 5.0, "own2": 1.0, "own3": 1.0}, f.name
+        else:
+            assert value == 5, f.name
+    assert RunStats.total([]) == RunStats()
+
+
+class Appearing(SmoothingEngine):
+    """Puts someone else's file at `path` while frame 45 is processed (mid-run)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+
+    def process(self, packet: FramePacket) -> None:
+        if packet.index == 45:
+            self.path.write_bytes(b"someone else's file")
+        super().process(packet)
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_a_file_that_appears_at_the_output_during_a_segmented_run_is_kept(tmp_path: Path, force: bool) -> None:
+    """The join opened the output only at the end: a file that appeared during the run failed it
+    with 'exists; add --force' (exit 2, every segment's work lost), and with --force was replaced
+    though it was not there when the run started. A whole-file run keeps that file and the
+    result beside it (OutputConflictError, exit 1); so does a segmented one now."""
+    from livecam.atomic import OutputConflictError
+
+    codec, options, _, _, encoder = CASES["h264-bframes-long-gop"]
+    clip = make_coded_clip(tmp_path / "in.mp4", codec=codec, options=options, audio_codec=None)
+    job = job_for(clip, tmp_path / "out.mp4", encoder, force=force)
+    with pytest.raises(OutputConflictError) as conflict:
+        process_segmented(job, Appearing(job.output), segment_seconds=1.0, overlap_seconds=0.5)
+    assert conflict.value.exit_code == 1
+    assert job.output.read_bytes() == b"someone else's file"
+    kept = tmp_path / "out.livecam-1.mp4"
+    assert conflict.value.kept == kept and f"the result was kept as {kept}" in conflict.value.message
+    assert probe(kept)["frames"] == 90
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4", "out.livecam-1.mp4", "out.mp4"]
+
+
+def test_a_cut_short_matroska_input_is_said_as_a_whole_file_run_says_it(tmp_path: Path,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    """A Matroska file cut in half (no frame count; its header's duration says 3 s): a whole-file
+    run warns that it ended early and the output stops there; a segmented run (the segments read
+    with frames_from, which checks no end) wrote the shorter video without a word."""
+    whole_clip = make_clip(tmp_path / "whole.mkv", frames=90, size=(96, 64), audio=True)
+    data = whole_clip.read_bytes()
+    clip = tmp_path / "half.mkv"
+    clip.write_bytes(data[: len(data) // 2])
+
+    def warnings() -> list[str]:
+        said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        caplog.clear()
+        return said
+
+    with caplog.at_level("WARNING", logger="livecam"):
+        here = process_video(job_for(clip, tmp_path / "here.mkv", "libx264"), SmoothingEngine(), quiet=True)
+        said_here = warnings()
+        plan, _ = process_segmented(job_for(clip, tmp_path / "split.mkv", "libx264"), SmoothingEngine(),
+                                    segment_seconds=1.0, overlap_seconds=0.5)
+        said_split = warnings()
+    ended = [line for line in said_here if "ended at" in line]
+    assert ended == ["warning: half.mkv ended at 1.50 s of the 3.02 s its header announces (damaged or cut short); "
+                     "the output stops there"], said_here
+    assert said_split == ended  # once, not once a segment
+    assert plan.frames == here.stats.frames == 45
+
+
+def test_an_mkv_whose_audio_starts_before_its_video_is_not_called_cut_short(tmp_path: Path,
+                                                                            caplog: pytest.LogCaptureFixture) -> None:
+    """Audio from 0 s, video from 1 s to 3 s: the container's duration (3 s, from the timeline's
+    0) was taken as the video's and added to its 1 s start, so both a whole-file run and a
+    segmented one warned 'ended at 3.00 s of the 4.00 s its header announces (damaged or cut short)'."""
+    from livecam.media.video_reader import VideoReader
+
+    clip = tmp_path / "late.mkv"
+    with av.open(str(clip), "w") as out:
+        vs = out.add_stream("libx264", rate=30)
+        vs.width, vs.height, vs.pix_fmt = 96, 64, "yuv420p"
+        audio = out.add_stream("aac", rate=48000, layout="mono")
+        for i in range(60):
+            frame = av.VideoFrame.from_ndarray(synthetic_frame(i, (96, 64)), format="bgr24")
+            frame.pts, frame.time_base = 30 + i, Fraction(1, 30)
+            out.mux(vs.encode(frame))
+        out.mux(vs.encode())
+        _write_tone(out, audio, 3.0, 48000)
+    with VideoReader(clip) as reader:
+        assert reader.info.start_time == pytest.approx(1.0, abs=0.01)
+        assert reader.info.expected_frames in (60, 61)  # 2 s of video (and the AAC tail), not 3
+    with caplog.at_level("WARNING", logger="livecam"):
+        here = process_video(job_for(clip, tmp_path / "here.mkv", "libx264"), SmoothingEngine(), quiet=True)
+        process_segmented(job_for(clip, tmp_path / "split.mkv", "libx264"), SmoothingEngine(), segment_seconds=1.0,
+                          overlap_seconds=0.5)
+    assert here.stats.frames == 60
+    assert not [r.getMessage() for r in caplog.records if "ended at" in r.getMessage()]

@@ -205,7 +205,7 @@ def pick_runner(cluster: ClusterSettings | None) -> Runner:
 
 def batch_progress(template: VideoJob, jobs: Sequence[VideoJob], total: int | None) -> Parts:
     """The one bar over every frame of every file of a folder run (nothing with -q)."""
-    return Parts(Progress(total, quiet=template.processing.runtime.quiet, label=f"{len(jobs)} files"))
+    return Parts(Progress(total, quiet=template.processing.runtime.quiet, label=counted(len(jobs), "file")))
 
 
 def run_local(template: VideoJob, jobs: Sequence[VideoJob], total: int | None) -> list[FileOutcome]:

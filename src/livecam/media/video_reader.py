@@ -329,17 +329,20 @@ def _tagged_end(stream: av.stream.Stream) -> float | None:
 
 
 def _stream_duration(container: av.container.InputContainer, stream: av.video.stream.VideoStream,
-                     tb: Fraction) -> float | None:
+                     tb: Fraction, start: float) -> float | None:
     """The video stream's length in seconds: its own duration, else its DURATION tag less its
-    start (Matroska), else the container's. The container's spans every stream: an MKV whose
-    sound runs on 0.5 s past its video was called cut short ("ended at 1.00 s of the 1.52 s")."""
+    start (Matroska), else the container's less the video's `start` on the timeline. The
+    container's spans every stream: an MKV whose sound runs on 0.5 s past its video was called cut
+    short ("ended at 1.00 s of the 1.52 s"), and one whose audio starts 1 s before its video was
+    called cut short 1 s before its end."""
     if stream.duration:
         return float(stream.duration * tb)
     end = _tagged_end(stream)
-    start = float(stream.start_time * tb) if stream.start_time is not None else 0.0
-    if end is not None and end > start:
-        return end - start
-    return container_duration(container)
+    own_start = float(stream.start_time * tb) if stream.start_time is not None else 0.0
+    if end is not None and end > own_start:
+        return end - own_start
+    span = container_duration(container)
+    return span - start if span is not None and span > start > 0 else span
 
 
 # AVFormatContext flag of formats whose packets carry no timestamps (raw .h264/.hevc streams).
@@ -954,9 +957,9 @@ class VideoReader:
             raise InputError(f"{self.path}: the video stream has no frame size; the file is corrupt")
         rate = as_fraction(stream_rate(c, vs) or Fraction(30))
         tb = vs.time_base or Fraction(1, 90000)
-        duration = _stream_duration(c, vs, tb)
         origin = timeline_origin(c)
         start = float(vs.start_time * tb) - origin if vs.start_time is not None else 0.0
+        duration = _stream_duration(c, vs, tb, start)
         rotation = _stream_rotation(vs)
         w, h = (cc.height, cc.width) if rotation in (90, -90, 270) else (cc.width, cc.height)
         sar = sample_aspect(vs, rotation)

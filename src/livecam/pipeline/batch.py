@@ -18,7 +18,7 @@ import contextlib
 import fnmatch
 import functools
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
@@ -26,7 +26,7 @@ from livecam.console import agree
 from livecam.errors import EXIT_FAILURE, InputError, Interrupted, LivecamError
 from livecam.paths import why_missing
 from livecam.media.video_writer import CONTAINERS
-from livecam.pipeline.file import process_video
+from livecam.pipeline.file import RunStats, process_video
 from livecam.processors import registry
 from livecam.settings import VideoJob
 
@@ -53,14 +53,21 @@ def video_suffixes() -> tuple[str, ...]:
 @dataclass(frozen=True)
 class FileOutcome:
     job: VideoJob
-    frames: int = 0  # frames written
-    faces_changed: int = 0  # the faces the processors changed, summed over the frames (RunStats')
+    stats: RunStats = field(default_factory=RunStats)  # the file's counts (failed: the frames written before)
     error: LivecamError | None = None  # None: the output was written (or skipped)
     skipped: bool = False  # --skip-existing found the output already there
 
     @property
     def failed(self) -> bool:
         return self.error is not None
+
+    @property
+    def frames(self) -> int:
+        return self.stats.frames
+
+    @property
+    def faces_changed(self) -> int:
+        return self.stats.faces_changed
 
 
 @dataclass(frozen=True)
@@ -185,11 +192,12 @@ def run_batch(jobs: Sequence[VideoJob], engine: FileEngine, *, parts: Parts | No
             except Interrupted:
                 raise
             except Exception as exc:  # noqa: BLE001 - one file's failure is its outcome, not the batch's end
-                error = _as_error(exc)
+                error = as_error(exc)
                 log.debug("%s failed", job.input, exc_info=True)
-                outcomes.append(FileOutcome(job, frames=counter.done if counter is not None else 0, error=error))
+                outcomes.append(FileOutcome(job, RunStats(frames=counter.done if counter is not None else 0),
+                                            error=error))
                 continue
-            outcomes.append(FileOutcome(job, frames=result.stats.frames, faces_changed=result.stats.faces_changed))
+            outcomes.append(FileOutcome(job, result.stats))
     except (Interrupted, KeyboardInterrupt) as exc:
         written = sum(not o.failed for o in outcomes)
         what = exc.message if isinstance(exc, Interrupted) else "interrupted; no output written"
@@ -200,7 +208,9 @@ def run_batch(jobs: Sequence[VideoJob], engine: FileEngine, *, parts: Parts | No
     return outcomes
 
 
-def _as_error(exc: Exception) -> LivecamError:
+def as_error(exc: Exception) -> LivecamError:
+    """A file's failure as its outcome's one line (a cluster worker's too): livecam's own error as
+    it is, running out of memory with its fix, anything else as an internal error."""
     if isinstance(exc, LivecamError):
         return exc
     if isinstance(exc, MemoryError):
@@ -236,11 +246,12 @@ def summarize(outcomes: Sequence[FileOutcome], seconds: float) -> LivecamError |
     for outcome in failed:
         assert outcome.error is not None
         log.error("error: %s: %s", outcome.job.input.name, outcome.error.message)
-    frames = sum(o.frames for o in outcomes if not o.failed)
+    stats = RunStats.total(o.stats for o in outcomes if not o.failed)
+    frames = stats.frames
     folder = outcomes[0].job.output.parent if outcomes else Path(".")
     total = f"{written} of {len(outcomes)} files written to {folder}"
     if frames:
-        faces = registry.changed(sum(o.faces_changed for o in outcomes if not o.failed),
+        faces = registry.changed(stats.faces_changed,
                                  outcomes[0].job.processing.frame_processors)  # one template: the same for all
         total += f" ({frames} frames in {seconds:.1f} s, {frames / max(seconds, 1e-9):.1f} fps, {faces})"
     if skipped:

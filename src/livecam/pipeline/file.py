@@ -51,7 +51,7 @@ import queue
 import threading
 import time
 from collections import Counter as Tally, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, Sequence, runtime_checkable
@@ -63,7 +63,7 @@ from livecam.errors import Interrupted
 from livecam.frame import FramePacket
 from livecam.media.containers import frame_rate
 from livecam.media.timecode import conform
-from livecam.media.video_reader import VideoReader
+from livecam.media.video_reader import VideoInfo, VideoReader
 from livecam.media.video_writer import (OutputSpec, VideoWriter, chapters_writable, container_format,
                                          dropped_attachments, say_trimmed, subtitle_fate)
 from livecam.pipeline.budget import default_in_flight, plan_video
@@ -221,6 +221,23 @@ class RunStats:
     @property
     def fps(self) -> float:
         return self.frames / self.seconds if self.seconds > 0 else 0.0
+
+    @classmethod
+    def total(cls, parts: Iterable[RunStats]) -> RunStats:
+        """The counts of several runs as one (a file's segments, a folder's files): every field
+        summed (interrupted: any was; stage_ms: per stage), so a new field is never left out."""
+        total = cls()
+        for part in parts:
+            for f in fields(cls):
+                mine, theirs = getattr(total, f.name), getattr(part, f.name)
+                if isinstance(mine, bool):
+                    setattr(total, f.name, mine or theirs)
+                elif isinstance(mine, dict):
+                    for key, value in theirs.items():
+                        mine[key] = mine.get(key, 0) + value
+                else:
+                    setattr(total, f.name, mine + theirs)
+        return total
 
 
 def frames_in_flight(frame_bytes: int, workers: int, max_memory_gb: float | None) -> int:
@@ -611,6 +628,16 @@ def _say_dropped_streams(kinds: Sequence[str], keep_audio: bool, chapters: int =
                     " and its audio" if keep_audio else "", more)
 
 
+def say_left_out(info: VideoInfo, job: VideoJob, *, timecode: bool) -> None:
+    """The notes on what job.output leaves out of the input `info` describes (its other streams,
+    chapters, attached files; an odd last column or row): said once per file, before its frames,
+    by a whole-file run (process_video) and a segmented one (segments.plan_job) alike.
+    `timecode`: the output has the input's start timecode."""
+    _say_dropped_streams(info.other_streams, job.audio and info.audio_codec is not None, len(info.chapters),
+                         info.subtitles, container_format(job.output), info.attachments, timecode=timecode)
+    say_trimmed(info.width, info.height)
+
+
 def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quiet: bool,
                  stop: threading.Event | None, on_warm: Callable[[], None] | None,
                  watermark: Watermarker | None, sign: Callable[[Path], None] | None,
@@ -620,9 +647,7 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
     rate = frame_rate(job.fps) if job.fps is not None else info.rate
     # the output starts at the input's first frame (--frame-range swaps frames, it does not cut)
     timecode = conform(info.timecode, info.rate, rate)
-    _say_dropped_streams(info.other_streams, keep_audio, len(info.chapters), info.subtitles,
-                         container_format(job.output), info.attachments, timecode=timecode is not None)
-    say_trimmed(info.width, info.height)
+    say_left_out(info, job, timecode=timecode is not None)
     if job.fps is not None:
         time_base = 1 / rate
         frames: Iterable[TimedFrame] = retime(reader.frames(), rate, info.rate)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence, Union
 
-from livecam.atomic import AtomicOutput
+from livecam.atomic import AtomicOutput, OutputStart
 from livecam.errors import InputError
 from livecam.faces.tracking import params_for_strength
 from livecam.frame import FramePacket
@@ -36,7 +36,8 @@ from livecam.media.segments import Segment, index_packets, plan_segments
 from livecam.media.video_reader import DecodedFrame, ReadEnd, VideoInfo, VideoReader
 from livecam.media.video_writer import OutputSpec, VideoWriter, container_format
 from livecam.pipeline.contracts import FileEngine
-from livecam.pipeline.file import SMALLER, RunStats, frames_in_flight, in_range, packet_time, run_frames
+from livecam.pipeline.file import (SMALLER, RunStats, frames_in_flight, in_range, packet_time, run_frames,
+                                   say_left_out)
 from livecam.pipeline.progress import Progress
 from livecam.settings import VideoJob
 
@@ -70,11 +71,7 @@ class SegmentResult:
     """A segment as encoded by a worker."""
 
     part: EncodedPart
-    frames: int
-    processed: int
-    with_faces: int
-    usable: int  # frames with a face big enough to change (as RunStats counts them)
-    faces_changed: int  # the faces changed, summed over the frames (as RunStats counts them)
+    stats: RunStats  # the segment's counts, as a whole-file run counts them
 
 
 @dataclass(frozen=True)
@@ -85,6 +82,7 @@ class SegmentPlan:
     segments: tuple[Segment, ...]
     info: VideoInfo | None = None  # the input's, as the driver read it (what a chunk carries)
     stamp: tuple[int, int] = (0, 0)  # the input's size and mtime (ns) on the driver
+    output: OutputStart | None = None  # the output as checked when planned (what --force covers)
 
     @property
     def frames(self) -> int:
@@ -111,7 +109,11 @@ def plan_job(job: VideoJob, segment_seconds: float, overlap_seconds: float | Non
     ending = ReadEnd.of(info, job.input.name, len(index.pts), read_to)
     if ending.short:
         log.warning("warning: %s", ending.said(writes=True))
-    return SegmentPlan(job=job, segments=tuple(segments), info=info, stamp=file_stamp(job.input))
+    say_left_out(info, job, timecode=info.timecode is not None)  # once per file: the workers' logs are not shown
+    # The join opens the output at the end: a file that appears meanwhile is kept (and the result
+    # beside it), as a whole-file run, which opens it at the start, keeps it.
+    output = OutputStart.check(job.output, force=job.force)
+    return SegmentPlan(job=job, segments=tuple(segments), info=info, stamp=file_stamp(job.input), output=output)
 
 
 def file_stamp(path: Path) -> tuple[int, int]:
@@ -184,15 +186,12 @@ def run_segment(job: VideoJob, segment: Segment, engine: FileEngine, *, name: st
                              "the file is damaged there: run it without --cluster")
         part = EncodedPart(data=spec.path.read_bytes(), format=fmt, time_base=info.time_base,
                            times=tuple(writer.packet_times), name=name)
-    return SegmentResult(part=part, frames=stats.frames, processed=stats.processed, with_faces=stats.with_faces,
-                         usable=stats.usable, faces_changed=stats.faces_changed)
+    return SegmentResult(part=part, stats=stats)
 
 
 def joined_stats(results: Sequence[SegmentResult]) -> RunStats:
     """A joined file's counts, its segments' summed: what a whole-file run's RunStats says."""
-    return RunStats(frames=sum(r.frames for r in results), processed=sum(r.processed for r in results),
-                    with_faces=sum(r.with_faces for r in results), usable=sum(r.usable for r in results),
-                    faces_changed=sum(r.faces_changed for r in results))
+    return RunStats.total(r.stats for r in results)
 
 
 def _segment_frames(reader: VideoReader | ChunkReader, segment: Segment, engine: FileEngine, job: VideoJob,
@@ -240,7 +239,7 @@ def write_joined(plan: SegmentPlan, results: Sequence[SegmentResult], *,
     if partial and results:
         last = plan.segments[len(results) - 1]
         end = last.end_time
-    with AtomicOutput(job.output, force=job.force) as output:
+    with AtomicOutput(job.output, force=job.force, started=plan.output) as output:
         mode = join_parts([r.part for r in results], output.temp, fmt=container_format(job.output),
                           metadata=dict(CONTAINER_METADATA), audio_from=job.input if keep_audio else None,
                           shown=job.output, audio_end=end, chapters=info.chapters, subtitles_from=job.input,
