@@ -385,8 +385,8 @@ def test_a_cut_short_matroska_input_is_said_as_a_whole_file_run_says_it(tmp_path
                                     segment_seconds=1.0, overlap_seconds=0.5)
         said_split = warnings()
     ended = [line for line in said_here if "ended at" in line]
-    assert ended == ["warning: half.mkv ended at 1.50 s of the 3.02 s its header announces (damaged or cut short); "
-                     "the output stops there"], said_here
+    assert ended == ["warning: half.mkv ended at 1.50 s of the 3.00 s its header announces (damaged or cut short): "
+                     "45 frames could be read; the output stops there"], said_here
     assert said_split == ended  # once, not once a segment
     assert plan.frames == here.stats.frames == 45
 
