@@ -326,8 +326,48 @@ def test_only_a_full_disk_is_told_to_free_space_and_a_folder_as_the_part_is_name
     monkeypatch.setattr(download_module, "_copy", refused)
     with pytest.raises(DownloadError) as info:
         make_store(online, spec).path("m")
-    assert "Permission denied; choose another folder with --models-dir" in info.value.message
+    assert f"in the models folder {models_dir} (--models-dir): Permission denied; give --models-dir another " \
+           f"folder" in info.value.message
     assert "disk space" not in info.value.message
+
+
+@pytest.mark.parametrize("errno_name, fix_start", [("EACCES", "Permission denied; "),
+                                                    ("ENOSPC", "No space left on device; free some disk space")])
+@pytest.mark.parametrize("source, other", [
+    ("LIVECAM_MODELS_DIR", "set LIVECAM_MODELS_DIR to another folder"),
+    ("default", "pass --models-dir (or set LIVECAM_MODELS_DIR) to use another one"),
+])
+def test_a_write_error_names_where_the_models_folder_came_from(server, tmp_path, monkeypatch, errno_name, fix_start,
+                                                               source, other) -> None:
+    # it said "choose another folder with --models-dir" to a user who had set LIVECAM_MODELS_DIR, or
+    # had given nothing (the default folder), without naming the folder
+    import errno
+
+    from livecam.models import download as download_module
+
+    if source == "default":  # an installed package's default: the user data folder
+        fake_pkg = tmp_path / "lib" / "site-packages" / "livecam"
+        fake_pkg.mkdir(parents=True)
+        monkeypatch.setattr(store_module, "PACKAGE_DIR", fake_pkg)
+        monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+        settings = RuntimeSettings(quiet=True)
+    else:
+        settings = RuntimeSettings(models_dir=tmp_path / "models", models_dir_from=source, quiet=True)
+    root = store_module.models_root(settings)
+    data = payload(SIZE, seed=26)
+    spec = spec_for("m", (server.serve("/m.onnx", data),), data)
+
+    def failed(*args, **kwargs):
+        raise OSError(getattr(errno, errno_name), os.strerror(getattr(errno, errno_name)))
+
+    monkeypatch.setattr(download_module, "_copy", failed)
+    with pytest.raises(DownloadError) as info:
+        make_store(settings, spec).path("m")
+    said = "the default" if source == "default" else source
+    assert f"cannot write m.onnx.part in the models folder {root} ({said}): {fix_start}" in info.value.message
+    assert info.value.message.endswith(other)
+    if source != "default":
+        assert "--models-dir" not in info.value.message
 
 
 def test_direct_mirror_is_used_when_the_archive_cannot_be_had(server, models_dir) -> None:

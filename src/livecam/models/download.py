@@ -78,9 +78,13 @@ def download(
     progress: bool = True,
     policy: DownloadPolicy = DownloadPolicy(),
     unverified: bool = False,
+    folder: str,
+    elsewhere: str,
 ) -> Path:
     """Fetch the first URL that works into `dest` via `dest.part`; return dest.
 
+    `folder` names dest's folder for a local write error (with where it came from) and `elsewhere`
+    says how to use another one: the caller knows (store.models_root_named, other_models_root).
     Resumes a `.part` left by an earlier cut. A hash mismatch after a resumed transfer means the
     server's file changed between the cut and the resume: the part is dropped and fetched again
     from zero, once. Raises DownloadError with every URL's reason when none works.
@@ -103,9 +107,9 @@ def download(
             continue
         except OSError as exc:  # network errors are handled inside; this is the local disk
             # disk space is the fix only for a full disk (a file not ours, a read-only one, were told it too)
-            fix = ("free some disk space or choose another folder with --models-dir (the partial file resumes later)"
-                   if exc.errno in DISK_FULL else "choose another folder with --models-dir")
-            raise DownloadError(f"cannot write {part}: {exc.strerror or exc}; {fix}") from exc
+            fix = (f"free some disk space (the partial file resumes), or {elsewhere}" if exc.errno in DISK_FULL
+                   else elsewhere)
+            raise DownloadError(f"cannot write {part.name} in {folder}: {exc.strerror or exc}; {fix}") from exc
         os.replace(part, dest)
         return dest
     raise DownloadError(f"could not download {label}: " + "; ".join(reasons))

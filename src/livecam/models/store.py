@@ -496,7 +496,8 @@ class ModelStore:
         dest = self.root / spec.file_name
         try:
             download(spec.urls, dest, size=spec.size, sha256=spec.sha256, label=spec.file_name,
-                     progress=self.progress, policy=self.policy, unverified=self.settings.unverified_models)
+                     progress=self.progress, policy=self.policy, unverified=self.settings.unverified_models,
+                     folder=models_root_named(self.settings), elsewhere=other_models_root(self.settings))
         except DownloadError as exc:
             raise DownloadError("; ".join([*errors, exc.message])) from exc
         if spec.sha256 is not None:
@@ -507,7 +508,7 @@ class ModelStore:
         need = (spec.size or 0) + (spec.archive.size if spec.archive else 0)
         free = free_bytes(self.root)
         if free is not None and need and free < need:
-            raise DownloadError(f"not enough free disk space for {spec.name} in {self.root}: "
+            raise DownloadError(f"not enough free disk space for {spec.name} in {models_root_named(self.settings)}: "
                                 f"{need / 1e6:.0f} MB needed, {free / 1e6:.0f} MB free; free some space, "
                                 f"or {other_models_root(self.settings)}")
 
@@ -516,7 +517,8 @@ class ModelStore:
         zip_path = self.root / archive.file_name
         if not zip_path.is_file():
             download(archive.urls, zip_path, size=archive.size, sha256=archive.sha256, label=archive.file_name,
-                     progress=self.progress, policy=self.policy, unverified=self.settings.unverified_models)
+                     progress=self.progress, policy=self.policy, unverified=self.settings.unverified_models,
+                     folder=models_root_named(self.settings), elsewhere=other_models_root(self.settings))
         members = {spec.file_name: spec for spec in self.catalog.values()
                    if spec.archive == archive and spec.file_name in archive.members}
         try:
