@@ -128,7 +128,7 @@ def test_a_host_that_does_not_resolve_is_not_retried(server, online, caplog) -> 
                           policy=policy).path("m")
     assert path.read_bytes() == data
     assert not [r for r in caplog.records if "retrying" in r.getMessage()]
-    with pytest.raises(DownloadError, match=r"livecam-test\.invalid .*is this machine offline"):
+    with pytest.raises(DownloadError, match=r"livecam-test\.invalid .*connect this machine to the network"):
         ModelStore(online, progress=False, catalog={"n": spec_for("n", (unresolvable,), data)},
                    policy=policy).path("n")
 
@@ -420,6 +420,27 @@ def test_no_network_says_its_reason_once_and_leaves_no_lock_file(online, models_
     assert info.value.message.count("cannot reach livecam-test.invalid") == 1, info.value.message
     assert info.value.message.count("livecam-test.invalid") == 1, info.value.message
     assert sorted(p.name for p in models_dir.iterdir()) == []
+
+
+def test_without_a_network_every_source_is_said_once_with_the_fix(models_dir, monkeypatch) -> None:
+    # `models download` with no network: "could not download buffalo_l.zip: cannot reach github.com
+    # (...); is this machine offline?; could not download det_10g.onnx: cannot reach huggingface.co
+    # (...); is this machine offline?", a question twice and nothing to do about it
+    import re
+
+    for var in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    data = payload(1000, seed=31)
+    archive = ArchiveSpec("pack.zip", ("http://archive.livecam-test.invalid/pack.zip",), 100, sha(b"x" * 100),
+                          ("det.onnx",))
+    spec = replace(spec_for("det", ("http://direct.livecam-test.invalid/det.onnx",), data), archive=archive)
+    settings = RuntimeSettings(models_dir=models_dir, models_dir_from="LIVECAM_MODELS_DIR", quiet=True)
+    with pytest.raises(DownloadError) as info:
+        make_store(settings, spec).path("det")
+    assert re.fullmatch(r"could not download det\.onnx: cannot reach archive\.livecam-test\.invalid or "
+                        r"direct\.livecam-test\.invalid \([^()\[\];]+\); connect this machine to the network \(or "
+                        r"set HTTPS_PROXY to your proxy\), or copy det\.onnx into the models folder "
+                        + re.escape(f"{models_dir} (LIVECAM_MODELS_DIR)"), info.value.message), info.value.message
 
 
 def test_a_finished_download_leaves_only_the_model_and_its_memo(server, online, models_dir) -> None:

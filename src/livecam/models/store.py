@@ -23,7 +23,7 @@ from livecam.atomic import AtomicOutput
 from livecam.errors import DownloadError, InputError, LicenseNotAcceptedError, ModelError
 from livecam.models import catalog as catalog_module
 from livecam.models.catalog import ArchiveSpec, ModelSpec, TensorSpec, download_command
-from livecam.models.download import DownloadPolicy, ProxyRefused, download, sha256_file
+from livecam.models.download import DownloadPolicy, ProxyRefused, Unreachable, download, sha256_file
 from livecam.runtime.providers import import_onnxruntime
 from livecam.settings import RuntimeSettings
 from livecam.console import counted
@@ -482,7 +482,7 @@ class ModelStore:
 
     def _fetch(self, spec: ModelSpec) -> None:
         self._check_free_space(spec)
-        errors: list[str] = []
+        errors: list[DownloadError] = []
         if spec.archive is not None:
             try:
                 self._fetch_archive(spec.archive)
@@ -490,18 +490,36 @@ class ModelStore:
             except ProxyRefused:  # the direct mirrors are behind the same proxy
                 raise
             except DownloadError as exc:
-                errors.append(exc.message)
-                if not spec.urls:
-                    raise
-        dest = self.root / spec.file_name
-        try:
-            download(spec.urls, dest, size=spec.size, sha256=spec.sha256, label=spec.file_name,
-                     progress=self.progress, policy=self.policy, unverified=self.settings.unverified_models,
-                     folder=models_root_named(self.settings), elsewhere=other_models_root(self.settings))
-        except DownloadError as exc:
-            raise DownloadError("; ".join([*errors, exc.message])) from exc
-        if spec.sha256 is not None:
-            self._memo_record(dest, sha256_file(dest))
+                errors.append(exc)
+        if spec.urls:
+            dest = self.root / spec.file_name
+            try:
+                download(spec.urls, dest, size=spec.size, sha256=spec.sha256, label=spec.file_name,
+                         progress=self.progress, policy=self.policy, unverified=self.settings.unverified_models,
+                         folder=models_root_named(self.settings), elsewhere=other_models_root(self.settings))
+            except DownloadError as exc:
+                errors.append(exc)
+            else:
+                if spec.sha256 is not None:
+                    self._memo_record(dest, sha256_file(dest))
+                return
+        failure = self._fetch_failed(spec, errors)
+        if failure is errors[-1]:
+            raise failure
+        raise failure from errors[-1]
+
+    def _fetch_failed(self, spec: ModelSpec, errors: list[DownloadError]) -> DownloadError:
+        """One error for every source of `spec` that failed; without a network, once, with the fix
+        (it said "is this machine offline?" once per source, and nothing to do about it)."""
+        offline = [exc for exc in errors if isinstance(exc, Unreachable)]
+        if len(offline) == len(errors):
+            hosts = " or ".join(dict.fromkeys(host for exc in offline for host in exc.hosts))
+            return DownloadError(f"could not download {spec.file_name}: cannot reach {hosts} ({offline[0].why}); "
+                                 f"connect this machine to the network (or set HTTPS_PROXY to your proxy), or copy "
+                                 f"{spec.file_name} into {models_root_named(self.settings)}")
+        if len(errors) == 1:
+            return errors[0]
+        return DownloadError("; ".join(exc.message for exc in errors))
 
     def _check_free_space(self, spec: ModelSpec) -> None:
         """Refuse early, rather than fill the disk and fail at 90 %."""
