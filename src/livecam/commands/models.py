@@ -92,11 +92,12 @@ def download_models(settings: RuntimeSettings, names: tuple[str, ...], accept: b
             _echo(f"{group_names}: licence {group[0].licence} ({group[0].licence_url})", err=True)
             if not tty_confirm(group[0]):
                 refused.extend(s.name for s in group)
-        if refused:
+        if refused:  # nothing was fetched: the command again fetches them all, not only the refused ones
+            listed = [s.name for s in fetch]
             raise LicenseNotAcceptedError(
                 f"{', '.join(refused)} {agree(len(refused), 'needs its', 'need their')} licence accepted "
                 f"before downloading; "
-                f"rerun with --accept-license (`{download_command(*refused)}`)")
+                f"rerun with --accept-license (`{download_command(*listed, catalog=store.catalog, every=every)}`)")
         settings = replace(settings, accept_license=True)  # what was asked above now counts as accepted
         store = ModelStore(settings, progress=not settings.quiet, confirm=lambda spec: False)
     for spec in specs:
