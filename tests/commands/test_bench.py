@@ -219,6 +219,7 @@ def test_providers_side_by_side_over_alternating_rounds(faces_dir: Path, isolate
     assert table.returncode == 0, table.stderr
     header = table.stdout.splitlines()[1].split()
     assert header[-2:] == ["cpu", "auto"] and "(x1.00)" in table.stdout
+    assert table.stdout.splitlines()[0].endswith(", median of 1 alternating round")  # was "1 alternating round(s)"
 
 
 def test_ratios_against_a_saved_baseline(faces_dir: Path, isolated_env: dict[str, str], tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ import click
 import numpy as np
 
 from livecam.commands.live import warm_frames
+from livecam.console import counted
 from livecam.errors import InputError
 from livecam.frame import FramePacket
 from livecam.paths import why_missing
@@ -686,8 +687,9 @@ def side_by_side_table(side: dict[str, Any]) -> str:
     reports: dict[str, dict[str, Any]] = side.get("providers") or side["variants"]
     names = list(reports)
     width = max(16, *(len(n) + 11 for n in names))
-    lines = [f"livecam bench: {side['mode']} mode, {side['resolution']}, median of {side['rounds']} "
-             f"alternating round(s)", f"{'ms (median)':<16}" + "".join(f"{n:>{width}}" for n in names)]
+    lines = [f"livecam bench: {side['mode']} mode, {side['resolution']}, median of "
+             f"{counted(side['rounds'], 'alternating round')}",
+             f"{'ms (median)':<16}" + "".join(f"{n:>{width}}" for n in names)]
     stages = list(dict.fromkeys(s for r in reports.values() for s in r["stages"]))
 
     def cell(value: float | None, base: float | None) -> str:
