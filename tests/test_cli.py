@@ -27,6 +27,22 @@ def test_help_of_every_command(command: list[str]) -> None:
     assert "Usage: livecam" in result.stdout
 
 
+def test_every_option_says_what_it_does() -> None:
+    # `bench --help` listed --mode and --frames, and `models convert --help` --force, with no word on them
+    import click
+
+    from livecam.cli import cli
+
+    def bare(command: click.Command, path: str) -> list[str]:
+        found = [f"{path} {param.opts[0]}" for param in command.params
+                 if isinstance(param, click.Option) and not param.hidden and not param.help]
+        for name, sub in getattr(command, "commands", {}).items():
+            found += bare(sub, f"{path} {name}")
+        return found
+
+    assert bare(cli, "livecam") == []
+
+
 def test_version() -> None:
     result = run_cli(["--version"])
     assert result.returncode == 0

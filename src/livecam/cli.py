@@ -618,9 +618,13 @@ def image(ctx: click.Context, input: Path, output: str, **kw: Any) -> None:
 
 @cli.command()
 @processing_options
-@click.option("--mode", type=click.Choice(["live", "video"]), default="live", show_default=True)
+@click.option("--mode", type=click.Choice(["live", "video"]), default="live", show_default=True,
+              help="live: the pipeline of `livecam run` (nothing dropped, latency measured); video: the file "
+                   "pipeline of `livecam video` (workers, in-order encode).")
 @click.option("--input", "bench_input", type=GivenPath(path_type=Path), help="Clip to run (default: generated).")
-@click.option("--frames", type=click.IntRange(min=10), default=300, show_default=True)
+@click.option("--frames", type=click.IntRange(min=10), default=300, show_default=True,
+              help="Frames measured (a few warm-up frames run first, uncounted; an --input clip gives at most "
+                   "its own).")
 @click.option("--resolution", default="1280x720", show_default=True, help="Size of the generated clip.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("--compare-providers", default="", metavar="P1,P2,...",
@@ -757,7 +761,7 @@ def models_where(ctx: click.Context) -> None:
 @click.argument("checkpoint", type=GivenPath(path_type=Path))
 @click.option("--output", "-o", type=GivenPath(dir_okay=False, path_type=Path),
               help="ONNX file to write (default: gfpgan_1.4.onnx in the models folder).")
-@click.option("--force", is_flag=True)
+@click.option("--force", is_flag=True, help="Overwrite the ONNX file if it exists.")
 @click.pass_context
 def models_convert(ctx: click.Context, checkpoint: Path, output: Path | None, force: bool) -> None:
     """Convert GFPGANv1.4.pth to ONNX once (needs `pip install 'livecam[convert]'`)."""
