@@ -43,6 +43,17 @@ def test_every_option_says_what_it_does() -> None:
     assert bare(cli, "livecam") == []
 
 
+def test_a_word_taken_as_the_mouth_masks_size_is_named_with_the_fix() -> None:
+    # `--mouth-mask in.jpg out.jpg` took the input as the optional SIZE: "'in.jpg' is not a valid integer range"
+    result = run_cli(["image", "--mouth-mask", "in.jpg", "out.jpg", "-s", "x.jpg"])
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "'in.jpg' is not a SIZE from 0 to 100; --mouth-mask takes the word after it as its SIZE, so give one " \
+           "(--mouth-mask 0) or put --mouth-mask after the files" in result.stderr, result.stderr
+    live = run_cli(["run", "--mouth-mask", "big", "-s", "x.jpg"])  # no files to put it after
+    assert live.returncode == 2 and "so give one (--mouth-mask 0) (see" in live.stderr, live.stderr
+    assert "--mouth-mask [SIZE]" in run_cli(["image", "--help"]).stdout
+
+
 def test_version() -> None:
     result = run_cli(["--version"])
     assert result.returncode == 0

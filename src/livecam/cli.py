@@ -18,7 +18,7 @@ import click
 
 from livecam import __version__
 from livecam.atomic import trailing_slash_problem
-from livecam.cli_params import EnvFlag, FiniteRange, GivenPath, ProcessorChoice, home_expanded
+from livecam.cli_params import EnvFlag, FiniteRange, GivenPath, OptionalSize, ProcessorChoice, home_expanded
 from livecam.cli_usage import expand_variadic, usage_message
 from livecam.console import (
     ClosedStdout,
@@ -264,8 +264,8 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--swap-model", type=click.Choice(SWAP_MODELS), default="auto", show_default=True,
                      help="auto: inswapper fp16 on GPUs, fp32 on CPU, the embedded mesh swapper without them; "
                           "hyperswap_1a/1b/1c_256: FaceFusion's 256 px HyperSwap (ResearchRAIL licence)."),
-        click.option("--mouth-mask", type=click.IntRange(0, 100), default=None, is_flag=False, flag_value=0,
-                     help="Keep the target's mouth; SIZE 0..100 grows it towards the chin."),
+        click.option("--mouth-mask", type=OptionalSize(), default=None, is_flag=False, flag_value=0, metavar="[SIZE]",
+                     help="Keep the target's mouth; SIZE 0..100 (0 when left out) grows it towards the chin."),
         click.option("--color-match/--no-color-match", default=True, show_default=True,
                      help="Match the swapped face's colour to the target's skin."),
         # -- face masks (inswapper paste-back; processors/crop_masks.py) --
