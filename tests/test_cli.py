@@ -54,6 +54,19 @@ def test_a_word_taken_as_the_mouth_masks_size_is_named_with_the_fix() -> None:
     assert "--mouth-mask [SIZE]" in run_cli(["image", "--help"]).stdout
 
 
+def test_the_size_of_every_model_is_the_catalogs() -> None:
+    # `models download --all` was "about 3 GB" in its help and the README; the files are 3.5 GB
+    import re
+
+    from livecam.models.catalog import CATALOG
+
+    total = sum(spec.size or 0 for spec in CATALOG.values() if spec.downloadable) / 1e9
+    said = re.search(r"about (\S+) GB", " ".join(run_cli(["models", "download", "--help"]).stdout.split()))
+    assert said is not None and said.group(1) == f"{total:.1f}"
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert f"--all: every model (~{total:.1f} GB)" in readme
+
+
 def test_version() -> None:
     result = run_cli(["--version"])
     assert result.returncode == 0

@@ -34,6 +34,7 @@ from livecam.console import (
 )
 from livecam.errors import EXIT_BROKEN_PIPE, EXIT_FAILURE, EXIT_INTERRUPTED, Interrupted, LivecamError
 from livecam.interrupt import interrupted, output_done
+from livecam.models.catalog import every_model_bytes
 from livecam.pipeline.signals import ignore_stop_signals, stop_signals
 from livecam.pipeline.budget import check_execution_threads
 from livecam.processors import registry
@@ -726,7 +727,8 @@ def models_list(ctx: click.Context) -> None:
 @models.command("download")
 @click.argument("names", nargs=-1)
 @click.option("--accept-license", "accept", is_flag=True, help="Accept the models' licences.")
-@click.option("--all", "every", is_flag=True, help="Every downloadable model (about 3 GB), not only the default set.")
+@click.option("--all", "every", is_flag=True,
+              help=f"Every downloadable model (about {every_model_bytes() / 1e9:.1f} GB), not only the default set.")
 @click.pass_context
 def models_download(ctx: click.Context, names: tuple[str, ...], accept: bool, every: bool) -> None:
     """Download models: the NAMEs given, else what the default neural path runs (detector, ArcFace,
