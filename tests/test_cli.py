@@ -67,6 +67,12 @@ def test_the_size_of_every_model_is_the_catalogs() -> None:
     assert f"--all: every model (~{total:.1f} GB)" in readme
 
 
+def test_demo_help_says_where_its_files_go() -> None:
+    # `livecam demo --help` showed [OUTPUT_DIR] without its default: the files' folder was a guess
+    assert "OUTPUT_DIR (default: livecam-demo, in the current folder)" in " ".join(
+        run_cli(["demo", "--help"]).stdout.split())
+
+
 def test_version() -> None:
     result = run_cli(["--version"])
     assert result.returncode == 0

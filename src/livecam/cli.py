@@ -642,7 +642,7 @@ def image(ctx: click.Context, input: Path, output: str, **kw: Any) -> None:
                    "provider runs marked.")
 @click.pass_context
 def bench(ctx: click.Context, **kw: Any) -> None:
-    """Measure the real pipeline on a recorded clip: per-stage ms, FPS, latency, memory.
+    """Measure the real pipeline on a clip: per-stage ms, FPS, latency, memory.
 
     The clip is --input, or one generated from the --source photo; without --source, one of the
     bundled sample photos of `livecam demo` is put on a clip of the other.
@@ -678,7 +678,11 @@ def bench(ctx: click.Context, **kw: Any) -> None:
 @c2pa_options
 @click.pass_context
 def demo(ctx: click.Context, output_dir: Path, force: bool, **kw: Any) -> None:
-    """See a real swap in one command: bundled photos, no camera, GPU or network needed."""
+    """See a real swap in one command: bundled photos, no camera, GPU or network needed.
+
+    Writes the swapped clip, the clip before it and a before/after picture into OUTPUT_DIR
+    (default: livecam-demo, in the current folder).
+    """
     from livecam.commands.demo import run_demo
 
     return run_demo(DemoJob(output_dir=output_dir, runtime=ctx.obj, force=force, c2pa=_c2pa(ctx, kw)))
