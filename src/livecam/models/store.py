@@ -147,6 +147,10 @@ class ModelStore:
         # describe()'s results per file: a run's K lanes read a model's inputs and outputs once
         self._descriptions: dict[Path, ModelDescription | None] = {}
         self._describing = threading.Lock()
+        # files already warned about under --unverified-models: path() runs more than once per model
+        # (an fp16 enhancer's checks, K lanes), and each said the same warning again
+        self._warned: set[Path] = set()
+        self._warning = threading.Lock()
 
     # ---- lookup -------------------------------------------------------------------------
     def spec(self, name: str) -> ModelSpec:
@@ -413,7 +417,11 @@ class ModelStore:
         if not problem:
             return
         if self.settings.unverified_models:
-            log.warning("warning: %s: %s; used anyway because of --unverified-models", path, problem)
+            with self._warning:
+                first = path not in self._warned
+                self._warned.add(path)
+            if first:
+                log.warning("warning: %s: %s; used anyway because of --unverified-models", path, problem)
             return
         raise ModelError(f"model file {path} is invalid: {problem}; {self.fix_hint(spec)}")
 
