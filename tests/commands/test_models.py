@@ -365,6 +365,12 @@ def test_models_convert_refuses_to_overwrite_without_force(isolated_env, tmp_pat
     result = run_cli(["models", "convert", str(checkpoint), "-o", str(existing)], env=isolated_env)
     assert result.returncode == 2 and "--force" in result.stderr
     assert existing.read_bytes() == b"keep me"
+    # an existing file of another extension: its name is the fix, not --force (which then said it)
+    notes = tmp_path / "notes.txt"
+    notes.write_bytes(b"keep me")
+    named = run_cli(["models", "convert", str(checkpoint), "-o", str(notes)], env=isolated_env)
+    assert named.returncode == 2 and "extension .txt); name it notes.onnx" in named.stderr, named.stderr
+    assert notes.read_bytes() == b"keep me"
 
 
 @pytest.mark.parametrize("name,message", [

@@ -169,12 +169,13 @@ def convert_model(settings: RuntimeSettings, checkpoint: Path, output: Path | No
     store = ModelStore(settings, progress=False)
     target = output or store.root / store.spec("gfpgan_1.4").file_name
     check_not_an_input(target, checkpoint)  # -o CHECKPOINT --force replaced the checkpoint with its conversion
-    check_new_output(target, force=force)
     if output is not None:  # made its missing folders and wrote any extension; the models folder is made
         if output.suffix.lower() != ".onnx":
             raise InputError(f"cannot write an ONNX model to {output} (extension {output.suffix or 'missing'}); "
                              f"name it {output.stem}.onnx")
         check_output_folder(output)
+    # after the name's checks: an existing notes.txt was told "add --force", and with it "name it notes.onnx"
+    check_new_output(target, force=force)
     try:
         import torch  # noqa: F401 - only to give a clear message when it is missing
         from livecam.models.convert import convert_gfpgan
