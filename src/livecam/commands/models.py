@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -177,7 +178,7 @@ def convert_model(settings: RuntimeSettings, checkpoint: Path, output: Path | No
     # after the name's checks: an existing notes.txt was told "add --force", and with it "name it notes.onnx"
     check_new_output(target, force=force)
     try:
-        import torch  # noqa: F401 - only to give a clear message when it is missing
+        importlib.import_module("torch")  # only to give a clear message when it is missing
         from livecam.models.convert import convert_gfpgan
     except ImportError as exc:
         raise InputError(f"converting needs extra packages ({exc.name or exc} is missing); "

@@ -19,6 +19,7 @@ needs.
 from __future__ import annotations
 
 import glob
+import importlib
 import json
 import logging
 from dataclasses import asdict, dataclass
@@ -224,7 +225,7 @@ def convert(name: str, fp32: Path) -> Any:
     """The fp16 ModelProto of `fp32`, inputs and outputs kept float32, nodes in graph order."""
     try:
         import onnx
-        from onnxruntime.transformers.float16 import convert_float_to_float16
+        importlib.import_module("onnxruntime.transformers.float16")  # the converter, which needs onnx too
     except ImportError as exc:
         raise ModelError(f"converting {name} to fp16 needs the onnx package ({exc.name or exc} is missing: "
                          f"pip install 'livecam[fp16]'); {FIX}") from exc
