@@ -461,12 +461,16 @@ def _faces(counts: list[int]) -> float | None:
 
 def _input_size(path: Path) -> tuple[str, int | None]:
     """The clip's WIDTHxHEIGHT and the frames it holds (None: unknown)."""
-    from livecam.media.video_reader import VideoReader
+    from livecam.media.video_reader import StillImageError, VideoReader
 
-    with VideoReader(path) as reader:
-        if reader.info.frames is not None and reader.info.frames <= WARMUP_FRAMES:
-            raise _too_short(path)
-        return f"{reader.info.width}x{reader.info.height}", reader.info.expected_frames
+    try:
+        with VideoReader(path) as reader:
+            if reader.info.frames is not None and reader.info.frames <= WARMUP_FRAMES:
+                raise _too_short(path)
+            return f"{reader.info.width}x{reader.info.height}", reader.info.expected_frames
+    except StillImageError as exc:  # "use `livecam image`": bench makes its clip from a photo itself
+        raise InputError(f"--input {path} is a still image, not a video; to measure on a clip made from it, "
+                         f"leave --input out and give it as --source {path}") from exc
 
 
 def _too_short(path: Path) -> InputError:

@@ -49,6 +49,12 @@ _PICTURE_FORMATS = ("ico",)
 NO_FRAMES, GIVE_FRAMES = "has no video frames", "give a video with frames"
 
 
+
+class StillImageError(InputError):
+    """A still image given where a video goes: a command with another use for it (`bench`, which
+    makes a clip from a --source photo) says so instead."""
+
+
 @dataclass(frozen=True)  # not slotted: pickled with VideoInfo into a chunk (frozen + slots: no unpickling on 3.10)
 class Chapter:
     """A chapter mark of the input, on frames()'s timeline (ticks of `time_base`), for the output."""
@@ -168,7 +174,7 @@ def open_input(path: Path, *, once: bool = False) -> av.container.InputContainer
         if _animated_webp(path):  # FFmpeg's WebP decoder reads stills only (and OpenCV none)
             raise InputError(f"{path} is an animated WebP, which this FFmpeg cannot decode; convert it to an "
                              f"animated GIF or a video first (e.g. `magick {path.name} {path.stem}.gif`) and give that")
-        raise InputError(f"{path} is a still image, not a video; use `livecam image` for images")
+        raise StillImageError(f"{path} is a still image, not a video; use `livecam image` for images")
     return container
 
 
