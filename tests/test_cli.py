@@ -27,6 +27,52 @@ def test_help_of_every_command(command: list[str]) -> None:
     assert "Usage: livecam" in result.stdout
 
 
+def test_every_option_says_what_it_does() -> None:
+    # `bench --help` listed --mode and --frames, and `models convert --help` --force, with no word on them
+    import click
+
+    from livecam.cli import cli
+
+    def bare(command: click.Command, path: str) -> list[str]:
+        found = [f"{path} {param.opts[0]}" for param in command.params
+                 if isinstance(param, click.Option) and not param.hidden and not param.help]
+        for name, sub in getattr(command, "commands", {}).items():
+            found += bare(sub, f"{path} {name}")
+        return found
+
+    assert bare(cli, "livecam") == []
+
+
+def test_a_word_taken_as_the_mouth_masks_size_is_named_with_the_fix() -> None:
+    # `--mouth-mask in.jpg out.jpg` took the input as the optional SIZE: "'in.jpg' is not a valid integer range"
+    result = run_cli(["image", "--mouth-mask", "in.jpg", "out.jpg", "-s", "x.jpg"])
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "'in.jpg' is not a SIZE from 0 to 100; --mouth-mask takes the word after it as its SIZE, so give one " \
+           "(--mouth-mask 0) or put --mouth-mask after the files" in result.stderr, result.stderr
+    live = run_cli(["run", "--mouth-mask", "big", "-s", "x.jpg"])  # no files to put it after
+    assert live.returncode == 2 and "so give one (--mouth-mask 0) (see" in live.stderr, live.stderr
+    assert "--mouth-mask [SIZE]" in run_cli(["image", "--help"]).stdout
+
+
+def test_the_size_of_every_model_is_the_catalogs() -> None:
+    # `models download --all` was "about 3 GB" in its help and the README; the files are 3.5 GB
+    import re
+
+    from livecam.models.catalog import CATALOG
+
+    total = sum(spec.size or 0 for spec in CATALOG.values() if spec.downloadable) / 1e9
+    said = re.search(r"about (\S+) GB", " ".join(run_cli(["models", "download", "--help"]).stdout.split()))
+    assert said is not None and said.group(1) == f"{total:.1f}"
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert f"--all: every model (~{total:.1f} GB)" in readme
+
+
+def test_demo_help_says_where_its_files_go() -> None:
+    # `livecam demo --help` showed [OUTPUT_DIR] without its default: the files' folder was a guess
+    assert "OUTPUT_DIR (default: livecam-demo, in the current folder)" in " ".join(
+        run_cli(["demo", "--help"]).stdout.split())
+
+
 def test_version() -> None:
     result = run_cli(["--version"])
     assert result.returncode == 0

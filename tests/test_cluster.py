@@ -279,8 +279,22 @@ def test_doctor_lists_every_node_with_its_versions(ray_cluster: str) -> None:
     assert "reachable" in lines[0], lines
     nodes = [line for line in lines[1:] if line.strip().startswith("node ")]
     assert len(nodes) == 2, lines
-    assert all("0 GPU(s)" in line and line.endswith(": OK") for line in nodes), lines
+    assert all("0 GPUs" in line and line.endswith(": OK") for line in nodes), lines
     assert lines[-1] == "Cluster: ready", lines
+
+
+def test_doctor_counts_the_nodes_that_are_not_ready(monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    # it said "Cluster: NOT ready (1 node(s) above)"
+    from livecam import cluster
+    from livecam.commands.doctor import run_cluster_doctor
+
+    lines = ["cluster local: reachable; here livecam 0.1.0, Ray 2.60.0, Python 3.11",
+             "  node a (10.0.0.1): 1 GPU, livecam 0.1.0, Ray 2.60.0, Python 3.11: OK",
+             "  node b (10.0.0.2): 2 GPUs, livecam 0.0.9 (here 0.1.0), Ray 2.60.0, Python 3.11: MISMATCH: livecam"]
+    monkeypatch.setattr(cluster, "describe_cluster", lambda address: lines)
+    assert run_cluster_doctor("local") == 1
+    assert capsys.readouterr().out.splitlines()[-1] == "Cluster: NOT ready (1 node above)"
 
 
 def test_a_folder_runs_every_segment_on_the_cluster_and_sums_up(tmp_path: Path, clip: Path, driver: str,

@@ -18,7 +18,7 @@ import click
 
 from livecam import __version__
 from livecam.atomic import trailing_slash_problem
-from livecam.cli_params import EnvFlag, FiniteRange, GivenPath, NameOrPath, ProcessorChoice
+from livecam.cli_params import EnvFlag, FiniteRange, GivenPath, NameOrPath, OptionalSize, ProcessorChoice
 from livecam.cli_usage import expand_variadic, usage_message
 from livecam.console import (
     ClosedStdout,
@@ -34,6 +34,7 @@ from livecam.console import (
 )
 from livecam.errors import EXIT_BROKEN_PIPE, EXIT_FAILURE, EXIT_INTERRUPTED, Interrupted, LivecamError
 from livecam.interrupt import interrupted, output_done
+from livecam.models.catalog import every_model_bytes
 from livecam.pipeline.signals import ignore_stop_signals, stop_signals
 from livecam.pipeline.budget import check_execution_threads
 from livecam.processors import registry
@@ -264,8 +265,8 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--swap-model", type=click.Choice(SWAP_MODELS), default="auto", show_default=True,
                      help="auto: inswapper fp16 on GPUs, fp32 on CPU, the embedded mesh swapper without them; "
                           "hyperswap_1a/1b/1c_256: FaceFusion's 256 px HyperSwap (ResearchRAIL licence)."),
-        click.option("--mouth-mask", type=click.IntRange(0, 100), default=None, is_flag=False, flag_value=0,
-                     help="Keep the target's mouth; SIZE 0..100 grows it towards the chin."),
+        click.option("--mouth-mask", type=OptionalSize(), default=None, is_flag=False, flag_value=0, metavar="[SIZE]",
+                     help="Keep the target's mouth; SIZE 0..100 (0 when left out) grows it towards the chin."),
         click.option("--color-match/--no-color-match", default=True, show_default=True,
                      help="Match the swapped face's colour to the target's skin."),
         # -- face masks (inswapper paste-back; processors/crop_masks.py) --
@@ -619,9 +620,13 @@ def image(ctx: click.Context, input: Path, output: str, **kw: Any) -> None:
 
 @cli.command()
 @processing_options
-@click.option("--mode", type=click.Choice(["live", "video"]), default="live", show_default=True)
+@click.option("--mode", type=click.Choice(["live", "video"]), default="live", show_default=True,
+              help="live: the pipeline of `livecam run` (nothing dropped, latency measured); video: the file "
+                   "pipeline of `livecam video` (workers, in-order encode).")
 @click.option("--input", "bench_input", type=GivenPath(path_type=Path), help="Clip to run (default: generated).")
-@click.option("--frames", type=click.IntRange(min=10), default=300, show_default=True)
+@click.option("--frames", type=click.IntRange(min=10), default=300, show_default=True,
+              help="Frames measured (a few warm-up frames run first, uncounted; an --input clip gives at most "
+                   "its own).")
 @click.option("--resolution", default="1280x720", show_default=True, help="Size of the generated clip.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("--compare-providers", default="", metavar="P1,P2,...",
@@ -638,7 +643,7 @@ def image(ctx: click.Context, input: Path, output: str, **kw: Any) -> None:
                    "provider runs marked.")
 @click.pass_context
 def bench(ctx: click.Context, **kw: Any) -> None:
-    """Measure the real pipeline on a recorded clip: per-stage ms, FPS, latency, memory.
+    """Measure the real pipeline on a clip: per-stage ms, FPS, latency, memory.
 
     The clip is --input, or one generated from the --source photo; without --source, one of the
     bundled sample photos of `livecam demo` is put on a clip of the other.
@@ -674,7 +679,11 @@ def bench(ctx: click.Context, **kw: Any) -> None:
 @c2pa_options
 @click.pass_context
 def demo(ctx: click.Context, output_dir: Path, force: bool, **kw: Any) -> None:
-    """See a real swap in one command: bundled photos, no camera, GPU or network needed."""
+    """See a real swap in one command: bundled photos, no camera, GPU or network needed.
+
+    Writes the swapped clip, the clip before it and a before/after picture into OUTPUT_DIR
+    (default: livecam-demo, in the current folder).
+    """
     from livecam.commands.demo import run_demo
 
     return run_demo(DemoJob(output_dir=output_dir, runtime=ctx.obj, force=force, c2pa=_c2pa(ctx, kw)))
@@ -723,7 +732,8 @@ def models_list(ctx: click.Context) -> None:
 @models.command("download")
 @click.argument("names", nargs=-1)
 @click.option("--accept-license", "accept", is_flag=True, help="Accept the models' licences.")
-@click.option("--all", "every", is_flag=True, help="Every downloadable model (about 3 GB), not only the default set.")
+@click.option("--all", "every", is_flag=True,
+              help=f"Every downloadable model (about {every_model_bytes() / 1e9:.1f} GB), not only the default set.")
 @click.pass_context
 def models_download(ctx: click.Context, names: tuple[str, ...], accept: bool, every: bool) -> None:
     """Download models: the NAMEs given, else what the default neural path runs (detector, ArcFace,
@@ -758,7 +768,7 @@ def models_where(ctx: click.Context) -> None:
 @click.argument("checkpoint", type=GivenPath(path_type=Path))
 @click.option("--output", "-o", type=GivenPath(dir_okay=False, path_type=Path),
               help="ONNX file to write (default: gfpgan_1.4.onnx in the models folder).")
-@click.option("--force", is_flag=True)
+@click.option("--force", is_flag=True, help="Overwrite the ONNX file if it exists.")
 @click.pass_context
 def models_convert(ctx: click.Context, checkpoint: Path, output: Path | None, force: bool) -> None:
     """Convert GFPGANv1.4.pth to ONNX once (needs `pip install 'livecam[convert]'`)."""

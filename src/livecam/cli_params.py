@@ -1,5 +1,6 @@
 """The click parameter types of livecam's options: a choice read from the processor registry, a
-float range without nan or inf, and a path that is never empty and has ~ expanded."""
+float range without nan or inf, an optional SIZE 0..100, and a path that is never empty and has ~
+expanded."""
 
 from __future__ import annotations
 
@@ -42,6 +43,25 @@ class FiniteRange(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return number
+
+
+class OptionalSize(click.IntRange):
+    """An option's optional SIZE 0..100 (--mouth-mask [SIZE]): the word after the flag is taken as
+    it whenever it does not start with a dash, so `--mouth-mask in.jpg out.jpg` took the input as
+    the size and said "'in.jpg' is not a valid integer range"."""
+
+    def __init__(self) -> None:
+        super().__init__(0, 100)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            int(value)
+        except (TypeError, ValueError):
+            flag = param.opts[0] if param is not None else "the option"
+            files = ctx is not None and any(isinstance(p, click.Argument) for p in ctx.command.params)
+            self.fail(f"{value!r} is not a SIZE from 0 to 100; {flag} takes the word after it as its SIZE, so "
+                      f"give one ({flag} 0)" + (f" or put {flag} after the files" if files else ""), param, ctx)
+        return super().convert(value, param, ctx)
 
 
 class NamesItsVariable(click.ParamType):

@@ -569,12 +569,12 @@ def describe_cluster(address: str) -> list[str]:
                 theirs = ray.get(probe.options(scheduling_strategy=strategy).remote(), timeout=120)
             except Exception as exc:  # noqa: BLE001 - a node that cannot run livecam is the finding
                 text = str(exc).strip().splitlines()
-                lines.append(f"  node {node.get('NodeManagerAddress')}: {gpus} GPU(s); cannot run livecam "
+                lines.append(f"  node {node.get('NodeManagerAddress')}: {counted(gpus, 'GPU')}; cannot run livecam "
                              f"({text[-1] if text else type(exc).__name__}): {INSTALL_HINT}")
                 continue
             diff = [f"{k} {theirs[k]} (here {want[k]})" for k in want if theirs[k] != want[k]]
             state = "OK" if not diff else "MISMATCH: " + ", ".join(diff)
-            lines.append(f"  node {theirs['node']} ({node.get('NodeManagerAddress')}): {gpus} GPU(s), livecam "
+            lines.append(f"  node {theirs['node']} ({node.get('NodeManagerAddress')}): {counted(gpus, 'GPU')}, livecam "
                          f"{theirs['livecam']}, Ray {theirs['ray']}, Python {theirs['python']}: {state}")
         return lines
 

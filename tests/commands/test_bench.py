@@ -133,6 +133,16 @@ def test_errors_come_before_any_model_loads(tmp_path: Path, isolated_env: dict[s
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+def test_a_photo_as_input_is_told_to_be_the_source(faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # `bench --input photo.jpg` was told "use `livecam image` for images"; bench makes its clip from a --source photo
+    photo = faces_dir / "biden.jpg"
+    result = run_cli(["bench", "--frames", "10", "--input", str(photo)], env=isolated_env)
+    assert result.returncode == 2 and result.stderr.count("error") == 1, result.stderr
+    assert result.stderr.splitlines()[-1] == (f"livecam: error: --input {photo} is a still image, not a video; to "
+                                              f"measure on a clip made from it, leave --input out and give it as "
+                                              f"--source {photo}")
+
+
 def test_generated_clip_moves_and_is_copied() -> None:
     photo = np.random.default_rng(0).integers(0, 255, (200, 150, 3), dtype=np.uint8)
     clip = GeneratedClip(photo, (320, 240), frames=30)
@@ -219,6 +229,7 @@ def test_providers_side_by_side_over_alternating_rounds(faces_dir: Path, isolate
     assert table.returncode == 0, table.stderr
     header = table.stdout.splitlines()[1].split()
     assert header[-2:] == ["cpu", "auto"] and "(x1.00)" in table.stdout
+    assert table.stdout.splitlines()[0].endswith(", median of 1 alternating round")  # was "1 alternating round(s)"
 
 
 def test_ratios_against_a_saved_baseline(faces_dir: Path, isolated_env: dict[str, str], tmp_path: Path) -> None:

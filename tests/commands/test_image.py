@@ -632,7 +632,12 @@ def test_options_an_image_has_no_use_for_are_said(tmp_path: Path, faces_dir: Pat
                      env=isolated_env)
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("warning: --smoothing and --execution-threads are for videos and live runs; an image "
-                               "is one frame, whose models get every core, so they are ignored") == 1, result.stderr
+                               "is one frame (nothing to smooth across and its models get every core), so they are "
+                               "ignored") == 1, result.stderr
+    # each with its own reason: --smoothing alone was told "whose models get every core"
+    alone = run_cli([*base, "--smoothing", "0.2"], env=isolated_env)
+    assert alone.returncode == 0 and "warning: --smoothing is for videos and live runs; an image is one frame " \
+                                     "(nothing to smooth across), so it is ignored" in alone.stderr, alone.stderr
     assert result.stderr.count("warning: --reference-distance is how close a face must be to the --reference or "
                                "--map person; this run gives neither, so it is ignored") == 1, result.stderr
     from tests.standins.arcface import build_arcface  # --reference recognises people with ArcFace

@@ -107,6 +107,21 @@ def test_models_download_needs_the_licence_accepted(isolated_env) -> None:
     assert not Path(env["LIVECAM_MODELS_DIR"], "inswapper_128.onnx.part").exists()
 
 
+@pytest.mark.parametrize("args, command", [
+    ((), "livecam models download det_10g w600k_r50 inswapper_128 gfpgan_1.4 --accept-license"),
+    (("gfpgan_1.4", "xseg_1"), "livecam models download gfpgan_1.4 xseg_1 --accept-license"),
+    (("--all",), "livecam models download --all --accept-license"),
+])
+def test_a_refused_licence_names_the_command_that_fetches_everything_asked(isolated_env, args, command) -> None:
+    # it named only the models whose licence was refused: `livecam models download` without
+    # --accept-license said to run `livecam models download det_10g w600k_r50 inswapper_128
+    # --accept-license`, which left GFPGAN (Apache-2.0, asked for, never fetched) out
+    result = run_cli(["models", "download", *args], env=env_without_offline(isolated_env))
+    assert result.returncode == 3
+    assert result.stderr.splitlines()[-1].endswith(f"rerun with --accept-license (`{command}`)"), result.stderr
+    assert sorted(p.name for p in Path(isolated_env["LIVECAM_MODELS_DIR"]).glob("*") if p.name != "README.md") == []
+
+
 def _nested_parentheses(line: str) -> bool:
     depth = 0
     for ch in line:
@@ -350,6 +365,12 @@ def test_models_convert_refuses_to_overwrite_without_force(isolated_env, tmp_pat
     result = run_cli(["models", "convert", str(checkpoint), "-o", str(existing)], env=isolated_env)
     assert result.returncode == 2 and "--force" in result.stderr
     assert existing.read_bytes() == b"keep me"
+    # an existing file of another extension: its name is the fix, not --force (which then said it)
+    notes = tmp_path / "notes.txt"
+    notes.write_bytes(b"keep me")
+    named = run_cli(["models", "convert", str(checkpoint), "-o", str(notes)], env=isolated_env)
+    assert named.returncode == 2 and "extension .txt); name it notes.onnx" in named.stderr, named.stderr
+    assert notes.read_bytes() == b"keep me"
 
 
 @pytest.mark.parametrize("name,message", [

@@ -303,3 +303,22 @@ def test_a_file_of_another_model_is_its_own_error_before_any_conversion(
         else:
             store.precision_path("gpen_bfr_512", "fp16")
     assert conversions == [] and _cached(store) == [] and "fp32" not in caplog.text  # no "auto runs it in fp32"
+
+
+@pytest.mark.parametrize("source, other", [("--models-dir", "give --models-dir another folder"),
+                                           ("LIVECAM_MODELS_DIR", "set LIVECAM_MODELS_DIR to another folder")])
+def test_a_copy_that_cannot_be_kept_names_where_the_models_folder_came_from(tmp_path: Path, source: str,
+                                                                            other: str) -> None:
+    # it said "--models-dir picks another folder" to a user who had set LIVECAM_MODELS_DIR
+    folder = tmp_path / "models"
+    folder.mkdir()
+    store = ModelStore(RuntimeSettings(models_dir=folder, models_dir_from=source, unverified_models=True, quiet=True),
+                       progress=False)
+    _standin(store, "gpen_bfr_256")
+    (folder / fp16.FOLDER).write_text("")  # a file where the copies' folder goes
+    with pytest.raises(ModelError) as info:
+        store.precision_path("gpen_bfr_256", "fp16")
+    message = info.value.message
+    assert message.startswith(f"cannot keep the fp16 copy of gpen_bfr_256 in the models folder {folder} ({source}): ")
+    assert message.endswith(f"; {other}; use --enhancer-precision fp32")
+    assert ("--models-dir" in message) == (source == "--models-dir")

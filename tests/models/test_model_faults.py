@@ -67,6 +67,19 @@ def test_hash_mismatch_is_refused_unless_unverified_models(tmp_path, caplog) -> 
     assert "--unverified-models" in caplog.text
 
 
+def test_an_unverified_file_is_warned_about_once_a_run(tmp_path, caplog) -> None:
+    # an fp16 enhancer's run looks its fp32 file up twice, and said "used anyway because of
+    # --unverified-models" twice for it
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "sw.onnx").write_bytes(payload(4096, 2))
+    store = store_for(models, spec_for("sw", (), payload(4096, 1)), unverified=True)
+    with caplog.at_level("WARNING", logger="livecam"):
+        store.path("sw")
+        store.path("sw")
+    assert caplog.text.count("used anyway because of --unverified-models") == 1, caplog.text
+
+
 def test_random_bytes_named_as_an_unpinned_model_fail_before_processing(tmp_path) -> None:
     models = tmp_path / "models"
     models.mkdir()

@@ -128,7 +128,7 @@ def test_a_host_that_does_not_resolve_is_not_retried(server, online, caplog) -> 
                           policy=policy).path("m")
     assert path.read_bytes() == data
     assert not [r for r in caplog.records if "retrying" in r.getMessage()]
-    with pytest.raises(DownloadError, match=r"livecam-test\.invalid .*is this machine offline"):
+    with pytest.raises(DownloadError, match=r"livecam-test\.invalid .*connect this machine to the network"):
         ModelStore(online, progress=False, catalog={"n": spec_for("n", (unresolvable,), data)},
                    policy=policy).path("n")
 
@@ -326,8 +326,48 @@ def test_only_a_full_disk_is_told_to_free_space_and_a_folder_as_the_part_is_name
     monkeypatch.setattr(download_module, "_copy", refused)
     with pytest.raises(DownloadError) as info:
         make_store(online, spec).path("m")
-    assert "Permission denied; choose another folder with --models-dir" in info.value.message
+    assert f"in the models folder {models_dir} (--models-dir): Permission denied; give --models-dir another " \
+           f"folder" in info.value.message
     assert "disk space" not in info.value.message
+
+
+@pytest.mark.parametrize("errno_name, fix_start", [("EACCES", "Permission denied; "),
+                                                    ("ENOSPC", "No space left on device; free some disk space")])
+@pytest.mark.parametrize("source, other", [
+    ("LIVECAM_MODELS_DIR", "set LIVECAM_MODELS_DIR to another folder"),
+    ("default", "pass --models-dir (or set LIVECAM_MODELS_DIR) to use another one"),
+])
+def test_a_write_error_names_where_the_models_folder_came_from(server, tmp_path, monkeypatch, errno_name, fix_start,
+                                                               source, other) -> None:
+    # it said "choose another folder with --models-dir" to a user who had set LIVECAM_MODELS_DIR, or
+    # had given nothing (the default folder), without naming the folder
+    import errno
+
+    from livecam.models import download as download_module
+
+    if source == "default":  # an installed package's default: the user data folder
+        fake_pkg = tmp_path / "lib" / "site-packages" / "livecam"
+        fake_pkg.mkdir(parents=True)
+        monkeypatch.setattr(store_module, "PACKAGE_DIR", fake_pkg)
+        monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+        settings = RuntimeSettings(quiet=True)
+    else:
+        settings = RuntimeSettings(models_dir=tmp_path / "models", models_dir_from=source, quiet=True)
+    root = store_module.models_root(settings)
+    data = payload(SIZE, seed=26)
+    spec = spec_for("m", (server.serve("/m.onnx", data),), data)
+
+    def failed(*args, **kwargs):
+        raise OSError(getattr(errno, errno_name), os.strerror(getattr(errno, errno_name)))
+
+    monkeypatch.setattr(download_module, "_copy", failed)
+    with pytest.raises(DownloadError) as info:
+        make_store(settings, spec).path("m")
+    said = "the default" if source == "default" else source
+    assert f"cannot write m.onnx.part in the models folder {root} ({said}): {fix_start}" in info.value.message
+    assert info.value.message.endswith(other)
+    if source != "default":
+        assert "--models-dir" not in info.value.message
 
 
 def test_direct_mirror_is_used_when_the_archive_cannot_be_had(server, models_dir) -> None:
@@ -380,6 +420,27 @@ def test_no_network_says_its_reason_once_and_leaves_no_lock_file(online, models_
     assert info.value.message.count("cannot reach livecam-test.invalid") == 1, info.value.message
     assert info.value.message.count("livecam-test.invalid") == 1, info.value.message
     assert sorted(p.name for p in models_dir.iterdir()) == []
+
+
+def test_without_a_network_every_source_is_said_once_with_the_fix(models_dir, monkeypatch) -> None:
+    # `models download` with no network: "could not download buffalo_l.zip: cannot reach github.com
+    # (...); is this machine offline?; could not download det_10g.onnx: cannot reach huggingface.co
+    # (...); is this machine offline?", a question twice and nothing to do about it
+    import re
+
+    for var in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    data = payload(1000, seed=31)
+    archive = ArchiveSpec("pack.zip", ("http://archive.livecam-test.invalid/pack.zip",), 100, sha(b"x" * 100),
+                          ("det.onnx",))
+    spec = replace(spec_for("det", ("http://direct.livecam-test.invalid/det.onnx",), data), archive=archive)
+    settings = RuntimeSettings(models_dir=models_dir, models_dir_from="LIVECAM_MODELS_DIR", quiet=True)
+    with pytest.raises(DownloadError) as info:
+        make_store(settings, spec).path("det")
+    assert re.fullmatch(r"could not download det\.onnx: cannot reach archive\.livecam-test\.invalid or "
+                        r"direct\.livecam-test\.invalid \([^()\[\];]+\); connect this machine to the network \(or "
+                        r"set HTTPS_PROXY to your proxy\), or copy det\.onnx into the models folder "
+                        + re.escape(f"{models_dir} (LIVECAM_MODELS_DIR)"), info.value.message), info.value.message
 
 
 def test_a_finished_download_leaves_only_the_model_and_its_memo(server, online, models_dir) -> None:

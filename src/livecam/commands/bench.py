@@ -33,6 +33,7 @@ import click
 import numpy as np
 
 from livecam.commands.live import warm_frames
+from livecam.console import counted
 from livecam.errors import InputError
 from livecam.frame import FramePacket
 from livecam.paths import why_missing
@@ -463,12 +464,16 @@ def _faces(counts: list[int]) -> float | None:
 
 def _input_size(path: Path) -> tuple[str, int | None]:
     """The clip's WIDTHxHEIGHT and the frames it holds (None: unknown)."""
-    from livecam.media.video_reader import VideoReader
+    from livecam.media.video_reader import StillImageError, VideoReader
 
-    with VideoReader(path) as reader:
-        if reader.info.frames is not None and reader.info.frames <= WARMUP_FRAMES:
-            raise _too_short(path)
-        return f"{reader.info.width}x{reader.info.height}", reader.info.expected_frames
+    try:
+        with VideoReader(path) as reader:
+            if reader.info.frames is not None and reader.info.frames <= WARMUP_FRAMES:
+                raise _too_short(path)
+            return f"{reader.info.width}x{reader.info.height}", reader.info.expected_frames
+    except StillImageError as exc:  # "use `livecam image`": bench makes its clip from a photo itself
+        raise InputError(f"--input {path} is a still image, not a video; to measure on a clip made from it, "
+                         f"leave --input out and give it as --source {path}") from exc
 
 
 def _too_short(path: Path) -> InputError:
@@ -689,8 +694,9 @@ def side_by_side_table(side: dict[str, Any]) -> str:
     reports: dict[str, dict[str, Any]] = side.get("providers") or side["variants"]
     names = list(reports)
     width = max(16, *(len(n) + 11 for n in names))
-    lines = [f"livecam bench: {side['mode']} mode, {side['resolution']}, median of {side['rounds']} "
-             f"alternating round(s)", f"{'ms (median)':<16}" + "".join(f"{n:>{width}}" for n in names)]
+    lines = [f"livecam bench: {side['mode']} mode, {side['resolution']}, median of "
+             f"{counted(side['rounds'], 'alternating round')}",
+             f"{'ms (median)':<16}" + "".join(f"{n:>{width}}" for n in names)]
     stages = list(dict.fromkeys(s for r in reports.values() for s in r["stages"]))
 
     def cell(value: float | None, base: float | None) -> str:

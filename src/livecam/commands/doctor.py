@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from livecam import __version__
+from livecam.console import counted
 from livecam.errors import LivecamError, ProviderError
 from livecam.models.catalog import DEFAULT_RUN_MODELS, download_command
 from livecam.models.store import (CORRUPT, MISSING, PRESENT, VERIFIED, ModelStore, free_bytes, models_root,
@@ -259,5 +260,5 @@ def run_cluster_doctor(address: str) -> int:
     for line in lines:
         click.echo(line)
     problems = [line for line in lines if "MISMATCH" in line or "cannot run livecam" in line]
-    click.echo("Cluster: ready" if not problems else f"Cluster: NOT ready ({len(problems)} node(s) above)")
+    click.echo("Cluster: ready" if not problems else f"Cluster: NOT ready ({counted(len(problems), 'node')} above)")
     return 1 if problems else 0

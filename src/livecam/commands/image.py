@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
+from types import MappingProxyType
+from typing import Mapping
 
 from livecam.console import agree, counted
 from livecam.errors import InputError
@@ -34,6 +36,11 @@ def check_given_identity(c2pa: C2paSettings) -> None:
         signing_for(c2pa, None, ())
 
 
+# Why one frame has no use for these options (ImageJob.unused): --smoothing alone was told
+# "whose models get every core", the reason of --execution-threads
+ONE_FRAME: Mapping[str, str] = MappingProxyType({"--smoothing": "nothing to smooth across",
+                                                 "--execution-threads": "its models get every core"})
+
 def run_image(job: ImageJob) -> None:
     from livecam.pipeline.engine import Engine
 
@@ -51,8 +58,9 @@ def run_image(job: ImageJob) -> None:
                            still=True)
     log.debug("models: %s", engine.describe())
     if job.unused:
-        log.warning("warning: %s for videos and live runs; an image is one frame, whose models get every core, "
-                    "so %s ignored", registry.listed(list(job.unused)), agree(len(job.unused), "it is", "they are"))
+        log.warning("warning: %s for videos and live runs; an image is one frame (%s), so %s ignored",
+                    registry.listed(list(job.unused)), " and ".join(ONE_FRAME[flag] for flag in job.unused),
+                    agree(len(job.unused), "it is", "they are"))
     signing = signing_for(job.c2pa, job.input, tuple(engine.model_names.values()), outputs=(job.output,))
     packet = FramePacket(index=0, image=bgr.copy())
     engine.analyse(packet, track=False)

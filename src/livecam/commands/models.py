@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -92,11 +93,12 @@ def download_models(settings: RuntimeSettings, names: tuple[str, ...], accept: b
             _echo(f"{group_names}: licence {group[0].licence} ({group[0].licence_url})", err=True)
             if not tty_confirm(group[0]):
                 refused.extend(s.name for s in group)
-        if refused:
+        if refused:  # nothing was fetched: the command again fetches them all, not only the refused ones
+            listed = [s.name for s in fetch]
             raise LicenseNotAcceptedError(
                 f"{', '.join(refused)} {agree(len(refused), 'needs its', 'need their')} licence accepted "
                 f"before downloading; "
-                f"rerun with --accept-license (`{download_command(*refused)}`)")
+                f"rerun with --accept-license (`{download_command(*listed, catalog=store.catalog, every=every)}`)")
         settings = replace(settings, accept_license=True)  # what was asked above now counts as accepted
         store = ModelStore(settings, progress=not settings.quiet, confirm=lambda spec: False)
     for spec in specs:
@@ -168,14 +170,15 @@ def convert_model(settings: RuntimeSettings, checkpoint: Path, output: Path | No
     store = ModelStore(settings, progress=False)
     target = output or store.root / store.spec("gfpgan_1.4").file_name
     check_not_an_input(target, checkpoint)  # -o CHECKPOINT --force replaced the checkpoint with its conversion
-    check_new_output(target, force=force)
     if output is not None:  # made its missing folders and wrote any extension; the models folder is made
         if output.suffix.lower() != ".onnx":
             raise InputError(f"cannot write an ONNX model to {output} (extension {output.suffix or 'missing'}); "
                              f"name it {output.stem}.onnx")
         check_output_folder(output)
+    # after the name's checks: an existing notes.txt was told "add --force", and with it "name it notes.onnx"
+    check_new_output(target, force=force)
     try:
-        import torch  # noqa: F401 - only to give a clear message when it is missing
+        importlib.import_module("torch")  # only to give a clear message when it is missing
         from livecam.models.convert import convert_gfpgan
     except ImportError as exc:
         raise InputError(f"converting needs extra packages ({exc.name or exc} is missing); "

@@ -54,6 +54,12 @@ NO_FRAMES, GIVE_FRAMES = "has no video frames", "give a video with frames"
 NONE_DECODED = "no video frame could be decoded; the file is truncated or corrupt"  # (it opened, then ended)
 
 
+
+class StillImageError(InputError):
+    """A still image given where a video goes: a command with another use for it (`bench`, which
+    makes a clip from a --source photo) says so instead."""
+
+
 @dataclass(frozen=True)  # not slotted: pickled with VideoInfo into a chunk (frozen + slots: no unpickling on 3.10)
 class Chapter:
     """A chapter mark of the input, on frames()'s timeline (ticks of `time_base`), for the output."""
@@ -181,7 +187,7 @@ def open_input(path: Path, *, once: bool = False) -> av.container.InputContainer
         if _animated_webp(path):  # FFmpeg's WebP decoder reads stills only (and OpenCV none)
             raise InputError(f"{path} is an animated WebP, which this FFmpeg cannot decode; convert it to an "
                              f"animated GIF or a video first (e.g. `magick {path.name} {path.stem}.gif`) and give that")
-        raise InputError(f"{path} is a still image, not a video; use `livecam image` for images")
+        raise StillImageError(f"{path} is a still image, not a video; use `livecam image` for images")
     return container
 
 

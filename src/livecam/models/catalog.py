@@ -324,6 +324,11 @@ def _build() -> Mapping[str, ModelSpec]:
 CATALOG: Mapping[str, ModelSpec] = _build()
 
 
+def every_model_bytes() -> int:
+    """What `livecam models download --all` leaves in the models folder (its --help says it)."""
+    return sum(spec.size or 0 for spec in CATALOG.values() if spec.downloadable)
+
+
 def download_command(*names: str, catalog: Mapping[str, ModelSpec] | None = None, every: bool = False) -> str:
     """The command that fetches these models (of `catalog`, by default CATALOG), `--accept-license`
     included where a licence needs it: without the flag and a terminal to ask on, the download is

@@ -51,6 +51,24 @@ class _NextUrl(Exception):
     """A permanent failure for this URL (404, wrong size): try the next mirror."""
 
 
+class _Unreachable(_NextUrl):
+    """No network (or DNS) for this URL: retrying cannot help, the next mirror is tried at once."""
+
+    def __init__(self, host: str, why: str) -> None:
+        super().__init__(f"cannot reach {host} ({why}); is this machine offline?")
+        self.host, self.why = host, why
+
+
+class Unreachable(DownloadError):
+    """Every address of a file failed for want of a network (or DNS). `hosts` and `why` let the
+    store say it once for all the sources of a model, with the fix it knows (models/store.py)."""
+
+    def __init__(self, label: str, hosts: tuple[str, ...], why: str) -> None:
+        super().__init__(f"could not download {label}: cannot reach {' or '.join(hosts)} ({why}); is this "
+                         f"machine offline?")
+        self.hosts, self.why = hosts, why
+
+
 class ProxyRefused(DownloadError):
     """A download given up at the proxy's first refusal: every mirror (all https) goes through the
     same proxy, so no other is tried, nor the store's other source of the model."""
@@ -78,12 +96,17 @@ def download(
     progress: bool = True,
     policy: DownloadPolicy = DownloadPolicy(),
     unverified: bool = False,
+    folder: str,
+    elsewhere: str,
 ) -> Path:
     """Fetch the first URL that works into `dest` via `dest.part`; return dest.
 
+    `folder` names dest's folder for a local write error (with where it came from) and `elsewhere`
+    says how to use another one: the caller knows (store.models_root_named, other_models_root).
     Resumes a `.part` left by an earlier cut. A hash mismatch after a resumed transfer means the
     server's file changed between the cut and the resume: the part is dropped and fetched again
-    from zero, once. Raises DownloadError with every URL's reason when none works.
+    from zero, once. Raises DownloadError with every URL's reason when none works, Unreachable when
+    none could be reached for want of a network.
     """
     if not urls:
         raise DownloadError(f"no download address is known for {label}")
@@ -92,22 +115,27 @@ def download(
         raise DownloadError(f"{part} is a folder, where the partial download goes; move it away and run the "
                             f"download again")
     reasons: list[str] = []
+    unreachable: list[_Unreachable] = []
     for url in urls:
         try:
             _fetch_verified(url, part, size=size, sha256=sha256, label=label, progress=progress,
                             policy=policy, unverified=unverified)
         except _NextUrl as exc:
+            if isinstance(exc, _Unreachable):
+                unreachable.append(exc)
             reason = str(exc) if _host(url) in str(exc) else f"{_host(url)}: {exc}"
             if reason not in reasons:  # mirrors on one host (or no network) fail alike: say it once
                 reasons.append(reason)
             continue
         except OSError as exc:  # network errors are handled inside; this is the local disk
             # disk space is the fix only for a full disk (a file not ours, a read-only one, were told it too)
-            fix = ("free some disk space or choose another folder with --models-dir (the partial file resumes later)"
-                   if exc.errno in DISK_FULL else "choose another folder with --models-dir")
-            raise DownloadError(f"cannot write {part}: {exc.strerror or exc}; {fix}") from exc
+            fix = (f"free some disk space (the partial file resumes), or {elsewhere}" if exc.errno in DISK_FULL
+                   else elsewhere)
+            raise DownloadError(f"cannot write {part.name} in {folder}: {exc.strerror or exc}; {fix}") from exc
         os.replace(part, dest)
         return dest
+    if len(unreachable) == len(urls):
+        raise Unreachable(label, tuple(dict.fromkeys(u.host for u in unreachable)), unreachable[0].why)
     raise DownloadError(f"could not download {label}: " + "; ".join(reasons))
 
 
@@ -216,7 +244,8 @@ def _fetch_once(url: str, part: Path, *, size: int | None, label: str, progress:
         if _no_network(reason):
             # Retrying cannot help a machine without a network (or DNS): next mirror at once,
             # instead of half a minute of back-off per address before the same error.
-            raise _NextUrl(f"cannot reach {_host(url)} ({reason}); is this machine offline?") from exc
+            why = reason.strerror if isinstance(reason, OSError) and reason.strerror else str(reason)
+            raise _Unreachable(_host(url), why) from exc
         raise _Retry(f"connection failed: {reason}") from exc
 
     with response:

@@ -19,20 +19,20 @@ needs.
 from __future__ import annotations
 
 import glob
+import importlib
 import json
 import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from livecam.atomic import AtomicOutput
 from livecam.errors import LivecamError, ModelError
+from livecam.models.store import ModelStore, models_root_named, other_models_root
 from livecam.runtime.providers import FP16_FRIENDLY, import_onnxruntime
-
-if TYPE_CHECKING:
-    from livecam.models.store import ModelStore
+from livecam.settings import RuntimeSettings
 
 log = logging.getLogger("livecam")
 
@@ -133,7 +133,7 @@ def converted(store: ModelStore, name: str, fp32: Path) -> Path:
     if verdict is not None:
         raise _refused(name, verdict)
     store.describe(name)  # a file of another model is said as such, before a conversion of it is made and kept
-    return _convert_and_check(name, fp32, copy, record)
+    return _convert_and_check(name, fp32, copy, record, store.settings)
 
 
 def ready(store: ModelStore, name: str, fp32: Path) -> bool:
@@ -179,7 +179,7 @@ def _read_record(path: Path) -> dict[str, Any] | None:
     return data
 
 
-def _convert_and_check(name: str, fp32: Path, copy: Path, record: Path) -> Path:
+def _convert_and_check(name: str, fp32: Path, copy: Path, record: Path, settings: RuntimeSettings) -> Path:
     log.info("converting %s to fp16 once (%s)", name, copy)
     model = convert(name, fp32)
     data = model.SerializeToString()
@@ -202,8 +202,8 @@ def _convert_and_check(name: str, fp32: Path, copy: Path, record: Path) -> Path:
             out.write_bytes(json.dumps(entry, indent=1, sort_keys=True).encode("utf-8"))
     except (OSError, LivecamError) as exc:
         reason = exc.message if isinstance(exc, LivecamError) else (exc.strerror or str(exc))
-        raise ModelError(f"cannot keep the fp16 copy of {name} in {copy.parent} ({reason}; --models-dir "
-                         f"picks another folder); {FIX}") from exc
+        raise ModelError(f"cannot keep the fp16 copy of {name} in {models_root_named(settings)}: {reason} "
+                         f"({copy.parent}); {other_models_root(settings)}; {FIX}") from exc
     _drop_stale(name, copy, record)
     if problem:
         raise _refused(name, problem)
@@ -225,7 +225,7 @@ def convert(name: str, fp32: Path) -> Any:
     """The fp16 ModelProto of `fp32`, inputs and outputs kept float32, nodes in graph order."""
     try:
         import onnx
-        from onnxruntime.transformers.float16 import convert_float_to_float16
+        importlib.import_module("onnxruntime.transformers.float16")  # the converter, which needs onnx too
     except ImportError as exc:
         raise ModelError(f"converting {name} to fp16 needs the onnx package ({exc.name or exc} is missing: "
                          f"pip install 'livecam[fp16]'); {FIX}") from exc

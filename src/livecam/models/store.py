@@ -23,7 +23,7 @@ from livecam.atomic import AtomicOutput
 from livecam.errors import DownloadError, InputError, LicenseNotAcceptedError, ModelError
 from livecam.models import catalog as catalog_module
 from livecam.models.catalog import ArchiveSpec, ModelSpec, TensorSpec, download_command
-from livecam.models.download import DownloadPolicy, ProxyRefused, download, sha256_file
+from livecam.models.download import DownloadPolicy, ProxyRefused, Unreachable, download, sha256_file
 from livecam.runtime.providers import import_onnxruntime
 from livecam.settings import RuntimeSettings
 from livecam.console import counted
@@ -147,6 +147,10 @@ class ModelStore:
         # describe()'s results per file: a run's K lanes read a model's inputs and outputs once
         self._descriptions: dict[Path, ModelDescription | None] = {}
         self._describing = threading.Lock()
+        # files already warned about under --unverified-models: path() runs more than once per model
+        # (an fp16 enhancer's checks, K lanes), and each said the same warning again
+        self._warned: set[Path] = set()
+        self._warning = threading.Lock()
 
     # ---- lookup -------------------------------------------------------------------------
     def spec(self, name: str) -> ModelSpec:
@@ -413,7 +417,11 @@ class ModelStore:
         if not problem:
             return
         if self.settings.unverified_models:
-            log.warning("warning: %s: %s; used anyway because of --unverified-models", path, problem)
+            with self._warning:
+                first = path not in self._warned
+                self._warned.add(path)
+            if first:
+                log.warning("warning: %s: %s; used anyway because of --unverified-models", path, problem)
             return
         raise ModelError(f"model file {path} is invalid: {problem}; {self.fix_hint(spec)}")
 
@@ -482,7 +490,7 @@ class ModelStore:
 
     def _fetch(self, spec: ModelSpec) -> None:
         self._check_free_space(spec)
-        errors: list[str] = []
+        errors: list[DownloadError] = []
         if spec.archive is not None:
             try:
                 self._fetch_archive(spec.archive)
@@ -490,24 +498,43 @@ class ModelStore:
             except ProxyRefused:  # the direct mirrors are behind the same proxy
                 raise
             except DownloadError as exc:
-                errors.append(exc.message)
-                if not spec.urls:
-                    raise
-        dest = self.root / spec.file_name
-        try:
-            download(spec.urls, dest, size=spec.size, sha256=spec.sha256, label=spec.file_name,
-                     progress=self.progress, policy=self.policy, unverified=self.settings.unverified_models)
-        except DownloadError as exc:
-            raise DownloadError("; ".join([*errors, exc.message])) from exc
-        if spec.sha256 is not None:
-            self._memo_record(dest, sha256_file(dest))
+                errors.append(exc)
+        if spec.urls:
+            dest = self.root / spec.file_name
+            try:
+                download(spec.urls, dest, size=spec.size, sha256=spec.sha256, label=spec.file_name,
+                         progress=self.progress, policy=self.policy, unverified=self.settings.unverified_models,
+                         folder=models_root_named(self.settings), elsewhere=other_models_root(self.settings))
+            except DownloadError as exc:
+                errors.append(exc)
+            else:
+                if spec.sha256 is not None:
+                    self._memo_record(dest, sha256_file(dest))
+                return
+        failure = self._fetch_failed(spec, errors)
+        if failure is errors[-1]:
+            raise failure
+        raise failure from errors[-1]
+
+    def _fetch_failed(self, spec: ModelSpec, errors: list[DownloadError]) -> DownloadError:
+        """One error for every source of `spec` that failed; without a network, once, with the fix
+        (it said "is this machine offline?" once per source, and nothing to do about it)."""
+        offline = [exc for exc in errors if isinstance(exc, Unreachable)]
+        if len(offline) == len(errors):
+            hosts = " or ".join(dict.fromkeys(host for exc in offline for host in exc.hosts))
+            return DownloadError(f"could not download {spec.file_name}: cannot reach {hosts} ({offline[0].why}); "
+                                 f"connect this machine to the network (or set HTTPS_PROXY to your proxy), or copy "
+                                 f"{spec.file_name} into {models_root_named(self.settings)}")
+        if len(errors) == 1:
+            return errors[0]
+        return DownloadError("; ".join(exc.message for exc in errors))
 
     def _check_free_space(self, spec: ModelSpec) -> None:
         """Refuse early, rather than fill the disk and fail at 90 %."""
         need = (spec.size or 0) + (spec.archive.size if spec.archive else 0)
         free = free_bytes(self.root)
         if free is not None and need and free < need:
-            raise DownloadError(f"not enough free disk space for {spec.name} in {self.root}: "
+            raise DownloadError(f"not enough free disk space for {spec.name} in {models_root_named(self.settings)}: "
                                 f"{need / 1e6:.0f} MB needed, {free / 1e6:.0f} MB free; free some space, "
                                 f"or {other_models_root(self.settings)}")
 
@@ -516,7 +543,8 @@ class ModelStore:
         zip_path = self.root / archive.file_name
         if not zip_path.is_file():
             download(archive.urls, zip_path, size=archive.size, sha256=archive.sha256, label=archive.file_name,
-                     progress=self.progress, policy=self.policy, unverified=self.settings.unverified_models)
+                     progress=self.progress, policy=self.policy, unverified=self.settings.unverified_models,
+                     folder=models_root_named(self.settings), elsewhere=other_models_root(self.settings))
         members = {spec.file_name: spec for spec in self.catalog.values()
                    if spec.archive == archive and spec.file_name in archive.members}
         try:
