@@ -1,0 +1,58 @@
+"""`livecam image` on pictures whose faces are not what they seem: a picture with no face that
+the detector's padded retry takes one in, and a face cut by the picture's edge that the mesh
+swapper cannot fit. The summary and the warning say what happened to the pixels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from livecam.media.images import read_image
+from tests.commands.test_image import only_error_line, small
+from tests.conftest import run_cli
+
+EXACT = ["--no-label", "--no-watermark", "--no-c2pa"]  # nothing but the swap changes pixels
+
+
+def _no_face(faces_dir: Path, folder: Path) -> Path:
+    """group6.jpg's lower left: a glass, cards and hands on a table, and no face. Padded with black
+    (the retry for tight face crops), the embedded detector took the glass for a face (0.57)."""
+    path = folder / "table.png"
+    cv2.imwrite(str(path), cv2.imread(str(faces_dir / "group6.jpg"))[600:, :400])
+    return path
+
+
+def _standins(env: dict[str, str]) -> None:
+    from tests.standins import build_swap_models
+
+    build_swap_models(Path(env["LIVECAM_MODELS_DIR"]))
+
+
+def test_a_source_photo_without_a_face_is_refused(tmp_path: Path, faces_dir: Path,
+                                                   isolated_env: dict[str, str]) -> None:
+    # The neural swapper put the glass's "identity" on the target, and exited 0 without a word.
+    _standins(isolated_env)
+    table, target = _no_face(faces_dir, tmp_path), small(faces_dir, "obama.jpg", tmp_path)
+    out = tmp_path / "o.png"
+    result = run_cli(["--unverified-models", "image", str(target), str(out), "-s", str(table), *EXACT],
+                     env=isolated_env)
+    assert result.returncode == 2
+    assert "no face found in source photo" in only_error_line(
+        "\n".join(line for line in result.stderr.splitlines() if "--unverified-models" not in line))
+    assert not out.exists()
+
+
+def test_a_picture_without_a_face_is_written_unchanged(tmp_path: Path, faces_dir: Path,
+                                                       isolated_env: dict[str, str]) -> None:
+    # The glass was swapped for a face ("1 face swapped") by the neural swapper.
+    _standins(isolated_env)
+    table, source = _no_face(faces_dir, tmp_path), small(faces_dir, "biden.jpg", tmp_path)
+    out = tmp_path / "o.png"
+    result = run_cli(["--unverified-models", "image", str(table), str(out), "-s", str(source), *EXACT],
+                     env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    assert f"warning: no face found in {table}; writing it unchanged" in result.stderr
+    assert "0 faces swapped" in result.stderr
+    assert np.array_equal(read_image(out), read_image(table))
