@@ -56,3 +56,26 @@ def test_a_picture_without_a_face_is_written_unchanged(tmp_path: Path, faces_dir
     assert f"warning: no face found in {table}; writing it unchanged" in result.stderr
     assert "0 faces swapped" in result.stderr
     assert np.array_equal(read_image(out), read_image(table))
+
+
+def _cut(faces_dir: Path, folder: Path) -> Path:
+    """obama.jpg cut through the middle of the face (at x 480 of the box's 351..633): the
+    detector still finds the face, FaceMesh cannot fit it."""
+    path = folder / "cut.png"
+    cv2.imwrite(str(path), cv2.imread(str(faces_dir / "obama.jpg"))[:, :480])
+    return path
+
+
+def test_a_face_the_mesh_swapper_cannot_fit_is_not_counted_as_swapped(tmp_path: Path, faces_dir: Path,
+                                                                      isolated_env: dict[str, str]) -> None:
+    # "1 face swapped", and not a pixel changed.
+    cut, source = _cut(faces_dir, tmp_path), small(faces_dir, "biden.jpg", tmp_path)
+    out = tmp_path / "o.png"
+    result = run_cli(["image", str(cut), str(out), "-s", str(source), "--swap-model", "mesh", *EXACT],
+                     env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    assert (f"warning: the mesh swapper could not fit its landmarks to the face found in {cut} (cut off by the "
+            "edge, or turned away), so nothing was swapped; use one where the whole face shows, or the neural "
+            "swapper (--swap-model inswapper_128)") in result.stderr
+    assert "0 faces swapped" in result.stderr and "--face-mask" not in result.stderr
+    assert np.array_equal(read_image(out), read_image(cut))

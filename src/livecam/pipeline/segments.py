@@ -72,6 +72,7 @@ class SegmentResult:
     with_faces: int
     usable: int  # frames with a face big enough to change (as RunStats counts them)
     faces_changed: int  # the faces changed, summed over the frames (as RunStats counts them)
+    faces_unfitted: int = 0  # the faces the mesh swapper could not fit, summed (as RunStats counts them)
 
 
 @dataclass(frozen=True)
@@ -176,14 +177,16 @@ def run_segment(job: VideoJob, segment: Segment, engine: FileEngine, *, name: st
         part = EncodedPart(data=spec.path.read_bytes(), format=fmt, time_base=info.time_base,
                            times=tuple(writer.packet_times), name=name)
     return SegmentResult(part=part, frames=stats.frames, processed=stats.processed, with_faces=stats.with_faces,
-                         usable=stats.usable, faces_changed=stats.faces_changed)
+                         usable=stats.usable, faces_changed=stats.faces_changed,
+                         faces_unfitted=stats.faces_unfitted)
 
 
 def joined_stats(results: Sequence[SegmentResult]) -> RunStats:
     """A joined file's counts, its segments' summed: what a whole-file run's RunStats says."""
     return RunStats(frames=sum(r.frames for r in results), processed=sum(r.processed for r in results),
                     with_faces=sum(r.with_faces for r in results), usable=sum(r.usable for r in results),
-                    faces_changed=sum(r.faces_changed for r in results))
+                    faces_changed=sum(r.faces_changed for r in results),
+                    faces_unfitted=sum(r.faces_unfitted for r in results))
 
 
 def _segment_frames(reader: VideoReader | ChunkReader, segment: Segment, engine: FileEngine, job: VideoJob,

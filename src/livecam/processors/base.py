@@ -29,6 +29,18 @@ def changed_faces(packet: FramePacket) -> int:
     return sum(usable(face) for face in packet.faces) - packet.left_as_is
 
 
+def why_unchanged(faces: str, unfitted: bool) -> str:
+    """The warning, with its fix, when the swapper left every usable face of `faces` ("the face
+    found in X") as it was: the mesh swapper could not fit FaceMesh to them (`unfitted`:
+    FramePacket.unfitted), or their paste mask was empty."""
+    if unfitted:
+        return (f"the mesh swapper could not fit its landmarks to {faces} (cut off by the edge, or turned "
+                "away), so nothing was swapped; use one where the whole face shows, or the neural swapper "
+                "(--swap-model inswapper_128)")
+    return (f"--face-mask left nothing to swap of {faces}: none of the parts it keeps is there; "
+            "choose other --face-mask types, regions or areas")
+
+
 def presence(face: Face) -> float:
     """0..1: how much of a processor's change a face gets, by its size: 0 where not usable,
     rising linearly to 1 at FULL_EYE_DISTANCE (multiplies the opacity)."""

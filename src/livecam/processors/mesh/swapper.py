@@ -113,6 +113,9 @@ class MeshSwapper:
                 continue
             if self._swappable(face):
                 self.swap_level(packet.image, face, sources[face.source_key])
+            elif usable(face):  # FaceMesh found no face there: it was counted as swapped, unchanged
+                packet.left_as_is += 1
+                packet.unfitted += 1
         packet.timings[self.name] = (time.perf_counter() - start) * 1000.0
         return packet
 
