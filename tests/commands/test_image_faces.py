@@ -79,3 +79,19 @@ def test_a_face_the_mesh_swapper_cannot_fit_is_not_counted_as_swapped(tmp_path: 
             "swapper (--swap-model inswapper_128)") in result.stderr
     assert "0 faces swapped" in result.stderr and "--face-mask" not in result.stderr
     assert np.array_equal(read_image(out), read_image(cut))
+
+
+def test_a_padding_that_leaves_nothing_names_the_padding(tmp_path: Path, faces_dir: Path,
+                                                         isolated_env: dict[str, str]) -> None:
+    # It said "--face-mask left nothing to swap ...; choose other --face-mask types, regions or
+    # areas" to a run that gave no --face-mask, only the padding.
+    _standins(isolated_env)
+    target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
+    out = tmp_path / "o.png"
+    result = run_cli(["--unverified-models", "image", str(target), str(out), "-s", str(source), *EXACT,
+                      "--face-mask-padding", "49", "49", "50", "49"], env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    assert (f"warning: --face-mask-padding 49 49 50 49 left nothing of the box mask to swap of the face found "
+            f"in {target}; give smaller percentages") in result.stderr
+    assert "0 faces swapped" in result.stderr
+    assert np.array_equal(read_image(out), read_image(target))

@@ -676,7 +676,8 @@ def say_unchanged(stats: RunStats, job: VideoJob) -> None:
                     else f"{stats.with_faces} of the {stats.processed} processed frames", MIN_EYE_DISTANCE)
     elif stats.usable and not stats.faces_changed:  # each left by the swapper
         where = "the one processed frame" if one else f"{stats.usable} of the {stats.processed} processed frames"
-        log.warning("warning: %s", why_unchanged(f"the faces found in {where}", stats.faces_unfitted > 0))
+        log.warning("warning: %s", why_unchanged(f"the faces found in {where}", stats.faces_unfitted > 0,
+                                                 job.processing.swap))
 
 
 def _finish_partial(writer: VideoWriter, output: AtomicOutput, job: VideoJob, exc: BaseException) -> Path | None:

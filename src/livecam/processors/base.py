@@ -9,6 +9,7 @@ import numpy as np
 from livecam.faces.face import Face
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
+from livecam.settings import SwapSettings
 
 MIN_EYE_DISTANCE = 24.0  # px between the eyes; smaller faces are left as they are
 # From there the change fades in, fully shown from this eye distance: in a video, a face whose
@@ -29,7 +30,7 @@ def changed_faces(packet: FramePacket) -> int:
     return sum(usable(face) for face in packet.faces) - packet.left_as_is
 
 
-def why_unchanged(faces: str, unfitted: bool) -> str:
+def why_unchanged(faces: str, unfitted: bool, swap: SwapSettings) -> str:
     """The warning, with its fix, when the swapper left every usable face of `faces` ("the face
     found in X") as it was: the mesh swapper could not fit FaceMesh to them (`unfitted`:
     FramePacket.unfitted), or their paste mask was empty."""
@@ -37,6 +38,12 @@ def why_unchanged(faces: str, unfitted: bool) -> str:
         return (f"the mesh swapper could not fit its landmarks to {faces} (cut off by the edge, or turned "
                 "away), so nothing was swapped; use one where the whole face shows, or the neural swapper "
                 "(--swap-model inswapper_128)")
+    if swap.face_mask == ("box",) and any(swap.face_mask_padding):
+        # the box alone: what its padding left, feathered by --face-mask-blur, is empty ("choose
+        # other --face-mask types" did not name the padding, the one option given)
+        padding = " ".join(f"{p:g}" for p in swap.face_mask_padding)
+        return (f"--face-mask-padding {padding} left nothing of the box mask to swap of {faces}; "
+                "give smaller percentages")
     return (f"--face-mask left nothing to swap of {faces}: none of the parts it keeps is there; "
             "choose other --face-mask types, regions or areas")
 
