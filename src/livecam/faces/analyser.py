@@ -226,8 +226,10 @@ class FaceAnalyser:
     def cache_tag(self) -> str:
         """What a photo's analysis depends on besides its bytes (see faces.source)."""
         # "rolls": photos searched at every quarter turn, FaceMesh re-cropped (faces/rolls.py);
-        # photos cached before that were analysed upright only.
-        return f"{self.names}|{self.det_size}|{self.settings.det_threshold}|rolls"
+        # photos cached before that were analysed upright only. "confirmed": a face found only
+        # on the padded copy counts where FaceMesh sees one (detect_padded); photos cached before
+        # that kept a glass on a table as their face.
+        return f"{self.names}|{self.det_size}|{self.settings.det_threshold}|rolls|confirmed"
 
     def describe(self) -> str:
         parts = [f"detector {self.names.detector}"]
