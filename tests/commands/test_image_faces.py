@@ -1,6 +1,7 @@
-"""`livecam image` on pictures whose faces are not what they seem: a picture with no face that
-the detector's padded retry takes one in, and a face cut by the picture's edge that the mesh
-swapper cannot fit. The summary and the warning say what happened to the pixels."""
+"""`livecam image` where the faces to change are not what they seem: a picture with no face that
+the detector's padded retry took one in, a face cut by the picture's edge that the mesh swapper
+cannot fit, a --face-mask-padding that leaves nothing, one --map REFERENCE given twice. The
+summary and the warning say what happened to the pixels; a mistake is one line, exit 2."""
 
 from __future__ import annotations
 
@@ -95,3 +96,18 @@ def test_a_padding_that_leaves_nothing_names_the_padding(tmp_path: Path, faces_d
             f"in {target}; give smaller percentages") in result.stderr
     assert "0 faces swapped" in result.stderr
     assert np.array_equal(read_image(out), read_image(target))
+
+
+def test_one_reference_given_twice_to_map_is_refused(tmp_path: Path, faces_dir: Path,
+                                                     isolated_env: dict[str, str]) -> None:
+    # Every face of that person took the first SOURCE; the second --map did nothing, unsaid.
+    group, biden, obama = faces_dir / "group6.jpg", faces_dir / "biden.jpg", faces_dir / "obama.jpg"
+    again = tmp_path / "again.jpg"
+    again.symlink_to(group)  # the same file by another name
+    out = tmp_path / "o.png"
+    result = run_cli(["image", str(group), str(out), "--map", f"{biden}={group}", "--map", f"{obama}={again}"],
+                     env=isolated_env)
+    assert result.returncode == 2
+    assert (f"Invalid value for --map: REFERENCE {again} is given twice, for {biden} and for {obama}; one "
+            "person gets one face: give each REFERENCE once") in only_error_line(result.stderr)
+    assert not out.exists()
