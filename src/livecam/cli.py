@@ -203,10 +203,10 @@ def _parse_map(values: tuple[str, ...]) -> tuple[tuple[Path, Path], ...]:
         source, reference = next(((s, r) for s, r in splits if Path(s).is_file() and Path(r).is_file()), splits[0])
         pairs.append((Path(source), Path(reference)))
     # The same person twice: their faces all took the first SOURCE, the second never used, unsaid.
-    for at, (source, reference) in enumerate(pairs):
-        earlier = next((s for s, r in pairs[:at] if _same_file(r, reference)), None)
+    for at, (face, person) in enumerate(pairs):
+        earlier = next((s for s, r in pairs[:at] if _same_file(r, person)), None)
         if earlier is not None:
-            raise click.BadParameter(f"REFERENCE {reference} is given twice, for {earlier} and for {source}; "
+            raise click.BadParameter(f"REFERENCE {person} is given twice, for {earlier} and for {face}; "
                                      "one person gets one face: give each REFERENCE once", param_hint="--map")
     return tuple(pairs)
 
