@@ -88,6 +88,11 @@ def test_unknown_option_is_usage_error() -> None:
     late = run_cli(["models", "download", "w600k_r50", "--offline"])
     assert late.returncode == 2 and "--offline is an option of livecam itself: put it before the command" in late.stderr
     assert late.stderr.count("\n") == 1, late.stderr
+    # and a command's option before the command: "No such option '--no-watermark'. (see `livecam --help`)"
+    early = run_cli(["--no-watermark", "image", "a.jpg", "b.jpg", "-s", "c.jpg"])
+    assert early.returncode == 2 and early.stderr == (
+        "livecam: error: No such option '--no-watermark'; --no-watermark is an option of `livecam image`: put it "
+        "after the command, `livecam image ... --no-watermark`\n")
 
 
 def test_quiet_and_verbose_together_are_a_usage_error() -> None:

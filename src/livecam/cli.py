@@ -203,7 +203,20 @@ def _parse_map(values: tuple[str, ...]) -> tuple[tuple[Path, Path], ...]:
         # a photo's name may hold '=' itself (face=1.jpg): the split naming two files that exist
         source, reference = next(((s, r) for s, r in splits if Path(s).is_file() and Path(r).is_file()), splits[0])
         pairs.append((Path(source), Path(reference)))
+    # The same person twice: their faces all took the first SOURCE, the second never used, unsaid.
+    for at, (face, person) in enumerate(pairs):
+        earlier = next((s for s, r in pairs[:at] if _same_file(r, person)), None)
+        if earlier is not None:
+            raise click.BadParameter(f"REFERENCE {person} is given twice, for {earlier} and for {face}; "
+                                     "one person gets one face: give each REFERENCE once", param_hint="--map")
     return tuple(pairs)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.samefile(b)
+    except OSError:  # one is missing: the photo checks say so, by name
+        return False
 
 
 def _names(choices: tuple[str, ...]) -> Callable[[click.Context, click.Parameter, Any], tuple[str, ...]]:

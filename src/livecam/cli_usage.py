@@ -74,6 +74,20 @@ def global_usage(group: click.Group, exc: click.UsageError) -> str:
     return ""
 
 
+def command_usage(group: click.Group, argv: Sequence[str], exc: click.UsageError) -> str:
+    """For an option of the command given before it (`livecam --no-watermark image ...`): where
+    it goes; else ''."""
+    if not isinstance(exc, click.NoSuchOption) or exc.ctx is None or exc.ctx.command is not group:
+        return ""
+    name = next((word for word in argv if word in group.commands), None)
+    command = group.commands.get(name) if name else None
+    if command is None or not any(exc.option_name in (*param.opts, *param.secondary_opts)
+                                  for param in command.params if isinstance(param, click.Option)):
+        return ""
+    return (f"{exc.option_name} is an option of `livecam {name}`: put it after the command, "
+            f"`livecam {name} ... {exc.option_name}`")
+
+
 def dash_name(argv: Sequence[str], exc: click.UsageError) -> str:
     """For a file name starting with a dash (`-out.jpg`), which click reads as options (`-o`):
     how to give it; else ''."""
@@ -107,7 +121,8 @@ def usage_message(group: click.Group, argv: Sequence[str], strays: Sequence[tupl
     mistake is a known one."""
     where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
     message = exc.format_message()
-    moved = dash_name(argv, exc) or global_usage(group, exc) or arguments_usage(exc)
+    moved = (dash_name(argv, exc) or global_usage(group, exc) or command_usage(group, argv, exc)
+             or arguments_usage(exc))
     if moved:  # `livecam run ... --offline` only said "No such option"
         message, where = message.rstrip("."), f"; {moved}"
     if exc.ctx is not None and exc.ctx.command.name == "image" and message.startswith("Got unexpected extra"):

@@ -26,6 +26,9 @@ class FramePacket:
     # faces big enough to change that the swapper left as they were (their paste mask came out
     # empty, e.g. none of the --face-mask-regions visible): processors.base.changed_faces
     left_as_is: int = 0
+    # of those, faces the mesh swapper left because FaceMesh could not fit them (cut off by the
+    # edge, turned away): processors.base.why_unchanged says which it was
+    unfitted: int = 0
 
     def __post_init__(self) -> None:
         img = self.image

@@ -256,3 +256,21 @@ def test_a_reference_or_map_photo_that_is_a_link_to_nothing_or_a_fifo_is_named_a
     os.mkfifo(tmp_path / "pipe.jpg")
     with pytest.raises(InputError, match=r"--map photo .*pipe\.jpg is not a regular file; give a photo file$"):
         check_photo_options(AnalysisSettings(face_map=((tmp_path / "pipe.jpg", tmp_path / "pipe.jpg"),)))
+
+
+def test_a_face_cached_before_the_padded_retry_was_confirmed_is_not_used(tmp_path: Path, faces_dir: Path) -> None:
+    # The table of group6.jpg's lower left (a glass, no face) was cached with the glass as its
+    # face; the fixed analyser finds none, but the cached entry, under the same key, was used.
+    from livecam.faces.source import cache_key
+    from tests.faces.test_analyser import _real_analyser
+
+    table = tmp_path / "table.png"
+    cv2.imwrite(str(table), cv2.imread(str(faces_dir / "group6.jpg"))[600:, :400])
+    analyser = _real_analyser(tmp_path, need_landmarks=False)
+    earlier = type("Earlier", (), {"cache_tag": analyser.cache_tag.removesuffix("|confirmed")})()
+    cache = SourceCache(tmp_path / "cache")
+    glass = Face(bbox=np.array([175.0, 28, 329, 182]), score=0.57,
+                 kps=np.array([[224.0, 71], [288, 75], [250, 95], [221, 132], [274, 135]]))
+    cache.put(cache_key(table, earlier), glass)
+    with pytest.raises(NoFaceError, match="no face found in source photo"):
+        analyse_source([table], analyser, cache=SourceCache(tmp_path / "cache"))

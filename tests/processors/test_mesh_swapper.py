@@ -292,6 +292,16 @@ def test_pass_through_cases_leave_the_frame_untouched() -> None:
         assert packet.timings["face_swapper"] >= 0.0
 
 
+def test_a_face_without_a_mesh_is_counted_as_left_unfitted() -> None:
+    # FaceMesh could not fit it (cut by the frame's edge): the summary said "1 face swapped".
+    from livecam.processors.base import changed_faces
+
+    frame = pattern(240, 320, seed=13)
+    fitted, no_mesh = make_face(1.0, (100, 120)), make_face(1.0, (220, 120)).with_(landmarks=None)
+    packet = swapped(SwapSettings(), frame, [fitted, no_mesh])
+    assert (packet.left_as_is, packet.unfitted, changed_faces(packet)) == (1, 1, 1)
+
+
 def test_faces_partly_outside_the_frame_are_swapped_where_visible() -> None:
     frame = pattern(240, 320, seed=14)
     for offset in [(10, 120), (310, 120), (160, 5), (160, 235), (0, 0)]:

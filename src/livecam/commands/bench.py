@@ -41,7 +41,7 @@ from livecam.pipeline.contracts import ForwardingEngine
 from livecam.marks.live_marker import LiveMarker
 from livecam.marks.watermark import open_watermarker
 from livecam.processors import registry
-from livecam.processors.base import MIN_EYE_DISTANCE, changed_faces, usable
+from livecam.processors.base import MIN_EYE_DISTANCE, changed_faces, usable, why_unchanged
 from livecam.settings import BenchJob, LiveJob
 
 if TYPE_CHECKING:
@@ -558,10 +558,11 @@ def _run_bench(job: BenchJob) -> None:
                         "the eyes), so these figures leave out what the processors do to a face; use a larger "
                         "--resolution, a photo where the face fills more of the frame, or --input a clip with "
                         "larger faces", MIN_EYE_DISTANCE)
-        elif not result["faces_changed_per_frame"]:  # each left by the swapper: its paste mask was empty
-            log.warning("warning: --face-mask left nothing to swap of the faces in the clip's frames: none of the "
-                        "parts it keeps is there, so these figures leave out the paste-back; choose other "
-                        "--face-mask types, regions or areas")
+        elif not result["faces_changed_per_frame"]:  # each left by the swapper
+            # the mesh swapper ignores --face-mask: it leaves only faces FaceMesh cannot fit
+            log.warning("warning: %s (these figures leave out the swap)",
+                        why_unchanged("the faces in the clip's frames", engines[name].swap_model == "mesh",
+                                      variants[name].processing.swap))
         reports[name] = {
             "mode": job.mode, "input": str(job.input) if job.input else "generated", "resolution": size,
             "engine": engines[name].describe(), "workers": job.processing.runtime.execution_threads,

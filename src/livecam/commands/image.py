@@ -21,7 +21,7 @@ from livecam.marks.watermark import open_watermarker
 from livecam.media.images import check_output_path, read_image_and_profile, split_alpha, write_image_atomic
 from livecam.interrupt import output_done
 from livecam.processors import registry
-from livecam.processors.base import MIN_EYE_DISTANCE, changed_faces, usable
+from livecam.processors.base import MIN_EYE_DISTANCE, changed_faces, usable, why_unchanged
 from livecam.settings import C2paSettings, ImageJob
 
 log = logging.getLogger("livecam")
@@ -77,10 +77,10 @@ def run_image(job: ImageJob) -> None:
                     MIN_EYE_DISTANCE, job.output)
     else:
         engine.process(packet)
-        if packet.left_as_is == count:  # usable faces, each left by the swapper: its paste mask was empty
-            log.warning("warning: --face-mask left nothing to swap of the %s found in %s: none of the parts "
-                        "it keeps is there; choose other --face-mask types, regions or areas",
-                        agree(count, "face", counted(count, "face")), job.input)
+        if packet.left_as_is == count:  # usable faces, each left by the swapper
+            log.warning("warning: %s", why_unchanged(f"the {agree(count, 'face', counted(count, 'face'))} found "
+                                                     f"in {job.input}", packet.unfitted > 0,
+                                                     job.processing.swap))
         count = changed_faces(packet)
     marker = open_watermarker(job.processing.runtime, engine.providers) if job.watermark else None
     write_image_atomic(job.output, packet.image, force=job.force, label=job.label, alpha=alpha,

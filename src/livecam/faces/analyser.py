@@ -226,8 +226,10 @@ class FaceAnalyser:
     def cache_tag(self) -> str:
         """What a photo's analysis depends on besides its bytes (see faces.source)."""
         # "rolls": photos searched at every quarter turn, FaceMesh re-cropped (faces/rolls.py);
-        # photos cached before that were analysed upright only.
-        return f"{self.names}|{self.det_size}|{self.settings.det_threshold}|rolls"
+        # photos cached before that were analysed upright only. "confirmed": a face found only
+        # on the padded copy counts where FaceMesh sees one (detect_padded); photos cached before
+        # that kept a glass on a table as their face.
+        return f"{self.names}|{self.det_size}|{self.settings.det_threshold}|rolls|confirmed"
 
     def describe(self) -> str:
         parts = [f"detector {self.names.detector}"]
@@ -256,7 +258,7 @@ class FaceAnalyser:
         else:
             faces = self.detector.detect(image)
             if not faces and max(image.shape[:2]) <= PAD_RETRY_MAX_SIDE:
-                faces = detect_padded(self.detector, image)
+                faces = detect_padded(self.detector, image, self.landmarker)
             timings["detect"] = _ms(t0)
             faces = self._select(image, faces, timings)
         if faces and self.landmarker is not None and (self.need_landmarks or carry):
@@ -338,7 +340,7 @@ class FaceAnalyser:
     def analyse_photo(self, image: np.ndarray) -> tuple[Face | None, int]:
         """(largest face with landmarks and, when an embedder is loaded, its embedding; number of
         faces found) for a source or reference photo."""
-        faces = _at_any_roll(self.detector).detect(image) or detect_padded(self.detector, image)
+        faces = _at_any_roll(self.detector).detect(image) or detect_padded(self.detector, image, self.landmarker)
         best = selection.largest_face(faces)
         if best is None:
             return None, 0
@@ -369,8 +371,11 @@ def _at_any_roll(detector: Any) -> Any:
     return AnyRoll(detector) if isinstance(detector, BlazeFaceDetector) else detector
 
 
-def detect_padded(detector: Detector, image: np.ndarray) -> list[Face]:
-    """Faces found on a copy of the image with a black border, in the image's coordinates.
+def detect_padded(detector: Detector, image: np.ndarray, confirm: Landmarker | None = None) -> list[Face]:
+    """Faces found on a copy of the image with a black border, in the image's coordinates,
+    where `confirm` (FaceMesh) sees a face too: on the border's black the detector took a
+    whisky glass on a table for a face (group6.jpg's lower left, score 0.57), which was then
+    swapped as a target and put in as a --source photo's face.
     Upright only (AnyRoll.detect_turns): a crop that tight is an aligned face, upright by
     construction, and on obama2.jpg's aligned 112 px crop a quarter turn scored 0.73 against
     the upright 0.71, with its eyes 11 px off."""
@@ -383,7 +388,10 @@ def detect_padded(detector: Detector, image: np.ndarray) -> list[Face]:
         bbox = np.clip(face.bbox - pad, 0, [w, h, w, h])
         if bbox[2] > bbox[0] and bbox[3] > bbox[1]:  # a "face" found in the border alone is none
             faces.append(face.with_(bbox=bbox, kps=face.kps - pad))
-    return faces
+    if confirm is None or not faces:
+        return faces
+    # The detector's faces as they are (a photo is embedded from the detector's keypoints)
+    return [face for face, fitted in zip(faces, confirm.refine(image, faces)) if fitted.landmarks is not None]
 
 
 def pick_detector(choice: str, store: Any) -> str:

@@ -101,6 +101,7 @@ class LaneRecipe:
     need_landmarks: bool
     need_embedding: bool  # ArcFace on the frames' faces: --reference or --map (the sources are embedded once, here)
     live: bool
+    still: bool = False
 
 
 class Engine:
@@ -171,7 +172,7 @@ class Engine:
         # anything else is loaded.
         described = lanes and uses_lanes(providers, settings.runtime)
         context = registry.BuildContext(settings, store, providers, threads, swap_model, live=live,
-                                        describe_only=described)
+                                        still=still, describe_only=described)
         processors: list[FrameProcessor] = [spec.build(context) for spec in chosen]
         names = {spec.name: spec.model(context) for spec in chosen}
         analyser = FaceAnalyser.create(
@@ -219,7 +220,7 @@ class Engine:
         if analysis.face_map and analysis.many_faces:  # map mode swaps every face of the mapped people
             log.warning("warning: --many-faces is ignored with --map, which swaps every face of its REFERENCE people")
         recipe = LaneRecipe(store, tuple(chosen), threads, need_landmarks,
-                            bool(analysis.reference or analysis.face_map), live)
+                            bool(analysis.reference or analysis.face_map), live, still)
         engine = cls(settings, analyser, processors, sources, providers=providers, swap_model=swap_model,
                      cycle=cycle if live and _is_folder(settings.sources) else (), cache=cache,
                      model_names=names, recipe=recipe)
@@ -319,7 +320,7 @@ class Engine:
         assert recipe is not None
         # live as the run: a live lane holds the enhancer's fast model too (the governor's step)
         context = registry.BuildContext(self.settings, recipe.store, self.providers.for_lane(lane), recipe.threads,
-                                        self.swap_model, live=recipe.live)
+                                        self.swap_model, live=recipe.live, still=recipe.still)
         processors = [spec.build(context) for spec in recipe.specs]
         for processor in processors:
             processor.prepare(self.sources)

@@ -71,7 +71,7 @@ from livecam.pipeline.contracts import FileEngine
 from livecam.pipeline.progress import Counter, Progress
 from livecam.pipeline.queues import BoundedQueue, ReorderBuffer, put_until
 from livecam.pipeline.stages import POLL_S, Stages
-from livecam.processors.base import MIN_EYE_DISTANCE, changed_faces, usable
+from livecam.processors.base import MIN_EYE_DISTANCE, changed_faces, usable, why_unchanged
 from livecam.media.provenance import CONTAINER_METADATA, LabelPlacement, draw_label
 from livecam.settings import VideoJob
 from livecam.console import agree, counted
@@ -214,6 +214,7 @@ class RunStats:
     with_faces: int = 0
     usable: int = 0  # with a face big enough for the processors to change (processors.base.usable)
     faces_changed: int = 0  # faces the processors changed, summed over the frames (processors.base.changed_faces)
+    faces_unfitted: int = 0  # faces the mesh swapper could not fit, summed (FramePacket.unfitted)
     interrupted: bool = False
     seconds: float = 0.0
     stage_ms: dict[str, float] = field(default_factory=dict)  # summed over processed frames
@@ -558,6 +559,7 @@ class FilePipeline:
                     stats.with_faces += bool(packet.faces)
                     stats.usable += any(usable(face) for face in packet.faces)
                     stats.faces_changed += changed_faces(packet)
+                    stats.faces_unfitted += packet.unfitted
                     for stage, ms in packet.timings.items():
                         stats.stage_ms[stage] = stats.stage_ms.get(stage, 0.0) + ms
                 if self.progress is not None:
@@ -731,10 +733,10 @@ def say_unchanged(stats: RunStats, job: VideoJob) -> None:
                     "so none was changed; use a video where they are larger",
                     "the one processed frame" if one
                     else f"{stats.with_faces} of the {stats.processed} processed frames", MIN_EYE_DISTANCE)
-    elif stats.usable and not stats.faces_changed:  # each left by the swapper: its paste mask was empty
-        log.warning("warning: --face-mask left nothing to swap of the faces found in %s: none of the parts it "
-                    "keeps is there; choose other --face-mask types, regions or areas",
-                    "the one processed frame" if one else f"{stats.usable} of the {stats.processed} processed frames")
+    elif stats.usable and not stats.faces_changed:  # each left by the swapper
+        where = "the one processed frame" if one else f"{stats.usable} of the {stats.processed} processed frames"
+        log.warning("warning: %s", why_unchanged(f"the faces found in {where}", stats.faces_unfitted > 0,
+                                                 job.processing.swap))
 
 
 def _finish_partial(writer: VideoWriter, output: AtomicOutput, job: VideoJob, exc: BaseException) -> Path | None:

@@ -9,6 +9,7 @@ import numpy as np
 from livecam.faces.face import Face
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
+from livecam.settings import SwapSettings
 
 MIN_EYE_DISTANCE = 24.0  # px between the eyes; smaller faces are left as they are
 # From there the change fades in, fully shown from this eye distance: in a video, a face whose
@@ -29,9 +30,31 @@ def changed_faces(packet: FramePacket) -> int:
     return sum(usable(face) for face in packet.faces) - packet.left_as_is
 
 
-def presence(face: Face) -> float:
+def why_unchanged(faces: str, unfitted: bool, swap: SwapSettings) -> str:
+    """The warning, with its fix, when the swapper left every usable face of `faces` ("the face
+    found in X") as it was: the mesh swapper could not fit FaceMesh to them (`unfitted`:
+    FramePacket.unfitted), or their paste mask was empty."""
+    if unfitted:
+        return (f"the mesh swapper could not fit its landmarks to {faces} (cut off by the edge, or turned "
+                "away), so nothing was swapped; use one where the whole face shows, or the neural swapper "
+                "(--swap-model inswapper_128)")
+    if swap.face_mask == ("box",) and any(swap.face_mask_padding):
+        # the box alone: what its padding left, feathered by --face-mask-blur, is empty ("choose
+        # other --face-mask types" did not name the padding, the one option given)
+        padding = " ".join(f"{p:g}" for p in swap.face_mask_padding)
+        return (f"--face-mask-padding {padding} left nothing of the box mask to swap of {faces}; "
+                "give smaller percentages")
+    return (f"--face-mask left nothing to swap of {faces}: none of the parts it keeps is there; "
+            "choose other --face-mask types, regions or areas")
+
+
+def presence(face: Face, fade: bool = True) -> float:
     """0..1: how much of a processor's change a face gets, by its size: 0 where not usable,
-    rising linearly to 1 at FULL_EYE_DISTANCE (multiplies the opacity)."""
+    rising linearly to 1 at FULL_EYE_DISTANCE (multiplies the opacity). `fade` False (a still
+    picture, which has no next frame to pop in): 1 for every usable face; a face 24.1 px between
+    the eyes got 2.5 % of the swap, a ghost, and was counted as swapped."""
+    if not fade:
+        return 1.0 if usable(face) else 0.0
     ramp = (face.eye_distance - MIN_EYE_DISTANCE) / (FULL_EYE_DISTANCE - MIN_EYE_DISTANCE)
     return float(np.clip(ramp, 0.0, 1.0)) if usable(face) else 0.0
 

@@ -176,10 +176,13 @@ class FaceEnhancer:
     name = "face_enhancer"
 
     def __init__(self, session: Any, settings: EnhanceSettings, fast_session: Any = None, *, joined: Any = None,
-                 fast_joined: Any = None, one_shape: bool = False, masker: FaceMasker | None = None) -> None:
+                 fast_joined: Any = None, one_shape: bool = False, masker: FaceMasker | None = None,
+                 fade: bool = True) -> None:
         """`joined`, `fast_joined`: the models with their pixel front, or None; `one_shape`: one
         crop a call (Restorer); `masker`: the swapper's, whose kept target the restored face is
-        not pasted over (None: nothing kept)."""
+        not pasted over (None: nothing kept); `fade`: faces near the size limit fade in
+        (base.presence; not in a still picture)."""
+        self._fade = fade
         self._settings = settings
         self._masker = masker
         self._chosen = Restorer(settings.model, session, settings, joined, one_shape)
@@ -243,7 +246,7 @@ class FaceEnhancer:
                 mask = self._mask(restorer.mask, crop, face, matrix)
                 # BGRA with the paste mask as alpha, built in one merge (paste() takes it as is).
                 restored = cv2.merge((*planes, mask.alpha8))
-                paste(image, restored, matrix, mask, opacity=blend * presence(face))
+                paste(image, restored, matrix, mask, opacity=blend * presence(face, self._fade))
         packet.timings[self.name] = (time.perf_counter() - start) * 1000.0
         return packet
 
@@ -265,7 +268,7 @@ def _build(ctx: BuildContext) -> FaceEnhancer:
     fast, fast_joined = _fast_sessions(ctx) if ctx.live else (None, None)
     # On a GPU lane one shape, joined or not (the join may fail)
     return FaceEnhancer(session, settings, fast, joined=joined, fast_joined=fast_joined,
-                        one_shape=_on_gpu_lane(ctx), masker=_kept_by_swapper(ctx))
+                        one_shape=_on_gpu_lane(ctx), masker=_kept_by_swapper(ctx), fade=not ctx.still)
 
 
 def _kept_by_swapper(ctx: BuildContext) -> FaceMasker | None:

@@ -184,9 +184,11 @@ class NeuralSwapper:
 
     def __init__(self, session: Any, settings: SwapSettings, *, kind: SwapKind = INSWAPPER,
                  model_path: Path | str | None = None, emap: np.ndarray | None = None,
-                 masker: FaceMasker | None = None, joined: Any = None) -> None:
+                 masker: FaceMasker | None = None, joined: Any = None, fade: bool = True) -> None:
         """`joined`: the same model with `pixel_front` around it, run instead of `session` and
-        the numpy conversions (a lane on a GPU: uint8 crops up, the uint8 swap back)."""
+        the numpy conversions (a lane on a GPU: uint8 crops up, the uint8 swap back); `fade`:
+        faces near the size limit fade in (base.presence; not in a still picture)."""
+        self._fade = fade
         self._session = session
         self._joined = joined
         self._settings = settings
@@ -327,7 +329,7 @@ class NeuralSwapper:
         if not mask.alpha8.any():  # e.g. none of the --face-mask-regions visible: nothing to paste
             return mask_ms, False
         paste(image, fake, aligned.matrix, mask,
-              opacity=float(np.clip(settings.blend, 0.0, 1.0)) * presence(face))
+              opacity=float(np.clip(settings.blend, 0.0, 1.0)) * presence(face, self._fade))
         return mask_ms, True
 
     def process(self, packet: FramePacket) -> FramePacket:
@@ -364,7 +366,7 @@ def _build(ctx: BuildContext) -> FrameProcessor:
     if model == "mesh":
         from livecam.processors.mesh.swapper import MeshSwapper
 
-        return MeshSwapper(ctx.settings.swap)
+        return MeshSwapper(ctx.settings.swap, fade=not ctx.still)
     from livecam.runtime.lanes import uses_device_fronts
 
     kind = swap_kind(model)
@@ -374,7 +376,7 @@ def _build(ctx: BuildContext) -> FrameProcessor:
     session, joined = ctx.open_model(model, (lambda described: pixel_front(kind, described, tiles))
                                      if uses_device_fronts(ctx.providers) else None)
     return NeuralSwapper(session, ctx.settings.swap, kind=kind, model_path=ctx.store.file_path(model),
-                         masker=build_masker(ctx), joined=joined)
+                         masker=build_masker(ctx), joined=joined, fade=not ctx.still)
 
 
 # The swapper's options (SwapSettings field -> flag); the mesh swapper blends by its own mask

@@ -44,6 +44,7 @@ class BuildContext:
     threads: int  # intra-op threads per ORT session
     swap_model: str | None  # the chosen swap model (pick_swap_model) when a swapper runs
     live: bool = False  # a live run (the governor may switch models: the enhancer's fast one)
+    still: bool = False  # single pictures (`livecam image`): no fade-in by face size (base.presence)
     # The run's own engine when its lanes process every frame (Engine.create(lanes=True) on a
     # lane provider): its processors keep their knobs, names and prepare() but hold no session
     # of their models, only descriptions (open_model); the lanes hold the sessions that run.

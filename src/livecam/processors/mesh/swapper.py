@@ -82,8 +82,10 @@ class MeshSwapper:
     name = "face_swapper"
 
     def __init__(self, settings: SwapSettings, *, keep_eyes: bool = True,
-                 keep_mouth_interior: bool = True, shape_strength: float = SHAPE_STRENGTH) -> None:
+                 keep_mouth_interior: bool = True, shape_strength: float = SHAPE_STRENGTH,
+                 fade: bool = True) -> None:
         self.settings = settings
+        self.fade = fade  # faces near the size limit fade in (base.presence; not in a still picture)
         self.shape_strength = shape_strength
         self.keep_eyes = keep_eyes
         self.keep_mouth_interior = keep_mouth_interior
@@ -113,6 +115,9 @@ class MeshSwapper:
                 continue
             if self._swappable(face):
                 self.swap_level(packet.image, face, sources[face.source_key])
+            elif usable(face):  # FaceMesh found no face there: it was counted as swapped, unchanged
+                packet.left_as_is += 1
+                packet.unfitted += 1
         packet.timings[self.name] = (time.perf_counter() - start) * 1000.0
         return packet
 
@@ -169,7 +174,7 @@ class MeshSwapper:
         # pixels that stay visible inside the face (kept eyes and mouth) are warped along.
         # --blend is the opacity of the whole swap: the shape change fades with it, so that a
         # small blend is close to the target (the kept eyes and mouth move by the shape change).
-        blend = float(np.clip(self.settings.blend, 0.0, 1.0)) * presence(face)
+        blend = float(np.clip(self.settings.blend, 0.0, 1.0)) * presence(face, self.fade)
         offsets = None
         if self.shape_strength * blend > 0.0:
             frozen = src.lips if self.settings.mouth_mask is not None else None

@@ -1,0 +1,130 @@
+"""`livecam image` where the faces to change are not what they seem: a picture with no face that
+the detector's padded retry took one in, a face cut by the picture's edge that the mesh swapper
+cannot fit, a --face-mask-padding that leaves nothing, one --map REFERENCE given twice. The
+summary and the warning say what happened to the pixels; a mistake is one line, exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from livecam.media.images import read_image
+from tests.commands.test_image import only_error_line, small
+from tests.conftest import run_cli
+
+EXACT = ["--no-label", "--no-watermark", "--no-c2pa"]  # nothing but the swap changes pixels
+
+
+def _no_face(faces_dir: Path, folder: Path) -> Path:
+    """group6.jpg's lower left: a glass, cards and hands on a table, and no face. Padded with black
+    (the retry for tight face crops), the embedded detector took the glass for a face (0.57)."""
+    path = folder / "table.png"
+    cv2.imwrite(str(path), cv2.imread(str(faces_dir / "group6.jpg"))[600:, :400])
+    return path
+
+
+def _standins(env: dict[str, str]) -> None:
+    from tests.standins import build_swap_models
+
+    build_swap_models(Path(env["LIVECAM_MODELS_DIR"]))
+
+
+def test_a_source_photo_without_a_face_is_refused(tmp_path: Path, faces_dir: Path,
+                                                   isolated_env: dict[str, str]) -> None:
+    # The neural swapper put the glass's "identity" on the target, and exited 0 without a word.
+    _standins(isolated_env)
+    table, target = _no_face(faces_dir, tmp_path), small(faces_dir, "obama.jpg", tmp_path)
+    out = tmp_path / "o.png"
+    result = run_cli(["--unverified-models", "image", str(target), str(out), "-s", str(table), *EXACT],
+                     env=isolated_env)
+    assert result.returncode == 2
+    assert "no face found in source photo" in only_error_line(
+        "\n".join(line for line in result.stderr.splitlines() if "--unverified-models" not in line))
+    assert not out.exists()
+
+
+def test_a_picture_without_a_face_is_written_unchanged(tmp_path: Path, faces_dir: Path,
+                                                       isolated_env: dict[str, str]) -> None:
+    # The glass was swapped for a face ("1 face swapped") by the neural swapper.
+    _standins(isolated_env)
+    table, source = _no_face(faces_dir, tmp_path), small(faces_dir, "biden.jpg", tmp_path)
+    out = tmp_path / "o.png"
+    result = run_cli(["--unverified-models", "image", str(table), str(out), "-s", str(source), *EXACT],
+                     env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    assert f"warning: no face found in {table}; writing it unchanged" in result.stderr
+    assert "0 faces swapped" in result.stderr
+    assert np.array_equal(read_image(out), read_image(table))
+
+
+def _cut(faces_dir: Path, folder: Path) -> Path:
+    """obama.jpg cut through the middle of the face (at x 480 of the box's 351..633): the
+    detector still finds the face, FaceMesh cannot fit it."""
+    path = folder / "cut.png"
+    cv2.imwrite(str(path), cv2.imread(str(faces_dir / "obama.jpg"))[:, :480])
+    return path
+
+
+def test_a_face_the_mesh_swapper_cannot_fit_is_not_counted_as_swapped(tmp_path: Path, faces_dir: Path,
+                                                                      isolated_env: dict[str, str]) -> None:
+    # "1 face swapped", and not a pixel changed.
+    cut, source = _cut(faces_dir, tmp_path), small(faces_dir, "biden.jpg", tmp_path)
+    out = tmp_path / "o.png"
+    result = run_cli(["image", str(cut), str(out), "-s", str(source), "--swap-model", "mesh", *EXACT],
+                     env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    assert (f"warning: the mesh swapper could not fit its landmarks to the face found in {cut} (cut off by the "
+            "edge, or turned away), so nothing was swapped; use one where the whole face shows, or the neural "
+            "swapper (--swap-model inswapper_128)") in result.stderr
+    assert "0 faces swapped" in result.stderr and "--face-mask" not in result.stderr
+    assert np.array_equal(read_image(out), read_image(cut))
+
+
+def test_a_padding_that_leaves_nothing_names_the_padding(tmp_path: Path, faces_dir: Path,
+                                                         isolated_env: dict[str, str]) -> None:
+    # It said "--face-mask left nothing to swap ...; choose other --face-mask types, regions or
+    # areas" to a run that gave no --face-mask, only the padding.
+    _standins(isolated_env)
+    target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
+    out = tmp_path / "o.png"
+    result = run_cli(["--unverified-models", "image", str(target), str(out), "-s", str(source), *EXACT,
+                      "--face-mask-padding", "49", "49", "50", "49"], env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    assert (f"warning: --face-mask-padding 49 49 50 49 left nothing of the box mask to swap of the face found "
+            f"in {target}; give smaller percentages") in result.stderr
+    assert "0 faces swapped" in result.stderr
+    assert np.array_equal(read_image(out), read_image(target))
+
+
+def test_one_reference_given_twice_to_map_is_refused(tmp_path: Path, faces_dir: Path,
+                                                     isolated_env: dict[str, str]) -> None:
+    # Every face of that person took the first SOURCE; the second --map did nothing, unsaid.
+    group, biden, obama = faces_dir / "group6.jpg", faces_dir / "biden.jpg", faces_dir / "obama.jpg"
+    again = tmp_path / "again.jpg"
+    again.symlink_to(group)  # the same file by another name
+    out = tmp_path / "o.png"
+    result = run_cli(["image", str(group), str(out), "--map", f"{biden}={group}", "--map", f"{obama}={again}"],
+                     env=isolated_env)
+    assert result.returncode == 2
+    assert (f"Invalid value for --map: REFERENCE {again} is given twice, for {biden} and for {obama}; one "
+            "person gets one face: give each REFERENCE once") in only_error_line(result.stderr)
+    assert not out.exists()
+
+
+def test_a_face_just_over_the_size_limit_is_swapped_whole_in_a_picture(tmp_path: Path, faces_dir: Path,
+                                                                       isolated_env: dict[str, str]) -> None:
+    # The fade-in by size that keeps a video's face from popping (base.presence) left a still
+    # picture's face 24.8 px between the eyes with a fifth of the swap: a ghost, "1 face swapped".
+    photo = cv2.imread(str(faces_dir / "obama.jpg"))
+    small_face = tmp_path / "small.png"
+    cv2.imwrite(str(small_face), cv2.resize(photo, None, fx=0.235, fy=0.235, interpolation=cv2.INTER_AREA))
+    source = small(faces_dir, "biden.jpg", tmp_path)
+    out = tmp_path / "o.png"
+    result = run_cli(["image", str(small_face), str(out), "-s", str(source), "--swap-model", "mesh", *EXACT],
+                     env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    assert "1 face swapped" in result.stderr
+    changed = np.abs(read_image(out).astype(int) - read_image(small_face)).max(axis=2) > 8
+    assert changed[40:90, 90:145].mean() > 0.5  # eyes to chin (a fifth of the swap: 0.13)
