@@ -161,27 +161,48 @@ def test_no_number_option_takes_nan_or_inf() -> None:
 
 
 @pytest.mark.parametrize("command", ["image", "video", "run"])
-def test_blend_0_a_swap_that_changes_nothing_is_a_usage_error(command: str, tmp_path: Path, faces_dir: Path) -> None:
-    # `image --blend 0` wrote the photo unchanged yet said "1 face swapped", with the watermark
-    # and the XMP/EXIF tags of an AI edit that never happened
+@pytest.mark.parametrize("blend", ["0", "0.001"])
+def test_a_blend_too_small_to_move_a_pixel_is_a_usage_error(command: str, blend: str, tmp_path: Path,
+                                                              faces_dir: Path) -> None:
+    # `image --blend 0` (and 0.001, 0.004: no pixel moved by one grey level) wrote the photo
+    # unchanged yet said "1 face swapped", with the watermark and the XMP/EXIF tags of an AI
+    # edit that never happened
     out = tmp_path / "out.jpg"
     given = {"image": ["image", str(faces_dir / "biden.jpg"), str(out)],
              "video": ["video", str(faces_dir / "biden.jpg"), str(out)],
              "run": ["run", "--camera", str(faces_dir / "biden.jpg"), "--output", str(out)]}[command]
-    result = run_cli([*given, "-s", str(faces_dir / "obama.jpg"), "--swap-model", "mesh", "--blend", "0"])
+    result = run_cli([*given, "-s", str(faces_dir / "obama.jpg"), "--swap-model", "mesh", "--blend", blend])
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr
-    assert "Invalid value for '--blend': 0.0 is not in the range 0<x<=1" in lines[0] and not out.exists()
+    assert f"Invalid value for '--blend': {float(blend)} is not in the range 0.01<=x<=1" in lines[0], lines[0]
+    assert not out.exists()
 
 
-def test_enhancer_blend_0_an_enhancer_that_changes_nothing_is_a_usage_error(tmp_path: Path, faces_dir: Path) -> None:
+def test_the_least_blend_moves_pixels_of_a_real_swap(tmp_path: Path, faces_dir: Path) -> None:
+    # the bound of the test above is not so high that it refuses a blend that shows
+    import cv2
+    import numpy as np
+
+    source = tmp_path / "in.png"
+    cv2.imwrite(str(source), cv2.imread(str(faces_dir / "biden.jpg")))
+    out = tmp_path / "out.png"
+    result = run_cli(["image", str(source), str(out), "-s", str(faces_dir / "obama.jpg"), "--swap-model", "mesh",
+                      "--blend", "0.01", "--no-watermark", "--no-label", "--no-c2pa"])
+    assert result.returncode == 0 and "1 face swapped" in result.stderr, result.stderr
+    assert np.any(cv2.imread(str(out)) != cv2.imread(str(source)))
+
+
+@pytest.mark.parametrize("blend", ["0", "0.001"])
+def test_an_enhancer_blend_too_small_to_move_a_pixel_is_a_usage_error(blend: str, tmp_path: Path,
+                                                                       faces_dir: Path) -> None:
     # the enhancer ran on every face and changed none (face_enhancer alone: a labelled copy)
     out = tmp_path / "out.jpg"
     result = run_cli(["image", str(faces_dir / "biden.jpg"), str(out), "--frame-processor", "face_enhancer",
-                      "--enhancer-blend", "0"])
+                      "--enhancer-blend", blend])
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr
-    assert "Invalid value for '--enhancer-blend': 0.0 is not in the range 0<x<=1" in lines[0] and not out.exists()
+    assert f"Invalid value for '--enhancer-blend': {float(blend)} is not in the range 0.01<=x<=1" in lines[0], lines[0]
+    assert not out.exists()
 
 
 def test_a_file_name_with_a_newline_or_an_escape_keeps_every_message_on_one_line(tmp_path: Path,
