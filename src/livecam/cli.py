@@ -351,6 +351,12 @@ def _c2pa(ctx: click.Context, kw: dict[str, Any]) -> C2paSettings:
              if ctx.get_parameter_source(k) is click.core.ParameterSource.COMMANDLINE]
     if not kw["c2pa"] and typed:
         raise click.UsageError(f"--no-c2pa turns off the signing {' and '.join(typed)} would do: give one or the other")
+    if kw["c2pa"] and ctx.get_parameter_source("c2pa") is click.core.ParameterSource.COMMANDLINE:
+        typed.insert(0, "--c2pa")
+    if typed:  # signing asked for, not the default: refused without c2pa-python, before any work
+        from livecam.marks.credentials import check_requested
+
+        check_requested(typed)
     return C2paSettings(enabled=kw["c2pa"], cert=kw["c2pa_cert"], key=kw["c2pa_key"])
 
 
