@@ -166,27 +166,48 @@ def test_no_number_option_takes_nan_or_inf() -> None:
 
 
 @pytest.mark.parametrize("command", ["image", "video", "run"])
-def test_blend_0_a_swap_that_changes_nothing_is_a_usage_error(command: str, tmp_path: Path, faces_dir: Path) -> None:
-    # `image --blend 0` wrote the photo unchanged yet said "1 face swapped", with the watermark
-    # and the XMP/EXIF tags of an AI edit that never happened
+@pytest.mark.parametrize("blend", ["0", "0.001"])
+def test_a_blend_too_small_to_move_a_pixel_is_a_usage_error(command: str, blend: str, tmp_path: Path,
+                                                              faces_dir: Path) -> None:
+    # `image --blend 0` (and 0.001, 0.004: no pixel moved by one grey level) wrote the photo
+    # unchanged yet said "1 face swapped", with the watermark and the XMP/EXIF tags of an AI
+    # edit that never happened
     out = tmp_path / "out.jpg"
     given = {"image": ["image", str(faces_dir / "biden.jpg"), str(out)],
              "video": ["video", str(faces_dir / "biden.jpg"), str(out)],
              "run": ["run", "--camera", str(faces_dir / "biden.jpg"), "--output", str(out)]}[command]
-    result = run_cli([*given, "-s", str(faces_dir / "obama.jpg"), "--swap-model", "mesh", "--blend", "0"])
+    result = run_cli([*given, "-s", str(faces_dir / "obama.jpg"), "--swap-model", "mesh", "--blend", blend])
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr
-    assert "Invalid value for '--blend': 0.0 is not in the range 0<x<=1" in lines[0] and not out.exists()
+    assert f"Invalid value for '--blend': {float(blend)} is not in the range 0.01<=x<=1" in lines[0], lines[0]
+    assert not out.exists()
 
 
-def test_enhancer_blend_0_an_enhancer_that_changes_nothing_is_a_usage_error(tmp_path: Path, faces_dir: Path) -> None:
+def test_the_least_blend_moves_pixels_of_a_real_swap(tmp_path: Path, faces_dir: Path) -> None:
+    # the bound of the test above is not so high that it refuses a blend that shows
+    import cv2
+    import numpy as np
+
+    source = tmp_path / "in.png"
+    cv2.imwrite(str(source), cv2.imread(str(faces_dir / "biden.jpg")))
+    out = tmp_path / "out.png"
+    result = run_cli(["image", str(source), str(out), "-s", str(faces_dir / "obama.jpg"), "--swap-model", "mesh",
+                      "--blend", "0.01", "--no-watermark", "--no-label", "--no-c2pa"])
+    assert result.returncode == 0 and "1 face swapped" in result.stderr, result.stderr
+    assert np.any(cv2.imread(str(out)) != cv2.imread(str(source)))
+
+
+@pytest.mark.parametrize("blend", ["0", "0.001"])
+def test_an_enhancer_blend_too_small_to_move_a_pixel_is_a_usage_error(blend: str, tmp_path: Path,
+                                                                       faces_dir: Path) -> None:
     # the enhancer ran on every face and changed none (face_enhancer alone: a labelled copy)
     out = tmp_path / "out.jpg"
     result = run_cli(["image", str(faces_dir / "biden.jpg"), str(out), "--frame-processor", "face_enhancer",
-                      "--enhancer-blend", "0"])
+                      "--enhancer-blend", blend])
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr
-    assert "Invalid value for '--enhancer-blend': 0.0 is not in the range 0<x<=1" in lines[0] and not out.exists()
+    assert f"Invalid value for '--enhancer-blend': {float(blend)} is not in the range 0.01<=x<=1" in lines[0], lines[0]
+    assert not out.exists()
 
 
 def test_a_file_name_with_a_newline_or_an_escape_keeps_every_message_on_one_line(tmp_path: Path,
@@ -359,6 +380,55 @@ def test_a_signer_given_with_no_c2pa_is_a_usage_error_not_ignored(tmp_path: Path
     result = run_cli(["image", str(faces_dir / "biden.jpg"), str(out), "-s", str(faces_dir / "obama.jpg"),
                       "--no-c2pa", "--no-watermark"], env=env)
     assert result.returncode == 0 and out.is_file(), result.stderr
+
+
+def _without_c2pa(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """`env` in which `import c2pa` fails, as where the `c2pa` extra is not installed."""
+    hidden = tmp_path / "hide" / "c2pa"
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text("raise ImportError('c2pa-python hidden by the test')\n")
+    return {**env, "PYTHONPATH": os.pathsep.join([str(hidden.parent), env.get("PYTHONPATH", "")])}
+
+
+@pytest.mark.parametrize("command", ["image", "video", "run", "demo"])
+def test_signing_asked_for_without_c2pa_python_is_refused_before_any_work(command: str, tmp_path: Path,
+                                                                          faces_dir: Path,
+                                                                          isolated_env: dict[str, str]) -> None:
+    # an explicit --c2pa without c2pa-python warned, wrote an unsigned output and exited 0
+    out = tmp_path / ("demo" if command == "demo" else "out.mp4" if command != "image" else "out.jpg")
+    swap = ["-s", str(faces_dir / "obama.jpg"), "--swap-model", "mesh"]
+    given = {"image": ["image", str(faces_dir / "biden.jpg"), str(out), *swap],
+             "video": ["video", str(faces_dir / "biden.jpg"), str(out), *swap],
+             "run": ["run", "--camera", str(faces_dir / "biden.jpg"), "--output", str(out), "--max-frames", "1", *swap],
+             "demo": ["demo", str(out)]}[command]
+    flags = ["--c2pa-cert", "--c2pa-key"] if command == "video" else ["--c2pa"]
+    typed = [word for flag in flags for word in ([flag, str(faces_dir / "biden.jpg")] if flag != "--c2pa" else [flag])]
+    result = run_cli([*given, *typed], env=_without_c2pa(isolated_env, tmp_path))
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    named = " and ".join(flags)
+    assert lines[0] == (f"livecam: error: {named} {'asks' if len(flags) == 1 else 'ask'} for C2PA content credentials, "
+                        f"but c2pa-python is not installed: pip install 'livecam[c2pa]', or drop {named}"), lines[0]
+    assert not out.exists()
+
+
+def test_without_c2pa_python_the_default_still_writes_unsigned_with_a_warning(tmp_path: Path, faces_dir: Path,
+                                                                              isolated_env: dict[str, str]) -> None:
+    out = tmp_path / "out.jpg"
+    result = run_cli(["image", str(faces_dir / "biden.jpg"), str(out), "-s", str(faces_dir / "obama.jpg"),
+                      "--swap-model", "mesh", "--no-watermark"], env=_without_c2pa(isolated_env, tmp_path))
+    assert result.returncode == 0 and out.is_file(), result.stderr
+    assert "warning: no C2PA content credentials: c2pa-python is not installed (pip install 'livecam[c2pa]')" \
+           in result.stderr
+
+
+def test_doctor_says_a_typed_c2pa_is_refused_without_c2pa_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    from livecam.commands.doctor import credentials_state
+    from livecam.marks import credentials
+
+    monkeypatch.setattr(credentials, "available", lambda: False)
+    assert credentials_state() == ("off: c2pa-python is not installed (pip install 'livecam[c2pa]'): outputs are "
+                                   "unsigned, and a typed --c2pa, --c2pa-cert or --c2pa-key is refused", False)
 
 
 def test_a_bad_livecam_offline_names_the_variable_not_an_option_never_typed(isolated_env: dict[str, str]) -> None:

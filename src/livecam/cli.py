@@ -52,6 +52,7 @@ from livecam.settings import (
     FACE_SELECTOR_ORDERS,
     IMAGE_READ_FORMATS,
     IMAGE_WRITE_FORMATS,
+    MIN_BLEND,
     PIXEL_BOOSTS,
     SHIP_INPUT,
     SWAP_MODELS,
@@ -298,10 +299,10 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="For --face-mask area: " + ",".join(FACE_MASK_AREAS) + " (default all)."),
         click.option("--face-mask-regions", multiple=True, callback=_names(FACE_MASK_REGIONS), metavar="REGIONS",
                      help="For --face-mask region: " + ",".join(FACE_MASK_REGIONS) + " (default all but glasses)."),
-        # Not 0: it left every face as it was while the output still said "1 face swapped" and
-        # carried the AI-edit watermark and credentials of a swap that never happened.
-        click.option("--blend", type=FiniteRange(0, 1, min_open=True), default=1.0, show_default=True,
-                     help="Opacity of the swapped face (above 0)."),
+        # Not under MIN_BLEND (0 included): it left every face as it was while the output still said
+        # "1 face swapped" and carried the AI-edit watermark and credentials of a swap that never happened.
+        click.option("--blend", type=FiniteRange(MIN_BLEND, 1), default=1.0, show_default=True,
+                     help=f"Opacity of the swapped face ({MIN_BLEND} to 1)."),
         click.option("--pixel-boost", type=click.Choice(PIXEL_BOOSTS), default=None,
                      help="Neural swapper crop size N, a multiple of the model's size (inswapper 128: 128-512; "
                           "HyperSwap 256: 256 or 512): the face is swapped as (N/size)^2 sub-pixel-shifted tiles, "
@@ -309,9 +310,9 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
                           "size; the mesh swapper ignores it)."),
         click.option("--enhancer-model", type=click.Choice(ENHANCER_MODELS), default="gfpgan_1.4", show_default=True,
                      help="Face enhancer (--frame-processor face_enhancer): gpen_bfr_256 is the fastest."),
-        # Not 0, as --blend: the enhancer would change nothing yet run, and be reported, on every face
-        click.option("--enhancer-blend", type=FiniteRange(0, 1, min_open=True), default=0.8, show_default=True,
-                     help="Mix of the restored face over the swapped one (above 0)."),
+        # Not under MIN_BLEND, as --blend: the enhancer would change nothing yet run, and be reported, on every face
+        click.option("--enhancer-blend", type=FiniteRange(MIN_BLEND, 1), default=0.8, show_default=True,
+                     help=f"Mix of the restored face over the swapped one ({MIN_BLEND} to 1)."),
         click.option("--enhancer-weight", type=FiniteRange(0, 1), default=None,
                      help="CodeFormer's fidelity: 0 restores most, 1 (default) keeps the input face most."),
         click.option("--enhancer-precision", type=click.Choice(ENHANCER_PRECISIONS), default="auto", show_default=True,
@@ -363,6 +364,12 @@ def _c2pa(ctx: click.Context, kw: dict[str, Any]) -> C2paSettings:
              if ctx.get_parameter_source(k) is click.core.ParameterSource.COMMANDLINE]
     if not kw["c2pa"] and typed:
         raise click.UsageError(f"--no-c2pa turns off the signing {' and '.join(typed)} would do: give one or the other")
+    if kw["c2pa"] and ctx.get_parameter_source("c2pa") is click.core.ParameterSource.COMMANDLINE:
+        typed.insert(0, "--c2pa")
+    if typed:  # signing asked for, not the default: refused without c2pa-python, before any work
+        from livecam.marks.credentials import check_requested
+
+        check_requested(typed)
     return C2paSettings(enabled=kw["c2pa"], cert=kw["c2pa_cert"], key=kw["c2pa_key"])
 
 

@@ -147,7 +147,8 @@ def credentials_state() -> tuple[str, bool]:
     from livecam.marks import credentials
 
     if not credentials.available():
-        return "off: c2pa-python is not installed (pip install 'livecam[c2pa]')", False
+        return (f"off: c2pa-python is not installed ({credentials.INSTALL_HINT}): outputs are "
+                "unsigned, and a typed --c2pa, --c2pa-cert or --c2pa-key is refused"), False
     if os.environ.get("LIVECAM_C2PA_CERT") or os.environ.get("LIVECAM_C2PA_KEY"):
         return "signed with LIVECAM_C2PA_CERT / LIVECAM_C2PA_KEY", False
     folder = credentials.local_folder(os.environ)

@@ -45,12 +45,25 @@ LOCAL_ISSUER = "livecam local signer (self-signed, not on the C2PA trust list)"
 INGREDIENT_LIMIT = 200 << 20  # a larger input is named in the manifest, not read as an ingredient
 
 
+INSTALL_HINT = "pip install 'livecam[c2pa]'"  # the extra in pyproject.toml that brings c2pa-python
+
+
 def available() -> bool:
     try:
         import c2pa  # noqa: F401
     except ImportError:
         return False
     return True
+
+
+def check_requested(flags: Sequence[str]) -> None:
+    """Signing asked for on the command line (`flags`: --c2pa, --c2pa-cert, --c2pa-key as typed)
+    needs c2pa-python: without it, a refusal before any work, where the default is a warning
+    (signing_for): an explicit --c2pa wrote unsigned outputs and exited 0."""
+    if flags and not available():
+        raise InputError(f"{' and '.join(flags)} {'asks' if len(flags) == 1 else 'ask'} for C2PA content "
+                         f"credentials, but c2pa-python is not installed: {INSTALL_HINT}, or drop "
+                         f"{' and '.join(flags)}")
 
 
 def mime_type(path: Path) -> str | None:
@@ -375,7 +388,7 @@ def read_credentials(path: Path) -> Credentials:
     if fmt is None:
         return Credentials(False, note=f"C2PA is not read in {path.suffix or 'extension-less'} files")
     if not available():
-        return Credentials(False, note="c2pa-python is not installed (pip install 'livecam[c2pa]')")
+        return Credentials(False, note=f"c2pa-python is not installed ({INSTALL_HINT})")
     import c2pa
 
     try:
@@ -404,15 +417,16 @@ def read_credentials(path: Path) -> Credentials:
 def signing_for(settings: Any, input: Path | None, models: tuple[str, ...],
                 outputs: Sequence[Path] = ()) -> Signing | None:
     """The Signing for an output under these settings.C2paSettings, or None when --no-c2pa or
-    when c2pa-python is missing (said once, as a warning: the other marks are still written).
+    when c2pa-python is missing (said once, as a warning: the other marks are still written; a
+    --c2pa typed was refused already, check_requested).
     When one of `outputs` is a kind that gets signed, the local identity is made (or refused)
     now, before the work: made at the end, a failure (a read-only home) lost the whole output;
     the kinds C2PA cannot be written into (.webm, .mkv) are said once, as a warning."""
     if not settings.enabled:
         return None
     if not available():
-        log.warning("warning: no C2PA content credentials: c2pa-python is not installed "
-                    "(pip install 'livecam[c2pa]'); the watermark and metadata are still written")
+        log.warning("warning: no C2PA content credentials: c2pa-python is not installed (%s); "
+                    "the watermark and metadata are still written", INSTALL_HINT)
         return None
     unsigned = sorted({path.suffix.lower() or "extension-less" for path in outputs if mime_type(path) is None})
     if unsigned:  # c2pa-python has no WebM or Matroska: those outputs went without them, unsaid
