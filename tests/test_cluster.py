@@ -528,16 +528,25 @@ def test_the_workers_warnings_are_said_by_the_driver_once_each(tmp_path: Path, c
                                                                caplog: pytest.LogCaptureFixture) -> None:
     """A worker's log is not shown: the engine's warnings (the mesh swapper used as inswapper is
     not there, options it ignores) and a segment's were never said; now each once, however many
-    workers built an engine and segments said it."""
+    workers built an engine and segments said it. In a folder run a segment's starts with its
+    file's name (it did not: with several files, which one?), as a folder run here names a
+    file's; the engine's, of no one file, does not, as a folder run here says its engine's."""
     from livecam.cluster import run_on_cluster
 
-    job = job_for(clip, tmp_path / "out.mp4", "libx264")
+    jobs = []
+    for name in ("a.mp4", "b.mp4"):
+        shutil.copy(clip, tmp_path / name)
+        jobs.append(job_for(tmp_path / name, tmp_path / "out" / name, "libx264"))
+    (tmp_path / "out").mkdir()
     with caplog.at_level("WARNING", logger="livecam"):
-        [outcome] = run_on_cluster([job], settings(driver), Progress(90, quiet=True), engine_factory=warning_engine)
-    assert outcome.error is None and outcome.frames == 90
+        outcomes = run_on_cluster(jobs, settings(driver), Progress(180, quiet=True), engine_factory=warning_engine,
+                                  folder=True)
+    assert [(o.error, o.frames) for o in outcomes] == [(None, 90), (None, 90)]
     said = [r.getMessage() for r in caplog.records]
     assert said.count("warning: the engine's own warning, as it is built") == 1, said
-    assert said.count("warning: a note on a segment's first frame") == 1, said
+    for name in ("a.mp4", "b.mp4"):
+        assert said.count(f"{name}: warning: a note on a segment's first frame") == 1, said
+    assert all(line.startswith(("a.mp4: ", "b.mp4: ")) for line in said if "engine's own" not in line), said
 
 
 def test_an_input_removed_after_it_was_planned_fails_only_its_file(tmp_path: Path, clip: Path, driver: str,
