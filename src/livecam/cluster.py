@@ -524,13 +524,13 @@ class _Driver:
         self.parts[file] = {}  # the parts' bytes are not needed any more
         sign = self.sign_for(plan.job, self.models.get(file, ())) if self.sign_for is not None else None
         try:
-            write_joined(plan, results, sign=sign)
+            audio, tracks = write_joined(plan, results, sign=sign)
         except LivecamError as exc:
             return FileOutcome(job=plan.job, error=exc)
         stats = joined_stats(results)
         with naming(plan.job.input.name) if self.folder else nullcontext():
             say_unchanged(stats, plan.job)
-        return FileOutcome(job=plan.job, stats=stats)
+        return FileOutcome(job=plan.job, stats=stats, audio=audio, tracks=tracks)
 
     def _keep_partial(self, outcomes: dict[int, FileOutcome]) -> list[Path]:
         kept = []

@@ -25,7 +25,7 @@ from livecam.media.video_writer import (check_encoder, container_format, out_of_
 from livecam.pipeline.address_space import AddressSpaceCap
 from livecam.pipeline.budget import plan_video
 from livecam.pipeline.batch import FileOutcome, is_folder_run, output_folder, plan_folder, run_batch, summarize
-from livecam.pipeline.file import process_video, retimed_frames
+from livecam.pipeline.file import process_video, retimed_frames, say_tracks
 from livecam.pipeline.segments import check_segmentable
 from livecam.pipeline.progress import Parts, Progress
 from livecam.processors import registry
@@ -133,16 +133,10 @@ def run_video(job: VideoJob, cluster: ClusterSettings | None = None) -> None:
             cap.restore()
     output_done()  # written and valid: a signal from now on is not an interruption
     stats = result.stats
-    audio = {"copy": "audio copied", "reencode": "audio re-encoded", None: "no audio"}[result.audio]
-    sounds, subtitles = result.tracks
-    if result.audio is not None and sounds > 1:  # "2 audio tracks copied"
-        audio = f"{sounds} {audio.replace('audio', 'audio tracks', 1)}"
-    if subtitles:
-        audio += f", {subtitles} subtitle track{'s' if subtitles > 1 else ''}"
     log.info("wrote %s: %s (%d processed, %d with a face, %s) in %.1f s, %.1f fps, %s",
              result.output, counted(stats.frames, "frame"), stats.processed, stats.with_faces,
              registry.changed(stats.faces_changed, job.processing.frame_processors), stats.seconds, stats.fps,
-             audio)
+             say_tracks(result.audio, result.tracks))
 
 
 def run_folder(template: VideoJob, cluster: ClusterSettings | None = None) -> None:

@@ -57,6 +57,8 @@ class FileOutcome:
     stats: RunStats = field(default_factory=RunStats)  # the file's counts (failed: the frames written before)
     error: LivecamError | None = None  # None: the output was written (or skipped)
     skipped: bool = False  # --skip-existing found the output already there
+    audio: str | None = None  # written: its audio mode and tracks (VideoResult's)
+    tracks: tuple[int, int] = (0, 0)
 
     @property
     def failed(self) -> bool:
@@ -214,7 +216,7 @@ def run_batch(jobs: Sequence[VideoJob], engine: FileEngine, *, parts: Parts | No
                 outcomes.append(FileOutcome(job, RunStats(frames=counter.done if counter is not None else 0),
                                             error=error))
                 continue
-            outcomes.append(FileOutcome(job, result.stats))
+            outcomes.append(FileOutcome(job, result.stats, audio=result.audio, tracks=result.tracks))
     except (Interrupted, KeyboardInterrupt) as exc:
         written = sum(not o.failed for o in outcomes)
         what = exc.message if isinstance(exc, Interrupted) else "interrupted; no output written"
