@@ -37,7 +37,7 @@ from livecam.settings import C2paSettings, ClusterSettings
 from tests.conftest import REPO_ROOT, run_cli
 from tests.doubles import NoModels
 from tests.pipeline.test_segments import CASES, SmoothingEngine, job_for, make_coded_clip
-from tests.videos import probe
+from tests.videos import make_clip, probe
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
                                 reason="Ray is not installed (pip install -e '.[dev]' or '.[ray]')")
@@ -419,6 +419,26 @@ def test_a_cluster_run_says_how_many_faces_it_swapped_as_one_machine_does(
     assert said.count(warning) == (1 if leave else 0), said  # once for the file, not once a segment
 
 
+def test_a_cluster_run_says_its_audio_and_subtitle_tracks_as_one_machine_does(
+        tmp_path: Path, driver: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """`video --cluster`'s summary ended at the seconds; `video` here ends with what became of
+    the sound and the subtitles ("audio copied, 1 subtitle track"), and so does it now."""
+    import livecam.commands.video as video
+    from livecam.commands.video_cluster import run_video_on_cluster
+
+    clip = make_clip(tmp_path / "subs.mkv", frames=45, subtitle=True)
+    monkeypatch.setattr(video, "create_engine", lambda job: MaskedEngine(True))
+    on_test_engines(monkeypatch, functools.partial(masked_engine, True))
+    with caplog.at_level("INFO", logger="livecam"):
+        video.run_video(job_for(clip, tmp_path / "here.mkv", "libx264", c2pa=C2paSettings(enabled=False)))
+        run_video_on_cluster(job_for(clip, tmp_path / "cluster.mkv", "libx264", c2pa=C2paSettings(enabled=False)),
+                             settings(driver))
+    here, there = [r.getMessage() for r in caplog.records if r.getMessage().startswith("wrote ")]
+    assert here.endswith(" fps, audio copied, 1 subtitle track"), here
+    assert there.startswith(f"wrote {tmp_path / 'cluster.mkv'}: 45 frames (0 faces swapped) on the cluster "), there
+    assert there.endswith(" s, audio copied, 1 subtitle track"), there
+
+
 def test_a_mirrored_selfie_clip_sent_in_chunks_comes_out_as_players_show_it(tmp_path: Path, driver: str) -> None:
     """A selfie app's MP4 (its track header's display matrix mirrors) given to workers as chunks
     (--ship-input chunks: the segments' packets in Matroska, which holds no mirror) comes out
@@ -426,7 +446,7 @@ def test_a_mirrored_selfie_clip_sent_in_chunks_comes_out_as_players_show_it(tmp_
     from dataclasses import replace
 
     from livecam.cluster import run_on_cluster
-    from tests.videos import as_displayed, make_clip, set_display_matrix
+    from tests.videos import as_displayed, set_display_matrix
 
     plain = make_clip(tmp_path / "plain.mp4", frames=60, size=(160, 120), audio=False, stamp=True)
     selfie = tmp_path / "selfie.mp4"  # the same encoded pictures, only the matrix differs
@@ -528,16 +548,25 @@ def test_the_workers_warnings_are_said_by_the_driver_once_each(tmp_path: Path, c
                                                                caplog: pytest.LogCaptureFixture) -> None:
     """A worker's log is not shown: the engine's warnings (the mesh swapper used as inswapper is
     not there, options it ignores) and a segment's were never said; now each once, however many
-    workers built an engine and segments said it."""
+    workers built an engine and segments said it. In a folder run a segment's starts with its
+    file's name (it did not: with several files, which one?), as a folder run here names a
+    file's; the engine's, of no one file, does not, as a folder run here says its engine's."""
     from livecam.cluster import run_on_cluster
 
-    job = job_for(clip, tmp_path / "out.mp4", "libx264")
+    jobs = []
+    for name in ("a.mp4", "b.mp4"):
+        shutil.copy(clip, tmp_path / name)
+        jobs.append(job_for(tmp_path / name, tmp_path / "out" / name, "libx264"))
+    (tmp_path / "out").mkdir()
     with caplog.at_level("WARNING", logger="livecam"):
-        [outcome] = run_on_cluster([job], settings(driver), Progress(90, quiet=True), engine_factory=warning_engine)
-    assert outcome.error is None and outcome.frames == 90
+        outcomes = run_on_cluster(jobs, settings(driver), Progress(180, quiet=True), engine_factory=warning_engine,
+                                  folder=True)
+    assert [(o.error, o.frames) for o in outcomes] == [(None, 90), (None, 90)]
     said = [r.getMessage() for r in caplog.records]
     assert said.count("warning: the engine's own warning, as it is built") == 1, said
-    assert said.count("warning: a note on a segment's first frame") == 1, said
+    for name in ("a.mp4", "b.mp4"):
+        assert said.count(f"{name}: warning: a note on a segment's first frame") == 1, said
+    assert all(line.startswith(("a.mp4: ", "b.mp4: ")) for line in said if "engine's own" not in line), said
 
 
 def test_an_input_removed_after_it_was_planned_fails_only_its_file(tmp_path: Path, clip: Path, driver: str,

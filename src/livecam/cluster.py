@@ -20,7 +20,8 @@ store. `chunks` always sends chunks; `path` never (such a worker fails the file)
 Failures: a worker process that dies is restarted by Ray and its segment retried
 (max_restarts, max_task_retries); an error of livecam's own (a corrupt segment, a refused model)
 comes back as a value, is not retried, and fails only its file, naming file and segment.
-A worker's warnings come back with its result and the driver says each distinct one once.
+A worker's warnings come back with its result and the driver says each distinct one once
+(a segment's once per file, named by the file in a folder run).
 Ctrl-C kills the workers and writes nothing (with --keep-partial, each file's leading finished
 segments). Progress: workers set their segment's count of frames written on a small board
 actor; the driver sums the board, so a retried segment is not counted twice.
@@ -139,22 +140,19 @@ class Board:
         return sum(self._counts.values())
 
 
-@contextmanager
-def _warnings_said() -> Iterator[list[str]]:
-    """The warnings livecam logs in this process meanwhile, as lines (a worker runs one task at
-    a time: every thread's are its task's)."""
-    said: list[str] = []
+class _Said(logging.Handler):
+    """The warnings livecam logs in this process while a task runs, as lines: the engine's as it
+    is built (of no one file) apart from the segment's (a worker runs one task at a time: every
+    thread's are its task's)."""
 
-    class Keep(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            said.append(record.getMessage())
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.engine: list[str] = []
+        self.segment: list[str] = []
+        self.building = False
 
-    handler = Keep(logging.WARNING)
-    log.addHandler(handler)
-    try:
-        yield said
-    finally:
-        log.removeHandler(handler)
+    def emit(self, record: logging.LogRecord) -> None:
+        (self.engine if self.building else self.segment).append(record.getMessage())
 
 
 class Worker:
@@ -175,16 +173,21 @@ class Worker:
         return {**versions(), "node": platform.node(), "pid": str(os.getpid())}
 
     def run(self, task: _Task, chunk: Chunk | None = None, may_ask: bool = True,
-            ) -> tuple[SegmentResult | SegmentFailure | ChunkWanted, tuple[str, ...], tuple[str, ...]]:
+            ) -> tuple[SegmentResult | SegmentFailure | ChunkWanted, tuple[str, ...], tuple[str, ...],
+                       tuple[str, ...]]:
         """The segment from `chunk`, or else from the input path; a node that does not read the
         driver's file there answers ChunkWanted (may_ask) or fails the segment. With it, the
-        engine's model names and the warnings logged here meanwhile (a worker's log is not
-        shown: the driver says them, each once)."""
-        with _warnings_said() as said:
-            result, names = self._run(task, chunk, may_ask)
-        return result, names, tuple(said)
+        engine's model names and the warnings logged here meanwhile, the engine's and the
+        segment's (a worker's log is not shown: the driver says them, each once)."""
+        said = _Said()
+        log.addHandler(said)
+        try:
+            result, names = self._run(task, chunk, may_ask, said)
+        finally:
+            log.removeHandler(said)
+        return result, names, tuple(said.engine), tuple(said.segment)
 
-    def _run(self, task: _Task, chunk: Chunk | None, may_ask: bool,
+    def _run(self, task: _Task, chunk: Chunk | None, may_ask: bool, said: _Said,
              ) -> tuple[SegmentResult | SegmentFailure | ChunkWanted, tuple[str, ...]]:
         plan, segment = task.plan, task.plan.segments[task.number]
         name = plan.name(segment)
@@ -195,7 +198,7 @@ class Worker:
                                   "file there); put the input on storage every node mounts at the same path, "
                                   "or use --ship-input auto", 2), ()
         try:
-            engine = self._engine_for(plan.job)
+            engine = self._engine_for(plan.job, said)
             last = [0.0]
 
             def report(done: int) -> None:
@@ -220,16 +223,20 @@ class Worker:
         names = tuple(self._engine.model_names.values()) if self._engine is not None else ()
         return result, names
 
-    def _engine_for(self, job: VideoJob) -> FileEngine:
+    def _engine_for(self, job: VideoJob, said: _Said) -> FileEngine:
         key = (job.processing, job.watermark)
         if self._engine is None or key != self._key:
-            self._engine = self._factory(job)
-            self._marker = None
-            if job.watermark:
-                from livecam.marks.watermark import open_watermarker
+            said.building = True  # its warnings are of no one file
+            try:
+                self._engine = self._factory(job)
+                self._marker = None
+                if job.watermark:
+                    from livecam.marks.watermark import open_watermarker
 
-                self._marker = open_watermarker(job.processing.runtime, self._engine.providers,
-                                                job.processing.runtime.execution_threads)
+                    self._marker = open_watermarker(job.processing.runtime, self._engine.providers,
+                                                    job.processing.runtime.execution_threads)
+            finally:
+                said.building = False
             self._key = key
         return self._engine
 
@@ -361,7 +368,7 @@ class _Driver:
         self.parts: dict[int, dict[int, SegmentResult]] = {i: {} for i in plans}
         self.models: dict[int, tuple[str, ...]] = {}
         self.chunked: set[tuple[int, int]] = set()  # (worker, file): that worker gets the file in chunks
-        self.said: set[str] = set()  # the workers' warnings said so far
+        self.said: set[tuple[int | None, str]] = set()  # the workers' warnings said so far: (file or None, line)
 
     def _workers(self, board: str) -> list[Any]:
         ray = self.ray
@@ -475,7 +482,7 @@ class _Driver:
         plan = task.plan
         name = plan.name(plan.segments[task.number])
         try:
-            result, models, said = self.ray.get(ref)
+            result, models, engine_said, segment_said = self.ray.get(ref)
         except self.ray.exceptions.RayError as exc:  # the worker died past its retries, or a bug
             log.debug("%s failed on the cluster: %s", name, exc)  # with -v: the worker's traceback
             cause = getattr(exc, "cause", None)  # a RayTaskError's: what the worker's code raised
@@ -487,10 +494,14 @@ class _Driver:
                 error = LivecamError(f"{name}: the cluster worker failed ({text[-1] if text else type(exc).__name__})")
             outcomes.setdefault(task.file, FileOutcome(job=plan.job, error=error))
             return not isinstance(exc, self.ray.exceptions.RayActorError)
-        for line in said:  # the engine's (every worker builds one) and the segments': each once
-            if line not in self.said:
-                self.said.add(line)
-                log.warning("%s", line)
+        # each once: the engine's (every worker builds one) as a folder run here says its engine's,
+        # a segment's per file, named in a folder run as run_batch names a file's
+        for file, lines in ((None, engine_said), (task.file, segment_said)):
+            for line in lines:
+                if (file, line) not in self.said:
+                    self.said.add((file, line))
+                    with naming(plan.job.input.name) if self.folder and file is not None else nullcontext():
+                        log.warning("%s", line)
         if isinstance(result, ChunkWanted):
             log.info("cluster: node %s does not read %s; sending it the segments' packets", result.node,
                      plan.job.input)
@@ -513,13 +524,13 @@ class _Driver:
         self.parts[file] = {}  # the parts' bytes are not needed any more
         sign = self.sign_for(plan.job, self.models.get(file, ())) if self.sign_for is not None else None
         try:
-            write_joined(plan, results, sign=sign)
+            audio, tracks = write_joined(plan, results, sign=sign)
         except LivecamError as exc:
             return FileOutcome(job=plan.job, error=exc)
         stats = joined_stats(results)
         with naming(plan.job.input.name) if self.folder else nullcontext():
             say_unchanged(stats, plan.job)
-        return FileOutcome(job=plan.job, stats=stats)
+        return FileOutcome(job=plan.job, stats=stats, audio=audio, tracks=tracks)
 
     def _keep_partial(self, outcomes: dict[int, FileOutcome]) -> list[Path]:
         kept = []

@@ -106,6 +106,21 @@ def test_a_damaged_camera_file_is_reported_before_any_model_loads(tmp_path: Path
         live_command.run_live(job(tmp_path, tmp_path / "x.jpg", cut, output="none"))
 
 
+@pytest.mark.parametrize("url", ["http://", "HTTP://", "rtsp:///live"])
+def test_a_camera_url_without_a_host_is_refused_before_any_model_loads(tmp_path: Path, url: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--camera http://` loaded every model and only then failed in FFmpeg."""
+    def no_models(*a: Any, **kw: Any) -> None:
+        raise AssertionError("models were loaded before the camera URL was checked")
+
+    monkeypatch.setattr("livecam.pipeline.engine.Engine.create", no_models)
+    with pytest.raises(InputError) as refused:
+        live_command.run_live(job(tmp_path, tmp_path / "x.jpg", url, output="none"))  # type: ignore[arg-type]
+    scheme = url.split(":")[0].lower()
+    assert refused.value.message == (f"--camera {url!r} names no host; give the stream's whole address, such as "
+                                     f"{scheme}://192.168.1.20:8554/live")
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_sigterm_while_the_models_load_stops_like_ctrl_c(tmp_path: Path, captured: dict[str, Any],
                                                          monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,7 +19,7 @@ from livecam.errors import EXIT_USAGE, InputError, LivecamError
 from livecam.faces.face import Face
 from livecam.frame import FramePacket
 from livecam.pipeline.progress import Parts
-from livecam.settings import C2paSettings, ProcessingSettings, RuntimeSettings, VideoJob
+from livecam.settings import C2paSettings, ClusterSettings, ProcessingSettings, RuntimeSettings, VideoJob
 from tests.doubles import FlipEngine
 from tests.conftest import REPO_ROOT, run_cli, wait_for_file
 from tests.videos import count_frames, make_audio_only, make_clip, probe, read_index
@@ -318,3 +318,22 @@ def test_the_folder_summary_counts_the_faces_swapped_in_every_file(tmp_path: Pat
     total = [line for line in said if line.startswith(f"2 of 2 files written to {out} (20 frames in ")]
     assert len(total) == 1, said
     assert total[0].endswith(" fps, 20 faces swapped)"), total
+
+
+@pytest.mark.parametrize("cluster", [None, ClusterSettings(address="local")], ids=["here", "cluster"])
+def test_a_folder_run_that_writes_nothing_leaves_no_folder_it_made(tmp_path: Path, clips: Path,
+                                                                    one_bar: list[Parts],
+                                                                    cluster: ClusterSettings | None) -> None:
+    """Every file failed: the output folder the run created (parents too) was left behind
+    empty. It is removed; a folder that was there before stays, empty or not."""
+    for name in ("a.mp4", "b.mkv"):
+        (clips / name).unlink()  # broken.mp4 is left: it fails its checks, before any worker starts
+    made = tmp_path / "made" / "out"
+    with pytest.raises(LivecamError, match="0 of 1 files written"):
+        video.run_video(_folder_job(clips, made), cluster)
+    assert not (tmp_path / "made").exists()
+    there = tmp_path / "there"
+    there.mkdir()
+    with pytest.raises(LivecamError, match="0 of 1 files written"):
+        video.run_video(_folder_job(clips, there), cluster)
+    assert there.is_dir() and not list(there.iterdir())

@@ -24,8 +24,8 @@ from livecam.media.video_writer import (check_encoder, container_format, out_of_
                                         resolve_encoder)
 from livecam.pipeline.address_space import AddressSpaceCap
 from livecam.pipeline.budget import plan_video
-from livecam.pipeline.batch import FileOutcome, is_folder_run, make_output_folder, plan_folder, run_batch, summarize
-from livecam.pipeline.file import process_video, retimed_frames
+from livecam.pipeline.batch import FileOutcome, is_folder_run, output_folder, plan_folder, run_batch, summarize
+from livecam.pipeline.file import process_video, retimed_frames, say_tracks
 from livecam.pipeline.segments import check_segmentable
 from livecam.pipeline.progress import Parts, Progress
 from livecam.processors import registry
@@ -133,16 +133,10 @@ def run_video(job: VideoJob, cluster: ClusterSettings | None = None) -> None:
             cap.restore()
     output_done()  # written and valid: a signal from now on is not an interruption
     stats = result.stats
-    audio = {"copy": "audio copied", "reencode": "audio re-encoded", None: "no audio"}[result.audio]
-    sounds, subtitles = result.tracks
-    if result.audio is not None and sounds > 1:  # "2 audio tracks copied"
-        audio = f"{sounds} {audio.replace('audio', 'audio tracks', 1)}"
-    if subtitles:
-        audio += f", {subtitles} subtitle track{'s' if subtitles > 1 else ''}"
     log.info("wrote %s: %s (%d processed, %d with a face, %s) in %.1f s, %.1f fps, %s",
              result.output, counted(stats.frames, "frame"), stats.processed, stats.with_faces,
              registry.changed(stats.faces_changed, job.processing.frame_processors), stats.seconds, stats.fps,
-             audio)
+             say_tracks(result.audio, result.tracks))
 
 
 def run_folder(template: VideoJob, cluster: ClusterSettings | None = None) -> None:
@@ -150,34 +144,34 @@ def run_folder(template: VideoJob, cluster: ClusterSettings | None = None) -> No
     before any model loads, a check's refusal recorded as that file's outcome; the rest run
     through the chosen runner; one summary, and a non-zero exit when any file failed."""
     plan = plan_folder(template, template.pattern, skip_existing=template.skip_existing)
-    make_output_folder(template.output)
-    outcomes = list(plan.decided)
-    jobs: list[VideoJob] = []
-    totals: list[int | None] = []
-    for job in plan.jobs:
-        try:
-            job = replace(job, encoder=resolve_encoder(job.encoder, job.output))
-            job, total = check_job(job)
-            totals.append(total)
-            if cluster is not None:
-                check_segmentable(job)
-        except OutputExistsError as exc:
-            hint = f"{exc.message} (--skip-existing keeps it and goes on)"
-            outcomes.append(FileOutcome(job, error=OutputExistsError(hint)))
-            continue
-        except LivecamError as exc:
-            outcomes.append(FileOutcome(job, error=exc))
-            continue
-        jobs.append(job)
-    say_ignored_quality(jobs)
-    started = time.perf_counter()
-    if jobs:
-        total = None if None in totals else sum(t for t in totals if t is not None)
-        outcomes += pick_runner(cluster)(template, jobs, total)
-    output_done()  # every file is decided: a signal from now on changes nothing
-    error = summarize(outcomes, time.perf_counter() - started)
-    if error is not None:
-        raise error
+    with output_folder(template.output):  # removed again when the run created it and wrote nothing
+        outcomes = list(plan.decided)
+        jobs: list[VideoJob] = []
+        totals: list[int | None] = []
+        for job in plan.jobs:
+            try:
+                job = replace(job, encoder=resolve_encoder(job.encoder, job.output))
+                job, total = check_job(job)
+                totals.append(total)
+                if cluster is not None:
+                    check_segmentable(job)
+            except OutputExistsError as exc:
+                hint = f"{exc.message} (--skip-existing keeps it and goes on)"
+                outcomes.append(FileOutcome(job, error=OutputExistsError(hint)))
+                continue
+            except LivecamError as exc:
+                outcomes.append(FileOutcome(job, error=exc))
+                continue
+            jobs.append(job)
+        say_ignored_quality(jobs)
+        started = time.perf_counter()
+        if jobs:
+            total = None if None in totals else sum(t for t in totals if t is not None)
+            outcomes += pick_runner(cluster)(template, jobs, total)
+        output_done()  # every file is decided: a signal from now on changes nothing
+        error = summarize(outcomes, time.perf_counter() - started)
+        if error is not None:
+            raise error
 
 
 # (the folder run's template job, its checked jobs, the frames they will write) -> one outcome per job

@@ -10,6 +10,7 @@ from typing import Callable
 
 from livecam.console import counted
 from livecam.marks.credentials import signing_for
+from livecam.pipeline.file import say_tracks
 from livecam.pipeline.segments import check_segmentable
 from livecam.interrupt import output_done
 from livecam.pipeline.signals import stop_signals
@@ -42,6 +43,6 @@ def run_video_on_cluster(job: VideoJob, cluster: ClusterSettings) -> None:
         raise outcome.error
     output_done()  # written and valid: a signal from now on is not an interruption
     # the count `video` gives without --cluster, summed over the segments (the driver warned as it joined)
-    log.info("wrote %s: %s (%s) on the cluster %s in %.1f s", job.output, counted(outcome.frames, "frame"),
+    log.info("wrote %s: %s (%s) on the cluster %s in %.1f s, %s", job.output, counted(outcome.frames, "frame"),
              registry.changed(outcome.faces_changed, job.processing.frame_processors), cluster.address,
-             time.monotonic() - started)
+             time.monotonic() - started, say_tracks(outcome.audio, outcome.tracks))

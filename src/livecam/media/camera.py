@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Protocol, TypeAlias
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -373,6 +374,9 @@ def open_source(camera: str, resolution: tuple[int, int], fps: float, realtime: 
     if spec.lower().startswith(URL_SCHEMES):  # a scheme is any case; FFmpeg's protocol names are lower case
         scheme, sep, rest = spec.partition("://")
         spec = scheme.lower() + sep + rest
+        if not urlsplit(spec).netloc:  # FFmpeg would fail only once the models had loaded
+            raise InputError(f"--camera {camera!r} names no host; give the stream's whole address, such as "
+                             f"{scheme.lower()}://192.168.1.20:8554/live")
     if spec == "-" and not Path(spec).exists():  # was "no such camera index, file or URL"
         raise InputError("--camera '-' (standard input) is not a file; to read a video from a pipe give "
                          "--camera /dev/stdin")

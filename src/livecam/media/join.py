@@ -22,7 +22,7 @@ from livecam.errors import OutputError
 from livecam.media.containers import as_fraction
 from livecam.media.video_reader import Chapter
 from livecam.media.video_writer import (copy_attachments, input_audio_track, input_subtitle_tracks, open_output,
-                                         set_timecode, tag_for_players)
+                                         set_timecode, tag_for_players, tracks_written)
 
 
 @dataclass(frozen=True)
@@ -44,12 +44,14 @@ def _params(stream: av.video.stream.VideoStream) -> tuple[Any, ...]:
 def join_parts(parts: Sequence[EncodedPart], path: Path, *, fmt: str, metadata: dict[str, str],
                audio_from: Path | None, shown: Path, audio_end: float | None = None,
                chapters: Sequence[Chapter] = (), subtitles_from: Path | None = None,
-               attachments_from: Path | None = None, timecode: str | None = None) -> str | None:
+               attachments_from: Path | None = None, timecode: str | None = None,
+               ) -> tuple[str | None, tuple[int, int]]:
     """Write `parts` in order into a `fmt` file at `path` (a temporary name: the caller commits
     it), with the audio tracks of `audio_from` (audio_order) (cut at `audio_end` seconds when given).
     The subtitles of `subtitles_from` are kept as VideoWriter keeps them (cut there too), and the
     attached files of `attachments_from` (copy_attachments), and the start `timecode` (set_timecode).
-    Returns the audio mode ('copy', 'reencode' or None). Errors name `shown`."""
+    Returns the audio mode ('copy', 'reencode' or None) and the audio and subtitle tracks written
+    (tracks_written). Errors name `shown`."""
     if not parts:
         raise OutputError(f"nothing to write to {shown}: no video part was encoded")
     out = open_output(path, fmt, metadata, shown, chapters)
@@ -129,7 +131,7 @@ def join_parts(parts: Sequence[EncodedPart], path: Path, *, fmt: str, metadata: 
             audio.close()
         for track in subtitles:
             track.close()
-    return audio.mode if audio is not None else None
+    return (audio.mode if audio is not None else None), tracks_written(audio, len(subtitles))
 
 
 def _close_quietly(out: av.container.OutputContainer) -> None:

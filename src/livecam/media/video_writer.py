@@ -501,6 +501,12 @@ def input_audio_track(out: av.container.OutputContainer, source: Path) -> _Track
     return _Tracks(out, source)
 
 
+def tracks_written(audio: _Track | None, subtitles: int) -> tuple[int, int]:
+    """How many audio and subtitle tracks an output holds besides its video (a writer's, a join's)."""
+    count = audio.count if isinstance(audio, _Tracks) else int(audio is not None and audio.mode is not None)
+    return count, subtitles
+
+
 class VideoWriter:
     """Encodes BGR frames with given timestamps into one container; one thread only.
 
@@ -568,8 +574,7 @@ class VideoWriter:
     @property
     def tracks(self) -> tuple[int, int]:
         """How many audio and subtitle tracks the output holds besides its video."""
-        audio = self._audio.count if isinstance(self._audio, _Tracks) else int(self.audio_mode is not None)
-        return audio, len(self._subtitles)
+        return tracks_written(self._audio, len(self._subtitles))
 
     def write(self, image: np.ndarray, time_s: float) -> None:
         pts = int(round(time_s / self.spec.time_base))

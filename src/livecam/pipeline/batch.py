@@ -18,6 +18,7 @@ import contextlib
 import fnmatch
 import functools
 import logging
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
@@ -56,6 +57,8 @@ class FileOutcome:
     stats: RunStats = field(default_factory=RunStats)  # the file's counts (failed: the frames written before)
     error: LivecamError | None = None  # None: the output was written (or skipped)
     skipped: bool = False  # --skip-existing found the output already there
+    audio: str | None = None  # written: its audio mode and tracks (VideoResult's)
+    tracks: tuple[int, int] = (0, 0)
 
     @property
     def failed(self) -> bool:
@@ -157,8 +160,16 @@ def _size(path: Path) -> int:
         return 0
 
 
-def make_output_folder(folder: Path) -> None:
-    """The output folder, created (with its parents) when missing."""
+@contextlib.contextmanager
+def output_folder(folder: Path) -> Iterator[None]:
+    """The output folder, created (with its parents) when missing; at the end, the folders
+    created here that hold nothing (every file failed) are removed again, innermost first.
+    A folder that was there before, or that holds anything, stays (rmdir refuses those)."""
+    created: list[Path] = []  # innermost first
+    missing = folder
+    while not os.path.lexists(missing) and missing != missing.parent:
+        created.append(missing)
+        missing = missing.parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except FileExistsError as exc:
@@ -166,6 +177,14 @@ def make_output_folder(folder: Path) -> None:
     except OSError as exc:
         raise InputError(f"cannot create the output folder {folder} ({exc.strerror or exc}); choose another "
                          "output folder") from exc
+    try:
+        yield
+    finally:
+        for path in created:
+            try:
+                path.rmdir()
+            except OSError:  # it holds something (or is not ours to remove): it stays
+                break
 
 
 def run_batch(jobs: Sequence[VideoJob], engine: FileEngine, *, parts: Parts | None = None,
@@ -197,7 +216,7 @@ def run_batch(jobs: Sequence[VideoJob], engine: FileEngine, *, parts: Parts | No
                 outcomes.append(FileOutcome(job, RunStats(frames=counter.done if counter is not None else 0),
                                             error=error))
                 continue
-            outcomes.append(FileOutcome(job, result.stats))
+            outcomes.append(FileOutcome(job, result.stats, audio=result.audio, tracks=result.tracks))
     except (Interrupted, KeyboardInterrupt) as exc:
         written = sum(not o.failed for o in outcomes)
         what = exc.message if isinstance(exc, Interrupted) else "interrupted; no output written"

@@ -586,6 +586,18 @@ class VideoResult:
     tracks: tuple[int, int] = (1, 0)  # audio and subtitle tracks written (VideoWriter.tracks)
 
 
+def say_tracks(audio: str | None, tracks: tuple[int, int]) -> str:
+    """What an output's summary says of its sound and subtitles: "audio copied", "2 audio tracks
+    re-encoded, 1 subtitle track", "no audio" (a run here and a cluster's join alike)."""
+    said = {"copy": "audio copied", "reencode": "audio re-encoded", None: "no audio"}[audio]
+    sounds, subtitles = tracks
+    if audio is not None and sounds > 1:  # "2 audio tracks copied"
+        said = f"{sounds} {said.replace('audio', 'audio tracks', 1)}"
+    if subtitles:
+        said += f", {counted(subtitles, 'subtitle track')}"
+    return said
+
+
 def process_video(job: VideoJob, engine: FileEngine, *, quiet: bool = False,
                   stop: threading.Event | None = None, on_warm: Callable[[], None] | None = None,
                   watermark: Watermarker | None = None, sign: Callable[[Path], None] | None = None,

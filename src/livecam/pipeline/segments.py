@@ -226,11 +226,12 @@ def _segment_frames(reader: VideoReader | ChunkReader, segment: Segment, engine:
 
 
 def write_joined(plan: SegmentPlan, results: Sequence[SegmentResult], *,
-                 sign: Callable[[Path], None] | None = None, partial: bool = False) -> str | None:
+                 sign: Callable[[Path], None] | None = None, partial: bool = False,
+                 ) -> tuple[str | None, tuple[int, int]]:
     """Join the parts of plan.job (in segment order) into its output through one AtomicOutput,
     with the input's audio and subtitles, the synthetic-media tags and (sign) C2PA credentials. partial: a
     leading run of the segments only (--keep-partial), the audio cut where the video stops.
-    Returns the audio mode."""
+    Returns the audio mode and the audio and subtitle tracks written (as VideoResult has them)."""
     job = plan.job
     with VideoReader(job.input) as reader:
         info = reader.info
@@ -240,14 +241,14 @@ def write_joined(plan: SegmentPlan, results: Sequence[SegmentResult], *,
         last = plan.segments[len(results) - 1]
         end = last.end_time
     with AtomicOutput(job.output, force=job.force, started=plan.output) as output:
-        mode = join_parts([r.part for r in results], output.temp, fmt=container_format(job.output),
+        kept = join_parts([r.part for r in results], output.temp, fmt=container_format(job.output),
                           metadata=dict(CONTAINER_METADATA), audio_from=job.input if keep_audio else None,
                           shown=job.output, audio_end=end, chapters=info.chapters, subtitles_from=job.input,
                           attachments_from=job.input,
                           timecode=info.timecode)  # the reader's, checked; the join keeps the input's rate
         if sign is not None:
             sign(output.temp)
-    return mode
+    return kept
 
 
 def process_segmented(job: VideoJob, engine: FileEngine, *, segment_seconds: float,
