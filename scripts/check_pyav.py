@@ -1,4 +1,4 @@
-"""Check livecam end to end on an older PyAV: `python scripts/check_pyav.py 15`.
+"""Check livecam end to end on an older PyAV: `python scripts/check_pyav.py 16`.
 
 Not part of the test suite (it installs packages). Run it with the dev venv's Python (PyAV 17
 or later): that venv makes the clips (tests/videos.py uses 17's API) and probes every output.
@@ -7,7 +7,7 @@ from this checkout; every case runs there and, as the reference, with the dev ve
 A case passes when both exit 0 and the outputs agree: frame count, size, streams, audio length,
 chapters, and pixels within a few levels (two lossy encodes are never equal).
 
-    .venv/bin/python scripts/check_pyav.py 15 [--python python3.11] [--workdir /tmp/pyav15]
+    .venv/bin/python scripts/check_pyav.py 16 [--python python3.10] [--workdir /tmp/pyav16]
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import argparse
 import shutil
 import subprocess
 import sys
-import venv
 from pathlib import Path
 
 import av
@@ -121,8 +120,9 @@ def make_venv(version: str, python: str, folder: Path) -> Path:
         subprocess.run([python, "-m", "venv", str(folder / ".venv")], check=True)
     pip = folder / ".venv" / "bin" / "pip"
     spec = f"av=={version}" if version.count(".") == 2 else f"av=={version}.*"
-    subprocess.run([str(pip), "install", "-q", spec, "onnxruntime", "-e", str(REPO)], check=True)
-    subprocess.run([str(pip), "install", "-q", "--no-deps", spec], check=True)  # no upgrade past it
+    subprocess.run([str(pip), "install", "-q", "onnxruntime", "-e", str(REPO)], check=True)
+    # then `av` alone: a version under pyproject's floor installs too (pip only warns)
+    subprocess.run([str(pip), "install", "-q", "--no-deps", spec], check=True)
     return folder / ".venv" / "bin" / "livecam"
 
 
@@ -161,7 +161,7 @@ def main() -> int:
     reference = Path(sys.executable).parent / "livecam"
     version = subprocess.run([str(livecam.parent / "python"), "-c", "import av; print(av.__version__)"],
                              capture_output=True, text=True, check=True).stdout.strip()
-    print(f"checking PyAV {version} against PyAV {av.__version__} (reference)")
+    print(f"checking PyAV {version} against PyAV {av.__version__} (reference)", flush=True)
     inputs, ref_dir, got_dir = work / "in", work / "ref", work / "out"
     for folder in (ref_dir, got_dir):
         shutil.rmtree(folder, ignore_errors=True)
@@ -175,7 +175,7 @@ def main() -> int:
                           - {line for line in ref[1].splitlines() if "warning" in line or "note:" in line})
         failed += bool(problems)
         print(f"{'FAIL' if problems else 'ok  '} {name}: exit {got[0]}" + "".join(f"\n     {p}" for p in problems)
-              + "".join(f"\n     only on {version}: {w}" for w in warnings))
+              + "".join(f"\n     only on {version}: {w}" for w in warnings), flush=True)
     print(f"PyAV {version}: {len(cases()) - failed} of {len(cases())} cases as on {av.__version__}")
     return 1 if failed else 0
 
