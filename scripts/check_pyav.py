@@ -1,13 +1,13 @@
-"""Check livecam end to end on an older PyAV: `python scripts/check_pyav.py 16`.
+"""Check livecam end to end on an older PyAV: `python scripts/check_pyav.py 16.1`.
 
-Not part of the test suite (it installs packages). Run it with the dev venv's Python (PyAV 17
-or later): that venv makes the clips (tests/videos.py uses 17's API) and probes every output.
-A fresh venv gets `av==VERSION.*` (or an exact VERSION such as 15.0.0), onnxruntime and livecam
+Not part of the test suite (it installs packages). Run it with the dev venv's Python (PyAV 17.1
+or later): that venv makes the clips (tests/videos.py uses 17.1's API) and probes every output.
+A fresh venv gets `av==VERSION.*` (15, 16.1) or `av==VERSION` (15.0.0), onnxruntime and livecam
 from this checkout; every case runs there and, as the reference, with the dev venv's livecam.
 A case passes when both exit 0 and the outputs agree: frame count, size, streams, audio length,
 chapters, and pixels within a few levels (two lossy encodes are never equal).
 
-    .venv/bin/python scripts/check_pyav.py 16 [--python python3.10] [--workdir /tmp/pyav16]
+    .venv/bin/python scripts/check_pyav.py 16.1 [--python python3.10] [--workdir /tmp/pyav161]
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ def compare(name: str, ref: tuple[int, str], got: tuple[int, str], ref_out: Path
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("version", help="PyAV version: 15, 16 (newest of that major) or exact, 15.0.0")
+    parser.add_argument("version", help="PyAV version: 16 or 16.1 (the newest that matches) or exact, 16.1.0")
     parser.add_argument("--python", default=sys.executable, help="interpreter for the new venv")
     parser.add_argument("--workdir", type=Path, help="default /tmp/livecam-pyav-VERSION")
     options = parser.parse_args()
