@@ -1,13 +1,14 @@
-"""Check livecam end to end on an older PyAV: `python scripts/check_pyav.py 16.1`.
+"""Check livecam end to end on an older PyAV: `python scripts/check_pyav.py 17.0.0`.
 
 Not part of the test suite (it installs packages). Run it with the dev venv's Python (PyAV 17.1
 or later): that venv makes the clips (tests/videos.py uses 17.1's API) and probes every output.
 A fresh venv gets `av==VERSION.*` (15, 16.1) or `av==VERSION` (15.0.0), onnxruntime and livecam
 from this checkout; every case runs there and, as the reference, with the dev venv's livecam.
-A case passes when both exit 0 and the outputs agree: frame count, size, streams, audio length,
-chapters, and pixels within a few levels (two lossy encodes are never equal).
+A case passes when both exit 0, every warning and note of the reference is said too, and the
+outputs agree: frame count, size, streams, audio length, chapters, and pixels within a few levels
+(two lossy encodes are never equal).
 
-    .venv/bin/python scripts/check_pyav.py 16.1 [--python python3.10] [--workdir /tmp/pyav161]
+    .venv/bin/python scripts/check_pyav.py 17.0.0 [--python python3.10] [--workdir /tmp/pyav17]
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from tests.videos import clip_with_chapters, make_clip  # noqa: E402  (needs REPO on the path)
+from tests.pipeline.test_file import _cut_recording  # noqa: E402  (needs REPO on the path)
+from tests.videos import clip_with_chapters, make_clip  # noqa: E402
 
 FACES = REPO.parent / "shared" / "faces"
 SOURCE = FACES / "biden.jpg"
@@ -42,6 +44,8 @@ def make_inputs(folder: Path) -> None:
     make_clip(folder / "timecode.mov", audio=True, timecode="01:00:00:00", **common)
     clip_with_chapters(folder / "chapters.mkv")
     attach_font(folder / "audio.mkv", folder / "attached.mkv")
+    (folder / "cutting").mkdir(exist_ok=True)
+    shutil.copy(_cut_recording(folder / "cutting", "fragmented.mp4"), folder / "cut_fragmented.mp4")
     shutil.copy(TARGET, folder / "photo.jpg")
     (folder / "batch").mkdir(exist_ok=True)
     for name in ("audio.mp4", "silent.mp4"):
@@ -77,6 +81,8 @@ def cases() -> list[tuple[str, list[str], str]]:
         ("video rotated", ["video", "{i}/rotated.mp4", "{o}/rotated.mp4", *src], "rotated.mp4"),
         ("video timecode mov", ["video", "{i}/timecode.mov", "{o}/timecode.mov", *src], "timecode.mov"),
         ("video chapters", ["video", "{i}/chapters.mkv", "{o}/chapters.mkv", *src], "chapters.mkv"),
+        ("video cut fragmented mp4 (one warning)", ["video", "{i}/cut_fragmented.mp4", "{o}/cut.mkv", *src],
+         "cut.mkv"),
         ("video folder", ["video", "{i}/batch", "{o}/batch", *src], "batch/audio.mp4"),
         ("image", ["image", "{i}/photo.jpg", "{o}/photo.jpg", *src], "photo.jpg"),
         ("verify video", ["verify", "{o}/audio.mp4"], ""),
@@ -107,11 +113,16 @@ def summary(path: Path) -> tuple[dict, list[np.ndarray]]:
     return info, images
 
 
+def said(stderr: str) -> set[str]:
+    """The warnings and notes of a run."""
+    return {line for line in stderr.splitlines() if "warning" in line or "note:" in line}
+
+
 def run(livecam: Path, args: list[str], inputs: Path, outputs: Path) -> tuple[int, str]:
     outputs.mkdir(parents=True, exist_ok=True)
     argv = [str(livecam), "--offline", *(a.format(i=inputs, o=outputs) for a in args)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=outputs)
-    return done.returncode, done.stderr
+    return done.returncode, done.stderr.replace(str(outputs), "{o}")
 
 
 def make_venv(version: str, python: str, folder: Path) -> Path:
@@ -171,8 +182,8 @@ def main() -> int:
         ref, got = run(reference, args, inputs, ref_dir), run(livecam, args, inputs, got_dir)
         problems = compare(name, ref, got, ref_dir / output if output else None,
                            got_dir / output if output else None)
-        warnings = sorted({line for line in got[1].splitlines() if "warning" in line or "note:" in line}
-                          - {line for line in ref[1].splitlines() if "warning" in line or "note:" in line})
+        problems += [f"no {line!r}" for line in sorted(said(ref[1]) - said(got[1]))]
+        warnings = sorted(said(got[1]) - said(ref[1]))
         failed += bool(problems)
         print(f"{'FAIL' if problems else 'ok  '} {name}: exit {got[0]}" + "".join(f"\n     {p}" for p in problems)
               + "".join(f"\n     only on {version}: {w}" for w in warnings), flush=True)

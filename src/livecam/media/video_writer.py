@@ -199,7 +199,7 @@ def available_encoders() -> list[str]:
 # width, largest height): outside them they fail to open, after the models loaded, with a generic
 # error (libx264's read as "out of memory"; libx265 and SVT-AV1 gave "Invalid argument", SVT-AV1
 # with lines of its own). Measured with PyAV 18's encoders; one not listed takes 2 px and up.
-# SVT-AV1's 26: the one in PyAV 16.1 (the oldest livecam takes) and 15 kills the process (SIGFPE)
+# SVT-AV1's 26: the one in PyAV 15 and 16 kills the process (SIGFPE)
 # or hangs on frames under 26 px wide; 17's takes 4.
 ENCODER_SIZES: dict[str, tuple[int, int, int]] = {
     "libx264": (2, 16384, 16384), "libx265": (16, 1 << 20, 1 << 20), "libvpx": (2, 16383, 16383),
@@ -394,7 +394,7 @@ ATTACHMENT_FORMATS: frozenset[str] = frozenset({"matroska"})
 
 def attachments_writable(fmt: str) -> bool:
     """Whether a `fmt` output gets the input's attached files: Matroska, with a PyAV that writes
-    them (OutputContainer.add_attachment: PyAV 16 on; 15 does not)."""
+    them (OutputContainer.add_attachment: PyAV 16 on, so every PyAV livecam takes)."""
     return fmt in ATTACHMENT_FORMATS and hasattr(av.container.OutputContainer, "add_attachment")
 
 
