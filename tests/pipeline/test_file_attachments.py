@@ -95,7 +95,7 @@ def test_an_output_that_cannot_hold_them_says_so_in_one_line_with_the_fix(tmp_pa
 
 def test_a_pyav_that_cannot_write_them_says_so(tmp_path: Path, attached: Path, caplog: pytest.LogCaptureFixture,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    # PyAV 17, 18.1 and 19 write them (OutputContainer.add_attachment); an older one may not
+    # PyAV 16 on writes them (OutputContainer.add_attachment); 15, installed against the floor, does not
     monkeypatch.setattr(video_writer, "attachments_writable", lambda fmt: False)
     out = tmp_path / "out.mkv"
     with caplog.at_level(logging.WARNING, logger="livecam"):

@@ -199,7 +199,7 @@ def available_encoders() -> list[str]:
 # width, largest height): outside them they fail to open, after the models loaded, with a generic
 # error (libx264's read as "out of memory"; libx265 and SVT-AV1 gave "Invalid argument", SVT-AV1
 # with lines of its own). Measured with PyAV 18's encoders; one not listed takes 2 px and up.
-# SVT-AV1's 26: the one in PyAV 15 and 16 (the oldest livecam takes) kills the process (SIGFPE)
+# SVT-AV1's 26: the one in PyAV 15 and 16 kills the process (SIGFPE)
 # or hangs on frames under 26 px wide; 17's takes 4.
 ENCODER_SIZES: dict[str, tuple[int, int, int]] = {
     "libx264": (2, 16384, 16384), "libx265": (16, 1 << 20, 1 << 20), "libvpx": (2, 16383, 16383),
@@ -394,7 +394,7 @@ ATTACHMENT_FORMATS: frozenset[str] = frozenset({"matroska"})
 
 def attachments_writable(fmt: str) -> bool:
     """Whether a `fmt` output gets the input's attached files: Matroska, with a PyAV that writes
-    them (OutputContainer.add_attachment: PyAV 17, 18.1 and 19 do)."""
+    them (OutputContainer.add_attachment: PyAV 16 on, so every PyAV livecam takes)."""
     return fmt in ATTACHMENT_FORMATS and hasattr(av.container.OutputContainer, "add_attachment")
 
 
@@ -1011,7 +1011,7 @@ class _SubtitleTrack(_AudioTrack):
                 self._target = out.add_stream_from_template(ins)
             elif fate == "convert":
                 ins.codec_context.open()  # the decoder's ASS header, which the text encoders read
-                # subtitle_header, encode_subtitle: PyAV 18 and later (typed there only; _convertible checks)
+                # subtitle_header, encode_subtitle: PyAV 16.1 and later (typed from 18 only; _convertible checks)
                 header = cast(Any, ins.codec_context).subtitle_header or _ASS_HEADER  # an ASS track without one
                 if not _encoder_opens(SUBTITLE_TEXT_TARGET[fmt], header):  # before the stream exists
                     log.warning("note: the input's subtitle stream %d (%s) is not copied: it cannot be "
