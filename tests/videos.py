@@ -138,6 +138,24 @@ def make_clip(
     return path
 
 
+def make_offset_mkv(path: Path, *, frames: int, size: tuple[int, int], video_start: float, tone_start: float,
+                    tone_seconds: float, sample_rate: int) -> Path:
+    """A Matroska file whose video and sound start at different times (`video_start`,
+    `tone_start`, seconds): the container's span is not the video's."""
+    with av.open(str(path), "w") as out:
+        video = out.add_stream("libx264", rate=30)
+        video.width, video.height, video.pix_fmt = size[0], size[1], "yuv420p"
+        sound = out.add_stream("aac", rate=sample_rate, layout="mono")
+        first = int(round(video_start * 30))
+        for i in range(frames):
+            frame = av.VideoFrame.from_ndarray(synthetic_frame(i, size), format="bgr24")
+            frame.pts, frame.time_base = first + i, Fraction(1, 30)
+            out.mux(video.encode(frame))
+        out.mux(video.encode())
+        _write_tone(out, sound, tone_seconds, sample_rate, start=tone_start)
+    return path
+
+
 def _write_tone(out: av.container.OutputContainer, stream: av.audio.stream.AudioStream, seconds: float, rate: int,
                start: float = 0.0) -> None:
     total = int(round(seconds * rate))

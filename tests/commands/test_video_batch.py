@@ -92,7 +92,8 @@ def test_a_broken_file_is_named_the_others_are_written_and_skip_existing_resumes
     assert code == EXIT_USAGE  # the one failure is a bad input, as for one file
     errors = [line for line in lines if line.startswith("livecam: error:")]
     assert len(errors) == 2, lines
-    assert errors[0].startswith("livecam: error: broken.mp4: cannot read") and "moov box a recorder writes last) is missing" in errors[0]
+    assert errors[0].startswith("livecam: error: broken.mp4: cannot read")
+    assert "its index (the moov box a recorder writes last) is missing" in errors[0]
     assert errors[1].startswith(f"livecam: error: 2 of 3 files written to {out} (50 frames in ")
     assert errors[1].endswith(", 1 failed")
     assert sorted(p.name for p in out.iterdir()) == ["a.mp4", "b.mkv"]

@@ -734,19 +734,10 @@ def test_an_mkv_whose_sound_runs_on_past_its_video_is_not_called_cut_short(
     # The video's length was the container's, which spans the sound too: 1 s of video with sound
     # from 0.5 s to 1.5 s warned "ended at 1.00 s of the 1.52 s its header announces (damaged or
     # cut short): 30 frames could be read; the output stops there".
-    from tests.videos import _write_tone, synthetic_frame
+    from tests.videos import make_offset_mkv
 
-    clip = tmp_path / "late_sound.mkv"
-    with av.open(str(clip), "w") as out:
-        video = out.add_stream("libx264", rate=30)
-        video.width, video.height, video.pix_fmt = 64, 48, "yuv420p"
-        sound = out.add_stream("aac", rate=44100, layout="mono")
-        for i in range(30):
-            frame = av.VideoFrame.from_ndarray(synthetic_frame(i, (64, 48)), format="bgr24")
-            frame.pts, frame.time_base = i, Fraction(1, 30)
-            out.mux(video.encode(frame))
-        out.mux(video.encode())
-        _write_tone(out, sound, 1.0, 44100, start=0.5)
+    clip = make_offset_mkv(tmp_path / "late_sound.mkv", frames=30, size=(64, 48), video_start=0.0, tone_start=0.5,
+                           tone_seconds=1.0, sample_rate=44100)
     with caplog.at_level(logging.WARNING, logger="livecam"), VideoReader(clip) as reader:
         assert reader.info.duration == pytest.approx(1.0, abs=0.05)
         assert sum(1 for _ in reader.frames()) == 30 and not reader.ended_early

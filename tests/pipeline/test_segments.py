@@ -21,7 +21,7 @@ from livecam.pipeline.file import RunStats, process_video
 from livecam.pipeline.segments import SegmentResult, default_overlap_seconds, joined_stats, plan_job, process_segmented
 from livecam.settings import ProcessingSettings, RuntimeSettings, VideoJob
 from tests.doubles import NoModels
-from tests.videos import _write_tone, label_corners, make_clip, probe, stamp_index, synthetic_frame
+from tests.videos import _write_tone, label_corners, make_clip, make_offset_mkv, probe, stamp_index, synthetic_frame
 
 
 class SmoothingEngine(NoModels):
@@ -398,17 +398,8 @@ def test_an_mkv_whose_audio_starts_before_its_video_is_not_called_cut_short(tmp_
     segmented one warned 'ended at 3.00 s of the 4.00 s its header announces (damaged or cut short)'."""
     from livecam.media.video_reader import VideoReader
 
-    clip = tmp_path / "late.mkv"
-    with av.open(str(clip), "w") as out:
-        vs = out.add_stream("libx264", rate=30)
-        vs.width, vs.height, vs.pix_fmt = 96, 64, "yuv420p"
-        audio = out.add_stream("aac", rate=48000, layout="mono")
-        for i in range(60):
-            frame = av.VideoFrame.from_ndarray(synthetic_frame(i, (96, 64)), format="bgr24")
-            frame.pts, frame.time_base = 30 + i, Fraction(1, 30)
-            out.mux(vs.encode(frame))
-        out.mux(vs.encode())
-        _write_tone(out, audio, 3.0, 48000)
+    clip = make_offset_mkv(tmp_path / "late.mkv", frames=60, size=(96, 64), video_start=1.0, tone_start=0.0,
+                           tone_seconds=3.0, sample_rate=48000)
     with VideoReader(clip) as reader:
         assert reader.info.start_time == pytest.approx(1.0, abs=0.01)
         assert reader.info.expected_frames in (60, 61)  # 2 s of video (and the AAC tail), not 3
