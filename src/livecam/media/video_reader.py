@@ -962,7 +962,7 @@ class VideoReader:
         if not cc.width or not cc.height:
             raise InputError(f"{self.path}: the video stream has no frame size; the file is corrupt")
         rate = as_fraction(stream_rate(c, vs) or Fraction(30))
-        tb = vs.time_base or Fraction(1, 90000)
+        tb = as_fraction(vs.time_base or Fraction(1, 90000))
         origin = timeline_origin(c)
         start = float(vs.start_time * tb) - origin if vs.start_time is not None else 0.0
         duration = _stream_duration(c, vs, tb, start)
