@@ -21,6 +21,7 @@ import logging
 import os
 import shutil
 import subprocess
+import re
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -539,7 +540,9 @@ def test_a_segments_own_error_names_the_segment_once(tmp_path: Path, driver: str
     [outcome] = run_on_cluster([job], settings(driver), Progress(None, quiet=True), engine_factory=smoothing_engine)
     assert outcome.error is not None and outcome.error.exit_code == 2
     message = outcome.error.message
-    assert message.startswith("cut.mp4 segment 2 of 2 (frames 30-37): decoded 7 frames where the plan has 8"), message
+    # how many frames a cut file still gives depends on the FFmpeg inside PyAV (7 on 18-19, 6 on 17)
+    found = re.match(r"cut\.mp4 segment 2 of 2 \(frames 30-37\): decoded (\d) frames where the plan has 8", message)
+    assert found and int(found.group(1)) < 8, message
     assert message.count("segment 2 of 2") == 1, message
     assert not job.output.exists() and not list(tmp_path.glob(".livecam-*"))
 
