@@ -19,9 +19,9 @@ import functools
 import importlib.util
 import logging
 import os
+import re
 import shutil
 import subprocess
-import re
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
