@@ -7,6 +7,12 @@ rest of the signal mechanism on it."""
 import _thread
 import sys
 
+TYPE_CHECKING = False  # (typing is not loaded yet when this module is: mypy reads the name alone)
+if TYPE_CHECKING:
+    from typing import Callable, TypeVar
+
+    T = TypeVar("T")
+
 
 class InterruptOnce:
     def __init__(self) -> None:
@@ -74,3 +80,33 @@ def interrupted() -> bool:
     """Whether SIGINT/SIGTERM interrupted this process (under pipeline.signals.stop_signals())."""
     handler = process_handler()
     return handler is not None and handler.received is not None
+
+
+def heard(call: "Callable[[], T]", name: str) -> "T":
+    """call(), run in a daemon thread while the main thread waits for it in short steps, so that
+    SIGINT/SIGTERM/SIGHUP still raise KeyboardInterrupt here. Python runs its handlers only between
+    bytecodes of the main thread: a call stuck in native code that never returns (c2pa signing)
+    left every signal unheard, and the SIGKILL that followed left the outputs' temporary files.
+    An interrupted call's thread is abandoned (the process leaves through os._exit); its result
+    is then never used. Outside the main thread, call() is simply called."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return call()
+    outcome: list[tuple[bool, object]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, call()))
+        except BaseException as exc:  # handed to the caller as it is
+            outcome.append((False, exc))
+
+    worker = threading.Thread(target=run, name=name, daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.05)  # short: a lock's wait is not interrupted by signals on every platform
+    ok, value = outcome[0]
+    if not ok:
+        assert isinstance(value, BaseException)
+        raise value
+    return value  # type: ignore[return-value]

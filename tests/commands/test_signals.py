@@ -55,6 +55,19 @@ DRIVER = textwrap.dedent("""
                 send(signal.SIGTERM)
                 image.logging.getLogger("livecam").info(*args)
         image.log = Log()
+    elif patch == "term-while-signing-hangs":
+        import ctypes, c2pa
+        def native_hang(*args, **kwargs):
+            # stuck in native code that never returns to Python (a deadlock: signals do not end it)
+            def later():
+                time.sleep(0.5)  # once this thread is inside the native call
+                send(signal.SIGTERM)
+            threading.Thread(target=later, daemon=True).start()
+            mutex = ctypes.create_string_buffer(64)  # PTHREAD_MUTEX_INITIALIZER is zeros (glibc)
+            libc = ctypes.CDLL(None)
+            libc.pthread_mutex_lock(mutex)
+            libc.pthread_mutex_lock(mutex)
+        c2pa.Builder.sign = native_hang
     elif patch == "term-at-exit":
         atexit.register(send, signal.SIGTERM)
     elif patch == "int-int-int-at-shutdown":
@@ -94,12 +107,13 @@ DRIVER = textwrap.dedent("""
 """)
 
 
-def run_driver(tmp_path: Path, patch: str, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def run_driver(tmp_path: Path, patch: str, args: list[str], env: dict[str, str],
+               timeout: float = 120) -> subprocess.CompletedProcess[str]:
     script = tmp_path / "driver.py"
     script.write_text(DRIVER)
     env = dict(env, PYTHONPATH=os.pathsep.join([str(REPO_ROOT / "src"), str(REPO_ROOT)]))
     return subprocess.run([sys.executable, str(script), patch, *args], env=env, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=timeout)
 
 
 def interrupted_in_one_line(proc: subprocess.CompletedProcess[str]) -> None:
@@ -144,6 +158,29 @@ def test_signals_while_a_video_starts_exit_130_in_one_line(
     proc = run_driver(tmp_path, patch, ["video", str(clip), str(out), "--source", str(clip)], isolated_env)
     interrupted_in_one_line(proc)
     assert list(out.parent.iterdir()) == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the stand-in hang is a glibc mutex")
+def test_sigterm_while_signing_hangs_in_native_code_exits_130_and_keeps_the_old_file(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # c2pa signing stuck in native code never ran Python's handler: SIGTERM and Ctrl-C went
+    # unheard, and the SIGKILL that followed left the hidden temporary files beside the output.
+    from tests.videos import make_clip
+
+    clip = make_clip(tmp_path / "in.mp4", frames=2, size=(64, 48), fps=30)
+    out = tmp_path / "out" / "out.mp4"
+    out.parent.mkdir()
+    out.write_bytes(b"the user's old file")
+    try:
+        proc = run_driver(tmp_path, "term-while-signing-hangs",
+                          ["video", str(clip), str(out), "--source", str(faces_dir / "biden.jpg"), "--force",
+                           "--no-watermark"],
+                          isolated_env, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("SIGTERM did not stop a run whose signing hangs")
+    interrupted_in_one_line(proc)
+    assert list(out.parent.iterdir()) == [out]
+    assert out.read_bytes() == b"the user's old file"
 
 
 def test_ctrl_c_while_onnxruntime_is_imported_is_an_interrupt(

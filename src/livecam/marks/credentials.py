@@ -29,6 +29,7 @@ from typing import Any, Sequence
 
 from livecam import __version__
 from livecam.atomic import FULL, AtomicOutput, OutputConflictError
+from livecam.interrupt import heard
 from livecam.errors import InputError, LivecamError, OutputError
 from livecam.media.provenance import DIGITAL_SOURCE_TYPE
 
@@ -308,7 +309,12 @@ class Signing:
         parent = self.input if self.input is not None and content_mime_type(self.input) else None
         if parent is not None and parent.stat().st_size > INGREDIENT_LIMIT:
             parent = None
-        identity = self.signer_identity()
+        identity = self.signer_identity()  # here: it may write the local identity's files
+        # c2pa's native code, in a thread: a hang there left Ctrl-C and SIGTERM unheard
+        heard(lambda: self._sign_as(c2pa, identity, parent, source, dest, fmt, title), "livecam-c2pa")
+
+    def _sign_as(self, c2pa: Any, identity: Identity, parent: Path | None, source: Any, dest: Any, fmt: str,
+                 title: str) -> None:
         try:
             signer = c2pa.Signer.from_info(c2pa.C2paSignerInfo(
                 getattr(c2pa.C2paSigningAlg, identity.algorithm), identity.chain_pem, identity.key_pem, None))
