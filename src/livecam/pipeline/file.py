@@ -269,8 +269,9 @@ _END_SLACK_S = 1e-6
 
 def retimed_frames(duration: float, fps: float) -> int:
     """How many frames --fps `fps` makes of `duration` seconds: the ticks whose first half lies
-    before the end (retime's rule), at least one; so the output is never longer than the input by
-    more than half an output frame (1.03 s at --fps 7 was 8 frames, 1.14 s)."""
+    before the end, at least one (the one statement of the rule: retime keeps the ticks it counts);
+    so the output is never longer than the input by more than half an output frame (1.03 s at
+    --fps 7 was 8 frames, 1.14 s)."""
     return max(1, math.floor((duration + _END_SLACK_S) * fps + 0.5))
 
 
@@ -282,12 +283,12 @@ def retime(frames: Iterable[TimedFrame], fps: Fraction, input_rate: Fraction) ->
     10 fps clip had swapped and enhanced three identical frames for every input frame).
 
     The output ends where the input does (its last frame's time + one input frame) as closely as
-    the output's ticks allow: a tick is written when its first half lies before that end
-    (retimed_frames). The end is known at the last frame only, so a tick near the newest frame
-    waits until a later frame shows the end is past its first half (one held, when slowing down)."""
+    the output's ticks allow: the first retimed_frames(end - first tick) ticks are written. The end
+    is known at the last frame only, so a tick near the newest frame waits until a later frame
+    shows it is written (one held, when slowing down)."""
     step = 1.0 / float(fps)
     nominal = 1.0 / float(input_rate or fps)  # the last frame's duration
-    held: deque[Retimed] = deque()  # ticks not yet known to lie before the end
+    held: deque[tuple[int, Retimed]] = deque()  # ticks not yet known to be written, by first tick number
     prev: TimedFrame | None = None
     t0 = 0.0
     k = 0
@@ -296,19 +297,20 @@ def retime(frames: Iterable[TimedFrame], fps: Fraction, input_rate: Fraction) ->
         """prev, once, on every tick before `until` (held)."""
         nonlocal k
         assert prev is not None
-        times = []
+        first, times = k, []
         while t0 + k * step < until:
             times.append(t0 + k * step)
             k += 1
         if times:
-            held.append(Retimed(prev, times[0], tuple(times[1:])))
+            held.append((first, Retimed(prev, times[0], tuple(times[1:]))))
 
     def release(end: float, final: bool) -> Iterator[Retimed]:
-        """The held ticks whose first half lies before `end`: the input's end when `final`, else
+        """The held ticks written for an input that ends at `end`: its end when `final`, else
         where it reaches at least (a held frame's ticks go out together, or not yet)."""
+        written = retimed_frames(end - t0, float(fps))
         while held:
-            shown = held[0]
-            times = [t for t in ticks_of(shown) if t == t0 or t + step / 2 <= end + _END_SLACK_S]
+            first, shown = held[0]
+            times = ticks_of(shown)[:max(0, written - first)]
             if not final and len(times) < 1 + len(shown.repeats):
                 return
             held.popleft()
