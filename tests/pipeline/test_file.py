@@ -850,17 +850,6 @@ def test_chapters_are_copied_to_the_output(tmp_path: Path, suffix: str) -> None:
     assert _chapters(out) == [("Intro", 0.0, 1.0), ("Main", 1.0, 2.0)] == _chapters(src)
 
 
-def test_chapters_this_pyav_cannot_write_are_named_in_the_not_copied_note(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    import livecam.pipeline.file as file_module
-
-    src = clip_with_chapters(tmp_path / "chapters.mkv")
-    monkeypatch.setattr(file_module, "chapters_writable", lambda: False)
-    with caplog.at_level(logging.WARNING, logger="livecam"):
-        process_video(_opts(src, tmp_path / "out.mkv"), InvertEngine(face=False), quiet=True)
-    assert "not copied: 2 chapters" in caplog.text
-
-
 def _truncated_faststart(tmp_path: Path, frames: int = 60, keep: float = 0.6) -> Path:
     """A stamped MP4 with its index first (`-movflags +faststart`), cut to `keep` of its bytes."""
     return _cut_recording(tmp_path, "faststart.mp4", frames=frames, keep=keep, audio=False)

@@ -60,7 +60,7 @@ def index_packets(path: Path) -> PacketIndex:
         origin = timeline_origin(container)
         try:
             for packet in container.demux(stream):
-                if packet.size == 0 or getattr(packet, "is_discard", False):
+                if packet.size == 0 or packet.is_discard:
                     continue  # the demuxer's flush packet; frames an edit list drops
                 if packet.pts is None:
                     raise InputError(f"{path.name} has video packets without timestamps; it cannot be split "

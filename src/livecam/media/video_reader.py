@@ -766,8 +766,7 @@ def cut_short(container: av.container.InputContainer, path: Path) -> str | None:
     (isobmff.missing_index says so); one with its index first (`-movflags +faststart`, what streaming sites serve) opens, and its sample
     table places the samples at byte offsets: data the table places past the end of the file was
     cut off: said with what frames() could read (a fragmented MP4's index is read from its
-    fragments, the cut one's too). Only the mov demuxer's index lists every sample (Matroska's cues list keyframes);
-    None where this PyAV has no Stream.index_entries."""
+    fragments, the cut one's too). Only the mov demuxer's index lists every sample (Matroska's cues list keyframes)."""
     if "mov" not in container.format.name.split(","):
         return None
     try:
@@ -776,8 +775,8 @@ def cut_short(container: av.container.InputContainer, path: Path) -> str | None:
         return None
     end = 0
     for stream in container.streams:
-        entries = getattr(stream, "index_entries", None)
-        if entries is not None and len(entries):
+        entries = stream.index_entries
+        if len(entries):
             last = entries[len(entries) - 1]  # the samples are in decoding order, as stored
             end = max(end, last.pos + last.size)
     if end <= size:
@@ -788,15 +787,12 @@ def cut_short(container: av.container.InputContainer, path: Path) -> str | None:
 
 def _chapters(container: av.container.InputContainer, origin: float) -> tuple[Chapter, ...]:
     """The container's chapters moved onto the timeline from `origin` (those that end before it
-    are left out); none where this PyAV cannot read them."""
-    read = getattr(container, "chapters", None)
-    if read is None:
-        return ()
+    are left out)."""
     out = []
-    for chapter in read():
-        tb = as_fraction(chapter["time_base"])
-        if not tb:
+    for chapter in container.chapters():
+        if not chapter["time_base"]:
             continue
+        tb = as_fraction(chapter["time_base"])
         shift = round(origin / tb)
         start, end = max(0, chapter["start"] - shift), chapter["end"] - shift
         if end > start:

@@ -330,7 +330,7 @@ class OutputSpec:
     audio: AudioSamples | None = None  # sound to write (instead of audio_from)
     colour: Colour | None = None  # the input's (VideoInfo.colour); None: what players assume for the size
     lookahead: int | None = None  # frames the encoder may look ahead (its memory); None: the preset's
-    chapters: tuple[Chapter, ...] = ()  # the input's (VideoInfo.chapters), written when chapters_writable()
+    chapters: tuple[Chapter, ...] = ()  # the input's (VideoInfo.chapters)
     subtitles_from: Path | None = None  # input whose subtitle streams are kept (subtitle_fate)
     attachments_from: Path | None = None  # input whose attached files are kept (copy_attachments)
     timecode: str | None = None  # start timecode of the first frame (set_timecode), at `rate`
@@ -381,27 +381,15 @@ class _Track(Protocol):
     def close(self) -> None: ...
 
 
-def chapters_writable() -> bool:
-    """Whether this PyAV writes chapters (Container.set_chapters); every output container
-    (CONTAINERS) holds them: Matroska and WebM natively, MP4 and MOV as a chapter track."""
-    return hasattr(av.container.OutputContainer, "set_chapters")
-
-
 # Containers that hold attached files (fonts for ASS subtitles, cover art). WebM's muxer takes
 # them too, but WebM has no place for them (its players need not read such a file).
 ATTACHMENT_FORMATS: frozenset[str] = frozenset({"matroska"})
 
 
-def attachments_writable(fmt: str) -> bool:
-    """Whether a `fmt` output gets the input's attached files: Matroska, with a PyAV that writes
-    them (OutputContainer.add_attachment: PyAV 16 on, so every PyAV livecam takes)."""
-    return fmt in ATTACHMENT_FORMATS and hasattr(av.container.OutputContainer, "add_attachment")
-
-
 def copy_attachments(out: av.container.OutputContainer, source: Path) -> int:
     """Every file attached to `source` (video_reader.read_attachments) added to `out` where its
-    container holds them (attachments_writable; written with the header); returns how many."""
-    if not attachments_writable(out.format.name):
+    container holds them (ATTACHMENT_FORMATS; written with the header); returns how many."""
+    if out.format.name not in ATTACHMENT_FORMATS:
         return 0
     with open_container(local_path(source)) as src:
         files = read_attachments(src)
@@ -413,25 +401,25 @@ def copy_attachments(out: av.container.OutputContainer, source: Path) -> int:
 def dropped_attachments(names: Sequence[str], fmt: str) -> str | None:
     """What the 'not copied' note says of the input's attached files (`names`) a `fmt` output
     leaves out, with how to keep them; None when it keeps them (or there are none)."""
-    if not names or attachments_writable(fmt):
+    if not names or fmt in ATTACHMENT_FORMATS:
         return None
     shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-    why = (f"{FORMAT_NAMES.get(fmt, fmt)} outputs leave them out; write a .mkv output to keep them"
-           if fmt not in ATTACHMENT_FORMATS else "this PyAV cannot write them; install a newer PyAV (av) to keep them")
-    return f"{len(names)} attached file{'s' if len(names) > 1 else ''} ({shown}): {why}"
+    return (f"{len(names)} attached file{'s' if len(names) > 1 else ''} ({shown}): "
+            f"{FORMAT_NAMES.get(fmt, fmt)} outputs leave them out; write a .mkv output to keep them")
 
 
 def open_output(path: Path, fmt: str, metadata: dict[str, str], shown: Path,
                 chapters: Sequence[Chapter] = ()) -> av.container.OutputContainer:
     """A `fmt` output container at `path` with `metadata` tags (kept in MP4/MOV too) and
-    `chapters` (when chapters_writable()); errors name `shown`, the user's path."""
+    `chapters` (every output container holds them: Matroska and WebM natively, MP4 and MOV as a
+    chapter track); errors name `shown`, the user's path."""
     options = {"movflags": "+use_metadata_tags"} if fmt in ("mp4", "mov") else {}
     try:
         out = av.open(local_path(path), mode="w", format=fmt, options=options)
     except OSError as exc:
         raise output_error(shown, exc) from exc
     out.metadata.update(metadata)
-    if chapters and chapters_writable():
+    if chapters:
         # PyAV 19's stubs type time_base as AVRational, earlier ones as Fraction; both take a Fraction
         entries: list[Any] = [{"id": i + 1, "start": c.start, "end": c.end, "time_base": c.time_base,
                                "metadata": dict(c.metadata)} for i, c in enumerate(chapters)]
@@ -949,7 +937,7 @@ def subtitle_fate(codec: str, fmt: str) -> Literal["copy", "convert"] | None:
 
 
 def _convertible(codec: str) -> bool:
-    return codec in TEXT_SUBTITLES and hasattr(SubtitleCodecContext, "encode_subtitle")  # newer PyAVs only
+    return codec in TEXT_SUBTITLES
 
 
 # The least ASS header the text encoders take (one default style), for a track that has none.
@@ -1011,7 +999,7 @@ class _SubtitleTrack(_AudioTrack):
                 self._target = out.add_stream_from_template(ins)
             elif fate == "convert":
                 ins.codec_context.open()  # the decoder's ASS header, which the text encoders read
-                # subtitle_header, encode_subtitle: PyAV 16.1 and later (typed from 18 only; _convertible checks)
+                # subtitle_header, encode_subtitle: PyAV 16.1 and later (typed from 18 only)
                 header = cast(Any, ins.codec_context).subtitle_header or _ASS_HEADER  # an ASS track without one
                 if not _encoder_opens(SUBTITLE_TEXT_TARGET[fmt], header):  # before the stream exists
                     log.warning("note: the input's subtitle stream %d (%s) is not copied: it cannot be "

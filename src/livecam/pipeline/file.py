@@ -64,7 +64,7 @@ from livecam.frame import FramePacket
 from livecam.media.containers import frame_rate
 from livecam.media.timecode import conform
 from livecam.media.video_reader import VideoInfo, VideoReader
-from livecam.media.video_writer import (OutputSpec, VideoWriter, chapters_writable, container_format,
+from livecam.media.video_writer import (OutputSpec, VideoWriter, container_format,
                                          dropped_attachments, say_trimmed, subtitle_fate)
 from livecam.pipeline.budget import default_in_flight, plan_video
 from livecam.pipeline.contracts import FileEngine
@@ -619,12 +619,10 @@ def process_video(job: VideoJob, engine: FileEngine, *, quiet: bool = False,
                             watermark=watermark, sign=sign, counter=progress, lanes=lanes)
 
 
-def _say_dropped_streams(kinds: Sequence[str], keep_audio: bool, chapters: int = 0,
-                         subtitles: Sequence[str] = (), fmt: str = "", attachments: Sequence[str] = (),
-                         timecode: bool = False) -> None:
-    """One line for the streams the output leaves out (and the chapters, where this PyAV cannot
-    write them: chapters_writable(); and the attached files, where the container cannot hold
-    them, named with the fix); it said "the input's audio stream is not copied" for a
+def _say_dropped_streams(kinds: Sequence[str], keep_audio: bool, subtitles: Sequence[str] = (), fmt: str = "",
+                         attachments: Sequence[str] = (), timecode: bool = False) -> None:
+    """One line for the streams the output leaves out (and the attached files, where the
+    container cannot hold them, named with the fix); it said "the input's audio stream is not copied" for a
     second audio track beside "audio copied". `timecode`: the output has the input's start
     timecode, so one timecode track is not left out (it was counted as "1 data stream")."""
     counts = Tally(kind for kind in kinds if keep_audio or kind != "audio")  # --no-audio: asked for
@@ -633,12 +631,10 @@ def _say_dropped_streams(kinds: Sequence[str], keep_audio: bool, chapters: int =
     counts = +counts  # without the kinds counted down to none
     # subtitles the output's container cannot hold (bitmap ones outside Matroska)
     counts.update("subtitle" for codec in subtitles if subtitle_fate(codec, fmt) is None)
-    if chapters and not chapters_writable():
-        counts["chapter"] = chapters
     files = dropped_attachments(attachments, fmt)
     if counts or files:
         more = ", ".join([f"{n} {'more ' if kind in ('audio', 'video') else ''}{kind}"
-                          f"{'' if kind == 'chapter' else ' stream'}{'s' if n > 1 else ''}" for kind, n in counts.items()]
+                          f" stream{'s' if n > 1 else ''}" for kind, n in counts.items()]
                          + ([files] if files else []))
         log.warning("note: the output has the input's video%s; not copied: %s",
                     " and its audio" if keep_audio else "", more)
@@ -649,8 +645,7 @@ def say_left_out(info: VideoInfo, job: VideoJob, *, timecode: bool) -> None:
     chapters, attached files; an odd last column or row): said once per file, before its frames,
     by a whole-file run (process_video) and a segmented one (segments.plan_job) alike.
     `timecode`: the output has the input's start timecode."""
-    _say_dropped_streams(info.other_streams, job.audio and info.audio_codec is not None, len(info.chapters),
-                         info.subtitles, container_format(job.output), info.attachments, timecode=timecode)
+    _say_dropped_streams(info.other_streams, job.audio and info.audio_codec is not None, info.subtitles, container_format(job.output), info.attachments, timecode=timecode)
     say_trimmed(info.width, info.height)
 
 
