@@ -456,10 +456,11 @@ class _Tracks:
                 # notes name a track by its place among the input's audio tracks, and its language
                 names = {s.index: f"audio track {n + 1}" + (f" ({s.language})" if s.language not in (None, "und")
                                                              else "") for n, s in enumerate(probe.streams.audio)}
+            changes = _MidwayChanges(source, order)
             for index in order:
                 default = not any(t.mode for t in self.tracks)  # the first track kept is the default one
                 self.tracks.append(_AudioTrack(out, source, index, default=default,
-                                               named=names[index] if len(order) > 1 else ""))
+                                               named=names[index] if len(order) > 1 else "", changes=changes))
         except BaseException:
             self.close()
             raise
@@ -713,27 +714,46 @@ def _adts_setup(packet: bytes) -> tuple[int, int] | None:
     return (packet[2] >> 2) & 0x0F, ((packet[2] & 0x01) << 2) | (packet[3] >> 6)
 
 
-def _changes_midway(source: Path, index: int) -> bool:
-    """Whether the AAC stream `index` of an MPEG-TS changes its sample rate or channels midway (TS
-    recordings joined, a TV channel's stereo adverts in a 5.1 film; each packet's ADTS header
-    says its own): copied, the output's one track header gives the first part's, and the rest did
-    not decode ('channel element is not allocated'), silent. One demux pass, no decoding, for
-    a TS only (MP4, MOV and Matroska state one set-up for the whole stream)."""
+def _changing_midway(source: Path, indices: Sequence[int]) -> frozenset[int]:
+    """The AAC streams among `indices` of an MPEG-TS that change their sample rate or channels
+    midway (TS recordings joined, a TV channel's stereo adverts in a 5.1 film; each packet's ADTS
+    header says its own): copied, the output's one track header gives the first part's, and the
+    rest did not decode ('channel element is not allocated'), silent. One demux pass for them all
+    (it was one per track), no decoding, ending once each has changed; for a TS only (MP4, MOV and
+    Matroska state one set-up for the whole stream)."""
     with open_container(local_path(source)) as src:
-        stream = src.streams[index]
-        if "mpegts" not in src.format.name.split(",") or stream.codec_context is None or \
-                stream.codec_context.codec.canonical_name != "aac":
-            return False
-        first: tuple[int, int] | None = None
+        if "mpegts" not in src.format.name.split(","):
+            return frozenset()
+        streams = [s for s in (src.streams[i] for i in indices)
+                   if s.codec_context is not None and s.codec_context.codec.canonical_name == "aac"]
+        first: dict[int, tuple[int, int]] = {}
+        changed: set[int] = set()
         try:
-            for packet in src.demux(stream):
+            for packet in src.demux(streams) if streams else ():
                 setup = _adts_setup(bytes(packet)) if packet.size else None
-                if setup is not None and first is not None and setup != first:
-                    return True
-                first = first or setup
+                index = packet.stream.index
+                if setup is not None and first.setdefault(index, setup) != setup:
+                    changed.add(index)
+                    if len(changed) == len(streams):
+                        break
         except av.error.FFmpegError:  # damaged data: the copy skips it as it does now
-            return False
-    return False
+            pass
+    return frozenset(changed)
+
+
+class _MidwayChanges:
+    """Whether an audio track changes its set-up midway (_changing_midway), asked of the input's
+    kept tracks: its one pass is made for them all at the first question (none when none is copied)."""
+
+    def __init__(self, source: Path, indices: Sequence[int]) -> None:
+        self._source = source
+        self._indices = tuple(indices)
+        self._found: frozenset[int] | None = None
+
+    def __call__(self, index: int) -> bool:
+        if self._found is None:
+            self._found = _changing_midway(self._source, self._indices)
+        return index in self._found
 
 
 class _AudioTrack:
@@ -746,7 +766,7 @@ class _AudioTrack:
     _kind = "audio"  # how warnings name its packets
 
     def __init__(self, out: av.container.OutputContainer, source: Path, index: int, *, default: bool = True,
-                 named: str = "") -> None:
+                 named: str = "", changes: _MidwayChanges) -> None:
         self._in = open_container(local_path(source))  # damaged tags must not stop the audio
         self._last_dts: int | None = None
         self._out_of_order = 0
@@ -777,8 +797,8 @@ class _AudioTrack:
             codec = ins.codec_context.codec.canonical_name
             fmt = out.format.name
             holds = codec in out.supported_codecs and _can_copy(source, fmt, index)
-            changes = holds and copies_audio(codec, fmt) and _changes_midway(source, index)
-            if holds and copies_audio(codec, fmt) and not changes:
+            midway = holds and copies_audio(codec, fmt) and changes(index)
+            if holds and copies_audio(codec, fmt) and not midway:
                 self.mode = "copy"
                 self._stream = out.add_stream_from_template(ins)
             else:
@@ -794,7 +814,7 @@ class _AudioTrack:
                 self._next_pts: int | None = None
                 kind = FORMAT_NAMES.get(fmt, fmt)
                 why = ("its sample rate or channels change midway, which a copy into one track does not play"
-                       if changes else f"{kind} files {'are not commonly played with' if holds else 'cannot hold'} "
+                       if midway else f"{kind} files {'are not commonly played with' if holds else 'cannot hold'} "
                                        f"{codec} audio")
                 log.warning("note: the %s (%s) is re-encoded as %s: %s", named or "audio", codec,
                             "Opus" if target == "libopus" else "AAC", why)
