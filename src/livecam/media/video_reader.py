@@ -615,6 +615,14 @@ class HeadlessStart:
         self._lead = None
 
 
+def say_headless(name: str, frames: int, seconds: float, first: float, *, writes: bool) -> None:
+    """The one warning for the `frames` (`seconds`) lost before the first keyframe (HeadlessStart;
+    a segmented run's plan finds them in its demux pass); `first`: the first frame's time."""
+    log.warning("warning: %s starts without a keyframe (cut from a longer recording?): its first %s (%.2f s) need "
+                "a picture from before the cut and could not be decoded%s", name, counted(frames, "frame"), seconds,
+                f"; the output leaves them out, its first frame at {first:.2f} s as in the input" if writes else "")
+
+
 class VideoDecoder:
     """The one decode loop (files for `video`, `demo`, `bench`; files and URLs for `run
     --camera`): frames of one stream, upright, of one size, on one timeline from 0.
@@ -1058,13 +1066,8 @@ class VideoReader:
         decoder.report()  # nothing when said above or undamaged
 
     def _say_headless(self, headless: HeadlessStart, first: float) -> None:
-        """One warning for the frames lost before the first keyframe (none when none were)."""
         if headless.frames:
-            log.warning("warning: %s starts without a keyframe (cut from a longer recording?): its first %s (%.2f s) "
-                        "need a picture from before the cut and could not be decoded%s", self.path.name,
-                        counted(headless.frames, "frame"), headless.seconds,
-                        f"; the output leaves them out, its first frame at {first:.2f} s as in the input"
-                        if self.writes else "")
+            say_headless(self.path.name, headless.frames, headless.seconds, first, writes=self.writes)
 
     def frames_from(self, seek_pts: int | None) -> Iterator[DecodedFrame]:
         """Decoded frames from the keyframe at `seek_pts` (video stream ticks; None: the start) on,
