@@ -947,7 +947,7 @@ TEXT_SUBTITLES: frozenset[str] = frozenset({"subrip", "srt", "ass", "ssa", "webv
 
 def subtitle_fate(codec: str, fmt: str) -> Literal["copy", "convert"] | None:
     """How a subtitle stream in `codec` goes into a `fmt` file: copied as it is, converted (a text
-    one: MP4/MOV mov_text, WebM WebVTT; where this PyAV can encode subtitles), or None: left out."""
+    one: MP4/MOV mov_text, WebM WebVTT), or None: left out."""
     allowed = SUBTITLE_COPY_CODECS.get(fmt, frozenset())
     if not codec:  # unknown (a damaged codec id)
         return None
