@@ -16,7 +16,6 @@ from typing import Sequence
 import av
 import cv2
 import numpy as np
-import pytest
 
 STAMP_BITS = 12
 STAMP_CELL = 8  # px per bit block; 8x8 blocks survive CRF 18-30 easily
@@ -425,8 +424,6 @@ def combing(image: np.ndarray) -> float:
 
 def clip_with_chapters(path: Path) -> Path:
     """A 2 s clip (its container from `path`'s suffix) with chapters "Intro" (0-1 s) and "Main" (1-2 s)."""
-    if not hasattr(av.container.OutputContainer, "set_chapters"):
-        pytest.skip("this PyAV cannot write chapters")
     with av.open(str(path), "w") as out:
         stream = out.add_stream("libx264", rate=30)
         stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
@@ -451,6 +448,35 @@ def make_raw_h264(path: Path, frames: int = 12, fps: int = 10) -> Path:
             frame.pts = i
             out.mux(vs.encode(frame))
         out.mux(vs.encode())
+    return path
+
+
+def make_headless_ts(path: Path, *, frames: int = 60, gop: int = 15, cut: int = 2, fps: int = 30) -> Path:
+    """A stamped MPEG-TS with a tone, starting 10 s in, cut at frame `cut` of its first group of
+    pictures (keyframes every `gop` frames): the video and sound before that frame's time are
+    dropped, as a recording joined mid-broadcast starts, so frames cut..gop-1 lack their keyframe."""
+    whole = path.with_name(f"whole-{path.name}")
+    with av.open(str(whole), "w", format="mpegts") as out:
+        vs = out.add_stream("libx264", rate=fps)
+        vs.width, vs.height, vs.pix_fmt = 96, 64, "yuv420p"
+        vs.codec_context.options = {"preset": "ultrafast", "crf": "18", "g": str(gop), "sc_threshold": "0"}
+        sound = out.add_stream("aac", rate=48000, layout="mono")
+        for i in range(frames):
+            image = np.zeros((64, 96, 3), np.uint8)
+            stamp_index(image, i)
+            frame = av.VideoFrame.from_ndarray(image, format="bgr24")
+            frame.pts, frame.time_base = 10 * fps + i, Fraction(1, fps)
+            out.mux(vs.encode(frame))
+        out.mux(vs.encode())
+        _write_tone(out, sound, frames / fps, 48000, start=10.0)
+    at = 10.0 + cut / fps
+    with av.open(str(whole)) as src, av.open(str(path), "w", format="mpegts") as dst:
+        streams = {s.index: dst.add_stream_from_template(s) for s in src.streams}
+        for packet in src.demux():
+            if packet.pts is not None and float(packet.pts * packet.time_base) >= at - 1e-6:
+                packet.stream = streams[packet.stream.index]
+                dst.mux(packet)
+    whole.unlink()
     return path
 
 

@@ -32,7 +32,8 @@ from livecam.media.provenance import label_box
 from livecam.media.video_reader import VideoReader
 from livecam.settings import ProcessingSettings, RuntimeSettings, VideoJob
 from tests.doubles import InFlight, NoModels
-from tests.videos import clip_with_chapters, count_frames, make_clip, make_timed_clip, probe, read_index
+from tests.videos import (clip_with_chapters, count_frames, make_clip, make_headless_ts, make_timed_clip, probe,
+                          read_index)
 
 SQUARE = (slice(20, 44), slice(40, 72))  # rows, cols the fake engine inverts
 
@@ -849,17 +850,6 @@ def test_chapters_are_copied_to_the_output(tmp_path: Path, suffix: str) -> None:
     assert _chapters(out) == [("Intro", 0.0, 1.0), ("Main", 1.0, 2.0)] == _chapters(src)
 
 
-def test_chapters_this_pyav_cannot_write_are_named_in_the_not_copied_note(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    import livecam.pipeline.file as file_module
-
-    src = clip_with_chapters(tmp_path / "chapters.mkv")
-    monkeypatch.setattr(file_module, "chapters_writable", lambda: False)
-    with caplog.at_level(logging.WARNING, logger="livecam"):
-        process_video(_opts(src, tmp_path / "out.mkv"), InvertEngine(face=False), quiet=True)
-    assert "not copied: 2 chapters" in caplog.text
-
-
 def _truncated_faststart(tmp_path: Path, frames: int = 60, keep: float = 0.6) -> Path:
     """A stamped MP4 with its index first (`-movflags +faststart`), cut to `keep` of its bytes."""
     return _cut_recording(tmp_path, "faststart.mp4", frames=frames, keep=keep, audio=False)
@@ -914,6 +904,23 @@ def test_a_cut_short_recording_is_written_up_to_its_cut_with_one_warning(
     assert not [r for r in caplog.records if "corrupt" in r.getMessage()]
     if kind != "fragmented.mp4":  # its one fragment stores the audio after the video: cut off first
         assert info["audio_duration"] == pytest.approx(len(decoded) / 30, abs=0.1)
+
+
+def test_a_ts_cut_before_its_first_keyframe_says_what_it_loses_and_keeps_the_sound_in_time(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # A recording joined mid-broadcast lost the frames before its first keyframe without a word.
+    cut = make_headless_ts(tmp_path / "cut.ts", frames=60, gop=15, cut=2)
+    out = tmp_path / "out.mp4"
+    process_video(_opts(cut, out), InvertEngine(face=False), quiet=True)
+    got, given = probe(out), probe(cut)
+    assert [read_index(img) for img in got["images"]] == list(range(15, 60))
+    said = [r.getMessage() for r in caplog.records if "keyframe" in r.getMessage()]
+    assert said == ["warning: cut.ts starts without a keyframe (cut from a longer recording?): its first 13 frames "
+                    "(0.43 s) need a picture from before the cut and could not be decoded; the output leaves them "
+                    "out, its first frame at 0.43 s as in the input"], said
+    # frame 15 comes as long after the sound's start as in the input
+    assert got["times"][0] - got["audio_start"] == pytest.approx(given["times"][0] - given["audio_start"], abs=1 / 60)
+    assert got["audio_duration"] == pytest.approx(given["audio_duration"], abs=0.05)
 
 
 @pytest.mark.parametrize("kind, keep, problem", [

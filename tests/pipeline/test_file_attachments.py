@@ -13,7 +13,6 @@ import cv2
 import numpy as np
 import pytest
 
-from livecam.media import video_writer
 from livecam.media.video_reader import VideoReader
 from livecam.pipeline.file import process_video
 from livecam.pipeline.segments import process_segmented
@@ -91,18 +90,6 @@ def test_an_output_that_cannot_hold_them_says_so_in_one_line_with_the_fix(tmp_pa
     assert len(notes) == 1 and "\n" not in notes[0]
     assert notes[0].endswith(f"not copied: 2 attached files (Font.ttf, cover.jpg): {kind} outputs leave them "
                              "out; write a .mkv output to keep them"), notes[0]
-
-
-def test_a_pyav_that_cannot_write_them_says_so(tmp_path: Path, attached: Path, caplog: pytest.LogCaptureFixture,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    # PyAV 16 on writes them (OutputContainer.add_attachment); 15, installed against the floor, does not
-    monkeypatch.setattr(video_writer, "attachments_writable", lambda fmt: False)
-    out = tmp_path / "out.mkv"
-    with caplog.at_level(logging.WARNING, logger="livecam"):
-        process_video(_opts(attached, out), InvertEngine(face=False), quiet=True)
-    assert _attached_files(out) == []
-    assert [n.split("not copied: ")[1] for n in _notes(caplog)] == [
-        "2 attached files (Font.ttf, cover.jpg): this PyAV cannot write them; install a newer PyAV (av) to keep them"]
 
 
 def test_a_segmented_run_keeps_them_too(tmp_path: Path, attached: Path) -> None:

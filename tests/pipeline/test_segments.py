@@ -301,6 +301,26 @@ def test_a_cut_short_input_is_said_once_by_a_segmented_run_too(tmp_path: Path, k
     assert len(said) == 1 and f"{len(written)} " in said[0] and said[0].endswith("; the output stops there"), said
 
 
+def test_a_ts_cut_before_its_first_keyframe_is_split_from_that_keyframe_and_said_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # The plan counted the frames before the first keyframe, which no decoder gives: "segment 1 of
+    # 4 (frames 0-12): decoded 0 frames where the plan has 13; the file is damaged there".
+    import logging
+
+    from tests.videos import make_headless_ts, read_index
+
+    cut = make_headless_ts(tmp_path / "cut.ts", frames=60, gop=15, cut=2)
+    out = tmp_path / "out.mp4"
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        process_segmented(job_for(cut, out, "libx264"), SmoothingEngine(), segment_seconds=0.5)
+    got, given = probe(out), probe(cut)
+    assert [read_index(image) for image in got["images"]] == list(range(15, 60))
+    # frame 15 comes as long after the sound's start as in the input
+    assert got["times"][0] - got["audio_start"] == pytest.approx(given["times"][0] - given["audio_start"], abs=1 / 60)
+    said = [r.getMessage() for r in caplog.records if "keyframe" in r.getMessage()]
+    assert len(said) == 1 and "its first 13 frames (0.43 s)" in said[0], said
+
+
 def test_a_joined_files_counts_are_every_field_of_its_segments_summed() -> None:
     """joined_stats summed RunStats' fields by hand, one by one: seconds, stage_ms and interrupted
     were left out, as any field added later would have been. Every field is set here."""

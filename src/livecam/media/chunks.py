@@ -62,7 +62,7 @@ def cut_chunk(path: Path, segment: Segment, info: VideoInfo, *, name: str) -> Ch
                         started = True
                     # every packet has a pts: index_packets refused the file otherwise
                     times.append((int(cast(int, packet.pts)), None if packet.dts is None else int(packet.dts)))
-                    done = packet.pts == segment.stop_pts and not getattr(packet, "is_discard", False)
+                    done = packet.pts == segment.stop_pts and not packet.is_discard
                     packet.stream = copy
                     out.mux(packet)
                     if done:

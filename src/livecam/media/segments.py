@@ -37,6 +37,8 @@ class PacketIndex:
     pts: tuple[int, ...]  # in decode order
     dts: tuple[int | None, ...]
     keyframe: tuple[bool, ...]
+    headless: tuple[int, float] = (0, 0.0)  # frames and seconds left out before the first keyframe
+
 
     @property
     def frame_pts(self) -> tuple[int, ...]:
@@ -60,7 +62,7 @@ def index_packets(path: Path) -> PacketIndex:
         origin = timeline_origin(container)
         try:
             for packet in container.demux(stream):
-                if packet.size == 0 or getattr(packet, "is_discard", False):
+                if packet.size == 0 or packet.is_discard:
                     continue  # the demuxer's flush packet; frames an edit list drops
                 if packet.pts is None:
                     raise InputError(f"{path.name} has video packets without timestamps; it cannot be split "
@@ -73,11 +75,18 @@ def index_packets(path: Path) -> PacketIndex:
                              "be split for a cluster run: run it without --cluster") from exc
     if not pts:
         raise InputError(f"{path}: no video packets; the file is truncated or corrupt")
+    # A stream that starts without a keyframe (video_reader.HeadlessStart): the non-key packets
+    # before its first keyframe, presented before it, do not decode, so no segment plans them.
+    lead = next((i for i, k in enumerate(key) if k), 0)
+    lost = {i for i in range(lead) if pts[i] < pts[lead]}
+    headless = (len(lost), float((pts[lead] - min(pts[i] for i in lost)) * tb)) if lost else (0, 0.0)
+    kept = [i for i in range(len(pts)) if i not in lost]
+    pts, dts, key = [pts[i] for i in kept], [dts[i] for i in kept], [key[i] for i in kept]
     if len(set(pts)) != len(pts):
         raise InputError(f"{path.name} has video frames with equal or restarting timestamps; it cannot be split "
                          "for a cluster run: run it without --cluster")
     return PacketIndex(path=Path(path), time_base=tb, origin=origin, pts=tuple(pts), dts=tuple(dts),
-                       keyframe=tuple(key))
+                       keyframe=tuple(key), headless=headless)
 
 
 @dataclass(frozen=True)

@@ -584,6 +584,45 @@ class DecodeTimes:
         return frame
 
 
+class HeadlessStart:
+    """The frames lost at the start of a stream that begins without a keyframe (a broadcast or
+    recording cut mid-way through a group of pictures, as a TS often is): the packets before its
+    first keyframe need a picture that is not in the file, and the decoder drops them, so its
+    first frame comes later than its first packet. Counted until the first decoded frame: those
+    non-key packets before the first keyframe that are presented before that frame."""
+
+    def __init__(self) -> None:
+        self._lead: list[float] | None = []  # times of the non-key packets so far; None: counted
+        self._keyed = False
+        self.frames = 0
+        self.seconds = 0.0  # from the first lost frame to the first decoded one
+
+    def sent(self, packet: av.Packet) -> None:
+        if self._lead is None or self._keyed:
+            return
+        if packet.is_keyframe:
+            self._keyed = True
+        elif packet.size and not packet.is_discard and (t := packet_time(packet)) is not None:
+            self._lead.append(t)
+
+    def decoded(self, frame: av.VideoFrame) -> None:
+        if self._lead is None:
+            return
+        if frame.pts is not None and frame.time_base:
+            shown = float(frame.pts * frame.time_base)
+            lost = [t for t in self._lead if t < shown]
+            self.frames, self.seconds = len(lost), shown - min(lost, default=shown)
+        self._lead = None
+
+
+def say_headless(name: str, frames: int, seconds: float, first: float, *, writes: bool) -> None:
+    """The one warning for the `frames` (`seconds`) lost before the first keyframe (HeadlessStart;
+    a segmented run's plan finds them in its demux pass); `first`: the first frame's time."""
+    log.warning("warning: %s starts without a keyframe (cut from a longer recording?): its first %s (%.2f s) need "
+                "a picture from before the cut and could not be decoded%s", name, counted(frames, "frame"), seconds,
+                f"; the output leaves them out, its first frame at {first:.2f} s as in the input" if writes else "")
+
+
 class VideoDecoder:
     """The one decode loop (files for `video`, `demo`, `bench`; files and URLs for `run
     --camera`): frames of one stream, upright, of one size, on one timeline from 0.
@@ -621,6 +660,7 @@ class VideoDecoder:
         self._reported = 0
         self.last_time: float | None = None
         self._raw_last: float | None = None  # the last frame's input time, for one without a timestamp
+        self.headless = HeadlessStart()
 
     def __iter__(self) -> Iterator[DecodedFrame]:
         for frame in self._ready():
@@ -642,6 +682,7 @@ class VideoDecoder:
                 for packet in c.demux(vs):
                     if self._restamp is not None:
                         self._restamp(packet)
+                    self.headless.sent(packet)
                     if times is not None:
                         times.sent(packet)
                     try:
@@ -651,6 +692,7 @@ class VideoDecoder:
                         continue
                     for frame in decoded:
                         self._bad_in_a_row = 0
+                        self.headless.decoded(cast(av.VideoFrame, frame))
                         for ready in times.frame(cast(av.VideoFrame, frame)) if times is not None else [frame]:
                             yield from deinterlacer.push(cast(av.VideoFrame, ready))
                 break
@@ -732,8 +774,7 @@ def cut_short(container: av.container.InputContainer, path: Path) -> str | None:
     (isobmff.missing_index says so); one with its index first (`-movflags +faststart`, what streaming sites serve) opens, and its sample
     table places the samples at byte offsets: data the table places past the end of the file was
     cut off: said with what frames() could read (a fragmented MP4's index is read from its
-    fragments, the cut one's too). Only the mov demuxer's index lists every sample (Matroska's cues list keyframes);
-    None where this PyAV has no Stream.index_entries."""
+    fragments, the cut one's too). Only the mov demuxer's index lists every sample (Matroska's cues list keyframes)."""
     if "mov" not in container.format.name.split(","):
         return None
     try:
@@ -742,8 +783,8 @@ def cut_short(container: av.container.InputContainer, path: Path) -> str | None:
         return None
     end = 0
     for stream in container.streams:
-        entries = getattr(stream, "index_entries", None)
-        if entries is not None and len(entries):
+        entries = stream.index_entries
+        if len(entries):
             last = entries[len(entries) - 1]  # the samples are in decoding order, as stored
             end = max(end, last.pos + last.size)
     if end <= size:
@@ -754,15 +795,12 @@ def cut_short(container: av.container.InputContainer, path: Path) -> str | None:
 
 def _chapters(container: av.container.InputContainer, origin: float) -> tuple[Chapter, ...]:
     """The container's chapters moved onto the timeline from `origin` (those that end before it
-    are left out); none where this PyAV cannot read them."""
-    read = getattr(container, "chapters", None)
-    if read is None:
-        return ()
+    are left out)."""
     out = []
-    for chapter in read():
-        tb = as_fraction(chapter["time_base"])
-        if not tb:
+    for chapter in container.chapters():
+        if not chapter["time_base"]:
             continue
+        tb = as_fraction(chapter["time_base"])
         shift = round(origin / tb)
         start, end = max(0, chapter["start"] - shift), chapter["end"] - shift
         if end > start:
@@ -1001,6 +1039,8 @@ class VideoReader:
         try:
             for frame in decoder:
                 count += 1
+                if count == 1:
+                    self._say_headless(decoder.headless, frame.time)
                 yield frame
         except BaseException:  # an error, or the consumer stopped early
             decoder.report()
@@ -1024,6 +1064,10 @@ class VideoReader:
             elif self.writes:
                 log.warning("warning: %s", ended)
         decoder.report()  # nothing when said above or undamaged
+
+    def _say_headless(self, headless: HeadlessStart, first: float) -> None:
+        if headless.frames:
+            say_headless(self.path.name, headless.frames, headless.seconds, first, writes=self.writes)
 
     def frames_from(self, seek_pts: int | None) -> Iterator[DecodedFrame]:
         """Decoded frames from the keyframe at `seek_pts` (video stream ticks; None: the start) on,

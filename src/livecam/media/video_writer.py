@@ -330,7 +330,7 @@ class OutputSpec:
     audio: AudioSamples | None = None  # sound to write (instead of audio_from)
     colour: Colour | None = None  # the input's (VideoInfo.colour); None: what players assume for the size
     lookahead: int | None = None  # frames the encoder may look ahead (its memory); None: the preset's
-    chapters: tuple[Chapter, ...] = ()  # the input's (VideoInfo.chapters), written when chapters_writable()
+    chapters: tuple[Chapter, ...] = ()  # the input's (VideoInfo.chapters)
     subtitles_from: Path | None = None  # input whose subtitle streams are kept (subtitle_fate)
     attachments_from: Path | None = None  # input whose attached files are kept (copy_attachments)
     timecode: str | None = None  # start timecode of the first frame (set_timecode), at `rate`
@@ -381,27 +381,15 @@ class _Track(Protocol):
     def close(self) -> None: ...
 
 
-def chapters_writable() -> bool:
-    """Whether this PyAV writes chapters (Container.set_chapters); every output container
-    (CONTAINERS) holds them: Matroska and WebM natively, MP4 and MOV as a chapter track."""
-    return hasattr(av.container.OutputContainer, "set_chapters")
-
-
 # Containers that hold attached files (fonts for ASS subtitles, cover art). WebM's muxer takes
 # them too, but WebM has no place for them (its players need not read such a file).
 ATTACHMENT_FORMATS: frozenset[str] = frozenset({"matroska"})
 
 
-def attachments_writable(fmt: str) -> bool:
-    """Whether a `fmt` output gets the input's attached files: Matroska, with a PyAV that writes
-    them (OutputContainer.add_attachment: PyAV 16 on, so every PyAV livecam takes)."""
-    return fmt in ATTACHMENT_FORMATS and hasattr(av.container.OutputContainer, "add_attachment")
-
-
 def copy_attachments(out: av.container.OutputContainer, source: Path) -> int:
     """Every file attached to `source` (video_reader.read_attachments) added to `out` where its
-    container holds them (attachments_writable; written with the header); returns how many."""
-    if not attachments_writable(out.format.name):
+    container holds them (ATTACHMENT_FORMATS; written with the header); returns how many."""
+    if out.format.name not in ATTACHMENT_FORMATS:
         return 0
     with open_container(local_path(source)) as src:
         files = read_attachments(src)
@@ -413,25 +401,25 @@ def copy_attachments(out: av.container.OutputContainer, source: Path) -> int:
 def dropped_attachments(names: Sequence[str], fmt: str) -> str | None:
     """What the 'not copied' note says of the input's attached files (`names`) a `fmt` output
     leaves out, with how to keep them; None when it keeps them (or there are none)."""
-    if not names or attachments_writable(fmt):
+    if not names or fmt in ATTACHMENT_FORMATS:
         return None
     shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-    why = (f"{FORMAT_NAMES.get(fmt, fmt)} outputs leave them out; write a .mkv output to keep them"
-           if fmt not in ATTACHMENT_FORMATS else "this PyAV cannot write them; install a newer PyAV (av) to keep them")
-    return f"{len(names)} attached file{'s' if len(names) > 1 else ''} ({shown}): {why}"
+    return (f"{len(names)} attached file{'s' if len(names) > 1 else ''} ({shown}): "
+            f"{FORMAT_NAMES.get(fmt, fmt)} outputs leave them out; write a .mkv output to keep them")
 
 
 def open_output(path: Path, fmt: str, metadata: dict[str, str], shown: Path,
                 chapters: Sequence[Chapter] = ()) -> av.container.OutputContainer:
     """A `fmt` output container at `path` with `metadata` tags (kept in MP4/MOV too) and
-    `chapters` (when chapters_writable()); errors name `shown`, the user's path."""
+    `chapters` (every output container holds them: Matroska and WebM natively, MP4 and MOV as a
+    chapter track); errors name `shown`, the user's path."""
     options = {"movflags": "+use_metadata_tags"} if fmt in ("mp4", "mov") else {}
     try:
         out = av.open(local_path(path), mode="w", format=fmt, options=options)
     except OSError as exc:
         raise output_error(shown, exc) from exc
     out.metadata.update(metadata)
-    if chapters and chapters_writable():
+    if chapters:
         # PyAV 19's stubs type time_base as AVRational, earlier ones as Fraction; both take a Fraction
         entries: list[Any] = [{"id": i + 1, "start": c.start, "end": c.end, "time_base": c.time_base,
                                "metadata": dict(c.metadata)} for i, c in enumerate(chapters)]
@@ -468,10 +456,11 @@ class _Tracks:
                 # notes name a track by its place among the input's audio tracks, and its language
                 names = {s.index: f"audio track {n + 1}" + (f" ({s.language})" if s.language not in (None, "und")
                                                              else "") for n, s in enumerate(probe.streams.audio)}
+            changes = _MidwayChanges(source, order)
             for index in order:
                 default = not any(t.mode for t in self.tracks)  # the first track kept is the default one
                 self.tracks.append(_AudioTrack(out, source, index, default=default,
-                                               named=names[index] if len(order) > 1 else ""))
+                                               named=names[index] if len(order) > 1 else "", changes=changes))
         except BaseException:
             self.close()
             raise
@@ -725,27 +714,46 @@ def _adts_setup(packet: bytes) -> tuple[int, int] | None:
     return (packet[2] >> 2) & 0x0F, ((packet[2] & 0x01) << 2) | (packet[3] >> 6)
 
 
-def _changes_midway(source: Path, index: int) -> bool:
-    """Whether the AAC stream `index` of an MPEG-TS changes its sample rate or channels midway (TS
-    recordings joined, a TV channel's stereo adverts in a 5.1 film; each packet's ADTS header
-    says its own): copied, the output's one track header gives the first part's, and the rest did
-    not decode ('channel element is not allocated'), silent. One demux pass, no decoding, for
-    a TS only (MP4, MOV and Matroska state one set-up for the whole stream)."""
+def _changing_midway(source: Path, indices: Sequence[int]) -> frozenset[int]:
+    """The AAC streams among `indices` of an MPEG-TS that change their sample rate or channels
+    midway (TS recordings joined, a TV channel's stereo adverts in a 5.1 film; each packet's ADTS
+    header says its own): copied, the output's one track header gives the first part's, and the
+    rest did not decode ('channel element is not allocated'), silent. One demux pass for them all
+    (it was one per track), no decoding, ending once each has changed; for a TS only (MP4, MOV and
+    Matroska state one set-up for the whole stream)."""
     with open_container(local_path(source)) as src:
-        stream = src.streams[index]
-        if "mpegts" not in src.format.name.split(",") or stream.codec_context is None or \
-                stream.codec_context.codec.canonical_name != "aac":
-            return False
-        first: tuple[int, int] | None = None
+        if "mpegts" not in src.format.name.split(","):
+            return frozenset()
+        streams = [s for s in (src.streams[i] for i in indices)
+                   if s.codec_context is not None and s.codec_context.codec.canonical_name == "aac"]
+        first: dict[int, tuple[int, int]] = {}
+        changed: set[int] = set()
         try:
-            for packet in src.demux(stream):
+            for packet in src.demux(streams) if streams else ():
                 setup = _adts_setup(bytes(packet)) if packet.size else None
-                if setup is not None and first is not None and setup != first:
-                    return True
-                first = first or setup
+                index = packet.stream.index
+                if setup is not None and first.setdefault(index, setup) != setup:
+                    changed.add(index)
+                    if len(changed) == len(streams):
+                        break
         except av.error.FFmpegError:  # damaged data: the copy skips it as it does now
-            return False
-    return False
+            pass
+    return frozenset(changed)
+
+
+class _MidwayChanges:
+    """Whether an audio track changes its set-up midway (_changing_midway), asked of the input's
+    kept tracks: its one pass is made for them all at the first question (none when none is copied)."""
+
+    def __init__(self, source: Path, indices: Sequence[int]) -> None:
+        self._source = source
+        self._indices = tuple(indices)
+        self._found: frozenset[int] | None = None
+
+    def __call__(self, index: int) -> bool:
+        if self._found is None:
+            self._found = _changing_midway(self._source, self._indices)
+        return index in self._found
 
 
 class _AudioTrack:
@@ -758,7 +766,7 @@ class _AudioTrack:
     _kind = "audio"  # how warnings name its packets
 
     def __init__(self, out: av.container.OutputContainer, source: Path, index: int, *, default: bool = True,
-                 named: str = "") -> None:
+                 named: str = "", changes: _MidwayChanges) -> None:
         self._in = open_container(local_path(source))  # damaged tags must not stop the audio
         self._last_dts: int | None = None
         self._out_of_order = 0
@@ -789,8 +797,8 @@ class _AudioTrack:
             codec = ins.codec_context.codec.canonical_name
             fmt = out.format.name
             holds = codec in out.supported_codecs and _can_copy(source, fmt, index)
-            changes = holds and copies_audio(codec, fmt) and _changes_midway(source, index)
-            if holds and copies_audio(codec, fmt) and not changes:
+            midway = holds and copies_audio(codec, fmt) and changes(index)
+            if holds and copies_audio(codec, fmt) and not midway:
                 self.mode = "copy"
                 self._stream = out.add_stream_from_template(ins)
             else:
@@ -806,7 +814,7 @@ class _AudioTrack:
                 self._next_pts: int | None = None
                 kind = FORMAT_NAMES.get(fmt, fmt)
                 why = ("its sample rate or channels change midway, which a copy into one track does not play"
-                       if changes else f"{kind} files {'are not commonly played with' if holds else 'cannot hold'} "
+                       if midway else f"{kind} files {'are not commonly played with' if holds else 'cannot hold'} "
                                        f"{codec} audio")
                 log.warning("note: the %s (%s) is re-encoded as %s: %s", named or "audio", codec,
                             "Opus" if target == "libopus" else "AAC", why)
@@ -939,7 +947,7 @@ TEXT_SUBTITLES: frozenset[str] = frozenset({"subrip", "srt", "ass", "ssa", "webv
 
 def subtitle_fate(codec: str, fmt: str) -> Literal["copy", "convert"] | None:
     """How a subtitle stream in `codec` goes into a `fmt` file: copied as it is, converted (a text
-    one: MP4/MOV mov_text, WebM WebVTT; where this PyAV can encode subtitles), or None: left out."""
+    one: MP4/MOV mov_text, WebM WebVTT), or None: left out."""
     allowed = SUBTITLE_COPY_CODECS.get(fmt, frozenset())
     if not codec:  # unknown (a damaged codec id)
         return None
@@ -949,7 +957,7 @@ def subtitle_fate(codec: str, fmt: str) -> Literal["copy", "convert"] | None:
 
 
 def _convertible(codec: str) -> bool:
-    return codec in TEXT_SUBTITLES and hasattr(SubtitleCodecContext, "encode_subtitle")  # newer PyAVs only
+    return codec in TEXT_SUBTITLES
 
 
 # The least ASS header the text encoders take (one default style), for a track that has none.
@@ -1011,7 +1019,7 @@ class _SubtitleTrack(_AudioTrack):
                 self._target = out.add_stream_from_template(ins)
             elif fate == "convert":
                 ins.codec_context.open()  # the decoder's ASS header, which the text encoders read
-                # subtitle_header, encode_subtitle: PyAV 16.1 and later (typed from 18 only; _convertible checks)
+                # subtitle_header, encode_subtitle: PyAV 16.1 and later (typed from 18 only)
                 header = cast(Any, ins.codec_context).subtitle_header or _ASS_HEADER  # an ASS track without one
                 if not _encoder_opens(SUBTITLE_TEXT_TARGET[fmt], header):  # before the stream exists
                     log.warning("note: the input's subtitle stream %d (%s) is not copied: it cannot be "

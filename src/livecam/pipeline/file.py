@@ -64,7 +64,7 @@ from livecam.frame import FramePacket
 from livecam.media.containers import frame_rate
 from livecam.media.timecode import conform
 from livecam.media.video_reader import VideoInfo, VideoReader
-from livecam.media.video_writer import (OutputSpec, VideoWriter, chapters_writable, container_format,
+from livecam.media.video_writer import (OutputSpec, VideoWriter, container_format,
                                          dropped_attachments, say_trimmed, subtitle_fate)
 from livecam.pipeline.budget import default_in_flight, plan_video
 from livecam.pipeline.contracts import FileEngine
@@ -269,8 +269,9 @@ _END_SLACK_S = 1e-6
 
 def retimed_frames(duration: float, fps: float) -> int:
     """How many frames --fps `fps` makes of `duration` seconds: the ticks whose first half lies
-    before the end (retime's rule), at least one; so the output is never longer than the input by
-    more than half an output frame (1.03 s at --fps 7 was 8 frames, 1.14 s)."""
+    before the end, at least one (the one statement of the rule: retime keeps the ticks it counts);
+    so the output is never longer than the input by more than half an output frame (1.03 s at
+    --fps 7 was 8 frames, 1.14 s)."""
     return max(1, math.floor((duration + _END_SLACK_S) * fps + 0.5))
 
 
@@ -282,12 +283,12 @@ def retime(frames: Iterable[TimedFrame], fps: Fraction, input_rate: Fraction) ->
     10 fps clip had swapped and enhanced three identical frames for every input frame).
 
     The output ends where the input does (its last frame's time + one input frame) as closely as
-    the output's ticks allow: a tick is written when its first half lies before that end
-    (retimed_frames). The end is known at the last frame only, so a tick near the newest frame
-    waits until a later frame shows the end is past its first half (one held, when slowing down)."""
+    the output's ticks allow: the first retimed_frames(end - first tick) ticks are written. The end
+    is known at the last frame only, so a tick near the newest frame waits until a later frame
+    shows it is written (one held, when slowing down)."""
     step = 1.0 / float(fps)
     nominal = 1.0 / float(input_rate or fps)  # the last frame's duration
-    held: deque[Retimed] = deque()  # ticks not yet known to lie before the end
+    held: deque[tuple[int, Retimed]] = deque()  # ticks not yet known to be written, by first tick number
     prev: TimedFrame | None = None
     t0 = 0.0
     k = 0
@@ -296,19 +297,20 @@ def retime(frames: Iterable[TimedFrame], fps: Fraction, input_rate: Fraction) ->
         """prev, once, on every tick before `until` (held)."""
         nonlocal k
         assert prev is not None
-        times = []
+        first, times = k, []
         while t0 + k * step < until:
             times.append(t0 + k * step)
             k += 1
         if times:
-            held.append(Retimed(prev, times[0], tuple(times[1:])))
+            held.append((first, Retimed(prev, times[0], tuple(times[1:]))))
 
     def release(end: float, final: bool) -> Iterator[Retimed]:
-        """The held ticks whose first half lies before `end`: the input's end when `final`, else
+        """The held ticks written for an input that ends at `end`: its end when `final`, else
         where it reaches at least (a held frame's ticks go out together, or not yet)."""
+        written = retimed_frames(end - t0, float(fps))
         while held:
-            shown = held[0]
-            times = [t for t in ticks_of(shown) if t == t0 or t + step / 2 <= end + _END_SLACK_S]
+            first, shown = held[0]
+            times = ticks_of(shown)[:max(0, written - first)]
             if not final and len(times) < 1 + len(shown.repeats):
                 return
             held.popleft()
@@ -617,12 +619,10 @@ def process_video(job: VideoJob, engine: FileEngine, *, quiet: bool = False,
                             watermark=watermark, sign=sign, counter=progress, lanes=lanes)
 
 
-def _say_dropped_streams(kinds: Sequence[str], keep_audio: bool, chapters: int = 0,
-                         subtitles: Sequence[str] = (), fmt: str = "", attachments: Sequence[str] = (),
-                         timecode: bool = False) -> None:
-    """One line for the streams the output leaves out (and the chapters, where this PyAV cannot
-    write them: chapters_writable(); and the attached files, where the container cannot hold
-    them, named with the fix); it said "the input's audio stream is not copied" for a
+def _say_dropped_streams(kinds: Sequence[str], keep_audio: bool, subtitles: Sequence[str] = (), fmt: str = "",
+                         attachments: Sequence[str] = (), timecode: bool = False) -> None:
+    """One line for the streams the output leaves out (and the attached files, where the
+    container cannot hold them, named with the fix); it said "the input's audio stream is not copied" for a
     second audio track beside "audio copied". `timecode`: the output has the input's start
     timecode, so one timecode track is not left out (it was counted as "1 data stream")."""
     counts = Tally(kind for kind in kinds if keep_audio or kind != "audio")  # --no-audio: asked for
@@ -631,12 +631,10 @@ def _say_dropped_streams(kinds: Sequence[str], keep_audio: bool, chapters: int =
     counts = +counts  # without the kinds counted down to none
     # subtitles the output's container cannot hold (bitmap ones outside Matroska)
     counts.update("subtitle" for codec in subtitles if subtitle_fate(codec, fmt) is None)
-    if chapters and not chapters_writable():
-        counts["chapter"] = chapters
     files = dropped_attachments(attachments, fmt)
     if counts or files:
         more = ", ".join([f"{n} {'more ' if kind in ('audio', 'video') else ''}{kind}"
-                          f"{'' if kind == 'chapter' else ' stream'}{'s' if n > 1 else ''}" for kind, n in counts.items()]
+                          f" stream{'s' if n > 1 else ''}" for kind, n in counts.items()]
                          + ([files] if files else []))
         log.warning("note: the output has the input's video%s; not copied: %s",
                     " and its audio" if keep_audio else "", more)
@@ -647,8 +645,7 @@ def say_left_out(info: VideoInfo, job: VideoJob, *, timecode: bool) -> None:
     chapters, attached files; an odd last column or row): said once per file, before its frames,
     by a whole-file run (process_video) and a segmented one (segments.plan_job) alike.
     `timecode`: the output has the input's start timecode."""
-    _say_dropped_streams(info.other_streams, job.audio and info.audio_codec is not None, len(info.chapters),
-                         info.subtitles, container_format(job.output), info.attachments, timecode=timecode)
+    _say_dropped_streams(info.other_streams, job.audio and info.audio_codec is not None, info.subtitles, container_format(job.output), info.attachments, timecode=timecode)
     say_trimmed(info.width, info.height)
 
 

@@ -33,7 +33,7 @@ from livecam.media.chunks import Chunk, ChunkReader, cut_chunk
 from livecam.media.join import EncodedPart, join_parts
 from livecam.media.provenance import CONTAINER_METADATA, LABEL_MEMORY_S, LabelPlacement
 from livecam.media.segments import Segment, index_packets, plan_segments
-from livecam.media.video_reader import DecodedFrame, ReadEnd, VideoInfo, VideoReader
+from livecam.media.video_reader import DecodedFrame, ReadEnd, VideoInfo, VideoReader, say_headless
 from livecam.media.video_writer import OutputSpec, VideoWriter, container_format
 from livecam.pipeline.contracts import FileEngine
 from livecam.pipeline.file import (SMALLER, RunStats, frames_in_flight, in_range, packet_time, run_frames,
@@ -109,6 +109,8 @@ def plan_job(job: VideoJob, segment_seconds: float, overlap_seconds: float | Non
     ending = ReadEnd.of(info, job.input.name, len(index.pts), read_to)
     if ending.short:
         log.warning("warning: %s", ending.said(writes=True))
+    if index.headless[0]:
+        say_headless(job.input.name, *index.headless, index.seconds(min(index.pts)), writes=True)
     say_left_out(info, job, timecode=info.timecode is not None)  # once per file: the workers' logs are not shown
     # The join opens the output at the end: a file that appears meanwhile is kept (and the result
     # beside it), as a whole-file run, which opens it at the start, keeps it.
