@@ -645,7 +645,8 @@ def say_left_out(info: VideoInfo, job: VideoJob, *, timecode: bool) -> None:
     chapters, attached files; an odd last column or row): said once per file, before its frames,
     by a whole-file run (process_video) and a segmented one (segments.plan_job) alike.
     `timecode`: the output has the input's start timecode."""
-    _say_dropped_streams(info.other_streams, job.audio and info.audio_codec is not None, info.subtitles, container_format(job.output), info.attachments, timecode=timecode)
+    _say_dropped_streams(info.other_streams, job.audio and info.audio_codec is not None, info.subtitles,
+                         container_format(job.output), info.attachments, timecode=timecode)
     say_trimmed(info.width, info.height)
 
 
