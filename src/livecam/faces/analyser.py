@@ -2,8 +2,9 @@
 
 Per frame: detect every face -> drop those under --face-min-size -> (reference or --map mode)
 embed them all in one batch and keep the faces of the reference people -> keep the first by
---face-selector-order (default: the largest) or all (--many-faces, --map) in that order ->
-FaceMesh landmarks for the kept faces when a processor needs them -> tracking and smoothing
+--face-selector-order (default: the largest) that a processor can change (selection.changeable:
+big enough, and fitted by FaceMesh where landmarks are needed), or all (--many-faces, --map) in
+that order -> FaceMesh landmarks for the kept faces when a processor needs them -> tracking and smoothing
 (live and video). In live mode, detection may run only every Nth frame (the governor's knob):
 in between, the previous frame's faces are carried and, when FaceMesh is loaded, re-fitted on
 the new frame, which follows the face as MediaPipe's own tracking does.
@@ -265,7 +266,12 @@ class FaceAnalyser:
             # Carried faces are re-fitted even when no processor needs landmarks: the mesh
             # moves their keypoints to where the face is now, for a fraction of a detection.
             t1 = time.perf_counter()
-            faces = self._refit(image, faces) if carry else self.landmarker.refine(image, faces)
+            if carry:
+                faces = self._refit(image, faces)
+            elif self._one_face:
+                faces = self._first_fitted(image, faces)
+            else:
+                faces = self.landmarker.refine(image, faces)
             timings["landmarks"] = _ms(t1)
         if track:
             if not carry:
@@ -334,7 +340,32 @@ class FaceAnalyser:
                 faces = selection.match_reference(faces, self.references, settings.reference_distance)
                 return selection.order_faces(faces, settings.face_selector_order)
             faces = selection.filter_by_reference(faces, self.references, settings.reference_distance)
+        if self._one_face and self.need_landmarks and self.landmarker is not None:
+            # Every candidate, best first: which one a processor can change is known once
+            # FaceMesh has run (_first_fitted).
+            return selection.ranked(faces, settings.face_selector_order)
         return selection.select_faces(faces, settings.many_faces, settings.face_selector_order)
+
+    @property
+    def _one_face(self) -> bool:
+        """Whether one face per frame is swapped (no --many-faces, no --map)."""
+        return not self.settings.many_faces and not self.map_mode
+
+    def _first_fitted(self, image: np.ndarray, candidates: list[Face]) -> list[Face]:
+        """The first usable candidate that FaceMesh fits (selection.changeable), fitted: FaceMesh
+        runs on the next candidate only where one before it failed, so the usual frame pays for
+        one fit. None fits: the first candidate, as FaceMesh left it (the swapper's warning says
+        why it is unchanged)."""
+        refine = self.landmarker.refine  # type: ignore[union-attr]
+        tried: list[Face] = []  # each usable candidate, as FaceMesh left it
+        for face in candidates:
+            if selection.usable(face):
+                tried.append(refine(image, [face])[0])
+                if selection.changeable(tried[-1], need_fit=True):
+                    return tried[-1:]
+        if candidates and selection.usable(candidates[0]):
+            return tried[:1]
+        return refine(image, candidates[:1])
 
     # ---- photos ---------------------------------------------------------------------------------
     def analyse_photo(self, image: np.ndarray) -> tuple[Face | None, int]:

@@ -7,21 +7,16 @@ from typing import Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from livecam.faces.face import Face
+# stated in faces.selection, which picks the face to swap by the same rule; passed on from here
+from livecam.faces.selection import MIN_EYE_DISTANCE as MIN_EYE_DISTANCE, usable as usable
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
 from livecam.settings import SwapSettings
 
-MIN_EYE_DISTANCE = 24.0  # px between the eyes; smaller faces are left as they are
-# From there the change fades in, fully shown from this eye distance: in a video, a face whose
+# From MIN_EYE_DISTANCE the change fades in, fully shown from this eye distance: in a video, a face whose
 # eye distance hovers round the threshold (a zoom, landmark jitter) would otherwise be swapped
 # in one frame and left in the next (popping).
 FULL_EYE_DISTANCE = 28.0
-
-
-def usable(face: Face) -> bool:
-    """Whether a face is big enough for a processor to change (every swapper and the enhancer
-    use this one rule)."""
-    return face.eye_distance >= MIN_EYE_DISTANCE
 
 
 def changed_faces(packet: FramePacket) -> int:

@@ -13,8 +13,9 @@ import cv2
 import numpy as np
 
 from livecam.faces import mesh_indices
-from livecam.faces.face import MESH_LANDMARKS, Face
+from livecam.faces.face import Face
 from livecam.faces.rolls import quarter_turns, turn
+from livecam.faces.selection import changeable
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
 from livecam.processors import color, masks
@@ -123,9 +124,7 @@ class MeshSwapper:
 
     @staticmethod
     def _swappable(face: Face) -> bool:
-        lm = face.landmarks
-        return (lm is not None and len(lm) == MESH_LANDMARKS and bool(np.all(np.isfinite(lm)))
-                and usable(face))
+        return changeable(face, need_fit=True)  # the rule the analyser picked "the one" face by
 
     def swap_level(self, frame: np.ndarray, face: Face, src: PreparedSource) -> None:
         """swap_face on the face's region turned by quarter turns until the face is nearest
