@@ -59,6 +59,23 @@ def test_a_picture_without_a_face_is_written_unchanged(tmp_path: Path, faces_dir
     assert np.array_equal(read_image(out), read_image(table))
 
 
+def test_a_letterboxed_picture_without_a_face_is_written_unchanged(tmp_path: Path, faces_dir: Path,
+                                                                   isolated_env: dict[str, str]) -> None:
+    # The table in a black frame: the detector took the glass for a face (0.57) on the picture
+    # itself, no retry needed, and the neural swapper pasted a face onto it ("1 face swapped").
+    _standins(isolated_env)
+    table = cv2.imread(str(_no_face(faces_dir, tmp_path)))
+    boxed = tmp_path / "boxed.png"
+    cv2.imwrite(str(boxed), cv2.copyMakeBorder(table, 200, 200, 200, 200, cv2.BORDER_CONSTANT, value=(0, 0, 0)))
+    source, out = small(faces_dir, "biden.jpg", tmp_path), tmp_path / "o.png"
+    result = run_cli(["--unverified-models", "image", str(boxed), str(out), "-s", str(source), *EXACT],
+                     env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    assert f"warning: no face found in {boxed}; writing it unchanged" in result.stderr
+    assert "0 faces swapped" in result.stderr
+    assert np.array_equal(read_image(out), read_image(boxed))
+
+
 def _cut(faces_dir: Path, folder: Path) -> Path:
     """obama.jpg cut through the middle of the face (at x 480 of the box's 351..633): the
     detector still finds the face, FaceMesh cannot fit it."""

@@ -1,6 +1,7 @@
 """FaceAnalyser: detection, landmarks, embeddings, selection and tracking in one call.
 
-Per frame: detect every face -> drop those under --face-min-size -> (reference or --map mode)
+Per frame: detect every face (in a picture, only those FaceMesh sees as faces too: confirmed) ->
+drop those under --face-min-size -> (reference or --map mode)
 embed them all in one batch and keep the faces of the reference people -> keep the first by
 --face-selector-order (default: the largest) that a processor can change (selection.changeable:
 big enough, and fitted by FaceMesh where landmarks are needed), or all (--many-faces, --map) in
@@ -78,8 +79,12 @@ class FaceAnalyser:
     def __init__(self, detector: Detector, settings: AnalysisSettings, *, names: ModelNames,
                  landmarker: Landmarker | None = None, embedder: Embedder | None = None,
                  need_landmarks: bool = False, tracker: Tracker | None = None,
-                 references: Sequence[np.ndarray] = (), map_mode: bool = False) -> None:
+                 references: Sequence[np.ndarray] = (), map_mode: bool = False,
+                 confirm: bool = False) -> None:
         self.detector = detector
+        # Pictures: every detection confirmed by FaceMesh (confirmed); a frame of a video or
+        # a live run would pay a FaceMesh run per face for it
+        self.confirm = confirm and landmarker is not None
         self.settings = settings
         self.names = names
         self.landmarker = landmarker
@@ -163,7 +168,7 @@ class FaceAnalyser:
                            stamp=_stamp(store, used))
         return cls(detector, settings, names=names, landmarker=landmarker, embedder=embedder,
                    need_landmarks=need_landmarks, tracker=tracker, references=references,
-                   map_mode=map_mode)
+                   map_mode=map_mode, confirm=still)
 
     def set_references(self, references: Sequence[np.ndarray], map_mode: bool) -> None:
         """Keep only faces of these people (normed embeddings); `map_mode` also sets each kept
@@ -258,6 +263,8 @@ class FaceAnalyser:
             timings["detect"] = 0.0
         else:
             faces = self.detector.detect(image)
+            if faces and self.confirm:
+                faces = confirmed(image, faces, self.landmarker)
             if not faces and max(image.shape[:2]) <= PAD_RETRY_MAX_SIDE:
                 faces = detect_padded(self.detector, image, self.landmarker)
             timings["detect"] = _ms(t0)
@@ -419,10 +426,18 @@ def detect_padded(detector: Detector, image: np.ndarray, confirm: Landmarker | N
         bbox = np.clip(face.bbox - pad, 0, [w, h, w, h])
         if bbox[2] > bbox[0] and bbox[3] > bbox[1]:  # a "face" found in the border alone is none
             faces.append(face.with_(bbox=bbox, kps=face.kps - pad))
-    if confirm is None or not faces:
+    return faces if confirm is None else confirmed(image, faces, confirm)
+
+
+def confirmed(image: np.ndarray, faces: list[Face], landmarker: Landmarker | None) -> list[Face]:
+    """The faces FaceMesh sees as faces too (its presence over the threshold), as the detector
+    gave them (a photo is embedded from the detector's keypoints; the neural swapper aligns by
+    them). A letterboxed picture of a table (group6.jpg's lower left with a black border) had
+    its whisky glass found (0.57) and swapped as a face: FaceMesh gave it 0.002, and every face
+    of the photos in shared/faces 1.000, the six of group6.jpg among them."""
+    if landmarker is None or not faces:
         return faces
-    # The detector's faces as they are (a photo is embedded from the detector's keypoints)
-    return [face for face, fitted in zip(faces, confirm.refine(image, faces)) if fitted.landmarks is not None]
+    return [face for face, fitted in zip(faces, landmarker.refine(image, faces)) if fitted.landmarks is not None]
 
 
 def pick_detector(choice: str, store: Any) -> str:
