@@ -264,7 +264,7 @@ class FaceAnalyser:
         else:
             faces = self.detector.detect(image)
             if faces and self.confirm:
-                faces = confirmed(image, faces, self.landmarker)
+                faces = confirmed(image, faces, self.landmarker, keep_cut=True)
             if not faces and max(image.shape[:2]) <= PAD_RETRY_MAX_SIDE:
                 faces = detect_padded(self.detector, image, self.landmarker)
             timings["detect"] = _ms(t0)
@@ -429,15 +429,26 @@ def detect_padded(detector: Detector, image: np.ndarray, confirm: Landmarker | N
     return faces if confirm is None else confirmed(image, faces, confirm)
 
 
-def confirmed(image: np.ndarray, faces: list[Face], landmarker: Landmarker | None) -> list[Face]:
+def confirmed(image: np.ndarray, faces: list[Face], landmarker: Landmarker | None,
+              keep_cut: bool = False) -> list[Face]:
     """The faces FaceMesh sees as faces too (its presence over the threshold), as the detector
     gave them (a photo is embedded from the detector's keypoints; the neural swapper aligns by
     them). A letterboxed picture of a table (group6.jpg's lower left with a black border) had
     its whisky glass found (0.57) and swapped as a face: FaceMesh gave it 0.002, and every face
-    of the photos in shared/faces 1.000, the six of group6.jpg among them."""
+    of the photos in shared/faces 1.000, the six of group6.jpg among them.
+    `keep_cut`: a face whose box reaches the picture's edge is kept all the same: FaceMesh
+    gave obama.jpg cut through the middle of the face 0.16, and the neural swapper swaps what
+    shows of it (a face found on a padded copy reaches the edge by construction: not kept)."""
     if landmarker is None or not faces:
         return faces
-    return [face for face, fitted in zip(faces, landmarker.refine(image, faces)) if fitted.landmarks is not None]
+    h, w = image.shape[:2]
+
+    def cut(face: Face) -> bool:
+        x1, y1, x2, y2 = face.bbox
+        return keep_cut and (x1 <= 1 or y1 <= 1 or x2 >= w - 1 or y2 >= h - 1)
+
+    return [face for face, fitted in zip(faces, landmarker.refine(image, faces))
+            if fitted.landmarks is not None or cut(face)]
 
 
 def pick_detector(choice: str, store: Any) -> str:
