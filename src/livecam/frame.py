@@ -29,6 +29,9 @@ class FramePacket:
     # of those, faces the mesh swapper left because FaceMesh could not fit them (cut off by the
     # edge, turned away): processors.base.why_unchanged says which it was
     unfitted: int = 0
+    # of those, faces whose paste changed no pixel: --blend, and in a video the fade-in at the
+    # size limit (processors.base.presence), too faint to move a grey level
+    faint: int = 0
 
     def __post_init__(self) -> None:
         img = self.image

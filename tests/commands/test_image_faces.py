@@ -59,6 +59,23 @@ def test_a_picture_without_a_face_is_written_unchanged(tmp_path: Path, faces_dir
     assert np.array_equal(read_image(out), read_image(table))
 
 
+def test_a_letterboxed_picture_without_a_face_is_written_unchanged(tmp_path: Path, faces_dir: Path,
+                                                                   isolated_env: dict[str, str]) -> None:
+    # The table in a black frame: the detector took the glass for a face (0.57) on the picture
+    # itself, no retry needed, and the neural swapper pasted a face onto it ("1 face swapped").
+    _standins(isolated_env)
+    table = cv2.imread(str(_no_face(faces_dir, tmp_path)))
+    boxed = tmp_path / "boxed.png"
+    cv2.imwrite(str(boxed), cv2.copyMakeBorder(table, 200, 200, 200, 200, cv2.BORDER_CONSTANT, value=(0, 0, 0)))
+    source, out = small(faces_dir, "biden.jpg", tmp_path), tmp_path / "o.png"
+    result = run_cli(["--unverified-models", "image", str(boxed), str(out), "-s", str(source), *EXACT],
+                     env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    assert f"warning: no face found in {boxed}; writing it unchanged" in result.stderr
+    assert "0 faces swapped" in result.stderr
+    assert np.array_equal(read_image(out), read_image(boxed))
+
+
 def _cut(faces_dir: Path, folder: Path) -> Path:
     """obama.jpg cut through the middle of the face (at x 480 of the box's 351..633): the
     detector still finds the face, FaceMesh cannot fit it."""
@@ -80,6 +97,27 @@ def test_a_face_the_mesh_swapper_cannot_fit_is_not_counted_as_swapped(tmp_path: 
             "swapper (--swap-model inswapper_128)") in result.stderr
     assert "0 faces swapped" in result.stderr and "--face-mask" not in result.stderr
     assert np.array_equal(read_image(out), read_image(cut))
+
+
+def test_the_one_face_swapped_is_the_largest_the_swapper_can_change(tmp_path: Path, faces_dir: Path,
+                                                                     isolated_env: dict[str, str]) -> None:
+    # Without --many-faces the largest face, the cut one, was chosen: "could not fit", "0 faces
+    # swapped", and the whole face beside it left as it was.
+    photo = cv2.imread(str(_cut(faces_dir, tmp_path)))
+    biden = cv2.imread(str(faces_dir / "biden.jpg"))
+    biden = cv2.resize(biden, None, fx=0.25, fy=0.25, interpolation=cv2.INTER_AREA)[:275]
+    photo[600:875, :biden.shape[1]] = biden  # his face at about x 110..186, y 660..736
+    target, source = tmp_path / "two.png", small(faces_dir, "obama2.jpg", tmp_path)
+    cv2.imwrite(str(target), photo)
+    out = tmp_path / "o.png"
+    result = run_cli(["image", str(target), str(out), "-s", str(source), "--swap-model", "mesh", *EXACT],
+                     env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    assert "1 face swapped" in result.stderr and "could not fit" not in result.stderr
+    changed = np.abs(read_image(out).astype(int) - read_image(target)).max(axis=2) > 8
+    assert changed[680:730, 125:170].mean() > 0.3  # eyes to chin
+    changed[640:760, 90:210] = False
+    assert not changed.any()  # the cut face, and everything else, as it was
 
 
 def test_a_padding_that_leaves_nothing_names_the_padding(tmp_path: Path, faces_dir: Path,

@@ -9,6 +9,7 @@ import sys
 from fractions import Fraction
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 
@@ -501,6 +502,24 @@ def test_faces_all_too_small_to_change_are_said_so(tmp_path: Path, faces_dir: Pa
     assert "(4 processed, 4 with a face, 0 faces swapped)" in proc.stderr
     assert ("warning: the faces found in 4 of the 4 processed frames are all too small to change (under 24 px "
             "between the eyes), so none was changed; use a video where they are larger") in proc.stderr
+
+
+def test_a_swap_too_faint_to_change_a_pixel_is_not_counted(tmp_path: Path, faces_dir: Path,
+                                                           isolated_env: dict[str, str]) -> None:
+    # Faces 24.8 px between the eyes fade in at a fifth of the swap (no popping at the size
+    # limit); at --blend 0.01 not a pixel moved, and the summary said "3 faces swapped".
+    photo = cv2.imread(str(faces_dir / "obama.jpg"))
+    small_face = tmp_path / "small.png"
+    cv2.imwrite(str(small_face), cv2.resize(photo, None, fx=0.235, fy=0.235, interpolation=cv2.INTER_AREA))
+    clip = make_clip(tmp_path / "in.mp4", frames=3, size=(192, 240), audio=False, source_image=small_face,
+                     moving_crop=False)
+    out = tmp_path / "out.mp4"
+    proc = run_cli(["video", str(clip), str(out), "-s", str(faces_dir / "biden.jpg"), "--swap-model", "mesh",
+                    "--blend", "0.01", "--no-label", "--no-watermark"], env=isolated_env)
+    assert proc.returncode == 0, proc.stderr
+    assert "(3 processed, 3 with a face, 0 faces swapped)" in proc.stderr
+    assert ("warning: --blend 0.01 is too faint to change a pixel of the faces found in 3 of the 3 processed "
+            "frames; give a larger --blend") in proc.stderr
 
 
 def test_a_video_whose_face_masks_left_every_face_says_none_was_swapped(tmp_path: Path, faces_dir: Path,

@@ -234,6 +234,28 @@ def test_embedded_models_on_real_photos(tmp_path: Path, faces_dir: Path) -> None
     assert count == 6 and face is not None and face.area == max(f.area for f in group)
 
 
+@pytest.mark.parametrize("name,count", [("obama.jpg", 1), ("obama2.jpg", 1), ("biden.jpg", 1),
+                                        ("astronaut.png", 1), ("group6.jpg", 6)])
+def test_a_picture_keeps_every_real_face_that_facemesh_confirms(tmp_path: Path, faces_dir: Path,
+                                                                 name: str, count: int) -> None:
+    # Pictures confirm each detection with FaceMesh (a letterboxed glass was swapped as a face):
+    # no real face may be lost to it.
+    from livecam.faces.analyser import confirmed
+    from livecam.media.images import read_image
+    from livecam.models.store import ModelStore
+    from livecam.runtime.providers import resolve_providers
+    from livecam.settings import RuntimeSettings
+
+    store = ModelStore(RuntimeSettings(models_dir=tmp_path / "models", offline=True), progress=False)
+    analyser = FaceAnalyser.create(AnalysisSettings(many_faces=True), store, resolve_providers(["cpu"]),
+                                   need_landmarks=False, need_embedding=False, live=False, still=True)
+    image = read_image(faces_dir / name)
+    assert analyser.confirm
+    detected = analyser.detector.detect(image)
+    assert len(confirmed(image, detected, analyser.landmarker)) == len(detected) == count
+    assert len(analyser.analyse(image)) == count
+
+
 def test_live_analyser_finds_photo_faces_with_the_full_range_model(tmp_path: Path, faces_dir: Path) -> None:
     from livecam.media.images import read_image
 

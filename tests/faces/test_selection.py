@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 
 from livecam.faces.face import Face
-from livecam.faces.selection import (embedding_distances, filter_by_reference, large_enough, largest_face,
-                                     match_reference, order_faces, select_faces)
+from livecam.faces.face import MESH_LANDMARKS
+from livecam.faces.selection import (MIN_EYE_DISTANCE, changeable, embedding_distances, filter_by_reference,
+                                     first_changeable, large_enough, largest_face, match_reference, order_faces,
+                                     select_faces)
 
 
 def face_at(x: float, y: float, size: float, embedding: np.ndarray | None = None) -> Face:
@@ -95,7 +97,8 @@ def scored(x: float, y: float, size: float, score: float) -> Face:
     return f.with_(score=score)
 
 
-ROW = [scored(300, 10, 60, 0.6), scored(0, 200, 100, 0.7), scored(600, 100, 40, 0.95), scored(150, 50, 80, 0.5)]
+# Every face big enough to change (32 px or more between the eyes)
+ROW = [scored(600, 20, 120, 0.6), scored(0, 400, 200, 0.7), scored(1200, 200, 80, 0.95), scored(300, 100, 160, 0.5)]
 
 
 @pytest.mark.parametrize("order,expected", [
@@ -132,6 +135,31 @@ def test_min_size_leaves_small_faces_alone_in_every_mode():
     # keeps the detector's order.
     assert select_faces([big, small, edge], many=False, min_size=40) == [big]
     assert select_faces([big, small, edge], many=True, min_size=40) == [big, edge]
+
+
+def test_the_one_face_is_the_first_by_order_that_can_be_changed():
+    # A big face in profile (16 px between the eyes) was "the one" and left alone: nothing was
+    # swapped although a smaller face beside it could have been.
+    profile = face_at(0, 0, 200).with_(kps=face_at(0, 0, 40).kps + 80)
+    assert profile.eye_distance < MIN_EYE_DISTANCE
+    beside, far = face_at(300, 0, 100), face_at(500, 0, 40)  # 40 and 16 px between the eyes
+    assert select_faces([profile, far, beside], many=False) == [beside]
+    assert select_faces([profile, far, beside], many=False, order="left-right") == [beside]
+    # None can be changed: the first by order all the same (its warning says it is too small)
+    assert select_faces([far, profile], many=False) == [profile]
+    # --many-faces keeps them all: each is left or swapped on its own
+    assert select_faces([profile, beside], many=True) == [profile, beside]
+
+
+def test_the_mesh_swapper_needs_the_face_fitted():
+    big, small = face_at(0, 0, 200), face_at(300, 0, 100)
+    mesh = np.zeros((MESH_LANDMARKS, 2), np.float32) + 350
+    fitted = small.with_(landmarks=mesh)
+    assert changeable(big) and not changeable(big, need_fit=True) and changeable(fitted, need_fit=True)
+    assert not changeable(fitted.with_(landmarks=mesh * np.nan), need_fit=True)
+    assert first_changeable([big, fitted], need_fit=True) == [fitted]
+    assert first_changeable([big, small], need_fit=True) == [big]
+    assert first_changeable([], need_fit=True) == []
 
 
 def test_the_no_face_warning_names_the_minimum_size():

@@ -223,6 +223,25 @@ def test_blend_is_the_opacity_of_the_swap(faces_dir, session):
     assert np.abs(half[changed] - expected).mean() < 1.0
 
 
+def test_a_swap_too_faint_to_change_a_pixel_is_not_counted(faces_dir, session):
+    # A video's face just over the size limit (the fade-in) at --blend 0.01: the paste rounded
+    # back to every pixel's own value, and the summary said "1 face swapped".
+    from livecam.processors.base import changed_faces
+
+    image = cv2.imread(str(faces_dir / "obama.jpg"))
+    face = _face(_rotated(OBAMA_KPS, 0.0, 24.2 / 104.0))  # 24.2 px between the eyes
+    packet = FramePacket(index=0, image=image.copy(), faces=[face])
+    sw = _swapper(session, SwapSettings(color_match=False, blend=0.01))
+    sw.process(packet)
+    assert np.array_equal(packet.image, image)
+    assert (packet.left_as_is, packet.faint, changed_faces(packet)) == (1, 1, 0)
+    # At full blend the same face moves pixels, and is counted.
+    packet = FramePacket(index=0, image=image.copy(), faces=[face])
+    _swapper(session).process(packet)
+    assert not np.array_equal(packet.image, image)
+    assert (packet.left_as_is, packet.faint, changed_faces(packet)) == (0, 0, 1)
+
+
 def test_color_match_moves_the_face_towards_the_target_skin(faces_dir, session):
     image = cv2.imread(str(faces_dir / "biden.jpg"))
     face = _face(BIDEN_KPS)

@@ -302,6 +302,22 @@ def test_a_face_without_a_mesh_is_counted_as_left_unfitted() -> None:
     assert (packet.left_as_is, packet.unfitted, changed_faces(packet)) == (1, 1, 1)
 
 
+def test_a_swap_too_faint_to_change_a_pixel_is_not_counted() -> None:
+    # A video's face just over the size limit (the fade-in: a tenth of the swap) at --blend 0.01:
+    # not a pixel moved, and the summary said "1 face swapped".
+    from livecam.processors.base import changed_faces
+
+    frame = pattern(240, 320, seed=31)
+    face = make_face(24.4 / 36.0, (160, 120))
+    packet = swapped(SwapSettings(blend=0.01), frame, [face])
+    np.testing.assert_array_equal(packet.image, frame)
+    assert (packet.left_as_is, packet.faint, packet.unfitted, changed_faces(packet)) == (1, 1, 0, 0)
+    # Fully shown (a picture has no fade), the same blend moves pixels, and is counted.
+    packet = swapped(SwapSettings(blend=0.01), frame, [face], fade=False)
+    assert not np.array_equal(packet.image, frame)
+    assert (packet.left_as_is, packet.faint, changed_faces(packet)) == (0, 0, 1)
+
+
 def test_faces_partly_outside_the_frame_are_swapped_where_visible() -> None:
     frame = pattern(240, 320, seed=14)
     for offset in [(10, 120), (310, 120), (160, 5), (160, 235), (0, 0)]:

@@ -1,9 +1,11 @@
 """FaceAnalyser: detection, landmarks, embeddings, selection and tracking in one call.
 
-Per frame: detect every face -> drop those under --face-min-size -> (reference or --map mode)
+Per frame: detect every face (in a picture, only those FaceMesh sees as faces too: confirmed) ->
+drop those under --face-min-size -> (reference or --map mode)
 embed them all in one batch and keep the faces of the reference people -> keep the first by
---face-selector-order (default: the largest) or all (--many-faces, --map) in that order ->
-FaceMesh landmarks for the kept faces when a processor needs them -> tracking and smoothing
+--face-selector-order (default: the largest) that a processor can change (selection.changeable:
+big enough, and fitted by FaceMesh where landmarks are needed), or all (--many-faces, --map) in
+that order -> FaceMesh landmarks for the kept faces when a processor needs them -> tracking and smoothing
 (live and video). In live mode, detection may run only every Nth frame (the governor's knob):
 in between, the previous frame's faces are carried and, when FaceMesh is loaded, re-fitted on
 the new frame, which follows the face as MediaPipe's own tracking does.
@@ -77,8 +79,12 @@ class FaceAnalyser:
     def __init__(self, detector: Detector, settings: AnalysisSettings, *, names: ModelNames,
                  landmarker: Landmarker | None = None, embedder: Embedder | None = None,
                  need_landmarks: bool = False, tracker: Tracker | None = None,
-                 references: Sequence[np.ndarray] = (), map_mode: bool = False) -> None:
+                 references: Sequence[np.ndarray] = (), map_mode: bool = False,
+                 confirm: bool = False) -> None:
         self.detector = detector
+        # Pictures: every detection confirmed by FaceMesh (confirmed); a frame of a video or
+        # a live run would pay a FaceMesh run per face for it
+        self.confirm = confirm and landmarker is not None
         self.settings = settings
         self.names = names
         self.landmarker = landmarker
@@ -162,7 +168,7 @@ class FaceAnalyser:
                            stamp=_stamp(store, used))
         return cls(detector, settings, names=names, landmarker=landmarker, embedder=embedder,
                    need_landmarks=need_landmarks, tracker=tracker, references=references,
-                   map_mode=map_mode)
+                   map_mode=map_mode, confirm=still)
 
     def set_references(self, references: Sequence[np.ndarray], map_mode: bool) -> None:
         """Keep only faces of these people (normed embeddings); `map_mode` also sets each kept
@@ -257,6 +263,8 @@ class FaceAnalyser:
             timings["detect"] = 0.0
         else:
             faces = self.detector.detect(image)
+            if faces and self.confirm:
+                faces = confirmed(image, faces, self.landmarker, keep_cut=True)
             if not faces and max(image.shape[:2]) <= PAD_RETRY_MAX_SIDE:
                 faces = detect_padded(self.detector, image, self.landmarker)
             timings["detect"] = _ms(t0)
@@ -265,7 +273,12 @@ class FaceAnalyser:
             # Carried faces are re-fitted even when no processor needs landmarks: the mesh
             # moves their keypoints to where the face is now, for a fraction of a detection.
             t1 = time.perf_counter()
-            faces = self._refit(image, faces) if carry else self.landmarker.refine(image, faces)
+            if carry:
+                faces = self._refit(image, faces)
+            elif self._one_face:
+                faces = self._first_fitted(image, faces)
+            else:
+                faces = self.landmarker.refine(image, faces)
             timings["landmarks"] = _ms(t1)
         if track:
             if not carry:
@@ -334,7 +347,32 @@ class FaceAnalyser:
                 faces = selection.match_reference(faces, self.references, settings.reference_distance)
                 return selection.order_faces(faces, settings.face_selector_order)
             faces = selection.filter_by_reference(faces, self.references, settings.reference_distance)
+        if self._one_face and self.need_landmarks and self.landmarker is not None:
+            # Every candidate, best first: which one a processor can change is known once
+            # FaceMesh has run (_first_fitted).
+            return selection.ranked(faces, settings.face_selector_order)
         return selection.select_faces(faces, settings.many_faces, settings.face_selector_order)
+
+    @property
+    def _one_face(self) -> bool:
+        """Whether one face per frame is swapped (no --many-faces, no --map)."""
+        return not self.settings.many_faces and not self.map_mode
+
+    def _first_fitted(self, image: np.ndarray, candidates: list[Face]) -> list[Face]:
+        """The first usable candidate that FaceMesh fits (selection.changeable), fitted: FaceMesh
+        runs on the next candidate only where one before it failed, so the usual frame pays for
+        one fit. None fits: the first candidate, as FaceMesh left it (the swapper's warning says
+        why it is unchanged)."""
+        refine = self.landmarker.refine  # type: ignore[union-attr]
+        tried: list[Face] = []  # each usable candidate, as FaceMesh left it
+        for face in candidates:
+            if selection.usable(face):
+                tried.append(refine(image, [face])[0])
+                if selection.changeable(tried[-1], need_fit=True):
+                    return tried[-1:]
+        if candidates and selection.usable(candidates[0]):
+            return tried[:1]
+        return refine(image, candidates[:1])
 
     # ---- photos ---------------------------------------------------------------------------------
     def analyse_photo(self, image: np.ndarray) -> tuple[Face | None, int]:
@@ -388,10 +426,29 @@ def detect_padded(detector: Detector, image: np.ndarray, confirm: Landmarker | N
         bbox = np.clip(face.bbox - pad, 0, [w, h, w, h])
         if bbox[2] > bbox[0] and bbox[3] > bbox[1]:  # a "face" found in the border alone is none
             faces.append(face.with_(bbox=bbox, kps=face.kps - pad))
-    if confirm is None or not faces:
+    return faces if confirm is None else confirmed(image, faces, confirm)
+
+
+def confirmed(image: np.ndarray, faces: list[Face], landmarker: Landmarker | None,
+              keep_cut: bool = False) -> list[Face]:
+    """The faces FaceMesh sees as faces too (its presence over the threshold), as the detector
+    gave them (a photo is embedded from the detector's keypoints; the neural swapper aligns by
+    them). A letterboxed picture of a table (group6.jpg's lower left with a black border) had
+    its whisky glass found (0.57) and swapped as a face: FaceMesh gave it 0.002, and every face
+    of the photos in shared/faces 1.000, the six of group6.jpg among them.
+    `keep_cut`: a face whose box reaches the picture's edge is kept all the same: FaceMesh
+    gave obama.jpg cut through the middle of the face 0.16, and the neural swapper swaps what
+    shows of it (a face found on a padded copy reaches the edge by construction: not kept)."""
+    if landmarker is None or not faces:
         return faces
-    # The detector's faces as they are (a photo is embedded from the detector's keypoints)
-    return [face for face, fitted in zip(faces, confirm.refine(image, faces)) if fitted.landmarks is not None]
+    h, w = image.shape[:2]
+
+    def cut(face: Face) -> bool:
+        x1, y1, x2, y2 = face.bbox
+        return keep_cut and (x1 <= 1 or y1 <= 1 or x2 >= w - 1 or y2 >= h - 1)
+
+    return [face for face, fitted in zip(faces, landmarker.refine(image, faces))
+            if fitted.landmarks is not None or cut(face)]
 
 
 def pick_detector(choice: str, store: Any) -> str:

@@ -1,5 +1,12 @@
 """Which detected faces get swapped: the largest, all of them, or those of reference people.
 
+What a processor can change is stated here, below the processors, so that selection picks by the
+same rule: `usable` (big enough), `fitted` (FaceMesh's landmarks), `changeable` (both, where the
+swap needs landmarks). Without --many-faces "the one" face is the first by order that is
+changeable, not merely the first: a big face in profile (under 24 px between the eyes) or one cut
+by the picture's edge that FaceMesh cannot fit was chosen, left alone, and the user got nothing
+while a smaller face beside it could have been swapped.
+
 Filters (--face-min-size, --face-selector-order) apply in every mode: faces whose box's shorter
 side is under the minimum are left alone (and never embedded); the order decides which face is
 "the one" without --many-faces (default: the largest) and the order in which --many-faces and
@@ -17,7 +24,26 @@ from collections.abc import Sequence
 import numpy as np
 
 from livecam.faces.arcface import normalise
-from livecam.faces.face import Face
+from livecam.faces.face import MESH_LANDMARKS, Face
+
+MIN_EYE_DISTANCE = 24.0  # px between the eyes; smaller faces are left as they are
+
+
+def usable(face: Face) -> bool:
+    """Whether a face is big enough for a processor to change (every swapper and the enhancer
+    use this one rule)."""
+    return face.eye_distance >= MIN_EYE_DISTANCE
+
+
+def fitted(face: Face) -> bool:
+    """Whether FaceMesh fitted its 468 landmarks to the face (what the mesh swapper warps by)."""
+    lm = face.landmarks
+    return lm is not None and len(lm) == MESH_LANDMARKS and bool(np.all(np.isfinite(lm)))
+
+
+def changeable(face: Face, need_fit: bool = False) -> bool:
+    """Whether a processor can change the face: usable, and fitted where `need_fit`."""
+    return usable(face) and (fitted(face) or not need_fit)
 
 
 def largest_face(faces: Sequence[Face]) -> Face | None:
@@ -64,19 +90,29 @@ def large_enough(faces: Sequence[Face], min_size: float) -> list[Face]:
     return [f for f in faces if min(f.width, f.height) >= min_size]
 
 
+def ranked(faces: Sequence[Face], order: str | None) -> list[Face]:
+    """The faces in the order "the one" is looked for: by `order`, by default the largest first
+    (ties: as detected)."""
+    return order_faces(faces, order or "large-small")
+
+
+def first_changeable(candidates: Sequence[Face], need_fit: bool = False) -> list[Face]:
+    """The first of `candidates` a processor can change (changeable), else the first (its
+    warning, "too small" or "could not fit", then says why nothing changed); [] for none."""
+    best = next((f for f in candidates if changeable(f, need_fit)), None)
+    return [best] if best is not None else list(candidates[:1])
+
+
 def select_faces(faces: Sequence[Face], many: bool, order: str | None = None, min_size: float = 0) -> list[Face]:
     """The faces to swap among `faces` (already limited to reference people, if any), after
     dropping those under `min_size`: all when `many` (sorted by `order` when given, else as
-    detected), else only the first by `order`, by default the largest.
+    detected), else only the first by `order` (by default the largest) that is usable.
 
     The largest, not the left-most, so a passer-by in the background does not steal the swap."""
     faces = large_enough(faces, min_size)
     if many:
         return order_faces(faces, order)
-    if order:
-        return order_faces(faces, order)[:1]
-    best = largest_face(faces)
-    return [] if best is None else [best]
+    return first_changeable(ranked(faces, order))
 
 
 def embedding_distances(faces: Sequence[Face], references: Sequence[np.ndarray]) -> np.ndarray:

@@ -215,6 +215,7 @@ class RunStats:
     usable: int = 0  # with a face big enough for the processors to change (processors.base.usable)
     faces_changed: int = 0  # faces the processors changed, summed over the frames (processors.base.changed_faces)
     faces_unfitted: int = 0  # faces the mesh swapper could not fit, summed (FramePacket.unfitted)
+    faces_faint: int = 0  # faces the swap was too faint to change, summed (FramePacket.faint)
     interrupted: bool = False
     seconds: float = 0.0
     stage_ms: dict[str, float] = field(default_factory=dict)  # summed over processed frames
@@ -562,6 +563,7 @@ class FilePipeline:
                     stats.usable += any(usable(face) for face in packet.faces)
                     stats.faces_changed += changed_faces(packet)
                     stats.faces_unfitted += packet.unfitted
+                    stats.faces_faint += packet.faint
                     for stage, ms in packet.timings.items():
                         stats.stage_ms[stage] = stats.stage_ms.get(stage, 0.0) + ms
                 if self.progress is not None:
@@ -746,7 +748,7 @@ def say_unchanged(stats: RunStats, job: VideoJob) -> None:
     elif stats.usable and not stats.faces_changed:  # each left by the swapper
         where = "the one processed frame" if one else f"{stats.usable} of the {stats.processed} processed frames"
         log.warning("warning: %s", why_unchanged(f"the faces found in {where}", stats.faces_unfitted > 0,
-                                                 job.processing.swap))
+                                                 job.processing.swap, stats.faces_faint > 0))
 
 
 def _finish_partial(writer: VideoWriter, output: AtomicOutput, job: VideoJob, exc: BaseException) -> Path | None:

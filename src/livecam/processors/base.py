@@ -7,21 +7,16 @@ from typing import Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from livecam.faces.face import Face
+# stated in faces.selection, which picks the face to swap by the same rule; passed on from here
+from livecam.faces.selection import MIN_EYE_DISTANCE as MIN_EYE_DISTANCE, usable as usable
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
 from livecam.settings import SwapSettings
 
-MIN_EYE_DISTANCE = 24.0  # px between the eyes; smaller faces are left as they are
-# From there the change fades in, fully shown from this eye distance: in a video, a face whose
+# From MIN_EYE_DISTANCE the change fades in, fully shown from this eye distance: in a video, a face whose
 # eye distance hovers round the threshold (a zoom, landmark jitter) would otherwise be swapped
 # in one frame and left in the next (popping).
 FULL_EYE_DISTANCE = 28.0
-
-
-def usable(face: Face) -> bool:
-    """Whether a face is big enough for a processor to change (every swapper and the enhancer
-    use this one rule)."""
-    return face.eye_distance >= MIN_EYE_DISTANCE
 
 
 def changed_faces(packet: FramePacket) -> int:
@@ -30,14 +25,20 @@ def changed_faces(packet: FramePacket) -> int:
     return sum(usable(face) for face in packet.faces) - packet.left_as_is
 
 
-def why_unchanged(faces: str, unfitted: bool, swap: SwapSettings) -> str:
+def why_unchanged(faces: str, unfitted: bool, swap: SwapSettings, faint: bool = False) -> str:
     """The warning, with its fix, when the swapper left every usable face of `faces` ("the face
     found in X") as it was: the mesh swapper could not fit FaceMesh to them (`unfitted`:
-    FramePacket.unfitted), or their paste mask was empty."""
+    FramePacket.unfitted), the swap was too faint to change a pixel (`faint`: FramePacket.faint),
+    or their paste mask was empty."""
     if unfitted:
         return (f"the mesh swapper could not fit its landmarks to {faces} (cut off by the edge, or turned "
                 "away), so nothing was swapped; use one where the whole face shows, or the neural swapper "
                 "(--swap-model inswapper_128)")
+    if faint and swap.blend < 1.0:
+        return f"--blend {swap.blend:g} is too faint to change a pixel of {faces}; give a larger --blend"
+    if faint:  # a video's face fading in at the size limit (presence)
+        return (f"{faces} are just over the size limit ({MIN_EYE_DISTANCE:g} px between the eyes), where the "
+                "swap fades in too faintly to change a pixel; use a video where they are larger")
     if swap.face_mask == ("box",) and any(swap.face_mask_padding):
         # the box alone: what its padding left, feathered by --face-mask-blur, is empty ("choose
         # other --face-mask types" did not name the padding, the one option given)

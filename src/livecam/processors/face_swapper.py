@@ -50,7 +50,7 @@ from livecam.models.catalog import download_command
 from livecam.processors.base import FrameProcessor, presence, usable
 from livecam.models.emap import read_last_initializer
 from livecam.processors.crop_masks import FaceMasker, build_masker
-from livecam.processors.paste import paste
+from livecam.processors.paste import paste_changes
 from livecam.processors.registry import BuildContext, ProcessorSpec, given, listed
 from livecam.runtime import graphs
 from livecam.runtime.graphs import Front
@@ -312,9 +312,10 @@ class NeuralSwapper:
         landmark areas stay), or on again."""
         self._masker.models_on = bool(on)
 
-    def swap_face(self, image: np.ndarray, face: Face, latent: np.ndarray) -> tuple[float, bool]:
+    def swap_face(self, image: np.ndarray, face: Face, latent: np.ndarray) -> tuple[float, bool | None]:
         """Swap one face in place; returns the ms its paste mask took (bench's face_mask stage)
-        and whether the face was changed (not: no valid alignment, an empty paste mask)."""
+        and whether the face was changed: False where nothing was pasted (no valid alignment, an
+        empty paste mask), None where the paste was too faint to change a pixel."""
         aligned = self.align(image, face)
         if not _valid_matrix(aligned.matrix):
             return 0.0, False
@@ -328,9 +329,9 @@ class NeuralSwapper:
         mask_ms = (time.perf_counter() - masked) * 1000.0
         if not mask.alpha8.any():  # e.g. none of the --face-mask-regions visible: nothing to paste
             return mask_ms, False
-        paste(image, fake, aligned.matrix, mask,
-              opacity=float(np.clip(settings.blend, 0.0, 1.0)) * presence(face, self._fade))
-        return mask_ms, True
+        changed = paste_changes(image, fake, aligned.matrix, mask,
+                                opacity=float(np.clip(settings.blend, 0.0, 1.0)) * presence(face, self._fade))
+        return mask_ms, changed or None
 
     def process(self, packet: FramePacket) -> FramePacket:
         start = time.perf_counter()
@@ -349,6 +350,7 @@ class NeuralSwapper:
             took, changed = self.swap_face(packet.image, face, latent)
             mask_ms += took
             packet.left_as_is += not changed
+            packet.faint += changed is None
         if not self._masker.box_only:  # the occluder, the parser and the areas, shown apart by bench
             packet.timings["face_mask"] = mask_ms
         packet.timings[self.name] = (time.perf_counter() - start) * 1000.0

@@ -216,6 +216,25 @@ def _blend_u8(dst: np.ndarray, content: np.ndarray, weight8: np.ndarray) -> None
         dst[...] = cv2.add(ours, theirs)
 
 
+def paste_region(matrix: np.ndarray, mask: CropMask, frame_shape: tuple[int, ...]) -> Roi | None:
+    """The frame region paste() may change (None: none)."""
+    return None if mask.support is None else _support_roi(invert(matrix), mask.support, frame_shape)
+
+
+def paste_changes(frame: np.ndarray, crop: np.ndarray, matrix: np.ndarray, mask: CropMask, *,
+                  opacity: float = 1.0) -> bool:
+    """paste(), and whether it changed a pixel: at a low opacity (--blend 0.01, a face fading in
+    at the size limit) the mix can round back to every pixel's own value, and a face counted as
+    changed was not."""
+    roi = paste_region(matrix, mask, frame.shape)
+    if roi is None:
+        return False
+    x1, y1, x2, y2 = roi
+    before = frame[y1:y2, x1:x2].copy()
+    paste(frame, crop, matrix, mask, opacity=opacity)
+    return not np.array_equal(before, frame[y1:y2, x1:x2])
+
+
 def paste(frame: np.ndarray, crop: np.ndarray, matrix: np.ndarray, mask: CropMask, *, opacity: float = 1.0,
           keep: Callable[[Roi], np.ndarray] | None = None) -> Roi | None:
     """Paste a processed crop (BGR uint8, or BGRA whose alpha is already mask.alpha8) back into
@@ -227,12 +246,10 @@ def paste(frame: np.ndarray, crop: np.ndarray, matrix: np.ndarray, mask: CropMas
     thus quantised to 1/255, well below a visible step. Where the mask is exactly 1 and no
     `keep` applies, the warped crop is copied (or mixed at the uniform opacity) straight into
     the frame, and per-pixel weights are only made for the strips around that rectangle."""
-    if mask.support is None:
-        return None
-    inv = invert(matrix)
-    roi = _support_roi(inv, mask.support, frame.shape)
+    roi = paste_region(matrix, mask, frame.shape)
     if roi is None:
         return None
+    inv = invert(matrix)
     x1, y1, x2, y2 = roi
     if crop.ndim == 3 and crop.shape[2] == 4:
         bgra = crop

@@ -13,8 +13,9 @@ import cv2
 import numpy as np
 
 from livecam.faces import mesh_indices
-from livecam.faces.face import MESH_LANDMARKS, Face
+from livecam.faces.face import Face
 from livecam.faces.rolls import quarter_turns, turn
+from livecam.faces.selection import changeable
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
 from livecam.processors import color, masks
@@ -114,7 +115,9 @@ class MeshSwapper:
             if not 0 <= face.source_key < len(sources):
                 continue
             if self._swappable(face):
-                self.swap_level(packet.image, face, sources[face.source_key])
+                if not self.swap_level(packet.image, face, sources[face.source_key]):
+                    packet.left_as_is += 1  # too faint to move a grey level
+                    packet.faint += 1
             elif usable(face):  # FaceMesh found no face there: it was counted as swapped, unchanged
                 packet.left_as_is += 1
                 packet.unfitted += 1
@@ -123,20 +126,17 @@ class MeshSwapper:
 
     @staticmethod
     def _swappable(face: Face) -> bool:
-        lm = face.landmarks
-        return (lm is not None and len(lm) == MESH_LANDMARKS and bool(np.all(np.isfinite(lm)))
-                and usable(face))
+        return changeable(face, need_fit=True)  # the rule the analyser picked "the one" face by
 
-    def swap_level(self, frame: np.ndarray, face: Face, src: PreparedSource) -> None:
+    def swap_level(self, frame: np.ndarray, face: Face, src: PreparedSource) -> bool:
         """swap_face on the face's region turned by quarter turns until the face is nearest
         upright (np.rot90: exact), then turned back. The swap's masks take "above" and "across"
         from the image axes (the forehead cut, the glasses bridge and eye band, the closed
         eye's feather), so a face lying on its side or upside down got its own dark lines kept
-        as glasses frames and a second pair of eyes."""
+        as glasses frames and a second pair of eyes. Returns whether a pixel changed."""
         k = quarter_turns(face.kps)
         if k == 0:
-            self.swap_face(frame, face, src)
-            return
+            return self.swap_face(frame, face, src)
         assert face.landmarks is not None
         oval = face.landmarks[self._oval]
         fh, fw = frame.shape[:2]
@@ -144,7 +144,7 @@ class MeshSwapper:
         x1, y1 = (max(int(np.floor(v)) - 4, 0) for v in oval.min(axis=0))
         x2, y2 = (min(int(np.ceil(v)) + 5, n) for v, n in zip(oval.max(axis=0), (fw, fh)))
         if x2 - x1 < 4 or y2 - y1 < 4:
-            return
+            return False
         w, h = x2 - x1, y2 - y1
         part = np.ascontiguousarray(np.rot90(frame[y1:y2, x1:x2], k))
 
@@ -152,12 +152,14 @@ class MeshSwapper:
             return turn(points - np.array([x1, y1], dtype=np.float32), k, w, h)
 
         corners = turned(face.bbox.reshape(2, 2))
-        self.swap_face(part, face.with_(bbox=np.concatenate([corners.min(0), corners.max(0)]),
-                                        kps=turned(face.kps), landmarks=turned(face.landmarks)), src)
+        changed = self.swap_face(part, face.with_(bbox=np.concatenate([corners.min(0), corners.max(0)]),
+                                                  kps=turned(face.kps), landmarks=turned(face.landmarks)), src)
         frame[y1:y2, x1:x2] = np.rot90(part, -k)
+        return changed
 
-    def swap_face(self, frame: np.ndarray, face: Face, src: PreparedSource) -> None:
-        """Swap one face in place (only its region of interest is touched)."""
+    def swap_face(self, frame: np.ndarray, face: Face, src: PreparedSource) -> bool:
+        """Swap one face in place (only its region of interest is touched); returns whether a
+        pixel changed (not: a --blend, or a video's fade-in at the size limit, too faint)."""
         assert face.landmarks is not None
         lm = face.landmarks.astype(np.float64)
         oval = lm[self._oval]
@@ -167,7 +169,7 @@ class MeshSwapper:
         x1, y1 = max(int(np.floor(lo[0])) - 2, 0), max(int(np.floor(lo[1])) - 2, 0)
         x2, y2 = min(int(np.ceil(hi[0])) + 3, fw), min(int(np.ceil(hi[1])) + 3, fh)
         if x2 - x1 < 4 or y2 - y1 < 4:
-            return
+            return False
         roi_w, roi_h = x2 - x1, y2 - y1
         local = lm - (x1, y1)
         # The source's face shape: the target's landmarks move towards it, and the target's own
@@ -266,7 +268,10 @@ class MeshSwapper:
         if blend != 1.0:
             alpha *= blend
         # Weights 0 keep the target's pixel exactly (the kept mouth relies on it).
-        frame[y1:y2, x1:x2] = cv2.blendLinear(warped, target, alpha, 1.0 - alpha)
+        swapped = cv2.blendLinear(warped, target, alpha, 1.0 - alpha)
+        changed = not np.array_equal(swapped, original)
+        frame[y1:y2, x1:x2] = swapped
+        return changed
 
     @staticmethod
     def _lit(skin: np.ndarray, shown: np.ndarray, alpha: np.ndarray) -> np.ndarray:
