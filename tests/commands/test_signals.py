@@ -183,6 +183,32 @@ def test_sigterm_while_signing_hangs_in_native_code_exits_130_and_keeps_the_old_
     assert out.read_bytes() == b"the user's old file"
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the stand-in hang is a glibc mutex")
+@pytest.mark.parametrize("watermark", ["--no-watermark", "--watermark"])  # closed on the main / marking thread
+def test_sigterm_while_a_run_recording_is_signed_and_signing_hangs_exits_130_and_keeps_the_old_file(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str], watermark: str) -> None:
+    # `run` took the SIGTERM for its clean stop, which waited for the hung signing for ever (the
+    # stuck-output rescue backs off while the recording is being closed; with the watermark, 60 s
+    # until the marking thread gave up): the SIGKILL that followed left the recording's and the
+    # signed copy's temporary files beside the output.
+    from tests.videos import make_clip
+
+    clip = make_clip(tmp_path / "in.mp4", frames=2, size=(64, 48), fps=30)
+    out = tmp_path / "out" / "out.mp4"
+    out.parent.mkdir()
+    out.write_bytes(b"the user's old file")
+    try:
+        proc = run_driver(tmp_path, "term-while-signing-hangs",
+                          ["run", "--camera", str(clip), "--output", str(out), "--source",
+                           str(faces_dir / "biden.jpg"), "--force", watermark, "--no-realtime"],
+                          isolated_env, timeout=40)
+    except subprocess.TimeoutExpired:
+        pytest.fail("SIGTERM did not stop a `run` whose signing hangs")
+    interrupted_in_one_line(proc)
+    assert list(out.parent.iterdir()) == [out]
+    assert out.read_bytes() == b"the user's old file"
+
+
 def test_ctrl_c_while_onnxruntime_is_imported_is_an_interrupt(
         tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
     out = tmp_path / "swapped.png"
