@@ -55,8 +55,16 @@ DRIVER = textwrap.dedent("""
                 send(signal.SIGTERM)
                 image.logging.getLogger("livecam").info(*args)
         image.log = Log()
-    elif patch == "term-while-signing-hangs":
+    elif patch in ("term-while-signing-hangs", "int-then-term-while-signing-hangs"):
         import ctypes, c2pa
+        if patch.startswith("int-then"):  # Ctrl-C at the first recorded frame: `run`'s clean stop
+            from livecam.media.sinks import FileRecorderSink
+            encode = FileRecorderSink._encode
+            def encode_then_stop(self, image, t):
+                encode(self, image, t)
+                if self.written == 1:
+                    os.kill(os.getpid(), signal.SIGINT)
+            FileRecorderSink._encode = encode_then_stop
         def native_hang(*args, **kwargs):
             # stuck in native code that never returns to Python (a deadlock: signals do not end it)
             def later():
@@ -178,6 +186,33 @@ def test_sigterm_while_signing_hangs_in_native_code_exits_130_and_keeps_the_old_
                           isolated_env, timeout=30)
     except subprocess.TimeoutExpired:
         pytest.fail("SIGTERM did not stop a run whose signing hangs")
+    interrupted_in_one_line(proc)
+    assert list(out.parent.iterdir()) == [out]
+    assert out.read_bytes() == b"the user's old file"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the stand-in hang is a glibc mutex")
+@pytest.mark.parametrize("watermark", ["--no-watermark", "--watermark"])  # closed on the main / marking thread
+@pytest.mark.parametrize("patch", ["term-while-signing-hangs", "int-then-term-while-signing-hangs"])
+def test_sigterm_while_a_run_recording_is_signed_and_signing_hangs_exits_130_and_keeps_the_old_file(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str], watermark: str, patch: str) -> None:
+    # `run` took the SIGTERM for its clean stop, or ignored it after a Ctrl-C's, and waited for the
+    # hung signing for ever (the stuck-output rescue backs off while the recording is being closed;
+    # with the watermark, 60 s until the marking thread gave up): the SIGKILL that followed left
+    # the recording's and the signed copy's temporary files beside the output.
+    from tests.videos import make_clip
+
+    clip = make_clip(tmp_path / "in.mp4", frames=2, size=(64, 48), fps=30)
+    out = tmp_path / "out" / "out.mp4"
+    out.parent.mkdir()
+    out.write_bytes(b"the user's old file")
+    try:
+        proc = run_driver(tmp_path, patch,
+                          ["run", "--camera", str(clip), "--output", str(out), "--source",
+                           str(faces_dir / "biden.jpg"), "--force", watermark, "--no-realtime"],
+                          isolated_env, timeout=40)
+    except subprocess.TimeoutExpired:
+        pytest.fail("SIGTERM did not stop a `run` whose signing hangs")
     interrupted_in_one_line(proc)
     assert list(out.parent.iterdir()) == [out]
     assert out.read_bytes() == b"the user's old file"

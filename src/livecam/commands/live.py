@@ -176,7 +176,7 @@ def _run_live(job: LiveJob) -> None:
         sink.fps = float(source.fps or job.fps)  # the source's real rate is known once it is open
     if isinstance(sink, FileRecorderSink) and signing is not None:
         signed = replace(signing, models=tuple(engine.model_names.values()))
-        sink.sign = lambda temp: signed.sign_file(temp, sink.path)
+        sink.sign = lambda temp, copy: signed.sign_file(temp, sink.path, copy)
     # The pipeline releases the source and finalises the sink whatever happens.
     try:
         run_live_pipeline(engine, source, sink, LiveRun(job, recording=recording, watermark=marker,

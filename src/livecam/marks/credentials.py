@@ -284,13 +284,15 @@ class Signing:
         self._sign(io.BytesIO(data), dest, fmt, output.name)
         return dest.getvalue()
 
-    def sign_file(self, temp: Path, output: Path) -> None:
-        """Embed the manifest into the written (still temporary) file `temp` of `output`."""
+    def sign_file(self, temp: Path, output: Path, copy: AtomicOutput | None = None) -> None:
+        """Embed the manifest into the written (still temporary) file `temp` of `output`, through
+        `copy` (AtomicOutput(temp, force=True, shown=output)), which a caller passes when another
+        thread may have to discard it while signing is stuck (a live recording's abandon)."""
         fmt = mime_type(output)
         if fmt is None:
             return
         try:
-            with AtomicOutput(temp, force=True, shown=output) as out, open(temp, "rb") as src, \
+            with copy or AtomicOutput(temp, force=True, shown=output) as out, open(temp, "rb") as src, \
                     open(out.temp, "wb") as dest:
                 self._sign(src, dest, fmt, output.name)
         except OutputError as exc:

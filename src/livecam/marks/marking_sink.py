@@ -81,11 +81,15 @@ class MarkingSink:
         with self._cond:
             self._closing = True
             self._cond.notify_all()
-        while self._thread.is_alive():
-            self._thread.join(_POLL_S)
-            if self._stalled():
-                self.abandon()
-                break
+        try:
+            while self._thread.is_alive():
+                self._thread.join(_POLL_S)
+                if self._stalled():
+                    self.abandon()
+                    break
+        except BaseException:  # a stop signal ended the wait (pipeline.signals.interrupting)
+            self.abandon()
+            raise
         self._raise()
 
     def abandon(self) -> None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable, Protocol
 
 import numpy as np
 
-from livecam.atomic import folder_of, trailing_slash_problem
+from livecam.atomic import AtomicOutput, folder_of, trailing_slash_problem
 from livecam.errors import DeviceError, InputError
 from livecam.media.provenance import CONTAINER_METADATA
 from livecam.console import counted
@@ -65,7 +65,7 @@ class FileRecorderSink:
     """
 
     def __init__(self, path: Path, *, fps: float = 30.0, force: bool = False, codec: str | None = None) -> None:
-        from livecam.atomic import AtomicOutput, check_new_output
+        from livecam.atomic import check_new_output
         from livecam.media.images import check_output_folder
         from livecam.media.video_writer import check_encoder, container_format, resolve_encoder
 
@@ -93,9 +93,12 @@ class FileRecorderSink:
         self._abandoned = False
         self._t0: float | None = None
         self.written = 0
-        # C2PA content credentials over the finished temporary file, before the rename (the
-        # command sets it once the models are known; None: --no-c2pa or not MP4/MOV)
-        self.sign: Callable[[Path], None] | None = None
+        # C2PA content credentials over the finished temporary file, into the signed copy's
+        # AtomicOutput, before the rename (the command sets it once the models are known; None:
+        # --no-c2pa or not MP4/MOV). The copy is made here so that abandon removes it too: a
+        # signing stuck on the marking thread kept it (marks.marking_sink).
+        self.sign: Callable[[Path, AtomicOutput], None] | None = None
+        self._signed: AtomicOutput | None = None
 
     def _open(self, width: int, height: int) -> VideoWriter:
         from livecam.media.containers import frame_rate
@@ -160,6 +163,8 @@ class FileRecorderSink:
         self._abandoned = True
         self._writer = None
         self._output.discard()
+        if self._signed is not None:
+            self._signed.discard()
 
     def close(self) -> None:
         """Finalise and put the recording in place (once; later calls do nothing)."""
@@ -172,7 +177,8 @@ class FileRecorderSink:
         try:
             writer.close()
             if self.sign is not None:
-                self.sign(self._output.temp)
+                self._signed = AtomicOutput(self._output.temp, force=True, shown=self.path)
+                self.sign(self._output.temp, self._signed)
         except BaseException:
             self._output.discard()
             raise

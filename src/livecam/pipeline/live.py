@@ -51,7 +51,7 @@ from livecam.pipeline.contracts import FrameEngine, LiveEngine
 from livecam.pipeline.governor import Governor, Step, default_steps
 from livecam.pipeline.metrics import LiveMetrics, ResourceProbe
 from livecam.pipeline.queues import DropOldestQueue, ReorderBuffer, put_until
-from livecam.pipeline.signals import SIGNAL_NAMES, stop_signals
+from livecam.pipeline.signals import SIGNAL_NAMES, interrupting, stop_signals
 from livecam.pipeline.stages import POLL_S, Stages
 from livecam.processors import registry
 from livecam.processors.base import MIN_EYE_DISTANCE, usable
@@ -283,7 +283,7 @@ class LivePipeline:
                         self._shutdown()
         if self._rescued is not None:  # ended while this thread was stuck: its line is said
             raise self._rescued
-        if self.stages.error is not None:
+        if self.stages.error is not None and not isinstance(self.stages.error, KeyboardInterrupt):
             stop_reason = "error"
         elif self._interrupted:
             stop_reason = "interrupted"
@@ -580,7 +580,15 @@ class LivePipeline:
         if not close_sink:
             return
         try:
-            self.sink.close()
+            # The run's last wait, one only a signal can end (a recording's signing stuck in native
+            # code: interrupt.heard): a stop signal now interrupts it, the unfinished file removed
+            # by its AtomicOutput. A clean stop is what is already happening; the rescue of a stuck
+            # output cannot step in (this thread holds _ending).
+            with interrupting():
+                self.sink.close()
+        except KeyboardInterrupt as exc:
+            self._interrupted = True
+            self.stages.fail(exc)  # raised by run() once the run is summed up: cli's one line
         except BaseException as exc:  # noqa: BLE001
             self.stages.fail(exc)
 

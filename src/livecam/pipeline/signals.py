@@ -4,6 +4,8 @@
                                     # KeyboardInterrupt once; later ones are ignored (cleanup runs)
     with stop_signals(on_stop):     # the first stop signal calls on_stop(name) for a clean
                                     # stop; later ones are ignored (the stop has deadlines)
+        with interrupting():        # ...except here: a stop signal raises KeyboardInterrupt, for a
+                                    # last step only a signal can end (a hung signing: interrupt.heard)
 
 livecam.interrupt holds the rest: output_done() (the output is finished: later signals are ignored,
 exit 0) and interrupted() (whether an interrupt arrived: an error after it is the interrupt).
@@ -32,28 +34,34 @@ if hasattr(signal, "SIGHUP"):
     SIGNAL_NAMES[signal.SIGHUP] = "SIGHUP"
 
 
+class _CleanStop:
+    """stop_signals(on_stop)'s handler. Later signals are ignored: raising one inside the shutdown
+    left pipeline threads inside onnxruntime at exit (C++ terminate, exit -6); the shutdown's own
+    deadlines bound the wait. Inside interrupting() the process's InterruptOnce answers instead."""
+
+    def __init__(self, on_stop: Callable[[str], None], outer: InterruptOnce) -> None:
+        self.on_stop = on_stop
+        self.outer = outer  # the process's handler (or a new one): its state says it was interrupted
+        self.received: list[int] = []
+        self.interrupts = False
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        if self.interrupts:
+            self.outer(signum, frame)  # KeyboardInterrupt, once
+        elif not self.received and self.outer.received is None:
+            self.received.append(signum)
+            self.on_stop(SIGNAL_NAMES.get(signal.Signals(signum), "a signal"))
+
+
 @contextlib.contextmanager
 def stop_signals(on_stop: Callable[[str], None] | None = None) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield  # Python allows handlers in the main thread only
         return
-    received: list[int] = []
-
-    def clean_stop(signum: int, frame: FrameType | None) -> None:
-        # Later signals are ignored: raising one inside the shutdown left pipeline threads inside
-        # onnxruntime at exit (C++ terminate, exit -6); the shutdown's own deadlines bound the wait.
-        if received:
-            return
-        received.append(signum)
-        assert on_stop is not None
-        on_stop(SIGNAL_NAMES.get(signal.Signals(signum), "a signal"))
-
+    once = process_handler() or InterruptOnce()  # nested: the process's one handler and state
+    clean_stop = _CleanStop(on_stop, once) if on_stop is not None else None
     wanted: list[tuple[str, Any]] = [("SIGXFSZ", signal.SIG_IGN)]
-    if on_stop is None:
-        once = process_handler() or InterruptOnce()  # nested: the process's one handler and state
-        wanted += [(name, once) for name in STOP_SIGNALS]
-    else:
-        wanted += [(name, clean_stop) for name in STOP_SIGNALS]
+    wanted += [(name, clean_stop or once) for name in STOP_SIGNALS]
     saved: dict[int, Any] = {}
     for name, handler in wanted:
         sig = getattr(signal, name, None)
@@ -67,13 +75,31 @@ def stop_signals(on_stop: Callable[[str], None] | None = None) -> Iterator[None]
         yield
     finally:
         outer = saved.get(signal.SIGINT)
-        if received and isinstance(outer, InterruptOnce):
-            outer.received = received[0]  # the process was interrupted: later signals are ignored
+        if clean_stop is not None and clean_stop.received and isinstance(outer, InterruptOnce) \
+                and outer.received is None:
+            outer.received = clean_stop.received[0]  # the process was interrupted: later signals are ignored
         for sig, handler in saved.items():
             try:
                 signal.signal(sig, handler)
             except (ValueError, OSError):
                 pass
+
+
+@contextlib.contextmanager
+def interrupting() -> Iterator[None]:
+    """Within the block a stop signal raises KeyboardInterrupt under stop_signals(on_stop) too,
+    after its clean stop or instead of it: for a last step whose wait only a signal can end (the
+    live pipeline closing a recording whose signing hangs in native code; interrupt.heard keeps the
+    main thread where the handler runs). Elsewhere (no clean stop in place) it changes nothing."""
+    handler = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
+    if not isinstance(handler, _CleanStop):
+        yield
+        return
+    handler.interrupts = True
+    try:
+        yield
+    finally:
+        handler.interrupts = False
 
 
 def ignore_stop_signals() -> None:
