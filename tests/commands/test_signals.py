@@ -68,14 +68,23 @@ DRIVER = textwrap.dedent("""
         def native_hang(*args, **kwargs):
             # stuck in native code that never returns to Python (a deadlock: signals do not end it)
             def later():
-                time.sleep(0.5)  # once this thread is inside the native call
-                send(signal.SIGTERM)
+                for _ in range(2):  # `run` takes a first signal for the clean stop of a run that ended
+                    time.sleep(0.5)  # once this thread is inside the native call
+                    send(signal.SIGTERM)
             threading.Thread(target=later, daemon=True).start()
             mutex = ctypes.create_string_buffer(64)  # PTHREAD_MUTEX_INITIALIZER is zeros (glibc)
             libc = ctypes.CDLL(None)
             libc.pthread_mutex_lock(mutex)
             libc.pthread_mutex_lock(mutex)
         c2pa.Builder.sign = native_hang
+    elif patch == "term-while-signing-is-slow":
+        import c2pa
+        sign = c2pa.Builder.sign
+        def slow_sign(*args, **kwargs):
+            threading.Thread(target=send, args=(signal.SIGTERM,), daemon=True).start()
+            time.sleep(1.0)  # slow, not stuck: the signal comes while the run's recording is signed
+            return sign(*args, **kwargs)
+        c2pa.Builder.sign = slow_sign
     elif patch == "term-at-exit":
         atexit.register(send, signal.SIGTERM)
     elif patch == "int-int-int-at-shutdown":
@@ -216,6 +225,24 @@ def test_sigterm_while_a_run_recording_is_signed_and_signing_hangs_exits_130_and
     interrupted_in_one_line(proc)
     assert list(out.parent.iterdir()) == [out]
     assert out.read_bytes() == b"the user's old file"
+
+
+@pytest.mark.parametrize("watermark", ["--no-watermark", "--watermark"])
+def test_one_sigterm_while_a_finished_run_recording_is_signed_keeps_it(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str], watermark: str) -> None:
+    # The run had ended on its own; one signal while its recording was signed discarded it (the
+    # signal raised inside the close). It is the clean stop already under way: said, and kept.
+    from tests.videos import make_clip
+
+    clip = make_clip(tmp_path / "in.mp4", frames=2, size=(64, 48), fps=30)
+    out = tmp_path / "out.mp4"
+    proc = run_driver(tmp_path, "term-while-signing-is-slow",
+                      ["run", "--camera", str(clip), "--output", str(out), "--source",
+                       str(faces_dir / "biden.jpg"), watermark, "--no-realtime"], isolated_env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "finishing the output (SIGTERM received); another SIGTERM abandons it" in proc.stderr, proc.stderr
+    assert out.stat().st_size > 0 and not list(tmp_path.glob(".livecam-*"))
 
 
 def test_ctrl_c_while_onnxruntime_is_imported_is_an_interrupt(

@@ -4,7 +4,7 @@
                                     # KeyboardInterrupt once; later ones are ignored (cleanup runs)
     with stop_signals(on_stop):     # the first stop signal calls on_stop(name) for a clean
                                     # stop; later ones are ignored (the stop has deadlines)
-        with interrupting():        # ...except here: a stop signal raises KeyboardInterrupt, for a
+        with interrupting():        # ...except here: a later one raises KeyboardInterrupt, for a
                                     # last step only a signal can end (a hung signing: interrupt.heard)
 
 livecam.interrupt holds the rest: output_done() (the output is finished: later signals are ignored,
@@ -19,6 +19,7 @@ stop_signals() inside another (a command run under cli.main) keeps the one handl
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import threading
 from types import FrameType
@@ -30,6 +31,7 @@ SIGNAL_NAMES = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
 # SIGHUP (the terminal or SSH session closed) stops like SIGTERM: by default it killed the process
 # with the recording's temporary file left behind. Not on Windows; left alone when ignored (nohup).
 STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+log = logging.getLogger("livecam")
 if hasattr(signal, "SIGHUP"):
     SIGNAL_NAMES[signal.SIGHUP] = "SIGHUP"
 
@@ -46,11 +48,15 @@ class _CleanStop:
         self.interrupts = False
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
-        if self.interrupts:
-            self.outer(signum, frame)  # KeyboardInterrupt, once
+        if self.interrupts and self.received:
+            self.outer(signum, frame)  # a signal after the clean stop's: KeyboardInterrupt, once
         elif not self.received and self.outer.received is None:
             self.received.append(signum)
-            self.on_stop(SIGNAL_NAMES.get(signal.Signals(signum), "a signal"))
+            name = SIGNAL_NAMES.get(signal.Signals(signum), "a signal")
+            if self.interrupts:  # the run has ended already: its output is being finished, and kept
+                log.warning("finishing the output (%s received); another %s abandons it", name, name)
+            else:
+                self.on_stop(name)
 
 
 @contextlib.contextmanager
@@ -87,10 +93,12 @@ def stop_signals(on_stop: Callable[[str], None] | None = None) -> Iterator[None]
 
 @contextlib.contextmanager
 def interrupting() -> Iterator[None]:
-    """Within the block a stop signal raises KeyboardInterrupt under stop_signals(on_stop) too,
-    after its clean stop or instead of it: for a last step whose wait only a signal can end (the
-    live pipeline closing a recording whose signing hangs in native code; interrupt.heard keeps the
-    main thread where the handler runs). Elsewhere (no clean stop in place) it changes nothing."""
+    """Within the block a stop signal after the clean stop's raises KeyboardInterrupt under
+    stop_signals(on_stop) too: for a last step whose wait only a signal can end (the live pipeline
+    closing a recording whose signing hangs in native code; interrupt.heard keeps the main thread
+    where the handler runs). The first signal of a run that ended on its own is its clean stop,
+    said: a single Ctrl-C while a finished recording is written did not discard it before.
+    Elsewhere (no clean stop in place) it changes nothing."""
     handler = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
     if not isinstance(handler, _CleanStop):
         yield
