@@ -6,7 +6,8 @@ assertion; the measures are tests/processors/test_mesh_seams.py's).
 
 Per pair: seam = per sector round the face, the output's mean Lab on the skin just inside the
 oval minus just outside, less the target's own step (Lab distance, and its L part); cheeks =
-how much lighter the output's cheeks are than the target's. group6.jpg's six faces are
+how much lighter the output's cheeks are than the target's; upper lip = how much lighter
+the skin over the upper lip is than the target's. group6.jpg's six faces are
 targets of obama.jpg too. Medians of their sizes close each
 column. --timing N: the median of N swaps per
 pair instead (ms per face).
@@ -58,7 +59,7 @@ def timing(analysed: seams.Any, faces_dir: Path, runs: int) -> None:
     print(f"  median over pairs {statistics.median(per_face):.1f} ms, total {sum(per_face):.1f} ms")
 
 
-def summary(rows: list[tuple[float, float, float]]) -> None:
+def summary(rows: list[tuple[float, float, float, float]]) -> None:
     """The medians of each column's size (a cheek or seam off either way is off)."""
     print("  median of sizes " + " ".join(f"{v:.2f}" for v in np.median(np.abs(np.array(rows)), axis=0)))
 
@@ -73,7 +74,7 @@ def main() -> None:
     if args.timing:
         timing(analysed, args.faces_dir, args.timing)
         return
-    print("source on target: seam Lab distance, seam L, cheeks L (output - target)")
+    print("source on target: seam Lab distance, seam L, cheeks L, upper lip L (output - target)")
     rows = []
     for source in seams.PHOTOS:
         for target in seams.PHOTOS:
@@ -84,14 +85,16 @@ def main() -> None:
                 args.save_dir.mkdir(parents=True, exist_ok=True)
                 cv2.imwrite(str(args.save_dir / f"{Path(source).stem}_on_{Path(target).stem}.png"), out)
             distance, lightness = seams.seam_difference(out, tgt, face)
-            rows.append((distance, lightness, seams.cheek_difference(out, tgt, face)))
-            print(f"  {source:>13} on {target:<13} {rows[-1][0]:5.2f} {rows[-1][1]:+6.2f} {rows[-1][2]:+6.2f}")
+            rows.append((distance, lightness, seams.cheek_difference(out, tgt, face),
+                         seams.upper_lip_difference(out, tgt, face)))
+            print(f"  {source:>13} on {target:<13} " + " ".join(f"{v:+6.2f}" for v in rows[-1]))
     summary(rows)
     out, group, faces = obama_on_group6(args.faces_dir, MeshSwapper(SwapSettings()))
     group_rows = []
     for face in sorted(faces, key=lambda f: float(f.bbox[0])):
         distance, lightness = seams.seam_difference(out, group, face)
-        group_rows.append((distance, lightness, seams.cheek_difference(out, group, face)))
+        group_rows.append((distance, lightness, seams.cheek_difference(out, group, face),
+                           seams.upper_lip_difference(out, group, face)))
     print("  obama.jpg on group6.jpg (left to right): "
           + "; ".join(" ".join(f"{v:+.2f}" for v in r) for r in group_rows))
     summary(group_rows)
