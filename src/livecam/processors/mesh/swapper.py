@@ -70,11 +70,20 @@ _SHADING_FINE = 0.05
 # 8 levels lighter than their own under obama.jpg). Lightening too, or all the way, took more
 # of the source's modelling away: the recogniser's transfer on turned faces fell.
 _TURNED_DARKEN = 0.5
-# The face's rim (this fraction of the face size inside the oval) takes the target's own
-# low-frequency colour there fully (color.match_shading on the rim alone, at this blur): the
-# skin statistics leave the rim out, so where FaceMesh puts a turned-away side's outline along
-# the nose (group6.jpg's pale woman) her shadowed cheek stayed beside bright swapped skin.
-_RIM, _RIM_RADIUS = 0.03, 0.02
+# Within _EDGE_BAND of the face size inside the oval, the target's lighting and colour at a
+# blur of _EDGE_RADIUS x face size are taken in, fully at the oval and fading linearly to none
+# at the band's inner end, weighted by the skin and, fully, by the face's rim (the _RIM of its
+# size inside the oval, which the skin statistics leave out: where FaceMesh puts a turned-away
+# side's outline along the nose, group6.jpg's pale woman's shadowed cheek stayed beside bright
+# swapped skin). The broad match (a tenth of the face, 0.7) leaves the source's lighting at
+# smaller scales, and the rim alone, matched fully, ended in a step a few percent inside the
+# oval: the outer cheeks stood out from the target's skin round them (obama.jpg on
+# astronaut.png: +9.6 levels of L 5-8% inside the oval; over the photo pairs the median seam
+# 5.7 Lab and cheek difference 2.3 levels, now 3.4 and 1.3: scripts/mesh_seams.py). Wider or
+# finer, it takes more of the source's modelling away (dlib's median transfer,
+# scripts/eval_identity.py: 0.185 before, 0.157 with it, 0.124 at a band of 0.3 and blur 0.02).
+_RIM = 0.03
+_EDGE_BAND, _EDGE_RADIUS = 0.25, 0.03
 
 
 class MeshSwapper:
@@ -247,10 +256,13 @@ class MeshSwapper:
                     if turned > 0.0 and _TURNED_DARKEN > 0.0:
                         warped = color.match_shading(warped, target, lit, _SHADING_FINE * size,
                                                      turned * _TURNED_DARKEN, darken_only=True)
-                if _RIM > 0.0:
-                    rim = self._rim(inside, alpha, kept, moved, size)
-                    warped = color.match_shading(warped, target, rim, _RIM_RADIUS * size,
-                                                 1.0, 1.0)
+                # (0 on the oval, 1 from _EDGE_BAND of the face size inwards)
+                band = max(1.0, _EDGE_BAND * size)
+                depth = edge_ramp((roi_h, roi_w), moved[self._oval], band)
+                rim = self._rim(inside, alpha, kept, depth, max(1.0, _RIM * size) / band, size)
+                edged = color.match_shading(warped, target, np.maximum(lit, rim),
+                                            _EDGE_RADIUS * size, 1.0, 1.0)
+                warped = cv2.blendLinear(warped, edged, depth, 1.0 - depth)
             if lips is not None and table is not None:
                 match_lips(warped, original, lips, local, moved, size)
                 # The target's own lips, moved with the shape change onto the moved lips.
@@ -284,15 +296,16 @@ class MeshSwapper:
         edge = (shown < 0.99) & (alpha >= shown)
         return np.where(skin, np.float32(1.0), np.where(edge, shown, np.float32(0.0)))
 
-    def _rim(self, inside: np.ndarray, alpha: np.ndarray,
-             kept: list[tuple[np.ndarray, masks.Box, bool]], moved: np.ndarray,
+    @staticmethod
+    def _rim(inside: np.ndarray, alpha: np.ndarray,
+             kept: list[tuple[np.ndarray, masks.Box, bool]], depth: np.ndarray, reach: float,
              size: float) -> np.ndarray:
-        """float32 weights of the face's rim: within _RIM of the face size inside the moved
-        oval, where the swap shows, leaving out the kept eyes and mouth (and a feather's
-        width round them: an eye at the rim would darken the skin beside it)."""
-        wide = edge_ramp(alpha.shape[:2], moved[self._oval], max(1.0, _RIM * size))
-        # (the ramp reaches 1 only up to rounding: 1 - 1e-7 on some turned regions)
-        rim = ((inside > 0.0) & (wide < 0.999) & (alpha > 0.0)).astype(np.float32)
+        """float32 weights of the face's rim: where `depth` (a ramp rising inwards from the
+        moved oval) is under `reach` (_RIM of the face size), where the swap shows, leaving out
+        the kept eyes and mouth (and a feather's width round them: an eye at the rim would
+        darken the skin beside it)."""
+        # (a ramp reaches its end only up to rounding: 1 - 1e-7 on some turned regions)
+        rim = ((inside > 0.0) & (depth < 0.999 * reach) & (alpha > 0.0)).astype(np.float32)
         pad = int(np.ceil(DETAIL_FEATHER * size)) + 1
         for keep, (x1, y1, x2, y2), _ in kept:
             near = cv2.dilate((keep > 0.0).astype(np.uint8), np.ones((2 * pad + 1,) * 2, np.uint8))

@@ -76,11 +76,17 @@ _LIP_INSET = 2
 # towards Biden's: the proportions test in tests/processors/test_mesh_identity.py went over its
 # bound.)
 _LIP_LIGHT, _UNDER_LIP = 0.01, 0.04
-# The skin over the upper lip (up to _OVER_LIP x face size over the outer lip contour) is
-# darkened, never lightened, to the target's lighting there (Gaussian of _OVER_LIP_LIGHT x face
-# size): a smiling source lit from the front (obama.jpg) has a light, taut upper lip that stayed
-# pale under a target's nose shadow (biden.jpg). Both ways, or at 0.01 face sizes, it copied the
-# target's stubble and creases and the recogniser saw less of the source.
+# The skin over the upper lip (up to _OVER_LIP x face size over the outer lip contour) takes
+# the target's lighting there (Gaussian of _OVER_LIP_LIGHT x face size): a smiling source lit
+# from the front (obama.jpg) has a light, taut upper lip that stayed pale under a target's nose
+# shadow (biden.jpg); a source lit from above (astronaut.png) has that skin in its nose's
+# shadow, and stretched onto a frontally lit target's taller upper lip it was a dark band
+# (obama.jpg: 16 levels under his own). Lightening counts fully wherever a quarter of the
+# blur's weight lies on that skin (faded in from 0.25 to 0.75, as darkening is, it reached
+# full nowhere in a band 0.07 face sizes tall, and left half that band); darkening as fully
+# moved FaceMesh's lips on obama.jpg-on-biden.jpg towards Biden's (the proportions test in
+# tests/processors/test_mesh_identity.py went over its bound). (At 0.01 face sizes it copied
+# the target's stubble and creases and the recogniser saw less of the source.)
 _OVER_LIP, _OVER_LIP_LIGHT = 0.07, 0.03
 # Where that skin is taller on the target than on the source (upper_lip_stretch, over
 # _STRETCH_LOW..HIGH for the full effect), the warp stretches the source's pores into streaks:
@@ -418,8 +424,8 @@ def match_lip_lighting(warped: np.ndarray, theirs_bgr: np.ndarray, moved: np.nda
 
 def match_upper_lip_lighting(warped: np.ndarray, theirs_bgr: np.ndarray, moved: np.ndarray,
                              size: float, stretch: float) -> None:
-    """Darken the warped skin over the upper lip (8-bit LAB, in place; down to _OVER_LIP x face
-    size over the outer lip contour) to the target's lighting there (_OVER_LIP_LIGHT), with
+    """Give the warped skin over the upper lip (8-bit LAB, in place; down to _OVER_LIP x face
+    size over the outer lip contour) the target's lighting there (_OVER_LIP_LIGHT), with
     the target's colour where darkened (_OVER_LIP_TINT), and where the source's skin there is
     stretched (`stretch`: see upper_lip_stretch) give it the target's own fine grain
     (_OVER_LIP_GRAIN, held within _GRAIN_CLIP) instead of its own. theirs_bgr: as
@@ -451,13 +457,15 @@ def match_upper_lip_lighting(warped: np.ndarray, theirs_bgr: np.ndarray, moved: 
         return (cv2.GaussianBlur(theirs[..., channel] * weight, (0, 0), sigma)
                 - cv2.GaussianBlur(ours[..., channel] * weight, (0, 0), sigma)) / den
 
-    shift = np.minimum(towards_theirs(0), 0.0)
+    shift = towards_theirs(0)
     feather = cv2.GaussianBlur(weight, (0, 0), max(1.0, DETAIL_FEATHER * size))
     tint = feather * np.clip(-shift / _OVER_LIP_TINT, 0.0, 1.0)
     for channel in (1, 2):
         ours[..., channel] += tint * towards_theirs(channel)
     lightness = ours[..., 0]
-    lightness += feather * np.clip(den * 2.0 - 0.5, 0.0, 1.0) * shift
+    lighter = np.clip(den * 4.0, 0.0, 1.0) * np.maximum(shift, 0.0)
+    darker = np.clip(den * 2.0 - 0.5, 0.0, 1.0) * np.minimum(shift, 0.0)
+    lightness += feather * (lighter + darker)
     grain = float(np.clip((stretch - _STRETCH_LOW) / (_STRETCH_HIGH - _STRETCH_LOW), 0.0, 1.0))
     if grain > 0.0:
         fine = max(1.0, _OVER_LIP_GRAIN * size)
