@@ -438,3 +438,60 @@ def test_a_bad_livecam_offline_names_the_variable_not_an_option_never_typed(isol
     assert "'maybe' is neither on nor off; give 1 (or yes, true, on) or 0 (or no, false, off) " \
            "(from $LIVECAM_OFFLINE)" in result.stderr, result.stderr
     assert run_cli(["models", "where"], env={**isolated_env, "LIVECAM_OFFLINE": "yes"}).returncode == 0
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["image", "a.jpg", "b.jpg", "-s", "x.jpg", "--blend", "0.5", "--blend", "0.9"],
+     "--blend is given twice (0.5 and 0.9) and takes one value: keep the one you mean (see `livecam image --help`)"),
+    (["video", "a.mp4", "b.mp4", "-s", "x.jpg", "--frame-range", "1:5", "--frame-range", "2:6", "--frame-range", "1:5"],
+     "--frame-range is given 3 times (1:5 and 2:6) and takes one value: keep the one you mean"),
+    (["run", "-s", "x.jpg", "-o", "a.mp4", "--output", "b.mp4"],
+     "--output is given twice (a.mp4 and b.mp4) and takes one value"),
+    (["bench", "--frames", "10", "--frames", "20"], "--frames is given twice (10 and 20) and takes one value"),
+    (["image", "a.jpg", "b.jpg", "-s", "x.jpg", "--label", "--no-label"],
+     "--label and --no-label are both given: keep the one you mean"),
+    (["image", "a.jpg", "b.jpg", "-s", "x.jpg", "--face-mask-padding", "1", "2", "3", "4",
+      "--face-mask-padding", "1", "2", "3", "5"], "--face-mask-padding is given twice (1 2 3 4 and 1 2 3 5)"),
+    (["image", "a.jpg", "b.jpg", "-s", "x.jpg", "--mouth-mask", "--mouth-mask", "10"],
+     "--mouth-mask is given twice (0 and 10)"),
+    (["--models-dir", "m1", "--models-dir", "m2", "models", "list"], "--models-dir is given twice (m1 and m2)"),
+])
+def test_an_option_given_twice_with_two_values_is_refused(argv: list[str], said: str) -> None:
+    # click kept the last without a word: `--blend 0.5 --blend 0.9` ran at 0.9, `--label --no-label` unlabelled
+    result = run_cli(argv)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"livecam: error: {said}"), result.stderr
+
+
+def test_every_option_of_every_command_is_checked_for_a_second_value() -> None:
+    # the check lives in OnceOption: an option declared with click.option would skip it
+    import click
+
+    from livecam.cli import cli
+    from livecam.cli_params import OnceOption
+
+    def plain(command: click.Command, path: str) -> list[str]:
+        found = [f"{path} {param.opts[0]}" for param in command.params
+                 if isinstance(param, click.Option) and not isinstance(param, OnceOption)
+                 and param.name not in ("help", "version")]
+        for name, sub in getattr(command, "commands", {}).items():
+            found += plain(sub, f"{path} {name}")
+        return found
+
+    assert plain(cli, "livecam") == []
+
+
+def test_the_same_value_twice_and_options_of_several_values_still_run(tmp_path: Path, faces_dir: Path,
+                                                                      isolated_env: dict[str, str]) -> None:
+    # one value given twice (a script's defaults plus the user's) is that value; --source, --map and
+    # --frame-processor take several
+    out = tmp_path / "out.png"
+    obama, biden = str(faces_dir / "obama.jpg"), str(faces_dir / "biden.jpg")
+    result = run_cli(["image", biden, str(out), "-s", obama, "--source", obama, "--swap-model", "mesh",
+                      "--swap-model", "mesh", "--blend", "0.5", "--blend", ".5", "--no-label", "--no-label",
+                      "--frame-processor", "face_swapper", "--frame-processor", "face_swapper",
+                      "--no-watermark", "--no-c2pa"], env=isolated_env)
+    assert result.returncode == 0 and "1 face swapped" in result.stderr, result.stderr
+    mapped = run_cli(["image", str(tmp_path / "none.jpg"), str(out), "--map", f"{obama}={biden}",
+                      "--map", f"{biden}={obama}", "--execution-provider", "cpu", "--execution-provider", "cpu"])
+    assert mapped.returncode == 2 and "none.jpg does not exist" in mapped.stderr, mapped.stderr  # past the options
