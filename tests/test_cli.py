@@ -495,3 +495,12 @@ def test_the_same_value_twice_and_options_of_several_values_still_run(tmp_path: 
     mapped = run_cli(["image", str(tmp_path / "none.jpg"), str(out), "--map", f"{obama}={biden}",
                       "--map", f"{biden}={obama}", "--execution-provider", "cpu", "--execution-provider", "cpu"])
     assert mapped.returncode == 2 and "none.jpg does not exist" in mapped.stderr, mapped.stderr  # past the options
+
+
+@pytest.mark.parametrize("command", [[], ["models"]], ids=["livecam", "models"])
+def test_a_group_given_no_command_shows_its_help_as_it_is(command: list[str]) -> None:
+    # `livecam` alone, the first thing a newcomer types, gave its whole help as one error line, \n escaped
+    result = run_cli(command)
+    assert result.returncode == 2 and "\\n" not in result.stderr, result.stderr
+    assert result.stderr.startswith(f"Usage: {' '.join(['livecam', *command])} [OPTIONS] COMMAND"), result.stderr
+    assert "Commands:\n" in result.stderr and "livecam: error" not in result.stderr

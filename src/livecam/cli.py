@@ -73,6 +73,14 @@ from livecam.settings import (
 log = logging.getLogger("livecam")
 
 
+class _NeverRaised(click.UsageError):
+    """Stands for NoArgsIsHelpError under click 8.1, which printed the help itself."""
+
+
+# click 8.2+ raises this usage error, whose message is the whole help, for a group given no command
+_NO_ARGS_IS_HELP: type[click.UsageError] = getattr(click.exceptions, "NoArgsIsHelpError", _NeverRaised)
+
+
 def _quiet_exit_stdout_closed() -> None:
     """Exit like `git log | head -1`: no line (nobody asked for more), status 141."""
     stdout_to_devnull()
@@ -112,6 +120,9 @@ class LivecamGroup(click.Group):
             stdout_to_devnull()
             say(f"livecam: error: cannot write to standard output ({exc.reason}); {exc.fix}")
             sys.exit(EXIT_FAILURE)
+        except _NO_ARGS_IS_HELP as exc:  # `livecam`, `livecam models`: the help, not it escaped as one error line
+            click.echo(exc.ctx.get_help() if exc.ctx is not None else exc.format_message(), err=True)
+            sys.exit(exc.exit_code)
         except click.UsageError as exc:  # one line like every other error, not click's three
             say(f"livecam: error: {usage_message(self, argv, strays, exc)}")
             sys.exit(exc.exit_code)
