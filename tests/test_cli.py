@@ -504,3 +504,36 @@ def test_a_group_given_no_command_shows_its_help_as_it_is(command: list[str]) ->
     assert result.returncode == 2 and "\\n" not in result.stderr, result.stderr
     assert result.stderr.startswith(f"Usage: {' '.join(['livecam', *command])} [OPTIONS] COMMAND"), result.stderr
     assert "Commands:\n" in result.stderr and "livecam: error" not in result.stderr
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["image", "a.jpg", "b.jpg", "-s", "x.jpg", "--frame-processor", "face_swaper"],
+     "Invalid value for '--frame-processor': 'face_swaper' is not one of face_swapper, face_enhancer; "
+     "did you mean face_swapper?"),
+    (["video", "a.mp4", "b.mp4", "-s", "x.jpg", "--swap-model", "inswapper"], "did you mean inswapper_128?"),
+    (["run", "-s", "x.jpg", "--execution-provider", "CUDA12"], "did you mean cuda?"),
+    (["models", "download", "inswapper"], "unknown model 'inswapper'; did you mean inswapper_128? known models: "),
+])
+def test_a_mistyped_choice_names_the_one_meant(argv: list[str], said: str, isolated_env: dict[str, str]) -> None:
+    # each listed every choice, and the newcomer had to find the one they meant in it
+    result = run_cli(argv, env=isolated_env)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert said in result.stderr, result.stderr
+    far = run_cli(["image", "a.jpg", "b.jpg", "-s", "x.jpg", "--execution-provider", "vulkan"])
+    assert far.returncode == 2 and "did you mean" not in far.stderr, far.stderr  # no guess when none is close
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["image"], "Missing argument 'INPUT'; give the file to read and the file to write, in that order: "
+                "`livecam image INPUT OUTPUT --source FACE.jpg` (see `livecam image --help`)"),
+    (["video", "in.mp4", "-s", "face.jpg"], "Missing argument 'OUTPUT'; give the file to read and the file to "
+                                            "write, in that order: `livecam video INPUT OUTPUT --source FACE.jpg`"),
+    (["swap", "a.jpg", "b.jpg"], "No such command 'swap'; the commands are bench, demo, doctor, image, models, run, "
+                                 "verify and video (see `livecam --help`)"),
+    (["models", "get", "x"], "No such command 'get'; the commands are convert, download, list, verify and where"),
+])
+def test_a_missing_file_argument_or_an_unknown_command_says_what_is_taken(argv: list[str], said: str) -> None:
+    # "Missing argument 'OUTPUT'." and "No such command 'swap'." named nothing a newcomer could type
+    result = run_cli(argv)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"livecam: error: {said}"), result.stderr

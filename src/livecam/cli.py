@@ -18,7 +18,16 @@ import click
 
 from livecam import __version__
 from livecam.atomic import trailing_slash_problem
-from livecam.cli_params import EnvFlag, FiniteRange, GivenPath, NameOrPath, OptionalSize, ProcessorChoice, option
+from livecam.cli_params import (
+    EnvFlag,
+    FiniteRange,
+    GivenPath,
+    GuessedChoice,
+    NameOrPath,
+    OptionalSize,
+    ProcessorChoice,
+    option,
+)
 from livecam.cli_usage import expand_variadic, usage_message
 from livecam.console import (
     ClosedStdout,
@@ -262,7 +271,7 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
                           "averages photos of one person, the mesh swapper uses the first; "
                           "for `run`, a folder cycles with the n key)."),
         option("--execution-provider", "providers", multiple=True,
-                     type=click.Choice(PROVIDER_CHOICES, case_sensitive=False),
+                     type=GuessedChoice(PROVIDER_CHOICES, case_sensitive=False),
                      help="One or more of " + ", ".join(PROVIDER_CHOICES) + " (default auto: the best available)."),
         option("--execution-threads", type=click.IntRange(1, 64), default=None,
                      help="Processing workers on consecutive frames (default: 1 live; for video files "
@@ -271,7 +280,7 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
         option("--frame-processor", "frame_processors", multiple=True,
                      type=ProcessorChoice(), help="Processors in order (default: the swapper)."),
         option("--many-faces", is_flag=True, help="Swap every face, not only the largest."),
-        option("--face-selector-order", type=click.Choice(FACE_SELECTOR_ORDERS), default=None,
+        option("--face-selector-order", type=GuessedChoice(FACE_SELECTOR_ORDERS), default=None,
                      help="Which face is the one swapped (the first in this order; default: the largest), "
                           "and with --many-faces or --map the order faces are swapped in (a later one is "
                           "pasted over an earlier one where they overlap); best-worst: detector confidence."),
@@ -283,11 +292,11 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="Max embedding distance to count as the reference person."),
         option("--map", "face_map", multiple=True, metavar="SOURCE=REFERENCE",
                      help="Give the person in REFERENCE the face in SOURCE (repeatable)."),
-        option("--detector", type=click.Choice(DETECTORS), default="auto", show_default=True,
+        option("--detector", type=GuessedChoice(DETECTORS), default="auto", show_default=True,
                      help="scrfd (buffalo_l) or the embedded blazeface; auto picks scrfd when present."),
-        option("--det-size", type=click.Choice(["320", "480", "640"]), default="640", show_default=True,
+        option("--det-size", type=GuessedChoice(["320", "480", "640"]), default="640", show_default=True,
                      help="SCRFD input size (smaller is faster); the embedded BlazeFace has a fixed size."),
-        option("--swap-model", type=click.Choice(SWAP_MODELS), default="auto", show_default=True,
+        option("--swap-model", type=GuessedChoice(SWAP_MODELS), default="auto", show_default=True,
                      help="auto: inswapper fp16 on GPUs, fp32 on CPU, the embedded mesh swapper without them; "
                           "hyperswap_1a/1b/1c_256: FaceFusion's 256 px HyperSwap (ResearchRAIL licence)."),
         option("--mouth-mask", type=OptionalSize(), default=None, is_flag=False, flag_value=0, metavar="[SIZE]",
@@ -314,19 +323,19 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
         # "1 face swapped" and carried the AI-edit watermark and credentials of a swap that never happened.
         option("--blend", type=FiniteRange(MIN_BLEND, 1), default=1.0, show_default=True,
                      help=f"Opacity of the swapped face ({MIN_BLEND} to 1)."),
-        option("--pixel-boost", type=click.Choice(PIXEL_BOOSTS), default=None,
+        option("--pixel-boost", type=GuessedChoice(PIXEL_BOOSTS), default=None,
                      help="Neural swapper crop size N, a multiple of the model's size (inswapper 128: 128-512; "
                           "HyperSwap 256: 256 or 512): the face is swapped as (N/size)^2 sub-pixel-shifted tiles, "
                           "so it costs (N/size)^2 swapper calls per face for N x N detail (default: the model's "
                           "size; the mesh swapper ignores it)."),
-        option("--enhancer-model", type=click.Choice(ENHANCER_MODELS), default="gfpgan_1.4", show_default=True,
+        option("--enhancer-model", type=GuessedChoice(ENHANCER_MODELS), default="gfpgan_1.4", show_default=True,
                      help="Face enhancer (--frame-processor face_enhancer): gpen_bfr_256 is the fastest."),
         # Not under MIN_BLEND, as --blend: the enhancer would change nothing yet run, and be reported, on every face
         option("--enhancer-blend", type=FiniteRange(MIN_BLEND, 1), default=0.8, show_default=True,
                      help=f"Mix of the restored face over the swapped one ({MIN_BLEND} to 1)."),
         option("--enhancer-weight", type=FiniteRange(0, 1), default=None,
                      help="CodeFormer's fidelity: 0 restores most, 1 (default) keeps the input face most."),
-        option("--enhancer-precision", type=click.Choice(ENHANCER_PRECISIONS), default="auto", show_default=True,
+        option("--enhancer-precision", type=GuessedChoice(ENHANCER_PRECISIONS), default="auto", show_default=True,
                      help="Enhancer weights: fp16 is converted once from the fp32 file and checked against it; "
                           "auto: fp16 on cuda, tensorrt and coreml, fp32 elsewhere."),
         option("--smoothing", type=FiniteRange(0, 1), default=0.5, show_default=True,
@@ -595,7 +604,7 @@ def run(ctx: click.Context, **kw: Any) -> None:
                    "(default: from --smoothing, about 2.7 s at 0.5) and the label's placement (at least 1 s).")
 @option("--workers", type=click.IntRange(min=1),
               help="With --cluster: worker processes (default: one per GPU, or per --execution-threads cores).")
-@option("--ship-input", type=click.Choice(SHIP_INPUT),
+@option("--ship-input", type=GuessedChoice(SHIP_INPUT),
               help="With --cluster: how workers get the video. auto (default): its path where a node reads the "
                    "same file there (shared storage), else each segment's packets copied from here (no shared "
                    "storage needed); path: always the path; chunks: always copied.")
@@ -651,7 +660,7 @@ def image(ctx: click.Context, input: Path, output: str, **kw: Any) -> None:
 
 @cli.command()
 @processing_options
-@option("--mode", type=click.Choice(["live", "video"]), default="live", show_default=True,
+@option("--mode", type=GuessedChoice(["live", "video"]), default="live", show_default=True,
               help="live: the pipeline of `livecam run` (nothing dropped, latency measured); video: the file "
                    "pipeline of `livecam video` (workers, in-order encode).")
 @option("--input", "bench_input", type=GivenPath(path_type=Path), help="Clip to run (default: generated).")

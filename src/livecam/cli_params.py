@@ -4,6 +4,7 @@ expanded; and `option`, every option's declaration, which refuses two values of 
 
 from __future__ import annotations
 
+import difflib
 import errno
 import math
 import os
@@ -18,7 +19,23 @@ from livecam.processors import registry
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class ProcessorChoice(click.Choice):
+class GuessedChoice(click.Choice):
+    """click.Choice that names the choice a mistyped value is close to: `--frame-processor face_swaper`
+    and `--swap-model inswapper` were only told every choice."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter:
+            choices = [str(c) for c in self.choices]
+            typed = str(value) if self.case_sensitive else str(value).lower()
+            close = difflib.get_close_matches(typed, choices, n=1, cutoff=0.6)
+            if not close:
+                raise
+            self.fail(f"{value!r} is not one of {', '.join(choices)}; did you mean {close[0]}?", param, ctx)
+
+
+class ProcessorChoice(GuessedChoice):
     """--frame-processor's choices: the registered processors, looked up on first use (finding
     them imports the processor modules, which --help and `livecam models` need not pay for)."""
 

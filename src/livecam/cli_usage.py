@@ -103,16 +103,30 @@ def dash_name(argv: Sequence[str], exc: click.UsageError) -> str:
 _FILE_FLAGS = ("-t", "--target", "-i", "--input", "-o", "--output")
 
 
+def _file_arguments(exc: click.UsageError) -> str:
+    """How a command that takes its input and output as arguments (image, video) is given them; '' for the others."""
+    if exc.ctx is None:
+        return ""
+    names = [p.human_readable_name for p in exc.ctx.command.params if isinstance(p, click.Argument)]
+    return f"`{exc.ctx.command_path} INPUT OUTPUT --source FACE.jpg`" if names == ["INPUT", "OUTPUT"] else ""
+
+
 def arguments_usage(exc: click.UsageError) -> str:
     """For `-t TARGET` or `-o OUTPUT` given to a command that takes its input and output as
     arguments (image, video): how to give them; else ''."""
-    if not isinstance(exc, click.NoSuchOption) or exc.ctx is None or exc.option_name not in _FILE_FLAGS:
+    example = _file_arguments(exc)
+    if not isinstance(exc, click.NoSuchOption) or exc.option_name not in _FILE_FLAGS or not example or exc.ctx is None:
         return ""
-    names = [p.human_readable_name for p in exc.ctx.command.params if isinstance(p, click.Argument)]
-    if names != ["INPUT", "OUTPUT"]:
+    return f"`{exc.ctx.command_path}` takes the input and the output as arguments, without a flag: {example}"
+
+
+def missing_file(exc: click.UsageError) -> str:
+    """For INPUT or OUTPUT left out ("Missing argument 'OUTPUT'." said nothing of where it goes,
+    nor that the face is not one of them): the order; else ''."""
+    example = _file_arguments(exc)
+    if not isinstance(exc, click.MissingParameter) or not isinstance(exc.param, click.Argument) or not example:
         return ""
-    return (f"`{exc.ctx.command_path}` takes the input and the output as arguments, without a flag: "
-            f"`{exc.ctx.command_path} INPUT OUTPUT --source FACE.jpg`")
+    return f"give the file to read and the file to write, in that order: {example}"
 
 
 def usage_message(group: click.Group, argv: Sequence[str], strays: Sequence[tuple[str, str]],
@@ -125,8 +139,15 @@ def usage_message(group: click.Group, argv: Sequence[str], strays: Sequence[tupl
              or arguments_usage(exc))
     if moved:  # `livecam run ... --offline` only said "No such option"
         message, where = message.rstrip("."), f"; {moved}"
+    if missing_file(exc):
+        message = f"{message.rstrip('.')}; {missing_file(exc)}"
     if exc.ctx is not None and exc.ctx.command.name == "image" and message.startswith("Got unexpected extra"):
         # `livecam image *.jpg out/ -s face.jpg`, or the face given as an argument
         where = ("; `livecam image` takes one INPUT image and one OUTPUT file, with the face photo after "
                  "--source: run it once per image")
+    if (exc.ctx is not None and isinstance(exc.ctx.command, click.Group) and message.startswith("No such command")
+            and "Did you mean" not in message):  # `livecam swap`: which words it takes
+        commands = sorted(exc.ctx.command.commands)
+        where = f"; the commands are {', '.join(commands[:-1])} and {commands[-1]} (see `{exc.ctx.command_path} --help`)"
+        message = message.rstrip(".")
     return mistyped_variadic_value(strays) or f"{message}{where}"
