@@ -537,3 +537,20 @@ def test_a_missing_file_argument_or_an_unknown_command_says_what_is_taken(argv: 
     result = run_cli(argv)
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.startswith(f"livecam: error: {said}"), result.stderr
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    # click guessed among the command's own options: "No such option '--fps'. Did you mean '--map'?"
+    (["image", "a.jpg", "b.jpg", "-s", "x.jpg", "--fps", "30"],
+     "--fps is not an option of `livecam image`, only of `livecam run` and `livecam video` "
+     "(see `livecam image --help`)"),
+    (["models", "list", "--all"], "--all is not an option of `livecam models list`, only of `livecam models download`"),
+    # --face-mask takes names with commas, so a user tries them here too: it was "did you mean cuda?"
+    (["run", "-s", "x.jpg", "--execution-provider", "cuda,cpu"],
+     "Invalid value for '--execution-provider': 'cuda,cpu': give the values as separate words, "
+     "--execution-provider cuda cpu"),
+])
+def test_an_option_of_another_command_or_values_with_commas_say_the_fix(argv: list[str], said: str) -> None:
+    result = run_cli(argv)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"livecam: error: {said}"), result.stderr

@@ -29,6 +29,10 @@ class GuessedChoice(click.Choice):
         except click.BadParameter:
             choices = [str(c) for c in self.choices]
             typed = str(value) if self.case_sensitive else str(value).lower()
+            listed = [word.strip() for word in typed.split(",")]
+            if isinstance(param, click.Option) and param.multiple and len(listed) > 1 and all(w in choices for w in listed):
+                flag = max(param.opts, key=len)  # `--execution-provider cuda,cpu` was "did you mean cuda?"
+                self.fail(f"{value!r}: give the values as separate words, {flag} {' '.join(listed)}", param, ctx)
             close = difflib.get_close_matches(typed, choices, n=1, cutoff=0.6)
             if not close:
                 raise

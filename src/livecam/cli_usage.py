@@ -88,6 +88,22 @@ def command_usage(group: click.Group, argv: Sequence[str], exc: click.UsageError
             f"`livecam {name} ... {exc.option_name}`")
 
 
+def sibling_usage(exc: click.UsageError) -> str:
+    """For an option of other commands only (`livecam image --fps 30`: "Did you mean '--map'?"):
+    which commands take it; else ''."""
+    if not isinstance(exc, click.NoSuchOption) or exc.ctx is None or exc.ctx.parent is None:
+        return ""
+    siblings = getattr(exc.ctx.parent.command, "commands", {})
+    takers = sorted(name for name, command in siblings.items() if command is not exc.ctx.command
+                    and any(exc.option_name in (*p.opts, *p.secondary_opts) for p in command.params
+                            if isinstance(p, click.Option)))
+    if not takers:
+        return ""
+    parent = exc.ctx.parent.command_path
+    named = " and ".join(f"`{parent} {name}`" for name in takers)
+    return f"{exc.option_name} is not an option of `{exc.ctx.command_path}`, only of {named}"
+
+
 def dash_name(argv: Sequence[str], exc: click.UsageError) -> str:
     """For a file name starting with a dash (`-out.jpg`), which click reads as options (`-o`):
     how to give it; else ''."""
@@ -139,6 +155,8 @@ def usage_message(group: click.Group, argv: Sequence[str], strays: Sequence[tupl
              or arguments_usage(exc))
     if moved:  # `livecam run ... --offline` only said "No such option"
         message, where = message.rstrip("."), f"; {moved}"
+    elif sibling_usage(exc):  # click's guess among this command's own options was beside the point
+        message = sibling_usage(exc)
     if missing_file(exc):
         message = f"{message.rstrip('.')}; {missing_file(exc)}"
     if exc.ctx is not None and exc.ctx.command.name == "image" and message.startswith("Got unexpected extra"):
