@@ -554,3 +554,21 @@ def test_an_option_of_another_command_or_values_with_commas_say_the_fix(argv: li
     result = run_cli(argv)
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.startswith(f"livecam: error: {said}"), result.stderr
+
+
+def test_the_help_starts_a_newcomer_with_commands_that_parse() -> None:
+    # `livecam --help` listed the commands and options but no command line to begin with
+    import click
+
+    from livecam.cli import cli
+
+    help_text = run_cli(["--help"]).stdout
+    steps = help_text.split("First steps:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    examples = [line.split("  ")[2].split() for line in steps]  # (4 spaces, the example, 2+ spaces, what it is)
+    assert [e[1] for e in examples] == ["demo", "image", "video", "run", "doctor"], steps
+    assert all(len(line) <= 80 for line in steps), steps
+    for example in examples:
+        ctx = cli.make_context("livecam", example[1:], resilient_parsing=True)
+        command = cli.get_command(ctx, example[1])
+        assert isinstance(command, click.Command)
+        command.make_context(example[1], example[2:])  # a usage error here fails the test

@@ -180,6 +180,14 @@ def cli(ctx: click.Context, models_dir: Path | None, offline: bool, accept_licen
     """livecam: put the face from one photo on every face in a webcam stream, video or image.
 
     Use it only with the consent of the people whose faces you use.
+
+    \b
+    First steps:
+      livecam demo                               bundled photos, nothing to set up
+      livecam image in.jpg out.png -s face.jpg   one picture
+      livecam video in.mp4 out.mp4 -s face.jpg   a video (audio kept)
+      livecam run -s face.jpg                    the webcam
+      livecam doctor                             what this machine has and lacks
     """
     if verbose and quiet:  # "only errors" and "more detail": the errors came with their tracebacks
         raise click.UsageError("-q/--quiet and -v/--verbose ask for opposite things; give one of them")
