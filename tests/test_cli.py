@@ -572,3 +572,19 @@ def test_the_help_starts_a_newcomer_with_commands_that_parse() -> None:
         command = cli.get_command(ctx, example[1])
         assert isinstance(command, click.Command)
         command.make_context(example[1], example[2:])  # a usage error here fails the test
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["image", "in.jpg", "out.png", "-s"],
+     "-s is missing its PATH: give it right after the flag, `-s PATH` (see `livecam image --help`)"),
+    (["video", "in.mp4", "out.mp4", "-s", "x.jpg", "--frame-range"],
+     "--frame-range is missing its START:END: give it right after the flag, `--frame-range START:END`"),
+    (["run", "-s", "x.jpg", "--det-size"], "--det-size is missing its value: give one of 320, 480, 640 right after it"),
+    (["--models-dir"], "--models-dir is missing its DIRECTORY: give it right after the flag, `--models-dir DIRECTORY` "
+                       "(see `livecam --help`)"),
+])
+def test_a_flag_left_without_its_value_says_what_goes_after_it(argv: list[str], said: str) -> None:
+    # "Option '-s' requires an argument." said neither what it takes nor where to look
+    result = run_cli(argv)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"livecam: error: {said}"), result.stderr

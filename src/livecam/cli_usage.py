@@ -104,6 +104,35 @@ def sibling_usage(exc: click.UsageError) -> str:
     return f"{exc.option_name} is not an option of `{exc.ctx.command_path}`, only of {named}"
 
 
+def _command_in(group: click.Group, argv: Sequence[str]) -> tuple[click.Command, str]:
+    """The command argv names and its path (`livecam models download`), else the group itself."""
+    command: click.Command = group
+    path = "livecam"
+    for word in argv:
+        sub = command.commands.get(word) if isinstance(command, click.Group) else None
+        if sub is not None:
+            command, path = sub, f"{path} {word}"
+    return command, path
+
+
+def missing_value(group: click.Group, argv: Sequence[str], exc: click.UsageError) -> str:
+    """For a flag left without its value (`livecam image in.jpg out.png -s`: "Option '-s' requires
+    an argument.", with no word on what it takes): the flag with what goes after it; else ''."""
+    if not isinstance(exc, click.BadOptionUsage) or "requires" not in exc.format_message():
+        return ""
+    command, path = _command_in(group, argv)
+    param = next((p for p in command.params if isinstance(p, click.Option) and exc.option_name in p.opts), None)
+    if param is None:
+        return ""
+    flag, help_hint = exc.option_name, f" (see `{path} --help`)"
+    if isinstance(param.type, click.Choice) and not param.metavar:
+        choices = ", ".join(map(str, param.type.choices))
+        return f"{flag} is missing its value: give one of {choices} right after it{help_hint}"
+    kind = param.type.name.upper().replace(" RANGE", "")
+    what = param.metavar or {"FLOAT": "NUMBER", "INTEGER": "NUMBER"}.get(kind, kind)
+    return f"{flag} is missing its {what}: give it right after the flag, `{flag} {what}`{help_hint}"
+
+
 def dash_name(argv: Sequence[str], exc: click.UsageError) -> str:
     """For a file name starting with a dash (`-out.jpg`), which click reads as options (`-o`):
     how to give it; else ''."""
@@ -168,4 +197,4 @@ def usage_message(group: click.Group, argv: Sequence[str], strays: Sequence[tupl
         commands = sorted(exc.ctx.command.commands)
         where = f"; the commands are {', '.join(commands[:-1])} and {commands[-1]} (see `{exc.ctx.command_path} --help`)"
         message = message.rstrip(".")
-    return mistyped_variadic_value(strays) or f"{message}{where}"
+    return mistyped_variadic_value(strays) or missing_value(group, argv, exc) or f"{message}{where}"
