@@ -438,3 +438,153 @@ def test_a_bad_livecam_offline_names_the_variable_not_an_option_never_typed(isol
     assert "'maybe' is neither on nor off; give 1 (or yes, true, on) or 0 (or no, false, off) " \
            "(from $LIVECAM_OFFLINE)" in result.stderr, result.stderr
     assert run_cli(["models", "where"], env={**isolated_env, "LIVECAM_OFFLINE": "yes"}).returncode == 0
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["image", "a.jpg", "b.jpg", "-s", "x.jpg", "--blend", "0.5", "--blend", "0.9"],
+     "--blend is given twice (0.5 and 0.9) and takes one value: keep the one you mean (see `livecam image --help`)"),
+    (["video", "a.mp4", "b.mp4", "-s", "x.jpg", "--frame-range", "1:5", "--frame-range", "2:6", "--frame-range", "1:5"],
+     "--frame-range is given 3 times (1:5 and 2:6) and takes one value: keep the one you mean"),
+    (["run", "-s", "x.jpg", "-o", "a.mp4", "--output", "b.mp4"],
+     "--output is given twice (a.mp4 and b.mp4) and takes one value"),
+    (["bench", "--frames", "10", "--frames", "20"], "--frames is given twice (10 and 20) and takes one value"),
+    (["image", "a.jpg", "b.jpg", "-s", "x.jpg", "--label", "--no-label"],
+     "--label and --no-label are both given: keep the one you mean"),
+    (["image", "a.jpg", "b.jpg", "-s", "x.jpg", "--face-mask-padding", "1", "2", "3", "4",
+      "--face-mask-padding", "1", "2", "3", "5"], "--face-mask-padding is given twice (1 2 3 4 and 1 2 3 5)"),
+    (["image", "a.jpg", "b.jpg", "-s", "x.jpg", "--mouth-mask", "--mouth-mask", "10"],
+     "--mouth-mask is given twice (0 and 10)"),
+    (["--models-dir", "m1", "--models-dir", "m2", "models", "list"], "--models-dir is given twice (m1 and m2)"),
+])
+def test_an_option_given_twice_with_two_values_is_refused(argv: list[str], said: str) -> None:
+    # click kept the last without a word: `--blend 0.5 --blend 0.9` ran at 0.9, `--label --no-label` unlabelled
+    result = run_cli(argv)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"livecam: error: {said}"), result.stderr
+
+
+def test_every_option_of_every_command_is_checked_for_a_second_value() -> None:
+    # the check lives in OnceOption: an option declared with click.option would skip it
+    import click
+
+    from livecam.cli import cli
+    from livecam.cli_params import OnceOption
+
+    def plain(command: click.Command, path: str) -> list[str]:
+        found = [f"{path} {param.opts[0]}" for param in command.params
+                 if isinstance(param, click.Option) and not isinstance(param, OnceOption)
+                 and param.name not in ("help", "version")]
+        for name, sub in getattr(command, "commands", {}).items():
+            found += plain(sub, f"{path} {name}")
+        return found
+
+    assert plain(cli, "livecam") == []
+
+
+def test_the_same_value_twice_and_options_of_several_values_still_run(tmp_path: Path, faces_dir: Path,
+                                                                      isolated_env: dict[str, str]) -> None:
+    # one value given twice (a script's defaults plus the user's) is that value; --source, --map and
+    # --frame-processor take several
+    out = tmp_path / "out.png"
+    obama, biden = str(faces_dir / "obama.jpg"), str(faces_dir / "biden.jpg")
+    result = run_cli(["image", biden, str(out), "-s", obama, "--source", obama, "--swap-model", "mesh",
+                      "--swap-model", "mesh", "--blend", "0.5", "--blend", ".5", "--no-label", "--no-label",
+                      "--frame-processor", "face_swapper", "--frame-processor", "face_swapper",
+                      "--no-watermark", "--no-c2pa"], env=isolated_env)
+    assert result.returncode == 0 and "1 face swapped" in result.stderr, result.stderr
+    mapped = run_cli(["image", str(tmp_path / "none.jpg"), str(out), "--map", f"{obama}={biden}",
+                      "--map", f"{biden}={obama}", "--execution-provider", "cpu", "--execution-provider", "cpu"])
+    assert mapped.returncode == 2 and "none.jpg does not exist" in mapped.stderr, mapped.stderr  # past the options
+
+
+@pytest.mark.parametrize("command", [[], ["models"]], ids=["livecam", "models"])
+def test_a_group_given_no_command_shows_its_help_as_it_is(command: list[str]) -> None:
+    # `livecam` alone, the first thing a newcomer types, gave its whole help as one error line, \n escaped
+    result = run_cli(command)
+    assert result.returncode == 2 and "\\n" not in result.stderr, result.stderr
+    assert result.stderr.startswith(f"Usage: {' '.join(['livecam', *command])} [OPTIONS] COMMAND"), result.stderr
+    assert "Commands:\n" in result.stderr and "livecam: error" not in result.stderr
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["image", "a.jpg", "b.jpg", "-s", "x.jpg", "--frame-processor", "face_swaper"],
+     "Invalid value for '--frame-processor': 'face_swaper' is not one of face_swapper, face_enhancer; "
+     "did you mean face_swapper?"),
+    (["video", "a.mp4", "b.mp4", "-s", "x.jpg", "--swap-model", "inswapper"], "did you mean inswapper_128?"),
+    (["run", "-s", "x.jpg", "--execution-provider", "CUDA12"], "did you mean cuda?"),
+    (["models", "download", "inswapper"], "unknown model 'inswapper'; did you mean inswapper_128? known models: "),
+])
+def test_a_mistyped_choice_names_the_one_meant(argv: list[str], said: str, isolated_env: dict[str, str]) -> None:
+    # each listed every choice, and the newcomer had to find the one they meant in it
+    result = run_cli(argv, env=isolated_env)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert said in result.stderr, result.stderr
+    far = run_cli(["image", "a.jpg", "b.jpg", "-s", "x.jpg", "--execution-provider", "vulkan"])
+    assert far.returncode == 2 and "did you mean" not in far.stderr, far.stderr  # no guess when none is close
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["image"], "Missing argument 'INPUT'; give the file to read and the file to write, in that order: "
+                "`livecam image INPUT OUTPUT --source FACE.jpg` (see `livecam image --help`)"),
+    (["video", "in.mp4", "-s", "face.jpg"], "Missing argument 'OUTPUT'; give the file to read and the file to "
+                                            "write, in that order: `livecam video INPUT OUTPUT --source FACE.jpg`"),
+    (["swap", "a.jpg", "b.jpg"], "No such command 'swap'; the commands are bench, demo, doctor, image, models, run, "
+                                 "verify and video (see `livecam --help`)"),
+    (["models", "get", "x"], "No such command 'get'; the commands are convert, download, list, verify and where"),
+])
+def test_a_missing_file_argument_or_an_unknown_command_says_what_is_taken(argv: list[str], said: str) -> None:
+    # "Missing argument 'OUTPUT'." and "No such command 'swap'." named nothing a newcomer could type
+    result = run_cli(argv)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"livecam: error: {said}"), result.stderr
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    # click guessed among the command's own options: "No such option '--fps'. Did you mean '--map'?"
+    (["image", "a.jpg", "b.jpg", "-s", "x.jpg", "--fps", "30"],
+     "--fps is not an option of `livecam image`, only of `livecam run` and `livecam video` "
+     "(see `livecam image --help`)"),
+    (["models", "list", "--all"], "--all is not an option of `livecam models list`, only of `livecam models download`"),
+    # --face-mask takes names with commas, so a user tries them here too: it was "did you mean cuda?"
+    (["run", "-s", "x.jpg", "--execution-provider", "cuda,cpu"],
+     "Invalid value for '--execution-provider': 'cuda,cpu': give the values as separate words, "
+     "--execution-provider cuda cpu"),
+])
+def test_an_option_of_another_command_or_values_with_commas_say_the_fix(argv: list[str], said: str) -> None:
+    result = run_cli(argv)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"livecam: error: {said}"), result.stderr
+
+
+def test_the_help_starts_a_newcomer_with_commands_that_parse() -> None:
+    # `livecam --help` listed the commands and options but no command line to begin with
+    import click
+
+    from livecam.cli import cli
+
+    help_text = run_cli(["--help"]).stdout
+    steps = help_text.split("First steps:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    examples = [line.split("  ")[2].split() for line in steps]  # (4 spaces, the example, 2+ spaces, what it is)
+    assert [e[1] for e in examples] == ["demo", "image", "video", "run", "doctor"], steps
+    assert all(len(line) <= 80 for line in steps), steps
+    for example in examples:
+        ctx = cli.make_context("livecam", example[1:], resilient_parsing=True)
+        command = cli.get_command(ctx, example[1])
+        assert isinstance(command, click.Command)
+        command.make_context(example[1], example[2:])  # a usage error here fails the test
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["image", "in.jpg", "out.png", "-s"],
+     "-s is missing its PATH: give it right after the flag, `-s PATH` (see `livecam image --help`)"),
+    (["video", "in.mp4", "out.mp4", "-s", "x.jpg", "--frame-range"],
+     "--frame-range is missing its START:END: give it right after the flag, `--frame-range START:END`"),
+    (["run", "-s", "x.jpg", "--det-size"], "--det-size is missing its value: give one of 320, 480, 640 right after it"),
+    (["--models-dir"], "--models-dir is missing its DIRECTORY: give it right after the flag, `--models-dir DIRECTORY` "
+                       "(see `livecam --help`)"),
+])
+def test_a_flag_left_without_its_value_says_what_goes_after_it(argv: list[str], said: str) -> None:
+    # "Option '-s' requires an argument." said neither what it takes nor where to look
+    result = run_cli(argv)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"livecam: error: {said}"), result.stderr

@@ -18,7 +18,16 @@ import click
 
 from livecam import __version__
 from livecam.atomic import trailing_slash_problem
-from livecam.cli_params import EnvFlag, FiniteRange, GivenPath, NameOrPath, OptionalSize, ProcessorChoice
+from livecam.cli_params import (
+    EnvFlag,
+    FiniteRange,
+    GivenPath,
+    GuessedChoice,
+    NameOrPath,
+    OptionalSize,
+    ProcessorChoice,
+    option,
+)
 from livecam.cli_usage import expand_variadic, usage_message
 from livecam.console import (
     ClosedStdout,
@@ -73,6 +82,14 @@ from livecam.settings import (
 log = logging.getLogger("livecam")
 
 
+class _NeverRaised(click.UsageError):
+    """Stands for NoArgsIsHelpError under click 8.1, which printed the help itself."""
+
+
+# click 8.2+ raises this usage error, whose message is the whole help, for a group given no command
+_NO_ARGS_IS_HELP: type[click.UsageError] = getattr(click.exceptions, "NoArgsIsHelpError", _NeverRaised)
+
+
 def _quiet_exit_stdout_closed() -> None:
     """Exit like `git log | head -1`: no line (nobody asked for more), status 141."""
     stdout_to_devnull()
@@ -112,6 +129,9 @@ class LivecamGroup(click.Group):
             stdout_to_devnull()
             say(f"livecam: error: cannot write to standard output ({exc.reason}); {exc.fix}")
             sys.exit(EXIT_FAILURE)
+        except _NO_ARGS_IS_HELP as exc:  # `livecam`, `livecam models`: the help, not it escaped as one error line
+            click.echo(exc.ctx.get_help() if exc.ctx is not None else exc.format_message(), err=True)
+            sys.exit(exc.exit_code)
         except click.UsageError as exc:  # one line like every other error, not click's three
             say(f"livecam: error: {usage_message(self, argv, strays, exc)}")
             sys.exit(exc.exit_code)
@@ -146,20 +166,28 @@ class LivecamGroup(click.Group):
 
 @click.group(cls=LivecamGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="livecam")
-@click.option("--models-dir", type=GivenPath(file_okay=False, path_type=Path), envvar="LIVECAM_MODELS_DIR",
+@option("--models-dir", type=GivenPath(file_okay=False, path_type=Path), envvar="LIVECAM_MODELS_DIR",
               help="Folder holding the models [env LIVECAM_MODELS_DIR].")
-@click.option("--offline", is_flag=True, type=EnvFlag(), envvar="LIVECAM_OFFLINE", help="Never touch the network [env LIVECAM_OFFLINE=1].")
-@click.option("--accept-license", is_flag=True, help="Accept the licences of models downloaded on first use.")
-@click.option("--unverified-models", is_flag=True,
+@option("--offline", is_flag=True, type=EnvFlag(), envvar="LIVECAM_OFFLINE", help="Never touch the network [env LIVECAM_OFFLINE=1].")
+@option("--accept-license", is_flag=True, help="Accept the licences of models downloaded on first use.")
+@option("--unverified-models", is_flag=True,
               help="Use model files whose SHA-256 differs from the catalog (benchmark replicas).")
-@click.option("-v", "--verbose", count=True, help="More detail; errors show their cause chain.")
-@click.option("-q", "--quiet", is_flag=True, help="Only errors; no progress bars.")
+@option("-v", "--verbose", count=True, help="More detail; errors show their cause chain.")
+@option("-q", "--quiet", is_flag=True, help="Only errors; no progress bars.")
 @click.pass_context
 def cli(ctx: click.Context, models_dir: Path | None, offline: bool, accept_license: bool,
         unverified_models: bool, verbose: int, quiet: bool) -> None:
     """livecam: put the face from one photo on every face in a webcam stream, video or image.
 
     Use it only with the consent of the people whose faces you use.
+
+    \b
+    First steps:
+      livecam demo                               bundled photos, nothing to set up
+      livecam image in.jpg out.png -s face.jpg   one picture
+      livecam video in.mp4 out.mp4 -s face.jpg   a video (audio kept)
+      livecam run -s face.jpg                    the webcam
+      livecam doctor                             what this machine has and lacks
     """
     if verbose and quiet:  # "only errors" and "more detail": the errors came with their tracebacks
         raise click.UsageError("-q/--quiet and -v/--verbose ask for opposite things; give one of them")
@@ -246,83 +274,83 @@ def _padding(ctx: click.Context, param: click.Parameter, value: Any) -> tuple[fl
 def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """Options shared by run, video, image and bench."""
     options = [
-        click.option("--source", "-s", "sources", multiple=True, type=GivenPath(path_type=Path),
+        option("--source", "-s", "sources", multiple=True, type=GivenPath(path_type=Path),
                      help="Photo of the face to put in (repeatable: the neural swapper (inswapper, HyperSwap) "
                           "averages photos of one person, the mesh swapper uses the first; "
                           "for `run`, a folder cycles with the n key)."),
-        click.option("--execution-provider", "providers", multiple=True,
-                     type=click.Choice(PROVIDER_CHOICES, case_sensitive=False),
+        option("--execution-provider", "providers", multiple=True,
+                     type=GuessedChoice(PROVIDER_CHOICES, case_sensitive=False),
                      help="One or more of " + ", ".join(PROVIDER_CHOICES) + " (default auto: the best available)."),
-        click.option("--execution-threads", type=click.IntRange(1, 64), default=None,
+        option("--execution-threads", type=click.IntRange(1, 64), default=None,
                      help="Processing workers on consecutive frames (default: 1 live; for video files "
                           "the number of cores, at most 4); an image is one frame and gets every core. "
                           "On cuda/tensorrt the workers are lanes with their own model sessions (default 3)."),
-        click.option("--frame-processor", "frame_processors", multiple=True,
+        option("--frame-processor", "frame_processors", multiple=True,
                      type=ProcessorChoice(), help="Processors in order (default: the swapper)."),
-        click.option("--many-faces", is_flag=True, help="Swap every face, not only the largest."),
-        click.option("--face-selector-order", type=click.Choice(FACE_SELECTOR_ORDERS), default=None,
+        option("--many-faces", is_flag=True, help="Swap every face, not only the largest."),
+        option("--face-selector-order", type=GuessedChoice(FACE_SELECTOR_ORDERS), default=None,
                      help="Which face is the one swapped (the first in this order; default: the largest), "
                           "and with --many-faces or --map the order faces are swapped in (a later one is "
                           "pasted over an earlier one where they overlap); best-worst: detector confidence."),
-        click.option("--face-min-size", type=click.IntRange(0, 10000), default=0, show_default=True, metavar="PX",
+        option("--face-min-size", type=click.IntRange(0, 10000), default=0, show_default=True, metavar="PX",
                      help="Leave faces alone whose box is under PX pixels on its shorter side (0: none)."),
-        click.option("--reference", type=GivenPath(path_type=Path), multiple=True,
+        option("--reference", type=GivenPath(path_type=Path), multiple=True,
                      help="Only swap faces of the person in this photo."),
-        click.option("--reference-distance", type=FiniteRange(0, 2), default=1.0, show_default=True,
+        option("--reference-distance", type=FiniteRange(0, 2), default=1.0, show_default=True,
                      help="Max embedding distance to count as the reference person."),
-        click.option("--map", "face_map", multiple=True, metavar="SOURCE=REFERENCE",
+        option("--map", "face_map", multiple=True, metavar="SOURCE=REFERENCE",
                      help="Give the person in REFERENCE the face in SOURCE (repeatable)."),
-        click.option("--detector", type=click.Choice(DETECTORS), default="auto", show_default=True,
+        option("--detector", type=GuessedChoice(DETECTORS), default="auto", show_default=True,
                      help="scrfd (buffalo_l) or the embedded blazeface; auto picks scrfd when present."),
-        click.option("--det-size", type=click.Choice(["320", "480", "640"]), default="640", show_default=True,
+        option("--det-size", type=GuessedChoice(["320", "480", "640"]), default="640", show_default=True,
                      help="SCRFD input size (smaller is faster); the embedded BlazeFace has a fixed size."),
-        click.option("--swap-model", type=click.Choice(SWAP_MODELS), default="auto", show_default=True,
+        option("--swap-model", type=GuessedChoice(SWAP_MODELS), default="auto", show_default=True,
                      help="auto: inswapper fp16 on GPUs, fp32 on CPU, the embedded mesh swapper without them; "
                           "hyperswap_1a/1b/1c_256: FaceFusion's 256 px HyperSwap (ResearchRAIL licence)."),
-        click.option("--mouth-mask", type=OptionalSize(), default=None, is_flag=False, flag_value=0, metavar="[SIZE]",
+        option("--mouth-mask", type=OptionalSize(), default=None, is_flag=False, flag_value=0, metavar="[SIZE]",
                      help="Keep the target's mouth; SIZE 0..100 (0 when left out) grows it towards the chin."),
-        click.option("--color-match/--no-color-match", default=True, show_default=True,
+        option("--color-match/--no-color-match", default=True, show_default=True,
                      help="Match the swapped face's colour to the target's skin."),
         # -- face masks (inswapper paste-back; processors/crop_masks.py) --
-        click.option("--face-mask", "face_mask", multiple=True, callback=_names(FACE_MASK_TYPES), metavar="TYPES",
+        option("--face-mask", "face_mask", multiple=True, callback=_names(FACE_MASK_TYPES), metavar="TYPES",
                      help="Paste mask(s), comma-separated or repeated; several paste their intersection: "
                           "box (default), occlusion (XSeg: whatever covers the face stays), region (BiSeNet "
                           "face parts), area (from landmarks)."),
-        click.option("--face-mask-blur", type=FiniteRange(0, 1), default=DEFAULT_FACE_MASK_BLUR,
+        option("--face-mask-blur", type=FiniteRange(0, 1), default=DEFAULT_FACE_MASK_BLUR,
                      show_default=True,
                      help="Feather of the masks' edges (0 hard, 1 wide; the default is insightface's own paste mask)."),
-        click.option("--face-mask-padding", type=FiniteRange(0, 100), nargs=4, default=(0, 0, 0, 0),
+        option("--face-mask-padding", type=FiniteRange(0, 100), nargs=4, default=(0, 0, 0, 0),
                      callback=_padding, metavar="TOP RIGHT BOTTOM LEFT",
                      help="Shrink the box mask by these percentages of the crop (TOP + BOTTOM and RIGHT + LEFT "
                           "under 100)."),
-        click.option("--face-mask-areas", multiple=True, callback=_names(FACE_MASK_AREAS), metavar="AREAS",
+        option("--face-mask-areas", multiple=True, callback=_names(FACE_MASK_AREAS), metavar="AREAS",
                      help="For --face-mask area: " + ",".join(FACE_MASK_AREAS) + " (default all)."),
-        click.option("--face-mask-regions", multiple=True, callback=_names(FACE_MASK_REGIONS), metavar="REGIONS",
+        option("--face-mask-regions", multiple=True, callback=_names(FACE_MASK_REGIONS), metavar="REGIONS",
                      help="For --face-mask region: " + ",".join(FACE_MASK_REGIONS) + " (default all but glasses)."),
         # Not under MIN_BLEND (0 included): it left every face as it was while the output still said
         # "1 face swapped" and carried the AI-edit watermark and credentials of a swap that never happened.
-        click.option("--blend", type=FiniteRange(MIN_BLEND, 1), default=1.0, show_default=True,
+        option("--blend", type=FiniteRange(MIN_BLEND, 1), default=1.0, show_default=True,
                      help=f"Opacity of the swapped face ({MIN_BLEND} to 1)."),
-        click.option("--pixel-boost", type=click.Choice(PIXEL_BOOSTS), default=None,
+        option("--pixel-boost", type=GuessedChoice(PIXEL_BOOSTS), default=None,
                      help="Neural swapper crop size N, a multiple of the model's size (inswapper 128: 128-512; "
                           "HyperSwap 256: 256 or 512): the face is swapped as (N/size)^2 sub-pixel-shifted tiles, "
                           "so it costs (N/size)^2 swapper calls per face for N x N detail (default: the model's "
                           "size; the mesh swapper ignores it)."),
-        click.option("--enhancer-model", type=click.Choice(ENHANCER_MODELS), default="gfpgan_1.4", show_default=True,
+        option("--enhancer-model", type=GuessedChoice(ENHANCER_MODELS), default="gfpgan_1.4", show_default=True,
                      help="Face enhancer (--frame-processor face_enhancer): gpen_bfr_256 is the fastest."),
         # Not under MIN_BLEND, as --blend: the enhancer would change nothing yet run, and be reported, on every face
-        click.option("--enhancer-blend", type=FiniteRange(MIN_BLEND, 1), default=0.8, show_default=True,
+        option("--enhancer-blend", type=FiniteRange(MIN_BLEND, 1), default=0.8, show_default=True,
                      help=f"Mix of the restored face over the swapped one ({MIN_BLEND} to 1)."),
-        click.option("--enhancer-weight", type=FiniteRange(0, 1), default=None,
+        option("--enhancer-weight", type=FiniteRange(0, 1), default=None,
                      help="CodeFormer's fidelity: 0 restores most, 1 (default) keeps the input face most."),
-        click.option("--enhancer-precision", type=click.Choice(ENHANCER_PRECISIONS), default="auto", show_default=True,
+        option("--enhancer-precision", type=GuessedChoice(ENHANCER_PRECISIONS), default="auto", show_default=True,
                      help="Enhancer weights: fp16 is converted once from the fp32 file and checked against it; "
                           "auto: fp16 on cuda, tensorrt and coreml, fp32 elsewhere."),
-        click.option("--smoothing", type=FiniteRange(0, 1), default=0.5, show_default=True,
+        option("--smoothing", type=FiniteRange(0, 1), default=0.5, show_default=True,
                      help="Keypoint smoothing across frames (0 off); not used for images."),
     ]
-    for option in reversed(options):
-        func = option(func)
+    for add in reversed(options):
+        func = add(func)
     return func
 
 
@@ -332,29 +360,29 @@ def file_job_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.argument("input", type=GivenPath(path_type=Path)),
         click.argument("output", type=GivenPath(path_type=str)),  # str: Path drops a trailing slash
         processing_options,
-        click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists."),
-        click.option("--label/--no-label", default=True, show_default=True, help="Visible AI-generated label."),
-        click.option("--watermark/--no-watermark", default=True, show_default=True,
+        option("--force", is_flag=True, help="Overwrite OUTPUT if it exists."),
+        option("--label/--no-label", default=True, show_default=True, help="Visible AI-generated label."),
+        option("--watermark/--no-watermark", default=True, show_default=True,
                      help="Invisible watermark (read back by `livecam verify`)."),
         c2pa_options,
     ]
-    for option in reversed(decorators):
-        func = option(func)
+    for add in reversed(decorators):
+        func = add(func)
     return func
 
 
 def c2pa_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """--c2pa/--no-c2pa, --c2pa-cert, --c2pa-key: shared by video, image, run (recordings) and demo."""
     options = [
-        click.option("--c2pa/--no-c2pa", default=True, show_default=True,
+        option("--c2pa/--no-c2pa", default=True, show_default=True,
                      help=f"Signed C2PA content credentials ({', '.join(IMAGE_WRITE_FORMATS)}, MP4, MOV)."),
-        click.option("--c2pa-cert", type=GivenPath(dir_okay=False, path_type=Path),
+        option("--c2pa-cert", type=GivenPath(dir_okay=False, path_type=Path),
                      help="PEM certificate chain to sign with [env LIVECAM_C2PA_CERT; default: a local self-signed one]."),
-        click.option("--c2pa-key", type=GivenPath(dir_okay=False, path_type=Path),
+        option("--c2pa-key", type=GivenPath(dir_okay=False, path_type=Path),
                      help="PEM private key of --c2pa-cert [env LIVECAM_C2PA_KEY]."),
     ]
-    for option in reversed(options):
-        func = option(func)
+    for add in reversed(options):
+        func = add(func)
     return func
 
 
@@ -504,33 +532,33 @@ def _parse_frame_range(ctx: click.Context, param: click.Parameter,
 
 @cli.command()
 @processing_options
-@click.option("--camera", type=NameOrPath(), default="0", show_default=True,
+@option("--camera", type=NameOrPath(), default="0", show_default=True,
               help="Camera index (on Linux also its /dev/videoN), or a video file path or URL (a file plays "
                    "once: the run ends with it).")
-@click.option("--resolution", default="1280x720", show_default=True, help="Capture size WIDTHxHEIGHT.")
-@click.option("--fps", type=FiniteRange(*CAMERA_FPS), default=30.0, show_default=True, help="Capture rate.")
-@click.option("--realtime/--no-realtime", default=None,
+@option("--resolution", default="1280x720", show_default=True, help="Capture size WIDTHxHEIGHT.")
+@option("--fps", type=FiniteRange(*CAMERA_FPS), default=30.0, show_default=True, help="Capture rate.")
+@option("--realtime/--no-realtime", default=None,
               help="File sources: play at their own rate (default) or as fast as possible.")
-@click.option("--mirror", is_flag=True, help="Flip horizontally (selfie view).")
-@click.option("--output", "-o", type=NameOrPath(), default="auto", show_default=True,
+@option("--mirror", is_flag=True, help="Flip horizontally (selfie view).")
+@option("--output", "-o", type=NameOrPath(), default="auto", show_default=True,
               help="window, virtual-camera, none, or a FILE.mp4 to record (auto: window when a display exists).")
-@click.option("--queue-depth", type=click.IntRange(1, 2), default=1, show_default=True,
+@option("--queue-depth", type=click.IntRange(1, 2), default=1, show_default=True,
               help="Frames each live queue holds: 1 for the lowest latency, 2 to ride out uneven stage times.")
-@click.option("--duration", type=FiniteRange(min=0, min_open=True),
+@option("--duration", type=FiniteRange(min=0, min_open=True),
               help="Stop SECONDS after the first frame shown or recorded (at least that frame).")
-@click.option("--max-frames", type=click.IntRange(min=1), help="Stop after N frames.")
-@click.option("--stats", is_flag=True, help="Draw live metrics on the output.")
-@click.option("--stats-json", type=GivenPath(dir_okay=False, path_type=str),  # str: Path drops a trailing slash
+@option("--max-frames", type=click.IntRange(min=1), help="Stop after N frames.")
+@option("--stats", is_flag=True, help="Draw live metrics on the output.")
+@option("--stats-json", type=GivenPath(dir_okay=False, path_type=str),  # str: Path drops a trailing slash
               help="Write one JSON object per second and a summary line (- for stdout).")
-@click.option("--max-latency-ms", type=FiniteRange(min=1), default=40.0, show_default=True,
+@option("--max-latency-ms", type=FiniteRange(min=1), default=40.0, show_default=True,
               help="Latency budget the governor defends.")
-@click.option("--degrade/--no-degrade", default=True, show_default=True,
+@option("--degrade/--no-degrade", default=True, show_default=True,
               help="Degrade gracefully (enhancer off, sparser detection) when over budget.")
-@click.option("--label/--no-label", default=None,
+@option("--label/--no-label", default=None,
               help="Draw the AI-generated label (default: on when recording to a file, off in the window "
                    "and the virtual camera).")
-@click.option("--force", is_flag=True, help="Overwrite a recording or --stats-json file that exists.")
-@click.option("--watermark/--no-watermark", default=None,
+@option("--force", is_flag=True, help="Overwrite a recording or --stats-json file that exists.")
+@option("--watermark/--no-watermark", default=None,
               help="Invisible watermark, marked off the output thread (default: on when recording to a file, "
                    "off in the window and the virtual camera).")
 @c2pa_options
@@ -553,38 +581,38 @@ def run(ctx: click.Context, **kw: Any) -> None:
 
 @cli.command()
 @file_job_options
-@click.option("--video-encoder", default="auto", show_default=True,
+@option("--video-encoder", default="auto", show_default=True,
               help="auto (libx264; libvpx-vp9 for .webm), libx265, libvpx-vp9, or a hardware encoder "
                    "such as h264_nvenc.")
-@click.option("--video-quality", type=click.IntRange(0, 51), default=18, show_default=True,
+@option("--video-quality", type=click.IntRange(0, 51), default=18, show_default=True,
               help="CRF-like quality, lower is better.")
-@click.option("--keep-fps", "keep_fps", is_flag=True, help="Keep the input's frame rate (the default).")
+@option("--keep-fps", "keep_fps", is_flag=True, help="Keep the input's frame rate (the default).")
 # From 0.01 (a frame per 100 s; the rate becomes a fraction over at most 1001, and below 1/2002
 # that is 0) to 1000 (high-speed camera rates).
-@click.option("--fps", type=FiniteRange(0.01, 1000), help="Output frame rate instead.")
-@click.option("--audio/--no-audio", default=True, show_default=True, help="Keep the audio.")
-@click.option("--keep-partial", is_flag=True, help="On Ctrl-C or error, keep a valid shorter video.")
-@click.option("--frame-range", metavar="START:END", callback=_parse_frame_range,
+@option("--fps", type=FiniteRange(0.01, 1000), help="Output frame rate instead.")
+@option("--audio/--no-audio", default=True, show_default=True, help="Keep the audio.")
+@option("--keep-partial", is_flag=True, help="On Ctrl-C or error, keep a valid shorter video.")
+@option("--frame-range", metavar="START:END", callback=_parse_frame_range,
               help="Output frames START (from 0) up to END (excluded) to process, numbered after --fps; "
                    "the rest is passed through unchanged (re-encoded with the rest of the video).")
-@click.option("--max-memory", type=FiniteRange(min=0.1),
+@option("--max-memory", type=FiniteRange(min=0.1),
               help="Most memory the run may hold, in GB, models included [default: the RAM available].")
-@click.option("--pattern", metavar="GLOB", callback=_pattern,
+@option("--pattern", metavar="GLOB", callback=_pattern,
               help="With a folder INPUT: the file names to take, e.g. '*.mp4' (default: every video extension).")
-@click.option("--skip-existing", is_flag=True,
+@option("--skip-existing", is_flag=True,
               help="Keep an output that is already there and go on (resumes a folder run).")
-@click.option("--cluster", "cluster", envvar="LIVECAM_CLUSTER", metavar="ADDR", callback=_cluster_address,
+@option("--cluster", "cluster", envvar="LIVECAM_CLUSTER", metavar="ADDR", callback=_cluster_address,
               help="Run in segments on a Ray cluster: local (start Ray here), auto (RAY_ADDRESS or the "
                    "cluster running here) or ray://HOST:10001; none: on this machine. Default: "
                    "$LIVECAM_CLUSTER. Needs livecam[ray].")
-@click.option("--segment-seconds", type=FiniteRange(min=0, min_open=True), default=60.0, show_default=True,
+@option("--segment-seconds", type=FiniteRange(min=0, min_open=True), default=60.0, show_default=True,
               help="With --cluster: length of the segments the workers share.")
-@click.option("--overlap-seconds", type=FiniteRange(min=0),
+@option("--overlap-seconds", type=FiniteRange(min=0),
               help="With --cluster: frames before each segment that warm up the face tracker "
                    "(default: from --smoothing, about 2.7 s at 0.5) and the label's placement (at least 1 s).")
-@click.option("--workers", type=click.IntRange(min=1),
+@option("--workers", type=click.IntRange(min=1),
               help="With --cluster: worker processes (default: one per GPU, or per --execution-threads cores).")
-@click.option("--ship-input", type=click.Choice(SHIP_INPUT),
+@option("--ship-input", type=GuessedChoice(SHIP_INPUT),
               help="With --cluster: how workers get the video. auto (default): its path where a node reads the "
                    "same file there (shared storage), else each segment's packets copied from here (no shared "
                    "storage needed); path: always the path; chunks: always copied.")
@@ -640,23 +668,23 @@ def image(ctx: click.Context, input: Path, output: str, **kw: Any) -> None:
 
 @cli.command()
 @processing_options
-@click.option("--mode", type=click.Choice(["live", "video"]), default="live", show_default=True,
+@option("--mode", type=GuessedChoice(["live", "video"]), default="live", show_default=True,
               help="live: the pipeline of `livecam run` (nothing dropped, latency measured); video: the file "
                    "pipeline of `livecam video` (workers, in-order encode).")
-@click.option("--input", "bench_input", type=GivenPath(path_type=Path), help="Clip to run (default: generated).")
-@click.option("--frames", type=click.IntRange(min=10), default=300, show_default=True,
+@option("--input", "bench_input", type=GivenPath(path_type=Path), help="Clip to run (default: generated).")
+@option("--frames", type=click.IntRange(min=10), default=300, show_default=True,
               help="Frames measured (a few warm-up frames run first, uncounted; an --input clip gives at most "
                    "its own).")
-@click.option("--resolution", default="1280x720", show_default=True, help="Size of the generated clip.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@click.option("--compare-providers", default="", metavar="P1,P2,...",
+@option("--resolution", default="1280x720", show_default=True, help="Size of the generated clip.")
+@option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@option("--compare-providers", default="", metavar="P1,P2,...",
               help="Run the same clip on each execution provider in turn (alternating over --rounds) "
                    "and print them side by side with ratios to the first.")
-@click.option("--rounds", type=click.IntRange(min=1), default=1, show_default=True,
+@option("--rounds", type=click.IntRange(min=1), default=1, show_default=True,
               help="Repeat the run (alternating providers) and report medians.")
-@click.option("--baseline", type=GivenPath(dir_okay=False, path_type=Path),
+@option("--baseline", type=GivenPath(dir_okay=False, path_type=Path),
               help="An earlier `livecam bench --json` report: print this run's ratios against it.")
-@click.option("--watermark", is_flag=True,
+@option("--watermark", is_flag=True,
               help="Run without and with the watermark, alternating (see --rounds), side by side; marked "
                    "as the outputs are (live: every frame, the encoder beside the stream; video: runs twice "
                    "a second). The cost shows as the watermark stages. With --compare-providers: every "
@@ -695,7 +723,7 @@ def bench(ctx: click.Context, **kw: Any) -> None:
 
 @cli.command()
 @click.argument("output_dir", type=GivenPath(file_okay=False, path_type=Path), default="livecam-demo")
-@click.option("--force", is_flag=True, help="Overwrite files in OUTPUT_DIR.")
+@option("--force", is_flag=True, help="Overwrite files in OUTPUT_DIR.")
 @c2pa_options
 @click.pass_context
 def demo(ctx: click.Context, output_dir: Path, force: bool, **kw: Any) -> None:
@@ -710,7 +738,7 @@ def demo(ctx: click.Context, output_dir: Path, force: bool, **kw: Any) -> None:
 
 
 @cli.command()
-@click.option("--cluster", metavar="ADDR", callback=_cluster_address, help="Check a Ray cluster instead (local, auto, ray://HOST:PORT): "
+@option("--cluster", metavar="ADDR", callback=_cluster_address, help="Check a Ray cluster instead (local, auto, ray://HOST:PORT): "
               "reachable, Ray and Python versions, GPUs and livecam version per node.")
 @click.pass_context
 def doctor(ctx: click.Context, cluster: str | None) -> int:
@@ -726,7 +754,7 @@ def doctor(ctx: click.Context, cluster: str | None) -> int:
 
 @cli.command()
 @click.argument("files", nargs=-1, required=True, type=GivenPath(path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="One JSON list with every file's evidence.")
+@option("--json", "as_json", is_flag=True, help="One JSON list with every file's evidence.")
 @click.pass_context
 def verify(ctx: click.Context, files: tuple[Path, ...], as_json: bool) -> int:
     """Which livecam marks FILES carry (watermark, C2PA, metadata): exit 0 marked, 1 not, 2 unreadable."""
@@ -751,8 +779,8 @@ def models_list(ctx: click.Context) -> None:
 
 @models.command("download")
 @click.argument("names", nargs=-1)
-@click.option("--accept-license", "accept", is_flag=True, help="Accept the models' licences.")
-@click.option("--all", "every", is_flag=True,
+@option("--accept-license", "accept", is_flag=True, help="Accept the models' licences.")
+@option("--all", "every", is_flag=True,
               help=f"Every downloadable model (about {every_model_bytes() / 1e9:.1f} GB), not only the default set.")
 @click.pass_context
 def models_download(ctx: click.Context, names: tuple[str, ...], accept: bool, every: bool) -> None:
@@ -786,9 +814,9 @@ def models_where(ctx: click.Context) -> None:
 
 @models.command("convert")
 @click.argument("checkpoint", type=GivenPath(path_type=Path))
-@click.option("--output", "-o", type=GivenPath(dir_okay=False, path_type=Path),
+@option("--output", "-o", type=GivenPath(dir_okay=False, path_type=Path),
               help="ONNX file to write (default: gfpgan_1.4.onnx in the models folder).")
-@click.option("--force", is_flag=True, help="Overwrite the ONNX file if it exists.")
+@option("--force", is_flag=True, help="Overwrite the ONNX file if it exists.")
 @click.pass_context
 def models_convert(ctx: click.Context, checkpoint: Path, output: Path | None, force: bool) -> None:
     """Convert GFPGANv1.4.pth to ONNX once (needs `pip install 'livecam[convert]'`)."""

@@ -1,22 +1,45 @@
 """The click parameter types of livecam's options: a choice read from the processor registry, a
 float range without nan or inf, an optional SIZE 0..100, and a path that is never empty and has ~
-expanded."""
+expanded; and `option`, every option's declaration, which refuses two values of a one-value option."""
 
 from __future__ import annotations
 
+import difflib
 import errno
 import math
 import os
 import stat
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 import click
 
 from livecam.processors import registry
 
+F = TypeVar("F", bound=Callable[..., Any])
 
-class ProcessorChoice(click.Choice):
+
+class GuessedChoice(click.Choice):
+    """click.Choice that names the choice a mistyped value is close to: `--frame-processor face_swaper`
+    and `--swap-model inswapper` were only told every choice."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter:
+            choices = [str(c) for c in self.choices]
+            typed = str(value) if self.case_sensitive else str(value).lower()
+            listed = [word.strip() for word in typed.split(",")]
+            if isinstance(param, click.Option) and param.multiple and len(listed) > 1 and all(w in choices for w in listed):
+                flag = max(param.opts, key=len)  # `--execution-provider cuda,cpu` was "did you mean cuda?"
+                self.fail(f"{value!r}: give the values as separate words, {flag} {' '.join(listed)}", param, ctx)
+            close = difflib.get_close_matches(typed, choices, n=1, cutoff=0.6)
+            if not close:
+                raise
+            self.fail(f"{value!r} is not one of {', '.join(choices)}; did you mean {close[0]}?", param, ctx)
+
+
+class ProcessorChoice(GuessedChoice):
     """--frame-processor's choices: the registered processors, looked up on first use (finding
     them imports the processor modules, which --help and `livecam models` need not pay for)."""
 
@@ -149,3 +172,67 @@ def home_expanded(value: str) -> str:
     `=` (`--source=~/face.jpg`) or in quotes: the file was "not found" and an output's folder "~
     does not exist; create it first", which made a folder named ~ in the current one."""
     return os.path.expanduser(value)
+
+
+# The parser actions that keep every occurrence of an option, for the one that keeps the last.
+_APPENDING = {"store": "append", "store_const": "append_const"}
+
+
+class _EveryOccurrence:
+    """The parser as OnceOption adds itself to it: each occurrence appended, not the last stored."""
+
+    def __init__(self, parser: Any) -> None:
+        self._parser = parser
+
+    def add_option(self, **kwargs: Any) -> None:
+        kwargs["action"] = _APPENDING.get(kwargs["action"], kwargs["action"])
+        self._parser.add_option(**kwargs)
+
+
+class OnceOption(click.Option):
+    """An option that takes one value refuses two different ones: click keeps the last without a
+    word, so `--blend 0.5 --blend 0.9` ran at 0.9 and `--label --no-label` unlabelled. The same
+    value twice (a command line built by a script, an alias plus the full flag) is that value."""
+
+    def add_to_parser(self, parser: Any, ctx: click.Context) -> None:
+        if self.multiple or self.count:  # (--source, --map; -vv): each occurrence is meant
+            super().add_to_parser(parser, ctx)
+        else:
+            super().add_to_parser(_EveryOccurrence(parser), ctx)  # type: ignore[arg-type]
+
+    def handle_parse_result(self, ctx: click.Context, opts: Any, args: list[str]) -> Any:
+        given = opts.get(self.name) if self.name else None
+        if isinstance(given, list) and not (self.multiple or self.count):
+            if not ctx.resilient_parsing:
+                self._check_once(ctx, given)
+            opts = {**opts, self.name: given[-1]}
+        return super().handle_parse_result(ctx, opts, args)
+
+    def _check_once(self, ctx: click.Context, given: list[Any]) -> None:
+        # a --mouth-mask without its optional SIZE comes as click's marker for "no value"
+        raw = [v if self.is_flag or isinstance(v, (str, tuple, list)) else self.flag_value for v in given]
+        distinct = list(dict.fromkeys(tuple(v) if isinstance(v, list) else v for v in raw))
+        if len(distinct) < 2 or len(set(self._meanings(ctx, distinct))) < 2:
+            return
+        flag = max(self.opts, key=len)  # the long name (-o is also --output)
+        if self.is_flag and self.secondary_opts and set(distinct) == {True, False}:
+            raise click.UsageError(f"{flag} and {max(self.secondary_opts, key=len)} are both given: "
+                                   "keep the one you mean", ctx)
+        shown = [" ".join(map(str, v)) if isinstance(v, tuple) else str(v) for v in distinct]
+        values = ", ".join(shown[:-1]) + f" and {shown[-1]}"
+        times = "twice" if len(given) == 2 else f"{len(given)} times"
+        raise click.UsageError(f"{flag} is given {times} ({values}) and takes one value: keep the one you mean",
+                               ctx)
+
+    def _meanings(self, ctx: click.Context, values: list[Any]) -> list[Any]:
+        """The values as the option reads them (0.5 and .5 are one blend), or as typed where one
+        is no value of the option (that is said when the one kept is refused)."""
+        try:
+            return [repr(self.type_cast_value(ctx, v)) for v in values]
+        except click.BadParameter:
+            return values
+
+
+def option(*decls: str, **attrs: Any) -> Callable[[F], F]:
+    """click.option, refusing two different values of an option that takes one (OnceOption)."""
+    return click.option(*decls, cls=OnceOption, **attrs)

@@ -88,6 +88,51 @@ def command_usage(group: click.Group, argv: Sequence[str], exc: click.UsageError
             f"`livecam {name} ... {exc.option_name}`")
 
 
+def sibling_usage(exc: click.UsageError) -> str:
+    """For an option of other commands only (`livecam image --fps 30`: "Did you mean '--map'?"):
+    which commands take it; else ''."""
+    if not isinstance(exc, click.NoSuchOption) or exc.ctx is None or exc.ctx.parent is None:
+        return ""
+    siblings = getattr(exc.ctx.parent.command, "commands", {})
+    takers = sorted(name for name, command in siblings.items() if command is not exc.ctx.command
+                    and any(exc.option_name in (*p.opts, *p.secondary_opts) for p in command.params
+                            if isinstance(p, click.Option)))
+    if not takers:
+        return ""
+    parent = exc.ctx.parent.command_path
+    named = " and ".join(f"`{parent} {name}`" for name in takers)
+    return f"{exc.option_name} is not an option of `{exc.ctx.command_path}`, only of {named}"
+
+
+def _command_in(group: click.Group, argv: Sequence[str]) -> tuple[click.Command, str]:
+    """The command argv names and its path (`livecam models download`), else the group itself."""
+    command: click.Command = group
+    path = "livecam"
+    for word in argv:
+        sub = command.commands.get(word) if isinstance(command, click.Group) else None
+        if sub is not None:
+            command, path = sub, f"{path} {word}"
+    return command, path
+
+
+def missing_value(group: click.Group, argv: Sequence[str], exc: click.UsageError) -> str:
+    """For a flag left without its value (`livecam image in.jpg out.png -s`: "Option '-s' requires
+    an argument.", with no word on what it takes): the flag with what goes after it; else ''."""
+    if not isinstance(exc, click.BadOptionUsage) or "requires" not in exc.format_message():
+        return ""
+    command, path = _command_in(group, argv)
+    param = next((p for p in command.params if isinstance(p, click.Option) and exc.option_name in p.opts), None)
+    if param is None:
+        return ""
+    flag, help_hint = exc.option_name, f" (see `{path} --help`)"
+    if isinstance(param.type, click.Choice) and not param.metavar:
+        choices = ", ".join(map(str, param.type.choices))
+        return f"{flag} is missing its value: give one of {choices} right after it{help_hint}"
+    kind = param.type.name.upper().replace(" RANGE", "")
+    what = param.metavar or {"FLOAT": "NUMBER", "INTEGER": "NUMBER"}.get(kind, kind)
+    return f"{flag} is missing its {what}: give it right after the flag, `{flag} {what}`{help_hint}"
+
+
 def dash_name(argv: Sequence[str], exc: click.UsageError) -> str:
     """For a file name starting with a dash (`-out.jpg`), which click reads as options (`-o`):
     how to give it; else ''."""
@@ -103,16 +148,30 @@ def dash_name(argv: Sequence[str], exc: click.UsageError) -> str:
 _FILE_FLAGS = ("-t", "--target", "-i", "--input", "-o", "--output")
 
 
+def _file_arguments(exc: click.UsageError) -> str:
+    """How a command that takes its input and output as arguments (image, video) is given them; '' for the others."""
+    if exc.ctx is None:
+        return ""
+    names = [p.human_readable_name for p in exc.ctx.command.params if isinstance(p, click.Argument)]
+    return f"`{exc.ctx.command_path} INPUT OUTPUT --source FACE.jpg`" if names == ["INPUT", "OUTPUT"] else ""
+
+
 def arguments_usage(exc: click.UsageError) -> str:
     """For `-t TARGET` or `-o OUTPUT` given to a command that takes its input and output as
     arguments (image, video): how to give them; else ''."""
-    if not isinstance(exc, click.NoSuchOption) or exc.ctx is None or exc.option_name not in _FILE_FLAGS:
+    example = _file_arguments(exc)
+    if not isinstance(exc, click.NoSuchOption) or exc.option_name not in _FILE_FLAGS or not example or exc.ctx is None:
         return ""
-    names = [p.human_readable_name for p in exc.ctx.command.params if isinstance(p, click.Argument)]
-    if names != ["INPUT", "OUTPUT"]:
+    return f"`{exc.ctx.command_path}` takes the input and the output as arguments, without a flag: {example}"
+
+
+def missing_file(exc: click.UsageError) -> str:
+    """For INPUT or OUTPUT left out ("Missing argument 'OUTPUT'." said nothing of where it goes,
+    nor that the face is not one of them): the order; else ''."""
+    example = _file_arguments(exc)
+    if not isinstance(exc, click.MissingParameter) or not isinstance(exc.param, click.Argument) or not example:
         return ""
-    return (f"`{exc.ctx.command_path}` takes the input and the output as arguments, without a flag: "
-            f"`{exc.ctx.command_path} INPUT OUTPUT --source FACE.jpg`")
+    return f"give the file to read and the file to write, in that order: {example}"
 
 
 def usage_message(group: click.Group, argv: Sequence[str], strays: Sequence[tuple[str, str]],
@@ -125,8 +184,17 @@ def usage_message(group: click.Group, argv: Sequence[str], strays: Sequence[tupl
              or arguments_usage(exc))
     if moved:  # `livecam run ... --offline` only said "No such option"
         message, where = message.rstrip("."), f"; {moved}"
+    elif sibling_usage(exc):  # click's guess among this command's own options was beside the point
+        message = sibling_usage(exc)
+    if missing_file(exc):
+        message = f"{message.rstrip('.')}; {missing_file(exc)}"
     if exc.ctx is not None and exc.ctx.command.name == "image" and message.startswith("Got unexpected extra"):
         # `livecam image *.jpg out/ -s face.jpg`, or the face given as an argument
         where = ("; `livecam image` takes one INPUT image and one OUTPUT file, with the face photo after "
                  "--source: run it once per image")
-    return mistyped_variadic_value(strays) or f"{message}{where}"
+    if (exc.ctx is not None and isinstance(exc.ctx.command, click.Group) and message.startswith("No such command")
+            and "Did you mean" not in message):  # `livecam swap`: which words it takes
+        commands = sorted(exc.ctx.command.commands)
+        where = f"; the commands are {', '.join(commands[:-1])} and {commands[-1]} (see `{exc.ctx.command_path} --help`)"
+        message = message.rstrip(".")
+    return mistyped_variadic_value(strays) or missing_value(group, argv, exc) or f"{message}{where}"

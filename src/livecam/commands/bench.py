@@ -503,6 +503,8 @@ def _run_bench(job: BenchJob) -> None:
                          f"--compare-providers exclude each other; list every provider to run in "
                          f"--compare-providers")
     baseline = read_baseline(job.baseline) if job.baseline is not None else None
+    # an unreadable clip is reported before any model loads, and alone: before the note on the sample face
+    probed = _input_size(job.input) if job.input is not None else ("", None)
     job, clip_photo = with_default_source(job)
     live = job.mode == "live"
     if job.input is None:
@@ -511,7 +513,7 @@ def _run_bench(job: BenchJob) -> None:
         check_clip_memory(job.resolution)
         size = f"{job.resolution[0]}x{job.resolution[1]}"
     else:
-        size, held = _input_size(job.input)  # an unreadable clip is reported before any model loads
+        size, held = probed
         defaults = BenchJob(processing=job.processing)
         if job.resolution != defaults.resolution:  # it was silently ignored
             log.warning("warning: --resolution sizes the generated clip; --input %s is measured at its own %s",

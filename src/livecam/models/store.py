@@ -8,6 +8,7 @@ across processes with a file lock: one process downloads, the others wait and us
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import os
@@ -156,7 +157,9 @@ class ModelStore:
     def spec(self, name: str) -> ModelSpec:
         spec = self.catalog.get(name)
         if spec is None:
-            raise InputError(f"unknown model {name!r}; known models: {', '.join(self.catalog)}")
+            close = difflib.get_close_matches(name, list(self.catalog), n=1, cutoff=0.6)
+            guess = f"did you mean {close[0]}? " if close else ""  # `models download inswapper`
+            raise InputError(f"unknown model {name!r}; {guess}known models: {', '.join(self.catalog)}")
         return spec
 
     def names(self) -> list[str]:
