@@ -469,3 +469,16 @@ def test_an_unwritable_models_folder_is_one_clear_line(server, online, models_di
         make_store(online, spec).path("m")
     assert "Read-only file system" in info.value.message and str(models_dir) in info.value.message
     assert "--models-dir" in info.value.message and server.state.requests("/m.onnx") == []
+
+
+def test_the_free_space_check_counts_what_the_partial_file_already_holds(server, online, models_dir,
+                                                                          monkeypatch) -> None:
+    # a disk that filled up at 90 % was told "free some disk space (the partial file resumes)"; once
+    # it was freed, the resume was refused for want of space for the whole file
+    data = payload(SIZE, seed=40)
+    models_dir.mkdir(parents=True)
+    (models_dir / "m.onnx.part").write_bytes(data[:SIZE - 10_000])
+    spec = spec_for("m", (server.serve("/m.onnx", data),), data)
+    monkeypatch.setattr(store_module, "free_bytes", lambda path: 20_000)
+    assert make_store(online, spec).path("m").read_bytes() == data
+    assert [r for _, r, _ in server.state.requests("/m.onnx")] == [f"bytes={SIZE - 10_000}-"]

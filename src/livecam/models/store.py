@@ -23,7 +23,8 @@ from livecam.atomic import AtomicOutput
 from livecam.errors import DownloadError, InputError, LicenseNotAcceptedError, ModelError
 from livecam.models import catalog as catalog_module
 from livecam.models.catalog import ArchiveSpec, ModelSpec, TensorSpec, download_command
-from livecam.models.download import DownloadPolicy, ProxyRefused, Unreachable, download, sha256_file
+from livecam.models.download import (DownloadPolicy, ProxyRefused, Unreachable, download, part_path,
+                                     sha256_file)
 from livecam.runtime.providers import import_onnxruntime
 from livecam.settings import RuntimeSettings
 from livecam.console import counted
@@ -530,8 +531,12 @@ class ModelStore:
         return DownloadError("; ".join(exc.message for exc in errors))
 
     def _check_free_space(self, spec: ModelSpec) -> None:
-        """Refuse early, rather than fill the disk and fail at 90 %."""
-        need = (spec.size or 0) + (spec.archive.size if spec.archive else 0)
+        """Refuse early, rather than fill the disk and fail at 90 %. What partial files (download.
+        part_path) already hold is not needed again: a resume after freeing some space was refused
+        for want of room for the whole file."""
+        units = [(spec.file_name, spec.size or 0)] + ([(spec.archive.file_name, spec.archive.size)]
+                                                      if spec.archive else [])
+        need = sum(max(0, size - _size_of(part_path(self.root / file_name))) for file_name, size in units)
         free = free_bytes(self.root)
         if free is not None and need and free < need:
             raise DownloadError(f"not enough free disk space for {spec.name} in {models_root_named(self.settings)}: "
@@ -758,6 +763,14 @@ def _fits(want: TensorSpec, arg: Any) -> bool:
 def _describe_arg(arg: Any) -> str:
     shape = "[" + ",".join(str(d) if isinstance(d, int) else "?" for d in (arg.shape or [])) + "]"
     return f"{arg.name} {shape} {str(arg.type).removeprefix('tensor(').removesuffix(')')}"
+
+
+def _size_of(path: Path) -> int:
+    """A file's size; 0 when there is none (or it cannot be read)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def free_bytes(path: Path) -> int | None:
