@@ -593,3 +593,32 @@ def test_models_download_replaces_an_unpinned_file_that_verify_calls_corrupt(iso
     assert bad.read_bytes() == good
     again = run_patched(catalog, ["models", "download", "m"], isolated_env)
     assert again.returncode == 0 and "m: already present (unpinned)" in again.stdout
+
+
+def test_two_downloads_replacing_one_corrupt_file_both_end_with_the_good_file(tmp_path, monkeypatch) -> None:
+    # two `livecam models download m` at once over a corrupt m.onnx: the one that moved it aside
+    # second found it gone, "internal error: FileNotFoundError ... -> .m.onnx.corrupt", exit 1
+    from types import MappingProxyType
+
+    from livecam.commands import models as models_command
+    from livecam.models.store import ModelStore
+
+    data = payload(200_000, 41)
+    models = tmp_path / "models"
+    models.mkdir()
+    bad = models / "m.onnx"
+    bad.write_bytes(payload(200_000, 42))
+    real_verify = ModelStore.verify
+
+    def verify_then_the_other_process_moves_it(self, name):
+        state = real_verify(self, name)
+        bad.replace(models / ".m.onnx.other")  # what the other process's _replace_corrupt does meanwhile
+        return state
+
+    monkeypatch.setattr(ModelStore, "verify", verify_then_the_other_process_moves_it)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    with LoopbackServer() as server:
+        spec = spec_for("m", (server.serve("/m.onnx", data),), data)
+        monkeypatch.setattr(catalog_module, "CATALOG", MappingProxyType({"m": spec}))
+        models_command.download_models(RuntimeSettings(models_dir=models, quiet=True), ("m",), accept=False)
+    assert bad.read_bytes() == data

@@ -121,7 +121,10 @@ def _replace_corrupt(store: ModelStore, name: str, bad: Path) -> Path:
     """Download `name` over its corrupt file; the old file is put back if the download fails."""
     _echo(f"{name}: {bad} is corrupt; downloading a fresh copy", err=True)
     aside = bad.with_name(f".{bad.name}.corrupt")
-    os.replace(bad, aside)
+    try:
+        os.replace(bad, aside)
+    except FileNotFoundError:  # another livecam is replacing it: store.path waits for its download
+        return store.path(name)
     try:
         path = store.path(name)
     except BaseException:
