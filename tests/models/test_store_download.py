@@ -482,3 +482,15 @@ def test_the_free_space_check_counts_what_the_partial_file_already_holds(server,
     monkeypatch.setattr(store_module, "free_bytes", lambda path: 20_000)
     assert make_store(online, spec).path("m").read_bytes() == data
     assert [r for _, r, _ in server.state.requests("/m.onnx")] == [f"bytes={SIZE - 10_000}-"]
+
+
+def test_a_body_without_a_length_is_not_read_past_the_catalog_size(server, online, models_dir) -> None:
+    # a server (or proxy) that sends no Content-Length and far more than the model, or never ends:
+    # it was all written to the partial file (a disk filled, or a hang) before the size was checked
+    data = payload(SIZE, seed=43)
+    url = server.serve("/m.onnx", data + bytes(60_000_000), Fault(no_length=True))
+    with pytest.raises(DownloadError) as info:
+        make_store(online, spec_for("m", (url,), data)).path("m")
+    assert f"more than the {SIZE} bytes" in info.value.message
+    assert server.state.sent["/m.onnx"] < 20_000_000
+    assert leftovers(models_dir) == []

@@ -270,10 +270,14 @@ def _fetch_once(url: str, part: Path, *, size: int | None, label: str, progress:
             part.unlink(missing_ok=True)
             raise _NextUrl(f"server offers {total} bytes, the catalog expects {size}")
         part.parent.mkdir(parents=True, exist_ok=True)
-        with open(part, mode) as out:
-            _copy(response, out, start=start, total=total or size, label=label, progress=progress)
-            out.flush()
-            os.fsync(out.fileno())
+        try:
+            with open(part, mode) as out:
+                _copy(response, out, start=start, total=total or size, label=label, progress=progress)
+                out.flush()
+                os.fsync(out.fileno())
+        except _NextUrl:  # not this file: nothing of it is worth resuming
+            part.unlink(missing_ok=True)
+            raise
 
 
 def _copy(response: BinaryIO, out: BinaryIO, *, start: int, total: int | None, label: str,
@@ -291,6 +295,8 @@ def _copy(response: BinaryIO, out: BinaryIO, *, start: int, total: int | None, l
                 raise _Retry(f"connection lost at {out.tell()} bytes") from exc
             if not block:
                 break
+            if total is not None and out.tell() + len(block) > total:  # no length given: never past the size
+                raise _NextUrl(f"the server sent more than the {total} bytes expected; the partial file was deleted")
             out.write(block)
             bar.update(len(block))
             if progress and not bar_shown and time.monotonic() >= next_line:
