@@ -31,6 +31,7 @@ class Fault:
     times: int = 1
     change_to: bytes | None = None  # after the first cut, the server's file becomes this
     throttle_s: float = 0.0  # pause between 64 kB blocks
+    stall_s: float = 0.0  # at the cut, send nothing for this long first (the client's read times out)
     no_length: bool = False  # no Content-Length: the body ends when the connection closes
 
 
@@ -114,6 +115,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             return
         if cut is not None:
+            if fault is not None and fault.stall_s:
+                time.sleep(fault.stall_s)
             self.close_connection = True
             self.connection.shutdown(2)
 

@@ -286,11 +286,14 @@ def _copy(response: BinaryIO, out: BinaryIO, *, start: int, total: int | None, l
 
     bar_shown = progress and is_terminal(sys.stderr)
     next_line = time.monotonic()  # elsewhere a line now and then (the first at once)
+    # What has arrived, up to CHUNK: read(CHUNK) waits for a whole MiB, and a stall (timeout) or
+    # Ctrl-C during that wait dropped what it had received, which the resume then fetched again.
+    read = getattr(response, "read1", response.read)
     with tqdm(total=total, initial=start, unit="B", unit_scale=True, unit_divisor=1024, desc=label,
               disable=not bar_shown, file=sys.stderr, leave=False, dynamic_ncols=True) as bar:
         while True:
             try:
-                block = response.read(CHUNK)
+                block = read(CHUNK)
             except (OSError, ValueError, http.client.HTTPException) as exc:  # a cut mid-body; what arrived is kept for resume
                 raise _Retry(f"connection lost at {out.tell()} bytes") from exc
             if not block:
