@@ -28,7 +28,7 @@ from livecam.models.download import (DownloadPolicy, ProxyRefused, Unreachable, 
 from livecam.runtime.providers import import_onnxruntime
 from livecam.settings import RuntimeSettings
 from livecam.console import counted
-from livecam.paths import why_missing
+from livecam.paths import blocked_folder, nearest_existing, why_missing
 
 log = logging.getLogger("livecam")
 
@@ -468,7 +468,8 @@ class ModelStore:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise ModelError(f"cannot create {models_root_named(self.settings)}: {exc.strerror}; "
+            reason = blocked_folder(self.root) or exc.strerror
+            raise ModelError(f"cannot create {models_root_named(self.settings)}: {reason}; "
                              f"{other_models_root(self.settings)}") from exc
         path = self.root / f".{unit}.lock"
         try:  # the lock is the first file written there: an unwritable folder shows here
@@ -775,11 +776,8 @@ def _size_of(path: Path) -> int:
 
 def free_bytes(path: Path) -> int | None:
     """Free disk space where `path` is (or would be created)."""
-    probe = path
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
     try:
-        return shutil.disk_usage(probe).free
+        return shutil.disk_usage(nearest_existing(path)).free
     except OSError:
         return None
 
