@@ -507,3 +507,17 @@ def test_a_stalled_transfer_keeps_what_arrived_for_the_resume(server, online, mo
     path = ModelStore(online, progress=False, catalog={"m": spec}, policy=replace(FAST, timeout_s=0.5)).path("m")
     assert path.read_bytes() == data
     assert [(r, s) for _, r, s in server.state.requests("/m.onnx")] == [(None, 200), ("bytes=120000-", 206)]
+
+
+def test_a_stale_archive_left_in_the_folder_is_fetched_again_not_trusted(server, models_dir) -> None:
+    # a zip under its final name (a run killed while extracting it, or one copied in by hand) was
+    # used unchecked: "pack.zip: det.onnx failed its size/SHA-256 check; nothing was kept", exit 3
+    det, rec = payload(5000, 45), payload(7000, 46)
+    specs = _archive_catalog(server, {"pack/det.onnx": det, "pack/rec.onnx": rec}, det, rec)
+    models_dir.mkdir(parents=True)
+    (models_dir / "pack.zip").write_bytes(make_zip({"pack/det.onnx": payload(5000, 47)}))
+    store = make_store(RuntimeSettings(models_dir=models_dir, accept_license=True, quiet=True), *specs)
+    assert store.path("det").read_bytes() == det and store.path("rec").read_bytes() == rec
+    # checked as a partial download: resumed, its hash failed, fetched again whole
+    assert [s for _, _, s in server.state.requests("/pack.zip")] == [206, 200]
+    assert sorted(p.name for p in models_dir.iterdir()) == [".verified.json", "det.onnx", "rec.onnx"]

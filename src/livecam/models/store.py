@@ -547,10 +547,11 @@ class ModelStore:
     def _fetch_archive(self, archive: ArchiveSpec) -> None:
         """Download the zip, take only the catalogued members still missing, delete the zip."""
         zip_path = self.root / archive.file_name
-        if not zip_path.is_file():
-            download(archive.urls, zip_path, size=archive.size, sha256=archive.sha256, label=archive.file_name,
-                     progress=self.progress, policy=self.policy, unverified=self.settings.unverified_models,
-                     folder=models_root_named(self.settings), elsewhere=other_models_root(self.settings))
+        if zip_path.is_file():  # left by a run killed while extracting, or copied in: download() checks it as a part
+            os.replace(zip_path, part_path(zip_path))
+        download(archive.urls, zip_path, size=archive.size, sha256=archive.sha256, label=archive.file_name,
+                 progress=self.progress, policy=self.policy, unverified=self.settings.unverified_models,
+                 folder=models_root_named(self.settings), elsewhere=other_models_root(self.settings))
         members = {spec.file_name: spec for spec in self.catalog.values()
                    if spec.archive == archive and spec.file_name in archive.members}
         try:
