@@ -22,3 +22,18 @@ def why_missing(path: Path, fix: str = "check the path") -> str:
             except OSError:
                 pass
     return f"does not exist; {fix}"
+
+
+def nearest_existing(path: Path) -> Path:
+    """`path`, or its nearest ancestor that exists: where a folder made for `path` would start."""
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    return probe
+
+
+def blocked_folder(path: Path) -> str | None:
+    """Why folder `path` cannot be made (its nearest existing part is a file, not a folder), in
+    words naming that file: mkdir says only "Not a directory" or "File exists"; None otherwise."""
+    probe = nearest_existing(path)
+    return None if probe.is_dir() else f"{probe} is a file, not a folder"

@@ -572,3 +572,53 @@ def test_a_folder_where_a_model_file_goes_is_named_not_downloaded_over(isolated_
                        catalog={"m": spec_for("m", ("http://127.0.0.1:9/m.onnx",), data)})
     with pytest.raises(ModelError, match="m.onnx is a folder, where model m's file goes"):
         store.path("m")
+
+
+def test_models_download_replaces_an_unpinned_file_that_verify_calls_corrupt(isolated_env, tmp_path) -> None:
+    # gfpgan_1.4 has no published SHA-256: a file of the right size that does not load (zeros from
+    # an interrupted copy) was "already present (unpinned)", exit 0, while `models verify` said
+    # "corrupt; delete it and run `livecam models download`"
+    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
+    models.mkdir(parents=True)
+    good = tiny_onnx(tmp_path / "good.onnx", [("x", [1, 4])], [("y", [1, 4])]).read_bytes()
+    bad = models / "m.onnx"
+    bad.write_bytes(bytes(len(good)))
+    with LoopbackServer() as server:
+        url = server.serve("/m.onnx", good)
+        catalog = tmp_path / "catalog.json"
+        catalog.write_text(catalog_to_json([spec_for("m", (url,), good, pinned=False)]))
+        result = run_patched(catalog, ["models", "download", "m"], env_without_offline(isolated_env))
+    assert result.returncode == 0, result.stderr
+    assert "corrupt; downloading a fresh copy" in result.stderr
+    assert bad.read_bytes() == good
+    again = run_patched(catalog, ["models", "download", "m"], isolated_env)
+    assert again.returncode == 0 and "m: already present (unpinned)" in again.stdout
+
+
+def test_two_downloads_replacing_one_corrupt_file_both_end_with_the_good_file(tmp_path, monkeypatch) -> None:
+    # two `livecam models download m` at once over a corrupt m.onnx: the one that moved it aside
+    # second found it gone, "internal error: FileNotFoundError ... -> .m.onnx.corrupt", exit 1
+    from types import MappingProxyType
+
+    from livecam.commands import models as models_command
+    from livecam.models.store import ModelStore
+
+    data = payload(200_000, 41)
+    models = tmp_path / "models"
+    models.mkdir()
+    bad = models / "m.onnx"
+    bad.write_bytes(payload(200_000, 42))
+    real_verify = ModelStore.verify
+
+    def verify_then_the_other_process_moves_it(self, name):
+        state = real_verify(self, name)
+        bad.replace(models / ".m.onnx.other")  # what the other process's _replace_corrupt does meanwhile
+        return state
+
+    monkeypatch.setattr(ModelStore, "verify", verify_then_the_other_process_moves_it)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    with LoopbackServer() as server:
+        spec = spec_for("m", (server.serve("/m.onnx", data),), data)
+        monkeypatch.setattr(catalog_module, "CATALOG", MappingProxyType({"m": spec}))
+        models_command.download_models(RuntimeSettings(models_dir=models, quiet=True), ("m",), accept=False)
+    assert bad.read_bytes() == data

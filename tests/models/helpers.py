@@ -31,6 +31,8 @@ class Fault:
     times: int = 1
     change_to: bytes | None = None  # after the first cut, the server's file becomes this
     throttle_s: float = 0.0  # pause between 64 kB blocks
+    stall_s: float = 0.0  # at the cut, send nothing for this long first (the client's read times out)
+    no_length: bool = False  # no Content-Length: the body ends when the connection closes
 
 
 @dataclass
@@ -38,6 +40,7 @@ class ServerState:
     files: dict[str, bytes] = field(default_factory=dict)
     faults: dict[str, Fault] = field(default_factory=dict)
     log: list[tuple[str, str | None, int]] = field(default_factory=list)
+    sent: dict[str, int] = field(default_factory=dict)  # body bytes written per path
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def requests(self, path: str) -> list[tuple[str, str | None, int]]:
@@ -82,7 +85,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         else:
             self._log(path, range_header, 200)
             self.send_response(200)
-        self.send_header("Content-Length", str(len(body) - start))
+        if fault is not None and fault.no_length:
+            self.close_connection = True
+        else:
+            self.send_header("Content-Length", str(len(body) - start))
         self.send_header("Accept-Ranges", "bytes")
         self.end_headers()
         payload = body[start:]
@@ -101,12 +107,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                     break
                 self.wfile.write(view[sent:sent + n])
                 sent += n
+                with state.lock:
+                    state.sent[path] = state.sent.get(path, 0) + n
                 if fault is not None and fault.throttle_s:
                     time.sleep(fault.throttle_s)
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             return
         if cut is not None:
+            if fault is not None and fault.stall_s:
+                time.sleep(fault.stall_s)
             self.close_connection = True
             self.connection.shutdown(2)
 

@@ -64,12 +64,13 @@ def test_a_models_folder_that_cannot_be_created_names_where_it_came_from(tmp_pat
     env.update(LIVECAM_MODELS_DIR=str(blocker / "models"), LIVECAM_CACHE_DIR=str(tmp_path / "cache"))
     from_env = run_cli(["--accept-license", "models", "download", "gfpgan_1.4"], env=env, timeout=60)
     assert from_env.returncode == 3 and "Traceback" not in from_env.stderr
-    assert f"{blocker / 'models'} (LIVECAM_MODELS_DIR): Not a directory; set LIVECAM_MODELS_DIR to another " \
-           f"folder" in from_env.stderr and "--models-dir" not in from_env.stderr
+    # mkdir says only "Not a directory": which part of the path is the file is named
+    assert f"{blocker / 'models'} (LIVECAM_MODELS_DIR): {blocker} is a file, not a folder; set LIVECAM_MODELS_DIR " \
+           f"to another folder" in from_env.stderr and "--models-dir" not in from_env.stderr
     given = run_cli(["--models-dir", str(blocker / "other"), "--accept-license", "models", "download", "gfpgan_1.4"],
                     env=env, timeout=60)
-    assert given.returncode == 3 and f"{blocker / 'other'} (--models-dir): Not a directory; give --models-dir " \
-                                      f"another folder" in given.stderr
+    assert given.returncode == 3 and f"{blocker / 'other'} (--models-dir): {blocker} is a file, not a " \
+                                      f"folder; give --models-dir another folder" in given.stderr
     assert "LIVECAM_MODELS_DIR" not in given.stderr
 
 
@@ -85,6 +86,6 @@ def test_a_default_models_folder_that_cannot_be_created_names_both_ways_to_anoth
     (tmp_path / "data").write_text("")  # the user data folder's parent is a file
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     store = ModelStore(RuntimeSettings(accept_license=True), progress=False)
-    with pytest.raises(ModelError, match=r"\(the default\): Not a directory; pass --models-dir \(or set "
+    with pytest.raises(ModelError, match=r"\(the default\): \S+data is a file, not a folder; pass --models-dir \(or set "
                                          r"LIVECAM_MODELS_DIR\) to use another one"):
         store.path("gfpgan_1.4")

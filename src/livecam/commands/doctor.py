@@ -13,6 +13,7 @@ from livecam import __version__
 from livecam.console import counted
 from livecam.errors import LivecamError, ProviderError
 from livecam.models.catalog import DEFAULT_RUN_MODELS, download_command
+from livecam.paths import blocked_folder, nearest_existing
 from livecam.models.store import (CORRUPT, MISSING, PRESENT, VERIFIED, ModelStore, free_bytes, models_root,
                                   other_models_root)
 from livecam.pipeline.engine import PROBE_MODEL
@@ -116,13 +117,11 @@ def unwritable(root: Path) -> str | None:
     missing one is created on first use), or None when they can."""
     import tempfile
 
-    folder = root
-    while not folder.exists() and folder.parent != folder:
-        folder = folder.parent
+    blocked = blocked_folder(root)
+    if blocked is not None:
+        return blocked
     try:
-        if not folder.is_dir():
-            raise NotADirectoryError(f"{folder} is not a folder")
-        with tempfile.TemporaryFile(dir=folder):  # os.access says yes to root on read-only mounts
+        with tempfile.TemporaryFile(dir=nearest_existing(root)):  # os.access says yes to root on read-only mounts
             pass
     except OSError as exc:
         return exc.strerror or str(exc)

@@ -64,12 +64,12 @@ def download_models(settings: RuntimeSettings, names: tuple[str, ...], accept: b
         if spec.bundled:
             _echo(f"{spec.name}: embedded in the package, nothing to download")
     # What has to be fetched: missing files, and files that turn out corrupt (a present file not
-    # hashed yet is hashed now: asking for a download is asking for a good file).
+    # hashed yet is hashed now, an unpinned one loaded: asking for a download is asking for a good file).
     states: dict[str, ModelState] = {}
     for spec in specs:
         if not spec.bundled:
             st = store.state(spec.name)
-            states[spec.name] = store.verify(spec.name) if st.state == PRESENT else st
+            states[spec.name] = store.verify(spec.name) if st.state in (PRESENT, UNPINNED) else st
     fetch = [s for s in specs if not s.bundled and states[s.name].state in (MISSING, CORRUPT)]
     for spec in fetch:
         if states[spec.name].path.is_dir():  # never replaced: a folder is the user's to move
@@ -121,7 +121,10 @@ def _replace_corrupt(store: ModelStore, name: str, bad: Path) -> Path:
     """Download `name` over its corrupt file; the old file is put back if the download fails."""
     _echo(f"{name}: {bad} is corrupt; downloading a fresh copy", err=True)
     aside = bad.with_name(f".{bad.name}.corrupt")
-    os.replace(bad, aside)
+    try:
+        os.replace(bad, aside)
+    except FileNotFoundError:  # another livecam is replacing it: store.path waits for its download
+        return store.path(name)
     try:
         path = store.path(name)
     except BaseException:

@@ -270,10 +270,14 @@ def _fetch_once(url: str, part: Path, *, size: int | None, label: str, progress:
             part.unlink(missing_ok=True)
             raise _NextUrl(f"server offers {total} bytes, the catalog expects {size}")
         part.parent.mkdir(parents=True, exist_ok=True)
-        with open(part, mode) as out:
-            _copy(response, out, start=start, total=total or size, label=label, progress=progress)
-            out.flush()
-            os.fsync(out.fileno())
+        try:
+            with open(part, mode) as out:
+                _copy(response, out, start=start, total=total or size, label=label, progress=progress)
+                out.flush()
+                os.fsync(out.fileno())
+        except _NextUrl:  # not this file: nothing of it is worth resuming
+            part.unlink(missing_ok=True)
+            raise
 
 
 def _copy(response: BinaryIO, out: BinaryIO, *, start: int, total: int | None, label: str,
@@ -282,15 +286,20 @@ def _copy(response: BinaryIO, out: BinaryIO, *, start: int, total: int | None, l
 
     bar_shown = progress and is_terminal(sys.stderr)
     next_line = time.monotonic()  # elsewhere a line now and then (the first at once)
+    # What has arrived, up to CHUNK: read(CHUNK) waits for a whole MiB, and a stall (timeout) or
+    # Ctrl-C during that wait dropped what it had received, which the resume then fetched again.
+    read = getattr(response, "read1", response.read)
     with tqdm(total=total, initial=start, unit="B", unit_scale=True, unit_divisor=1024, desc=label,
               disable=not bar_shown, file=sys.stderr, leave=False, dynamic_ncols=True) as bar:
         while True:
             try:
-                block = response.read(CHUNK)
+                block = read(CHUNK)
             except (OSError, ValueError, http.client.HTTPException) as exc:  # a cut mid-body; what arrived is kept for resume
                 raise _Retry(f"connection lost at {out.tell()} bytes") from exc
             if not block:
                 break
+            if total is not None and out.tell() + len(block) > total:  # no length given: never past the size
+                raise _NextUrl(f"the server sent more than the {total} bytes expected; the partial file was deleted")
             out.write(block)
             bar.update(len(block))
             if progress and not bar_shown and time.monotonic() >= next_line:

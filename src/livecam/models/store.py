@@ -24,11 +24,12 @@ from livecam.atomic import AtomicOutput
 from livecam.errors import DownloadError, InputError, LicenseNotAcceptedError, ModelError
 from livecam.models import catalog as catalog_module
 from livecam.models.catalog import ArchiveSpec, ModelSpec, TensorSpec, download_command
-from livecam.models.download import DownloadPolicy, ProxyRefused, Unreachable, download, sha256_file
+from livecam.models.download import (DownloadPolicy, ProxyRefused, Unreachable, download, part_path,
+                                     sha256_file)
 from livecam.runtime.providers import import_onnxruntime
 from livecam.settings import RuntimeSettings
 from livecam.console import counted
-from livecam.paths import why_missing
+from livecam.paths import blocked_folder, nearest_existing, why_missing
 
 log = logging.getLogger("livecam")
 
@@ -470,7 +471,8 @@ class ModelStore:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise ModelError(f"cannot create {models_root_named(self.settings)}: {exc.strerror}; "
+            reason = blocked_folder(self.root) or exc.strerror
+            raise ModelError(f"cannot create {models_root_named(self.settings)}: {reason}; "
                              f"{other_models_root(self.settings)}") from exc
         path = self.root / f".{unit}.lock"
         try:  # the lock is the first file written there: an unwritable folder shows here
@@ -533,8 +535,12 @@ class ModelStore:
         return DownloadError("; ".join(exc.message for exc in errors))
 
     def _check_free_space(self, spec: ModelSpec) -> None:
-        """Refuse early, rather than fill the disk and fail at 90 %."""
-        need = (spec.size or 0) + (spec.archive.size if spec.archive else 0)
+        """Refuse early, rather than fill the disk and fail at 90 %. What partial files (download.
+        part_path) already hold is not needed again: a resume after freeing some space was refused
+        for want of room for the whole file."""
+        units = [(spec.file_name, spec.size or 0)] + ([(spec.archive.file_name, spec.archive.size)]
+                                                      if spec.archive else [])
+        need = sum(max(0, size - _size_of(part_path(self.root / file_name))) for file_name, size in units)
         free = free_bytes(self.root)
         if free is not None and need and free < need:
             raise DownloadError(f"not enough free disk space for {spec.name} in {models_root_named(self.settings)}: "
@@ -544,10 +550,11 @@ class ModelStore:
     def _fetch_archive(self, archive: ArchiveSpec) -> None:
         """Download the zip, take only the catalogued members still missing, delete the zip."""
         zip_path = self.root / archive.file_name
-        if not zip_path.is_file():
-            download(archive.urls, zip_path, size=archive.size, sha256=archive.sha256, label=archive.file_name,
-                     progress=self.progress, policy=self.policy, unverified=self.settings.unverified_models,
-                     folder=models_root_named(self.settings), elsewhere=other_models_root(self.settings))
+        if zip_path.is_file():  # left by a run killed while extracting, or copied in: download() checks it as a part
+            os.replace(zip_path, part_path(zip_path))
+        download(archive.urls, zip_path, size=archive.size, sha256=archive.sha256, label=archive.file_name,
+                 progress=self.progress, policy=self.policy, unverified=self.settings.unverified_models,
+                 folder=models_root_named(self.settings), elsewhere=other_models_root(self.settings))
         members = {spec.file_name: spec for spec in self.catalog.values()
                    if spec.archive == archive and spec.file_name in archive.members}
         try:
@@ -763,13 +770,18 @@ def _describe_arg(arg: Any) -> str:
     return f"{arg.name} {shape} {str(arg.type).removeprefix('tensor(').removesuffix(')')}"
 
 
+def _size_of(path: Path) -> int:
+    """A file's size; 0 when there is none (or it cannot be read)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
 def free_bytes(path: Path) -> int | None:
     """Free disk space where `path` is (or would be created)."""
-    probe = path
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
     try:
-        return shutil.disk_usage(probe).free
+        return shutil.disk_usage(nearest_existing(path)).free
     except OSError:
         return None
 
