@@ -45,6 +45,23 @@ def test_a_source_photo_without_a_face_is_refused(tmp_path: Path, faces_dir: Pat
     assert not out.exists()
 
 
+
+def test_a_letterboxed_source_photo_without_a_face_is_refused(tmp_path: Path, faces_dir: Path,
+                                                              isolated_env: dict[str, str]) -> None:
+    # The table in a black frame as --source: the detector took the glass for a face (0.57) on
+    # the photo itself, and its "identity" was swapped onto the target, exit 0 without a word.
+    _standins(isolated_env)
+    table = cv2.imread(str(_no_face(faces_dir, tmp_path)))
+    boxed = tmp_path / "boxed.png"
+    cv2.imwrite(str(boxed), cv2.copyMakeBorder(table, 200, 200, 200, 200, cv2.BORDER_CONSTANT, value=(0, 0, 0)))
+    target, out = small(faces_dir, "obama.jpg", tmp_path), tmp_path / "o.png"
+    result = run_cli(["--unverified-models", "image", str(target), str(out), "-s", str(boxed), *EXACT],
+                     env=isolated_env)
+    assert result.returncode == 2, result.stderr
+    assert "no face found in source photo" in only_error_line(
+        "\n".join(line for line in result.stderr.splitlines() if "--unverified-models" not in line))
+    assert not out.exists()
+
 def test_a_picture_without_a_face_is_written_unchanged(tmp_path: Path, faces_dir: Path,
                                                        isolated_env: dict[str, str]) -> None:
     # The glass was swapped for a face ("1 face swapped") by the neural swapper.

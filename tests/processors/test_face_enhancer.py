@@ -10,11 +10,12 @@ from livecam.errors import ModelError
 from livecam.faces.align import FFHQ_512, align_matrix, invert, warp_crop
 from livecam.faces.face import Face
 from livecam.frame import FramePacket
+from livecam.processors.base import changed_faces, why_unchanged
 from livecam.processors.crop_masks import FaceMasker
 from livecam.processors.face_enhancer import FaceEnhancer
 from livecam.processors.face_parser import FaceParser
 from livecam.processors.occluder import Occluder
-from livecam.settings import EnhanceSettings, SwapSettings
+from livecam.settings import EnhanceSettings, ProcessingSettings, SwapSettings
 from tests.standins.gfpgan import build_gfpgan
 from tests.standins.inswapper import build_inswapper
 from tests.standins.masks import build_bisenet, build_xseg
@@ -312,3 +313,21 @@ def test_the_swappers_mask_models_step_reaches_the_enhancer(models, two_faces):
     assert np.array_equal(_run(enhancer, frame, faces), plain)
     enhancer.set_mask_models(True)
     assert np.array_equal(_run(enhancer, frame, faces), kept)
+
+
+def test_a_paste_too_faint_to_change_a_pixel_is_not_counted_as_enhanced(models, two_faces):
+    # At a blend this low the mix rounds back to every pixel's own value: the summary counted
+    # both faces as enhanced. After a swapper the swap is what counts, so nothing is said there.
+    frame, faces = two_faces
+    alone = FramePacket(index=0, image=frame.copy(), faces=faces)
+    FaceEnhancer(cpu_session(models["identity"]), EnhanceSettings(blend=0.001)).process(alone)
+    assert np.array_equal(alone.image, frame)
+    assert changed_faces(alone) == 0 and alone.faint == 2
+    processing = ProcessingSettings(sources=(), frame_processors=("face_enhancer",),
+                                    enhance=EnhanceSettings(blend=0.001))
+    assert why_unchanged("the faces found in x.jpg", False, processing, alone.faint > 0) == (
+        "--enhancer-blend 0.001 is too faint to change a pixel of the faces found in x.jpg; "
+        "give a larger --enhancer-blend")
+    after_swap = FramePacket(index=0, image=frame.copy(), faces=faces)
+    FaceEnhancer(cpu_session(models["identity"]), EnhanceSettings(blend=0.001), counts=False).process(after_swap)
+    assert after_swap.left_as_is == 0 and after_swap.faint == 0

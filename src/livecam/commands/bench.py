@@ -564,7 +564,7 @@ def _run_bench(job: BenchJob) -> None:
             # the mesh swapper ignores --face-mask: it leaves only faces FaceMesh cannot fit
             log.warning("warning: %s (these figures leave out the swap)",
                         why_unchanged("the faces in the clip's frames", engines[name].swap_model == "mesh",
-                                      variants[name].processing.swap))
+                                      variants[name].processing))
         reports[name] = {
             "mode": job.mode, "input": str(job.input) if job.input else "generated", "resolution": size,
             "engine": engines[name].describe(), "workers": job.processing.runtime.execution_threads,

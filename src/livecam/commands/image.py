@@ -80,7 +80,7 @@ def run_image(job: ImageJob) -> None:
         if packet.left_as_is == count:  # usable faces, each left by the swapper
             log.warning("warning: %s", why_unchanged(f"the {agree(count, 'face', counted(count, 'face'))} found "
                                                      f"in {job.input}", packet.unfitted > 0,
-                                                     job.processing.swap, packet.faint > 0))
+                                                     job.processing, packet.faint > 0))
         count = changed_faces(packet)
     marker = open_watermarker(job.processing.runtime, engine.providers) if job.watermark else None
     write_image_atomic(job.output, packet.image, force=job.force, label=job.label, alpha=alpha,

@@ -377,8 +377,12 @@ class FaceAnalyser:
     # ---- photos ---------------------------------------------------------------------------------
     def analyse_photo(self, image: np.ndarray) -> tuple[Face | None, int]:
         """(largest face with landmarks and, when an embedder is loaded, its embedding; number of
-        faces found) for a source or reference photo."""
-        faces = _at_any_roll(self.detector).detect(image) or detect_padded(self.detector, image, self.landmarker)
+        faces found) for a source or reference photo. Confirmed by FaceMesh as a frame's faces
+        are (a letterboxed table's glass was put in as the source face); a face cut by the edge
+        is kept, as there: a tight headshot is a usual source photo."""
+        found = _at_any_roll(self.detector).detect(image)
+        faces = confirmed(image, found, self.landmarker, keep_cut=True) or detect_padded(
+            self.detector, image, self.landmarker)
         best = selection.largest_face(faces)
         if best is None:
             return None, 0

@@ -36,7 +36,7 @@ SMALL_SOURCE_EYE_DISTANCE = 32.0
 # A source face turned further than this (Face.yaw) shows one side foreshortened or hidden: the
 # user is warned that part of the swapped face will be stretched or stay the target's.
 TURNED_SOURCE_YAW = 0.7
-_CACHE_VERSION = "2"  # 2: the number of faces in the photo is kept too
+_CACHE_VERSION = "3"  # 2: the number of faces in the photo is kept too; 3: faces confirmed by FaceMesh
 
 
 @dataclass(frozen=True)

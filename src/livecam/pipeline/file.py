@@ -748,7 +748,7 @@ def say_unchanged(stats: RunStats, job: VideoJob) -> None:
     elif stats.usable and not stats.faces_changed:  # each left by the swapper
         where = "the one processed frame" if one else f"{stats.usable} of the {stats.processed} processed frames"
         log.warning("warning: %s", why_unchanged(f"the faces found in {where}", stats.faces_unfitted > 0,
-                                                 job.processing.swap, stats.faces_faint > 0))
+                                                 job.processing, stats.faces_faint > 0))
 
 
 def _finish_partial(writer: VideoWriter, output: AtomicOutput, job: VideoJob, exc: BaseException) -> Path | None:

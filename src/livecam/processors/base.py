@@ -11,7 +11,8 @@ from livecam.faces.face import Face
 from livecam.faces.selection import MIN_EYE_DISTANCE as MIN_EYE_DISTANCE, usable as usable
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
-from livecam.settings import SwapSettings
+from livecam.processors.registry import swaps
+from livecam.settings import ProcessingSettings
 
 # From MIN_EYE_DISTANCE the change fades in, fully shown from this eye distance: in a video, a face whose
 # eye distance hovers round the threshold (a zoom, landmark jitter) would otherwise be swapped
@@ -25,11 +26,15 @@ def changed_faces(packet: FramePacket) -> int:
     return sum(usable(face) for face in packet.faces) - packet.left_as_is
 
 
-def why_unchanged(faces: str, unfitted: bool, swap: SwapSettings, faint: bool = False) -> str:
+def why_unchanged(faces: str, unfitted: bool, processing: ProcessingSettings, faint: bool = False) -> str:
     """The warning, with its fix, when the swapper left every usable face of `faces` ("the face
     found in X") as it was: the mesh swapper could not fit FaceMesh to them (`unfitted`:
     FramePacket.unfitted), the swap was too faint to change a pixel (`faint`: FramePacket.faint),
-    or their paste mask was empty."""
+    or their paste mask was empty. Without a swapper, the enhancer's paste is what was too faint."""
+    swap, enhance = processing.swap, processing.enhance
+    if faint and not swaps(processing.frame_processors) and enhance.blend < 1.0:
+        return (f"--enhancer-blend {enhance.blend:g} is too faint to change a pixel of {faces}; "
+                "give a larger --enhancer-blend")
     if unfitted:
         return (f"the mesh swapper could not fit its landmarks to {faces} (cut off by the edge, or turned "
                 "away), so nothing was swapped; use one where the whole face shows, or the neural swapper "

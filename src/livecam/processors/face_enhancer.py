@@ -47,7 +47,7 @@ from livecam.models import fp16
 from livecam.models.catalog import download_command
 from livecam.processors.base import presence, usable
 from livecam.processors.crop_masks import FaceMasker, build_masker
-from livecam.processors.paste import CropMask, align_crop, feathered_box, paste
+from livecam.processors.paste import CropMask, align_crop, feathered_box, paste_changes
 from livecam.processors.registry import BuildContext, ProcessorSpec, given, listed
 from livecam.runtime import graphs
 from livecam.runtime.providers import MAX_BATCH
@@ -177,12 +177,14 @@ class FaceEnhancer:
 
     def __init__(self, session: Any, settings: EnhanceSettings, fast_session: Any = None, *, joined: Any = None,
                  fast_joined: Any = None, one_shape: bool = False, masker: FaceMasker | None = None,
-                 fade: bool = True) -> None:
+                 fade: bool = True, counts: bool = True) -> None:
         """`joined`, `fast_joined`: the models with their pixel front, or None; `one_shape`: one
         crop a call (Restorer); `masker`: the swapper's, whose kept target the restored face is
         not pasted over (None: nothing kept); `fade`: faces near the size limit fade in
-        (base.presence; not in a still picture)."""
+        (base.presence; not in a still picture); `counts`: the enhancer's changes are what the
+        summary counts (no swapper runs), so a face it left as it was is said so."""
         self._fade = fade
+        self._counts = counts
         self._settings = settings
         self._masker = masker
         self._chosen = Restorer(settings.model, session, settings, joined, one_shape)
@@ -246,7 +248,10 @@ class FaceEnhancer:
                 mask = self._mask(restorer.mask, crop, face, matrix)
                 # BGRA with the paste mask as alpha, built in one merge (paste() takes it as is).
                 restored = cv2.merge((*planes, mask.alpha8))
-                paste(image, restored, matrix, mask, opacity=blend * presence(face, self._fade))
+                changed = paste_changes(image, restored, matrix, mask, opacity=blend * presence(face, self._fade))
+                if self._counts and not changed:  # after a swapper, the swap is what counts
+                    packet.left_as_is += 1
+                    packet.faint += 1
         packet.timings[self.name] = (time.perf_counter() - start) * 1000.0
         return packet
 
@@ -268,7 +273,8 @@ def _build(ctx: BuildContext) -> FaceEnhancer:
     fast, fast_joined = _fast_sessions(ctx) if ctx.live else (None, None)
     # On a GPU lane one shape, joined or not (the join may fail)
     return FaceEnhancer(session, settings, fast, joined=joined, fast_joined=fast_joined,
-                        one_shape=_on_gpu_lane(ctx), masker=_kept_by_swapper(ctx), fade=not ctx.still)
+                        one_shape=_on_gpu_lane(ctx), masker=_kept_by_swapper(ctx), fade=not ctx.still,
+                        counts=ctx.swap_model is None)
 
 
 def _kept_by_swapper(ctx: BuildContext) -> FaceMasker | None:
