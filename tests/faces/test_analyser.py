@@ -337,3 +337,28 @@ def test_a_frame_without_a_face_is_retried_padded_only_when_small() -> None:
     assert detector.calls == 2
     analyser.analyse(np.zeros((720, 1280, 3), np.uint8))  # a video frame pays for one detection
     assert detector.calls == 3
+
+
+class RejectingMesh(FakeMesh):
+    """FaceMesh on a glass: no face there (landmarks left unset)."""
+
+    def refine(self, image: np.ndarray, faces: list[Face]) -> list[Face]:
+        self.calls += 1
+        return list(faces)
+
+
+@pytest.mark.parametrize("need_landmarks", [False, True])
+@pytest.mark.parametrize("is_face", [True, False], ids=["face", "glass"])
+def test_tracked_frames_confirm_each_track_once_reusing_the_landmarks(need_landmarks: bool, is_face: bool) -> None:
+    # A video or live run confirms a face with FaceMesh when its track starts, not every frame
+    # (a run per face per frame), and not a second time where FaceMesh ran for the landmarks.
+    from livecam.faces.tracking import FaceTracker
+
+    mesh = FakeMesh() if is_face else RejectingMesh()
+    analyser = FaceAnalyser(FakeDetector([face_at(60, 50)]), AnalysisSettings(), names=ModelNames("fake"),
+                            landmarker=mesh, need_landmarks=need_landmarks, tracker=FaceTracker(0.5))
+    found = [analyser.analyse(IMAGE, timestamp=i / 30, track=True) for i in range(10)]
+    assert [len(faces) for faces in found] == [1 if is_face else 0] * 10
+    assert mesh.calls == (10 if need_landmarks else 1)
+    files = [analyser.track(analyser.analyse(IMAGE), 1 + i / 30, IMAGE) for i in range(10)]  # a video file's order step
+    assert [len(faces) for faces in files] == [1 if is_face else 0] * 10

@@ -176,3 +176,42 @@ def test_smoothing_strength_is_validated():
     assert params_for_strength(0.0) is None
     with pytest.raises(ValueError):
         FaceTracker(1.5)
+
+
+class CountingConfirm:
+    """A FaceMesh stand-in: a face whose box starts left of x 300 is a face, the rest are not
+    (a glass); counts the faces it was asked about."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def __call__(self, faces: list[Face]) -> list[bool]:
+        self.asked += len(faces)
+        return [float(f.bbox[0]) < 300 for f in faces]
+
+
+def test_a_track_is_confirmed_once_and_a_rejected_one_is_never_returned():
+    # Confirming every frame costs a FaceMesh run per face per frame: once per track is enough.
+    tracker, confirm = FaceTracker(smoothing=0.5), CountingConfirm()
+    for i in range(30):
+        face, glass = face_at(100 + i, 100, 100), face_at(400, 100, 90)
+        out = tracker.update([glass, face], i / FPS, confirm)
+        assert len(out) == 1 and out[0].bbox[0] < 300
+    assert confirm.asked == 2
+    assert [f.bbox[0] < 300 for f in tracker.predict(30 / FPS)] == [True]
+
+
+def test_update_marked_puts_none_where_the_track_is_not_a_face():
+    tracker = FaceTracker(smoothing=0.0)
+    marked = tracker.update_marked([face_at(400, 100, 90), face_at(100, 100, 100)], 0.0, CountingConfirm())
+    assert marked[0] is None and marked[1] is not None and marked[1].track_id is not None
+
+
+def test_a_rejected_track_is_checked_again_only_when_that_is_free():
+    # recheck: FaceMesh ran on the face anyway (a processor needs landmarks), and a face turned
+    # away as its track started is swapped once it passes.
+    for recheck in (False, True):
+        tracker, verdicts = FaceTracker(smoothing=0.0), iter([False, True])
+        outs = [tracker.update([face_at(100, 100, 100)], i / FPS, lambda faces: [next(verdicts) for _ in faces],
+                               recheck=recheck) for i in range(3)]
+        assert [len(out) for out in outs] == ([0, 1, 1] if recheck else [0, 0, 0])

@@ -5,6 +5,13 @@ detections and tracks are paired greedily by IoU, best pair first (two faces cro
 their ids because the prediction, not last frame's box, is compared). A track that finds no
 detection for `max_missed` updates in a row is dropped; unmatched detections start new tracks.
 
+Confirmation: update() may be given a `confirm` check (FaceMesh: is this a face at all?). It
+runs once, on a track's first detection, not on every frame: a track it rejects (a whisky glass
+BlazeFace scored 0.57) is followed like any other, so that it is not started and checked again
+next frame, but its faces are never returned. `recheck`: the check costs nothing this frame
+(FaceMesh ran on the faces anyway), so rejected tracks are checked again and one that passes
+becomes a face (a head turned away as its track started).
+
 Smoothing: a One-Euro filter (Casiez et al., CHI 2012) per track on the 5 keypoints, the mesh
 landmarks and the box. Its cut-off frequency rises with each point's speed, measured in eye
 distances per second so that the same strength works for near and far faces: a still face is
@@ -16,7 +23,7 @@ Not thread-safe: one tracker belongs to the one stage that analyses frames in or
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,6 +33,9 @@ from livecam.faces.nms import iou_matrix
 
 DEFAULT_DT = 1.0 / 30.0  # used when timestamps do not advance
 MAX_EXTRAPOLATION_S = 0.25  # never push a predicted face further ahead than this
+
+# Whether each of some faces is a face at all (one bool per face, in order)
+Confirm = Callable[[list[Face]], list[bool]]
 
 
 @dataclass(frozen=True)
@@ -87,6 +97,7 @@ class _Track:
     velocity: np.ndarray = field(default_factory=lambda: np.zeros(2))  # box centre, px/s
     missed: int = 0
     seen: int = 1  # detections matched so far
+    is_face: bool = True  # what `confirm` said of its first detection
     kps_filter: OneEuroFilter | None = None
     lm_filter: OneEuroFilter | None = None
     box_filter: OneEuroFilter | None = None
@@ -112,39 +123,52 @@ class FaceTracker:
         self._tracks.clear()
         self._last_time = None
 
-    def update(self, faces: Sequence[Face], timestamp: float) -> list[Face]:
-        """The detections of one frame, in their order, with track ids and smoothed points."""
+    def update(self, faces: Sequence[Face], timestamp: float, confirm: Confirm | None = None,
+               recheck: bool = False) -> list[Face]:
+        """The detections of one frame, in their order, with track ids and smoothed points; those
+        on a track that `confirm` rejected left out (see the module docstring)."""
+        return [f for f in self.update_marked(faces, timestamp, confirm, recheck) if f is not None]
+
+    def update_marked(self, faces: Sequence[Face], timestamp: float, confirm: Confirm | None = None,
+                      recheck: bool = False) -> list[Face | None]:
+        """update(), with None in place of each detection on a rejected track."""
         if self._last_time is not None and timestamp < self._last_time:
             self.reset()  # time went backwards (seek, loop): old tracks say nothing about now
         self._last_time = timestamp
         pairs = self._match(faces, timestamp)
+        owners: list[_Track | None] = [None] * len(faces)
         out: list[Face | None] = [None] * len(faces)
-        matched_tracks = set()
         for det_i, track_i in pairs:
-            track = self._tracks[track_i]
-            out[det_i] = self._advance(track, faces[det_i], timestamp)
-            matched_tracks.add(track_i)
+            owners[det_i] = self._tracks[track_i]
+            out[det_i] = self._advance(self._tracks[track_i], faces[det_i], timestamp)
+        matched = {track_i for _, track_i in pairs}
         survivors = []
         for i, track in enumerate(self._tracks):
-            if i not in matched_tracks:
+            if i not in matched:
                 track.missed += 1
                 if track.missed > self.max_missed:
                     continue
             survivors.append(track)
         self._tracks = survivors
-        for det_i, face in enumerate(faces):
-            if out[det_i] is None:
-                track = self._start(face, timestamp)
-                self._tracks.append(track)
-                out[det_i] = track.face
-        return [f for f in out if f is not None]
+        started = [det_i for det_i in range(len(faces)) if owners[det_i] is None]
+        for det_i in started:
+            owners[det_i] = track = self._start(faces[det_i], timestamp)
+            self._tracks.append(track)
+            out[det_i] = track.face
+        tracks = [t for t in owners if t is not None]  # every detection has its track now
+        if confirm is not None:
+            check = started + [det_i for det_i, _ in pairs if recheck and not tracks[det_i].is_face]
+            if check:
+                for det_i, ok in zip(check, confirm([faces[i] for i in check])):
+                    tracks[det_i].is_face = bool(ok)
+        return [face if track.is_face else None for face, track in zip(out, tracks)]
 
     def predict(self, timestamp: float, extrapolate: bool = True) -> list[Face]:
         """Faces for a frame where detection was skipped: the tracks seen in the last update,
         moved along their velocity to `timestamp` when `extrapolate`. Changes no state."""
         faces = []
         for track in self._tracks:
-            if track.missed:
+            if track.missed or not track.is_face:
                 continue
             if not extrapolate:
                 faces.append(track.face)
