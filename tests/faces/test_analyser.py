@@ -359,6 +359,28 @@ def test_tracked_frames_confirm_each_track_once_reusing_the_landmarks(need_landm
                             landmarker=mesh, need_landmarks=need_landmarks, tracker=FaceTracker(0.5))
     found = [analyser.analyse(IMAGE, timestamp=i / 30, track=True) for i in range(10)]
     assert [len(faces) for faces in found] == [1 if is_face else 0] * 10
-    assert mesh.calls == (10 if need_landmarks else 1)
+    assert mesh.calls == (10 if need_landmarks and is_face else 1)  # a rejected glass is not fitted again
     files = [analyser.track(analyser.analyse(IMAGE), 1 + i / 30, IMAGE) for i in range(10)]  # a video file's order step
     assert [len(faces) for faces in files] == [1 if is_face else 0] * 10
+
+
+class GlassMesh(FakeMesh):
+    """FaceMesh that sees a face only in boxes starting left of x 100 (the glass is right of it)."""
+
+    def refine(self, image: np.ndarray, faces: list[Face]) -> list[Face]:
+        self.calls += 1
+        return [f.with_(landmarks=np.tile([f.bbox[0] + 5.0, 20.0], (468, 1))) if f.bbox[0] < 100 else f
+                for f in faces]
+
+
+def test_a_rejected_glass_larger_than_the_face_does_not_hide_it_in_live_frames() -> None:
+    # Without --many-faces the glass, the largest, was "the one" every frame: rejected, nothing swapped.
+    from livecam.faces.tracking import FaceTracker
+
+    face, glass = face_at(20, 40), face_at(120, 60)
+    mesh = GlassMesh()
+    analyser = FaceAnalyser(FakeDetector([face, glass]), AnalysisSettings(), names=ModelNames("fake"),
+                            landmarker=mesh, tracker=FaceTracker(0.0))
+    found = [analyser.analyse(IMAGE, timestamp=i / 30, track=True) for i in range(8)]
+    assert [[float(f.bbox[0]) for f in faces] for faces in found] == [[]] + [[20.0]] * 7
+    assert mesh.calls == 2  # each track confirmed once

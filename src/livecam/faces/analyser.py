@@ -62,6 +62,8 @@ class Tracker(Protocol):
     def update_marked(self, faces: list[Face], timestamp: float, confirm: Confirm | None = None,
                       recheck: bool = False) -> list[Face | None]: ...
 
+    def rejected(self, faces: list[Face], timestamp: float) -> list[bool]: ...
+
     def reset(self) -> None: ...
 
 
@@ -258,6 +260,8 @@ class FaceAnalyser:
         timings = {} if timings is None else timings
         # With nobody in view there is nothing to carry: detect (a swap-free frame can afford it).
         carry = track and bool(self._carried) and self._since_detect < self._detect_every
+        ts = time.perf_counter() if timestamp is None else float(timestamp)
+        hidden: list[Face] = []  # on a track FaceMesh rejected: tracked, never selected
         t0 = time.perf_counter()
         if carry:
             faces = list(self._carried or [])
@@ -270,6 +274,11 @@ class FaceAnalyser:
             if not faces and max(image.shape[:2]) <= PAD_RETRY_MAX_SIDE:
                 faces = detect_padded(self.detector, image, self.landmarker)
             timings["detect"] = _ms(t0)
+            if track and self.tracker is not None and self._one_face and faces:
+                # A glass bigger than the face would be "the one" every frame, and hide the face.
+                marks = self.tracker.rejected(faces, ts)
+                hidden = [f for f, m in zip(faces, marks) if m]
+                faces = [f for f, m in zip(faces, marks) if not m]
             faces = self._select(image, faces, timings)
         if faces and self.landmarker is not None and (self.need_landmarks or carry):
             # Carried faces are re-fitted even when no processor needs landmarks: the mesh
@@ -288,7 +297,7 @@ class FaceAnalyser:
             self._carried = faces
             if self.tracker is not None:
                 t2 = time.perf_counter()
-                ts = time.perf_counter() if timestamp is None else float(timestamp)
+                faces = faces + hidden  # keeps their tracks alive, so they are not confirmed again
                 marked = self._update_tracks(image, faces, ts)
                 self._carried = [raw for raw, kept in zip(faces, marked) if kept is not None]  # no glass re-fitted
                 faces = [f for f in marked if f is not None]

@@ -163,6 +163,15 @@ class FaceTracker:
                     tracks[det_i].is_face = bool(ok)
         return [face if track.is_face else None for face, track in zip(out, tracks)]
 
+    def rejected(self, faces: Sequence[Face], timestamp: float) -> list[bool]:
+        """Whether each detection lies on a track `confirm` rejected (IoU with its predicted box at
+        least the matching threshold). Changes no state."""
+        bad = [t for t in self._tracks if not t.is_face]
+        if not faces or not bad:
+            return [False] * len(faces)
+        iou = iou_matrix(np.stack([f.bbox for f in faces]), np.stack([t.predicted_bbox(timestamp) for t in bad]))
+        return [bool(v) for v in iou.max(axis=1) >= self.iou_threshold]
+
     def predict(self, timestamp: float, extrapolate: bool = True) -> list[Face]:
         """Faces for a frame where detection was skipped: the tracks seen in the last update,
         moved along their velocity to `timestamp` when `extrapolate`. Changes no state."""
