@@ -384,3 +384,21 @@ def test_a_rejected_glass_larger_than_the_face_does_not_hide_it_in_live_frames()
     found = [analyser.analyse(IMAGE, timestamp=i / 30, track=True) for i in range(8)]
     assert [[float(f.bbox[0]) for f in faces] for faces in found] == [[]] + [[20.0]] * 7
     assert mesh.calls == 2  # each track confirmed once
+
+
+def test_live_keeps_the_one_face_while_it_stays_changeable() -> None:
+    # The largest face at the 24 px limit (23 and 25 px between the eyes by turns) flipped the swap
+    # between it and the face beside it every frame.
+    def hovering(i: int) -> Face:
+        eyes = 25.0 if i % 2 == 0 else 23.0
+        kps = np.array([[60, 30], [60 + eyes, 30], [72, 45], [62, 55], [80, 55]], np.float32)
+        return Face(bbox=np.array([50, 5, 130, 85]), score=0.9, kps=kps)
+
+    other = face_at(0, 62)  # smaller box, 24.8 px between the eyes
+    detector = FakeDetector([])
+    analyser = FaceAnalyser(detector, AnalysisSettings(), names=ModelNames("fake"), landmarker=FakeMesh())
+    chosen = []
+    for i in range(6):
+        detector.faces = [hovering(i), other]
+        chosen.append([float(f.bbox[0]) for f in analyser.analyse(IMAGE, timestamp=i / 30, track=True)])
+    assert chosen == [[50.0], [0.0], [0.0], [0.0], [0.0], [0.0]]

@@ -279,7 +279,8 @@ class FaceAnalyser:
                 marks = self.tracker.rejected(faces, ts)
                 hidden = [f for f, m in zip(faces, marks) if m]
                 faces = [f for f, m in zip(faces, marks) if not m]
-            faces = self._select(image, faces, timings)
+            previous = self._carried[0] if track and self._one_face and self._carried else None
+            faces = self._select(image, faces, timings, previous)
         if faces and self.landmarker is not None and (self.need_landmarks or carry):
             # Carried faces are re-fitted even when no processor needs landmarks: the mesh
             # moves their keypoints to where the face is now, for a fraction of a detection.
@@ -364,7 +365,9 @@ class FaceAnalyser:
             out.append(new)
         return out
 
-    def _select(self, image: np.ndarray, faces: list[Face], timings: dict[str, float]) -> list[Face]:
+    def _select(self, image: np.ndarray, faces: list[Face], timings: dict[str, float],
+                previous: Face | None = None) -> list[Face]:
+        """`previous`: last frame's "the one" (live), kept while changeable (selection.keep_previous)."""
         settings = self.settings
         faces = selection.large_enough(faces, settings.face_min_size)  # before embedding: small ones cost nothing
         if not faces:
@@ -380,7 +383,10 @@ class FaceAnalyser:
         if self._one_face and self.need_landmarks and self.landmarker is not None:
             # Every candidate, best first: which one a processor can change is known once
             # FaceMesh has run (_first_fitted).
-            return selection.ranked(faces, settings.face_selector_order)
+            return selection.keep_previous(selection.ranked(faces, settings.face_selector_order), previous)
+        if self._one_face:
+            return selection.first_changeable(selection.keep_previous(
+                selection.ranked(faces, settings.face_selector_order), previous))
         return selection.select_faces(faces, settings.many_faces, settings.face_selector_order)
 
     @property
