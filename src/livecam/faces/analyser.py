@@ -59,8 +59,8 @@ class Embedder(Protocol):
 
 
 class Tracker(Protocol):
-    def update_marked(self, faces: list[Face], timestamp: float, confirm: Confirm | None = None,
-                      recheck: bool = False) -> list[Face | None]: ...
+    def update_marked(self, faces: list[Face], timestamp: float,
+                      confirm: Confirm | None = None) -> list[Face | None]: ...
 
     def rejected(self, faces: list[Face], timestamp: float) -> list[bool]: ...
 
@@ -308,8 +308,8 @@ class FaceAnalyser:
     def _update_tracks(self, image: np.ndarray, faces: list[Face], timestamp: float) -> list[Face | None]:
         """The tracker's update, each new track confirmed by FaceMesh once (a frame's faces are
         not confirmed, as a picture's are: a FaceMesh run per face per frame). Where a processor
-        needs landmarks FaceMesh has run on these faces already: its result is reused, and for a
-        rejected track too, every frame (a face turned away as its track started)."""
+        needs landmarks FaceMesh has run on these faces already: its result is reused. A rejected
+        track is checked again each frame it is seen (tracking's module docstring)."""
         assert self.tracker is not None
         landmarker = self.landmarker
         if landmarker is None:
@@ -319,7 +319,7 @@ class FaceAnalyser:
             fitted = new if self.need_landmarks else landmarker.refine(image, new)
             return [is_face(image, given, fit, keep_cut=True) for given, fit in zip(new, fitted)]
 
-        return self.tracker.update_marked(faces, timestamp, confirm, recheck=self.need_landmarks)
+        return self.tracker.update_marked(faces, timestamp, confirm)
 
     @property
     def smooths(self) -> bool:

@@ -8,9 +8,10 @@ detection for `max_missed` updates in a row is dropped; unmatched detections sta
 Confirmation: update() may be given a `confirm` check (FaceMesh: is this a face at all?). It
 runs once, on a track's first detection, not on every frame: a track it rejects (a whisky glass
 BlazeFace scored 0.57) is followed like any other, so that it is not started and checked again
-next frame, but its faces are never returned. `recheck`: the check costs nothing this frame
-(FaceMesh ran on the faces anyway), so rejected tracks are checked again and one that passes
-becomes a face (a head turned away as its track started).
+next frame, but its faces are never returned. A rejected track is checked again every
+RECHECK_EVERY frames it is matched, and one that passes becomes a face (a head turned away or
+half in view as its track started, which the neural swapper would otherwise skip for the whole
+track): a cost only where a non-face is in view, and a small one there.
 
 Smoothing: a One-Euro filter (Casiez et al., CHI 2012) per track on the 5 keypoints, the mesh
 landmarks and the box. Its cut-off frequency rises with each point's speed, measured in eye
@@ -33,6 +34,7 @@ from livecam.faces.nms import iou_matrix
 
 DEFAULT_DT = 1.0 / 30.0  # used when timestamps do not advance
 MAX_EXTRAPOLATION_S = 0.25  # never push a predicted face further ahead than this
+RECHECK_EVERY = 15  # frames: a rejected track is confirmed again about twice a second at 30 FPS
 
 # Whether each of some faces is a face at all (one bool per face, in order)
 Confirm = Callable[[list[Face]], list[bool]]
@@ -97,7 +99,8 @@ class _Track:
     velocity: np.ndarray = field(default_factory=lambda: np.zeros(2))  # box centre, px/s
     missed: int = 0
     seen: int = 1  # detections matched so far
-    is_face: bool = True  # what `confirm` said of its first detection
+    is_face: bool = True  # what `confirm` said of its first detection (or its last check)
+    unchecked: int = 0  # frames matched since `confirm` last rejected it
     kps_filter: OneEuroFilter | None = None
     lm_filter: OneEuroFilter | None = None
     box_filter: OneEuroFilter | None = None
@@ -123,14 +126,13 @@ class FaceTracker:
         self._tracks.clear()
         self._last_time = None
 
-    def update(self, faces: Sequence[Face], timestamp: float, confirm: Confirm | None = None,
-               recheck: bool = False) -> list[Face]:
+    def update(self, faces: Sequence[Face], timestamp: float, confirm: Confirm | None = None) -> list[Face]:
         """The detections of one frame, in their order, with track ids and smoothed points; those
         on a track that `confirm` rejected left out (see the module docstring)."""
-        return [f for f in self.update_marked(faces, timestamp, confirm, recheck) if f is not None]
+        return [f for f in self.update_marked(faces, timestamp, confirm) if f is not None]
 
-    def update_marked(self, faces: Sequence[Face], timestamp: float, confirm: Confirm | None = None,
-                      recheck: bool = False) -> list[Face | None]:
+    def update_marked(self, faces: Sequence[Face], timestamp: float,
+                      confirm: Confirm | None = None) -> list[Face | None]:
         """update(), with None in place of each detection on a rejected track."""
         if self._last_time is not None and timestamp < self._last_time:
             self.reset()  # time went backwards (seek, loop): old tracks say nothing about now
@@ -157,10 +159,12 @@ class FaceTracker:
             out[det_i] = track.face
         tracks = [t for t in owners if t is not None]  # every detection has its track now
         if confirm is not None:
-            check = started + [det_i for det_i, _ in pairs if recheck and not tracks[det_i].is_face]
+            for det_i, _ in pairs:
+                tracks[det_i].unchecked += not tracks[det_i].is_face
+            check = started + [det_i for det_i, _ in pairs if tracks[det_i].unchecked >= RECHECK_EVERY]
             if check:
                 for det_i, ok in zip(check, confirm([faces[i] for i in check])):
-                    tracks[det_i].is_face = bool(ok)
+                    tracks[det_i].is_face, tracks[det_i].unchecked = bool(ok), 0
         return [face if track.is_face else None for face, track in zip(out, tracks)]
 
     def rejected(self, faces: Sequence[Face], timestamp: float) -> list[bool]:
