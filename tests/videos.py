@@ -564,3 +564,17 @@ def as_displayed(image: np.ndarray, a: int, b: int, c: int, d: int) -> np.ndarra
     out = np.zeros((y.max() - y.min() + 1, x.max() - x.min() + 1, *image.shape[2:]), image.dtype)
     out[y - y.min(), x - x.min()] = image[q, p]
     return out
+
+
+def make_still_clip(path: Path, image: np.ndarray, frames: int = 4, fps: int = 10) -> Path:
+    """A lossless (FFV1) clip of `image` (even width and height) held for `frames` frames."""
+    with av.open(str(path), "w") as out:
+        vs = out.add_stream("ffv1", rate=fps)
+        vs.height, vs.width = image.shape[:2]
+        vs.pix_fmt = "yuv420p"
+        for i in range(frames):
+            frame = av.VideoFrame.from_ndarray(image, format="bgr24")
+            frame.pts, frame.time_base = i, Fraction(1, fps)
+            out.mux(vs.encode(frame))
+        out.mux(vs.encode())
+    return path

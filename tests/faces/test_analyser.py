@@ -337,3 +337,68 @@ def test_a_frame_without_a_face_is_retried_padded_only_when_small() -> None:
     assert detector.calls == 2
     analyser.analyse(np.zeros((720, 1280, 3), np.uint8))  # a video frame pays for one detection
     assert detector.calls == 3
+
+
+class RejectingMesh(FakeMesh):
+    """FaceMesh on a glass: no face there (landmarks left unset)."""
+
+    def refine(self, image: np.ndarray, faces: list[Face]) -> list[Face]:
+        self.calls += 1
+        return list(faces)
+
+
+@pytest.mark.parametrize("need_landmarks", [False, True])
+@pytest.mark.parametrize("is_face", [True, False], ids=["face", "glass"])
+def test_tracked_frames_confirm_each_track_once_reusing_the_landmarks(need_landmarks: bool, is_face: bool) -> None:
+    # A video or live run confirms a face with FaceMesh when its track starts, not every frame
+    # (a run per face per frame), and not a second time where FaceMesh ran for the landmarks.
+    from livecam.faces.tracking import FaceTracker
+
+    mesh = FakeMesh() if is_face else RejectingMesh()
+    analyser = FaceAnalyser(FakeDetector([face_at(60, 50)]), AnalysisSettings(), names=ModelNames("fake"),
+                            landmarker=mesh, need_landmarks=need_landmarks, tracker=FaceTracker(0.5))
+    found = [analyser.analyse(IMAGE, timestamp=i / 30, track=True) for i in range(10)]
+    assert [len(faces) for faces in found] == [1 if is_face else 0] * 10
+    assert mesh.calls == (10 if need_landmarks and is_face else 1)  # a rejected glass is not fitted again
+    files = [analyser.track(analyser.analyse(IMAGE), 1 + i / 30, IMAGE) for i in range(10)]  # a video file's order step
+    assert [len(faces) for faces in files] == [1 if is_face else 0] * 10
+
+
+class GlassMesh(FakeMesh):
+    """FaceMesh that sees a face only in boxes starting left of x 100 (the glass is right of it)."""
+
+    def refine(self, image: np.ndarray, faces: list[Face]) -> list[Face]:
+        self.calls += 1
+        return [f.with_(landmarks=np.tile([f.bbox[0] + 5.0, 20.0], (468, 1))) if f.bbox[0] < 100 else f
+                for f in faces]
+
+
+def test_a_rejected_glass_larger_than_the_face_does_not_hide_it_in_live_frames() -> None:
+    # Without --many-faces the glass, the largest, was "the one" every frame: rejected, nothing swapped.
+    from livecam.faces.tracking import FaceTracker
+
+    face, glass = face_at(20, 40), face_at(120, 60)
+    mesh = GlassMesh()
+    analyser = FaceAnalyser(FakeDetector([face, glass]), AnalysisSettings(), names=ModelNames("fake"),
+                            landmarker=mesh, tracker=FaceTracker(0.0))
+    found = [analyser.analyse(IMAGE, timestamp=i / 30, track=True) for i in range(8)]
+    assert [[float(f.bbox[0]) for f in faces] for faces in found] == [[]] + [[20.0]] * 7
+    assert mesh.calls == 2  # each track confirmed once
+
+
+def test_live_keeps_the_one_face_while_it_stays_changeable() -> None:
+    # The largest face at the 24 px limit (23 and 25 px between the eyes by turns) flipped the swap
+    # between it and the face beside it every frame.
+    def hovering(i: int) -> Face:
+        eyes = 25.0 if i % 2 == 0 else 23.0
+        kps = np.array([[60, 30], [60 + eyes, 30], [72, 45], [62, 55], [80, 55]], np.float32)
+        return Face(bbox=np.array([50, 5, 130, 85]), score=0.9, kps=kps)
+
+    other = face_at(0, 62)  # smaller box, 24.8 px between the eyes
+    detector = FakeDetector([])
+    analyser = FaceAnalyser(detector, AnalysisSettings(), names=ModelNames("fake"), landmarker=FakeMesh())
+    chosen = []
+    for i in range(6):
+        detector.faces = [hovering(i), other]
+        chosen.append([float(f.bbox[0]) for f in analyser.analyse(IMAGE, timestamp=i / 30, track=True)])
+    assert chosen == [[50.0], [0.0], [0.0], [0.0], [0.0], [0.0]]

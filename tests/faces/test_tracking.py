@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from livecam.faces.face import Face
-from livecam.faces.tracking import FaceTracker, OneEuroFilter, params_for_strength
+from livecam.faces.tracking import RECHECK_EVERY, FaceTracker, OneEuroFilter, params_for_strength
 
 FPS = 30.0
 KPS_UNIT = np.array([[0.3, 0.4], [0.7, 0.4], [0.5, 0.6], [0.35, 0.8], [0.65, 0.8]])
@@ -176,3 +176,43 @@ def test_smoothing_strength_is_validated():
     assert params_for_strength(0.0) is None
     with pytest.raises(ValueError):
         FaceTracker(1.5)
+
+
+class CountingConfirm:
+    """A FaceMesh stand-in: a face whose box starts left of x 300 is a face, the rest are not
+    (a glass); counts the faces it was asked about."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def __call__(self, faces: list[Face]) -> list[bool]:
+        self.asked += len(faces)
+        return [float(f.bbox[0]) < 300 for f in faces]
+
+
+def test_a_track_is_confirmed_once_and_a_rejected_one_is_never_returned():
+    # Confirming every frame costs a FaceMesh run per face per frame: once per track is enough.
+    tracker, confirm = FaceTracker(smoothing=0.5), CountingConfirm()
+    for i in range(30):
+        face, glass = face_at(100 + i, 100, 100), face_at(400, 100, 90)
+        out = tracker.update([glass, face], i / FPS, confirm)
+        assert len(out) == 1 and out[0].bbox[0] < 300
+    assert confirm.asked == 2 + 29 // RECHECK_EVERY  # the glass checked again now and then
+    assert [f.bbox[0] < 300 for f in tracker.predict(30 / FPS)] == [True]
+
+
+def test_update_marked_puts_none_where_the_track_is_not_a_face():
+    tracker = FaceTracker(smoothing=0.0)
+    marked = tracker.update_marked([face_at(400, 100, 90), face_at(100, 100, 100)], 0.0, CountingConfirm())
+    assert marked[0] is None and marked[1] is not None and marked[1].track_id is not None
+
+
+def test_a_rejected_track_is_checked_again_now_and_then_and_becomes_a_face_once_it_passes():
+    # A face turned away (or half in view) as its track started was skipped for the whole track
+    # by the neural swapper, which needs no landmarks of its own.
+    tracker, verdicts = FaceTracker(smoothing=0.0), iter([False, True])
+    outs = [tracker.update([face_at(100, 100, 100)], i / FPS, lambda faces: [next(verdicts) for _ in faces])
+            for i in range(RECHECK_EVERY + 2)]
+    assert [len(out) for out in outs] == [0] * RECHECK_EVERY + [1, 1]
+
+

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 from pathlib import Path
 
 import cv2
@@ -74,13 +75,13 @@ class RecordingTracker:
     def reset(self) -> None:
         self.inner.reset()
 
-    def update(self, faces: list[Face], timestamp: float) -> list[Face]:
+    def update_marked(self, faces: list[Face], timestamp: float, *args: Any, **kw: Any) -> list[Face | None]:
         assert not self.busy, "two tracking calls at once"
         self.busy = True
         try:
             self.calls.append((round(timestamp * FPS), timestamp))
             time.sleep(0.0005)  # widens the window in which an overlapping call would be seen
-            return self.inner.update(faces, timestamp)
+            return self.inner.update_marked(faces, timestamp, *args, **kw)
         finally:
             self.busy = False
 
@@ -226,10 +227,10 @@ def test_a_failure_in_detect_or_track_stops_the_run(where: str) -> None:
             return super().detect(image, max_faces)
 
     class FailingTracker(RecordingTracker):
-        def update(self, faces: list[Face], timestamp: float) -> list[Face]:
+        def update_marked(self, faces: list[Face], timestamp: float, *args: Any, **kw: Any) -> list[Face | None]:
             if where == "track" and round(timestamp * FPS) == 7:
                 raise Boom("tracker exploded")
-            return super().update(faces, timestamp)
+            return super().update_marked(faces, timestamp, *args, **kw)
 
     engine = fake_engine(0.5, FailingDetector(), FailingTracker(0.5))
     written: list[int] = []

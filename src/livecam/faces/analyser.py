@@ -1,6 +1,7 @@
 """FaceAnalyser: detection, landmarks, embeddings, selection and tracking in one call.
 
-Per frame: detect every face (in a picture, only those FaceMesh sees as faces too: confirmed) ->
+Per frame: detect every face (in a picture, only those FaceMesh sees as faces too: confirmed;
+in video and live, each track once as it starts: _update_tracks) ->
 drop those under --face-min-size -> (reference or --map mode)
 embed them all in one batch and keep the faces of the reference people -> keep the first by
 --face-selector-order (default: the largest) that a processor can change (selection.changeable:
@@ -29,7 +30,7 @@ from livecam.errors import ModelError
 from livecam.faces import selection
 from livecam.faces.align import arcface_template
 from livecam.faces.face import Face
-from livecam.faces.tracking import FaceTracker
+from livecam.faces.tracking import Confirm, FaceTracker
 from livecam.settings import AnalysisSettings
 
 # The embedded BlazeFace runs its full-range model in every command: the short-range one is
@@ -58,7 +59,10 @@ class Embedder(Protocol):
 
 
 class Tracker(Protocol):
-    def update(self, faces: list[Face], timestamp: float) -> list[Face]: ...
+    def update_marked(self, faces: list[Face], timestamp: float,
+                      confirm: Confirm | None = None) -> list[Face | None]: ...
+
+    def rejected(self, faces: list[Face], timestamp: float) -> list[bool]: ...
 
     def reset(self) -> None: ...
 
@@ -256,6 +260,8 @@ class FaceAnalyser:
         timings = {} if timings is None else timings
         # With nobody in view there is nothing to carry: detect (a swap-free frame can afford it).
         carry = track and bool(self._carried) and self._since_detect < self._detect_every
+        ts = time.perf_counter() if timestamp is None else float(timestamp)
+        hidden: list[Face] = []  # on a track FaceMesh rejected: tracked, never selected
         t0 = time.perf_counter()
         if carry:
             faces = list(self._carried or [])
@@ -268,7 +274,13 @@ class FaceAnalyser:
             if not faces and max(image.shape[:2]) <= PAD_RETRY_MAX_SIDE:
                 faces = detect_padded(self.detector, image, self.landmarker)
             timings["detect"] = _ms(t0)
-            faces = self._select(image, faces, timings)
+            if track and self.tracker is not None and self._one_face and faces:
+                # A glass bigger than the face would be "the one" every frame, and hide the face.
+                marks = self.tracker.rejected(faces, ts)
+                hidden = [f for f, m in zip(faces, marks) if m]
+                faces = [f for f, m in zip(faces, marks) if not m]
+            previous = self._carried[0] if track and self._one_face and self._carried else None
+            faces = self._select(image, faces, timings, previous)
         if faces and self.landmarker is not None and (self.need_landmarks or carry):
             # Carried faces are re-fitted even when no processor needs landmarks: the mesh
             # moves their keypoints to where the face is now, for a fraction of a detection.
@@ -286,24 +298,43 @@ class FaceAnalyser:
             self._carried = faces
             if self.tracker is not None:
                 t2 = time.perf_counter()
-                ts = time.perf_counter() if timestamp is None else float(timestamp)
-                faces = self.tracker.update(faces, ts)
+                faces = faces + hidden  # keeps their tracks alive, so they are not confirmed again
+                marked = self._update_tracks(image, faces, ts)
+                self._carried = [raw for raw, kept in zip(faces, marked) if kept is not None]  # no glass re-fitted
+                faces = [f for f in marked if f is not None]
                 timings["track"] = _ms(t2)
         return faces
+
+    def _update_tracks(self, image: np.ndarray, faces: list[Face], timestamp: float) -> list[Face | None]:
+        """The tracker's update, each new track confirmed by FaceMesh once (a frame's faces are
+        not confirmed, as a picture's are: a FaceMesh run per face per frame). Where a processor
+        needs landmarks FaceMesh has run on these faces already: its result is reused. A rejected
+        track is checked again each frame it is seen (tracking's module docstring)."""
+        assert self.tracker is not None
+        landmarker = self.landmarker
+        if landmarker is None:
+            return self.tracker.update_marked(faces, timestamp)
+
+        def confirm(new: list[Face]) -> list[bool]:
+            fitted = new if self.need_landmarks else landmarker.refine(image, new)
+            return [is_face(image, given, fit, keep_cut=True) for given, fit in zip(new, fitted)]
+
+        return self.tracker.update_marked(faces, timestamp, confirm)
 
     @property
     def smooths(self) -> bool:
         """Whether track() changes faces (then a file pipeline must call it in frame order)."""
         return self.tracker is not None and getattr(self.tracker, "params", True) is not None
 
-    def track(self, faces: list[Face], timestamp: float, timings: dict[str, float] | None = None) -> list[Face]:
-        """Track ids and smoothed points for faces found by analyse(track=False): the ordered
-        step of a video file (frames in order, one call at a time). Carries nothing: every frame
-        of a file is detected."""
+    def track(self, faces: list[Face], timestamp: float, image: np.ndarray,
+              timings: dict[str, float] | None = None) -> list[Face]:
+        """Track ids and smoothed points for faces found by analyse(track=False) in `image`: the
+        ordered step of a video file (frames in order, one call at a time), where each new track
+        is confirmed (_update_tracks). Carries nothing: every frame of a file is detected."""
         if self.tracker is None:
             return faces
         t0 = time.perf_counter()
-        faces = self.tracker.update(faces, float(timestamp))
+        faces = [f for f in self._update_tracks(image, faces, float(timestamp)) if f is not None]
         if timings is not None:
             timings["track"] = _ms(t0)
         return faces
@@ -334,7 +365,9 @@ class FaceAnalyser:
             out.append(new)
         return out
 
-    def _select(self, image: np.ndarray, faces: list[Face], timings: dict[str, float]) -> list[Face]:
+    def _select(self, image: np.ndarray, faces: list[Face], timings: dict[str, float],
+                previous: Face | None = None) -> list[Face]:
+        """`previous`: last frame's "the one" (live), kept while changeable (selection.keep_previous)."""
         settings = self.settings
         faces = selection.large_enough(faces, settings.face_min_size)  # before embedding: small ones cost nothing
         if not faces:
@@ -350,7 +383,10 @@ class FaceAnalyser:
         if self._one_face and self.need_landmarks and self.landmarker is not None:
             # Every candidate, best first: which one a processor can change is known once
             # FaceMesh has run (_first_fitted).
-            return selection.ranked(faces, settings.face_selector_order)
+            return selection.keep_previous(selection.ranked(faces, settings.face_selector_order), previous)
+        if self._one_face:
+            return selection.first_changeable(selection.keep_previous(
+                selection.ranked(faces, settings.face_selector_order), previous))
         return selection.select_faces(faces, settings.many_faces, settings.face_selector_order)
 
     @property
@@ -445,14 +481,16 @@ def confirmed(image: np.ndarray, faces: list[Face], landmarker: Landmarker | Non
     shows of it (a face found on a padded copy reaches the edge by construction: not kept)."""
     if landmarker is None or not faces:
         return faces
-    h, w = image.shape[:2]
-
-    def cut(face: Face) -> bool:
-        x1, y1, x2, y2 = face.bbox
-        return keep_cut and (x1 <= 1 or y1 <= 1 or x2 >= w - 1 or y2 >= h - 1)
-
     return [face for face, fitted in zip(faces, landmarker.refine(image, faces))
-            if fitted.landmarks is not None or cut(face)]
+            if is_face(image, face, fitted, keep_cut)]
+
+
+def is_face(image: np.ndarray, face: Face, fitted: Face, keep_cut: bool = False) -> bool:
+    """confirmed's rule for one `face` as the detector gave it, `fitted` as FaceMesh left it."""
+    h, w = image.shape[:2]
+    x1, y1, x2, y2 = face.bbox
+    cut = keep_cut and (x1 <= 1 or y1 <= 1 or x2 >= w - 1 or y2 >= h - 1)
+    return fitted.landmarks is not None or cut
 
 
 def pick_detector(choice: str, store: Any) -> str:

@@ -25,6 +25,7 @@ import numpy as np
 
 from livecam.faces.arcface import normalise
 from livecam.faces.face import MESH_LANDMARKS, Face
+from livecam.faces.nms import iou_matrix
 
 MIN_EYE_DISTANCE = 24.0  # px between the eyes; smaller faces are left as they are
 
@@ -101,6 +102,19 @@ def first_changeable(candidates: Sequence[Face], need_fit: bool = False) -> list
     warning, "too small" or "could not fit", then says why nothing changed); [] for none."""
     best = next((f for f in candidates if changeable(f, need_fit)), None)
     return [best] if best is not None else list(candidates[:1])
+
+
+def keep_previous(candidates: Sequence[Face], previous: Face | None, min_iou: float = 0.3) -> list[Face]:
+    """`candidates` with the one on `previous`'s place (the most overlap, IoU at least `min_iou`)
+    moved first: live, "the one" face stays while it is changeable, where by order alone it
+    flipped from frame to frame between a largest face hovering at the 24 px limit and the next."""
+    if previous is None or not candidates:
+        return list(candidates)
+    overlap = iou_matrix(np.stack([f.bbox for f in candidates]), previous.bbox[None])[:, 0]
+    best = int(np.argmax(overlap))
+    if overlap[best] < min_iou:
+        return list(candidates)
+    return [candidates[best], *candidates[:best], *candidates[best + 1:]]
 
 
 def select_faces(faces: Sequence[Face], many: bool, order: str | None = None, min_size: float = 0) -> list[Face]:

@@ -5,6 +5,14 @@ detections and tracks are paired greedily by IoU, best pair first (two faces cro
 their ids because the prediction, not last frame's box, is compared). A track that finds no
 detection for `max_missed` updates in a row is dropped; unmatched detections start new tracks.
 
+Confirmation: update() may be given a `confirm` check (FaceMesh: is this a face at all?). It
+runs once, on a track's first detection, not on every frame: a track it rejects (a whisky glass
+BlazeFace scored 0.57) is followed like any other, so that it is not started and checked again
+next frame, but its faces are never returned. A rejected track is checked again every
+RECHECK_EVERY frames it is matched, and one that passes becomes a face (a head turned away or
+half in view as its track started, which the neural swapper would otherwise skip for the whole
+track): a cost only where a non-face is in view, and a small one there.
+
 Smoothing: a One-Euro filter (Casiez et al., CHI 2012) per track on the 5 keypoints, the mesh
 landmarks and the box. Its cut-off frequency rises with each point's speed, measured in eye
 distances per second so that the same strength works for near and far faces: a still face is
@@ -16,7 +24,7 @@ Not thread-safe: one tracker belongs to the one stage that analyses frames in or
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,6 +34,10 @@ from livecam.faces.nms import iou_matrix
 
 DEFAULT_DT = 1.0 / 30.0  # used when timestamps do not advance
 MAX_EXTRAPOLATION_S = 0.25  # never push a predicted face further ahead than this
+RECHECK_EVERY = 15  # frames: a rejected track is confirmed again about twice a second at 30 FPS
+
+# Whether each of some faces is a face at all (one bool per face, in order)
+Confirm = Callable[[list[Face]], list[bool]]
 
 
 @dataclass(frozen=True)
@@ -87,6 +99,8 @@ class _Track:
     velocity: np.ndarray = field(default_factory=lambda: np.zeros(2))  # box centre, px/s
     missed: int = 0
     seen: int = 1  # detections matched so far
+    is_face: bool = True  # what `confirm` said of its first detection (or its last check)
+    unchecked: int = 0  # frames matched since `confirm` last rejected it
     kps_filter: OneEuroFilter | None = None
     lm_filter: OneEuroFilter | None = None
     box_filter: OneEuroFilter | None = None
@@ -112,39 +126,62 @@ class FaceTracker:
         self._tracks.clear()
         self._last_time = None
 
-    def update(self, faces: Sequence[Face], timestamp: float) -> list[Face]:
-        """The detections of one frame, in their order, with track ids and smoothed points."""
+    def update(self, faces: Sequence[Face], timestamp: float, confirm: Confirm | None = None) -> list[Face]:
+        """The detections of one frame, in their order, with track ids and smoothed points; those
+        on a track that `confirm` rejected left out (see the module docstring)."""
+        return [f for f in self.update_marked(faces, timestamp, confirm) if f is not None]
+
+    def update_marked(self, faces: Sequence[Face], timestamp: float,
+                      confirm: Confirm | None = None) -> list[Face | None]:
+        """update(), with None in place of each detection on a rejected track."""
         if self._last_time is not None and timestamp < self._last_time:
             self.reset()  # time went backwards (seek, loop): old tracks say nothing about now
         self._last_time = timestamp
         pairs = self._match(faces, timestamp)
+        owners: list[_Track | None] = [None] * len(faces)
         out: list[Face | None] = [None] * len(faces)
-        matched_tracks = set()
         for det_i, track_i in pairs:
-            track = self._tracks[track_i]
-            out[det_i] = self._advance(track, faces[det_i], timestamp)
-            matched_tracks.add(track_i)
+            owners[det_i] = self._tracks[track_i]
+            out[det_i] = self._advance(self._tracks[track_i], faces[det_i], timestamp)
+        matched = {track_i for _, track_i in pairs}
         survivors = []
         for i, track in enumerate(self._tracks):
-            if i not in matched_tracks:
+            if i not in matched:
                 track.missed += 1
                 if track.missed > self.max_missed:
                     continue
             survivors.append(track)
         self._tracks = survivors
-        for det_i, face in enumerate(faces):
-            if out[det_i] is None:
-                track = self._start(face, timestamp)
-                self._tracks.append(track)
-                out[det_i] = track.face
-        return [f for f in out if f is not None]
+        started = [det_i for det_i in range(len(faces)) if owners[det_i] is None]
+        for det_i in started:
+            owners[det_i] = track = self._start(faces[det_i], timestamp)
+            self._tracks.append(track)
+            out[det_i] = track.face
+        tracks = [t for t in owners if t is not None]  # every detection has its track now
+        if confirm is not None:
+            for det_i, _ in pairs:
+                tracks[det_i].unchecked += not tracks[det_i].is_face
+            check = started + [det_i for det_i, _ in pairs if tracks[det_i].unchecked >= RECHECK_EVERY]
+            if check:
+                for det_i, ok in zip(check, confirm([faces[i] for i in check])):
+                    tracks[det_i].is_face, tracks[det_i].unchecked = bool(ok), 0
+        return [face if track.is_face else None for face, track in zip(out, tracks)]
+
+    def rejected(self, faces: Sequence[Face], timestamp: float) -> list[bool]:
+        """Whether each detection lies on a track `confirm` rejected (IoU with its predicted box at
+        least the matching threshold). Changes no state."""
+        bad = [t for t in self._tracks if not t.is_face]
+        if not faces or not bad:
+            return [False] * len(faces)
+        iou = iou_matrix(np.stack([f.bbox for f in faces]), np.stack([t.predicted_bbox(timestamp) for t in bad]))
+        return [bool(v) for v in iou.max(axis=1) >= self.iou_threshold]
 
     def predict(self, timestamp: float, extrapolate: bool = True) -> list[Face]:
         """Faces for a frame where detection was skipped: the tracks seen in the last update,
         moved along their velocity to `timestamp` when `extrapolate`. Changes no state."""
         faces = []
         for track in self._tracks:
-            if track.missed:
+            if track.missed or not track.is_face:
                 continue
             if not extrapolate:
                 faces.append(track.face)

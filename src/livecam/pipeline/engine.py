@@ -383,7 +383,7 @@ class Engine:
     def track(self, packet: FramePacket) -> None:
         """Smooth packet.faces (from detect) over time; one call at a time, in frame order."""
         timestamp = packet.pts if packet.pts is not None else packet.captured_at
-        packet.faces = self.analyser.track(packet.faces, timestamp, timings=packet.timings)
+        packet.faces = self.analyser.track(packet.faces, timestamp, packet.image, timings=packet.timings)
 
     def reset_tracking(self) -> None:
         """Forget every face track, this engine's and its lanes': the next file starts afresh."""
