@@ -728,3 +728,24 @@ def test_a_camera_file_gives_the_pixels_livecam_video_decodes(tmp_path: Path, mi
         expected = [f.image[:, ::-1] if mirror else f.image for f in reader.frames()]
     assert len(sink.frames) == len(expected) == 6
     assert all(np.array_equal(got, want) for got, want in zip(sink.frames, expected))
+
+
+def test_the_stats_summary_of_one_frame_has_no_rate_either(tmp_path: Path) -> None:
+    # the line said "FPS n/a" while --stats-json's summary said "fps": 0.0, a rate a reader takes as stalled
+    stats = tmp_path / "s.jsonl"
+    result = run_live_pipeline(FakeEngine(), SyntheticSource(frames=1), MemorySink(), opts(stats_json=stats))
+    summary = json.loads(stats.read_text().splitlines()[-1])["summary"]
+    assert summary["frames"] == result.summary["frames"] == 1
+    assert summary["fps"] is None and result.summary["fps"] is None
+
+
+@pytest.mark.parametrize("limit", [{"max_frames": 3}, {"duration": 0.05}])
+def test_a_limit_accounts_for_every_captured_frame(limit: dict[str, Any]) -> None:
+    # frames still in the queues when --max-frames or --duration stopped the run were neither
+    # shown nor dropped: frames + dropped fell short of captured (9 + 4 of 14 for --duration 1)
+    sink = MemorySink()
+    result = run_live_pipeline(FakeEngine(process_s=0.02), SyntheticSource(fps=200), sink, opts(**limit))
+    summary = result.summary
+    assert summary["frames"] == sink.written
+    assert summary["captured"] > summary["frames"], summary
+    assert summary["frames"] + summary["dropped"] == summary["captured"], summary

@@ -41,6 +41,7 @@ from typing import IO, Any, Callable, Iterator, Sequence
 
 import numpy as np
 
+from livecam.console import counted
 from livecam.errors import DeviceError, Interrupted, OutputError
 from livecam.frame import FramePacket
 from livecam.marks.marking_sink import MarkingSink
@@ -616,9 +617,8 @@ class LivePipeline:
             latency = "latency n/a"
         else:
             latency = f"latency p50 {summary['latency_ms_p50']} ms p95 {summary['latency_ms_p95']} ms"
-        # one frame has no rate (it was printed as "1 frames, 0.0 FPS")
-        rate = f"{summary['fps']:.1f} FPS" if summary["frames"] > 1 else "FPS n/a"
-        log.info("%d frame%s, %s, %s, %d dropped (%s)", summary["frames"], "" if summary["frames"] == 1 else "s",
+        rate = "FPS n/a" if summary["fps"] is None else f"{summary['fps']:.1f} FPS"
+        log.info("%s, %s, %s, %d dropped (%s)", counted(summary["frames"], "frame"),
                  rate, latency, summary["dropped"], stop_reason)
         return summary
 

@@ -25,6 +25,7 @@ _HIST_BIN_MS = 0.1
 _HIST_LINEAR_MS = 1_000.0
 _HIST_RATIO = 1.001
 _HIST_MAX_MS = 120_000.0
+LEFT_AT_STOP = "left at the stop"  # the drop reason of frames in the pipeline when a run stops
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -229,14 +230,18 @@ class LiveMetrics:
             return dict(self._drops)
 
     def summary(self, **extra: Any) -> dict[str, Any]:
+        """The run's totals, once its stages have stopped: every captured frame is shown or
+        dropped, those still in the pipeline at a stop (a limit, a key, a signal) as LEFT_AT_STOP."""
+        fps: float | None = None  # one frame has no rate (0.0 read as a stalled run)
         if self._first_output is not None and self._last_output is not None and self.frames > 1:
-            fps = (self.frames - 1) / max(self._last_output - self._first_output, 1e-9)
-        else:
-            fps = 0.0
+            fps = round((self.frames - 1) / max(self._last_output - self._first_output, 1e-9), 2)
         drops = self.dropped
+        left = self.captured - self.frames - sum(drops.values())
+        if left > 0:
+            drops[LEFT_AT_STOP] = left
         out: dict[str, Any] = {
             "frames": self.frames,
-            "fps": round(fps, 2),
+            "fps": fps,
             "latency_ms_p50": _r(self._hist.percentile(50)),
             "latency_ms_p95": _r(self._hist.percentile(95)),
             "dropped": sum(drops.values()),
