@@ -749,3 +749,20 @@ def test_a_limit_accounts_for_every_captured_frame(limit: dict[str, Any]) -> Non
     assert summary["frames"] == sink.written
     assert summary["captured"] > summary["frames"], summary
     assert summary["frames"] + summary["dropped"] == summary["captured"], summary
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_an_interrupt_after_one_frame_says_one_frame() -> None:
+    # "stopped cleanly after 1 frames"
+    import signal
+
+    from livecam.errors import Interrupted
+
+    class InterruptingSink(MemorySink):
+        def write(self, image_bgr: np.ndarray) -> None:
+            super().write(image_bgr)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(Interrupted) as info:
+        run_live_pipeline(FakeEngine(), SyntheticSource(fps=100), InterruptingSink(), opts(handle_signals=True))
+    assert str(info.value).endswith("stopped cleanly after 1 frame"), str(info.value)

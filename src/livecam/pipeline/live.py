@@ -291,7 +291,8 @@ class LivePipeline:
         summary = self._finish(stop_reason)
         self.stages.raise_error()
         if self._interrupted:
-            raise Interrupted(f"interrupted ({self._signal_name}); stopped cleanly after {summary['frames']} frames")
+            raise Interrupted(f"interrupted ({self._signal_name}); stopped cleanly after "
+                              f"{counted(summary['frames'], 'frame')}")
         return LiveResult(summary, stop_reason)
 
     def stop(self) -> None:
