@@ -25,7 +25,6 @@ _HIST_BIN_MS = 0.1
 _HIST_LINEAR_MS = 1_000.0
 _HIST_RATIO = 1.001
 _HIST_MAX_MS = 120_000.0
-LEFT_AT_STOP = "left at the stop"  # the drop reason of frames in the pipeline when a run stops
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -230,15 +229,12 @@ class LiveMetrics:
             return dict(self._drops)
 
     def summary(self, **extra: Any) -> dict[str, Any]:
-        """The run's totals, once its stages have stopped: every captured frame is shown or
-        dropped, those still in the pipeline at a stop (a limit, a key, a signal) as LEFT_AT_STOP."""
+        """The run's totals, once its stages have stopped: every captured frame is shown, dropped
+        or left in the pipeline at a stop (a limit, a key, a signal), which is no drop."""
         fps: float | None = None  # one frame has no rate (0.0 read as a stalled run)
         if self._first_output is not None and self._last_output is not None and self.frames > 1:
             fps = round((self.frames - 1) / max(self._last_output - self._first_output, 1e-9), 2)
         drops = self.dropped
-        left = self.captured - self.frames - sum(drops.values())
-        if left > 0:
-            drops[LEFT_AT_STOP] = left
         out: dict[str, Any] = {
             "frames": self.frames,
             "fps": fps,
@@ -247,6 +243,7 @@ class LiveMetrics:
             "dropped": sum(drops.values()),
             "dropped_by_reason": drops,
             "captured": self.captured,
+            "left_at_stop": max(0, self.captured - self.frames - sum(drops.values())),
             "duration_s": round(self._clock() - self.started_at, 3),
         }
         out.update(extra)
