@@ -259,6 +259,7 @@ class LivePipeline:
         self._credits = None if self.live else threading.Semaphore(options.workers + 1)
         self._label = LabelPlacement() if options.label else None  # keeps off the faces of the last second
         self._small_faces = SmallFacesNotice()
+        self._shown_with_faces = 0  # frames shown with a face found: none at all is said at the end
         self._stats_file: IO[str] | None = None
         self._stats_stream = False  # a pipe, FIFO or terminal: its reader may fall behind
         self._stats_left_out = 0
@@ -446,6 +447,7 @@ class LivePipeline:
         depths = {"analyse": self.q_analyse.qsize(), "process": self.q_process.qsize(), "reorder": len(self.reorder)}
         self.metrics.frame(packet, done, depths, processed_at=processed_at)
         self._small_faces.see(packet.faces, done)
+        self._shown_with_faces += bool(packet.faces)
         if self._credits is not None:
             self._credits.release()
 
@@ -618,6 +620,11 @@ class LivePipeline:
             latency = "latency n/a"
         else:
             latency = f"latency p50 {summary['latency_ms_p50']} ms p95 {summary['latency_ms_p95']} ms"
+        if summary["frames"] and not self._shown_with_faces:  # (a recording of it is the clip unchanged)
+            log.warning("warning: no %s was found in %s; none was swapped",
+                        self.options.job.processing.analysis.wanted_faces,
+                        "the one frame shown" if summary["frames"] == 1
+                        else f"any of the {summary['frames']} frames shown")
         rate = "FPS n/a" if summary["fps"] is None else f"{summary['fps']:.1f} FPS"
         log.info("%s, %s, %s, %d dropped (%s)", counted(summary["frames"], "frame"),
                  rate, latency, summary["dropped"], stop_reason)
