@@ -100,6 +100,18 @@ def test_a_clip_without_any_face_is_said_so(tmp_path: Path, faces_dir: Path,
     assert "no face was found in the clip" in result.stderr
 
 
+def test_a_clip_that_leaves_one_frame_to_measure_has_no_rate(tmp_path: Path, faces_dir: Path,
+                                                               isolated_env: dict[str, str]) -> None:
+    # one measured frame has no rate: the table printed "0.0 FPS", then (the rate null) an internal error
+    clip = make_clip(tmp_path / "four.mp4", frames=4, size=(320, 240), audio=False,
+                     source_image=faces_dir / "biden.jpg")
+    result = run_cli(["bench", "--frames", "10", "--input", str(clip), "--source", str(faces_dir / "obama.jpg")],
+                     env=isolated_env, timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert "end-to-end: FPS n/a" in result.stdout
+    assert "has 4 frames, so 1 is measured after the 3 warm-up frames" in result.stderr
+
+
 def test_errors_come_before_any_model_loads(tmp_path: Path, isolated_env: dict[str, str]) -> None:
     result = run_cli(["bench", "--frames", "10", "--source", str(tmp_path / "x.jpg")], env=isolated_env)
     assert result.returncode == 2 and "x.jpg" in result.stderr and "Traceback" not in result.stderr

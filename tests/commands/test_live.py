@@ -38,6 +38,7 @@ def test_run_on_a_clip_with_the_mesh_swapper_writes_stats_and_summary(
     summary = lines[-1]["summary"]
     assert {"frames", "fps", "latency_ms_p50", "latency_ms_p95", "dropped", "degradations"} <= summary.keys()
     assert summary["stop_reason"] == "end of stream"
+    assert "no face was found" not in proc.stderr
     assert summary["frames"] >= 1 and summary["frames"] + summary["dropped"] == summary["captured"] == 24
     assert all("fps" in r and "latency_ms_p95" in r for r in lines[:-1])
     with av.open(str(rec)) as container:
@@ -282,3 +283,16 @@ def test_a_recording_from_a_fifo_camera_is_finished(tmp_path: Path, faces_dir: P
     assert proc.returncode == 0, proc.stderr
     assert count_frames(rec) == 8
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_a_recording_without_any_face_is_said_so(tmp_path: Path, faces_dir: Path,
+                                                 isolated_env: dict[str, str]) -> None:
+    # `video` warns that nothing was swapped; `run` recorded the clip unchanged without a word, exit 0
+    clip = make_clip(tmp_path / "noface.mp4", frames=6, size=(160, 120), fps=12, audio=False)
+    rec = tmp_path / "rec.mp4"
+    proc = run_cli(["run", "--camera", str(clip), "--output", str(rec), "--no-realtime", "--swap-model", "mesh",
+                    "--source", str(faces_dir / "obama.jpg")], env=isolated_env, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert ("livecam: warning: no face was found in any of the 6 frames shown; none was swapped"
+            in proc.stderr.splitlines()), proc.stderr
+    assert count_frames(rec) == 6

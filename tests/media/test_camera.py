@@ -70,6 +70,21 @@ def test_a_phone_clip_recorded_sideways_is_shown_upright_as_livecam_video_reads_
     assert np.array_equal(live, upright)
 
 
+def test_a_sideways_clip_is_announced_at_the_size_it_is_shown(tmp_path: Path,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    # `run --camera turned.mp4` said "96x64" (the coded size) and recorded 64x96 frames
+    turned = make_clip(tmp_path / "turned.mp4", frames=3, size=(96, 64), audio=False, rotation=90)
+    src = VideoFileSource(str(turned), realtime=False)
+    with caplog.at_level("INFO", logger="livecam"):
+        src.open()
+        try:
+            src.read()
+        finally:
+            src.close()
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("turned.mp4: ")]
+    assert said == ["turned.mp4: 64x96 at 30 FPS, as fast as possible"], said
+
+
 def test_camera_argument_picks_the_right_source(tmp_path: Path) -> None:
     clip = make_clip(tmp_path / "c.mp4", frames=2, audio=False)
     assert isinstance(open_source("0", (640, 480), 30, None), CameraSource)

@@ -728,3 +728,42 @@ def test_a_camera_file_gives_the_pixels_livecam_video_decodes(tmp_path: Path, mi
         expected = [f.image[:, ::-1] if mirror else f.image for f in reader.frames()]
     assert len(sink.frames) == len(expected) == 6
     assert all(np.array_equal(got, want) for got, want in zip(sink.frames, expected))
+
+
+def test_the_stats_summary_of_one_frame_has_no_rate_either(tmp_path: Path) -> None:
+    # the line said "FPS n/a" while --stats-json's summary said "fps": 0.0, a rate a reader takes as stalled
+    stats = tmp_path / "s.jsonl"
+    result = run_live_pipeline(FakeEngine(), SyntheticSource(frames=1), MemorySink(), opts(stats_json=stats))
+    summary = json.loads(stats.read_text().splitlines()[-1])["summary"]
+    assert summary["frames"] == result.summary["frames"] == 1
+    assert summary["fps"] is None and result.summary["fps"] is None
+
+
+@pytest.mark.parametrize("limit", [{"max_frames": 3}, {"duration": 0.05}])
+def test_a_limit_accounts_for_every_captured_frame(limit: dict[str, Any]) -> None:
+    # frames still in the queues when --max-frames or --duration stopped the run were neither
+    # shown nor dropped, and not said: frames + dropped fell short of captured (9 + 4 of 14 for
+    # --duration 1); they are no drop either (the line's "N dropped" is what the pipeline lost)
+    sink = MemorySink()
+    result = run_live_pipeline(FakeEngine(process_s=0.02), SyntheticSource(fps=200), sink, opts(**limit))
+    summary = result.summary
+    assert summary["frames"] == sink.written
+    assert summary["captured"] > summary["frames"], summary
+    assert summary["frames"] + summary["dropped"] + summary["left_at_stop"] == summary["captured"], summary
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_an_interrupt_after_one_frame_says_one_frame() -> None:
+    # "stopped cleanly after 1 frames"
+    import signal
+
+    from livecam.errors import Interrupted
+
+    class InterruptingSink(MemorySink):
+        def write(self, image_bgr: np.ndarray) -> None:
+            super().write(image_bgr)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(Interrupted) as info:
+        run_live_pipeline(FakeEngine(), SyntheticSource(fps=100), InterruptingSink(), opts(handle_signals=True))
+    assert str(info.value).endswith("stopped cleanly after 1 frame"), str(info.value)

@@ -33,7 +33,7 @@ import click
 import numpy as np
 
 from livecam.commands.live import warm_frames
-from livecam.console import counted
+from livecam.console import agree, counted
 from livecam.errors import InputError
 from livecam.frame import FramePacket
 from livecam.paths import why_missing
@@ -520,9 +520,10 @@ def _run_bench(job: BenchJob) -> None:
                         job.input.name, size)
         if held is not None and job.frames != defaults.frames and held - WARMUP_FRAMES < job.frames:
             # the run ends with the clip: it measured fewer frames than asked without a word
-            log.warning("warning: --input %s has %d frames, so %d are measured after the %d warm-up frames, "
-                        "not the %d of --frames; give a longer clip", job.input.name, held, held - WARMUP_FRAMES,
-                        WARMUP_FRAMES, job.frames)
+            measured = held - WARMUP_FRAMES
+            log.warning("warning: --input %s has %d frames, so %d %s measured after the %d warm-up frames, "
+                        "not the %d of --frames; give a longer clip", job.input.name, held, measured,
+                        agree(measured, "is", "are"), WARMUP_FRAMES, job.frames)
     if baseline is not None and (baseline.get("mode"), baseline.get("resolution")) != (job.mode, size):
         log.warning("warning: --baseline %s was measured in %s mode at %s, this run is %s mode at %s: its "
                     "ratios compare different work; save a baseline of the same mode and size",
@@ -678,7 +679,8 @@ def format_table(report: dict[str, Any]) -> str:
         if name in against.get("stages", {}):
             line += f"{against['stages'][name]:>12.2f}"
         lines.append(line)
-    lines.append(f"end-to-end: {report['fps']:.1f} FPS" + (
+    rate = "FPS n/a" if report["fps"] is None else f"{report['fps']:.1f} FPS"  # one frame has no rate
+    lines.append(f"end-to-end: {rate}" + (
         f", latency p50 {report['latency_ms_p50']} ms p95 {report['latency_ms_p95']} ms"
         if report.get("latency_ms_p50") is not None else ""))
     lines.append(f"CPU time: {report['cpu_ms_per_frame']} ms per frame (all threads)")

@@ -270,7 +270,6 @@ class VideoFileSource:
                 self._container = None
             raise
         self.has_audio = bool(self._container.streams.audio)
-        cc = stream.codec_context
         rate = stream_rate(self._container, stream)
         self.fps = float(rate) if rate else None
         # size=None: the first frame (turned upright) sets the size later ones are fitted to.
@@ -278,8 +277,6 @@ class VideoFileSource:
                                      rate=as_fraction(rate) if rate else None, origin=timeline_origin(self._container),
                                      mirror=track_mirror(self._container, stream))
         self._frames = iter(self._decoder)
-        log.info("%s: %dx%d at %s FPS, %s", self.name, cc.width, cc.height,
-                 f"{self.fps:g}" if self.fps else "unknown", "real time" if self.realtime else "as fast as possible")
 
     def read(self) -> DecodedFrame | None:
         import av
@@ -306,10 +303,18 @@ class VideoFileSource:
         except av.FFmpegError as exc:
             raise InputError(f"{self.name}: the video could not be decoded further ({exc})") from exc
         self._read += 1
+        if self._read == 1:  # said once the first frame, turned upright, has set the size shown
+            self._announce()
         self.last_pts = frame.time
         if self.realtime:
             self._pace(frame.time)
         return frame
+
+    def _announce(self) -> None:
+        assert self._decoder is not None and self._decoder.fitter.size is not None
+        width, height = self._decoder.fitter.size
+        log.info("%s: %dx%d at %s FPS, %s", self.name, width, height, f"{self.fps:g}" if self.fps else "unknown",
+                 "real time" if self.realtime else "as fast as possible")
 
     def _nothing_decoded(self) -> str:
         from livecam.media.video_reader import NONE_DECODED

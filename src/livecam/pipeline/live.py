@@ -41,6 +41,7 @@ from typing import IO, Any, Callable, Iterator, Sequence
 
 import numpy as np
 
+from livecam.console import counted
 from livecam.errors import DeviceError, Interrupted, OutputError
 from livecam.frame import FramePacket
 from livecam.marks.marking_sink import MarkingSink
@@ -258,6 +259,7 @@ class LivePipeline:
         self._credits = None if self.live else threading.Semaphore(options.workers + 1)
         self._label = LabelPlacement() if options.label else None  # keeps off the faces of the last second
         self._small_faces = SmallFacesNotice()
+        self._shown_with_faces = 0  # frames shown with a face found: none at all is said at the end
         self._stats_file: IO[str] | None = None
         self._stats_stream = False  # a pipe, FIFO or terminal: its reader may fall behind
         self._stats_left_out = 0
@@ -290,7 +292,8 @@ class LivePipeline:
         summary = self._finish(stop_reason)
         self.stages.raise_error()
         if self._interrupted:
-            raise Interrupted(f"interrupted ({self._signal_name}); stopped cleanly after {summary['frames']} frames")
+            raise Interrupted(f"interrupted ({self._signal_name}); stopped cleanly after "
+                              f"{counted(summary['frames'], 'frame')}")
         return LiveResult(summary, stop_reason)
 
     def stop(self) -> None:
@@ -444,6 +447,7 @@ class LivePipeline:
         depths = {"analyse": self.q_analyse.qsize(), "process": self.q_process.qsize(), "reorder": len(self.reorder)}
         self.metrics.frame(packet, done, depths, processed_at=processed_at)
         self._small_faces.see(packet.faces, done)
+        self._shown_with_faces += bool(packet.faces)
         if self._credits is not None:
             self._credits.release()
 
@@ -616,9 +620,13 @@ class LivePipeline:
             latency = "latency n/a"
         else:
             latency = f"latency p50 {summary['latency_ms_p50']} ms p95 {summary['latency_ms_p95']} ms"
-        # one frame has no rate (it was printed as "1 frames, 0.0 FPS")
-        rate = f"{summary['fps']:.1f} FPS" if summary["frames"] > 1 else "FPS n/a"
-        log.info("%d frame%s, %s, %s, %d dropped (%s)", summary["frames"], "" if summary["frames"] == 1 else "s",
+        if summary["frames"] and not self._shown_with_faces:  # (a recording of it is the clip unchanged)
+            log.warning("warning: no %s was found in %s; none was swapped",
+                        self.options.job.processing.analysis.wanted_faces,
+                        "the one frame shown" if summary["frames"] == 1
+                        else f"any of the {summary['frames']} frames shown")
+        rate = "FPS n/a" if summary["fps"] is None else f"{summary['fps']:.1f} FPS"
+        log.info("%s, %s, %s, %d dropped (%s)", counted(summary["frames"], "frame"),
                  rate, latency, summary["dropped"], stop_reason)
         return summary
 

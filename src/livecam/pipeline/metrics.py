@@ -229,19 +229,21 @@ class LiveMetrics:
             return dict(self._drops)
 
     def summary(self, **extra: Any) -> dict[str, Any]:
+        """The run's totals, once its stages have stopped: every captured frame is shown, dropped
+        or left in the pipeline at a stop (a limit, a key, a signal), which is no drop."""
+        fps: float | None = None  # one frame has no rate (0.0 read as a stalled run)
         if self._first_output is not None and self._last_output is not None and self.frames > 1:
-            fps = (self.frames - 1) / max(self._last_output - self._first_output, 1e-9)
-        else:
-            fps = 0.0
+            fps = round((self.frames - 1) / max(self._last_output - self._first_output, 1e-9), 2)
         drops = self.dropped
         out: dict[str, Any] = {
             "frames": self.frames,
-            "fps": round(fps, 2),
+            "fps": fps,
             "latency_ms_p50": _r(self._hist.percentile(50)),
             "latency_ms_p95": _r(self._hist.percentile(95)),
             "dropped": sum(drops.values()),
             "dropped_by_reason": drops,
             "captured": self.captured,
+            "left_at_stop": max(0, self.captured - self.frames - sum(drops.values())),
             "duration_s": round(self._clock() - self.started_at, 3),
         }
         out.update(extra)
