@@ -41,7 +41,6 @@ from typing import IO, Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from livecam.console import counted
 from livecam.errors import DeviceError, Interrupted, OutputError
 from livecam.frame import FramePacket
 from livecam.marks.marking_sink import MarkingSink
