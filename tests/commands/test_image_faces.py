@@ -5,6 +5,7 @@ summary and the warning say what happened to the pixels; a mistake is one line, 
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import cv2
@@ -25,6 +26,23 @@ def _no_face(faces_dir: Path, folder: Path) -> Path:
     return path
 
 
+def _letterboxed_table(faces_dir: Path, folder: Path) -> Path:
+    """_no_face's table in a black frame: the detector takes the glass for a face (0.57) on the
+    picture itself, no padded retry needed."""
+    path = folder / "boxed.png"
+    table = cv2.imread(str(_no_face(faces_dir, folder)))
+    cv2.imwrite(str(path), cv2.copyMakeBorder(table, 200, 200, 200, 200, cv2.BORDER_CONSTANT, value=(0, 0, 0)))
+    return path
+
+
+def _refused_as_faceless(result: subprocess.CompletedProcess[str], out: Path) -> None:
+    """A source photo without a face: one line, exit 2, nothing written."""
+    assert result.returncode == 2, result.stderr
+    assert "no face found in source photo" in only_error_line(
+        "\n".join(line for line in result.stderr.splitlines() if "--unverified-models" not in line))
+    assert not out.exists()
+
+
 def _standins(env: dict[str, str]) -> None:
     from tests.standins import build_swap_models
 
@@ -39,11 +57,7 @@ def test_a_source_photo_without_a_face_is_refused(tmp_path: Path, faces_dir: Pat
     out = tmp_path / "o.png"
     result = run_cli(["--unverified-models", "image", str(target), str(out), "-s", str(table), *EXACT],
                      env=isolated_env)
-    assert result.returncode == 2
-    assert "no face found in source photo" in only_error_line(
-        "\n".join(line for line in result.stderr.splitlines() if "--unverified-models" not in line))
-    assert not out.exists()
-
+    _refused_as_faceless(result, out)
 
 
 def test_a_letterboxed_source_photo_without_a_face_is_refused(tmp_path: Path, faces_dir: Path,
@@ -51,16 +65,12 @@ def test_a_letterboxed_source_photo_without_a_face_is_refused(tmp_path: Path, fa
     # The table in a black frame as --source: the detector took the glass for a face (0.57) on
     # the photo itself, and its "identity" was swapped onto the target, exit 0 without a word.
     _standins(isolated_env)
-    table = cv2.imread(str(_no_face(faces_dir, tmp_path)))
-    boxed = tmp_path / "boxed.png"
-    cv2.imwrite(str(boxed), cv2.copyMakeBorder(table, 200, 200, 200, 200, cv2.BORDER_CONSTANT, value=(0, 0, 0)))
+    boxed = _letterboxed_table(faces_dir, tmp_path)
     target, out = small(faces_dir, "obama.jpg", tmp_path), tmp_path / "o.png"
     result = run_cli(["--unverified-models", "image", str(target), str(out), "-s", str(boxed), *EXACT],
                      env=isolated_env)
-    assert result.returncode == 2, result.stderr
-    assert "no face found in source photo" in only_error_line(
-        "\n".join(line for line in result.stderr.splitlines() if "--unverified-models" not in line))
-    assert not out.exists()
+    _refused_as_faceless(result, out)
+
 
 def test_a_picture_without_a_face_is_written_unchanged(tmp_path: Path, faces_dir: Path,
                                                        isolated_env: dict[str, str]) -> None:
@@ -81,9 +91,7 @@ def test_a_letterboxed_picture_without_a_face_is_written_unchanged(tmp_path: Pat
     # The table in a black frame: the detector took the glass for a face (0.57) on the picture
     # itself, no retry needed, and the neural swapper pasted a face onto it ("1 face swapped").
     _standins(isolated_env)
-    table = cv2.imread(str(_no_face(faces_dir, tmp_path)))
-    boxed = tmp_path / "boxed.png"
-    cv2.imwrite(str(boxed), cv2.copyMakeBorder(table, 200, 200, 200, 200, cv2.BORDER_CONSTANT, value=(0, 0, 0)))
+    boxed = _letterboxed_table(faces_dir, tmp_path)
     source, out = small(faces_dir, "biden.jpg", tmp_path), tmp_path / "o.png"
     result = run_cli(["--unverified-models", "image", str(boxed), str(out), "-s", str(source), *EXACT],
                      env=isolated_env)

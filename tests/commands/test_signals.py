@@ -177,17 +177,29 @@ def test_signals_while_a_video_starts_exit_130_in_one_line(
     assert list(out.parent.iterdir()) == []
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the stand-in hang is a glibc mutex")
-def test_sigterm_while_signing_hangs_in_native_code_exits_130_and_keeps_the_old_file(
-        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
-    # c2pa signing stuck in native code never ran Python's handler: SIGTERM and Ctrl-C went
-    # unheard, and the SIGKILL that followed left the hidden temporary files beside the output.
+def _clip_and_an_old_output(tmp_path: Path) -> tuple[Path, Path]:
+    """A two-frame clip, and the output path in a folder of its own, holding the user's old file."""
     from tests.videos import make_clip
 
     clip = make_clip(tmp_path / "in.mp4", frames=2, size=(64, 48), fps=30)
     out = tmp_path / "out" / "out.mp4"
     out.parent.mkdir()
     out.write_bytes(b"the user's old file")
+    return clip, out
+
+
+def interrupted_keeping_the_old_output(proc: subprocess.CompletedProcess[str], out: Path) -> None:
+    interrupted_in_one_line(proc)
+    assert list(out.parent.iterdir()) == [out]  # no temporary file beside it
+    assert out.read_bytes() == b"the user's old file"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the stand-in hang is a glibc mutex")
+def test_sigterm_while_signing_hangs_in_native_code_exits_130_and_keeps_the_old_file(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # c2pa signing stuck in native code never ran Python's handler: SIGTERM and Ctrl-C went
+    # unheard, and the SIGKILL that followed left the hidden temporary files beside the output.
+    clip, out = _clip_and_an_old_output(tmp_path)
     try:
         proc = run_driver(tmp_path, "term-while-signing-hangs",
                           ["video", str(clip), str(out), "--source", str(faces_dir / "biden.jpg"), "--force",
@@ -195,9 +207,7 @@ def test_sigterm_while_signing_hangs_in_native_code_exits_130_and_keeps_the_old_
                           isolated_env, timeout=30)
     except subprocess.TimeoutExpired:
         pytest.fail("SIGTERM did not stop a run whose signing hangs")
-    interrupted_in_one_line(proc)
-    assert list(out.parent.iterdir()) == [out]
-    assert out.read_bytes() == b"the user's old file"
+    interrupted_keeping_the_old_output(proc, out)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the stand-in hang is a glibc mutex")
@@ -209,12 +219,7 @@ def test_sigterm_while_a_run_recording_is_signed_and_signing_hangs_exits_130_and
     # hung signing for ever (the stuck-output rescue backs off while the recording is being closed;
     # with the watermark, 60 s until the marking thread gave up): the SIGKILL that followed left
     # the recording's and the signed copy's temporary files beside the output.
-    from tests.videos import make_clip
-
-    clip = make_clip(tmp_path / "in.mp4", frames=2, size=(64, 48), fps=30)
-    out = tmp_path / "out" / "out.mp4"
-    out.parent.mkdir()
-    out.write_bytes(b"the user's old file")
+    clip, out = _clip_and_an_old_output(tmp_path)
     try:
         proc = run_driver(tmp_path, patch,
                           ["run", "--camera", str(clip), "--output", str(out), "--source",
@@ -222,9 +227,7 @@ def test_sigterm_while_a_run_recording_is_signed_and_signing_hangs_exits_130_and
                           isolated_env, timeout=40)
     except subprocess.TimeoutExpired:
         pytest.fail("SIGTERM did not stop a `run` whose signing hangs")
-    interrupted_in_one_line(proc)
-    assert list(out.parent.iterdir()) == [out]
-    assert out.read_bytes() == b"the user's old file"
+    interrupted_keeping_the_old_output(proc, out)
 
 
 @pytest.mark.parametrize("watermark", ["--no-watermark", "--watermark"])
