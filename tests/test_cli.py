@@ -582,6 +582,9 @@ def test_the_help_starts_a_newcomer_with_commands_that_parse() -> None:
     (["video", "in.mp4", "out.mp4", "-s", "x.jpg", "--frame-range"],
      "--frame-range is missing its START:END: give it right after the flag, `--frame-range START:END`"),
     (["run", "-s", "x.jpg", "--det-size"], "--det-size is missing its value: give one of 320, 480, 640 right after it"),
+    # a text option names what it takes, not click's "TEXT"
+    (["run", "-s", "x.jpg", "--camera"],
+     "--camera is missing its INDEX|FILE|URL: give it right after the flag, `--camera INDEX|FILE|URL`"),
     (["--models-dir"], "--models-dir is missing its DIRECTORY: give it right after the flag, `--models-dir DIRECTORY` "
                        "(see `livecam --help`)"),
 ])

@@ -532,15 +532,15 @@ def _parse_frame_range(ctx: click.Context, param: click.Parameter,
 
 @cli.command()
 @processing_options
-@option("--camera", type=NameOrPath(), default="0", show_default=True,
+@option("--camera", type=NameOrPath(), default="0", show_default=True, metavar="INDEX|FILE|URL",
               help="Camera index (on Linux also its /dev/videoN), or a video file path or URL (a file plays "
                    "once: the run ends with it).")
-@option("--resolution", default="1280x720", show_default=True, help="Capture size WIDTHxHEIGHT.")
+@option("--resolution", default="1280x720", show_default=True, metavar="WxH", help="Capture size WIDTHxHEIGHT.")
 @option("--fps", type=FiniteRange(*CAMERA_FPS), default=30.0, show_default=True, help="Capture rate.")
 @option("--realtime/--no-realtime", default=None,
               help="File sources: play at their own rate (default) or as fast as possible.")
 @option("--mirror", is_flag=True, help="Flip horizontally (selfie view).")
-@option("--output", "-o", type=NameOrPath(), default="auto", show_default=True,
+@option("--output", "-o", type=NameOrPath(), default="auto", show_default=True, metavar="SINK|FILE",
               help="window, virtual-camera, none, or a FILE.mp4 to record (auto: window when a display exists).")
 @option("--queue-depth", type=click.IntRange(1, 2), default=1, show_default=True,
               help="Frames each live queue holds: 1 for the lowest latency, 2 to ride out uneven stage times.")
@@ -581,7 +581,7 @@ def run(ctx: click.Context, **kw: Any) -> None:
 
 @cli.command()
 @file_job_options
-@option("--video-encoder", default="auto", show_default=True,
+@option("--video-encoder", default="auto", show_default=True, metavar="ENCODER",
               help="auto (libx264; libvpx-vp9 for .webm), libx265, libvpx-vp9, or a hardware encoder "
                    "such as h264_nvenc.")
 @option("--video-quality", type=click.IntRange(0, 51), default=18, show_default=True,
@@ -675,7 +675,7 @@ def image(ctx: click.Context, input: Path, output: str, **kw: Any) -> None:
 @option("--frames", type=click.IntRange(min=10), default=300, show_default=True,
               help="Frames measured (a few warm-up frames run first, uncounted; an --input clip gives at most "
                    "its own).")
-@option("--resolution", default="1280x720", show_default=True, help="Size of the generated clip.")
+@option("--resolution", default="1280x720", show_default=True, metavar="WxH", help="Size of the generated clip.")
 @option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @option("--compare-providers", default="", metavar="P1,P2,...",
               help="Run the same clip on each execution provider in turn (alternating over --rounds) "
