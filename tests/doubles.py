@@ -63,7 +63,7 @@ class FlipEngine(NoModels):
     """contracts.FileEngine without models: finds no face and inverts a patch (rows 100-107,
     columns 0-7) away from the index stamp, so a processed frame is told from its input."""
 
-    smooths = False
+    tracks = False
 
     def analyse(self, packet: FramePacket, track: bool) -> None:
         packet.faces = []

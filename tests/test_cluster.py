@@ -120,7 +120,7 @@ class MaskedEngine(NoModels):
     """One face big enough to change in every frame; process() changes it, or leaves it as it
     is (`leave`: as the swapper does where its --face-mask came out empty)."""
 
-    smooths = False
+    tracks = False
 
     def __init__(self, leave: bool) -> None:
         self.leave = leave

@@ -29,7 +29,7 @@ import livecam.commands.video as video
 from tests.doubles import NoModels
 
 class SlowEngine(NoModels):  # contracts.FileEngine: model_names, providers
-    smooths = False  # contracts.FileEngine: no ordered tracking step
+    tracks = False  # contracts.FileEngine: no ordered tracking step
     def analyse(self, packet, track):
         packet.faces = []
     def process(self, packet):

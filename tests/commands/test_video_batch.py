@@ -36,7 +36,7 @@ import livecam.commands.video as video
 from tests.doubles import NoModels
 
 class FlipEngine(NoModels):
-    smooths = False
+    tracks = False
     seen = 0
     def analyse(self, packet, track):
         packet.faces = []

@@ -46,7 +46,7 @@ class Clock:
 
 
 class Engine(NoModels):
-    smooths = False  # contracts.FileEngine: no ordered tracking step
+    tracks = False  # contracts.FileEngine: no ordered tracking step
 
     def analyse(self, packet: FramePacket, track: bool) -> None:
         time.sleep(0.002)

@@ -151,7 +151,7 @@ def test_summary_exit_codes() -> None:
 class TrackingEngine(FlipEngine):
     """A face at one place in every frame, smoothed by the real FaceTracker; keeps the track ids."""
 
-    smooths = True
+    tracks = True
 
     def __init__(self) -> None:
         self.tracker = FaceTracker(smoothing=0.5)
@@ -235,7 +235,7 @@ def test_the_real_engine_forgets_the_first_files_smoothed_track(tmp_path: Path) 
     engine = Engine(replace(template.processing, analysis=analysis),
                     FaceAnalyser(WidthDetector(), analysis, names=ModelNames("fake"), tracker=FaceTracker(0.9)),
                     [log], [], providers=CPU, swap_model=None)
-    assert engine.smooths
+    assert engine.tracks
     outcomes = run_batch(jobs, engine)
     assert not any(o.failed for o in outcomes)
     firsts = {face.track_id for width, face in log.seen if width == 160}

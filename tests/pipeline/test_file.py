@@ -41,7 +41,7 @@ SQUARE = (slice(20, 44), slice(40, 72))  # rows, cols the fake engine inverts
 class InvertEngine(NoModels):
     """Inverts a square and 'finds' a face there; optional per-frame delay and failure."""
 
-    smooths = False  # contracts.FileEngine: no ordered tracking step
+    tracks = False  # contracts.FileEngine: no ordered tracking step
 
     def __init__(self, delay=None, fail_at: int | None = None, face: bool = True) -> None:  # type: ignore[no-untyped-def]
         self.delay = delay
@@ -242,7 +242,7 @@ def test_no_face_anywhere_completes_with_a_warning(tmp_path: Path, clip: Path,
 
 def test_label_changes_only_its_corner_and_no_label_removes_it(tmp_path: Path, clip: Path) -> None:
     class Identity(NoModels):
-        smooths = False
+        tracks = False
 
         def analyse(self, packet: FramePacket, track: bool) -> None:
             packet.faces = []
@@ -271,7 +271,7 @@ def test_label_keeps_off_a_face_in_the_bottom_right_corner(tmp_path: Path) -> No
     face = (180, 110, 316, 236)
 
     class FaceBottomRight(NoModels):
-        smooths = False
+        tracks = False
 
         def analyse(self, packet: FramePacket, track: bool) -> None:
             packet.faces = [Face(bbox=np.array(face, np.float32), score=0.9, kps=np.zeros((5, 2), np.float32))]
@@ -554,7 +554,7 @@ def test_retime_repeats_and_drops_nearest_frames() -> None:
 class SmoothedInvertEngine(InvertEngine):
     """InvertEngine through the ordered step (--smoothing): keeps what track() saw, in order."""
 
-    smooths = True
+    tracks = True
 
     def __init__(self) -> None:
         super().__init__()

@@ -33,8 +33,8 @@ class CornerFaces(NoModels):
     in the pixels), after random delays in detection and in processing, long on those frames:
     the frames after one of them are usually finished before it."""
 
-    def __init__(self, smooths: bool, seed: int) -> None:
-        self.smooths = smooths
+    def __init__(self, tracks: bool, seed: int) -> None:
+        self.tracks = tracks
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
 
@@ -68,7 +68,7 @@ def _inputs(step: int) -> dict[int, np.ndarray]:
     return images
 
 
-def _corners(workers: int, seed: int, smooths: bool, fps: float | None = None, warm: bool = False,
+def _corners(workers: int, seed: int, tracks: bool, fps: float | None = None, warm: bool = False,
              **options: Any) -> list[str]:
     """The label's corner on every frame run_frames writes from the FRAMES at 30 fps (`fps`:
     from those at 10 fps, retimed to it); `warm`: numbered from 30, after a warm-up that saw the
@@ -82,7 +82,7 @@ def _corners(workers: int, seed: int, smooths: bool, fps: float | None = None, w
         label.observe(-0.2, [BOX])
         options["first_index"] = 30
     written: list[np.ndarray] = []
-    run_frames(frames, lambda packet: written.append(packet.image.copy()), CornerFaces(smooths, seed),
+    run_frames(frames, lambda packet: written.append(packet.image.copy()), CornerFaces(tracks, seed),
                workers=workers, max_in_flight=2 * workers + 2, label=label, **options)
     return label_corners(written, [inputs[read_index(image)] for image in written])
 
@@ -95,14 +95,14 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("smooths", [False, True], ids=["untracked", "tracked"])
+@pytest.mark.parametrize("tracks", [False, True], ids=["untracked", "tracked"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_the_label_corners_are_those_of_one_worker_with_four(smooths: bool, case: str) -> None:
-    one = _corners(1, 0, smooths, **CASES[case])
+def test_the_label_corners_are_those_of_one_worker_with_four(tracks: bool, case: str) -> None:
+    one = _corners(1, 0, tracks, **CASES[case])
     # the faces moved it (1.37 s: a face came near 0.07 s before) and it went back a second after the last
     assert one[41] == "bottom-left" and one[-1] == "bottom-right"
     for seed in range(1, 4):
-        assert _corners(4, seed, smooths, **CASES[case]) == one, seed
+        assert _corners(4, seed, tracks, **CASES[case]) == one, seed
 
 
 class FailsToDetect(CornerFaces):
@@ -115,8 +115,8 @@ class FailsToDetect(CornerFaces):
         super().analyse(packet, track)
 
 
-@pytest.mark.parametrize("smooths", [False, True], ids=["untracked", "tracked"])
-def test_an_error_before_a_frame_is_placed_ends_the_run_and_every_worker(smooths: bool) -> None:
+@pytest.mark.parametrize("tracks", [False, True], ids=["untracked", "tracked"])
+def test_an_error_before_a_frame_is_placed_ends_the_run_and_every_worker(tracks: bool) -> None:
     # The workers holding frames 41 on wait for frame 40's corner, which never comes: the error
     # stops the run, and they must see that rather than wait on (they were left running).
     # Tracked, the frames after 40 wait for it in the ordered step (not holding a worker) but
@@ -124,5 +124,5 @@ def test_an_error_before_a_frame_is_placed_ends_the_run_and_every_worker(smooths
     before = set(threading.enumerate())
     with pytest.raises(RuntimeError, match="detector exploded"):
         run_frames([OutFrame(image, i / 30) for i, image in _inputs(1).items()], lambda packet: None,
-                   FailsToDetect(smooths, 0), workers=4, max_in_flight=10, frame_range=(0, 45))
+                   FailsToDetect(tracks, 0), workers=4, max_in_flight=10, frame_range=(0, 45))
     assert [t.name for t in set(threading.enumerate()) - before if t.is_alive()] == []

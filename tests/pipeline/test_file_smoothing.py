@@ -152,7 +152,7 @@ def test_smoothing_cuts_jitter_and_keeps_order_with_four_workers() -> None:
     assert smooth_detector.detected != list(range(90))
     tracker = smooth_engine.analyser.tracker
     assert [i for i, _ in tracker.calls] == list(range(90))  # type: ignore[union-attr]
-    assert raw_engine.analyser.tracker is None and not raw_engine.smooths and smooth_engine.smooths
+    assert raw_engine.analyser.tracker is None and not raw_engine.tracks and smooth_engine.tracks
     # The processors got the smoothed faces, with one stable track id.
     marker = smooth_engine.processors[0]
     assert {f.track_id for fs in marker.faces.values() for f in fs} == {1}  # type: ignore[attr-defined]
@@ -299,7 +299,7 @@ def test_real_photo_still_face_jitters_less_with_smoothing(tmp_path: Path, faces
                                                        offline=True, quiet=True, execution_threads=2),
             analysis=AnalysisSettings(smoothing=smoothing), swap=SwapSettings(model="mesh"))
         engine = Engine.create(settings, live=False, progress=False)
-        assert engine.smooths == (smoothing > 0)
+        assert engine.tracks  # unsmoothed too: each new track confirmed, the one face chosen in order
         written = run(engine, [OutFrame(f.image.copy(), f.time) for f in shaken], workers=2)
         assert [p.index for p in written] == list(range(50))
         assert all(len(p.faces) == 1 and p.faces[0].landmarks is not None for p in written)

@@ -29,7 +29,7 @@ class SmoothingEngine(NoModels):
     new one after reset_tracking() or when time goes back), process() paints it as a block, so
     every output frame depends on the frames before it."""
 
-    smooths = True
+    tracks = True
 
     def __init__(self) -> None:
         self.state: float | None = None
@@ -223,7 +223,7 @@ class FaceInTheCorner(NoModels):
     """contracts.FileEngine that finds one face, in the bottom-right corner, from 0.5 s to 0.8 s
     (no smoothing: the warm-up has nothing to warm but the label), and changes no pixel."""
 
-    smooths = False
+    tracks = False
     box = np.array([100.0, 70.0, 160.0, 120.0])
 
     def analyse(self, packet: FramePacket, track: bool) -> None:

@@ -13,8 +13,11 @@ the new frame, which follows the face as MediaPipe's own tracking does.
 
 analyse(track=False) keeps no state, so file workers may call it from several threads;
 analyse(track=True) is for one thread (the live analysis stage). Video files split the two:
-workers call analyse(track=False) in parallel, then track() smooths each frame's faces strictly
-in frame order (one call at a time; see pipeline.file).
+workers call analyse(track=False, choose=False) in parallel, then track() runs strictly in frame
+order (one call at a time; see pipeline.file): it confirms each new track, and without
+--many-faces and --map chooses "the one" there, among the confirmed faces, kept from the last
+frame while changeable (selection.keep_previous) as live; then it smooths. Chosen in a worker, a
+non-face ranked first (a glass larger than the face) hid the face before tracking rejected it.
 """
 
 from __future__ import annotations
@@ -102,6 +105,7 @@ class FaceAnalyser:
         self._detect_every = max(1, int(settings.detect_every))
         self._since_detect = 0
         self._carried: list[Face] | None = None
+        self._chosen: Face | None = None  # a video file's last "the one" (track())
 
     # ---- construction ---------------------------------------------------------------------------
     @classmethod
@@ -163,10 +167,9 @@ class FaceAnalyser:
                 # Say why a mesh-swapper run wants a neural model at all.
                 raise ModelError(f"{option} needs the ArcFace model w600k_r50 to recognise people: {exc.message}",
                                  exit_code=exc.exit_code) from exc
-        tracker = None
-        # Live always tracks (stable ids, detection every nth frame); files only to smooth.
-        if settings.smoothing > 0 or (live and settings.smoothing >= 0):
-            tracker = FaceTracker(smoothing=settings.smoothing)
+        # Live and video track (stable ids, each new track confirmed, the one face kept; live
+        # also detection every nth frame), even unsmoothed; a picture confirms every detection.
+        tracker = None if still else FaceTracker(smoothing=settings.smoothing)
         used = [detector_name, "face_landmark"] + (["w600k_r50"] if embedder is not None else [])
         names = ModelNames(detector_name, "face_landmark", "w600k_r50" if embedder is not None else None,
                            stamp=_stamp(store, used))
@@ -253,11 +256,15 @@ class FaceAnalyser:
 
     # ---- per frame --------------------------------------------------------------------------------
     def analyse(self, image: np.ndarray, timestamp: float | None = None, track: bool = False,
-                timings: dict[str, float] | None = None) -> list[Face]:
+                timings: dict[str, float] | None = None, choose: bool = True) -> list[Face]:
         """The faces to process in this frame, selected (and tracked when `track`).
 
+        `choose` False (a video file's workers, track() to follow): without --many-faces and
+        --map, every candidate for "the one", ranked, the first that FaceMesh fits fitted where
+        landmarks are needed (_fit_first); track() chooses. Ignored without a tracker.
         `timings` (optional) receives ms for "detect", "landmarks", "embed" and "track"."""
         timings = {} if timings is None else timings
+        choose = choose or track or self.tracker is None
         # With nobody in view there is nothing to carry: detect (a swap-free frame can afford it).
         carry = track and bool(self._carried) and self._since_detect < self._detect_every
         ts = time.perf_counter() if timestamp is None else float(timestamp)
@@ -280,7 +287,7 @@ class FaceAnalyser:
                 hidden = [f for f, m in zip(faces, marks) if m]
                 faces = [f for f, m in zip(faces, marks) if not m]
             previous = self._carried[0] if track and self._one_face and self._carried else None
-            faces = self._select(image, faces, timings, previous)
+            faces = self._select(image, faces, timings, previous, choose)
         if faces and self.landmarker is not None and (self.need_landmarks or carry):
             # Carried faces are re-fitted even when no processor needs landmarks: the mesh
             # moves their keypoints to where the face is now, for a fraction of a detection.
@@ -288,7 +295,7 @@ class FaceAnalyser:
             if carry:
                 faces = self._refit(image, faces)
             elif self._one_face:
-                faces = self._first_fitted(image, faces)
+                faces = self._first_fitted(image, faces) if choose else self._fit_first(image, faces)
             else:
                 faces = self.landmarker.refine(image, faces)
             timings["landmarks"] = _ms(t1)
@@ -298,52 +305,90 @@ class FaceAnalyser:
             self._carried = faces
             if self.tracker is not None:
                 t2 = time.perf_counter()
+                tried = [self.need_landmarks] * len(faces) + [False] * len(hidden)
                 faces = faces + hidden  # keeps their tracks alive, so they are not confirmed again
-                marked = self._update_tracks(image, faces, ts)
+                marked = self._update_tracks(image, faces, ts, tried)
                 self._carried = [raw for raw, kept in zip(faces, marked) if kept is not None]  # no glass re-fitted
                 faces = [f for f in marked if f is not None]
                 timings["track"] = _ms(t2)
         return faces
 
-    def _update_tracks(self, image: np.ndarray, faces: list[Face], timestamp: float) -> list[Face | None]:
+    def _update_tracks(self, image: np.ndarray, faces: list[Face], timestamp: float,
+                       tried: Sequence[bool]) -> list[Face | None]:
         """The tracker's update, each new track confirmed by FaceMesh once (a frame's faces are
-        not confirmed, as a picture's are: a FaceMesh run per face per frame). Where a processor
-        needs landmarks FaceMesh has run on these faces already: its result is reused. A rejected
-        track is checked again each frame it is seen (tracking's module docstring)."""
+        not confirmed, as a picture's are: a FaceMesh run per face per frame). `tried`: whether
+        FaceMesh has run on each face in this frame already (a processor needs landmarks): its
+        fit or its "no face" stands, FaceMesh does not run again. A rejected track is checked
+        again every so often (tracking's module docstring)."""
         assert self.tracker is not None
         landmarker = self.landmarker
         if landmarker is None:
             return self.tracker.update_marked(faces, timestamp)
+        done = {id(f) for f, t in zip(faces, tried) if t}
 
         def confirm(new: list[Face]) -> list[bool]:
-            fitted = new if self.need_landmarks else landmarker.refine(image, new)
+            unfit = [f for f in new if id(f) not in done]
+            fits = iter(landmarker.refine(image, unfit) if unfit else [])
+            fitted = [f if id(f) in done else next(fits) for f in new]
             return [is_face(image, given, fit, keep_cut=True) for given, fit in zip(new, fitted)]
 
         return self.tracker.update_marked(faces, timestamp, confirm)
 
     @property
-    def smooths(self) -> bool:
+    def tracks(self) -> bool:
         """Whether track() changes faces (then a file pipeline must call it in frame order)."""
-        return self.tracker is not None and getattr(self.tracker, "params", True) is not None
+        return self.tracker is not None
 
     def track(self, faces: list[Face], timestamp: float, image: np.ndarray,
               timings: dict[str, float] | None = None) -> list[Face]:
-        """Track ids and smoothed points for faces found by analyse(track=False) in `image`: the
-        ordered step of a video file (frames in order, one call at a time), where each new track
-        is confirmed (_update_tracks). Carries nothing: every frame of a file is detected."""
+        """The faces to process among those analyse(track=False, choose=False) found in `image`:
+        the ordered step of a video file (frames in order, one call at a time). Each new track is
+        confirmed (_update_tracks), a rejected one's faces dropped; without --many-faces and
+        --map the one face is chosen among the rest, last frame's kept while changeable; track
+        ids and smoothed points. Carries nothing: every frame of a file is detected."""
         if self.tracker is None:
             return faces
         t0 = time.perf_counter()
-        faces = [f for f in self._update_tracks(image, faces, float(timestamp)) if f is not None]
+        tried = self._fit_tried(faces) if self._one_face else [self.need_landmarks] * len(faces)
+        if self._one_face:
+            faces = self._fit_kept(image, faces, tried)
+        faces = [f for f in self._update_tracks(image, faces, float(timestamp), tried) if f is not None]
+        if self._one_face:
+            faces = selection.first_changeable(selection.keep_previous(faces, self._chosen), self.need_landmarks)
+            self._chosen = faces[0] if faces else None
         if timings is not None:
             timings["track"] = _ms(t0)
         return faces
+
+    def _fit_tried(self, candidates: list[Face]) -> list[bool]:
+        """Which of analyse(choose=False)'s candidates _fit_first ran FaceMesh on: each usable
+        one up to the first it fitted (none where no processor needs landmarks)."""
+        if not self.need_landmarks:
+            return [False] * len(candidates)
+        fitted_at = next((i for i, f in enumerate(candidates) if selection.changeable(f, need_fit=True)),
+                         len(candidates))
+        return [i <= fitted_at and selection.usable(f) for i, f in enumerate(candidates)]
+
+    def _fit_kept(self, image: np.ndarray, candidates: list[Face], tried: list[bool]) -> list[Face]:
+        """The candidates, with last frame's face (keep_previous) fitted by FaceMesh where a
+        processor needs landmarks and the worker did not reach it: _fit_first stops at the first
+        that fits, and the kept one may rank after it. Before tracking, so its landmarks are
+        smoothed too; FaceMesh runs here only on frames where rank and hysteresis disagree.
+        Marks it in `tried`."""
+        if not (self.need_landmarks and candidates and self._chosen is not None):
+            return candidates
+        kept = selection.keep_previous(candidates, self._chosen)[0]
+        at = next(i for i, f in enumerate(candidates) if f is kept)
+        if tried[at] or not selection.usable(kept):
+            return candidates
+        tried[at] = True
+        return [*candidates[:at], *self.landmarker.refine(image, [kept]), *candidates[at + 1:]]  # type: ignore[union-attr]
 
     def reset_tracking(self) -> None:
         """Forget the tracks and the carried faces: the next frame starts afresh (a new file or segment)."""
         if self.tracker is not None:
             self.tracker.reset()
-        self._carried = None
+        self._carried = self._chosen = None
         self._since_detect = 0
 
     def _refit(self, image: np.ndarray, faces: list[Face]) -> list[Face]:
@@ -366,8 +411,9 @@ class FaceAnalyser:
         return out
 
     def _select(self, image: np.ndarray, faces: list[Face], timings: dict[str, float],
-                previous: Face | None = None) -> list[Face]:
-        """`previous`: last frame's "the one" (live), kept while changeable (selection.keep_previous)."""
+                previous: Face | None = None, choose: bool = True) -> list[Face]:
+        """`previous`: last frame's "the one" (live), kept while changeable (selection.keep_previous).
+        `choose` False: every candidate for "the one", ranked (analyse)."""
         settings = self.settings
         faces = selection.large_enough(faces, settings.face_min_size)  # before embedding: small ones cost nothing
         if not faces:
@@ -380,14 +426,14 @@ class FaceAnalyser:
                 faces = selection.match_reference(faces, self.references, settings.reference_distance)
                 return selection.order_faces(faces, settings.face_selector_order)
             faces = selection.filter_by_reference(faces, self.references, settings.reference_distance)
-        if self._one_face and self.need_landmarks and self.landmarker is not None:
+        if not self._one_face:
+            return selection.select_faces(faces, settings.many_faces, settings.face_selector_order)
+        candidates = selection.keep_previous(selection.ranked(faces, settings.face_selector_order), previous)
+        if not choose or (self.need_landmarks and self.landmarker is not None):
             # Every candidate, best first: which one a processor can change is known once
-            # FaceMesh has run (_first_fitted).
-            return selection.keep_previous(selection.ranked(faces, settings.face_selector_order), previous)
-        if self._one_face:
-            return selection.first_changeable(selection.keep_previous(
-                selection.ranked(faces, settings.face_selector_order), previous))
-        return selection.select_faces(faces, settings.many_faces, settings.face_selector_order)
+            # FaceMesh has run (_first_fitted), which is a face once tracking confirmed it (track).
+            return candidates
+        return selection.first_changeable(candidates)
 
     @property
     def _one_face(self) -> bool:
@@ -395,20 +441,25 @@ class FaceAnalyser:
         return not self.settings.many_faces and not self.map_mode
 
     def _first_fitted(self, image: np.ndarray, candidates: list[Face]) -> list[Face]:
-        """The first usable candidate that FaceMesh fits (selection.changeable), fitted: FaceMesh
-        runs on the next candidate only where one before it failed, so the usual frame pays for
-        one fit. None fits: the first candidate, as FaceMesh left it (the swapper's warning says
-        why it is unchanged)."""
+        """The first usable candidate that FaceMesh fits (selection.changeable), fitted. None
+        fits: the first candidate, as FaceMesh left it (the swapper's warning says why it is
+        unchanged)."""
+        chosen = selection.first_changeable(self._fit_first(image, candidates), need_fit=True)
+        if chosen and not selection.usable(chosen[0]):  # not tried (too small)
+            return self.landmarker.refine(image, chosen)  # type: ignore[union-attr]
+        return chosen
+
+    def _fit_first(self, image: np.ndarray, candidates: list[Face]) -> list[Face]:
+        """The candidates, each usable one FaceMesh tried as it left it: FaceMesh runs on the next
+        only where one before it failed, so the usual frame pays for one fit."""
         refine = self.landmarker.refine  # type: ignore[union-attr]
-        tried: list[Face] = []  # each usable candidate, as FaceMesh left it
-        for face in candidates:
+        tried = list(candidates)
+        for i, face in enumerate(candidates):
             if selection.usable(face):
-                tried.append(refine(image, [face])[0])
-                if selection.changeable(tried[-1], need_fit=True):
-                    return tried[-1:]
-        if candidates and selection.usable(candidates[0]):
-            return tried[:1]
-        return refine(image, candidates[:1])
+                tried[i] = refine(image, [face])[0]
+                if selection.changeable(tried[i], need_fit=True):
+                    break
+        return tried
 
     # ---- photos ---------------------------------------------------------------------------------
     def analyse_photo(self, image: np.ndarray) -> tuple[Face | None, int]:

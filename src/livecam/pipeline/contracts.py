@@ -4,7 +4,7 @@ livecam.pipeline.engine.Engine satisfies every protocol here (tests/test_typing.
 mypy); tests drive the pipelines with small fakes that satisfy only the one they need.
 
     FrameEngine    analyse + process: every pipeline (and `livecam image`)
-    FileEngine     + smoothing in frame order (detect in any thread, track in order, reset
+    FileEngine     + tracking in frame order (detect in any thread, track in order, reset
                    between files), the models and providers in use (for the watermark's
                    sessions and C2PA), and the lanes (one engine per worker; none on the
                    shared session pool): files
@@ -36,14 +36,15 @@ class FrameEngine(Protocol):
 
 class FileEngine(FrameEngine, Protocol):
     @property
-    def smooths(self) -> bool:
-        """Whether faces are smoothed over time: then detect() in any thread, track() in order."""
+    def tracks(self) -> bool:
+        """Whether faces are tracked over time: then detect() in any thread, track() in order."""
 
     def detect(self, packet: FramePacket) -> None:
-        """analyse(packet, track=False): no state, any thread."""
+        """analyse(packet, track=False), the one face left for track(): no state, any thread."""
 
     def track(self, packet: FramePacket) -> None:
-        """Smooth packet.faces over time; one call at a time, in frame order."""
+        """Confirm, choose (the one face) and smooth packet.faces over time; one call at a time,
+        in frame order."""
 
     def reset_tracking(self) -> None:
         """Forget the face tracks (every lane's too): the next track() starts afresh, as at the
@@ -115,8 +116,8 @@ class ForwardingEngine:
         self.engine.process(packet)
 
     @property
-    def smooths(self) -> bool:
-        return self.engine.smooths
+    def tracks(self) -> bool:
+        return self.engine.tracks
 
     def detect(self, packet: FramePacket) -> None:
         self.engine.detect(packet)

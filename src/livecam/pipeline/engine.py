@@ -357,31 +357,34 @@ class Engine:
         return fn(*args) if self._thread is None else self._thread.call(fn, *args)
 
     # ---- per frame ----------------------------------------------------------------------------------
-    def analyse(self, packet: FramePacket, track: bool) -> None:
+    def analyse(self, packet: FramePacket, track: bool, choose: bool = True) -> None:
         """Fill packet.faces (detected, selected, with landmarks where needed; tracked and
-        smoothed when `track`) and packet.timings["detect"] and friends."""
+        smoothed when `track`) and packet.timings["detect"] and friends. `choose`: as
+        FaceAnalyser.analyse's."""
         if track and self._analysis_lane is not None:  # a live run's (lanes())
             return self._analysis_lane.analyse(packet, track)
         if self._thread is not None and not self._thread.is_current():
-            return self._thread.call(self.analyse, packet, track)
+            return self._thread.call(self.analyse, packet, track, choose)
         t0 = time.perf_counter()
         timestamp = packet.pts if packet.pts is not None else packet.captured_at
         packet.faces = self.analyser.analyse(packet.image, timestamp=timestamp, track=track,
-                                             timings=packet.timings)
+                                             timings=packet.timings, choose=choose)
         packet.timings["analyse"] = (time.perf_counter() - t0) * 1000.0
 
     # Video files: detect() in parallel workers, then track() in frame order, then process().
     def detect(self, packet: FramePacket) -> None:
-        """analyse(packet, track=False): no state, any thread."""
-        self.analyse(packet, track=False)
+        """analyse(packet, track=False), the one face left for track() to choose: no state,
+        any thread."""
+        self.analyse(packet, track=False, choose=False)
 
     @property
-    def smooths(self) -> bool:
-        """Whether track() smooths faces over time (--smoothing above 0 in file mode)."""
-        return self.analyser.smooths
+    def tracks(self) -> bool:
+        """Whether track() changes faces (every video file's run; FaceAnalyser.tracks)."""
+        return self.analyser.tracks
 
     def track(self, packet: FramePacket) -> None:
-        """Smooth packet.faces (from detect) over time; one call at a time, in frame order."""
+        """Confirm, choose and smooth packet.faces (from detect) over time
+        (FaceAnalyser.track); one call at a time, in frame order."""
         timestamp = packet.pts if packet.pts is not None else packet.captured_at
         packet.faces = self.analyser.track(packet.faces, timestamp, packet.image, timings=packet.timings)
 

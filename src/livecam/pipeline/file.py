@@ -14,15 +14,16 @@ decoded before any later one, so the bound cannot deadlock. Nothing is dropped.
 
 The engine is a contracts.FileEngine; tests pass fakes. Workers call it concurrently (ONNX
 Runtime sessions are thread-safe for run()). Detection needs no order (analyse(track=False)
-keeps no state). Smoothing over time (--smoothing) does: when the engine `smooths`, workers
-call its `detect(packet)`, hand the packet to an InOrder step that calls `track(packet)`
-strictly in frame order (one call at a time), and process what it returns.
+keeps no state). Tracking does (each new track confirmed by FaceMesh, the one face chosen
+among the confirmed and kept from frame to frame, --smoothing): when the engine `tracks` (every
+real engine), workers call its `detect(packet)`, hand the packet to an InOrder step that calls
+`track(packet)` strictly in frame order (one call at a time), and process what it returns.
 
 With lanes (runtime/lanes.py: a GPU provider), worker i is lane i: it detects and processes
 with `lanes[i]`, an engine whose sessions only that thread runs; tracking stays with the run's
 engine, so the ordered step is the same whatever lane detected a frame.
 Whichever worker completes a run of consecutive detected frames tracks them all (cheap: a
-One-Euro filter), processes the first and puts the others at the head of the work queue for any
+One-Euro filter; FaceMesh only on a new track), processes the first and puts the others at the head of the work queue for any
 free worker; a worker whose frame must wait for an earlier one does not wait, it takes the next
 frame. So no worker idles on the order and no extra thread is needed; the waiting frames hold
 their in-flight slots, so the memory bound is unchanged.
@@ -383,7 +384,7 @@ class FilePipeline:
         self.stats = RunStats()
         self._input_error: Exception | None = None  # the read's, raised after the frames before it
         self.ordered: InOrder | None = None
-        if engine.smooths:
+        if engine.tracks:
             self.ordered = InOrder(engine.track, max(first_index, frame_range[0] if frame_range is not None else 0))
 
     def run(self) -> RunStats:

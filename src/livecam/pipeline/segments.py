@@ -215,10 +215,10 @@ def _segment_frames(reader: VideoReader | ChunkReader, segment: Segment, engine:
                                  f"where {first_time:.3f} s was expected; run this file without --cluster")
             started = True
         if role == "warm":
-            if (engine.smooths or label is not None) and in_range(warm_index, job.frame_range):
+            if (engine.tracks or label is not None) and in_range(warm_index, job.frame_range):
                 packet = FramePacket(index=warm_index, image=frame.image, pts=frame.time)
                 engine.detect(packet)
-                if engine.smooths:
+                if engine.tracks:
                     engine.track(packet)
                 if label is not None:
                     label.observe(frame.time, [face.bbox for face in packet.faces])
