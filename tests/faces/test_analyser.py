@@ -402,3 +402,20 @@ def test_live_keeps_the_one_face_while_it_stays_changeable() -> None:
         detector.faces = [hovering(i), other]
         chosen.append([float(f.bbox[0]) for f in analyser.analyse(IMAGE, timestamp=i / 30, track=True)])
     assert chosen == [[50.0], [0.0], [0.0], [0.0], [0.0], [0.0]]
+
+
+def test_video_keeps_the_one_face_and_fits_it_where_the_worker_fitted_the_other() -> None:
+    # A video's workers fit the first-ranked face only; when last frame's face ranks second,
+    # the ordered step fits it, or the fitted one beside it would take the swap every other frame.
+    from livecam.faces.tracking import FaceTracker
+
+    detector, mesh = FakeDetector([]), FakeMesh()
+    analyser = FaceAnalyser(detector, AnalysisSettings(), names=ModelNames("fake"), landmarker=mesh,
+                            need_landmarks=True, tracker=FaceTracker(0.5))
+    chosen = []
+    for i in range(6):
+        detector.faces = [face_at(0, 60 + i % 2), face_at(100, 61 - i % 2)]  # the larger by turns
+        (face,) = analyser.track(analyser.analyse(IMAGE, choose=False), i / 30, IMAGE)
+        assert face.landmarks is not None
+        chosen.append(face.track_id)
+    assert chosen == [chosen[0]] * 6
