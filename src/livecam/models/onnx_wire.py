@@ -43,6 +43,7 @@ def fields(buf: memoryview, start: int, end: int) -> Iterator[tuple[int, int, An
     """Yield (field number, wire type, value) where value is an int for varints and
     (offset, length) for everything else; ValueError where the bytes are not a message."""
     pos = start
+    value: Any  # a varint's int, else (offset, length)
     while pos < end:
         at = pos
         try:
