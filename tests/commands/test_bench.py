@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from livecam.commands.bench import GeneratedClip, stage_table
+from livecam.commands.bench import GeneratedClip, format_table, stage_table
 from tests.conftest import run_cli
 from tests.videos import make_clip
 
@@ -445,3 +445,20 @@ def test_faces_the_face_mask_left_as_they_were_are_not_counted_as_changed(faces_
     skin = run_cli([*args, "--face-mask-regions", "skin"], env=isolated_env, timeout=180)
     assert skin.returncode == 0, skin.stderr
     assert json.loads(skin.stdout)["faces_changed_per_frame"] == 1.0 and "left nothing" not in skin.stderr
+
+
+def test_faces_swapped_too_faintly_to_show_are_reported_apart_from_the_changed(faces_dir: Path,
+                                                                              isolated_env: dict[str, str]) -> None:
+    # --blend 0.01 on faces just over the size limit: every paste changed no pixel. The report had
+    # no word of it (FramePacket.faint was not counted), the table gave only "faces per frame 1.0",
+    # and the warning blamed FaceMesh ("could not fit its landmarks").
+    result = run_cli(["bench", "--frames", "10", "--json", "--resolution", "400x300", "--blend", "0.01",
+                      "--source", str(faces_dir / "obama.jpg")], env=isolated_env, timeout=300)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["faces_usable_per_frame"] == 1.0
+    assert report["faces_changed_per_frame"] == 0.0 and report["faces_faint_per_frame"] == 1.0
+    assert "--blend 0.01 is too faint to change a pixel of the faces in the clip's frames" in result.stderr
+    assert "could not fit" not in result.stderr
+    assert format_table(report).splitlines()[-1].endswith(
+        "faces per frame 1.0 (changed 0.0, too faint to show 1.0)")

@@ -255,6 +255,33 @@ def test_doctor_says_how_to_fix_a_corrupt_model(tmp_path, monkeypatch, capsys) -
     assert "corrupt" in line and "delete it and run `livecam models download inswapper_128 --accept-license`" in line
 
 
+def test_doctor_and_models_list_say_a_broken_unpinned_model_is_corrupt_and_the_fix(tmp_path, monkeypatch,
+                                                                                  capsys) -> None:
+    # gfpgan_1.4 has no published SHA-256: a file of the right size holding zeros (an interrupted
+    # copy) was "unpinned" in both, as if it were fine, while every run using it failed
+    from livecam.commands.models import list_models
+
+    models = tmp_path / "m"
+    models.mkdir()
+    spec = catalog_module.CATALOG["gfpgan_1.4"]
+    assert spec.sha256 is None and spec.size is not None
+    with open(models / spec.file_name, "wb") as fh:
+        fh.truncate(spec.size)  # sparse: zeros without writing 340 MB
+    fix = "delete it and run `livecam models download gfpgan_1.4`"
+    monkeypatch.setattr(doctor_module, "probe_cameras", lambda: [])
+    settings = RuntimeSettings(models_dir=models, offline=True)
+    assert doctor_module.run_doctor(settings) == 0  # not a model of the default run
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("gfpgan_1.4 "))
+    assert line.split(None, 1)[1] == ("corrupt (not a whole ONNX model, truncated or overwritten: no protobuf "
+                                      f"field at byte 0); {fix}"), line
+    list_models(settings)
+    listed = capsys.readouterr()
+    row = next(x for x in listed.out.splitlines() if x.startswith("gfpgan_1.4 "))
+    assert " corrupt " in row and "unpinned" not in row, row
+    assert listed.err == (f"gfpgan_1.4: {models / spec.file_name} is corrupt (not a whole ONNX model, truncated or "
+                          f"overwritten: no protobuf field at byte 0); {fix}\n"), listed.err
+
+
 def test_a_folder_in_a_models_place_gets_one_repair_move_it_away(tmp_path, monkeypatch, capsys) -> None:
     # doctor said "(a folder, not the model file; move it away and run `...`); delete it and run `...`":
     # the repair twice, the second deleting what may be the user's folder; a run needing it the same

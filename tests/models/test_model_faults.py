@@ -91,7 +91,7 @@ def test_random_bytes_named_as_an_unpinned_model_fail_before_processing(tmp_path
     assert info.value.exit_code == 3
     assert str(models / "sw.onnx") in info.value.message and "livecam models download sw" in info.value.message
     state = store.verify("sw")
-    assert state.state == "corrupt" and "not a loadable ONNX model" in state.detail
+    assert state.state == "corrupt" and "not a whole ONNX model" in state.detail, state.detail
 
 
 def test_wrong_kind_of_model_in_a_slot_is_named(tmp_path) -> None:
@@ -116,6 +116,36 @@ def test_right_kind_of_unpinned_model_opens_and_verifies_as_unpinned(tmp_path) -
     session = store.open_session("sw", resolve_providers(["cpu"]))
     assert [i.name for i in session.get_inputs()] == ["target", "source"]
     assert store.verify("sw").state == "unpinned"
+
+
+@pytest.mark.parametrize("damage", ["empty", "cut short", "end never written", "zeros", "another file"])
+def test_a_broken_unpinned_model_is_listed_as_corrupt_as_verify_says(tmp_path, damage: str) -> None:
+    # `models list` and `doctor` (state()) said "unpinned" for any file of a model with no
+    # SHA-256 whose size was right or not catalogued, as if it were fine; only verify loaded it
+    models = tmp_path / "models"
+    models.mkdir()
+    good = swapper(tmp_path / "good.onnx").read_bytes()
+    half = len(good) // 2
+    (models / "sw.onnx").write_bytes({"empty": b"", "cut short": good[:-100],
+                                      "end never written": good[:half] + bytes(len(good) - half),
+                                      "zeros": bytes(len(good)), "another file": b"%PDF-1.7\n" + payload(5000)}[damage])
+    store = store_for(models, replace(spec_for("sw", (), None, **SWAPPER_IO), size=None))
+    listed, verified = store.state("sw"), store.verify("sw")
+    assert listed.state == verified.state == "corrupt", (listed, verified)
+    assert listed.detail and verified.detail.startswith(listed.detail), (listed, verified)
+    assert "delete it and run `livecam models download sw`" in verified.detail
+
+
+def test_whole_onnx_files_pass_the_framing_check(tmp_path) -> None:
+    from livecam.models.catalog import DEFAULT_DIR
+    from livecam.models.onnx_wire import framing_problem
+
+    whole = [swapper(tmp_path / "sw.onnx"), detector(tmp_path / "det.onnx"), *sorted(DEFAULT_DIR.glob("*.onnx"))]
+    assert len(whole) > 4 and [(p.name, framing_problem(p)) for p in whole] == [(p.name, "") for p in whole]
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "sw.onnx").write_bytes(whole[0].read_bytes())
+    assert store_for(models, replace(spec_for("sw", (), None, **SWAPPER_IO), size=None)).state("sw").state == "unpinned"
 
 
 def test_real_catalog_signatures_reject_each_other() -> None:

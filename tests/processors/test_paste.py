@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 from livecam.faces.align import FFHQ_512, align_matrix, arcface_template, to_blob
-from livecam.processors.paste import feathered_box, inswapper_mask, paste
+from livecam.processors.paste import align_crop, feathered_box, inswapper_mask, paste, paste_changes
 
 KPS = np.array([[300.0, 250.0], [420.0, 252.0], [362.0, 320.0], [312.0, 390.0], [410.0, 388.0]], np.float32)
+OBAMA_KPS = np.array([[436, 214], [540, 214], [490, 270], [450, 320], [530, 320]], dtype=np.float32)  # obama.jpg
 
 
 @pytest.mark.parametrize("channels", [3, 4])
@@ -69,3 +70,31 @@ def test_soft_edge_blend_is_within_one_level_of_the_exact_mix():
         diff = np.abs(out[:, :, 0].astype(np.float64) - exact)
         assert diff.max() <= 1.6, (opacity, diff.max())
         assert diff.mean() < 0.5, (opacity, diff.mean())
+
+
+@pytest.mark.parametrize("opacity", [1.0, 0.5, 0.002])
+@pytest.mark.parametrize("kind", ["enhancer", "swapper"])
+def test_paste_changes_works_out_the_region_once_and_pastes_what_paste_does(faces_dir, monkeypatch, opacity, kind):
+    # paste_changes worked out the paste region (and inverted the matrix) for its check, then
+    # paste() did both again: once is enough, and the pixels are paste()'s
+    from livecam.processors import paste as paste_module
+
+    frame = cv2.imread(str(faces_dir / "obama.jpg"))
+    if kind == "enhancer":
+        matrix, size = align_matrix(OBAMA_KPS, FFHQ_512), 512
+        mask = feathered_box(size, 20.0, 51.0)
+    else:
+        matrix, size = align_matrix(OBAMA_KPS, arcface_template(128)), 128
+        mask = inswapper_mask(matrix, size, frame.shape)
+    crop = cv2.flip(align_crop(frame, matrix, size), 1)  # the photo's own face, mirrored
+    pasted = frame.copy()
+    roi = paste(pasted, crop, matrix, mask, opacity=opacity)
+    regions: list[object] = []
+    support_roi = paste_module._support_roi
+    monkeypatch.setattr(paste_module, "_support_roi", lambda *args: regions.append(support_roi(*args)) or regions[-1])
+    out = frame.copy()
+    changed = paste_changes(out, crop, matrix, mask, opacity=opacity)
+    assert regions == [roi]
+    assert np.array_equal(out, pasted)
+    assert changed == (not np.array_equal(out, frame))
+    assert changed or opacity < 0.01

@@ -10,7 +10,7 @@ detection and tracking work as on a camera). Three warm-up frames go through the
 and are not counted. Reported: per-stage median and p95 ms (whatever stages the engine's
 analyser and processors record, plus capture/decode and output/encode), end-to-end FPS, live
 latency p50/p95, CPU time per frame (all threads), peak RSS and GPU memory (NVML, when
-available).
+available), faces per frame: changed, and swapped too faintly to change a pixel (not changed).
 """
 
 from __future__ import annotations
@@ -138,6 +138,9 @@ class RecordingEngine(ForwardingEngine):
         self.faces: list[int] = []
         self.usable: list[int] = []  # of those, the faces big enough to change (processors.base.usable)
         self.changed: list[int] = []  # and of those, the faces changed (processors.base.changed_faces)
+        # of the usable ones left as they were, those whose paste changed no pixel (FramePacket.faint:
+        # --blend, a fade-in): said apart, as a swap that ran but did not show
+        self.faint: list[int] = []
         self._lock = threading.Lock()
 
     def process(self, packet: FramePacket) -> None:
@@ -149,11 +152,13 @@ class RecordingEngine(ForwardingEngine):
             self.faces.append(len(packet.faces))
             self.usable.append(sum(usable(face) for face in packet.faces))
             self.changed.append(changed_faces(packet))
+            self.faint.append(packet.faint)
 
     def for_lane(self, lane: Engine) -> "RecordingEngine":
         """A recorder of `lane` (Engine.lanes()) that keeps its records with this one's."""
         other = RecordingEngine(lane)
         other.records, other.faces, other.usable, other.changed = self.records, self.faces, self.usable, self.changed
+        other.faint = self.faint
         other._lock = self._lock
         return other
 
@@ -341,9 +346,7 @@ def run_live_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None 
         "frames": summary["frames"], "fps": summary["fps"], "dropped": summary["dropped"],
         "latency_ms_p50": summary["latency_ms_p50"], "latency_ms_p95": summary["latency_ms_p95"],
         "cpu_ms_per_frame": round(cpu * 1000.0 / max(1, summary["frames"]), 2),
-        "stages": stages, "faces_per_frame": _faces(recording.faces),
-        "faces_usable_per_frame": _faces(recording.usable), "faces_changed_per_frame": _faces(recording.changed),
-        "gpu_mb": gpu_memory_mb(),
+        "stages": stages, **_face_counts(recording), "gpu_mb": gpu_memory_mb(),
         **({"marked_frames": len(marks), "unmarked_frames": live_marker.unmarked,
             "marked_read_back": _read_back(job, engine, kept)} if live_marker else {}),
     }
@@ -446,8 +449,7 @@ def run_video_bench(job: BenchJob, engine: Engine, clip_photo: np.ndarray | None
         "latency_ms_p50": None, "latency_ms_p95": None,
         "cpu_ms_per_frame": round(cpu * 1000.0 / max(1, stats.frames), 2),
         "stages": with_watermark(stage_table(recording.records, ("decode", decode), ("encode", encode)), marks),
-        "faces_per_frame": _faces(recording.faces), "faces_usable_per_frame": _faces(recording.usable),
-        "faces_changed_per_frame": _faces(recording.changed), "gpu_mb": gpu_memory_mb(),
+        **_face_counts(recording), "gpu_mb": gpu_memory_mb(),
     }
 
 
@@ -457,6 +459,13 @@ def _round(value: float | None) -> float | None:
 
 def _faces(counts: list[int]) -> float | None:
     return round(float(np.mean(counts)), 2) if counts else None
+
+
+def _face_counts(recording: RecordingEngine) -> dict[str, float | None]:
+    """Faces per frame: found, big enough to change, changed, and swapped too faintly to change a
+    pixel (not counted as changed)."""
+    return {"faces_per_frame": _faces(recording.faces), "faces_usable_per_frame": _faces(recording.usable),
+            "faces_changed_per_frame": _faces(recording.changed), "faces_faint_per_frame": _faces(recording.faint)}
 
 
 # ----------------------------------------------------------------------------- report
@@ -562,10 +571,12 @@ def _run_bench(job: BenchJob) -> None:
                         "--resolution, a photo where the face fills more of the frame, or --input a clip with "
                         "larger faces", MIN_EYE_DISTANCE)
         elif not result["faces_changed_per_frame"]:  # each left by the swapper
-            # the mesh swapper ignores --face-mask: it leaves only faces FaceMesh cannot fit
+            # the mesh swapper ignores --face-mask: it leaves faces FaceMesh cannot fit, and those
+            # too faint to show (it said "could not fit" of a --blend 0.01)
+            faint = bool(result.get("faces_faint_per_frame"))
             log.warning("warning: %s (these figures leave out the swap)",
-                        why_unchanged("the faces in the clip's frames", engines[name].swap_model == "mesh",
-                                      variants[name].processing))
+                        why_unchanged("the faces in the clip's frames", engines[name].swap_model == "mesh" and not faint,
+                                      variants[name].processing, faint))
         reports[name] = {
             "mode": job.mode, "input": str(job.input) if job.input else "generated", "resolution": size,
             "engine": engines[name].describe(), "workers": job.processing.runtime.execution_threads,
@@ -597,7 +608,7 @@ def _on_provider(job: BenchJob, provider: str) -> BenchJob:
 
 
 _SCALARS = ("fps", "latency_ms_p50", "latency_ms_p95", "cpu_ms_per_frame", "faces_per_frame",
-            "faces_usable_per_frame", "faces_changed_per_frame", "gpu_mb", "dropped",
+            "faces_usable_per_frame", "faces_changed_per_frame", "faces_faint_per_frame", "gpu_mb", "dropped",
             "marked_read_back")
 
 
@@ -686,11 +697,20 @@ def format_table(report: dict[str, Any]) -> str:
     lines.append(f"CPU time: {report['cpu_ms_per_frame']} ms per frame (all threads)")
     mem = f"peak RSS {report['peak_rss_mb']:.0f} MB" if report.get("peak_rss_mb") is not None else "peak RSS n/a"
     mem += f", GPU {report['gpu_mb']:.0f} MB" if report.get("gpu_mb") is not None else ", GPU n/a"
-    lines.append(mem + f", faces per frame {report['faces_per_frame']}")
+    lines.append(mem + f", faces per frame {report['faces_per_frame']}{_changed_and_faint(report)}")
     if against:
         lines.append("against the baseline (this run / baseline): " + ", ".join(
             f"{key} x{value:.2f}" for key, value in against.items() if key != "stages"))
     return "\n".join(lines)
+
+
+def _changed_and_faint(report: dict[str, Any]) -> str:
+    """How many of a report's faces per frame were changed, and how many were swapped too faintly
+    to change a pixel (a --blend or fade-in that did not show), where it has them."""
+    changed, faint = report.get("faces_changed_per_frame"), report.get("faces_faint_per_frame")
+    if changed is None:
+        return ""
+    return f" (changed {changed}" + (f", too faint to show {faint}" if faint else "") + ")"
 
 
 def side_by_side_table(side: dict[str, Any]) -> str:
@@ -715,9 +735,10 @@ def side_by_side_table(side: dict[str, Any]) -> str:
         lines.append(f"{stage:<16}" + "".join(cell(v, row[0]) for v in row))
     for key, label in (("fps", "FPS"), ("latency_ms_p50", "latency p50"), ("latency_ms_p95", "latency p95"),
                        ("cpu_ms_per_frame", "CPU ms/frame"), ("dropped", "dropped"),
+                       ("faces_changed_per_frame", "faces changed"), ("faces_faint_per_frame", "faces too faint"),
                        ("marked_read_back", "read as marked")):
         row = [reports[n].get(key) for n in names]
-        if any(v is not None for v in row):
+        if any(v is not None for v in row) and (key != "faces_faint_per_frame" or any(row)):
             lines.append(f"{label:<16}" + "".join(cell(v, row[0]) for v in row))
     if any("against_baseline" in reports[n] for n in names):
         lines.append("against the baseline (this run / baseline): " + "; ".join(

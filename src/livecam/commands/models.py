@@ -34,6 +34,7 @@ def _size(n: int | None) -> str:
 def list_models(settings: RuntimeSettings) -> None:
     store = ModelStore(settings, progress=False)
     rows = [("NAME", "SIZE", "LICENCE", "STATE", "LOCATION")]
+    broken: list[str] = []  # what is wrong with each corrupt file and its repair, as doctor says them
     for name in store.names():
         spec = store.spec(name)
         st = store.state(name)
@@ -43,9 +44,13 @@ def list_models(settings: RuntimeSettings) -> None:
             state += ", embedded"
         licence = spec.licence + (" [needs --accept-license]" if spec.needs_acceptance else "")
         rows.append((name, _size(size), licence, state, str(st.path)))
+        if st.state == CORRUPT:
+            broken.append(f"{name}: {st.path} is corrupt ({st.detail}); {store.fix_hint(spec, st.path)}")
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for row in rows:
         _echo("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:4])) + "  " + row[4])
+    for line in broken:
+        _echo(line, err=True)
 
 
 def where_models(settings: RuntimeSettings) -> None:

@@ -707,9 +707,12 @@ def _can_copy(source: Path, fmt: str, index: int) -> bool:
         return False
 
 
+ADTS_HEADER = 7  # bytes of an ADTS header without its CRC
+
+
 def _adts_setup(packet: bytes) -> tuple[int, int] | None:
     """The sample rate index and channel configuration an AAC packet's ADTS header gives."""
-    if len(packet) < 7 or packet[0] != 0xFF or packet[1] & 0xF6 != 0xF0:
+    if len(packet) < ADTS_HEADER or packet[0] != 0xFF or packet[1] & 0xF6 != 0xF0:
         return None
     return (packet[2] >> 2) & 0x0F, ((packet[2] & 0x01) << 2) | (packet[3] >> 6)
 
@@ -720,17 +723,21 @@ def _changing_midway(source: Path, indices: Sequence[int]) -> frozenset[int]:
     header says its own): copied, the output's one track header gives the first part's, and the
     rest did not decode ('channel element is not allocated'), silent. One demux pass for them all
     (it was one per track), no decoding, ending once each has changed; for a TS only (MP4, MOV and
-    Matroska state one set-up for the whole stream)."""
+    Matroska state one set-up for the whole stream). The pass precedes the output's header, so it
+    reads the whole file when nothing changes; it does no more than that: the demuxer drops every
+    other stream's data (the video, most of the bytes) unassembled, and each packet gives only
+    its header's bytes."""
     with open_container(local_path(source)) as src:
         if "mpegts" not in src.format.name.split(","):
             return frozenset()
         streams = [s for s in (src.streams[i] for i in indices)
                    if s.codec_context is not None and s.codec_context.codec.canonical_name == "aac"]
+        _only(src, streams)
         first: dict[int, tuple[int, int]] = {}
         changed: set[int] = set()
         try:
             for packet in src.demux(streams) if streams else ():
-                setup = _adts_setup(bytes(packet)) if packet.size else None
+                setup = _adts_setup(bytes(memoryview(packet)[:ADTS_HEADER])) if packet.size else None
                 index = packet.stream.index
                 if setup is not None and first.setdefault(index, setup) != setup:
                     changed.add(index)
@@ -739,6 +746,19 @@ def _changing_midway(source: Path, indices: Sequence[int]) -> frozenset[int]:
         except av.error.FFmpegError:  # damaged data: the copy skips it as it does now
             pass
     return frozenset(changed)
+
+
+def _only(src: av.container.InputContainer, streams: Sequence[av.stream.Stream]) -> None:
+    """Have the demuxer of `src` drop the data of every stream but `streams` (PyAV 18's
+    Stream.discard; demux(streams) alone assembles each packet of them all and then drops it).
+    PyAV 17 lacks it: every packet is assembled there, as before."""
+    discard = getattr(av.stream, "Discard", None)
+    if discard is None:
+        return
+    kept = {s.index for s in streams}
+    for stream in src.streams:
+        if stream.index not in kept:
+            stream.discard = discard.all
 
 
 class _MidwayChanges:

@@ -10,73 +10,23 @@ from __future__ import annotations
 
 import mmap
 from pathlib import Path
-from typing import Any, Iterator
 
 import numpy as np
 
 from livecam.errors import ModelError
 from livecam.models.catalog import download_command
+from livecam.models.onnx_wire import MODEL_GRAPH, fields, repeated_varints
 
 # Field numbers from onnx.proto.
-_MODEL_GRAPH = 7
 _GRAPH_INITIALIZER = 5
 _T_DIMS, _T_DATA_TYPE, _T_FLOAT_DATA, _T_INT32_DATA = 1, 2, 4, 5
 _T_NAME, _T_RAW_DATA, _T_EXTERNAL_DATA, _T_DATA_LOCATION = 8, 9, 13, 14
 _DTYPES = {1: np.float32, 10: np.float16, 11: np.float64}
 
 
-def _varint(buf: memoryview, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
-
-
-def _repeated_varints(buf: memoryview, wire: int, value: Any) -> list[int]:
-    """A repeated varint field: one value (wire type 0) or a packed run (wire type 2)."""
-    if wire == 0:
-        return [value]
-    pos, length = value
-    stop, out = pos + length, []
-    while pos < stop:
-        v, pos = _varint(buf, pos)
-        out.append(v)
-    return out
-
-
-def _fields(buf: memoryview, start: int, end: int) -> Iterator[tuple[int, int, Any]]:
-    """Yield (field number, wire type, value) where value is an int for varints and
-    (offset, length) for everything else."""
-    pos = start
-    while pos < end:
-        tag, pos = _varint(buf, pos)
-        number, wire = tag >> 3, tag & 7
-        if wire == 0:
-            value, pos = _varint(buf, pos)
-            yield number, wire, value
-        elif wire == 2:
-            length, pos = _varint(buf, pos)
-            yield number, wire, (pos, length)
-            pos += length
-        elif wire == 1:
-            yield number, wire, (pos, 8)
-            pos += 8
-        elif wire == 5:
-            yield number, wire, (pos, 4)
-            pos += 4
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wire}")
-    if pos != end:
-        raise ValueError("truncated protobuf message")
-
-
 def _last_field(buf: memoryview, start: int, end: int, number: int) -> tuple[int, int] | None:
     found = None
-    for num, wire, value in _fields(buf, start, end):
+    for num, wire, value in fields(buf, start, end):
         if num == number and wire == 2:
             found = value
     return found
@@ -90,9 +40,9 @@ def _decode_tensor(buf: memoryview, start: int, end: int, model_dir: Path) -> tu
     floats = bytearray()
     int32s: list[int] = []
     external: dict[str, str] = {}
-    for num, wire, value in _fields(buf, start, end):
+    for num, wire, value in fields(buf, start, end):
         if num == _T_DIMS:
-            dims.extend(_repeated_varints(buf, wire, value))
+            dims.extend(repeated_varints(buf, wire, value))
         elif num == _T_DATA_TYPE:
             dtype_code = value
         elif num == _T_NAME:
@@ -102,10 +52,10 @@ def _decode_tensor(buf: memoryview, start: int, end: int, model_dir: Path) -> tu
         elif num == _T_FLOAT_DATA:
             floats += buf[value[0]:value[0] + value[1]]
         elif num == _T_INT32_DATA:
-            int32s.extend(_repeated_varints(buf, wire, value))
+            int32s.extend(repeated_varints(buf, wire, value))
         elif num == _T_EXTERNAL_DATA:
             key = val = ""
-            for k_num, _, kv in _fields(buf, value[0], value[0] + value[1]):
+            for k_num, _, kv in fields(buf, value[0], value[0] + value[1]):
                 text = bytes(buf[kv[0]:kv[0] + kv[1]]).decode("utf-8", "replace")
                 if k_num == 1:
                     key = text
@@ -138,7 +88,7 @@ def read_last_initializer(model_path: Path | str) -> tuple[str, np.ndarray]:
         with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             buf = memoryview(mm)
             try:
-                graph = _last_field(buf, 0, len(buf), _MODEL_GRAPH)
+                graph = _last_field(buf, 0, len(buf), MODEL_GRAPH)
                 if graph is None:
                     raise ValueError("no graph in the file")
                 init = _last_field(buf, graph[0], graph[0] + graph[1], _GRAPH_INITIALIZER)

@@ -26,6 +26,7 @@ from livecam.models import catalog as catalog_module
 from livecam.models.catalog import ArchiveSpec, ModelSpec, TensorSpec, download_command
 from livecam.models.download import (DownloadPolicy, ProxyRefused, Unreachable, download, part_path,
                                      sha256_file)
+from livecam.models.onnx_wire import framing_problem
 from livecam.runtime.providers import import_onnxruntime
 from livecam.settings import RuntimeSettings
 from livecam.console import counted
@@ -344,7 +345,10 @@ class ModelStore:
         early = self._absent_or_wrong_size(spec, path)
         if early is not None:
             return early
-        if spec.sha256 is None:
+        if spec.sha256 is None:  # no digest to compare: its framing at least (a cut or zeroed file)
+            problem = framing_problem(path)
+            if problem:
+                return ModelState(name, CORRUPT, path, problem)
             return ModelState(name, UNPINNED, path, spec.pin_note or "no published SHA-256")
         if spec.bundled:
             got = sha256_file(path)
@@ -378,8 +382,8 @@ class ModelStore:
         if early is not None:
             fixed = replace(early, detail=f"{early.detail}; {self.fix_hint(spec, path)}")
             return early if early.state == MISSING else fixed
-        if spec.sha256 is None:
-            problem = self._load_problem(spec, path)
+        if spec.sha256 is None:  # state()'s words for what it sees too, before loading it
+            problem = framing_problem(path) or self._load_problem(spec, path)
             if problem:
                 return ModelState(name, CORRUPT, path, f"{problem}; {self.fix_hint(spec)}")
             return ModelState(name, UNPINNED, path, spec.pin_note or "no published SHA-256; signature checked")

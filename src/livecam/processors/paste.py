@@ -216,22 +216,23 @@ def _blend_u8(dst: np.ndarray, content: np.ndarray, weight8: np.ndarray) -> None
         dst[...] = cv2.add(ours, theirs)
 
 
-def paste_region(matrix: np.ndarray, mask: CropMask, frame_shape: tuple[int, ...]) -> Roi | None:
-    """The frame region paste() may change (None: none)."""
-    return None if mask.support is None else _support_roi(invert(matrix), mask.support, frame_shape)
+def _region(inv: np.ndarray, mask: CropMask, frame_shape: tuple[int, ...]) -> Roi | None:
+    """The frame region paste() may change (None: none), `inv` mapping the crop into the frame."""
+    return None if mask.support is None else _support_roi(inv, mask.support, frame_shape)
 
 
 def paste_changes(frame: np.ndarray, crop: np.ndarray, matrix: np.ndarray, mask: CropMask, *,
                   opacity: float = 1.0) -> bool:
     """paste(), and whether it changed a pixel: at a low opacity (--blend 0.01, a face fading in
     at the size limit) the mix can round back to every pixel's own value, and a face counted as
-    changed was not."""
-    roi = paste_region(matrix, mask, frame.shape)
+    changed was not. The region and the inverse matrix are worked out once for both."""
+    inv = invert(matrix)
+    roi = _region(inv, mask, frame.shape)
     if roi is None:
         return False
     x1, y1, x2, y2 = roi
     before = frame[y1:y2, x1:x2].copy()
-    paste(frame, crop, matrix, mask, opacity=opacity)
+    _paste_into(frame, crop, inv, mask, roi, opacity, None)
     return not np.array_equal(before, frame[y1:y2, x1:x2])
 
 
@@ -246,10 +247,17 @@ def paste(frame: np.ndarray, crop: np.ndarray, matrix: np.ndarray, mask: CropMas
     thus quantised to 1/255, well below a visible step. Where the mask is exactly 1 and no
     `keep` applies, the warped crop is copied (or mixed at the uniform opacity) straight into
     the frame, and per-pixel weights are only made for the strips around that rectangle."""
-    roi = paste_region(matrix, mask, frame.shape)
+    inv = invert(matrix)
+    roi = _region(inv, mask, frame.shape)
     if roi is None:
         return None
-    inv = invert(matrix)
+    _paste_into(frame, crop, inv, mask, roi, opacity, keep)
+    return roi
+
+
+def _paste_into(frame: np.ndarray, crop: np.ndarray, inv: np.ndarray, mask: CropMask, roi: Roi, opacity: float,
+                keep: Callable[[Roi], np.ndarray] | None) -> None:
+    """paste() into its region `roi`, with the matrix `inv` from the frame to the crop inverted."""
     x1, y1, x2, y2 = roi
     if crop.ndim == 3 and crop.shape[2] == 4:
         bgra = crop
@@ -270,7 +278,7 @@ def paste(frame: np.ndarray, crop: np.ndarray, matrix: np.ndarray, mask: CropMas
         if keep is not None:
             alpha *= 1.0 - keep(roi)
         _blend(region, cv2.cvtColor(warped, cv2.COLOR_BGRA2BGR), alpha)
-        return roi
+        return
     # Inside the rectangle the weight is the constant opacity: a copy or a uniform mix, written
     # straight into the frame.
     ix0, iy0, ix1, iy1 = inner
@@ -297,4 +305,3 @@ def paste(frame: np.ndarray, crop: np.ndarray, matrix: np.ndarray, mask: CropMas
             if opacity != 1.0:
                 weight = cv2.convertScaleAbs(weight, alpha=float(opacity))  # rounded, in 0..255
             _blend_u8(part, cv2.cvtColor(strip, cv2.COLOR_BGRA2BGR), weight)
-    return roi
