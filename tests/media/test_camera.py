@@ -529,3 +529,39 @@ def test_a_camera_file_that_ends_before_its_first_frame_is_an_input_error(tmp_pa
             source.read()
     finally:
         source.close()
+
+
+def test_an_mp4_with_its_index_at_the_end_from_a_server_that_cannot_seek_says_so(tmp_path: Path,
+                                                                                 faces_dir: Path) -> None:
+    # `run --camera http://host/rec.mp4` from a server without range requests (python -m
+    # http.server): FFmpeg cannot seek back from the index at the end to the frames, as through a
+    # pipe, and the run ended "too damaged to read further; re-copy or re-export it" for a file
+    # that plays
+    import functools
+    import http.server
+    import threading
+
+    clip = make_clip(tmp_path / "rec.mp4", frames=60, size=(320, 240), audio=False,
+                     source_image=faces_dir / "obama.jpg")
+    data = clip.read_bytes()
+    assert data.find(b"moov") > data.find(b"mdat")
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(tmp_path)))
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    src = VideoFileSource(f"http://127.0.0.1:{server.server_address[1]}/rec.mp4", realtime=False, timeout_s=5)
+    try:
+        with pytest.raises(InputError, match=r"^http://127\.0\.0\.1:\d+/rec\.mp4: no frame could be read: an MP4 or "
+                                             r"MOV from this server needs its index \(moov\) first.*range requests.*"
+                                             r"-movflags \+faststart"):
+            src.open()
+            while src.read() is not None:
+                pass
+    finally:
+        src.close()
+        server.shutdown()
+        server.server_close()

@@ -240,7 +240,9 @@ class VideoFileSource:
         self.last_pts: float | None = None  # timestamp (s) of the frame read last, for tracking
         self._read = 0  # frames read so far
         self.has_audio = False  # known once open: a recording keeps the pictures only
-        self._piped_mp4 = False  # an MP4/MOV read through a pipe: its index may be out of reach
+        # an MP4/MOV read through a pipe or from a URL: its index may be out of reach (a pipe, or a
+        # server without range requests, cannot seek back to the frames from an index at the end)
+        self._forward_only_mp4 = False
 
     @property
     def bad_packets(self) -> int:
@@ -259,10 +261,11 @@ class VideoFileSource:
                 except (av.FFmpegError, OSError) as exc:
                     raise InputError(f"--camera {self.location}: could not open the stream ({exc}); check the "
                                      "URL and that the stream is live") from exc
+                self._forward_only_mp4 = "mp4" in self._container.format.name
             else:  # a file: the checks and messages of `livecam video`
                 refuse_picture(Path(self.location))
                 self._container = open_input(Path(self.location), once=True)  # read once: a pipe will do
-                self._piped_mp4 = not Path(self.location).is_file() and "mp4" in self._container.format.name
+                self._forward_only_mp4 = not Path(self.location).is_file() and "mp4" in self._container.format.name
             stream = video_stream_of(self._container, self.location)
         except BaseException:
             if self._container is not None:
@@ -286,13 +289,13 @@ class VideoFileSource:
         try:
             frame = next(self._frames)  # decoded only: its image is made by whoever first asks
         except StopIteration:
-            if self._read == 0 and self._piped_mp4 and self.bad_packets:
+            if self._read == 0 and self._forward_only_mp4 and self.bad_packets:
                 raise InputError(self._index_out_of_reach()) from None
             if self._read == 0:  # (it was "0 frames", exit 0, and no recording, as for a clip that plays)
                 raise InputError(self._nothing_decoded()) from None
             return None
         except InputError as exc:  # (the decoder's "too damaged")
-            if self._read == 0 and self._piped_mp4:
+            if self._read == 0 and self._forward_only_mp4:
                 raise InputError(self._index_out_of_reach()) from exc
             raise
         except av.error.ExitError as exc:
@@ -325,12 +328,17 @@ class VideoFileSource:
         return f"{self.name}: {NONE_DECODED}"
 
     def _index_out_of_reach(self) -> str:
-        """Why no frame of a piped MP4/MOV could be read: most recorders write the index (moov)
-        after the frames, and a pipe cannot seek back to them once it is read (a small file still
-        fits FFmpeg's buffer); every packet was garbage, said as damage to re-copy."""
-        return (f"{self.name}: no frame could be read: an MP4 or MOV through a pipe needs its index (moov) first, "
-                f"and this one has it at the end; give --camera the file itself, or remux it once with "
-                f"`ffmpeg -i IN.mp4 -c copy -movflags +faststart OUT.mp4`")
+        """Why no frame of a piped or served MP4/MOV could be read: most recorders write the index
+        (moov) after the frames, and a pipe, or a web server without range requests (python -m
+        http.server), cannot seek back to them once it is read (a small file still fits FFmpeg's
+        buffer); every packet was garbage, said as damage to re-copy."""
+        if "://" in self.location:
+            through, fix = ("from this server", "serve it from one that supports range requests, or remux it "
+                                                "once with")
+        else:
+            through, fix = "through a pipe", "give --camera the file itself, or remux it once with"
+        return (f"{self.name}: no frame could be read: an MP4 or MOV {through} needs its index (moov) first, "
+                f"and this one has it at the end; {fix} `ffmpeg -i IN.mp4 -c copy -movflags +faststart OUT.mp4`")
 
     def _pace(self, t: float) -> None:
         """Sleep until the frame at `t` seconds is due."""
