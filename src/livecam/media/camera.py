@@ -279,6 +279,8 @@ class VideoFileSource:
         self._decoder = VideoDecoder(self._container, stream, self.name, size=None,
                                      rate=as_fraction(rate) if rate else None, origin=timeline_origin(self._container),
                                      mirror=track_mirror(self._container, stream))
+        # before the first frame, garbage from a forward-only MP4 is its index out of reach, not damage
+        self._decoder.warn_damage = not self._forward_only_mp4
         self._frames = iter(self._decoder)
 
     def read(self) -> DecodedFrame | None:
@@ -290,13 +292,13 @@ class VideoFileSource:
             frame = next(self._frames)  # decoded only: its image is made by whoever first asks
         except StopIteration:
             if self._read == 0 and self._forward_only_mp4 and self.bad_packets:
-                raise InputError(self._index_out_of_reach()) from None
+                raise self._index_out_of_reach() from None
             if self._read == 0:  # (it was "0 frames", exit 0, and no recording, as for a clip that plays)
                 raise InputError(self._nothing_decoded()) from None
             return None
         except InputError as exc:  # (the decoder's "too damaged")
             if self._read == 0 and self._forward_only_mp4:
-                raise InputError(self._index_out_of_reach()) from exc
+                raise self._index_out_of_reach() from exc
             raise
         except av.error.ExitError as exc:
             # PyAV's read timeout (the URL's): the stream went quiet, as a camera that stops
@@ -306,6 +308,7 @@ class VideoFileSource:
         except av.FFmpegError as exc:
             raise InputError(f"{self.name}: the video could not be decoded further ({exc})") from exc
         self._read += 1
+        self._decoder.warn_damage = True  # (what came before the first frame is then damage after all)
         if self._read == 1:  # said once the first frame, turned upright, has set the size shown
             self._announce()
         self.last_pts = frame.time
@@ -327,18 +330,19 @@ class VideoFileSource:
                     f"stream is live")
         return f"{self.name}: {NONE_DECODED}"
 
-    def _index_out_of_reach(self) -> str:
+    def _index_out_of_reach(self) -> InputError:
         """Why no frame of a piped or served MP4/MOV could be read: most recorders write the index
         (moov) after the frames, and a pipe, or a web server without range requests (python -m
         http.server), cannot seek back to them once it is read (a small file still fits FFmpeg's
-        buffer); every packet was garbage, said as damage to re-copy."""
+        buffer); every packet was garbage, which is no damage to warn of (warn_damage)."""
         if "://" in self.location:
             through, fix = ("from this server", "serve it from one that supports range requests, or remux it "
                                                 "once with")
         else:
             through, fix = "through a pipe", "give --camera the file itself, or remux it once with"
-        return (f"{self.name}: no frame could be read: an MP4 or MOV {through} needs its index (moov) first, "
-                f"and this one has it at the end; {fix} `ffmpeg -i IN.mp4 -c copy -movflags +faststart OUT.mp4`")
+        return InputError(f"{self.name}: no frame could be read: an MP4 or MOV {through} needs its index (moov) "
+                          f"first, and this one has it at the end; {fix} `ffmpeg -i IN.mp4 -c copy -movflags "
+                          f"+faststart OUT.mp4`")
 
     def _pace(self, t: float) -> None:
         """Sleep until the frame at `t` seconds is due."""

@@ -658,6 +658,9 @@ class VideoDecoder:
         self._bad_in_a_row = 0
         self._first_bad: float | None = None
         self._reported = 0
+        # False: corrupt packets are counted but not warned of (`run --camera` reading an MP4
+        # through a pipe before its first frame: garbage there means an index out of reach, said instead)
+        self.warn_damage = True
         self.last_time: float | None = None
         self._raw_last: float | None = None  # the last frame's input time, for one without a timestamp
         self.headless = HeadlessStart()
@@ -757,7 +760,7 @@ class VideoDecoder:
     def report(self, lost: str | None = None) -> None:
         """One warning for the corrupt packets skipped so far (none when there were none);
         `lost` says what that cost (by default what the output leaves out, where one is made)."""
-        if self.bad_packets > self._reported:
+        if self.warn_damage and self.bad_packets > self._reported:
             where = f", the first near {self._first_bad:.2f} s" if self._first_bad is not None else ""
             if lost is None and self.writes:
                 lost = "the output leaves out what they held"
