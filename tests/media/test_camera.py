@@ -569,3 +569,36 @@ def test_an_mp4_with_its_index_at_the_end_from_a_server_that_cannot_seek_says_so
         server.shutdown()
         server.server_close()
     assert "corrupt" not in caplog.text  # (a warning of "damaged data" beside it misled)
+
+
+def test_a_stream_url_that_connects_but_sends_nothing_says_so_in_bounded_time() -> None:
+    # A server that accepts and stays silent (or a udp:// address nothing is sent to) hit PyAV's
+    # open timeout, said as FFmpeg's "could not open the stream (Immediate exit requested)"
+    import socket
+    import time
+
+    with socket.socket() as listener:  # the kernel accepts the connection; nothing is ever sent
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        src = VideoFileSource(f"http://127.0.0.1:{listener.getsockname()[1]}/live.mp4", timeout_s=0.5)
+        started = time.monotonic()
+        with pytest.raises(InputError, match=r"^--camera http://127\.0\.0\.1:\d+/live\.mp4: the stream sent no video "
+                                             r"within 0\.5 s; check the URL and that the stream is live$"):
+            src.open()
+    assert time.monotonic() - started < 5
+
+
+def test_a_password_in_a_camera_url_is_never_shown() -> None:
+    # rtsp://admin:secret@host/live, how IP cameras are addressed: the password was printed in
+    # every line naming the stream, and twice in a failed open (FFmpeg's text repeats the URL)
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on: the connection is refused
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    src = VideoFileSource(f"rtsp://admin:s3cret@127.0.0.1:{port}/live", timeout_s=2)
+    assert src.name == f"rtsp://admin:***@127.0.0.1:{port}/live"
+    with pytest.raises(InputError) as raised:
+        src.open()
+    assert "s3cret" not in raised.value.message and f"rtsp://admin:***@127.0.0.1:{port}/live" in raised.value.message
+    assert "Connection refused" in raised.value.message and "Errno" not in raised.value.message

@@ -228,7 +228,7 @@ class VideoFileSource:
     def __init__(self, location: str, realtime: bool = True, timeout_s: float = URL_TIMEOUT_S) -> None:
         self.location = location
         self.timeout_s = timeout_s
-        self.name = location if "://" in location else Path(location).name
+        self.name = shown_url(location) if "://" in location else Path(location).name
         self.realtime = realtime
         self.live = realtime  # a real-time file stands in for a camera: the pipeline may drop
         self.fps: float | None = None
@@ -251,22 +251,31 @@ class VideoFileSource:
     def open(self) -> None:
         import av
 
-        from livecam.media.video_reader import (VideoDecoder, open_input, refuse_picture, stream_rate,
-                                                  timeline_origin, track_mirror, video_stream_of)
+        from livecam.media.video_reader import (VideoDecoder, ffmpeg_reason, open_input, refuse_picture,
+                                                  stream_rate, timeline_origin, track_mirror, video_stream_of)
 
+        url = "://" in self.location
         try:
-            if "://" in self.location:  # a stream URL: opened once, no file checks
+            if url:  # a stream URL: opened once, no file checks
                 try:
                     self._container = open_container(self.location, timeout=self.timeout_s)
-                except (av.FFmpegError, OSError) as exc:
-                    raise InputError(f"--camera {self.location}: could not open the stream ({exc}); check the "
-                                     "URL and that the stream is live") from exc
+                except av.error.ExitError as exc:  # PyAV's timeout: FFmpeg said "Immediate exit requested"
+                    raise InputError(f"--camera {self.name}: the stream sent no video within {self.timeout_s:g} s; "
+                                     "check the URL and that the stream is live") from exc
+                except av.error.ProtocolNotFoundError as exc:
+                    scheme = self.location.partition("://")[0]
+                    raise InputError(f"--camera {self.name}: this FFmpeg build cannot read {scheme}:// streams; "
+                                     f"give an address the sender offers in another protocol (rtsp://, http://, "
+                                     f"udp://)") from exc
+                except (av.FFmpegError, OSError) as exc:  # (FFmpeg's text names the URL, password and all)
+                    raise InputError(f"--camera {self.name}: could not open the stream ({ffmpeg_reason(exc)}); "
+                                     "check the URL and that the stream is live") from exc
                 self._forward_only_mp4 = "mp4" in self._container.format.name
             else:  # a file: the checks and messages of `livecam video`
                 refuse_picture(Path(self.location))
                 self._container = open_input(Path(self.location), once=True)  # read once: a pipe will do
                 self._forward_only_mp4 = not Path(self.location).is_file() and "mp4" in self._container.format.name
-            stream = video_stream_of(self._container, self.location)
+            stream = video_stream_of(self._container, self.name if url else self.location)
         except BaseException:
             if self._container is not None:
                 self._container.close()
@@ -361,6 +370,17 @@ class VideoFileSource:
             self._container.close()
             self._container = None
             self._frames = None
+
+
+def shown_url(url: str) -> str:
+    """`url` as messages and logs show it: a password in it (rtsp://admin:secret@192.168.1.20/live,
+    how IP cameras are addressed) as ***."""
+    scheme, sep, rest = url.partition("://")
+    netloc, slash, path = rest.partition("/")
+    userinfo, at, host = netloc.rpartition("@")
+    if not at or ":" not in userinfo:
+        return url
+    return f"{scheme}{sep}{userinfo.partition(':')[0]}:***@{host}{slash}{path}"
 
 
 def device_camera_index(spec: str, dev: Path = Path("/dev")) -> int | None:
