@@ -53,6 +53,28 @@ def test_video_file_source_reads_every_frame_as_bgr(tmp_path: Path) -> None:
         assert frames[0].shape == (64, 96, 3) and frames[0].dtype == np.uint8
 
 
+def test_a_gap_in_a_real_time_files_timestamps_is_a_pause_then_its_own_rate_again(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # A VFR recording that paused 4.5 s: each frame after the gap came 1 s after the last (the
+    # wait's cap) until they were due, so the run showed seconds of one-frame-a-second slow motion
+    import logging
+    import time
+
+    times = [i / 30 for i in range(10)] + [5 + i / 30 for i in range(20)]
+    clip = make_clip(tmp_path / "gap.mp4", frames=30, size=(96, 64), audio=False, stamp=True, timestamps=times)
+    src = VideoFileSource(str(clip), realtime=True)
+    src.open()
+    read_at = []
+    with caplog.at_level(logging.INFO, logger="livecam"):
+        while (frame := src.read()) is not None:
+            read_at.append(time.perf_counter())
+    src.close()
+    assert len(read_at) == 30
+    assert 0.8 < read_at[10] - read_at[9] < 2.5  # the gap, played as a pause of a second
+    assert read_at[29] - read_at[10] < 1.5  # then 19 frames at 30 FPS (0.63 s), not 1 s apart
+    assert "a 4.7 s gap in its timestamps at 5.00 s is played as 1 s" in caplog.text
+
+
 def test_a_phone_clip_recorded_sideways_is_shown_upright_as_livecam_video_reads_it(tmp_path: Path) -> None:
     from livecam.media.video_reader import VideoReader
 

@@ -30,6 +30,7 @@ log = logging.getLogger("livecam")
 
 STALL_TIMEOUT_S = 2.0  # a camera that gives no frame for this long is an error
 URL_TIMEOUT_S = 5.0  # a stream URL that opens or sends nothing for this long is an error
+MAX_GAP_S = 1.0  # the longest a real-time file's source waits between two frames
 # What a source's read gives: an image, or a file's decoded frame whose BGR image is made when
 # first asked for (by the live pipeline's analyse thread, so the capture thread only decodes and a
 # frame the pipeline drops is never converted).
@@ -237,6 +238,7 @@ class VideoFileSource:
         self._frames: Iterator[DecodedFrame] | None = None
         self._start_wall: float | None = None
         self._start_pts: float | None = None
+        self._gaps = 0  # gaps in the timestamps shortened to MAX_GAP_S
         self.last_pts: float | None = None  # timestamp (s) of the frame read last, for tracking
         self._read = 0  # frames read so far
         self.has_audio = False  # known once open: a recording keeps the pictures only
@@ -320,9 +322,9 @@ class VideoFileSource:
         self._decoder.warn_damage = True  # (what came before the first frame is then damage after all)
         if self._read == 1:  # said once the first frame, turned upright, has set the size shown
             self._announce()
-        self.last_pts = frame.time
+        previous, self.last_pts = self.last_pts, frame.time
         if self.realtime:
-            self._pace(frame.time)
+            self._pace(frame.time, previous)
         return frame
 
     def _announce(self) -> None:
@@ -353,15 +355,24 @@ class VideoFileSource:
                           f"first, and this one has it at the end; {fix} `ffmpeg -i IN.mp4 -c copy -movflags "
                           f"+faststart OUT.mp4`")
 
-    def _pace(self, t: float) -> None:
-        """Sleep until the frame at `t` seconds is due."""
+    def _pace(self, t: float, previous: float | None) -> None:
+        """Sleep until the frame at `t` seconds is due; a longer gap in the timestamps (a VFR
+        recording that paused, a motion-triggered camera's file) is played as MAX_GAP_S, the
+        frames after it at their own rate again (each one came MAX_GAP_S later than the last
+        until they were due: seconds of slow motion)."""
         now = time.perf_counter()
         if self._start_wall is None or self._start_pts is None:
             self._start_wall, self._start_pts = now, t
             return
         delay = (t - self._start_pts) - (now - self._start_wall)
+        if delay > MAX_GAP_S:  # (a longer wait would be taken for a stalled stream: STALL_TIMEOUT_S)
+            self._gaps += 1
+            (log.info if self._gaps == 1 else log.debug)(  # (a file of many gaps says so once)
+                "%s: a %.1f s gap in its timestamps at %.2f s is played as %g s", self.name,
+                t - (previous if previous is not None else self._start_pts), t, MAX_GAP_S)
+            self._start_wall, self._start_pts, delay = now + MAX_GAP_S, t, MAX_GAP_S
         if delay > 0:
-            time.sleep(min(delay, 1.0))
+            time.sleep(delay)
 
     def close(self) -> None:
         if self._decoder is not None:
