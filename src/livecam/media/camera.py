@@ -365,7 +365,7 @@ class VideoFileSource:
             self._start_wall, self._start_pts = now, t
             return
         delay = (t - self._start_pts) - (now - self._start_wall)
-        if delay > MAX_GAP_S:  # (a longer wait would be taken for a stalled stream: STALL_TIMEOUT_S)
+        if delay > MAX_GAP_S:  # (a longer wait would be taken for a stalled stream: the pipeline's stall timeout)
             self._gaps += 1
             (log.info if self._gaps == 1 else log.debug)(  # (a file of many gaps says so once)
                 "%s: a %.1f s gap in its timestamps at %.2f s is played as %g s", self.name,
