@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from livecam.errors import DeviceError, InputError
+from livecam.interrupt import heard
 from livecam.settings import CAMERA_FPS
 
 if TYPE_CHECKING:  # for the type checker; imported when a file source opens
@@ -259,8 +260,9 @@ class VideoFileSource:
         url = "://" in self.location
         try:
             if url:  # a stream URL: opened once, no file checks
-                try:
-                    self._container = open_container(self.location, timeout=self.timeout_s)
+                try:  # in a thread: Ctrl-C waited for the timeout while FFmpeg waited for the server
+                    self._container = heard(lambda: open_container(self.location, timeout=self.timeout_s),
+                                            "livecam-url-open")
                 except av.error.ExitError as exc:  # PyAV's timeout: FFmpeg said "Immediate exit requested"
                     raise InputError(f"--camera {self.name}: the stream sent no video within {self.timeout_s:g} s; "
                                      "check the URL and that the stream is live") from exc
