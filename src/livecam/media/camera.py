@@ -230,6 +230,10 @@ class VideoFileSource:
     def __init__(self, location: str, realtime: bool = True, timeout_s: float = URL_TIMEOUT_S) -> None:
         self.location = location
         self.timeout_s = timeout_s
+        # A URL's read gives up after timeout_s with its own line, the capture thread free: the
+        # pipeline's stall check (which reads this) waits longer, as for a camera. (At 2 s it came
+        # first, and the read still blocked added "stages still running" and "not released".)
+        self.stall_timeout_s = timeout_s if "://" in location else None
         self.name = shown_url(location) if "://" in location else Path(location).name
         self.realtime = realtime
         self.live = realtime  # a real-time file stands in for a camera: the pipeline may drop
