@@ -66,7 +66,7 @@ def test_a_gap_in_a_real_time_files_timestamps_is_a_pause_then_its_own_rate_agai
     src.open()
     read_at = []
     with caplog.at_level(logging.INFO, logger="livecam"):
-        while (frame := src.read()) is not None:
+        while src.read() is not None:
             read_at.append(time.perf_counter())
     src.close()
     assert len(read_at) == 30
@@ -233,7 +233,6 @@ def test_a_pipe_plays_as_a_camera_file(tmp_path: Path) -> None:
     finally:
         source.close()
     feeder.join(timeout=10)
-    assert "corrupt" not in caplog.text  # (a warning of "damaged data" beside it misled)
     assert [read_clip_index(image) for image in images] == list(range(12))
 
 

@@ -303,6 +303,8 @@ class VideoFileSource:
     def read(self) -> DecodedFrame | None:
         import av
 
+        from livecam.media.video_reader import ffmpeg_reason
+
         if self._frames is None:
             raise DeviceError(f"{self.name} is not open")
         try:
@@ -322,10 +324,9 @@ class VideoFileSource:
             # delivering frames; what was recorded so far is kept as it is then.
             raise DeviceError(f"{self.name} stopped sending data (nothing for {self.timeout_s:g} s): check that "
                               "the stream is still live") from exc
-        except av.FFmpegError as exc:
-            raise InputError(f"{self.name}: the video could not be decoded further ({exc})") from exc
+        except av.FFmpegError as exc:  # (FFmpeg's text names the URL, password and all)
+            raise InputError(f"{self.name}: the video could not be decoded further ({ffmpeg_reason(exc)})") from exc
         self._read += 1
-        self._decoder.warn_damage = True  # (what came before the first frame is then damage after all)
         if self._read == 1:  # said once the first frame, turned upright, has set the size shown
             self._announce()
         previous, self.last_pts = self.last_pts, frame.time
@@ -335,6 +336,7 @@ class VideoFileSource:
 
     def _announce(self) -> None:
         assert self._decoder is not None and self._decoder.fitter.size is not None
+        self._decoder.warn_damage = True  # (what came before the first frame is then damage after all)
         width, height = self._decoder.fitter.size
         log.info("%s: %dx%d at %s FPS, %s", self.name, width, height, f"{self.fps:g}" if self.fps else "unknown",
                  "real time" if self.realtime else "as fast as possible")
