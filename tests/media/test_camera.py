@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -623,3 +624,13 @@ def test_a_password_in_a_camera_url_is_never_shown() -> None:
         src.open()
     assert "s3cret" not in raised.value.message and f"rtsp://admin:***@127.0.0.1:{port}/live" in raised.value.message
     assert "Connection refused" in raised.value.message and "Errno" not in raised.value.message
+
+
+@pytest.mark.parametrize(("url", "problem"), [
+    ("http://[::1/live.mp4", "its host is malformed"),  # was "internal error: ValueError: Invalid IPv6 URL"
+    ("rtsp://cam:99999/live", "its port is not a number up to 65535"),  # was FFmpeg's "Invalid argument",
+    ("http://127.0.0.1:abc/live.mp4", "its port is not a number up to 65535"),  # once the models had loaded
+])
+def test_a_camera_url_with_a_malformed_host_or_port_is_refused_before_anything_loads(url: str, problem: str) -> None:
+    with pytest.raises(InputError, match=rf"^--camera '{re.escape(url)}': {problem}; give the stream's whole address"):
+        open_source(url, (640, 480), 30, None)

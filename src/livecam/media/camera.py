@@ -430,9 +430,16 @@ def open_source(camera: str, resolution: tuple[int, int], fps: float, realtime: 
     if spec.lower().startswith(URL_SCHEMES):  # a scheme is any case; FFmpeg's protocol names are lower case
         scheme, sep, rest = spec.partition("://")
         spec = scheme.lower() + sep + rest
-        if not urlsplit(spec).netloc:  # FFmpeg would fail only once the models had loaded
-            raise InputError(f"--camera {camera!r} names no host; give the stream's whole address, such as "
-                             f"{scheme.lower()}://192.168.1.20:8554/live")
+        example = f"{scheme.lower()}://192.168.1.20:8554/live"
+        try:  # FFmpeg would fail only once the models had loaded
+            parts = urlsplit(spec)
+            parts.port  # noqa: B018 - a port that is no number 0..65535 raises
+        except ValueError as exc:  # (an unclosed [IPv6 bracket was "internal error: ValueError")
+            problem = "its port is not a number up to 65535" if "Port" in str(exc) else "its host is malformed"
+            raise InputError(f"--camera {shown_url(camera)!r}: {problem}; give the stream's whole address, such as "
+                             f"{example}") from exc
+        if not parts.netloc:
+            raise InputError(f"--camera {camera!r} names no host; give the stream's whole address, such as {example}")
     if spec == "-" and not Path(spec).exists():  # was "no such camera index, file or URL"
         raise InputError("--camera '-' (standard input) is not a file; to read a video from a pipe give "
                          "--camera /dev/stdin")
