@@ -258,8 +258,9 @@ class VideoFileSource:
     def open(self) -> None:
         import av
 
-        from livecam.media.video_reader import (VideoDecoder, ffmpeg_reason, open_input, refuse_picture,
-                                                  stream_rate, timeline_origin, track_mirror, video_stream_of)
+        from livecam.media.video_reader import (IMAGE_FORMATS, VideoDecoder, ffmpeg_reason, open_input,
+                                                  refuse_picture, stream_rate, timeline_origin, track_mirror,
+                                                  video_stream_of)
 
         url = "://" in self.location
         try:
@@ -279,6 +280,12 @@ class VideoFileSource:
                     raise InputError(f"--camera {self.name}: could not open the stream ({ffmpeg_reason(exc)}); "
                                      "check the URL and that the stream is live") from exc
                 self._forward_only_mp4 = "mp4" in self._container.format.name
+                # one picture (image2: by its name, snapshot.jpg) played as one frame, exit 0; not
+                # jpeg_pipe, which is also a camera's stream of JPEGs one after another
+                if self._container.format.name in set(IMAGE_FORMATS) - {"jpeg_pipe"}:
+                    raise InputError(f"--camera {self.name} is a still image, not a video stream (a camera's "
+                                     "snapshot address?); give the camera's stream address (rtsp://, or its MJPEG "
+                                     "http:// address), or save the picture and use `livecam image`")
             else:  # a file: the checks and messages of `livecam video`
                 refuse_picture(Path(self.location))
                 self._container = open_input(Path(self.location), once=True)  # read once: a pipe will do

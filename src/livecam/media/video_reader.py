@@ -46,7 +46,7 @@ from livecam.settings import IMAGE_READ_FORMATS
 log = logging.getLogger("livecam")
 
 # Demuxers that read still images: those files belong to `livecam image` (an animated GIF is a clip).
-_IMAGE_FORMATS = ("image2", "png_pipe", "jpeg_pipe", "webp_pipe", "bmp_pipe", "tiff_pipe")
+IMAGE_FORMATS = ("image2", "png_pipe", "jpeg_pipe", "webp_pipe", "bmp_pipe", "tiff_pipe")
 # Demuxers of pictures open_input lets through, read as one-frame videos (picture_kind): icons (.ico, .cur).
 _PICTURE_FORMATS = ("ico",)
 # What a video without one frame is told, however its container shows it.
@@ -182,7 +182,7 @@ def open_input(path: Path, *, once: bool = False) -> av.container.InputContainer
             return open_container(local_path(path), format="apng")
         except av.error.FFmpegError as exc:
             raise InputError(f"cannot read {path} as an animated PNG ({ffmpeg_reason(exc)}); re-export it") from exc
-    if container.format.name in _IMAGE_FORMATS or container.format.name.endswith("_pipe"):
+    if container.format.name in IMAGE_FORMATS or container.format.name.endswith("_pipe"):
         container.close()
         if _animated_webp(path):  # FFmpeg's WebP decoder reads stills only (and OpenCV none)
             raise InputError(f"{path} is an animated WebP, which this FFmpeg cannot decode; convert it to an "
