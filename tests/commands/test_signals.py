@@ -85,6 +85,17 @@ DRIVER = textwrap.dedent("""
             time.sleep(1.0)  # slow, not stuck: the signal comes while the run's recording is signed
             return sign(*args, **kwargs)
         c2pa.Builder.sign = slow_sign
+    elif patch == "int-while-a-url-opens":
+        from livecam.media import camera
+        camera.VideoFileSource.__init__.__defaults__ = (True, 300.0)  # the server is silent for longer than this test
+        open_container = camera.open_container
+        def interrupt_later():
+            time.sleep(0.5)  # FFmpeg is then waiting for the server
+            send(signal.SIGINT)
+        def open_and_interrupt(*args, **kwargs):
+            threading.Thread(target=interrupt_later, daemon=True).start()
+            return open_container(*args, **kwargs)
+        camera.open_container = open_and_interrupt
     elif patch == "term-at-exit":
         atexit.register(send, signal.SIGTERM)
     elif patch == "int-int-int-at-shutdown":
@@ -275,3 +286,19 @@ def test_an_import_error_caused_by_an_interrupt_is_the_interrupt(monkeypatch: py
     monkeypatch.setattr(sys, "meta_path", [CutShort(), *sys.meta_path])
     with pytest.raises(KeyboardInterrupt):
         available_ort_providers()
+
+
+def test_ctrl_c_while_a_camera_url_opens_is_heard_at_once(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # FFmpeg waiting for a silent server holds the main thread in native code: Ctrl-C was heard
+    # only when the open timed out (5 s; with this test's 300 s, never)
+    import socket
+
+    with socket.socket() as server:  # accepts the connection (the kernel does) and never answers
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        proc = run_driver(tmp_path, "int-while-a-url-opens",
+                          ["run", "--camera", f"http://127.0.0.1:{server.getsockname()[1]}/live.mp4", "--output",
+                           "none", "--swap-model", "mesh", "--source", str(faces_dir / "obama.jpg")],
+                          isolated_env, timeout=100)
+    interrupted_in_one_line(proc)

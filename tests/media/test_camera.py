@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -51,6 +52,28 @@ def test_video_file_source_reads_every_frame_as_bgr(tmp_path: Path) -> None:
         assert [read_clip_index(f) for f in frames] == list(range(12))
         assert src.last_pts == pytest.approx(11 / 30)
         assert frames[0].shape == (64, 96, 3) and frames[0].dtype == np.uint8
+
+
+def test_a_gap_in_a_real_time_files_timestamps_is_a_pause_then_its_own_rate_again(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # A VFR recording that paused 4.5 s: each frame after the gap came 1 s after the last (the
+    # wait's cap) until they were due, so the run showed seconds of one-frame-a-second slow motion
+    import logging
+    import time
+
+    times = [i / 30 for i in range(10)] + [5 + i / 30 for i in range(20)]
+    clip = make_clip(tmp_path / "gap.mp4", frames=30, size=(96, 64), audio=False, stamp=True, timestamps=times)
+    src = VideoFileSource(str(clip), realtime=True)
+    src.open()
+    read_at = []
+    with caplog.at_level(logging.INFO, logger="livecam"):
+        while src.read() is not None:
+            read_at.append(time.perf_counter())
+    src.close()
+    assert len(read_at) == 30
+    assert 0.8 < read_at[10] - read_at[9] < 2.5  # the gap, played as a pause of a second
+    assert read_at[29] - read_at[10] < 1.5  # then 19 frames at 30 FPS (0.63 s), not 1 s apart
+    assert "a 4.7 s gap in its timestamps at 5.00 s is played as 1 s" in caplog.text
 
 
 def test_a_phone_clip_recorded_sideways_is_shown_upright_as_livecam_video_reads_it(tmp_path: Path) -> None:
@@ -214,7 +237,8 @@ def test_a_pipe_plays_as_a_camera_file(tmp_path: Path) -> None:
     assert [read_clip_index(image) for image in images] == list(range(12))
 
 
-def test_an_mp4_with_its_index_at_the_end_through_a_pipe_says_so(tmp_path: Path) -> None:
+def test_an_mp4_with_its_index_at_the_end_through_a_pipe_says_so(tmp_path: Path,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
     # `cat rec.mp4 | livecam run --camera /dev/stdin`: a pipe cannot seek back from the index (moov,
     # written last by most recorders) to the frames, so every packet read was garbage: a short
     # clip could play "0 frames" with exit 0, a longer one ended "too damaged to read further;
@@ -252,6 +276,7 @@ def test_an_mp4_with_its_index_at_the_end_through_a_pipe_says_so(tmp_path: Path)
     finally:
         source.close()
     feeder.join(timeout=10)
+    assert "corrupt" not in caplog.text  # (a warning of "damaged data" beside it misled)
 
 
 def test_a_stream_url_that_goes_quiet_is_a_stall_not_damage(tmp_path: Path,
@@ -529,3 +554,107 @@ def test_a_camera_file_that_ends_before_its_first_frame_is_an_input_error(tmp_pa
             source.read()
     finally:
         source.close()
+
+
+def test_an_mp4_with_its_index_at_the_end_from_a_server_that_cannot_seek_says_so(
+        tmp_path: Path, faces_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # `run --camera http://host/rec.mp4` from a server without range requests (python -m
+    # http.server): FFmpeg cannot seek back from the index at the end to the frames, as through a
+    # pipe, and the run ended "too damaged to read further; re-copy or re-export it" for a file
+    # that plays
+    import functools
+    import http.server
+    import threading
+
+    clip = make_clip(tmp_path / "rec.mp4", frames=60, size=(320, 240), audio=False,
+                     source_image=faces_dir / "obama.jpg")
+    data = clip.read_bytes()
+    assert data.find(b"moov") > data.find(b"mdat")
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(tmp_path)))
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    src = VideoFileSource(f"http://127.0.0.1:{server.server_address[1]}/rec.mp4", realtime=False, timeout_s=5)
+    try:
+        with pytest.raises(InputError, match=r"^http://127\.0\.0\.1:\d+/rec\.mp4: no frame could be read: an MP4 or "
+                                             r"MOV from this server needs its index \(moov\) first.*range requests.*"
+                                             r"-movflags \+faststart"):
+            src.open()
+            while src.read() is not None:
+                pass
+    finally:
+        src.close()
+        server.shutdown()
+        server.server_close()
+    assert "corrupt" not in caplog.text  # (a warning of "damaged data" beside it misled)
+
+
+def test_a_stream_url_that_connects_but_sends_nothing_says_so_in_bounded_time() -> None:
+    # A server that accepts and stays silent (or a udp:// address nothing is sent to) hit PyAV's
+    # open timeout, said as FFmpeg's "could not open the stream (Immediate exit requested)"
+    import socket
+    import time
+
+    with socket.socket() as listener:  # the kernel accepts the connection; nothing is ever sent
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        src = VideoFileSource(f"http://127.0.0.1:{listener.getsockname()[1]}/live.mp4", timeout_s=0.5)
+        started = time.monotonic()
+        with pytest.raises(InputError, match=r"^--camera http://127\.0\.0\.1:\d+/live\.mp4: the stream sent no video "
+                                             r"within 0\.5 s; check the URL and that the stream is live$"):
+            src.open()
+    assert time.monotonic() - started < 5
+
+
+def test_a_password_in_a_camera_url_is_never_shown() -> None:
+    # rtsp://admin:secret@host/live, how IP cameras are addressed: the password was printed in
+    # every line naming the stream, and twice in a failed open (FFmpeg's text repeats the URL)
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on: the connection is refused
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    src = VideoFileSource(f"rtsp://admin:s3cret@127.0.0.1:{port}/live", timeout_s=2)
+    assert src.name == f"rtsp://admin:***@127.0.0.1:{port}/live"
+    with pytest.raises(InputError) as raised:
+        src.open()
+    assert "s3cret" not in raised.value.message and f"rtsp://admin:***@127.0.0.1:{port}/live" in raised.value.message
+    assert "Connection refused" in raised.value.message and "Errno" not in raised.value.message
+
+
+@pytest.mark.parametrize(("url", "problem"), [
+    ("http://[::1/live.mp4", "its host is malformed"),  # was "internal error: ValueError: Invalid IPv6 URL"
+    ("rtsp://cam:99999/live", "its port is not a number up to 65535"),  # was FFmpeg's "Invalid argument",
+    ("http://127.0.0.1:abc/live.mp4", "its port is not a number up to 65535"),  # once the models had loaded
+])
+def test_a_camera_url_with_a_malformed_host_or_port_is_refused_before_anything_loads(url: str, problem: str) -> None:
+    with pytest.raises(InputError, match=rf"^--camera '{re.escape(url)}': {problem}; give the stream's whole address"):
+        open_source(url, (640, 480), 30, None)
+
+
+def test_a_camera_url_of_a_still_picture_is_refused_as_a_local_one_is(tmp_path: Path, faces_dir: Path) -> None:
+    # http://cam/snapshot.jpg (a camera's snapshot address) played as a one-frame video, exit 0
+    import functools
+    import http.server
+    import shutil
+    import threading
+
+    shutil.copy(faces_dir / "obama.jpg", tmp_path / "snapshot.jpg")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(
+        http.server.SimpleHTTPRequestHandler, directory=str(tmp_path)))
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    src = VideoFileSource(f"http://127.0.0.1:{server.server_address[1]}/snapshot.jpg", timeout_s=5)
+    try:
+        with pytest.raises(InputError, match=r"^--camera http://127\.0\.0\.1:\d+/snapshot\.jpg is a still image, not a "
+                                             r"video stream \(a camera's snapshot address\?\); give the camera's "
+                                             r"stream address"):
+            src.open()
+    finally:
+        src.close()
+        server.shutdown()
+        server.server_close()

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from livecam.errors import DeviceError, InputError
+from livecam.interrupt import heard
 from livecam.settings import CAMERA_FPS
 
 if TYPE_CHECKING:  # for the type checker; imported when a file source opens
@@ -30,6 +31,7 @@ log = logging.getLogger("livecam")
 
 STALL_TIMEOUT_S = 2.0  # a camera that gives no frame for this long is an error
 URL_TIMEOUT_S = 5.0  # a stream URL that opens or sends nothing for this long is an error
+MAX_GAP_S = 1.0  # the longest a real-time file's source waits between two frames
 # What a source's read gives: an image, or a file's decoded frame whose BGR image is made when
 # first asked for (by the live pipeline's analyse thread, so the capture thread only decodes and a
 # frame the pipeline drops is never converted).
@@ -228,7 +230,11 @@ class VideoFileSource:
     def __init__(self, location: str, realtime: bool = True, timeout_s: float = URL_TIMEOUT_S) -> None:
         self.location = location
         self.timeout_s = timeout_s
-        self.name = location if "://" in location else Path(location).name
+        # A URL's read gives up after timeout_s with its own line, the capture thread free: the
+        # pipeline's stall check (which reads this) waits longer, as for a camera. (At 2 s it came
+        # first, and the read still blocked added "stages still running" and "not released".)
+        self.stall_timeout_s = timeout_s if "://" in location else None
+        self.name = shown_url(location) if "://" in location else Path(location).name
         self.realtime = realtime
         self.live = realtime  # a real-time file stands in for a camera: the pipeline may drop
         self.fps: float | None = None
@@ -237,10 +243,13 @@ class VideoFileSource:
         self._frames: Iterator[DecodedFrame] | None = None
         self._start_wall: float | None = None
         self._start_pts: float | None = None
+        self._gaps = 0  # gaps in the timestamps shortened to MAX_GAP_S
         self.last_pts: float | None = None  # timestamp (s) of the frame read last, for tracking
         self._read = 0  # frames read so far
         self.has_audio = False  # known once open: a recording keeps the pictures only
-        self._piped_mp4 = False  # an MP4/MOV read through a pipe: its index may be out of reach
+        # an MP4/MOV read through a pipe or from a URL: its index may be out of reach (a pipe, or a
+        # server without range requests, cannot seek back to the frames from an index at the end)
+        self._forward_only_mp4 = False
 
     @property
     def bad_packets(self) -> int:
@@ -249,21 +258,39 @@ class VideoFileSource:
     def open(self) -> None:
         import av
 
-        from livecam.media.video_reader import (VideoDecoder, open_input, refuse_picture, stream_rate,
-                                                  timeline_origin, track_mirror, video_stream_of)
+        from livecam.media.video_reader import (IMAGE_FORMATS, VideoDecoder, ffmpeg_reason, open_input,
+                                                  refuse_picture, stream_rate, timeline_origin, track_mirror,
+                                                  video_stream_of)
 
+        url = "://" in self.location
         try:
-            if "://" in self.location:  # a stream URL: opened once, no file checks
-                try:
-                    self._container = open_container(self.location, timeout=self.timeout_s)
-                except (av.FFmpegError, OSError) as exc:
-                    raise InputError(f"--camera {self.location}: could not open the stream ({exc}); check the "
-                                     "URL and that the stream is live") from exc
+            if url:  # a stream URL: opened once, no file checks
+                try:  # in a thread: Ctrl-C waited for the timeout while FFmpeg waited for the server
+                    self._container = heard(lambda: open_container(self.location, timeout=self.timeout_s),
+                                            "livecam-url-open")
+                except av.error.ExitError as exc:  # PyAV's timeout: FFmpeg said "Immediate exit requested"
+                    raise InputError(f"--camera {self.name}: the stream sent no video within {self.timeout_s:g} s; "
+                                     "check the URL and that the stream is live") from exc
+                except av.error.ProtocolNotFoundError as exc:
+                    scheme = self.location.partition("://")[0]
+                    raise InputError(f"--camera {self.name}: this FFmpeg build cannot read {scheme}:// streams; "
+                                     f"give an address the sender offers in another protocol (rtsp://, http://, "
+                                     f"udp://)") from exc
+                except (av.FFmpegError, OSError) as exc:  # (FFmpeg's text names the URL, password and all)
+                    raise InputError(f"--camera {self.name}: could not open the stream ({ffmpeg_reason(exc)}); "
+                                     "check the URL and that the stream is live") from exc
+                self._forward_only_mp4 = "mp4" in self._container.format.name
+                # one picture (image2: by its name, snapshot.jpg) played as one frame, exit 0; not
+                # jpeg_pipe, which is also a camera's stream of JPEGs one after another
+                if self._container.format.name in set(IMAGE_FORMATS) - {"jpeg_pipe"}:
+                    raise InputError(f"--camera {self.name} is a still image, not a video stream (a camera's "
+                                     "snapshot address?); give the camera's stream address (rtsp://, or its MJPEG "
+                                     "http:// address), or save the picture and use `livecam image`")
             else:  # a file: the checks and messages of `livecam video`
                 refuse_picture(Path(self.location))
                 self._container = open_input(Path(self.location), once=True)  # read once: a pipe will do
-                self._piped_mp4 = not Path(self.location).is_file() and "mp4" in self._container.format.name
-            stream = video_stream_of(self._container, self.location)
+                self._forward_only_mp4 = not Path(self.location).is_file() and "mp4" in self._container.format.name
+            stream = video_stream_of(self._container, self.name if url else self.location)
         except BaseException:
             if self._container is not None:
                 self._container.close()
@@ -276,42 +303,47 @@ class VideoFileSource:
         self._decoder = VideoDecoder(self._container, stream, self.name, size=None,
                                      rate=as_fraction(rate) if rate else None, origin=timeline_origin(self._container),
                                      mirror=track_mirror(self._container, stream))
+        # before the first frame, garbage from a forward-only MP4 is its index out of reach, not damage
+        self._decoder.warn_damage = not self._forward_only_mp4
         self._frames = iter(self._decoder)
 
     def read(self) -> DecodedFrame | None:
         import av
+
+        from livecam.media.video_reader import ffmpeg_reason
 
         if self._frames is None:
             raise DeviceError(f"{self.name} is not open")
         try:
             frame = next(self._frames)  # decoded only: its image is made by whoever first asks
         except StopIteration:
-            if self._read == 0 and self._piped_mp4 and self.bad_packets:
-                raise InputError(self._index_out_of_reach()) from None
+            if self._read == 0 and self._forward_only_mp4 and self.bad_packets:
+                raise self._index_out_of_reach() from None
             if self._read == 0:  # (it was "0 frames", exit 0, and no recording, as for a clip that plays)
                 raise InputError(self._nothing_decoded()) from None
             return None
         except InputError as exc:  # (the decoder's "too damaged")
-            if self._read == 0 and self._piped_mp4:
-                raise InputError(self._index_out_of_reach()) from exc
+            if self._read == 0 and self._forward_only_mp4:
+                raise self._index_out_of_reach() from exc
             raise
         except av.error.ExitError as exc:
             # PyAV's read timeout (the URL's): the stream went quiet, as a camera that stops
             # delivering frames; what was recorded so far is kept as it is then.
             raise DeviceError(f"{self.name} stopped sending data (nothing for {self.timeout_s:g} s): check that "
                               "the stream is still live") from exc
-        except av.FFmpegError as exc:
-            raise InputError(f"{self.name}: the video could not be decoded further ({exc})") from exc
+        except av.FFmpegError as exc:  # (FFmpeg's text names the URL, password and all)
+            raise InputError(f"{self.name}: the video could not be decoded further ({ffmpeg_reason(exc)})") from exc
         self._read += 1
         if self._read == 1:  # said once the first frame, turned upright, has set the size shown
             self._announce()
-        self.last_pts = frame.time
+        previous, self.last_pts = self.last_pts, frame.time
         if self.realtime:
-            self._pace(frame.time)
+            self._pace(frame.time, previous)
         return frame
 
     def _announce(self) -> None:
         assert self._decoder is not None and self._decoder.fitter.size is not None
+        self._decoder.warn_damage = True  # (what came before the first frame is then damage after all)
         width, height = self._decoder.fitter.size
         log.info("%s: %dx%d at %s FPS, %s", self.name, width, height, f"{self.fps:g}" if self.fps else "unknown",
                  "real time" if self.realtime else "as fast as possible")
@@ -324,23 +356,38 @@ class VideoFileSource:
                     f"stream is live")
         return f"{self.name}: {NONE_DECODED}"
 
-    def _index_out_of_reach(self) -> str:
-        """Why no frame of a piped MP4/MOV could be read: most recorders write the index (moov)
-        after the frames, and a pipe cannot seek back to them once it is read (a small file still
-        fits FFmpeg's buffer); every packet was garbage, said as damage to re-copy."""
-        return (f"{self.name}: no frame could be read: an MP4 or MOV through a pipe needs its index (moov) first, "
-                f"and this one has it at the end; give --camera the file itself, or remux it once with "
-                f"`ffmpeg -i IN.mp4 -c copy -movflags +faststart OUT.mp4`")
+    def _index_out_of_reach(self) -> InputError:
+        """Why no frame of a piped or served MP4/MOV could be read: most recorders write the index
+        (moov) after the frames, and a pipe, or a web server without range requests (python -m
+        http.server), cannot seek back to them once it is read (a small file still fits FFmpeg's
+        buffer); every packet was garbage, which is no damage to warn of (warn_damage)."""
+        if "://" in self.location:
+            through, fix = ("from this server", "serve it from one that supports range requests, or remux it "
+                                                "once with")
+        else:
+            through, fix = "through a pipe", "give --camera the file itself, or remux it once with"
+        return InputError(f"{self.name}: no frame could be read: an MP4 or MOV {through} needs its index (moov) "
+                          f"first, and this one has it at the end; {fix} `ffmpeg -i IN.mp4 -c copy -movflags "
+                          f"+faststart OUT.mp4`")
 
-    def _pace(self, t: float) -> None:
-        """Sleep until the frame at `t` seconds is due."""
+    def _pace(self, t: float, previous: float | None) -> None:
+        """Sleep until the frame at `t` seconds is due; a longer gap in the timestamps (a VFR
+        recording that paused, a motion-triggered camera's file) is played as MAX_GAP_S, the
+        frames after it at their own rate again (each one came MAX_GAP_S later than the last
+        until they were due: seconds of slow motion)."""
         now = time.perf_counter()
         if self._start_wall is None or self._start_pts is None:
             self._start_wall, self._start_pts = now, t
             return
         delay = (t - self._start_pts) - (now - self._start_wall)
+        if delay > MAX_GAP_S:  # (a longer wait would be taken for a stalled stream: the pipeline's stall timeout)
+            self._gaps += 1
+            (log.info if self._gaps == 1 else log.debug)(  # (a file of many gaps says so once)
+                "%s: a %.1f s gap in its timestamps at %.2f s is played as %g s", self.name,
+                t - (previous if previous is not None else self._start_pts), t, MAX_GAP_S)
+            self._start_wall, self._start_pts, delay = now + MAX_GAP_S, t, MAX_GAP_S
         if delay > 0:
-            time.sleep(min(delay, 1.0))
+            time.sleep(delay)
 
     def close(self) -> None:
         if self._decoder is not None:
@@ -349,6 +396,17 @@ class VideoFileSource:
             self._container.close()
             self._container = None
             self._frames = None
+
+
+def shown_url(url: str) -> str:
+    """`url` as messages and logs show it: a password in it (rtsp://admin:secret@192.168.1.20/live,
+    how IP cameras are addressed) as ***."""
+    scheme, sep, rest = url.partition("://")
+    netloc, slash, path = rest.partition("/")
+    userinfo, at, host = netloc.rpartition("@")
+    if not at or ":" not in userinfo:
+        return url
+    return f"{scheme}{sep}{userinfo.partition(':')[0]}:***@{host}{slash}{path}"
 
 
 def device_camera_index(spec: str, dev: Path = Path("/dev")) -> int | None:
@@ -379,9 +437,16 @@ def open_source(camera: str, resolution: tuple[int, int], fps: float, realtime: 
     if spec.lower().startswith(URL_SCHEMES):  # a scheme is any case; FFmpeg's protocol names are lower case
         scheme, sep, rest = spec.partition("://")
         spec = scheme.lower() + sep + rest
-        if not urlsplit(spec).netloc:  # FFmpeg would fail only once the models had loaded
-            raise InputError(f"--camera {camera!r} names no host; give the stream's whole address, such as "
-                             f"{scheme.lower()}://192.168.1.20:8554/live")
+        example = f"{scheme.lower()}://192.168.1.20:8554/live"
+        try:  # FFmpeg would fail only once the models had loaded
+            parts = urlsplit(spec)
+            parts.port  # noqa: B018 - a port that is no number 0..65535 raises
+        except ValueError as exc:  # (an unclosed [IPv6 bracket was "internal error: ValueError")
+            problem = "its port is not a number up to 65535" if "Port" in str(exc) else "its host is malformed"
+            raise InputError(f"--camera {shown_url(camera)!r}: {problem}; give the stream's whole address, such as "
+                             f"{example}") from exc
+        if not parts.netloc:
+            raise InputError(f"--camera {camera!r} names no host; give the stream's whole address, such as {example}")
     if spec == "-" and not Path(spec).exists():  # was "no such camera index, file or URL"
         raise InputError("--camera '-' (standard input) is not a file; to read a video from a pipe give "
                          "--camera /dev/stdin")

@@ -46,7 +46,7 @@ from livecam.settings import IMAGE_READ_FORMATS
 log = logging.getLogger("livecam")
 
 # Demuxers that read still images: those files belong to `livecam image` (an animated GIF is a clip).
-_IMAGE_FORMATS = ("image2", "png_pipe", "jpeg_pipe", "webp_pipe", "bmp_pipe", "tiff_pipe")
+IMAGE_FORMATS = ("image2", "png_pipe", "jpeg_pipe", "webp_pipe", "bmp_pipe", "tiff_pipe")
 # Demuxers of pictures open_input lets through, read as one-frame videos (picture_kind): icons (.ico, .cur).
 _PICTURE_FORMATS = ("ico",)
 # What a video without one frame is told, however its container shows it.
@@ -130,7 +130,7 @@ class DecodedFrame:
         return self._image
 
 
-def _describe(exc: BaseException) -> str:
+def ffmpeg_reason(exc: BaseException) -> str:
     """FFmpeg's reason, without the errno and the file name PyAV adds ("[Errno 1094995529] Invalid
     data found when processing input: 'clip.mp4'", inside a message that names the file)."""
     reason = exc.strerror if isinstance(exc, av.error.FFmpegError) and exc.strerror else None
@@ -168,7 +168,7 @@ def open_input(path: Path, *, once: bool = False) -> av.container.InputContainer
         if refusal is not None:
             raise refusal from exc
         raise InputError(
-            f"cannot read {path} as a video ({_describe(exc)}): the file is not a video, or is truncated "
+            f"cannot read {path} as a video ({ffmpeg_reason(exc)}): the file is not a video, or is truncated "
             "or corrupt; expected a video file such as .mp4, .mkv, .mov or .webm"
         ) from exc
     refusal = _index_refusal(path) if regular and "mov" in container.format.name.split(",") else None
@@ -181,8 +181,8 @@ def open_input(path: Path, *, once: bool = False) -> av.container.InputContainer
         try:
             return open_container(local_path(path), format="apng")
         except av.error.FFmpegError as exc:
-            raise InputError(f"cannot read {path} as an animated PNG ({_describe(exc)}); re-export it") from exc
-    if container.format.name in _IMAGE_FORMATS or container.format.name.endswith("_pipe"):
+            raise InputError(f"cannot read {path} as an animated PNG ({ffmpeg_reason(exc)}); re-export it") from exc
+    if container.format.name in IMAGE_FORMATS or container.format.name.endswith("_pipe"):
         container.close()
         if _animated_webp(path):  # FFmpeg's WebP decoder reads stills only (and OpenCV none)
             raise InputError(f"{path} is an animated WebP, which this FFmpeg cannot decode; convert it to an "
@@ -505,7 +505,7 @@ class Deinterlacer:
             except (av.error.FFmpegError, ValueError) as exc:  # a pixel format bwdif does not take
                 self._failed = True
                 log.warning("warning: %s is interlaced but cannot be deinterlaced (%s); its frames are kept "
-                            "as they are", self.name, _describe(exc))
+                            "as they are", self.name, ffmpeg_reason(exc))
                 return [*ready, frame]
             if self._key is None:
                 log.warning("note: %s is interlaced; its frames are deinterlaced (bwdif), one output frame per "
@@ -658,6 +658,9 @@ class VideoDecoder:
         self._bad_in_a_row = 0
         self._first_bad: float | None = None
         self._reported = 0
+        # False: corrupt packets are counted but not warned of (`run --camera` reading an MP4
+        # through a pipe before its first frame: garbage there means an index out of reach, said instead)
+        self.warn_damage = True
         self.last_time: float | None = None
         self._raw_last: float | None = None  # the last frame's input time, for one without a timestamp
         self.headless = HeadlessStart()
@@ -748,16 +751,16 @@ class VideoDecoder:
         self._bad_in_a_row += 1
         if self._first_bad is None and at is not None:
             self._first_bad = at
-        log.debug("skipped a corrupt video packet in %s (%s)", self.name, _describe(exc))
+        log.debug("skipped a corrupt video packet in %s (%s)", self.name, ffmpeg_reason(exc))
         if self._bad_in_a_row > self.MAX_BAD_IN_A_ROW:
             self.report()
             raise InputError(f"{self.name}: more than {self.MAX_BAD_IN_A_ROW} corrupt video packets in a row; "
-                             f"the video is too damaged to read further ({_describe(exc)}); re-copy or re-export it")
+                             f"the video is too damaged to read further ({ffmpeg_reason(exc)}); re-copy or re-export it")
 
     def report(self, lost: str | None = None) -> None:
         """One warning for the corrupt packets skipped so far (none when there were none);
         `lost` says what that cost (by default what the output leaves out, where one is made)."""
-        if self.bad_packets > self._reported:
+        if self.warn_damage and self.bad_packets > self._reported:
             where = f", the first near {self._first_bad:.2f} s" if self._first_bad is not None else ""
             if lost is None and self.writes:
                 lost = "the output leaves out what they held"
@@ -1109,7 +1112,7 @@ def sample_aspect(stream: av.video.stream.VideoStream, rotation: int) -> Fractio
 def _raise_if_out_of_memory(exc: av.error.FFmpegError) -> None:
     """An allocation or thread-creation failure is no damaged packet: say so instead of skipping."""
     if getattr(exc, "errno", None) in (errno.ENOMEM, errno.EAGAIN):
-        raise MemoryError(f"decoding failed for lack of memory ({_describe(exc)})") from exc
+        raise MemoryError(f"decoding failed for lack of memory ({ffmpeg_reason(exc)})") from exc
 
 
 def packet_time(packet: av.Packet) -> float | None:
