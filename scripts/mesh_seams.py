@@ -7,7 +7,8 @@ assertion; the measures are tests/processors/test_mesh_seams.py's).
 Per pair: seam = per sector round the face, the output's mean Lab on the skin just inside the
 oval minus just outside, less the target's own step (Lab distance, and its L part); cheeks =
 how much lighter the output's cheeks are than the target's; upper lip = how much lighter
-the skin over the upper lip is than the target's. group6.jpg's six faces are
+the skin over the upper lip is than the target's; lip rim = the same for the skin right along
+the upper lip, each on its own FaceMesh fit. group6.jpg's six faces are
 targets of obama.jpg too. Medians of their sizes close each
 column. --timing N: the median of N swaps per
 pair instead (ms per face).
@@ -32,6 +33,7 @@ from livecam.frame import FramePacket  # noqa: E402
 from livecam.processors.mesh.swapper import MeshSwapper  # noqa: E402
 from livecam.settings import SwapSettings  # noqa: E402
 from tests.processors import test_mesh_seams as seams  # noqa: E402
+from tests.processors.test_mesh_identity import embedded_analysis  # noqa: E402
 from tests.processors.test_mesh_quality import analyser, obama_on_group6  # noqa: E402
 
 
@@ -59,7 +61,7 @@ def timing(analysed: seams.Any, faces_dir: Path, runs: int) -> None:
     print(f"  median over pairs {statistics.median(per_face):.1f} ms, total {sum(per_face):.1f} ms")
 
 
-def summary(rows: list[tuple[float, float, float, float]]) -> None:
+def summary(rows: list[tuple[float, ...]]) -> None:
     """The medians of each column's size (a cheek or seam off either way is off)."""
     print("  median of sizes " + " ".join(f"{v:.2f}" for v in np.median(np.abs(np.array(rows)), axis=0)))
 
@@ -74,7 +76,9 @@ def main() -> None:
     if args.timing:
         timing(analysed, args.faces_dir, args.timing)
         return
-    print("source on target: seam Lab distance, seam L, cheeks L, upper lip L (output - target)")
+    print("source on target: seam Lab distance, seam L, cheeks L, upper lip L, lip rim L "
+          "(output - target)")
+    _, refit = embedded_analysis()
     rows = []
     for source in seams.PHOTOS:
         for target in seams.PHOTOS:
@@ -86,7 +90,8 @@ def main() -> None:
                 cv2.imwrite(str(args.save_dir / f"{Path(source).stem}_on_{Path(target).stem}.png"), out)
             distance, lightness = seams.seam_difference(out, tgt, face)
             rows.append((distance, lightness, seams.cheek_difference(out, tgt, face),
-                         seams.upper_lip_difference(out, tgt, face)))
+                         seams.upper_lip_difference(out, tgt, face),
+                         seams.lip_rim_difference(out, tgt, face, refit)))
             print(f"  {source:>13} on {target:<13} " + " ".join(f"{v:+6.2f}" for v in rows[-1]))
     summary(rows)
     out, group, faces = obama_on_group6(args.faces_dir, MeshSwapper(SwapSettings()))
@@ -94,7 +99,8 @@ def main() -> None:
     for face in sorted(faces, key=lambda f: float(f.bbox[0])):
         distance, lightness = seams.seam_difference(out, group, face)
         group_rows.append((distance, lightness, seams.cheek_difference(out, group, face),
-                           seams.upper_lip_difference(out, group, face)))
+                           seams.upper_lip_difference(out, group, face),
+                           seams.lip_rim_difference(out, group, face, refit)))
     print("  obama.jpg on group6.jpg (left to right): "
           + "; ".join(" ".join(f"{v:+.2f}" for v in r) for r in group_rows))
     summary(group_rows)

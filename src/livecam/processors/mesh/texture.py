@@ -101,6 +101,11 @@ _STRETCH_LOW, _STRETCH_HIGH = 1.0, 1.2
 # that skin): her nostrils' and creases' edges, away from where the source's nose puts them,
 # came with it as dark lines.
 _OVER_LIP_TINT, _GRAIN_CLIP = 4.0, 2.5
+# What the lighting match there (a Gaussian) leaves across thin bands along the lip (the
+# lit rim over a lip lit from above, a nose's shadow edge) is taken from the target too: in
+# bands of _PROFILE_BAND x face size of the height over the lip, the mean difference smoothed
+# along the lip over _PROFILE_ALONG x face size.
+_PROFILE_BAND, _PROFILE_ALONG = 0.01, 0.06
 # Thin dark lines (a black-hat with a disc of _LINE_SIZE x face size) under the lower lip, down
 # to _LINE_DEPTH x face size, that the warped source has beyond the target's are lightened away:
 # the source's shadow under the lip, its low frequencies matched, was left a thin dark line.
@@ -428,7 +433,8 @@ def match_upper_lip_lighting(warped: np.ndarray, theirs_bgr: np.ndarray, moved: 
     size over the outer lip contour) the target's lighting there (_OVER_LIP_LIGHT), with
     the target's colour where darkened (_OVER_LIP_TINT), and where the source's skin there is
     stretched (`stretch`: see upper_lip_stretch) give it the target's own fine grain
-    (_OVER_LIP_GRAIN, held within _GRAIN_CLIP) instead of its own. theirs_bgr: as
+    (_OVER_LIP_GRAIN, held within _GRAIN_CLIP) instead of its own; then the target's
+    lightness across thin bands along the lip (_PROFILE_BAND). theirs_bgr: as
     match_lip_lighting's."""
     h, w = warped.shape[:2]
     sigma = max(1.0, _OVER_LIP_LIGHT * size)
@@ -474,7 +480,58 @@ def match_upper_lip_lighting(warped: np.ndarray, theirs_bgr: np.ndarray, moved: 
         np.clip(their_grain, -bound, bound, out=their_grain)
         own_grain = lightness - cv2.GaussianBlur(lightness, (0, 0), fine)
         lightness += ((grain * feather) * (their_grain - own_grain)).astype(np.float32)
+    # Column by column over the upper lip (not cut at the corners' line: a smile's raised
+    # corners left the skin along the lip's middle out of the region above).
+    upper = np.vstack([outer_all[len(outer_all) // 2:], outer_all[:1]]) - (x1, y1)
+    above = _above_lip(hw, upper)
+    over = (above > 0.0) & (above <= _OVER_LIP * size) & (ring == 0) & (opening == 0)
+    over[:, :max(int(np.ceil(upper[:, 0].min() - 0.5)), 0)] = False
+    over[:, max(int(np.floor(upper[:, 0].max() - 0.5)) + 1, 0):] = False
+    # Faded at its top and sides, not towards the lips (matched on their own), and off them
+    # and the mouth's opening.
+    lips = ring.astype(np.float32)
+    fade = cv2.GaussianBlur(over.astype(np.float32) + lips, (0, 0), max(1.0, DETAIL_FEATHER * size))
+    fade *= 1.0 - cv2.GaussianBlur(lips + opening.astype(np.float32), (0, 0), 1.0)
+    lightness += fade * _band_shift(theirs[..., 0] - lightness, over, above,
+                                    max(1.0, _PROFILE_BAND * size), max(1.0, _PROFILE_ALONG * size))
     warped[y1:y2, x1:x2] = np.clip(ours + 0.5, 0, 255).astype(np.uint8)
+
+
+def _above_lip(shape_hw: tuple[int, int], upper: np.ndarray) -> np.ndarray:
+    """float32: each pixel's height (px) over the upper lip contour `upper` in its column
+    (the contour's y interpolated at the pixel's centre; negative below it)."""
+    order = np.argsort(upper[:, 0])
+    centres = np.arange(shape_hw[1], dtype=np.float32) + 0.5
+    lip_y = np.interp(centres, upper[order, 0], upper[order, 1]).astype(np.float32)
+    rows = np.arange(shape_hw[0], dtype=np.float32)[:, None] + 0.5
+    above: np.ndarray = lip_y[None, :] - rows
+    return above
+
+
+def _band_shift(difference: np.ndarray, region: np.ndarray, above: np.ndarray, band: float,
+                along: float) -> np.ndarray:
+    """float32: `difference`'s mean over `region` in bands `band` px tall of the height
+    `above` the lip, smoothed along each band (a Gaussian of `along` px over the columns) and
+    read back per pixel between the bands' centres; faded out where a band holds few pixels
+    round a column."""
+    h, w = region.shape
+    count = int(np.ceil(float(above[region].max()) / band)) + 1 if region.any() else 0
+    if count < 1:
+        return np.zeros((h, w), dtype=np.float32)
+    index = np.clip(above / band, 0.0, count - 1e-3).astype(np.int32)
+    flat = (index * w + np.arange(w, dtype=np.int32)[None, :])[region]
+    k = 2 * int(3.0 * along) + 1
+    sums = cv2.GaussianBlur(np.bincount(flat, weights=difference[region], minlength=count * w)
+                            .reshape(count, w), (k, 1), along)
+    hits = cv2.GaussianBlur(np.bincount(flat, minlength=count * w).reshape(count, w)
+                            .astype(np.float64), (k, 1), along)
+    table = (sums / np.maximum(hits, 1e-6) * np.clip(hits / 2.0, 0.0, 1.0)).astype(np.float32)
+    table = np.vstack([table[:1], table, table[-1:]])  # rows at the band centres, edges held
+    rows = np.clip(above / band + 0.5, 0.0, count + 1.0).astype(np.float32)
+    cols = np.broadcast_to(np.arange(w, dtype=np.float32)[None, :], (h, w))
+    shift: np.ndarray = cv2.remap(table, np.ascontiguousarray(cols), rows, cv2.INTER_LINEAR,
+                                  borderMode=cv2.BORDER_REPLICATE)
+    return shift
 
 
 def upper_lip_stretch(source: np.ndarray, source_size: float, moved: np.ndarray,
