@@ -88,6 +88,5 @@ def run_image(job: ImageJob) -> None:
                        faces=[face.bbox for face in packet.faces],
                        sign=(lambda data: signing.sign_bytes(data, job.output)) if signing else None)
     output_done()  # written and valid: a signal from now on is not an interruption
-    skipped = f", {small} too small to change" if small and count else ""
-    log.info("wrote %s (%s%s, %.1f s; %s)", job.output, registry.changed(count, job.processing.frame_processors),
-             skipped, time.perf_counter() - start, engine.describe())
+    log.info("wrote %s (%s, %.1f s; %s)", job.output, registry.changed(count, job.processing.frame_processors, small),
+             time.perf_counter() - start, engine.describe())
