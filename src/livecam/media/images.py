@@ -631,15 +631,17 @@ def flatten(image: np.ndarray, background: int = 128) -> np.ndarray:
 def output_format(path: Path) -> tuple[str, bool]:
     """(container, keeps alpha) for an output path; InputError for an unknown extension."""
     fmt = WRITE_FORMATS.get(path.suffix.lower())
+    # the same fix for both formats that cannot say it (BMP's named no file and no other format)
+    instead = (f"write {path.stem}.png (lossless) instead, or another of {', '.join(IMAGE_WRITE_FORMATS)} "
+               f"({', '.join(WRITE_FORMATS)})")
     if path.suffix.lower() in UNMARKABLE_FORMATS:
         raise InputError(f"cannot write {path}: {path.suffix} files hold no metadata, and every livecam "
-                         f"output says it is synthetic; write .png (lossless) instead")
+                         f"output says it is synthetic; {instead}")
     if fmt is None:
         suffix = path.suffix.lower()
         if suffix == ".gif":
             raise InputError(f"cannot write {path}: a GIF holds 256 colours and no room for the tags that say "
-                             f"every livecam output is synthetic; write {path.stem}.png (lossless) instead, or "
-                             f"another of {', '.join(IMAGE_WRITE_FORMATS)} ({', '.join(WRITE_FORMATS)})")
+                             f"every livecam output is synthetic; {instead}")
         from livecam.media.video_writer import CONTAINERS  # here: only this message needs PyAV's writer
 
         if suffix in CONTAINERS:
