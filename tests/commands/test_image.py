@@ -446,6 +446,41 @@ def test_the_enhancer_alone_needs_no_source(tmp_path: Path, faces_dir: Path, iso
     assert not diff[int(h * 0.7):].any()
 
 
+@pytest.mark.parametrize("ext", [".jpg", ".png"])
+def test_the_output_keeps_the_photos_print_density(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str],
+                                                   ext: str) -> None:
+    # A 300 dpi photo came out with no density (viewers and printers take 72 dpi: a print four
+    # times as large). This one is stored sideways (EXIF orientation 6) at 300 x 150 dpi: upright,
+    # its axes swap.
+    pil = pytest.importorskip("PIL.Image")
+    photo = pil.open(small(faces_dir, "obama.jpg", tmp_path)).transpose(pil.Transpose.ROTATE_90)
+    exif = pil.Exif()
+    exif[0x0112] = 6
+    target = tmp_path / "sideways.jpg"
+    photo.save(target, exif=exif.tobytes(), dpi=(300, 150))
+    out = tmp_path / f"o{ext}"
+    result = run_cli(["image", str(target), str(out), "-s", str(faces_dir / "biden.jpg"), "--swap-model", "mesh",
+                      "--no-watermark"], env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    written = pil.open(out)
+    assert written.size == (photo.height, photo.width)  # upright
+    assert np.allclose(written.info.get("dpi", (0, 0)), (150, 300), atol=0.05), written.info  # PNG: per metre
+
+
+def test_a_missing_enhancer_says_its_checkpoint_can_be_converted(tmp_path: Path, faces_dir: Path,
+                                                                isolated_env: dict[str, str]) -> None:
+    # GFPGAN cannot be fetched (offline here): the fix said only "copy gfpgan_1.4.onnx into ...", a
+    # file the user may not have, while the GFPGANv1.4.pth many hold converts with `models convert`.
+    target = small(faces_dir, "obama.jpg", tmp_path)
+    out = tmp_path / "o.png"
+    result = run_cli(["--offline", "image", str(target), str(out), "--frame-processor", "face_enhancer"],
+                     env=isolated_env)
+    assert result.returncode == 3, result.stderr
+    assert "model gfpgan_1.4 is missing" in result.stderr
+    assert "or make it from GFPGANv1.4.pth with `livecam models convert GFPGANv1.4.pth`" in result.stderr
+    assert len(result.stderr.splitlines()) == 1 and not out.exists()
+
+
 def test_faces_too_small_to_swap_are_reported_not_counted(tmp_path: Path, faces_dir: Path,
                                                           isolated_env: dict[str, str]) -> None:
     # Biden at 1/6 size: a face is found, but under 24 px between the eyes the swapper leaves it.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -502,6 +503,22 @@ def test_faces_all_too_small_to_change_are_said_so(tmp_path: Path, faces_dir: Pa
     assert "(4 processed, 4 with a face, 0 faces swapped)" in proc.stderr
     assert ("warning: the faces found in 4 of the 4 processed frames are all too small to change (under 24 px "
             "between the eyes), so none was changed; use a video where they are larger") in proc.stderr
+
+
+def test_the_summary_counts_the_faces_too_small_to_change(tmp_path: Path, faces_dir: Path,
+                                                          isolated_env: dict[str, str]) -> None:
+    # The group at 640 px wide: some faces are large enough, the others under 24 px between the eyes.
+    # `image` said "2 faces swapped, 4 too small to change"; `video` said only "8 faces swapped",
+    # leaving a --many-faces user to guess why four of six faces kept theirs.
+    clip = make_clip(tmp_path / "in.mp4", frames=4, size=(640, 442), audio=False,
+                     source_image=faces_dir / "group6.jpg", moving_crop=False)
+    out = tmp_path / "out.mp4"
+    proc = run_cli(["video", str(clip), str(out), "-s", str(faces_dir / "biden.jpg"), "--swap-model", "mesh",
+                    "--many-faces", "--no-label", "--no-watermark"], env=isolated_env)
+    assert proc.returncode == 0, proc.stderr
+    counts = re.search(r"\(4 processed, 4 with a face, (\d+) faces swapped, (\d+) too small to change\)", proc.stderr)
+    assert counts is not None, proc.stderr
+    assert int(counts[1]) >= 4 and int(counts[2]) >= 4  # per frame: at least one of each
 
 
 def test_a_swap_too_faint_to_change_a_pixel_is_not_counted(tmp_path: Path, faces_dir: Path,

@@ -51,6 +51,18 @@ def test_image_output_carries_all_three_marks(tmp_path: Path, photo: Path, faces
     assert found["metadata"]
 
 
+def test_a_tiff_output_is_verified_with_its_xmp_source_type(tmp_path: Path, photo: Path, faces_dir: Path,
+                                                             isolated_env: dict[str, str]) -> None:
+    # A .tif output carries the IPTC DigitalSourceType XMP packet as the other formats do (IFD0's
+    # XMP tag), but `verify` read XMP from JPEG, PNG and WebP only and listed the EXIF text alone.
+    out = tmp_path / "out.tif"
+    made = run_cli(["image", str(photo), str(out), *swap_args(faces_dir), "--no-watermark", "--no-c2pa"],
+                   env=isolated_env)
+    assert made.returncode == 0, made.stderr
+    code, (found,) = verify([out], isolated_env)
+    assert code == 0 and "XMP DigitalSourceType compositeWithTrainedAlgorithmicMedia" in found["metadata"], found
+
+
 def test_watermark_alone_survives_a_reencode_that_drops_the_metadata(tmp_path: Path, photo: Path,
                                                                      faces_dir: Path,
                                                                      isolated_env: dict[str, str]) -> None:

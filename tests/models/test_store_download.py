@@ -443,6 +443,11 @@ def test_without_a_network_every_source_is_said_once_with_the_fix(models_dir, mo
                         r"direct\.livecam-test\.invalid \([^()\[\];]+\); connect this machine to the network \(or "
                         r"set HTTPS_PROXY to your proxy\), or copy det\.onnx into the models folder "
                         + re.escape(f"{models_dir} (LIVECAM_MODELS_DIR)"), info.value.message), info.value.message
+    converted = replace(spec, converted_from="det.pth")  # a model `livecam models convert` makes: said so too
+    with pytest.raises(DownloadError) as info:
+        make_store(settings, converted).path("det")
+    assert info.value.message.endswith(f"or copy det.onnx into the models folder {models_dir} (LIVECAM_MODELS_DIR), "
+                                       "or make it from det.pth with `livecam models convert det.pth`"), info.value.message
 
 
 def test_a_finished_download_leaves_only_the_model_and_its_memo(server, online, models_dir) -> None:

@@ -135,7 +135,7 @@ def run_video(job: VideoJob, cluster: ClusterSettings | None = None) -> None:
     stats = result.stats
     log.info("wrote %s: %s (%d processed, %d with a face, %s) in %.1f s, %.1f fps, %s",
              result.output, counted(stats.frames, "frame"), stats.processed, stats.with_faces,
-             registry.changed(stats.faces_changed, job.processing.frame_processors), stats.seconds, stats.fps,
+             registry.changed(stats.faces_changed, job.processing.frame_processors, stats.faces_small), stats.seconds, stats.fps,
              say_tracks(result.audio, result.tracks))
 
 

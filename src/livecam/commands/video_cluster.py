@@ -44,5 +44,6 @@ def run_video_on_cluster(job: VideoJob, cluster: ClusterSettings) -> None:
     output_done()  # written and valid: a signal from now on is not an interruption
     # the count `video` gives without --cluster, summed over the segments (the driver warned as it joined)
     log.info("wrote %s: %s (%s) on the cluster %s in %.1f s, %s", job.output, counted(outcome.frames, "frame"),
-             registry.changed(outcome.faces_changed, job.processing.frame_processors), cluster.address,
+             registry.changed(outcome.faces_changed, job.processing.frame_processors, outcome.stats.faces_small),
+             cluster.address,
              time.monotonic() - started, say_tracks(outcome.audio, outcome.tracks))

@@ -2,7 +2,7 @@
 
 read_image() returns BGR or BGRA uint8 whatever the file holds (grayscale, 16-bit, float, L*a*b*,
 alpha, EXIF orientation), and refuses images whose header declares more pixels than MAX_PIXELS before any
-decoding; read_image_and_profile() also gives its RGB colour profile, for the output. A GIF is
+decoding; read_image_and_profile() also gives its RGB colour profile and density, for the output. A GIF is
 decoded by FFmpeg (PyAV) where OpenCV has no GIF decoder (before 4.11, or built without one).
 write_image_atomic() encodes to the format of the output's extension (transparency over white where it has none),
 marks the bytes as synthetic (livecam.media.provenance) and writes them through
@@ -88,21 +88,24 @@ def read_image(path: Path | str, *, face_photo: str = "") -> np.ndarray:
     return _read(Path(path), face_photo)[0]
 
 
-def read_image_and_profile(path: Path | str) -> tuple[np.ndarray, bytes | None]:
-    """read_image(path) for an output made from it, and the ICC profile the pixels are in when it
-    describes RGB (a CMYK or grey profile does not fit them), from one read (`path` may be a
-    pipe): an output written with it shows the colours the input showed; without it, viewers take
-    a Display P3 or Adobe RGB photo for sRGB, duller. A picture of more than 8 bits a sample gets a
-    note that the output has 8 (a 16-bit PNG or TIFF lost its depth without a word)."""
+def read_image_and_profile(path: Path | str) -> tuple[np.ndarray, bytes | None, tuple[float, float] | None]:
+    """read_image(path) for an output made from it, the ICC profile the pixels are in when it
+    describes RGB (a CMYK or grey profile does not fit them) and its density in dots per inch
+    (metadata.density, upright), from one read (`path` may be a pipe): an output written with them
+    shows the colours the input showed, and prints at its size (a 300 dpi photo became 72); without
+    the profile, viewers take a Display P3 or Adobe RGB photo for sRGB, duller. A picture of more
+    than 8 bits a sample gets a note that the output has 8 (a 16-bit PNG or TIFF lost its depth
+    without a word)."""
     path = Path(path)
-    image, profile, bits = _read(path)
+    image, profile, bits, dpi = _read(path)
     if bits > 8:
         log.warning("note: %s has %d bits a sample; livecam works in 8, so the output has 8 bits", path.name, bits)
-    return image, profile
+    return image, profile, dpi
 
 
-def _read(path: Path, face_photo: str = "") -> tuple[np.ndarray, bytes | None, int]:
-    """(BGR or BGRA uint8 pixels, RGB ICC profile or None, the decoded bits a sample)."""
+def _read(path: Path, face_photo: str = "") -> tuple[np.ndarray, bytes | None, int, tuple[float, float] | None]:
+    """(BGR or BGRA uint8 pixels, RGB ICC profile or None, the decoded bits a sample, the upright
+    density in dots per inch or None)."""
     data = read_image_bytes(path)
     fmt = md.sniff_format(data)
     if fmt is None:
@@ -159,7 +162,10 @@ def _read(path: Path, face_photo: str = "") -> tuple[np.ndarray, bytes | None, i
     image = _to_uint8_bgr(image if lab is None else _lab_to_bgr(image, lab))
     profile = md.icc_profile(data)
     rgb_profile = profile if profile is not None and md.icc_colour_space(profile) == b"RGB " else None
-    return np.ascontiguousarray(apply_orientation(image, orientation)), rgb_profile, bits
+    dpi = md.density(data)
+    if dpi is not None and orientation >= 5:  # turned a quarter: the density's axes swap with the pixels'
+        dpi = (dpi[1], dpi[0])
+    return np.ascontiguousarray(apply_orientation(image, orientation)), rgb_profile, bits, dpi
 
 
 def _grey_key_alpha(data: bytes, image: np.ndarray) -> np.ndarray:
@@ -631,15 +637,17 @@ def flatten(image: np.ndarray, background: int = 128) -> np.ndarray:
 def output_format(path: Path) -> tuple[str, bool]:
     """(container, keeps alpha) for an output path; InputError for an unknown extension."""
     fmt = WRITE_FORMATS.get(path.suffix.lower())
+    # the same fix for both formats that cannot say it (BMP's named no file and no other format)
+    instead = (f"write {path.stem}.png (lossless) instead, or another of {', '.join(IMAGE_WRITE_FORMATS)} "
+               f"({', '.join(WRITE_FORMATS)})")
     if path.suffix.lower() in UNMARKABLE_FORMATS:
         raise InputError(f"cannot write {path}: {path.suffix} files hold no metadata, and every livecam "
-                         f"output says it is synthetic; write .png (lossless) instead")
+                         f"output says it is synthetic; {instead}")
     if fmt is None:
         suffix = path.suffix.lower()
         if suffix == ".gif":
             raise InputError(f"cannot write {path}: a GIF holds 256 colours and no room for the tags that say "
-                             f"every livecam output is synthetic; write {path.stem}.png (lossless) instead, or "
-                             f"another of {', '.join(IMAGE_WRITE_FORMATS)} ({', '.join(WRITE_FORMATS)})")
+                             f"every livecam output is synthetic; {instead}")
         from livecam.media.video_writer import CONTAINERS  # here: only this message needs PyAV's writer
 
         if suffix in CONTAINERS:
@@ -713,9 +721,9 @@ def check_output_folder(path: Path) -> None:
 
 
 def encode_image(image: np.ndarray, fmt: str, *, keep_alpha: bool, tag: bool = True,
-                 icc: bytes | None = None) -> bytes:
+                 icc: bytes | None = None, dpi: tuple[float, float] | None = None) -> bytes:
     """Encoded bytes of a BGR/BGRA image in `fmt` (a WRITE_FORMATS container name), with the ICC
-    colour profile `icc` embedded when given."""
+    colour profile `icc` embedded when given, and the density `dpi` in a JPEG or PNG."""
     bgr, alpha = split_alpha(image)
     if keep_alpha and alpha is not None:
         pixels = np.dstack([bgr, alpha])
@@ -728,6 +736,8 @@ def encode_image(image: np.ndarray, fmt: str, *, keep_alpha: bool, tag: bool = T
     data = buf.tobytes()
     if icc:  # first: tagging a WebP keeps the ICCP chunk where it must be, first
         data = md.with_icc_profile(data, icc, (pixels.shape[1], pixels.shape[0]), pixels.shape[2] == 4)
+    if dpi:
+        data = md.with_density(data, dpi)
     if tag:
         data = provenance.tag_encoded(data, (pixels.shape[1], pixels.shape[0]), pixels.shape[2] == 4)
         if fmt == "tiff":  # TIFF's own IFD tags: ImageDescription, Software and the XMP packet
@@ -744,12 +754,12 @@ def write_image_atomic(path: Path | str, image: np.ndarray, *, force: bool, labe
                        alpha: np.ndarray | None = None,
                        watermark: Callable[[np.ndarray], np.ndarray] | None = None,
                        sign: Callable[[bytes], bytes] | None = None, icc: bytes | None = None,
-                       faces: Sequence[provenance.Box] = ()) -> None:
+                       dpi: tuple[float, float] | None = None, faces: Sequence[provenance.Box] = ()) -> None:
     """Write a BGR or BGRA uint8 image to `path` in the format of its extension.
 
     `alpha` (HxW uint8) is attached when given; alpha is kept for PNG, WebP and TIFF. `label`
     draws the visible "AI-generated" label (on a copy), in a corner away from the face boxes `faces`. `icc`: the colour profile the pixels are
-    in (read_image_and_profile()'s). The file appears complete or not at all."""
+    in and `dpi` its density (read_image_and_profile()'s). The file appears complete or not at all."""
     path = Path(path)
     fmt, keeps_alpha = output_format(path)
     if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] not in (3, 4):
@@ -769,7 +779,7 @@ def write_image_atomic(path: Path | str, image: np.ndarray, *, force: bool, labe
     with AtomicOutput(path, force=force) as out:
         if watermark is not None:  # last: the mark covers the pixels as written
             image = watermark(image)
-        data = encode_image(image, fmt, keep_alpha=keeps_alpha, icc=icc)
+        data = encode_image(image, fmt, keep_alpha=keeps_alpha, icc=icc, dpi=dpi)
         if sign is not None:  # C2PA content credentials, over the final bytes
             data = sign(data)
         out.write_bytes(data)

@@ -309,6 +309,58 @@ def png_chunks(data: bytes) -> list[tuple[bytes, int, int]]:
     return out
 
 
+_INCH_M = 0.0254  # PNG's pHYs counts pixels per metre
+
+
+def density(data: bytes) -> tuple[float, float] | None:
+    """A JPEG's (JFIF) or PNG's (pHYs) pixel density as (x, y) dots per inch, else its EXIF's (a
+    TIFF's own tags); None where it gives none, or only an aspect ratio."""
+    fmt = sniff_format(data)
+    if fmt == "jpeg":
+        for marker, start, end in jpeg_segments(data):
+            if marker == 0xE0 and end - start >= 12 and data[start:start + 5] == b"JFIF\x00":
+                units = data[start + 7]
+                x, y = struct.unpack(">HH", data[start + 8:start + 12])
+                if units in (1, 2) and x and y:  # 1: per inch, 2: per centimetre
+                    return (float(x), float(y)) if units == 1 else (x * 2.54, y * 2.54)
+    elif fmt == "png":
+        for kind, start, end in png_chunks(data):
+            if kind == b"pHYs" and end - start == 9:
+                x, y, unit = struct.unpack(">IIB", data[start:end])
+                if unit == 1 and x and y:
+                    return x * _INCH_M, y * _INCH_M
+    return _exif_density(exif_payload(data) or b"")
+
+
+def _exif_density(tiff: bytes) -> tuple[float, float] | None:
+    """EXIF's (or a TIFF's) XResolution and YResolution, RATIONALs, per inch or centimetre."""
+    tags = tiff_ifd0(tiff)
+    x, y, unit = tags.get(0x011A), tags.get(0x011B), tags.get(0x0128, 2)
+    if not (isinstance(x, bytes) and isinstance(y, bytes) and len(x) == len(y) == 8) or unit not in (2, 3):
+        return None
+    end = "<" if tiff[:2] == b"II" else ">"
+    (xn, xd), (yn, yd) = struct.unpack(end + "II", x), struct.unpack(end + "II", y)
+    if not (xn and xd and yn and yd):
+        return None
+    scale = 1.0 if unit == 2 else 2.54
+    return xn / xd * scale, yn / yd * scale
+
+
+def with_density(data: bytes, dpi: tuple[float, float]) -> bytes:
+    """JPEG or PNG bytes that say `dpi` (x, y dots per inch): the JFIF header's density, or a pHYs
+    chunk; other formats come back as they are."""
+    fmt = sniff_format(data)
+    if fmt == "jpeg":
+        for marker, start, end in jpeg_segments(data):
+            if marker == 0xE0 and end - start >= 12 and data[start:start + 5] == b"JFIF\x00":
+                x, y = (min(65535, max(1, round(v))) for v in dpi)
+                return data[:start + 7] + struct.pack(">BHH", 1, x, y) + data[start + 12:]
+    elif fmt == "png" and not any(kind == b"pHYs" for kind, _, _ in png_chunks(data)):
+        x, y = (min(2**31 - 1, max(1, round(v / _INCH_M))) for v in dpi)  # PNG: at most 2^31 - 1
+        return png_insert_chunks(data, [png_chunk(b"pHYs", struct.pack(">IIB", x, y, 1))])
+    return data
+
+
 def png_chunk(ctype: bytes, payload: bytes) -> bytes:
     crc = zlib.crc32(ctype + payload) & 0xFFFFFFFF
     return struct.pack(">I", len(payload)) + ctype + payload + struct.pack(">I", crc)

@@ -104,7 +104,7 @@ def read_jpeg_description(source: Path | bytes) -> str | None:
 
 
 def read_xmp(source: Path | bytes) -> str | None:
-    """The XMP packet of a JPEG, PNG or WebP file; None when absent."""
+    """The XMP packet of a JPEG, PNG, WebP or TIFF file; None when absent."""
     data = _bytes(source)
     fmt = md.sniff_format(data)
     if fmt == "jpeg":
@@ -113,8 +113,12 @@ def read_xmp(source: Path | bytes) -> str | None:
         return md.png_text(data).get("XML:com.adobe.xmp")
     if fmt == "webp":
         raw = md.webp_chunk(data, b"XMP ")
-        return raw.decode("utf-8", "replace") if raw is not None else None
-    return None
+    elif fmt == "tiff":  # IFD0's XMP tag, written by images.encode_image (`verify` said a TIFF had none)
+        packet = md.tiff_ifd0(data).get(md.TAG_XMP)
+        raw = packet if isinstance(packet, bytes) else None
+    else:
+        return None
+    return raw.decode("utf-8", "replace") if raw is not None else None
 
 
 def is_marked_synthetic(source: Path | bytes) -> bool:

@@ -63,6 +63,8 @@ class ModelSpec:
     # fetched by a plain `livecam models download`: what the default neural path (--swap-model
     # auto, the enhancer's default) runs; the optional models are fetched by name or with --all
     default_download: bool = False
+    # a checkpoint `livecam models convert` turns into this file, for the messages of a missing one
+    converted_from: str = ""
 
     @property
     def downloadable(self) -> bool:
@@ -213,7 +215,7 @@ def _build() -> Mapping[str, ModelSpec]:
             inputs=(TensorSpec(None, (1, 3, 512, 512)),),
             outputs=(TensorSpec(None, (1, 3, 512, 512)),),
             description="GFPGAN v1.4 face restorer (ONNX)",
-            default_download=True,
+            default_download=True, converted_from="GFPGANv1.4.pth",
         ),
         # The enhancers below as FaceFusion publishes them (models-3.0.0): input `input` float32
         # NCHW RGB in [-1, 1] at the crop size, the restored crop first among the outputs.

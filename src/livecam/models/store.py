@@ -71,6 +71,15 @@ def models_root_named(settings: RuntimeSettings) -> str:
     return f"the models folder {models_root(settings)} ({where})"
 
 
+def copy_into(spec: ModelSpec, folder: str | Path) -> str:
+    """How to put a model that cannot be downloaded now into `folder`: copy its file there, or
+    convert the checkpoint it comes from (an enhancer's message said only "copy gfpgan_1.4.onnx",
+    to a user holding GFPGANv1.4.pth)."""
+    convert = (f", or make it from {spec.converted_from} with `livecam models convert {spec.converted_from}`"
+               if spec.converted_from else "")
+    return f"copy {spec.file_name} into {folder}{convert}"
+
+
 def other_models_root(settings: RuntimeSettings) -> str:
     """How to use another models folder, given where this one came from."""
     if settings.models_dir is None:
@@ -454,11 +463,11 @@ class ModelStore:
                              f"{self.fix_hint(spec, where)}")
         if not spec.downloadable:
             raise ModelError(f"model {spec.name} is missing ({where}) and cannot be downloaded; "
-                             f"put {spec.file_name} into {self.root}")
+                             f"{copy_into(spec, self.root)}")
         if self.settings.offline:
             raise ModelError(f"model {spec.name} is missing ({where}) and offline mode forbids downloading it; "
                              f"run `{download_command(spec.name, catalog={spec.name: spec})}` while online, "
-                             f"or copy {spec.file_name} into {self.root}")
+                             f"or {copy_into(spec, self.root)}")
         if spec.needs_acceptance and not self.settings.accept_license:
             if self.confirm is None or not self.confirm(spec):
                 raise LicenseNotAcceptedError(
@@ -532,8 +541,8 @@ class ModelStore:
         if len(offline) == len(errors):
             hosts = " or ".join(dict.fromkeys(host for exc in offline for host in exc.hosts))
             return DownloadError(f"could not download {spec.file_name}: cannot reach {hosts} ({offline[0].why}); "
-                                 f"connect this machine to the network (or set HTTPS_PROXY to your proxy), or copy "
-                                 f"{spec.file_name} into {models_root_named(self.settings)}")
+                                 f"connect this machine to the network (or set HTTPS_PROXY to your proxy), or "
+                                 f"{copy_into(spec, models_root_named(self.settings))}")
         if len(errors) == 1:
             return errors[0]
         return DownloadError("; ".join(exc.message for exc in errors))

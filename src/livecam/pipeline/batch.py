@@ -270,8 +270,8 @@ def summarize(outcomes: Sequence[FileOutcome], seconds: float) -> LivecamError |
     folder = outcomes[0].job.output.parent if outcomes else Path(".")
     total = f"{written} of {len(outcomes)} files written to {folder}"
     if frames:
-        faces = registry.changed(stats.faces_changed,
-                                 outcomes[0].job.processing.frame_processors)  # one template: the same for all
+        faces = registry.changed(stats.faces_changed, outcomes[0].job.processing.frame_processors,
+                                 stats.faces_small)  # one template: the same for all
         total += f" ({frames} frames in {seconds:.1f} s, {frames / max(seconds, 1e-9):.1f} fps, {faces})"
     if skipped:
         total += f", {skipped} skipped (output already there)"

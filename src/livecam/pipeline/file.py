@@ -215,6 +215,7 @@ class RunStats:
     with_faces: int = 0
     usable: int = 0  # with a face big enough for the processors to change (processors.base.usable)
     faces_changed: int = 0  # faces the processors changed, summed over the frames (processors.base.changed_faces)
+    faces_small: int = 0  # faces found but too small to change (not processors.base.usable), summed
     faces_unfitted: int = 0  # faces the mesh swapper could not fit, summed (FramePacket.unfitted)
     faces_faint: int = 0  # faces the swap was too faint to change, summed (FramePacket.faint)
     interrupted: bool = False
@@ -562,6 +563,7 @@ class FilePipeline:
                     stats.processed += 1
                     stats.with_faces += bool(packet.faces)
                     stats.usable += any(usable(face) for face in packet.faces)
+                    stats.faces_small += sum(not usable(face) for face in packet.faces)
                     stats.faces_changed += changed_faces(packet)
                     stats.faces_unfitted += packet.unfitted
                     stats.faces_faint += packet.faint

@@ -162,10 +162,13 @@ def swaps(selected: Iterable[str]) -> bool:
     return bool(with_role(selected, "swapper"))
 
 
-def changed(count: int, selected: Iterable[str]) -> str:
+def changed(count: int, selected: Iterable[str], small: int = 0) -> str:
     """How a summary counts the faces `selected` changed: "3 faces swapped" ("enhanced" without
-    a swapper); every summary of `image` and `video` says it so."""
-    return f"{counted(count, 'face')} {'swapped' if swaps(selected) else 'enhanced'}"
+    a swapper), and the `small` ones found but left as they are, under MIN_EYE_DISTANCE: "2 faces
+    swapped, 4 too small to change" (when none changed, a warning says why instead); every summary
+    of `image` and `video` says it so."""
+    left = f", {small} too small to change" if small and count else ""
+    return f"{counted(count, 'face')} {'swapped' if swaps(selected) else 'enhanced'}{left}"
 
 
 def names_with_role(role: Role) -> tuple[str, ...]:
