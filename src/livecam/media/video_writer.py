@@ -38,7 +38,7 @@ from av.video.stream import VideoStream
 from livecam.atomic import output_error
 from livecam.console import agree, counted
 from livecam.errors import InputError, OutputError
-from livecam.media.colour import LIMITED, Colour, ColourConverter, tag
+from livecam.media.colour import LIMITED, SMPTE170M, Colour, ColourConverter, tag
 from livecam.native_stderr import dropping
 from livecam.media.containers import local_path, open_container
 from livecam.media.images import UNMARKABLE_FORMATS, WRITE_FORMATS
@@ -117,8 +117,8 @@ def encoder_options(name: str, quality: int) -> dict[str, str]:
             opts["x265-params"] = "log-level=error"  # x265 prints a banner on stderr otherwise
         return opts
     if name in ("libvpx-vp9", "libvpx"):
-        # Constant quality needs a zero target bitrate; row-mt for the two-core laptops.
-        return {"crf": q63, "b": "0", "deadline": "good", "cpu-used": "5", "row-mt": "1"}
+        # Constant quality needs a zero target bitrate (VP9; VP8's: _vp8_quantiser); row-mt for the two-core laptops.
+        return {"crf": q63, "b": "0", "deadline": "good", "cpu-used": "5", "row-mt": "1", **_vp8_quantiser(name, q63)}
     if name == "libaom-av1":
         return {"crf": q63, "b": "0", "cpu-used": "6", "row-mt": "1"}
     if name == "libsvtav1":
@@ -132,6 +132,16 @@ def encoder_options(name: str, quality: int) -> dict[str, str]:
     if name.endswith("_videotoolbox"):
         return {"q:v": str(max(1, 100 - quality * 2))}
     return {}
+
+
+# VP8 has no constant-quality mode: given no bitrate, FFmpeg's libvpx holds its constrained
+# quality to 256 kb/s whatever the crf (a moving 720p pattern came back a mean 7.7 levels off at
+# any --video-quality, a flat grey 1-4), and under a cap no video reaches its key frames take the
+# best quantiser. So its constant quality is a fixed quantiser, as mpeg4's (QSCALE_ENCODERS); that
+# pattern, 24 frames: --video-quality 18 -> 144 KB, 3.1 levels off; 40 -> 45 KB, 4.7; 0 -> 1.8 MB,
+# 2.4 (the 4:2:0 chroma's). qmin = crf also lets 0 open (VP8's default minimum, 4, refused it).
+def _vp8_quantiser(name: str, q63: str) -> dict[str, str]:
+    return {"qmin": q63, "qmax": q63, "b": "1G"} if name == "libvpx" else {}
 
 
 def quality_ignored(name: str) -> bool:
@@ -172,8 +182,14 @@ def encoder_available(name: str) -> bool:
         return False
 
 
-# Encoders whose bitstream cannot say "full range" (VP8): a full-range input is encoded limited.
-LIMITED_RANGE_ENCODERS: frozenset[str] = frozenset({"libvpx"})
+def bitstream_colour(encoder: str, colour: Colour) -> Colour:
+    """`colour` as `encoder`'s bitstream can carry it. VP8's says limited range and BT.601's
+    matrix whatever the container says, and decoders go by it: a full-range input is encoded
+    limited, an HD (BT.709) one in BT.601 (a saturated red came back 13 levels off)."""
+    if encoder == "libvpx":
+        return replace(colour, range=LIMITED, matrix=SMPTE170M)
+    return colour
+
 
 # `--video-encoder auto`: the first of these that opens, per container.
 AUTO_ENCODERS: dict[str, tuple[str, ...]] = {
@@ -347,7 +363,8 @@ def live_encoder_options(codec: str) -> dict[str, str]:
         return {"preset": "veryfast", "tune": "zerolatency"}
     if codec in ("libvpx-vp9", "libvpx"):
         # Real-time speed, constant quality (zero target bitrate), no look-ahead (no added delay).
-        return {"deadline": "realtime", "cpu-used": "8", "row-mt": "1", "lag-in-frames": "0", "crf": "30", "b": "0"}
+        return {"deadline": "realtime", "cpu-used": "8", "row-mt": "1", "lag-in-frames": "0", "crf": "30", "b": "0",
+                **_vp8_quantiser(codec, "30")}
     if codec in QSCALE_ENCODERS:  # 200 kb/s otherwise; CRF 23 is what the live libx264 gets (its default)
         return encoder_options(codec, 23)
     return {}
@@ -525,9 +542,7 @@ class VideoWriter:
             vs.width, vs.height = self._w, self._h
             vs.pix_fmt = _pix_fmt(codec)
             # Encoded and tagged with the input's colour description (range, primaries, transfer, matrix).
-            self._colour = spec.colour or Colour.assumed(self._h)
-            if spec.encoder in LIMITED_RANGE_ENCODERS and self._colour.range != LIMITED:
-                self._colour = replace(self._colour, range=LIMITED)
+            self._colour = bitstream_colour(spec.encoder, spec.colour or Colour.assumed(self._h))
             self._converter = ColourConverter()
             tag(vs.codec_context, self._colour)
             vs.time_base = spec.time_base
