@@ -568,13 +568,16 @@ class LivePipeline:
         self._stop.set()
         for q in (self.q_analyse, self.q_process):
             q.drain()
+        # A stage still running is left behind (a daemon thread, gone with the process): internal
+        # detail, for -v only. The user's lines say how the run ended (a stall's own error, or
+        # the interrupt after a Ctrl-C while a stalled stream's read waited).
         alive = self.stages.join(self.options.join_timeout_s)
         if alive:
-            log.warning("stages still running %g s after the stop: %s", self.options.join_timeout_s, ", ".join(alive))
+            log.debug("stages still running %g s after the stop: %s", self.options.join_timeout_s, ", ".join(alive))
         capture_alive = self.stages.running(0)
         try:
             if capture_alive:  # releasing a device under a blocked read can crash the driver
-                log.warning("%s not released: its read is still blocked", self.source.name)
+                log.debug("%s not released: its read is still blocked", self.source.name)
             else:
                 self.source.close()
         except BaseException as exc:  # noqa: BLE001
