@@ -320,7 +320,15 @@ class LivePipeline:
                 if self._credits is not None and not self._credits.acquire(timeout=POLL_S):
                     self._last_progress = time.perf_counter()  # waiting on the pipeline, not the source
                     continue
-                frame = self.source.read()
+                try:
+                    frame = self.source.read()
+                except Exception as exc:
+                    if not self._stop.is_set():
+                        raise
+                    # The run was stopped while the read waited (Ctrl-C while a camera's read
+                    # retried up to its own limit): the stop is how it ended, not this late error.
+                    log.debug("%s: read failed after the stop: %s", self.source.name, exc)
+                    break
                 self._last_progress = time.perf_counter()
                 if frame is None:
                     break
