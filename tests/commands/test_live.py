@@ -315,3 +315,21 @@ def test_a_camera_url_that_goes_quiet_mid_run_ends_in_its_own_line_keeping_the_r
                                                     f"check that the stream is still live"), proc.stderr
     assert "still running" not in proc.stderr and "not released" not in proc.stderr, proc.stderr
     assert count_frames(rec) >= 1  # what came before is kept
+
+
+def test_a_duration_that_ends_while_a_camera_url_read_waits_exits_0_keeping_the_recording(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # The capture thread, left inside FFmpeg's read of the quiet stream, crashed the exit: its
+    # interrupt callback asked for the finalised interpreter ("Segmentation fault", exit 139, after
+    # the summary); and "stages still running" and "not released" came before
+    clip = make_clip(tmp_path / "live.ts", frames=60, size=(160, 120), fps=30, audio=False,
+                     source_image=faces_dir / "biden.jpg")
+    rec = tmp_path / "rec.mp4"
+    with stalling_server(clip.read_bytes()) as url:  # half the clip: about 1 s of frames, then nothing
+        proc = run_cli(["run", "--camera", url, "--output", str(rec), "--duration", "2", "--no-watermark",
+                        "--no-c2pa", "--swap-model", "mesh", "--source", str(faces_dir / "obama.jpg")],
+                       env=isolated_env, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].endswith("dropped (duration)"), proc.stderr
+    assert "still running" not in proc.stderr and "not released" not in proc.stderr, proc.stderr
+    assert count_frames(rec) >= 1

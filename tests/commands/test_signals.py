@@ -7,7 +7,6 @@ depends on timing."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap
