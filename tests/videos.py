@@ -8,10 +8,13 @@ read back with `read_index`.
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import struct
+import threading
 from fractions import Fraction
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import av
 import cv2
@@ -578,3 +581,32 @@ def make_still_clip(path: Path, image: np.ndarray, frames: int = 4, fps: int = 1
             out.mux(vs.encode(frame))
         out.mux(vs.encode())
     return path
+
+
+@contextlib.contextmanager
+def stalling_server(data: bytes, name: str = "live.ts", content_type: str = "video/mp2t") -> Iterator[str]:
+    """A local HTTP server whose every GET sends the first half of `data`, then keeps the
+    connection open sending nothing (a stream that went quiet); the URL of `name` on it."""
+    release = threading.Event()
+
+    class Quiet(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.end_headers()
+            self.wfile.write(data[: len(data) // 2])
+            self.wfile.flush()
+            release.wait(60)  # connected, sending nothing
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/{name}"
+    finally:
+        release.set()
+        server.shutdown()
+        server.server_close()

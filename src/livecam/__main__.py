@@ -7,7 +7,8 @@ An interrupted run leaves through os._exit(130) once its line is written and the
 flushed: Python itself would turn a KeyboardInterrupt that ever escaped code it ran through
 PyRun_* (as a C extension's import may do) into death by SIGINT at exit (status -2), even when
 livecam caught it and exited 130; and nothing is left to finalise by then (the outputs are
-cleaned up, the pipeline's threads joined or abandoned on purpose)."""
+cleaned up, the pipeline's threads joined or abandoned on purpose). Any run that leaves a pipeline
+stage behind (a read that never returned) leaves the same way, with its own status."""
 
 import _signal  # type: ignore[import-not-found]  # (no stub) the C module the interpreter already loaded
 
@@ -31,6 +32,8 @@ def main() -> None:
 
         if exc.code == EXIT_INTERRUPTED:  # cli.py wrote its one line
             _exit_now(EXIT_INTERRUPTED)
+        if (exc.code is None or isinstance(exc.code, int)) and _stage_left_running():
+            _exit_now(exc.code or 0)
         raise
     except BaseException:  # KeyboardInterrupt, or the ImportError a C extension makes of it
         if once.received is None:
@@ -38,6 +41,19 @@ def main() -> None:
         from livecam.errors import EXIT_INTERRUPTED  # (again, if the signal cut it short: signals are ignored now)
 
         _exit_now(EXIT_INTERRUPTED, "livecam: interrupted\n")
+
+
+def _stage_left_running() -> bool:
+    """Whether a pipeline stage is still running (pipeline.stages.StageThread): a live run that
+    ended during a stalled stream's read leaves its capture thread inside FFmpeg, whose interrupt
+    callback asks for the interpreter every 0.1 s; once Python had finalised it, the process died
+    with "Segmentation fault" (exit 139) after its last line."""
+    import sys
+    import threading
+
+    stages = sys.modules.get("livecam.pipeline.stages")  # (never loaded: no stage ran)
+    return stages is not None and any(isinstance(thread, stages.StageThread) and not thread.done.is_set()
+                                      for thread in threading.enumerate())
 
 
 def _exit_now(code: int, line: str = "") -> None:

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import run_cli
-from tests.videos import count_frames, make_clip, read_index
+from tests.videos import count_frames, make_clip, read_index, stalling_server
 
 
 @pytest.fixture
@@ -303,41 +303,33 @@ def test_a_camera_url_that_goes_quiet_mid_run_ends_in_its_own_line_keeping_the_r
     # The pipeline's 2 s stall check came before the URL's 5 s read timeout, the read still
     # blocked: "stages still running 2 s after the stop: livecam-capture" and "... not released:
     # its read is still blocked" were printed with the error
-    import http.server
-    import threading
-
     clip = make_clip(tmp_path / "live.ts", frames=60, size=(160, 120), fps=30, audio=False,
                      source_image=faces_dir / "biden.jpg")
-    data = clip.read_bytes()
-    release = threading.Event()
-
-    class Quiet(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
-            self.send_response(200)
-            self.send_header("Content-Type", "video/mp2t")
-            self.end_headers()
-            self.wfile.write(data[: len(data) // 2])
-            self.wfile.flush()
-            release.wait(60)  # connected, sending nothing
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/live.ts"
     rec = tmp_path / "rec.mp4"
-    try:
+    with stalling_server(clip.read_bytes()) as url:
         proc = run_cli(["run", "--camera", url, "--output", str(rec), "--no-watermark", "--no-c2pa",
                         "--swap-model", "mesh", "--source", str(faces_dir / "obama.jpg")],
                        env=isolated_env, timeout=120, cwd=tmp_path)
-    finally:
-        release.set()
-        server.shutdown()
-        server.server_close()
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == (f"livecam: error: {url} stopped sending data (nothing for 5 s): "
                                                     f"check that the stream is still live"), proc.stderr
     assert "still running" not in proc.stderr and "not released" not in proc.stderr, proc.stderr
     assert count_frames(rec) >= 1  # what came before is kept
+
+
+def test_a_duration_that_ends_while_a_camera_url_read_waits_exits_0_keeping_the_recording(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # The capture thread, left inside FFmpeg's read of the quiet stream, crashed the exit: its
+    # interrupt callback asked for the finalised interpreter ("Segmentation fault", exit 139, after
+    # the summary); and "stages still running" and "not released" came before
+    clip = make_clip(tmp_path / "live.ts", frames=60, size=(160, 120), fps=30, audio=False,
+                     source_image=faces_dir / "biden.jpg")
+    rec = tmp_path / "rec.mp4"
+    with stalling_server(clip.read_bytes()) as url:  # half the clip: about 1 s of frames, then nothing
+        proc = run_cli(["run", "--camera", url, "--output", str(rec), "--duration", "2", "--no-watermark",
+                        "--no-c2pa", "--swap-model", "mesh", "--source", str(faces_dir / "obama.jpg")],
+                       env=isolated_env, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].endswith("dropped (duration)"), proc.stderr
+    assert "still running" not in proc.stderr and "not released" not in proc.stderr, proc.stderr
+    assert count_frames(rec) >= 1

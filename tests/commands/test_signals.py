@@ -7,7 +7,6 @@ depends on timing."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -96,6 +95,21 @@ DRIVER = textwrap.dedent("""
             threading.Thread(target=interrupt_later, daemon=True).start()
             return open_container(*args, **kwargs)
         camera.open_container = open_and_interrupt
+    elif patch == "int-while-a-url-read-waits":
+        from livecam.media import camera
+        camera.VideoFileSource.__init__.__defaults__ = (True, 300.0)  # the read outlasts the test
+        read = camera.VideoFileSource.read
+        def read_or_interrupt(self):
+            returned = threading.Event()
+            def interrupt_if_blocked():
+                if not returned.wait(0.5):  # the server went quiet: the read waits for it
+                    os.kill(os.getpid(), signal.SIGINT)
+            threading.Thread(target=interrupt_if_blocked, daemon=True).start()
+            try:
+                return read(self)
+            finally:
+                returned.set()
+        camera.VideoFileSource.read = read_or_interrupt
     elif patch == "term-at-exit":
         atexit.register(send, signal.SIGTERM)
     elif patch == "int-int-int-at-shutdown":
@@ -302,3 +316,31 @@ def test_ctrl_c_while_a_camera_url_opens_is_heard_at_once(
                            "none", "--swap-model", "mesh", "--source", str(faces_dir / "obama.jpg")],
                           isolated_env, timeout=100)
     interrupted_in_one_line(proc)
+
+
+def test_ctrl_c_while_a_camera_url_read_waits_is_one_interrupt_keeping_the_recording(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # Ctrl-C while a stalled stream's read waited: the capture thread, still blocked after the
+    # shutdown's wait, added "stages still running 2 s after the stop: livecam-capture" and
+    # "... not released: its read is still blocked" to the interrupt's lines.
+    from tests.videos import count_frames, make_clip, stalling_server
+
+    clip = make_clip(tmp_path / "live.ts", frames=60, size=(160, 120), fps=30, audio=False,
+                     source_image=faces_dir / "biden.jpg")
+    rec = tmp_path / "out" / "rec.mp4"
+    rec.parent.mkdir()
+    with stalling_server(clip.read_bytes()) as url:
+        try:
+            proc = run_driver(tmp_path, "int-while-a-url-read-waits",
+                              ["run", "--camera", url, "--output", str(rec), "--no-watermark", "--no-c2pa",
+                               "--swap-model", "mesh", "--source", str(faces_dir / "obama.jpg")],
+                              isolated_env, timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail("Ctrl-C did not end a run whose stream read waits")
+    assert proc.returncode == 130, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    frames = count_frames(rec)  # the recording is finished and kept, as on any interrupt
+    assert frames >= 1 and list(rec.parent.iterdir()) == [rec]
+    assert lines[-1] == f"livecam: error: interrupted (Ctrl-C); stopped cleanly after {frames} frames", proc.stderr
+    assert not [line for line in lines if "still running" in line or "not released" in line], proc.stderr

@@ -350,6 +350,39 @@ def test_a_camera_that_stops_delivering_is_a_device_error_naming_it() -> None:
     assert livecam_threads() == []
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_while_a_read_waits_is_the_interrupt_not_the_reads_later_error() -> None:
+    # Ctrl-C while a camera's read waited (it retries until its own 2 s limit): the read's
+    # "stopped delivering frames", raised during the shutdown's wait, was the run's error
+    import signal
+
+    from livecam.errors import Interrupted
+
+    class QuietSource(SyntheticSource):
+        def __init__(self) -> None:
+            super().__init__(fps=100)
+            self.waiting = threading.Event()
+
+        def read(self) -> np.ndarray | None:
+            if self._index >= 5:
+                self.waiting.set()
+                time.sleep(0.5)
+                raise DeviceError("synthetic camera stopped delivering frames (none for 0.5 s)")
+            return super().read()
+
+    source = QuietSource()
+
+    def interrupt_when_the_read_waits() -> None:
+        if source.waiting.wait(10):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_when_the_read_waits, daemon=True).start()
+    sink = MemorySink()
+    with pytest.raises(Interrupted, match=r"stopped cleanly after \d+ frames?$"):
+        run_live_pipeline(FakeEngine(), source, sink, opts(handle_signals=True, stall_timeout_s=5.0))
+    assert sink.closed and source.closed
+
+
 class ResizingSource(SyntheticSource):
     """The camera switches to a larger mode mid-stream."""
 

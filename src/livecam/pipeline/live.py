@@ -320,7 +320,15 @@ class LivePipeline:
                 if self._credits is not None and not self._credits.acquire(timeout=POLL_S):
                     self._last_progress = time.perf_counter()  # waiting on the pipeline, not the source
                     continue
-                frame = self.source.read()
+                try:
+                    frame = self.source.read()
+                except Exception as exc:
+                    if not self._stop.is_set():
+                        raise
+                    # The run was stopped while the read waited (Ctrl-C while a camera's read
+                    # retried up to its own limit): the stop is how it ended, not this late error.
+                    log.debug("%s: read failed after the stop: %s", self.source.name, exc)
+                    break
                 self._last_progress = time.perf_counter()
                 if frame is None:
                     break
@@ -568,13 +576,16 @@ class LivePipeline:
         self._stop.set()
         for q in (self.q_analyse, self.q_process):
             q.drain()
+        # A stage still running is left behind (a daemon thread, gone with the process): internal
+        # detail, for -v only. The user's lines say how the run ended (a stall's own error, or
+        # the interrupt after a Ctrl-C while a stalled stream's read waited).
         alive = self.stages.join(self.options.join_timeout_s)
         if alive:
-            log.warning("stages still running %g s after the stop: %s", self.options.join_timeout_s, ", ".join(alive))
+            log.debug("stages still running %g s after the stop: %s", self.options.join_timeout_s, ", ".join(alive))
         capture_alive = self.stages.running(0)
         try:
             if capture_alive:  # releasing a device under a blocked read can crash the driver
-                log.warning("%s not released: its read is still blocked", self.source.name)
+                log.debug("%s not released: its read is still blocked", self.source.name)
             else:
                 self.source.close()
         except BaseException as exc:  # noqa: BLE001

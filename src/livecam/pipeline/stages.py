@@ -16,6 +16,16 @@ from typing import Callable
 POLL_S = 0.05  # the longest a waiting caller or stage blocks before looking at the stop event
 
 
+class StageThread(threading.Thread):
+    """A stage's thread, with the event it sets when its stage is done: one not done when the
+    process exits was left behind by a shutdown that stopped waiting for it (a read blocked in
+    FFmpeg or a camera driver), which livecam.__main__ does not finalise the interpreter under."""
+
+    def __init__(self, name: str, target: Callable[[], None], done: threading.Event) -> None:
+        super().__init__(target=target, name=name, daemon=True)
+        self.done = done
+
+
 class Stages:
     def __init__(self, stop: threading.Event | None = None) -> None:
         self.stop = stop or threading.Event()  # one stop event for every stage
@@ -36,7 +46,7 @@ class Stages:
             finally:
                 done.set()
 
-        thread = threading.Thread(target=run, name=name, daemon=True)
+        thread = StageThread(name, run, done)
         # Listed before start(): Ctrl-C can land in Thread.start() itself, and a thread that did
         # start must still be waited for.
         self._threads.append((thread, done))
