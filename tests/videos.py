@@ -584,8 +584,9 @@ def make_still_clip(path: Path, image: np.ndarray, frames: int = 4, fps: int = 1
 
 
 @contextlib.contextmanager
-def stalling_server(data: bytes, name: str = "live.ts", content_type: str = "video/mp2t") -> Iterator[str]:
-    """A local HTTP server whose every GET sends the first half of `data`, then keeps the
+def stalling_server(data: bytes, name: str = "live.ts", content_type: str = "video/mp2t",
+                    sent: float = 0.5) -> Iterator[str]:
+    """A local HTTP server whose every GET sends the first `sent` of `data`, then keeps the
     connection open sending nothing (a stream that went quiet); the URL of `name` on it."""
     release = threading.Event()
 
@@ -594,7 +595,7 @@ def stalling_server(data: bytes, name: str = "live.ts", content_type: str = "vid
             self.send_response(200)
             self.send_header("Content-Type", content_type)
             self.end_headers()
-            self.wfile.write(data[: len(data) // 2])
+            self.wfile.write(data[: int(len(data) * sent)])
             self.wfile.flush()
             release.wait(60)  # connected, sending nothing
 

@@ -18,7 +18,7 @@ from livecam.media.camera import (
 )
 from livecam.media.video_reader import VideoReader
 from tests.doubles import SyntheticSource, read_index, stamp_index
-from tests.videos import make_audio_only, make_clip
+from tests.videos import make_audio_only, make_clip, stalling_server
 from tests.videos import read_index as read_clip_index
 
 
@@ -283,40 +283,15 @@ def test_a_stream_url_that_goes_quiet_is_a_stall_not_damage(tmp_path: Path,
                                                             caplog: pytest.LogCaptureFixture) -> None:
     # A live stream whose sender stops (but keeps the connection open) hit PyAV's read timeout,
     # which was counted as 51 corrupt packets: "too damaged ... re-copy or re-export it" (exit 2).
-    import http.server
-    import threading
-
     clip = make_clip(tmp_path / "live.ts", frames=75, size=(96, 64), fps=25, audio=False, stamp=True)
-    data = clip.read_bytes()
-    release = threading.Event()
-
-    class Quiet(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
-            self.send_response(200)
-            self.send_header("Content-Type", "video/mp2t")
-            self.end_headers()
-            self.wfile.write(data[: len(data) // 5])
-            self.wfile.flush()
-            release.wait(30)  # connected, sending nothing
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    src = VideoFileSource(f"http://127.0.0.1:{server.server_address[1]}/live.ts", realtime=False, timeout_s=0.5)
-    try:
+    with stalling_server(clip.read_bytes(), sent=0.2) as url:
+        src = VideoFileSource(url, realtime=False, timeout_s=0.5)
         src.open()
         frames = []
         with pytest.raises(DeviceError, match=r"stopped sending data \(nothing for 0.5 s\)"):
             while (frame := src.read()) is not None:
                 frames.append(frame.image)
         src.close()
-    finally:
-        release.set()
-        server.shutdown()
-        server.server_close()
     assert frames and [read_clip_index(f) for f in frames] == list(range(len(frames)))  # what came is kept
     assert src.bad_packets == 0
     assert "corrupt" not in caplog.text

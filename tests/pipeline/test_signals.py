@@ -100,7 +100,7 @@ def test_signal_stops_every_thread_finalises_the_recording_and_exits_130(tmp_pat
 
 @pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP on this platform")
 def test_sighup_stops_like_sigterm_unless_nohup_ignores_it() -> None:
-    from livecam.pipeline.signals import ignore_stop_signals, stop_signals
+    from livecam.pipeline.signals import stop_signals
 
     previous = signal.getsignal(signal.SIGHUP)
     try:

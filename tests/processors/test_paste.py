@@ -24,17 +24,21 @@ def test_to_blob_matches_blob_from_images(channels, swap_rb):
     np.testing.assert_allclose(got, ref, atol=1e-6)
 
 
+def _placement(kind: str, kps: np.ndarray, shape: tuple[int, ...]):
+    """The matrix, crop size and mask the enhancer or the swapper pastes a face with."""
+    if kind == "enhancer":
+        matrix, size = align_matrix(kps, FFHQ_512), 512
+        return matrix, size, feathered_box(size, 20.0, 51.0)
+    matrix, size = align_matrix(kps, arcface_template(128)), 128
+    return matrix, size, inswapper_mask(matrix, size, shape)
+
+
 @pytest.mark.parametrize("opacity", [1.0, 0.8])
 @pytest.mark.parametrize("kind", ["enhancer", "swapper"])
 def test_paste_is_the_same_into_flipped_views_and_from_bgra_crops(opacity, kind):
     rng = np.random.default_rng(1)
     frame = rng.integers(0, 256, (720, 720, 3), dtype=np.uint8)
-    if kind == "enhancer":
-        matrix, size = align_matrix(KPS, FFHQ_512), 512
-        mask = feathered_box(size, 20.0, 51.0)
-    else:
-        matrix, size = align_matrix(KPS, arcface_template(128)), 128
-        mask = inswapper_mask(matrix, size, frame.shape)
+    matrix, size, mask = _placement(kind, KPS, frame.shape)
     crop = rng.integers(0, 256, (size, size, 3), dtype=np.uint8)
     plain = frame.copy()
     roi = paste(plain, crop, matrix, mask, opacity=opacity)
@@ -80,12 +84,7 @@ def test_paste_changes_works_out_the_region_once_and_pastes_what_paste_does(face
     from livecam.processors import paste as paste_module
 
     frame = cv2.imread(str(faces_dir / "obama.jpg"))
-    if kind == "enhancer":
-        matrix, size = align_matrix(OBAMA_KPS, FFHQ_512), 512
-        mask = feathered_box(size, 20.0, 51.0)
-    else:
-        matrix, size = align_matrix(OBAMA_KPS, arcface_template(128)), 128
-        mask = inswapper_mask(matrix, size, frame.shape)
+    matrix, size, mask = _placement(kind, OBAMA_KPS, frame.shape)
     crop = cv2.flip(align_crop(frame, matrix, size), 1)  # the photo's own face, mirrored
     pasted = frame.copy()
     roi = paste(pasted, crop, matrix, mask, opacity=opacity)
