@@ -609,7 +609,8 @@ def run(ctx: click.Context, **kw: Any) -> None:
               help="With --cluster: length of the segments the workers share.")
 @option("--overlap-seconds", type=FiniteRange(min=0),
               help="With --cluster: frames before each segment that warm up the face tracker "
-                   "(default: from --smoothing, about 2.7 s at 0.5) and the label's placement (at least 1 s).")
+                   "(default: from --smoothing, about 2.7 s at 0.5; at least 0.5 s when one face is swapped, "
+                   "so it is kept across a join) and the label's placement (at least 1 s).")
 @option("--workers", type=click.IntRange(min=1),
               help="With --cluster: worker processes (default: one per GPU, or per --execution-threads cores).")
 @option("--ship-input", type=GuessedChoice(SHIP_INPUT),

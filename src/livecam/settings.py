@@ -73,6 +73,11 @@ class AnalysisSettings:
     detect_every: int = 1
 
     @property
+    def one_face(self) -> bool:
+        """Whether one face per frame is swapped ("the one", chosen by tracking in a video)."""
+        return not self.many_faces and not self.face_map
+
+    @property
     def wanted_faces(self) -> str:
         """What the analysis looks for, for a "none found" warning: with --reference or --map
         the frame may well hold faces, just none of those people."""

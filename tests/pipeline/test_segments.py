@@ -9,19 +9,26 @@ from __future__ import annotations
 from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
+from typing import Callable
 
 import av
 import numpy as np
 import pytest
 
 from livecam.errors import InputError
+from livecam.faces.analyser import FaceAnalyser, ModelNames
+from livecam.faces.face import Face
+from livecam.faces.tracking import FaceTracker
 from livecam.frame import FramePacket
+from livecam.pipeline.engine import Engine
 from livecam.media.video_writer import encoder_available
 from livecam.pipeline.file import RunStats, process_video
 from livecam.pipeline.segments import SegmentResult, default_overlap_seconds, joined_stats, plan_job, process_segmented
-from livecam.settings import ProcessingSettings, RuntimeSettings, VideoJob
+from livecam.settings import AnalysisSettings, ProcessingSettings, RuntimeSettings, VideoJob
 from tests.doubles import NoModels
-from tests.videos import _write_tone, label_corners, make_clip, make_offset_mkv, probe, stamp_index, synthetic_frame
+from tests.pipeline.test_file_smoothing import CPU, Marker
+from tests.videos import (_write_tone, label_corners, make_clip, make_offset_mkv, probe, read_index, stamp_index,
+                          synthetic_frame)
 
 
 class SmoothingEngine(NoModels):
@@ -429,3 +436,40 @@ def test_an_mkv_whose_audio_starts_before_its_video_is_not_called_cut_short(tmp_
                           overlap_seconds=0.5)
     assert here.stats.frames == 60
     assert not [r.getMessage() for r in caplog.records if "ended at" in r.getMessage()]
+
+
+class RankFlipAtTheJoin:
+    """Two faces a pixel apart in size: the left one larger, but for frames 28-31 (around the
+    join at frame 30) the right one, as when a face turns away for a moment."""
+
+    def detect(self, image: np.ndarray, max_faces: int = 0) -> list[Face]:
+        flipped = 28 <= read_index(image) <= 31
+
+        def at(x: float, size: float) -> Face:
+            kps = np.array([[x + 0.3 * size, 40], [x + 0.7 * size, 40], [x + 0.5 * size, 55],
+                            [x + 0.35 * size, 65], [x + 0.65 * size, 65]], np.float32)
+            return Face(bbox=np.array([x, 20, x + size, 20 + size], np.float32), score=0.9, kps=kps)
+
+        return [at(0, 60 if flipped else 61), at(80, 61 if flipped else 60)]
+
+
+def test_the_one_face_is_kept_across_a_segment_join_at_smoothing_0(tmp_path: Path) -> None:
+    """At --smoothing 0 the default overlap was 0: a segment chose "the one" face on its first
+    frame alone, so a moment's rank flip at the join switched faces where the whole-file run
+    kept the face it had (selection.keep_previous)."""
+    codec, options, _, _, encoder = CASES["h264-bframes-long-gop"]
+    clip = make_coded_clip(tmp_path / "in.mp4", codec=codec, options=options, audio_codec=None)
+
+    def chosen(run: Callable[[VideoJob, Engine], object], output: str) -> list[float]:
+        job = job_for(clip, tmp_path / output, encoder)
+        analysis = AnalysisSettings(smoothing=0.0)
+        job = replace(job, processing=replace(job.processing, analysis=analysis))
+        marker = Marker()
+        analyser = FaceAnalyser(RankFlipAtTheJoin(), analysis, names=ModelNames("fake"), tracker=FaceTracker(0.0))
+        run(job, Engine(job.processing, analyser, [marker], [], providers=CPU, swap_model=None))
+        return [float(f.bbox[0]) for i in range(90) for f in marker.faces[i]]
+
+    whole = chosen(lambda job, engine: process_video(job, engine, quiet=True), "whole.mp4")
+    split = chosen(lambda job, engine: process_segmented(job, engine, segment_seconds=1.0), "split.mp4")
+    assert whole == [0.0] * 90  # the whole-file run keeps the left face through the flip
+    assert split == whole, [i for i, (a, b) in enumerate(zip(whole, split)) if a != b]

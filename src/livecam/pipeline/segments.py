@@ -5,7 +5,8 @@
 
 `run_segment` decodes the segment from the input path (seeking to a keyframe before it),
 warms the tracker and the label's placement on the overlap frames before it (detection and
-tracking only, nothing written; at least the label's LABEL_MEMORY_S with a label), then runs
+tracking only, nothing written; by default at least CHOICE_WARM_UP_S when one face is chosen,
+and always at least the label's LABEL_MEMORY_S with a label), then runs
 the segment's frames through the same FilePipeline and VideoWriter as a whole-file run, numbered as in the whole file (so --frame-range and the watermark's cadence
 count as they would there). The encoded part comes back as bytes with its packets' exact
 timestamps. A worker that cannot read the input (no shared storage) is given a Chunk instead
@@ -47,6 +48,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("livecam")
 
 SETTLE_TIME_CONSTANTS = 5  # e^-5: under 1% of where the smoothing started is left after this
+# "The one" face is kept from frame to frame (selection.keep_previous), so a segment that chose it
+# on its first frame alone took the other of two near-equal faces whenever they swapped rank for a
+# moment at the join; warmed up this long, a flip shorter than it keeps the whole-file run's face.
+CHOICE_WARM_UP_S = 0.5
 
 
 def default_overlap_seconds(smoothing: float) -> float:
@@ -94,10 +99,12 @@ class SegmentPlan:
 
 
 def plan_job(job: VideoJob, segment_seconds: float, overlap_seconds: float | None) -> SegmentPlan:
-    """One demux pass over job.input and its segments (overlap None: the smoothing's default)."""
+    """One demux pass over job.input and its segments (overlap None: the default, for the smoothing
+    and the face choice)."""
     check_segmentable(job)
-    overlap = default_overlap_seconds(job.processing.analysis.smoothing) if overlap_seconds is None \
-        else overlap_seconds
+    analysis = job.processing.analysis
+    overlap = overlap_seconds if overlap_seconds is not None else max(
+        default_overlap_seconds(analysis.smoothing), CHOICE_WARM_UP_S if analysis.one_face else 0.0)
     if job.label:  # the label's corner depends on the faces of the second before a frame
         overlap = max(overlap, LABEL_MEMORY_S)
     index = index_packets(job.input)
