@@ -446,7 +446,7 @@ def test_the_enhancer_alone_needs_no_source(tmp_path: Path, faces_dir: Path, iso
     assert not diff[int(h * 0.7):].any()
 
 
-@pytest.mark.parametrize("ext", [".jpg", ".png"])
+@pytest.mark.parametrize("ext", [".jpg", ".png", ".tif"])
 def test_the_output_keeps_the_photos_print_density(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str],
                                                    ext: str) -> None:
     # A 300 dpi photo came out with no density (viewers and printers take 72 dpi: a print four

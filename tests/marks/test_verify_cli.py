@@ -61,6 +61,8 @@ def test_a_tiff_output_is_verified_with_its_xmp_source_type(tmp_path: Path, phot
     assert made.returncode == 0, made.stderr
     code, (found,) = verify([out], isolated_env)
     assert code == 0 and "XMP DigitalSourceType compositeWithTrainedAlgorithmicMedia" in found["metadata"], found
+    # its description is the TIFF's own ImageDescription tag: it was labelled "EXIF", which a TIFF has none of
+    assert "TIFF ImageDescription" in found["metadata"] and not any("EXIF" in m for m in found["metadata"]), found
 
 
 def test_watermark_alone_survives_a_reencode_that_drops_the_metadata(tmp_path: Path, photo: Path,

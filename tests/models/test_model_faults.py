@@ -184,3 +184,19 @@ def test_real_catalog_facts() -> None:
     assert CATALOG["gfpgan_1.4"].sha256 is None and "CRC32" in CATALOG["gfpgan_1.4"].pin_note
     assert all(CATALOG[n].needs_acceptance for n in ("det_10g", "w600k_r50", "inswapper_128", "inswapper_128_fp16"))
     assert all(len(s.urls) >= 2 for s in CATALOG.values() if s.downloadable and s.archive is None)
+
+
+def test_a_broken_unpinned_model_of_the_right_size_is_not_present_and_its_damage_names_the_repair(tmp_path) -> None:
+    # is_present() counted a zeroed unpinned file of the right size as present while doctor and
+    # `models list` called it corrupt: auto chose it, and the run failed instead of the mesh fallback
+    models = tmp_path / "models"
+    models.mkdir()
+    good = swapper(tmp_path / "good.onnx").read_bytes()
+    spec = replace(spec_for("sw", (), None, **SWAPPER_IO), size=len(good))
+    (models / "sw.onnx").write_bytes(good)
+    assert store_for(models, spec).is_present("sw") and store_for(models, spec).damage("sw") == ""
+    (models / "sw.onnx").write_bytes(bytes(len(good)))
+    store = store_for(models, spec)
+    assert not store.is_present("sw")
+    assert store.damage("sw").startswith(f"{models / 'sw.onnx'} is corrupt (not a whole ONNX model")
+    assert "delete it and run `livecam models download sw`" in store.damage("sw")

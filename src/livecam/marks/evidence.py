@@ -141,7 +141,8 @@ def _image_tags(path: Path) -> tuple[str, ...]:
     if provenance.DIGITAL_SOURCE_TYPE in (provenance.read_xmp(data) or ""):
         found.append("XMP DigitalSourceType compositeWithTrainedAlgorithmicMedia")
     if provenance.read_jpeg_description(data) == provenance.DESCRIPTION:
-        found.append("EXIF ImageDescription")
+        # a TIFF's own IFD0 tag, which holds no EXIF block ("EXIF" sent a reader looking for one)
+        found.append(f"{'TIFF' if sniff_format(data) == 'tiff' else 'EXIF'} ImageDescription")
     if data.startswith(b"\x89PNG") and provenance.read_png_text(data).get("AI-Generated") == "true":
         found.append("PNG text AI-Generated")
     return tuple(found)

@@ -723,7 +723,7 @@ def check_output_folder(path: Path) -> None:
 def encode_image(image: np.ndarray, fmt: str, *, keep_alpha: bool, tag: bool = True,
                  icc: bytes | None = None, dpi: tuple[float, float] | None = None) -> bytes:
     """Encoded bytes of a BGR/BGRA image in `fmt` (a WRITE_FORMATS container name), with the ICC
-    colour profile `icc` embedded when given, and the density `dpi` in a JPEG or PNG."""
+    colour profile `icc` embedded when given, and the density `dpi` in a JPEG, PNG or TIFF."""
     bgr, alpha = split_alpha(image)
     if keep_alpha and alpha is not None:
         pixels = np.dstack([bgr, alpha])

@@ -216,9 +216,10 @@ def build_exif(ascii_tags: dict[int, str] | None = None, short_tags: dict[int, i
 
 
 def tiff_add_tags(data: bytes, ascii_tags: dict[int, str], byte_tags: dict[int, bytes] | None = None,
-                  undefined_tags: dict[int, bytes] | None = None, short_tags: dict[int, int] | None = None) -> bytes:
-    """A TIFF file with these ASCII, BYTE, UNDEFINED and (one-value) SHORT tags set in its first
-    IFD (existing ones replaced).
+                  undefined_tags: dict[int, bytes] | None = None, short_tags: dict[int, int] | None = None,
+                  rational_tags: dict[int, tuple[int, int]] | None = None) -> bytes:
+    """A TIFF file with these ASCII, BYTE, UNDEFINED and one-value SHORT and RATIONAL (numerator,
+    denominator) tags set in its first IFD (existing ones replaced).
 
     The image data and every other value stay where they are: a new copy of IFD0 holding the
     old entries plus the new ones goes at the end of the file, with the new values after it,
@@ -239,6 +240,7 @@ def tiff_add_tags(data: bytes, ascii_tags: dict[int, str], byte_tags: dict[int, 
     new.update({tag: (1, raw) for tag, raw in (byte_tags or {}).items()})
     new.update({tag: (7, raw) for tag, raw in (undefined_tags or {}).items()})
     new.update({tag: (3, struct.pack(end + "H", value)) for tag, value in (short_tags or {}).items()})
+    new.update({tag: (5, struct.pack(end + "II", *value)) for tag, value in (rational_tags or {}).items()})
     kept = {struct.unpack(end + "H", e[:2])[0]: e for e in entries}
     for tag in new:
         kept.pop(tag, None)
@@ -251,6 +253,9 @@ def tiff_add_tags(data: bytes, ascii_tags: dict[int, str], byte_tags: dict[int, 
     for tag, (typ, raw) in new.items():
         if typ == 3:  # the one SHORT value, in the entry
             kept[tag] = struct.pack(end + "HHI", tag, typ, 1) + raw.ljust(4, b"\x00")
+        elif typ == 5:  # the one RATIONAL value, 8 bytes: after the IFD
+            kept[tag] = struct.pack(end + "HHII", tag, typ, 1, values_at + len(values))
+            values += raw
         elif len(raw) <= 4:
             kept[tag] = struct.pack(end + "HHI", tag, typ, len(raw)) + raw.ljust(4, b"\x00")
         else:
@@ -347,8 +352,8 @@ def _exif_density(tiff: bytes) -> tuple[float, float] | None:
 
 
 def with_density(data: bytes, dpi: tuple[float, float]) -> bytes:
-    """JPEG or PNG bytes that say `dpi` (x, y dots per inch): the JFIF header's density, or a pHYs
-    chunk; other formats come back as they are."""
+    """JPEG, PNG or TIFF bytes that say `dpi` (x, y dots per inch): the JFIF header's density, a
+    pHYs chunk, or XResolution and YResolution per inch; other formats come back as they are."""
     fmt = sniff_format(data)
     if fmt == "jpeg":
         for marker, start, end in jpeg_segments(data):
@@ -358,6 +363,9 @@ def with_density(data: bytes, dpi: tuple[float, float]) -> bytes:
     elif fmt == "png" and not any(kind == b"pHYs" for kind, _, _ in png_chunks(data)):
         x, y = (min(2**31 - 1, max(1, round(v / _INCH_M))) for v in dpi)  # PNG: at most 2^31 - 1
         return png_insert_chunks(data, [png_chunk(b"pHYs", struct.pack(">IIB", x, y, 1))])
+    elif fmt == "tiff":  # hundredths of a dot: 72.27 dpi stays 72.27
+        x, y = (min(2**32 - 1, max(1, round(v * 100))) for v in dpi)
+        return tiff_add_tags(data, {}, short_tags={0x0128: 2}, rational_tags={0x011A: (x, 100), 0x011B: (y, 100)})
     return data
 
 

@@ -182,13 +182,12 @@ class ModelStore:
         return (self.bundled_dir if spec.bundled else self.root) / spec.file_name
 
     def is_present(self, name: str) -> bool:
-        spec = self.spec(name)
+        """A usable-looking file is here: what doctor and `models list` do not call missing or
+        corrupt (a zeroed unpinned file counted as present, so auto chose it and failed later)."""
         path = self.file_path(name)
-        try:
-            size = path.stat().st_size
-        except OSError:
-            return False
-        return spec.size is None or size == spec.size or self.settings.unverified_models
+        if self.settings.unverified_models:  # "use it anyway": any file, whatever its size or bytes
+            return path.is_file()
+        return self._cheap_problem(self.spec(name), path) is None
 
     def can_provide(self, name: str) -> bool:
         """Present, or downloadable right now without asking anyone anything."""
@@ -199,11 +198,11 @@ class ModelStore:
                 and (not spec.needs_acceptance or self.settings.accept_license))
 
     def damage(self, name: str) -> str:
-        """Why the file in the models folder for `name` cannot be used, by its size alone (a
-        truncated or wrong file): one clause naming the file and the repair; '' when there is no
+        """Why the file in the models folder for `name` cannot be used, by its size or an unpinned
+        file's framing (a truncated, zeroed or wrong file): one clause naming the file and the repair; '' when there is no
         such file or its size is right."""
         spec = self.spec(name)
-        state = self._absent_or_wrong_size(spec, self.file_path(name))
+        state = self._cheap_problem(spec, self.file_path(name))
         if state is None or state.state == MISSING:
             return ""
         return (f"{state.path} is corrupt ({state.detail}); {self.fix_hint(spec, state.path)}"
@@ -351,13 +350,10 @@ class ModelStore:
         """Cheap state for listings: uses the verification memo, hashes only small embedded files."""
         spec = self.spec(name)
         path = self.file_path(name)
-        early = self._absent_or_wrong_size(spec, path)
+        early = self._cheap_problem(spec, path)
         if early is not None:
             return early
-        if spec.sha256 is None:  # no digest to compare: its framing at least (a cut or zeroed file)
-            problem = framing_problem(path)
-            if problem:
-                return ModelState(name, CORRUPT, path, problem)
+        if spec.sha256 is None:
             return ModelState(name, UNPINNED, path, spec.pin_note or "no published SHA-256")
         if spec.bundled:
             got = sha256_file(path)
@@ -368,6 +364,17 @@ class ModelStore:
             return ModelState(name, PRESENT, path, "not verified yet")
         ok = memo == spec.sha256
         return ModelState(name, VERIFIED if ok else CORRUPT, path, "" if ok else "SHA-256 mismatch")
+
+    @classmethod
+    def _cheap_problem(cls, spec: ModelSpec, path: Path, hint: str = "") -> ModelState | None:
+        """MISSING or CORRUPT without hashing or loading anything: by size, and a file with no
+        digest to compare by its framing too (a cut or zeroed file; a memory-mapped walk,
+        milliseconds). None when neither finds a fault."""
+        early = cls._absent_or_wrong_size(spec, path, hint)
+        if early is not None or spec.sha256 is not None:
+            return early
+        problem = framing_problem(path)
+        return ModelState(spec.name, CORRUPT, path, problem) if problem else None
 
     @staticmethod
     def _absent_or_wrong_size(spec: ModelSpec, path: Path, hint: str = "") -> ModelState | None:
@@ -387,12 +394,12 @@ class ModelStore:
         """Full re-hash (ignores the memo); unpinned files get their signature checked instead."""
         spec = self.spec(name)
         path = self.file_path(name)
-        early = self._absent_or_wrong_size(spec, path, ", truncated or not this model")
-        if early is not None:
+        early = self._cheap_problem(spec, path, ", truncated or not this model")
+        if early is not None:  # state()'s words for what it sees too, before loading anything
             fixed = replace(early, detail=f"{early.detail}; {self.fix_hint(spec, path)}")
             return early if early.state == MISSING else fixed
-        if spec.sha256 is None:  # state()'s words for what it sees too, before loading it
-            problem = framing_problem(path) or self._load_problem(spec, path)
+        if spec.sha256 is None:
+            problem = self._load_problem(spec, path)
             if problem:
                 return ModelState(name, CORRUPT, path, f"{problem}; {self.fix_hint(spec)}")
             return ModelState(name, UNPINNED, path, spec.pin_note or "no published SHA-256; signature checked")
