@@ -485,8 +485,8 @@ def match_upper_lip_lighting(warped: np.ndarray, theirs_bgr: np.ndarray, moved: 
     upper = np.vstack([outer_all[len(outer_all) // 2:], outer_all[:1]]) - (x1, y1)
     above = _above_lip(hw, upper)
     over = (above > 0.0) & (above <= _OVER_LIP * size) & (ring == 0) & (opening == 0)
-    over[:, :max(int(np.ceil(upper[:, 0].min() - 0.5)), 0)] = False
-    over[:, max(int(np.floor(upper[:, 0].max() - 0.5)) + 1, 0):] = False
+    over[:, :max(int(np.ceil(np.min(upper[:, 0]) - 0.5)), 0)] = False
+    over[:, max(int(np.floor(np.max(upper[:, 0]) - 0.5)) + 1, 0):] = False
     # Faded at its top and sides, not towards the lips (matched on their own), and off them
     # and the mouth's opening.
     lips = ring.astype(np.float32)
