@@ -72,7 +72,7 @@ def test_a_gap_in_a_real_time_files_timestamps_is_a_pause_then_its_own_rate_agai
     src.close()
     assert len(read_at) == 30
     assert 0.8 < read_at[10] - read_at[9] < 2.5  # the gap, played as a pause of a second
-    assert read_at[29] - read_at[10] < 1.5  # then 19 frames at 30 FPS (0.63 s), not 1 s apart
+    assert read_at[29] - read_at[10] < 8.0  # 19 frames at 30 FPS (0.63 s; load may slow it), not 1 s apart (19 s)
     assert "a 4.7 s gap in its timestamps at 5.00 s is played as 1 s" in caplog.text
 
 
