@@ -419,3 +419,37 @@ def test_video_keeps_the_one_face_and_fits_it_where_the_worker_fitted_the_other(
         assert face.landmarks is not None
         chosen.append(face.track_id)
     assert chosen == [chosen[0]] * 6
+
+
+def test_video_runs_facemesh_at_most_once_per_face_per_frame_across_worker_processes() -> None:
+    # A video's worker fits candidates (in another process: its faces come pickled) and the ordered
+    # step confirms new tracks and fits last frame's face: a face the worker ran FaceMesh on, fitted
+    # or not (the glass), is not run again there.
+    import pickle
+    from collections import Counter
+
+    from livecam.faces.tracking import FaceTracker
+
+    class CountingMesh(GlassMesh):
+        def __init__(self) -> None:
+            super().__init__()
+            self.meshed: Counter[float] = Counter()  # FaceMesh runs per face (its box's x) this frame
+
+        def refine(self, image: np.ndarray, faces: list[Face]) -> list[Face]:
+            self.meshed.update(float(f.bbox[0]) for f in faces)
+            return super().refine(image, faces)
+
+    detector, mesh = FakeDetector([]), CountingMesh()
+    analyser = FaceAnalyser(detector, AnalysisSettings(), names=ModelNames("fake"), landmarker=mesh,
+                            need_landmarks=True, tracker=FaceTracker(0.5))
+    runs = []
+    for i in range(20):  # past tracking's RECHECK_EVERY: the rejected glass is checked again
+        # the glass ranks first; the two faces are the larger by turns, so the kept one ranks third
+        detector.faces = [face_at(130, 66), face_at(0, 60 + i % 2), face_at(62, 61 - i % 2)]
+        mesh.meshed.clear()
+        candidates = pickle.loads(pickle.dumps(analyser.analyse(IMAGE, choose=False)))
+        (face,) = analyser.track(candidates, i / 30, IMAGE)
+        assert face.landmarks is not None and face.bbox[0] < 100
+        runs.append(dict(mesh.meshed))
+    assert runs[0] == {130.0: 1, 0.0: 1, 62.0: 1}  # each face a verdict, the glass's from the worker
+    assert all(max(counts.values()) == 1 for counts in runs)

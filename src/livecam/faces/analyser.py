@@ -297,7 +297,7 @@ class FaceAnalyser:
             elif self._one_face:
                 faces = self._first_fitted(image, faces) if choose else self._fit_first(image, faces)
             else:
-                faces = self.landmarker.refine(image, faces)
+                faces = self._mesh(image, faces)
             timings["landmarks"] = _ms(t1)
         if track:
             if not carry:
@@ -305,31 +305,28 @@ class FaceAnalyser:
             self._carried = faces
             if self.tracker is not None:
                 t2 = time.perf_counter()
-                tried = [self.need_landmarks] * len(faces) + [False] * len(hidden)
                 faces = faces + hidden  # keeps their tracks alive, so they are not confirmed again
-                marked = self._update_tracks(image, faces, ts, tried)
+                marked = self._update_tracks(image, faces, ts)
                 self._carried = [raw for raw, kept in zip(faces, marked) if kept is not None]  # no glass re-fitted
                 faces = [f for f in marked if f is not None]
                 timings["track"] = _ms(t2)
         return faces
 
-    def _update_tracks(self, image: np.ndarray, faces: list[Face], timestamp: float,
-                       tried: Sequence[bool]) -> list[Face | None]:
+    def _update_tracks(self, image: np.ndarray, faces: list[Face], timestamp: float) -> list[Face | None]:
         """The tracker's update, each new track confirmed by FaceMesh once (a frame's faces are
-        not confirmed, as a picture's are: a FaceMesh run per face per frame). `tried`: whether
-        FaceMesh has run on each face in this frame already (a processor needs landmarks): its
-        fit or its "no face" stands, FaceMesh does not run again. A rejected track is checked
-        again every so often (tracking's module docstring)."""
+        not confirmed, as a picture's are: a FaceMesh run per face per frame). A face FaceMesh
+        has run on in this frame already (Face.fit_tried) is not fitted again: its fit or its
+        "no face" stands. A rejected track is checked again every so often (tracking's module
+        docstring)."""
         assert self.tracker is not None
         landmarker = self.landmarker
         if landmarker is None:
             return self.tracker.update_marked(faces, timestamp)
-        done = {id(f) for f, t in zip(faces, tried) if t}
 
         def confirm(new: list[Face]) -> list[bool]:
-            unfit = [f for f in new if id(f) not in done]
+            unfit = [f for f in new if not f.fit_tried]
             fits = iter(landmarker.refine(image, unfit) if unfit else [])
-            fitted = [f if id(f) in done else next(fits) for f in new]
+            fitted = [f if f.fit_tried else next(fits) for f in new]
             return [is_face(image, given, fit, keep_cut=True) for given, fit in zip(new, fitted)]
 
         return self.tracker.update_marked(faces, timestamp, confirm)
@@ -349,10 +346,9 @@ class FaceAnalyser:
         if self.tracker is None:
             return faces
         t0 = time.perf_counter()
-        tried = self._fit_tried(faces) if self._one_face else [self.need_landmarks] * len(faces)
         if self._one_face:
-            faces = self._fit_kept(image, faces, tried)
-        faces = [f for f in self._update_tracks(image, faces, float(timestamp), tried) if f is not None]
+            faces = self._fit_kept(image, faces)
+        faces = [f for f in self._update_tracks(image, faces, float(timestamp)) if f is not None]
         if self._one_face:
             faces = selection.first_changeable(selection.keep_previous(faces, self._chosen), self.need_landmarks)
             self._chosen = faces[0] if faces else None
@@ -360,29 +356,18 @@ class FaceAnalyser:
             timings["track"] = _ms(t0)
         return faces
 
-    def _fit_tried(self, candidates: list[Face]) -> list[bool]:
-        """Which of analyse(choose=False)'s candidates _fit_first ran FaceMesh on: each usable
-        one up to the first it fitted (none where no processor needs landmarks)."""
-        if not self.need_landmarks:
-            return [False] * len(candidates)
-        fitted_at = next((i for i, f in enumerate(candidates) if selection.changeable(f, need_fit=True)),
-                         len(candidates))
-        return [i <= fitted_at and selection.usable(f) for i, f in enumerate(candidates)]
-
-    def _fit_kept(self, image: np.ndarray, candidates: list[Face], tried: list[bool]) -> list[Face]:
+    def _fit_kept(self, image: np.ndarray, candidates: list[Face]) -> list[Face]:
         """The candidates, with last frame's face (keep_previous) fitted by FaceMesh where a
         processor needs landmarks and the worker did not reach it: _fit_first stops at the first
         that fits, and the kept one may rank after it. Before tracking, so its landmarks are
-        smoothed too; FaceMesh runs here only on frames where rank and hysteresis disagree.
-        Marks it in `tried`."""
+        smoothed too; FaceMesh runs here only on frames where rank and hysteresis disagree."""
         if not (self.need_landmarks and candidates and self._chosen is not None):
             return candidates
         kept = selection.keep_previous(candidates, self._chosen)[0]
         at = next(i for i, f in enumerate(candidates) if f is kept)
-        if tried[at] or not selection.usable(kept):
+        if kept.fit_tried or not selection.usable(kept):
             return candidates
-        tried[at] = True
-        return [*candidates[:at], *self.landmarker.refine(image, [kept]), *candidates[at + 1:]]  # type: ignore[union-attr]
+        return [*candidates[:at], *self._mesh(image, [kept]), *candidates[at + 1:]]
 
     def reset_tracking(self) -> None:
         """Forget the tracks and the carried faces: the next frame starts afresh (a new file or segment)."""
@@ -400,7 +385,7 @@ class FaceAnalyser:
 
         crops = [f.with_(bbox=level_box(f.landmarks, f.kps))
                  if f.landmarks is not None and len(f.landmarks) > 2 else f for f in faces]
-        refined = self.landmarker.refine(image, crops)  # type: ignore[union-attr]
+        refined = self._mesh(image, crops)
         out = []
         for old, new in zip(faces, refined):
             if new is not old and old.landmarks is not None and new.landmarks is not None \
@@ -446,20 +431,23 @@ class FaceAnalyser:
         unchanged)."""
         chosen = selection.first_changeable(self._fit_first(image, candidates), need_fit=True)
         if chosen and not selection.usable(chosen[0]):  # not tried (too small)
-            return self.landmarker.refine(image, chosen)  # type: ignore[union-attr]
+            return self._mesh(image, chosen)
         return chosen
 
     def _fit_first(self, image: np.ndarray, candidates: list[Face]) -> list[Face]:
         """The candidates, each usable one FaceMesh tried as it left it: FaceMesh runs on the next
         only where one before it failed, so the usual frame pays for one fit."""
-        refine = self.landmarker.refine  # type: ignore[union-attr]
         tried = list(candidates)
         for i, face in enumerate(candidates):
             if selection.usable(face):
-                tried[i] = refine(image, [face])[0]
+                tried[i] = self._mesh(image, [face])[0]
                 if selection.changeable(tried[i], need_fit=True):
                     break
         return tried
+
+    def _mesh(self, image: np.ndarray, faces: list[Face]) -> list[Face]:
+        """FaceMesh on `faces` in a frame, each marked fit_tried: tracking takes its verdict."""
+        return [f.with_(fit_tried=True) for f in self.landmarker.refine(image, faces)]  # type: ignore[union-attr]
 
     # ---- photos ---------------------------------------------------------------------------------
     def analyse_photo(self, image: np.ndarray) -> tuple[Face | None, int]:

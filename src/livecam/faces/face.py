@@ -26,6 +26,9 @@ class Face:
     embedding: np.ndarray | None = None  # (512,) float32, L2-normalised
     track_id: int | None = None
     source_key: int = 0  # which SourceIdentity to put on this face (--map); 0 otherwise
+    # FaceMesh ran on the face as it stands, fitted or not: tracking takes its verdict and does
+    # not run FaceMesh again (FaceAnalyser._mesh sets it; a video's worker fits, track() reads)
+    fit_tried: bool = False
 
     def __post_init__(self) -> None:
         bbox = np.asarray(self.bbox, dtype=np.float32).reshape(-1)
