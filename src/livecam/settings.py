@@ -74,7 +74,8 @@ class AnalysisSettings:
 
     @property
     def one_face(self) -> bool:
-        """Whether one face per frame is swapped ("the one", chosen by tracking in a video)."""
+        """Whether one face per frame is swapped ("the one", chosen by tracking in a video): the
+        analyser's rule, and the segment overlap's (pipeline/segments.CHOICE_WARM_UP_S)."""
         return not self.many_faces and not self.face_map
 
     @property

@@ -13,6 +13,7 @@ from livecam.faces.face import Face
 from livecam.settings import AnalysisSettings
 
 IMAGE = np.zeros((100, 200, 3), np.uint8)
+MAP = ((Path("source.jpg"), Path("reference.jpg")), (Path("source2.jpg"), Path("reference2.jpg")))  # --map
 
 
 def face_at(x: float, size: float = 40.0) -> Face:
@@ -94,7 +95,7 @@ def test_landmarks_only_when_needed() -> None:
 def test_reference_mode_keeps_only_that_person() -> None:
     faces = [face_at(0, 30), face_at(60, 50), face_at(110, 40)]  # axes 0, 1, 2
     analyser = make(faces, embedder=True, many_faces=True, reference_distance=0.5)
-    analyser.set_references([axis(2)], map_mode=False)
+    analyser.set_references([axis(2)])
     out = analyser.analyse(IMAGE)
     assert [int(f.bbox[0]) for f in out] == [110]  # not the largest: the reference person
     assert analyser.embedder.calls == 1  # one batched call for all faces
@@ -102,15 +103,15 @@ def test_reference_mode_keeps_only_that_person() -> None:
 
 def test_map_mode_sets_source_keys() -> None:
     faces = [face_at(0, 30), face_at(60, 50), face_at(110, 40)]
-    analyser = make(faces, embedder=True, reference_distance=0.5)
-    analyser.set_references([axis(2), axis(0)], map_mode=True)
+    analyser = make(faces, embedder=True, reference_distance=0.5, face_map=MAP)
+    analyser.set_references([axis(2), axis(0)])
     out = analyser.analyse(IMAGE)
     assert {int(f.bbox[0]): f.source_key for f in out} == {110: 0, 0: 1}
 
 
 def test_references_need_an_embedder() -> None:
     with pytest.raises(ValueError):
-        make([face_at(0)]).set_references([axis(0)], map_mode=False)
+        make([face_at(0)]).set_references([axis(0)])
 
 
 def test_detect_every_n_carries_and_refits_faces() -> None:
@@ -453,3 +454,20 @@ def test_video_runs_facemesh_at_most_once_per_face_per_frame_across_worker_proce
         runs.append(dict(mesh.meshed))
     assert runs[0] == {130.0: 1, 0.0: 1, 62.0: 1}  # each face a verdict, the glass's from the worker
     assert all(max(counts.values()) == 1 for counts in runs)
+
+
+def test_video_with_map_keeps_and_fits_every_mapped_face() -> None:
+    # --map swaps each reference person's face: the ordered step chooses no "one" (the settings'
+    # one_face, which also sizes a cluster segment's warm-up), and each face is fitted.
+    from livecam.faces.tracking import FaceTracker
+
+    mesh = FakeMesh()
+    analyser = FaceAnalyser(FakeDetector([face_at(0, 30), face_at(60, 50), face_at(110, 40)]),
+                            AnalysisSettings(face_map=MAP, reference_distance=0.5), names=ModelNames("fake"),
+                            landmarker=mesh, embedder=FakeEmbedder(), need_landmarks=True,
+                            tracker=FaceTracker(0.5))
+    analyser.set_references([axis(2), axis(0)])
+    for i in range(3):
+        faces = analyser.track(analyser.analyse(IMAGE, choose=False), i / 30, IMAGE)
+        assert {int(f.bbox[0]): f.source_key for f in faces} == {0: 1, 110: 0}
+        assert all(f.landmarks is not None for f in faces)

@@ -170,11 +170,11 @@ def test_the_no_face_warning_names_the_minimum_size():
 
 
 def test_the_analyser_drops_small_faces_before_embedding_and_orders_map_faces():
-    from tests.faces.test_analyser import IMAGE, axis, face_at as row_face, make
+    from tests.faces.test_analyser import IMAGE, MAP, axis, face_at as row_face, make
 
     faces = [row_face(0, 30), row_face(60, 50), row_face(110, 40)]  # embedding axes 0, 1, 2
-    analyser = make(faces, embedder=True, reference_distance=0.5, face_min_size=35)
-    analyser.set_references([axis(2), axis(0)], map_mode=True)
+    analyser = make(faces, embedder=True, reference_distance=0.5, face_min_size=35, face_map=MAP)
+    analyser.set_references([axis(2), axis(0)])
     embedded: list[int] = []
     real = analyser.embedder.embed
     analyser.embedder.embed = lambda image, fs: embedded.append(len(fs)) or real(image, fs)  # type: ignore[method-assign]
@@ -182,9 +182,9 @@ def test_the_analyser_drops_small_faces_before_embedding_and_orders_map_faces():
     out = analyser.analyse(IMAGE)
     assert embedded == [2] and [(int(f.bbox[0]), f.source_key) for f in out] == [(110, 0)]
     # --map faces come in the chosen order.
-    both = make(faces, embedder=True, reference_distance=0.5, face_selector_order="right-left")
-    both.set_references([axis(2), axis(0)], map_mode=True)
+    both = make(faces, embedder=True, reference_distance=0.5, face_selector_order="right-left", face_map=MAP)
+    both.set_references([axis(2), axis(0)])
     assert [int(f.bbox[0]) for f in both.analyse(IMAGE)] == [110, 0]
-    both = make(faces, embedder=True, reference_distance=0.5, face_selector_order="left-right")
-    both.set_references([axis(2), axis(0)], map_mode=True)
+    both = make(faces, embedder=True, reference_distance=0.5, face_selector_order="left-right", face_map=MAP)
+    both.set_references([axis(2), axis(0)])
     assert [int(f.bbox[0]) for f in both.analyse(IMAGE)] == [0, 110]

@@ -86,8 +86,7 @@ class FaceAnalyser:
     def __init__(self, detector: Detector, settings: AnalysisSettings, *, names: ModelNames,
                  landmarker: Landmarker | None = None, embedder: Embedder | None = None,
                  need_landmarks: bool = False, tracker: Tracker | None = None,
-                 references: Sequence[np.ndarray] = (), map_mode: bool = False,
-                 confirm: bool = False) -> None:
+                 references: Sequence[np.ndarray] = (), confirm: bool = False) -> None:
         self.detector = detector
         # Pictures: every detection confirmed by FaceMesh (confirmed); a frame of a video or
         # a live run would pay a FaceMesh run per face for it
@@ -99,7 +98,6 @@ class FaceAnalyser:
         self.need_landmarks = need_landmarks and landmarker is not None
         self.tracker = tracker
         self.references = [np.asarray(r, dtype=np.float32).reshape(-1) for r in references]
-        self.map_mode = map_mode
         if self.references and embedder is None:
             raise ValueError("reference matching needs an embedder")
         self._detect_every = max(1, int(settings.detect_every))
@@ -111,8 +109,7 @@ class FaceAnalyser:
     @classmethod
     def create(cls, settings: AnalysisSettings, store: Any, providers: Any, *, need_landmarks: bool,
                need_embedding: bool, live: bool, intra_op_threads: int = 0,
-               references: Sequence[np.ndarray] = (), map_mode: bool = False,
-               still: bool = False) -> "FaceAnalyser":
+               references: Sequence[np.ndarray] = (), still: bool = False) -> "FaceAnalyser":
         """Open the models the settings call for through the model store (ModelError when one is
         missing and cannot be downloaded). `still`: the frames are single pictures, where the
         embedded detector looks for faces at every roll (faces/rolls.py)."""
@@ -175,15 +172,14 @@ class FaceAnalyser:
                            stamp=_stamp(store, used))
         return cls(detector, settings, names=names, landmarker=landmarker, embedder=embedder,
                    need_landmarks=need_landmarks, tracker=tracker, references=references,
-                   map_mode=map_mode, confirm=still)
+                   confirm=still)
 
-    def set_references(self, references: Sequence[np.ndarray], map_mode: bool) -> None:
-        """Keep only faces of these people (normed embeddings); `map_mode` also sets each kept
-        face's source_key to the index of its reference (--map)."""
+    def set_references(self, references: Sequence[np.ndarray]) -> None:
+        """Keep only faces of these people (normed embeddings); with --map (settings.face_map)
+        also set each kept face's source_key to the index of its reference."""
         if references and self.embedder is None:
             raise ValueError("reference matching needs an embedder")
         self.references = [np.asarray(r, dtype=np.float32).reshape(-1) for r in references]
-        self.map_mode = map_mode
 
     # ---- governor knobs ---------------------------------------------------------------------------
     @property
@@ -281,12 +277,12 @@ class FaceAnalyser:
             if not faces and max(image.shape[:2]) <= PAD_RETRY_MAX_SIDE:
                 faces = detect_padded(self.detector, image, self.landmarker)
             timings["detect"] = _ms(t0)
-            if track and self.tracker is not None and self._one_face and faces:
+            if track and self.tracker is not None and self.settings.one_face and faces:
                 # A glass bigger than the face would be "the one" every frame, and hide the face.
                 marks = self.tracker.rejected(faces, ts)
                 hidden = [f for f, m in zip(faces, marks) if m]
                 faces = [f for f, m in zip(faces, marks) if not m]
-            previous = self._carried[0] if track and self._one_face and self._carried else None
+            previous = self._carried[0] if track and self.settings.one_face and self._carried else None
             faces = self._select(image, faces, timings, previous, choose)
         if faces and self.landmarker is not None and (self.need_landmarks or carry):
             # Carried faces are re-fitted even when no processor needs landmarks: the mesh
@@ -294,7 +290,7 @@ class FaceAnalyser:
             t1 = time.perf_counter()
             if carry:
                 faces = self._refit(image, faces)
-            elif self._one_face:
+            elif self.settings.one_face:
                 faces = self._first_fitted(image, faces) if choose else self._fit_first(image, faces)
             else:
                 faces = self._mesh(image, faces)
@@ -346,10 +342,10 @@ class FaceAnalyser:
         if self.tracker is None:
             return faces
         t0 = time.perf_counter()
-        if self._one_face:
+        if self.settings.one_face:
             faces = self._fit_kept(image, faces)
         faces = [f for f in self._update_tracks(image, faces, float(timestamp)) if f is not None]
-        if self._one_face:
+        if self.settings.one_face:
             faces = selection.first_changeable(selection.keep_previous(faces, self._chosen), self.need_landmarks)
             self._chosen = faces[0] if faces else None
         if timings is not None:
@@ -407,11 +403,11 @@ class FaceAnalyser:
             t = time.perf_counter()
             faces = self.embedder.embed(image, faces)  # type: ignore[union-attr]
             timings["embed"] = _ms(t)
-            if self.map_mode:
+            if settings.face_map:
                 faces = selection.match_reference(faces, self.references, settings.reference_distance)
                 return selection.order_faces(faces, settings.face_selector_order)
             faces = selection.filter_by_reference(faces, self.references, settings.reference_distance)
-        if not self._one_face:
+        if not settings.one_face:
             return selection.select_faces(faces, settings.many_faces, settings.face_selector_order)
         candidates = selection.keep_previous(selection.ranked(faces, settings.face_selector_order), previous)
         if not choose or (self.need_landmarks and self.landmarker is not None):
@@ -419,11 +415,6 @@ class FaceAnalyser:
             # FaceMesh has run (_first_fitted), which is a face once tracking confirmed it (track).
             return candidates
         return selection.first_changeable(candidates)
-
-    @property
-    def _one_face(self) -> bool:
-        """Whether one face per frame is swapped (no --many-faces, no --map)."""
-        return not self.settings.many_faces and not self.map_mode
 
     def _first_fitted(self, image: np.ndarray, candidates: list[Face]) -> list[Face]:
         """The first usable candidate that FaceMesh fits (selection.changeable), fitted. None

@@ -189,10 +189,10 @@ class Engine:
                     sources.append(analyse_source([source_path], analyser, cache=cache,
                                                   need_landmarks=need_landmarks))
                 references.append(_reference_embedding([reference_path], analyser, cache))
-            analyser.set_references(references, map_mode=True)
+            analyser.set_references(references)
         else:
             if analysis.reference:
-                analyser.set_references([_reference_embedding(analysis.reference, analyser, cache)], map_mode=False)
+                analyser.set_references([_reference_embedding(analysis.reference, analyser, cache)])
             if swapping and live and len(cycle) > 1 and _is_folder(settings.sources):
                 found = _first_usable_source(cycle, range(len(cycle)), analyser, cache, need_landmarks, processors)
                 if found is None:
@@ -339,7 +339,7 @@ class Engine:
                                        need_landmarks=recipe.need_landmarks, need_embedding=matches,
                                        live=recipe.live, intra_op_threads=recipe.threads)
         if matches:
-            analyser.set_references(self.analyser.references, self.analyser.map_mode)
+            analyser.set_references(self.analyser.references)
         analyser.set_detect_every(self.analyser.detect_every)
         if self.analyser.det_size is not None:
             analyser.set_det_size(self.analyser.det_size)
