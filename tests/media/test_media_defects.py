@@ -880,3 +880,56 @@ def test_an_avi_with_b_frames_keeps_its_frame_times_and_audio_sync(tmp_path: Pat
     assert [round(float(image.mean()) / 20) for image in info["images"]] == list(range(10))  # in order
     assert info["audio_start"] == pytest.approx(0.0, abs=1e-3)
     assert info["audio_duration"] == pytest.approx(0.4, abs=0.03)
+
+
+def _mjpeg_with_gaps(path: Path, shown: list[int | None], fmt: str) -> Path:
+    """An MJPEG clip at 10 fps of a grey level per frame (frame i: 20 * i); None in `shown` muxes
+    an empty packet at that frame's time (a dropped frame as Theora writes it), and a missing
+    number is a gap (the AVI muxer fills it with an empty chunk, as capture software does)."""
+    with av.open(str(path), "w", format=fmt) as out:
+        stream = out.add_stream("mjpeg", rate=10)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuvj420p"
+        for i, level in enumerate(shown):
+            if level is None:
+                empty = av.Packet(b"")
+                empty.pts = empty.dts = i
+                empty.time_base, empty.stream = stream.codec_context.time_base, stream
+                out.mux(empty)
+                continue
+            image = np.full((48, 64, 3), 20 * level, np.uint8)
+            frame = av.VideoFrame.from_ndarray(image, format="rgb24").reformat(format="yuvj420p")
+            frame.pts = level
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode())
+    return path
+
+
+def test_an_empty_packet_is_a_dropped_frame_not_damage(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Theora (an .ogv) stores a dropped frame as an empty packet: FFmpeg refuses it, and a fresh
+    # file was said to hold "1 corrupt video packet (damaged data)".
+    source = _mjpeg_with_gaps(tmp_path / "dropped.nut", [0, 1, 2, None, 4, 5], "nut")
+    with av.open(str(source)) as c:
+        assert [p.size for p in c.demux(video=0)].count(0) == 2  # the empty one and the flush packet
+    with caplog.at_level(logging.WARNING, logger="livecam"), VideoReader(source) as reader:
+        frames = list(reader.frames())
+    assert [round(float(f.image.mean()) / 20) for f in frames] == [0, 1, 2, 4, 5]
+    assert [f.time for f in frames] == pytest.approx([0, 0.1, 0.2, 0.4, 0.5])
+    assert reader.bad_packets == 0
+    assert [r.getMessage() for r in caplog.records] == []
+
+
+def test_an_avi_of_a_variable_rate_source_is_not_called_cut_short(tmp_path: Path,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    # AVI is constant-rate: the muxer fills a VFR source's gaps with empty chunks, which its
+    # header counts; a whole file was said to have "ended at 1.00 s of the 1.00 s its header
+    # announces (damaged or cut short): 7 of the 10 frames could be read".
+    source = _mjpeg_with_gaps(tmp_path / "screen.avi", [0, 1, 2, 6, 7, 8, 9], "avi")
+    with av.open(str(source)) as c:
+        assert c.streams.video[0].frames == 10
+    with caplog.at_level(logging.WARNING, logger="livecam"), VideoReader(source) as reader:
+        frames = list(reader.frames())
+    assert [r.getMessage() for r in caplog.records] == []
+    assert not reader.ended_early
+    assert [round(float(f.image.mean()) / 20) for f in frames] == [0, 1, 2, 6, 7, 8, 9]
+    assert [f.time for f in frames] == pytest.approx([0, 0.1, 0.2, 0.6, 0.7, 0.8, 0.9])
+    assert reader.info.frames == 7  # the progress bar's total

@@ -683,6 +683,11 @@ class VideoDecoder:
         while True:
             try:
                 for packet in c.demux(vs):
+                    if packet.size == 0 and packet.buffer_ptr:
+                        # an empty packet holds no picture (a dropped frame: Theora's and NUT's "the
+                        # previous one again"), and FFmpeg refuses it; the demuxer's flush packet at
+                        # the end has no data at all and is sent on (it drains the decoder)
+                        continue
                     if self._restamp is not None:
                         self._restamp(packet)
                     self.headless.sent(packet)
@@ -928,6 +933,23 @@ def input_timecode(container: av.container.InputContainer, video: av.stream.Stre
     return next((tc for tc in found if tc is not None), None)
 
 
+def _stored_frames(container: av.container.InputContainer, stream: av.video.stream.VideoStream) -> int | None:
+    """The header's frame count less the frames that hold no picture. AVI is constant-rate: one made
+    from a variable-rate source (FFmpeg fills its gaps so, as capture software does a dropped
+    frame) stores empty chunks, counted in its header but in neither its index nor a read, and a
+    whole file was said "cut short" at its very end ("9 of the 12 frames"). Where the index
+    reaches the stream's last frame it lists every picture; one that does not (no index: a cut
+    file) leaves the header's count."""
+    count = int(stream.frames) if stream.frames else None
+    if count is None or container.format.name != "avi":
+        return count
+    entries = stream.index_entries  # an AVI video stream's timestamps count frames
+    listed = len(entries)
+    if 0 < listed < count and entries[listed - 1].timestamp + 1 >= count:
+        return listed
+    return count
+
+
 def _shown_frames(counted: int | None, duration: float | None, rate: Fraction) -> int | None:
     """The header's frame count, or the frames its duration shows when that is clearly fewer: an
     MP4 cut without re-encoding (`ffmpeg -ss 1.5 -c copy`, an editor's trim) keeps the frames from
@@ -1020,7 +1042,7 @@ class VideoReader:
         others += ["video"] * (len(c.streams.video) - 1 - sum(s.type == "video" for s in attached))
         others += ["audio"] * (len(c.streams.audio) - len(kept_audio))
         return VideoInfo(path=self.path, width=w, height=h, rate=rate, time_base=as_fraction(tb),
-                         start_time=max(0.0, start), frames=_shown_frames(vs.frames, duration, rate),
+                         start_time=max(0.0, start), frames=_shown_frames(_stored_frames(c, vs), duration, rate),
                          duration=duration,
                          rotation=rotation, codec=cc.name, audio_codec=audio, other_streams=tuple(others),
                          attachments=tuple(attachment_name(s) for s in attached),
