@@ -467,6 +467,23 @@ def test_the_output_keeps_the_photos_print_density(tmp_path: Path, faces_dir: Pa
     assert np.allclose(written.info.get("dpi", (0, 0)), (150, 300), atol=0.05), written.info  # PNG: per metre
 
 
+def test_a_webp_output_keeps_the_photos_print_density_and_the_provenance_mark(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # A .webp output lost the density: the provenance tags replaced the EXIF block that held it.
+    pil = pytest.importorskip("PIL.Image")
+    target = tmp_path / "photo.jpg"
+    pil.open(small(faces_dir, "obama.jpg", tmp_path)).save(target, dpi=(300, 150))
+    out = tmp_path / "o.webp"
+    result = run_cli(["image", str(target), str(out), "-s", str(faces_dir / "biden.jpg"), "--swap-model", "mesh",
+                      "--no-watermark"], env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    exif = pil.open(out).getexif()  # Pillow's own EXIF reader, not livecam's
+    assert (float(exif[0x011A]), float(exif[0x011B]), exif[0x0128]) == (300.0, 150.0, 2), dict(exif)
+    assert exif[0x010E] == provenance.DESCRIPTION
+    verified = run_cli(["verify", str(out)], env=isolated_env)
+    assert verified.returncode == 0 and "MARKED" in verified.stdout, verified.stdout + verified.stderr
+
+
 def test_a_missing_enhancer_says_its_checkpoint_can_be_converted(tmp_path: Path, faces_dir: Path,
                                                                 isolated_env: dict[str, str]) -> None:
     # GFPGAN cannot be fetched (offline here): the fix said only "copy gfpgan_1.4.onnx into ...", a
