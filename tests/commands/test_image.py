@@ -71,6 +71,10 @@ def test_auto_without_inswapper_falls_back_to_mesh_with_one_warning(
     assert result.returncode == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if "mesh swapper" in line]
     assert len(warnings) == 1 and "livecam models download inswapper_128" in warnings[0]
+    # it named the inswapper and ArcFace only: fetching those two gave a neural swap on BlazeFace,
+    # without the SCRFD detector (det_10g) the neural path runs
+    assert "the neural swap needs inswapper_128.onnx, w600k_r50.onnx and det_10g.onnx in " in warnings[0], warnings
+    assert "`livecam models download inswapper_128 w600k_r50 det_10g --accept-license`" in warnings[0], warnings
     assert provenance.read_png_text(out)["Comment"] == provenance.DESCRIPTION
     assert "1 face swapped" in result.stderr
     before, after = read_image(target), read_image(out)
