@@ -104,6 +104,28 @@ def test_a_corrupt_inswapper_is_called_corrupt_when_auto_falls_back(
     assert not any("inswapper_128 and" in line or "inswapper_128 not available" in line for line in lines), lines
 
 
+def test_damaged_neural_models_online_fall_back_to_mesh_as_offline(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # Online (and licences accepted) a broken model file counted as "can be had" (it is
+    # downloadable), but a file that is there is never downloaded again: auto chose the neural path
+    # and the run failed with the repair line. Nothing is fetched here: the files are all present.
+    env = {k: v for k, v in isolated_env.items() if k != "LIVECAM_OFFLINE"}
+    models = Path(env["LIVECAM_MODELS_DIR"])
+    models.mkdir()
+    for name in ("inswapper_128", "w600k_r50"):
+        (models / f"{name}.onnx").write_bytes(b"<html>502 Bad Gateway</html>")
+    target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
+    out = tmp_path / "o.png"
+    result = run_cli(["--accept-license", "image", str(target), str(out), "-s", str(source), "--no-watermark",
+                      "--no-c2pa"], env=env)
+    assert result.returncode == 0, result.stderr
+    assert "swapper mesh" in result.stderr and "1 face swapped" in result.stderr
+    lines = [line for line in result.stderr.splitlines() if "mesh swapper" in line]
+    assert any("inswapper_128.onnx is corrupt" in line and "delete it and run `livecam models download "
+               "inswapper_128 --accept-license`" in line for line in lines), lines
+    assert (models / "inswapper_128.onnx").read_bytes() == b"<html>502 Bad Gateway</html>"  # left as it was
+
+
 def test_rgba_target_and_source(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
     target = small(faces_dir, "obama.jpg", tmp_path, alpha=True)
     source = small(faces_dir, "biden.jpg", tmp_path, alpha=True)
