@@ -273,8 +273,9 @@ def _padding(ctx: click.Context, param: click.Parameter, value: Any) -> tuple[fl
 
 
 def processing_options(func: Callable[..., Any], *, still: bool = False) -> Callable[..., Any]:
-    """Options shared by run, video, image and bench; `still` (image's): --smoothing, which
-    one frame has no use for, is accepted (and warned about) but not listed in --help."""
+    """Options shared by run, video, image and bench; `still` (image's): --smoothing and
+    --execution-threads, which one frame has no use for, are accepted (and warned about) but not
+    listed in --help."""
     options = [
         option("--source", "-s", "sources", multiple=True, type=GivenPath(path_type=Path),
                      help="Photo of the face to put in (repeatable: the neural swapper (inswapper, HyperSwap) "
@@ -283,9 +284,9 @@ def processing_options(func: Callable[..., Any], *, still: bool = False) -> Call
         option("--execution-provider", "providers", multiple=True,
                      type=GuessedChoice(PROVIDER_CHOICES, case_sensitive=False),
                      help="One or more of " + ", ".join(PROVIDER_CHOICES) + " (default auto: the best available)."),
-        option("--execution-threads", type=click.IntRange(1, 64), default=None,
+        option("--execution-threads", type=click.IntRange(1, 64), default=None, hidden=still,
                      help="Processing workers on consecutive frames (default: 1 live; for video files "
-                          "the number of cores, at most 4); an image is one frame and gets every core. "
+                          "the number of cores, at most 4). "
                           "On cuda/tensorrt the workers are lanes with their own model sessions (default 3)."),
         option("--frame-processor", "frame_processors", multiple=True,
                      type=ProcessorChoice(), help="Processors in order (default: the swapper)."),
