@@ -54,6 +54,19 @@ def test_a_word_taken_as_the_mouth_masks_size_is_named_with_the_fix() -> None:
     assert "--mouth-mask [SIZE]" in run_cli(["image", "--help"]).stdout
 
 
+def test_image_help_leaves_out_smoothing_which_one_frame_has_no_use_for() -> None:
+    # `image --help` listed --smoothing with "not used for images" (and --execution-threads, "an
+    # image ... gets every core"); they are still taken (and warned about:
+    # tests/commands/test_image.py) so a command line shared with `video` keeps working.
+    assert not {"--smoothing", "--execution-threads"} & set(run_cli(["image", "--help"]).stdout.split())
+    for command in ("video", "run", "bench"):
+        listed = run_cli([command, "--help"]).stdout.split()
+        assert "--smoothing" in listed and "--execution-threads" in listed, command
+    given = run_cli(["image", "in.jpg", "out.jpg", "-s", "face.jpg", "--smoothing", "0.2", "--execution-threads", "2"])
+    assert given.returncode == 2 and "no such option" not in given.stderr.lower(), given.stderr
+    assert "in.jpg" in given.stderr  # the missing input is the problem, not the option
+
+
 def test_the_size_of_every_model_is_the_catalogs() -> None:
     # `models download --all` was "about 3 GB" in its help and the README; the files are 3.5 GB
     import re

@@ -6,6 +6,7 @@ code (see errors.py).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
@@ -271,8 +272,10 @@ def _padding(ctx: click.Context, param: click.Parameter, value: Any) -> tuple[fl
     return (top, right, bottom, left)
 
 
-def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Options shared by run, video, image and bench."""
+def processing_options(func: Callable[..., Any], *, still: bool = False) -> Callable[..., Any]:
+    """Options shared by run, video, image and bench; `still` (image's): --smoothing and
+    --execution-threads, which one frame has no use for, are accepted (and warned about) but not
+    listed in --help."""
     options = [
         option("--source", "-s", "sources", multiple=True, type=GivenPath(path_type=Path),
                      help="Photo of the face to put in (repeatable: the neural swapper (inswapper, HyperSwap) "
@@ -281,9 +284,9 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
         option("--execution-provider", "providers", multiple=True,
                      type=GuessedChoice(PROVIDER_CHOICES, case_sensitive=False),
                      help="One or more of " + ", ".join(PROVIDER_CHOICES) + " (default auto: the best available)."),
-        option("--execution-threads", type=click.IntRange(1, 64), default=None,
+        option("--execution-threads", type=click.IntRange(1, 64), default=None, hidden=still,
                      help="Processing workers on consecutive frames (default: 1 live; for video files "
-                          "the number of cores, at most 4); an image is one frame and gets every core. "
+                          "the number of cores, at most 4). "
                           "On cuda/tensorrt the workers are lanes with their own model sessions (default 3)."),
         option("--frame-processor", "frame_processors", multiple=True,
                      type=ProcessorChoice(), help="Processors in order (default: the swapper)."),
@@ -346,20 +349,21 @@ def processing_options(func: Callable[..., Any]) -> Callable[..., Any]:
         option("--enhancer-precision", type=GuessedChoice(ENHANCER_PRECISIONS), default="auto", show_default=True,
                      help="Enhancer weights: fp16 is converted once from the fp32 file and checked against it; "
                           "auto: fp16 on cuda, tensorrt and coreml, fp32 elsewhere."),
-        option("--smoothing", type=FiniteRange(0, 1), default=0.5, show_default=True,
-                     help="Keypoint smoothing across frames (0 off); not used for images."),
+        option("--smoothing", type=FiniteRange(0, 1), default=0.5, show_default=True, hidden=still,
+                     help="Keypoint smoothing across frames (0 off)."),
     ]
     for add in reversed(options):
         func = add(func)
     return func
 
 
-def file_job_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """INPUT OUTPUT, the processing options, --force and --label: shared by video and image."""
+def file_job_options(func: Callable[..., Any], *, still: bool = False) -> Callable[..., Any]:
+    """INPUT OUTPUT, the processing options, --force and --label: shared by video and image
+    (`still`: processing_options')."""
     decorators: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         click.argument("input", type=GivenPath(path_type=Path)),
         click.argument("output", type=GivenPath(path_type=str)),  # str: Path drops a trailing slash
-        processing_options,
+        functools.partial(processing_options, still=still),
         option("--force", is_flag=True, help="Overwrite OUTPUT if it exists."),
         option("--label/--no-label", default=True, show_default=True, help="Visible AI-generated label."),
         option("--watermark/--no-watermark", default=True, show_default=True,
@@ -652,7 +656,7 @@ def _cluster(ctx: click.Context, kw: dict[str, Any]) -> ClusterSettings | None:
 
 @cli.command(help=f"Swap faces in one image (reads {', '.join(IMAGE_READ_FORMATS)}; "
                   f"writes {', '.join(IMAGE_WRITE_FORMATS)}).")
-@file_job_options
+@functools.partial(file_job_options, still=True)
 @click.pass_context
 def image(ctx: click.Context, input: Path, output: str, **kw: Any) -> None:
     # One frame: nothing to smooth across, and its models get every core (commands/image.py).

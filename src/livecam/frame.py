@@ -32,6 +32,9 @@ class FramePacket:
     # of those, faces whose paste changed no pixel: --blend, and in a video the fade-in at the
     # size limit (processors.base.presence), too faint to move a grey level
     faint: int = 0
+    # faces the detector found before selection (without --many-faces one is chosen): a still's
+    # summary says how many others were left as they are
+    found: int = 0
 
     def __post_init__(self) -> None:
         img = self.image

@@ -47,9 +47,11 @@ def test_demo_offline_in_a_subprocess(tmp_path: Path, isolated_env: dict[str, st
     assert "Traceback" not in result.stderr
     assert sorted(p.name for p in out.iterdir()) == sorted(demo.DEMO_FILES)  # no temporary files left
 
-    # One paragraph: what was done, frames, FPS, where, next commands; it says which models ran.
+    # What was done, frames, FPS, where, next commands, in short lines (one ~700-character
+    # paragraph was hard to read); it says which models ran.
     text = result.stdout.strip()
-    assert "\n" not in text
+    assert f"Files in {out.resolve()}:" in text.splitlines() and "Try next:" in text.splitlines()
+    assert max(len(line) for line in text.splitlines() if str(out.resolve()) not in line) <= 100, text
     assert f"{demo.CLIP_FRAMES} frames at " in text and " FPS on this machine" in text
     assert str(out.resolve()) in text
     for hint in ("livecam run", "livecam models download", "--execution-provider"):

@@ -71,6 +71,10 @@ def test_auto_without_inswapper_falls_back_to_mesh_with_one_warning(
     assert result.returncode == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if "mesh swapper" in line]
     assert len(warnings) == 1 and "livecam models download inswapper_128" in warnings[0]
+    # it named the inswapper and ArcFace only: fetching those two gave a neural swap on BlazeFace,
+    # without the SCRFD detector (det_10g) the neural path runs
+    assert "the neural swap needs inswapper_128.onnx, w600k_r50.onnx and det_10g.onnx in " in warnings[0], warnings
+    assert "`livecam models download inswapper_128 w600k_r50 det_10g --accept-license`" in warnings[0], warnings
     assert provenance.read_png_text(out)["Comment"] == provenance.DESCRIPTION
     assert "1 face swapped" in result.stderr
     before, after = read_image(target), read_image(out)
@@ -98,6 +102,28 @@ def test_a_corrupt_inswapper_is_called_corrupt_when_auto_falls_back(
     assert "delete it and run `livecam models download inswapper_128 --accept-license`" in corrupt[0]
     assert "livecam models verify" in corrupt[0]
     assert not any("inswapper_128 and" in line or "inswapper_128 not available" in line for line in lines), lines
+
+
+def test_damaged_neural_models_online_fall_back_to_mesh_as_offline(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # Online (and licences accepted) a broken model file counted as "can be had" (it is
+    # downloadable), but a file that is there is never downloaded again: auto chose the neural path
+    # and the run failed with the repair line. Nothing is fetched here: the files are all present.
+    env = {k: v for k, v in isolated_env.items() if k != "LIVECAM_OFFLINE"}
+    models = Path(env["LIVECAM_MODELS_DIR"])
+    models.mkdir()
+    for name in ("inswapper_128", "w600k_r50"):
+        (models / f"{name}.onnx").write_bytes(b"<html>502 Bad Gateway</html>")
+    target, source = small(faces_dir, "obama.jpg", tmp_path), small(faces_dir, "biden.jpg", tmp_path)
+    out = tmp_path / "o.png"
+    result = run_cli(["--accept-license", "image", str(target), str(out), "-s", str(source), "--no-watermark",
+                      "--no-c2pa"], env=env)
+    assert result.returncode == 0, result.stderr
+    assert "swapper mesh" in result.stderr and "1 face swapped" in result.stderr
+    lines = [line for line in result.stderr.splitlines() if "mesh swapper" in line]
+    assert any("inswapper_128.onnx is corrupt" in line and "delete it and run `livecam models download "
+               "inswapper_128 --accept-license`" in line for line in lines), lines
+    assert (models / "inswapper_128.onnx").read_bytes() == b"<html>502 Bad Gateway</html>"  # left as it was
 
 
 def test_rgba_target_and_source(tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
@@ -465,6 +491,23 @@ def test_the_output_keeps_the_photos_print_density(tmp_path: Path, faces_dir: Pa
     written = pil.open(out)
     assert written.size == (photo.height, photo.width)  # upright
     assert np.allclose(written.info.get("dpi", (0, 0)), (150, 300), atol=0.05), written.info  # PNG: per metre
+
+
+def test_a_webp_output_keeps_the_photos_print_density_and_the_provenance_mark(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # A .webp output lost the density: the provenance tags replaced the EXIF block that held it.
+    pil = pytest.importorskip("PIL.Image")
+    target = tmp_path / "photo.jpg"
+    pil.open(small(faces_dir, "obama.jpg", tmp_path)).save(target, dpi=(300, 150))
+    out = tmp_path / "o.webp"
+    result = run_cli(["image", str(target), str(out), "-s", str(faces_dir / "biden.jpg"), "--swap-model", "mesh",
+                      "--no-watermark"], env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    exif = pil.open(out).getexif()  # Pillow's own EXIF reader, not livecam's
+    assert (float(exif[0x011A]), float(exif[0x011B]), exif[0x0128]) == (300.0, 150.0, 2), dict(exif)
+    assert exif[0x010E] == provenance.DESCRIPTION
+    verified = run_cli(["verify", str(out)], env=isolated_env)
+    assert verified.returncode == 0 and "MARKED" in verified.stdout, verified.stdout + verified.stderr
 
 
 def test_a_missing_enhancer_says_its_checkpoint_can_be_converted(tmp_path: Path, faces_dir: Path,

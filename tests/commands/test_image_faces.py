@@ -173,3 +173,19 @@ def test_a_face_just_over_the_size_limit_is_swapped_whole_in_a_picture(tmp_path:
     assert "1 face swapped" in result.stderr
     changed = np.abs(read_image(out).astype(int) - read_image(small_face)).max(axis=2) > 8
     assert changed[40:90, 90:145].mean() > 0.5  # eyes to chin (a fifth of the swap: 0.13)
+
+
+def test_a_group_photo_says_the_faces_it_left_and_how_to_swap_them_all(tmp_path: Path, faces_dir: Path,
+                                                                       isolated_env: dict[str, str]) -> None:
+    # A group photo came out as "1 face swapped" with no word on the five others a newcomer
+    # expected changed too.
+    group, source = faces_dir / "group6.jpg", faces_dir / "biden.jpg"
+    one = run_cli(["image", str(group), str(tmp_path / "one.png"), "-s", str(source), "--swap-model", "mesh", *EXACT],
+                  env=isolated_env)
+    assert one.returncode == 0, one.stderr
+    assert "1 face swapped" in one.stderr
+    assert "note: 5 other faces in group6.jpg were left as they were; add --many-faces to swap every face" \
+        in one.stderr, one.stderr
+    every = run_cli(["image", str(group), str(tmp_path / "all.png"), "-s", str(source), "--swap-model", "mesh",
+                     "--many-faces", *EXACT], env=isolated_env)
+    assert every.returncode == 0 and "other face" not in every.stderr, every.stderr

@@ -200,3 +200,22 @@ def test_a_broken_unpinned_model_of_the_right_size_is_not_present_and_its_damage
     assert not store.is_present("sw")
     assert store.damage("sw").startswith(f"{models / 'sw.onnx'} is corrupt (not a whole ONNX model")
     assert "delete it and run `livecam models download sw`" in store.damage("sw")
+
+
+@pytest.mark.parametrize("pinned", [True, False], ids=["pinned", "unpinned"])
+def test_a_damaged_file_is_not_provided_online_and_stays_as_it_is(tmp_path, pinned: bool) -> None:
+    # Online, can_provide() said yes to a broken file (the model is downloadable) while path() does
+    # not replace a file that is there: auto chose the neural path and the run failed with the
+    # repair line instead of falling back to the mesh swapper as it does offline.
+    models = tmp_path / "models"
+    models.mkdir()
+    good = swapper(tmp_path / "good.onnx").read_bytes()
+    spec = spec_for("sw", ("https://example.invalid/sw.onnx",), good, pinned=pinned, **SWAPPER_IO)
+    broken = bytes(len(good)) if not pinned else good[: len(good) // 2]
+    (models / "sw.onnx").write_bytes(broken)
+    online = ModelStore(RuntimeSettings(models_dir=models, offline=False, accept_license=True, quiet=True),
+                        progress=False, catalog={"sw": spec})
+    assert online.damage("sw") and not online.can_provide("sw")
+    assert (models / "sw.onnx").read_bytes() == broken  # the user's file is left alone
+    (models / "sw.onnx").unlink()
+    assert online.can_provide("sw")  # absent: downloadable, as before

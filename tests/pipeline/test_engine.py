@@ -29,6 +29,12 @@ class FakeStore:
     def can_provide(self, name: str) -> bool:
         return name in self.available
 
+    def is_present(self, name: str) -> bool:
+        return name in self.available
+
+    def file_path(self, name: str) -> Path:
+        return Path("/m") / f"{name}.onnx"
+
     def damage(self, name: str) -> str:
         return self.damaged.get(name, "")
 
@@ -56,7 +62,7 @@ def test_auto_swap_model(caplog: pytest.LogCaptureFixture) -> None:
     assert "w600k_r50" in caplog.records[0].getMessage() and "is here" not in caplog.records[0].getMessage()
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="livecam"):  # a damaged file is said as such
-        store = FakeStore({"w600k_r50"}, {"inswapper_128": "/m/inswapper_128.onnx is corrupt (4 bytes)"})
+        store = FakeStore({"w600k_r50", "det_10g"}, {"inswapper_128": "/m/inswapper_128.onnx is corrupt (4 bytes)"})
         assert choose_swap_model("auto", store, CPU) == "mesh"
     (only,) = [r.getMessage() for r in caplog.records]
     assert "inswapper_128.onnx is corrupt (4 bytes)" in only and "not available" not in only

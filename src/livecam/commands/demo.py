@@ -4,7 +4,7 @@
     other sample photo --Engine (mesh swapper, or the neural models when present)--+
     target.mp4 --pipeline.file.process_video (the same path as `livecam video`)--> demo.mp4
     source photo | target frame | result frame --> before_after.png
-    one paragraph on stdout: what was done, frames, FPS, where the files are, what to try next
+    short lines on stdout: what was done, frames, FPS, where the files are, what to try next
 
 Nothing touches the network (the demo forces offline mode). An existing non-empty folder is
 only written into with --force, and then only the demo's own three files are replaced. On any
@@ -26,6 +26,7 @@ import cv2
 import numpy as np
 
 from livecam.atomic import AtomicOutput, refusal
+from livecam.console import counted
 from livecam.errors import InputError, OutputError, OutputExistsError
 from livecam.paths import why_missing
 from livecam.marks.credentials import signing_for
@@ -285,28 +286,35 @@ def before_after(source: np.ndarray, target: np.ndarray, result: np.ndarray, fra
 
 
 def summary(r: DemoResult) -> str:
-    how = (f"the neural models found in the models folder ({r.models})" if r.neural else
-           f"the embedded mesh swapper and face models that ship inside livecam ({r.models}), "
-           "so no download was needed")
-    audio = "with its tone copied" if r.audio else "without audio"
-    folder = r.folder.resolve()
+    """What the demo did, where its files are and what to try next, in short lines (one
+    700-character paragraph was more than a newcomer reads)."""
+    how = ("the neural models found in the models folder" if r.neural else
+           "the embedded mesh swapper, shipped inside livecam (no download needed)")
     lines = [
-        f"Demo done in {r.seconds:.0f} s. livecam made a {CLIP_FRAMES / CLIP_FPS:.0f}-second clip "
-        f"({CLIP_FRAMES} frames, {CLIP_SIZE[0]}x{CLIP_SIZE[1]}, {CLIP_FPS} fps, a quiet {TONE_HZ:.0f} Hz tone) "
-        f"panning and zooming over the bundled photo of {SAMPLES[TARGET].who}, then put the face from the "
-        f"bundled photo of {SAMPLES[SOURCE].who} on every frame with {how}: {r.frames} frames at "
-        f"{r.fps:.1f} FPS on this machine ({r.workers} worker{'s' if r.workers != 1 else ''}), "
-        f"through the same file pipeline as `livecam video`, {audio}.",
-        f"Files in {folder}: demo.mp4 (the result, labelled and tagged as AI-generated), target.mp4 "
-        "(the clip before the swap) and before_after.png (source photo, target frame, result frame).",
-        "Next: `livecam run --source YOUR_PHOTO.jpg` swaps live from a camera (with consent of the person "
-        "in the photo); `livecam models download --accept-license` fetches the neural models "
-        "(inswapper, buffalo_l, GFPGAN) for a much more lifelike swap"
-        + (" (they are installed)" if r.neural else "")
-        + "; `--execution-provider cuda` (or tensorrt, coreml, directml, openvino, rocm) runs the models on "
-        "a GPU; `livecam doctor` checks what this machine has.",
+        f"Demo done in {r.seconds:.0f} s.",
+        f"  face of:      {SAMPLES[SOURCE].who}, a bundled photo",
+        f"  put on:       a clip of {SAMPLES[TARGET].who}, made from another",
+        f"  swapped with: {how}",
+        f"  models:       {r.models}",
+        f"  speed:        {counted(r.frames, 'frame')} at {r.fps:.1f} FPS on this machine "
+        f"({counted(r.workers, 'worker')}), as `livecam video` runs",
+        "",
+        f"Files in {r.folder.resolve()}:",
+        f"  demo.mp4          the result{' (its tone copied)' if r.audio else ', without audio'}, "
+        "labelled and tagged as AI-generated",
+        f"  target.mp4        the clip before the swap ({CLIP_FRAMES / CLIP_FPS:.0f} s, {CLIP_SIZE[0]}x{CLIP_SIZE[1]}, "
+        f"{CLIP_FPS} fps, a quiet {TONE_HZ:.0f} Hz tone)",
+        "  before_after.png  source photo, target frame and result frame side by side",
+        "",
+        "Try next:",
+        "  swap a face in a photo:  livecam image PHOTO.jpg OUT.jpg --source FACE.jpg",
+        "  swap live from a camera: livecam run --source FACE.jpg (with that person's consent)",
+        "  a more lifelike swap:    livecam models download --accept-license"
+        + (" (installed already)" if r.neural else " (inswapper, buffalo_l, GFPGAN)"),
+        "  use a GPU:               --execution-provider cuda (or tensorrt, coreml, directml, openvino, rocm)",
+        "  check this machine:      livecam doctor",
     ]
-    return " ".join(lines)
+    return "\n".join(lines)
 
 
 def _remove_files(paths: list[Path]) -> None:

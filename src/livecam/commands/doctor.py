@@ -10,13 +10,14 @@ from pathlib import Path
 import click
 
 from livecam import __version__
-from livecam.console import counted
+from livecam.console import agree, counted
 from livecam.errors import LivecamError, ProviderError
-from livecam.models.catalog import DEFAULT_RUN_MODELS, download_command
+from livecam.models.catalog import DEFAULT_RUN_MODELS, NEURAL_SWAP_MODELS, download_command
 from livecam.paths import blocked_folder, nearest_existing
 from livecam.models.store import (CORRUPT, MISSING, PRESENT, VERIFIED, ModelStore, free_bytes, models_root,
                                   other_models_root)
 from livecam.pipeline.engine import PROBE_MODEL
+from livecam.processors.registry import listed
 from livecam.runtime.providers import (NO_ONNXRUNTIME, available_names, driver_cuda_version, ort_cuda_version,
                                       import_onnxruntime, resolve_providers)
 from livecam.runtime.sessions import start_problem
@@ -137,6 +138,19 @@ def models_folder_problem(settings: RuntimeSettings) -> str:
                                       f"{other_models_root(settings)}")
 
 
+def neural_swap_state(store: ModelStore) -> str:
+    """Whether `auto` swaps with the neural models, and if not the one command that fetches the
+    ones not here: a newcomer saw a dozen "missing" models and no word on which matter."""
+    absent = [name for name in NEURAL_SWAP_MODELS if not store.is_present(name)]
+    if not absent:
+        return "ready"
+    # without the detector alone the neural swap still runs, on faces BlazeFace found
+    instead = ("faces are found with the embedded BlazeFace" if absent == ["det_10g"]
+               else "auto uses the embedded mesh swapper")
+    return (f"{listed(absent)} not here (see above), so {instead}; "
+            f"`{download_command(*absent)}` fetches {agree(len(absent), 'it', 'them')} for a more lifelike swap")
+
+
 def credentials_state() -> tuple[str, bool]:
     """Whether outputs can get C2PA content credentials from the local identity (made on the first
     signed output), and whether that is a readiness problem: with a read-only home every livecam
@@ -235,6 +249,7 @@ def run_doctor(settings: RuntimeSettings) -> int:
         if name in DEFAULT_RUN_MODELS and st.state != VERIFIED:
             ready = False
 
+    echo("Neural swap (--swap-model auto): " + neural_swap_state(store))
     for line in provider_start_lines(store):
         echo(line)
     cameras = probe_cameras()

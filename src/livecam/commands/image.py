@@ -82,6 +82,14 @@ def run_image(job: ImageJob) -> None:
                                                      f"in {job.input}", packet.unfitted > 0,
                                                      job.processing, packet.faint > 0))
         count = changed_faces(packet)
+        analysis = job.processing.analysis
+        others = packet.found - len(packet.faces)
+        if others > 0 and not (analysis.many_faces or analysis.face_map or analysis.reference
+                               or analysis.face_min_size):
+            # a group photo came out with one face changed and no word on the others
+            log.info("note: %s other %s in %s %s left as %s; add --many-faces to swap every face",
+                     others, agree(others, "face", "faces"), job.input.name, agree(others, "was", "were"),
+                     agree(others, "it was", "they were"))
     marker = open_watermarker(job.processing.runtime, engine.providers) if job.watermark else None
     write_image_atomic(job.output, packet.image, force=job.force, label=job.label, alpha=alpha,
                        watermark=marker.embed if marker else None, icc=profile, dpi=dpi,

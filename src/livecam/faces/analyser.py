@@ -252,13 +252,15 @@ class FaceAnalyser:
 
     # ---- per frame --------------------------------------------------------------------------------
     def analyse(self, image: np.ndarray, timestamp: float | None = None, track: bool = False,
-                timings: dict[str, float] | None = None, choose: bool = True) -> list[Face]:
+                timings: dict[str, float] | None = None, choose: bool = True,
+                seen: list[Face] | None = None) -> list[Face]:
         """The faces to process in this frame, selected (and tracked when `track`).
 
         `choose` False (a video file's workers, track() to follow): without --many-faces and
         --map, every candidate for "the one", ranked, the first that FaceMesh fits fitted where
         landmarks are needed (_fit_first); track() chooses. Ignored without a tracker.
-        `timings` (optional) receives ms for "detect", "landmarks", "embed" and "track"."""
+        `timings` (optional) receives ms for "detect", "landmarks", "embed" and "track"; `seen`
+        (optional) receives every face this call's detection found, before selection."""
         timings = {} if timings is None else timings
         choose = choose or track or self.tracker is None
         # With nobody in view there is nothing to carry: detect (a swap-free frame can afford it).
@@ -277,6 +279,8 @@ class FaceAnalyser:
             if not faces and max(image.shape[:2]) <= PAD_RETRY_MAX_SIDE:
                 faces = detect_padded(self.detector, image, self.landmarker)
             timings["detect"] = _ms(t0)
+            if seen is not None:
+                seen.extend(faces)
             if track and self.tracker is not None and self.settings.one_face and faces:
                 # A glass bigger than the face would be "the one" every frame, and hide the face.
                 marks = self.tracker.rejected(faces, ts)

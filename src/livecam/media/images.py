@@ -723,7 +723,7 @@ def check_output_folder(path: Path) -> None:
 def encode_image(image: np.ndarray, fmt: str, *, keep_alpha: bool, tag: bool = True,
                  icc: bytes | None = None, dpi: tuple[float, float] | None = None) -> bytes:
     """Encoded bytes of a BGR/BGRA image in `fmt` (a WRITE_FORMATS container name), with the ICC
-    colour profile `icc` embedded when given, and the density `dpi` in a JPEG, PNG or TIFF."""
+    colour profile `icc` embedded when given, and the density `dpi` in a JPEG, PNG, TIFF or WebP."""
     bgr, alpha = split_alpha(image)
     if keep_alpha and alpha is not None:
         pixels = np.dstack([bgr, alpha])
@@ -737,7 +737,7 @@ def encode_image(image: np.ndarray, fmt: str, *, keep_alpha: bool, tag: bool = T
     if icc:  # first: tagging a WebP keeps the ICCP chunk where it must be, first
         data = md.with_icc_profile(data, icc, (pixels.shape[1], pixels.shape[0]), pixels.shape[2] == 4)
     if dpi:
-        data = md.with_density(data, dpi)
+        data = md.with_density(data, dpi, (pixels.shape[1], pixels.shape[0]), pixels.shape[2] == 4)
     if tag:
         data = provenance.tag_encoded(data, (pixels.shape[1], pixels.shape[0]), pixels.shape[2] == 4)
         if fmt == "tiff":  # TIFF's own IFD tags: ImageDescription, Software and the XMP packet

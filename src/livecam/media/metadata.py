@@ -351,9 +351,10 @@ def _exif_density(tiff: bytes) -> tuple[float, float] | None:
     return xn / xd * scale, yn / yd * scale
 
 
-def with_density(data: bytes, dpi: tuple[float, float]) -> bytes:
-    """JPEG, PNG or TIFF bytes that say `dpi` (x, y dots per inch): the JFIF header's density, a
-    pHYs chunk, or XResolution and YResolution per inch; other formats come back as they are."""
+def with_density(data: bytes, dpi: tuple[float, float], size: tuple[int, int], has_alpha: bool) -> bytes:
+    """JPEG, PNG, TIFF or WebP bytes that say `dpi` (x, y dots per inch): the JFIF header's
+    density, a pHYs chunk, or XResolution and YResolution per inch (a WebP's in its EXIF chunk, of
+    an image `size` with alpha or not); other formats come back as they are."""
     fmt = sniff_format(data)
     if fmt == "jpeg":
         for marker, start, end in jpeg_segments(data):
@@ -363,10 +364,19 @@ def with_density(data: bytes, dpi: tuple[float, float]) -> bytes:
     elif fmt == "png" and not any(kind == b"pHYs" for kind, _, _ in png_chunks(data)):
         x, y = (min(2**31 - 1, max(1, round(v / _INCH_M))) for v in dpi)  # PNG: at most 2^31 - 1
         return png_insert_chunks(data, [png_chunk(b"pHYs", struct.pack(">IIB", x, y, 1))])
-    elif fmt == "tiff":  # hundredths of a dot: 72.27 dpi stays 72.27
-        x, y = (min(2**32 - 1, max(1, round(v * 100))) for v in dpi)
-        return tiff_add_tags(data, {}, short_tags={0x0128: 2}, rational_tags={0x011A: (x, 100), 0x011B: (y, 100)})
+    elif fmt == "tiff":
+        return _with_tiff_density(data, dpi)
+    elif fmt == "webp":  # EXIF's tags, as a TIFF's; provenance.tag_encoded adds its own to them
+        exif = _with_tiff_density(exif_payload(data) or build_exif(), dpi)
+        return webp_add_chunks(data, size, has_alpha, exif=exif)
     return data
+
+
+def _with_tiff_density(tiff: bytes, dpi: tuple[float, float]) -> bytes:
+    """A TIFF structure (a file, or an EXIF block) with XResolution and YResolution per inch, in
+    hundredths of a dot: 72.27 dpi stays 72.27."""
+    x, y = (min(2**32 - 1, max(1, round(v * 100))) for v in dpi)
+    return tiff_add_tags(tiff, {}, short_tags={0x0128: 2}, rational_tags={0x011A: (x, 100), 0x011B: (y, 100)})
 
 
 def png_chunk(ctype: bytes, payload: bytes) -> bytes:
@@ -465,8 +475,9 @@ def jpeg_xmp(data: bytes) -> str | None:
 def webp_add_chunks(data: bytes, size: tuple[int, int], has_alpha: bool,
                     exif: bytes | None = None, xmp: bytes | None = None, icc: bytes | None = None) -> bytes:
     """Turn a simple WebP (VP8 or VP8L) into the extended format with EXIF/XMP chunks, and an
-    ICC profile (ICCP, which must come first after VP8X) when given; an ICCP chunk already there
-    is kept unless `icc` replaces it."""
+    ICC profile (ICCP, which must come first after VP8X) when given; an ICCP, EXIF or XMP chunk
+    already there is kept unless the one given replaces it (merging two EXIF blocks is the
+    caller's: it reads the old one with exif_payload)."""
     chunks = riff_chunks(data)
     if not chunks or chunks[0][0] not in (b"VP8 ", b"VP8L", b"VP8X"):
         raise ValueError("not a WebP image")
@@ -480,14 +491,18 @@ def webp_add_chunks(data: bytes, size: tuple[int, int], has_alpha: bool,
     if icc:
         flags |= 0x20
         body += b"ICCP" + struct.pack("<I", len(icc)) + icc + (b"\x00" if len(icc) & 1 else b"")
+    metadata = {b"EXIF": exif, b"XMP ": xmp}
     for fourcc, start, end in rest:
-        if fourcc in (b"EXIF", b"XMP ") or (icc and fourcc == b"ICCP"):
+        if fourcc in metadata and not metadata[fourcc]:  # kept, after the image data as the format wants
+            metadata[fourcc] = data[start:end]
+        if fourcc in metadata or (icc and fourcc == b"ICCP"):
             continue
         payload = data[start:end]
         body += fourcc + struct.pack("<I", len(payload)) + payload + (b"\x00" if len(payload) & 1 else b"")
     if has_alpha:
         flags |= 0x10
-    for fourcc, extra, bit in ((b"EXIF", exif, 0x08), (b"XMP ", xmp, 0x04)):
+    for fourcc, bit in ((b"EXIF", 0x08), (b"XMP ", 0x04)):
+        extra = metadata[fourcc]
         if extra:
             flags |= bit
             body += fourcc + struct.pack("<I", len(extra)) + extra + (b"\x00" if len(extra) & 1 else b"")

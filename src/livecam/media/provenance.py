@@ -67,8 +67,11 @@ XMP_PACKET = f"""<?xpacket begin="\ufeff" id="W5M0MpCehiHzreSzNTczkc9d"?>
 TAGGED_FORMATS: frozenset[str] = frozenset({"png", "jpeg", "webp"})
 
 
-def _exif() -> bytes:
-    return md.build_exif({md.TAG_IMAGE_DESCRIPTION: DESCRIPTION, md.TAG_SOFTWARE: SOFTWARE})
+def _exif(base: bytes | None = None) -> bytes:
+    """The provenance tags as an EXIF block, added to `base` (an EXIF block already written, such
+    as a WebP's density) when given: replacing it lost the density."""
+    tags = {md.TAG_IMAGE_DESCRIPTION: DESCRIPTION, md.TAG_SOFTWARE: SOFTWARE}
+    return md.tiff_add_tags(base, tags) if base else md.build_exif(tags)
 
 
 def tag_encoded(data: bytes, size: tuple[int, int], has_alpha: bool) -> bytes:
@@ -84,7 +87,7 @@ def tag_encoded(data: bytes, size: tuple[int, int], has_alpha: bool) -> bytes:
         return md.jpeg_insert_segments(data, [(0xE1, md.EXIF_HEADER + _exif()),
                                               (0xE1, md.XMP_JPEG_HEADER + XMP_PACKET)])
     if fmt == "webp":
-        return md.webp_add_chunks(data, size, has_alpha, exif=_exif(), xmp=XMP_PACKET)
+        return md.webp_add_chunks(data, size, has_alpha, exif=_exif(md.exif_payload(data)), xmp=XMP_PACKET)
     return data
 
 

@@ -344,3 +344,9 @@ def download_command(*names: str, catalog: Mapping[str, ModelSpec] | None = None
 # accelerator on (pipeline.engine.PROBE_MODEL), full range to find faces in every command,
 # FaceMesh for the landmarks.
 DEFAULT_RUN_MODELS: tuple[str, ...] = ("blazeface_short_range", "blazeface_full_range", "face_landmark")
+
+# What `--swap-model auto`'s neural path runs (pipeline.engine.pick_swap_model): the inswapper
+# (its fp16 copy on fp16-friendly providers), the ArcFace embedder it cannot swap without, and
+# the SCRFD detector (BlazeFace finds the faces while det_10g is absent). The mesh fallback's
+# warning names each file that is not there.
+NEURAL_SWAP_MODELS: tuple[str, ...] = ("inswapper_128", "w600k_r50", "det_10g")

@@ -190,9 +190,13 @@ class ModelStore:
         return self._cheap_problem(self.spec(name), path) is None
 
     def can_provide(self, name: str) -> bool:
-        """Present, or downloadable right now without asking anyone anything."""
+        """Present, or downloadable right now without asking anyone anything; not when a damaged
+        file is in its place: path() does not replace a file the user has (nor does this), so
+        online `auto` chose the model and the run failed where it falls back offline."""
         if self.is_present(name):
             return True
+        if self.damage(name):
+            return False
         spec = self.spec(name)
         return (spec.downloadable and not self.settings.offline
                 and (not spec.needs_acceptance or self.settings.accept_license))

@@ -24,7 +24,7 @@ from livecam.faces.face import Face
 from livecam.faces.source import SourceCache, SourceIdentity, analyse_source, check_photo_options
 from livecam.frame import FramePacket
 from livecam.paths import why_missing
-from livecam.models.catalog import download_command
+from livecam.models.catalog import CATALOG, NEURAL_SWAP_MODELS, download_command
 from livecam.processors import registry
 from livecam.processors.base import FastModelSwitch, FrameProcessor, MaskModelSwitch, Warmable
 from livecam.runtime.lanes import LaneThread, lane_count, uses_lanes
@@ -44,17 +44,20 @@ PROBE_MODEL = "blazeface_short_range"
 
 
 def pick_swap_model(choice: str, store: ModelStore, providers: ProviderChoice) -> tuple[str, tuple[str, ...]]:
-    """The swap model for --swap-model CHOICE, and the models whose absence made `auto` fall back
-    to the mesh swapper (empty otherwise). `auto`: inswapper fp16 on providers with trustworthy
-    fp16 kernels, fp32 elsewhere, and the embedded mesh swapper when neither the inswapper nor
-    the ArcFace model it needs can be had now."""
+    """The swap model for --swap-model CHOICE, and when `auto` fell back to the mesh swapper the
+    models of its neural path (catalog.NEURAL_SWAP_MODELS) not in the models folder (empty
+    otherwise). `auto`: inswapper fp16 on providers with trustworthy fp16 kernels, fp32
+    elsewhere, and the embedded mesh swapper when neither the inswapper nor the ArcFace model it
+    needs can be had now."""
     if choice != "auto":
         return choice, ()
     preferred = ["inswapper_128_fp16", "inswapper_128"] if providers.primary in FP16_FRIENDLY else ["inswapper_128"]
     for name in preferred:
         if store.can_provide(name) and store.can_provide("w600k_r50"):
             return name, ()
-    return "mesh", tuple(n for n in (preferred[-1], "w600k_r50") if not store.can_provide(n))
+    # every file the neural path needs, det_10g too: fetching the two that forced the fallback
+    # gave a neural swap on the embedded BlazeFace
+    return "mesh", tuple(n for n in NEURAL_SWAP_MODELS if not store.is_present(n))
 
 
 def warn_provider_fallback(problem: ProviderStartError | None) -> None:
@@ -72,10 +75,13 @@ def warn_mesh_fallback(missing: Sequence[str], store: Any = None) -> None:
     if missing:
         # auto takes the fp16 file on fp16-friendly providers only; one that is here is the other way
         fp16 = (", or run the inswapper_128_fp16 that is here with --swap-model inswapper_128_fp16"
-                if missing == ["inswapper_128"] and store is not None and store.can_provide("inswapper_128_fp16")
-                else "")
-        log.warning("warning: %s not available here, so the embedded mesh swapper is used; for the neural "
-                    "swap run `%s`%s", " and ".join(missing), download_command(*missing), fp16)
+                if "inswapper_128" in missing and "w600k_r50" not in missing and store is not None
+                and store.can_provide("inswapper_128_fp16") else "")
+        *first, last = [CATALOG[n].file_name for n in NEURAL_SWAP_MODELS]
+        log.warning("warning: %s not available here (the neural swap needs %s and %s in %s), so the embedded mesh "
+                    "swapper is used; for the neural swap run `%s`%s", registry.listed(missing), ", ".join(first),
+                    last, store.file_path(missing[0]).parent if store is not None else "the models folder",
+                    download_command(*missing), fp16)
 
 
 def choose_swap_model(choice: str, store: ModelStore, providers: ProviderChoice) -> str:
@@ -367,8 +373,10 @@ class Engine:
             return self._thread.call(self.analyse, packet, track, choose)
         t0 = time.perf_counter()
         timestamp = packet.pts if packet.pts is not None else packet.captured_at
+        seen: list[Face] = []
         packet.faces = self.analyser.analyse(packet.image, timestamp=timestamp, track=track,
-                                             timings=packet.timings, choose=choose)
+                                             timings=packet.timings, choose=choose, seen=seen)
+        packet.found = len(seen)
         packet.timings["analyse"] = (time.perf_counter() - t0) * 1000.0
 
     # Video files: detect() in parallel workers, then track() in frame order, then process().
