@@ -13,23 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import FACES_DIR, run_cli
+from tests.conftest import run_cli
 from tests.videos import make_clip, probe
 
 
 @pytest.fixture(scope="module")
 def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_clip(tmp_path_factory.mktemp("cli") / "in.mp4", frames=30, size=(160, 120), fps=30)
-
-
-@pytest.fixture(scope="module")
-def face_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """240 frames of a face with sound, for the Ctrl-C runs (they are stopped partway; 160x120:
-    what they check is what is left behind, not the swap, so the small frames only save time)."""
-    if not (FACES_DIR / "biden.jpg").is_file():
-        pytest.skip(f"real test photos not found at {FACES_DIR} (the shared folder is absent)")
-    return make_clip(tmp_path_factory.mktemp("faces") / "biden.mp4", frames=240, size=(160, 120), fps=30,
-                     audio=True, source_image=FACES_DIR / "biden.jpg", moving_crop=True)
 
 
 def _ray_runs_here() -> bool:
@@ -117,9 +107,10 @@ def test_a_local_cluster_run_from_the_environment_ignores_ray_address(tmp_path: 
 
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed (pip install '.[ray]')")
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])  # SIGTERM: Ray's core had taken it (abort, 134)
-def test_ctrl_c_on_a_cluster_run_leaves_no_output(tmp_path: Path, faces_dir: Path, face_clip: Path,
+def test_ctrl_c_on_a_cluster_run_leaves_no_output(tmp_path: Path, faces_dir: Path,
                                                   isolated_env: dict[str, str], stop: signal.Signals) -> None:
-    src = face_clip
+    src = make_clip(tmp_path / "biden.mp4", frames=90, size=(320, 240), fps=30, audio=True,
+                    source_image=faces_dir / "biden.jpg", moving_crop=True)
     work = tmp_path / "work"
     work.mkdir()
     out = work / "swapped.mp4"
@@ -154,11 +145,12 @@ def test_doctor_on_a_cluster_that_is_not_there_says_so_in_one_line(address: str,
 
 
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed (pip install '.[ray]')")
-def test_ctrl_c_with_keep_partial_keeps_the_leading_segments(tmp_path: Path, faces_dir: Path, face_clip: Path,
+def test_ctrl_c_with_keep_partial_keeps_the_leading_segments(tmp_path: Path, faces_dir: Path,
                                                              isolated_env: dict[str, str]) -> None:
     # 240 frames, interrupted past 75: the run is then far from its end (progress lines come about
     # once a second and jump by whole segments, so a shorter clip could finish before any line >= 75)
-    src = face_clip
+    src = make_clip(tmp_path / "biden.mp4", frames=240, size=(320, 240), fps=30, audio=True,
+                    source_image=faces_dir / "biden.jpg", moving_crop=True)
     out = tmp_path / "swapped.mp4"
     proc = subprocess.Popen([sys.executable, "-m", "livecam", "video", str(src), str(out), "--source",
                              str(faces_dir / "obama.jpg"), "--swap-model", "mesh", "--execution-threads", "1",
