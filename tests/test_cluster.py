@@ -16,6 +16,7 @@ on the frames before it, so a missing warm-up would show.
 from __future__ import annotations
 
 import functools
+import gc
 import importlib.util
 import logging
 import os
@@ -23,6 +24,7 @@ import re
 import shutil
 import subprocess
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -32,9 +34,10 @@ import pytest
 from livecam.errors import LivecamError
 from livecam.faces.face import Face
 from livecam.frame import FramePacket
+from livecam.pipeline.batch import FileOutcome
 from livecam.pipeline.file import process_video
 from livecam.pipeline.progress import Progress
-from livecam.settings import C2paSettings, ClusterSettings
+from livecam.settings import C2paSettings, ClusterSettings, VideoJob
 from tests.conftest import REPO_ROOT, run_cli
 from tests.doubles import NoModels
 from tests.pipeline.test_segments import CASES, SmoothingEngine, job_for, make_coded_clip
@@ -206,16 +209,31 @@ def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
                            audio_codec=audio_codec)
 
 
-def test_two_nodes_give_the_single_machine_output(tmp_path: Path, clip: Path, driver: str) -> None:
+@dataclass(frozen=True)
+class PlainRun:
+    job: VideoJob
+    outcome: FileOutcome
+    counted: int  # the progress bar's count at the end
+
+
+@pytest.fixture(scope="module")
+def plain_run(clip: Path, driver: str, tmp_path_factory: pytest.TempPathFactory) -> PlainRun:
+    """`clip` on the cluster with the smoothing engine, run once for the module: the output the
+    retried and the chunked runs must equal byte for byte (each test ran it again)."""
     from livecam.cluster import run_on_cluster
 
-    whole = job_for(clip, tmp_path / "whole.mp4", "libx264")
-    process_video(whole, SmoothingEngine(), quiet=True)
-    job = job_for(clip, tmp_path / "cluster.mp4", "libx264")
+    job = job_for(clip, tmp_path_factory.mktemp("plain") / "cluster.mp4", "libx264")
     progress = Progress(90, quiet=True)
     [outcome] = run_on_cluster([job], settings(driver), progress, engine_factory=smoothing_engine)
+    return PlainRun(job, outcome, progress.done)
+
+
+def test_two_nodes_give_the_single_machine_output(tmp_path: Path, clip: Path, plain_run: PlainRun) -> None:
+    whole = job_for(clip, tmp_path / "whole.mp4", "libx264")
+    process_video(whole, SmoothingEngine(), quiet=True)
+    job, outcome = plain_run.job, plain_run.outcome
     assert outcome.error is None and outcome.frames == 90
-    assert progress.done == 90
+    assert plain_run.counted == 90
 
     a, b = probe(whole.output), probe(job.output)
     assert b["frames"] == a["frames"] == 90
@@ -231,13 +249,12 @@ def test_two_nodes_give_the_single_machine_output(tmp_path: Path, clip: Path, dr
     assert result.returncode == 0 and result.stderr == ""
 
 
-def test_a_worker_killed_mid_segment_is_retried_to_the_same_bytes(tmp_path: Path, clip: Path,
-                                                                  driver: str) -> None:
+def test_a_worker_killed_mid_segment_is_retried_to_the_same_bytes(tmp_path: Path, clip: Path, driver: str,
+                                                                  plain_run: PlainRun) -> None:
     from livecam.cluster import run_on_cluster
 
-    plain = job_for(clip, tmp_path / "plain.mp4", "libx264")
-    [ok] = run_on_cluster([plain], settings(driver), Progress(90, quiet=True), engine_factory=smoothing_engine)
-    assert ok.error is None
+    plain = plain_run.job
+    assert plain_run.outcome.error is None
     marker = tmp_path / "killed"
     killed = job_for(clip, tmp_path / "killed.mp4", "libx264")
     progress = Progress(90, quiet=True)
@@ -324,7 +341,7 @@ def test_a_folder_runs_every_segment_on_the_cluster_and_sums_up(tmp_path: Path, 
 
 
 def test_workers_without_the_input_get_chunks_and_write_the_same_bytes(
-        tmp_path: Path, clip: Path, driver: str, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path, clip: Path, driver: str, plain_run: PlainRun, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
     """No shared storage: a worker whose node does not hold the driver's file (here: the plan's
     size and mtime say another file) asks for chunks (auto), or gets them anyway (chunks); the
@@ -334,10 +351,8 @@ def test_workers_without_the_input_get_chunks_and_write_the_same_bytes(
     import livecam.cluster
     from livecam.cluster import run_on_cluster
 
-    by_path = job_for(clip, tmp_path / "path.mp4", "libx264")
-    [ok] = run_on_cluster([by_path], settings(driver), Progress(90, quiet=True),
-                          engine_factory=smoothing_engine)
-    assert ok.error is None
+    by_path = plain_run.job
+    assert plain_run.outcome.error is None
     forced = job_for(clip, tmp_path / "chunks.mp4", "libx264")
     [outcome] = run_on_cluster([forced], replace(settings(driver), ship_input="chunks"),
                                Progress(90, quiet=True), engine_factory=smoothing_engine)
@@ -514,6 +529,10 @@ def test_ctrl_c_in_a_folder_run_names_the_files_written_before_it(tmp_path: Path
     assert stopped.value.exit_code == 130
     assert [p.name for p in (tmp_path / "out").iterdir()] == [joins[0].name]
     assert probe(joins[0])["frames"] == 90
+    # The run's workers end with their handles, which the error's traceback holds (its frames); a
+    # real run's go with its ray.shutdown. Kept, they held the CPUs the next test's workers waited for.
+    del stopped
+    gc.collect()
 
 
 def test_a_bug_in_a_worker_is_named_as_a_folder_run_here_names_it(tmp_path: Path, clip: Path, driver: str) -> None:
