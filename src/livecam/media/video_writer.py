@@ -251,6 +251,18 @@ def encoder_fits(name: str, width: int, height: int) -> bool:
     return least <= min(w, h) and w <= most_w and h <= most_h
 
 
+def muxer_holds(fmt: str, encoder: str) -> bool:
+    """Whether FFmpeg's `fmt` muxer takes `encoder`'s stream, asked of the muxer itself (for the
+    containers CONTAINER_VIDEO_CODECS leaves open: Matroska refuses png, gif, huffyuv, utvideo...,
+    which failed as an internal error after the models loaded)."""
+    try:
+        with av.open(io.BytesIO(), "w", format=fmt) as probe:
+            probe.add_stream(encoder, rate=30)
+    except (av.error.FFmpegError, ValueError):
+        return False
+    return True
+
+
 def check_encoder(name: str, output: Path, size: tuple[int, int] | None = None) -> None:
     """Raise InputError when `name` cannot encode here, cannot go into `output`'s container, or
     cannot encode frames of `size` (width, height; None: not checked)."""
@@ -260,8 +272,12 @@ def check_encoder(name: str, output: Path, size: tuple[int, int] | None = None) 
                          f"{', '.join(available_encoders()) or 'none'}")
     codec = av.Codec(name, "w").canonical_name
     allowed = CONTAINER_VIDEO_CODECS.get(fmt)
-    fits = [e for e in available_encoders() if allowed is None or av.Codec(e, "w").canonical_name in allowed]
-    if allowed is not None and codec not in allowed:
+
+    def holds(encoder: str) -> bool:
+        return (av.Codec(encoder, "w").canonical_name in allowed) if allowed is not None else muxer_holds(fmt, encoder)
+
+    fits = [e for e in available_encoders() if holds(e)]
+    if not holds(name):
         raise InputError(f"{Path(output).suffix} files cannot hold {codec} video from {name!r}; "
                          f"use --video-encoder {' or '.join(fits) or 'libvpx-vp9'} or another extension")
     if size is not None and not encoder_fits(name, *size):
