@@ -161,8 +161,10 @@ def _pix_fmt(codec: av.Codec) -> str:
     return "yuv420p" if not formats or "yuv420p" in formats else formats[0]
 
 
-def encoder_available(name: str) -> bool:
-    """True when FFmpeg has the encoder and it opens here (hardware ones need their device)."""
+def encoder_available(name: str, rate: Fraction = Fraction(30), time_base: Fraction | None = None) -> bool:
+    """True when FFmpeg has the encoder and it opens here (hardware ones need their device), at
+    `rate` frames a second with timestamps in ticks of `time_base` (None: one frame): MPEG-1/2
+    take only their standard rates, in ticks of one frame."""
     try:
         codec = av.Codec(name, "w")
         if codec.type != "video":
@@ -173,8 +175,8 @@ def encoder_available(name: str) -> bool:
             return False
         ctx.width, ctx.height = 256, 256
         ctx.pix_fmt = _pix_fmt(codec)
-        ctx.time_base = Fraction(1, 30)
-        ctx.framerate = Fraction(30)
+        ctx.time_base = time_base or 1 / rate
+        ctx.framerate = rate
         ctx.options = encoder_options(name, 23)
         ctx.open()
         return True
@@ -263,9 +265,11 @@ def muxer_holds(fmt: str, encoder: str) -> bool:
     return True
 
 
-def check_encoder(name: str, output: Path, size: tuple[int, int] | None = None) -> None:
+def check_encoder(name: str, output: Path, size: tuple[int, int] | None = None,
+                  timing: tuple[Fraction, Fraction] | None = None) -> None:
     """Raise InputError when `name` cannot encode here, cannot go into `output`'s container, or
-    cannot encode frames of `size` (width, height; None: not checked)."""
+    cannot encode frames of `size` (width, height) or with `timing` (frame rate, time base; the
+    writer's OutputSpec's); None: not checked."""
     fmt = container_format(output)
     if not encoder_available(name):
         raise InputError(f"video encoder {name!r} is not available here; available: "
@@ -287,6 +291,13 @@ def check_encoder(name: str, output: Path, size: tuple[int, int] | None = None) 
         others = [e for e in fits if encoder_fits(e, *size)]
         fix = f"use --video-encoder {' or '.join(others)}" if others else "no encoder here takes it; resize the video first"
         raise InputError(f"{name} encodes frames of {limits}, and this video is {size[0]}x{size[1]}; {fix}")
+    if timing is not None and not encoder_available(name, *timing):
+        # mpeg2video failed "Invalid argument" once the frames were being encoded: it takes only
+        # standard rates in ticks of one frame, and a video keeps its input's finer ticks without --fps
+        others = [e for e in fits if encoder_available(e, *timing)]
+        raise InputError(f"{name} does not encode this video's timing ({float(timing[0]):.4g} fps, in ticks of "
+                         f"{timing[1]} s); give --fps with a standard rate (such as 25 or 30)"
+                         + (f", or use --video-encoder {' or '.join(others)}" if others else ""))
 
 
 def add_video_stream(out: av.container.OutputContainer, encoder: str, rate: Fraction | int) -> VideoStream:
