@@ -549,7 +549,8 @@ def _parse_frame_range(ctx: click.Context, param: click.Parameter,
 @option("--queue-depth", type=click.IntRange(1, 2), default=1, show_default=True,
               help="Frames each live queue holds: 1 for the lowest latency, 2 to ride out uneven stage times.")
 @option("--duration", type=FiniteRange(min=0, min_open=True),
-              help="Stop SECONDS after the first frame shown or recorded (at least that frame).")
+              help="Stop SECONDS after the first frame shown or recorded (at least that frame); a "
+                   "--no-realtime file's own seconds, as its recording keeps them.")
 @option("--max-frames", type=click.IntRange(min=1), help="Stop after N frames.")
 @option("--stats", is_flag=True, help="Draw live metrics on the output.")
 @option("--stats-json", type=GivenPath(dir_okay=False, path_type=str),  # str: Path drops a trailing slash

@@ -190,6 +190,31 @@ def test_camera_options_a_file_has_no_use_for_are_named_not_silently_ignored(
                                         VideoFileSource(str(clip)), none) == []
 
 
+def test_signing_and_force_without_a_recorded_file_are_named_not_silently_ignored(tmp_path: Path) -> None:
+    # `run -o none --c2pa-cert c.pem --force` signed nothing and overwrote nothing, without a word
+    from livecam.media.camera import VideoFileSource
+    from livecam.media.sinks import NullSink, make_sink
+    from livecam.settings import C2paSettings
+
+    clip, none = VideoFileSource(str(tmp_path / "c.mp4")), NullSink()
+    cert = C2paSettings(cert=tmp_path / "c.pem", key=tmp_path / "k.pem")
+    said = live_command.ignored_options(job(tmp_path, tmp_path / "s.jpg", tmp_path / "c.mp4", output="none",
+                                            c2pa=cert, force=True), clip, none)
+    assert said == ["--c2pa-cert and --c2pa-key are for a recording's content credentials; --output none records "
+                    "no file",
+                    "--force overwrites a recording or --stats-json file; --output none records no file and there "
+                    "is no --stats-json"]
+    off = live_command.ignored_options(job(tmp_path, tmp_path / "s.jpg", tmp_path / "c.mp4", output="none",
+                                           c2pa=C2paSettings(enabled=False)), clip, none)
+    assert off == ["--c2pa/--no-c2pa is for a recording's content credentials; --output none records no file"]
+    # where they do something: a recording, or --force beside --stats-json
+    recording = make_sink(str(tmp_path / "rec.mp4"))
+    assert live_command.ignored_options(job(tmp_path, tmp_path / "s.jpg", tmp_path / "c.mp4", output="rec.mp4",
+                                            c2pa=cert, force=True), clip, recording) == []
+    assert live_command.ignored_options(job(tmp_path, tmp_path / "s.jpg", tmp_path / "c.mp4", output="none",
+                                            force=True, stats_json=tmp_path / "s.jsonl"), clip, none) == []
+
+
 def test_recording_a_clip_with_sound_says_the_sound_is_not_recorded(
         tmp_path: Path, captured: dict[str, Any], caplog: pytest.LogCaptureFixture, cache_env: None,
         faces_dir: Path) -> None:

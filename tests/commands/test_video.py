@@ -67,7 +67,7 @@ def _one_line(stderr: str) -> str:
 
 
 @pytest.mark.parametrize("case", ["missing", "truncated", "not_a_video", "no_video_stream", "unwritable_folder",
-                                  "output_exists", "bad_encoder", "webm_with_h264", "output_is_a_folder",
+                                  "output_exists", "bad_encoder", "webm_with_h264", "mkv_with_png", "mpeg2_timing", "output_is_a_folder",
                                   "output_is_the_input", "one_pixel_wide", "too_wide_for_libx264", "icon",
                                   "no_frames.mkv", "no_frames.mp4"])
 def test_bad_input_exits_nonzero_with_one_line_and_no_output(tmp_path: Path, small_clip: Path, case: str,
@@ -107,6 +107,12 @@ def test_bad_input_exits_nonzero_with_one_line_and_no_output(tmp_path: Path, sma
     elif case == "webm_with_h264":
         out, expect_text = tmp_path / "out.webm", "cannot hold h264"
         extra = ["--video-encoder", "libx264"]
+    elif case == "mkv_with_png":  # Matroska's muxer refuses png: an internal error once the models had loaded
+        out, expect_text = tmp_path / "out.mkv", ".mkv files cannot hold png video from 'png'; use --video-encoder libx264"
+        extra = ["--video-encoder", "png"]
+    elif case == "mpeg2_timing":  # MPEG-2 takes ticks of one frame: "Invalid argument", exit 1, after the models loaded
+        out, expect_text = tmp_path / "out.mkv", "mpeg2video does not encode this video's timing (30 fps, in ticks of"
+        extra = ["--video-encoder", "mpeg2video"]
     elif case == "output_is_a_folder":
         out = tmp_path / "outdir"
         out.mkdir()

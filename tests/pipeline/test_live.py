@@ -203,6 +203,26 @@ def test_max_frames_and_duration_stop_the_run() -> None:
     assert livecam_threads() == []
 
 
+class TimedFileSource(SyntheticSource):
+    """A --no-realtime file: frames as fast as they are asked for, each with its timestamp."""
+
+    last_pts: float | None = None
+
+    def read(self) -> np.ndarray | None:
+        self.last_pts = self._index / self.fps
+        return super().read()
+
+
+def test_duration_of_a_no_realtime_file_counts_in_its_own_time() -> None:
+    # It counted in wall time while the recording keeps the file's timing: --duration 0.1 recorded
+    # 0.7 s of a 10 fps clip, and more the faster the machine.
+    sink = MemorySink()
+    source = TimedFileSource(fps=10, frames=200, live=False, realtime=False)
+    result = run_live_pipeline(FakeEngine(), source, sink, opts(duration=0.35))
+    assert result.stop_reason == "duration"
+    assert indices(sink) == [0, 1, 2, 3]  # 0, 0.1, 0.2 and 0.3 s: none 0.35 s or more after the first
+
+
 def test_a_duration_shorter_than_the_first_frames_wait_still_gives_that_frame() -> None:
     # --duration 1e-9 ended the run before any frame came: nothing recorded, exit 0.
     sink = MemorySink()

@@ -79,8 +79,8 @@ def ignored_options(job: LiveJob, source: FrameSource, sink: Sink) -> list[str]:
     """Options given that this source or output has no use for (they were silently ignored): a
     camera's capture size and rate for a file or URL, real-time pacing for a camera, the label,
     the watermark and the --stats overlay for --output none (which still ran the watermark encoder
-    for nobody; --stats-json is where a headless run's metrics go), a latency budget with
-    --no-degrade."""
+    for nobody; --stats-json is where a headless run's metrics go), signing and --force where no file
+    is recorded, a latency budget with --no-degrade."""
     if isinstance(source, CameraSource):
         flags = registry.given(job, {"realtime": "--realtime/--no-realtime"})
         said = [f"{registry.listed(flags)} for a video file or URL; a camera always runs in real time"] if flags else []
@@ -93,6 +93,14 @@ def ignored_options(job: LiveJob, source: FrameSource, sink: Sink) -> list[str]:
     if marks and isinstance(sink, NullSink):
         said.append(f"{registry.listed(marks)} for frames shown or recorded; --output none shows and records none"
                     + (" (--stats-json - prints the metrics)" if "--stats" in marks else ""))
+    if not isinstance(sink, FileRecorderSink):
+        signing = registry.given(job.c2pa, {"enabled": "--c2pa/--no-c2pa", "cert": "--c2pa-cert", "key": "--c2pa-key"})
+        if signing:
+            said.append(f"{registry.listed(signing)} for a recording's content credentials; --output "
+                        f"{job.output} records no file")
+        if job.force and job.stats_json is None:
+            said.append(f"--force overwrites a recording or --stats-json file; --output {job.output} records "
+                        f"no file and there is no --stats-json")
     if not job.degrade and registry.given(job, {"max_latency_ms": "--max-latency-ms"}):
         said.append("--max-latency-ms is the budget the governor defends; --no-degrade turns the governor off")
     return said

@@ -25,7 +25,7 @@ from livecam.media.video_writer import (check_encoder, container_format, out_of_
 from livecam.pipeline.address_space import AddressSpaceCap
 from livecam.pipeline.budget import plan_video
 from livecam.pipeline.batch import FileOutcome, is_folder_run, output_folder, plan_folder, run_batch, summarize
-from livecam.pipeline.file import process_video, retimed_frames, say_tracks
+from livecam.pipeline.file import output_timing, process_video, retimed_frames, say_tracks
 from livecam.pipeline.segments import check_segmentable
 from livecam.pipeline.progress import Parts, Progress
 from livecam.processors import registry
@@ -56,7 +56,7 @@ def check_job(job: VideoJob) -> tuple[VideoJob, int | None]:
     check_not_an_input(job.output, job.input, job.processing)
     check_new_output(job.output, force=job.force)
     check_output_folder(job.output)
-    check_encoder(job.encoder, job.output, (info.width, info.height))
+    check_encoder(job.encoder, job.output, (info.width, info.height), output_timing(info, job.fps))
     # Before any model loads: a budget too small for this frame size fails now, in one line, and
     # the engine's sessions are sized for the workers that fit.
     threads = job.processing.runtime.execution_threads

@@ -161,8 +161,10 @@ def _pix_fmt(codec: av.Codec) -> str:
     return "yuv420p" if not formats or "yuv420p" in formats else formats[0]
 
 
-def encoder_available(name: str) -> bool:
-    """True when FFmpeg has the encoder and it opens here (hardware ones need their device)."""
+def encoder_available(name: str, rate: Fraction = Fraction(30), time_base: Fraction | None = None) -> bool:
+    """True when FFmpeg has the encoder and it opens here (hardware ones need their device), at
+    `rate` frames a second with timestamps in ticks of `time_base` (None: one frame): MPEG-1/2
+    take only their standard rates, in ticks of one frame."""
     try:
         codec = av.Codec(name, "w")
         if codec.type != "video":
@@ -173,8 +175,8 @@ def encoder_available(name: str) -> bool:
             return False
         ctx.width, ctx.height = 256, 256
         ctx.pix_fmt = _pix_fmt(codec)
-        ctx.time_base = Fraction(1, 30)
-        ctx.framerate = Fraction(30)
+        ctx.time_base = time_base or 1 / rate
+        ctx.framerate = rate
         ctx.options = encoder_options(name, 23)
         ctx.open()
         return True
@@ -251,17 +253,35 @@ def encoder_fits(name: str, width: int, height: int) -> bool:
     return least <= min(w, h) and w <= most_w and h <= most_h
 
 
-def check_encoder(name: str, output: Path, size: tuple[int, int] | None = None) -> None:
+def muxer_holds(fmt: str, encoder: str) -> bool:
+    """Whether FFmpeg's `fmt` muxer takes `encoder`'s stream, asked of the muxer itself (for the
+    containers CONTAINER_VIDEO_CODECS leaves open: Matroska refuses png, gif, huffyuv, utvideo...,
+    which failed as an internal error after the models loaded)."""
+    try:
+        with av.open(io.BytesIO(), "w", format=fmt) as probe:
+            probe.add_stream(encoder, rate=30)
+    except (av.error.FFmpegError, ValueError):
+        return False
+    return True
+
+
+def check_encoder(name: str, output: Path, size: tuple[int, int] | None = None,
+                  timing: tuple[Fraction, Fraction] | None = None) -> None:
     """Raise InputError when `name` cannot encode here, cannot go into `output`'s container, or
-    cannot encode frames of `size` (width, height; None: not checked)."""
+    cannot encode frames of `size` (width, height) or with `timing` (frame rate, time base; the
+    writer's OutputSpec's); None: not checked."""
     fmt = container_format(output)
     if not encoder_available(name):
         raise InputError(f"video encoder {name!r} is not available here; available: "
                          f"{', '.join(available_encoders()) or 'none'}")
     codec = av.Codec(name, "w").canonical_name
     allowed = CONTAINER_VIDEO_CODECS.get(fmt)
-    fits = [e for e in available_encoders() if allowed is None or av.Codec(e, "w").canonical_name in allowed]
-    if allowed is not None and codec not in allowed:
+
+    def holds(encoder: str) -> bool:
+        return (av.Codec(encoder, "w").canonical_name in allowed) if allowed is not None else muxer_holds(fmt, encoder)
+
+    fits = [e for e in available_encoders() if holds(e)]
+    if not holds(name):
         raise InputError(f"{Path(output).suffix} files cannot hold {codec} video from {name!r}; "
                          f"use --video-encoder {' or '.join(fits) or 'libvpx-vp9'} or another extension")
     if size is not None and not encoder_fits(name, *size):
@@ -271,6 +291,13 @@ def check_encoder(name: str, output: Path, size: tuple[int, int] | None = None) 
         others = [e for e in fits if encoder_fits(e, *size)]
         fix = f"use --video-encoder {' or '.join(others)}" if others else "no encoder here takes it; resize the video first"
         raise InputError(f"{name} encodes frames of {limits}, and this video is {size[0]}x{size[1]}; {fix}")
+    if timing is not None and not encoder_available(name, *timing):
+        # mpeg2video failed "Invalid argument" once the frames were being encoded: it takes only
+        # standard rates in ticks of one frame, and a video keeps its input's finer ticks without --fps
+        others = [e for e in fits if encoder_available(e, *timing)]
+        raise InputError(f"{name} does not encode this video's timing ({float(timing[0]):.4g} fps, in ticks of "
+                         f"{timing[1]} s); give --fps with a standard rate (such as 25 or 30)"
+                         + (f", or use --video-encoder {' or '.join(others)}" if others else ""))
 
 
 def add_video_stream(out: av.container.OutputContainer, encoder: str, rate: Fraction | int) -> VideoStream:

@@ -655,22 +655,29 @@ def say_left_out(info: VideoInfo, job: VideoJob, *, timecode: bool) -> None:
     say_trimmed(info.width, info.height)
 
 
+def output_timing(info: VideoInfo, fps: float | None) -> tuple[Fraction, Fraction]:
+    """The output video's (frame rate, time base): --fps's, in ticks of one frame, or the
+    input's own, its timestamps kept as they are."""
+    if fps is not None:
+        rate = frame_rate(fps)
+        return rate, 1 / rate
+    return info.rate, info.time_base
+
+
 def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quiet: bool,
                  stop: threading.Event | None, on_warm: Callable[[], None] | None,
                  watermark: Watermarker | None, sign: Callable[[Path], None] | None,
                  counter: Counter | None = None, lanes: Sequence[FileEngine] = ()) -> VideoResult:
     info = reader.info
     keep_audio = job.audio and info.audio_codec is not None
-    rate = frame_rate(job.fps) if job.fps is not None else info.rate
+    rate, time_base = output_timing(info, job.fps)
     # the output starts at the input's first frame (--frame-range swaps frames, it does not cut)
     timecode = conform(info.timecode, info.rate, rate)
     say_left_out(info, job, timecode=timecode is not None)
     if job.fps is not None:
-        time_base = 1 / rate
         frames: Iterable[TimedFrame] = retime(reader.frames(), rate, info.rate)
         total = retimed_frames(info.duration, float(rate)) if info.duration else None
     else:
-        time_base = info.time_base
         frames = reader.frames()
         total = info.expected_frames
     # Sized now, with the models resident and before any frame is decoded; the encoder's

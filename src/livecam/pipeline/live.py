@@ -386,7 +386,11 @@ class LivePipeline:
         job = self.options.job
         # --duration counts from the first frame shown or recorded: a run always has one (a
         # duration shorter than the wait for it, such as 1e-9, recorded nothing and exited 0).
+        # A --no-realtime file counts in its own time, as its recording keeps it (in wall time,
+        # --duration 0.1 recorded 0.7 s of a 10 fps clip, more on a faster machine): no frame
+        # SECONDS or more after the first is shown.
         first_at: float | None = None
+        by_pts = False
 
         def duration_over(now: float) -> bool:
             return job.duration is not None and first_at is not None and now - first_at >= job.duration
@@ -395,7 +399,7 @@ class LivePipeline:
             if self._stop.is_set():
                 return "interrupted" if self._interrupted else "stopped"
             now = time.perf_counter()
-            if duration_over(now):
+            if not by_pts and duration_over(now):
                 return "duration"
             for key in self.sink.poll():
                 if self._on_key(key):
@@ -417,12 +421,16 @@ class LivePipeline:
                         self.metrics.drop("output busy")
                     items = items[-1:]
                 for packet, processed_at in items:
+                    if first_at is None:
+                        by_pts = not self.live and packet.pts is not None
+                    elif by_pts and packet.pts is not None and duration_over(packet.pts):
+                        return "duration"
                     self._emit(packet, processed_at)
-                    shown = time.perf_counter()
+                    shown = packet.pts if by_pts and packet.pts is not None else time.perf_counter()
                     first_at = shown if first_at is None else first_at
                     if job.max_frames is not None and self.metrics.frames >= job.max_frames:
                         return "max frames"
-                    if duration_over(shown):
+                    if not by_pts and duration_over(shown):
                         return "duration"
             elif self.reorder.done:
                 return "end of stream"
