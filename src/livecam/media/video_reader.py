@@ -108,17 +108,21 @@ class VideoInfo:
 
 
 class DecodedFrame:
-    """A decoded frame: its presentation time in seconds, and its image (HxWx3 BGR uint8,
+    """A decoded frame: its presentation time and how long it is shown (seconds; None when the
+    input does not say), and its image (HxWx3 BGR uint8,
     upright, of the stream's one size), made when first asked for, in whichever thread asks: the
     file pipeline's workers convert the frames they take (the decode thread is one), the live
     pipeline's analyse thread those of `run --camera FILE` it takes, and a reader
     that looks at a few frames of many (`livecam verify`) skips the others' conversion. It holds
     the decoder's frame until then. One thread at a time may ask for the image."""
 
-    __slots__ = ("time", "_make", "_image")
+    __slots__ = ("time", "duration", "_make", "_image")
 
-    def __init__(self, time: float, make: Callable[[], np.ndarray]) -> None:
+    def __init__(self, time: float, make: Callable[[], np.ndarray], duration: float | None = None) -> None:
         self.time = time
+        # the input's (its packet's): a variable-rate clip's last frame may last far longer than
+        # one frame at the average rate, and the output's video ends where the input's does
+        self.duration = duration
         self._make: Callable[[], np.ndarray] | None = make
         self._image: np.ndarray | None = None
 
@@ -672,7 +676,7 @@ class VideoDecoder:
             turns = quarter_turns(frame, self._mirror)
             shape = (frame.width, frame.height) if turns % 2 == 0 else (frame.height, frame.width)
             fit = self.fitter.place(*shape)
-            yield DecodedFrame(time, functools.partial(self._image, frame, turns, fit))
+            yield DecodedFrame(time, functools.partial(self._image, frame, turns, fit), frame_duration(frame))
 
     def _ready(self) -> Iterator[av.VideoFrame]:
         """The decoded (and deinterlaced) frames in order, damage handled by the rule above."""
@@ -1135,6 +1139,15 @@ def _raise_if_out_of_memory(exc: av.error.FFmpegError) -> None:
     """An allocation or thread-creation failure is no damaged packet: say so instead of skipping."""
     if getattr(exc, "errno", None) in (errno.ENOMEM, errno.EAGAIN):
         raise MemoryError(f"decoding failed for lack of memory ({ffmpeg_reason(exc)})") from exc
+
+
+def frame_duration(frame: av.VideoFrame) -> float | None:
+    """How long `frame` is shown, in seconds, as its packet says (an MP4's sample table, a
+    Matroska block's duration); None when unknown."""
+    duration = getattr(frame, "duration", None)
+    if not duration or duration < 0 or not frame.time_base:
+        return None
+    return float(duration * frame.time_base)
 
 
 def packet_time(packet: av.Packet) -> float | None:

@@ -177,7 +177,7 @@ def run_segment(job: VideoJob, segment: Segment, engine: FileEngine, *, name: st
         writer = VideoWriter(spec)
         try:
             stats = run_frames(_segment_frames(reader, segment, engine, job, name, label),
-                               lambda p: writer.write(p.image, packet_time(p)), engine,
+                               lambda p: writer.write(p.image, packet_time(p), p.duration), engine,
                                workers=job.processing.runtime.execution_threads,
                                max_in_flight=frames_in_flight(info.width * info.height * 3,
                                                               job.processing.runtime.execution_threads,
