@@ -666,13 +666,14 @@ class VideoWriter:
             if duration is not None:
                 packet.duration = duration
             self.packet_times.append((int(packet.pts), int(packet.dts) if packet.dts is not None else None))
-        if self._decode_timed:
-            if not self.packet_times[:-1] and packet.pts is not None and packet.dts is not None:
-                self._delay = int(packet.pts - packet.dts)
-            packet, self._held = self._held, packet
-            if packet is None:
-                return
-        self._out.mux(packet)
+        if not self._decode_timed:
+            self._out.mux(packet)
+            return
+        if len(self.packet_times) == 1 and packet.pts is not None and packet.dts is not None:
+            self._delay = int(packet.pts - packet.dts)
+        held, self._held = self._held, packet
+        if held is not None:
+            self._out.mux(held)
 
     def _mux_held(self) -> None:
         """The last packet in decode order, lasting until the last frame's end (MP4/MOV: with
