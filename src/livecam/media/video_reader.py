@@ -1065,14 +1065,22 @@ class VideoReader:
                                rate=info.rate, origin=info.origin, mirror=info.mirror, writes=self.writes)
         step = decoder.timeline.step
         count = 0
+        held: DecodedFrame | None = None  # each frame waits for the next, which says how long it lasts
         try:
             for frame in decoder:
                 count += 1
                 if count == 1:
                     self._say_headless(decoder.headless, frame.time)
-                yield frame
-        except BaseException:  # an error, or the consumer stopped early
+                if held is not None:
+                    yield lasting(held, frame.time)
+                held = frame
+        except GeneratorExit:  # the consumer stopped early
             decoder.report()
+            raise
+        except BaseException as exc:
+            decoder.report()
+            if held is not None and isinstance(exc, Exception):  # read up to here (--keep-partial keeps it)
+                yield held
             raise
         finally:
             self.bad_packets = decoder.bad_packets
@@ -1093,6 +1101,9 @@ class VideoReader:
             elif self.writes:
                 log.warning("warning: %s", ended)
         decoder.report()  # nothing when said above or undamaged
+        assert held is not None
+        end = None if ending.short or decoder.timeline.restarts else stored_end(self._container, self._stream, info.origin)
+        yield lasting(held, end)
 
     def _say_headless(self, headless: HeadlessStart, first: float) -> None:
         if headless.frames:
@@ -1139,6 +1150,30 @@ def _raise_if_out_of_memory(exc: av.error.FFmpegError) -> None:
     """An allocation or thread-creation failure is no damaged packet: say so instead of skipping."""
     if getattr(exc, "errno", None) in (errno.ENOMEM, errno.EAGAIN):
         raise MemoryError(f"decoding failed for lack of memory ({ffmpeg_reason(exc)})") from exc
+
+
+def lasting(frame: DecodedFrame, until: float | None) -> DecodedFrame:
+    """`frame`, shown until `until` (the next frame's time, where the stream ends) when that is
+    later, else as long as its packet says: an MP4's packet durations are its decode order's, so
+    with B-frames they are other frames' (a phone clip's last frame lasted 1/30 s, one before it
+    0.67 s), and a Matroska's last block may carry only the track's default duration."""
+    if until is not None and until > frame.time:
+        frame.duration = until - frame.time
+    return frame
+
+
+def stored_end(container: av.container.InputContainer, stream: av.video.stream.VideoStream,
+               origin: float) -> float | None:
+    """Where the video stream ends on frames()'s timeline as its container stores it (an
+    MP4/MOV track's duration, a Matroska DURATION tag); None for other containers, whose
+    durations are estimates."""
+    tb = stream.time_base
+    if "mov" in container.format.name.split(",") and stream.duration and tb:
+        return float((int(stream.start_time or 0) + stream.duration) * tb) - origin
+    if "matroska" in container.format.name:
+        end = _tagged_end(stream)
+        return end - origin if end is not None else None
+    return None
 
 
 def frame_duration(frame: av.VideoFrame) -> float | None:
