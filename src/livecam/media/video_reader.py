@@ -473,6 +473,13 @@ def _transparent(frame: av.VideoFrame) -> bool:
     return any(c.is_alpha for c in frame.format.components)
 
 
+def _full_chroma(frame: av.VideoFrame) -> bool:
+    """Whether `frame` is YUV with its colour planes as large as its picture (4:4:4)."""
+    fmt = frame.format
+    return fmt.name.startswith("yuv") and len(fmt.components) >= 3 and \
+        fmt.chroma_width(frame.width) == frame.width and fmt.chroma_height(frame.height) == frame.height
+
+
 def _stored_alpha(stream: av.video.stream.VideoStream) -> str | None:
     """"VP9 alpha" (or VP8) for a WebM whose transparency is stored beside the picture (the
     stream's alpha_mode tag): FFmpeg's own VP8/VP9 decoders read the picture only, so its frames
@@ -659,6 +666,7 @@ class VideoDecoder:
         self._mirror = mirror  # VideoInfo.mirror's (track_mirror): the stream's own frames do not say it
         self._said_alpha = False
         self._said_depth = False
+        self._said_chroma = False
         self._bad_in_a_row = 0
         self._first_bad: float | None = None
         self._reported = 0
@@ -735,6 +743,12 @@ class VideoDecoder:
             self._said_depth = True
             log.warning("note: %s has %d bits a sample; livecam works in 8, so the output has 8 bits (smooth "
                         "gradients may band) and keeps the input's colour tags", self.name, bits)
+        if self.writes and not self._said_chroma and _full_chroma(frame):
+            # the encoders write 4:2:0: a 4:4:4 screen recording's colour was halved unsaid
+            self._said_chroma = True
+            log.warning("note: %s has full-resolution colour (%s); the output stores colour at half resolution "
+                        "(4:2:0, what players expect), so thin coloured edges may soften", self.name,
+                        frame.format.name)
         self.last_time = self.timeline.map(t)
         return self.last_time
 
