@@ -96,6 +96,7 @@ class VideoInfo:
     mirror: tuple[int, int] | None = None
     # the start timecode (input_timecode), which the writer keeps; other_streams counts its track as "timecode"
     timecode: str | None = None
+    end: float | None = None  # seconds on frames()'s timeline where the video ends as stored (stored_end)
 
     @property
     def expected_frames(self) -> int | None:
@@ -1051,6 +1052,7 @@ class VideoReader:
         w, h = (cc.height, cc.width) if rotation in (90, -90, 270) else (cc.width, cc.height)
         sar = sample_aspect(vs, rotation)
         kept_audio = audio_order(c)  # an unknown audio codec: not kept
+        short = cut_short(c, self.path)
         audio = c.streams[kept_audio[0]].codec_context.name if kept_audio else None
         chapters = _chapters(c, origin)
         attached = attachment_streams(c)  # kept apart: a Matroska output copies them
@@ -1066,8 +1068,8 @@ class VideoReader:
                          attachments=tuple(attachment_name(s) for s in attached),
                          subtitles=tuple(codec_name(s) for s in c.streams.subtitles),
                          origin=origin, sample_aspect=sar, chapters=chapters,
-                         cut_short=cut_short(c, self.path), mirror=track_mirror(c, vs),
-                         timecode=input_timecode(c, vs),
+                         cut_short=short, mirror=track_mirror(c, vs),
+                         timecode=input_timecode(c, vs), end=None if short else stored_end(c, vs, origin),
                          colour=Colour.described(cc, cc.format.name if cc.format else None, cc.height))
 
     def frames(self) -> Iterator[DecodedFrame]:
@@ -1116,8 +1118,7 @@ class VideoReader:
                 log.warning("warning: %s", ended)
         decoder.report()  # nothing when said above or undamaged
         assert held is not None
-        end = None if ending.short or decoder.timeline.restarts else stored_end(self._container, self._stream, info.origin)
-        yield lasting(held, end)
+        yield lasting(held, None if ending.short or decoder.timeline.restarts else info.end)
 
     def _say_headless(self, headless: HeadlessStart, first: float) -> None:
         if headless.frames:
