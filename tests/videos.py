@@ -611,3 +611,64 @@ def stalling_server(data: bytes, name: str = "live.ts", content_type: str = "vid
         release.set()
         server.shutdown()
         server.server_close()
+
+
+def make_vfr_clip(path: Path, times: Sequence[float], last: float, size: tuple[int, int] = (96, 64),
+                  audio: bool = True, bframes: bool = False) -> Path:
+    """A variable-rate clip (a phone's, a screen recording's): frames stamped with their index at
+    `times` (seconds, on a millisecond clock), each packet lasting until the next and the last one
+    `last` seconds, so its video ends at times[-1] + last; with a tone that ends there too. Its
+    header's rate says 30 fps, as a recorder's may whatever the gaps. `bframes`: frames stored out
+    of order (a phone's H.264), so an MP4's packet durations, in decode order, are other frames'."""
+    path = Path(path)
+    ends = [*times[1:], times[-1] + last]
+    lasts = {int(round(t * 1000)): int(round((e - t) * 1000)) for t, e in zip(times, ends)}
+    with av.open(str(path), "w") as out:
+        vs = out.add_stream("libx264", rate=30)
+        vs.width, vs.height, vs.pix_fmt = size[0], size[1], "yuv420p"
+        vs.codec_context.time_base = Fraction(1, 1000)
+        vs.codec_context.options = {"preset": "faster", "bf": "3"} if bframes else {"preset": "ultrafast"}
+        tone = out.add_stream("aac", rate=48000, layout="mono") if audio else None
+
+        held: list[av.Packet] = []  # the last in decode order, whose duration ends an MP4's track
+        delay: list[int] = []  # the first packet's pts - dts
+
+        def mux(packets: Sequence[av.Packet]) -> None:
+            for packet in packets:
+                if packet.pts is not None and packet.time_base is not None:
+                    ms = lasts[int(round(float(packet.pts * packet.time_base) * 1000))]
+                    packet.duration = int(round(Fraction(ms, 1000) / packet.time_base))
+                    delay[:] = delay or [int(packet.pts - (packet.dts if packet.dts is not None else packet.pts))]
+                out.mux(held[:1])
+                held[:] = [packet]
+
+        for i, t in enumerate(times):
+            image = synthetic_frame(i, size)
+            stamp_index(image, i)
+            frame = av.VideoFrame.from_ndarray(image, format="bgr24")
+            frame.pts, frame.time_base = int(round(t * 1000)), Fraction(1, 1000)
+            mux(vs.encode(frame))
+        mux(vs.encode())
+        # a recorder's MP4 track lasts to its last frame's end: its samples' durations add up to it
+        last_packet = held[0]
+        assert last_packet.time_base is not None and last_packet.dts is not None
+        if path.suffix in (".mp4", ".mov"):
+            end = int(round(ends[-1] / float(last_packet.time_base)))
+            last_packet.duration = max(last_packet.duration or 0, end - delay[0] - int(last_packet.dts))
+        out.mux(last_packet)
+        if tone is not None:
+            _write_tone(out, tone, ends[-1], 48000)
+    return path
+
+
+def video_end(path: Path) -> float:
+    """Where a file's video ends in seconds, as players and ffprobe read it: an MP4/MOV track's
+    duration (its samples' durations added up) after its first frame's time; a Matroska/WebM
+    stream's DURATION tag."""
+    with av.open(str(path)) as c:
+        stream = c.streams.video[0]
+        if stream.duration:
+            first = stream.start_time or 0
+            return float((first + stream.duration) * stream.time_base)
+        h, m, s = str(stream.metadata["DURATION"]).split(":")
+        return int(h) * 3600 + int(m) * 60 + float(s)

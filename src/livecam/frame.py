@@ -18,6 +18,7 @@ class FramePacket:
     faces: list[Face] = field(default_factory=list)  # filled by analyse
     timings: dict[str, float] = field(default_factory=dict)  # ms per stage
     pts: float | None = None  # presentation time in seconds, for file sources
+    duration: float | None = None  # seconds the input shows it, for file sources (None: unknown)
     # presentation times of the output frames after this one that show it (--fps above the
     # input's rate): the file pipeline processes it once and writes the result on each
     repeats: tuple[float, ...] = ()

@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT, run_cli, unwritable_folder, wait_for_file
 from tests.videos import (cover_first, make_audio_only, make_clip, make_empty_recording, make_icon, make_timed_clip,
-                          probe, read_index)
+                          make_vfr_clip, probe, read_index, video_end)
 
 # Runs the real CLI with the engine replaced by a slow one that touches MARKER at frame 10, so a
 # test can interrupt it halfway through without any model (and asks for 3 GB at frame HOG_AT).
@@ -729,3 +729,35 @@ def test_a_timecode_the_output_cannot_hold_is_said_left_out(tmp_path: Path, isol
                           tmp_path, isolated_env)
     assert "not copied: 1 timecode stream\n" in stderr, stderr
     assert _timecodes(out) == (None, [])
+
+
+# A screen recording's timing: uneven steps, a gap before the last frame, which lasts 0.3 s
+VFR_TIMES, VFR_LAST = [0.0, 0.033, 0.066, 0.133, 0.166, 0.233, 0.6], 0.3
+
+
+@pytest.mark.parametrize("ext", ["mp4", "mkv", "webm"])
+def test_a_variable_rate_clips_video_ends_where_the_inputs_does(tmp_path: Path, faces_dir: Path, ext: str,
+                                                                isolated_env: dict[str, str]) -> None:
+    # its last frame lasted one frame at the average rate: the video ended at 0.63 s of 0.9 s, its sound at 0.9 s
+    clip = make_vfr_clip(tmp_path / "screen.mkv", VFR_TIMES, VFR_LAST)
+    out = tmp_path / f"out.{ext}"
+    proc = run_cli(["video", str(clip), str(out), "-s", str(faces_dir / "obama.jpg"), "--no-watermark", "--no-c2pa"],
+                   env=isolated_env)
+    assert proc.returncode == 0, proc.stderr
+    assert probe(out)["times"] == pytest.approx(VFR_TIMES, abs=0.002)
+    assert video_end(out) == pytest.approx(VFR_TIMES[-1] + VFR_LAST, abs=0.002)
+
+
+@pytest.mark.parametrize("name", ["screen.mkv", "phone.mp4"])
+def test_fps_on_a_variable_rate_clip_covers_its_last_frame(tmp_path: Path, faces_dir: Path, name: str,
+                                                           isolated_env: dict[str, str]) -> None:
+    # the last frame (0.6 s, for 0.3 s) was taken to last 1/30 s: 6 ticks, and the last frame never shown;
+    # an MP4 with B-frames gives its packets' durations in decode order, so the last frame had another's
+    clip = make_vfr_clip(tmp_path / name, VFR_TIMES, VFR_LAST, bframes=name.endswith(".mp4"))
+    out = tmp_path / "out.mp4"
+    proc = run_cli(["video", str(clip), str(out), "-s", str(faces_dir / "obama.jpg"), "--no-watermark", "--no-c2pa",
+                    "--fps", "10"], env=isolated_env)
+    assert proc.returncode == 0, proc.stderr
+    info = probe(out)
+    assert info["frames"] == 9 and [read_index(image) for image in info["images"][-3:]] == [6, 6, 6]
+    assert video_end(out) == pytest.approx(0.9, abs=0.002)

@@ -748,6 +748,30 @@ def test_a_10_bit_video_says_once_that_the_output_has_8_bits(tmp_path: Path, cap
                      "gradients may band) and keeps the input's colour tags"]
 
 
+def test_a_4_4_4_video_says_once_that_the_output_halves_its_colour(tmp_path: Path,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    # a 4:4:4 screen recording came out 4:2:0 without a word, where transparency and 10 bits are said
+    sources = []
+    for pix_fmt in ("yuv444p", "yuv420p"):
+        sources.append(tmp_path / f"{pix_fmt}.mkv")
+        with av.open(str(sources[-1]), "w") as out:
+            stream = out.add_stream("ffv1", rate=25)
+            stream.width, stream.height, stream.pix_fmt = 64, 48, pix_fmt
+            for i in range(3):
+                frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 30 * i, np.uint8), format="bgr24")
+                frame = frame.reformat(format=pix_fmt)
+                frame.pts, frame.time_base = i, Fraction(1, 25)
+                out.mux(stream.encode(frame))
+            out.mux(stream.encode())
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        for path in sources:
+            with VideoReader(path) as reader:
+                assert len(list(reader.frames())) == 3
+    notes = [r.getMessage() for r in caplog.records if "colour" in r.getMessage()]
+    assert notes == ["note: yuv444p.mkv has full-resolution colour (yuv444p); the output stores colour at half "
+                     "resolution (4:2:0, what players expect), so thin coloured edges may soften"]
+
+
 def _opens(encoder: str, width: int, height: int) -> bool:
     """Whether `encoder` encodes one frame of width x height (into memory)."""
     import io

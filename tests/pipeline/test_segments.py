@@ -27,8 +27,8 @@ from livecam.pipeline.segments import SegmentResult, default_overlap_seconds, jo
 from livecam.settings import AnalysisSettings, ProcessingSettings, RuntimeSettings, VideoJob
 from tests.doubles import NoModels
 from tests.pipeline.test_file_smoothing import CPU, Marker
-from tests.videos import (_write_tone, label_corners, make_clip, make_offset_mkv, probe, read_index, stamp_index,
-                          synthetic_frame)
+from tests.videos import (_write_tone, label_corners, make_clip, make_offset_mkv, make_vfr_clip, probe, read_index,
+                          stamp_index, synthetic_frame, video_end)
 
 
 class SmoothingEngine(NoModels):
@@ -473,3 +473,19 @@ def test_the_one_face_is_kept_across_a_segment_join_at_smoothing_0(tmp_path: Pat
     split = chosen(lambda job, engine: process_segmented(job, engine, segment_seconds=1.0), "split.mp4")
     assert whole == [0.0] * 90  # the whole-file run keeps the left face through the flip
     assert split == whole, [i for i, (a, b) in enumerate(zip(whole, split)) if a != b]
+
+
+@pytest.mark.parametrize("fmt,chunks", [("mkv", False), ("mp4", True)], ids=["mkv", "mp4-chunks"])
+def test_a_variable_rate_clip_split_ends_where_it_does_whole(tmp_path: Path, fmt: str, chunks: bool) -> None:
+    # a phone's MP4 (B-frames: packet durations in decode order) with gaps: the joined video ended
+    # 0.35 s early (a part's last frame lasted one of its packets' durations, in the wrong time base)
+    times = [0.0, 0.033, 0.066, 0.133, 0.166, 0.233, 0.6, 0.7, 0.75, 1.2, 1.25, 1.3, 1.9]
+    clip = make_vfr_clip(tmp_path / "phone.mp4", times, 0.4, bframes=True)
+    whole = job_for(clip, tmp_path / f"whole.{fmt}", "libx264")
+    process_video(whole, SmoothingEngine(), quiet=True)
+    split = job_for(clip, tmp_path / f"split.{fmt}", "libx264")
+    plan, _ = process_segmented(split, SmoothingEngine(), segment_seconds=1.0, overlap_seconds=0.5, chunks=chunks)
+    assert len(plan.segments) > 1
+    assert probe(split.output)["times"] == pytest.approx(probe(whole.output)["times"], abs=1e-3)
+    assert video_end(split.output) == pytest.approx(video_end(whole.output), abs=2e-3)
+    assert video_end(whole.output) == pytest.approx(times[-1] + 0.4, abs=0.03)  # (+ the AAC priming in Matroska)

@@ -93,6 +93,8 @@ class ChunkReader:
     def _restamp(self, packet: av.Packet) -> None:
         """The packet's exact timestamps back, in the order the chunk was cut."""
         part = self.chunk.packets
+        if packet.duration and packet.time_base:  # in the chunk's time base: said in the input's
+            packet.duration = int(round(packet.duration * packet.time_base / part.time_base))
         packet.time_base = part.time_base  # the flush packet's too: the frames it gives carry it
         if not packet.size:
             return

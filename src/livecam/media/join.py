@@ -100,6 +100,8 @@ def join_parts(parts: Sequence[EncodedPart], path: Path, *, fmt: str, metadata: 
                                           "follow the previous part's; try a longer --segment-seconds")
                     last_dts = dts
                     packet.pts, packet.dts = pts, dts
+                    if packet.duration and packet.time_base:  # the part container's time base, not the times'
+                        packet.duration = int(round(packet.duration * packet.time_base / part.time_base))
                     packet.time_base = part.time_base
                     packet.stream = video
                     out.mux(packet)

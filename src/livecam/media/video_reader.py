@@ -96,6 +96,7 @@ class VideoInfo:
     mirror: tuple[int, int] | None = None
     # the start timecode (input_timecode), which the writer keeps; other_streams counts its track as "timecode"
     timecode: str | None = None
+    end: float | None = None  # seconds on frames()'s timeline where the video ends as stored (stored_end)
 
     @property
     def expected_frames(self) -> int | None:
@@ -108,17 +109,21 @@ class VideoInfo:
 
 
 class DecodedFrame:
-    """A decoded frame: its presentation time in seconds, and its image (HxWx3 BGR uint8,
+    """A decoded frame: its presentation time and how long it is shown (seconds; None when the
+    input does not say), and its image (HxWx3 BGR uint8,
     upright, of the stream's one size), made when first asked for, in whichever thread asks: the
     file pipeline's workers convert the frames they take (the decode thread is one), the live
     pipeline's analyse thread those of `run --camera FILE` it takes, and a reader
     that looks at a few frames of many (`livecam verify`) skips the others' conversion. It holds
     the decoder's frame until then. One thread at a time may ask for the image."""
 
-    __slots__ = ("time", "_make", "_image")
+    __slots__ = ("time", "duration", "_make", "_image")
 
-    def __init__(self, time: float, make: Callable[[], np.ndarray]) -> None:
+    def __init__(self, time: float, make: Callable[[], np.ndarray], duration: float | None = None) -> None:
         self.time = time
+        # the input's (its packet's): a variable-rate clip's last frame may last far longer than
+        # one frame at the average rate, and the output's video ends where the input's does
+        self.duration = duration
         self._make: Callable[[], np.ndarray] | None = make
         self._image: np.ndarray | None = None
 
@@ -469,6 +474,13 @@ def _transparent(frame: av.VideoFrame) -> bool:
     return any(c.is_alpha for c in frame.format.components)
 
 
+def _full_chroma(frame: av.VideoFrame) -> bool:
+    """Whether `frame` is YUV with its colour planes as large as its picture (4:4:4)."""
+    fmt = frame.format
+    return fmt.name.startswith("yuv") and len(fmt.components) >= 3 and \
+        fmt.chroma_width(frame.width) == frame.width and fmt.chroma_height(frame.height) == frame.height
+
+
 def _stored_alpha(stream: av.video.stream.VideoStream) -> str | None:
     """"VP9 alpha" (or VP8) for a WebM whose transparency is stored beside the picture (the
     stream's alpha_mode tag): FFmpeg's own VP8/VP9 decoders read the picture only, so its frames
@@ -655,6 +667,7 @@ class VideoDecoder:
         self._mirror = mirror  # VideoInfo.mirror's (track_mirror): the stream's own frames do not say it
         self._said_alpha = False
         self._said_depth = False
+        self._said_chroma = False
         self._bad_in_a_row = 0
         self._first_bad: float | None = None
         self._reported = 0
@@ -672,7 +685,7 @@ class VideoDecoder:
             turns = quarter_turns(frame, self._mirror)
             shape = (frame.width, frame.height) if turns % 2 == 0 else (frame.height, frame.width)
             fit = self.fitter.place(*shape)
-            yield DecodedFrame(time, functools.partial(self._image, frame, turns, fit))
+            yield DecodedFrame(time, functools.partial(self._image, frame, turns, fit), frame_duration(frame))
 
     def _ready(self) -> Iterator[av.VideoFrame]:
         """The decoded (and deinterlaced) frames in order, damage handled by the rule above."""
@@ -731,6 +744,12 @@ class VideoDecoder:
             self._said_depth = True
             log.warning("note: %s has %d bits a sample; livecam works in 8, so the output has 8 bits (smooth "
                         "gradients may band) and keeps the input's colour tags", self.name, bits)
+        if self.writes and not self._said_chroma and _full_chroma(frame):
+            # the encoders write 4:2:0: a 4:4:4 screen recording's colour was halved unsaid
+            self._said_chroma = True
+            log.warning("note: %s has full-resolution colour (%s); the output stores colour at half resolution "
+                        "(4:2:0, what players expect), so thin coloured edges may soften", self.name,
+                        frame.format.name)
         self.last_time = self.timeline.map(t)
         return self.last_time
 
@@ -1033,6 +1052,7 @@ class VideoReader:
         w, h = (cc.height, cc.width) if rotation in (90, -90, 270) else (cc.width, cc.height)
         sar = sample_aspect(vs, rotation)
         kept_audio = audio_order(c)  # an unknown audio codec: not kept
+        short = cut_short(c, self.path)
         audio = c.streams[kept_audio[0]].codec_context.name if kept_audio else None
         chapters = _chapters(c, origin)
         attached = attachment_streams(c)  # kept apart: a Matroska output copies them
@@ -1048,8 +1068,8 @@ class VideoReader:
                          attachments=tuple(attachment_name(s) for s in attached),
                          subtitles=tuple(codec_name(s) for s in c.streams.subtitles),
                          origin=origin, sample_aspect=sar, chapters=chapters,
-                         cut_short=cut_short(c, self.path), mirror=track_mirror(c, vs),
-                         timecode=input_timecode(c, vs),
+                         cut_short=short, mirror=track_mirror(c, vs),
+                         timecode=input_timecode(c, vs), end=None if short else stored_end(c, vs, origin),
                          colour=Colour.described(cc, cc.format.name if cc.format else None, cc.height))
 
     def frames(self) -> Iterator[DecodedFrame]:
@@ -1061,14 +1081,22 @@ class VideoReader:
                                rate=info.rate, origin=info.origin, mirror=info.mirror, writes=self.writes)
         step = decoder.timeline.step
         count = 0
+        held: DecodedFrame | None = None  # each frame waits for the next, which says how long it lasts
         try:
             for frame in decoder:
                 count += 1
                 if count == 1:
                     self._say_headless(decoder.headless, frame.time)
-                yield frame
-        except BaseException:  # an error, or the consumer stopped early
+                if held is not None:
+                    yield lasting(held, frame.time)
+                held = frame
+        except GeneratorExit:  # the consumer stopped early
             decoder.report()
+            raise
+        except BaseException as exc:
+            decoder.report()
+            if held is not None and isinstance(exc, Exception):  # read up to here (--keep-partial keeps it)
+                yield held
             raise
         finally:
             self.bad_packets = decoder.bad_packets
@@ -1089,6 +1117,8 @@ class VideoReader:
             elif self.writes:
                 log.warning("warning: %s", ended)
         decoder.report()  # nothing when said above or undamaged
+        assert held is not None
+        yield lasting(held, None if ending.short or decoder.timeline.restarts else info.end)
 
     def _say_headless(self, headless: HeadlessStart, first: float) -> None:
         if headless.frames:
@@ -1135,6 +1165,39 @@ def _raise_if_out_of_memory(exc: av.error.FFmpegError) -> None:
     """An allocation or thread-creation failure is no damaged packet: say so instead of skipping."""
     if getattr(exc, "errno", None) in (errno.ENOMEM, errno.EAGAIN):
         raise MemoryError(f"decoding failed for lack of memory ({ffmpeg_reason(exc)})") from exc
+
+
+def lasting(frame: DecodedFrame, until: float | None) -> DecodedFrame:
+    """`frame`, shown until `until` (the next frame's time, where the stream ends) when that is
+    later, else as long as its packet says: an MP4's packet durations are its decode order's, so
+    with B-frames they are other frames' (a phone clip's last frame lasted 1/30 s, one before it
+    0.67 s), and a Matroska's last block may carry only the track's default duration."""
+    if until is not None and until > frame.time:
+        frame.duration = until - frame.time
+    return frame
+
+
+def stored_end(container: av.container.InputContainer, stream: av.video.stream.VideoStream,
+               origin: float) -> float | None:
+    """Where the video stream ends on frames()'s timeline as its container stores it (an
+    MP4/MOV track's duration, a Matroska DURATION tag); None for other containers, whose
+    durations are estimates."""
+    tb = stream.time_base
+    if "mov" in container.format.name.split(",") and stream.duration and tb:
+        return float((int(stream.start_time or 0) + stream.duration) * tb) - origin
+    if "matroska" in container.format.name:
+        end = _tagged_end(stream)
+        return end - origin if end is not None else None
+    return None
+
+
+def frame_duration(frame: av.VideoFrame) -> float | None:
+    """How long `frame` is shown, in seconds, as its packet says (an MP4's sample table, a
+    Matroska block's duration); None when unknown."""
+    duration = getattr(frame, "duration", None)
+    if not duration or duration < 0 or not frame.time_base:
+        return None
+    return float(duration * frame.time_base)
 
 
 def packet_time(packet: av.Packet) -> float | None:

@@ -555,6 +555,17 @@ class VideoWriter:
         self.packet_times: list[tuple[int, int | None]] = []
         self._last_pts: int | None = None
         self._last_time: float | None = None
+        self._last_duration: float | None = None
+        # ticks each frame is shown, by pts, until its packet is muxed: the muxer stores the last
+        # one's (a variable-rate clip's last frame lasted one frame at the average rate whatever
+        # it lasted in the input, so the video ended up to a gap's length off the input's and its audio)
+        self._durations: dict[int, int] = {}
+        self._end_pts: int | None = None  # where the last frame's shown time ends, given its duration
+        # MP4/MOV time a sample by the next one's decode time: the last packet in decode order
+        # (held back until another comes) is what says where the video ends
+        self._held: av.Packet | None = None
+        self._delay = 0  # the first packet's pts - dts (the encoder's reordering delay)
+        self._decode_timed = spec.format in ("mp4", "mov")
         self._audio: _Track | None = None
         self._subtitles: list[_SubtitleTrack] = []
         self.attachments = 0  # attached files copied from spec.attachments_from
@@ -607,12 +618,20 @@ class VideoWriter:
         """How many audio and subtitle tracks the output holds besides its video."""
         return tracks_written(self._audio, len(self._subtitles))
 
-    def write(self, image: np.ndarray, time_s: float) -> None:
+    def write(self, image: np.ndarray, time_s: float, duration_s: float | None = None) -> None:
+        """Encode `image` shown at `time_s` for `duration_s` seconds (None: the encoder's one
+        frame at spec.rate)."""
         pts = int(round(time_s / self.spec.time_base))
         if self._last_pts is not None and pts <= self._last_pts:
             pts = self._last_pts + 1  # encoders need strictly increasing timestamps
         self._last_pts = pts
         self._last_time = time_s
+        self._last_duration = duration_s
+        if duration_s is not None and duration_s > 0:
+            self._durations[pts] = max(1, int(round(duration_s / self.spec.time_base)))
+            self._end_pts = pts + self._durations[pts]
+        else:
+            self._end_pts = None
         if image.shape[0] != self._h or image.shape[1] != self._w:
             if abs(image.shape[0] - self._h) <= 1 and abs(image.shape[1] - self._w) <= 1:
                 image = image[: self._h, : self._w]  # the odd row/column trimmed for 4:2:0
@@ -647,9 +666,10 @@ class VideoWriter:
                 packets = self._video.encode(None)
             for packet in packets:
                 self._mux_video(packet)
+            self._mux_held()
             end = None  # a partial video's audio and subtitles are cut where it stops
             if partial or self.spec.audio is not None:
-                end = (self._last_time or 0.0) + 1.0 / float(self.spec.rate or 30)
+                end = (self._last_time or 0.0) + (self._last_duration or 1.0 / float(self.spec.rate or 30))
             if self._audio is not None:
                 self._audio.pump(end, final=True)
             for track in self._subtitles:
@@ -669,8 +689,31 @@ class VideoWriter:
 
     def _mux_video(self, packet: av.Packet) -> None:
         if packet.pts is not None:
+            duration = self._durations.pop(int(packet.pts), None)
+            if duration is not None:
+                packet.duration = duration
             self.packet_times.append((int(packet.pts), int(packet.dts) if packet.dts is not None else None))
-        self._out.mux(packet)
+        if not self._decode_timed:
+            self._out.mux(packet)
+            return
+        if len(self.packet_times) == 1 and packet.pts is not None and packet.dts is not None:
+            self._delay = int(packet.pts - packet.dts)
+        held, self._held = self._held, packet
+        if held is not None:
+            self._out.mux(held)
+
+    def _mux_held(self) -> None:
+        """The last packet in decode order, lasting until the last frame's end (MP4/MOV: with
+        B-frames it is not the last frame shown, and the video ended at that frame's start + one
+        frame at the average rate)."""
+        held, self._held = self._held, None
+        if held is None:
+            return
+        # the samples' durations add up to the video's span (the first is shifted by the delay)
+        end = self._end_pts - self._delay if self._end_pts is not None else None
+        if end is not None and held.dts is not None and end > held.dts + (held.duration or 0):
+            held.duration = end - held.dts
+        self._out.mux(held)
 
     def _allocating(self) -> bool:
         return self.spec.encoder == "libx264" and self.frames_written < X264_POOL_FRAMES

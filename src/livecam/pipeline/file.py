@@ -133,9 +133,11 @@ class Decoded:
     frame: TimedFrame
     pts: float
     repeats: tuple[float, ...] = ()
+    duration: float | None = None  # seconds it is shown (shown_for), on one tick only
 
     def packet(self) -> FramePacket:
-        return FramePacket(index=self.index, image=self.frame.image, pts=self.pts, repeats=self.repeats)
+        return FramePacket(index=self.index, image=self.frame.image, pts=self.pts, repeats=self.repeats,
+                           duration=self.duration)
 
 
 class WorkQueue(BoundedQueue["Decoded | None"]):
@@ -187,6 +189,7 @@ class OutFrame:
     image: np.ndarray
     time: float
     repeats: tuple[float, ...] = ()  # times of the later output ticks that show it (retime)
+    duration: float | None = None  # seconds it is shown (shown_for)
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +204,12 @@ class Retimed:
     @property
     def image(self) -> np.ndarray:
         return self.frame.image
+
+
+def shown_for(frame: TimedFrame) -> float | None:
+    """How long the input shows `frame` in seconds (video_reader.DecodedFrame.duration), None
+    when unknown: a frame source need not say (a Retimed tick lasts one output frame)."""
+    return getattr(frame, "duration", None)
 
 
 def ticks_of(frame: TimedFrame) -> tuple[float, ...]:
@@ -285,12 +294,13 @@ def retime(frames: Iterable[TimedFrame], fps: Fraction, input_rate: Fraction) ->
     in `repeats`: the pipeline processes it once and writes its result on each (--fps 30 on a
     10 fps clip had swapped and enhanced three identical frames for every input frame).
 
-    The output ends where the input does (its last frame's time + one input frame) as closely as
+    The output ends where the input does (its last frame's time + its duration, else one input
+    frame: a variable-rate clip's last frame may last far longer) as closely as
     the output's ticks allow: the first retimed_frames(end - first tick) ticks are written. The end
     is known at the last frame only, so a tick near the newest frame waits until a later frame
     shows it is written (one held, when slowing down)."""
     step = 1.0 / float(fps)
-    nominal = 1.0 / float(input_rate or fps)  # the last frame's duration
+    nominal = 1.0 / float(input_rate or fps)  # a frame's duration where the input does not say
     held: deque[tuple[int, Retimed]] = deque()  # ticks not yet known to be written, by first tick number
     prev: TimedFrame | None = None
     t0 = 0.0
@@ -328,8 +338,9 @@ def retime(frames: Iterable[TimedFrame], fps: Fraction, input_rate: Fraction) ->
         prev = frame
         yield from release(frame.time + nominal, final=False)  # the end is no earlier than this frame's
     if prev is not None:
-        tick(prev.time + nominal)
-        yield from release(prev.time + nominal, final=True)
+        end = prev.time + (shown_for(prev) or nominal)
+        tick(end)
+        yield from release(end, final=True)
 
 
 def range_runs(first: int, count: int, frame_range: tuple[int, int | None] | None) -> list[tuple[int, int]]:
@@ -443,7 +454,8 @@ class FilePipeline:
                     if n and not self._take_slot():
                         return
                     own = frame if pristine is None or n == 0 else OutFrame(pristine.copy(), frame.time)
-                    decoded = Decoded(start, own, times[start - index], times[start - index + 1:end - index])
+                    decoded = Decoded(start, own, times[start - index], times[start - index + 1:end - index],
+                                      shown_for(frame) if len(times) == 1 else None)
                     if not put_until(self.work, decoded, stop):
                         return
                 index += len(times)
@@ -708,7 +720,7 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
         raise
     try:
         writer = VideoWriter(spec)
-        stats = run_frames(frames, lambda p: writer.write(p.image, packet_time(p)), engine, workers=workers,
+        stats = run_frames(frames, lambda p: writer.write(p.image, packet_time(p), p.duration), engine, workers=workers,
                            max_in_flight=in_flight, frame_range=job.frame_range, label=job.label,
                            watermark=marker, progress=own if own is not None else counter, stop=stop, on_warm=on_warm,
                            lanes=lanes, keep_partial=job.keep_partial)

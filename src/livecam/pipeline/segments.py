@@ -34,7 +34,7 @@ from livecam.media.chunks import Chunk, ChunkReader, cut_chunk
 from livecam.media.join import EncodedPart, join_parts
 from livecam.media.provenance import CONTAINER_METADATA, LABEL_MEMORY_S, LabelPlacement
 from livecam.media.segments import Segment, index_packets, plan_segments
-from livecam.media.video_reader import DecodedFrame, ReadEnd, VideoInfo, VideoReader, say_headless
+from livecam.media.video_reader import DecodedFrame, ReadEnd, VideoInfo, VideoReader, lasting, say_headless
 from livecam.media.video_writer import OutputSpec, VideoWriter, container_format
 from livecam.pipeline.contracts import FileEngine
 from livecam.pipeline.file import (SMALLER, RunStats, frames_in_flight, in_range, packet_time, run_frames,
@@ -177,7 +177,7 @@ def run_segment(job: VideoJob, segment: Segment, engine: FileEngine, *, name: st
         writer = VideoWriter(spec)
         try:
             stats = run_frames(_segment_frames(reader, segment, engine, job, name, label),
-                               lambda p: writer.write(p.image, packet_time(p)), engine,
+                               lambda p: writer.write(p.image, packet_time(p), p.duration), engine,
                                workers=job.processing.runtime.execution_threads,
                                max_in_flight=frames_in_flight(info.width * info.height * 3,
                                                               job.processing.runtime.execution_threads,
@@ -209,12 +209,13 @@ def _segment_frames(reader: VideoReader | ChunkReader, segment: Segment, engine:
     tracked and their faces shown to `label` (in this thread, before the first frame is handed on)."""
     warm_index = segment.warm
     started = False
+    held: DecodedFrame | None = None  # the last frame to write waits for the next, which says how long it lasts
     for frame in reader.frames_from(segment.seek_pts):
         role = segment.role(frame.time)
         if role == "before":
             continue
         if role == "after":
-            return
+            break
         if not started:
             first_time = segment.warm_time if role == "warm" else segment.first_time
             if abs(frame.time - first_time) > 1e-6 or (role == "write" and segment.warm < segment.first):
@@ -231,7 +232,11 @@ def _segment_frames(reader: VideoReader | ChunkReader, segment: Segment, engine:
                     label.observe(frame.time, [face.bbox for face in packet.faces])
             warm_index += 1
             continue
-        yield frame
+        if held is not None:
+            yield lasting(held, frame.time)
+        held = frame
+    if held is not None:  # until the next segment's first frame, or the video's end
+        yield lasting(held, segment.end_time if segment.end_time is not None else reader.info.end)
 
 
 def write_joined(plan: SegmentPlan, results: Sequence[SegmentResult], *,
