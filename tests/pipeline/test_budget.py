@@ -13,6 +13,23 @@ from livecam.pipeline.budget import GB, MB, check_execution_threads, plan_video
 RESIDENT = 200 * MB  # what the process holds with its models loaded
 
 
+@pytest.fixture(autouse=True)
+def roomy_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """64 GB available, whatever this machine has: --max-memory past it is planned to it."""
+    monkeypatch.setattr(budget, "available_bytes", lambda: 64 * GB)
+
+
+def test_a_budget_past_the_available_memory_is_planned_to_it_with_one_warning(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(budget, "available_bytes", lambda: 2 * GB)
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        plan = plan_video(3840, 2160, 4, 500, resident=RESIDENT)
+    assert plan.budget == RESIDENT + 2 * GB and plan.needed <= plan.budget
+    assert [r.getMessage() for r in caplog.records] == [
+        "warning: --max-memory 500 is more than this machine has available (2.2 GB); the run is planned within that"]
+    assert plan_video(3840, 2160, 4, 500, resident=RESIDENT) == plan_video(3840, 2160, 4, None, resident=RESIDENT)
+
+
 def test_a_budget_that_cannot_hold_the_smallest_pipeline_says_what_would_fit() -> None:
     with pytest.raises(InputError) as info:
         plan_video(3840, 2160, 2, 0.1, resident=RESIDENT)

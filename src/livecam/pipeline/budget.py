@@ -3,7 +3,8 @@
 --max-memory GB bounds the process's resident memory (RSS), models and libraries included.
 Without it the bound is the RAM the machine has available when the run starts (livecam.machine:
 MemAvailable of /proc/meminfo on Linux, psutil.virtual_memory().available elsewhere when psutil
-is installed, no bound where neither answers). The plan is made twice before anything large is
+is installed, no bound where neither answers); a --max-memory past that RAM is planned to it, with
+one warning. The plan is made twice before anything large is
 allocated: before the models load (what is resident then, plus an allowance for them) and again
 once they are resident. It sizes everything whose bytes grow with the frame size:
 
@@ -108,12 +109,19 @@ def plan_video(width: int, height: int, workers: int, max_memory_gb: float | Non
         return fixed + encoder_bytes(pixels, lookahead) + n_workers * worker_bytes(pixels) + in_flight * frame
 
     explicit = max_memory_gb is not None
-    if explicit:
-        assert max_memory_gb is not None
-        budget: int | None = int(max_memory_gb * GB)
-    else:
-        available = available_bytes()
-        budget = None if available is None else now + available
+    available = available_bytes()
+    budget: int | None = None if available is None else now + available
+    if max_memory_gb is not None:
+        asked = int(max_memory_gb * GB)
+        if budget is not None and asked > budget:
+            # a limit past what the machine has bounds nothing: planned to it, the encoder's
+            # look-ahead and the frames in flight were sized for memory that is not there
+            if warn:
+                log.warning("warning: --max-memory %g is more than this machine has available (%s); "
+                            "the run is planned within that", max_memory_gb, _gb(budget))
+            explicit = False
+        else:
+            budget = asked
     workers = max(1, workers)
     if budget is None:
         in_flight = default_in_flight(workers)
