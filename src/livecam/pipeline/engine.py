@@ -77,8 +77,9 @@ def warn_mesh_fallback(missing: Sequence[str], store: Any = None) -> None:
     damage = {n: store.damage(n) if store is not None else "" for n in missing}
     absent = [n for n in missing if not damage[n]]
     folder = store.file_path(missing[0]).parent if store is not None else "the models folder"
-    why = ([f"{registry.listed([CATALOG[n].file_name for n in absent])} not in {folder}; "
-            f"`{download_command(*absent)}` fetches {agree(len(absent), 'it', 'them')} for the neural swap"] if absent else [])
+    files = registry.listed([CATALOG[n].file_name for n in absent]) if absent else ""
+    why = ([f"{files} not in {folder}; `{download_command(*absent)}` fetches {agree(len(absent), 'it', 'them')} "
+            "for the neural swap"] if absent else [])
     # auto takes the fp16 file on fp16-friendly providers only; one that is here is the other way
     fp16 = ("; --swap-model inswapper_128_fp16 runs the fp16 inswapper that is here"
             if "inswapper_128" in missing and "w600k_r50" not in missing and store is not None
