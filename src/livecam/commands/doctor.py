@@ -16,7 +16,7 @@ from livecam.models.catalog import DEFAULT_RUN_MODELS, NEURAL_SWAP_MODELS, downl
 from livecam.paths import blocked_folder, nearest_existing
 from livecam.models.store import (CORRUPT, MISSING, PRESENT, VERIFIED, ModelStore, free_bytes, models_root,
                                   other_models_root)
-from livecam.pipeline.engine import PROBE_MODEL
+from livecam.pipeline.engine import FP16_HINT, PROBE_MODEL
 from livecam.processors.registry import listed
 from livecam.runtime.providers import (FP16_FRIENDLY, NO_ONNXRUNTIME, available_names, driver_cuda_version,
                                       import_onnxruntime, ort_cuda_version, resolve_providers)
@@ -150,9 +150,7 @@ def neural_swap_state(store: ModelStore, primary: str = "cpu") -> str:
     # without the detector alone the neural swap still runs, on faces BlazeFace found
     instead = ("faces are found with the embedded BlazeFace" if absent == ["det_10g"]
                else "auto uses the embedded mesh swapper")
-    # on the CPU auto leaves the fp16 file alone: it is the other way to the neural swap
-    fp16 = ("; --swap-model inswapper_128_fp16 runs the fp16 inswapper that is here"
-            if "inswapper_128" in absent and fp16_here and "w600k_r50" not in absent else "")
+    fp16 = f"; {FP16_HINT}" if "inswapper_128" in absent and fp16_here and "w600k_r50" not in absent else ""
     return (f"{listed(absent)} not here (see above), so {instead}; "
             f"`{download_command(*absent)}` fetches {agree(len(absent), 'it', 'them')} for a more lifelike swap{fp16}")
 

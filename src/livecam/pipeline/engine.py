@@ -42,6 +42,9 @@ _T = TypeVar("_T")
 PHOTO_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff"})
 # The smallest embedded model: `auto` tries its accelerator on it before choosing it.
 PROBE_MODEL = "blazeface_short_range"
+# auto takes inswapper_128_fp16 on FP16_FRIENDLY providers only: elsewhere one that is here is the
+# other way to the neural swap (said by the mesh-fallback warning and doctor)
+FP16_HINT = "--swap-model inswapper_128_fp16 runs the fp16 inswapper that is here"
 
 
 def pick_swap_model(choice: str, store: ModelStore, providers: ProviderChoice) -> tuple[str, tuple[str, ...]]:
@@ -80,10 +83,8 @@ def warn_mesh_fallback(missing: Sequence[str], store: Any = None) -> None:
     files = registry.listed([CATALOG[n].file_name for n in absent]) if absent else ""
     why = ([f"{files} not in {folder}; `{download_command(*absent)}` fetches {agree(len(absent), 'it', 'them')} "
             "for the neural swap"] if absent else [])
-    # auto takes the fp16 file on fp16-friendly providers only; one that is here is the other way
-    fp16 = ("; --swap-model inswapper_128_fp16 runs the fp16 inswapper that is here"
-            if "inswapper_128" in missing and "w600k_r50" not in missing and store is not None
-            and store.can_provide("inswapper_128_fp16") else "")
+    fp16 = (f"; {FP16_HINT}" if "inswapper_128" in missing and "w600k_r50" not in missing and store is not None
+            and store.is_present("inswapper_128_fp16") else "")
     log.warning("warning: using the embedded mesh swapper: %s%s; --swap-model mesh silences this",
                 "; ".join(why + [d for d in damage.values() if d]), fp16)
 
