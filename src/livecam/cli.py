@@ -304,7 +304,7 @@ def processing_options(func: Callable[..., Any], *, still: bool = False) -> Call
         option("--map", "face_map", multiple=True, metavar="SOURCE=REFERENCE",
                      help="Give the person in REFERENCE the face in SOURCE (repeatable)."),
         option("--detector", type=GuessedChoice(DETECTORS), default="auto", show_default=True,
-                     help="scrfd (buffalo_l) or the embedded blazeface; auto picks scrfd when present."),
+                     help="scrfd (the det_10g model) or the embedded blazeface; auto picks scrfd when det_10g is present."),
         option("--det-size", type=GuessedChoice(["320", "480", "640"]), default="640", show_default=True,
                      help="SCRFD input size (smaller is faster); the embedded BlazeFace has a fixed size."),
         option("--swap-model", type=GuessedChoice(SWAP_MODELS), default="auto", show_default=True,

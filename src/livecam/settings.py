@@ -60,7 +60,7 @@ class RuntimeSettings:
 
 @dataclass(frozen=True)
 class AnalysisSettings:
-    detector: str = "auto"  # scrfd when buffalo_l is present, else the embedded BlazeFace
+    detector: str = "auto"  # scrfd when det_10g is present, else the embedded BlazeFace
     det_size: int = 640
     det_threshold: float = 0.5
     many_faces: bool = False

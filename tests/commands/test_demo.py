@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-
+from dataclasses import replace
 from pathlib import Path
 
 import av
@@ -293,3 +293,16 @@ def test_a_link_to_nothing_as_the_demo_folder_is_named_not_file_exists(tmp_path:
         demo.prepare_folder(tmp_path / "out", force=False)
     assert info.value.message == (f"{tmp_path / 'out'} is a link to {tmp_path / 'gone'}, which does not exist; "
                                   f"fix or remove the link")
+
+
+def test_try_next_names_the_neural_models_command_not_buffalo_l(tmp_path: Path) -> None:
+    # "livecam models download --accept-license (inswapper, buffalo_l, GFPGAN)": buffalo_l meant
+    # nothing to a newcomer; the line gives the command that fetches the neural swap's models
+    result = demo.DemoResult(folder=tmp_path, frames=12, fps=3.0, seconds=4.0, models="swapper mesh", neural=False,
+                             audio=None, workers=1)
+    text = demo.summary(result)
+    (line,) = [ln for ln in text.splitlines() if "lifelike" in ln]
+    assert line == "  a more lifelike swap:    livecam models download inswapper_128 w600k_r50 det_10g --accept-license"
+    assert "buffalo_l" not in text and max(len(ln) for ln in text.splitlines() if str(tmp_path) not in ln) <= 100
+    (line,) = [ln for ln in demo.summary(replace(result, neural=True)).splitlines() if "lifelike" in ln]
+    assert line == "  a more lifelike swap:    the neural models, installed already"

@@ -49,6 +49,7 @@ def test_mesh_swap_on_real_photos(tmp_path: Path, faces_dir: Path, isolated_env:
                       "--swap-model", "mesh"], env=isolated_env)
     assert result.returncode == 0, result.stderr
     assert "wrote" in result.stderr and "1 face swapped" in result.stderr
+    assert "mesh swapper" not in result.stderr  # the option the fallback warning names silences it
     no_leftovers(out.parent, out)
     before, after = read_image(faces_dir / "obama.jpg"), read_image(out)
     assert after.shape == before.shape
@@ -73,8 +74,10 @@ def test_auto_without_inswapper_falls_back_to_mesh_with_one_warning(
     assert len(warnings) == 1 and "livecam models download inswapper_128" in warnings[0]
     # it named the inswapper and ArcFace only: fetching those two gave a neural swap on BlazeFace,
     # without the SCRFD detector (det_10g) the neural path runs
-    assert "the neural swap needs inswapper_128.onnx, w600k_r50.onnx and det_10g.onnx in " in warnings[0], warnings
+    assert "using the embedded mesh swapper: inswapper_128.onnx, w600k_r50.onnx and det_10g.onnx are not in " \
+           in warnings[0], warnings
     assert "`livecam models download inswapper_128 w600k_r50 det_10g --accept-license`" in warnings[0], warnings
+    assert warnings[0].endswith("; --swap-model mesh silences this"), warnings
     assert provenance.read_png_text(out)["Comment"] == provenance.DESCRIPTION
     assert "1 face swapped" in result.stderr
     before, after = read_image(target), read_image(out)

@@ -653,3 +653,29 @@ def test_two_downloads_replacing_one_corrupt_file_both_end_with_the_good_file(tm
         monkeypatch.setattr(catalog_module, "CATALOG", MappingProxyType({"m": spec}))
         models_command.download_models(RuntimeSettings(models_dir=models, quiet=True), ("m",), accept=False)
     assert bad.read_bytes() == data
+
+
+class PresentStore:
+    """The model files here, as doctor's Neural swap line asks of the store."""
+
+    def __init__(self, *here: str) -> None:
+        self.here = set(here)
+
+    def is_present(self, name: str) -> bool:
+        return name in self.here
+
+
+def test_doctor_counts_the_fp16_inswapper_in_place_of_the_fp32_one() -> None:
+    # inswapper_128_fp16 is the other file of inswapper_128, not one more that the neural swap needs:
+    # on a GPU auto takes it, so the line said "mesh swapper" where auto swapped with it
+    state = doctor_module.neural_swap_state
+    others = ("w600k_r50", "det_10g")
+    assert state(PresentStore("inswapper_128", *others), "cpu") == "ready"
+    assert state(PresentStore("inswapper_128_fp16", *others), "cuda") == "ready"
+    # on the CPU auto leaves it alone: the fp32 file is fetched, and the fp16 one is the other way
+    assert state(PresentStore("inswapper_128_fp16", *others), "cpu") == (
+        "inswapper_128 is not here (see above), so auto uses the embedded mesh swapper; `livecam models download "
+        "inswapper_128 --accept-license` fetches it for a more lifelike swap; --swap-model inswapper_128_fp16 runs "
+        "the fp16 inswapper that is here")
+    # never counted as a need: its absence beside the fp32 file is not named
+    assert "fp16" not in state(PresentStore("inswapper_128", "w600k_r50"), "cuda")

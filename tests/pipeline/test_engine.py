@@ -55,7 +55,7 @@ def test_auto_swap_model(caplog: pytest.LogCaptureFixture) -> None:
     assert "mesh swapper" in message and "livecam models download inswapper_128" in message
     assert "--accept-license" in message and "\n" not in message
     # the fp16 file that is here was not named: the run fell back to the mesh swapper without the other way out
-    assert message.endswith(", or run the inswapper_128_fp16 that is here with --swap-model inswapper_128_fp16")
+    assert "; --swap-model inswapper_128_fp16 runs the fp16 inswapper that is here;" in message, message
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="livecam"):
         assert choose_swap_model("auto", FakeStore({"inswapper_128"}), CPU) == "mesh"  # no ArcFace
@@ -69,6 +69,30 @@ def test_auto_swap_model(caplog: pytest.LogCaptureFixture) -> None:
     assert choose_swap_model("mesh", FakeStore(ALL), CUDA) == "mesh"
     assert choose_swap_model("inswapper_128", FakeStore(set()), CPU) == "inswapper_128"
 
+
+
+def test_the_mesh_fallback_warning_says_each_thing_once(caplog: pytest.LogCaptureFixture) -> None:
+    # ~330 characters naming the models twice (names, then file names): now what is used, why,
+    # the one command and the option that silences it, each once
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        assert choose_swap_model("auto", FakeStore(set()), CPU) == "mesh"
+    (message,) = [r.getMessage() for r in caplog.records]
+    assert message == ("warning: using the embedded mesh swapper: inswapper_128.onnx, w600k_r50.onnx and "
+                       "det_10g.onnx are not in /m; `livecam models download inswapper_128 w600k_r50 det_10g "
+                       "--accept-license` fetches them for the neural swap; --swap-model mesh silences this"), message
+    assert message.count("inswapper_128") == 2 and len(message) < 260
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="livecam"):  # the option it names does silence it
+        assert choose_swap_model("mesh", FakeStore(set()), CPU) == "mesh"
+    assert not caplog.records
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="livecam"):  # a damaged file and an absent one: one line
+        store = FakeStore({"w600k_r50"}, {"inswapper_128": "/m/inswapper_128.onnx is corrupt (4 bytes); delete it"})
+        assert choose_swap_model("auto", store, CPU) == "mesh"
+    (message,) = [r.getMessage() for r in caplog.records]
+    assert message == ("warning: using the embedded mesh swapper: det_10g.onnx is not in /m; `livecam models download "
+                       "det_10g --accept-license` fetches it for the neural swap; /m/inswapper_128.onnx is corrupt "
+                       "(4 bytes); delete it; --swap-model mesh silences this"), message
 
 def settings(tmp_path: Path, sources: tuple[Path, ...], *, models: Path | None = None, swap: str = "mesh",
              processors: tuple[str, ...] = ("face_swapper",), **analysis: object) -> ProcessingSettings:
@@ -273,3 +297,38 @@ def test_an_image_gives_its_sessions_every_core_whatever_execution_threads_says(
     finally:
         sessions.clear_pool()  # no 8-thread sessions for the tests that follow
     assert out.is_file() and threads and set(threads) == {8}
+
+
+def test_a_neural_swap_without_det_10g_says_blazeface_finds_the_faces(
+        tmp_path: Path, faces_dir: Path, standin_models: Path, cache_env: None,
+        caplog: pytest.LogCaptureFixture) -> None:
+    # inswapper and ArcFace here, det_10g not: auto runs the neural swap on the embedded BlazeFace,
+    # silently (or, with the other two damaged, "det_10g ... so the embedded mesh swapper is used")
+    source = small(faces_dir, "biden.jpg", tmp_path)
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        engine = Engine.create(settings(tmp_path, (source,), models=standin_models, swap="auto"),
+                               live=False, progress=False)
+    assert engine.swap_model == "inswapper_128" and "detector blazeface_full_range" in engine.describe()
+    messages = [r.getMessage() for r in caplog.records]
+    assert [m for m in messages if "det_10g" in m] == [
+        f"warning: the neural swap finds faces with the embedded BlazeFace detector: det_10g.onnx is not in "
+        f"{standin_models}; `livecam models download det_10g --accept-license` fetches it; "
+        f"--detector blazeface silences this"], messages
+    assert not any("mesh swapper" in m for m in messages), messages
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="livecam"):  # the option it names does silence it
+        Engine.create(settings(tmp_path, (source,), models=standin_models, swap="auto", detector="blazeface"),
+                      live=False, progress=False)
+    assert not any("det_10g" in r.getMessage() for r in caplog.records)
+
+
+def test_a_damaged_det_10g_is_called_damaged_beside_the_neural_swap(caplog: pytest.LogCaptureFixture) -> None:
+    from livecam.pipeline.engine import warn_detector_fallback
+
+    store = FakeStore({"inswapper_128", "w600k_r50"}, {"det_10g": "/m/det_10g.onnx is corrupt (16 bytes); delete it"})
+    with caplog.at_level(logging.WARNING, logger="livecam"):
+        assert choose_swap_model("auto", store, CPU) == "inswapper_128"
+        warn_detector_fallback(store)
+    assert [r.getMessage() for r in caplog.records] == [
+        "warning: the neural swap finds faces with the embedded BlazeFace detector: /m/det_10g.onnx is corrupt "
+        "(16 bytes); delete it; --detector blazeface silences this"]

@@ -32,6 +32,7 @@ from livecam.paths import why_missing
 from livecam.marks.credentials import signing_for
 from livecam.marks.watermark import open_watermarker
 from livecam.media.images import read_image, write_image_atomic
+from livecam.models.catalog import NEURAL_SWAP_MODELS, download_command
 from livecam.media.video_writer import AudioSamples, OutputSpec, VideoWriter, container_format, encoder_available
 from livecam.samples import SAMPLES, sample_path
 from livecam.settings import (AnalysisSettings, C2paSettings, DemoJob, ProcessingSettings, RuntimeSettings,
@@ -309,8 +310,10 @@ def summary(r: DemoResult) -> str:
         "Try next:",
         "  swap a face in a photo:  livecam image PHOTO.jpg OUT.jpg --source FACE.jpg",
         "  swap live from a camera: livecam run --source FACE.jpg (with that person's consent)",
-        "  a more lifelike swap:    livecam models download --accept-license"
-        + (" (installed already)" if r.neural else " (inswapper, buffalo_l, GFPGAN)"),
+        # the neural swap's models by name, as the mesh-fallback warning and doctor give them
+        # ("inswapper, buffalo_l, GFPGAN" meant nothing to a newcomer)
+        "  a more lifelike swap:    "
+        + ("the neural models, installed already" if r.neural else download_command(*NEURAL_SWAP_MODELS)),
         "  use a GPU:               --execution-provider cuda (or tensorrt, coreml, directml, openvino, rocm)",
         "  check this machine:      livecam doctor",
     ]

@@ -16,10 +16,10 @@ from livecam.models.catalog import DEFAULT_RUN_MODELS, NEURAL_SWAP_MODELS, downl
 from livecam.paths import blocked_folder, nearest_existing
 from livecam.models.store import (CORRUPT, MISSING, PRESENT, VERIFIED, ModelStore, free_bytes, models_root,
                                   other_models_root)
-from livecam.pipeline.engine import PROBE_MODEL
+from livecam.pipeline.engine import FP16_HINT, PROBE_MODEL
 from livecam.processors.registry import listed
-from livecam.runtime.providers import (NO_ONNXRUNTIME, available_names, driver_cuda_version, ort_cuda_version,
-                                      import_onnxruntime, resolve_providers)
+from livecam.runtime.providers import (FP16_FRIENDLY, NO_ONNXRUNTIME, available_names, driver_cuda_version,
+                                      import_onnxruntime, ort_cuda_version, resolve_providers)
 from livecam.runtime.sessions import start_problem
 from livecam.settings import RuntimeSettings
 
@@ -138,17 +138,30 @@ def models_folder_problem(settings: RuntimeSettings) -> str:
                                       f"{other_models_root(settings)}")
 
 
-def neural_swap_state(store: ModelStore) -> str:
-    """Whether `auto` swaps with the neural models, and if not the one command that fetches the
-    ones not here: a newcomer saw a dozen "missing" models and no word on which matter."""
-    absent = [name for name in NEURAL_SWAP_MODELS if not store.is_present(name)]
+def neural_swap_state(store: ModelStore, primary: str = "cpu") -> str:
+    """Whether `auto` swaps with the neural models on the `primary` provider, and if not the one
+    command that fetches the ones not here: a newcomer saw a dozen "missing" models and no word on
+    which matter. inswapper_128_fp16 stands for inswapper_128 where auto takes it (FP16_FRIENDLY)."""
+    fp16_here = store.is_present("inswapper_128_fp16")
+    absent = [name for name in NEURAL_SWAP_MODELS if not store.is_present(name)
+              and not (name == "inswapper_128" and fp16_here and primary in FP16_FRIENDLY)]
     if not absent:
         return "ready"
     # without the detector alone the neural swap still runs, on faces BlazeFace found
     instead = ("faces are found with the embedded BlazeFace" if absent == ["det_10g"]
                else "auto uses the embedded mesh swapper")
+    fp16 = f"; {FP16_HINT}" if "inswapper_128" in absent and fp16_here and "w600k_r50" not in absent else ""
     return (f"{listed(absent)} not here (see above), so {instead}; "
-            f"`{download_command(*absent)}` fetches {agree(len(absent), 'it', 'them')} for a more lifelike swap")
+            f"`{download_command(*absent)}` fetches {agree(len(absent), 'it', 'them')} for a more lifelike swap{fp16}")
+
+
+def auto_primary(settings: RuntimeSettings) -> str:
+    """The provider --execution-provider resolves to here (not started: the providers' lines say
+    whether it starts); the CPU when it cannot resolve."""
+    try:
+        return resolve_providers(settings.providers).primary
+    except ProviderError:
+        return "cpu"
 
 
 def credentials_state() -> tuple[str, bool]:
@@ -249,7 +262,7 @@ def run_doctor(settings: RuntimeSettings) -> int:
         if name in DEFAULT_RUN_MODELS and st.state != VERIFIED:
             ready = False
 
-    echo("Neural swap (--swap-model auto): " + neural_swap_state(store))
+    echo("Neural swap (--swap-model auto): " + neural_swap_state(store, auto_primary(settings)))
     for line in provider_start_lines(store):
         echo(line)
     cameras = probe_cameras()

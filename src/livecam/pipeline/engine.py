@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, TypeVar
 
 import numpy as np
 
+from livecam.console import agree
 from livecam.errors import InputError, NoFaceError, ProviderStartError
 from livecam.faces.analyser import FaceAnalyser
 from livecam.faces.face import Face
@@ -41,6 +42,9 @@ _T = TypeVar("_T")
 PHOTO_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff"})
 # The smallest embedded model: `auto` tries its accelerator on it before choosing it.
 PROBE_MODEL = "blazeface_short_range"
+# auto takes inswapper_128_fp16 on FP16_FRIENDLY providers only: elsewhere one that is here is the
+# other way to the neural swap (said by the mesh-fallback warning and doctor)
+FP16_HINT = "--swap-model inswapper_128_fp16 runs the fp16 inswapper that is here"
 
 
 def pick_swap_model(choice: str, store: ModelStore, providers: ProviderChoice) -> tuple[str, tuple[str, ...]]:
@@ -67,21 +71,31 @@ def warn_provider_fallback(problem: ProviderStartError | None) -> None:
 
 
 def warn_mesh_fallback(missing: Sequence[str], store: Any = None) -> None:
-    # A damaged file is said as such (models/store.ModelStore.damage), not as "not available".
-    damaged = [store.damage(n) for n in missing] if store is not None else []
-    for line in filter(None, damaged):
-        log.warning("warning: %s; until then the embedded mesh swapper is used", line)
-    missing = [n for n, d in zip(missing, damaged or [""] * len(missing)) if not d]
-    if missing:
-        # auto takes the fp16 file on fp16-friendly providers only; one that is here is the other way
-        fp16 = (", or run the inswapper_128_fp16 that is here with --swap-model inswapper_128_fp16"
-                if "inswapper_128" in missing and "w600k_r50" not in missing and store is not None
-                and store.can_provide("inswapper_128_fp16") else "")
-        *first, last = [CATALOG[n].file_name for n in NEURAL_SWAP_MODELS]
-        log.warning("warning: %s not available here (the neural swap needs %s and %s in %s), so the embedded mesh "
-                    "swapper is used; for the neural swap run `%s`%s", registry.listed(missing), ", ".join(first),
-                    last, store.file_path(missing[0]).parent if store is not None else "the models folder",
-                    download_command(*missing), fp16)
+    """One line: the mesh swapper is used, why (the files not in the models folder, and each
+    damaged one with its repair), the command that fetches the absent ones, and the option
+    that silences it (a ~330-character line named every model twice)."""
+    if not missing:
+        return
+    # A damaged file is said as such, with its repair (models/store.ModelStore.damage), not as "not here".
+    damage = {n: store.damage(n) if store is not None else "" for n in missing}
+    absent = [n for n in missing if not damage[n]]
+    folder = store.file_path(missing[0]).parent if store is not None else "the models folder"
+    files = registry.listed([CATALOG[n].file_name for n in absent]) if absent else ""
+    why = ([f"{files} not in {folder}; `{download_command(*absent)}` fetches {agree(len(absent), 'it', 'them')} "
+            "for the neural swap"] if absent else [])
+    fp16 = (f"; {FP16_HINT}" if "inswapper_128" in missing and "w600k_r50" not in missing and store is not None
+            and store.is_present("inswapper_128_fp16") else "")
+    log.warning("warning: using the embedded mesh swapper: %s%s; --swap-model mesh silences this",
+                "; ".join(why + [d for d in damage.values() if d]), fp16)
+
+
+def warn_detector_fallback(store: Any) -> None:
+    """The neural swap runs, but on the embedded BlazeFace: det_10g (SCRFD) is absent or damaged;
+    it was silent, or blamed for a mesh swap that did not happen."""
+    why = store.damage("det_10g") or (f"{CATALOG['det_10g'].file_name} is not in {store.file_path('det_10g').parent}; "
+                                      f"`{download_command('det_10g')}` fetches it")
+    log.warning("warning: the neural swap finds faces with the embedded BlazeFace detector: %s; "
+                "--detector blazeface silences this", why)
 
 
 def choose_swap_model(choice: str, store: ModelStore, providers: ProviderChoice) -> str:
@@ -213,6 +227,9 @@ class Engine:
             processor.prepare(sources)
         warn_provider_fallback(provider_problem)
         warn_mesh_fallback(fallback_missing, store)
+        if (settings.swap.model == "auto" and swap_model not in (None, "mesh") and analysis.detector == "auto"
+                and not store.is_present("det_10g")):
+            warn_detector_fallback(store)
         for line in registry.unused_option_warnings(settings, swap_model):  # said once, not per lane
             log.warning("%s", line)
         if analyser.det_size is None and analysis.det_size != AnalysisSettings().det_size:
