@@ -172,6 +172,22 @@ def test_neural_models_are_used_when_present_and_the_summary_says_so(tmp_path: P
     assert len(decode(out / "demo.mp4")) == 12
 
 
+def test_an_fp16_inswapper_the_cpu_does_not_take_is_no_neural_swap_in_the_summary(tmp_path: Path,
+                                                                                  short_demo: None) -> None:
+    pytest.importorskip("livecam.processors.face_swapper")
+    from tests.standins.arcface import build_arcface
+    from tests.standins.inswapper import build_inswapper
+
+    models = tmp_path / "models"
+    models.mkdir()
+    build_arcface(models / "w600k_r50.onnx")
+    build_inswapper(models / "inswapper_128_fp16.onnx")  # auto on the CPU takes the fp32 file only
+    result = CliRunner().invoke(cli, ["--unverified-models", "demo", str(tmp_path / "n")])
+    assert result.exit_code == 0, result.output
+    assert "swapped with: the embedded mesh swapper" in result.output and "swapper mesh" in result.output
+    assert "neural models found" not in result.output
+
+
 def test_a_failure_leaves_no_files_and_no_folder(tmp_path: Path, short_demo: None,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     from livecam.errors import OutputError

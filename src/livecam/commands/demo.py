@@ -115,13 +115,16 @@ def _make_demo(folder: Path, runtime: RuntimeSettings, workers: int, written: li
                       size=CLIP_SIZE, fps=CLIP_FPS, frames=CLIP_FRAMES)
     written.append(target_clip)  # only complete files are listed: they are removed if a later step fails
 
-    neural = neural_models_present(ModelStore(runtime, progress=False))
     settings = ProcessingSettings(
         sources=(source,), runtime=runtime,  # the default processors: the swapper
         analysis=AnalysisSettings(),  # smoothing on, as `livecam video` does by default
-        swap=SwapSettings(model="auto" if neural else "mesh"),
+        # auto only where the neural files are here: elsewhere its fallback warning says what a newcomer reads below
+        swap=SwapSettings(model="auto" if neural_models_present(ModelStore(runtime, progress=False)) else "mesh"),
     )
     engine = Engine.create(settings, live=False, progress=False)
+    # what auto chose, not what is on disk: on the CPU it takes no fp16 inswapper (the summary
+    # said "the neural models" over a mesh swap)
+    neural = engine.swap_model not in (None, "mesh")
     log.info("demo: putting the face of %s on a clip of %s (%s)", SAMPLES[SOURCE].who, SAMPLES[TARGET].who,
              engine.describe())
     # The demo's outputs carry every mark, as `livecam video` and `livecam image` write them.
