@@ -293,3 +293,14 @@ def test_a_live_mpeg4_recording_keeps_its_quality(tmp_path: Path) -> None:
     writer.close()
     errors = [np.abs(got.astype(int) - frame).mean() for got, frame in zip(probe(path)["images"], frames)]
     assert len(errors) == 10 and errors[-1] < 1.2 * errors[0], errors
+
+
+def test_a_refused_encoder_is_offered_only_encoders_that_pass_every_check(tmp_path: Path) -> None:
+    # a 90 kHz input (a phone's, a TS): mpeg4 cannot time it, so offering it wasted the next try
+    phone = (Fraction(30), Fraction(1, 90000))
+    assert "mpeg4" in available_encoders() and not encoder_available("mpeg4", *phone)
+    with pytest.raises(InputError) as refused:
+        check_encoder("png", tmp_path / "a.mkv", (64, 64), phone)
+    offered = refused.value.message.split("use --video-encoder ")[1].split(" or another")[0].split(" or ")
+    assert "libx264" in offered and "mpeg4" not in offered
+    assert all(encoder_available(e, *phone) for e in offered)

@@ -280,21 +280,26 @@ def check_encoder(name: str, output: Path, size: tuple[int, int] | None = None,
     def holds(encoder: str) -> bool:
         return (av.Codec(encoder, "w").canonical_name in allowed) if allowed is not None else muxer_holds(fmt, encoder)
 
-    fits = [e for e in available_encoders() if holds(e)]
+    def suggested() -> list[str]:
+        """The encoders here that pass every check below: one that fails the next wastes a try
+        (mpeg4 was offered for a 90 kHz input it cannot time)."""
+        return [e for e in available_encoders() if holds(e) and (size is None or encoder_fits(e, *size))
+                and (timing is None or encoder_available(e, *timing))]
+
     if not holds(name):
         raise InputError(f"{Path(output).suffix} files cannot hold {codec} video from {name!r}; "
-                         f"use --video-encoder {' or '.join(fits) or 'libvpx-vp9'} or another extension")
+                         f"use --video-encoder {' or '.join(suggested()) or 'libvpx-vp9'} or another extension")
     if size is not None and not encoder_fits(name, *size):
         least, most_w, most_h = encoder_sizes(name)
         limits = f"at least {least} pixels a side" if min(encoded_size(*size)) < least else \
             (f"at most {most_w} pixels a side" if most_w == most_h else f"at most {most_w}x{most_h} pixels")
-        others = [e for e in fits if encoder_fits(e, *size)]
+        others = suggested()
         fix = f"use --video-encoder {' or '.join(others)}" if others else "no encoder here takes it; resize the video first"
         raise InputError(f"{name} encodes frames of {limits}, and this video is {size[0]}x{size[1]}; {fix}")
     if timing is not None and not encoder_available(name, *timing):
         # mpeg2video failed "Invalid argument" once the frames were being encoded: it takes only
         # standard rates in ticks of one frame, and a video keeps its input's finer ticks without --fps
-        others = [e for e in fits if encoder_available(e, *timing)]
+        others = suggested()
         raise InputError(f"{name} does not encode this video's timing ({float(timing[0]):.4g} fps, in ticks of "
                          f"{timing[1]} s); give --fps with a standard rate (such as 25 or 30)"
                          + (f", or use --video-encoder {' or '.join(others)}" if others else ""))
