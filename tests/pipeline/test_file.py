@@ -538,6 +538,7 @@ def test_retime_repeats_and_drops_nearest_frames() -> None:
     class F:
         image: object
         time: float
+        duration: float | None = None
 
     src = [F(np.full(2, i), i / 30) for i in range(6)]
     doubled = list(retime(src, Fraction(60), Fraction(30)))

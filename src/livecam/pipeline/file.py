@@ -133,7 +133,7 @@ class Decoded:
     frame: TimedFrame
     pts: float
     repeats: tuple[float, ...] = ()
-    duration: float | None = None  # seconds it is shown (shown_for), on one tick only
+    duration: float | None = None  # seconds it is shown (TimedFrame.duration), on one tick only
 
     def packet(self) -> FramePacket:
         return FramePacket(index=self.index, image=self.frame.image, pts=self.pts, repeats=self.repeats,
@@ -183,13 +183,19 @@ class TimedFrame(Protocol):
     @property
     def time(self) -> float: ...
 
+    @property
+    def duration(self) -> float | None:
+        """How long the input shows it in seconds (video_reader.DecodedFrame.duration); None where
+        the source does not say (one frame at its rate)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class OutFrame:
     image: np.ndarray
     time: float
     repeats: tuple[float, ...] = ()  # times of the later output ticks that show it (retime)
-    duration: float | None = None  # seconds it is shown (shown_for)
+    duration: float | None = None  # seconds it is shown (TimedFrame.duration)
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,11 +211,9 @@ class Retimed:
     def image(self) -> np.ndarray:
         return self.frame.image
 
-
-def shown_for(frame: TimedFrame) -> float | None:
-    """How long the input shows `frame` in seconds (video_reader.DecodedFrame.duration), None
-    when unknown: a frame source need not say (a Retimed tick lasts one output frame)."""
-    return getattr(frame, "duration", None)
+    @property
+    def duration(self) -> None:  # each tick lasts one output frame
+        return None
 
 
 def ticks_of(frame: TimedFrame) -> tuple[float, ...]:
@@ -338,7 +342,7 @@ def retime(frames: Iterable[TimedFrame], fps: Fraction, input_rate: Fraction) ->
         prev = frame
         yield from release(frame.time + nominal, final=False)  # the end is no earlier than this frame's
     if prev is not None:
-        end = prev.time + (shown_for(prev) or nominal)
+        end = prev.time + (prev.duration or nominal)
         tick(end)
         yield from release(end, final=True)
 
@@ -455,7 +459,7 @@ class FilePipeline:
                         return
                     own = frame if pristine is None or n == 0 else OutFrame(pristine.copy(), frame.time)
                     decoded = Decoded(start, own, times[start - index], times[start - index + 1:end - index],
-                                      shown_for(frame) if len(times) == 1 else None)
+                                      frame.duration if len(times) == 1 else None)
                     if not put_until(self.work, decoded, stop):
                         return
                 index += len(times)
