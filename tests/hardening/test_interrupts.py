@@ -23,6 +23,7 @@ from tests.doubles import NoModels
 class Frame:
     image: np.ndarray
     time: float
+    duration: float | None = None  # pipeline.file.TimedFrame: None is one frame at the rate
 
 
 class Clock:
