@@ -656,13 +656,39 @@ def test_two_downloads_replacing_one_corrupt_file_both_end_with_the_good_file(tm
 
 
 class PresentStore:
-    """The model files here, as doctor's Neural swap line asks of the store."""
+    """The model files here, as doctor's Neural swap line asks of the store; offline, as the
+    engine's pick_swap_model asks of it (nothing downloadable, nothing damaged)."""
 
     def __init__(self, *here: str) -> None:
         self.here = set(here)
 
     def is_present(self, name: str) -> bool:
         return name in self.here
+
+    can_provide = is_present
+
+    def damage(self, name: str) -> str:
+        return ""
+
+
+def test_doctor_says_what_the_engine_picks_for_auto_on_every_provider() -> None:
+    # doctor restated pick_swap_model's rule (which inswapper file auto takes where); each set of files
+    # here on each provider: doctor's line says the mesh swapper exactly when the engine picks it
+    from itertools import combinations
+
+    from livecam.pipeline.engine import pick_swap_model
+    from livecam.runtime.providers import PROVIDER_NAMES, ProviderChoice
+
+    files = ("inswapper_128", "inswapper_128_fp16", "w600k_r50", "det_10g")
+    sets = [c for k in range(len(files) + 1) for c in combinations(files, k)]
+    for provider in PROVIDER_NAMES:
+        for here in sets:
+            store = PresentStore(*here)
+            picked, _ = pick_swap_model("auto", store, ProviderChoice(names=(provider, "cpu"), ort_providers=()))
+            line = doctor_module.neural_swap_state(store, provider)
+            says_mesh = "auto uses the embedded mesh swapper" in line
+            assert says_mesh == (picked == "mesh"), (provider, here, picked, line)
+            assert picked == "mesh" or picked in here, (provider, here, picked)
 
 
 def test_doctor_counts_the_fp16_inswapper_in_place_of_the_fp32_one() -> None:

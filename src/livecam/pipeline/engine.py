@@ -47,6 +47,13 @@ PROBE_MODEL = "blazeface_short_range"
 FP16_HINT = "--swap-model inswapper_128_fp16 runs the fp16 inswapper that is here"
 
 
+def auto_inswappers(primary: str) -> tuple[str, ...]:
+    """The inswapper files `auto` takes on the `primary` provider, best first: the fp16 file only
+    where fp16 kernels are trustworthy (FP16_FRIENDLY), the fp32 one everywhere. The one rule that
+    pick_swap_model and doctor's Neural swap line both ask."""
+    return ("inswapper_128_fp16", "inswapper_128") if primary in FP16_FRIENDLY else ("inswapper_128",)
+
+
 def pick_swap_model(choice: str, store: ModelStore, providers: ProviderChoice) -> tuple[str, tuple[str, ...]]:
     """The swap model for --swap-model CHOICE, and when `auto` fell back to the mesh swapper the
     models of its neural path (catalog.NEURAL_SWAP_MODELS) not in the models folder (empty
@@ -55,8 +62,7 @@ def pick_swap_model(choice: str, store: ModelStore, providers: ProviderChoice) -
     needs can be had now."""
     if choice != "auto":
         return choice, ()
-    preferred = ["inswapper_128_fp16", "inswapper_128"] if providers.primary in FP16_FRIENDLY else ["inswapper_128"]
-    for name in preferred:
+    for name in auto_inswappers(providers.primary):
         if store.can_provide(name) and store.can_provide("w600k_r50"):
             return name, ()
     # every file the neural path needs, det_10g too: fetching the two that forced the fallback
