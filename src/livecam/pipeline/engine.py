@@ -396,10 +396,9 @@ class Engine:
             return self._thread.call(self.analyse, packet, track, choose)
         t0 = time.perf_counter()
         timestamp = packet.pts if packet.pts is not None else packet.captured_at
-        seen: list[Face] = []
-        packet.faces = self.analyser.analyse(packet.image, timestamp=timestamp, track=track,
-                                             timings=packet.timings, choose=choose, seen=seen)
-        packet.found = len(seen)
+        analysis = self.analyser.analyse(packet.image, timestamp=timestamp, track=track,
+                                         timings=packet.timings, choose=choose)
+        packet.faces, packet.found = analysis.faces, analysis.found
         packet.timings["analyse"] = (time.perf_counter() - t0) * 1000.0
 
     # Video files: detect() in parallel workers, then track() in frame order, then process().
