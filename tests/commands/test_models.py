@@ -701,6 +701,7 @@ def test_doctor_says_what_the_engine_picks_for_auto_on_every_provider() -> None:
     from itertools import combinations
 
     from livecam.pipeline.engine import pick_swap_model
+    from livecam.processors.registry import listed
     from livecam.runtime.providers import PROVIDER_NAMES, ProviderChoice
 
     files = ("inswapper_128", "inswapper_128_fp16", "w600k_r50", "det_10g")
@@ -708,11 +709,14 @@ def test_doctor_says_what_the_engine_picks_for_auto_on_every_provider() -> None:
     for provider in PROVIDER_NAMES:
         for here in sets:
             store = PresentStore(*here)
-            picked, _ = pick_swap_model("auto", store, ProviderChoice(names=(provider, "cpu"), ort_providers=()))
+            picked, missing = pick_swap_model("auto", store, ProviderChoice(names=(provider, "cpu"), ort_providers=()))
             line = doctor_module.neural_swap_state(store, provider)
             says_mesh = "auto uses the embedded mesh swapper" in line
             assert says_mesh == (picked == "mesh"), (provider, here, picked, line)
             assert picked == "mesh" or picked in here, (provider, here, picked)
+            if picked == "mesh":  # the files the fallback's warning names are the ones doctor names
+                assert line.startswith(f"{listed(list(missing))} not here"), (
+                    provider, here, missing, line)
 
 
 def test_doctor_counts_the_fp16_inswapper_in_place_of_the_fp32_one() -> None:

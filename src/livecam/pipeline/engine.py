@@ -54,6 +54,15 @@ def auto_inswappers(primary: str) -> tuple[str, ...]:
     return ("inswapper_128_fp16", "inswapper_128") if primary in FP16_FRIENDLY else ("inswapper_128",)
 
 
+def neural_absent(store: Any, primary: str) -> tuple[str, ...]:
+    """The files of the neural path (catalog.NEURAL_SWAP_MODELS) not in the models folder, an
+    inswapper file auto takes on `primary` standing for inswapper_128: what the mesh fallback's
+    warning and doctor's line name, with the one command that fetches them."""
+    swapper_here = any(store.is_present(name) for name in auto_inswappers(primary))
+    return tuple(name for name in NEURAL_SWAP_MODELS if not store.is_present(name)
+                 and not (name == "inswapper_128" and swapper_here))
+
+
 def pick_swap_model(choice: str, store: ModelStore, providers: ProviderChoice) -> tuple[str, tuple[str, ...]]:
     """The swap model for --swap-model CHOICE, and when `auto` fell back to the mesh swapper the
     models of its neural path (catalog.NEURAL_SWAP_MODELS) not in the models folder (empty
@@ -67,7 +76,7 @@ def pick_swap_model(choice: str, store: ModelStore, providers: ProviderChoice) -
             return name, ()
     # every file the neural path needs, det_10g too: fetching the two that forced the fallback
     # gave a neural swap on the embedded BlazeFace
-    return "mesh", tuple(n for n in NEURAL_SWAP_MODELS if not store.is_present(n))
+    return "mesh", neural_absent(store, providers.primary)
 
 
 def warn_provider_fallback(problem: ProviderStartError | None) -> None:
