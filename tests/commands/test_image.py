@@ -102,7 +102,7 @@ def test_a_corrupt_inswapper_is_called_corrupt_when_auto_falls_back(
     lines = [line for line in result.stderr.splitlines() if "mesh swapper" in line]
     corrupt = [line for line in lines if "inswapper_128.onnx is corrupt" in line]
     assert len(corrupt) == 1, lines
-    assert "delete it and run `livecam models download inswapper_128 --accept-license`" in corrupt[0]
+    assert "run `livecam models download inswapper_128 --accept-license`, which replaces it" in corrupt[0]
     assert "livecam models verify" in corrupt[0]
     assert not any("inswapper_128 and" in line or "inswapper_128 not available" in line for line in lines), lines
 
@@ -124,8 +124,8 @@ def test_damaged_neural_models_online_fall_back_to_mesh_as_offline(
     assert result.returncode == 0, result.stderr
     assert "swapper mesh" in result.stderr and "1 face swapped" in result.stderr
     lines = [line for line in result.stderr.splitlines() if "mesh swapper" in line]
-    assert any("inswapper_128.onnx is corrupt" in line and "delete it and run `livecam models download "
-               "inswapper_128 --accept-license`" in line for line in lines), lines
+    assert any("inswapper_128.onnx is corrupt" in line and "run `livecam models download "
+               "inswapper_128 --accept-license`, which replaces it" in line for line in lines), lines
     assert (models / "inswapper_128.onnx").read_bytes() == b"<html>502 Bad Gateway</html>"  # left as it was
 
 

@@ -185,6 +185,30 @@ def test_models_download_replaces_a_corrupt_file_once_the_licence_is_accepted(is
     assert sorted(p.name for p in models.iterdir() if not p.name.endswith(".lock")) == [".verified.json", "m.onnx"]
 
 
+def test_the_repair_a_damaged_model_is_given_is_a_command_that_replaces_it(isolated_env, tmp_path) -> None:
+    # the repair said "delete it and run `livecam models download ...`", while the download replaces
+    # a damaged file itself: the command the message names, run as given, leaves the good file
+    import re
+
+    data = payload(200_000, 24)
+    models = Path(isolated_env["LIVECAM_MODELS_DIR"])
+    models.mkdir(parents=True)
+    bad = models / "m.onnx"
+    bad.write_bytes(payload(200_000, 25))  # the right size, the wrong bytes
+    with LoopbackServer() as server:
+        url = server.serve("/m.onnx", data)
+        catalog = tmp_path / "catalog.json"
+        catalog.write_text(catalog_to_json([spec_for("m", (url,), data, needs_acceptance=True)]))
+        verify = run_patched(catalog, ["models", "verify", "m"], isolated_env)
+        assert verify.returncode == 3, verify.stderr
+        said = re.search(r"; run `livecam (models download [^`]*)`, which replaces it", verify.stderr)
+        assert said is not None and "delete" not in verify.stderr, verify.stderr
+        assert said.group(1) == "models download m --accept-license"
+        result = run_patched(catalog, said.group(1).split(), env_without_offline(isolated_env))
+        assert result.returncode == 0, result.stderr
+    assert bad.read_bytes() == data
+
+
 def test_models_verify_catches_a_wrong_kind_of_unpinned_model(isolated_env, tmp_path) -> None:
     models = Path(isolated_env["LIVECAM_MODELS_DIR"])
     models.mkdir(parents=True)
@@ -256,7 +280,7 @@ def test_doctor_says_how_to_fix_a_corrupt_model(tmp_path, monkeypatch, capsys) -
     monkeypatch.setattr(doctor_module, "probe_cameras", lambda: [])
     assert doctor_module.run_doctor(RuntimeSettings(models_dir=models, offline=True)) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("inswapper_128 "))
-    assert "corrupt" in line and "delete it and run `livecam models download inswapper_128 --accept-license`" in line
+    assert "corrupt" in line and "run `livecam models download inswapper_128 --accept-license`, which replaces it" in line
 
 
 def test_doctor_and_models_list_say_a_broken_unpinned_model_is_corrupt_and_the_fix(tmp_path, monkeypatch,
@@ -271,7 +295,7 @@ def test_doctor_and_models_list_say_a_broken_unpinned_model_is_corrupt_and_the_f
     assert spec.sha256 is None and spec.size is not None
     with open(models / spec.file_name, "wb") as fh:
         fh.truncate(spec.size)  # sparse: zeros without writing 340 MB
-    fix = "delete it and run `livecam models download gfpgan_1.4`"
+    fix = "run `livecam models download gfpgan_1.4`, which replaces it"
     monkeypatch.setattr(doctor_module, "probe_cameras", lambda: [])
     settings = RuntimeSettings(models_dir=models, offline=True)
     assert doctor_module.run_doctor(settings) == 0  # not a model of the default run
@@ -315,14 +339,14 @@ def test_a_fifo_in_a_models_place_is_named_not_missing(tmp_path, monkeypatch, ca
     settings = RuntimeSettings(models_dir=models, offline=True)
     doctor_module.run_doctor(settings)
     line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("inswapper_128 "))
-    assert line.split(None, 1)[1] == f"corrupt (not a regular file); delete it and run {command}"
+    assert line.split(None, 1)[1] == f"corrupt (not a regular file); run {command}, which replaces it"
     verify = run_cli(["models", "verify", "inswapper_128"], env=isolated_env)
     assert verify.returncode == 3 and verify.stderr.startswith(
-        f"inswapper_128: corrupt {models / 'inswapper_128.onnx'}: not a regular file; delete it and run {command}\n")
+        f"inswapper_128: corrupt {models / 'inswapper_128.onnx'}: not a regular file; run {command}, which replaces it\n")
     with pytest.raises(ModelError) as info:
         ModelStore(settings, progress=False).path("inswapper_128")
     assert info.value.message == (f"{models / 'inswapper_128.onnx'} is not a regular file, where model "
-                                  f"inswapper_128's file goes; delete it and run {command}")
+                                  f"inswapper_128's file goes; run {command}, which replaces it")
 
 
 @pytest.mark.parametrize("file_name", ["blazeface_short_range.onnx", "blazeface_full_range.onnx",
@@ -656,13 +680,43 @@ def test_two_downloads_replacing_one_corrupt_file_both_end_with_the_good_file(tm
 
 
 class PresentStore:
-    """The model files here, as doctor's Neural swap line asks of the store."""
+    """The model files here, as doctor's Neural swap line asks of the store; offline, as the
+    engine's pick_swap_model asks of it (nothing downloadable, nothing damaged)."""
 
     def __init__(self, *here: str) -> None:
         self.here = set(here)
 
     def is_present(self, name: str) -> bool:
         return name in self.here
+
+    can_provide = is_present
+
+    def damage(self, name: str) -> str:
+        return ""
+
+
+def test_doctor_says_what_the_engine_picks_for_auto_on_every_provider() -> None:
+    # doctor restated pick_swap_model's rule (which inswapper file auto takes where); each set of files
+    # here on each provider: doctor's line says the mesh swapper exactly when the engine picks it
+    from itertools import combinations
+
+    from livecam.pipeline.engine import pick_swap_model
+    from livecam.processors.registry import listed
+    from livecam.runtime.providers import PROVIDER_NAMES, ProviderChoice
+
+    files = ("inswapper_128", "inswapper_128_fp16", "w600k_r50", "det_10g")
+    sets = [c for k in range(len(files) + 1) for c in combinations(files, k)]
+    for provider in PROVIDER_NAMES:
+        for here in sets:
+            store = PresentStore(*here)
+            picked, missing = pick_swap_model("auto", store, ProviderChoice(names=(provider, "cpu"), ort_providers=()))
+            line = doctor_module.neural_swap_state(store, provider)
+            says_mesh = "auto uses the embedded mesh swapper" in line
+            assert says_mesh == (picked == "mesh"), (provider, here, picked, line)
+            assert picked == "mesh" or picked in here, (provider, here, picked)
+            if picked == "mesh":  # the files the fallback's warning names are the ones doctor names
+                assert line.startswith(f"{listed(list(missing))} not here"), (
+                    provider, here, missing, line)
 
 
 def test_doctor_counts_the_fp16_inswapper_in_place_of_the_fp32_one() -> None:

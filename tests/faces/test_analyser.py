@@ -77,18 +77,27 @@ def make(faces: list[Face], *, need_landmarks: bool = False, embedder: bool = Fa
 
 def test_largest_face_by_default_all_with_many() -> None:
     faces = [face_at(0, 30), face_at(60, 50), face_at(130, 40)]
-    assert [f.bbox[0] for f in make(faces).analyse(IMAGE)] == [60]
-    assert len(make(faces, many_faces=True).analyse(IMAGE)) == 3
-    assert make([]).analyse(IMAGE) == []
+    assert [f.bbox[0] for f in make(faces).analyse(IMAGE).faces] == [60]
+    assert len(make(faces, many_faces=True).analyse(IMAGE).faces) == 3
+    assert make([]).analyse(IMAGE).faces == []
+
+
+def test_the_analysis_says_how_many_faces_detection_found_before_selection() -> None:
+    # what `livecam image` counts the faces it left from ("N other faces ... left as they were")
+    faces = [face_at(0, 30), face_at(60, 50), face_at(130, 40)]
+    one = make(faces).analyse(IMAGE)
+    assert len(one.faces) == 1 and one.found == 3
+    assert make(faces, many_faces=True).analyse(IMAGE).found == 3
+    assert make([]).analyse(IMAGE).found == 0
 
 
 def test_landmarks_only_when_needed() -> None:
     faces = [face_at(0, 30), face_at(60, 50)]
     plain = make(faces)
-    assert plain.analyse(IMAGE)[0].landmarks is None
+    assert plain.analyse(IMAGE).faces[0].landmarks is None
     assert plain.landmarker.calls == 0
     meshed = make(faces, need_landmarks=True)
-    out = meshed.analyse(IMAGE)
+    out = meshed.analyse(IMAGE).faces
     assert len(out) == 1 and out[0].landmarks is not None and meshed.landmarker.calls == 1
 
 
@@ -96,7 +105,7 @@ def test_reference_mode_keeps_only_that_person() -> None:
     faces = [face_at(0, 30), face_at(60, 50), face_at(110, 40)]  # axes 0, 1, 2
     analyser = make(faces, embedder=True, many_faces=True, reference_distance=0.5)
     analyser.set_references([axis(2)])
-    out = analyser.analyse(IMAGE)
+    out = analyser.analyse(IMAGE).faces
     assert [int(f.bbox[0]) for f in out] == [110]  # not the largest: the reference person
     assert analyser.embedder.calls == 1  # one batched call for all faces
 
@@ -105,7 +114,7 @@ def test_map_mode_sets_source_keys() -> None:
     faces = [face_at(0, 30), face_at(60, 50), face_at(110, 40)]
     analyser = make(faces, embedder=True, reference_distance=0.5, face_map=MAP)
     analyser.set_references([axis(2), axis(0)])
-    out = analyser.analyse(IMAGE)
+    out = analyser.analyse(IMAGE).faces
     assert {int(f.bbox[0]): f.source_key for f in out} == {110: 0, 0: 1}
 
 
@@ -121,7 +130,7 @@ def test_detect_every_n_carries_and_refits_faces() -> None:
     for i in range(7):
         analyser.landmarker.shift = float(i)
         timings: dict[str, float] = {}
-        results.append(analyser.analyse(IMAGE, timestamp=i / 30, track=True, timings=timings))
+        results.append(analyser.analyse(IMAGE, timestamp=i / 30, track=True, timings=timings).faces)
         assert {"detect", "landmarks"} <= set(timings)
     assert analyser.detector.calls == 3  # frames 0, 3 and 6
     assert analyser.landmarker.calls == 7  # every frame re-fitted
@@ -137,7 +146,7 @@ def test_detect_every_n_carries_and_refits_faces() -> None:
     empty = make([], need_landmarks=True)
     empty.set_detect_every(3)
     for _ in range(3):
-        assert empty.analyse(IMAGE, track=True) == []
+        assert empty.analyse(IMAGE, track=True).faces == []
     # nobody to carry: detect on every frame (twice: a small image is retried with a border)
     assert empty.detector.calls == 6
     analyser.set_detect_every(1)
@@ -178,7 +187,7 @@ def test_sparse_detection_saves_says_whether_detecting_every_2nd_frame_runs_fewe
         analyser.detector.session, analyser.landmarker.session = detector, mesh  # type: ignore[attr-defined, union-attr]
         analyser.set_detect_every(every)
         for i in range(6):
-            assert len(analyser.analyse(photo, timestamp=i / 30, track=True)) == 1
+            assert len(analyser.analyse(photo, timestamp=i / 30, track=True).faces) == 1
         runs[every] = detector.runs + mesh.runs
         assert detector.runs == 6 // every
     assert analyser.det_size is None  # BlazeFace
@@ -225,11 +234,11 @@ def test_embedded_models_on_real_photos(tmp_path: Path, faces_dir: Path) -> None
 
     analyser = _real_analyser(tmp_path, many_faces=True)
     assert analyser.names.detector == "blazeface_full_range"
-    obama = analyser.analyse(read_image(faces_dir / "obama.jpg"))
+    obama = analyser.analyse(read_image(faces_dir / "obama.jpg")).faces
     assert len(obama) == 1 and obama[0].landmarks is not None and obama[0].landmarks.shape == (468, 2)
     x1, y1, x2, y2 = obama[0].bbox
     assert np.all((obama[0].kps >= (x1, y1)) & (obama[0].kps <= (x2, y2)))
-    group = analyser.analyse(read_image(faces_dir / "group6.jpg"))
+    group = analyser.analyse(read_image(faces_dir / "group6.jpg")).faces
     assert len(group) == 6
     face, count = analyser.analyse_photo(read_image(faces_dir / "group6.jpg"))
     assert count == 6 and face is not None and face.area == max(f.area for f in group)
@@ -254,7 +263,7 @@ def test_a_picture_keeps_every_real_face_that_facemesh_confirms(tmp_path: Path, 
     assert analyser.confirm
     detected = analyser.detector.detect(image)
     assert len(confirmed(image, detected, analyser.landmarker)) == len(detected) == count
-    assert len(analyser.analyse(image)) == count
+    assert len(analyser.analyse(image).faces) == count
 
 
 def test_live_analyser_finds_photo_faces_with_the_full_range_model(tmp_path: Path, faces_dir: Path) -> None:
@@ -277,9 +286,9 @@ def test_live_finds_the_faces_video_finds_on_the_same_frames(tmp_path: Path, fac
     assert frame.shape == (720, 1280, 3)
     files = _real_analyser(tmp_path, live=False, many_faces=True)
     live = _real_analyser(tmp_path, live=True, many_faces=True, detect_every=2)
-    assert len(files.analyse(frame.copy())) == 6
+    assert len(files.analyse(frame.copy()).faces) == 6
     for i in range(4):  # detected frames and carried ones alike
-        faces = live.analyse(frame.copy(), timestamp=i / 30, track=True)
+        faces = live.analyse(frame.copy(), timestamp=i / 30, track=True).faces
         assert len(faces) == 6, i
         assert len({f.track_id for f in faces}) == 6
 
@@ -290,7 +299,7 @@ def _aligned_crop(faces_dir: Path, tmp_path: Path, name: str, size: int = 112) -
     from livecam.media.images import read_image
 
     photo = read_image(faces_dir / name)
-    (face,) = _real_analyser(tmp_path).analyse(photo)
+    (face,) = _real_analyser(tmp_path).analyse(photo).faces
     return align.warp_crop(photo, align.align_matrix(face.kps, align.arcface_template(size)), size)
 
 
@@ -302,7 +311,7 @@ def test_a_tightly_cropped_face_is_found_as_photo_and_as_target(tmp_path: Path, 
     analyser = _real_analyser(tmp_path)
     face, count = analyser.analyse_photo(crop)
     assert count == 1 and face is not None and face.landmarks is not None
-    (target,) = analyser.analyse(crop)
+    (target,) = analyser.analyse(crop).faces
     # found on the padded copy, reported in the crop's own pixels: the eyes near the template's
     template = align.arcface_template(112)
     for found in (face, target):
@@ -358,10 +367,10 @@ def test_tracked_frames_confirm_each_track_once_reusing_the_landmarks(need_landm
     mesh = FakeMesh() if is_face else RejectingMesh()
     analyser = FaceAnalyser(FakeDetector([face_at(60, 50)]), AnalysisSettings(), names=ModelNames("fake"),
                             landmarker=mesh, need_landmarks=need_landmarks, tracker=FaceTracker(0.5))
-    found = [analyser.analyse(IMAGE, timestamp=i / 30, track=True) for i in range(10)]
+    found = [analyser.analyse(IMAGE, timestamp=i / 30, track=True).faces for i in range(10)]
     assert [len(faces) for faces in found] == [1 if is_face else 0] * 10
     assert mesh.calls == (10 if need_landmarks and is_face else 1)  # a rejected glass is not fitted again
-    files = [analyser.track(analyser.analyse(IMAGE), 1 + i / 30, IMAGE) for i in range(10)]  # a video file's order step
+    files = [analyser.track(analyser.analyse(IMAGE).faces, 1 + i / 30, IMAGE) for i in range(10)]  # a video file's order step
     assert [len(faces) for faces in files] == [1 if is_face else 0] * 10
 
 
@@ -382,7 +391,7 @@ def test_a_rejected_glass_larger_than_the_face_does_not_hide_it_in_live_frames()
     mesh = GlassMesh()
     analyser = FaceAnalyser(FakeDetector([face, glass]), AnalysisSettings(), names=ModelNames("fake"),
                             landmarker=mesh, tracker=FaceTracker(0.0))
-    found = [analyser.analyse(IMAGE, timestamp=i / 30, track=True) for i in range(8)]
+    found = [analyser.analyse(IMAGE, timestamp=i / 30, track=True).faces for i in range(8)]
     assert [[float(f.bbox[0]) for f in faces] for faces in found] == [[]] + [[20.0]] * 7
     assert mesh.calls == 2  # each track confirmed once
 
@@ -401,7 +410,7 @@ def test_live_keeps_the_one_face_while_it_stays_changeable() -> None:
     chosen = []
     for i in range(6):
         detector.faces = [hovering(i), other]
-        chosen.append([float(f.bbox[0]) for f in analyser.analyse(IMAGE, timestamp=i / 30, track=True)])
+        chosen.append([float(f.bbox[0]) for f in analyser.analyse(IMAGE, timestamp=i / 30, track=True).faces])
     assert chosen == [[50.0], [0.0], [0.0], [0.0], [0.0], [0.0]]
 
 
@@ -416,7 +425,7 @@ def test_video_keeps_the_one_face_and_fits_it_where_the_worker_fitted_the_other(
     chosen = []
     for i in range(6):
         detector.faces = [face_at(0, 60 + i % 2), face_at(100, 61 - i % 2)]  # the larger by turns
-        (face,) = analyser.track(analyser.analyse(IMAGE, choose=False), i / 30, IMAGE)
+        (face,) = analyser.track(analyser.analyse(IMAGE, choose=False).faces, i / 30, IMAGE)
         assert face.landmarks is not None
         chosen.append(face.track_id)
     assert chosen == [chosen[0]] * 6
@@ -448,7 +457,7 @@ def test_video_runs_facemesh_at_most_once_per_face_per_frame_across_worker_proce
         # the glass ranks first; the two faces are the larger by turns, so the kept one ranks third
         detector.faces = [face_at(130, 66), face_at(0, 60 + i % 2), face_at(62, 61 - i % 2)]
         mesh.meshed.clear()
-        candidates = pickle.loads(pickle.dumps(analyser.analyse(IMAGE, choose=False)))
+        candidates = pickle.loads(pickle.dumps(analyser.analyse(IMAGE, choose=False).faces))
         (face,) = analyser.track(candidates, i / 30, IMAGE)
         assert face.landmarks is not None and face.bbox[0] < 100
         runs.append(dict(mesh.meshed))
@@ -468,6 +477,6 @@ def test_video_with_map_keeps_and_fits_every_mapped_face() -> None:
                             tracker=FaceTracker(0.5))
     analyser.set_references([axis(2), axis(0)])
     for i in range(3):
-        faces = analyser.track(analyser.analyse(IMAGE, choose=False), i / 30, IMAGE)
+        faces = analyser.track(analyser.analyse(IMAGE, choose=False).faces, i / 30, IMAGE)
         assert {int(f.bbox[0]): f.source_key for f in faces} == {0: 1, 110: 0}
         assert all(f.landmarks is not None for f in faces)

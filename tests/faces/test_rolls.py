@@ -131,7 +131,7 @@ def swap_photo(embedded: Any) -> Any:
     swapper.prepare([SourceIdentity((FACES_DIR / "obama.jpg",), source_image, face, None)])
 
     def swap(image: np.ndarray) -> tuple[np.ndarray, list[Face]]:
-        faces = [f for f in embedded.analyse(image) if f.landmarks is not None]
+        faces = [f for f in embedded.analyse(image).faces if f.landmarks is not None]
         return swapper.process(FramePacket(index=0, image=image.copy(), faces=faces)).image, faces
 
     swap.swapper = swapper  # type: ignore[attr-defined]
@@ -225,6 +225,6 @@ def test_live_carried_tilted_faces_run_facemesh_once_a_frame(faces_dir: Path, tm
     per_frame = []
     for i in range(4):
         runs.clear()
-        assert len(analyser.analyse(image, timestamp=i / 30, track=True)) == 1
+        assert len(analyser.analyse(image, timestamp=i / 30, track=True).faces) == 1
         per_frame.append(len(runs))
     assert per_frame[1:] == [1, 1, 1], per_frame

@@ -179,12 +179,12 @@ def test_the_analyser_drops_small_faces_before_embedding_and_orders_map_faces():
     real = analyser.embedder.embed
     analyser.embedder.embed = lambda image, fs: embedded.append(len(fs)) or real(image, fs)  # type: ignore[method-assign]
     # The 30 px face (reference 1) is left alone and never embedded; the others keep their keys.
-    out = analyser.analyse(IMAGE)
+    out = analyser.analyse(IMAGE).faces
     assert embedded == [2] and [(int(f.bbox[0]), f.source_key) for f in out] == [(110, 0)]
     # --map faces come in the chosen order.
     both = make(faces, embedder=True, reference_distance=0.5, face_selector_order="right-left", face_map=MAP)
     both.set_references([axis(2), axis(0)])
-    assert [int(f.bbox[0]) for f in both.analyse(IMAGE)] == [110, 0]
+    assert [int(f.bbox[0]) for f in both.analyse(IMAGE).faces] == [110, 0]
     both = make(faces, embedder=True, reference_distance=0.5, face_selector_order="left-right", face_map=MAP)
     both.set_references([axis(2), axis(0)])
-    assert [int(f.bbox[0]) for f in both.analyse(IMAGE)] == [0, 110]
+    assert [int(f.bbox[0]) for f in both.analyse(IMAGE).faces] == [0, 110]

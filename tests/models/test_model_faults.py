@@ -133,7 +133,7 @@ def test_a_broken_unpinned_model_is_listed_as_corrupt_as_verify_says(tmp_path, d
     listed, verified = store.state("sw"), store.verify("sw")
     assert listed.state == verified.state == "corrupt", (listed, verified)
     assert listed.detail and verified.detail.startswith(listed.detail), (listed, verified)
-    assert "delete it and run `livecam models download sw`" in verified.detail
+    assert "run `livecam models download sw`, which replaces it" in verified.detail
 
 
 def test_whole_onnx_files_pass_the_framing_check(tmp_path) -> None:
@@ -199,7 +199,7 @@ def test_a_broken_unpinned_model_of_the_right_size_is_not_present_and_its_damage
     store = store_for(models, spec)
     assert not store.is_present("sw")
     assert store.damage("sw").startswith(f"{models / 'sw.onnx'} is corrupt (not a whole ONNX model")
-    assert "delete it and run `livecam models download sw`" in store.damage("sw")
+    assert "run `livecam models download sw`, which replaces it" in store.damage("sw")
 
 
 @pytest.mark.parametrize("pinned", [True, False], ids=["pinned", "unpinned"])

@@ -65,6 +65,20 @@ def test_a_model_of_the_wrong_size_is_refused_by_name(standins) -> None:
         FaceEnhancer(cpu_session(standins["gpen_bfr_512:random"]), EnhanceSettings(model="gpen_bfr_256"))
 
 
+@pytest.mark.parametrize("name", ENHANCER_MODELS)
+def test_a_file_the_enhancer_refuses_is_one_the_catalog_check_calls_corrupt(tmp_path, name) -> None:
+    # the enhancer's refusal says `models download` replaces the file; it does only for a file that
+    # `models verify` calls corrupt: gfpgan_1.4's catalog input had no name, so a file whose input is
+    # not `input` was "already present" to the download and refused by every run
+    from tests.models.helpers import tiny_onnx
+
+    size = ENHANCERS[name].size
+    wrong = cpu_session(tiny_onnx(tmp_path / f"{name}.onnx", [("x", [1, 3, size, size])], [("y", [1, 3, size, size])]))
+    with pytest.raises(ModelError, match=f"livecam models download {name}.*, which replaces it"):
+        FaceEnhancer(wrong, EnhanceSettings(model=name))
+    assert signature_problem(CATALOG[name], wrong.get_inputs(), wrong.get_outputs()) != ""
+
+
 def _region(kps: np.ndarray, template: np.ndarray, size: int, shape) -> np.ndarray:
     """Frame pixels covered by a face's crop, grown by 2 px (the bilinear paste)."""
     m = align_matrix(kps, template)

@@ -12,13 +12,13 @@ import click
 from livecam import __version__
 from livecam.console import agree, counted
 from livecam.errors import LivecamError, ProviderError
-from livecam.models.catalog import DEFAULT_RUN_MODELS, NEURAL_SWAP_MODELS, download_command
+from livecam.models.catalog import DEFAULT_RUN_MODELS, download_command
 from livecam.paths import blocked_folder, nearest_existing
 from livecam.models.store import (CORRUPT, MISSING, PRESENT, VERIFIED, ModelStore, free_bytes, models_root,
                                   other_models_root)
-from livecam.pipeline.engine import FP16_HINT, PROBE_MODEL
+from livecam.pipeline.engine import FP16_HINT, PROBE_MODEL, neural_absent
 from livecam.processors.registry import listed
-from livecam.runtime.providers import (FP16_FRIENDLY, NO_ONNXRUNTIME, available_names, driver_cuda_version,
+from livecam.runtime.providers import (NO_ONNXRUNTIME, available_names, driver_cuda_version,
                                       import_onnxruntime, ort_cuda_version, resolve_providers)
 from livecam.runtime.sessions import start_problem
 from livecam.settings import RuntimeSettings
@@ -141,10 +141,9 @@ def models_folder_problem(settings: RuntimeSettings) -> str:
 def neural_swap_state(store: ModelStore, primary: str = "cpu") -> str:
     """Whether `auto` swaps with the neural models on the `primary` provider, and if not the one
     command that fetches the ones not here: a newcomer saw a dozen "missing" models and no word on
-    which matter. inswapper_128_fp16 stands for inswapper_128 where auto takes it (FP16_FRIENDLY)."""
+    which matter. The files named are the mesh fallback's (engine.neural_absent)."""
     fp16_here = store.is_present("inswapper_128_fp16")
-    absent = [name for name in NEURAL_SWAP_MODELS if not store.is_present(name)
-              and not (name == "inswapper_128" and fp16_here and primary in FP16_FRIENDLY)]
+    absent = list(neural_absent(store, primary))
     if not absent:
         return "ready"
     # without the detector alone the neural swap still runs, on faces BlazeFace found

@@ -80,6 +80,16 @@ class ModelNames:
     stamp: str = ""  # sizes and mtimes of the files, so cached results follow model changes
 
 
+@dataclass(frozen=True)
+class Analysis:
+    """One frame's FaceAnalyser.analyse: the faces to process, and how many faces its detection
+    found before selection (0 where no detection ran: faces carried from an earlier frame), which
+    `livecam image` tells the user the faces it left apart from."""
+
+    faces: list[Face]
+    found: int
+
+
 class FaceAnalyser:
     """Finds, describes, selects and follows faces. See the module docstring for the steps."""
 
@@ -252,21 +262,21 @@ class FaceAnalyser:
 
     # ---- per frame --------------------------------------------------------------------------------
     def analyse(self, image: np.ndarray, timestamp: float | None = None, track: bool = False,
-                timings: dict[str, float] | None = None, choose: bool = True,
-                seen: list[Face] | None = None) -> list[Face]:
-        """The faces to process in this frame, selected (and tracked when `track`).
+                timings: dict[str, float] | None = None, choose: bool = True) -> Analysis:
+        """The faces to process in this frame, selected (and tracked when `track`), and the
+        number this call's detection found before selection.
 
         `choose` False (a video file's workers, track() to follow): without --many-faces and
         --map, every candidate for "the one", ranked, the first that FaceMesh fits fitted where
         landmarks are needed (_fit_first); track() chooses. Ignored without a tracker.
-        `timings` (optional) receives ms for "detect", "landmarks", "embed" and "track"; `seen`
-        (optional) receives every face this call's detection found, before selection."""
+        `timings` (optional) receives ms for "detect", "landmarks", "embed" and "track"."""
         timings = {} if timings is None else timings
         choose = choose or track or self.tracker is None
         # With nobody in view there is nothing to carry: detect (a swap-free frame can afford it).
         carry = track and bool(self._carried) and self._since_detect < self._detect_every
         ts = time.perf_counter() if timestamp is None else float(timestamp)
         hidden: list[Face] = []  # on a track FaceMesh rejected: tracked, never selected
+        found = 0
         t0 = time.perf_counter()
         if carry:
             faces = list(self._carried or [])
@@ -279,8 +289,7 @@ class FaceAnalyser:
             if not faces and max(image.shape[:2]) <= PAD_RETRY_MAX_SIDE:
                 faces = detect_padded(self.detector, image, self.landmarker)
             timings["detect"] = _ms(t0)
-            if seen is not None:
-                seen.extend(faces)
+            found = len(faces)
             if track and self.tracker is not None and self.settings.one_face and faces:
                 # A glass bigger than the face would be "the one" every frame, and hide the face.
                 marks = self.tracker.rejected(faces, ts)
@@ -310,7 +319,7 @@ class FaceAnalyser:
                 self._carried = [raw for raw, kept in zip(faces, marked) if kept is not None]  # no glass re-fitted
                 faces = [f for f in marked if f is not None]
                 timings["track"] = _ms(t2)
-        return faces
+        return Analysis(faces, found)
 
     def _update_tracks(self, image: np.ndarray, faces: list[Face], timestamp: float) -> list[Face | None]:
         """The tracker's update, each new track confirmed by FaceMesh once (a frame's faces are

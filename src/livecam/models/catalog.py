@@ -212,7 +212,9 @@ def _build() -> Mapping[str, ModelSpec]:
                      "signature checked",
             licence=APACHE, licence_url="https://github.com/TencentARC/GFPGAN/blob/master/LICENSE",
             needs_acceptance=False,
-            inputs=(TensorSpec(None, (1, 3, 512, 512)),),
+            # `input` by name, as the enhancer feeds it: `models verify` then calls a file named
+            # otherwise corrupt, so `models download` replaces it (catalog.repair says so)
+            inputs=(TensorSpec("input", (1, 3, 512, 512)),),
             outputs=(TensorSpec(None, (1, 3, 512, 512)),),
             description="GFPGAN v1.4 face restorer (ONNX)",
             default_download=True, converted_from="GFPGANv1.4.pth",
@@ -339,6 +341,18 @@ def download_command(*names: str, catalog: Mapping[str, ModelSpec] | None = None
     licensed = any(known[name].needs_acceptance for name in names if name in known)
     asked = "--all" if every else " ".join(names)
     return f"livecam models download {asked}" + (" --accept-license" if licensed else "")
+
+def repair(name: str, catalog: Mapping[str, ModelSpec] | None = None, folder: bool = False) -> str:
+    """The one repair line for a bad model file `name` (of `catalog`, by default CATALOG): its
+    download replaces a file that fails its checks by itself (commands/models._replace_corrupt),
+    so there is nothing to delete first; a folder in the file's place is the user's to move away
+    (the download refuses to touch it); an embedded model comes back only with a reinstall."""
+    known = CATALOG if catalog is None else catalog
+    spec = known.get(name)
+    if spec is not None and spec.bundled:
+        return "reinstall livecam to restore the embedded models"
+    command = download_command(name, catalog=known)
+    return f"move it away and run `{command}`" if folder else f"run `{command}`, which replaces it"
 
 # What the default run (embedded models, mesh swapper) opens: short range to try `auto`'s
 # accelerator on (pipeline.engine.PROBE_MODEL), full range to find faces in every command,

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from livecam.errors import ModelError
-from livecam.models.catalog import download_command
+from livecam.models.catalog import repair
 from livecam.models.onnx_wire import MODEL_GRAPH, fields, repeated_varints
 
 # Field numbers from onnx.proto.
@@ -100,5 +100,5 @@ def read_last_initializer(model_path: Path | str) -> tuple[str, np.ndarray]:
     except (OSError, ValueError, IndexError, KeyError) as exc:
         raise ModelError(
             f"cannot read the last initializer (emap) of {path}: {exc}; the file is damaged or "
-            f"not an inswapper model; delete it and run `{download_command(path.stem)}`"
+            f"not an inswapper model; {repair(path.stem)}"
         ) from exc

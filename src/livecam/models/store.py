@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping
 from livecam.atomic import AtomicOutput
 from livecam.errors import DownloadError, InputError, LicenseNotAcceptedError, ModelError
 from livecam.models import catalog as catalog_module
-from livecam.models.catalog import ArchiveSpec, ModelSpec, TensorSpec, download_command
+from livecam.models.catalog import ArchiveSpec, ModelSpec, TensorSpec, download_command, repair
 from livecam.models.download import (DownloadPolicy, ProxyRefused, Unreachable, download, part_path,
                                      sha256_file)
 from livecam.models.onnx_wire import framing_problem
@@ -454,21 +454,15 @@ class ModelStore:
         raise ModelError(f"model file {path} is invalid: {problem}; {self.fix_hint(spec)}")
 
     def fix_hint(self, spec: ModelSpec, path: Path | None = None) -> str:
-        """The repair of a bad model file: a folder in its place is moved away (it may hold the
-        user's own files), a file deleted, before downloading it again."""
-        if spec.bundled:
-            return "reinstall livecam to restore the embedded models"
-        command = download_command(spec.name, catalog={spec.name: spec})
-        if path is not None and path.is_dir():
-            return f"move it away and run `{command}`"
-        return f"delete it and run `{command}`"
+        """catalog.repair for model `spec` (a folder at `path`: moved away first)."""
+        return repair(spec.name, catalog={spec.name: spec}, folder=path is not None and path.is_dir())
 
     # ---- downloading ------------------------------------------------------------------------
     def _ensure_downloadable(self, spec: ModelSpec) -> None:
         where = self.root / spec.file_name
         if where.is_dir():  # the download would fail on the rename, after fetching it all
-            raise ModelError(f"{where} is a folder, where model {spec.name}'s file goes; move it away and "
-                             f"run `{download_command(spec.name, catalog={spec.name: spec})}`")
+            raise ModelError(f"{where} is a folder, where model {spec.name}'s file goes; "
+                             f"{self.fix_hint(spec, where)}")
         if where.exists() and not where.is_file():  # a FIFO: "is missing" while `ls` shows it
             raise ModelError(f"{where} is not a regular file, where model {spec.name}'s file goes; "
                              f"{self.fix_hint(spec, where)}")

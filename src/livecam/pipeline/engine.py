@@ -47,6 +47,22 @@ PROBE_MODEL = "blazeface_short_range"
 FP16_HINT = "--swap-model inswapper_128_fp16 runs the fp16 inswapper that is here"
 
 
+def auto_inswappers(primary: str) -> tuple[str, ...]:
+    """The inswapper files `auto` takes on the `primary` provider, best first: the fp16 file only
+    where fp16 kernels are trustworthy (FP16_FRIENDLY), the fp32 one everywhere. The one rule that
+    pick_swap_model and doctor's Neural swap line both ask."""
+    return ("inswapper_128_fp16", "inswapper_128") if primary in FP16_FRIENDLY else ("inswapper_128",)
+
+
+def neural_absent(store: Any, primary: str) -> tuple[str, ...]:
+    """The files of the neural path (catalog.NEURAL_SWAP_MODELS) not in the models folder, an
+    inswapper file auto takes on `primary` standing for inswapper_128: what the mesh fallback's
+    warning and doctor's line name, with the one command that fetches them."""
+    swapper_here = any(store.is_present(name) for name in auto_inswappers(primary))
+    return tuple(name for name in NEURAL_SWAP_MODELS if not store.is_present(name)
+                 and not (name == "inswapper_128" and swapper_here))
+
+
 def pick_swap_model(choice: str, store: ModelStore, providers: ProviderChoice) -> tuple[str, tuple[str, ...]]:
     """The swap model for --swap-model CHOICE, and when `auto` fell back to the mesh swapper the
     models of its neural path (catalog.NEURAL_SWAP_MODELS) not in the models folder (empty
@@ -55,13 +71,12 @@ def pick_swap_model(choice: str, store: ModelStore, providers: ProviderChoice) -
     needs can be had now."""
     if choice != "auto":
         return choice, ()
-    preferred = ["inswapper_128_fp16", "inswapper_128"] if providers.primary in FP16_FRIENDLY else ["inswapper_128"]
-    for name in preferred:
+    for name in auto_inswappers(providers.primary):
         if store.can_provide(name) and store.can_provide("w600k_r50"):
             return name, ()
     # every file the neural path needs, det_10g too: fetching the two that forced the fallback
     # gave a neural swap on the embedded BlazeFace
-    return "mesh", tuple(n for n in NEURAL_SWAP_MODELS if not store.is_present(n))
+    return "mesh", neural_absent(store, providers.primary)
 
 
 def warn_provider_fallback(problem: ProviderStartError | None) -> None:
@@ -390,10 +405,9 @@ class Engine:
             return self._thread.call(self.analyse, packet, track, choose)
         t0 = time.perf_counter()
         timestamp = packet.pts if packet.pts is not None else packet.captured_at
-        seen: list[Face] = []
-        packet.faces = self.analyser.analyse(packet.image, timestamp=timestamp, track=track,
-                                             timings=packet.timings, choose=choose, seen=seen)
-        packet.found = len(seen)
+        analysis = self.analyser.analyse(packet.image, timestamp=timestamp, track=track,
+                                         timings=packet.timings, choose=choose)
+        packet.faces, packet.found = analysis.faces, analysis.found
         packet.timings["analyse"] = (time.perf_counter() - t0) * 1000.0
 
     # Video files: detect() in parallel workers, then track() in frame order, then process().

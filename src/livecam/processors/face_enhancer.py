@@ -44,7 +44,7 @@ from livecam.faces.face import Face
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
 from livecam.models import fp16
-from livecam.models.catalog import download_command
+from livecam.models.catalog import repair
 from livecam.processors.base import presence, usable
 from livecam.processors.crop_masks import FaceMasker, build_masker
 from livecam.processors.paste import CropMask, align_crop, feathered_box, paste_changes
@@ -126,8 +126,7 @@ class Restorer:
         if image_in is None or len(shape) != 4 or tuple(shape[1:]) != (3, size, size) or extra:
             raise ModelError(
                 f"this file is not a {name} model: expected input `input` [1,3,{size},{size}], got "
-                f"{[(i.name, i.shape) for i in inputs.values()]}; delete it and run "
-                f"`{download_command(name)}`")
+                f"{[(i.name, i.shape) for i in inputs.values()]}; {repair(name)}")
         self._input_dtype = input_dtype(image_in.type)
         # A symbolic or missing first dimension means the export takes any batch size.
         self.batched = not (isinstance(shape[0], int) and shape[0] > 0) and not one_shape

@@ -46,7 +46,7 @@ from livecam.faces.align import align_matrix, arcface_template, to_blob, warp_cr
 from livecam.faces.face import EMBEDDING_SIZE, Face
 from livecam.faces.source import SourceIdentity
 from livecam.frame import FramePacket
-from livecam.models.catalog import download_command
+from livecam.models.catalog import download_command, repair
 from livecam.processors.base import FrameProcessor, presence, usable
 from livecam.models.emap import read_last_initializer
 from livecam.processors.crop_masks import FaceMasker, build_masker
@@ -216,7 +216,8 @@ class NeuralSwapper:
             if emap.shape != (EMBEDDING_SIZE, EMBEDDING_SIZE):
                 raise ModelError(
                     f"the inswapper's last initializer (emap) must be 512x512, got {emap.shape}; the "
-                    f"file is not an inswapper model; delete it and run `{download_command('inswapper_128')}`")
+                    f"file is not an inswapper model; "
+                    f"{repair(Path(model_path).stem if model_path is not None else 'inswapper_128')}")
             self._emap = emap
         self._latents: dict[int, np.ndarray] = {}
 

@@ -130,13 +130,15 @@ def _create(model_path: Path, providers: ProviderChoice, intra_op_threads: int, 
                   refusal.strip().splitlines()[-1][:200] if refusal and refusal.strip() else refusal)
         opts = lighter
     if error is not None:  # ORT raises its own exception types for bad files
+        # No repair command here: a path does not say which catalog model it is (an fp16 copy's
+        # name has a digest); ModelStore.open_session, the caller, names the model and its repair.
         first = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
         if not accelerated:
-            raise ModelError(f"cannot load model {model_path}: {first}; delete it and run "
-                             f"`livecam models download` to fetch a good copy") from error
+            raise ModelError(f"cannot load model {model_path}: {first}; the file is damaged or not an "
+                             f"ONNX model") from error
         raise ModelError(f"cannot load model {model_path} on {providers.primary}: {first}; if it loads with "
                          f"--execution-provider cpu, {providers.primary} cannot run this model; otherwise "
-                         f"delete it and run `livecam models download`") from error
+                         f"the file is damaged") from error
     got = session.get_providers()
     if wanted not in got:
         cause, fix = start_failure(providers.primary, missing, said)
