@@ -613,6 +613,29 @@ def stalling_server(data: bytes, name: str = "live.ts", content_type: str = "vid
         server.server_close()
 
 
+def shorten_edit_lists(path: Path, seconds: float, tracks: int = 1) -> Path:
+    """Make the first `tracks` tracks of an MP4 (FFmpeg's: one version-0 edit list of one entry
+    a track, video first) end after `seconds`, in place, as an editor's trim that keeps the
+    samples does: their edit lists and track headers (and the movie's, when all are cut) say
+    `seconds`; the sample tables still hold the rest, which players do not show."""
+    data = bytearray(path.read_bytes())
+    mvhd = data.index(b"mvhd") + 4
+    assert data[mvhd] == 0, "a version-0 mvhd"
+    scale = struct.unpack(">I", data[mvhd + 12:mvhd + 16])[0]
+    length = int(round(seconds * scale))
+    edits = [i for i in range(len(data)) if data[i:i + 4] == b"elst"]
+    assert len(edits) >= tracks and all(data[i + 4] == 0 and data[i + 8:i + 12] == b"\0\0\0\1" for i in edits)
+    for at in edits[:tracks]:
+        struct.pack_into(">I", data, at + 12, length)  # the entry's segment duration
+        tkhd = data.rindex(b"tkhd", 0, at) + 4
+        assert data[tkhd] == 0, "a version-0 tkhd"
+        struct.pack_into(">I", data, tkhd + 20, length)  # after version/flags, times, track, reserved
+    if tracks == len(edits):
+        struct.pack_into(">I", data, mvhd + 16, length)
+    path.write_bytes(data)
+    return path
+
+
 def make_vfr_clip(path: Path, times: Sequence[float], last: float, size: tuple[int, int] = (96, 64),
                   audio: bool = True, bframes: bool = False) -> Path:
     """A variable-rate clip (a phone's, a screen recording's): frames stamped with their index at

@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT, run_cli, unwritable_folder, wait_for_file
 from tests.videos import (cover_first, make_audio_only, make_clip, make_empty_recording, make_icon, make_timed_clip,
-                          make_vfr_clip, probe, read_index, video_end)
+                          make_vfr_clip, probe, read_index, shorten_edit_lists, video_end)
 
 # Runs the real CLI with the engine replaced by a slow one that touches MARKER at frame 10, so a
 # test can interrupt it halfway through without any model (and asks for 3 GB at frame HOG_AT).
@@ -761,3 +761,23 @@ def test_fps_on_a_variable_rate_clip_covers_its_last_frame(tmp_path: Path, faces
     info = probe(out)
     assert info["frames"] == 9 and [read_index(image) for image in info["images"][-3:]] == [6, 6, 6]
     assert video_end(out) == pytest.approx(0.9, abs=0.002)
+
+
+@pytest.mark.parametrize("tracks, audio_end", [(1, 3.0), (2, 2.0)])
+def test_an_mp4_whose_edit_list_ends_before_its_samples_ends_where_players_stop(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str], tracks: int, audio_end: float) -> None:
+    # An editor's trim that keeps the samples: the video's edit list shows 2 s of the 3 s it
+    # holds (1: the sound plays on to 3 s, as in the input; 2: the sound is trimmed too). The
+    # frames past 2 s are shown by no player, and the header's 30 frames are not a truncation.
+    clip = shorten_edit_lists(make_clip(tmp_path / "trimmed.mp4", frames=30, size=(96, 64), fps=10, stamp=True),
+                              2.0, tracks)
+    out = tmp_path / "out.mp4"
+    proc = run_cli(["video", str(clip), str(out), "-s", str(faces_dir / "obama.jpg"), "--no-watermark", "--no-c2pa",
+                    "--swap-model", "mesh"], env=isolated_env)
+    assert proc.returncode == 0, proc.stderr
+    assert "20 frames" in proc.stderr and "header" not in proc.stderr and "truncated" not in proc.stderr, proc.stderr
+    info = probe(out)
+    assert info["frames"] == 20 and [read_index(image) for image in info["images"][-2:]] == [18, 19]
+    assert video_end(out) == pytest.approx(2.0, abs=0.002)
+    # the sound, to within the AAC frame (23 ms) it ends in
+    assert info["audio_start"] + info["audio_duration"] == pytest.approx(audio_end, abs=0.03)

@@ -202,9 +202,9 @@ def test_ctrl_c_during_a_recording_stuck_on_a_stalled_disk_leaves_no_temporary_f
     release = threading.Event()
     real = video_writer.VideoWriter.write
 
-    def write(self: Any, image: np.ndarray, time_s: float) -> None:
+    def write(self: Any, image: np.ndarray, time_s: float, duration_s: float | None = None) -> None:
         release.wait(120)
-        real(self, image, time_s)
+        real(self, image, time_s, duration_s)
 
     monkeypatch.setattr(video_writer.VideoWriter, "write", write)
     monkeypatch.setattr(marking_sink, "STALL_S", 0.5 if loop == "returned" else 60.0)

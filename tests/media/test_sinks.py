@@ -7,6 +7,7 @@ import importlib.util
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 import av
 import numpy as np
@@ -262,6 +263,69 @@ def test_a_no_realtime_file_is_recorded_with_its_own_timing(tmp_path: Path) -> N
         times = [float(f.pts * f.time_base) for f in container.decode(video=0)]
     assert len(times) == 60
     assert times[-1] - times[0] == pytest.approx(59 / 30, abs=0.01)
+
+
+@pytest.mark.parametrize("name, marked", [("screen.mkv", False), ("screen.mkv", True), ("phone.mp4", False)])
+def test_a_no_realtime_variable_rate_file_is_recorded_to_its_end(tmp_path: Path, name: str, marked: bool) -> None:
+    # Its last frame lasts 0.3 s: recorded as one frame at the rate, the recording ended at
+    # 0.63 s of the file's 0.9 s (a watermark's marking sink passes the durations on too). A
+    # phone's MP4 with B-frames gives its packets' durations in decode order: other frames'.
+    from livecam.marks.marking_sink import MarkingSink
+    from livecam.media.camera import VideoFileSource
+    from tests.videos import make_vfr_clip, video_end
+
+    times = [0.0, 0.033, 0.066, 0.133, 0.166, 0.233, 0.6]
+    clip = make_vfr_clip(tmp_path / name, times, 0.3, audio=False, bframes=name.endswith(".mp4"))
+    source = VideoFileSource(str(clip), realtime=False)
+    source.open()
+    out = tmp_path / "rec.mp4"
+    sink = make_sink(str(out))
+    run_live_pipeline(FakeEngine(), source, MarkingSink(sink, lambda i, image: image, backlog=4, lossless=True)
+                      if marked else sink, opts())
+    with av.open(str(out)) as container:
+        recorded = [float(f.pts * f.time_base) for f in container.decode(video=0)]
+    assert recorded == pytest.approx(times, abs=0.002)
+    assert video_end(out) == pytest.approx(0.9, abs=0.002)
+
+
+def test_a_no_realtime_file_cut_short_is_recorded_to_its_last_frame_read(tmp_path: Path) -> None:
+    # Its index (first) says 2 s of video, the bytes hold less: the last frame read lasts one
+    # frame, not to where the index says the video ends (a frozen picture for what was lost).
+    from livecam.media.camera import VideoFileSource
+    from tests.pipeline.test_file import _truncated_faststart
+    from tests.videos import video_end
+
+    source = VideoFileSource(str(_truncated_faststart(tmp_path)), realtime=False)
+    source.open()
+    out = tmp_path / "rec.mp4"
+    run_live_pipeline(FakeEngine(), source, make_sink(str(out)), opts())
+    with av.open(str(out)) as container:
+        last = max(float(f.pts * f.time_base) for f in container.decode(video=0))
+    assert last < 1.9 and video_end(out) == pytest.approx(last + 1 / 30, abs=0.002)
+
+
+def test_a_no_realtime_file_whose_read_fails_gives_every_frame_read_first(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The frame held for its duration is still handed on before the error (too damaged to read on).
+    from livecam.media import video_reader
+    from livecam.media.camera import VideoFileSource
+    from tests.videos import make_clip
+
+    real = video_reader.VideoDecoder.__iter__
+
+    def failing(self: video_reader.VideoDecoder) -> Any:
+        for n, frame in enumerate(real(self)):
+            if n == 3:
+                raise InputError("too damaged")
+            yield frame
+
+    monkeypatch.setattr(video_reader.VideoDecoder, "__iter__", failing)
+    source = VideoFileSource(str(make_clip(tmp_path / "clip.mkv", frames=10, size=(96, 64), audio=False)),
+                             realtime=False)
+    source.open()
+    assert [source.read() is not None for _ in range(3)] == [True] * 3
+    with pytest.raises(InputError, match="too damaged"):
+        source.read()
 
 
 def test_size_change_mid_stream_is_scaled_to_the_first_size(tmp_path: Path) -> None:

@@ -60,7 +60,8 @@ def check_job(job: VideoJob) -> tuple[VideoJob, int | None]:
     # Before any model loads: a budget too small for this frame size fails now, in one line, and
     # the engine's sessions are sized for the workers that fit.
     threads = job.processing.runtime.execution_threads
-    workers = plan_video(info.width, info.height, threads, job.max_memory_gb, engine_loaded=False).workers
+    workers = plan_video(info.width, info.height, threads, job.max_memory_gb, engine_loaded=False,
+                         retimed=job.fps is not None).workers
     if workers < threads:
         job = replace(job, processing=replace(job.processing, runtime=replace(job.processing.runtime,
                                                                                 execution_threads=workers)))

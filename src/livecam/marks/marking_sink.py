@@ -49,9 +49,10 @@ class MarkingSink:
         self._backlog = max(1, backlog)
         self._lossless = lossless
         self._on_drop = on_drop
-        # (output index, image, shown time, source pts): the index counts frames handed over,
-        # so the cadence follows the output (drops upstream do not skip a mark)
-        self._items: collections.deque[tuple[int, np.ndarray, float, float | None]] = collections.deque()
+        # (output index, image, shown time, source pts, source duration): the index counts frames
+        # handed over, so the cadence follows the output (drops upstream do not skip a mark)
+        self._items: collections.deque[tuple[int, np.ndarray, float, float | None, float | None]] = \
+            collections.deque()
         self._cond = threading.Condition()
         self._count = 0
         self._closing = False
@@ -66,10 +67,10 @@ class MarkingSink:
 
     # -- the Sink interface (output thread) -------------------------------------------------------
     def write(self, image_bgr: np.ndarray) -> None:
-        self._put(image_bgr, None)
+        self._put(image_bgr, None, None)
 
-    def write_at(self, image_bgr: np.ndarray, pts_s: float) -> None:
-        self._put(image_bgr, pts_s)
+    def write_at(self, image_bgr: np.ndarray, pts_s: float, duration_s: float | None = None) -> None:
+        self._put(image_bgr, pts_s, duration_s)
 
     def poll(self) -> list[str]:
         keys: list[str] = self.inner.poll()
@@ -113,7 +114,7 @@ class MarkingSink:
         if self._error is not None:  # kept: every later write fails the same way
             raise self._error
 
-    def _put(self, image: np.ndarray, pts: float | None) -> None:
+    def _put(self, image: np.ndarray, pts: float | None, duration: float | None) -> None:
         shown = time.perf_counter()  # the time it was shown, as the recorder would have stamped it
         with self._cond:
             self._raise()
@@ -129,7 +130,7 @@ class MarkingSink:
                 self._items.popleft()
                 if self._on_drop is not None:
                     self._on_drop()
-            self._items.append((self._count, image, shown, pts))
+            self._items.append((self._count, image, shown, pts, duration))
             self._count += 1
             self._cond.notify_all()
 
@@ -162,15 +163,17 @@ class MarkingSink:
                     self._cond.wait(_POLL_S)
                 if not self._items:
                     return  # closing and nothing left (or given up)
-                index, image, shown, pts = self._items.popleft()
+                index, image, shown, pts, duration = self._items.popleft()
                 self._busy_since = time.monotonic()
                 self._cond.notify_all()
             try:
                 out = self._mark(index, image)
                 if write_at is None:
                     self.inner.write(out)
-                else:  # the recorder stamps it with when it was shown, not when it was marked
-                    write_at(out, shown if pts is None else pts)
+                elif pts is None:  # the recorder stamps it with when it was shown, not when it was marked
+                    write_at(out, shown)
+                else:
+                    write_at(out, pts, duration)
             except BaseException as exc:  # noqa: BLE001 - raised on the output thread
                 with self._cond:
                     if self._error is None:

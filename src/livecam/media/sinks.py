@@ -128,12 +128,14 @@ class FileRecorderSink:
 
         self._encode(image_bgr, time.perf_counter())
 
-    def write_at(self, image_bgr: np.ndarray, pts_s: float) -> None:
+    def write_at(self, image_bgr: np.ndarray, pts_s: float, duration_s: float | None = None) -> None:
         """Record a frame stamped with the source's own timestamp (a --no-realtime file, whose
-        frames are shown as fast as they are made: shown-time stamps would speed it up)."""
-        self._encode(image_bgr, pts_s)
+        frames are shown as fast as they are made: shown-time stamps would speed it up), shown
+        for the file's `duration_s` (None: one frame at the rate): a variable-rate file's last
+        frame may last far longer, and the recording ends where the file does."""
+        self._encode(image_bgr, pts_s, duration_s)
 
-    def _encode(self, image_bgr: np.ndarray, t: float) -> None:
+    def _encode(self, image_bgr: np.ndarray, t: float, duration_s: float | None = None) -> None:
         if self._abandoned:  # (a write that was stuck returned: nothing more is written)
             return
         if self._writer is None:
@@ -142,7 +144,7 @@ class FileRecorderSink:
             self._t0 = t
         writer = self._writer  # (abandon may clear it while this call is stuck)
         try:
-            writer.write(image_bgr, t - self._t0)
+            writer.write(image_bgr, t - self._t0, duration_s)
         except BaseException:
             writer.abort()
             self._writer = None

@@ -109,7 +109,10 @@ class Captured:
         image = self.frame if isinstance(self.frame, np.ndarray) else self.frame.image
         if self.mirror:
             image = np.ascontiguousarray(image[:, ::-1])
-        packet = FramePacket(index=self.index, image=image, captured_at=self.captured_at, pts=self.pts)
+        # a file's frame says how long it is shown: a --no-realtime recording keeps the file's timing
+        duration = None if isinstance(self.frame, np.ndarray) else self.frame.duration
+        packet = FramePacket(index=self.index, image=image, captured_at=self.captured_at, pts=self.pts,
+                             duration=duration)
         if image is not self.frame:  # work done here, shown as a stage (--stats-json, the overlay, bench)
             packet.timings["convert"] = (time.perf_counter() - t0) * 1000.0
         return packet
@@ -453,7 +456,7 @@ class LivePipeline:
         t0 = time.perf_counter()
         write_at = getattr(self.sink, "write_at", None)
         if not self.live and packet.pts is not None and write_at is not None:
-            write_at(image, packet.pts)  # a recording keeps the file's timing, not the processing speed
+            write_at(image, packet.pts, packet.duration)  # the file's timing, not the processing speed
         else:
             self.sink.write(image)
         done = time.perf_counter()
