@@ -101,6 +101,13 @@ def test_unknown_option_is_usage_error() -> None:
     late = run_cli(["models", "download", "w600k_r50", "--offline"])
     assert late.returncode == 2 and "--offline is an option of livecam itself: put it before the command" in late.stderr
     assert late.stderr.count("\n") == 1, late.stderr
+    # where the licence error says to add --accept-license: no guess among the command's options
+    # ("Did you mean '--face-min-size'?") before the answer
+    appended = run_cli(["image", "a.jpg", "b.jpg", "-s", "c.jpg", "--accept-license"])
+    assert appended.returncode == 2 and "Did you mean" not in appended.stderr, appended.stderr
+    assert appended.stderr.startswith("livecam: error: No such option") and appended.stderr.endswith(
+        "; --accept-license is an option of livecam itself: put it before the command, "
+        "`livecam --accept-license image ...`\n"), appended.stderr
     # and a command's option before the command: "No such option '--no-watermark'. (see `livecam --help`)"
     early = run_cli(["--no-watermark", "image", "a.jpg", "b.jpg", "-s", "c.jpg"])
     # (click's own first words: "No such option: --x" up to 8.2.0, "No such option '--x'" after)
