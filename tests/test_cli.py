@@ -80,6 +80,16 @@ def test_the_size_of_every_model_is_the_catalogs() -> None:
     assert f"--all: every model (~{total:.1f} GB)" in readme
 
 
+def test_the_command_lists_are_not_cut_short() -> None:
+    # `livecam --help` listed "demo  See a real swap in one command: bundled photos, no camera, GPU...":
+    # click cuts a docstring's first sentence to fit one line, so each command has a short help
+    env = {**os.environ, "COLUMNS": "80"}
+    for group in ([], ["models"]):
+        shown = run_cli([*group, "--help"], env=env).stdout.split("Commands:", 1)[1].splitlines()
+        entries = [line for line in shown if line.startswith("  ") and not line.startswith("   ")]
+        assert len(entries) >= 5 and not [line for line in shown if line.rstrip().endswith("...")], shown
+
+
 def test_demo_help_says_where_its_files_go() -> None:
     # `livecam demo --help` showed [OUTPUT_DIR] without its default: the files' folder was a guess
     assert "OUTPUT_DIR (default: livecam-demo, in the current folder)" in " ".join(
