@@ -90,6 +90,13 @@ def test_the_command_lists_are_not_cut_short() -> None:
         assert len(entries) >= 5 and not [line for line in shown if line.rstrip().endswith("...")], shown
 
 
+def test_provider_help_says_how_several_are_given() -> None:
+    # "One or more of ..." said neither how to give several (`cuda,cpu` is refused) nor what several do
+    said = " ".join(run_cli(["image", "--help"]).stdout.split())
+    assert ("several, as separate words: each must be installed, and each model part runs on the first "
+            "of them that supports it") in said, said
+
+
 def test_demo_help_says_where_its_files_go() -> None:
     # `livecam demo --help` showed [OUTPUT_DIR] without its default: the files' folder was a guess
     assert "OUTPUT_DIR (default: livecam-demo, in the current folder)" in " ".join(

@@ -283,7 +283,9 @@ def processing_options(func: Callable[..., Any], *, still: bool = False) -> Call
                           "for `run`, a folder cycles with the n key)."),
         option("--execution-provider", "providers", multiple=True,
                      type=GuessedChoice(PROVIDER_CHOICES, case_sensitive=False),
-                     help="One or more of " + ", ".join(PROVIDER_CHOICES) + " (default auto: the best available)."),
+                     help="One or more of " + ", ".join(PROVIDER_CHOICES) + " (default auto: the best available; "
+                          "several, as separate words: each must be installed, and each model part runs on the "
+                          "first of them that supports it)."),
         option("--execution-threads", type=click.IntRange(1, 64), default=None, hidden=still,
                      help="Processing workers on consecutive frames (default: 1 live; for video files "
                           "the number of cores, at most 4). "
