@@ -80,6 +80,23 @@ def test_the_size_of_every_model_is_the_catalogs() -> None:
     assert f"--all: every model (~{total:.1f} GB)" in readme
 
 
+def test_the_command_lists_are_not_cut_short() -> None:
+    # `livecam --help` listed "demo  See a real swap in one command: bundled photos, no camera, GPU...":
+    # click cuts a docstring's first sentence to fit one line, so each command has a short help
+    env = {**os.environ, "COLUMNS": "80"}
+    for group in ([], ["models"]):
+        shown = run_cli([*group, "--help"], env=env).stdout.split("Commands:", 1)[1].splitlines()
+        entries = [line for line in shown if line.startswith("  ") and not line.startswith("   ")]
+        assert len(entries) >= 5 and not [line for line in shown if line.rstrip().endswith("...")], shown
+
+
+def test_provider_help_says_how_several_are_given() -> None:
+    # "One or more of ..." said neither how to give several (`cuda,cpu` is refused) nor what several do
+    said = " ".join(run_cli(["image", "--help"]).stdout.split())
+    assert ("several, as separate words: each must be installed, and each model part runs on the first "
+            "of them that supports it") in said, said
+
+
 def test_demo_help_says_where_its_files_go() -> None:
     # `livecam demo --help` showed [OUTPUT_DIR] without its default: the files' folder was a guess
     assert "OUTPUT_DIR (default: livecam-demo, in the current folder)" in " ".join(
@@ -101,6 +118,13 @@ def test_unknown_option_is_usage_error() -> None:
     late = run_cli(["models", "download", "w600k_r50", "--offline"])
     assert late.returncode == 2 and "--offline is an option of livecam itself: put it before the command" in late.stderr
     assert late.stderr.count("\n") == 1, late.stderr
+    # where the licence error says to add --accept-license: no guess among the command's options
+    # ("Did you mean '--face-min-size'?") before the answer
+    appended = run_cli(["image", "a.jpg", "b.jpg", "-s", "c.jpg", "--accept-license"])
+    assert appended.returncode == 2 and "Did you mean" not in appended.stderr, appended.stderr
+    assert appended.stderr.startswith("livecam: error: No such option") and appended.stderr.endswith(
+        "; --accept-license is an option of livecam itself: put it before the command, "
+        "`livecam --accept-license image ...`\n"), appended.stderr
     # and a command's option before the command: "No such option '--no-watermark'. (see `livecam --help`)"
     early = run_cli(["--no-watermark", "image", "a.jpg", "b.jpg", "-s", "c.jpg"])
     # (click's own first words: "No such option: --x" up to 8.2.0, "No such option '--x'" after)

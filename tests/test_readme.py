@@ -115,3 +115,26 @@ def test_the_readme_lists_every_face_mask_name() -> None:
     assert _listed(text, "--face-mask") == list(FACE_MASK_TYPES)
     assert _listed(text, "--face-mask-areas") == list(FACE_MASK_AREAS)
     assert _listed(text, "--face-mask-regions") == list(FACE_MASK_REGIONS)
+
+
+def _command_options(command: click.Group) -> set[str]:
+    """Every option some command of the tree takes, the tree's own excepted."""
+    return set().union(*(_options(sub) for sub in command.commands.values()))
+
+
+def test_livecams_own_options_are_shown_before_the_command() -> None:
+    # `-q` and `--offline` were named alone, as if a command took them: typed after it (`livecam
+    # video clips out -s f.jpg -q`), they are "No such option"
+    from livecam.cli import cli
+
+    own = {opt for param in cli.params if isinstance(param, click.Option)
+           for opt in (*param.opts, *param.secondary_opts)} - _command_options(cli) - {"--version"}
+    assert {"-q", "--offline", "--models-dir"} <= own
+    for page in PAGES:
+        text = " ".join((ROOT / page).read_text(encoding="utf-8").split())
+        for span in re.findall(r"`([^`]+)`", text):
+            words = span.split()
+            for flag in own & set(words):
+                before = words[:words.index(flag)]
+                assert before[:1] == ["livecam"] and not set(before) & set(cli.commands), \
+                    f"{page}: `{span}`: {flag} goes between livecam and the command"

@@ -283,7 +283,9 @@ def processing_options(func: Callable[..., Any], *, still: bool = False) -> Call
                           "for `run`, a folder cycles with the n key)."),
         option("--execution-provider", "providers", multiple=True,
                      type=GuessedChoice(PROVIDER_CHOICES, case_sensitive=False),
-                     help="One or more of " + ", ".join(PROVIDER_CHOICES) + " (default auto: the best available)."),
+                     help="One or more of " + ", ".join(PROVIDER_CHOICES) + " (default auto: the best available; "
+                          "several, as separate words: each must be installed, and each model part runs on the "
+                          "first of them that supports it)."),
         option("--execution-threads", type=click.IntRange(1, 64), default=None, hidden=still,
                      help="Processing workers on consecutive frames (default: 1 live; for video files "
                           "the number of cores, at most 4). "
@@ -534,7 +536,7 @@ def _parse_frame_range(ctx: click.Context, param: click.Parameter,
     raise click.BadParameter(f"{problem}, got {value!r}", ctx, param_hint="--frame-range")
 
 
-@cli.command()
+@cli.command(short_help="Swap faces live: camera in; window, file or virtual camera out.")
 @processing_options
 @option("--camera", type=NameOrPath(), default="0", show_default=True, metavar="INDEX|FILE|URL",
               help="Camera index (on Linux also its /dev/videoN), or a video file path or URL (a file plays "
@@ -584,7 +586,7 @@ def run(ctx: click.Context, **kw: Any) -> None:
     return run_live(job)
 
 
-@cli.command()
+@cli.command(short_help="Swap faces in a video, or in every video of a folder.")
 @file_job_options
 @option("--video-encoder", default="auto", show_default=True, metavar="ENCODER",
               help="auto (libx264; libvpx-vp9 for .webm), libx265, libvpx-vp9, or a hardware encoder "
@@ -655,7 +657,8 @@ def _cluster(ctx: click.Context, kw: dict[str, Any]) -> ClusterSettings | None:
                            overlap_seconds=kw["overlap_seconds"], ship_input=kw["ship_input"] or "auto")
 
 
-@cli.command(help=f"Swap faces in one image (reads {', '.join(IMAGE_READ_FORMATS)}; "
+@cli.command(short_help="Swap faces in one image.",
+             help=f"Swap faces in one image (reads {', '.join(IMAGE_READ_FORMATS)}; "
                   f"writes {', '.join(IMAGE_WRITE_FORMATS)}).")
 @functools.partial(file_job_options, still=True)
 @click.pass_context
@@ -672,7 +675,7 @@ def image(ctx: click.Context, input: Path, output: str, **kw: Any) -> None:
     return run_image(job)
 
 
-@cli.command()
+@cli.command(short_help="Measure the pipeline on a clip: stage ms, FPS, latency.")
 @processing_options
 @option("--mode", type=GuessedChoice(["live", "video"]), default="live", show_default=True,
               help="live: the pipeline of `livecam run` (nothing dropped, latency measured); video: the file "
@@ -727,7 +730,7 @@ def bench(ctx: click.Context, **kw: Any) -> None:
     return run_bench(job)
 
 
-@cli.command()
+@cli.command(short_help="A real swap from bundled photos: nothing to set up.")
 @click.argument("output_dir", type=GivenPath(file_okay=False, path_type=Path), default="livecam-demo")
 @option("--force", is_flag=True, help="Overwrite files in OUTPUT_DIR.")
 @c2pa_options
@@ -743,7 +746,7 @@ def demo(ctx: click.Context, output_dir: Path, force: bool, **kw: Any) -> None:
     return run_demo(DemoJob(output_dir=output_dir, runtime=ctx.obj, force=force, c2pa=_c2pa(ctx, kw)))
 
 
-@cli.command()
+@cli.command(short_help="Check packages, providers, models, cameras and disk.")
 @option("--cluster", metavar="ADDR", callback=_cluster_address, help="Check a Ray cluster instead (local, auto, ray://HOST:PORT): "
               "reachable, Ray and Python versions, GPUs and livecam version per node.")
 @click.pass_context
@@ -758,7 +761,7 @@ def doctor(ctx: click.Context, cluster: str | None) -> int:
     return run_doctor(ctx.obj)
 
 
-@cli.command()
+@cli.command(short_help="Which livecam marks files carry (exit 0 marked, 1 not).")
 @click.argument("files", nargs=-1, required=True, type=GivenPath(path_type=Path))
 @option("--json", "as_json", is_flag=True, help="One JSON list with every file's evidence.")
 @click.pass_context
@@ -783,7 +786,7 @@ def models_list(ctx: click.Context) -> None:
     list_models(_settings(ctx))
 
 
-@models.command("download")
+@models.command("download", short_help="Download the default set, the NAMEs given, or --all.")
 @click.argument("names", nargs=-1)
 @option("--accept-license", "accept", is_flag=True, help="Accept the models' licences.")
 @option("--all", "every", is_flag=True,
@@ -799,7 +802,7 @@ def models_download(ctx: click.Context, names: tuple[str, ...], accept: bool, ev
     download_models(_settings(ctx), names, accept, every)
 
 
-@models.command("verify")
+@models.command("verify", short_help="Re-hash present models and report each.")
 @click.argument("names", nargs=-1)
 @click.pass_context
 def models_verify(ctx: click.Context, names: tuple[str, ...]) -> int:
@@ -818,7 +821,7 @@ def models_where(ctx: click.Context) -> None:
     where_models(_settings(ctx))
 
 
-@models.command("convert")
+@models.command("convert", short_help="Convert GFPGANv1.4.pth to ONNX (needs livecam[convert]).")
 @click.argument("checkpoint", type=GivenPath(path_type=Path))
 @option("--output", "-o", type=GivenPath(dir_okay=False, path_type=Path),
               help="ONNX file to write (default: gfpgan_1.4.onnx in the models folder).")

@@ -182,8 +182,8 @@ def usage_message(group: click.Group, argv: Sequence[str], strays: Sequence[tupl
     message = exc.format_message()
     moved = (dash_name(argv, exc) or global_usage(group, exc) or command_usage(group, argv, exc)
              or arguments_usage(exc))
-    if moved:  # `livecam run ... --offline` only said "No such option"
-        message, where = message.rstrip("."), f"; {moved}"
+    if moved:  # `livecam run ... --offline` only said "No such option", or guessed an unrelated option
+        message, where = message.split(" Did you mean", 1)[0].rstrip("."), f"; {moved}"
     elif sibling_usage(exc):  # click's guess among this command's own options was beside the point
         message = sibling_usage(exc)
     if missing_file(exc):

@@ -384,7 +384,9 @@ def test_a_one_frame_clip_is_counted_as_one_frame(tmp_path: Path, faces_dir: Pat
     assert "warning: no face was found in the one processed frame; the video was copied" in proc.stderr
     refused = run_cli([*args, "--force", "--frame-range", "1:2"], env=isolated_env)
     assert refused.returncode == 2
-    assert refused.stderr.endswith("--frame-range starts at frame 1 but one.mp4 has about 1 frame\n"), refused.stderr
+    # and says what to give instead
+    assert refused.stderr.endswith("--frame-range starts at frame 1 but one.mp4 has about 1 frame; give a START "
+                                   "under 1 (frames count from 0)\n"), refused.stderr
 
 
 def test_a_frame_range_past_the_end_of_a_cut_short_file_says_nothing_was_swapped(

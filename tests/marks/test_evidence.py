@@ -12,4 +12,11 @@ def test_an_unmarked_image_is_not_called_a_frame() -> None:
 
 def test_an_unmarked_video_names_its_closest_frame() -> None:
     assert WatermarkFinding(frames_read=40, best_errors=9).describe() == \
-        "not found (0 of 40 frames read; closest frame 9 of 32 bits off)"
+        "not found (marked in 0 of 40 frames read; closest frame 9 of 32 bits off)"
+
+
+def test_an_unmarked_video_says_what_it_counts() -> None:
+    # "not found (1 of 40 frames read; ...)" read as one frame read, and did not say a marked
+    # frame was found but too few of them
+    assert WatermarkFinding(frames_read=40, frames_marked=1, best_errors=2).describe() == \
+        "not found (marked in 1 of 40 frames read, 2 needed; closest frame 2 of 32 bits off)"

@@ -174,6 +174,8 @@ def test_licence_must_be_accepted_before_downloading(server, online, models_dir)
     with pytest.raises(LicenseNotAcceptedError) as info:
         store.path("m")
     assert info.value.exit_code == 3 and "--accept-license" in info.value.message
+    # livecam's own option, refused after the command: the message shows where it goes
+    assert "rerun with --accept-license before the command (`livecam --accept-license COMMAND ...`)" in info.value.message
     assert "non-commercial" in info.value.message
     assert server.state.log == []
     asked = []

@@ -578,3 +578,15 @@ def test_real_photos_no_stray_dots_along_the_jaw(faces_dir: Path, analyse) -> No
         return int((np.abs(grey - median)[band] > 25).sum())
 
     assert dots(out) <= dots(tgt_img) + 10
+
+
+def test_several_source_photos_say_which_swappers_average_them(caplog: pytest.LogCaptureFixture) -> None:
+    # the warning named inswapper_128 alone, though HyperSwap averages the photos too
+    first = make_source()
+    several = SourceIdentity(paths=(Path("a.jpg"), Path("b.jpg")), image=first.image, face=first.face,
+                             embedding=None)
+    with caplog.at_level("WARNING"):
+        MeshSwapper(SwapSettings()).prepare([several])
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "uses only the first --source photo, a.jpg; the other --source photos (b.jpg) are not used" in said
+    assert "averaging photos needs a neural swapper: --swap-model inswapper_128 or hyperswap_1a_256" in said

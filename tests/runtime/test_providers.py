@@ -6,7 +6,7 @@ import click
 import pytest
 
 from livecam.cli import LivecamGroup
-from livecam.errors import ProviderError
+from livecam.errors import InputError, ProviderError
 from livecam.runtime import providers as providers_module
 from livecam.runtime.providers import CHOICES, PROVIDER_NAMES, provider_options, resolve_providers
 
@@ -29,6 +29,15 @@ def test_auto_picks_the_best_available_and_keeps_cpu_last() -> None:
     assert options[0] == {"device_id": "0", "cudnn_conv_algo_search": "EXHAUSTIVE",
                           "cudnn_conv_use_max_workspace": "1", "arena_extend_strategy": "kSameAsRequested"}
     assert resolve_providers([], ort_available=CPU_ONLY).names == ("cpu",)
+
+
+def test_auto_beside_named_providers_is_refused() -> None:
+    # `--execution-provider auto cuda` without CUDA ran on the CPU and said nothing: auto dropped cuda
+    with pytest.raises(InputError) as refused:
+        resolve_providers(["auto", "cuda"], ort_available=CPU_ONLY)
+    assert refused.value.exit_code == 2
+    assert refused.value.message == ("--execution-provider auto picks one provider itself, so cuda beside it would "
+                                     "be ignored; give auto alone, or cuda without auto")
 
 
 def test_explicit_order_is_kept() -> None:

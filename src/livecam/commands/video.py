@@ -77,7 +77,7 @@ def check_job(job: VideoJob) -> tuple[VideoJob, int | None]:
     if job.frame_range is not None and total is not None and job.frame_range[0] >= total:
         at = f" at {job.fps:g} fps" if job.fps is not None else ""
         raise InputError(f"--frame-range starts at frame {job.frame_range[0]} but {job.input.name} has about "
-                         f"{counted(total, 'frame')}{at}")
+                         f"{counted(total, 'frame')}{at}; give a START under {total} (frames count from 0)")
     return job, total
 
 

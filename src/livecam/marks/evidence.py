@@ -50,9 +50,13 @@ class WatermarkFinding:
     settled: bool = False  # a video's tags or credentials settled the verdict: only its first runs were read
 
     @property
+    def needed(self) -> int:
+        """Frames that must carry the mark for it to count as found."""
+        return 1 if self.frames_read <= 1 else min(wm.VIDEO_MIN_FRAMES, self.frames_read)
+
+    @property
     def found(self) -> bool:
-        needed = 1 if self.frames_read <= 1 else min(wm.VIDEO_MIN_FRAMES, self.frames_read)
-        return self.frames_marked >= needed
+        return self.frames_marked >= self.needed
 
     def describe(self) -> str:
         if not self.frames_read:
@@ -65,8 +69,11 @@ class WatermarkFinding:
         if self.found:
             return (f"found in {what} (livecam payload v{self.version}, {self.best_errors} of 32 bits off; "
                     f"at most {wm.MAX_BIT_ERRORS} allowed)")
-        closest = "" if self.frames_read == 1 else "closest frame "  # an image has no other frame to be closer
-        return f"not found ({what}; {closest}{self.best_errors} of 32 bits off)"
+        if self.frames_read == 1:  # an image has no other frame to be closer
+            return f"not found ({what}; {self.best_errors} of 32 bits off)"
+        # "0 of 90 frames read" read as no frame read at all: the count is of the frames marked
+        needed = f", {self.needed} needed" if self.frames_marked else ""
+        return f"not found (marked in {what}{needed}; closest frame {self.best_errors} of 32 bits off)"
 
 
 @dataclass(frozen=True)

@@ -477,8 +477,9 @@ class ModelStore:
             if self.confirm is None or not self.confirm(spec):
                 raise LicenseNotAcceptedError(
                     f"model {spec.name} is licensed \"{spec.licence}\" ({spec.licence_url}); to accept it "
-                    f"and download, rerun with --accept-license or run "
-                    f"`{download_command(spec.name, catalog={spec.name: spec})}`")
+                    # livecam's own option: after the command it was "No such option"
+                    f"and download, rerun with --accept-license before the command (`livecam --accept-license "
+                    f"COMMAND ...`) or run `{download_command(spec.name, catalog={spec.name: spec})}`")
 
     def _download_lock(self, spec: ModelSpec) -> Any:
         from filelock import FileLock, Timeout

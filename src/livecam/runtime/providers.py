@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 
-from livecam.errors import ProviderError
+from livecam.errors import InputError, ProviderError
 from livecam.runtime.capture import captured_output
 
 log = logging.getLogger("livecam")
@@ -332,6 +332,10 @@ def resolve_providers(
             f"unknown execution provider {unknown[0]!r}; choose from {', '.join(CHOICES)}"
         )
     if "auto" in wanted:
+        others = [w for w in dict.fromkeys(wanted) if w != "auto"]
+        if others:  # they were dropped: `auto cuda` without CUDA ran on the CPU, saying nothing
+            raise InputError(f"--execution-provider auto picks one provider itself, so {' '.join(others)} beside it "
+                             f"would be ignored; give auto alone, or {' '.join(others)} without auto")
         names = [next(n for n in AUTO_ORDER if n in have)] if have else []
     else:
         missing = [w for w in wanted if w not in have]

@@ -111,8 +111,8 @@ class MeshSwapper:
             if len(source.paths) > 1:
                 # The texture comes from one photo: the others would silently do nothing.
                 log.warning("warning: the mesh swapper uses only the first --source photo, %s; "
-                            "the other --source photos (%s) are not used (averaging photos needs "
-                            "--swap-model inswapper_128)", source.paths[0],
+                            "the other --source photos (%s) are not used (averaging photos needs a neural "
+                            "swapper: --swap-model inswapper_128 or hyperswap_1a_256, with its models)", source.paths[0],
                             ", ".join(str(p) for p in source.paths[1:]))
 
     def process(self, packet: FramePacket) -> FramePacket:
