@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 from pathlib import Path
+from typing import Generator
 
 import av
 import numpy as np
@@ -12,7 +13,7 @@ import pytest
 
 from livecam.errors import InputError
 from livecam.media.join import EncodedPart, join_parts
-from livecam.media.video_reader import VideoReader
+from livecam.media.video_reader import DecodedFrame, VideoReader, held_until_next
 from livecam.media.video_writer import (
     OutputSpec,
     VideoWriter,
@@ -43,6 +44,53 @@ def test_reader_info_and_frames_in_order(clip: Path) -> None:
     assert [read_index(f.image) for f in frames] == list(range(12))
     assert [round(f.time * 24) for f in frames] == list(range(12))
     assert frames[0].image.shape == (64, 96, 3) and frames[0].image.dtype == np.uint8
+
+
+def _decoded(times: list[float], events: list[str], fail: Exception | None = None,
+             ) -> Generator[DecodedFrame, None, None]:
+    """A decode loop's frames at `times` (then `fail`), saying in `events` how its read ended."""
+    try:
+        for t in times:
+            yield DecodedFrame(t, lambda: np.zeros((2, 2, 3), np.uint8))
+    except GeneratorExit:
+        events.append("stopped")
+        raise
+    if fail is not None:
+        raise fail
+    events.append("ended")
+
+
+def _end_asked(events: list[str]) -> float:
+    events.append("asked")
+    return 0.9
+
+
+def test_each_frame_lasts_until_the_next_and_the_last_until_the_end_known_once_the_read_ended() -> None:
+    events: list[str] = []
+    frames = list(held_until_next(_decoded([0.0, 0.1, 0.4], events), lambda: _end_asked(events)))
+    assert [f.time for f in frames] == [0.0, 0.1, 0.4]
+    assert [f.duration for f in frames] == pytest.approx([0.1, 0.3, 0.5])
+    assert events == ["ended", "asked"]  # asked after the read ended: it may weigh its damage
+
+
+def test_a_failed_read_hands_on_the_frame_read_before_the_failure_then_raises() -> None:
+    """What --keep-partial keeps: every frame decoded before the error, the held one too."""
+    events: list[str] = []
+    got: list[float] = []
+    with pytest.raises(InputError, match="too damaged"):
+        for frame in held_until_next(_decoded([0.0, 0.1], events, InputError("too damaged")),
+                                     lambda: _end_asked(events)):
+            got.append(frame.time)
+    assert got == [0.0, 0.1] and events == []
+
+
+def test_a_consumer_that_stops_early_stops_the_read_at_once_and_gets_no_held_frame() -> None:
+    events: list[str] = []
+    source = _decoded([0.0, 0.1, 0.2], events)
+    frames = held_until_next(source, lambda: 0.9)
+    assert next(frames).time == 0.0
+    frames.close()  # (a frame handed on here would be "generator ignored GeneratorExit")
+    assert events == ["stopped"]  # now, though `source` is still referenced: its damage is said then
 
 
 def test_rotation_metadata_is_applied(tmp_path: Path) -> None:

@@ -258,9 +258,9 @@ class VideoFileSource:
     def open(self) -> None:
         import av
 
-        from livecam.media.video_reader import (IMAGE_FORMATS, VideoDecoder, ffmpeg_reason, open_input,
-                                                  refuse_picture, stream_rate, timeline_origin, track_mirror,
-                                                  video_stream_of)
+        from livecam.media.video_reader import (IMAGE_FORMATS, VideoDecoder, ffmpeg_reason, held_until_next,
+                                                  open_input, refuse_picture, stream_rate, timeline_origin,
+                                                  track_mirror, video_stream_of)
 
         url = "://" in self.location
         try:
@@ -306,32 +306,23 @@ class VideoFileSource:
                                      mirror=track_mirror(self._container, stream))
         # before the first frame, garbage from a forward-only MP4 is its index out of reach, not damage
         self._decoder.warn_damage = not self._forward_only_mp4
-        self._frames = iter(self._decoder) if self.realtime else self._lasting(self._decoder, stream, origin)
+        # --no-realtime (the recording keeps the file's timing): each frame held until the next says
+        # how long it lasts, as `livecam video` reads it (an MP4's packet durations are in decode order:
+        # with B-frames they are other frames'); in real time a live stream's frame would wait for the next
+        decoder = self._decoder
+        self._frames = iter(decoder) if self.realtime else held_until_next(
+            iter(decoder), lambda: self._last_end(decoder, stream, origin))
 
-    def _lasting(self, decoder: VideoDecoder, stream: Any, origin: float) -> Iterator[DecodedFrame]:
-        """--no-realtime (the recording keeps the file's timing): each frame held until the next
-        says how long it lasts, as `livecam video` reads it (an MP4's packet durations are in
-        decode order: with B-frames they are other frames'), the last until where the file says
-        its video ends (video_reader.stored_end), unless the read was damaged, restarted or the
-        file cut short. In real time a live stream's frame would wait for the next: not held."""
-        from livecam.media.video_reader import cut_short, lasting, stored_end
+    def _last_end(self, decoder: VideoDecoder, stream: Any, origin: float) -> float | None:
+        """--no-realtime: where the last frame ends (video_reader.held_until_next), where the file
+        says its video ends (video_reader.stored_end), unless the read was damaged, restarted or
+        the file cut short."""
+        from livecam.media.video_reader import cut_short, stored_end
 
-        held: DecodedFrame | None = None
-        try:
-            for frame in decoder:
-                if held is not None:
-                    yield lasting(held, frame.time)
-                held = frame
-        except Exception:  # the read failed: the frame held is still recorded, then the error is raised
-            if held is not None:
-                yield held
-            raise
-        if held is None:
-            return
         path = Path(self.location)
         whole = (not decoder.bad_packets and not decoder.timeline.restarts and path.is_file()
                  and cut_short(self._container, path) is None)
-        yield lasting(held, stored_end(self._container, stream, origin) if whole else None)
+        return stored_end(self._container, stream, origin) if whole else None
 
     def read(self) -> DecodedFrame | None:
         import av

@@ -28,7 +28,7 @@ import struct
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable, Iterator, cast
+from typing import Callable, Generator, Iterator, cast
 
 import av
 import numpy as np
@@ -678,7 +678,7 @@ class VideoDecoder:
         self._raw_last: float | None = None  # the last frame's input time, for one without a timestamp
         self.headless = HeadlessStart()
 
-    def __iter__(self) -> Iterator[DecodedFrame]:
+    def __iter__(self) -> Generator[DecodedFrame, None, None]:
         for frame in self._ready():
             time = self._stamp(frame)
             # what needs the frames in order (the turn, the one size and its warning) is decided here
@@ -1079,31 +1079,32 @@ class VideoReader:
         info = self.info
         decoder = VideoDecoder(self._container, self._stream, self.path.name, size=(info.width, info.height),
                                rate=info.rate, origin=info.origin, mirror=info.mirror, writes=self.writes)
-        step = decoder.timeline.step
         count = 0
-        held: DecodedFrame | None = None  # each frame waits for the next, which says how long it lasts
-        try:
-            for frame in decoder:
-                count += 1
-                if count == 1:
-                    self._say_headless(decoder.headless, frame.time)
-                if held is not None:
-                    yield lasting(held, frame.time)
-                held = frame
-        except GeneratorExit:  # the consumer stopped early
-            decoder.report()
-            raise
-        except BaseException as exc:
-            decoder.report()
-            if held is not None and isinstance(exc, Exception):  # read up to here (--keep-partial keeps it)
-                yield held
-            raise
-        finally:
-            self.bad_packets = decoder.bad_packets
-        last_time = decoder.last_time
+
+        def decoded() -> Generator[DecodedFrame, None, None]:
+            nonlocal count
+            try:
+                for frame in decoder:
+                    count += 1
+                    if count == 1:
+                        self._say_headless(decoder.headless, frame.time)
+                    yield frame
+            except BaseException:  # a failed read, or the consumer stopped early (GeneratorExit)
+                decoder.report()
+                raise
+            finally:
+                self.bad_packets = decoder.bad_packets
+
+        yield from held_until_next(decoded(), lambda: self._last_end(decoder, count))
         if count == 0:
             raise InputError(f"{self.path}: {NONE_DECODED}")
-        ending = ReadEnd.of(info, self.path.name, count, (last_time or 0.0) + step,
+
+    def _last_end(self, decoder: VideoDecoder, count: int) -> float | None:
+        """Once the read has ended: whether it reached the end the header announces (said in one
+        warning where not), and so where the last frame ends (held_until_next): where the file
+        says its video ends, unless the read was cut short or its timeline restarted."""
+        info = self.info
+        ending = ReadEnd.of(info, self.path.name, count, (decoder.last_time or 0.0) + decoder.timeline.step,
                             restarted=decoder.timeline.restarts > 0)
         if ending.fewer and self.bad_packets and ending.reached_end and not info.cut_short:
             # The same damage as the skipped packets: said in their one line.
@@ -1117,8 +1118,7 @@ class VideoReader:
             elif self.writes:
                 log.warning("warning: %s", ended)
         decoder.report()  # nothing when said above or undamaged
-        assert held is not None
-        yield lasting(held, None if ending.short or decoder.timeline.restarts else info.end)
+        return None if ending.short or decoder.timeline.restarts else info.end
 
     def _say_headless(self, headless: HeadlessStart, first: float) -> None:
         if headless.frames:
@@ -1175,6 +1175,29 @@ def lasting(frame: DecodedFrame, until: float | None) -> DecodedFrame:
     if until is not None and until > frame.time:
         frame.duration = until - frame.time
     return frame
+
+
+def held_until_next(frames: Generator[DecodedFrame, None, None],
+                    last_end: Callable[[], float | None]) -> Generator[DecodedFrame, None, None]:
+    """`frames`, each held until the next says how long it lasts (`lasting`), the last until
+    `last_end()`, asked once the read has ended so that it can weigh what the read met (damage,
+    a restarted timeline, a cut). A read that fails (an Exception) hands on the frame it holds,
+    read before the failure (--keep-partial keeps it), then raises; one stopped (GeneratorExit:
+    its consumer stopped early; Ctrl-C) hands on nothing more."""
+    held: DecodedFrame | None = None
+    try:
+        for frame in frames:
+            if held is not None:
+                yield lasting(held, frame.time)
+            held = frame
+    except Exception:
+        if held is not None:
+            yield held
+        raise
+    finally:  # one that ends early (a consumer that stopped: GeneratorExit) ends the read now, not when collected
+        frames.close()
+    if held is not None:
+        yield lasting(held, last_end())
 
 
 def stored_end(container: av.container.InputContainer, stream: av.video.stream.VideoStream,
