@@ -386,8 +386,8 @@ def test_ctrl_c_while_a_read_waits_is_the_interrupt_not_the_reads_later_error() 
         def read(self) -> np.ndarray | None:
             if self._index >= 5:
                 self.waiting.set()
-                time.sleep(0.5)
-                raise DeviceError("synthetic camera stopped delivering frames (none for 0.5 s)")
+                time.sleep(0.1)  # (within the capture's share of the join: waited for, the source closed)
+                raise DeviceError("synthetic camera stopped delivering frames (none for 0.1 s)")
             return super().read()
 
     source = QuietSource()
@@ -401,6 +401,37 @@ def test_ctrl_c_while_a_read_waits_is_the_interrupt_not_the_reads_later_error() 
     with pytest.raises(Interrupted, match=r"stopped cleanly after \d+ frames?$"):
         run_live_pipeline(FakeEngine(), source, sink, opts(handle_signals=True, stall_timeout_s=5.0))
     assert sink.closed and source.closed
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_during_a_stall_returns_without_waiting_for_the_blocked_read() -> None:
+    # a stalled stream's read never returns: the run waited join_timeout_s (2 s) for it after a
+    # Ctrl-C; it is left behind now (its source unreleased under it), the output still finished
+    import signal
+
+    from livecam.errors import Interrupted
+
+    source = StallingSource()
+    sink = MemorySink()
+
+    def interrupt_once_stalled() -> None:
+        while source._index < 5:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_once_stalled, daemon=True).start()
+    # the read ends on its own after 20 s: the run must have returned before that, not waited for it
+    releaser = threading.Timer(20.0, source.release.set)
+    releaser.start()
+    try:
+        with pytest.raises(Interrupted, match="stopped cleanly"):
+            run_live_pipeline(FakeEngine(), source, sink, opts(handle_signals=True, stall_timeout_s=60.0,
+                                                               join_timeout_s=60.0))
+        assert not source.release.is_set() and "livecam-capture" in livecam_threads()
+        assert sink.closed and not source.closed  # the output finished; no release under a blocked read
+    finally:
+        releaser.cancel()
+        source.release.set()
 
 
 class ResizingSource(SyntheticSource):

@@ -149,6 +149,10 @@ class LiveRun:
     # camera's: its line says more, OpenCV's reason; this one catches a read that never returns)
     stall_timeout_s: float = 2.0
     join_timeout_s: float = 2.0
+    # the capture stage's share of it: a read still blocked this long after the stop (a stalled
+    # stream or camera) is left behind, its source unreleased, so a Ctrl-C during a stall returns
+    # at once rather than after join_timeout_s; a read that returns within it is waited for
+    capture_join_s: float = 0.3
     reorder_wait_s: float = 1.0  # give up on a frame missing this long (live only)
     handle_signals: bool = True
     # after a stop signal the output loop has this long to return; else its call is stuck (a
@@ -587,7 +591,7 @@ class LivePipeline:
         # A stage still running is left behind (a daemon thread, gone with the process): internal
         # detail, for -v only. The user's lines say how the run ended (a stall's own error, or
         # the interrupt after a Ctrl-C while a stalled stream's read waited).
-        alive = self.stages.join(self.options.join_timeout_s)
+        alive = self.stages.join(self.options.join_timeout_s, at_most={0: self.options.capture_join_s})
         if alive:
             log.debug("stages still running %g s after the stop: %s", self.options.join_timeout_s, ", ".join(alive))
         capture_alive = self.stages.running(0)
