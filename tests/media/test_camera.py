@@ -611,24 +611,29 @@ def test_a_camera_url_with_a_malformed_host_or_port_is_refused_before_anything_l
         open_source(url, (640, 480), 30, None)
 
 
-def test_a_camera_url_of_a_still_picture_is_refused_as_a_local_one_is(tmp_path: Path, faces_dir: Path) -> None:
-    # http://cam/snapshot.jpg (a camera's snapshot address) played as a one-frame video, exit 0
+@pytest.mark.parametrize("name", ["snapshot.jpg", "snapshot"])
+def test_a_camera_url_of_a_still_picture_is_refused_as_a_local_one_is(tmp_path: Path, faces_dir: Path,
+                                                                      name: str) -> None:
+    # http://cam/snapshot.jpg (a camera's snapshot address) played as a one-frame video, exit 0; and
+    # one without .jpg (snapshot.cgi: FFmpeg's jpeg_pipe, as a camera's JPEG stream) did still
     import functools
     import http.server
     import shutil
     import threading
 
-    shutil.copy(faces_dir / "obama.jpg", tmp_path / "snapshot.jpg")
+    shutil.copy(faces_dir / "obama.jpg", tmp_path / name)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(
         http.server.SimpleHTTPRequestHandler, directory=str(tmp_path)))
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    src = VideoFileSource(f"http://127.0.0.1:{server.server_address[1]}/snapshot.jpg", timeout_s=5)
+    src = VideoFileSource(f"http://127.0.0.1:{server.server_address[1]}/{name}", timeout_s=5)
     try:
-        with pytest.raises(InputError, match=r"^--camera http://127\.0\.0\.1:\d+/snapshot\.jpg is a still image, not a "
-                                             r"video stream \(a camera's snapshot address\?\); give the camera's "
-                                             r"stream address"):
+        with pytest.raises(InputError, match=rf"^--camera http://127\.0\.0\.1:\d+/{re.escape(name)} is a still image, "
+                                             r"not a video stream \(a camera's snapshot address\?\); give the "
+                                             r"camera's stream address"):
             src.open()
+            while src.read() is not None:  # (a JPEG stream is known to be one picture only when it ends)
+                pass
     finally:
         src.close()
         server.shutdown()

@@ -283,9 +283,7 @@ class VideoFileSource:
                 # one picture (image2: by its name, snapshot.jpg) played as one frame, exit 0; not
                 # jpeg_pipe, which is also a camera's stream of JPEGs one after another
                 if self._container.format.name in set(IMAGE_FORMATS) - {"jpeg_pipe"}:
-                    raise InputError(f"--camera {self.name} is a still image, not a video stream (a camera's "
-                                     "snapshot address?); give the camera's stream address (rtsp://, or its MJPEG "
-                                     "http:// address), or save the picture and use `livecam image`")
+                    raise InputError(self._still_picture())
             else:  # a file: the checks and messages of `livecam video`
                 refuse_picture(Path(self.location))
                 self._container = open_input(Path(self.location), once=True)  # read once: a pipe will do
@@ -306,6 +304,27 @@ class VideoFileSource:
         # before the first frame, garbage from a forward-only MP4 is its index out of reach, not damage
         self._decoder.warn_damage = not self._forward_only_mp4
         self._frames = iter(self._decoder)
+        if url and self._container.format.name == "jpeg_pipe":
+            self._frames = self._more_than_one(self._frames)
+
+    def _still_picture(self) -> str:
+        return (f"--camera {self.name} is a still image, not a video stream (a camera's snapshot address?); "
+                "give the camera's stream address (rtsp://, or its MJPEG http:// address), or save the picture "
+                "and use `livecam image`")
+
+    def _more_than_one(self, frames: Iterator[DecodedFrame]) -> Iterator[DecodedFrame]:
+        """A JPEG stream's frames, the first given once a second one came: a URL of one JPEG with
+        no .jpg in its name (http://cam/snapshot.cgi) is jpeg_pipe, as a camera's stream of JPEGs
+        is, and played as a one-frame video, exit 0, where snapshot.jpg is refused."""
+        first = next(frames, None)
+        if first is None:
+            return
+        second = next(frames, None)
+        if second is None:
+            raise InputError(self._still_picture())
+        yield first
+        yield second
+        yield from frames
 
     def read(self) -> DecodedFrame | None:
         import av
