@@ -654,6 +654,37 @@ def test_a_stop_signal_while_the_output_is_stuck_ends_the_run_without_it(tmp_pat
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_a_second_ctrl_c_while_the_output_is_stuck_ends_the_run_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the first Ctrl-C waits stuck_output_s (3 s) for a stuck output; a second one was ignored
+    import signal
+
+    from livecam.errors import Interrupted
+
+    release = threading.Event()
+
+    def twice() -> None:
+        for _ in range(2):
+            time.sleep(0.2)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    class StuckSink(MemorySink):
+        def write(self, image_bgr: np.ndarray) -> None:
+            super().write(image_bgr)
+            if self.written == 5:
+                threading.Thread(target=twice, daemon=True).start()
+                release.wait(30)  # (a wait signals do not end, as X11's retries)
+
+    monkeypatch.setattr(threading, "excepthook", lambda args: release.set())
+    sink = StuckSink()
+    with pytest.raises(Interrupted) as caught:
+        run_live_pipeline(FakeEngine(), SyntheticSource(fps=100), sink,
+                          opts(handle_signals=True, stuck_output_s=20.0))
+    assert caught.value.message == ("interrupted (Ctrl-C); the output (memory) was still busy when a second Ctrl-C "
+                                    "came, so the run was ended without it after 4 frames")
+    assert not sink.closed
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_a_slow_output_is_not_taken_for_a_stuck_one(monkeypatch: pytest.MonkeyPatch) -> None:
     # A sink whose every write is slow (a huge frame's encoding) finishes the write under way and
     # is closed (its recording finalised): only a call that takes far longer than any before is stuck.

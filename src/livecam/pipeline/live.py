@@ -546,14 +546,17 @@ class LivePipeline:
                 os.close(write_fd)
 
     def _watch_signals(self, read_fd: int, over: threading.Event) -> None:
-        stopped_at, name = None, ""
+        stopped_at, name, heard = None, "", 0
         while not over.is_set():
             if select.select([read_fd], [], [], POLL_S)[0]:
                 for signum in os.read(read_fd, 64):
-                    if stopped_at is None and signum in SIGNAL_NAMES:
-                        stopped_at, name = time.monotonic(), SIGNAL_NAMES[signal.Signals(signum)]
-            if stopped_at is not None and time.monotonic() - stopped_at >= self._stuck_after_s():
-                self._rescue(name)
+                    if signum in SIGNAL_NAMES:
+                        heard += 1
+                        if stopped_at is None:
+                            stopped_at, name = time.monotonic(), SIGNAL_NAMES[signal.Signals(signum)]
+            # a second stop signal is the user not willing to wait for the output: ended now
+            if stopped_at is not None and (heard > 1 or time.monotonic() - stopped_at >= self._stuck_after_s()):
+                self._rescue(name, again=heard > 1)
                 return
 
     def _stuck_after_s(self) -> float:
@@ -561,8 +564,9 @@ class LivePipeline:
         slow (a huge frame's encoding) gets three of its slowest, so its recording is finalised."""
         return max(self.options.stuck_output_s, 3 * self._slowest_output_s)
 
-    def _rescue(self, name: str) -> None:
-        """The output loop did not return after a stop: end the run here, leaving its call alone."""
+    def _rescue(self, name: str, again: bool = False) -> None:
+        """The output loop did not return after a stop (or `again`: a second stop signal came
+        first): end the run here, leaving its call alone."""
         if not self._ending.acquire(blocking=False):
             return  # the loop returned and its thread is ending the run (within its own deadlines)
         if self._loop_returned:  # (and has already shut down)
@@ -577,9 +581,11 @@ class LivePipeline:
             if abandon is not None:  # a recording that cannot be finished: its temporary file goes
                 abandon()
             summary = self._finish("interrupted")
+            why = (f"was still busy when a second {name} came" if again else
+                   f"did not answer within {self._stuck_after_s():.3g} s")
             self._rescued = Interrupted(
-                f"interrupted ({name}); the output ({self.sink.name}) did not answer within "
-                f"{self._stuck_after_s():.3g} s, so the run was ended without it after {summary['frames']} frames")
+                f"interrupted ({name}); the output ({self.sink.name}) {why}, so the run was ended without it "
+                f"after {summary['frames']} frames")
         finally:
             self._ending.release()
         raise self._rescued
