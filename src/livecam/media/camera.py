@@ -286,7 +286,9 @@ class VideoFileSource:
                     raise InputError(self._still_picture())
             else:  # a file: the checks and messages of `livecam video`
                 refuse_picture(Path(self.location))
-                self._container = open_input(Path(self.location), once=True)  # read once: a pipe will do
+                # read once: a pipe will do. In a thread: a FIFO whose writer sends nothing held FFmpeg's
+                # probe, and the main thread with it, deaf to Ctrl-C and SIGTERM until the writer closed
+                self._container = heard(lambda: open_input(Path(self.location), once=True), "livecam-file-open")
                 self._forward_only_mp4 = not Path(self.location).is_file() and "mp4" in self._container.format.name
             stream = video_stream_of(self._container, self.name if url else self.location)
         except BaseException:
