@@ -597,7 +597,17 @@ class LivePipeline:
         # A stage still running is left behind (a daemon thread, gone with the process): internal
         # detail, for -v only. The user's lines say how the run ended (a stall's own error, or
         # the interrupt after a Ctrl-C while a stalled stream's read waited).
-        alive = self.stages.join(self.options.join_timeout_s, at_most={0: self.options.capture_join_s})
+        try:
+            # a second stop signal here is the user not willing to wait for a stage's frame: the
+            # recording is given up (its temporary file goes) and the run ends now
+            with interrupting() if close_sink else contextlib.nullcontext():
+                alive = self.stages.join(self.options.join_timeout_s, at_most={0: self.options.capture_join_s})
+        except KeyboardInterrupt as exc:
+            self._interrupted, close_sink = True, False
+            self.stages.fail(exc)  # raised by run() once the run is summed up: cli's one line
+            alive = self.stages.join(0.0)
+            if (abandon := getattr(self.sink, "abandon", None)) is not None:
+                abandon()
         if alive:
             log.debug("stages still running %g s after the stop: %s", self.options.join_timeout_s, ", ".join(alive))
         capture_alive = self.stages.running(0)
