@@ -611,6 +611,29 @@ def test_a_camera_url_with_a_malformed_host_or_port_is_refused_before_anything_l
         open_source(url, (640, 480), 30, None)
 
 
+@pytest.mark.parametrize("pictures", [1, 3])
+def test_a_camera_file_of_jpegs_is_an_mjpeg_stream_unless_it_is_one_picture(tmp_path: Path, faces_dir: Path,
+                                                                             pictures: int) -> None:
+    # JPEGs one after another (a capture tool's `-f mjpeg -` piped in, a .mjpeg recording) were
+    # refused as "a still image"; one JPEG still is, whatever its name
+    clip = tmp_path / "camera.mjpeg"
+    clip.write_bytes((faces_dir / "obama.jpg").read_bytes() * pictures)
+    src = VideoFileSource(str(clip), realtime=False)
+    try:
+        if pictures == 1:
+            with pytest.raises(InputError, match=r"camera\.mjpeg is a still image, not a video; use `livecam image`"):
+                src.open()
+                src.read()
+            return
+        src.open()
+        frames = 0
+        while src.read() is not None:
+            frames += 1
+        assert frames == pictures
+    finally:
+        src.close()
+
+
 @pytest.mark.parametrize("name", ["snapshot.jpg", "snapshot"])
 def test_a_camera_url_of_a_still_picture_is_refused_as_a_local_one_is(tmp_path: Path, faces_dir: Path,
                                                                       name: str) -> None:

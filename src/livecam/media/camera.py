@@ -258,9 +258,9 @@ class VideoFileSource:
     def open(self) -> None:
         import av
 
-        from livecam.media.video_reader import (IMAGE_FORMATS, VideoDecoder, ffmpeg_reason, open_input,
-                                                  refuse_picture, stream_rate, timeline_origin, track_mirror,
-                                                  video_stream_of)
+        from livecam.media.video_reader import (IMAGE_FORMATS, MJPEG_STREAM, VideoDecoder, ffmpeg_reason,
+                                                  open_input, refuse_picture, stream_rate, timeline_origin,
+                                                  track_mirror, video_stream_of)
 
         url = "://" in self.location
         try:
@@ -282,7 +282,7 @@ class VideoFileSource:
                 self._forward_only_mp4 = "mp4" in self._container.format.name
                 # one picture (image2: by its name, snapshot.jpg) played as one frame, exit 0; not
                 # jpeg_pipe, which is also a camera's stream of JPEGs one after another
-                if self._container.format.name in set(IMAGE_FORMATS) - {"jpeg_pipe"}:
+                if self._container.format.name in set(IMAGE_FORMATS) - {MJPEG_STREAM}:
                     raise InputError(self._still_picture())
             else:  # a file: the checks and messages of `livecam video`
                 refuse_picture(Path(self.location))
@@ -306,7 +306,7 @@ class VideoFileSource:
         # before the first frame, garbage from a forward-only MP4 is its index out of reach, not damage
         self._decoder.warn_damage = not self._forward_only_mp4
         self._frames = iter(self._decoder)
-        if url and self._container.format.name == "jpeg_pipe":
+        if self._container.format.name == MJPEG_STREAM:
             self._frames = self._more_than_one(self._frames)
 
     def _still_picture(self) -> str:
@@ -315,15 +315,18 @@ class VideoFileSource:
                 "and use `livecam image`")
 
     def _more_than_one(self, frames: Iterator[DecodedFrame]) -> Iterator[DecodedFrame]:
-        """A JPEG stream's frames, the first given once a second one came: a URL of one JPEG with
-        no .jpg in its name (http://cam/snapshot.cgi) is jpeg_pipe, as a camera's stream of JPEGs
-        is, and played as a one-frame video, exit 0, where snapshot.jpg is refused."""
+        """A JPEG stream's frames, the first given once a second one came. One JPEG is a photo,
+        refused as any picture is; more is an MJPEG stream (a capture tool piped in, a .mjpeg
+        recording, a camera's http:// stream), which was refused as a still image (a file or pipe)
+        or, as a URL of one JPEG (http://cam/snapshot.cgi), played as one frame, exit 0."""
+        from livecam.media.video_reader import still_image
+
         first = next(frames, None)
         if first is None:
             return
         second = next(frames, None)
         if second is None:
-            raise InputError(self._still_picture())
+            raise (InputError(self._still_picture()) if "://" in self.location else still_image(Path(self.location)))
         yield first
         yield second
         yield from frames
