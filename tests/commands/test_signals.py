@@ -95,6 +95,13 @@ DRIVER = textwrap.dedent("""
             threading.Thread(target=interrupt_later, daemon=True).start()
             return open_container(*args, **kwargs)
         camera.open_container = open_and_interrupt
+    elif patch == "int-while-a-pipe-opens":
+        from livecam.media import video_reader
+        open_input = video_reader.open_input
+        def open_and_interrupt(*args, **kwargs):
+            threading.Thread(target=lambda: (time.sleep(0.5), send(signal.SIGINT)), daemon=True).start()
+            return open_input(*args, **kwargs)  # FFmpeg waits for the pipe's first bytes
+        video_reader.open_input = open_and_interrupt
     elif patch == "int-while-a-url-read-waits":
         from livecam.media import camera
         camera.VideoFileSource.__init__.__defaults__ = (True, 300.0)  # the read outlasts the test
@@ -315,6 +322,25 @@ def test_ctrl_c_while_a_camera_url_opens_is_heard_at_once(
                           ["run", "--camera", f"http://127.0.0.1:{server.getsockname()[1]}/live.mp4", "--output",
                            "none", "--swap-model", "mesh", "--source", str(faces_dir / "obama.jpg")],
                           isolated_env, timeout=100)
+    interrupted_in_one_line(proc)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
+def test_ctrl_c_while_a_camera_pipe_opens_is_heard_at_once(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # --camera FIFO whose writer is there but sends nothing (a capture tool still starting): FFmpeg's
+    # probe held the main thread, and Ctrl-C was heard only once the writer closed (here never)
+    fifo = tmp_path / "camera.fifo"
+    os.mkfifo(fifo)
+    writer = os.open(fifo, os.O_RDWR)  # (Linux: opens at once) a writer that never writes
+    try:
+        proc = run_driver(tmp_path, "int-while-a-pipe-opens",
+                          ["run", "--camera", str(fifo), "--output", "none", "--swap-model", "mesh",
+                           "--source", str(faces_dir / "obama.jpg")], isolated_env, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("Ctrl-C did not end a run whose camera pipe sends nothing")
+    finally:
+        os.close(writer)
     interrupted_in_one_line(proc)
 
 

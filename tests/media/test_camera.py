@@ -611,24 +611,52 @@ def test_a_camera_url_with_a_malformed_host_or_port_is_refused_before_anything_l
         open_source(url, (640, 480), 30, None)
 
 
-def test_a_camera_url_of_a_still_picture_is_refused_as_a_local_one_is(tmp_path: Path, faces_dir: Path) -> None:
-    # http://cam/snapshot.jpg (a camera's snapshot address) played as a one-frame video, exit 0
+@pytest.mark.parametrize("pictures", [1, 3])
+def test_a_camera_file_of_jpegs_is_an_mjpeg_stream_unless_it_is_one_picture(tmp_path: Path, faces_dir: Path,
+                                                                             pictures: int) -> None:
+    # JPEGs one after another (a capture tool's `-f mjpeg -` piped in, a .mjpeg recording) were
+    # refused as "a still image"; one JPEG still is, whatever its name
+    clip = tmp_path / "camera.mjpeg"
+    clip.write_bytes((faces_dir / "obama.jpg").read_bytes() * pictures)
+    src = VideoFileSource(str(clip), realtime=False)
+    try:
+        if pictures == 1:
+            with pytest.raises(InputError, match=r"camera\.mjpeg is a still image, not a video; use `livecam image`"):
+                src.open()
+                src.read()
+            return
+        src.open()
+        frames = 0
+        while src.read() is not None:
+            frames += 1
+        assert frames == pictures
+    finally:
+        src.close()
+
+
+@pytest.mark.parametrize("name", ["snapshot.jpg", "snapshot"])
+def test_a_camera_url_of_a_still_picture_is_refused_as_a_local_one_is(tmp_path: Path, faces_dir: Path,
+                                                                      name: str) -> None:
+    # http://cam/snapshot.jpg (a camera's snapshot address) played as a one-frame video, exit 0; and
+    # one without .jpg (snapshot.cgi: FFmpeg's jpeg_pipe, as a camera's JPEG stream) did still
     import functools
     import http.server
     import shutil
     import threading
 
-    shutil.copy(faces_dir / "obama.jpg", tmp_path / "snapshot.jpg")
+    shutil.copy(faces_dir / "obama.jpg", tmp_path / name)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(
         http.server.SimpleHTTPRequestHandler, directory=str(tmp_path)))
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    src = VideoFileSource(f"http://127.0.0.1:{server.server_address[1]}/snapshot.jpg", timeout_s=5)
+    src = VideoFileSource(f"http://127.0.0.1:{server.server_address[1]}/{name}", timeout_s=5)
     try:
-        with pytest.raises(InputError, match=r"^--camera http://127\.0\.0\.1:\d+/snapshot\.jpg is a still image, not a "
-                                             r"video stream \(a camera's snapshot address\?\); give the camera's "
-                                             r"stream address"):
+        with pytest.raises(InputError, match=rf"^--camera http://127\.0\.0\.1:\d+/{re.escape(name)} is a still image, "
+                                             r"not a video stream \(a camera's snapshot address\?\); give the "
+                                             r"camera's stream address"):
             src.open()
+            while src.read() is not None:  # (a JPEG stream is known to be one picture only when it ends)
+                pass
     finally:
         src.close()
         server.shutdown()

@@ -258,9 +258,9 @@ class VideoFileSource:
     def open(self) -> None:
         import av
 
-        from livecam.media.video_reader import (IMAGE_FORMATS, VideoDecoder, ffmpeg_reason, held_until_next,
-                                                  open_input, refuse_picture, stream_rate, timeline_origin,
-                                                  track_mirror, video_stream_of)
+        from livecam.media.video_reader import (IMAGE_FORMATS, MJPEG_STREAM, VideoDecoder, ffmpeg_reason,
+                                                  held_until_next, open_input, refuse_picture, stream_rate,
+                                                  timeline_origin, track_mirror, video_stream_of)
 
         url = "://" in self.location
         try:
@@ -282,13 +282,13 @@ class VideoFileSource:
                 self._forward_only_mp4 = "mp4" in self._container.format.name
                 # one picture (image2: by its name, snapshot.jpg) played as one frame, exit 0; not
                 # jpeg_pipe, which is also a camera's stream of JPEGs one after another
-                if self._container.format.name in set(IMAGE_FORMATS) - {"jpeg_pipe"}:
-                    raise InputError(f"--camera {self.name} is a still image, not a video stream (a camera's "
-                                     "snapshot address?); give the camera's stream address (rtsp://, or its MJPEG "
-                                     "http:// address), or save the picture and use `livecam image`")
+                if self._container.format.name in set(IMAGE_FORMATS) - {MJPEG_STREAM}:
+                    raise InputError(self._still_picture())
             else:  # a file: the checks and messages of `livecam video`
                 refuse_picture(Path(self.location))
-                self._container = open_input(Path(self.location), once=True)  # read once: a pipe will do
+                # read once: a pipe will do. In a thread: a FIFO whose writer sends nothing held FFmpeg's
+                # probe, and the main thread with it, deaf to Ctrl-C and SIGTERM until the writer closed
+                self._container = heard(lambda: open_input(Path(self.location), once=True), "livecam-file-open")
                 self._forward_only_mp4 = not Path(self.location).is_file() and "mp4" in self._container.format.name
             stream = video_stream_of(self._container, self.name if url else self.location)
         except BaseException:
@@ -312,6 +312,8 @@ class VideoFileSource:
         decoder = self._decoder
         self._frames = iter(decoder) if self.realtime else held_until_next(
             iter(decoder), lambda: self._last_end(decoder, stream, origin))
+        if self._container.format.name == MJPEG_STREAM:
+            self._frames = self._more_than_one(self._frames)
 
     def _last_end(self, decoder: VideoDecoder, stream: Any, origin: float) -> float | None:
         """--no-realtime: where the last frame ends (video_reader.held_until_next), where the file
@@ -323,6 +325,28 @@ class VideoFileSource:
         whole = (not decoder.bad_packets and not decoder.timeline.restarts and path.is_file()
                  and cut_short(self._container, path) is None)
         return stored_end(self._container, stream, origin) if whole else None
+
+    def _still_picture(self) -> str:
+        return (f"--camera {self.name} is a still image, not a video stream (a camera's snapshot address?); "
+                "give the camera's stream address (rtsp://, or its MJPEG http:// address), or save the picture "
+                "and use `livecam image`")
+
+    def _more_than_one(self, frames: Iterator[DecodedFrame]) -> Iterator[DecodedFrame]:
+        """A JPEG stream's frames, the first given once a second one came. One JPEG is a photo,
+        refused as any picture is; more is an MJPEG stream (a capture tool piped in, a .mjpeg
+        recording, a camera's http:// stream), which was refused as a still image (a file or pipe)
+        or, as a URL of one JPEG (http://cam/snapshot.cgi), played as one frame, exit 0."""
+        from livecam.media.video_reader import still_image
+
+        first = next(frames, None)
+        if first is None:
+            return
+        second = next(frames, None)
+        if second is None:
+            raise (InputError(self._still_picture()) if "://" in self.location else still_image(Path(self.location)))
+        yield first
+        yield second
+        yield from frames
 
     def read(self) -> DecodedFrame | None:
         import av

@@ -47,6 +47,8 @@ log = logging.getLogger("livecam")
 
 # Demuxers that read still images: those files belong to `livecam image` (an animated GIF is a clip).
 IMAGE_FORMATS = ("image2", "png_pipe", "jpeg_pipe", "webp_pipe", "bmp_pipe", "tiff_pipe")
+# One JPEG after another: a photo, or an MJPEG stream (a capture tool's `-f mjpeg -`, a .mjpeg recording)
+MJPEG_STREAM = "jpeg_pipe"
 # Demuxers of pictures open_input lets through, read as one-frame videos (picture_kind): icons (.ico, .cur).
 _PICTURE_FORMATS = ("ico",)
 # What a video without one frame is told, however its container shows it.
@@ -187,13 +189,19 @@ def open_input(path: Path, *, once: bool = False) -> av.container.InputContainer
             return open_container(local_path(path), format="apng")
         except av.error.FFmpegError as exc:
             raise InputError(f"cannot read {path} as an animated PNG ({ffmpeg_reason(exc)}); re-export it") from exc
+    if once and container.format.name == MJPEG_STREAM:
+        return container  # a camera's JPEG stream (`run --camera`), refused only as one picture (still_image)
     if container.format.name in IMAGE_FORMATS or container.format.name.endswith("_pipe"):
         container.close()
         if _animated_webp(path):  # FFmpeg's WebP decoder reads stills only (and OpenCV none)
             raise InputError(f"{path} is an animated WebP, which this FFmpeg cannot decode; convert it to an "
                              f"animated GIF or a video first (e.g. `magick {path.name} {path.stem}.gif`) and give that")
-        raise StillImageError(f"{path} is a still image, not a video; use `livecam image` for images")
+        raise still_image(path)
     return container
+
+
+def still_image(path: Path) -> StillImageError:
+    return StillImageError(f"{path} is a still image, not a video; use `livecam image` for images")
 
 
 def _index_refusal(path: Path) -> InputError | None:

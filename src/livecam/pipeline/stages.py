@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from typing import Callable, Mapping
 
 POLL_S = 0.05  # the longest a waiting caller or stage blocks before looking at the stop event
 
@@ -76,12 +76,15 @@ class Stages:
         while not done.wait(POLL_S):
             pass
 
-    def join(self, timeout: float) -> list[str]:
-        """Stop every stage and wait up to `timeout` seconds in all; the names still running."""
+    def join(self, timeout: float, at_most: Mapping[int, float] | None = None) -> list[str]:
+        """Stop every stage and wait up to `timeout` seconds in all; the names still running.
+        `at_most`: stage index -> a shorter wait for that stage (from the same start)."""
         self.stop.set()
-        deadline = time.monotonic() + timeout
-        for _, done in self._threads:
-            done.wait(max(0.0, deadline - time.monotonic()))
+        start = time.monotonic()
+        deadline = start + timeout
+        for i, (_, done) in enumerate(self._threads):
+            until = min(deadline, start + at_most[i]) if at_most and i in at_most else deadline
+            done.wait(max(0.0, until - time.monotonic()))
         return [t.name for t, done in self._threads if not done.is_set()]
 
     def running(self, index: int) -> bool:
