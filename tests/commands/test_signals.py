@@ -59,8 +59,8 @@ DRIVER = textwrap.dedent("""
         if patch.startswith("int-then"):  # Ctrl-C at the first recorded frame: `run`'s clean stop
             from livecam.media.sinks import FileRecorderSink
             encode = FileRecorderSink._encode
-            def encode_then_stop(self, image, t):
-                encode(self, image, t)
+            def encode_then_stop(self, image, *when):  # (time, duration): FileRecorderSink._encode's
+                encode(self, image, *when)
                 if self.written == 1:
                     os.kill(os.getpid(), signal.SIGINT)
             FileRecorderSink._encode = encode_then_stop
