@@ -304,6 +304,38 @@ def test_a_no_realtime_file_cut_short_is_recorded_to_its_last_frame_read(tmp_pat
     assert last < 1.9 and video_end(out) == pytest.approx(last + 1 / 30, abs=0.002)
 
 
+@pytest.mark.parametrize("damage", ["cut", "lost sync"])
+def test_a_no_realtime_matroska_ending_early_is_recorded_to_its_last_frame_read_and_said(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, damage: str) -> None:
+    # A Matroska has no index to show a cut: one cut in half, or whose demuxer lost sync in
+    # zeroed block data and just ended, had its last frame read held to the stored end (0.875 s,
+    # 1.792 s: a frozen picture for what was lost) and said nothing, where `livecam video` gives
+    # it one frame at the rate and says, once, that the file ended early.
+    from livecam.media.camera import VideoFileSource
+    from tests.videos import make_clip, video_end
+
+    whole = make_clip(tmp_path / "whole.mkv", frames=60, size=(96, 64), fps=24, audio=False)
+    data = bytearray(whole.read_bytes())
+    if damage == "cut":
+        data = data[:len(data) // 2]
+    else:
+        start = int(len(data) * 0.4)
+        data[start:start + 48] = bytes(48)
+    clip = tmp_path / "damaged.mkv"
+    clip.write_bytes(bytes(data))
+    source = VideoFileSource(str(clip), realtime=False)
+    source.open()
+    out = tmp_path / "rec.mp4"
+    with caplog.at_level(logging.WARNING):
+        run_live_pipeline(FakeEngine(), source, make_sink(str(out)), opts())
+    source.close()
+    with av.open(str(out)) as container:
+        last = max(float(f.pts * f.time_base) for f in container.decode(video=0))
+    assert last < 2.0 and video_end(out) == pytest.approx(last + 1 / 24, abs=0.002)
+    said = [r.getMessage() for r in caplog.records if "damaged.mkv ended at" in r.getMessage()]
+    assert len(said) == 1 and "damaged or cut short" in said[0], said
+
+
 def test_a_no_realtime_file_whose_read_fails_gives_every_frame_read_first(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The frame held for its duration is still handed on before the error (too damaged to read on).

@@ -14,7 +14,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Generator, Iterator, Protocol, TypeAlias
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -259,8 +259,8 @@ class VideoFileSource:
         import av
 
         from livecam.media.video_reader import (IMAGE_FORMATS, MJPEG_STREAM, VideoDecoder, ffmpeg_reason,
-                                                  held_until_next, open_input, refuse_picture, stream_rate,
-                                                  timeline_origin, track_mirror, video_stream_of)
+                                                  open_input, refuse_picture, stream_rate, timeline_origin,
+                                                  track_mirror, video_stream_of)
 
         url = "://" in self.location
         try:
@@ -310,21 +310,34 @@ class VideoFileSource:
         # how long it lasts, as `livecam video` reads it (an MP4's packet durations are in decode order:
         # with B-frames they are other frames'); in real time a live stream's frame would wait for the next
         decoder = self._decoder
-        self._frames = iter(decoder) if self.realtime else held_until_next(
-            iter(decoder), lambda: self._last_end(decoder, stream, origin))
-        if self._container.format.name == MJPEG_STREAM:
-            self._frames = self._more_than_one(self._frames)
+        frames = iter(decoder) if self.realtime else self._held(decoder, stream)
+        self._frames = self._more_than_one(frames) if self._container.format.name == MJPEG_STREAM else frames
 
-    def _last_end(self, decoder: VideoDecoder, stream: Any, origin: float) -> float | None:
-        """--no-realtime: where the last frame ends (video_reader.held_until_next), where the file
-        says its video ends (video_reader.stored_end), unless the read was damaged, restarted or
-        the file cut short."""
-        from livecam.media.video_reader import cut_short, stored_end
+    def _held(self, decoder: VideoDecoder, stream: Any) -> Iterator[DecodedFrame]:
+        """--no-realtime: the decoded frames through video_reader.held_until_next, counted for
+        read_end (how the read ended decides the last frame's end)."""
+        from livecam.media.video_reader import held_until_next
+
+        count = 0
+
+        def counted() -> Generator[DecodedFrame, None, None]:
+            nonlocal count
+            for frame in decoder:
+                count += 1
+                yield frame
+
+        return held_until_next(counted(), lambda: self._last_end(decoder, stream, count))
+
+    def _last_end(self, decoder: VideoDecoder, stream: Any, count: int) -> float | None:
+        """--no-realtime, once the read has ended: where the last frame ends, as `livecam video`
+        decides it (video_reader.read_end: a file cut short or whose demuxer lost sync is said
+        once, its last frame lasts one frame). A pipe or a URL has no stored end to trust."""
+        from livecam.media.video_reader import read_end, video_info
 
         path = Path(self.location)
-        whole = (not decoder.bad_packets and not decoder.timeline.restarts and path.is_file()
-                 and cut_short(self._container, path) is None)
-        return stored_end(self._container, stream, origin) if whole else None
+        if "://" in self.location or not path.is_file():
+            return None
+        return read_end(video_info(self._container, stream, path), decoder, count).last_end
 
     def _still_picture(self) -> str:
         return (f"--camera {self.name} is a still image, not a video stream (a camera's snapshot address?); "

@@ -1002,6 +1002,7 @@ class ReadEnd:
     expected: int  # the header's frame count, 0 when unknown
     fewer: bool  # clearly fewer frames than the header counts
     reached_end: bool  # near enough the header's duration (damage in the middle still gets there)
+    restarted: bool = False  # the timeline restarted (Timeline.restarts): the stored end is on another
 
     @classmethod
     def of(cls, info: VideoInfo, name: str, count: int, read_to: float, *, restarted: bool = False) -> "ReadEnd":
@@ -1009,7 +1010,14 @@ class ReadEnd:
         end = info.start_time + (info.duration or 0.0)
         reached = not info.duration or restarted or read_to >= end - max(0.5, 0.05 * info.duration)
         return cls(info, name, count, read_to, expected, bool(expected) and count < expected - max(2, expected // 50),
-                   reached)
+                   reached, restarted)
+
+    @property
+    def last_end(self) -> float | None:
+        """Where the last frame read ends (held_until_next): where the file says its video ends,
+        unless the read was cut short (a frozen picture for what was lost) or its timeline
+        restarted; None: one frame at the rate, or as long as its packet says."""
+        return None if self.short or self.restarted else self.info.end
 
     @property
     def short(self) -> bool:
@@ -1017,6 +1025,11 @@ class ReadEnd:
         close to the end the read got (a fragmented MP4's cut fragment lost its audio, stored
         after its video)."""
         return self.info.cut_short is not None or self.fewer or (not self.expected and not self.reached_end)
+
+    def skipped(self, bad_packets: int) -> bool:
+        """Whether the frames missing are those of the `bad_packets` skipped (damage the read got
+        past, to the end), not a cut."""
+        return self.fewer and bad_packets > 0 and self.reached_end and not self.info.cut_short
 
     def said(self, *, writes: bool) -> str:
         """The one warning's text: why, and how much could be read."""
@@ -1045,40 +1058,8 @@ class VideoReader:
         self.ended_early = False  # frames() read fewer frames than the header announces (cut short)
 
     def _inspect(self) -> VideoInfo:
-        c = self._container
-        vs = video_stream_of(c, str(self.path))
-        self._stream = vs
-        cc = vs.codec_context
-        if not cc.width or not cc.height:
-            raise InputError(f"{self.path}: the video stream has no frame size; the file is corrupt")
-        rate = as_fraction(stream_rate(c, vs) or Fraction(30))
-        tb = as_fraction(vs.time_base or Fraction(1, 90000))
-        origin = timeline_origin(c)
-        start = float(vs.start_time * tb) - origin if vs.start_time is not None else 0.0
-        duration = _stream_duration(c, vs, tb, start)
-        rotation = _stream_rotation(vs)
-        w, h = (cc.height, cc.width) if rotation in (90, -90, 270) else (cc.width, cc.height)
-        sar = sample_aspect(vs, rotation)
-        kept_audio = audio_order(c)  # an unknown audio codec: not kept
-        short = cut_short(c, self.path)
-        audio = c.streams[kept_audio[0]].codec_context.name if kept_audio else None
-        chapters = _chapters(c, origin)
-        attached = attachment_streams(c)  # kept apart: a Matroska output copies them
-        others: list[str] = ["timecode" if _is_timecode_track(s) else s.type for s in c.streams
-                             if s.type not in ("video", "audio", "subtitle", "attachment")
-                             and not (chapters and _is_chapter_track(s))]
-        others += ["video"] * (len(c.streams.video) - 1 - sum(s.type == "video" for s in attached))
-        others += ["audio"] * (len(c.streams.audio) - len(kept_audio))
-        return VideoInfo(path=self.path, width=w, height=h, rate=rate, time_base=as_fraction(tb),
-                         start_time=max(0.0, start), frames=_shown_frames(_stored_frames(c, vs), duration, rate),
-                         duration=duration,
-                         rotation=rotation, codec=cc.name, audio_codec=audio, other_streams=tuple(others),
-                         attachments=tuple(attachment_name(s) for s in attached),
-                         subtitles=tuple(codec_name(s) for s in c.streams.subtitles),
-                         origin=origin, sample_aspect=sar, chapters=chapters,
-                         cut_short=short, mirror=track_mirror(c, vs),
-                         timecode=input_timecode(c, vs), end=None if short else stored_end(c, vs, origin),
-                         colour=Colour.described(cc, cc.format.name if cc.format else None, cc.height))
+        self._stream = video_stream_of(self._container, str(self.path))
+        return video_info(self._container, self._stream, self.path)
 
     def frames(self) -> Iterator[DecodedFrame]:
         """Decoded frames in presentation order, on a timeline from 0 (see VideoDecoder), each
@@ -1108,25 +1089,10 @@ class VideoReader:
             raise InputError(f"{self.path}: {NONE_DECODED}")
 
     def _last_end(self, decoder: VideoDecoder, count: int) -> float | None:
-        """Once the read has ended: whether it reached the end the header announces (said in one
-        warning where not), and so where the last frame ends (held_until_next): where the file
-        says its video ends, unless the read was cut short or its timeline restarted."""
-        info = self.info
-        ending = ReadEnd.of(info, self.path.name, count, (decoder.last_time or 0.0) + decoder.timeline.step,
-                            restarted=decoder.timeline.restarts > 0)
-        if ending.fewer and self.bad_packets and ending.reached_end and not info.cut_short:
-            # The same damage as the skipped packets: said in their one line.
-            decoder.report(f"{ending.expected - count} of the {ending.expected} frames could not be decoded"
-                           + ("; the output skips them" if self.writes else ""))
-        elif ending.short:
-            self.ended_early = True
-            ended = ending.said(writes=self.writes)
-            if self.bad_packets:
-                decoder.report(ended)
-            elif self.writes:
-                log.warning("warning: %s", ended)
-        decoder.report()  # nothing when said above or undamaged
-        return None if ending.short or decoder.timeline.restarts else info.end
+        """Once the read has ended: where the last frame ends (read_end)."""
+        ending = read_end(self.info, decoder, count)
+        self.ended_early = ending.short and not ending.skipped(decoder.bad_packets)
+        return ending.last_end
 
     def _say_headless(self, headless: HeadlessStart, first: float) -> None:
         if headless.frames:
@@ -1183,6 +1149,63 @@ def lasting(frame: DecodedFrame, until: float | None) -> DecodedFrame:
     if until is not None and until > frame.time:
         frame.duration = until - frame.time
     return frame
+
+
+def video_info(c: av.container.InputContainer, vs: av.video.stream.VideoStream, path: Path) -> VideoInfo:
+    """What `path`'s container and its video stream `vs` say of the video (VideoReader.info; a
+    --no-realtime camera file's, once read, for where it ends: read_end)."""
+    cc = vs.codec_context
+    if not cc.width or not cc.height:
+        raise InputError(f"{path}: the video stream has no frame size; the file is corrupt")
+    rate = as_fraction(stream_rate(c, vs) or Fraction(30))
+    tb = as_fraction(vs.time_base or Fraction(1, 90000))
+    origin = timeline_origin(c)
+    start = float(vs.start_time * tb) - origin if vs.start_time is not None else 0.0
+    duration = _stream_duration(c, vs, tb, start)
+    rotation = _stream_rotation(vs)
+    w, h = (cc.height, cc.width) if rotation in (90, -90, 270) else (cc.width, cc.height)
+    sar = sample_aspect(vs, rotation)
+    kept_audio = audio_order(c)  # an unknown audio codec: not kept
+    short = cut_short(c, path)
+    audio = c.streams[kept_audio[0]].codec_context.name if kept_audio else None
+    chapters = _chapters(c, origin)
+    attached = attachment_streams(c)  # kept apart: a Matroska output copies them
+    others: list[str] = ["timecode" if _is_timecode_track(s) else s.type for s in c.streams
+                         if s.type not in ("video", "audio", "subtitle", "attachment")
+                         and not (chapters and _is_chapter_track(s))]
+    others += ["video"] * (len(c.streams.video) - 1 - sum(s.type == "video" for s in attached))
+    others += ["audio"] * (len(c.streams.audio) - len(kept_audio))
+    return VideoInfo(path=path, width=w, height=h, rate=rate, time_base=as_fraction(tb),
+                     start_time=max(0.0, start), frames=_shown_frames(_stored_frames(c, vs), duration, rate),
+                     duration=duration,
+                     rotation=rotation, codec=cc.name, audio_codec=audio, other_streams=tuple(others),
+                     attachments=tuple(attachment_name(s) for s in attached),
+                     subtitles=tuple(codec_name(s) for s in c.streams.subtitles),
+                     origin=origin, sample_aspect=sar, chapters=chapters,
+                     cut_short=short, mirror=track_mirror(c, vs),
+                     timecode=input_timecode(c, vs), end=None if short else stored_end(c, vs, origin),
+                     colour=Colour.described(cc, cc.format.name if cc.format else None, cc.height))
+
+
+def read_end(info: VideoInfo, decoder: VideoDecoder, count: int) -> ReadEnd:
+    """Once `decoder` has read `count` frames of `info`'s video and ended: how the read ended
+    against the header, said in one warning where short of it (with the damage, where packets
+    were skipped), for `livecam video` and a --no-realtime `run --camera FILE` alike; its
+    last_end is where the last frame ends."""
+    ending = ReadEnd.of(info, decoder.name, count, (decoder.last_time or 0.0) + decoder.timeline.step,
+                        restarted=decoder.timeline.restarts > 0)
+    if ending.skipped(decoder.bad_packets):
+        # The same damage as the skipped packets: said in their one line.
+        decoder.report(f"{ending.expected - count} of the {ending.expected} frames could not be decoded"
+                       + ("; the output skips them" if decoder.writes else ""))
+    elif ending.short:
+        ended = ending.said(writes=decoder.writes)
+        if decoder.bad_packets:
+            decoder.report(ended)
+        elif decoder.writes:
+            log.warning("warning: %s", ended)
+    decoder.report()  # nothing when said above or undamaged
+    return ending
 
 
 def held_until_next(frames: Generator[DecodedFrame, None, None],
