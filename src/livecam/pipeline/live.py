@@ -549,17 +549,14 @@ class LivePipeline:
                 os.close(write_fd)
 
     def _watch_signals(self, read_fd: int, over: threading.Event) -> None:
-        stopped_at, name, heard = None, "", 0
+        stopped_at, name = None, ""
         while not over.is_set():
             if select.select([read_fd], [], [], POLL_S)[0]:
                 for signum in os.read(read_fd, 64):
-                    if signum in SIGNAL_NAMES:
-                        heard += 1
-                        if stopped_at is None:
-                            stopped_at, name = time.monotonic(), SIGNAL_NAMES[signal.Signals(signum)]
-            # a second stop signal is the user not willing to wait for the output: ended now
-            if stopped_at is not None and (heard > 1 or time.monotonic() - stopped_at >= self._stuck_after_s()):
-                self._rescue(name, again=heard > 1)
+                    if stopped_at is None and signum in SIGNAL_NAMES:
+                        stopped_at, name = time.monotonic(), SIGNAL_NAMES[signal.Signals(signum)]
+            if stopped_at is not None and time.monotonic() - stopped_at >= self._stuck_after_s():
+                self._rescue(name)
                 return
 
     def _stuck_after_s(self) -> float:
@@ -567,9 +564,8 @@ class LivePipeline:
         slow (a huge frame's encoding) gets three of its slowest, so its recording is finalised."""
         return max(self.options.stuck_output_s, 3 * self._slowest_output_s)
 
-    def _rescue(self, name: str, again: bool = False) -> None:
-        """The output loop did not return after a stop (or `again`: a second stop signal came
-        first): end the run here, leaving its call alone."""
+    def _rescue(self, name: str) -> None:
+        """The output loop did not return after a stop: end the run here, leaving its call alone."""
         if not self._ending.acquire(blocking=False):
             return  # the loop returned and its thread is ending the run (within its own deadlines)
         if self._loop_returned:  # (and has already shut down)
@@ -584,11 +580,9 @@ class LivePipeline:
             if abandon is not None:  # a recording that cannot be finished: its temporary file goes
                 abandon()
             summary = self._finish("interrupted")
-            why = (f"was still busy when a second {name} came" if again else
-                   f"did not answer within {self._stuck_after_s():.3g} s")
             self._rescued = Interrupted(
-                f"interrupted ({name}); the output ({self.sink.name}) {why}, so the run was ended without it "
-                f"after {summary['frames']} frames")
+                f"interrupted ({name}); the output ({self.sink.name}) did not answer within "
+                f"{self._stuck_after_s():.3g} s, so the run was ended without it after {summary['frames']} frames")
         finally:
             self._ending.release()
         raise self._rescued
@@ -600,17 +594,7 @@ class LivePipeline:
         # A stage still running is left behind (a daemon thread, gone with the process): internal
         # detail, for -v only. The user's lines say how the run ended (a stall's own error, or
         # the interrupt after a Ctrl-C while a stalled stream's read waited).
-        try:
-            # a second stop signal here is the user not willing to wait for a stage's frame: the
-            # recording is given up (its temporary file goes) and the run ends now
-            with interrupting() if close_sink else contextlib.nullcontext():
-                alive = self.stages.join(self.options.join_timeout_s, at_most={0: self.options.capture_join_s})
-        except KeyboardInterrupt as exc:
-            self._interrupted, close_sink = True, False
-            self.stages.fail(exc)  # raised by run() once the run is summed up: cli's one line
-            alive = self.stages.join(0.0)
-            if (abandon := getattr(self.sink, "abandon", None)) is not None:
-                abandon()
+        alive = self.stages.join(self.options.join_timeout_s, at_most={0: self.options.capture_join_s})
         if alive:
             log.debug("stages still running %g s after the stop: %s", self.options.join_timeout_s, ", ".join(alive))
         capture_alive = self.stages.running(0)
