@@ -14,7 +14,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generator, Iterator, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Iterator, Protocol, TypeAlias
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -314,30 +314,19 @@ class VideoFileSource:
         self._frames = self._more_than_one(frames) if self._container.format.name == MJPEG_STREAM else frames
 
     def _held(self, decoder: VideoDecoder, stream: Any) -> Iterator[DecodedFrame]:
-        """--no-realtime: the decoded frames through video_reader.held_until_next, counted for
-        read_end (how the read ended decides the last frame's end)."""
-        from livecam.media.video_reader import held_until_next
+        """--no-realtime: the decoded frames through video_reader.held_until_next, the last one's
+        end decided once the read has ended: as `livecam video` decides it (video_reader.read_end:
+        a file cut short or whose demuxer lost sync is said once, its last frame lasts one frame).
+        A pipe or a URL has no stored end to trust."""
+        from livecam.media.video_reader import held_until_next, read_end, video_info
 
-        count = 0
+        def last_end() -> float | None:
+            path = Path(self.location)
+            if "://" in self.location or not path.is_file():
+                return None
+            return read_end(video_info(self._container, stream, path), decoder).last_end
 
-        def counted() -> Generator[DecodedFrame, None, None]:
-            nonlocal count
-            for frame in decoder:
-                count += 1
-                yield frame
-
-        return held_until_next(counted(), lambda: self._last_end(decoder, stream, count))
-
-    def _last_end(self, decoder: VideoDecoder, stream: Any, count: int) -> float | None:
-        """--no-realtime, once the read has ended: where the last frame ends, as `livecam video`
-        decides it (video_reader.read_end: a file cut short or whose demuxer lost sync is said
-        once, its last frame lasts one frame). A pipe or a URL has no stored end to trust."""
-        from livecam.media.video_reader import read_end, video_info
-
-        path = Path(self.location)
-        if "://" in self.location or not path.is_file():
-            return None
-        return read_end(video_info(self._container, stream, path), decoder, count).last_end
+        return held_until_next(iter(decoder), last_end)
 
     def _still_picture(self) -> str:
         return (f"--camera {self.name} is a still image, not a video stream (a camera's snapshot address?); "

@@ -683,6 +683,7 @@ class VideoDecoder:
         # through a pipe before its first frame: garbage there means an index out of reach, said instead)
         self.warn_damage = True
         self.last_time: float | None = None
+        self.frames_out = 0  # frames handed on so far: how far a read got (read_end)
         self._raw_last: float | None = None  # the last frame's input time, for one without a timestamp
         self.headless = HeadlessStart()
 
@@ -693,6 +694,7 @@ class VideoDecoder:
             turns = quarter_turns(frame, self._mirror)
             shape = (frame.width, frame.height) if turns % 2 == 0 else (frame.height, frame.width)
             fit = self.fitter.place(*shape)
+            self.frames_out += 1
             yield DecodedFrame(time, functools.partial(self._image, frame, turns, fit), frame_duration(frame))
 
     def _ready(self) -> Iterator[av.VideoFrame]:
@@ -1068,14 +1070,11 @@ class VideoReader:
         info = self.info
         decoder = VideoDecoder(self._container, self._stream, self.path.name, size=(info.width, info.height),
                                rate=info.rate, origin=info.origin, mirror=info.mirror, writes=self.writes)
-        count = 0
 
         def decoded() -> Generator[DecodedFrame, None, None]:
-            nonlocal count
             try:
                 for frame in decoder:
-                    count += 1
-                    if count == 1:
+                    if decoder.frames_out == 1:
                         self._say_headless(decoder.headless, frame.time)
                     yield frame
             except BaseException:  # a failed read, or the consumer stopped early (GeneratorExit)
@@ -1084,13 +1083,13 @@ class VideoReader:
             finally:
                 self.bad_packets = decoder.bad_packets
 
-        yield from held_until_next(decoded(), lambda: self._last_end(decoder, count))
-        if count == 0:
+        yield from held_until_next(decoded(), lambda: self._last_end(decoder))
+        if decoder.frames_out == 0:
             raise InputError(f"{self.path}: {NONE_DECODED}")
 
-    def _last_end(self, decoder: VideoDecoder, count: int) -> float | None:
+    def _last_end(self, decoder: VideoDecoder) -> float | None:
         """Once the read has ended: where the last frame ends (read_end)."""
-        ending = read_end(self.info, decoder, count)
+        ending = read_end(self.info, decoder)
         self.ended_early = ending.short and not ending.skipped(decoder.bad_packets)
         return ending.last_end
 
@@ -1187,11 +1186,12 @@ def video_info(c: av.container.InputContainer, vs: av.video.stream.VideoStream, 
                      colour=Colour.described(cc, cc.format.name if cc.format else None, cc.height))
 
 
-def read_end(info: VideoInfo, decoder: VideoDecoder, count: int) -> ReadEnd:
-    """Once `decoder` has read `count` frames of `info`'s video and ended: how the read ended
-    against the header, said in one warning where short of it (with the damage, where packets
-    were skipped), for `livecam video` and a --no-realtime `run --camera FILE` alike; its
-    last_end is where the last frame ends."""
+def read_end(info: VideoInfo, decoder: VideoDecoder) -> ReadEnd:
+    """Once `decoder` has read `info`'s video and ended: how the read ended against the header
+    (decoder.frames_out frames read), said in one warning where short of it (with the damage,
+    where packets were skipped), for `livecam video` and a --no-realtime `run --camera FILE`
+    alike; its last_end is where the last frame ends."""
+    count = decoder.frames_out
     ending = ReadEnd.of(info, decoder.name, count, (decoder.last_time or 0.0) + decoder.timeline.step,
                         restarted=decoder.timeline.restarts > 0)
     if ending.skipped(decoder.bad_packets):
