@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import replace
 from pathlib import Path
 
@@ -219,3 +220,30 @@ def test_a_damaged_file_is_not_provided_online_and_stays_as_it_is(tmp_path, pinn
     assert (models / "sw.onnx").read_bytes() == broken  # the user's file is left alone
     (models / "sw.onnx").unlink()
     assert online.can_provide("sw")  # absent: downloadable, as before
+
+
+def test_a_model_that_fails_to_load_off_the_cpu_names_the_provider_and_the_repair(tmp_path) -> None:
+    # open_session said only the download's repair and dropped the sessions module's hint that
+    # the provider (not the file) may be what cannot load it
+    from tests.standins.gfpgan import build_gfpgan
+
+    models = tmp_path / "models"
+    models.mkdir()
+    good = build_gfpgan(tmp_path / "good.onnx").read_bytes()
+    half = len(good) // 2
+    (models / "enh.onnx").write_bytes(good[:half] + bytes(len(good) - half))  # the right size, end never written
+    spec = replace(spec_for("enh", (), good, pinned=False), inputs=(TensorSpec("input", (1, 3, 512, 512)),),
+                   outputs=(TensorSpec(None, (1, 3, 512, 512)),))
+    store = store_for(models, spec)
+    cuda = resolve_providers(["cuda"], ort_available=["CUDAExecutionProvider", "CPUExecutionProvider"])
+    with pytest.raises(ModelError) as info, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # onnxruntime's own: CUDA is not installed here
+        store.open_session("enh", cuda)
+    msg = info.value.message
+    assert "\n" not in msg and msg.startswith(f"model file {models / 'enh.onnx'} cannot be loaded as enh on cuda ("), msg
+    assert msg.endswith("; if it loads with --execution-provider cpu, cuda cannot run this model; "
+                        "otherwise run `livecam models download enh`, which replaces it"), msg
+    with pytest.raises(ModelError) as info:  # on the CPU the file is all there is to blame
+        store.open_session("enh", resolve_providers(["cpu"]))
+    assert info.value.message.endswith("; run `livecam models download enh`, which replaces it"), info.value.message
+    assert "execution-provider" not in info.value.message

@@ -259,7 +259,7 @@ class ModelStore:
         `front` (runtime/graphs.Front): a second session of the checked file with that Front's
         graphs joined around it, or None when the join fails (the caller keeps the plain path; said at
         debug level). `precision` "fp16": the file's checked fp16 copy (precision_path)."""
-        from livecam.runtime.sessions import get_session
+        from livecam.runtime.sessions import get_session, provider_hint
 
         path = self.precision_path(name, precision)
         tuned = providers.tuned(self._tuning(name, providers, precision))
@@ -268,8 +268,11 @@ class ModelStore:
         except ModelError as exc:
             cause = exc.__cause__
             reason = str(cause).splitlines()[0][:160] if cause is not None and str(cause) else "unreadable"
-            raise ModelError(f"model file {path} cannot be loaded as {name} ({reason}); "
-                             f"{self.fix_hint(self.spec(name))}") from exc
+            # Off the CPU the provider may be what cannot load it: both facts, in one line.
+            on, maybe = ("", "") if tuned.primary == "cpu" else (f" on {tuned.primary}",
+                                                                  f"{provider_hint(tuned.primary)}; otherwise ")
+            raise ModelError(f"model file {path} cannot be loaded as {name}{on} ({reason}); "
+                             f"{maybe}{self.fix_hint(self.spec(name))}") from exc
         self.check_signature(name, session)
         if front is None:
             return session

@@ -136,9 +136,8 @@ def _create(model_path: Path, providers: ProviderChoice, intra_op_threads: int, 
         if not accelerated:
             raise ModelError(f"cannot load model {model_path}: {first}; the file is damaged or not an "
                              f"ONNX model") from error
-        raise ModelError(f"cannot load model {model_path} on {providers.primary}: {first}; if it loads with "
-                         f"--execution-provider cpu, {providers.primary} cannot run this model; otherwise "
-                         f"the file is damaged") from error
+        raise ModelError(f"cannot load model {model_path} on {providers.primary}: {first}; "
+                         f"{provider_hint(providers.primary)}; otherwise the file is damaged") from error
     got = session.get_providers()
     if wanted not in got:
         cause, fix = start_failure(providers.primary, missing, said)
@@ -147,6 +146,12 @@ def _create(model_path: Path, providers: ProviderChoice, intra_op_threads: int, 
             f"{model_path.name} ({cause}); {fix}, or pass --execution-provider cpu",
             provider=providers.primary, cause=cause, fix=fix)
     return session
+
+
+def provider_hint(provider: str) -> str:
+    """What a file that `provider` (not the CPU) failed to load may mean besides damage: said
+    here and by ModelStore.open_session beside its repair."""
+    return f"if it loads with --execution-provider cpu, {provider} cannot run this model"
 
 
 def _attempt(ort: Any, source: str | bytes, options: Any, names: list[str], provider_opts: list[dict[str, str]],
