@@ -821,17 +821,21 @@ def models_where(ctx: click.Context) -> None:
     where_models(_settings(ctx))
 
 
-@models.command("convert", short_help="Convert GFPGANv1.4.pth to ONNX (needs livecam[convert]).")
+@models.command("convert", short_help="Convert GFPGANv1.4.pth to ONNX (needs livecam[convert]), or --fp16 NAME.")
 @click.argument("checkpoint", type=GivenPath(path_type=Path))
 @option("--output", "-o", type=GivenPath(dir_okay=False, path_type=Path),
               help="ONNX file to write (default: gfpgan_1.4.onnx in the models folder).")
 @option("--force", is_flag=True, help="Overwrite the ONNX file if it exists.")
+@option("--fp16", is_flag=True,
+        help="CHECKPOINT is an enhancer's name: make its fp16 copy (--enhancer-precision fp16) again from its "
+             "fp32 file and check it, replacing the copy in the models folder.")
 @click.pass_context
-def models_convert(ctx: click.Context, checkpoint: Path, output: Path | None, force: bool) -> None:
-    """Convert GFPGANv1.4.pth to ONNX once (needs `pip install 'livecam[convert]'`)."""
+def models_convert(ctx: click.Context, checkpoint: Path, output: Path | None, force: bool, fp16: bool) -> None:
+    """Convert GFPGANv1.4.pth to ONNX once (needs `pip install 'livecam[convert]'`); with --fp16,
+    remake an enhancer's fp16 copy (`livecam models convert --fp16 gfpgan_1.4`)."""
     from livecam.commands.models import convert_model
 
-    convert_model(_settings(ctx), checkpoint, output, force)
+    convert_model(_settings(ctx), checkpoint, output, force, fp16)
 
 
 def _stranded_error(args: threading.ExceptHookArgs, previous: Callable[[threading.ExceptHookArgs], Any]) -> None:

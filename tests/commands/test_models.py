@@ -412,6 +412,13 @@ def test_models_convert_without_the_extra_says_what_to_install(tmp_path, monkeyp
         convert_model(settings, fifo, None, False)
 
 
+def test_models_convert_fp16_takes_an_enhancers_name_and_writes_where_runs_look(isolated_env) -> None:
+    result = run_cli(["models", "convert", "--fp16", "w600k_r50"], env=isolated_env)
+    assert result.returncode == 2 and "--fp16 makes an enhancer's fp16 copy; give one of gfpgan_1.4" in result.stderr
+    result = run_cli(["models", "convert", "--fp16", "gfpgan_1.4", "-o", "x.onnx"], env=isolated_env)
+    assert result.returncode == 2 and "leave out --output" in result.stderr
+
+
 def test_models_convert_refuses_to_overwrite_without_force(isolated_env, tmp_path) -> None:
     checkpoint = tmp_path / "GFPGANv1.4.pth"
     checkpoint.write_bytes(b"x")

@@ -71,3 +71,50 @@ def test_a_refused_copy_is_one_line_and_exit_code(setup: dict) -> None:
     assert len(lines) == 1 and "gfpgan_1.4" in lines[0] and "NaN/Inf" in lines[0]
     assert lines[0].rstrip().endswith("use --enhancer-precision fp32") and "Traceback" not in result.stderr
     assert not copy.exists()
+
+
+def test_a_damaged_copy_names_the_command_that_makes_it_again_and_that_command_does(setup: dict) -> None:
+    """A copy damaged after its check (its size kept, so the cache still takes it) fails to load;
+    the line's repair was the fp32 model's download, which leaves the copy as it is. Its command,
+    run as given (no --unverified-models: the catalog holds the stand-ins' sizes), replaces it."""
+    import re
+    import shlex
+    from dataclasses import replace
+
+    from livecam.models.catalog import CATALOG
+    from tests.commands.test_models import run_patched
+    from tests.models.helpers import catalog_to_json, sha
+
+    models = setup["models"]
+    standins = {name: (models / CATALOG[name].file_name).read_bytes() for name in ("w600k_r50", "inswapper_128", "gfpgan_1.4")}
+    specs = [replace(spec, size=len(standins[name]), sha256=None if spec.sha256 is None else sha(standins[name]))
+             if name in standins else spec for name, spec in CATALOG.items()]
+    catalog = setup["tmp"] / "catalog.json"
+    catalog.write_text(catalog_to_json(specs), encoding="utf-8")
+    out = setup["tmp"] / "out.png"
+    run = ["image", str(setup["target"]), str(out), "-s", str(setup["source"]), "--swap-model", "inswapper_128",
+           *EXACT, *ENHANCE, "--enhancer-precision", "fp16"]
+
+    def image() -> tuple[int, str]:
+        out.unlink(missing_ok=True)
+        result = run_patched(catalog, run, setup["env"])
+        return result.returncode, result.stderr
+
+    code, stderr = image()
+    assert code == 0, stderr
+    [copy] = (models / "fp16").glob("gfpgan_1.4.*.onnx")
+    good = copy.read_bytes()
+    copy.write_bytes(good[:len(good) // 2] + bytes(len(good) - len(good) // 2))  # the end never written
+
+    code, stderr = image()
+    assert code != 0 and not out.exists() and "Traceback" not in stderr
+    [line] = [line for line in stderr.splitlines() if "cannot be loaded" in line]
+    assert str(copy) in line, line
+    repair = re.search(r"run `livecam ([^`]+)`, which replaces it$", line.rstrip())
+    assert repair is not None and repair.group(1) == "models convert --fp16 gfpgan_1.4", line
+
+    result = run_patched(catalog, shlex.split(repair.group(1)), setup["env"])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(copy) and copy.read_bytes() == good
+    code, stderr = image()
+    assert code == 0 and "enhancer gfpgan_1.4 fp16" in stderr, stderr

@@ -16,7 +16,7 @@ from livecam.models.catalog import download_command
 from livecam.paths import why_missing
 from livecam.models.store import (CORRUPT, MISSING, PRESENT, UNPINNED, VERIFIED, ModelState, ModelStore,
                                   tty_confirm)
-from livecam.settings import RuntimeSettings
+from livecam.settings import ENHANCER_MODELS, RuntimeSettings
 
 
 def _echo(line: str, err: bool = False) -> None:
@@ -166,7 +166,12 @@ def verify_models(settings: RuntimeSettings, names: tuple[str, ...]) -> int:
     return 0
 
 
-def convert_model(settings: RuntimeSettings, checkpoint: Path, output: Path | None, force: bool) -> None:
+def convert_model(settings: RuntimeSettings, checkpoint: Path, output: Path | None, force: bool,
+                  fp16: bool = False) -> None:
+    """`models convert CHECKPOINT`; with `fp16`, CHECKPOINT names an enhancer whose fp16 copy is made again."""
+    if fp16:
+        _echo(str(_convert_fp16(settings, str(checkpoint), output)))
+        return
     from livecam.media.images import check_not_an_input, check_output_folder  # (OpenCV: not for `models list`)
 
     if checkpoint.is_dir():  # was reported as "not found"
@@ -199,3 +204,17 @@ def convert_model(settings: RuntimeSettings, checkpoint: Path, output: Path | No
             raise ModelError(f"the converted model does not look like GFPGAN v1.4 ({problem}); "
                              f"is {checkpoint} GFPGANv1.4.pth?")
     _echo(str(target))
+
+
+def _convert_fp16(settings: RuntimeSettings, name: str, output: Path | None) -> Path:
+    """The enhancer `name`'s fp16 copy converted and checked again from its fp32 file, replacing
+    the one in the models folder (catalog.repair's line for a damaged copy names this)."""
+    if output is not None:
+        raise InputError("--fp16 writes the copy into the models folder's fp16/, where runs look for it; "
+                         "leave out --output")
+    if name not in ENHANCER_MODELS:
+        raise InputError(f"--fp16 makes an enhancer's fp16 copy; give one of {', '.join(ENHANCER_MODELS)}, "
+                         f"not {name!r}")
+    from livecam.models import fp16
+
+    return fp16.rebuild(ModelStore(settings, progress=not settings.quiet), name)

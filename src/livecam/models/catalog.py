@@ -342,11 +342,22 @@ def download_command(*names: str, catalog: Mapping[str, ModelSpec] | None = None
     asked = "--all" if every else " ".join(names)
     return f"livecam models download {asked}" + (" --accept-license" if licensed else "")
 
-def repair(name: str, catalog: Mapping[str, ModelSpec] | None = None, folder: bool = False) -> str:
+def fp16_command(name: str) -> str:
+    """The command that makes model `name`'s fp16 copy (models/fp16.py) again from its fp32 file,
+    over the copy that is there."""
+    return f"livecam models convert --fp16 {name}"
+
+
+def repair(name: str, catalog: Mapping[str, ModelSpec] | None = None, folder: bool = False,
+           precision: str = "fp32") -> str:
     """The one repair line for a bad model file `name` (of `catalog`, by default CATALOG): its
     download replaces a file that fails its checks by itself (commands/models._replace_corrupt),
     so there is nothing to delete first; a folder in the file's place is the user's to move away
-    (the download refuses to touch it); an embedded model comes back only with a reinstall."""
+    (the download refuses to touch it); an embedded model comes back only with a reinstall.
+    `precision` "fp16": the file is the model's fp16 copy, converted here from the fp32 file
+    (which a download leaves as it is): converted again."""
+    if precision == "fp16":
+        return f"run `{fp16_command(name)}`, which replaces it"
     known = CATALOG if catalog is None else catalog
     spec = known.get(name)
     if spec is not None and spec.bundled:

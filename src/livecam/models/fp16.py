@@ -136,6 +136,16 @@ def converted(store: ModelStore, name: str, fp32: Path) -> Path:
     return _convert_and_check(name, fp32, copy, record, store.settings)
 
 
+def rebuild(store: ModelStore, name: str) -> Path:
+    """`livecam models convert --fp16 NAME` (catalog.fp16_command): the copy of `name`'s verified
+    fp32 file converted and checked anew, over the copy and record there, whatever they say (a
+    copy damaged after its check keeps its size and was used as it is; only this replaces it)."""
+    fp32 = store.path(name)
+    store.describe(name)
+    copy, record = cached_paths(store.root, name, store.digest(fp32))
+    return _convert_and_check(name, fp32, copy, record, store.settings)
+
+
 def ready(store: ModelStore, name: str, fp32: Path) -> bool:
     """Whether a checked, accepted fp16 copy of `fp32` is in the cache (nothing is converted)."""
     try:

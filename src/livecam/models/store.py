@@ -272,8 +272,8 @@ class ModelStore:
             on, maybe = ("", "") if tuned.primary == "cpu" else (f" on {tuned.primary}",
                                                                   f"{provider_hint(tuned.primary)}; otherwise ")
             raise ModelError(f"model file {path} cannot be loaded as {name}{on} ({reason}); "
-                             f"{maybe}{self.fix_hint(self.spec(name))}") from exc
-        self.check_signature(name, session)
+                             f"{maybe}{self.fix_hint(self.spec(name), precision=precision)}") from exc
+        self.check_signature(name, session, path, precision)
         if front is None:
             return session
         return self._open_front(name, providers, intra_op_threads, front, session, precision)
@@ -309,7 +309,7 @@ class ModelStore:
                 self._descriptions[path] = _description(path)
             described = self._descriptions[path]
         if described is not None:
-            self.check_signature(name, described)
+            self.check_signature(name, described, path, precision)
         return described
 
     def _tuning(self, name: str, providers: Any, precision: str, inputs: Any = None, frames: tuple[str, ...] = (),
@@ -345,13 +345,14 @@ class ModelStore:
             return None
 
     # ---- checks -----------------------------------------------------------------------------
-    def check_signature(self, name: str, session: Any) -> None:
-        """ModelError when the session's inputs/outputs are not those the catalog describes."""
+    def check_signature(self, name: str, session: Any, path: Path | None = None, precision: str = "fp32") -> None:
+        """ModelError when the session's inputs/outputs are not those the catalog describes.
+        `path`, `precision`: the file the session is of (by default the model's own), for the message."""
         spec = self.spec(name)
         problem = signature_problem(spec, session.get_inputs(), session.get_outputs())
         if problem:
-            raise ModelError(f"{self.file_path(name)} does not look like model {name} ({problem}); "
-                             f"{self.fix_hint(spec)}")
+            raise ModelError(f"{path or self.file_path(name)} does not look like model {name} ({problem}); "
+                             f"{self.fix_hint(spec, precision=precision)}")
 
     def state(self, name: str) -> ModelState:
         """Cheap state for listings: uses the verification memo, hashes only small embedded files."""
@@ -456,9 +457,11 @@ class ModelStore:
             return
         raise ModelError(f"model file {path} is invalid: {problem}; {self.fix_hint(spec)}")
 
-    def fix_hint(self, spec: ModelSpec, path: Path | None = None) -> str:
-        """catalog.repair for model `spec` (a folder at `path`: moved away first)."""
-        return repair(spec.name, catalog={spec.name: spec}, folder=path is not None and path.is_dir())
+    def fix_hint(self, spec: ModelSpec, path: Path | None = None, precision: str = "fp32") -> str:
+        """catalog.repair for model `spec` (a folder at `path`: moved away first; precision
+        "fp16": its fp16 copy, converted again)."""
+        return repair(spec.name, catalog={spec.name: spec}, folder=path is not None and path.is_dir(),
+                      precision=precision)
 
     # ---- downloading ------------------------------------------------------------------------
     def _ensure_downloadable(self, spec: ModelSpec) -> None:
