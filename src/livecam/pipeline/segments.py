@@ -24,7 +24,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence, Union
+from typing import TYPE_CHECKING, Callable, Generator, Iterator, Sequence, Union
 
 from livecam.atomic import AtomicOutput, OutputStart
 from livecam.errors import InputError
@@ -34,7 +34,8 @@ from livecam.media.chunks import Chunk, ChunkReader, cut_chunk
 from livecam.media.join import EncodedPart, join_parts
 from livecam.media.provenance import CONTAINER_METADATA, LABEL_MEMORY_S, LabelPlacement
 from livecam.media.segments import Segment, index_packets, plan_segments
-from livecam.media.video_reader import DecodedFrame, ReadEnd, VideoInfo, VideoReader, lasting, say_headless
+from livecam.media.video_reader import (DecodedFrame, ReadEnd, VideoInfo, VideoReader, held_until_next,
+                                        say_headless)
 from livecam.media.video_writer import OutputSpec, VideoWriter, container_format
 from livecam.pipeline.contracts import FileEngine
 from livecam.pipeline.file import (SMALLER, RunStats, frames_in_flight, in_range, packet_time, run_frames,
@@ -205,17 +206,24 @@ def joined_stats(results: Sequence[SegmentResult]) -> RunStats:
 
 def _segment_frames(reader: VideoReader | ChunkReader, segment: Segment, engine: FileEngine, job: VideoJob,
                     name: str, label: LabelPlacement | None = None) -> Iterator[DecodedFrame]:
+    """The segment's frames to write, each held until the next says how long it lasts
+    (video_reader.held_until_next), the last until the next segment's first frame or the video's end."""
+    return held_until_next(_written_frames(reader, segment, engine, job, name, label),
+                           lambda: segment.end_time if segment.end_time is not None else reader.info.end)
+
+
+def _written_frames(reader: VideoReader | ChunkReader, segment: Segment, engine: FileEngine, job: VideoJob,
+                    name: str, label: LabelPlacement | None) -> Generator[DecodedFrame, None, None]:
     """The segment's frames from the input, after the warm-up frames have been detected and
     tracked and their faces shown to `label` (in this thread, before the first frame is handed on)."""
     warm_index = segment.warm
     started = False
-    held: DecodedFrame | None = None  # the last frame to write waits for the next, which says how long it lasts
     for frame in reader.frames_from(segment.seek_pts):
         role = segment.role(frame.time)
         if role == "before":
             continue
         if role == "after":
-            break
+            return
         if not started:
             first_time = segment.warm_time if role == "warm" else segment.first_time
             if abs(frame.time - first_time) > 1e-6 or (role == "write" and segment.warm < segment.first):
@@ -232,11 +240,7 @@ def _segment_frames(reader: VideoReader | ChunkReader, segment: Segment, engine:
                     label.observe(frame.time, [face.bbox for face in packet.faces])
             warm_index += 1
             continue
-        if held is not None:
-            yield lasting(held, frame.time)
-        held = frame
-    if held is not None:  # until the next segment's first frame, or the video's end
-        yield lasting(held, segment.end_time if segment.end_time is not None else reader.info.end)
+        yield frame
 
 
 def write_joined(plan: SegmentPlan, results: Sequence[SegmentResult], *,
