@@ -906,6 +906,17 @@ def test_an_avi_with_b_frames_keeps_its_frame_times_and_audio_sync(tmp_path: Pat
     assert info["audio_duration"] == pytest.approx(0.4, abs=0.03)
 
 
+def test_the_frames_an_avi_with_b_frames_holds_back_are_in_its_info(tmp_path: Path) -> None:
+    # the 8 frames DecodeTimes holds to time them count in --max-memory's plan (VideoInfo.held_back)
+    from livecam.media.video_reader import DecodeTimes
+    from tests.videos import make_timed_clip
+
+    with VideoReader(_avi_with_b_frames(tmp_path / "in.avi")) as reader:
+        assert reader.info.held_back == DecodeTimes.LOOKAHEAD
+    with VideoReader(make_timed_clip(tmp_path / "plain.mkv", start=0.0, frames=5, size=(64, 48))) as reader:
+        assert reader.info.held_back == 0
+
+
 def _mjpeg_with_gaps(path: Path, shown: list[int | None], fmt: str) -> Path:
     """An MJPEG clip at 10 fps of a grey level per frame (frame i: 20 * i); None in `shown` muxes
     an empty packet at that frame's time (a dropped frame as Theora writes it), and a missing

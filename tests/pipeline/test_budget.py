@@ -62,22 +62,27 @@ def test_the_encoder_looks_ahead_less_before_workers_go() -> None:
     assert tight.lookahead is not None and tight.lookahead < budget.PRESET_LOOKAHEAD
 
 
-@pytest.mark.parametrize("retimed, held", [(False, 1), (True, 3)])
-def test_the_frames_held_outside_the_slots_are_in_the_plan(retimed: bool, held: int) -> None:
-    """The reader holds each decoded frame until the next says when it ends, and --fps's retime
-    its newest frame and one waiting for its last tick: frames the in-flight slots do not count.
-    8K, where a frame is ~100 MB: a budget with room for 8 frames beside the rest gives fewer
-    slots, so that the slots and the held frames together fit."""
+@pytest.mark.parametrize("retimed, held_back, room, in_flight", [(False, 0, 8, 7), (True, 0, 8, 5), (False, 8, 13, 4)])
+def test_the_frames_held_outside_the_slots_are_in_the_plan(retimed: bool, held_back: int, room: int,
+                                                           in_flight: int) -> None:
+    """The reader holds each decoded frame until the next says when it ends, an AVI with B-frames
+    8 more to time them (held_back), and --fps's retime its newest frame and one waiting for its
+    last tick: frames the in-flight slots do not count. 8K, where a frame is ~100 MB: a budget
+    with room for `room` frames beside the rest gives fewer slots, so that the slots and the held
+    frames together fit."""
     width, height, workers = 7680, 4320, 2
     pixels = width * height
     frame = pixels * budget.BGR_BYTES
     rest = (RESIDENT + budget.decoder_bytes(pixels) + budget.encoder_bytes(pixels, None)
             + workers * budget.worker_bytes(pixels))
-    usable = rest + 8 * frame + frame // 2  # 8 frames (the most 2 workers take), and half a frame spare
-    plan = plan_video(width, height, workers, usable / budget.USABLE_SHARE / GB, resident=RESIDENT, retimed=retimed)
+    usable = rest + room * frame + frame // 2  # and half a frame spare
+    plan = plan_video(width, height, workers, usable / budget.USABLE_SHARE / GB, resident=RESIDENT,
+                      retimed=retimed, held_back=held_back)
     assert (plan.workers, plan.lookahead) == (workers, None)
-    assert plan.frames_in_flight == 8 - held
-    assert plan.needed == rest + (plan.frames_in_flight + held) * frame <= usable
+    assert plan.frames_in_flight == in_flight
+    held = budget.held_frames(retimed, held_back)
+    assert held == 1 + held_back + (2 if retimed else 0)
+    assert plan.needed == rest + (in_flight + held) * frame <= usable
 
 
 def test_more_workers_than_fit_are_reduced_with_one_warning(caplog: pytest.LogCaptureFixture) -> None:

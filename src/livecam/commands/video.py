@@ -61,7 +61,7 @@ def check_job(job: VideoJob) -> tuple[VideoJob, int | None]:
     # the engine's sessions are sized for the workers that fit.
     threads = job.processing.runtime.execution_threads
     workers = plan_video(info.width, info.height, threads, job.max_memory_gb, engine_loaded=False,
-                         retimed=job.fps is not None).workers
+                         retimed=job.fps is not None, held_back=info.held_back).workers
     if workers < threads:
         job = replace(job, processing=replace(job.processing, runtime=replace(job.processing.runtime,
                                                                                 execution_threads=workers)))

@@ -99,6 +99,7 @@ class VideoInfo:
     # the start timecode (input_timecode), which the writer keeps; other_streams counts its track as "timecode"
     timecode: str | None = None
     end: float | None = None  # seconds on frames()'s timeline where the video ends as stored (stored_end)
+    held_back: int = 0  # decoded frames the reader holds back to time them (DecodeTimes), for the memory plan
 
     @property
     def expected_frames(self) -> int | None:
@@ -577,6 +578,11 @@ class DecodeTimes:
 
     LOOKAHEAD = 8  # frames; more than a B-frame's time moves (3 with two B-frames)
 
+    @staticmethod
+    def needed(c: av.container.InputContainer, vs: av.video.stream.VideoStream) -> bool:
+        """Whether `vs` is timed this way: an AVI whose decoder reorders frames."""
+        return c.format.name == "avi" and bool(vs.codec_context.has_b_frames)
+
     def __init__(self) -> None:
         self._held: collections.deque[av.VideoFrame] = collections.deque()
         self._times: list[int] = []  # a heap
@@ -702,7 +708,7 @@ class VideoDecoder:
         c, vs = self._container, self._stream
         vs.thread_type = "AUTO"  # frame + slice threads in the decoder
         deinterlacer = Deinterlacer(self.name, as_fraction(vs.time_base or Fraction(1, 90000)))
-        times = DecodeTimes() if c.format.name == "avi" and vs.codec_context.has_b_frames else None
+        times = DecodeTimes() if DecodeTimes.needed(c, vs) else None
         while True:
             try:
                 for packet in c.demux(vs):
@@ -1183,7 +1189,8 @@ def video_info(c: av.container.InputContainer, vs: av.video.stream.VideoStream, 
                      origin=origin, sample_aspect=sar, chapters=chapters,
                      cut_short=short, mirror=track_mirror(c, vs),
                      timecode=input_timecode(c, vs), end=None if short else stored_end(c, vs, origin),
-                     colour=Colour.described(cc, cc.format.name if cc.format else None, cc.height))
+                     colour=Colour.described(cc, cc.format.name if cc.format else None, cc.height),
+                     held_back=DecodeTimes.LOOKAHEAD if DecodeTimes.needed(c, vs) else 0)
 
 
 def read_end(info: VideoInfo, decoder: VideoDecoder) -> ReadEnd:

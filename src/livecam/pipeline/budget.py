@@ -16,7 +16,8 @@ once they are resident. It sizes everything whose bytes grow with the frame size
                 the reorder buffer and the encoder's input (one in the
                 queue holds its 1.5 B/px YUV: a worker converts it)
     held        decoded frames the reader holds past those: 1, and     3 B/px each
-                3 with --fps (held_frames)
+                3 with --fps, 8 more for an AVI with B-frames
+                (held_frames)
 
 (measured with PyAV's libx264 at the `faster` preset, 1080p and 4K). When the budget is tight the
 encoder's look-ahead shrinks first (x264's preset looks 20 frames ahead), then the frames in
@@ -52,7 +53,8 @@ DECODER_REFERENCES = 11  # frames an H.264/HEVC decoder keeps beside one per fra
 # Decoded frames that exist outside the in-flight slots (the decode thread takes a slot for what
 # its frame source yields, not for what the source keeps): VideoReader.frames() holds each frame
 # until the next says how long it lasts, and --fps's file.retime holds its newest frame and one
-# whose last tick waits for the next frame. Counted as BGR frames: a 10-bit 4:2:0 frame is as big.
+# whose last tick waits for the next frame; an AVI with B-frames has its frames held back to be
+# timed (VideoInfo.held_back). Counted as BGR frames: a 10-bit 4:2:0 frame is as big.
 READER_HELD = 1
 RETIME_HELD = 2
 
@@ -92,9 +94,10 @@ def worker_bytes(pixels: int) -> int:
     return WORKER_BYTES + pixels * BGR_BYTES * WORKER_COPIES
 
 
-def held_frames(retimed: bool) -> int:
-    """Decoded frames held outside the in-flight slots (READER_HELD, RETIME_HELD with --fps)."""
-    return READER_HELD + (RETIME_HELD if retimed else 0)
+def held_frames(retimed: bool, held_back: int = 0) -> int:
+    """Decoded frames held outside the in-flight slots (READER_HELD, RETIME_HELD with --fps, and
+    the `held_back` the reader times)."""
+    return READER_HELD + held_back + (RETIME_HELD if retimed else 0)
 
 
 def default_in_flight(workers: int) -> int:
@@ -108,17 +111,17 @@ def _gb(size: float) -> str:
 
 def plan_video(width: int, height: int, workers: int, max_memory_gb: float | None,
                resident: int | None = None, *, warn: bool = True, engine_loaded: bool = True,
-               retimed: bool = False) -> MemoryPlan:
+               retimed: bool = False, held_back: int = 0) -> MemoryPlan:
     """The plan for `workers` threads on width x height frames within --max-memory (or the
     available RAM), given what the process holds now (`resident`, measured when None). Raises
     InputError when the budget cannot hold the smallest pipeline; fewer workers than asked are
     said in one warning (`warn`). Before the models load (not `engine_loaded`) ENGINE_BYTES
     stands for them, so the first answer is close to the one given once they are resident.
-    `retimed`: the run has --fps (more frames held: held_frames)."""
+    `retimed`: the run has --fps, `held_back`: the reader's timing holds frames (held_frames)."""
     pixels = width * height
     now = (resident_bytes() if resident is None else resident) + (0 if engine_loaded else ENGINE_BYTES)
     frame = pixels * BGR_BYTES
-    fixed = now + decoder_bytes(pixels) + held_frames(retimed) * frame
+    fixed = now + decoder_bytes(pixels) + held_frames(retimed, held_back) * frame
 
     def needed(n_workers: int, lookahead: int | None, in_flight: int) -> int:
         return fixed + encoder_bytes(pixels, lookahead) + n_workers * worker_bytes(pixels) + in_flight * frame

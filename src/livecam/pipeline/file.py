@@ -699,7 +699,7 @@ def _write_video(reader: VideoReader, job: VideoJob, engine: FileEngine, *, quie
     # Sized now, with the models resident and before any frame is decoded; the encoder's
     # look-ahead is part of the plan (its frame pool is the largest buffer at 4K and beyond).
     plan = plan_video(info.width, info.height, len(lanes) or job.processing.runtime.execution_threads,
-                      job.max_memory_gb, retimed=job.fps is not None)
+                      job.max_memory_gb, retimed=job.fps is not None, held_back=info.held_back)
     output = AtomicOutput(job.output, force=job.force)
     spec = OutputSpec(path=output.temp, format=container_format(job.output),
                       width=info.width, height=info.height, rate=rate, time_base=time_base,
