@@ -67,6 +67,20 @@ def test_image_help_leaves_out_smoothing_which_one_frame_has_no_use_for() -> Non
     assert "in.jpg" in given.stderr  # the missing input is the problem, not the option
 
 
+def test_source_help_offers_a_folder_only_where_one_is_taken() -> None:
+    # `video --help` and `image --help` said "for `run`, a folder cycles with the n key", a folder
+    # those commands refuse; run's help says it, the others say the rest of the same help
+    def source_help(command: str) -> str:
+        said = " ".join(run_cli([command, "--help"]).stdout.split())
+        return said.split("-s, --source PATH ", 1)[1].split(" --", 1)[0]
+
+    common = ("Photo of the face to put in (repeatable: the neural swapper (inswapper, HyperSwap) averages "
+              "photos of one person, the mesh swapper uses the first")
+    assert source_help("run") == common + "; or a folder of photos, cycled with the n key)."
+    for command in ("video", "image", "bench"):
+        assert source_help(command) == common + ").", command
+
+
 def test_the_size_of_every_model_is_the_catalogs() -> None:
     # `models download --all` was "about 3 GB" in its help and the README; the files are 3.5 GB
     import re

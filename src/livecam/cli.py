@@ -272,15 +272,21 @@ def _padding(ctx: click.Context, param: click.Parameter, value: Any) -> tuple[fl
     return (top, right, bottom, left)
 
 
-def processing_options(func: Callable[..., Any], *, still: bool = False) -> Callable[..., Any]:
+def _source_help(live: bool) -> str:
+    """--source's help: a folder of photos is only `run`'s (cycled with the n key); the other
+    commands refuse one, so their help does not offer it."""
+    folder = "; or a folder of photos, cycled with the n key" if live else ""
+    return ("Photo of the face to put in (repeatable: the neural swapper (inswapper, HyperSwap) "
+            f"averages photos of one person, the mesh swapper uses the first{folder}).")
+
+
+def processing_options(func: Callable[..., Any], *, still: bool = False, live: bool = False) -> Callable[..., Any]:
     """Options shared by run, video, image and bench; `still` (image's): --smoothing and
     --execution-threads, which one frame has no use for, are accepted (and warned about) but not
-    listed in --help."""
+    listed in --help; `live` (run's): what only a live run offers is said in the help."""
     options = [
         option("--source", "-s", "sources", multiple=True, type=GivenPath(path_type=Path),
-                     help="Photo of the face to put in (repeatable: the neural swapper (inswapper, HyperSwap) "
-                          "averages photos of one person, the mesh swapper uses the first; "
-                          "for `run`, a folder cycles with the n key)."),
+               help=_source_help(live)),
         option("--execution-provider", "providers", multiple=True,
                      type=GuessedChoice(PROVIDER_CHOICES, case_sensitive=False),
                      help="One or more of " + ", ".join(PROVIDER_CHOICES) + " (default auto: the best available; "
@@ -537,7 +543,7 @@ def _parse_frame_range(ctx: click.Context, param: click.Parameter,
 
 
 @cli.command(short_help="Swap faces live: camera in; window, file or virtual camera out.")
-@processing_options
+@functools.partial(processing_options, live=True)
 @option("--camera", type=NameOrPath(), default="0", show_default=True, metavar="INDEX|FILE|URL",
               help="Camera index (on Linux also its /dev/videoN), or a video file path or URL (a file plays "
                    "once: the run ends with it).")

@@ -70,7 +70,8 @@ class ProviderStartError(ProviderError):
 
 
 class DeviceError(LivecamError):
-    """A camera, virtual camera or window could not be used."""
+    """A camera, virtual camera or window failed while in use. A camera or display that is not
+    there when `run` starts is an InputError (exit 2): another --camera or --output fixes it."""
 
     exit_code = EXIT_FAILURE
 

@@ -389,6 +389,23 @@ def test_a_one_frame_clip_is_counted_as_one_frame(tmp_path: Path, faces_dir: Pat
                                    "under 1 (frames count from 0)\n"), refused.stderr
 
 
+def test_a_frame_range_end_past_the_last_frame_is_noted_once(tmp_path: Path, faces_dir: Path,
+                                                             isolated_env: dict[str, str]) -> None:
+    # --frame-range 2:500 on 10 frames was taken silently; END at the end exactly, or before, says nothing
+    clip = make_clip(tmp_path / "ten.mp4", frames=10, audio=False)
+    out = tmp_path / "out.mp4"
+    args = ["video", str(clip), str(out), "-s", str(faces_dir / "biden.jpg"), "--swap-model", "mesh",
+            "--no-watermark", "--no-c2pa", "--force", "--frame-range"]
+    past = run_cli([*args, "2:500"], env=isolated_env)
+    assert past.returncode == 0, past.stderr
+    notes = [line for line in past.stderr.splitlines() if "--frame-range" in line]
+    assert notes == ["livecam: note: --frame-range ends at frame 500 but ten.mp4 has about 10 frames, so the range "
+                     "was clipped to the last frame, 9"], past.stderr
+    assert "(8 processed," in past.stderr and not past.stdout
+    exact = run_cli([*args, "2:10"], env=isolated_env)
+    assert exact.returncode == 0 and "--frame-range" not in exact.stderr, exact.stderr
+
+
 def test_a_frame_range_past_the_end_of_a_cut_short_file_says_nothing_was_swapped(
         tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
     # The header announces 60 frames, so --frame-range 40:50 passed the check before the run; the

@@ -92,7 +92,9 @@ def test_a_broken_file_is_named_the_others_are_written_and_skip_existing_resumes
     assert code == EXIT_USAGE  # the one failure is a bad input, as for one file
     errors = [line for line in lines if line.startswith("livecam: error:")]
     assert len(errors) == 2, lines
-    assert errors[0].startswith("livecam: error: broken.mp4: cannot read")
+    # named once, by the reason itself ("broken.mp4: cannot read .../broken.mp4" named it twice)
+    assert errors[0].startswith(f"livecam: error: cannot read {clips / 'broken.mp4'}: "), errors[0]
+    assert errors[0].count("broken.mp4") == 1, errors[0]
     assert "its index (the moov box a recorder writes last) is missing" in errors[0]
     assert errors[1].startswith(f"livecam: error: 2 of 3 files written to {out} (50 frames in ")
     assert errors[1].endswith(", 1 failed")

@@ -148,8 +148,8 @@ def test_a_file_without_video_gets_the_message_livecam_video_gives(tmp_path: Pat
     assert "has no video stream (it holds: audio)" in from_camera.value.message
 
 
-def test_a_camera_that_does_not_open_is_a_device_error_naming_it() -> None:
-    with pytest.raises(DeviceError, match="camera 97 could not be opened"):
+def test_a_camera_that_does_not_open_is_an_input_error_naming_it() -> None:
+    with pytest.raises(InputError, match="camera 97 could not be opened"):
         CameraSource(97, (640, 480), 30).open()
 
 

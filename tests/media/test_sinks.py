@@ -59,7 +59,7 @@ def test_auto_output_without_a_display_asks_for_another_output(monkeypatch: pyte
     monkeypatch.setattr("sys.platform", "linux")
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
-    with pytest.raises(DeviceError, match="no display found.*--output none"):
+    with pytest.raises(InputError, match="no display found.*--output none"):
         make_sink("auto")
 
 
@@ -467,9 +467,9 @@ def test_an_unreachable_x_display_is_a_clear_error_not_an_abort(monkeypatch: pyt
     monkeypatch.setattr("livecam.media.window.opencv_gui", lambda: "QT5")  # whichever cv2 is installed
     monkeypatch.setenv("DISPLAY", ":987")
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
-    with pytest.raises(DeviceError, match="cannot connect to the X display ':987'.*--output none"):
+    with pytest.raises(InputError, match="cannot connect to the X display ':987'.*--output none"):
         make_sink("window")
-    with pytest.raises(DeviceError, match="cannot connect to the X display"):
+    with pytest.raises(InputError, match="cannot connect to the X display"):
         make_sink("auto")
 
 
@@ -485,11 +485,11 @@ def test_a_wayland_session_without_xwayland_is_a_clear_error_not_an_abort(monkey
     monkeypatch.delenv("QT_QPA_PLATFORM", raising=False)
     monkeypatch.setenv("WAYLAND_DISPLAY", "wayland-0")
     for output in ("window", "auto"):
-        with pytest.raises(DeviceError, match="X11 only, and DISPLAY is unset .*XWayland.*--output none"):
+        with pytest.raises(InputError, match="X11 only, and DISPLAY is unset .*XWayland.*--output none"):
             make_sink(output)
     # Asking Qt for a platform this build lacks would abort the same way.
     monkeypatch.setenv("QT_QPA_PLATFORM", "wayland")
-    with pytest.raises(DeviceError, match="no Qt platform plugin for QT_QPA_PLATFORM=wayland .*has xcb"):
+    with pytest.raises(InputError, match="no Qt platform plugin for QT_QPA_PLATFORM=wayland .*has xcb"):
         make_sink("window")
     # A GTK (or other non-Qt) build speaks Wayland itself: nothing to refuse.
     monkeypatch.setattr(window, "bundled_qt_platforms", lambda: None)
@@ -510,7 +510,7 @@ def test_an_unreachable_x_display_in_a_wayland_session_is_a_clear_error_not_an_a
     monkeypatch.setenv("DISPLAY", ":987")
     monkeypatch.setenv("WAYLAND_DISPLAY", "wayland-0")
     for output in ("window", "auto"):
-        with pytest.raises(DeviceError, match="cannot connect to the X display ':987'.*--output none"):
+        with pytest.raises(InputError, match="cannot connect to the X display ':987'.*--output none"):
             make_sink(output)
 
 
@@ -558,7 +558,7 @@ def test_a_headless_opencv_is_reported_before_the_models_load(monkeypatch: pytes
 
     monkeypatch.setattr(window, "opencv_gui", lambda: "NONE")
     monkeypatch.setenv("DISPLAY", ":0")
-    with pytest.raises(DeviceError, match="this OpenCV has no GUI .*pip uninstall -y opencv-python-headless"):
+    with pytest.raises(InputError, match="this OpenCV has no GUI .*pip uninstall -y opencv-python-headless"):
         make_sink("window")
 
 

@@ -130,7 +130,23 @@ def test_run_batch_goes_on_after_a_broken_file_on_one_bar(tmp_path: Path, caplog
     assert error.message.startswith(f"2 of 3 files written to {out} (20 frames in 1.0 s")
     assert error.message.endswith(", 1 failed")
     lines = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
-    assert len(lines) == 1 and lines[0].startswith("error: c.mp4: ")
+    assert len(lines) == 1 and lines[0].startswith("error: cannot read ") and lines[0].count("c.mp4") == 1, lines
+
+
+def test_summary_names_each_failed_file_once_and_counts_it(caplog: pytest.LogCaptureFixture) -> None:
+    clips, out = Path("clips"), Path("out")
+    job = replace(_template(clips, out), input=clips / "a.mp4", output=out / "a.mp4")
+    read = FileOutcome(job, error=InputError(f"cannot read {clips / 'a.mp4'} as a video; give a video file"))
+    link = FileOutcome(job, error=InputError("a.mp4 is a link to nowhere.mp4, which does not exist"))
+    disk = FileOutcome(job, error=OutputError(f"writing {out / 'a.mp4'} failed: the disk is full"))
+    caplog.set_level(logging.INFO, logger="livecam")
+    error = summarize([read, link, disk], 1.0)
+    assert error is not None and error.message.endswith(", 3 failed")
+    lines = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert lines == [f"error: cannot read {clips / 'a.mp4'} as a video; give a video file",
+                     "error: a.mp4 is a link to nowhere.mp4, which does not exist",
+                     # the output's path ends in the same name but is not the input: the input is named first
+                     f"error: a.mp4: writing {out / 'a.mp4'} failed: the disk is full"], lines
 
 
 def test_summary_exit_codes() -> None:

@@ -152,6 +152,15 @@ def test_the_engine_says_once_why_auto_runs_on_the_cpu(tmp_path: Path, faces_dir
                         "CPU; pip install 'onnxruntime-gpu[cuda,cudnn]'"]
 
 
+def test_doctor_names_the_providers_as_execution_provider_takes_them(isolated_env: dict[str, str]) -> None:
+    # "Execution providers: AzureExecutionProvider, CPUExecutionProvider": ORT's names, one livecam cannot use
+    line = doctor_module.providers_line(["AzureExecutionProvider", "CPUExecutionProvider", *GPU_BOX[:2]])
+    assert line == "Execution providers (--execution-provider): tensorrt, cuda, cpu"
+    said = run_cli(["doctor"], env=isolated_env).stdout.splitlines()
+    shown = [row for row in said if row.startswith("Execution providers")]
+    assert len(shown) == 1 and "ExecutionProvider" not in shown[0] and shown[0].endswith("cpu"), said
+
+
 def test_doctor_starts_each_accelerator_and_says_which_cannot(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(providers_module, "available_ort_providers",
                         lambda: [*GPU_BOX[:2], "OpenVINOExecutionProvider", "CPUExecutionProvider"])

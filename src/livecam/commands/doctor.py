@@ -88,6 +88,13 @@ def cuda_versions_line() -> str | None:
     return f"CUDA: this onnxruntime-gpu is built for {built[0]}.{built[1]}; {driver}"
 
 
+def providers_line(ort_providers: list[str]) -> str:
+    """The providers onnxruntime offers, named as --execution-provider takes them; those livecam
+    has no name for (AzureExecutionProvider...) are left out, as no option can choose them."""
+    names = available_names(ort_providers)
+    return "Execution providers (--execution-provider): " + (", ".join(names) or "none livecam can use")
+
+
 def provider_start_lines(store: ModelStore) -> list[str]:
     """Each installed accelerator started on the smallest embedded model: ORT lists a provider
     whose libraries or driver are missing, and only starting it tells."""
@@ -222,7 +229,7 @@ def run_doctor(settings: RuntimeSettings) -> int:
         ort = import_onnxruntime()
         providers = list(ort.get_available_providers())
         echo(f"onnxruntime {ort.__version__} (imported from {Path(str(ort.__file__)).parent})")
-        echo("Execution providers: " + ", ".join(providers))
+        echo(providers_line(providers))
         cuda_line = cuda_versions_line()
         if cuda_line:
             echo(cuda_line)

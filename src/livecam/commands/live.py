@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from livecam.atomic import write_target
-from livecam.errors import DeviceError, InputError, OutputError, OutputExistsError
+from livecam.errors import InputError, OutputError, OutputExistsError
 from livecam.frame import FramePacket
 from livecam.marks.credentials import signing_for
 from livecam.marks.live_marker import LiveMarker
@@ -146,7 +146,7 @@ def _run_live(job: LiveJob) -> None:
     # index with no device node (Linux) is reported at once too.
     source = open_source(job.camera, job.resolution, job.fps, job.realtime)
     if isinstance(source, CameraSource) and (problem := camera_device_problem(source.index)):
-        raise DeviceError(problem)
+        raise InputError(problem)  # fixed by another --camera or by connecting one: bad input, exit 2
     sink = make_sink(job.output, fps=job.fps, force=job.force)
     check_files(job, sink)
     local_file = isinstance(source, VideoFileSource) and "://" not in source.location

@@ -151,7 +151,9 @@ def verify_models(settings: RuntimeSettings, names: tuple[str, ...]) -> int:
         if st.state == CORRUPT:
             failed += 1
         if st.state == MISSING and names:
+            # said once, on stderr with its fix below: a stdout row too told it twice in two streams
             missing.append(name)
+            continue
         where = "" if st.state == MISSING else f" {st.path}"
         detail = f": {st.detail}" if st.detail else ""  # the detail may hold parentheses itself
         line = f"{name}: {st.state}{where}{detail}"

@@ -74,11 +74,24 @@ def check_job(job: VideoJob) -> tuple[VideoJob, int | None]:
     total = info.expected_frames
     if job.fps is not None and info.duration:
         total = retimed_frames(info.duration, job.fps)
-    if job.frame_range is not None and total is not None and job.frame_range[0] >= total:
-        at = f" at {job.fps:g} fps" if job.fps is not None else ""
-        raise InputError(f"--frame-range starts at frame {job.frame_range[0]} but {job.input.name} has about "
-                         f"{counted(total, 'frame')}{at}; give a START under {total} (frames count from 0)")
+    if job.frame_range is not None and total is not None:
+        check_frame_range(job, job.frame_range, total)
     return job, total
+
+
+def check_frame_range(job: VideoJob, frame_range: tuple[int, int | None], total: int) -> None:
+    """A START past the last frame is an error; an END past it only a note (the frames there are
+    all swapped, as asked), so a range like 100:99999 is not taken for a mistake silently. Both
+    count the frames as the output will have them."""
+    start, end = frame_range
+    at = f" at {job.fps:g} fps" if job.fps is not None else ""
+    has = f"{job.input.name} has about {counted(total, 'frame')}{at}"
+    if start >= total:
+        raise InputError(f"--frame-range starts at frame {start} but {has}; give a START under {total} "
+                         f"(frames count from 0)")
+    if end is not None and end > total:
+        log.warning("note: --frame-range ends at frame %d but %s, so the range was clipped to the last frame, %d",
+                    end, has, total - 1)
 
 
 def say_ignored_quality(jobs: Sequence[VideoJob]) -> None:

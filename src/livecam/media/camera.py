@@ -143,7 +143,7 @@ class CameraSource:
             if cap is not None:
                 cap.release()
         if self._cap is None:
-            raise DeviceError(
+            raise InputError(  # at start, fixed by the user: bad input (exit 2), as a missing --camera file
                 f"camera {self.index} could not be opened (tried {', '.join(tried)}): check that it is "
                 f"connected and not used by another application, or give --camera another index or a video file")
         cap = self._cap

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Callable, Protocol
 import numpy as np
 
 from livecam.atomic import AtomicOutput, folder_of, trailing_slash_problem
-from livecam.errors import DeviceError, InputError
+from livecam.errors import InputError
 from livecam.media.provenance import CONTAINER_METADATA
 from livecam.console import counted
 from livecam.paths import why_missing
@@ -205,9 +205,9 @@ def make_sink(output: str, *, fps: float = 30.0, force: bool = False) -> Sink:
     key = spec.lower()
     if key == "auto":
         if not display_available():
-            # A device this machine lacks, as for --output window or a missing camera (exit 1), not a
-            # usage error: the same command works where there is a display.
-            raise DeviceError("--output auto: no display found (DISPLAY and WAYLAND_DISPLAY are unset); use "
+            # A display this machine lacks, as for --output window or a missing camera: bad input
+            # (exit 2) that another --output fixes; one lost mid-run is a DeviceError.
+            raise InputError("--output auto: no display found (DISPLAY and WAYLAND_DISPLAY are unset); use "
                              "--output none, --output FILE.mp4 or --output virtual-camera")
         key = "window"
     if key == "none":

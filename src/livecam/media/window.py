@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from livecam.errors import DeviceError
+from livecam.errors import DeviceError, InputError
 from livecam.media.exit_guard import ExitGuard
 
 log = logging.getLogger("livecam")
@@ -204,7 +204,7 @@ class WindowSink:
     def __init__(self, title: str = WINDOW_TITLE) -> None:
         problem = display_problem()
         if problem is not None:
-            raise DeviceError(f"--output window: {problem}; or use "
+            raise InputError(f"--output window: {problem}; or use "
                               f"--output none, --output FILE.mp4 or --output virtual-camera")
         self.title = title
         # Called on another thread when the X display goes away mid-run, while the thread that

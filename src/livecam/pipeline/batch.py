@@ -19,6 +19,7 @@ import fnmatch
 import functools
 import logging
 import os
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
@@ -256,6 +257,16 @@ def naming(name: str) -> Iterator[None]:
         log.removeFilter(add_name)
 
 
+def _failure_line(job: VideoJob, message: str) -> str:
+    """A failed file's reason naming the file once: most reasons name it already (the checks speak
+    as for one file: "cannot read clips/a.mp4 as a video"), the rest get its name first. Its output's
+    path, which often ends in the same name, does not count as naming the input."""
+    text = message.replace(str(job.output), "")
+    if re.search(rf"(?<![\w.-]){re.escape(job.input.name)}(?![\w-])", text):
+        return message
+    return f"{job.input.name}: {message}"
+
+
 def summarize(outcomes: Sequence[FileOutcome], seconds: float) -> LivecamError | None:
     """Log one line per failed file and a total line; the error to exit with when any failed:
     the failures' own exit code when they share one (2 for bad inputs, as for one file), else 1."""
@@ -264,7 +275,7 @@ def summarize(outcomes: Sequence[FileOutcome], seconds: float) -> LivecamError |
     written = len(outcomes) - len(failed) - skipped
     for outcome in failed:
         assert outcome.error is not None
-        log.error("error: %s: %s", outcome.job.input.name, outcome.error.message)
+        log.error("error: %s", _failure_line(outcome.job, outcome.error.message))
     stats = RunStats.total(o.stats for o in outcomes if not o.failed)
     frames = stats.frames
     folder = outcomes[0].job.output.parent if outcomes else Path(".")
