@@ -88,6 +88,18 @@ def test_no_display_is_an_input_error_for_auto_and_window_alike(tmp_path: Path, 
     assert "DISPLAY" in proc.stderr and "--output none" in proc.stderr
 
 
+@pytest.mark.skipif(Path("/sys/module/v4l2loopback").exists(), reason="this machine has a virtual camera device")
+def test_no_virtual_camera_is_an_input_error_as_no_display_is(tmp_path: Path, isolated_env: dict[str, str]) -> None:
+    # pyvirtualcam missing, or no device for it: fixed by installing or by another --output (exit 2),
+    # as a missing display; it was 1, the code of a device failing mid-run.
+    clip = make_clip(tmp_path / "c.mp4", frames=2, audio=False)
+    proc = run_cli(["run", "--camera", str(clip), "--source", "x.jpg", "--output", "virtual-camera"],
+                   env=isolated_env)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("livecam: error: ") and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert "pyvirtualcam" in proc.stderr or "no virtual camera device" in proc.stderr
+
+
 @pytest.mark.skipif(not Path("/dev/stdout").exists(), reason="needs /dev/stdout")
 def test_stats_json_to_dev_stdout_appended_to_a_file_by_the_shell(tmp_path: Path, faces_dir: Path,
                                                                   isolated_env: dict[str, str]) -> None:

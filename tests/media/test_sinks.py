@@ -65,7 +65,7 @@ def test_auto_output_without_a_display_asks_for_another_output(monkeypatch: pyte
 
 @pytest.mark.skipif(importlib.util.find_spec("pyvirtualcam") is not None, reason="pyvirtualcam is installed")
 def test_virtual_camera_without_pyvirtualcam_names_what_to_install() -> None:
-    with pytest.raises(DeviceError, match=r"pip install 'livecam\[virtualcam\]'"):
+    with pytest.raises(InputError, match=r"pip install 'livecam\[virtualcam\]'"):
         make_sink("virtual-camera")
 
 
@@ -109,7 +109,7 @@ class FakeVirtualCam:
 def test_missing_virtual_camera_device_is_reported_before_any_frame(monkeypatch: pytest.MonkeyPatch) -> None:
     # It used to surface at the first frame, after the models had loaded.
     monkeypatch.setitem(sys.modules, "pyvirtualcam", FakeVirtualCam(None))
-    with pytest.raises(DeviceError, match="no virtual camera device.*v4l2loopback"):
+    with pytest.raises(InputError, match="no virtual camera device.*v4l2loopback"):
         make_sink("virtual-camera")
     fake = FakeVirtualCam("/dev/video9")
     monkeypatch.setitem(sys.modules, "pyvirtualcam", fake)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from livecam.errors import DeviceError
+from livecam.errors import DeviceError, InputError
 
 if TYPE_CHECKING:  # (PyAV loads with it: only once a frame of another size comes)
     from livecam.media.video_reader import Fitter
@@ -35,8 +35,9 @@ class VirtualCameraSink:
         try:
             import pyvirtualcam
         except ImportError as exc:
-            raise DeviceError(f"--output virtual-camera needs pyvirtualcam: run {INSTALL_HINT} and install "
-                              f"{backend_hint()}") from exc
+            # at start, fixed by the user: bad input (exit 2), as --cluster ray without Ray
+            raise InputError(f"--output virtual-camera needs pyvirtualcam: run {INSTALL_HINT} and install "
+                             f"{backend_hint()}") from exc
         self._pvc: Any = pyvirtualcam
         self.fps = fps
         self._cam: Any = None
@@ -51,7 +52,8 @@ class VirtualCameraSink:
         try:
             return self._pvc.Camera(width=width, height=height, fps=self.fps, fmt=self._pvc.PixelFormat.BGR)
         except Exception as exc:  # noqa: BLE001 - pyvirtualcam raises RuntimeError for missing backends
-            raise DeviceError(f"no virtual camera device is available ({exc}); install {backend_hint()}") from exc
+            # before any model loads: a device to install, as a missing display (exit 2); one lost mid-run is a DeviceError
+            raise InputError(f"no virtual camera device is available ({exc}); install {backend_hint()}") from exc
 
     def _open(self, width: int, height: int) -> None:
         # even sides: v4l2loopback's 4:2:0 frame of an odd width is a buffer length Chrome
