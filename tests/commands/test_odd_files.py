@@ -160,3 +160,28 @@ def test_a_folder_or_several_images_given_to_livecam_image_say_it_takes_one(
     assert several.returncode == 2 and "takes one INPUT image and one OUTPUT file, with the face photo after " \
         "--source" in line, line
     assert list((tmp_path / "out").iterdir()) == [] and not (tmp_path / "out.png").exists()
+
+
+@pytest.mark.parametrize("pictures", [1, 4])
+def test_a_file_of_jpegs_one_after_another_is_an_mjpeg_video_unless_it_is_one_picture(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str], pictures: int) -> None:
+    # `livecam video in.mjpeg` (JPEGs concatenated, or `ffmpeg -f mjpeg`) was refused as a still image,
+    # where `run --camera in.mjpeg` played it; one JPEG still is a photo, whatever its name
+    import av
+
+    clip = tmp_path / "in.mjpeg"
+    clip.write_bytes((faces_dir / "obama.jpg").read_bytes() * pictures)
+    out = tmp_path / "out.mp4"
+    result = run_cli(["video", str(clip), str(out), "-s", str(faces_dir / "biden.jpg")], env=isolated_env)
+    if pictures == 1:
+        line = only_error_line(result.stderr)
+        assert result.returncode == 2 and line.endswith("in.mjpeg is a still image, not a video; use `livecam image` "
+                                                        "for images"), line
+        assert not out.exists()
+        return
+    assert result.returncode == 0, result.stderr
+    with av.open(str(out)) as c:  # no timestamps in MJPEG: FFmpeg's 25 fps, every JPEG one frame
+        stream = c.streams.video[0]
+        times = [round(float(f.pts * f.time_base), 3) for f in c.decode(stream)]
+        assert stream.average_rate == 25 and round(float(stream.duration * stream.time_base), 3) == 0.16
+    assert times == [0.0, 0.04, 0.08, 0.12]

@@ -334,21 +334,13 @@ class VideoFileSource:
                 "and use `livecam image`")
 
     def _more_than_one(self, frames: Iterator[DecodedFrame]) -> Iterator[DecodedFrame]:
-        """A JPEG stream's frames, the first given once a second one came. One JPEG is a photo,
-        refused as any picture is; more is an MJPEG stream (a capture tool piped in, a .mjpeg
-        recording, a camera's http:// stream), which was refused as a still image (a file or pipe)
-        or, as a URL of one JPEG (http://cam/snapshot.cgi), played as one frame, exit 0."""
-        from livecam.media.video_reader import still_image
+        """A JPEG stream's frames by video_reader.more_than_one, checked as they come: a pipe or a
+        URL cannot be read twice (open_input checked a file's already). A URL of one JPEG
+        (http://cam/snapshot.cgi) is a camera's snapshot address, said so."""
+        from livecam.media.video_reader import more_than_one, still_image
 
-        first = next(frames, None)
-        if first is None:
-            return
-        second = next(frames, None)
-        if second is None:
-            raise (InputError(self._still_picture()) if "://" in self.location else still_image(Path(self.location)))
-        yield first
-        yield second
-        yield from frames
+        return more_than_one(frames, lambda: InputError(self._still_picture()) if "://" in self.location
+                             else still_image(Path(self.location)))
 
     def read(self) -> DecodedFrame | None:
         import av
