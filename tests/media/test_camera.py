@@ -661,3 +661,54 @@ def test_a_camera_url_of_a_still_picture_is_refused_as_a_local_one_is(tmp_path: 
         src.close()
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="POSIX FIFOs")
+def test_a_camera_pipe_that_sends_nothing_yet_is_said_to_be_waited_for_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    # --camera FIFO whose writer is there but sends nothing (a capture tool still starting) waited
+    # silently until Ctrl-C: FFmpeg's probe waits as long as the writer is there
+    import logging
+    import os
+    import threading
+
+    import cv2
+
+    from livecam.media import camera
+
+    monkeypatch.setattr(camera, "FIRST_FRAME_WAIT_S", 0.05)
+    jpeg = cv2.imencode(".jpg", np.full((48, 64, 3), 128, np.uint8))[1].tobytes()
+    fifo = tmp_path / "camera.fifo"
+    os.mkfifo(fifo)
+    writer = os.open(fifo, os.O_RDWR)  # (Linux: opens at once) a writer that sends nothing yet
+    noted = threading.Event()
+
+    class Note(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "waiting for the first frame" in record.getMessage():
+                noted.set()
+
+    def feed() -> None:
+        noted.wait(20)
+        os.write(writer, jpeg * 3)  # the writer starts sending: an MJPEG stream
+        os.close(writer)
+
+    handler = Note()
+    logging.getLogger("livecam").addHandler(handler)
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    source = VideoFileSource(str(fifo), realtime=False)
+    try:
+        with caplog.at_level(logging.INFO, logger="livecam"):
+            source.open()
+            frames = 0
+            while source.read() is not None:
+                frames += 1
+    finally:
+        source.close()
+        logging.getLogger("livecam").removeHandler(handler)
+    feeder.join(10)
+    notes = [r.getMessage() for r in caplog.records if "first frame" in r.getMessage()]
+    assert notes == ["note: waiting for the first frame from --camera camera.fifo (nothing has come for 0.05 s: its "
+                     "writer has sent nothing yet?); Ctrl-C stops"]
+    assert frames == 3
