@@ -712,3 +712,17 @@ def test_a_camera_pipe_that_sends_nothing_yet_is_said_to_be_waited_for_once(
     assert notes == ["note: waiting for the first frame from --camera camera.fifo (nothing has come for 0.05 s: its "
                      "writer has sent nothing yet?); Ctrl-C stops"]
     assert frames == 3
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symbolic links need privileges there")
+@pytest.mark.parametrize(("link", "said"), [
+    ("loop", "is a link in a loop of links (each leads to another); fix or remove the link"),
+    ("nothing", "is a link to nothing, which does not exist; fix or remove the link"),
+])
+def test_a_camera_link_in_a_loop_or_to_nothing_is_named_as_other_inputs_are(tmp_path: Path, link: str,
+                                                                             said: str) -> None:
+    # both were "no such camera index, file or URL", where `video` and `image` named the link's problem
+    (tmp_path / "cam").symlink_to(link if link == "nothing" else tmp_path / "cam")
+    with pytest.raises(InputError) as raised:
+        open_source(str(tmp_path / "cam"), (640, 480), 30, None)
+    assert raised.value.message == f"--camera '{tmp_path / 'cam'}' {said}"

@@ -22,6 +22,7 @@ import numpy as np
 
 from livecam.errors import DeviceError, InputError
 from livecam.interrupt import heard
+from livecam.paths import why_missing
 from livecam.settings import CAMERA_FPS
 
 if TYPE_CHECKING:  # for the type checker; imported when a file source opens
@@ -519,6 +520,8 @@ def open_source(camera: str, resolution: tuple[int, int], fps: float, realtime: 
         raise InputError(f"--camera {camera!r} is a folder; give a video file in it, a camera index such as 0, "
                          f"or an rtsp:// or http:// URL")
     if not spec.lower().startswith(URL_SCHEMES) and (not Path(spec).exists() or Path(spec).is_dir()):
+        if os.path.islink(spec):  # a link in a loop, or to nothing: said as for the other commands' inputs
+            raise InputError(f"--camera {camera!r} {why_missing(Path(spec))}")
         raise InputError(f"--camera {camera!r}: no such camera index, file or URL; give a camera index "
                          f"such as 0, a video file such as clip.mp4, or an rtsp:// or http:// URL")
     return VideoFileSource(spec, realtime=True if realtime is None else realtime)
