@@ -160,3 +160,57 @@ def test_a_folder_or_several_images_given_to_livecam_image_say_it_takes_one(
     assert several.returncode == 2 and "takes one INPUT image and one OUTPUT file, with the face photo after " \
         "--source" in line, line
     assert list((tmp_path / "out").iterdir()) == [] and not (tmp_path / "out.png").exists()
+
+
+@pytest.mark.parametrize("pictures", [1, 4])
+def test_a_file_of_jpegs_one_after_another_is_an_mjpeg_video_unless_it_is_one_picture(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str], pictures: int) -> None:
+    # `livecam video in.mjpeg` (JPEGs concatenated, or `ffmpeg -f mjpeg`) was refused as a still image,
+    # where `run --camera in.mjpeg` played it; one JPEG still is a photo, whatever its name
+    import av
+
+    clip = tmp_path / "in.mjpeg"
+    clip.write_bytes((faces_dir / "obama.jpg").read_bytes() * pictures)
+    out = tmp_path / "out.mp4"
+    result = run_cli(["video", str(clip), str(out), "-s", str(faces_dir / "biden.jpg")], env=isolated_env)
+    if pictures == 1:
+        line = only_error_line(result.stderr)
+        assert result.returncode == 2 and line.endswith("in.mjpeg is a still image, not a video; use `livecam image` "
+                                                        "for images"), line
+        assert not out.exists()
+        return
+    assert result.returncode == 0, result.stderr
+    with av.open(str(out)) as c:  # no timestamps in MJPEG: FFmpeg's 25 fps, every JPEG one frame
+        stream = c.streams.video[0]
+        times = [round(float(f.pts * f.time_base), 3) for f in c.decode(stream)]
+        assert stream.average_rate == 25 and round(float(stream.duration * stream.time_base), 3) == 0.16
+    assert times == [0.0, 0.04, 0.08, 0.12]
+
+
+@pytest.mark.parametrize("command", ["image", "video", "run", "run --stats-json", "video batch"])
+def test_an_output_under_a_file_says_its_folder_is_a_file_and_to_choose_another_path(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str], command: str) -> None:
+    # `--output face.mp4/x.mp4` said only "face.mp4 is not a folder" (and batch mode "Not a directory")
+    clip = make_clip(tmp_path / "clip.mp4", frames=3, audio=False)
+    (tmp_path / "face.mp4").write_bytes(b"a file")
+    face = str(faces_dir / "obama.jpg")
+    args = {"image": ["image", face, "face.mp4/x.png", "-s", face],
+            "video": ["video", str(clip), "face.mp4/x.mp4", "-s", face],
+            "run": ["run", "--camera", str(clip), "--output", "face.mp4/x.mp4", "-s", face],
+            "run --stats-json": ["run", "--camera", str(clip), "--output", "none", "--stats-json", "face.mp4/x.mp4",
+                                 "-s", face],
+            "video batch": ["video", str(tmp_path / "in"), "face.mp4/x", "-s", face]}[command]
+    if command == "video batch":
+        (tmp_path / "in").mkdir()
+        shutil.copy(clip, tmp_path / "in" / "clip.mp4")
+    result = run_cli(args, env=isolated_env, cwd=tmp_path)
+    line = only_error_line(result.stderr)
+    assert result.returncode == 2, result.stderr
+    if command == "video batch":
+        assert line.endswith("cannot create the output folder face.mp4/x (face.mp4 is a file, not a folder); choose "
+                             "another output folder"), line
+    else:
+        output = next(arg for arg in args if arg.startswith("face.mp4/"))
+        assert line.endswith(f"cannot write {output}: its folder face.mp4 is a file, not a folder; choose another "
+                             "output path, not under a file"), line
+    assert (tmp_path / "face.mp4").read_bytes() == b"a file"

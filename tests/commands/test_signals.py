@@ -102,6 +102,14 @@ DRIVER = textwrap.dedent("""
             threading.Thread(target=lambda: (time.sleep(0.5), send(signal.SIGINT)), daemon=True).start()
             return open_input(*args, **kwargs)  # FFmpeg waits for the pipe's first bytes
         video_reader.open_input = open_and_interrupt
+    elif patch == "int-after-the-first-frame-note":
+        from livecam.media import camera
+        camera.FIRST_FRAME_WAIT_S = 0.2  # the pipe sends nothing: the note comes, then Ctrl-C
+        say = camera.VideoFileSource._say_waiting
+        def say_and_interrupt(self):
+            say(self)
+            threading.Thread(target=send, args=(signal.SIGINT,), daemon=True).start()
+        camera.VideoFileSource._say_waiting = say_and_interrupt
     elif patch == "int-while-a-url-read-waits":
         from livecam.media import camera
         camera.VideoFileSource.__init__.__defaults__ = (True, 300.0)  # the read outlasts the test
@@ -342,6 +350,27 @@ def test_ctrl_c_while_a_camera_pipe_opens_is_heard_at_once(
     finally:
         os.close(writer)
     interrupted_in_one_line(proc)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
+def test_a_camera_pipe_that_sends_nothing_says_once_that_it_waits_and_ctrl_c_still_ends_it(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # the run waited silently for the writer's first bytes, as if hung (a URL times out in 5 s)
+    fifo = tmp_path / "camera.fifo"
+    os.mkfifo(fifo)
+    writer = os.open(fifo, os.O_RDWR)  # (Linux: opens at once) a writer that never writes
+    try:
+        proc = run_driver(tmp_path, "int-after-the-first-frame-note",
+                          ["run", "--camera", str(fifo), "--output", "none", "--swap-model", "mesh",
+                           "--source", str(faces_dir / "obama.jpg")], isolated_env, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("no note of the wait came, or Ctrl-C did not end the run")
+    finally:
+        os.close(writer)
+    interrupted_in_one_line(proc)
+    assert proc.stderr.strip().splitlines()[-2:] == [
+        "livecam: note: waiting for the first frame from --camera camera.fifo (nothing has come for 0.2 s: its writer "
+        "has sent nothing yet?); Ctrl-C stops", "livecam: interrupted"], proc.stderr
 
 
 def test_ctrl_c_while_a_camera_url_read_waits_is_one_interrupt_keeping_the_recording(

@@ -661,3 +661,68 @@ def test_a_camera_url_of_a_still_picture_is_refused_as_a_local_one_is(tmp_path: 
         src.close()
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="POSIX FIFOs")
+def test_a_camera_pipe_that_sends_nothing_yet_is_said_to_be_waited_for_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    # --camera FIFO whose writer is there but sends nothing (a capture tool still starting) waited
+    # silently until Ctrl-C: FFmpeg's probe waits as long as the writer is there
+    import logging
+    import os
+    import threading
+
+    import cv2
+
+    from livecam.media import camera
+
+    monkeypatch.setattr(camera, "FIRST_FRAME_WAIT_S", 0.05)
+    jpeg = cv2.imencode(".jpg", np.full((48, 64, 3), 128, np.uint8))[1].tobytes()
+    fifo = tmp_path / "camera.fifo"
+    os.mkfifo(fifo)
+    writer = os.open(fifo, os.O_RDWR)  # (Linux: opens at once) a writer that sends nothing yet
+    noted = threading.Event()
+
+    class Note(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "waiting for the first frame" in record.getMessage():
+                noted.set()
+
+    def feed() -> None:
+        noted.wait(20)
+        os.write(writer, jpeg * 3)  # the writer starts sending: an MJPEG stream
+        os.close(writer)
+
+    handler = Note()
+    logging.getLogger("livecam").addHandler(handler)
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    source = VideoFileSource(str(fifo), realtime=False)
+    try:
+        with caplog.at_level(logging.INFO, logger="livecam"):
+            source.open()
+            frames = 0
+            while source.read() is not None:
+                frames += 1
+    finally:
+        source.close()
+        logging.getLogger("livecam").removeHandler(handler)
+    feeder.join(10)
+    notes = [r.getMessage() for r in caplog.records if "first frame" in r.getMessage()]
+    assert notes == ["note: waiting for the first frame from --camera camera.fifo (nothing has come for 0.05 s: its "
+                     "writer has sent nothing yet?); Ctrl-C stops"]
+    assert frames == 3
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symbolic links need privileges there")
+@pytest.mark.parametrize(("link", "said"), [
+    ("loop", "is a link in a loop of links (each leads to another); fix or remove the link"),
+    ("nothing", "is a link to nothing, which does not exist; fix or remove the link"),
+])
+def test_a_camera_link_in_a_loop_or_to_nothing_is_named_as_other_inputs_are(tmp_path: Path, link: str,
+                                                                             said: str) -> None:
+    # both were "no such camera index, file or URL", where `video` and `image` named the link's problem
+    (tmp_path / "cam").symlink_to(link if link == "nothing" else tmp_path / "cam")
+    with pytest.raises(InputError) as raised:
+        open_source(str(tmp_path / "cam"), (640, 480), 30, None)
+    assert raised.value.message == f"--camera '{tmp_path / 'cam'}' {said}"

@@ -12,15 +12,17 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, TypeAlias, TypeVar
 from urllib.parse import urlsplit
 
 import numpy as np
 
 from livecam.errors import DeviceError, InputError
 from livecam.interrupt import heard
+from livecam.paths import why_missing
 from livecam.settings import CAMERA_FPS
 
 if TYPE_CHECKING:  # for the type checker; imported when a file source opens
@@ -32,11 +34,15 @@ log = logging.getLogger("livecam")
 STALL_TIMEOUT_S = 2.0  # a camera that gives no frame for this long is an error
 URL_TIMEOUT_S = 5.0  # a stream URL that opens or sends nothing for this long is an error
 MAX_GAP_S = 1.0  # the longest a real-time file's source waits between two frames
+# A local --camera (a FIFO whose writer sends nothing yet) that gives no first frame for this long is
+# said to be waited for, once: FFmpeg waits as long as the writer is there, and the run looked hung
+FIRST_FRAME_WAIT_S = 3.0
 # What a source's read gives: an image, or a file's decoded frame whose BGR image is made when
 # first asked for (by the live pipeline's analyse thread, so the capture thread only decodes and a
 # frame the pipeline drops is never converted).
 Frame: TypeAlias = "np.ndarray | DecodedFrame"
 URL_SCHEMES = ("rtsp://", "rtmp://", "http://", "https://", "udp://", "tcp://", "srt://")
+T = TypeVar("T")
 
 
 class FrameSource(Protocol):
@@ -250,6 +256,7 @@ class VideoFileSource:
         # an MP4/MOV read through a pipe or from a URL: its index may be out of reach (a pipe, or a
         # server without range requests, cannot seek back to the frames from an index at the end)
         self._forward_only_mp4 = False
+        self._said_waiting = False  # the one note of a first frame waited for (_waited)
 
     @property
     def bad_packets(self) -> int:
@@ -288,7 +295,8 @@ class VideoFileSource:
                 refuse_picture(Path(self.location))
                 # read once: a pipe will do. In a thread: a FIFO whose writer sends nothing held FFmpeg's
                 # probe, and the main thread with it, deaf to Ctrl-C and SIGTERM until the writer closed
-                self._container = heard(lambda: open_input(Path(self.location), once=True), "livecam-file-open")
+                self._container = self._waited(lambda: heard(lambda: open_input(Path(self.location), once=True),
+                                                             "livecam-file-open"))
                 self._forward_only_mp4 = not Path(self.location).is_file() and "mp4" in self._container.format.name
             stream = video_stream_of(self._container, self.name if url else self.location)
         except BaseException:
@@ -334,21 +342,13 @@ class VideoFileSource:
                 "and use `livecam image`")
 
     def _more_than_one(self, frames: Iterator[DecodedFrame]) -> Iterator[DecodedFrame]:
-        """A JPEG stream's frames, the first given once a second one came. One JPEG is a photo,
-        refused as any picture is; more is an MJPEG stream (a capture tool piped in, a .mjpeg
-        recording, a camera's http:// stream), which was refused as a still image (a file or pipe)
-        or, as a URL of one JPEG (http://cam/snapshot.cgi), played as one frame, exit 0."""
-        from livecam.media.video_reader import still_image
+        """A JPEG stream's frames by video_reader.more_than_one, checked as they come: a pipe or a
+        URL cannot be read twice (open_input checked a file's already). A URL of one JPEG
+        (http://cam/snapshot.cgi) is a camera's snapshot address, said so."""
+        from livecam.media.video_reader import more_than_one, still_image
 
-        first = next(frames, None)
-        if first is None:
-            return
-        second = next(frames, None)
-        if second is None:
-            raise (InputError(self._still_picture()) if "://" in self.location else still_image(Path(self.location)))
-        yield first
-        yield second
-        yield from frames
+        return more_than_one(frames, lambda: InputError(self._still_picture()) if "://" in self.location
+                             else still_image(Path(self.location)))
 
     def read(self) -> DecodedFrame | None:
         import av
@@ -358,7 +358,9 @@ class VideoFileSource:
         if self._frames is None:
             raise DeviceError(f"{self.name} is not open")
         try:
-            frame = next(self._frames)  # decoded only: its image is made by whoever first asks
+            frames = self._frames
+            # decoded only: its image is made by whoever first asks
+            frame = self._waited(lambda: next(frames)) if self._read == 0 else next(frames)
         except StopIteration:
             if self._read == 0 and self._forward_only_mp4 and self.bad_packets:
                 raise self._index_out_of_reach() from None
@@ -383,6 +385,25 @@ class VideoFileSource:
         if self.realtime:
             self._pace(frame.time, previous)
         return frame
+
+    def _waited(self, call: Callable[[], T]) -> T:
+        """call() (the open's probe, the first read), with the one note that the first frame is
+        waited for once it has waited FIRST_FRAME_WAIT_S (a URL times out instead: URL_TIMEOUT_S)."""
+        if "://" in self.location or self._said_waiting:
+            return call()
+        timer = threading.Timer(FIRST_FRAME_WAIT_S, self._say_waiting)
+        timer.daemon = True
+        timer.start()
+        try:
+            return call()
+        finally:
+            timer.cancel()
+
+    def _say_waiting(self) -> None:
+        if not self._said_waiting:
+            self._said_waiting = True
+            log.warning("note: waiting for the first frame from --camera %s (nothing has come for %g s: its writer "
+                        "has sent nothing yet?); Ctrl-C stops", self.name, FIRST_FRAME_WAIT_S)
 
     def _announce(self) -> None:
         assert self._decoder is not None and self._decoder.fitter.size is not None
@@ -499,6 +520,8 @@ def open_source(camera: str, resolution: tuple[int, int], fps: float, realtime: 
         raise InputError(f"--camera {camera!r} is a folder; give a video file in it, a camera index such as 0, "
                          f"or an rtsp:// or http:// URL")
     if not spec.lower().startswith(URL_SCHEMES) and (not Path(spec).exists() or Path(spec).is_dir()):
+        if os.path.islink(spec):  # a link in a loop, or to nothing: said as for the other commands' inputs
+            raise InputError(f"--camera {camera!r} {why_missing(Path(spec))}")
         raise InputError(f"--camera {camera!r}: no such camera index, file or URL; give a camera index "
                          f"such as 0, a video file such as clip.mp4, or an rtsp:// or http:// URL")
     return VideoFileSource(spec, realtime=True if realtime is None else realtime)

@@ -30,7 +30,7 @@ from livecam.media import provenance
 from livecam.atomic import AtomicOutput, check_new_output, folder_of, refusal, write_target
 from livecam.errors import InputError, OutputError
 from livecam.media import metadata as md
-from livecam.paths import why_missing
+from livecam.paths import blocked_folder, nearest_existing, why_missing
 from livecam.settings import IMAGE_READ_FORMATS, IMAGE_WRITE_FORMATS
 
 if TYPE_CHECKING:
@@ -708,10 +708,13 @@ def check_output_folder(path: Path) -> None:
     file. A real (anonymous) file is created and dropped: os.access says yes to root on
     read-only mounts and ignores ACLs."""
     folder = folder_of(write_target(path))
+    blocked = blocked_folder(folder)
+    if blocked is not None:  # (was "face.mp4 is not a folder", or a folder under it to "create first")
+        where = "" if nearest_existing(folder) == folder else f"{folder} cannot be made: "
+        raise InputError(f"cannot write {path}: its folder {where}{blocked}; choose another output path, "
+                         "not under a file")
     if not folder.exists():
         raise InputError(f"the output folder {folder} {why_missing(folder, 'create it first')}")
-    if not folder.is_dir():
-        raise InputError(f"cannot write {path}: {folder} is not a folder")
     try:
         with tempfile.TemporaryFile(dir=folder):
             pass

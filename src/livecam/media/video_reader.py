@@ -28,7 +28,7 @@ import struct
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable, Generator, Iterator, cast
+from typing import Callable, Generator, Iterator, TypeVar, cast
 
 import av
 import numpy as np
@@ -47,7 +47,10 @@ log = logging.getLogger("livecam")
 
 # Demuxers that read still images: those files belong to `livecam image` (an animated GIF is a clip).
 IMAGE_FORMATS = ("image2", "png_pipe", "jpeg_pipe", "webp_pipe", "bmp_pipe", "tiff_pipe")
-# One JPEG after another: a photo, or an MJPEG stream (a capture tool's `-f mjpeg -`, a .mjpeg recording)
+# One JPEG after another: a photo, or an MJPEG stream (a capture tool's `-f mjpeg -`, a .mjpeg recording,
+# JPEG files concatenated). The rule, `more_than_one`, for `video` and `run --camera` alike: one JPEG is a
+# photo, refused as any picture is (still_image); more is a video. JPEGs carry no timestamps: it plays at
+# the demuxer's 25 fps, FFmpeg's default for it (`ffmpeg -i in.mjpeg` says the same).
 MJPEG_STREAM = "jpeg_pipe"
 # Demuxers of pictures open_input lets through, read as one-frame videos (picture_kind): icons (.ico, .cur).
 _PICTURE_FORMATS = ("ico",)
@@ -190,8 +193,12 @@ def open_input(path: Path, *, once: bool = False) -> av.container.InputContainer
             return open_container(local_path(path), format="apng")
         except av.error.FFmpegError as exc:
             raise InputError(f"cannot read {path} as an animated PNG ({ffmpeg_reason(exc)}); re-export it") from exc
-    if once and container.format.name == MJPEG_STREAM:
-        return container  # a camera's JPEG stream (`run --camera`), refused only as one picture (still_image)
+    if container.format.name == MJPEG_STREAM:
+        if not regular:  # a pipe (`run --camera`): read once, its frames checked as they come (more_than_one)
+            return container
+        container.close()
+        _refuse_one_jpeg(path)
+        return open_container(local_path(path))
     if container.format.name in IMAGE_FORMATS or container.format.name.endswith("_pipe"):
         container.close()
         if _animated_webp(path):  # FFmpeg's WebP decoder reads stills only (and OpenCV none)
@@ -203,6 +210,34 @@ def open_input(path: Path, *, once: bool = False) -> av.container.InputContainer
 
 def still_image(path: Path) -> StillImageError:
     return StillImageError(f"{path} is a still image, not a video; use `livecam image` for images")
+
+
+T = TypeVar("T")
+
+
+def more_than_one(items: Iterator[T], refusal: Callable[[], Exception]) -> Iterator[T]:
+    """MJPEG_STREAM's rule: a JPEG stream's `items` (its packets or frames), the first handed on
+    once a second came; `refusal()` is raised when there is only one (a photo)."""
+    first = next(items, None)
+    if first is None:
+        return
+    second = next(items, None)
+    if second is None:
+        raise refusal()
+    yield first
+    yield second
+    yield from items
+
+
+def _refuse_one_jpeg(path: Path) -> None:
+    """still_image for a file of one JPEG (more_than_one, on its packets: nothing is decoded); a
+    file that fails to demux is left to the decoder's damage rule."""
+    try:
+        with open_container(local_path(path)) as container:
+            packets = (p for p in container.demux(container.streams.video[0]) if p.size)
+            next(more_than_one(packets, lambda: still_image(path)), None)
+    except (av.error.FFmpegError, IndexError):
+        return
 
 
 def _index_refusal(path: Path) -> InputError | None:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from livecam.console import agree
 from livecam.errors import EXIT_FAILURE, InputError, Interrupted, LivecamError
-from livecam.paths import why_missing
+from livecam.paths import blocked_folder, why_missing
 from livecam.media.video_writer import CONTAINERS
 from livecam.pipeline.file import RunStats, process_video
 from livecam.processors import registry
@@ -175,9 +175,9 @@ def output_folder(folder: Path) -> Iterator[None]:
         folder.mkdir(parents=True, exist_ok=True)
     except FileExistsError as exc:
         raise InputError(f"the output {folder} is a file, not a folder; give a folder") from exc
-    except OSError as exc:
-        raise InputError(f"cannot create the output folder {folder} ({exc.strerror or exc}); choose another "
-                         "output folder") from exc
+    except OSError as exc:  # (under a file mkdir says only "Not a directory")
+        reason = blocked_folder(folder) or exc.strerror or exc
+        raise InputError(f"cannot create the output folder {folder} ({reason}); choose another output folder") from exc
     try:
         yield
     finally:
