@@ -212,6 +212,21 @@ def test_a_long_strip_is_marked_and_survives_jpeg_and_brightness(marker: wm.Wate
     assert marker.read(cv2.convertScaleAbs(marked, alpha=1.0, beta=20)).marked
 
 
+@pytest.mark.parametrize("size, jpeg", [((96, 120), True), ((100, 100), True), ((64, 80), False),
+                                        ((40, 30), False)])
+def test_a_small_picture_is_marked_so_that_it_reads_back(marker: wm.Watermarker, faces_dir: Path,
+                                                         size: tuple[int, int], jpeg: bool) -> None:
+    """A picture under 128 px was marked at its own size, where the mark did not read back even
+    unchanged (`livecam verify` on a 96x120 PNG output: watermark not found); it is marked
+    enlarged: it reads back as written (PNG), and from 96 px through JPEG at quality 95."""
+    picture = cv2.resize(cv2.imread(str(faces_dir / "obama.jpg")), size, interpolation=cv2.INTER_AREA)
+    marked = marker.embed(picture)
+    assert marked.shape == picture.shape
+    for ext, params in [(".png", []), (".jpg", [cv2.IMWRITE_JPEG_QUALITY, 95])][:2 if jpeg else 1]:
+        ok, data = cv2.imencode(ext, marked, params)
+        assert ok and marker.read(cv2.imdecode(data, cv2.IMREAD_COLOR)).marked, ext
+
+
 @pytest.mark.parametrize("size", [(360, 640), (720, 1280)])
 def test_a_phone_portrait_picture_is_marked_so_that_it_reads_back(marker: wm.Watermarker, faces_dir: Path,
                                                                   size: tuple[int, int]) -> None:
