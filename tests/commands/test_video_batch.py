@@ -295,6 +295,21 @@ def test_a_folder_of_raw_camera_streams_is_a_batch_at_their_own_rates(tmp_path: 
     assert info["frames"] == 12 and info["rate"] == 10
 
 
+def test_a_folder_of_mjpeg_recordings_is_a_batch(tmp_path: Path, faces_dir: Path,
+                                                isolated_env: dict[str, str]) -> None:
+    """`livecam video` reads a .mjpeg file (JPEGs one after another) as a clip, but a folder of
+    them was "no files with a video extension"; each is written as .mp4 (25 fps: MJPEG has none)."""
+    folder = tmp_path / "ipcam"
+    folder.mkdir()
+    (folder / "door.mjpeg").write_bytes((faces_dir / "obama.jpg").read_bytes() * 3)
+    out = tmp_path / "out"
+    code, lines = _run(["video", str(folder), str(out), *FAST], tmp_path, isolated_env)
+    assert code == 0, lines
+    assert [p.name for p in out.iterdir()] == ["door.mp4"]
+    info = probe(out / "door.mp4")
+    assert info["frames"] == 3 and info["rate"] == 25
+
+
 class OneFaceEngine(FlipEngine):
     """A FlipEngine that finds one face big enough to change in every frame (40 px between the
     eyes) and changes it."""

@@ -42,9 +42,10 @@ log = logging.getLogger("livecam")
 # What a folder run picks up without --pattern: the containers livecam writes (CONTAINERS) and
 # the common ones FFmpeg reads that it does not write. Animated GIF/APNG are clips too, but a
 # folder's .gif and .png files are mostly stills, so they are taken only with --pattern. Raw
-# H.264/HEVC streams are what dashcams and Raspberry Pi cameras leave in a folder.
+# H.264/HEVC streams are what dashcams and Raspberry Pi cameras leave in a folder, JPEG streams
+# (.mjpeg) what IP cameras and capture tools record.
 READ_ONLY_SUFFIXES = (".avi", ".wmv", ".flv", ".ts", ".mts", ".m2ts", ".mpg", ".mpeg", ".vob", ".3gp",
-                      ".ogv", ".mxf", ".dv", ".h264", ".264", ".h265", ".265", ".hevc")
+                      ".ogv", ".mxf", ".dv", ".h264", ".264", ".h265", ".265", ".hevc", ".mjpeg", ".mjpg")
 DEFAULT_OUTPUT_SUFFIX = ".mp4"  # for inputs whose container livecam does not write
 
 
