@@ -148,6 +148,19 @@ def test_an_unreadable_file_from_the_environment_names_its_variable(tmp_path: Pa
         cr.load_identity(tmp_path / "missing.pem", cert, environ={})
 
 
+def test_a_signing_file_missing_or_a_link_loop_is_said_as_other_inputs_are(tmp_path: Path, local: cr.Identity) -> None:
+    # it was the system's "Too many levels of symbolic links" and "No such file or directory"
+    cert = tmp_path / "chain.pem"
+    cert.write_bytes(local.chain_pem)
+    (tmp_path / "a.pem").symlink_to(tmp_path / "b.pem")
+    (tmp_path / "b.pem").symlink_to(tmp_path / "a.pem")
+    with pytest.raises(InputError, match=r"^the C2PA private key \(--c2pa-key\) .*a\.pem is a link in a loop of links"):
+        cr.load_identity(cert, tmp_path / "a.pem", environ={})
+    with pytest.raises(InputError, match=r"^the C2PA private key \(--c2pa-key\) .*gone\.pem does not exist; give a "
+                                         r"readable PEM file, or pass --no-c2pa$"):
+        cr.load_identity(cert, tmp_path / "gone.pem", environ={})
+
+
 def test_a_key_that_is_not_pem_is_refused(tmp_path: Path, local: cr.Identity) -> None:
     cert, key = tmp_path / "chain.pem", tmp_path / "key.pem"
     cert.write_bytes(local.chain_pem)

@@ -32,6 +32,7 @@ from livecam.atomic import FULL, AtomicOutput, OutputConflictError
 from livecam.interrupt import heard
 from livecam.errors import InputError, LivecamError, OutputError
 from livecam.media.provenance import DIGITAL_SOURCE_TYPE
+from livecam.paths import why_missing
 
 log = logging.getLogger("livecam")
 
@@ -141,11 +142,13 @@ def load_identity(cert: Path | None, key: Path | None, *, environ: dict[str, str
 
 def _read_pem(path: Path, what: str) -> bytes:
     """One of the two files, named with where it was given when it cannot be read."""
+    fix = "give a readable PEM file, or pass --no-c2pa"
     try:
         return path.read_bytes()
     except OSError as exc:
-        raise InputError(f"cannot read the C2PA {what} {path}: {exc.strerror or exc}; give a readable "
-                         f"PEM file, or pass --no-c2pa") from exc
+        if not path.exists():  # missing, a link to nothing or in a loop: said as for every other input
+            raise InputError(f"the C2PA {what} {path} {why_missing(path, fix)}") from exc
+        raise InputError(f"cannot read the C2PA {what} {path}: {exc.strerror or exc}; {fix}") from exc
 
 
 def _signing_key(key_pem: bytes, where: Path) -> tuple[bytes, str]:
