@@ -333,41 +333,39 @@ def test_ctrl_c_while_a_camera_url_opens_is_heard_at_once(
     interrupted_in_one_line(proc)
 
 
+def run_on_a_silent_pipe(tmp_path: Path, faces_dir: Path, env: dict[str, str], mode: str,
+                         fails: str) -> subprocess.CompletedProcess[str]:
+    """`run --camera FIFO` whose writer is there but never writes, interrupted by the driver's `mode`;
+    `fails`: what a run that does not end in time means."""
+    fifo = tmp_path / "camera.fifo"
+    os.mkfifo(fifo)
+    writer = os.open(fifo, os.O_RDWR)  # (Linux: opens at once) a writer that never writes
+    try:
+        proc = run_driver(tmp_path, mode, ["run", "--camera", str(fifo), "--output", "none", "--swap-model", "mesh",
+                                           "--source", str(faces_dir / "obama.jpg")], env, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail(fails)
+    finally:
+        os.close(writer)
+    interrupted_in_one_line(proc)
+    return proc
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
 def test_ctrl_c_while_a_camera_pipe_opens_is_heard_at_once(
         tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
     # --camera FIFO whose writer is there but sends nothing (a capture tool still starting): FFmpeg's
     # probe held the main thread, and Ctrl-C was heard only once the writer closed (here never)
-    fifo = tmp_path / "camera.fifo"
-    os.mkfifo(fifo)
-    writer = os.open(fifo, os.O_RDWR)  # (Linux: opens at once) a writer that never writes
-    try:
-        proc = run_driver(tmp_path, "int-while-a-pipe-opens",
-                          ["run", "--camera", str(fifo), "--output", "none", "--swap-model", "mesh",
-                           "--source", str(faces_dir / "obama.jpg")], isolated_env, timeout=60)
-    except subprocess.TimeoutExpired:
-        pytest.fail("Ctrl-C did not end a run whose camera pipe sends nothing")
-    finally:
-        os.close(writer)
-    interrupted_in_one_line(proc)
+    run_on_a_silent_pipe(tmp_path, faces_dir, isolated_env, "int-while-a-pipe-opens",
+                         "Ctrl-C did not end a run whose camera pipe sends nothing")
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
 def test_a_camera_pipe_that_sends_nothing_says_once_that_it_waits_and_ctrl_c_still_ends_it(
         tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
     # the run waited silently for the writer's first bytes, as if hung (a URL times out in 5 s)
-    fifo = tmp_path / "camera.fifo"
-    os.mkfifo(fifo)
-    writer = os.open(fifo, os.O_RDWR)  # (Linux: opens at once) a writer that never writes
-    try:
-        proc = run_driver(tmp_path, "int-after-the-first-frame-note",
-                          ["run", "--camera", str(fifo), "--output", "none", "--swap-model", "mesh",
-                           "--source", str(faces_dir / "obama.jpg")], isolated_env, timeout=60)
-    except subprocess.TimeoutExpired:
-        pytest.fail("no note of the wait came, or Ctrl-C did not end the run")
-    finally:
-        os.close(writer)
-    interrupted_in_one_line(proc)
+    proc = run_on_a_silent_pipe(tmp_path, faces_dir, isolated_env, "int-after-the-first-frame-note",
+                                "no note of the wait came, or Ctrl-C did not end the run")
     assert proc.stderr.strip().splitlines()[-2:] == [
         "livecam: note: waiting for the first frame from --camera camera.fifo (nothing has come for 0.2 s: its writer "
         "has sent nothing yet?); Ctrl-C stops", "livecam: interrupted"], proc.stderr

@@ -278,36 +278,28 @@ def test_the_engines_lanes_are_the_workers_of_one_file_and_of_a_folder(tmp_path:
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.mp4", "b.mp4"]
 
 
-def test_a_folder_of_raw_camera_streams_is_a_batch_at_their_own_rates(tmp_path: Path,
-                                                                      isolated_env: dict[str, str]) -> None:
-    """A dashcam's folder of .h264 files was "no files with a video extension"; each is written
-    as .mp4 at the rate its stream declares (10 fps here, not FFmpeg's 25 fps default)."""
+@pytest.mark.parametrize("name, frames, rate", [("trip.h264", 12, 10), ("door.mjpeg", 3, 25)])
+def test_a_folder_of_camera_recordings_is_a_batch_at_their_own_rates(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str], name: str, frames: int, rate: int) -> None:
+    """A dashcam's folder of .h264 files, or an IP camera's of .mjpeg (JPEGs one after another,
+    which `livecam video` reads as a clip), was "no files with a video extension"; each is written
+    as .mp4 at the rate its stream declares (10 fps here, not FFmpeg's 25 fps default; MJPEG has
+    none: 25)."""
     from tests.videos import make_raw_h264
 
-    folder = tmp_path / "dashcam"
+    folder = tmp_path / "camera"
     folder.mkdir()
-    make_raw_h264(folder / "trip.h264", frames=12, fps=10)
+    if name.endswith(".h264"):
+        make_raw_h264(folder / name, frames=frames, fps=rate)
+    else:
+        (folder / name).write_bytes((faces_dir / "obama.jpg").read_bytes() * frames)
     out = tmp_path / "out"
     code, lines = _run(["video", str(folder), str(out), *FAST], tmp_path, isolated_env)
     assert code == 0, lines
-    assert [p.name for p in out.iterdir()] == ["trip.mp4"]
-    info = probe(out / "trip.mp4")
-    assert info["frames"] == 12 and info["rate"] == 10
-
-
-def test_a_folder_of_mjpeg_recordings_is_a_batch(tmp_path: Path, faces_dir: Path,
-                                                isolated_env: dict[str, str]) -> None:
-    """`livecam video` reads a .mjpeg file (JPEGs one after another) as a clip, but a folder of
-    them was "no files with a video extension"; each is written as .mp4 (25 fps: MJPEG has none)."""
-    folder = tmp_path / "ipcam"
-    folder.mkdir()
-    (folder / "door.mjpeg").write_bytes((faces_dir / "obama.jpg").read_bytes() * 3)
-    out = tmp_path / "out"
-    code, lines = _run(["video", str(folder), str(out), *FAST], tmp_path, isolated_env)
-    assert code == 0, lines
-    assert [p.name for p in out.iterdir()] == ["door.mp4"]
-    info = probe(out / "door.mp4")
-    assert info["frames"] == 3 and info["rate"] == 25
+    written = Path(name).stem + ".mp4"
+    assert [p.name for p in out.iterdir()] == [written]
+    info = probe(out / written)
+    assert info["frames"] == frames and info["rate"] == rate
 
 
 class OneFaceEngine(FlipEngine):
