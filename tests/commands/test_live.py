@@ -345,3 +345,24 @@ def test_a_duration_that_ends_while_a_camera_url_read_waits_exits_0_keeping_the_
     assert proc.stderr.strip().splitlines()[-1].endswith("dropped (duration)"), proc.stderr
     assert "still running" not in proc.stderr and "not released" not in proc.stderr, proc.stderr
     assert count_frames(rec) >= 1
+
+
+@pytest.mark.parametrize("output", ["none", "rec.mp4"])
+def test_a_camera_file_cut_short_is_said_once_with_what_the_output_loses_only_where_one_is_made(
+        tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str], output: str) -> None:
+    # `run --no-realtime --output none` on a cut recording warned "...; the output stops there" of an
+    # output it does not make; it says where the input ends, and a recording still hears what it loses
+    whole = make_clip(tmp_path / "whole.mkv", frames=60, size=(96, 64), fps=24, audio=False)
+    data = whole.read_bytes()
+    clip = tmp_path / "cut.mkv"
+    clip.write_bytes(data[:len(data) // 2])
+    proc = run_cli(["run", "--camera", str(clip), "--no-realtime", "--output", output, "--swap-model", "mesh",
+                    "--no-c2pa", "--source", str(faces_dir / "obama.jpg")], env=isolated_env, cwd=tmp_path,
+                   timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    said = [line for line in proc.stderr.splitlines() if "cut.mkv ended at" in line]
+    assert len(said) == 1 and "(damaged or cut short)" in said[0], proc.stderr
+    if output == "none":
+        assert said[0].endswith("could be read") and "output stops there" not in proc.stderr, proc.stderr
+    else:
+        assert said[0].endswith("could be read; the output stops there"), proc.stderr

@@ -149,6 +149,8 @@ def _run_live(job: LiveJob) -> None:
         raise InputError(problem)  # fixed by another --camera or by connecting one: bad input, exit 2
     sink = make_sink(job.output, fps=job.fps, force=job.force)
     check_files(job, sink)
+    if isinstance(source, VideoFileSource):
+        source.writes = not isinstance(sink, NullSink)
     local_file = isinstance(source, VideoFileSource) and "://" not in source.location
     if local_file:
         source.open()

@@ -182,7 +182,8 @@ def _video_watermark(path: Path, marker: wm.Watermarker, settled: bool = False) 
     read = marked = 0
     best, version = 32, 0
     cut_short = False
-    with VideoReader(path, writes=False) as reader:  # no output: nothing said of what one would lose
+    # no output: nothing said of what one would lose; an early end is said in the verdict (cut_short)
+    with VideoReader(path, writes=False, says_end=False) as reader:
         info = reader.info
         try:
             fps = float(info.rate or 30)

@@ -257,6 +257,9 @@ class VideoFileSource:
         # server without range requests, cannot seek back to the frames from an index at the end)
         self._forward_only_mp4 = False
         self._said_waiting = False  # the one note of a first frame waited for (_waited)
+        # an output is made of the frames (VideoDecoder.writes), set before open(): with --output none
+        # nothing is, and the warnings say what the input holds, not what an output loses
+        self.writes = True
 
     @property
     def bad_packets(self) -> int:
@@ -311,7 +314,7 @@ class VideoFileSource:
         # size=None: the first frame (turned upright) sets the size later ones are fitted to.
         self._decoder = VideoDecoder(self._container, stream, self.name, size=None,
                                      rate=as_fraction(rate) if rate else None, origin=origin,
-                                     mirror=track_mirror(self._container, stream))
+                                     mirror=track_mirror(self._container, stream), writes=self.writes)
         # before the first frame, garbage from a forward-only MP4 is its index out of reach, not damage
         self._decoder.warn_damage = not self._forward_only_mp4
         # --no-realtime (the recording keeps the file's timing): each frame held until the next says

@@ -1087,10 +1087,12 @@ class ReadEnd:
 class VideoReader:
     """Owns one input container; `frames()` may be consumed by a thread other than the opener's."""
 
-    def __init__(self, path: Path, *, writes: bool = True) -> None:
-        """`writes`: an output is made of the frames (VideoDecoder.writes); False for `verify`."""
+    def __init__(self, path: Path, *, writes: bool = True, says_end: bool = True) -> None:
+        """`writes`: an output is made of the frames (VideoDecoder.writes); `says_end`: a read that
+        ends early is warned of (read_end); both False for `verify`, whose verdict says it."""
         self.path = Path(path)
         self.writes = writes
+        self.says_end = says_end
         self._container = open_input(self.path)
         try:
             self.info = self._inspect()
@@ -1130,7 +1132,7 @@ class VideoReader:
 
     def _last_end(self, decoder: VideoDecoder) -> float | None:
         """Once the read has ended: where the last frame ends (read_end)."""
-        ending = read_end(self.info, decoder)
+        ending = read_end(self.info, decoder, says_end=self.says_end)
         self.ended_early = ending.short and not ending.skipped(decoder.bad_packets)
         return ending.last_end
 
@@ -1228,11 +1230,12 @@ def video_info(c: av.container.InputContainer, vs: av.video.stream.VideoStream, 
                      held_back=DecodeTimes.LOOKAHEAD if DecodeTimes.needed(c, vs) else 0)
 
 
-def read_end(info: VideoInfo, decoder: VideoDecoder) -> ReadEnd:
+def read_end(info: VideoInfo, decoder: VideoDecoder, *, says_end: bool = True) -> ReadEnd:
     """Once `decoder` has read `info`'s video and ended: how the read ended against the header
     (decoder.frames_out frames read), said in one warning where short of it (with the damage,
-    where packets were skipped), for `livecam video` and a --no-realtime `run --camera FILE`
-    alike; its last_end is where the last frame ends."""
+    where packets were skipped; what the output loses only where one is made: decoder.writes),
+    for `livecam video` and a --no-realtime `run --camera FILE` alike; its last_end is where the
+    last frame ends. `says_end` False: the caller says an early end itself (verify's verdict)."""
     count = decoder.frames_out
     ending = ReadEnd.of(info, decoder.name, count, (decoder.last_time or 0.0) + decoder.timeline.step,
                         restarted=decoder.timeline.restarts > 0)
@@ -1244,7 +1247,7 @@ def read_end(info: VideoInfo, decoder: VideoDecoder) -> ReadEnd:
         ended = ending.said(writes=decoder.writes)
         if decoder.bad_packets:
             decoder.report(ended)
-        elif decoder.writes:
+        elif says_end:
             log.warning("warning: %s", ended)
     decoder.report()  # nothing when said above or undamaged
     return ending
