@@ -12,7 +12,8 @@ import pytest
 
 # The run with cv2.VideoCapture replaced. FAKE_CAMERA: "raise:N" (reads raise cv2.error after N
 # frames, as a camera unplugged under some backends), "blip:N" (five reads raise after N frames,
-# then frames again), "sizes" (the frame size changes every 10 frames), "bgra" (4 channels).
+# then frames again), "sizes" (the frame size changes every 10 frames), "bgra" (4 channels), "silent"
+# (every read fails, as a camera another application holds), "blocked" (the first read never returns).
 FAKE_CAMERA = r"""
 import os, sys, time
 import cv2
@@ -36,7 +37,9 @@ class Capture:
         return {cv2.CAP_PROP_FRAME_WIDTH: 320, cv2.CAP_PROP_FRAME_HEIGHT: 240, cv2.CAP_PROP_FPS: 30}.get(prop, 0)
     def read(self):
         self.reads += 1
-        time.sleep(1 / 30)
+        time.sleep(3600 if kind == "blocked" else 1 / 30)
+        if kind == "silent":
+            return False, None
         if (kind == "raise" and self.reads > after) or (kind == "blip" and after < self.reads <= after + 5):
             raise cv2.error("OpenCV(4.10.0) /io/opencv/modules/videoio/src/cap_v4l.cpp:1: error: "
                             "(-2:Unspecified error) VIDIOC_DQBUF: No such device in function 'read'\n")
@@ -73,6 +76,21 @@ def test_a_camera_whose_reads_raise_ends_in_one_line_and_keeps_the_recording(
     assert "VIDIOC_DQBUF: No such device" in errors[0] and "check the cable" in errors[0]
     with av.open(str(rec)) as container:  # what came before is kept
         assert 1 <= sum(1 for _ in container.decode(video=0)) <= 15
+
+
+@pytest.mark.parametrize("plan", ["silent", "blocked"])
+def test_a_camera_that_opens_but_never_gives_a_frame_is_bad_input_in_one_line(
+        plan: str, tmp_path: Path, faces_dir: Path, isolated_env: dict[str, str]) -> None:
+    # a camera another application holds (it opens, every read fails) or whose first read never
+    # returns ended "stopped delivering frames", exit 1, as a camera unplugged mid-run: another
+    # --camera (or closing the other application) fixes it, as for a camera that does not open
+    proc = run_fake_camera(plan, ["--output", "none"], faces_dir, isolated_env, tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("livecam: error:")]
+    assert lines == proc.stderr.strip().splitlines()[-1:] and len(lines) == 1, proc.stderr
+    assert lines[0].startswith("livecam: error: camera 0 (V4L2) opened but gave no frame in "), proc.stderr
+    assert "no other application is using it, or give --camera another index" in lines[0]
+    assert "Traceback" not in proc.stderr and "stopped" not in proc.stderr
 
 
 @pytest.mark.parametrize("plan", ["blip:10", "sizes", "bgra"])

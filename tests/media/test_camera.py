@@ -436,9 +436,10 @@ def test_a_camera_that_changes_its_size_mid_run_keeps_the_first_size(monkeypatch
 def test_a_camera_that_opens_but_never_gives_a_frame_is_not_said_to_have_stopped(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # "stopped delivering frames ... check the cable" for a camera another application holds
-    # (it opens, streaming fails) or a UVC camera's metadata node: it never started.
+    # (it opens, streaming fails) or a UVC camera's metadata node: it never started, and another
+    # --camera fixes it: bad input (exit 2), as a camera that does not open
     source = fake_camera(monkeypatch, ["none"])
-    with pytest.raises(DeviceError) as caught:
+    with pytest.raises(InputError) as caught:
         source.read()
     assert caught.value.message == ("camera 0 (V4L2) opened but gave no frame in 0.3 s: check that no other "
                                     "application is using it, or give --camera another index (a camera's second "

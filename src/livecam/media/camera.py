@@ -112,6 +112,14 @@ def _last_line(exc: BaseException) -> str:
     return last.partition(": error: ")[2] or last  # without "OpenCV(4.x) /io/...cpp:123"
 
 
+def gave_no_frame(name: str, waited_s: float, why: str = "") -> InputError:
+    """A camera that opened but never gave its first frame: held by another application, or a
+    node with no picture (a UVC camera's metadata node), which another --camera fixes: bad input
+    (exit 2), as a camera that does not open; one that stops later is a DeviceError."""
+    return InputError(f"{name} opened but gave no frame in {waited_s:g} s{why}: check that no other application "
+                      f"is using it, or give --camera another index (a camera's second node gives no picture)")
+
+
 class CameraSource:
     """A webcam through OpenCV: MJPG at the asked size and rate, reporting what it really gives."""
 
@@ -188,9 +196,7 @@ class CameraSource:
             if time.monotonic() >= deadline:
                 said = f"; OpenCV: {_last_line(failure)}" if failure is not None else ""
                 if self._count == 0:  # it never started: not a cable, more likely another user
-                    raise DeviceError(f"{self.name} opened but gave no frame in {self.stall_timeout_s:g} s{said}: "
-                                      f"check that no other application is using it, or give --camera another "
-                                      f"index (a camera's second node gives no picture)")
+                    raise gave_no_frame(self.name, self.stall_timeout_s, said)
                 raise DeviceError(f"{self.name} stopped delivering frames (none for {self.stall_timeout_s:g} s"
                                   f"{said}): check the cable and that no other application took the camera")
             time.sleep(0.01)

@@ -44,7 +44,7 @@ import numpy as np
 from livecam.errors import DeviceError, Interrupted, OutputError
 from livecam.frame import FramePacket
 from livecam.marks.marking_sink import MarkingSink
-from livecam.media.camera import Frame, FrameSource
+from livecam.media.camera import Frame, FrameSource, gave_no_frame
 from livecam.media.exit_guard import THREAD_NAME as STRANDED_THREAD
 from livecam.media.sinks import Sink
 from livecam.pipeline.contracts import FrameEngine, LiveEngine
@@ -445,6 +445,8 @@ class LivePipeline:
             if self.metrics.due(now):
                 self._tick(now)
             if self.live and now - self._last_progress > self._stall_s:
+                if not self.metrics.captured:  # its first read never returned: it never started
+                    raise gave_no_frame(self.source.name, self._stall_s)
                 raise DeviceError(f"{self.source.name} stopped delivering frames (none for "
                                   f"{self._stall_s:g} s): check the device or the stream")
 
