@@ -219,4 +219,5 @@ def _convert_fp16(settings: RuntimeSettings, name: str, output: Path | None) -> 
                          f"not {name!r}")
     from livecam.models import fp16
 
-    return fp16.rebuild(ModelStore(settings, progress=not settings.quiet), name)
+    store = ModelStore(settings, progress=not settings.quiet)
+    return fp16.converted(store, name, store.path(name), fresh=True)
