@@ -57,6 +57,13 @@ class RuntimeSettings:
     nhwc_fp16: bool = False
     explicit_threads: bool = False  # --execution-threads was given (lanes: it sets their number)
 
+    @property
+    def typed_models_dir(self) -> Path | None:
+        """models_dir when it was given as --models-dir: what a command a message names repeats
+        (catalog.livecam_command). A LIVECAM_MODELS_DIR is in the environment the command is run
+        in; none, the default folder, is what the command uses without it."""
+        return self.models_dir if self.models_dir_from == "--models-dir" else None
+
 
 @dataclass(frozen=True)
 class AnalysisSettings:

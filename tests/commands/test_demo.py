@@ -319,6 +319,9 @@ def test_try_next_names_the_neural_models_command_not_buffalo_l(tmp_path: Path) 
     text = demo.summary(result)
     (line,) = [ln for ln in text.splitlines() if "lifelike" in ln]
     assert line == "  a more lifelike swap:    livecam models download inswapper_128 w600k_r50 det_10g --accept-license"
+    # `livecam --models-dir DIR demo`: the download goes where the next run looks
+    (line,) = [ln for ln in demo.summary(replace(result, models_dir=Path("/x y"))).splitlines() if "lifelike" in ln]
+    assert line.endswith("  livecam --models-dir '/x y' models download inswapper_128 w600k_r50 det_10g --accept-license")
     assert "buffalo_l" not in text and max(len(ln) for ln in text.splitlines() if str(tmp_path) not in ln) <= 100
     (line,) = [ln for ln in demo.summary(replace(result, neural=True)).splitlines() if "lifelike" in ln]
     assert line == "  a more lifelike swap:    the neural models, installed already"

@@ -26,6 +26,12 @@ def run_patched(catalog_json: Path, args: list[str], env: dict[str, str]) -> sub
                           env=python_path_env(env), capture_output=True, text=True, timeout=120)
 
 
+def offline_in(models: Path) -> RuntimeSettings:
+    """Offline settings on `models`, given as the CLI tests give it (LIVECAM_MODELS_DIR): the
+    commands the messages name are the plain ones, as `--models-dir` would add itself to them."""
+    return RuntimeSettings(models_dir=models, models_dir_from="LIVECAM_MODELS_DIR", offline=True)
+
+
 def test_models_where_prints_the_folder(isolated_env, tmp_path) -> None:
     result = run_cli(["models", "where"], env=isolated_env)
     assert result.returncode == 0
@@ -210,6 +216,35 @@ def test_the_repair_a_damaged_model_is_given_is_a_command_that_replaces_it(isola
     assert bad.read_bytes() == data
 
 
+def test_the_repair_line_of_a_run_given_models_dir_repairs_that_folder(isolated_env, tmp_path) -> None:
+    # with `livecam --models-dir DIR`, the repair said `livecam models download m`: run as given, it
+    # fetched into the default folder (here LIVECAM_MODELS_DIR's stands in for it) and DIR's damaged
+    # file stayed, so the run kept failing. The line now names DIR, before the subcommand, quoted.
+    import re
+    import shlex
+
+    data = payload(200_000, 26)
+    given = tmp_path / "my models's"  # a space and a quote: the command is parsed by a shell
+    given.mkdir()
+    bad = given / "m.onnx"
+    bad.write_bytes(payload(200_000, 27))  # the right size, the wrong bytes
+    default = Path(isolated_env["LIVECAM_MODELS_DIR"])
+    with LoopbackServer() as server:
+        url = server.serve("/m.onnx", data)
+        catalog = tmp_path / "catalog.json"
+        catalog.write_text(catalog_to_json([spec_for("m", (url,), data)]))
+        verify = run_patched(catalog, ["--models-dir", str(given), "models", "verify", "m"], isolated_env)
+        assert verify.returncode == 3, verify.stderr
+        said = re.search(r"; run `([^`]*)`, which replaces it", verify.stderr)
+        assert said is not None, verify.stderr
+        argv = shlex.split(said.group(1))
+        assert argv[0] == "livecam", said.group(1)
+        result = run_patched(catalog, argv[1:], env_without_offline(isolated_env))
+        assert result.returncode == 0, result.stderr
+    assert bad.read_bytes() == data and not (default / "m.onnx").exists(), said.group(1)
+    assert argv == ["livecam", "--models-dir", str(given), "models", "download", "m"]  # before the subcommand
+
+
 def test_models_verify_catches_a_wrong_kind_of_unpinned_model(isolated_env, tmp_path) -> None:
     models = Path(isolated_env["LIVECAM_MODELS_DIR"])
     models.mkdir(parents=True)
@@ -279,7 +314,7 @@ def test_doctor_says_how_to_fix_a_corrupt_model(tmp_path, monkeypatch, capsys) -
     models.mkdir()
     (models / "inswapper_128.onnx").write_bytes(b"cut short")
     monkeypatch.setattr(doctor_module, "probe_cameras", lambda: [])
-    assert doctor_module.run_doctor(RuntimeSettings(models_dir=models, offline=True)) == 0
+    assert doctor_module.run_doctor(offline_in(models)) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("inswapper_128 "))
     assert "corrupt" in line and "run `livecam models download inswapper_128 --accept-license`, which replaces it" in line
 
@@ -298,7 +333,7 @@ def test_doctor_and_models_list_say_a_broken_unpinned_model_is_corrupt_and_the_f
         fh.truncate(spec.size)  # sparse: zeros without writing 340 MB
     fix = "run `livecam models download gfpgan_1.4`, which replaces it"
     monkeypatch.setattr(doctor_module, "probe_cameras", lambda: [])
-    settings = RuntimeSettings(models_dir=models, offline=True)
+    settings = offline_in(models)
     assert doctor_module.run_doctor(settings) == 0  # not a model of the default run
     line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("gfpgan_1.4 "))
     assert line.split(None, 1)[1] == ("corrupt (not a whole ONNX model, truncated or overwritten: no protobuf "
@@ -317,13 +352,13 @@ def test_a_folder_in_a_models_place_gets_one_repair_move_it_away(tmp_path, monke
     models = tmp_path / "m"
     (models / "inswapper_128.onnx").mkdir(parents=True)
     monkeypatch.setattr(doctor_module, "probe_cameras", lambda: [])
-    assert doctor_module.run_doctor(RuntimeSettings(models_dir=models, offline=True)) == 0
+    assert doctor_module.run_doctor(offline_in(models)) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("inswapper_128 "))
     command = "`livecam models download inswapper_128 --accept-license`"
     assert line.split(None, 1)[1] == f"corrupt (a folder, not the model file); move it away and run {command}"
     from livecam.models.store import ModelStore
 
-    damage = ModelStore(RuntimeSettings(models_dir=models, offline=True), progress=False).damage("inswapper_128")
+    damage = ModelStore(offline_in(models), progress=False).damage("inswapper_128")
     assert "delete it" not in damage and damage.count("run `livecam models download") == 1, damage
 
 
@@ -337,7 +372,7 @@ def test_a_fifo_in_a_models_place_is_named_not_missing(tmp_path, monkeypatch, ca
     os.mkfifo(models / "inswapper_128.onnx")
     command = "`livecam models download inswapper_128 --accept-license`"
     monkeypatch.setattr(doctor_module, "probe_cameras", lambda: [])
-    settings = RuntimeSettings(models_dir=models, offline=True)
+    settings = offline_in(models)
     doctor_module.run_doctor(settings)
     line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("inswapper_128 "))
     assert line.split(None, 1)[1] == f"corrupt (not a regular file); run {command}, which replaces it"
@@ -701,6 +736,9 @@ class PresentStore:
 
     def damage(self, name: str) -> str:
         return ""
+
+    def download_command(self, *names: str) -> str:
+        return catalog_module.download_command(*names)
 
 
 def test_doctor_says_what_the_engine_picks_for_auto_on_every_provider() -> None:

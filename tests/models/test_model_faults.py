@@ -28,7 +28,9 @@ def _fresh_pool():
 
 
 def store_for(models_dir: Path, *specs, unverified: bool = False) -> ModelStore:
-    settings = RuntimeSettings(models_dir=models_dir, offline=True, quiet=True, unverified_models=unverified)
+    # the folder as the CLI tests give it (LIVECAM_MODELS_DIR): the repair commands are the plain ones
+    settings = RuntimeSettings(models_dir=models_dir, models_dir_from="LIVECAM_MODELS_DIR", offline=True, quiet=True,
+                               unverified_models=unverified)
     return ModelStore(settings, progress=False, catalog={s.name: s for s in specs})
 
 

@@ -137,7 +137,8 @@ def test_a_host_that_does_not_resolve_is_not_retried(server, online, caplog) -> 
 def test_offline_never_touches_the_network(server, models_dir) -> None:
     data = payload(1000)
     url = server.serve("/m.onnx", data)
-    offline = RuntimeSettings(models_dir=models_dir, offline=True, accept_license=True, quiet=True)
+    offline = RuntimeSettings(models_dir=models_dir, models_dir_from="LIVECAM_MODELS_DIR", offline=True,
+                              accept_license=True, quiet=True)
     store = make_store(offline, spec_for("m", (url,), data))
     assert not store.can_provide("m")
     with pytest.raises(ModelError) as info:
@@ -152,7 +153,7 @@ def test_the_offline_message_gives_the_download_command_that_works(server, model
     """A licensed model's command carries --accept-license: without it (and no terminal to ask
     on) the download the message advises is refused."""
     data = payload(1000)
-    offline = RuntimeSettings(models_dir=models_dir, offline=True, quiet=True)
+    offline = RuntimeSettings(models_dir=models_dir, models_dir_from="LIVECAM_MODELS_DIR", offline=True, quiet=True)
     store = make_store(offline, spec_for("m", (server.serve("/m.onnx", data),), data, needs_acceptance=licensed))
     with pytest.raises(ModelError) as info:
         store.path("m")
@@ -164,6 +165,21 @@ def test_download_commands_name_the_licence_flag_only_where_a_licence_needs_it()
     assert download_command("gfpgan_1.4", "bisenet_resnet_34") == "livecam models download gfpgan_1.4 bisenet_resnet_34"
     assert download_command("gfpgan_1.4", "xseg_1") == "livecam models download gfpgan_1.4 xseg_1 --accept-license"
     assert download_command("not_a_model") == "livecam models download not_a_model"
+
+
+def test_the_commands_a_message_names_repeat_a_typed_models_dir_before_the_subcommand() -> None:
+    # a user of --models-dir DIR who ran the named command as given fetched into the default folder;
+    # the default folder (and a LIVECAM_MODELS_DIR, still in the shell) keep the plain command
+    spec = spec_for("m", (), None)
+    typed = ModelStore(RuntimeSettings(models_dir=Path("/x y/m's"), offline=True), progress=False, catalog={"m": spec})
+    assert typed.fix_hint(spec) == "run `livecam --models-dir '/x y/m'\"'\"'s' models download m`, which replaces it"
+    assert typed.fix_hint(spec, precision="fp16") == (
+        "run `livecam --models-dir '/x y/m'\"'\"'s' models convert --fp16 m`, which replaces it")
+    for settings in (RuntimeSettings(offline=True),
+                     RuntimeSettings(models_dir=Path("/x"), models_dir_from="LIVECAM_MODELS_DIR", offline=True)):
+        plain = ModelStore(settings, progress=False, catalog={"m": spec})
+        assert plain.fix_hint(spec) == "run `livecam models download m`, which replaces it"
+        assert plain.fix_hint(spec, precision="fp16") == "run `livecam models convert --fp16 m`, which replaces it"
 
 
 def test_licence_must_be_accepted_before_downloading(server, online, models_dir) -> None:

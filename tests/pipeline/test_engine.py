@@ -12,6 +12,7 @@ import pytest
 
 from livecam.errors import InputError, ModelError, NoFaceError
 from livecam.frame import FramePacket
+from livecam.models.catalog import download_command
 from livecam.media.images import read_image
 from livecam.pipeline.engine import Engine, choose_swap_model
 from livecam.runtime.providers import ProviderChoice
@@ -37,6 +38,9 @@ class FakeStore:
 
     def damage(self, name: str) -> str:
         return self.damaged.get(name, "")
+
+    def download_command(self, *names: str) -> str:  # the default folder's: ModelStore.download_command
+        return download_command(*names)
 
 
 ALL = {"inswapper_128", "inswapper_128_fp16", "w600k_r50"}
@@ -312,7 +316,8 @@ def test_a_neural_swap_without_det_10g_says_blazeface_finds_the_faces(
     messages = [r.getMessage() for r in caplog.records]
     assert [m for m in messages if "det_10g" in m] == [
         f"warning: the neural swap finds faces with the embedded BlazeFace detector: det_10g.onnx is not in "
-        f"{standin_models}; `livecam models download det_10g --accept-license` fetches it; "
+        f"{standin_models}; `livecam --models-dir {standin_models} models download det_10g --accept-license` "
+        f"fetches it; "
         f"--detector blazeface silences this"], messages
     assert not any("mesh swapper" in m for m in messages), messages
     caplog.clear()

@@ -70,6 +70,7 @@ class DemoResult:
     neural: bool
     audio: str | None
     workers: int
+    models_dir: Path | None = None  # RuntimeSettings.typed_models_dir: the download command names it
 
 
 # ----------------------------------------------------------------------------- the command
@@ -150,7 +151,8 @@ def _make_demo(folder: Path, runtime: RuntimeSettings, workers: int, written: li
                        sign=(lambda data: panels_signing.sign_bytes(data, panels_path)) if panels_signing else None)
     written.append(folder / "before_after.png")
     return DemoResult(folder=folder, frames=video.stats.frames, fps=video.stats.fps, seconds=0.0,
-                      models=engine.describe(), neural=neural, audio=video.audio, workers=workers)
+                      models=engine.describe(), neural=neural, audio=video.audio, workers=workers,
+                      models_dir=runtime.typed_models_dir)
 
 
 def prepare_folder(folder: Path, *, force: bool) -> Path | None:
@@ -316,7 +318,8 @@ def summary(r: DemoResult) -> str:
         # the neural swap's models by name, as the mesh-fallback warning and doctor give them
         # ("inswapper, buffalo_l, GFPGAN" meant nothing to a newcomer)
         "  a more lifelike swap:    "
-        + ("the neural models, installed already" if r.neural else download_command(*NEURAL_SWAP_MODELS)),
+        + ("the neural models, installed already" if r.neural
+           else download_command(*NEURAL_SWAP_MODELS, models_dir=r.models_dir)),
         "  use a GPU:               --execution-provider cuda (or tensorrt, coreml, directml, openvino, rocm)",
         "  check this machine:      livecam doctor",
     ]

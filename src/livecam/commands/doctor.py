@@ -12,7 +12,7 @@ import click
 from livecam import __version__
 from livecam.console import agree, counted
 from livecam.errors import LivecamError, ProviderError
-from livecam.models.catalog import DEFAULT_RUN_MODELS, download_command
+from livecam.models.catalog import DEFAULT_RUN_MODELS
 from livecam.paths import blocked_folder, nearest_existing
 from livecam.models.store import (CORRUPT, MISSING, PRESENT, VERIFIED, ModelStore, free_bytes, models_root,
                                   other_models_root)
@@ -158,7 +158,8 @@ def neural_swap_state(store: ModelStore, primary: str = "cpu") -> str:
                else "auto uses the embedded mesh swapper")
     fp16 = f"; {FP16_HINT}" if "inswapper_128" in absent and fp16_here and "w600k_r50" not in absent else ""
     return (f"{listed(absent)} not here (see above), so {instead}; "
-            f"`{download_command(*absent)}` fetches {agree(len(absent), 'it', 'them')} for a more lifelike swap{fp16}")
+            f"`{store.download_command(*absent)}` fetches {agree(len(absent), 'it', 'them')} "
+            f"for a more lifelike swap{fp16}")
 
 
 def auto_primary(settings: RuntimeSettings) -> str:
@@ -256,7 +257,7 @@ def run_doctor(settings: RuntimeSettings) -> int:
     width = max(len(n) for n in store.names())
     for name in store.names():
         st = store.state(name)
-        note = {PRESENT: " (run `livecam models verify`)", MISSING: f" (`{download_command(name)}`)",
+        note = {PRESENT: f" (run `{store.command('models verify')}`)", MISSING: f" (`{store.download_command(name)}`)",
                 CORRUPT: f"; {store.fix_hint(store.spec(name), st.path)}"}
         detail = f" ({st.detail})" if st.detail and st.state == CORRUPT else ""
         bundled = " embedded" if store.spec(name).bundled else ""

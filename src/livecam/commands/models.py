@@ -12,7 +12,6 @@ import click
 from livecam.atomic import AtomicOutput, check_new_output
 from livecam.console import agree, counted, one_line
 from livecam.errors import EXIT_MODEL, InputError, LicenseNotAcceptedError, ModelError
-from livecam.models.catalog import download_command
 from livecam.paths import why_missing
 from livecam.models.store import (CORRUPT, MISSING, PRESENT, UNPINNED, VERIFIED, ModelState, ModelStore,
                                   tty_confirm)
@@ -85,7 +84,7 @@ def download_models(settings: RuntimeSettings, names: tuple[str, ...], accept: b
         # --all: a count and the command again; every model's name twice made a line of 600 characters
         what = counted(len(listed), "missing model") if every else ", ".join(listed)
         raise ModelError(f"offline mode forbids downloading {what}; run "
-                         f"`{download_command(*listed, catalog=store.catalog, every=every)}` without "
+                         f"`{store.download_command(*listed, every=every)}` without "
                          f"--offline/LIVECAM_OFFLINE")
     if not settings.accept_license:
         refused: list[str] = []
@@ -103,7 +102,7 @@ def download_models(settings: RuntimeSettings, names: tuple[str, ...], accept: b
             raise LicenseNotAcceptedError(
                 f"{', '.join(refused)} {agree(len(refused), 'needs its', 'need their')} licence accepted "
                 f"before downloading; "
-                f"rerun with --accept-license (`{download_command(*listed, catalog=store.catalog, every=every)}`)")
+                f"rerun with --accept-license (`{store.download_command(*listed, every=every)}`)")
         settings = replace(settings, accept_license=True)  # what was asked above now counts as accepted
         store = ModelStore(settings, progress=not settings.quiet, confirm=lambda spec: False)
     for spec in specs:
@@ -161,7 +160,7 @@ def verify_models(settings: RuntimeSettings, names: tuple[str, ...]) -> int:
     problems = [f"{counted(failed, 'model file')} failed verification"] if failed else []
     if missing:
         problems.append(f"{', '.join(missing)} {agree(len(missing), 'is', 'are')} not downloaded "
-                        f"(`{download_command(*missing)}`)")
+                        f"(`{store.download_command(*missing)}`)")
     if problems:
         _echo(f"livecam: error: {'; '.join(problems)}", err=True)
         return EXIT_MODEL
@@ -219,4 +218,5 @@ def _convert_fp16(settings: RuntimeSettings, name: str, output: Path | None) -> 
                          f"not {name!r}")
     from livecam.models import fp16
 
-    return fp16.rebuild(ModelStore(settings, progress=not settings.quiet), name)
+    store = ModelStore(settings, progress=not settings.quiet)
+    return fp16.converted(store, name, store.path(name), fresh=True)

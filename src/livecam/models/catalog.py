@@ -6,6 +6,7 @@ SHA256SUMS that ships beside the embedded default models.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -333,36 +334,48 @@ def every_model_bytes() -> int:
     return sum(spec.size or 0 for spec in CATALOG.values() if spec.downloadable)
 
 
-def download_command(*names: str, catalog: Mapping[str, ModelSpec] | None = None, every: bool = False) -> str:
-    """The command that fetches these models (of `catalog`, by default CATALOG), `--accept-license`
-    included where a licence needs it: without the flag and a terminal to ask on, the download is
-    refused. `every`: they are all the missing ones, fetched by `--all` rather than named."""
+def livecam_command(words: str, models_dir: Path | None = None) -> str:
+    """The livecam command line a message names: `livecam WORDS`, with `--models-dir DIR` (quoted
+    for the shell) when the run was given one (RuntimeSettings.typed_models_dir): without it the
+    command, run as given, fetched into the default folder and the run failed again. It goes
+    before WORDS, as every livecam option does (after the subcommand it is "No such option")."""
+    folder = "" if models_dir is None else f" --models-dir {shlex.quote(str(models_dir))}"
+    return f"livecam{folder} {words}"
+
+
+def download_command(*names: str, catalog: Mapping[str, ModelSpec] | None = None, every: bool = False,
+                     models_dir: Path | None = None) -> str:
+    """The command that fetches these models (of `catalog`, by default CATALOG) into `models_dir`
+    (livecam_command), `--accept-license` included where a licence needs it: without the flag and a
+    terminal to ask on, the download is refused. `every`: they are all the missing ones, fetched
+    by `--all` rather than named."""
     known = CATALOG if catalog is None else catalog
     licensed = any(known[name].needs_acceptance for name in names if name in known)
-    asked = "--all" if every else " ".join(names)
-    return f"livecam models download {asked}" + (" --accept-license" if licensed else "")
+    asked = "--all" if every else " ".join(map(shlex.quote, names))
+    return livecam_command(f"models download {asked}" + (" --accept-license" if licensed else ""), models_dir)
 
-def fp16_command(name: str) -> str:
-    """The command that makes model `name`'s fp16 copy (models/fp16.py) again from its fp32 file,
-    over the copy that is there."""
-    return f"livecam models convert --fp16 {name}"
+
+def fp16_command(name: str, models_dir: Path | None = None) -> str:
+    """The command that makes model `name`'s fp16 copy (models/fp16.py) in `models_dir` again from
+    its fp32 file, over the copy that is there."""
+    return livecam_command(f"models convert --fp16 {shlex.quote(name)}", models_dir)
 
 
 def repair(name: str, catalog: Mapping[str, ModelSpec] | None = None, folder: bool = False,
-           precision: str = "fp32") -> str:
-    """The one repair line for a bad model file `name` (of `catalog`, by default CATALOG): its
-    download replaces a file that fails its checks by itself (commands/models._replace_corrupt),
-    so there is nothing to delete first; a folder in the file's place is the user's to move away
-    (the download refuses to touch it); an embedded model comes back only with a reinstall.
-    `precision` "fp16": the file is the model's fp16 copy, converted here from the fp32 file
-    (which a download leaves as it is): converted again."""
+           precision: str = "fp32", models_dir: Path | None = None) -> str:
+    """The one repair line for a bad model file `name` (of `catalog`, by default CATALOG) in
+    `models_dir` (livecam_command): its download replaces a file that fails its checks by itself
+    (commands/models._replace_corrupt), so there is nothing to delete first; a folder in the
+    file's place is the user's to move away (the download refuses to touch it); an embedded
+    model comes back only with a reinstall. `precision` "fp16": the file is the model's fp16
+    copy, converted here from the fp32 file (which a download leaves as it is): converted again."""
     if precision == "fp16":
-        return f"run `{fp16_command(name)}`, which replaces it"
+        return f"run `{fp16_command(name, models_dir)}`, which replaces it"
     known = CATALOG if catalog is None else catalog
     spec = known.get(name)
     if spec is not None and spec.bundled:
         return "reinstall livecam to restore the embedded models"
-    command = download_command(name, catalog=known)
+    command = download_command(name, catalog=known, models_dir=models_dir)
     return f"move it away and run `{command}`" if folder else f"run `{command}`, which replaces it"
 
 # What the default run (embedded models, mesh swapper) opens: short range to try `auto`'s

@@ -122,27 +122,20 @@ def cached_paths(root: Path, name: str, digest: str) -> tuple[Path, Path]:
     return folder / f"{stem}.onnx", folder / f"{stem}.json"
 
 
-def converted(store: ModelStore, name: str, fp32: Path) -> Path:
+def converted(store: ModelStore, name: str, fp32: Path, *, fresh: bool = False) -> Path:
     """The checked fp16 copy of the verified fp32 file `fp32` of model `name`: converted and
     checked on the first call for this file, read from the cache after. ModelError (one line
-    naming the model and --enhancer-precision fp32) when it cannot be made or fails the check."""
+    naming the model and --enhancer-precision fp32) when it cannot be made or fails the check.
+    `fresh` (`livecam models convert --fp16 NAME`, catalog.fp16_command): converted and checked
+    anew over the copy and record there, whatever they say (a copy damaged after its check keeps
+    its size and was used as it is; only this replaces it)."""
     copy, record = cached_paths(store.root, name, store.digest(fp32))
-    verdict = _verdict(copy, record)
+    verdict = None if fresh else _verdict(copy, record)
     if verdict == "":
         return copy
     if verdict is not None:
         raise _refused(name, verdict)
     store.describe(name)  # a file of another model is said as such, before a conversion of it is made and kept
-    return _convert_and_check(name, fp32, copy, record, store.settings)
-
-
-def rebuild(store: ModelStore, name: str) -> Path:
-    """`livecam models convert --fp16 NAME` (catalog.fp16_command): the copy of `name`'s verified
-    fp32 file converted and checked anew, over the copy and record there, whatever they say (a
-    copy damaged after its check keeps its size and was used as it is; only this replaces it)."""
-    fp32 = store.path(name)
-    store.describe(name)
-    copy, record = cached_paths(store.root, name, store.digest(fp32))
     return _convert_and_check(name, fp32, copy, record, store.settings)
 
 

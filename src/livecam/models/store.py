@@ -12,6 +12,7 @@ import difflib
 import json
 import logging
 import os
+import shlex
 import shutil
 import sys
 import threading
@@ -23,7 +24,7 @@ from typing import Any, Callable, Mapping
 from livecam.atomic import AtomicOutput
 from livecam.errors import DownloadError, InputError, LicenseNotAcceptedError, ModelError
 from livecam.models import catalog as catalog_module
-from livecam.models.catalog import ArchiveSpec, ModelSpec, TensorSpec, download_command, repair
+from livecam.models.catalog import ArchiveSpec, ModelSpec, TensorSpec, download_command, livecam_command, repair
 from livecam.models.download import (DownloadPolicy, ProxyRefused, Unreachable, download, part_path,
                                      sha256_file)
 from livecam.models.onnx_wire import framing_problem
@@ -71,12 +72,12 @@ def models_root_named(settings: RuntimeSettings) -> str:
     return f"the models folder {models_root(settings)} ({where})"
 
 
-def copy_into(spec: ModelSpec, folder: str | Path) -> str:
-    """How to put a model that cannot be downloaded now into `folder`: copy its file there, or
-    convert the checkpoint it comes from (an enhancer's message said only "copy gfpgan_1.4.onnx",
-    to a user holding GFPGANv1.4.pth)."""
-    convert = (f", or make it from {spec.converted_from} with `livecam models convert {spec.converted_from}`"
-               if spec.converted_from else "")
+def copy_into(spec: ModelSpec, folder: str | Path, models_dir: Path | None = None) -> str:
+    """How to put a model that cannot be downloaded now into `folder` (given as `models_dir`:
+    catalog.livecam_command): copy its file there, or convert the checkpoint it comes from (an
+    enhancer's message said only "copy gfpgan_1.4.onnx", to a user holding GFPGANv1.4.pth)."""
+    command = livecam_command(f"models convert {shlex.quote(spec.converted_from or '')}", models_dir)
+    convert = f", or make it from {spec.converted_from} with `{command}`" if spec.converted_from else ""
     return f"copy {spec.file_name} into {folder}{convert}"
 
 
@@ -210,7 +211,7 @@ class ModelStore:
         if state is None or state.state == MISSING:
             return ""
         return (f"{state.path} is corrupt ({state.detail}); {self.fix_hint(spec, state.path)}"
-                + ("" if spec.bundled else " (`livecam models verify` checks every model)"))
+                + ("" if spec.bundled else f" (`{self.command('models verify')}` checks every model)"))
 
     # ---- the main entry point ---------------------------------------------------------------
     def path(self, name: str) -> Path:
@@ -461,7 +462,15 @@ class ModelStore:
         """catalog.repair for model `spec` (a folder at `path`: moved away first; precision
         "fp16": its fp16 copy, converted again)."""
         return repair(spec.name, catalog={spec.name: spec}, folder=path is not None and path.is_dir(),
-                      precision=precision)
+                      precision=precision, models_dir=self.settings.typed_models_dir)
+
+    def command(self, words: str) -> str:
+        """`livecam WORDS` on this models folder (catalog.livecam_command)."""
+        return livecam_command(words, self.settings.typed_models_dir)
+
+    def download_command(self, *names: str, every: bool = False) -> str:
+        """catalog.download_command of these models into this models folder."""
+        return download_command(*names, catalog=self.catalog, every=every, models_dir=self.settings.typed_models_dir)
 
     # ---- downloading ------------------------------------------------------------------------
     def _ensure_downloadable(self, spec: ModelSpec) -> None:
@@ -474,18 +483,18 @@ class ModelStore:
                              f"{self.fix_hint(spec, where)}")
         if not spec.downloadable:
             raise ModelError(f"model {spec.name} is missing ({where}) and cannot be downloaded; "
-                             f"{copy_into(spec, self.root)}")
+                             f"{copy_into(spec, self.root, self.settings.typed_models_dir)}")
         if self.settings.offline:
             raise ModelError(f"model {spec.name} is missing ({where}) and offline mode forbids downloading it; "
-                             f"run `{download_command(spec.name, catalog={spec.name: spec})}` while online, "
-                             f"or {copy_into(spec, self.root)}")
+                             f"run `{self.download_command(spec.name)}` while online, "
+                             f"or {copy_into(spec, self.root, self.settings.typed_models_dir)}")
         if spec.needs_acceptance and not self.settings.accept_license:
             if self.confirm is None or not self.confirm(spec):
                 raise LicenseNotAcceptedError(
                     f"model {spec.name} is licensed \"{spec.licence}\" ({spec.licence_url}); to accept it "
                     # livecam's own option: after the command it was "No such option"
                     f"and download, rerun with --accept-license before the command (`livecam --accept-license "
-                    f"COMMAND ...`) or run `{download_command(spec.name, catalog={spec.name: spec})}`")
+                    f"COMMAND ...`) or run `{self.download_command(spec.name)}`")
 
     def _download_lock(self, spec: ModelSpec) -> Any:
         from filelock import FileLock, Timeout
@@ -554,7 +563,7 @@ class ModelStore:
             hosts = " or ".join(dict.fromkeys(host for exc in offline for host in exc.hosts))
             return DownloadError(f"could not download {spec.file_name}: cannot reach {hosts} ({offline[0].why}); "
                                  f"connect this machine to the network (or set HTTPS_PROXY to your proxy), or "
-                                 f"{copy_into(spec, models_root_named(self.settings))}")
+                                 f"{copy_into(spec, models_root_named(self.settings), self.settings.typed_models_dir)}")
         if len(errors) == 1:
             return errors[0]
         return DownloadError("; ".join(exc.message for exc in errors))

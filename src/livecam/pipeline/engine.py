@@ -96,7 +96,8 @@ def warn_mesh_fallback(missing: Sequence[str], store: Any = None) -> None:
     absent = [n for n in missing if not damage[n]]
     folder = store.file_path(missing[0]).parent if store is not None else "the models folder"
     files = registry.listed([CATALOG[n].file_name for n in absent]) if absent else ""
-    why = ([f"{files} not in {folder}; `{download_command(*absent)}` fetches {agree(len(absent), 'it', 'them')} "
+    fetch = store.download_command(*absent) if store is not None else download_command(*absent)
+    why = ([f"{files} not in {folder}; `{fetch}` fetches {agree(len(absent), 'it', 'them')} "
             "for the neural swap"] if absent else [])
     fp16 = (f"; {FP16_HINT}" if "inswapper_128" in missing and "w600k_r50" not in missing and store is not None
             and store.is_present("inswapper_128_fp16") else "")
@@ -108,7 +109,7 @@ def warn_detector_fallback(store: Any) -> None:
     """The neural swap runs, but on the embedded BlazeFace: det_10g (SCRFD) is absent or damaged;
     it was silent, or blamed for a mesh swap that did not happen."""
     why = store.damage("det_10g") or (f"{CATALOG['det_10g'].file_name} is not in {store.file_path('det_10g').parent}; "
-                                      f"`{download_command('det_10g')}` fetches it")
+                                      f"`{store.download_command('det_10g')}` fetches it")
     log.warning("warning: the neural swap finds faces with the embedded BlazeFace detector: %s; "
                 "--detector blazeface silences this", why)
 
