@@ -112,11 +112,7 @@ def plan_job(job: VideoJob, segment_seconds: float, overlap_seconds: float | Non
     segments = plan_segments(index, segment_seconds, overlap)
     with VideoReader(job.input) as reader:
         info = reader.info
-    # a cut-short input is said once, as a whole-file run says it after decoding
-    read_to = float(max(index.pts) * index.time_base) - index.origin + 1 / float(info.rate)
-    ending = ReadEnd.of(info, job.input.name, len(index.pts), read_to)
-    if ending.short:
-        log.warning("warning: %s", ending.said(writes=True))
+    # a cut-short input is said by its last segment, which decodes to where the read ends (_to_the_end)
     if index.headless[0]:
         say_headless(job.input.name, *index.headless, index.seconds(min(index.pts)), writes=True)
     say_left_out(info, job, timecode=info.timecode is not None)  # once per file: the workers' logs are not shown
@@ -191,7 +187,9 @@ def run_segment(job: VideoJob, segment: Segment, engine: FileEngine, *, name: st
         except BaseException:
             writer.abort()
             raise
-        if stats.frames != segment.frames:
+        # the last segment of a cut file decodes fewer frames than it has packets (the last one
+        # cut off): as a whole-file run, the output stops where the read does (_to_the_end)
+        if stats.frames != segment.frames and not (segment.end_time is None and stats.frames < segment.frames):
             raise InputError(f"{name}: decoded {stats.frames} frames where the plan has {segment.frames}; "
                              "the file is damaged there: run it without --cluster")
         part = EncodedPart(data=spec.path.read_bytes(), format=fmt, time_base=info.time_base,
@@ -207,9 +205,35 @@ def joined_stats(results: Sequence[SegmentResult]) -> RunStats:
 def _segment_frames(reader: VideoReader | ChunkReader, segment: Segment, engine: FileEngine, job: VideoJob,
                     name: str, label: LabelPlacement | None = None) -> Iterator[DecodedFrame]:
     """The segment's frames to write, each held until the next says how long it lasts
-    (video_reader.held_until_next), the last until the next segment's first frame or the video's end."""
-    return held_until_next(_written_frames(reader, segment, engine, job, name, label),
-                           lambda: segment.end_time if segment.end_time is not None else reader.info.end)
+    (video_reader.held_until_next), the last until the next segment's first frame or, in the
+    last segment, where the whole file's read ends (_to_the_end)."""
+    frames = _written_frames(reader, segment, engine, job, name, label)
+    if segment.end_time is not None:
+        return held_until_next(frames, lambda: segment.end_time)
+    return _to_the_end(frames, reader, segment, job.input.name)
+
+
+def _to_the_end(frames: Iterator[DecodedFrame], reader: VideoReader | ChunkReader, segment: Segment,
+                name: str) -> Generator[DecodedFrame, None, None]:
+    """The last segment's frames, the last held until where a whole-file read of the input ends
+    (ReadEnd.last_end: where the file says, or one frame when the read was cut short), with the
+    whole-file read's one warning when it was (the count and time of the frames decoded, not of
+    the packets the plan found: a cut file's last packet may not decode)."""
+    read = [segment.first, 0.0]  # frames of the file read so far, the last one's time
+
+    def counted() -> Generator[DecodedFrame, None, None]:
+        for frame in frames:
+            read[0], read[1] = read[0] + 1, frame.time
+            yield frame
+
+    def last_end() -> float | None:
+        info = reader.info
+        ending = ReadEnd.of(info, name, int(read[0]), read[1] + 1 / float(info.rate))
+        if ending.short:
+            log.warning("warning: %s", ending.said(writes=True))
+        return ending.last_end
+
+    return held_until_next(counted(), last_end)
 
 
 def _written_frames(reader: VideoReader | ChunkReader, segment: Segment, engine: FileEngine, job: VideoJob,
