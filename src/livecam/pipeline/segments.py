@@ -192,8 +192,9 @@ def run_segment(job: VideoJob, segment: Segment, engine: FileEngine, *, name: st
         if stats.frames != segment.frames and not (segment.end_time is None and stats.frames < segment.frames):
             raise InputError(f"{name}: decoded {stats.frames} frames where the plan has {segment.frames}; "
                              "the file is damaged there: run it without --cluster")
-        part = EncodedPart(data=spec.path.read_bytes(), format=fmt, time_base=info.time_base,
-                           times=tuple(writer.packet_times), name=name)
+        # a cut file's last segment may decode nothing (its only packet cut through): an empty part
+        data = spec.path.read_bytes() if stats.frames else b""
+        part = EncodedPart(data=data, format=fmt, time_base=info.time_base, times=tuple(writer.packet_times), name=name)
     return SegmentResult(part=part, stats=stats)
 
 
@@ -219,21 +220,19 @@ def _to_the_end(frames: Iterator[DecodedFrame], reader: VideoReader | ChunkReade
     (ReadEnd.last_end: where the file says, or one frame when the read was cut short), with the
     whole-file read's one warning when it was (the count and time of the frames decoded, not of
     the packets the plan found: a cut file's last packet may not decode)."""
-    read = [segment.first, 0.0]  # frames of the file read so far, the last one's time
+    step = 1 / float(reader.info.rate)
+    ending: list[ReadEnd] = []
 
     def counted() -> Generator[DecodedFrame, None, None]:
+        count, read_to = segment.first, segment.first_time  # frames of the file read, where the last one ends
         for frame in frames:
-            read[0], read[1] = read[0] + 1, frame.time
+            count, read_to = count + 1, frame.time + step
             yield frame
+        ending.append(ReadEnd.of(reader.info, name, count, read_to))
+        if ending[0].short:  # said here: with no frame decoded, no last frame asks its end
+            log.warning("warning: %s", ending[0].said(writes=True))
 
-    def last_end() -> float | None:
-        info = reader.info
-        ending = ReadEnd.of(info, name, int(read[0]), read[1] + 1 / float(info.rate))
-        if ending.short:
-            log.warning("warning: %s", ending.said(writes=True))
-        return ending.last_end
-
-    return held_until_next(counted(), last_end)
+    return held_until_next(counted(), lambda: ending[0].last_end)
 
 
 def _written_frames(reader: VideoReader | ChunkReader, segment: Segment, engine: FileEngine, job: VideoJob,
@@ -283,7 +282,7 @@ def write_joined(plan: SegmentPlan, results: Sequence[SegmentResult], *,
         last = plan.segments[len(results) - 1]
         end = last.end_time
     with AtomicOutput(job.output, force=job.force, started=plan.output) as output:
-        kept = join_parts([r.part for r in results], output.temp, fmt=container_format(job.output),
+        kept = join_parts([r.part for r in results if r.part.times], output.temp, fmt=container_format(job.output),
                           metadata=dict(CONTAINER_METADATA), audio_from=job.input if keep_audio else None,
                           shown=job.output, audio_end=end, chapters=info.chapters, subtitles_from=job.input,
                           attachments_from=job.input,
