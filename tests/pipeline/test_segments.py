@@ -489,3 +489,38 @@ def test_a_variable_rate_clip_split_ends_where_it_does_whole(tmp_path: Path, fmt
     assert probe(split.output)["times"] == pytest.approx(probe(whole.output)["times"], abs=1e-3)
     assert video_end(split.output) == pytest.approx(video_end(whole.output), abs=2e-3)
     assert video_end(whole.output) == pytest.approx(times[-1] + 0.4, abs=0.03)  # (+ the AAC priming in Matroska)
+
+
+@pytest.mark.parametrize("kind, chunks, at_the_cut", [("faststart.mp4", False, False), ("faststart.mp4", True, False),
+                                                     ("faststart.mp4", False, True), ("mkv", False, False)])
+def test_a_cut_short_input_split_is_written_as_a_whole_file_run_writes_it(
+        tmp_path: Path, kind: str, chunks: bool, at_the_cut: bool, caplog: pytest.LogCaptureFixture) -> None:
+    """A cut MP4 whose last packet was cut through (38 packets, 37 frames decode): its last
+    segment failed, 'decoded 7 frames where the plan has 8' (exit 2), where a whole-file run
+    writes the 37 frames with one warning, and the plan's warning counted 38. A cut Matroska
+    file's last frame lasted to the 2 s its header states: the output froze 0.7 s past where
+    the whole-file run's ends. `at_the_cut`: the last segment is the packet that does not decode
+    alone (it failed the run where it decoded nothing)."""
+    from tests.pipeline.test_file import _cut_recording
+
+    cut = _cut_recording(tmp_path, kind, audio=False)
+
+    def said() -> list[str]:
+        lines = [r.getMessage() for r in caplog.records if "could be read" in r.getMessage()]
+        caplog.clear()
+        return lines
+
+    with caplog.at_level("WARNING", logger="livecam"):
+        here = process_video(job_for(cut, tmp_path / "here.mkv", "libx264"), SmoothingEngine(), quiet=True)
+        said_here = said()
+        seconds = here.stats.frames / 30 - 0.001 if at_the_cut else 1.0  # cut at the first frame that does not decode
+        plan, _ = process_segmented(job_for(cut, tmp_path / "split.mkv", "libx264"), SmoothingEngine(),
+                                    segment_seconds=seconds, overlap_seconds=0.5, chunks=chunks)
+        said_split = said()
+    whole, split = probe(tmp_path / "here.mkv"), probe(tmp_path / "split.mkv")
+    assert [read_index(image) for image in split["images"]] == [read_index(image) for image in whole["images"]]
+    assert len(split["images"]) == here.stats.frames < 60
+    assert video_end(tmp_path / "split.mkv") == pytest.approx(video_end(tmp_path / "here.mkv"), abs=2e-3)
+    assert len(said_here) == 1 and said_split == said_here, (said_here, said_split)
+    if at_the_cut:
+        assert [(s.first, s.end) for s in plan.segments][-1] == (here.stats.frames, here.stats.frames + 1)

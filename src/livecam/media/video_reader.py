@@ -1034,7 +1034,7 @@ def _shown_frames(counted: int | None, duration: float | None, rate: Fraction) -
 @dataclass(frozen=True)
 class ReadEnd:
     """How a read of a video's frames ended against what its header announces (VideoReader.frames
-    after decoding, a segmented run's plan after its one demux pass): a read short of it (cut
+    after decoding, a segmented run's last segment after decoding to the end): a read short of it (cut
     short: a crash, a full disk, a partial download; or a demuxer that lost sync in damaged data
     and just ended) gives the frames read, said in one warning."""
 

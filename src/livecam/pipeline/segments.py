@@ -112,11 +112,7 @@ def plan_job(job: VideoJob, segment_seconds: float, overlap_seconds: float | Non
     segments = plan_segments(index, segment_seconds, overlap)
     with VideoReader(job.input) as reader:
         info = reader.info
-    # a cut-short input is said once, as a whole-file run says it after decoding
-    read_to = float(max(index.pts) * index.time_base) - index.origin + 1 / float(info.rate)
-    ending = ReadEnd.of(info, job.input.name, len(index.pts), read_to)
-    if ending.short:
-        log.warning("warning: %s", ending.said(writes=True))
+    # a cut-short input is said by its last segment, which decodes to where the read ends (_to_the_end)
     if index.headless[0]:
         say_headless(job.input.name, *index.headless, index.seconds(min(index.pts)), writes=True)
     say_left_out(info, job, timecode=info.timecode is not None)  # once per file: the workers' logs are not shown
@@ -191,11 +187,14 @@ def run_segment(job: VideoJob, segment: Segment, engine: FileEngine, *, name: st
         except BaseException:
             writer.abort()
             raise
-        if stats.frames != segment.frames:
+        # the last segment of a cut file decodes fewer frames than it has packets (the last one
+        # cut off): as a whole-file run, the output stops where the read does (_to_the_end)
+        if stats.frames != segment.frames and not (segment.end_time is None and stats.frames < segment.frames):
             raise InputError(f"{name}: decoded {stats.frames} frames where the plan has {segment.frames}; "
                              "the file is damaged there: run it without --cluster")
-        part = EncodedPart(data=spec.path.read_bytes(), format=fmt, time_base=info.time_base,
-                           times=tuple(writer.packet_times), name=name)
+        # a cut file's last segment may decode nothing (its only packet cut through): an empty part
+        data = spec.path.read_bytes() if stats.frames else b""
+        part = EncodedPart(data=data, format=fmt, time_base=info.time_base, times=tuple(writer.packet_times), name=name)
     return SegmentResult(part=part, stats=stats)
 
 
@@ -207,9 +206,33 @@ def joined_stats(results: Sequence[SegmentResult]) -> RunStats:
 def _segment_frames(reader: VideoReader | ChunkReader, segment: Segment, engine: FileEngine, job: VideoJob,
                     name: str, label: LabelPlacement | None = None) -> Iterator[DecodedFrame]:
     """The segment's frames to write, each held until the next says how long it lasts
-    (video_reader.held_until_next), the last until the next segment's first frame or the video's end."""
-    return held_until_next(_written_frames(reader, segment, engine, job, name, label),
-                           lambda: segment.end_time if segment.end_time is not None else reader.info.end)
+    (video_reader.held_until_next), the last until the next segment's first frame or, in the
+    last segment, where the whole file's read ends (_to_the_end)."""
+    frames = _written_frames(reader, segment, engine, job, name, label)
+    if segment.end_time is not None:
+        return held_until_next(frames, lambda: segment.end_time)
+    return _to_the_end(frames, reader, segment, job.input.name)
+
+
+def _to_the_end(frames: Iterator[DecodedFrame], reader: VideoReader | ChunkReader, segment: Segment,
+                name: str) -> Generator[DecodedFrame, None, None]:
+    """The last segment's frames, the last held until where a whole-file read of the input ends
+    (ReadEnd.last_end: where the file says, or one frame when the read was cut short), with the
+    whole-file read's one warning when it was (the count and time of the frames decoded, not of
+    the packets the plan found: a cut file's last packet may not decode)."""
+    step = 1 / float(reader.info.rate)
+    ending: list[ReadEnd] = []
+
+    def counted() -> Generator[DecodedFrame, None, None]:
+        count, read_to = segment.first, segment.first_time  # frames of the file read, where the last one ends
+        for frame in frames:
+            count, read_to = count + 1, frame.time + step
+            yield frame
+        ending.append(ReadEnd.of(reader.info, name, count, read_to))
+        if ending[0].short:  # said here: with no frame decoded, no last frame asks its end
+            log.warning("warning: %s", ending[0].said(writes=True))
+
+    return held_until_next(counted(), lambda: ending[0].last_end)
 
 
 def _written_frames(reader: VideoReader | ChunkReader, segment: Segment, engine: FileEngine, job: VideoJob,
@@ -259,7 +282,7 @@ def write_joined(plan: SegmentPlan, results: Sequence[SegmentResult], *,
         last = plan.segments[len(results) - 1]
         end = last.end_time
     with AtomicOutput(job.output, force=job.force, started=plan.output) as output:
-        kept = join_parts([r.part for r in results], output.temp, fmt=container_format(job.output),
+        kept = join_parts([r.part for r in results if r.part.times], output.temp, fmt=container_format(job.output),
                           metadata=dict(CONTAINER_METADATA), audio_from=job.input if keep_audio else None,
                           shown=job.output, audio_end=end, chapters=info.chapters, subtitles_from=job.input,
                           attachments_from=job.input,
