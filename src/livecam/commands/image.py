@@ -47,7 +47,7 @@ def run_image(job: ImageJob) -> None:
     if job.input.is_dir():  # "is a folder, not an image file" left a folder run (as `video` takes) to guess
         raise InputError(f"{job.input} is a folder; `livecam image` changes one image a run: give one of its "
                          f"images (a folder in, a folder out is for videos: `livecam video`)")
-    image, profile, dpi = read_image_and_profile(job.input)
+    image, profile, dpi, grey = read_image_and_profile(job.input)
     check_output_path(job.output, force=job.force, input_path=job.input, processing=job.processing,
                       size=(image.shape[1], image.shape[0]))
     bgr, alpha = split_alpha(image)
@@ -93,7 +93,7 @@ def run_image(job: ImageJob) -> None:
     marker = open_watermarker(job.processing.runtime, engine.providers) if job.watermark else None
     write_image_atomic(job.output, packet.image, force=job.force, label=job.label, alpha=alpha,
                        watermark=marker.embed if marker else None, icc=profile, dpi=dpi,
-                       faces=[face.bbox for face in packet.faces],
+                       faces=[face.bbox for face in packet.faces], grey=grey,
                        sign=(lambda data: signing.sign_bytes(data, job.output)) if signing else None)
     output_done()  # written and valid: a signal from now on is not an interruption
     log.info("wrote %s (%s, %.1f s; %s)", job.output, registry.changed(count, job.processing.frame_processors, small),
