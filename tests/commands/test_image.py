@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -102,6 +103,22 @@ def test_a_grey_picture_comes_back_grey(given: str, written: str, alpha: bool, t
     assert provenance.is_marked_synthetic(out)
     x1, y1, x2, y2 = provenance.label_box(written_pixels.shape)
     assert diff[y1:y2, x1:x2].max() > 60  # the visible label
+
+
+def test_a_grey_picture_with_the_watermark_comes_back_in_colour_and_says_why(tmp_path: Path, faces_dir: Path,
+                                                                            isolated_env: dict[str, str]) -> None:
+    # The invisible watermark lives in the colours: a grey output read as unmarked (13 of 32 bits off)
+    target, out = tmp_path / "grey.png", tmp_path / "out.png"
+    cv2.imwrite(str(target), cv2.cvtColor(cv2.imread(str(small(faces_dir, "obama.jpg", tmp_path))),
+                                          cv2.COLOR_BGR2GRAY))
+    result = run_cli(["image", str(target), str(out), "-s", str(faces_dir / "biden.jpg"), "--swap-model", "mesh"],
+                     env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    assert "note: grey.png is grey, but its output is written in colour" in result.stderr
+    assert "--no-watermark writes it grey" in result.stderr
+    assert cv2.imread(str(out), cv2.IMREAD_UNCHANGED).shape[2] == 3
+    found = run_cli(["verify", "--json", str(out)], env=isolated_env)
+    assert json.loads(found.stdout)[0]["watermark"]["found"], found.stdout
 
 
 def test_auto_without_inswapper_falls_back_to_mesh_with_one_warning(

@@ -41,6 +41,16 @@ def check_given_identity(c2pa: C2paSettings) -> None:
 ONE_FRAME: Mapping[str, str] = MappingProxyType({"--smoothing": "nothing to smooth across",
                                                  "--execution-threads": "its models get every core"})
 
+def watermark_needs_colour(job: ImageJob) -> bool:
+    """Whether a grey input is written in colour for its invisible watermark, with a note: the
+    watermark lives in the colours, so a grey output drops it (no grey version of it reads)."""
+    if not job.watermark:
+        return False
+    log.warning("note: %s is grey, but its output is written in colour: the invisible watermark is held "
+                "in the colours, which a grey picture drops (--no-watermark writes it grey)", job.input.name)
+    return True
+
+
 def run_image(job: ImageJob) -> None:
     from livecam.pipeline.engine import Engine
 
@@ -51,6 +61,7 @@ def run_image(job: ImageJob) -> None:
     check_output_path(job.output, force=job.force, input_path=job.input, processing=job.processing,
                       size=(image.shape[1], image.shape[0]))
     bgr, alpha = split_alpha(image)
+    grey = grey and not watermark_needs_colour(job)
     start = time.perf_counter()
     check_given_identity(job.c2pa)
     # One frame: its sessions get every core, whatever --execution-threads says.
