@@ -1,4 +1,4 @@
-"""docs/ARCHITECTURE.md stays true of the tree: every module is named, the exit codes match."""
+"""docs/ARCHITECTURE.md stays true of the tree: every module is named, the exit codes match (and README.md's)."""
 
 from __future__ import annotations
 
@@ -27,3 +27,13 @@ def test_exit_codes_match_errors_module() -> None:
     expected = (f"({errors.EXIT_USAGE} input, {errors.EXIT_MODEL} model, {errors.EXIT_PROVIDER} provider, "
                 f"{errors.EXIT_INTERRUPTED} interrupted, {errors.EXIT_FAILURE} other")
     assert expected in " ".join(text.split())
+
+
+def test_the_readme_says_which_missing_devices_are_input_errors() -> None:
+    # `run` exits 2 for a camera, display or virtual camera missing at start (errors.py's entry
+    # above): the README's exit codes named the first two only
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert (
+        "2 bad usage or input (a camera, display or virtual camera `run` finds missing at start,"
+        " or a camera that gives no frame, counts as input)"
+    ) in readme

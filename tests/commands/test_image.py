@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -62,6 +63,62 @@ def test_mesh_swap_on_real_photos(tmp_path: Path, faces_dir: Path, isolated_env:
     assert provenance.read_jpeg_description(out) == provenance.DESCRIPTION
     x1, y1, x2, y2 = provenance.label_box(after.shape)
     assert diff[y1:y2, x1:x2].max() > 60  # the visible label
+    assert cv2.imread(str(out), cv2.IMREAD_UNCHANGED).shape[2] == 3  # a colour photo stays colour
+
+
+@pytest.mark.parametrize("given, written, alpha", [("png", "png", False), ("jpg", "jpg", False),
+                                                   ("png", "png", True), ("png", "tif", False)])
+def test_a_grey_picture_comes_back_grey(given: str, written: str, alpha: bool, tmp_path: Path, faces_dir: Path,
+                                        isolated_env: dict[str, str]) -> None:
+    # A grey photo (with its alpha or not) was written back as RGB (or RGBA): three times the
+    # samples, and a picture no longer grey to the tools that read it.
+    colour = cv2.imread(str(small(faces_dir, "obama.jpg", tmp_path)))
+    grey = cv2.cvtColor(colour, cv2.COLOR_BGR2GRAY)
+    target, out = tmp_path / f"grey.{given}", tmp_path / f"out.{written}"
+    h, w = grey.shape
+    opacity = np.full_like(grey, 255)
+    opacity[:, : w // 6] = 0  # a transparent band on the left
+    cv2.imwrite(str(target), np.dstack([grey, grey, grey, opacity]) if alpha else grey)
+    if alpha:  # OpenCV writes no grey with alpha: made one by hand (Pillow, as a user's editor would)
+        from PIL import Image
+
+        Image.fromarray(np.dstack([grey, opacity]), "LA").save(target)
+    result = run_cli(["image", str(target), str(out), "-s", str(faces_dir / "biden.jpg"), "--swap-model", "mesh",
+                      "--no-watermark"], env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    written_pixels = cv2.imread(str(out), cv2.IMREAD_UNCHANGED)
+    if alpha:  # OpenCV reads a grey-and-alpha PNG as BGRA: its header says what the file holds
+        assert out.read_bytes()[25] == 4  # colour type 4: grey with alpha
+        after = written_pixels[..., 0]
+        x1, y1, x2, y2 = provenance.label_box(written_pixels.shape)
+        alpha_after = written_pixels[..., 3].copy()
+        alpha_after[y1:y2, x1:x2] = opacity[y1:y2, x1:x2]
+        assert np.array_equal(alpha_after, opacity)  # the alpha kept (but the label's opaque box)
+    else:
+        assert written_pixels.shape == grey.shape  # one channel
+        after = written_pixels
+    diff = np.abs(after.astype(int) - grey)  # one channel: smaller than a colour photo's largest of three
+    assert (diff[int(h * 0.15):int(h * 0.35), int(w * 0.4):int(w * 0.65)] > 15).mean() > 0.2  # the face
+    assert np.percentile(diff[: int(h * 0.08)], 99) < 12  # the top band: as it was (JPEG noise only)
+    assert provenance.is_marked_synthetic(out)
+    x1, y1, x2, y2 = provenance.label_box(written_pixels.shape)
+    assert diff[y1:y2, x1:x2].max() > 60  # the visible label
+
+
+def test_a_grey_picture_with_the_watermark_comes_back_in_colour_and_says_why(tmp_path: Path, faces_dir: Path,
+                                                                            isolated_env: dict[str, str]) -> None:
+    # The invisible watermark lives in the colours: a grey output read as unmarked (13 of 32 bits off)
+    target, out = tmp_path / "grey.png", tmp_path / "out.png"
+    cv2.imwrite(str(target), cv2.cvtColor(cv2.imread(str(small(faces_dir, "obama.jpg", tmp_path))),
+                                          cv2.COLOR_BGR2GRAY))
+    result = run_cli(["image", str(target), str(out), "-s", str(faces_dir / "biden.jpg"), "--swap-model", "mesh"],
+                     env=isolated_env)
+    assert result.returncode == 0, result.stderr
+    assert "note: grey.png is grey, but its output is written in colour" in result.stderr
+    assert "--no-watermark writes it grey" in result.stderr
+    assert cv2.imread(str(out), cv2.IMREAD_UNCHANGED).shape[2] == 3
+    found = run_cli(["verify", "--json", str(out)], env=isolated_env)
+    assert json.loads(found.stdout)[0]["watermark"]["found"], found.stdout
 
 
 def test_auto_without_inswapper_falls_back_to_mesh_with_one_warning(

@@ -253,7 +253,7 @@ def test_a_16_bit_picture_read_for_an_output_says_the_output_has_8_bits(
     cv2.imwrite(str(deep), np.full((8, 8, 3), 40000, np.uint16))
     cv2.imwrite(str(flat), np.full((8, 8, 3), 156, np.uint8))
     with caplog.at_level(logging.WARNING, logger="livecam"):
-        image, _, _ = images.read_image_and_profile(deep)
+        image, _, _, _ = images.read_image_and_profile(deep)
         images.read_image_and_profile(flat)
         images.read_image(deep)
     assert image.dtype == np.uint8 and image[0, 0].tolist() == [156, 156, 156]

@@ -541,7 +541,7 @@ def test_the_colour_profile_of_the_input_is_carried_to_every_output_format(tmp_p
     assert images.read_image_and_profile(path)[1] == profile
     for ext in images.WRITE_FORMATS:
         out = tmp_path / f"out{ext}"
-        pixels, icc, _ = images.read_image_and_profile(path)
+        pixels, icc, _, _ = images.read_image_and_profile(path)
         images.write_image_atomic(out, pixels, force=True, label=False, icc=icc)
         with Image.open(out) as written:
             assert written.info.get("icc_profile") == profile, ext
@@ -574,7 +574,7 @@ def test_a_photo_piped_in_is_read_once_with_its_profile(tmp_path: Path) -> None:
     # daemon: a reader that never opens the pipe must not hang the tests
     writer = threading.Thread(target=pipe.write_bytes, args=(buffer.getvalue(),), daemon=True)
     writer.start()
-    pixels, icc, _ = images.read_image_and_profile(pipe)
+    pixels, icc, _, _ = images.read_image_and_profile(pipe)
     writer.join(timeout=10)
     assert np.array_equal(pixels, _pattern()) and icc == _profile(size=600)
 
@@ -617,7 +617,7 @@ def test_a_cmyk_tiff_comes_out_without_alpha_like_any_opaque_input(tmp_path: Pat
     Image = pytest.importorskip("PIL.Image", reason="Pillow (the CMYK TIFF writer here) is not installed")
     rgb = _pattern()[..., ::-1]
     Image.fromarray(rgb).convert("CMYK").save(tmp_path / "cmyk.tif")
-    image, _, _ = images.read_image_and_profile(tmp_path / "cmyk.tif")
+    image, _, _, _ = images.read_image_and_profile(tmp_path / "cmyk.tif")
     assert image.shape == (48, 64, 3)
     assert np.abs(image.astype(int) - _pattern()).max() <= 2  # the colours still converted from CMYK
     bgr, alpha = images.split_alpha(image)

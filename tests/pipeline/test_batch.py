@@ -149,6 +149,29 @@ def test_summary_names_each_failed_file_once_and_counts_it(caplog: pytest.LogCap
                      f"error: a.mp4: writing {out / 'a.mp4'} failed: the disk is full"], lines
 
 
+@pytest.mark.parametrize("reason, named", [
+    # by its path as given, absolute, or its bare name: as is
+    ("cannot read clips/a.mp4 as a video", True),
+    ("cannot read {absolute} as a video", True),
+    ("a.mp4: no video stream", True),
+    # the same name in another folder is another file (was taken for the input, named nowhere then):
+    # a linked output's target, the output in another spelling, a copy under the input's folder
+    ("writing /mnt/backup/a.mp4 failed: the disk is full", False),
+    ("writing ../out/a.mp4 failed: the disk is full", False),
+    ("cannot replace out/clips/a.mp4", False),
+    ("a file data.mp4 is in the way", False),  # a longer name ending in it
+])
+def test_a_failed_file_is_named_once_whatever_its_reason_says(reason: str, named: bool,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    clips, out = Path("clips"), Path("out")
+    job = replace(_template(clips, out), input=clips / "a.mp4", output=out / "a.mp4")
+    message = reason.format(absolute=(clips / "a.mp4").absolute())
+    caplog.set_level(logging.INFO, logger="livecam")
+    summarize([FileOutcome(job, error=InputError(message))], 1.0)
+    lines = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert lines[0] == (f"error: {message}" if named else f"error: a.mp4: {message}"), lines
+
+
 def test_summary_exit_codes() -> None:
     job = _template(Path("clips"), Path("out"))
     ok = FileOutcome(job, RunStats(frames=5))

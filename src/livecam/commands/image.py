@@ -41,16 +41,27 @@ def check_given_identity(c2pa: C2paSettings) -> None:
 ONE_FRAME: Mapping[str, str] = MappingProxyType({"--smoothing": "nothing to smooth across",
                                                  "--execution-threads": "its models get every core"})
 
+def watermark_needs_colour(job: ImageJob) -> bool:
+    """Whether a grey input is written in colour for its invisible watermark, with a note: the
+    watermark lives in the colours, so a grey output drops it (no grey version of it reads)."""
+    if not job.watermark:
+        return False
+    log.warning("note: %s is grey, but its output is written in colour: the invisible watermark is held "
+                "in the colours, which a grey picture drops (--no-watermark writes it grey)", job.input.name)
+    return True
+
+
 def run_image(job: ImageJob) -> None:
     from livecam.pipeline.engine import Engine
 
     if job.input.is_dir():  # "is a folder, not an image file" left a folder run (as `video` takes) to guess
         raise InputError(f"{job.input} is a folder; `livecam image` changes one image a run: give one of its "
                          f"images (a folder in, a folder out is for videos: `livecam video`)")
-    image, profile, dpi = read_image_and_profile(job.input)
+    image, profile, dpi, grey = read_image_and_profile(job.input)
     check_output_path(job.output, force=job.force, input_path=job.input, processing=job.processing,
                       size=(image.shape[1], image.shape[0]))
     bgr, alpha = split_alpha(image)
+    grey = grey and not watermark_needs_colour(job)
     start = time.perf_counter()
     check_given_identity(job.c2pa)
     # One frame: its sessions get every core, whatever --execution-threads says.
@@ -93,7 +104,7 @@ def run_image(job: ImageJob) -> None:
     marker = open_watermarker(job.processing.runtime, engine.providers) if job.watermark else None
     write_image_atomic(job.output, packet.image, force=job.force, label=job.label, alpha=alpha,
                        watermark=marker.embed if marker else None, icc=profile, dpi=dpi,
-                       faces=[face.bbox for face in packet.faces],
+                       faces=[face.bbox for face in packet.faces], grey=grey,
                        sign=(lambda data: signing.sign_bytes(data, job.output)) if signing else None)
     output_done()  # written and valid: a signal from now on is not an interruption
     log.info("wrote %s (%s, %.1f s; %s)", job.output, registry.changed(count, job.processing.frame_processors, small),

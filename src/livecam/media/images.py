@@ -2,10 +2,11 @@
 
 read_image() returns BGR or BGRA uint8 whatever the file holds (grayscale, 16-bit, float, L*a*b*,
 alpha, EXIF orientation), and refuses images whose header declares more pixels than MAX_PIXELS before any
-decoding; read_image_and_profile() also gives its RGB colour profile and density, for the output. A GIF is
+decoding; read_image_and_profile() also gives its RGB colour profile, density and whether it is grey, for the
+output. A GIF is
 decoded by FFmpeg (PyAV) where OpenCV has no GIF decoder (before 4.11, or built without one).
-write_image_atomic() encodes to the format of the output's extension (transparency over white where it has none),
-marks the bytes as synthetic (livecam.media.provenance) and writes them through
+write_image_atomic() encodes to the format of the output's extension (transparency over white where it has none;
+grey where the input was and the format holds grey), marks the bytes as synthetic (livecam.media.provenance) and writes them through
 livecam.atomic.AtomicOutput, so a failure never leaves a broken or partial output.
 """
 
@@ -66,6 +67,9 @@ WRITE_FORMATS: dict[str, tuple[str, bool]] = {
 MAX_SIDE = {"webp": 16383, "jpeg": 65535}
 # Read, but not written: a BMP cannot carry the synthetic-media tags (media/provenance.py).
 UNMARKABLE_FORMATS = (".bmp", ".dib")
+# The formats that hold grey pixels (a WebP is always colour); of them, only a PNG holds grey with
+# alpha here (OpenCV encodes no two-channel image: livecam writes that PNG itself, _png_grey_alpha).
+GREY_FORMATS = ("png", "jpeg", "tiff")
 _ENCODE_PARAMS: dict[str, list[int]] = {
     "jpeg": [cv2.IMWRITE_JPEG_QUALITY, 95],
     "png": [cv2.IMWRITE_PNG_COMPRESSION, 3],
@@ -88,24 +92,25 @@ def read_image(path: Path | str, *, face_photo: str = "") -> np.ndarray:
     return _read(Path(path), face_photo)[0]
 
 
-def read_image_and_profile(path: Path | str) -> tuple[np.ndarray, bytes | None, tuple[float, float] | None]:
+def read_image_and_profile(path: Path | str) -> tuple[np.ndarray, bytes | None, tuple[float, float] | None, bool]:
     """read_image(path) for an output made from it, the ICC profile the pixels are in when it
-    describes RGB (a CMYK or grey profile does not fit them) and its density in dots per inch
-    (metadata.density, upright), from one read (`path` may be a pipe): an output written with them
+    describes RGB (a CMYK or grey profile does not fit them), its density in dots per inch
+    (metadata.density, upright) and whether the file holds grey pixels (with alpha or not; for a
+    grey output: a grey photo came back as RGB), from one read (`path` may be a pipe): an output written with them
     shows the colours the input showed, and prints at its size (a 300 dpi photo became 72); without
     the profile, viewers take a Display P3 or Adobe RGB photo for sRGB, duller. A picture of more
     than 8 bits a sample gets a note that the output has 8 (a 16-bit PNG or TIFF lost its depth
     without a word)."""
     path = Path(path)
-    image, profile, bits, dpi = _read(path)
+    image, profile, bits, dpi, grey = _read(path)
     if bits > 8:
         log.warning("note: %s has %d bits a sample; livecam works in 8, so the output has 8 bits", path.name, bits)
-    return image, profile, dpi
+    return image, profile, dpi, grey
 
 
-def _read(path: Path, face_photo: str = "") -> tuple[np.ndarray, bytes | None, int, tuple[float, float] | None]:
+def _read(path: Path, face_photo: str = "") -> tuple[np.ndarray, bytes | None, int, tuple[float, float] | None, bool]:
     """(BGR or BGRA uint8 pixels, RGB ICC profile or None, the decoded bits a sample, the upright
-    density in dots per inch or None)."""
+    density in dots per inch or None, whether the decoded samples were grey)."""
     data = read_image_bytes(path)
     fmt = md.sniff_format(data)
     if fmt is None:
@@ -159,13 +164,20 @@ def _read(path: Path, face_photo: str = "") -> tuple[np.ndarray, bytes | None, i
     if fmt == "png":
         image = _grey_key_alpha(data, image)
     bits = 8 * image.dtype.itemsize
+    grey = lab is None and _holds_grey(data, fmt, image)
     image = _to_uint8_bgr(image if lab is None else _lab_to_bgr(image, lab))
     profile = md.icc_profile(data)
     rgb_profile = profile if profile is not None and md.icc_colour_space(profile) == b"RGB " else None
     dpi = md.density(data)
     if dpi is not None and orientation >= 5:  # turned a quarter: the density's axes swap with the pixels'
         dpi = (dpi[1], dpi[0])
-    return np.ascontiguousarray(apply_orientation(image, orientation)), rgb_profile, bits, dpi
+    return np.ascontiguousarray(apply_orientation(image, orientation)), rgb_profile, bits, dpi, grey
+
+
+def _holds_grey(data: bytes, fmt: str, image: np.ndarray) -> bool:
+    """Whether a file's decoded pixels are grey (with alpha or not): one or two samples, or a
+    grey-and-alpha PNG (colour type 4), which OpenCV decodes as BGRA."""
+    return image.ndim == 2 or image.shape[2] in (1, 2) or (fmt == "png" and data[25:26] == b"\x04")
 
 
 def _grey_key_alpha(data: bytes, image: np.ndarray) -> np.ndarray:
@@ -724,27 +736,26 @@ def check_output_folder(path: Path) -> None:
 
 
 def encode_image(image: np.ndarray, fmt: str, *, keep_alpha: bool, tag: bool = True,
-                 icc: bytes | None = None, dpi: tuple[float, float] | None = None) -> bytes:
+                 icc: bytes | None = None, dpi: tuple[float, float] | None = None, grey: bool = False) -> bytes:
     """Encoded bytes of a BGR/BGRA image in `fmt` (a WRITE_FORMATS container name), with the ICC
-    colour profile `icc` embedded when given, and the density `dpi` in a JPEG, PNG, TIFF or WebP."""
+    colour profile `icc` embedded when given, and the density `dpi` in a JPEG, PNG, TIFF or WebP.
+    `grey`: written as grey (of the BGR pixels) where `fmt` holds it (grey_output)."""
     bgr, alpha = split_alpha(image)
-    if keep_alpha and alpha is not None:
-        pixels = np.dstack([bgr, alpha])
+    alpha = alpha if keep_alpha else None
+    size, has_alpha = (bgr.shape[1], bgr.shape[0]), alpha is not None
+    if grey and grey_output(fmt, has_alpha):
+        data = _encode_grey(cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY), alpha, fmt)
+        icc = None  # an RGB profile does not describe grey pixels (a PNG's must be a grey one)
     else:
-        pixels = bgr
-    ext = {"jpeg": ".jpg", "tiff": ".tif"}.get(fmt, "." + fmt)
-    ok, buf = cv2.imencode(ext, np.ascontiguousarray(pixels), _ENCODE_PARAMS[fmt])
-    if not ok:
-        raise OutputError(f"OpenCV could not encode a {pixels.shape[1]}x{pixels.shape[0]} image as {fmt}")
-    data = buf.tobytes()
+        data = _encode(bgr if alpha is None else np.dstack([bgr, alpha]), fmt)
     if icc:  # first: tagging a WebP keeps the ICCP chunk where it must be, first
-        data = md.with_icc_profile(data, icc, (pixels.shape[1], pixels.shape[0]), pixels.shape[2] == 4)
+        data = md.with_icc_profile(data, icc, size, has_alpha)
     if dpi:
-        data = md.with_density(data, dpi, (pixels.shape[1], pixels.shape[0]), pixels.shape[2] == 4)
+        data = md.with_density(data, dpi, size, has_alpha)
     if tag:
-        data = provenance.tag_encoded(data, (pixels.shape[1], pixels.shape[0]), pixels.shape[2] == 4)
+        data = provenance.tag_encoded(data, size, has_alpha)
         if fmt == "tiff":  # TIFF's own IFD tags: ImageDescription, Software and the XMP packet
-            extra = {_TAG_EXTRA_SAMPLES: _UNASSOCIATED_ALPHA} if pixels.shape[2] == 4 else None
+            extra = {_TAG_EXTRA_SAMPLES: _UNASSOCIATED_ALPHA} if has_alpha else None
             # with alpha, ExtraSamples says it is unassociated (OpenCV writes no such tag, which
             # libtiff-based readers take for premultiplied: half-transparent colours too bright)
             data = md.tiff_add_tags(data, {md.TAG_IMAGE_DESCRIPTION: provenance.DESCRIPTION,
@@ -753,12 +764,46 @@ def encode_image(image: np.ndarray, fmt: str, *, keep_alpha: bool, tag: bool = T
     return data
 
 
+def grey_output(fmt: str, has_alpha: bool) -> bool:
+    """Whether a grey picture can be written grey in `fmt` (with its alpha, when it has one)."""
+    return fmt in GREY_FORMATS and (not has_alpha or fmt == "png")
+
+
+def _encode(pixels: np.ndarray, fmt: str) -> bytes:
+    """`pixels` (BGR, BGRA or grey) encoded by OpenCV as `fmt`."""
+    ext = {"jpeg": ".jpg", "tiff": ".tif"}.get(fmt, "." + fmt)
+    ok, buf = cv2.imencode(ext, np.ascontiguousarray(pixels), _ENCODE_PARAMS[fmt])
+    if not ok:
+        raise OutputError(f"OpenCV could not encode a {pixels.shape[1]}x{pixels.shape[0]} image as {fmt}")
+    return bytes(buf.tobytes())
+
+
+def _encode_grey(grey: np.ndarray, alpha: np.ndarray | None, fmt: str) -> bytes:
+    """A grey (HxW) picture, with its alpha only in a PNG (grey_output), as `fmt`."""
+    return _encode(grey, fmt) if alpha is None else _png_grey_alpha(grey, alpha)
+
+
+def _png_grey_alpha(grey: np.ndarray, alpha: np.ndarray) -> bytes:
+    """An 8-bit grey-and-alpha PNG (colour type 4), which OpenCV cannot encode; each row filtered
+    by "Sub" (the difference to the pixel on its left), which compresses a photo's rows well."""
+    height, width = grey.shape
+    rows = np.dstack([grey, alpha]).reshape(height, 2 * width)
+    sub = rows.copy()
+    sub[:, 2:] -= rows[:, :-2]  # uint8: modulo 256, as PNG's filters are
+    filtered = np.hstack([np.ones((height, 1), np.uint8), sub])  # each row opens with its filter (1: Sub)
+    header = struct.pack(">IIBBBBB", width, height, 8, 4, 0, 0, 0)  # 8 bits, grey + alpha, no interlace
+    return (b"\x89PNG\r\n\x1a\n" + md.png_chunk(b"IHDR", header)
+            + md.png_chunk(b"IDAT", zlib.compress(filtered.tobytes(), 6)) + md.png_chunk(b"IEND", b""))
+
+
 def write_image_atomic(path: Path | str, image: np.ndarray, *, force: bool, label: bool,
                        alpha: np.ndarray | None = None,
                        watermark: Callable[[np.ndarray], np.ndarray] | None = None,
                        sign: Callable[[bytes], bytes] | None = None, icc: bytes | None = None,
-                       dpi: tuple[float, float] | None = None, faces: Sequence[provenance.Box] = ()) -> None:
-    """Write a BGR or BGRA uint8 image to `path` in the format of its extension.
+                       dpi: tuple[float, float] | None = None, faces: Sequence[provenance.Box] = (),
+                       grey: bool = False) -> None:
+    """Write a BGR or BGRA uint8 image to `path` in the format of its extension; `grey` (the input
+    was): as grey where the format holds it (grey_output), converted from the pixels as marked.
 
     `alpha` (HxW uint8) is attached when given; alpha is kept for PNG, WebP and TIFF. `label`
     draws the visible "AI-generated" label (on a copy), in a corner away from the face boxes `faces`. `icc`: the colour profile the pixels are
@@ -782,7 +827,7 @@ def write_image_atomic(path: Path | str, image: np.ndarray, *, force: bool, labe
     with AtomicOutput(path, force=force) as out:
         if watermark is not None:  # last: the mark covers the pixels as written
             image = watermark(image)
-        data = encode_image(image, fmt, keep_alpha=keeps_alpha, icc=icc, dpi=dpi)
+        data = encode_image(image, fmt, keep_alpha=keeps_alpha, icc=icc, dpi=dpi, grey=grey)
         if sign is not None:  # C2PA content credentials, over the final bytes
             data = sign(data)
         out.write_bytes(data)

@@ -260,12 +260,19 @@ def naming(name: str) -> Iterator[None]:
 
 def _failure_line(job: VideoJob, message: str) -> str:
     """A failed file's reason naming the file once: most reasons name it already (the checks speak
-    as for one file: "cannot read clips/a.mp4 as a video"), the rest get its name first. Its output's
-    path, which often ends in the same name, does not count as naming the input."""
-    text = message.replace(str(job.output), "")
-    if re.search(rf"(?<![\w.-]){re.escape(job.input.name)}(?![\w-])", text):
-        return message
-    return f"{job.input.name}: {message}"
+    as for one file: "cannot read clips/a.mp4 as a video"), the rest get its name first."""
+    return message if _names_input(job.input, message) else f"{job.input.name}: {message}"
+
+
+def _names_input(path: Path, message: str) -> bool:
+    """Whether `message` names the input `path`: by a path to it (as given, absolute or resolved)
+    or by its bare name. The same name under another folder is another file: the output's
+    (out/a.mp4, however spelled), or the file a linked output points to, was taken for the input,
+    which was then named nowhere."""
+    spellings = {str(path), str(path.absolute()), os.path.realpath(path), path.name}
+    alternatives = "|".join(re.escape(s) for s in sorted(spellings, key=len, reverse=True))
+    # not inside a longer name or path: a.mp4 is not in data.mp4, clips/a.mp4 not in out/clips/a.mp4
+    return re.search(rf"(?<![\w.\-/\\])(?:{alternatives})(?![\w-])", message) is not None
 
 
 def summarize(outcomes: Sequence[FileOutcome], seconds: float) -> LivecamError | None:
