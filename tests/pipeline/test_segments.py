@@ -27,7 +27,8 @@ from livecam.pipeline.segments import SegmentResult, default_overlap_seconds, jo
 from livecam.settings import AnalysisSettings, ProcessingSettings, RuntimeSettings, VideoJob
 from tests.doubles import NoModels
 from tests.pipeline.test_file_smoothing import CPU, Marker
-from tests.videos import (_write_tone, label_corners, make_clip, make_offset_mkv, make_vfr_clip, probe, read_index,
+from tests.videos import (_write_tone, cut_short_lines, label_corners, make_clip, make_offset_mkv, make_vfr_clip, probe,
+                          read_index,
                           stamp_index, synthetic_frame, video_end)
 
 
@@ -506,7 +507,7 @@ def test_a_cut_short_input_split_is_written_as_a_whole_file_run_writes_it(
     cut = _cut_recording(tmp_path, kind, audio=False)
 
     def said() -> list[str]:
-        lines = [r.getMessage() for r in caplog.records if "could be read" in r.getMessage()]
+        lines = cut_short_lines([r.getMessage() for r in caplog.records])
         caplog.clear()
         return lines
 
@@ -523,4 +524,6 @@ def test_a_cut_short_input_split_is_written_as_a_whole_file_run_writes_it(
     assert video_end(tmp_path / "split.mkv") == pytest.approx(video_end(tmp_path / "here.mkv"), abs=2e-3)
     assert len(said_here) == 1 and said_split == said_here, (said_here, said_split)
     if at_the_cut:
-        assert [(s.first, s.end) for s in plan.segments][-1] == (here.stats.frames, here.stats.frames + 1)
+        # its last segment holds only packets that do not decode (one; two in PyAV 17, which also
+        # reports the one before the cut as corrupt)
+        assert plan.segments[-1].first == here.stats.frames < plan.segments[-1].end
