@@ -49,7 +49,7 @@ import types
 from contextlib import redirect_stdout
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -61,6 +61,9 @@ for _path in (HERE, REPO, REPO / "src"):  # the scripts, tests.standins (smoke),
 
 PREFLIGHT_EXIT = 2
 FACES = (REPO / "shared" / "faces" / "obama.jpg", REPO.parent / "shared" / "faces" / "obama.jpg")
+# `livecam video` variants: the shared session pool, K lanes, K lanes with CUDA graphs; and, only
+# when asked, the shared pool with libx264 in slice threads (the writer before frame threads)
+VIDEO_VARIANTS = ("shared", "lanes", "lanes_cuda_graphs")
 GOALS = {"video_swap_fps": (">=", 200.0), "video_enhance_fps": (">=", 100.0), "live_p50_ms": ("<=", 10.0),
          "live_p95_ms": ("<=", 15.0), "video_swap_vs_reference": (">=", 3.0),
          "video_enhance_vs_reference": (">=", 3.0)}
@@ -213,6 +216,8 @@ def headline(data: dict[str, Any]) -> dict[str, Any]:
         "video_enhance_fps_shared_pool": _fps(video, "enhance", "shared"),
         "video_swap_fps_cuda_graphs": _fps(video, "swap", "lanes_cuda_graphs"),
         "video_enhance_fps_cuda_graphs": _fps(video, "enhance", "lanes_cuda_graphs"),
+        "video_swap_fps_slice_encoder": _fps(video, "swap", "shared_slices"),
+        "video_enhance_fps_slice_encoder": _fps(video, "enhance", "shared_slices"),
         "live_p50_ms": (live.get("paced_30fps") or {}).get("latency_ms_p50"),
         "live_p95_ms": (live.get("paced_30fps") or {}).get("latency_ms_p95"),
         "live_unpaced_p50_ms": (live.get("unpaced") or {}).get("latency_ms_p50"),
@@ -327,19 +332,46 @@ def max_diff(a: list[np.ndarray], b: list[np.ndarray]) -> float:
     return round(max(float(np.abs(x.astype(np.float64) - y.astype(np.float64)).max()) for x, y in zip(a, b)), 6)
 
 
-def source_photo(work: Path) -> Path:
-    """The test photo when the shared folder came along; else a synthetic picture (the replica
-    detector reports its fixed face whatever the picture shows)."""
-    for path in FACES:
-        if path.is_file():
-            return path
+def source_photo(work: Path, given: Path | None, size: tuple[int, int], smoke: bool) -> Path:
+    """The face photo for every livecam and reference run: `given` (--photo) or the shared
+    obama.jpg. On the GPU the replica detector reports one fixed face (scripts/replica_archs.py)
+    whatever the picture shows, and livecam keeps only faces FaceMesh confirms (a source photo's
+    too), so the full run places the photo's face where the replica reports it at `size`."""
     import cv2
 
+    photo = given or next((p for p in FACES if p.is_file()), None)
+    if photo is None or not photo.is_file():
+        raise SystemExit(f"gpu_bench: no face photo ({given or FACES[-1]}); pass --photo FILE with one face")
+    if smoke:
+        return photo
+    import replica_archs
+
+    scale = size[0] / 640.0  # the replica's face is in its 640x640 input, a 16:9 frame letterboxed top-left
+    target = np.array(replica_archs.FACE_KPS, np.float32) * np.float32(scale)
+    image = cv2.imread(str(photo))
+    kps = photo_keypoints(image)
+    matrix, _ = cv2.estimateAffinePartial2D(kps, target, method=cv2.LMEDS)
+    placed = cv2.warpAffine(image, matrix, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
     path = work / "face.png"
-    img = np.full((720, 1280, 3), 90, np.uint8)
-    cv2.ellipse(img, (640, 330), (150, 190), 0, 0, 360, (140, 170, 210), -1)
-    cv2.imwrite(str(path), img)
+    work.mkdir(parents=True, exist_ok=True)
+    cv2.imwrite(str(path), placed)
     return path
+
+
+def photo_keypoints(image: np.ndarray) -> np.ndarray:
+    """The five keypoints of the photo's largest face, from livecam's embedded detector (CPU)."""
+    from livecam.faces.blazeface import BlazeFaceDetector
+    from livecam.faces.selection import largest_face
+    from livecam.runtime.providers import resolve_providers
+    from livecam.runtime.sessions import get_session
+
+    models = REPO / "src" / "livecam" / "models" / "default"
+    detector = BlazeFaceDetector(get_session(models / "blazeface_full_range.onnx", resolve_providers(("cpu",))),
+                                 variant="full")
+    face = largest_face(detector.detect(image))
+    if face is None:
+        raise SystemExit("gpu_bench: the embedded detector finds no face in the photo; pass --photo FILE with one face")
+    return np.asarray(face.kps, np.float32)
 
 
 def catalog_models() -> dict[str, list[str]]:
@@ -608,15 +640,17 @@ def encoded_clip(work: Path, photo: Path, size: tuple[int, int], frames: int, se
 
 def video_runs(models: Path, provider: str, swap_model: str, enhancer: str | None, photo: Path, clip: Path,
                frames: int, size: tuple[int, int], threads: int, lanes_k: int, deadline: float,
-               log: Callable[[str], None]) -> dict[str, Any]:
+               log: Callable[[str], None], variants: Sequence[str] = VIDEO_VARIANTS) -> dict[str, Any]:
     import cv2
 
     from livecam.commands.bench import GeneratedClip, run_video_bench
     from livecam.commands.live import warm_frames
+    from livecam.media import video_writer
     from livecam.pipeline.engine import Engine
     from livecam.runtime import sessions
     from livecam.settings import BenchJob
 
+    frame_threads = video_writer.set_encoder_threads
     ring = GeneratedClip(cv2.imread(str(photo)), size, 4)
     warm = [ring.image(i) for i in range(4)]
 
@@ -630,8 +664,9 @@ def video_runs(models: Path, provider: str, swap_model: str, enhancer: str | Non
         out[kind] = {}
         # run_video_bench warms every lane in turn before the run: CUDA graphs are captured there,
         # one lane at a time (a capture while another lane copies fails).
-        for variant, lanes, workers, graphs in (("shared", False, threads, False), ("lanes", True, lanes_k, False),
-                                                ("lanes_cuda_graphs", True, lanes_k, True)):
+        for variant in variants:
+            lanes, graphs = variant.startswith("lanes"), variant == "lanes_cuda_graphs"
+            workers = lanes_k if lanes else threads
             if time.perf_counter() > deadline:
                 out[kind][variant] = {"skipped": "deadline"}
                 continue
@@ -640,6 +675,8 @@ def video_runs(models: Path, provider: str, swap_model: str, enhancer: str | Non
             before = {id(session) for _, _, session in sessions.pooled()}
             try:
                 engine = Engine.create(settings, live=False, progress=False, lanes=True)  # as `livecam video`
+                # shared_slices: the shared pool with the writer's former libx264 slice threads (the baseline)
+                video_writer.set_encoder_threads = (lambda context, spec: None) if variant == "shared_slices" else frame_threads
                 for lane in engine.lanes():  # ORT captures a graph on a session's third run: all here, in turn
                     warm_frames(lane, warm, track=False)
                 build_s = time.perf_counter() - t0
@@ -661,6 +698,7 @@ def video_runs(models: Path, provider: str, swap_model: str, enhancer: str | Non
             out[kind][variant] = res
             out["faces_per_frame"] = res.get("faces_per_frame")
             log(f"video {kind} {variant}: {res['fps']} FPS ({res['frames']} frames, build {build_s:.1f} s)")
+    video_writer.set_encoder_threads = frame_threads
     return out
 
 
@@ -972,6 +1010,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=4, help="shared-pool workers for the comparison runs")
     ap.add_argument("--reps", type=int, default=50, help="runs per latency cell")
     ap.add_argument("--preflight-only", action="store_true")
+    ap.add_argument("--photo", type=Path, help="a photo with one face (default: the shared obama.jpg)")
+    ap.add_argument("--variants", nargs="+", default=list(VIDEO_VARIANTS),
+                    choices=(*VIDEO_VARIANTS, "shared_slices"), help="the video part's variants, in order")
+    ap.add_argument("--only", nargs="+", metavar="PART",
+                    help="run these parts alone (e.g. video reference live: a second run after a first one's failure)")
     ap.add_argument("--repo-json", type=Path, help="also write the headline figures here (benchmarks/gpu-h200.json)")
     ap.add_argument("--pack", type=Path, help="download what the GPU machine lacks into this folder and exit")
     ap.add_argument("--trt-child", help=argparse.SUPPRESS)
@@ -1011,6 +1054,9 @@ def main(argv: list[str] | None = None) -> int:
     def part(name: str, share_s: float, fn: Callable[[float], Any]) -> Any:
         """Run one part with deadline now + share_s (within the budget); record and go on."""
         now = time.perf_counter()
+        if args.only and name not in {*args.only, "replicas", *(["clip"] if "video" in args.only else [])}:
+            report["skipped"] = {**report["skipped"], name: "not asked for (--only)"}
+            return None
         if now > budget_end and not smoke:
             report["skipped"] = {**report["skipped"], name: "over the budget"}
             log(f"skip {name}: over the {args.budget:g} s budget")
@@ -1046,6 +1092,8 @@ def main(argv: list[str] | None = None) -> int:
                                  *(n for n in make_replicas.BASELINE_ONLY if gpu and not smoke)]))
     if not gpu or smoke:  # the CPU run needs only what livecam runs
         wanted = [n for n in wanted if n in essential]
+    elif args.only and "latency" not in args.only:  # the other models are timed only there
+        wanted = [n for n in wanted if n in essential or n in make_replicas.BASELINE_ONLY]
     work = args.work / ("smoke" if smoke else "full")
     device = "cuda" if gpu else "cpu"
     built = part("replicas", 200, lambda d: build_replicas(work, smoke, device, wanted, d, log, frozenset(essential))) or {}
@@ -1053,13 +1101,14 @@ def main(argv: list[str] | None = None) -> int:
     needed = {"det_10g", "w600k_r50", swap_model}
     if not needed <= set(files):
         log(f"missing replicas {sorted(needed - set(files))}: the livecam parts cannot run")
-    photo = source_photo(work)
+    photo = source_photo(work, args.photo, size, smoke)
 
     clip_settings = livecam_settings(work, args.provider, swap_model, False, photo, 1, None, None)
     clip = part("clip", 60, lambda d: str(encoded_clip(work, photo, size, args.frames + 8, clip_settings)))
     if clip:
         part("video", 140, lambda d: video_runs(work, args.provider, swap_model, enhancer, photo, Path(clip),
-                                                args.frames, size, args.threads, args.lanes, d, log))
+                                                args.frames, size, args.threads, args.lanes, d, log,
+                                                args.variants))
     part("reference", 60, lambda d: reference_runs(work, args.provider, swap_model, photo, size,
                                                    args.reference_frames, d, log))
     part("live", 40, lambda d: live_runs(work, args.provider, swap_model, photo, size, args.live_frames, d, log,

@@ -12,6 +12,12 @@ def cores() -> int:
     return os.cpu_count() or 1
 
 
+def encoder_threads() -> int:
+    """x264's frame threads for a file output: one per core, at most 16 (each costs memory:
+    pipeline/budget.ENCODER_PER_THREAD)."""
+    return min(16, cores())
+
+
 def resident_bytes() -> int:
     """This process's resident memory now (0 where it cannot be read)."""
     try:

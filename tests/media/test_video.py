@@ -214,6 +214,31 @@ def _write(path: Path, frames: int = 6, audio_from: Path | None = None, encoder:
     return writer
 
 
+def _x264_settings(path: Path) -> str:
+    """The settings x264 writes into its first keyframe (an SEI: "... threads=N ... sliced_threads=B ...")."""
+    found = re.search(rb"x264 - core .*? options: ([^\x00]*)", path.read_bytes())
+    assert found is not None, "no x264 settings in the output"
+    return found.group(1).decode("ascii", "replace")
+
+
+@pytest.mark.parametrize("live,expected", [(False, "threads=4 lookahead_threads=1 sliced_threads=0"),
+                                           (True, "sliced_threads=1")])
+def test_a_file_output_encodes_with_a_frame_thread_per_core_and_a_live_one_with_slices(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, live: bool, expected: str) -> None:
+    # Slices (PyAV's default) encode each frame inside the call: 10 ms a 720p frame on 16 cores
+    # capped `livecam video` near 90 FPS on the GPU; frame threads hand it on. Live keeps the
+    # low latency of slices (zerolatency).
+    monkeypatch.setattr("livecam.machine.cores", lambda: 4)
+    path = tmp_path / "out.mp4"
+    spec = OutputSpec(path=path, format="mp4", width=320, height=240, rate=Fraction(24),
+                      time_base=Fraction(1, 24), live=live)
+    writer = VideoWriter(spec)
+    for i in range(8):
+        writer.write(np.full((240, 320, 3), i * 20, np.uint8), i / 24)
+    writer.close()
+    assert expected in _x264_settings(path)
+
+
 @pytest.mark.parametrize("suffix,encoder,audio_mode,audio_codec", [
     (".mp4", "libx264", "copy", "aac"),
     (".mov", "libx264", "copy", "aac"),

@@ -109,3 +109,15 @@ def test_absurd_execution_threads_are_refused(monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(InputError, match=r"^--execution-threads 64 is more than this machine's 2 cores can use "
                                          r"\(at most 8, 4 per core\); use --execution-threads 8 or fewer$"):
         check_execution_threads(64)
+
+
+def test_the_encoders_frame_threads_are_in_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each x264 frame thread holds ~10 B/px more (1080p, 2-16 threads measured): a 16-core machine's
+    # 4K encoder needs about 1.1 GB more than a 1-core one's, which --max-memory has to know.
+    pixels = 3840 * 2160
+    monkeypatch.setattr("livecam.machine.cores", lambda: 1)
+    one = budget.encoder_bytes(pixels, None)
+    monkeypatch.setattr("livecam.machine.cores", lambda: 64)  # x264 gets 16 at most
+    sixteen = budget.encoder_bytes(pixels, None)
+    assert abs((sixteen - one) - pixels * budget.ENCODER_PER_THREAD * 15) <= 1
+    assert 1.0 * GB < sixteen - one < 1.3 * GB

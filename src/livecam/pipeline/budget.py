@@ -10,6 +10,7 @@ once they are resident. It sizes everything whose bytes grow with the frame size
 
     decoder     FFmpeg's frame threads and reference frames          ~1.5 B/px x (threads + 11)
     encoder     x264's frame pool, look-ahead included               ~52 B/px + 2.8 B/px a look-ahead frame
+                and its frame threads (machine.encoder_threads)      + 10 B/px a thread past the first
     workers     each: model activations + two working copies          WORKER_BYTES + 6 B/px
                 (or, before them, its frame's conversion to BGR: ~6.5 B/px)
     in flight   decoded BGR frames in the work queue, the workers,    3 B/px each
@@ -33,7 +34,7 @@ import math
 from dataclasses import dataclass
 
 from livecam.errors import InputError
-from livecam.machine import available_bytes, cores, resident_bytes
+from livecam.machine import available_bytes, cores, encoder_threads, resident_bytes
 
 log = logging.getLogger("livecam")
 
@@ -47,6 +48,7 @@ BGR_BYTES = 3  # per pixel of a decoded frame in flight
 WORKER_COPIES = 2  # full-frame working copies a worker may hold beside its frame
 ENCODER_BASE = 52.0  # x264 bytes per pixel with no look-ahead (frame pool, half-pel planes, lowres)
 ENCODER_PER_LOOKAHEAD = 2.8  # per pixel and look-ahead frame
+ENCODER_PER_THREAD = 10.0  # per pixel and frame thread past the first (1080p: +136 B/px at 16 threads, 2-16 measured)
 PRESET_LOOKAHEAD = 20  # x264's `faster` preset (what encoder_options asks for)
 LOOKAHEADS = (None, 10, 0)  # tried in order: the preset's, then shorter (None: the preset's)
 DECODER_REFERENCES = 11  # frames an H.264/HEVC decoder keeps beside one per frame thread
@@ -87,7 +89,8 @@ def decoder_bytes(pixels: int) -> int:
 
 def encoder_bytes(pixels: int, lookahead: int | None) -> int:
     frames = PRESET_LOOKAHEAD if lookahead is None else lookahead
-    return int(pixels * (ENCODER_BASE + ENCODER_PER_LOOKAHEAD * frames))
+    threads = encoder_threads() - 1
+    return int(pixels * (ENCODER_BASE + ENCODER_PER_LOOKAHEAD * frames + ENCODER_PER_THREAD * threads))
 
 
 def worker_bytes(pixels: int) -> int:
