@@ -15,7 +15,9 @@ Shipping the input (ClusterSettings.ship_input): `auto` sends the path; a worker
 not read that file answers ChunkWanted, and from then on the driver cuts each of that file's
 segments for that worker into a chunk (pipeline.segments.cut_segment: the segment's packets
 stream-copied, no decoding, with their exact timestamps) sent as bytes through Ray's object
-store. `chunks` always sends chunks; `path` never (such a worker fails the file).
+store. `chunks` always sends chunks; `path` never (such a worker fails the file). The face
+photos always travel (ShippedPhotos: their bytes, read once here; a worker never opens the
+driver's photo paths).
 
 Failures: a worker process that dies is restarted by Ray and its segment retried
 (max_restarts, max_task_retries); an error of livecam's own (a corrupt segment, a refused model)
