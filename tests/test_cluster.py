@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import cv2
 import numpy as np
 import pytest
 
@@ -659,3 +660,54 @@ def test_an_input_removed_after_it_was_planned_fails_only_its_file(tmp_path: Pat
     assert first.error is not None and "gone.mp4" in first.error.message and "does not exist" in first.error.message
     assert not lost.output.exists()
     assert second.error is None and probe(kept.output)["frames"] == 90
+
+
+def test_workers_swap_in_the_drivers_photo_where_their_node_does_not_hold_it(
+        tmp_path: Path, driver: str, faces_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The workers built their engine from the --source path as the driver named it: a node
+    without that file failed the segment ('source ... does not exist'), one holding another
+    file there swapped in another face. The driver ships the photo's bytes; a worker's error
+    still names the photo the user gave. Here the photo leaves the driver's path once the
+    driver has read it (as the run plans its file), before any worker builds its engine."""
+    import livecam.cluster
+    from livecam.cluster import build_engine, run_on_cluster
+    from livecam.settings import ProcessingSettings, RuntimeSettings, SwapSettings
+
+    src = make_clip(tmp_path / "biden.mp4", frames=60, size=(320, 240), fps=30, audio=False,
+                    source_image=faces_dir / "biden.jpg", moving_crop=True)
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    real_plan = livecam.cluster.plan_job
+
+    def plan_then_take_the_photo(job: VideoJob, *args: Any, **kw: Any) -> Any:
+        for photo in job.processing.sources:
+            photo.rename(gone / photo.name)
+        return real_plan(job, *args, **kw)
+
+    monkeypatch.setattr(livecam.cluster, "plan_job", plan_then_take_the_photo)
+    runtime = RuntimeSettings(execution_threads=1, quiet=True, models_dir=tmp_path / "models", offline=True)
+
+    def job_with(photo: Path, output: Path) -> VideoJob:
+        processing = ProcessingSettings(sources=(photo,), runtime=runtime, swap=SwapSettings(model="mesh"))
+        return job_for(src, output, "libx264", processing=processing)
+
+    photo = tmp_path / "photos" / "obama.jpg"
+    photo.parent.mkdir()
+    shutil.copy(faces_dir / "obama.jpg", photo)
+    job = job_with(photo, tmp_path / "swapped.mp4")
+    [outcome] = run_on_cluster([job], settings(driver), Progress(60, quiet=True), engine_factory=build_engine)
+    assert not photo.exists()  # the workers could not have read it
+    assert outcome.error is None, outcome.error.message
+    assert outcome.frames == 60 and outcome.faces_changed == 60
+    a, b = probe(src), probe(job.output)
+    assert b["frames"] == 60
+    face = np.abs(a["images"][45][60:160, 120:230].astype(int) - b["images"][45][60:160, 120:230]).mean()
+    assert face > 8  # the face swapped in the second segment too
+
+    faceless = tmp_path / "photos" / "grey.png"
+    cv2.imwrite(str(faceless), np.full((200, 200, 3), 128, np.uint8))
+    failed = job_with(faceless, tmp_path / "failed.mp4")
+    [outcome] = run_on_cluster([failed], settings(driver), Progress(60, quiet=True), engine_factory=build_engine)
+    assert outcome.error is not None and f"no face found in source photo {faceless};" in outcome.error.message, \
+        outcome.error.message
+    assert "livecam-photos-" not in outcome.error.message and not failed.output.exists()

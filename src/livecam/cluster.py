@@ -15,7 +15,9 @@ Shipping the input (ClusterSettings.ship_input): `auto` sends the path; a worker
 not read that file answers ChunkWanted, and from then on the driver cuts each of that file's
 segments for that worker into a chunk (pipeline.segments.cut_segment: the segment's packets
 stream-copied, no decoding, with their exact timestamps) sent as bytes through Ray's object
-store. `chunks` always sends chunks; `path` never (such a worker fails the file).
+store. `chunks` always sends chunks; `path` never (such a worker fails the file). The face
+photos always travel (ShippedPhotos: their bytes, read once here; a worker never opens the
+driver's photo paths).
 
 Failures: a worker process that dies is restarted by Ray and its segment retried
 (max_restarts, max_task_retries); an error of livecam's own (a corrupt segment, a refused model)
@@ -39,12 +41,13 @@ import platform
 import re
 import socket
 import sys
+import tempfile
 import time
 import uuid
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from livecam import __version__
 from livecam.errors import InputError, Interrupted, LivecamError
@@ -57,7 +60,7 @@ from livecam.pipeline.progress import Progress
 from livecam.pipeline.signals import kept_stop_handlers
 from livecam.pipeline.segments import (SegmentPlan, SegmentResult, cut_segment, joined_stats, plan_job,
                                        readable_here, run_segment, write_joined)
-from livecam.settings import ClusterSettings, VideoJob
+from livecam.settings import ClusterSettings, ProcessingSettings, VideoJob
 from livecam.console import agree, counted
 
 log = logging.getLogger("livecam")
@@ -93,6 +96,62 @@ def build_engine(job: VideoJob) -> FileEngine:
     from livecam.pipeline.engine import Engine
 
     return Engine.create(job.processing, live=False, progress=False)
+
+
+def photo_paths(settings: ProcessingSettings) -> tuple[Path, ...]:
+    """The face photos the engine reads: --source, --reference and both sides of --map."""
+    mapped = tuple(path for pair in settings.analysis.face_map for path in pair)
+    return tuple(Path(p) for p in (*settings.sources, *settings.analysis.reference, *mapped))
+
+
+def _photos_swapped(settings: ProcessingSettings, copies: Mapping[Path, Path]) -> ProcessingSettings:
+    """settings with each photo in `copies` replaced by its copy (the others as they are)."""
+    def swap(path: Path) -> Path:
+        return copies.get(Path(path), path)
+
+    analysis = replace(settings.analysis, reference=tuple(map(swap, settings.analysis.reference)),
+                       face_map=tuple((swap(s), swap(r)) for s, r in settings.analysis.face_map))
+    return replace(settings, sources=tuple(map(swap, settings.sources)), analysis=analysis)
+
+
+@dataclass(frozen=True)
+class ShippedPhotos:
+    """The jobs' face photos, read once on the driver before any segment is sent: a worker's
+    node may not hold them at the driver's paths (or hold other files there, another face)."""
+
+    photos: tuple[tuple[Path, bytes], ...] = ()  # (the path as the user gave it, its bytes)
+
+    @classmethod
+    def read(cls, jobs: Sequence[VideoJob]) -> "ShippedPhotos":
+        """Every photo file of the jobs, once each. One that is not a readable file stays a
+        path: the worker's engine then refuses it as Engine.create here would."""
+        photos = []
+        for path in dict.fromkeys(p for job in jobs for p in photo_paths(job.processing)):
+            try:
+                photos.append((path, path.read_bytes()))
+            except OSError:
+                continue
+        return cls(tuple(photos))
+
+    @contextmanager
+    def placed(self, job: VideoJob) -> Iterator[tuple[VideoJob, Callable[[str], str]]]:
+        """job with its photos' paths swapped for copies in a private temporary folder (removed
+        afterwards: the engine reads them only as it is built), and a function that gives a
+        message back the user's paths in place of the copies'."""
+        with tempfile.TemporaryDirectory(prefix="livecam-photos-") as folder:
+            copies: dict[Path, Path] = {}
+            for number, (path, data) in enumerate(self.photos):
+                copy = Path(folder) / str(number) / path.name  # the name kept: its suffix, messages naming it
+                copy.parent.mkdir()
+                copy.write_bytes(data)
+                copies[path] = copy
+
+            def restore(message: str) -> str:
+                for path, copy in copies.items():
+                    message = message.replace(str(copy), str(path))
+                return message
+
+            yield replace(job, processing=_photos_swapped(job.processing, copies)), restore
 
 
 @dataclass(frozen=True)
@@ -158,10 +217,11 @@ class _Said(logging.Handler):
 class Worker:
     """One segment at a time with an engine built once (per processing settings)."""
 
-    def __init__(self, factory: EngineFactory, board: str) -> None:
+    def __init__(self, factory: EngineFactory, board: str, photos: ShippedPhotos) -> None:
         import ray
 
         self._factory = factory
+        self._photos = photos
         # found by name: an actor handle among the arguments would keep them in the object
         # store, which Ray warns about (on the terminal) for actors it restarts
         self._board = ray.get_actor(board)
@@ -228,7 +288,15 @@ class Worker:
         if self._engine is None or key != self._key:
             said.building = True  # its warnings are of no one file
             try:
-                self._engine = self._factory(job)
+                with self._photos.placed(job) as (local, restore):  # built from the driver's photos
+                    try:
+                        self._engine = self._factory(local)
+                    except LivecamError as exc:  # it names the photo the user gave, not the copy
+                        exc.message = restore(exc.message)
+                        exc.args = (exc.message,)
+                        raise
+                    finally:
+                        said.engine[:] = [restore(line) for line in said.engine]
                 self._marker = None
                 if job.watermark:
                     from livecam.marks.watermark import open_watermarker
@@ -331,6 +399,7 @@ def run_on_cluster(jobs: Sequence[VideoJob], cluster: ClusterSettings, progress:
     leaves out, said as each file is planned)."""
     outcomes: dict[int, FileOutcome] = {}
     plans: dict[int, SegmentPlan] = {}
+    photos = ShippedPhotos.read(jobs)
     for i, job in enumerate(jobs):
         try:
             with naming(job.input.name) if folder else nullcontext():  # its notes name the file
@@ -345,7 +414,8 @@ def run_on_cluster(jobs: Sequence[VideoJob], cluster: ClusterSettings, progress:
             progress = Progress(total, label=jobs[0].output.name if len(jobs) == 1 else "videos")
         try:
             with connected(cluster.address, cpus=os.cpu_count() if cluster.address == "local" else None) as ray:
-                _Driver(ray, plans, cluster, threads, engine_factory, sign_for, progress, folder).run(outcomes)
+                _Driver(ray, plans, cluster, threads, engine_factory, sign_for, progress, folder,
+                        photos).run(outcomes)
         finally:
             if own_bar and progress is not None:
                 progress.close()
@@ -356,7 +426,7 @@ class _Driver:
     def __init__(self, ray: Any, plans: dict[int, SegmentPlan], cluster: ClusterSettings, threads: int,
                  factory: EngineFactory,
                  sign_for: Callable[[VideoJob, tuple[str, ...]], Callable[[Path], None] | None] | None,
-                 progress: Progress | None, folder: bool) -> None:
+                 progress: Progress | None, folder: bool, photos: ShippedPhotos) -> None:
         self.ray = ray
         self.plans = plans
         self.cluster = cluster
@@ -365,6 +435,7 @@ class _Driver:
         self.sign_for = sign_for
         self.progress = progress
         self.folder = folder
+        self.photos = photos
         self.parts: dict[int, dict[int, SegmentResult]] = {i: {} for i in plans}
         self.models: dict[int, tuple[str, ...]] = {}
         self.chunked: set[tuple[int, int]] = set()  # (worker, file): that worker gets the file in chunks
@@ -379,7 +450,8 @@ class _Driver:
         cpus = 0.0 if gpus else min(1.0, float(resources.get("CPU", 1)) / count)
         actor = ray.remote(num_gpus=gpus, num_cpus=cpus, scheduling_strategy="SPREAD",
                            max_restarts=MAX_RESTARTS, max_task_retries=MAX_TASK_RETRIES)(Worker)
-        workers = [actor.remote(self.factory, board) for _ in range(count)]
+        photos = ray.put(self.photos)  # one copy in the object store for every worker (and restart)
+        workers = [actor.remote(self.factory, board, photos) for _ in range(count)]
         want = versions()
         try:
             described_all = ray.get([w.describe.remote() for w in workers], timeout=START_TIMEOUT_S)
