@@ -440,6 +440,7 @@ class _Driver:
         self.models: dict[int, tuple[str, ...]] = {}
         self.chunked: set[tuple[int, int]] = set()  # (worker, file): that worker gets the file in chunks
         self.said: set[tuple[int | None, str]] = set()  # the workers' warnings said so far: (file or None, line)
+        self.photos_ref: Any = None  # the shipped photos in Ray's object store (_workers)
 
     def _workers(self, board: str) -> list[Any]:
         ray = self.ray
@@ -450,8 +451,11 @@ class _Driver:
         cpus = 0.0 if gpus else min(1.0, float(resources.get("CPU", 1)) / count)
         actor = ray.remote(num_gpus=gpus, num_cpus=cpus, scheduling_strategy="SPREAD",
                            max_restarts=MAX_RESTARTS, max_task_retries=MAX_TASK_RETRIES)(Worker)
-        photos = ray.put(self.photos)  # one copy in the object store for every worker (and restart)
-        workers = [actor.remote(self.factory, board, photos) for _ in range(count)]
+        # One copy in the object store for every worker, held here for the whole run: a restarted
+        # worker's constructor reads it again (a reference dropped after the start let Ray delete
+        # it, and the restart failed).
+        self.photos_ref = ray.put(self.photos)
+        workers = [actor.remote(self.factory, board, self.photos_ref) for _ in range(count)]
         want = versions()
         try:
             described_all = ray.get([w.describe.remote() for w in workers], timeout=START_TIMEOUT_S)
