@@ -98,12 +98,6 @@ def build_engine(job: VideoJob) -> FileEngine:
     return Engine.create(job.processing, live=False, progress=False)
 
 
-def photo_paths(settings: ProcessingSettings) -> tuple[Path, ...]:
-    """The face photos the engine reads: --source, --reference and both sides of --map."""
-    mapped = tuple(path for pair in settings.analysis.face_map for path in pair)
-    return tuple(Path(p) for p in (*settings.sources, *settings.analysis.reference, *mapped))
-
-
 def _photos_swapped(settings: ProcessingSettings, copies: Mapping[Path, Path]) -> ProcessingSettings:
     """settings with each photo in `copies` replaced by its copy (the others as they are)."""
     def swap(path: Path) -> Path:
@@ -126,7 +120,7 @@ class ShippedPhotos:
         """Every photo file of the jobs, once each. One that is not a readable file stays a
         path: the worker's engine then refuses it as Engine.create here would."""
         photos = []
-        for path in dict.fromkeys(p for job in jobs for p in photo_paths(job.processing)):
+        for path in dict.fromkeys(p for job in jobs for _, p in job.processing.named_photos()):
             try:
                 photos.append((path, path.read_bytes()))
             except OSError:

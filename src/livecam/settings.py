@@ -135,6 +135,13 @@ class ProcessingSettings:
     swap: SwapSettings = field(default_factory=SwapSettings)
     enhance: EnhanceSettings = field(default_factory=EnhanceSettings)
 
+    def named_photos(self) -> tuple[tuple[str, Path], ...]:
+        """The face photos a run reads, each with the option that names it: --source,
+        --reference and both sides of --map."""
+        mapped = tuple(("--map", Path(p)) for pair in self.analysis.face_map for p in pair)
+        return (*(("--source", Path(p)) for p in self.sources),
+                *(("--reference", Path(p)) for p in self.analysis.reference), *mapped)
+
 
 @dataclass(frozen=True)
 class C2paSettings:

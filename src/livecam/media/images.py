@@ -695,11 +695,7 @@ def check_not_an_input(output: Path, input_path: Path | None = None,
         raise InputError(f"the output {output} is the input; write to another file")
     if processing is None:
         return
-    named = [("--source", p) for p in processing.sources]
-    named += [("--reference", p) for p in processing.analysis.reference]
-    named += [("--map", p) for pair in processing.analysis.face_map for p in pair]
-    for option, photo in named:
-        photo = Path(photo)
+    for option, photo in processing.named_photos():
         # an existing file in a --source folder is one of its photos
         inside = photo.is_dir() and output.is_file() and same_file(output.parent, photo)
         if inside or same_file(output, photo):
